@@ -1,0 +1,34 @@
+# Two commands do everything on a fresh machine with Python ≥ 3.11 and pip:
+#   make demo   set up .venv, generate a corpus, train on it, predict
+#   make test   set up .venv, run the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-fast bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/lancetnic-flow demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: setup
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]'
+	$(BIN)/python benchmarks/scaling.py
+
+clean:
+	rm -rf $(VENV) demo-data runs .pytest_cache

@@ -1,0 +1,314 @@
+"""The ``lancetnic-flow`` command: argument parsing only.
+
+Each subcommand turns its arguments into typed configs and calls the
+library. A :class:`UserError` becomes one clear message and exit status 2;
+anything else is a bug: exit 1, with the traceback under ``--debug``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from typing import Sequence
+
+from . import __version__
+from .errors import UserError
+
+EXAMPLES_TRAIN = """examples:
+  lancetnic-flow make-data data/train.csv --rows 100000
+  lancetnic-flow train data/train.csv --text text --label label --epochs 3
+  lancetnic-flow train 's3://bucket/corpus/*.jsonl.gz' --text body --label topic \\
+      --storage-option anon=false --cache s3://bucket/cache --memory-budget 8GiB
+  lancetnic-flow train data/*.parquet --text text --label label --scheduler tcp://10.0.0.5:8786
+"""
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--format", default="auto", metavar="FMT",
+                   help="auto|csv|tsv|jsonl|parquet|text|fasttext (default: from the file name)")
+    g.add_argument("--storage-option", action="append", default=[], metavar="K=V",
+                   help="fsspec storage option, repeatable; dotted keys nest (client_kwargs.endpoint_url=...)")
+
+
+def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("memory and cluster")
+    g.add_argument("--memory-budget", metavar="SIZE",
+                   help="total memory to plan for, e.g. 8GiB (default: the smaller of RAM and 16GiB)")
+    g.add_argument("--workers", type=int, metavar="N", help="local Dask worker processes (default: planned)")
+    g.add_argument("--worker-threads", type=int, metavar="N", help="threads per Dask worker (default 1)")
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="use an existing Dask cluster (or set DASK_SCHEDULER_ADDRESS)")
+    g.add_argument("--blocksize", metavar="SIZE", help="partition size (default: from the memory plan)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lancetnic-flow",
+        description="Train text models on more text than fits in memory: Dask + fsspec + PyTorch.",
+        epilog="Run `lancetnic-flow demo` to see a whole run on generated data.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"lancetnic-flow {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("output control")
+    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for every error")
+    g.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help="print only the final result")
+    parser._add_container_actions(common)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _sub_add = sub.add_parser
+    sub.add_parser = lambda *args, **kw: _sub_add(*args, parents=[common], **kw)  # type: ignore[method-assign]
+
+    t = sub.add_parser("train", help="train a classifier", epilog=EXAMPLES_TRAIN,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("data", nargs="+", metavar="DATA", help="training data: paths, URLs or globs")
+    g = t.add_argument_group("columns and validation")
+    g.add_argument("--text", action="append", metavar="COL", help="text column (repeatable; default: text)")
+    g.add_argument("--label", default="label", metavar="COL", help="label column (default: label)")
+    g.add_argument("--val", nargs="+", metavar="DATA", help="separate validation data")
+    g.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
+                   help="share of rows held out by a stable hash (default 0.1)")
+    _add_data_options(t)
+    g = t.add_argument_group("features")
+    g.add_argument("--features", default="tfidf", metavar="MODE", help="tfidf|hashing|ids (default tfidf)")
+    g.add_argument("--ngrams", type=int, default=1, metavar="N", help="1 = words, 2 = words and word pairs")
+    g.add_argument("--max-features", type=int, default=100_000, metavar="N", help="vocabulary size cap")
+    g.add_argument("--min-df", default="1", metavar="N|F", help="drop terms in fewer documents (count or fraction)")
+    g.add_argument("--max-df", default="1.0", metavar="N|F", help="drop terms in more documents")
+    g.add_argument("--sublinear-tf", action="store_true", help="use 1 + log(tf)")
+    g.add_argument("--buckets", type=int, default=2**18, metavar="N", help="hashing buckets")
+    g = t.add_argument_group("model and training")
+    g.add_argument("--hidden", type=int, default=128, metavar="N")
+    g.add_argument("--layers", type=int, default=1, metavar="N")
+    g.add_argument("--dropout", type=float, default=0.2, metavar="P")
+    g.add_argument("--epochs", type=int, default=3, metavar="N")
+    g.add_argument("--batch-size", type=int, default=256, metavar="N")
+    g.add_argument("--lr", type=float, default=2e-3, metavar="X")
+    g.add_argument("--optimizer", default="adam", metavar="NAME", help="adam|sgd")
+    g.add_argument("--seed", type=int, default=0, metavar="N")
+    g.add_argument("--shuffle-buffer", type=int, default=20_000, metavar="ROWS")
+    _add_cluster_options(t)
+    g = t.add_argument_group("output")
+    g.add_argument("--out", default="runs", metavar="DIR", help="parent of the run folder (default runs/)")
+    g.add_argument("--name", metavar="NAME", help="run folder name (default: a timestamp)")
+    g.add_argument("--cache", metavar="URL", help="shard cache (default OUT/.cache)")
+
+    p = sub.add_parser("predict", help="predict with a trained run",
+                       epilog="examples:\n  lancetnic-flow predict runs/demo --text 'a great match' --text 'new phone'\n"
+                              "  lancetnic-flow predict runs/demo --input 'data/*.csv' --output preds.jsonl",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", metavar="RUN", help="run folder")
+    p.add_argument("--text", action="append", metavar="TEXT", help="a text to classify (repeatable)")
+    p.add_argument("--input", nargs="+", metavar="DATA", help="data to predict over Dask partitions")
+    p.add_argument("--output", metavar="URL", help="where to write predictions (.csv or .jsonl)")
+    p.add_argument("--text-column", action="append", metavar="COL", help="text column of --input (default: the run's)")
+    _add_data_options(p)
+    _add_cluster_options(p)
+
+    e = sub.add_parser("evaluate", help="evaluate a trained run on labelled data")
+    e.add_argument("run", metavar="RUN")
+    e.add_argument("data", nargs="+", metavar="DATA")
+    e.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    e.add_argument("--text", action="append", metavar="COL", help="text column (default: the run's)")
+    e.add_argument("--label", metavar="COL", help="label column (default: the run's)")
+    _add_data_options(e)
+    _add_cluster_options(e)
+
+    m = sub.add_parser("make-data", help="write a generated, learnable corpus of any size",
+                       epilog="the format follows the extension: .csv .tsv .jsonl .parquet .txt .ft, "
+                              "plus .gz/.bz2/.xz/.zst to compress")
+    m.add_argument("out", metavar="OUT", help="file path or URL")
+    m.add_argument("--rows", type=int, required=True, metavar="N")
+    m.add_argument("--classes", type=int, default=4, metavar="K")
+    m.add_argument("--seed", type=int, default=0, metavar="S")
+    m.add_argument("--storage-option", action="append", default=[], metavar="K=V")
+
+    d = sub.add_parser("demo", help="generate a corpus, train on it, predict with it")
+    d.add_argument("--rows", type=int, default=50_000, metavar="N")
+    d.add_argument("--dir", default="demo-data", metavar="DIR", help="where the demo corpus and runs go")
+    d.add_argument("--epochs", type=int, default=2, metavar="N")
+    return parser
+
+
+def _size(text: str | None, what: str) -> int | None:
+    from .sizes import parse_size
+
+    return parse_size(text, what) if text else None
+
+
+def _train_config(a: argparse.Namespace):
+    from .config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig,
+                         TrainingConfig, parse_df, parse_storage_options)
+
+    return TrainConfig(
+        data=DataConfig(train=a.data, val=a.val or [], val_fraction=a.val_fraction, format=a.format,
+                        text=a.text or ["text"], label=a.label,
+                        storage_options=parse_storage_options(a.storage_option)),
+        features=FeatureConfig(mode=a.features, ngrams=a.ngrams, max_features=a.max_features,
+                               min_df=parse_df(a.min_df, "--min-df"), max_df=parse_df(a.max_df, "--max-df"),
+                               sublinear_tf=a.sublinear_tf, buckets=a.buckets),
+        model=ModelConfig(hidden=a.hidden, layers=a.layers, dropout=a.dropout),
+        training=TrainingConfig(epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, optimizer=a.optimizer,
+                                seed=a.seed, shuffle_buffer=a.shuffle_buffer),
+        cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
+                              threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize")),
+        output=OutputConfig(out=a.out, name=a.name, cache=a.cache),
+    ).validate()
+
+
+def cmd_train(a: argparse.Namespace, report) -> int:
+    from .events import Events
+    from .train import train
+
+    events = Events()
+    events.subscribe(report)
+    train(_train_config(a), events)
+    return 0
+
+
+def _cluster_for(a: argparse.Namespace):
+    from .cluster import open_cluster, plan_memory
+
+    plan = plan_memory(_size(a.memory_budget, "--memory-budget"), workers=a.workers, threads=a.worker_threads,
+                       blocksize=_size(a.blocksize, "--blocksize"))
+    return plan, open_cluster(plan, scheduler=a.scheduler)
+
+
+def cmd_predict(a: argparse.Namespace, report) -> int:
+    from .config import parse_storage_options
+    from .predict import Predictor, predict_files
+    from .sources import Columns, plan_source
+
+    if bool(a.text) == bool(a.input):
+        raise UserError("predict needs either --text TEXT... or --input DATA --output URL")
+    if a.text:
+        pred = Predictor(a.run)
+        for text, p in zip(a.text, pred.predict(a.text)):
+            print(json.dumps({"text": text, **p}, ensure_ascii=False))
+        return 0
+    if not a.output:
+        raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl or predictions.csv")
+    from .predict import output_format
+
+    output_format(a.output)
+    pred = Predictor(a.run)
+    so = parse_storage_options(a.storage_option)
+    cols = Columns(text=tuple(a.text_column or pred.run.config["data"]["text"]))
+    plan, cluster = _cluster_for(a)
+    with cluster as client:
+        src = plan_source(a.input, format=a.format, storage_options=so, blocksize=plan.partition)
+        from .sources import check_columns
+
+        check_columns(src, cols, storage_options=so)
+        out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options={},
+                            chunk_bytes=plan.partition, window=plan.in_flight)
+    report.console.print(f"wrote {out['rows_written']:,} predictions to {a.output}")
+    return 0
+
+
+def cmd_evaluate(a: argparse.Namespace, report) -> int:
+    from .config import parse_storage_options
+    from .predict import evaluate_files
+    from .runs import load_run
+    from .sources import Columns, check_columns, plan_source
+
+    run = load_run(a.run)
+    so = parse_storage_options(a.storage_option)
+    cols = Columns(text=tuple(a.text or run.config["data"]["text"]), label=a.label or run.config["data"]["label"])
+    plan, cluster = _cluster_for(a)
+    with cluster as client:
+        src = plan_source(a.data, format=a.format, storage_options=so, blocksize=plan.partition)
+        check_columns(src, cols, storage_options=so)
+        out = evaluate_files(client, a.run, src, cols, storage_options=so, run_options={},
+                             chunk_bytes=plan.partition, window=plan.in_flight, classes=len(run.features.labels))
+    out["labels"] = run.features.labels
+    if a.json:
+        print(json.dumps(out))
+    else:
+        report.console.print(f"accuracy {out['accuracy']:.4f} · macro-F1 {out['macro_f1']:.4f} · "
+                             f"loss {out['loss']:.4f} · {out['rows']['evaluated']:,} rows")
+    return 0
+
+
+def cmd_make_data(a: argparse.Namespace, report) -> int:
+    from .config import parse_storage_options
+    from .synth import write_corpus
+
+    if a.rows <= 0:
+        raise UserError(f"--rows must be > 0, got {a.rows}")
+    if a.classes < 2:
+        raise UserError(f"--classes must be ≥ 2, got {a.classes}")
+    info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed,
+                        storage_options=parse_storage_options(a.storage_option))
+    report.console.print(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})")
+    return 0
+
+
+def cmd_demo(a: argparse.Namespace, report) -> int:
+    from .config import DataConfig, TrainConfig, TrainingConfig, OutputConfig
+    from .events import Events
+    from .predict import Predictor
+    from .synth import write_corpus
+
+    os.makedirs(a.dir, exist_ok=True)
+    data = os.path.join(a.dir, f"demo-{a.rows}.csv")
+    if not os.path.exists(data):
+        report.console.print(f"generating {a.rows:,} rows → {data}")
+        write_corpus(data + ".tmp.csv", a.rows, classes=4, seed=0)
+        os.replace(data + ".tmp.csv", data)
+    events = Events()
+    events.subscribe(report)
+    from .train import train
+
+    res = train(TrainConfig(data=DataConfig(train=[data]), training=TrainingConfig(epochs=a.epochs),
+                            output=OutputConfig(out=os.path.join(a.dir, "runs"))), events)
+    pred = Predictor(res.run)
+    import pyarrow.csv as pacsv
+
+    sample = pacsv.open_csv(data).read_next_batch().slice(0, 3)
+    for text, label, p in zip(sample["text"].to_pylist(), sample["label"].to_pylist(),
+                              pred.predict(sample["text"].to_pylist())):
+        report.console.print(f"  {text[:60]!r}… → {p['label']} ({p['probability']:.2f}), true {label}")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "make-data": cmd_make_data,
+            "demo": cmd_demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if not a.command:
+        parser.print_help()
+        return 2
+    from .report import ConsoleReport
+
+    debug = getattr(a, "debug", False)
+    report = ConsoleReport(quiet=getattr(a, "quiet", False))
+    try:
+        return COMMANDS[a.command](a, report)
+    except UserError as exc:
+        if debug:
+            raise
+        report._close_bar()
+        report.console.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        if exc.hint:
+            report.console.print(f"  [dim]hint:[/] {exc.hint}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        report._close_bar()
+        report.console.print("interrupted")
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        report._close_bar()
+        report.console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        report.console.print("  rerun with --debug for the traceback, and report it if it looks like a bug")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The memory plan, and the Dask cluster it shapes.
+
+One budget is split explicitly: headroom for the OS and other programs, the
+trainer (model, optimiser state, prefetched shards, shuffle buffer) and the
+Dask workers. The workers' share sets ``LocalCluster(memory_limit=...)``;
+the partition size follows from one worker's limit and the measured peak
+memory of the transform per input byte.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import Iterator
+
+import psutil
+
+from .errors import UserError
+from .sizes import format_size
+
+GiB = 2**30
+MiB = 2**20
+DEFAULT_BUDGET = 16 * GiB
+# Peak RSS of one transform task per input byte, measured with
+# benchmarks/partition_peak.py (bigrams, CSV input); unigrams stay lower.
+PEAK_PER_BYTE = 12
+WORKER_BASE = 200 * MiB         # an idle worker process: Python, Dask, pyarrow, numpy
+TRAINER_BASE = 450 * MiB        # the trainer process: Python, torch, Dask client
+MIN_WORKER = 384 * MiB
+THRESHOLDS = {"target": 0.60, "spill": 0.70, "pause": 0.80, "terminate": 0.95}
+
+
+@dataclass
+class MemoryPlan:
+    budget: int
+    reserve: int
+    trainer: int
+    workers: int
+    threads: int
+    worker_limit: int
+    partition: int
+    in_flight: int
+    external: bool = False   # workers belong to an existing cluster
+
+    def describe(self) -> str:
+        """Two human lines, printed at start."""
+        g = lambda n: f"{n / GiB:.1f}"  # noqa: E731
+        if self.external:
+            head = (f"memory plan  trainer {g(self.trainer)} GiB · existing cluster: {self.workers} workers × "
+                    f"{format_size(self.worker_limit)}")
+        else:
+            head = (f"memory plan  budget {g(self.budget)} GiB · OS/other apps {g(self.reserve)} · trainer "
+                    f"{g(self.trainer)} · {self.workers} worker{'s' if self.workers > 1 else ''} × "
+                    f"{format_size(self.worker_limit)} ({self.threads} thread{'s' if self.threads > 1 else ''})")
+        tail = (f"             partition {format_size(self.partition)} (peak ≈ {PEAK_PER_BYTE}× per task) · "
+                f"{self.in_flight} in flight · spill at {THRESHOLDS['spill']:.0%} · pause at {THRESHOLDS['pause']:.0%}")
+        return head + "\n" + tail
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def default_budget() -> int:
+    """The smaller of this machine's RAM and a 16 GiB laptop."""
+    return min(psutil.virtual_memory().total, DEFAULT_BUDGET)
+
+
+def _partition_for(worker_limit: int, threads: int) -> int:
+    usable = max(worker_limit * THRESHOLDS["target"] - WORKER_BASE, 8 * MiB)
+    size = int(usable / (PEAK_PER_BYTE * threads))
+    return max(1 * MiB, min(64 * MiB, size // MiB * MiB))
+
+
+def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
+                model_bytes: int = 0, shuffle_bytes: int = 0, blocksize: int | None = None) -> MemoryPlan:
+    """Split ``budget`` between OS headroom, the trainer and local workers.
+
+    Refuses (``UserError``) when the trainer's needs or the workers' minimum
+    do not fit, saying what would.
+    """
+    budget = budget or default_budget()
+    reserve = budget // 4
+    trainer = max(budget // 8, TRAINER_BASE + model_bytes + shuffle_bytes)
+    worker_share = budget - reserve - trainer
+    cpus = os.cpu_count() or 1
+    threads = threads or 1
+    if workers is None:
+        workers = max(1, min(cpus // threads, worker_share // (3 * MIN_WORKER)))
+    if worker_share < workers * MIN_WORKER:
+        need = reserve + trainer + workers * MIN_WORKER
+        raise UserError(
+            f"memory budget {format_size(budget)} is too small: the trainer needs {format_size(trainer)} "
+            f"(model and optimiser {format_size(model_bytes)}) and {workers} worker(s) need "
+            f"{format_size(workers * MIN_WORKER)} after {format_size(reserve)} of OS headroom",
+            f"use --memory-budget {format_size(need * 1.05).replace(' ', '')} or more, fewer --workers, "
+            "or a smaller model (--max-features, --hidden)")
+    worker_limit = worker_share // workers
+    partition = blocksize or _partition_for(worker_limit, threads)
+    return MemoryPlan(budget, reserve, trainer, workers, threads, worker_limit, partition,
+                      in_flight=max(2, 2 * workers * threads))
+
+
+def plan_for_existing(client, *, trainer: int, blocksize: int | None = None) -> MemoryPlan:
+    """A plan for someone else's cluster: read each worker's limit and threads."""
+    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+    ws = list(info.get("workers", {}).values())
+    if not ws:
+        raise UserError("the Dask cluster has no workers", "start some with `dask worker ADDRESS`, then retry")
+    limit = min(w.get("memory_limit") or psutil.virtual_memory().total for w in ws)
+    threads = max(w.get("nthreads", 1) for w in ws)
+    total_threads = sum(w.get("nthreads", 1) for w in ws)
+    partition = blocksize or _partition_for(limit, threads)
+    return MemoryPlan(budget=0, reserve=0, trainer=trainer, workers=len(ws), threads=threads,
+                      worker_limit=limit, partition=partition, in_flight=max(2, 2 * total_threads), external=True)
+
+
+def _takes_n_workers(client) -> bool:
+    import inspect
+
+    return "n_workers" in inspect.signature(client.scheduler_info).parameters
+
+
+@contextlib.contextmanager
+def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: bool = False) -> Iterator["object"]:
+    """Yield a ``distributed.Client``: to ``scheduler`` if given (or
+    ``DASK_SCHEDULER_ADDRESS``), else to a LocalCluster sized by ``plan``."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    memory = {f"distributed.worker.memory.{k}": v for k, v in THRESHOLDS.items()}
+    with dask.config.set({**memory, "distributed.scheduler.worker-ttl": "5 minutes",
+                          "distributed.admin.tick.limit": "30s"}):
+        if scheduler:
+            try:
+                client = Client(scheduler, timeout="10s")
+            except (OSError, TimeoutError) as exc:
+                raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {exc}",
+                                "check the address (tcp://HOST:8786) and that `dask scheduler` runs there") from None
+            with client:
+                yield client
+            return
+        cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=plan.threads,
+                               memory_limit=plan.worker_limit, processes=True,
+                               dashboard_address=":0" if dashboard else None,
+                               silence_logs=logging.ERROR)
+        try:
+            with Client(cluster) as client:
+                yield client
+        finally:
+            cluster.close()

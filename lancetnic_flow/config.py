@@ -1,0 +1,226 @@
+"""Typed configuration, validated at the edge.
+
+One :class:`TrainConfig` describes a run: data, features, model, training,
+cluster and output. The CLI and workflow files build it; everything below
+reads it. Validation raises :class:`UserError` naming the field, the bad
+value and what would work.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UserError, close_matches
+from .sizes import parse_size
+
+FORMATS = ("auto", "csv", "tsv", "jsonl", "parquet", "text", "fasttext")
+FEATURE_MODES = ("tfidf", "hashing", "ids")
+TASKS = ("classify",)
+OPTIMIZERS = ("adam", "sgd")
+SECRET_HINTS = ("key", "secret", "token", "password", "credential", "session")
+
+
+def _choice(name: str, value: Any, options: tuple) -> None:
+    if value not in options:
+        raise UserError(f"{name}: {value!r} is not one of {', '.join(map(str, options))}"
+                        + close_matches(str(value), [str(o) for o in options]))
+
+
+def _positive(name: str, value: float | int | None, allow_zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+        raise UserError(f"{name}: must be {'≥ 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+@dataclass
+class DataConfig:
+    train: list[str]
+    val: list[str] = field(default_factory=list)
+    val_fraction: float = 0.1
+    format: str = "auto"
+    text: list[str] = field(default_factory=lambda: ["text"])
+    label: str | None = "label"
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if not self.train:
+            raise UserError("no training data given", "pass one or more URLs or globs, e.g. data/*.csv")
+        _choice("format", self.format, FORMATS)
+        if not self.val and not (0.0 < self.val_fraction < 1.0):
+            if self.val_fraction != 0.0:
+                raise UserError(f"val_fraction: must be in [0, 1), got {self.val_fraction}",
+                                "e.g. --val-fraction 0.1, or --val URL for a separate validation set")
+        if not self.text:
+            raise UserError("at least one text column is needed", "pass --text COLUMN")
+
+
+@dataclass
+class FeatureConfig:
+    mode: str = "tfidf"
+    ngrams: int = 1
+    max_features: int | None = 100_000
+    min_df: float = 1
+    max_df: float = 1.0
+    sublinear_tf: bool = False
+    lowercase: bool = True
+    buckets: int = 2**18
+    max_len: int = 256
+
+    def validate(self) -> None:
+        _choice("features", self.mode, FEATURE_MODES)
+        _choice("ngrams", self.ngrams, (1, 2))
+        _positive("max_features", self.max_features)
+        _positive("min_df", self.min_df)
+        _positive("buckets", self.buckets)
+        _positive("max_len", self.max_len)
+        if isinstance(self.max_df, float) and not 0 < self.max_df <= 1.0:
+            raise UserError(f"max_df: a fraction must be in (0, 1], got {self.max_df}")
+
+
+@dataclass
+class ModelConfig:
+    hidden: int = 128
+    layers: int = 1
+    dropout: float = 0.2
+
+    def validate(self) -> None:
+        _positive("hidden", self.hidden)
+        _positive("layers", self.layers, allow_zero=True)
+        if not 0.0 <= self.dropout < 1.0:
+            raise UserError(f"dropout: must be in [0, 1), got {self.dropout}")
+
+
+@dataclass
+class TrainingConfig:
+    epochs: int = 3
+    batch_size: int = 256
+    lr: float = 2e-3
+    optimizer: str = "adam"
+    seed: int = 0
+    shuffle_buffer: int = 20_000
+    in_flight: int | None = None
+
+    def validate(self) -> None:
+        _positive("epochs", self.epochs)
+        _positive("batch_size", self.batch_size)
+        _positive("lr", self.lr)
+        _positive("shuffle_buffer", self.shuffle_buffer, allow_zero=True)
+        _positive("in_flight", self.in_flight)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+
+
+@dataclass
+class ClusterConfig:
+    memory_budget: int | None = None
+    workers: int | None = None
+    threads: int | None = None
+    scheduler: str | None = None
+    blocksize: int | None = None
+    dashboard: bool = False
+
+    def validate(self) -> None:
+        _positive("workers", self.workers)
+        _positive("threads", self.threads)
+        _positive("memory_budget", self.memory_budget)
+        _positive("blocksize", self.blocksize)
+
+
+@dataclass
+class OutputConfig:
+    out: str = "runs"
+    name: str | None = None
+    cache: str | None = None
+
+    def validate(self) -> None:
+        if self.name is not None and (not self.name or "/" in self.name or "\\" in self.name
+                                      or self.name in (".", "..")):
+            raise UserError(f"name: {self.name!r} is not a plain folder name",
+                            "use letters, digits, '-', '_' and '.', without '/' or '..'")
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    def validate(self) -> "TrainConfig":
+        for part in (self.data, self.features, self.model, self.training, self.cluster, self.output):
+            part.validate()
+        return self
+
+    def to_dict(self, redact: bool = True) -> dict[str, Any]:
+        """Plain dict for run folders and logs; secrets in storage options are masked."""
+        d = dataclasses.asdict(self)
+        if redact:
+            d["data"]["storage_options"] = redact_options(d["data"]["storage_options"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        parts = {"data": DataConfig, "features": FeatureConfig, "model": ModelConfig,
+                 "training": TrainingConfig, "cluster": ClusterConfig, "output": OutputConfig}
+        kw = {}
+        for key, value in d.items():
+            if key not in parts:
+                raise UserError(f"unknown config section {key!r}" + close_matches(key, list(parts)))
+            known = {f.name for f in dataclasses.fields(parts[key])}
+            for k in value:
+                if k not in known:
+                    raise UserError(f"{key}.{k}: unknown field" + close_matches(k, sorted(known)))
+            kw[key] = parts[key](**value)
+        return cls(**kw)
+
+
+def redact_options(options: Any) -> Any:
+    """Mask values whose key looks like a credential, recursively."""
+    if isinstance(options, dict):
+        return {k: ("***" if any(h in str(k).lower() for h in SECRET_HINTS) and not isinstance(v, dict)
+                    else redact_options(v)) for k, v in options.items()}
+    if isinstance(options, list):
+        return [redact_options(v) for v in options]
+    return options
+
+
+def parse_storage_options(pairs: list[str]) -> dict[str, Any]:
+    """``["anon=true", "client_kwargs.endpoint_url=http://..."]`` → nested dict.
+
+    Values are read as YAML scalars (true, 3, 1.5); dotted keys nest."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UserError(f"--storage-option {pair!r}: expected KEY=VALUE",
+                            "e.g. --storage-option anon=true or --storage-option client_kwargs.endpoint_url=http://127.0.0.1:9000")
+        key, value = pair.split("=", 1)
+        try:
+            parsed = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            parsed = value
+        if not isinstance(parsed, (str, int, float, bool, type(None))):
+            parsed = value
+        node = out
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = parsed
+    return out
+
+
+def parse_df(text: str, name: str) -> float | int:
+    """min_df/max_df: an integer is a document count, a decimal a fraction."""
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise UserError(f"{name}: {text!r} is neither a count nor a fraction", f"e.g. {name} 2 or {name} 0.95") from None
+
+
+__all__ = ["TrainConfig", "DataConfig", "FeatureConfig", "ModelConfig", "TrainingConfig",
+           "ClusterConfig", "OutputConfig", "parse_storage_options", "parse_size", "redact_options"]

@@ -1,0 +1,37 @@
+"""Events: how the pipeline tells the world what it is doing.
+
+The pipeline calls :meth:`Events.emit`; the dashboard, the JSON log and the
+tests subscribe. The pipeline never imports a view, and a slow or failing
+subscriber never stops training (its error is reported once, then it is
+dropped).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable
+
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+class Events:
+    """A tiny synchronous event bus with an injectable clock."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def emit(self, kind: str, **data: Any) -> None:
+        data.setdefault("t", self.clock())
+        for listener in list(self._listeners):
+            try:
+                listener(kind, data)
+            except Exception as exc:  # a broken view must not stop a run
+                self._listeners.remove(listener)
+                print(f"lancetnic-flow: event listener {listener!r} failed and was detached: {exc}", file=sys.stderr)
+
+
+NULL_EVENTS = Events()

@@ -1,0 +1,106 @@
+"""The fit pass: one Dask pass over the training partitions, tree-reduced.
+
+Every partition contributes a :class:`FitStats` (document frequencies, label
+counts, numeric moments, row accounting); partials are merged in groups of
+``split_every`` on the workers, so the client only ever receives the final,
+merged statistics. Validation rows (by stable hash) are left out of the fit.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .config import FeatureConfig
+from .events import NULL_EVENTS, Events
+from .features.hashing import unit_interval
+from .features.tokenize import terms_of
+from .features.vectorize import FittedFeatures
+from .features.vocab import FitStats, Moments, document_frequencies, merge_stats, prune, smooth_idf
+from .sources import Chunk, Columns, Partition, read_partition
+
+
+def validation_mask(table: pa.Table, val_fraction: float) -> np.ndarray:
+    """Rows that belong to validation: a stable hash of the text, so the split
+    is the same on every worker, for every partitioning and every run."""
+    if val_fraction <= 0:
+        return np.zeros(table.num_rows, bool)
+    if val_fraction >= 1:
+        return np.ones(table.num_rows, bool)
+    return unit_interval(table["text"]) < val_fraction
+
+
+def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, with_terms: bool,
+                 numeric: tuple[str, ...]) -> FitStats:
+    table = chunk.table
+    train = table.filter(pa.array(~validation_mask(table, val_fraction))) if val_fraction > 0 else table
+    stats = FitStats(docs=train.num_rows, rows_read=chunk.rows_read, skipped=dict(chunk.skipped))
+    if with_terms and train.num_rows:
+        terms = terms_of(train["text"], 1 if fcfg.mode == "ids" else fcfg.ngrams, lowercase=fcfg.lowercase)
+        stats.terms = document_frequencies(terms)
+        stats.tokens = len(terms.terms)
+    if "label" in train.column_names and train.num_rows:
+        vc = train["label"].value_counts()
+        stats.labels = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
+    for col in (("target",) if "target" in train.column_names else ()) + numeric:
+        stats.numeric[col] = Moments.of(train[col].to_numpy(zero_copy_only=False).astype(np.float64))
+    return stats
+
+
+def fit_partition(part: Partition, columns: Columns, fcfg: FeatureConfig, storage_options: dict,
+                  chunk_bytes: int, val_fraction: float) -> FitStats:
+    """Worker task: the fit statistics of one partition (chunk by chunk)."""
+    with_terms = fcfg.mode != "hashing"
+    parts = [_chunk_stats(c, fcfg, val_fraction, with_terms, columns.numeric)
+             for c in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes)]
+    out = merge_stats(parts) if len(parts) != 1 else parts[0]
+    out.bytes_read = part.length if part.length > 0 else part.file.size
+    return out
+
+
+def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcfg: FeatureConfig, *,
+                 storage_options: dict, chunk_bytes: int, val_fraction: float,
+                 events: Events = NULL_EVENTS, split_every: int = 8) -> tuple[FittedFeatures, FitStats]:
+    """Run the fit pass on the cluster and prune: the fitted features."""
+    from distributed import as_completed
+
+    t0 = time.monotonic()
+    events.emit("stage", stage="fitting", total=len(partitions))
+    leaves = client.map(fit_partition, partitions, columns=columns, fcfg=fcfg, storage_options=storage_options,
+                        chunk_bytes=chunk_bytes, val_fraction=val_fraction, pure=False)
+    level = leaves
+    while len(level) > 1:
+        level = [client.submit(merge_stats, level[i:i + split_every], pure=False)
+                 for i in range(0, len(level), split_every)]
+    done = 0
+    for fut in as_completed(leaves):
+        fut.result()  # surfaces a task's error here, with its own message
+        done += 1
+        events.emit("progress", stage="fitting", done=done, total=len(partitions))
+    del leaves
+    stats = level[0].result() if level else FitStats()
+    fitted = finish_fit(stats, fcfg, columns)
+    events.emit("fitted", seconds=time.monotonic() - t0, vocabulary=fitted.dim, docs=stats.docs,
+                labels=len(fitted.labels), rows_read=stats.rows_read, skipped=stats.skipped)
+    return fitted, stats
+
+
+def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> FittedFeatures:
+    """Merged statistics → vocabulary, idf, label set and scalers."""
+    f = FittedFeatures(mode=fcfg.mode, ngrams=1 if fcfg.mode == "ids" else fcfg.ngrams, lowercase=fcfg.lowercase,
+                       sublinear_tf=fcfg.sublinear_tf, buckets=fcfg.buckets, max_len=fcfg.max_len, docs=stats.docs)
+    if fcfg.mode != "hashing":
+        terms, df = prune(stats.terms, stats.docs, min_df=fcfg.min_df, max_df=fcfg.max_df,
+                          max_features=fcfg.max_features)
+        f.vocabulary = terms
+        f.idf = smooth_idf(df, stats.docs)
+    # Most frequent first (ties by name), so class ids are stable across runs.
+    f.labels = [k for k, _ in sorted(stats.labels.items(), key=lambda kv: (-kv[1], kv[0]))]
+    if "target" in stats.numeric:
+        m = stats.numeric["target"]
+        f.target = (m.mean, m.std or 1.0)
+    f.numeric = {c: (stats.numeric[c].mean, stats.numeric[c].std or 1.0) for c in columns.numeric
+                 if c in stats.numeric}
+    return f

@@ -1,0 +1,88 @@
+"""A block of feature rows in compressed sparse row (CSR) form.
+
+This is what every stage after tokenisation passes along: the worker's
+transform output, a shard on disk, the shuffle buffer and a training batch.
+Row ``i`` owns ``indices[offsets[i]:offsets[i+1]]`` (feature ids, or token
+ids in sequence mode) and the same slice of ``values``. No dense
+rows × vocabulary array ever exists.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+
+@dataclass
+class RowBlock:
+    indices: np.ndarray            # int32 (nnz,)
+    offsets: np.ndarray            # int64 (n + 1,)
+    values: np.ndarray | None = None    # float32 (nnz,); None for token-id sequences
+    labels: np.ndarray | None = None    # int32 (n,); -1 = no usable label
+    targets: np.ndarray | None = None   # float32 (n,), standardised; NaN = missing
+    numeric: np.ndarray | None = None   # float32 (n, k), standardised
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._arrays().values())
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def empty(cls, like: "RowBlock | None" = None) -> "RowBlock":
+        b = cls(np.zeros(0, np.int32), np.zeros(1, np.int64))
+        if like is not None:
+            for name, arr in like._arrays().items():
+                if name not in ("indices", "offsets"):
+                    setattr(b, name, np.zeros((0,) + arr.shape[1:], arr.dtype))
+        return b
+
+    def take(self, rows: np.ndarray) -> "RowBlock":
+        """Gather rows (any order), vectorised: no loop per row."""
+        rows = np.asarray(rows, dtype=np.int64)
+        starts = self.offsets[rows]
+        lengths = self.offsets[rows + 1] - starts
+        new_offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=new_offsets[1:])
+        src = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1], dtype=np.int64)
+        out = RowBlock(self.indices[src], new_offsets)
+        if self.values is not None:
+            out.values = self.values[src]
+        for name in ("labels", "targets", "numeric"):
+            arr = getattr(self, name)
+            if arr is not None:
+                setattr(out, name, arr[rows])
+        return out
+
+    def slice(self, start: int, stop: int) -> "RowBlock":
+        return self.take(np.arange(start, min(stop, len(self)), dtype=np.int64))
+
+    @staticmethod
+    def concat(blocks: list["RowBlock"]) -> "RowBlock":
+        blocks = [b for b in blocks if b is not None]
+        if len(blocks) == 1:
+            return blocks[0]
+        nnz = np.cumsum([0] + [len(b.indices) for b in blocks[:-1]])
+        offsets = np.concatenate([np.zeros(1, np.int64)] + [b.offsets[1:] + s for b, s in zip(blocks, nnz)])
+        out = RowBlock(np.concatenate([b.indices for b in blocks]), offsets)
+        for name in ("values", "labels", "targets", "numeric"):
+            arrs = [getattr(b, name) for b in blocks]
+            if all(a is not None for a in arrs):
+                setattr(out, name, np.concatenate(arrs))
+        return out
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez(buf, **self._arrays())
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "RowBlock":
+        # allow_pickle=False: a shard is numbers only, never code.
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return cls(**{k: z[k] for k in z.files})

@@ -1,0 +1,113 @@
+"""The run folder: everything a trained model needs, and nothing executable.
+
+``DIR/<name>/`` holds ``config.json`` (resolved, secrets masked),
+``features.json`` (vocabulary, idf, labels, scalers), ``model.json``
+(architecture name and sizes), ``model.safetensors`` (weights),
+``metrics.json`` and ``history.csv``. Loading reads JSON and safetensors
+only: no pickle, so a planted file cannot run code.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from .errors import UserError
+from .features.vectorize import FittedFeatures
+from .shards import join, read_bytes, write_bytes
+
+FORMAT_VERSION = 1
+
+
+def new_run_dir(out: str, name: str | None, storage_options: dict | None = None) -> str:
+    """Create ``out/name`` (a fresh timestamped name by default) and return its URL."""
+    so = storage_options or {}
+    fs, base = fsspec.core.url_to_fs(out, **so)
+    name = name or time.strftime("%Y%m%d-%H%M%S")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name in (".", ".."):
+        raise UserError(f"run name {name!r} is not a plain folder name", "use letters, digits, '.', '-' and '_'")
+    candidate, n = name, 1
+    while fs.exists(f"{base.rstrip('/')}/{candidate}/model.safetensors"):
+        n += 1
+        candidate = f"{name}-{n}"
+    path = f"{base.rstrip('/')}/{candidate}"
+    fs.makedirs(path, exist_ok=True)
+    return fs.unstrip_protocol(path) if "://" in out else path
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    return str(o)
+
+
+def write_json(url: str, obj: Any, storage_options: dict | None = None) -> None:
+    write_bytes(url, json.dumps(obj, indent=2, default=_json_default).encode(), storage_options or {})
+
+
+def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, model_meta: dict,
+             metrics: dict, history: list[dict], storage_options: dict | None = None) -> None:
+    import safetensors.torch
+
+    so = storage_options or {}
+    write_json(join(run, "config.json"), config, so)
+    write_bytes(join(run, "features.json"), features.to_json().encode(), so)
+    write_json(join(run, "model.json"), {**model_meta, "format_version": FORMAT_VERSION}, so)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    write_bytes(join(run, "model.safetensors"), safetensors.torch.save(state), so)
+    write_json(join(run, "metrics.json"), metrics, so)
+    if history:
+        buf = io.StringIO()
+        keys = list(dict.fromkeys(k for h in history for k in h))
+        w = csv.DictWriter(buf, fieldnames=keys)
+        w.writeheader()
+        w.writerows(history)
+        write_bytes(join(run, "history.csv"), buf.getvalue().encode(), so)
+
+
+@dataclass
+class LoadedRun:
+    url: str
+    config: dict
+    features: FittedFeatures
+    model: Any
+    meta: dict
+    metrics: dict
+
+
+def load_run(run: str, storage_options: dict | None = None, device: str = "cpu") -> LoadedRun:
+    """Load a run folder: JSON and safetensors only."""
+    import safetensors.torch
+
+    from .models import build_model
+
+    so = storage_options or {}
+    try:
+        meta = json.loads(read_bytes(join(run, "model.json"), so))
+        weights = read_bytes(join(run, "model.safetensors"), so)
+    except FileNotFoundError:
+        raise UserError(f"{run} is not a lancetnic_flow run folder (model.json or model.safetensors missing)",
+                        "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500") from None
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise UserError(f"{run} was written by an incompatible version (format {meta.get('format_version')})")
+    try:
+        state = safetensors.torch.load(weights)
+    except Exception as exc:
+        raise UserError(f"{run}/model.safetensors is not a valid safetensors file ({exc})",
+                        "weights are only loaded from safetensors; retrain or restore the file") from None
+    features = FittedFeatures.from_json(read_bytes(join(run, "features.json"), so).decode())
+    model = build_model(meta["model"], **meta["kwargs"])
+    model.load_state_dict(state)
+    model.to(device).eval()
+    config = json.loads(read_bytes(join(run, "config.json"), so))
+    try:
+        metrics = json.loads(read_bytes(join(run, "metrics.json"), so))
+    except FileNotFoundError:
+        metrics = {}
+    return LoadedRun(run, config, features, model, meta, metrics)

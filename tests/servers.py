@@ -1,0 +1,140 @@
+"""Loopback test servers: an S3 (moto) server and an HTTP server with Range.
+
+Both bind 127.0.0.1 on a free port and are context managers::
+
+    with s3_server() as storage_options: ...
+    with http_server(root_dir) as base_url: ...
+"""
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import os
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+
+_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@contextlib.contextmanager
+def s3_server() -> Iterator[dict]:
+    """A moto S3 server; yields s3fs storage options that point at it."""
+    from moto.server import ThreadedMotoServer
+    import s3fs
+
+    old = {k: os.environ.get(k) for k in _AWS_ENV}
+    os.environ.update(_AWS_ENV)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        yield {
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"endpoint_url": url, "region_name": "us-east-1"},
+        }
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class _RangeHandler(BaseHTTPRequestHandler):
+    """Serves files under ``server.root`` with HEAD, GET and ``Range: bytes=a-b``."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002 - quiet tests
+        pass
+
+    def _target(self) -> Path | None:
+        root: Path = self.server.root  # type: ignore[attr-defined]
+        rel = self.path.split("?", 1)[0].lstrip("/")
+        p = (root / rel).resolve()
+        if root not in p.parents and p != root:
+            return None
+        return p if p.is_file() else None
+
+    def _headers(self, status: int, length: int, extra: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Accept-Ranges", "bytes")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+
+    def _serve(self, body: bool) -> None:
+        p = self._target()
+        if p is None:
+            msg = b"not found"
+            self._headers(404, len(msg))
+            if body:
+                self.wfile.write(msg)
+            return
+        st = p.stat()
+        size = st.st_size
+        common = {"Last-Modified": email.utils.formatdate(st.st_mtime, usegmt=True),
+                  "ETag": f'"{st.st_mtime_ns:x}-{size:x}"'}
+        rng = self.headers.get("Range")
+        start, end, status = 0, size - 1, 200
+        if rng:
+            m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())
+            if not m or (m.group(1) == "" and m.group(2) == ""):
+                self._headers(416, 0, {"Content-Range": f"bytes */{size}"})
+                return
+            if m.group(1) == "":  # suffix range: last N bytes
+                n = int(m.group(2))
+                start, end = max(0, size - n), size - 1
+            else:
+                start = int(m.group(1))
+                end = int(m.group(2)) if m.group(2) else size - 1
+                end = min(end, size - 1)
+            if start >= size or start > end:
+                self._headers(416, 0, {"Content-Range": f"bytes */{size}"})
+                return
+            status = 206
+            common["Content-Range"] = f"bytes {start}-{end}/{size}"
+        length = end - start + 1 if size else 0
+        self._headers(status, length, common)
+        if body and length:
+            with open(p, "rb") as f:
+                f.seek(start)
+                self.wfile.write(f.read(length))
+
+    def do_HEAD(self):  # noqa: N802
+        self._serve(body=False)
+
+    def do_GET(self):  # noqa: N802
+        self._serve(body=True)
+
+
+@contextlib.contextmanager
+def http_server(root_dir) -> Iterator[str]:
+    """Serve ``root_dir`` on 127.0.0.1; yields the base URL (no trailing slash)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _RangeHandler)
+    server.daemon_threads = True
+    server.root = Path(root_dir).resolve()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
