@@ -1,2 +1,39 @@
-"""lancetnic_flow: train text models on more text than fits in memory."""
+"""lancetnic_flow: train text models on more text than fits in memory.
+
+Public API (imported lazily, so Dask workers that only read and featurise
+data never import torch)::
+
+    from lancetnic_flow import TrainConfig, DataConfig, train, Predictor, write_corpus
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "train": "lancetnic_flow.trainer",
+    "TrainResult": "lancetnic_flow.trainer",
+    "TrainConfig": "lancetnic_flow.config",
+    "DataConfig": "lancetnic_flow.config",
+    "FeatureConfig": "lancetnic_flow.config",
+    "ModelConfig": "lancetnic_flow.config",
+    "TrainingConfig": "lancetnic_flow.config",
+    "ClusterConfig": "lancetnic_flow.config",
+    "OutputConfig": "lancetnic_flow.config",
+    "Predictor": "lancetnic_flow.predict",
+    "load_run": "lancetnic_flow.runs",
+    "write_corpus": "lancetnic_flow.synth",
+    "Events": "lancetnic_flow.events",
+    "UserError": "lancetnic_flow.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'lancetnic_flow' has no attribute {name!r}")
+
+
+__all__ = sorted(_EXPORTS) + ["__version__"]

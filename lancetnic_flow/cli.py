@@ -159,7 +159,7 @@ def _train_config(a: argparse.Namespace):
 
 def cmd_train(a: argparse.Namespace, report) -> int:
     from .events import Events
-    from .train import train
+    from .trainer import train
 
     events = Events()
     events.subscribe(report)
@@ -259,7 +259,7 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
         os.replace(data + ".tmp.csv", data)
     events = Events()
     events.subscribe(report)
-    from .train import train
+    from .trainer import train
 
     res = train(TrainConfig(data=DataConfig(train=[data]), training=TrainingConfig(epochs=a.epochs),
                             output=OutputConfig(out=os.path.join(a.dir, "runs"))), events)

@@ -36,7 +36,7 @@ class Predictor:
         self.labels = self.run.features.labels
 
     def logits(self, texts: pa.Array) -> np.ndarray:
-        from .train import to_tensors
+        from .trainer import to_tensors
 
         out = []
         with torch.no_grad():

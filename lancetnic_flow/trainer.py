@@ -7,6 +7,7 @@ same data and options, read the shards from the cache.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -107,8 +108,11 @@ def _cache_options(cache: str, data_urls: list[str], storage_options: dict) -> d
     return storage_options if proto(cache) == proto(data_urls[0]) else {}
 
 
-def train(cfg: TrainConfig, events: Events = NULL_EVENTS) -> TrainResult:
-    """Train a classifier as ``cfg`` says; return the run folder and its metrics."""
+def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) -> TrainResult:
+    """Train a classifier as ``cfg`` says; return the run folder and its metrics.
+
+    ``client``: an existing ``distributed.Client`` to use instead of starting
+    a LocalCluster (its workers' limits are read from the scheduler)."""
     cfg.validate()
     t0 = time.monotonic()
     stage_seconds: dict[str, float] = {}
@@ -125,8 +129,11 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS) -> TrainResult:
     events.emit("stage", stage="planning")
     plan = plan_memory(cfg.cluster.memory_budget, workers=cfg.cluster.workers, threads=cfg.cluster.threads,
                        model_bytes=model_bytes, shuffle_bytes=shuffle_bytes, blocksize=cfg.cluster.blocksize)
-    with open_cluster(plan, scheduler=cfg.cluster.scheduler, dashboard=cfg.cluster.dashboard) as client:
-        if cfg.cluster.scheduler or client.cluster is None:
+    given = client is not None
+    cluster_cm = (contextlib.nullcontext(client) if given else
+                  open_cluster(plan, scheduler=cfg.cluster.scheduler, dashboard=cfg.cluster.dashboard))
+    with cluster_cm as client:
+        if given or cfg.cluster.scheduler or client.cluster is None:
             plan = plan_for_existing(client, trainer=TRAINER_BASE + model_bytes + shuffle_bytes,
                                      blocksize=cfg.cluster.blocksize)
         in_flight = tc.in_flight or plan.in_flight
@@ -153,7 +160,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS) -> TrainResult:
                         dataclasses.asdict(fc), dataclasses.astuple(columns), val_fraction)
         entry = join(cache, key)
 
-        with MemoryMonitor(events, client, local_workers=client.cluster is not None) as mon:
+        with MemoryMonitor(events, client, local_workers=not plan.external) as mon:
             ts = time.monotonic()
             features = read_features(entry, cache_so)
             if features is None:
