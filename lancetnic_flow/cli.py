@@ -73,21 +73,21 @@ def build_parser() -> argparse.ArgumentParser:
     g = t.add_argument_group("features")
     g.add_argument("--features", default="tfidf", metavar="MODE", help="tfidf|hashing|ids (default tfidf)")
     g.add_argument("--ngrams", type=int, default=1, metavar="N", help="1 = words, 2 = words and word pairs")
-    g.add_argument("--max-features", type=int, default=100_000, metavar="N", help="vocabulary size cap")
-    g.add_argument("--min-df", default="1", metavar="N|F", help="drop terms in fewer documents (count or fraction)")
-    g.add_argument("--max-df", default="1.0", metavar="N|F", help="drop terms in more documents")
+    g.add_argument("--max-features", type=int, default=100_000, metavar="N", help="vocabulary size cap (default 100000)")
+    g.add_argument("--min-df", default="1", metavar="N|F", help="drop terms in fewer documents: a count, or a fraction like 0.001 (default 1)")
+    g.add_argument("--max-df", default="1.0", metavar="N|F", help="drop terms in more documents: a count, or a fraction (default 1.0)")
     g.add_argument("--sublinear-tf", action="store_true", help="use 1 + log(tf)")
-    g.add_argument("--buckets", type=int, default=2**18, metavar="N", help="hashing buckets")
+    g.add_argument("--buckets", type=int, default=2**18, metavar="N", help="columns for --features hashing (default 262144)")
     g = t.add_argument_group("model and training")
-    g.add_argument("--hidden", type=int, default=128, metavar="N")
-    g.add_argument("--layers", type=int, default=1, metavar="N")
-    g.add_argument("--dropout", type=float, default=0.2, metavar="P")
-    g.add_argument("--epochs", type=int, default=3, metavar="N")
-    g.add_argument("--batch-size", type=int, default=256, metavar="N")
-    g.add_argument("--lr", type=float, default=2e-3, metavar="X")
+    g.add_argument("--hidden", type=int, default=128, metavar="N", help="hidden layer width (default 128)")
+    g.add_argument("--layers", type=int, default=1, metavar="N", help="hidden layers; 0 = linear model (default 1)")
+    g.add_argument("--dropout", type=float, default=0.2, metavar="P", help="dropout after each hidden layer (default 0.2)")
+    g.add_argument("--epochs", type=int, default=3, metavar="N", help="passes over the training data (default 3)")
+    g.add_argument("--batch-size", type=int, default=256, metavar="N", help="rows per optimiser step (default 256)")
+    g.add_argument("--lr", type=float, default=2e-3, metavar="X", help="learning rate (default 0.002)")
     g.add_argument("--optimizer", default="adam", metavar="NAME", help="adam|sgd")
-    g.add_argument("--seed", type=int, default=0, metavar="N")
-    g.add_argument("--shuffle-buffer", type=int, default=20_000, metavar="ROWS")
+    g.add_argument("--seed", type=int, default=0, metavar="N", help="fixes partition order, shuffling and init (default 0)")
+    g.add_argument("--shuffle-buffer", type=int, default=20_000, metavar="ROWS", help="rows held for shuffling (default 20000)")
     _add_cluster_options(t)
     g = t.add_argument_group("output")
     g.add_argument("--out", default="runs", metavar="DIR", help="parent of the run folder (default runs/)")
@@ -293,9 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         report._close_bar()
-        report.console.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        report.console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
         if exc.hint:
-            report.console.print(f"  [dim]hint:[/] {exc.hint}", highlight=False)
+            report.console.print(f"  [dim]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         report._close_bar()
@@ -305,7 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         report._close_bar()
-        report.console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        report.console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}", highlight=False,
+                             soft_wrap=True)
         report.console.print("  rerun with --debug for the traceback, and report it if it looks like a bug")
         return 1
 

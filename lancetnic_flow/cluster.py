@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from dataclasses import asdict, dataclass
 from typing import Iterator
@@ -22,12 +23,18 @@ from .sizes import format_size
 GiB = 2**30
 MiB = 2**20
 DEFAULT_BUDGET = 16 * GiB
-# Peak RSS of one transform task per input byte, measured with
-# benchmarks/partition_peak.py (bigrams, CSV input); unigrams stay lower.
-PEAK_PER_BYTE = 12
+# One task's peak RSS ≈ TASK_BASE + PEAK_PER_BYTE × partition bytes: a linear
+# fit to benchmarks/partition_peak.py at 8/16/32 MiB (bigrams, the worst case:
+# 13.1 per byte + 113 MiB; unigrams 10.1 + 53 MiB), rounded up.
+PEAK_PER_BYTE = 14
+TASK_BASE = 128 * MiB
 WORKER_BASE = 200 * MiB         # an idle worker process: Python, Dask, pyarrow, numpy
 TRAINER_BASE = 450 * MiB        # the trainer process: Python, torch, Dask client
 MIN_WORKER = 384 * MiB
+# Arrow's default mimalloc pool keeps freed pages; with the system allocator
+# and the nanny's MALLOC_TRIM_THRESHOLD_ a worker's memory falls back between
+# tasks (benchmarks/partition_peak.py). Set it for workers you start yourself.
+WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_TRIM_THRESHOLD_": "65536"}
 THRESHOLDS = {"target": 0.60, "spill": 0.70, "pause": 0.80, "terminate": 0.95}
 
 
@@ -67,7 +74,7 @@ def default_budget() -> int:
 
 
 def _partition_for(worker_limit: int, threads: int) -> int:
-    usable = max(worker_limit * THRESHOLDS["target"] - WORKER_BASE, 8 * MiB)
+    usable = max(worker_limit * THRESHOLDS["target"] - WORKER_BASE - TASK_BASE * threads, 8 * MiB)
     size = int(usable / (PEAK_PER_BYTE * threads))
     return max(1 * MiB, min(64 * MiB, size // MiB * MiB))
 
@@ -88,12 +95,15 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     if workers is None:
         workers = max(1, min(cpus // threads, worker_share // (3 * MIN_WORKER)))
     if worker_share < workers * MIN_WORKER:
-        need = reserve + trainer + workers * MIN_WORKER
+        # The smallest budget B with B - B//4 - max(B//8, fixed) >= workers' minimum
+        # (headroom and trainer grow with B), rounded up to a tenth of a GiB.
+        fixed, floor = TRAINER_BASE + model_bytes + shuffle_bytes, workers * MIN_WORKER
+        need = math.ceil(max((floor + fixed) * 4 / 3, floor * 8 / 5) * 1.02 / GiB * 10) / 10
         raise UserError(
             f"memory budget {format_size(budget)} is too small: the trainer needs {format_size(trainer)} "
             f"(model and optimiser {format_size(model_bytes)}) and {workers} worker(s) need "
             f"{format_size(workers * MIN_WORKER)} after {format_size(reserve)} of OS headroom",
-            f"use --memory-budget {format_size(need * 1.05).replace(' ', '')} or more, fewer --workers, "
+            f"use --memory-budget {need:.1f}GiB or more, fewer --workers, "
             "or a smaller model (--max-features, --hidden)")
     worker_limit = worker_share // workers
     partition = blocksize or _partition_for(worker_limit, threads)
@@ -130,7 +140,9 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
 
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     memory = {f"distributed.worker.memory.{k}": v for k, v in THRESHOLDS.items()}
-    with dask.config.set({**memory, "distributed.scheduler.worker-ttl": "5 minutes",
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV}
+    with dask.config.set({**memory, "distributed.nanny.pre-spawn-environ": environ,
+                          "distributed.scheduler.worker-ttl": "5 minutes",
                           "distributed.admin.tick.limit": "30s"}):
         if scheduler:
             try:

@@ -17,7 +17,7 @@ from .config import FeatureConfig
 from .events import NULL_EVENTS, Events
 from .features.hashing import unit_interval
 from .features.tokenize import terms_of
-from .features.vectorize import FittedFeatures
+from .features.vectorize import PIECE_ROWS, FittedFeatures
 from .features.vocab import FitStats, Moments, document_frequencies, merge_stats, prune, smooth_idf
 from .sources import Chunk, Columns, Partition, read_partition
 
@@ -38,9 +38,18 @@ def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, with_te
     train = table.filter(pa.array(~validation_mask(table, val_fraction))) if val_fraction > 0 else table
     stats = FitStats(docs=train.num_rows, rows_read=chunk.rows_read, skipped=dict(chunk.skipped))
     if with_terms and train.num_rows:
-        terms = terms_of(train["text"], 1 if fcfg.mode == "ids" else fcfg.ngrams, lowercase=fcfg.lowercase)
-        stats.terms = document_frequencies(terms)
-        stats.tokens = len(terms.terms)
+        # Piece by piece, so tokenisation's working arrays stay small; the
+        # per-piece tables hold distinct terms only.
+        ngrams = 1 if fcfg.mode == "ids" else fcfg.ngrams
+        pieces = []
+        for start in range(0, train.num_rows, PIECE_ROWS):
+            terms = terms_of(train["text"].slice(start, PIECE_ROWS), ngrams, lowercase=fcfg.lowercase)
+            stats.tokens += len(terms.terms)
+            pieces.append(FitStats(terms=document_frequencies(terms)))
+            del terms
+            if len(pieces) == 4:  # fold early: peak = merged terms + a few pieces
+                pieces = [merge_stats(pieces)]
+        stats.terms = merge_stats(pieces).terms if len(pieces) > 1 else pieces[0].terms
     if "label" in train.column_names and train.num_rows:
         vc = train["label"].value_counts()
         stats.labels = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))

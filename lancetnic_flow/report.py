@@ -48,7 +48,7 @@ class ConsoleReport:
             self.console.print(f"dask dashboard  {e['dashboard']}")
 
     def on_warning(self, e: dict) -> None:
-        self.console.print(f"[yellow]warning:[/] {e['message']}")
+        self.console.print(f"[yellow]warning:[/] {e['message']}", soft_wrap=True)
 
     def on_stage(self, e: dict) -> None:
         stage = e["stage"]
@@ -82,7 +82,7 @@ class ConsoleReport:
         val = (f" · val loss {e['val_loss']:.4f} · acc {e['val_accuracy']:.4f} · macro-F1 {e['val_macro_f1']:.4f}"
                if e.get("val_accuracy") is not None else "")
         rate = f" · {e['rows_per_s']:,.0f} rows/s" if e.get("rows_per_s") else ""
-        self.console.print(f"epoch {e['epoch']}  train loss {e['train_loss']:.4f}{val}{rate}")
+        self.console.print(f"epoch {e['epoch']}  train loss {e['train_loss']:.4f}{val}{rate}", soft_wrap=True)
 
     def on_done(self, e: dict) -> None:
         self._close_bar()

@@ -55,9 +55,9 @@ class Featurizer:
         top_up()
         while pending:
             fut = pending.pop(0)
-            top_up()
             result = fut.result()
             fut.release()
+            top_up()  # only now: the popped task counted towards the window until it finished
             yield result
 
 

@@ -93,6 +93,34 @@ def evaluate_blocks(model: torch.nn.Module, blocks, classes: int, device: torch.
     return m
 
 
+def _plan_sources(cfg: TrainConfig, plan, columns: Columns, events: Events) -> tuple:
+    """Partitions of the training (and validation) data, columns checked."""
+    so, fmt = cfg.data.storage_options, cfg.data.format
+    train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=plan.partition)
+    if not cfg.cluster.blocksize:
+        # Small inputs still get a few partitions per worker thread, so
+        # featurisation runs in parallel and epoch 1 overlaps training.
+        small = split_blocksize(train_src, plan.partition, 4 * plan.workers * plan.threads)
+        if small < plan.partition:
+            train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small)
+    val_src = plan_source(cfg.data.val, format=fmt, storage_options=so, blocksize=plan.partition) if cfg.data.val else None
+    for w in train_src.warnings + (val_src.warnings if val_src else []):
+        events.emit("warning", message=w)
+    check_columns(train_src, columns, storage_options=so)
+    if val_src:
+        check_columns(val_src, columns, storage_options=so)
+    return train_src, val_src
+
+
+def split_blocksize(src, blocksize: int, want: int, floor: int = 1 << 20) -> int:
+    """A block size that gives about ``want`` partitions of the splittable
+    files, never below ``floor`` bytes nor above ``blocksize``."""
+    splittable = sum(f.size for f in src.files if f.compression is None and f.format != "parquet")
+    if not splittable or len(src.partitions) >= want:
+        return blocksize
+    return max(floor, min(blocksize, -(-splittable // want)))
+
+
 def _sum_rows(results: list[PartitionResult]) -> dict:
     skipped: dict[str, int] = {}
     for r in results:
@@ -130,10 +158,13 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
     plan = plan_memory(cfg.cluster.memory_budget, workers=cfg.cluster.workers, threads=cfg.cluster.threads,
                        model_bytes=model_bytes, shuffle_bytes=shuffle_bytes, blocksize=cfg.cluster.blocksize)
     given = client is not None
+    external = given or bool(cfg.cluster.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS"))
+    # Bad paths and columns fail before a cluster starts, where we can.
+    sources = None if external else _plan_sources(cfg, plan, columns, events)
     cluster_cm = (contextlib.nullcontext(client) if given else
                   open_cluster(plan, scheduler=cfg.cluster.scheduler, dashboard=cfg.cluster.dashboard))
     with cluster_cm as client:
-        if given or cfg.cluster.scheduler or client.cluster is None:
+        if external:
             plan = plan_for_existing(client, trainer=TRAINER_BASE + model_bytes + shuffle_bytes,
                                      blocksize=cfg.cluster.blocksize)
         in_flight = tc.in_flight or plan.in_flight
@@ -144,14 +175,9 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
         events.emit("plan", plan=plan.to_dict(), text=plan.describe(),
                     dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
 
-        train_src = plan_source(cfg.data.train, format=cfg.data.format, storage_options=so, blocksize=plan.partition)
-        val_src = (plan_source(cfg.data.val, format=cfg.data.format, storage_options=so, blocksize=plan.partition)
-                   if cfg.data.val else None)
-        for w in train_src.warnings + (val_src.warnings if val_src else []):
-            events.emit("warning", message=w)
-        check_columns(train_src, columns, storage_options=so)
-        if val_src:
-            check_columns(val_src, columns, storage_options=so)
+        if sources is None:
+            sources = _plan_sources(cfg, plan, columns, events)
+        train_src, val_src = sources
         val_fraction = 0.0 if val_src else cfg.data.val_fraction
 
         cache = cfg.output.cache or join(cfg.output.out, ".cache")

@@ -26,6 +26,8 @@ from .hashing import hash_strings
 from .tokenize import Terms, terms_of, tokenize
 
 PAD, UNK = 0, 1
+# Rows tokenised at once: ~0.5M tokens, a few tens of MiB of working arrays.
+PIECE_ROWS = 8192
 
 
 @dataclass
@@ -66,8 +68,14 @@ class FittedFeatures:
             uid = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         return uid[enc.indices.to_numpy(zero_copy_only=False)]
 
-    def transform_texts(self, texts: pa.Array) -> RowBlock:
-        """Texts → feature rows (no labels)."""
+    def transform_texts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
+        """Texts → feature rows (no labels), ``PIECE_ROWS`` rows at a time, so
+        the working memory of tokenisation does not grow with the partition."""
+        if len(texts) <= PIECE_ROWS:
+            return self._piece(texts)
+        return RowBlock.concat([self._piece(texts.slice(i, PIECE_ROWS)) for i in range(0, len(texts), PIECE_ROWS)])
+
+    def _piece(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
         if self.mode == "ids":
             return self._sequences(tokenize(texts, lowercase=self.lowercase))
         return self._bag(terms_of(texts, self.ngrams, lowercase=self.lowercase))
@@ -92,7 +100,7 @@ class FittedFeatures:
     def _sequences(self, terms: Terms) -> RowBlock:
         n = terms.n_rows
         found = pc.index_in(terms.terms, value_set=self.vocabulary)
-        ids = pc.fill_null(found, -(UNK + 1)).to_numpy(zero_copy_only=False).astype(np.int64) + 2
+        ids = pc.fill_null(found, UNK - 2).to_numpy(zero_copy_only=False).astype(np.int64) + 2  # unknown -> UNK
         # tokenize() keeps rows in order, so rank within row = position.
         counts = np.bincount(terms.rows, minlength=n)
         starts = np.repeat(np.cumsum(counts) - counts, counts)

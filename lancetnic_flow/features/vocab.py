@@ -56,7 +56,7 @@ class FitStats:
     """What one or more partitions contribute to the fit."""
 
     docs: int = 0
-    terms: pa.Table | None = None  # columns: term (string), df (int64)
+    terms: pa.Table | None = None  # columns: term (string), df (int64), tf (int64: corpus count)
     labels: dict[str, int] = field(default_factory=dict)
     numeric: dict[str, Moments] = field(default_factory=dict)
     rows_read: int = 0
@@ -68,13 +68,16 @@ class FitStats:
 def document_frequencies(terms: Terms) -> pa.Table:
     """Per distinct term, the number of rows it occurs in (vectorised)."""
     if not len(terms.terms):
-        return pa.table({"term": pa.array([], pa.string()), "df": pa.array([], pa.int64())})
+        return pa.table({"term": pa.array([], pa.string()), "df": pa.array([], pa.int64()),
+                         "tf": pa.array([], pa.int64())})
     enc = terms.terms.dictionary_encode()
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     n_terms = len(enc.dictionary)
     pairs = np.unique(terms.rows * n_terms + codes)
     df = np.bincount(pairs % n_terms, minlength=n_terms)
-    return pa.table({"term": enc.dictionary.cast(pa.string()), "df": pa.array(df, pa.int64())})
+    tf = np.bincount(codes, minlength=n_terms)  # corpus count: scikit-learn ranks max_features by it
+    return pa.table({"term": enc.dictionary.cast(pa.string()), "df": pa.array(df, pa.int64()),
+                     "tf": pa.array(tf, pa.int64())})
 
 
 def _add_counts(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
@@ -92,7 +95,7 @@ def merge_stats(parts: list[FitStats]) -> FitStats:
     if tables:
         t = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         if len(tables) > 1:
-            t = t.group_by("term").aggregate([("df", "sum")]).rename_columns(["term", "df"])
+            t = t.group_by("term").aggregate([("df", "sum"), ("tf", "sum")]).rename_columns(["term", "df", "tf"])
         out.terms = t
     for p in parts:
         out.docs += p.docs
@@ -123,7 +126,7 @@ def prune(terms: pa.Table, docs: int, *, min_df: float = 1, max_df: float = 1.0,
     keep = pc.and_(pc.greater_equal(df, bound(min_df)), pc.less_equal(df, bound(max_df)))
     t = terms.filter(keep)
     if max_features is not None and t.num_rows > max_features:
-        idx = pc.sort_indices(t, sort_keys=[("df", "descending"), ("term", "ascending")])
+        idx = pc.sort_indices(t, sort_keys=[("tf", "descending"), ("term", "ascending")])
         t = t.take(idx[:max_features])
     t = t.sort_by([("term", "ascending")])
     return t["term"].combine_chunks().cast(pa.string()), t["df"].to_numpy().astype(np.int64)
