@@ -84,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dropout", type=float, default=0.2, metavar="P", help="dropout after each hidden layer (default 0.2)")
     g.add_argument("--epochs", type=int, default=3, metavar="N", help="passes over the training data (default 3)")
     g.add_argument("--batch-size", type=int, default=256, metavar="N", help="rows per optimiser step (default 256)")
-    g.add_argument("--lr", type=float, default=2e-3, metavar="X", help="learning rate (default 0.002)")
+    g.add_argument("--lr", type=float, default=1e-2, metavar="X", help="peak learning rate (default 0.01)")
+    g.add_argument("--lr-schedule", default="linear", metavar="NAME",
+                   help="linear (decay to 5%% of --lr over the run) or constant (default linear)")
     g.add_argument("--optimizer", default="adam", metavar="NAME", help="adam|sgd")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="fixes partition order, shuffling and init (default 0)")
     g.add_argument("--shuffle-buffer", type=int, default=20_000, metavar="ROWS", help="rows held for shuffling (default 20000)")
@@ -149,7 +151,8 @@ def _train_config(a: argparse.Namespace):
                                min_df=parse_df(a.min_df, "--min-df"), max_df=parse_df(a.max_df, "--max-df"),
                                sublinear_tf=a.sublinear_tf, buckets=a.buckets),
         model=ModelConfig(hidden=a.hidden, layers=a.layers, dropout=a.dropout),
-        training=TrainingConfig(epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, optimizer=a.optimizer,
+        training=TrainingConfig(epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, lr_schedule=a.lr_schedule,
+                                optimizer=a.optimizer,
                                 seed=a.seed, shuffle_buffer=a.shuffle_buffer),
         cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
                               threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize")),

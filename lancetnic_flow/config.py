@@ -94,7 +94,8 @@ class ModelConfig:
 class TrainingConfig:
     epochs: int = 3
     batch_size: int = 256
-    lr: float = 2e-3
+    lr: float = 1e-2
+    lr_schedule: str = "linear"
     optimizer: str = "adam"
     seed: int = 0
     shuffle_buffer: int = 20_000
@@ -107,6 +108,7 @@ class TrainingConfig:
         _positive("shuffle_buffer", self.shuffle_buffer, allow_zero=True)
         _positive("in_flight", self.in_flight)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("lr_schedule", self.lr_schedule, ("linear", "constant"))
 
 
 @dataclass

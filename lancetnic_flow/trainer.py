@@ -52,7 +52,16 @@ def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int 
         dim = f.buckets if f.mode == "hashing" else (f.max_features or 1_000_000) + 2
     h = cfg.model.hidden if cfg.model.layers > 0 else classes
     params = dim * h + (cfg.model.layers - 1) * h * h + h * classes
-    return int(params * 4 * 3.2)
+    return int(params * 4 * 4.2)  # + a copy of the best epoch's weights
+
+
+def set_lr(opts: list, lr: float) -> None:
+    for o in opts:
+        if isinstance(o, RowOptimizer):
+            o.lr = lr
+        else:
+            for g in o.param_groups:
+                g["lr"] = lr
 
 
 def to_tensors(batch: RowBlock, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -217,6 +226,12 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
             scattered = client.scatter(features, broadcast=True) if manifest is None else None
             history: list[dict] = []
             total_rows = manifest and sum(r.train_rows for r in manifest.results) or features.docs
+            # Linear decay over the whole run; the fit pass already counted the rows.
+            total_steps = tc.epochs * max(1, -(-total_rows // tc.batch_size))
+            schedule = (lambda t, n: tc.lr) if tc.lr_schedule == "constant" else (
+                lambda t, n: tc.lr * max(0.05, 1.0 - t / n))
+            step = 0
+            best: tuple[float, dict, dict] | None = None   # (val loss, state, val metrics)
             ts = time.monotonic()
             for epoch in range(tc.epochs):
                 results: list[PartitionResult] = []
@@ -244,8 +259,10 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                     for o in opts:
                         o.zero_grad(set_to_none=True)
                     loss.backward()
+                    set_lr(opts, schedule(step, total_steps))
                     for o in opts:
                         o.step()
+                    step += 1
                     rows += len(batch)
                     train_m.update(batch.labels.astype(np.int64), logits.detach().argmax(1).cpu().numpy(),
                                    loss.item() * len(batch))
@@ -269,10 +286,18 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                           "val_recall": val.get("macro_recall"), "rows": rows, "seconds": train_seconds,
                           "rows_per_s": rows / train_seconds if train_seconds > 0 else None}
                 history.append(record)
+                if val and (best is None or val["loss"] < best[0]):
+                    # Keep the best epoch's weights: later epochs may overfit.
+                    best = (val["loss"], {k: v.detach().clone() for k, v in model.state_dict().items()}, val)
+                    record["best"] = True
                 events.emit("epoch", **record)
                 trim_allocator()
             stage_seconds["train"] = time.monotonic() - ts
             last_val = val
+            if best is not None:
+                model.load_state_dict(best[1])
+                last_val = best[2]
+                del best
 
         events.emit("stage", stage="saving")
         run = new_run_dir(cfg.output.out, cfg.output.name)
@@ -287,6 +312,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                        "workers_peak_bytes": mon.workers_peak, "plan": plan.to_dict()},
             "stage_seconds": stage_seconds, "seconds": time.monotonic() - t0,
             "vocabulary": features.dim, "device": str(device),
+            "best_epoch": next((h["epoch"] for h in history if h.get("best") and h["val_loss"] == last_val.get("loss")), None),
         }
         model_meta = {"model": "ScalpelMC", "task": "classify", "kwargs": model.config}
         save_run(run, config=cfg.to_dict(), features=features, model=model, model_meta=model_meta,
