@@ -193,13 +193,14 @@ def _alive(p: psutil.Process) -> bool:
 
 
 def _kill_tree(proc: subprocess.Popen, sampler: TreeSampler | None, grace: float = 10.0) -> None:
-    """SIGINT (the CLI shuts its cluster down cleanly), then SIGTERM, then
-    SIGKILL, to the process group and to every descendant ever seen."""
+    """SIGINT to the root (the CLI shuts its cluster down cleanly), then
+    SIGTERM, then SIGKILL, to the process group and to every descendant
+    ever seen."""
     def targets() -> list[psutil.Process]:
         ps = []
         try:
             root = psutil.Process(proc.pid)
-            ps = [root] + root.children(recursive=True)
+            ps = root.children(recursive=True)
         except psutil.NoSuchProcess:
             pass
         if sampler is not None:
@@ -215,20 +216,33 @@ def _kill_tree(proc: subprocess.Popen, sampler: TreeSampler | None, grace: float
         live = [p for p in targets() if _alive(p)]
         if not live and proc.poll() is not None:
             break
-        try:
-            os.killpg(proc.pid, sig)  # the child was started in its own session: pgid == pid
-        except (ProcessLookupError, PermissionError):
-            pass
-        for p in live:
+        if proc.poll() is None:
             try:
-                p.send_signal(sig)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                live.append(psutil.Process(proc.pid))
+            except psutil.NoSuchProcess:
                 pass
-        psutil.wait_procs(live, timeout=wait)
+        if sig == signal.SIGINT:
+            # to the CLI only: it stops its cluster itself (a few seconds); interrupting the
+            # workers at the same time only slows that down
+            if proc.poll() is None:
+                proc.send_signal(sig)
+        else:
+            try:
+                os.killpg(proc.pid, sig)  # the child was started in its own session: pgid == pid
+            except (ProcessLookupError, PermissionError):
+                pass
+            for p in live:
+                try:
+                    p.send_signal(sig)
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    pass
+        # the root is reaped through Popen (psutil would reap it and lose its exit code)
+        deadline = time.monotonic() + wait
         try:
-            proc.wait(timeout=0.5)
+            proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             pass
+        psutil.wait_procs([p for p in live if p.pid != proc.pid], timeout=max(0.1, deadline - time.monotonic()))
 
 
 def cleanup_all() -> None:
@@ -793,6 +807,8 @@ def main(argv=None) -> int:
     if a._worker:
         return worker_main(a)
     signal.signal(signal.SIGTERM, _sigterm)
+    # Ctrl-C even where SIGINT came in ignored (a background job of a non-interactive shell)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sizes = sorted({parse_count(s) for s in a.sizes.split(",") if s.strip()})
     budget = parse_size(a.budget)
     out = Path(a.out).resolve()
