@@ -155,7 +155,7 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
             return
         cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=plan.threads,
                                memory_limit=plan.worker_limit, processes=True,
-                               dashboard_address=":0" if dashboard else None,
+                               dashboard_address=":0",  # None still binds :8787 for /metrics
                                silence_logs=logging.ERROR)
         try:
             with Client(cluster) as client:
