@@ -25,7 +25,7 @@ from .events import NULL_EVENTS, Events
 from .fit import fit_features
 from .metrics import ClassificationMetrics
 from .models import ScalpelMC
-from .models.sparse_input import RowOptimizer
+from .models.sparse_input import DenseOptimizer, RowOptimizer
 from .monitor import MemoryMonitor, trim_allocator
 from .rows import RowBlock
 from .runs import new_run_dir, save_run
@@ -57,7 +57,7 @@ def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int 
 
 def set_lr(opts: list, lr: float) -> None:
     for o in opts:
-        if isinstance(o, RowOptimizer):
+        if isinstance(o, (RowOptimizer, DenseOptimizer)):
             o.lr = lr
         else:
             for g in o.param_groups:
@@ -81,8 +81,7 @@ def make_optimizers(model: ScalpelMC, name: str, lr: float) -> list:
     """A row-wise optimiser for the sparse first layer (a step touches only
     the rows a batch used) and the matching torch optimiser for the rest."""
     dense = [p for n, p in model.named_parameters() if n != "input.weight"]
-    cls = torch.optim.SGD if name == "sgd" else torch.optim.Adam
-    return [RowOptimizer(model.input, name, lr), cls(dense, lr=lr)]
+    return [RowOptimizer(model.input, name, lr), DenseOptimizer(dense, name, lr)]
 
 
 def evaluate_blocks(model: torch.nn.Module, blocks, classes: int, device: torch.device,
@@ -172,7 +171,9 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
     sources = None if external else _plan_sources(cfg, plan, columns, events)
     cluster_cm = (contextlib.nullcontext(client) if given else
                   open_cluster(plan, scheduler=cfg.cluster.scheduler, dashboard=cfg.cluster.dashboard))
+    ts = time.monotonic()
     with cluster_cm as client:
+        stage_seconds["cluster_start"] = time.monotonic() - ts
         if external:
             plan = plan_for_existing(client, trainer=TRAINER_BASE + model_bytes + shuffle_bytes,
                                      blocksize=cfg.cluster.blocksize)
@@ -231,7 +232,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
             schedule = (lambda t, n: tc.lr) if tc.lr_schedule == "constant" else (
                 lambda t, n: tc.lr * max(0.05, 1.0 - t / n))
             step = 0
-            best: tuple[float, dict, dict] | None = None   # (val loss, state, val metrics)
+            best: tuple[float, dict, dict, int] | None = None   # (val loss, state, val metrics, epoch)
+            best_epoch = None
             ts = time.monotonic()
             for epoch in range(tc.epochs):
                 results: list[PartitionResult] = []
@@ -288,18 +290,19 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                 history.append(record)
                 if val and (best is None or val["loss"] < best[0]):
                     # Keep the best epoch's weights: later epochs may overfit.
-                    best = (val["loss"], {k: v.detach().clone() for k, v in model.state_dict().items()}, val)
-                    record["best"] = True
+                    best = (val["loss"], {k: v.detach().clone() for k, v in model.state_dict().items()}, val,
+                            epoch + 1)
                 events.emit("epoch", **record)
                 trim_allocator()
             stage_seconds["train"] = time.monotonic() - ts
             last_val = val
             if best is not None:
                 model.load_state_dict(best[1])
-                last_val = best[2]
+                last_val, best_epoch = best[2], best[3]
                 del best
 
         events.emit("stage", stage="saving")
+        ts = time.monotonic()
         run = new_run_dir(cfg.output.out, cfg.output.name)
         rows = _sum_rows(manifest.results)
         metrics = {
@@ -312,10 +315,11 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                        "workers_peak_bytes": mon.workers_peak, "plan": plan.to_dict()},
             "stage_seconds": stage_seconds, "seconds": time.monotonic() - t0,
             "vocabulary": features.dim, "device": str(device),
-            "best_epoch": next((h["epoch"] for h in history if h.get("best") and h["val_loss"] == last_val.get("loss")), None),
+            "best_epoch": best_epoch,
         }
         model_meta = {"model": "ScalpelMC", "task": "classify", "kwargs": model.config}
         save_run(run, config=cfg.to_dict(), features=features, model=model, model_meta=model_meta,
                  metrics=metrics, history=history)
+        metrics["stage_seconds"]["save"] = time.monotonic() - ts
         events.emit("done", run=run, metrics={k: v for k, v in metrics.items() if k not in ("confusion", "per_class")})
         return TrainResult(run, metrics)
