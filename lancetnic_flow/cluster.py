@@ -28,6 +28,9 @@ DEFAULT_BUDGET = 16 * GiB
 # 13.1 per byte + 113 MiB; unigrams 10.1 + 53 MiB), rounded up.
 PEAK_PER_BYTE = 14
 TASK_BASE = 128 * MiB
+# Larger partitions do not featurise faster (tasks work in pieces of 8,192
+# rows) but raise each task's peak; at 8 MiB a task peaks near 250 MiB.
+MAX_PARTITION = 8 * MiB
 WORKER_BASE = 200 * MiB         # an idle worker process: Python, Dask, pyarrow, numpy
 TRAINER_BASE = 450 * MiB        # the trainer process: Python, torch, Dask client
 MIN_WORKER = 384 * MiB
@@ -76,7 +79,7 @@ def default_budget() -> int:
 def _partition_for(worker_limit: int, threads: int) -> int:
     usable = max(worker_limit * THRESHOLDS["target"] - WORKER_BASE - TASK_BASE * threads, 8 * MiB)
     size = int(usable / (PEAK_PER_BYTE * threads))
-    return max(1 * MiB, min(64 * MiB, size // MiB * MiB))
+    return max(1 * MiB, min(MAX_PARTITION, size // MiB * MiB))
 
 
 def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
