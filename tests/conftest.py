@@ -26,7 +26,7 @@ def client():
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.ERROR)
     c = Client(cluster)
     c.wait_for_workers(2, timeout=60)
     try:

@@ -159,18 +159,21 @@ def test_shuffled_batches_yield_every_row_exactly_once_in_full_batches(shuffle):
             np.testing.assert_array_equal(d, ref[int(l)])
 
 
-def test_shuffle_buffer_holds_at_most_buffer_rows_plus_one_block():
-    sizes = [50] * 40
+@pytest.mark.parametrize("block_rows,batch", [(50, 64), (50, 50), (173, 32)])
+def test_shuffle_buffer_holds_at_most_buffer_rows_plus_one_block(block_rows, batch):
+    sizes = [block_rows] * 30
     meter = Meter(blocks_of(sizes))
-    buffer_rows, batch = 300, 64
+    buffer_rows = 300
     out = list(meter.batches(shuffled_batches(meter, batch, buffer_rows, np.random.default_rng(0))))
     assert sum(len(b) for b in out) == sum(sizes)
-    # before each new block is pulled, the consumer holds at most buffer_rows (+ < one batch)
+    # Before a new block is pulled the consumer holds at most buffer_rows (plus a partial batch),
+    # so with the block it holds at most buffer + one block (+ < one batch).
     assert max(meter.held_at_pull) <= buffer_rows + batch - 1
-    # so once a block is added: at most buffer + one block (+ the unfilled batch remainder)
-    assert max(meter.held_at_pull) + max(sizes) <= buffer_rows + max(sizes) + batch - 1
+    assert max(h + block_rows for h in meter.held_at_pull) <= buffer_rows + block_rows + batch - 1
+    if block_rows % batch == 0 and buffer_rows % batch == 0:
+        assert max(meter.held_at_pull) == buffer_rows  # aligned: exactly the buffer
     # and it streams: batches come out long before the input ends
-    assert meter.held_at_pull[-1] < sum(sizes) // 2
+    assert meter.held_at_pull[-1] < sum(sizes) // 4
 
 
 def test_same_seed_gives_identical_batches_and_another_seed_different_ones():

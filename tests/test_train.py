@@ -107,44 +107,44 @@ def test_binary_training_learns_and_counts_skipped_rows(client, corpus2, tmp_pat
     assert_rows_add_up(m)
 
 
-def test_same_seed_twice_with_fresh_caches_gives_identical_metrics(client, corpus4, trained_run, tmp_path):
-    again = train(make_config(corpus4, tmp_path, epochs=3), client=client)  # fresh cache under tmp_path
-    a, b = trained_run.metrics, again.metrics
+def test_same_seed_twice_with_fresh_caches_gives_identical_metrics(client, small_corpus, tmp_path):
+    a = train(make_config(small_corpus, tmp_path / "a", epochs=2), client=client).metrics
+    b = train(make_config(small_corpus, tmp_path / "b", epochs=2), client=client).metrics
     assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
     assert [e["val_loss"] for e in a["epochs"]] == [e["val_loss"] for e in b["epochs"]]
     for key in ("val_accuracy", "val_macro_f1", "val_loss", "rows", "confusion", "labels"):
         assert a[key] == b[key]
-    other = train(make_config(corpus4, tmp_path / "seed1", epochs=1, seed=1), client=client)
-    assert other.metrics["epochs"][0]["train_loss"] != a["epochs"][0]["train_loss"]
+    other = train(make_config(small_corpus, tmp_path / "c", epochs=1, seed=1), client=client).metrics
+    assert other["epochs"][0]["train_loss"] != a["epochs"][0]["train_loss"]
 
 
 def test_second_run_on_same_data_and_config_uses_the_cache_and_gives_the_same_metrics(
-        client, corpus4, trained_run, tmp_path):
-    first_cfg = json.loads((Path(trained_run.run) / "config.json").read_text())
-    cache = first_cfg["output"]["cache"]
+        client, small_corpus, tmp_path):
+    cache = tmp_path / "cache"
+    first = train(make_config(small_corpus, tmp_path, epochs=2, cache=cache), client=client)
     entries = os.listdir(cache)
     assert len(entries) == 1
     rec = Recorder()
-    res = train(make_config(corpus4, tmp_path, epochs=3, cache=cache), rec.events, client=client)
+    res = train(make_config(small_corpus, tmp_path, epochs=2, cache=cache), rec.events, client=client)
     fitted = rec.of("fitted")
     assert len(fitted) == 1 and fitted[0].get("cached") is True
     assert not rec.of("progress")  # no fit pass ran
     assert os.listdir(cache) == entries  # no new entry
-    a, b = trained_run.metrics, res.metrics
+    a, b = first.metrics, res.metrics
     for key in ("val_accuracy", "val_macro_f1", "val_loss", "rows", "confusion"):
         assert a[key] == b[key]
+    # epoch 1 was featurised live the first time and read from the cache the second: same batches
     assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
 
 
-def test_changed_input_file_gets_a_new_cache_entry(client, small_corpus, corpus2, tmp_path):
+def test_changed_input_file_gets_a_new_cache_entry(client, small_corpus, tmp_path):
     data = tmp_path / "grow.csv"
     shutil.copy(small_corpus, data)
     cache = tmp_path / "cache"
     first = train(make_config(data, tmp_path, epochs=1, cache=cache), client=client)
     assert len(os.listdir(cache)) == 1
     with open(small_corpus) as src, open(data, "a") as dst:
-        lines = src.readlines()[1:201]  # 200 more rows, no header
-        dst.writelines(lines)
+        dst.writelines(src.readlines()[1:201])  # 200 more rows, no header
     rec = Recorder()
     second = train(make_config(data, tmp_path, epochs=1, cache=cache), rec.events, client=client)
     assert len(os.listdir(cache)) == 2

@@ -1,0 +1,151 @@
+"""The `lancetnic-flow` command, run as a real subprocess: make-data → train →
+predict/evaluate, and user errors that exit 2 with one clear message and no
+traceback (a traceback only with --debug)."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lancetnic_flow import __version__
+
+CLUSTER = ["--workers", "1", "--memory-budget", "3GiB"]
+
+
+def cli(*args, cwd, timeout=240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_user_error(p: subprocess.CompletedProcess, *needles: str) -> str:
+    out = p.stdout + p.stderr
+    assert p.returncode == 2, out
+    assert "Traceback" not in out, out
+    assert out.count("error:") == 1, out
+    for n in needles:
+        assert n in out, out
+    return out
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """make-data then train, both through the CLI; shared by this module's tests."""
+    d = tmp_path_factory.mktemp("cli")
+    made = cli("make-data", "x.csv", "--rows", "2000", cwd=d)
+    trained = cli("train", "x.csv", *CLUSTER, "--epochs", "3", "--lr", "0.01", "--out", d / "runs",
+                  "--cache", d / "cache", "--name", "clirun", cwd=d)
+    return d, made, trained, d / "runs" / "clirun"
+
+
+def test_version_is_printed_by_the_module_and_the_script(tmp_path):
+    p = cli("--version", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == f"lancetnic-flow {__version__}"
+    script = Path(sys.executable).with_name("lancetnic-flow")
+    if script.exists():
+        q = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+        assert q.returncode == 0 and __version__ in q.stdout
+    h = cli("train", "--help", cwd=tmp_path)
+    assert h.returncode == 0 and "--memory-budget" in h.stdout and "examples:" in h.stdout
+
+
+def test_make_data_then_train_exits_0_and_prints_the_memory_plan_and_the_run(cli_run):
+    d, made, trained, run = cli_run
+    assert made.returncode == 0, made.stderr
+    assert (d / "x.csv").exists() and "2,000 rows" in made.stdout + made.stderr
+    out = trained.stdout + trained.stderr
+    assert trained.returncode == 0, out
+    assert "memory plan" in out and "budget 3.0 GiB" in out and "partition" in out
+    assert str(run) in out
+    assert {"config.json", "features.json", "model.json", "model.safetensors", "metrics.json",
+            "history.csv"} <= {p.name for p in run.iterdir()}
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["rows"]["read"] == 2000 and len(metrics["epochs"]) == 3
+
+
+def test_predict_texts_prints_one_json_line_per_text(cli_run):
+    d, _, _, run = cli_run
+    p = cli("predict", run, "--text", "a", "--text", "b c d", cwd=d)
+    assert p.returncode == 0, p.stderr
+    lines = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    labels = set(json.loads((run / "features.json").read_text())["labels"])
+    assert [x["text"] for x in lines] == ["a", "b c d"]
+    assert all(x["label"] in labels and 0 <= x["probability"] <= 1 for x in lines)
+
+
+def test_predict_input_writes_one_jsonl_line_per_input_row(cli_run):
+    d, _, _, run = cli_run
+    p = cli("predict", run, "--input", "x.csv", "--output", "out.jsonl", *CLUSTER, cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [json.loads(line) for line in (d / "out.jsonl").read_text().splitlines()]
+    with open(d / "x.csv", newline="") as f:
+        texts = [r["text"] for r in csv.DictReader(f)]
+    assert len(rows) == 2000
+    assert [r["text"] for r in rows] == texts
+    assert all({"predicted", "probability"} <= set(r) and 0 <= r["probability"] <= 1 for r in rows)
+
+
+def test_evaluate_prints_json_metrics(cli_run, client):
+    # Through --scheduler: the session's cluster stands in for an existing one.
+    d, _, _, run = cli_run
+    e = cli("evaluate", run, "x.csv", "--json", "--scheduler", client.scheduler.address, cwd=d)
+    assert e.returncode == 0, e.stdout + e.stderr
+    m = json.loads(e.stdout)
+    assert 0 <= m["accuracy"] <= 1 and 0 <= m["macro_f1"] <= 1
+    assert m["rows"]["evaluated"] == m["rows"]["read"] == 2000
+    assert m["labels"] == json.loads((run / "features.json").read_text())["labels"]
+
+
+def test_missing_training_file_exits_2_with_one_message_and_no_traceback(tmp_path):
+    p = cli("train", "nope.csv", *CLUSTER, "--out", tmp_path / "runs", cwd=tmp_path)
+    assert_user_error(p, "nope.csv", "no such file")
+
+
+# In-process through cli.main (the function the script runs): same exit status and output,
+# without paying a fresh interpreter and torch import per case.
+
+
+def run_main(capsys, *args) -> tuple[int, str]:
+    from lancetnic_flow.cli import main
+
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_wrong_text_column_exits_2_and_lists_the_columns_of_the_file(cli_run, client, capsys):
+    d, _, _, _ = cli_run
+    code, out = run_main(capsys, "train", str(d / "x.csv"), "--text", "body", "--scheduler",
+                         client.scheduler.address, "--out", d / "runs-bad")
+    assert code == 2 and "Traceback" not in out and out.count("error:") == 1, out
+    assert "'body'" in out and "the file has columns: 'text', 'label', 'value', 'target'" in out
+
+
+def test_bad_format_exits_2_naming_the_formats(cli_run, capsys):
+    d, _, _, _ = cli_run
+    code, out = run_main(capsys, "train", str(d / "x.csv"), "--format", "xml")
+    assert code == 2 and "Traceback" not in out and out.count("error:") == 1, out
+    assert "'xml'" in out and "csv" in out and "jsonl" in out and "parquet" in out
+
+
+def test_too_small_memory_budget_exits_2_and_says_what_would_fit(cli_run):
+    d, _, _, _ = cli_run
+    p = cli("train", "x.csv", "--memory-budget", "10MiB", cwd=d)
+    assert_user_error(p, "too small", "--memory-budget")
+
+
+def test_predict_with_a_missing_run_folder_exits_2(tmp_path):
+    p = cli("predict", tmp_path / "no-such-run", "--text", "hello", cwd=tmp_path)
+    assert_user_error(p, "no-such-run", "run folder")
+
+
+def test_debug_shows_the_traceback_for_the_same_error(cli_run):
+    d, _, _, _ = cli_run
+    p = cli("train", "x.csv", "--memory-budget", "10MiB", "--debug", cwd=d)
+    assert p.returncode != 0
+    assert "Traceback" in p.stderr and "UserError" in p.stderr and "too small" in p.stderr

@@ -1,0 +1,137 @@
+"""Using a trained run: the Predictor from Python, prediction and evaluation
+over Dask partitions, and artifacts that are never unpickled."""
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.csv as pacsv
+import pytest
+import torch
+
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.predict import Predictor, evaluate_files, predict_files
+from lancetnic_flow.runs import load_run
+from lancetnic_flow.sources import Columns, plan_source
+
+
+def test_predictor_returns_labels_of_the_run_and_probabilities_that_sum_to_one(trained_run):
+    pred = Predictor(trained_run.run)
+    labels = set(trained_run.metrics["labels"])
+    texts = ["a short text", "", "Völlig unbekannte Wörter!", "the the the"]
+    out = pred.predict(texts)
+    assert len(out) == len(texts)
+    for p in out:
+        assert p["label"] in labels
+        assert 0.0 <= p["probability"] <= 1.0
+    proba = pred.predict_proba(texts)
+    assert proba.shape == (len(texts), len(labels))
+    assert ((proba >= 0) & (proba <= 1)).all()
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
+    for p, row in zip(out, proba):
+        assert p["label"] == pred.labels[int(row.argmax())]
+        assert p["probability"] == pytest.approx(float(row.max()))
+    assert pred.predict([]) == [] and pred.predict_proba([]).shape == (0, len(labels))
+
+
+def test_predictor_agrees_with_the_labels_of_training_data(trained_run, corpus4):
+    table = pacsv.read_csv(corpus4).slice(0, 1000)
+    got = [p["label"] for p in Predictor(trained_run.run).predict(table["text"].to_pylist())]
+    acc = np.mean(np.array(got) == np.array(table["label"].to_pylist()))
+    assert acc > 0.85
+
+
+def test_predict_files_writes_one_line_per_row_in_input_order(client, trained_run, corpus4, tmp_path):
+    lines = corpus4.read_text().splitlines(keepends=True)
+    data = tmp_path / "in.csv"
+    data.write_text("".join(lines[:1501]))
+    plan = plan_source([str(data)], blocksize=60_000)
+    assert len(plan.partitions) >= 4
+    out = tmp_path / "pred.jsonl"
+    res = predict_files(client, trained_run.run, plan, Columns(text=("text",)), str(out), storage_options={},
+                        run_options={}, chunk_bytes=2**20, window=2)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert res["rows_read"] == res["rows_written"] == len(rows) == 1500
+    expected = pacsv.read_csv(data)["text"].to_pylist()
+    assert [r["text"] for r in rows] == expected
+    labels = set(trained_run.metrics["labels"])
+    assert all(r["predicted"] in labels and 0 <= r["probability"] <= 1 for r in rows)
+
+
+def test_predict_files_writes_csv_with_a_header_and_one_row_per_input_row(client, trained_run, small_corpus,
+                                                                         tmp_path):
+    plan = plan_source([str(small_corpus)], blocksize=100_000)
+    assert len(plan.partitions) >= 3
+    out = tmp_path / "pred.csv"
+    res = predict_files(client, trained_run.run, plan, Columns(text=("text",)), str(out), storage_options={},
+                        run_options={}, chunk_bytes=2**20, window=2)
+    table = pacsv.read_csv(out)
+    assert table.column_names == ["text", "predicted", "probability"]
+    assert table.num_rows == res["rows_written"] == 2000
+    assert table["text"].to_pylist() == pacsv.read_csv(small_corpus)["text"].to_pylist()
+    assert set(table["predicted"].to_pylist()) <= set(trained_run.metrics["labels"])
+    probs = table["probability"].to_numpy()
+    assert ((probs >= 0) & (probs <= 1)).all()
+
+
+def test_evaluate_files_matches_the_predictor(client, trained_run, corpus4, tmp_path):
+    lines = corpus4.read_text().splitlines(keepends=True)
+    data = tmp_path / "eval.csv"
+    data.write_text(lines[0] + "".join(lines[-800:]))
+    plan = plan_source([str(data)], blocksize=50_000)
+    out = evaluate_files(client, trained_run.run, plan, Columns(text=("text",), label="label"), storage_options={},
+                         run_options={}, chunk_bytes=2**20, window=2, classes=4)
+    table = pacsv.read_csv(data)
+    got = [p["label"] for p in Predictor(trained_run.run).predict(table["text"].to_pylist())]
+    acc = float(np.mean(np.array(got) == np.array(table["label"].to_pylist())))
+    assert out["rows"]["evaluated"] == out["rows"]["read"] == 800
+    assert out["accuracy"] == pytest.approx(acc)
+    assert 0 < out["macro_f1"] <= 1
+
+
+# ---------------------------------------------------------------- safe artifacts
+
+
+class _Plant:
+    """Unpickling this creates ``path``: a stand-in for code in a planted file."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _copy_run(trained_run, tmp_path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(trained_run.run, run)
+    load_run(str(run))  # the copy loads before tampering
+    return run
+
+
+def test_a_torch_pickle_in_place_of_the_safetensors_weights_is_refused(trained_run, tmp_path):
+    run = _copy_run(trained_run, tmp_path)
+    state = load_run(str(run)).model.state_dict()
+    torch.save(state, run / "model.safetensors")
+    with pytest.raises(UserError, match="safetensors"):
+        load_run(str(run))
+    with pytest.raises(UserError):
+        Predictor(str(run))
+
+
+@pytest.mark.parametrize("protocol", [2, pickle.HIGHEST_PROTOCOL])
+def test_a_planted_pickle_is_never_executed_when_loading_a_run(trained_run, tmp_path, protocol):
+    run = _copy_run(trained_run, tmp_path)
+    marker = tmp_path / "pwned"
+    (run / "model.safetensors").write_bytes(pickle.dumps(_Plant(str(marker)), protocol=protocol))
+    with pytest.raises(UserError):
+        load_run(str(run))
+    assert not marker.exists()
+
+
+def test_a_missing_run_folder_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="not a lancetnic_flow run folder"):
+        load_run(str(tmp_path / "nope"))
