@@ -201,7 +201,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     plan, cluster = _cluster_for(a)
     with cluster as client:
         src = plan_source(a.input, format=a.format, storage_options=so, blocksize=plan.partition)
-        from .sources import check_columns
+        from .readers import check_columns
 
         check_columns(src, cols, storage_options=so)
         out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options={},
@@ -214,7 +214,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     from .config import parse_storage_options
     from .predict import evaluate_files
     from .runs import load_run
-    from .sources import Columns, check_columns, plan_source
+    from .readers import check_columns
+    from .sources import Columns, plan_source
 
     run = load_run(a.run)
     so = parse_storage_options(a.storage_option)

@@ -19,7 +19,8 @@ from .features.hashing import unit_interval
 from .features.tokenize import terms_of
 from .features.vectorize import PIECE_ROWS, FittedFeatures
 from .features.vocab import FitStats, Moments, document_frequencies, merge_stats, prune, smooth_idf
-from .sources import Chunk, Columns, Partition, read_partition
+from .readers import read_partition
+from .sources import Chunk, Columns, Partition
 
 
 def validation_mask(table: pa.Table, val_fraction: float) -> np.ndarray:

@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from .errors import UserError
 from .metrics import ClassificationMetrics
 from .runs import LoadedRun, load_run
-from .sources import Columns, Partition, read_partition
+from .readers import read_partition
+from .sources import Columns, Partition
 from .stream import Featurizer
 
 _BATCH = 4096

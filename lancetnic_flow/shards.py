@@ -23,7 +23,8 @@ import pyarrow as pa
 from .features.vectorize import FittedFeatures
 from .fit import validation_mask
 from .rows import RowBlock
-from .sources import Columns, Partition, read_partition
+from .readers import read_partition
+from .sources import Columns, Partition
 
 MANIFEST = "manifest.json"
 FEATURES = "features.json"

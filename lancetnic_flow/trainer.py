@@ -32,7 +32,8 @@ from .runs import new_run_dir, save_run
 from .shards import (CACHE_VERSION, Manifest, PartitionResult, cache_key, featurize_partition, join,
                      read_features, read_manifest, write_features, write_manifest)
 from .sizes import format_size
-from .sources import Columns, check_columns, plan_source
+from .readers import check_columns
+from .sources import Columns, plan_source
 from .stream import BatchStream, Featurizer, cached_blocks, epoch_order, live_blocks, prefetch
 from .shards import load_shard
 

@@ -18,7 +18,8 @@ from lancetnic_flow.features.tokenize import terms_of
 from lancetnic_flow.features.vectorize import PAD, UNK, FittedFeatures
 from lancetnic_flow.features.vocab import FitStats, document_frequencies
 from lancetnic_flow.fit import finish_fit, fit_features, validation_mask
-from lancetnic_flow.sources import Columns, plan_source, read_partition
+from lancetnic_flow.readers import read_partition
+from lancetnic_flow.sources import Columns, plan_source
 
 CORPUS = [
     "The quick brown fox -- jumps over the lazy dog!!",

@@ -16,14 +16,8 @@ import pytest
 import zstandard
 
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.sources import (
-    Columns,
-    FileInfo,
-    Partition,
-    check_columns,
-    plan_source,
-    read_partition,
-)
+from lancetnic_flow.readers import check_columns, read_partition
+from lancetnic_flow.sources import Columns, FileInfo, Partition, plan_source
 
 try:
     from tests.servers import http_server, s3_server
