@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from typing import Sequence
 
 from . import __version__
@@ -66,19 +65,32 @@ def build_parser() -> argparse.ArgumentParser:
     g = t.add_argument_group("columns and validation")
     g.add_argument("--text", action="append", metavar="COL", help="text column (repeatable; default: text)")
     g.add_argument("--label", default="label", metavar="COL", help="label column (default: label)")
+    g.add_argument("--target", metavar="COL", help="numeric target column (regression, multi-task)")
+    g.add_argument("--numeric", metavar="COL,...", help="numeric input columns joined to the text features")
     g.add_argument("--val", nargs="+", metavar="DATA", help="separate validation data")
     g.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
                    help="share of rows held out by a stable hash (default 0.1)")
     _add_data_options(t)
     g = t.add_argument_group("features")
-    g.add_argument("--features", default="tfidf", metavar="MODE", help="tfidf|hashing|ids (default tfidf)")
+    g.add_argument("--features", metavar="MODE",
+                   help="tfidf|hashing|ids (default: the model's: tfidf; hashing for FastTextBag; ids for Lancet*)")
+    g.add_argument("--max-len", type=int, default=256, metavar="N", help="tokens kept per row with --features ids")
     g.add_argument("--ngrams", type=int, default=1, metavar="N", help="1 = words, 2 = words and word pairs")
     g.add_argument("--max-features", type=int, default=100_000, metavar="N", help="vocabulary size cap (default 100000)")
     g.add_argument("--min-df", default="1", metavar="N|F", help="drop terms in fewer documents: a count, or a fraction like 0.001 (default 1)")
     g.add_argument("--max-df", default="1.0", metavar="N|F", help="drop terms in more documents: a count, or a fraction (default 1.0)")
     g.add_argument("--sublinear-tf", action="store_true", help="use 1 + log(tf)")
     g.add_argument("--buckets", type=int, default=2**18, metavar="N", help="columns for --features hashing (default 262144)")
-    g = t.add_argument_group("model and training")
+    g = t.add_argument_group("model and task")
+    g.add_argument("--model", default="ScalpelMC", metavar="NAME",
+                   help="ScalpelMC|ScalpelReg|ScalpelMTSK|FastTextBag|LancetMC|LancetMCA|LancetMCA_gru|LancetReg "
+                        "(default ScalpelMC; see docs/models.md)")
+    g.add_argument("--task", metavar="TASK", help="classify|regress|multitask (default: the model's)")
+    g.add_argument("--class-loss", default="cross_entropy", metavar="NAME", help="cross_entropy|bce (two classes)")
+    g.add_argument("--value-loss", default="mse", metavar="NAME", help="mse|l1|smooth_l1")
+    g.add_argument("--loss-weights", default="1,1", metavar="C,V", help="multi-task: class and value loss weights")
+    g.add_argument("--class-weights", default="none", metavar="MODE", help="none|balanced (for imbalanced labels)")
+    g.add_argument("--embed", type=int, default=128, metavar="N", help="token embedding width (Lancet models)")
     g.add_argument("--hidden", type=int, default=128, metavar="N", help="hidden layer width (default 128)")
     g.add_argument("--layers", type=int, default=1, metavar="N", help="hidden layers; 0 = linear model (default 1)")
     g.add_argument("--dropout", type=float, default=0.2, metavar="P", help="dropout after each hidden layer (default 0.2)")
@@ -87,7 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--lr", type=float, default=1e-2, metavar="X", help="peak learning rate (default 0.01)")
     g.add_argument("--lr-schedule", default="linear", metavar="NAME",
                    help="linear (decay to 5%% of --lr over the run) or constant (default linear)")
-    g.add_argument("--optimizer", default="adam", metavar="NAME", help="adam|sgd")
+    g = t.add_argument_group("training")
+    g.add_argument("--optimizer", default="adam", metavar="NAME", help="adam|radam|sgd|rmsprop|adadelta")
+    g.add_argument("--early-stopping", type=int, metavar="EPOCHS",
+                   help="stop after this many epochs without improving --monitor (the best weights are kept)")
+    g.add_argument("--monitor", default="val_loss", metavar="METRIC",
+                   help="val_loss|val_accuracy|val_macro_f1|val_mae|val_rmse|val_r2 (default val_loss)")
+    g.add_argument("--clip-grad", type=float, metavar="NORM", help="clip the gradient norm")
+    g.add_argument("--device", default="auto", metavar="DEV", help="auto|cpu|cuda (auto: CUDA when present)")
+    g.add_argument("--threads", type=int, metavar="N", help="trainer threads (default: cores not used by workers)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="fixes partition order, shuffling and init (default 0)")
     g.add_argument("--shuffle-buffer", type=int, default=20_000, metavar="ROWS", help="rows held for shuffling (default 20000)")
     _add_cluster_options(t)
@@ -114,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     e.add_argument("--text", action="append", metavar="COL", help="text column (default: the run's)")
     e.add_argument("--label", metavar="COL", help="label column (default: the run's)")
+    e.add_argument("--target", metavar="COL", help="target column (default: the run's)")
+    e.add_argument("--plots", metavar="DIR", help="also write plots and per-class tables to DIR")
     _add_data_options(e)
     _add_cluster_options(e)
 
@@ -139,21 +161,33 @@ def _size(text: str | None, what: str) -> int | None:
     return parse_size(text, what) if text else None
 
 
+def _pair(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise UserError(f"--loss-weights {text!r}: expected two numbers", "e.g. --loss-weights 1,0.5") from None
+    return a, b
+
+
 def _train_config(a: argparse.Namespace):
     from .config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig,
                          TrainingConfig, parse_df, parse_storage_options)
 
     return TrainConfig(
         data=DataConfig(train=a.data, val=a.val or [], val_fraction=a.val_fraction, format=a.format,
-                        text=a.text or ["text"], label=a.label,
+                        text=a.text or ["text"], label=a.label, target=a.target,
+                        numeric=[c.strip() for c in (a.numeric or "").split(",") if c.strip()],
                         storage_options=parse_storage_options(a.storage_option)),
         features=FeatureConfig(mode=a.features, ngrams=a.ngrams, max_features=a.max_features,
                                min_df=parse_df(a.min_df, "--min-df"), max_df=parse_df(a.max_df, "--max-df"),
-                               sublinear_tf=a.sublinear_tf, buckets=a.buckets),
-        model=ModelConfig(hidden=a.hidden, layers=a.layers, dropout=a.dropout),
+                               sublinear_tf=a.sublinear_tf, buckets=a.buckets, max_len=a.max_len),
+        model=ModelConfig(name=a.model, hidden=a.hidden, layers=a.layers, dropout=a.dropout, embed=a.embed),
         training=TrainingConfig(epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, lr_schedule=a.lr_schedule,
-                                optimizer=a.optimizer,
-                                seed=a.seed, shuffle_buffer=a.shuffle_buffer),
+                                optimizer=a.optimizer, seed=a.seed, shuffle_buffer=a.shuffle_buffer,
+                                task=a.task, class_loss=a.class_loss, value_loss=a.value_loss,
+                                loss_weights=_pair(a.loss_weights), class_weights=a.class_weights,
+                                early_stopping=a.early_stopping, monitor=a.monitor, clip_grad=a.clip_grad,
+                                device=a.device, threads=a.threads),
         cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
                               threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize")),
         output=OutputConfig(out=a.out, name=a.name, cache=a.cache),
@@ -197,7 +231,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     output_format(a.output)
     pred = Predictor(a.run)
     so = parse_storage_options(a.storage_option)
-    cols = Columns(text=tuple(a.text_column or pred.run.config["data"]["text"]))
+    data = pred.run.config["data"]
+    cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()))
     plan, cluster = _cluster_for(a)
     with cluster as client:
         src = plan_source(a.input, format=a.format, storage_options=so, blocksize=plan.partition)
@@ -219,19 +254,34 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
 
     run = load_run(a.run)
     so = parse_storage_options(a.storage_option)
-    cols = Columns(text=tuple(a.text or run.config["data"]["text"]), label=a.label or run.config["data"]["label"])
+    from .tasks import task_of_run
+
+    task, data = task_of_run(run), run.config["data"]
+    cols = Columns(text=tuple(a.text or data["text"]),
+                   label=(a.label or data["label"]) if task.classifies else None,
+                   target=(a.target or data.get("target")) if task.regresses else None,
+                   numeric=tuple(data.get("numeric") or ()))
     plan, cluster = _cluster_for(a)
     with cluster as client:
         src = plan_source(a.data, format=a.format, storage_options=so, blocksize=plan.partition)
         check_columns(src, cols, storage_options=so)
-        out = evaluate_files(client, a.run, src, cols, storage_options=so, run_options={},
-                             chunk_bytes=plan.partition, window=plan.in_flight, classes=len(run.features.labels))
+        out, merged = evaluate_files(client, a.run, src, cols, storage_options=so, run_options={},
+                                     chunk_bytes=plan.partition, window=plan.in_flight)
+    if a.plots:
+        from .plots import write_plots
+
+        reg = merged.reg if merged is not None else None
+        out["plots"] = write_plots(a.plots, metrics=out, labels=run.features.labels if task.classifies else None,
+                                   sample=(reg.true, reg.pred) if reg is not None else None)
     out["labels"] = run.features.labels
     if a.json:
         print(json.dumps(out))
     else:
-        report.console.print(f"accuracy {out['accuracy']:.4f} · macro-F1 {out['macro_f1']:.4f} · "
-                             f"loss {out['loss']:.4f} · {out['rows']['evaluated']:,} rows")
+        shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "macro_f1", "mae", "rmse", "r2", "loss")
+                 if out.get(k) is not None]
+        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows")
+        if out.get("plots"):
+            report.console.print(f"plots in {a.plots}")
     return 0
 
 

@@ -16,8 +16,11 @@ from .sizes import parse_size
 
 FORMATS = ("auto", "csv", "tsv", "jsonl", "parquet", "text", "fasttext")
 FEATURE_MODES = ("tfidf", "hashing", "ids")
-TASKS = ("classify",)
-OPTIMIZERS = ("adam", "sgd")
+TASKS = ("classify", "regress", "multitask")
+OPTIMIZERS = ("adam", "sgd", "radam", "rmsprop", "adadelta")
+CLASS_LOSSES = ("cross_entropy", "bce")
+VALUE_LOSSES = ("mse", "l1", "smooth_l1")
+MONITORS = ("val_loss", "val_accuracy", "val_macro_f1", "val_mae", "val_rmse", "val_r2")
 SECRET_HINTS = ("key", "secret", "token", "password", "credential", "session")
 
 
@@ -40,6 +43,8 @@ class DataConfig:
     format: str = "auto"
     text: list[str] = field(default_factory=lambda: ["text"])
     label: str | None = "label"
+    target: str | None = None
+    numeric: list[str] = field(default_factory=list)
     storage_options: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -56,7 +61,7 @@ class DataConfig:
 
 @dataclass
 class FeatureConfig:
-    mode: str = "tfidf"
+    mode: str | None = None          # None: the model's own (tfidf, hashing for FastTextBag, ids for Lancet*)
     ngrams: int = 1
     max_features: int | None = 100_000
     min_df: float = 1
@@ -67,7 +72,8 @@ class FeatureConfig:
     max_len: int = 256
 
     def validate(self) -> None:
-        _choice("features", self.mode, FEATURE_MODES)
+        if self.mode is not None:
+            _choice("features", self.mode, FEATURE_MODES)
         _choice("ngrams", self.ngrams, (1, 2))
         _positive("max_features", self.max_features)
         _positive("min_df", self.min_df)
@@ -79,11 +85,17 @@ class FeatureConfig:
 
 @dataclass
 class ModelConfig:
+    name: str = "ScalpelMC"
     hidden: int = 128
     layers: int = 1
     dropout: float = 0.2
+    embed: int = 128                 # token embedding width of sequence models
 
     def validate(self) -> None:
+        from .models import MODELS
+
+        _choice("model", self.name, tuple(MODELS))
+        _positive("embed", self.embed)
         _positive("hidden", self.hidden)
         _positive("layers", self.layers, allow_zero=True)
         if not 0.0 <= self.dropout < 1.0:
@@ -100,6 +112,16 @@ class TrainingConfig:
     seed: int = 0
     shuffle_buffer: int = 20_000
     in_flight: int | None = None
+    task: str | None = None          # None: the model's own (ScalpelReg regresses, ScalpelMTSK does both)
+    class_loss: str = "cross_entropy"
+    value_loss: str = "mse"
+    loss_weights: tuple[float, float] = (1.0, 1.0)
+    class_weights: str = "none"      # or "balanced"
+    early_stopping: int | None = None   # patience in epochs
+    monitor: str = "val_loss"
+    clip_grad: float | None = None
+    device: str = "auto"
+    threads: int | None = None
 
     def validate(self) -> None:
         _positive("epochs", self.epochs)
@@ -109,6 +131,19 @@ class TrainingConfig:
         _positive("in_flight", self.in_flight)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("lr_schedule", self.lr_schedule, ("linear", "constant"))
+        if self.task is not None:
+            _choice("task", self.task, TASKS)
+        _choice("class_loss", self.class_loss, CLASS_LOSSES)
+        _choice("value_loss", self.value_loss, VALUE_LOSSES)
+        _choice("class_weights", self.class_weights, ("none", "balanced"))
+        _choice("monitor", self.monitor, MONITORS)
+        _choice("device", self.device, ("auto", "cpu", "cuda"))
+        _positive("early_stopping", self.early_stopping)
+        _positive("clip_grad", self.clip_grad)
+        _positive("threads", self.threads)
+        if len(self.loss_weights) != 2 or min(self.loss_weights) < 0:
+            raise UserError(f"loss_weights: two non-negative numbers (class, value), got {self.loss_weights}",
+                            "e.g. --loss-weights 1,0.5")
 
 
 @dataclass
@@ -150,8 +185,37 @@ class TrainConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
 
     def validate(self) -> "TrainConfig":
+        """Check every field and resolve the model's defaults (task, features)."""
+        from .models import MODELS
+
         for part in (self.data, self.features, self.model, self.training, self.cluster, self.output):
             part.validate()
+        spec = MODELS[self.model.name]
+        t = self.training
+        t.task = t.task or spec.task
+        if t.task not in spec.tasks:
+            raise UserError(f"model {self.model.name} cannot {t.task}",
+                            f"it does: {', '.join(spec.tasks)}; models for {t.task}: "
+                            + ", ".join(n for n, m in MODELS.items() if t.task in m.tasks))
+        f = self.features
+        if f.mode is None:
+            f.mode = spec.features[0]
+            if spec.ngrams:
+                f.ngrams = max(f.ngrams, spec.ngrams)
+        if f.mode not in spec.features:
+            raise UserError(f"model {self.model.name} reads --features {'/'.join(spec.features)}, not {f.mode}",
+                            f"drop --features, or pick a model for {f.mode}: "
+                            + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
+        if t.task in ("classify", "multitask") and not self.data.label:
+            raise UserError(f"--task {t.task} needs a label column", "pass --label COLUMN")
+        if t.task in ("regress", "multitask") and not self.data.target:
+            raise UserError(f"--task {t.task} needs a numeric target column", "pass --target COLUMN")
+        if t.task == "regress":
+            self.data.label = None
+        if t.monitor in ("val_accuracy", "val_macro_f1") and t.task == "regress" or \
+                t.monitor in ("val_mae", "val_rmse", "val_r2") and t.task == "classify":
+            raise UserError(f"--monitor {t.monitor} does not fit --task {t.task}",
+                            "use val_loss, or a metric of the task")
         return self
 
     def to_dict(self, redact: bool = True) -> dict[str, Any]:

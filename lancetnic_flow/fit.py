@@ -107,7 +107,8 @@ def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> Fitted
         f.vocabulary = terms
         f.idf = smooth_idf(df, stats.docs)
     # Most frequent first (ties by name), so class ids are stable across runs.
-    f.labels = [k for k, _ in sorted(stats.labels.items(), key=lambda kv: (-kv[1], kv[0]))]
+    ranked = sorted(stats.labels.items(), key=lambda kv: (-kv[1], kv[0]))
+    f.labels, f.label_counts = [k for k, _ in ranked], [v for _, v in ranked]
     if "target" in stats.numeric:
         m = stats.numeric["target"]
         f.target = (m.mean, m.std or 1.0)

@@ -45,3 +45,60 @@ class ClassificationMetrics:
                           "support": support.astype(int).tolist()},
             "confusion": self.confusion.tolist(),
         }
+
+
+class RegressionMetrics:
+    """Streaming MAE, RMSE, R² in the target's original units (sums only),
+    plus a fixed-size seeded reservoir of (true, predicted) pairs for plots."""
+
+    def __init__(self, mean: float = 0.0, std: float = 1.0, sample: int = 5000, seed: int = 0):
+        self.mean, self.std = mean, std
+        self.n = 0
+        self.abs_err = self.sq_err = self.sum_y = self.sum_y2 = 0.0
+        self.loss_sum = 0.0
+        self.sample = sample
+        self.rng = np.random.default_rng(seed)
+        self.true = np.zeros(0, np.float64)
+        self.pred = np.zeros(0, np.float64)
+        self._keys = np.zeros(0)
+
+    def update(self, true_std: np.ndarray, pred_std: np.ndarray, loss_sum: float = 0.0) -> None:
+        y = true_std.astype(np.float64) * self.std + self.mean
+        p = pred_std.astype(np.float64) * self.std + self.mean
+        e = p - y
+        self.n += len(y)
+        self.abs_err += float(np.abs(e).sum())
+        self.sq_err += float((e * e).sum())
+        self.sum_y += float(y.sum())
+        self.sum_y2 += float((y * y).sum())
+        self.loss_sum += float(loss_sum)
+        # Reservoir by random keys: keep the `sample` smallest keys seen so far.
+        keys = np.concatenate([self._keys, self.rng.random(len(y))])
+        true, pred = np.concatenate([self.true, y]), np.concatenate([self.pred, p])
+        if len(keys) > self.sample:
+            keep = np.argpartition(keys, self.sample)[:self.sample]
+            keys, true, pred = keys[keep], true[keep], pred[keep]
+        self._keys, self.true, self.pred = keys, true, pred
+
+    def merge(self, other: "RegressionMetrics") -> "RegressionMetrics":
+        self.n += other.n
+        self.abs_err += other.abs_err
+        self.sq_err += other.sq_err
+        self.sum_y += other.sum_y
+        self.sum_y2 += other.sum_y2
+        self.loss_sum += other.loss_sum
+        keys = np.concatenate([self._keys, other._keys])
+        true, pred = np.concatenate([self.true, other.true]), np.concatenate([self.pred, other.pred])
+        if len(keys) > self.sample:
+            keep = np.argpartition(keys, self.sample)[:self.sample]
+            keys, true, pred = keys[keep], true[keep], pred[keep]
+        self._keys, self.true, self.pred = keys, true, pred
+        return self
+
+    def result(self) -> dict:
+        if not self.n:
+            return {"loss": None, "mae": None, "rmse": None, "r2": None, "rows": 0}
+        sst = self.sum_y2 - self.sum_y**2 / self.n
+        return {"loss": self.loss_sum / self.n, "mae": self.abs_err / self.n, "rmse": float(np.sqrt(self.sq_err / self.n)),
+                "r2": float(1.0 - self.sq_err / sst) if sst > 0 else None,
+                "baseline_rmse": float(np.sqrt(max(sst, 0.0) / self.n)), "rows": self.n}

@@ -16,10 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import torch
-import torch.nn.functional as F
 
 from .errors import UserError
-from .metrics import ClassificationMetrics
+from .tasks import TaskMetrics, task_of_run
 from .runs import LoadedRun, load_run
 from .readers import read_partition
 from .sources import Columns, Partition
@@ -29,41 +28,85 @@ _BATCH = 4096
 
 
 class Predictor:
-    """A trained run, ready to predict: ``Predictor("runs/x").predict(["text"])``."""
+    """A trained run, ready to predict: ``Predictor("runs/x").predict(["text"])``.
+
+    Classifiers give a label and its probability, regressors a value in the
+    target's original units, multi-task models both."""
 
     def __init__(self, run: str | LoadedRun, storage_options: dict | None = None, device: str = "cpu"):
         self.run = run if isinstance(run, LoadedRun) else load_run(run, storage_options, device)
         self.device = torch.device(device)
         self.labels = self.run.features.labels
+        kw = self.run.meta["kwargs"]
+        self.classifies = bool(kw.get("classes"))
+        self.regresses = bool(kw.get("regress"))
 
-    def logits(self, texts: pa.Array) -> np.ndarray:
-        from .trainer import to_tensors
+    @staticmethod
+    def _table(texts: Sequence[str] | pa.Array | pa.ChunkedArray | pa.Table) -> pa.Table:
+        if isinstance(texts, pa.Table):
+            return texts
+        if not isinstance(texts, (pa.Array, pa.ChunkedArray)):
+            texts = pa.array(list(texts), pa.string())
+        return pa.table({"text": texts})
 
-        out = []
+    def outputs(self, texts: Sequence[str] | pa.Array | pa.Table) -> dict[str, np.ndarray]:
+        """Raw model outputs in batches: ``logits`` and/or ``value`` (original units)."""
+        from .trainer import model_inputs
+
+        table = self._table(texts).drop_columns([c for c in ("label",) if c in self._table(texts).column_names])
+        parts: dict[str, list[np.ndarray]] = {}
         with torch.no_grad():
-            for start in range(0, len(texts), _BATCH):
-                block = self.run.features.transform_texts(texts.slice(start, _BATCH))
-                out.append(self.run.model(*to_tensors(block, self.device)).cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, len(self.labels)), np.float32)
+            for start in range(0, table.num_rows, _BATCH):
+                block = self.run.features.transform(table.slice(start, _BATCH))
+                for k, v in self.run.model(**model_inputs(block, self.device)).items():
+                    parts.setdefault(k, []).append(v.cpu().numpy())
+        out = {k: np.concatenate(v) for k, v in parts.items()}
+        if self.classifies and "logits" not in out:
+            out["logits"] = np.zeros((0, len(self.labels)), np.float32)
+        if self.regresses:
+            mean, std = self.run.features.target or (0.0, 1.0)
+            out["value"] = out.get("value", np.zeros(0, np.float32)).astype(np.float64) * std + mean
+        return out
 
-    def predict_proba(self, texts: Sequence[str] | pa.Array) -> np.ndarray:
+    def predict_proba(self, texts: Sequence[str] | pa.Array | pa.Table) -> np.ndarray:
         """Class probabilities, one row per text, columns in ``self.labels`` order."""
-        texts = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(list(texts), pa.string())
-        if isinstance(texts, pa.ChunkedArray):
-            texts = texts.combine_chunks()
-        return torch.softmax(torch.from_numpy(self.logits(texts)), dim=1).numpy()
+        if not self.classifies:
+            raise UserError(f"{self.run.url} is a regression model: it predicts values, not probabilities",
+                            "use predict() or predict_values()")
+        return torch.softmax(torch.from_numpy(self.outputs(texts)["logits"]), dim=1).numpy()
 
-    def predict(self, texts: Sequence[str] | pa.Array) -> list[dict[str, Any]]:
-        """``[{"label": ..., "probability": ...}, ...]`` for each text."""
-        p = self.predict_proba(texts)
-        best = p.argmax(1)
-        return [{"label": self.labels[i], "probability": float(p[r, i])} for r, i in enumerate(best)]
+    def predict_values(self, texts: Sequence[str] | pa.Array | pa.Table) -> np.ndarray:
+        """Predicted target values in the original units."""
+        if not self.regresses:
+            raise UserError(f"{self.run.url} is a classifier: it has no value head", "use predict()")
+        return self.outputs(texts)["value"]
+
+    def predict(self, texts: Sequence[str] | pa.Array | pa.Table) -> list[dict[str, Any]]:
+        """One dict per text: ``label`` and ``probability``, and/or ``value``."""
+        cols = self._columns(self.outputs(texts))
+        n = len(next(iter(cols.values())))
+        return [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()} for i in range(n)]
+
+    def _columns(self, out: dict[str, np.ndarray]) -> dict[str, Any]:
+        cols: dict[str, Any] = {}
+        if self.classifies:
+            p = torch.softmax(torch.from_numpy(out["logits"]), dim=1).numpy()
+            best = p.argmax(1)
+            cols["label"] = [self.labels[i] for i in best]
+            cols["probability"] = p[np.arange(len(p)), best]
+        if self.regresses:
+            cols["value"] = out["value"]
+        return cols
 
     def predict_table(self, table: pa.Table) -> pa.Table:
-        p = self.predict_proba(table["text"])
-        best = p.argmax(1)
-        names = pa.array(self.labels, pa.string()).take(pa.array(best))
-        return table.append_column("predicted", names).append_column("probability", pa.array(p[np.arange(len(p)), best]))
+        """``table`` plus ``predicted`` and ``probability`` and/or ``value`` columns."""
+        cols = self._columns(self.outputs(table))
+        if "label" in cols:
+            table = table.append_column("predicted", pa.array(cols["label"], pa.string()))
+            table = table.append_column("probability", pa.array(cols["probability"], pa.float64()))
+        if "value" in cols:
+            table = table.append_column("value", pa.array(cols["value"], pa.float64()))
+        return table
 
 
 _PREDICTORS: dict[str, Predictor] = {}
@@ -121,7 +164,9 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
     rows, written, skipped = 0, 0, {}
     with fsspec.open(output, "wb", compression="infer", **storage_options) as f:
         if fmt == "csv":
-            names = ["text"] + (["label"] if columns.label else []) + ["predicted", "probability"]
+            pred = Predictor(run, run_options)
+            names = (["text"] + (["label"] if columns.label else []) + list(columns.numeric)
+                     + (["predicted", "probability"] if pred.classifies else []) + (["value"] if pred.regresses else []))
             f.write((",".join(f'"{n}"' for n in names) + "\n").encode())
         for data, n, sk in feed:
             f.write(data)
@@ -133,40 +178,45 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
 
 
 def evaluate_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,
-                       chunk_bytes: int) -> tuple[ClassificationMetrics, int, dict]:
-    """Worker task: the confusion matrix and loss of one partition."""
+                       chunk_bytes: int) -> tuple[TaskMetrics, int, dict]:
+    """Worker task: the streaming metrics of one partition."""
+    from .trainer import answers, model_inputs
+
     pred = _predictor(run, run_options)
-    m = ClassificationMetrics(len(pred.labels))
+    task = task_of_run(pred.run)
+    m = task.new_metrics()
     rows, skipped = 0, {}
-    for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
-        rows += chunk.rows_read
-        for k, v in chunk.skipped.items():
-            skipped[k] = skipped.get(k, 0) + v
-        y = pred.run.features.label_ids(chunk.table["label"])
-        known = y >= 0
-        if (~known).any():
-            skipped["unknown_label"] = skipped.get("unknown_label", 0) + int((~known).sum())
-        table = chunk.table.filter(pa.array(known))
-        if not table.num_rows:
-            continue
-        logits = torch.from_numpy(pred.logits(table["text"].combine_chunks()))
-        yt = torch.from_numpy(y[known].astype(np.int64))
-        m.update(y[known].astype(np.int64), logits.argmax(1).numpy(), F.cross_entropy(logits, yt, reduction="sum").item())
+    with torch.no_grad():
+        for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
+            rows += chunk.rows_read
+            for k, v in chunk.skipped.items():
+                skipped[k] = skipped.get(k, 0) + v
+            block = pred.run.features.transform(chunk.table)
+            if block.labels is not None and (block.labels < 0).any():
+                unknown = block.labels < 0
+                skipped["unknown_label"] = skipped.get("unknown_label", 0) + int(unknown.sum())
+                block = block.take(np.flatnonzero(~unknown))
+            for start in range(0, len(block), _BATCH):
+                b = block.slice(start, start + _BATCH)
+                labels, targets = answers(b, pred.device)
+                out = pred.run.model(**model_inputs(b, pred.device))
+                m.update(out, b.labels, b.targets, task.loss(out, labels, targets, reduction="sum").item())
     return m, rows, skipped
 
 
 def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_options: dict, run_options: dict,
-                   chunk_bytes: int, window: int, classes: int) -> dict:
-    """Metrics of a saved run on labelled data, computed on the workers."""
+                   chunk_bytes: int, window: int) -> tuple[dict, TaskMetrics]:
+    """Metrics of a saved run on labelled data, computed on the workers;
+    also the merged :class:`TaskMetrics` (for plots)."""
     feed = Featurizer(client, evaluate_partition, [(p,) for p in plan.partitions], window, columns=columns,
                       run=run, run_options=run_options, storage_options=storage_options, chunk_bytes=chunk_bytes)
-    total = ClassificationMetrics(classes)
+    total: TaskMetrics | None = None
     rows, skipped = 0, {}
     for m, n, sk in feed:
-        total.merge(m)
+        total = m if total is None else total.merge(m)
         rows += n
         for k, v in sk.items():
             skipped[k] = skipped.get(k, 0) + v
-    out = total.result()
-    out["rows"] = {"read": rows, "evaluated": total.rows, "skipped": skipped}
-    return out
+    out = total.result() if total is not None else {}
+    out["rows"] = {"read": rows, "evaluated": total.rows if total is not None else 0, "skipped": skipped}
+    return out, total

@@ -47,6 +47,10 @@ class ConsoleReport:
         if e.get("dashboard"):
             self.console.print(f"dask dashboard  {e['dashboard']}")
 
+    def on_early_stop(self, e: dict) -> None:
+        self.console.print(f"early stop after epoch {e['epoch']}: {e['monitor']} last improved in epoch "
+                           f"{e['best_epoch']} (its weights are kept)")
+
     def on_warning(self, e: dict) -> None:
         self.console.print(f"[yellow]warning:[/] {e['message']}", soft_wrap=True)
 
@@ -79,8 +83,11 @@ class ConsoleReport:
 
     def on_epoch(self, e: dict) -> None:
         self._close_bar()
-        val = (f" · val loss {e['val_loss']:.4f} · acc {e['val_accuracy']:.4f} · macro-F1 {e['val_macro_f1']:.4f}"
-               if e.get("val_accuracy") is not None else "")
+        val = f" · val loss {e['val_loss']:.4f}" if e.get("val_loss") is not None else ""
+        if e.get("val_accuracy") is not None:
+            val += f" · acc {e['val_accuracy']:.4f} · macro-F1 {e['val_macro_f1']:.4f}"
+        if e.get("val_rmse") is not None:
+            val += f" · MAE {e['val_mae']:.4g} · RMSE {e['val_rmse']:.4g} · R² {e['val_r2']:.4f}"
         rate = f" · {e['rows_per_s']:,.0f} rows/s" if e.get("rows_per_s") else ""
         self.console.print(f"epoch {e['epoch']}  train loss {e['train_loss']:.4f}{val}{rate}", soft_wrap=True)
 
@@ -88,7 +95,7 @@ class ConsoleReport:
         self._close_bar()
         m = e["metrics"]
         t = Table(title="result", show_header=False, box=None, padding=(0, 2))
-        for k in ("val_accuracy", "val_macro_f1", "val_loss"):
+        for k in ("val_accuracy", "val_macro_f1", "val_mae", "val_rmse", "val_baseline_rmse", "val_r2", "val_loss"):
             if m.get(k) is not None:
                 t.add_row(k, f"{m[k]:.4f}")
         rows = m["rows"]

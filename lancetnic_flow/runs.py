@@ -102,7 +102,7 @@ def load_run(run: str, storage_options: dict | None = None, device: str = "cpu")
         raise UserError(f"{run}/model.safetensors is not a valid safetensors file ({exc})",
                         "weights are only loaded from safetensors; retrain or restore the file") from None
     features = FittedFeatures.from_json(read_bytes(join(run, "features.json"), so).decode())
-    model = build_model(meta["model"], **meta["kwargs"])
+    model = build_model(meta.get("net", "ScalpelNet"), **meta["kwargs"])
     model.load_state_dict(state)
     model.to(device).eval()
     config = json.loads(read_bytes(join(run, "config.json"), so))

@@ -12,32 +12,37 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from .cluster import TRAINER_BASE, open_cluster, plan_for_existing, plan_memory
+from . import optim
+from .cluster import TRAINER_BASE, MemoryPlan, open_cluster, plan_for_existing, plan_memory
 from .config import TrainConfig
 from .errors import UserError
 from .events import NULL_EVENTS, Events
+from .features.vectorize import FittedFeatures
 from .fit import fit_features
-from .metrics import ClassificationMetrics
-from .models import ScalpelMC
-from .models.sparse_input import DenseOptimizer, RowOptimizer
+from .models import MODELS, create_model
 from .monitor import MemoryMonitor, trim_allocator
+from .readers import check_columns
 from .rows import RowBlock
+from .plots import write_plots
 from .runs import new_run_dir, save_run
-from .shards import (CACHE_VERSION, Manifest, PartitionResult, cache_key, featurize_partition, join,
+from .shards import (CACHE_VERSION, Manifest, PartitionResult, cache_key, featurize_partition, join, load_shard,
                      read_features, read_manifest, write_features, write_manifest)
 from .sizes import format_size
-from .readers import check_columns
-from .sources import Columns, plan_source
+from .sources import Columns, SourcePlan, plan_source
 from .stream import BatchStream, Featurizer, cached_blocks, epoch_order, live_blocks, prefetch
-from .shards import load_shard
+from .tasks import Task, TaskMetrics
 
 ROW_BYTES_ESTIMATE = 2048  # a buffered row: ~200 non-zeros × (4 + 4) bytes + slack
+# Scores where larger is better; the rest (loss, mae, rmse) are minimised.
+_HIGHER_IS_BETTER = ("accuracy", "macro_f1", "r2")
+# metrics.json name ← TaskMetrics key
+_VAL_KEYS = {"loss": "loss", "accuracy": "accuracy", "macro_f1": "macro_f1", "precision": "macro_precision",
+             "recall": "macro_recall", "mae": "mae", "rmse": "rmse", "r2": "r2", "baseline_rmse": "baseline_rmse"}
 
 
 @dataclass
@@ -47,62 +52,85 @@ class TrainResult:
 
 
 def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = 2) -> int:
-    """Weights + Adam's two moments + a sparse gradient's worst case, in bytes."""
+    """Weights, optimiser moments, the best epoch's copy and gradients, in bytes."""
     f = cfg.features
     if dim is None:
         dim = f.buckets if f.mode == "hashing" else (f.max_features or 1_000_000) + 2
-    h = cfg.model.hidden if cfg.model.layers > 0 else classes
-    params = dim * h + (cfg.model.layers - 1) * h * h + h * classes
-    return int(params * 4 * 4.2)  # + a copy of the best epoch's weights
+    seq = MODELS[cfg.model.name].net == "SequenceNet"
+    width = cfg.model.embed if seq else (cfg.model.hidden if cfg.model.layers > 0 else classes + 1)
+    h = cfg.model.hidden
+    params = dim * width + max(cfg.model.layers, 1) * (8 * h * h if seq else h * h) + h * (classes + 1)
+    return int(params * 4 * 4.2)
 
 
-def set_lr(opts: list, lr: float) -> None:
-    for o in opts:
-        if isinstance(o, (RowOptimizer, DenseOptimizer)):
-            o.lr = lr
-        else:
-            for g in o.param_groups:
-                g["lr"] = lr
+def model_inputs(batch: RowBlock, device: torch.device) -> dict[str, torch.Tensor | None]:
+    """A row block as the keyword arguments every model's ``forward`` takes."""
+    return {
+        "indices": torch.from_numpy(batch.indices.astype(np.int64)).to(device),
+        "offsets": torch.from_numpy(batch.offsets[:-1]).to(device),
+        "weights": torch.from_numpy(batch.values).to(device) if batch.values is not None else None,
+        "numeric": torch.from_numpy(batch.numeric).to(device) if batch.numeric is not None else None,
+    }
 
 
-def to_tensors(batch: RowBlock, device: torch.device) -> tuple[torch.Tensor, ...]:
-    idx = torch.from_numpy(batch.indices.astype(np.int64)).to(device)
-    off = torch.from_numpy(batch.offsets[:-1]).to(device)
-    w = torch.from_numpy(batch.values).to(device) if batch.values is not None else None
-    return idx, off, w
+def answers(batch: RowBlock, device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    labels = torch.from_numpy(batch.labels.astype(np.int64)).to(device) if batch.labels is not None else None
+    targets = torch.from_numpy(batch.targets).to(device) if batch.targets is not None else None
+    return labels, targets
 
 
 def pick_device(name: str = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: this machine has no CUDA device torch can use",
+                        "use --device cpu, or --device auto to take CUDA when present")
     return torch.device(name)
 
 
-def make_optimizers(model: ScalpelMC, name: str, lr: float) -> list:
-    """A row-wise optimiser for the sparse first layer (a step touches only
-    the rows a batch used) and the matching torch optimiser for the rest."""
-    dense = [p for n, p in model.named_parameters() if n != "input.weight"]
-    return [RowOptimizer(model.input, name, lr), DenseOptimizer(dense, name, lr)]
-
-
-def evaluate_blocks(model: torch.nn.Module, blocks, classes: int, device: torch.device,
-                    batch_size: int = 2048) -> ClassificationMetrics:
+def evaluate_blocks(model: torch.nn.Module, blocks: Iterable[RowBlock], task: Task, device: torch.device,
+                    batch_size: int = 2048) -> TaskMetrics:
     """Streaming evaluation: blocks in order, no shuffling, no gradients."""
-    m = ClassificationMetrics(classes)
+    m = task.new_metrics()
     model.eval()
     with torch.no_grad():
         for block in blocks:
             for start in range(0, len(block), batch_size):
                 b = block.slice(start, start + batch_size)
-                y = torch.from_numpy(b.labels.astype(np.int64)).to(device)
-                logits = model(*to_tensors(b, device))
-                loss = F.cross_entropy(logits, y, reduction="sum")
-                m.update(b.labels.astype(np.int64), logits.argmax(1).cpu().numpy(), loss.item())
+                labels, targets = answers(b, device)
+                out = model(**model_inputs(b, device))
+                m.update(out, b.labels, b.targets, task.loss(out, labels, targets, reduction="sum").item())
     model.train()
     return m
 
 
-def _plan_sources(cfg: TrainConfig, plan, columns: Columns, events: Events) -> tuple:
+def monitored(val: dict, monitor: str) -> float | None:
+    """The monitored validation score as 'lower is better'."""
+    key = monitor.removeprefix("val_")
+    v = val.get(key)
+    return None if v is None else (-v if key in _HIGHER_IS_BETTER else v)
+
+
+def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) -> Task:
+    tc = cfg.training
+    task = Task(tc.task, classes=len(features.labels), class_loss=tc.class_loss, value_loss=tc.value_loss,
+                loss_weights=tuple(tc.loss_weights), target=features.target or (0.0, 1.0), seed=tc.seed,
+                device=device)
+    if task.classifies:
+        if task.classes < 2:
+            raise UserError(f"found {task.classes} label value(s) ({', '.join(features.labels)}); "
+                            "classification needs at least 2", "check --label, or use --task regress")
+        if tc.class_loss == "bce" and task.classes != 2:
+            raise UserError(f"--class-loss bce needs exactly 2 classes, the data has {task.classes}",
+                            "use --class-loss cross_entropy")
+        if tc.class_weights == "balanced":
+            counts = np.asarray(features.label_counts, np.float64)
+            task.class_weights = torch.tensor(counts.sum() / (len(counts) * counts), dtype=torch.float32,
+                                              device=device)
+    return task
+
+
+def _plan_sources(cfg: TrainConfig, plan: MemoryPlan, columns: Columns, events: Events) -> tuple:
     """Partitions of the training (and validation) data, columns checked."""
     so, fmt = cfg.data.storage_options, cfg.data.format
     train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=plan.partition)
@@ -121,7 +149,7 @@ def _plan_sources(cfg: TrainConfig, plan, columns: Columns, events: Events) -> t
     return train_src, val_src
 
 
-def split_blocksize(src, blocksize: int, want: int, floor: int = 1 << 20) -> int:
+def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20) -> int:
     """A block size that gives about ``want`` partitions of the splittable
     files, never below ``floor`` bytes nor above ``blocksize``."""
     splittable = sum(f.size for f in src.files if f.compression is None and f.format != "parquet")
@@ -145,8 +173,14 @@ def _cache_options(cache: str, data_urls: list[str], storage_options: dict) -> d
     return storage_options if proto(cache) == proto(data_urls[0]) else {}
 
 
+def _columns(cfg: TrainConfig) -> Columns:
+    d, task = cfg.data, cfg.training.task
+    return Columns(text=tuple(d.text), label=d.label if task != "regress" else None,
+                   target=d.target if task != "classify" else None, numeric=tuple(d.numeric))
+
+
 def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) -> TrainResult:
-    """Train a classifier as ``cfg`` says; return the run folder and its metrics.
+    """Train a model as ``cfg`` says; return the run folder and its metrics.
 
     ``client``: an existing ``distributed.Client`` to use instead of starting
     a LocalCluster (its workers' limits are read from the scheduler)."""
@@ -155,11 +189,9 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
     stage_seconds: dict[str, float] = {}
     tc, fc = cfg.training, cfg.features
     torch.manual_seed(tc.seed)
-    device = pick_device()
+    device = pick_device(tc.device)
     so = cfg.data.storage_options
-    columns = Columns(text=tuple(cfg.data.text), label=cfg.data.label)
-    if not cfg.data.label:
-        raise UserError("training a classifier needs a label column", "pass --label COLUMN")
+    columns = _columns(cfg)
 
     model_bytes = estimate_model_bytes(cfg)
     shuffle_bytes = tc.shuffle_buffer * ROW_BYTES_ESTIMATE
@@ -182,7 +214,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
         # Local workers own their cores; an OpenMP team spinning on a busy
         # core is several times slower than one thread.
         cpus = os.cpu_count() or 1
-        torch.set_num_threads(max(1, cpus - plan.workers * plan.threads) if not plan.external else cpus)
+        torch.set_num_threads(tc.threads or (max(1, cpus - plan.workers * plan.threads) if not plan.external
+                                             else cpus))
         events.emit("plan", plan=plan.to_dict(), text=plan.describe(),
                     dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
 
@@ -198,14 +231,18 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
         entry = join(cache, key)
 
         with MemoryMonitor(events, client, local_workers=not plan.external) as mon:
+            # ---- fit: the vocabulary, labels and scalers (or the cached ones)
             ts = time.monotonic()
             features = read_features(entry, cache_so)
             if features is None:
                 features, _ = fit_features(client, train_src.partitions, columns, fc, storage_options=so,
                                            chunk_bytes=plan.partition, val_fraction=val_fraction, events=events)
-                if not features.labels:
+                if columns.label and not features.labels:
                     raise UserError(f"no labelled training rows in {', '.join(cfg.data.train)}",
                                     f"check --label {cfg.data.label!r} and that rows have a value in it")
+                if columns.target and features.target is None:
+                    raise UserError(f"no numeric values in target column {cfg.data.target!r}",
+                                    "check --target; rows with a missing or non-numeric target are skipped")
                 if fc.mode != "hashing" and features.dim == 0:
                     raise UserError("the vocabulary is empty after pruning",
                                     "lower --min-df, raise --max-df, or check the --text column")
@@ -214,27 +251,35 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                 events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                             labels=len(features.labels))
             stage_seconds["fit"] = time.monotonic() - ts
-            classes = len(features.labels)
+
+            # ---- model, task, optimisers
+            task = make_task(cfg, features, device)
+            classes = task.classes if task.classifies else 0
             need = TRAINER_BASE + estimate_model_bytes(cfg, features.dim, classes) + shuffle_bytes
             if need > plan.trainer and not plan.external:
                 raise UserError(f"the model needs {format_size(need)} in the trainer, the plan gives it "
                                 f"{format_size(plan.trainer)}",
                                 "lower --max-features or --hidden, or raise --memory-budget")
+            model, model_meta = create_model(cfg.model.name, dim=features.dim, classes=classes,
+                                             regress=task.regresses, hidden=cfg.model.hidden,
+                                             layers=cfg.model.layers, dropout=cfg.model.dropout,
+                                             embed=cfg.model.embed, numeric=len(features.numeric))
+            model.to(device)
+            opts = optim.make_optimizers(model, tc.optimizer, tc.lr)
 
-            model = ScalpelMC(features.dim, classes, hidden=cfg.model.hidden, layers=cfg.model.layers,
-                              dropout=cfg.model.dropout).to(device)
-            opts = make_optimizers(model, tc.optimizer, tc.lr)
+            # ---- epochs: live featurisation in epoch 1, the cache after
             manifest = read_manifest(entry, key, cache_so)
             scattered = client.scatter(features, broadcast=True) if manifest is None else None
             history: list[dict] = []
+            confusions: list = []   # per epoch; kept out of history.csv
             total_rows = manifest and sum(r.train_rows for r in manifest.results) or features.docs
             # Linear decay over the whole run; the fit pass already counted the rows.
             total_steps = tc.epochs * max(1, -(-total_rows // tc.batch_size))
-            schedule = (lambda t, n: tc.lr) if tc.lr_schedule == "constant" else (
-                lambda t, n: tc.lr * max(0.05, 1.0 - t / n))
+            schedule = (lambda t: tc.lr) if tc.lr_schedule == "constant" else (
+                lambda t: tc.lr * max(0.05, 1.0 - t / total_steps))
             step = 0
-            best: tuple[float, dict, dict, int] | None = None   # (val loss, state, val metrics, epoch)
-            best_epoch = None
+            best: dict | None = None   # the best epoch by --monitor: its score, weights and metrics
+            stale = 0
             ts = time.monotonic()
             for epoch in range(tc.epochs):
                 results: list[PartitionResult] = []
@@ -251,24 +296,20 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                 stream = BatchStream(blocks, batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer,
                                      seed=tc.seed, epoch=epoch)
                 events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=total_rows)
-                train_m = ClassificationMetrics(classes)
+                train_m = task.new_metrics()
                 te = time.monotonic()
                 rows = 0
                 for batch in stream:
-                    idx, off, w = to_tensors(batch, device)
-                    y = torch.from_numpy(batch.labels.astype(np.int64)).to(device)
-                    logits = model(idx, off, w)
-                    loss = F.cross_entropy(logits, y)
-                    for o in opts:
-                        o.zero_grad(set_to_none=True)
+                    labels, targets = answers(batch, device)
+                    out = model(**model_inputs(batch, device))
+                    loss = task.loss(out, labels, targets)
+                    optim.zero_grad(opts)
                     loss.backward()
-                    set_lr(opts, schedule(step, total_steps))
-                    for o in opts:
-                        o.step()
+                    optim.set_lr(opts, schedule(step))
+                    optim.step(opts, model, tc.clip_grad)
                     step += 1
                     rows += len(batch)
-                    train_m.update(batch.labels.astype(np.int64), logits.detach().argmax(1).cpu().numpy(),
-                                   loss.item() * len(batch))
+                    train_m.update(out, batch.labels, batch.targets, loss.item() * len(batch))
                     events.emit("batch", epoch=epoch + 1, rows=rows, total_rows=total_rows, loss=loss.item(),
                                 tokens=int(batch.offsets[-1]))
                 if manifest is None:
@@ -280,47 +321,56 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                 train_seconds = time.monotonic() - te
                 events.emit("stage", stage="evaluating", epoch=epoch + 1, epochs=tc.epochs)
                 val_shards = manifest.shards("val")
-                val = (evaluate_blocks(model, prefetch(load_shard(s, cache_so) for s in val_shards), classes, device)
-                       .result() if val_shards else {})
+                val_m = (evaluate_blocks(model, prefetch(load_shard(s, cache_so) for s in val_shards), task, device)
+                         if val_shards else None)
+                val = val_m.result() if val_m is not None else {}
                 tr = train_m.result()
-                record = {"epoch": epoch + 1, "train_loss": tr["loss"], "train_accuracy": tr["accuracy"],
-                          "val_loss": val.get("loss"), "val_accuracy": val.get("accuracy"),
-                          "val_macro_f1": val.get("macro_f1"), "val_precision": val.get("macro_precision"),
-                          "val_recall": val.get("macro_recall"), "rows": rows, "seconds": train_seconds,
+                record = {"epoch": epoch + 1, "train_loss": tr["loss"], "train_accuracy": tr.get("accuracy"),
+                          **{f"val_{k}": val.get(v) for k, v in _VAL_KEYS.items()},
+                          "rows": rows, "seconds": train_seconds, "lr": schedule(step),
                           "rows_per_s": rows / train_seconds if train_seconds > 0 else None}
                 history.append(record)
-                if val and (best is None or val["loss"] < best[0]):
-                    # Keep the best epoch's weights: later epochs may overfit.
-                    best = (val["loss"], {k: v.detach().clone() for k, v in model.state_dict().items()}, val,
-                            epoch + 1)
+                confusions.append(val.get("confusion"))
                 events.emit("epoch", **record)
                 trim_allocator()
+                score = monitored(val, tc.monitor)
+                if score is not None and (best is None or score < best["score"]):
+                    # Keep the best epoch's weights: later epochs may overfit.
+                    best = {"score": score, "epoch": epoch + 1, "val": val,
+                            "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
+                            "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+                    stale = 0
+                elif score is not None:
+                    stale += 1
+                    if tc.early_stopping and stale >= tc.early_stopping:
+                        events.emit("early_stop", epoch=epoch + 1, best_epoch=best["epoch"], monitor=tc.monitor)
+                        break
             stage_seconds["train"] = time.monotonic() - ts
-            last_val = val
+            final_val = val
             if best is not None:
-                model.load_state_dict(best[1])
-                last_val, best_epoch = best[2], best[3]
-                del best
+                model.load_state_dict(best.pop("state"))
+                final_val = best["val"]
 
         events.emit("stage", stage="saving")
         ts = time.monotonic()
         run = new_run_dir(cfg.output.out, cfg.output.name)
-        rows = _sum_rows(manifest.results)
         metrics = {
-            "val_accuracy": last_val.get("accuracy"), "val_macro_f1": last_val.get("macro_f1"),
-            "val_loss": last_val.get("loss"), "val_precision": last_val.get("macro_precision"),
-            "val_recall": last_val.get("macro_recall"),
-            "confusion": last_val.get("confusion"), "per_class": last_val.get("per_class"),
-            "labels": features.labels, "epochs": history, "rows": rows,
+            "task": task.kind, "model": cfg.model.name,
+            **{f"val_{k}": final_val.get(v) for k, v in _VAL_KEYS.items()},
+            "confusion": final_val.get("confusion"), "per_class": final_val.get("per_class"),
+            "labels": features.labels, "rows": _sum_rows(manifest.results),
+            "epochs": [{**h, "val_confusion": c} for h, c in zip(history, confusions)],
+            "best_epoch": best["epoch"] if best else None, "monitor": tc.monitor,
             "memory": {"budget_bytes": plan.budget, "trainer_peak_rss_bytes": mon.trainer_peak,
                        "workers_peak_bytes": mon.workers_peak, "plan": plan.to_dict()},
             "stage_seconds": stage_seconds, "seconds": time.monotonic() - t0,
             "vocabulary": features.dim, "device": str(device),
-            "best_epoch": best_epoch,
         }
-        model_meta = {"model": "ScalpelMC", "task": "classify", "kwargs": model.config}
+        metrics["plots"] = [u.rsplit("/", 1)[-1] for u in write_plots(
+            run, history=history, metrics=final_val, labels=features.labels if task.classifies else None,
+            label_counts=features.label_counts, sample=best["sample"] if best else None)]
         save_run(run, config=cfg.to_dict(), features=features, model=model, model_meta=model_meta,
                  metrics=metrics, history=history)
-        metrics["stage_seconds"]["save"] = time.monotonic() - ts
+        stage_seconds["save"] = time.monotonic() - ts
         events.emit("done", run=run, metrics={k: v for k, v in metrics.items() if k not in ("confusion", "per_class")})
         return TrainResult(run, metrics)

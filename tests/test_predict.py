@@ -82,8 +82,8 @@ def test_evaluate_files_matches_the_predictor(client, trained_run, corpus4, tmp_
     data = tmp_path / "eval.csv"
     data.write_text(lines[0] + "".join(lines[-800:]))
     plan = plan_source([str(data)], blocksize=50_000)
-    out = evaluate_files(client, trained_run.run, plan, Columns(text=("text",), label="label"), storage_options={},
-                         run_options={}, chunk_bytes=2**20, window=2, classes=4)
+    out, _ = evaluate_files(client, trained_run.run, plan, Columns(text=("text",), label="label"),
+                            storage_options={}, run_options={}, chunk_bytes=2**20, window=2)
     table = pacsv.read_csv(data)
     got = [p["label"] for p in Predictor(trained_run.run).predict(table["text"].to_pylist())]
     acc = float(np.mean(np.array(got) == np.array(table["label"].to_pylist())))

@@ -43,6 +43,7 @@ class FittedFeatures:
     vocabulary: pa.StringArray | None = None
     idf: np.ndarray | None = None
     labels: list[str] = field(default_factory=list)
+    label_counts: list[int] = field(default_factory=list)   # training rows per label, same order
     target: tuple[float, float] | None = None          # (mean, std)
     numeric: dict[str, tuple[float, float]] = field(default_factory=dict)
     docs: int = 0
@@ -118,7 +119,11 @@ class FittedFeatures:
             t = table["target"].to_numpy(zero_copy_only=False).astype(np.float64)
             block.targets = ((t - self.target[0]) / self.target[1]).astype(np.float32)
         if self.numeric:
-            cols = [(np.nan_to_num(table[c].to_numpy(zero_copy_only=False).astype(np.float64)) - m) / s
+            # A missing value (or column, e.g. predicting from bare texts) is
+            # read as the training mean: 0 after standardising.
+            n = table.num_rows
+            cols = [np.zeros(n) if c not in table.column_names else
+                    np.nan_to_num((table[c].to_numpy(zero_copy_only=False).astype(np.float64) - m) / s)
                     for c, (m, s) in self.numeric.items()]
             block.numeric = np.stack(cols, axis=1).astype(np.float32)
         return block
@@ -131,7 +136,7 @@ class FittedFeatures:
     # ---- persistence -----------------------------------------------------
     def to_json(self) -> str:
         d = {k: getattr(self, k) for k in ("mode", "ngrams", "lowercase", "sublinear_tf", "buckets",
-                                            "max_len", "labels", "target", "numeric", "docs")}
+                                            "max_len", "labels", "label_counts", "target", "numeric", "docs")}
         d["vocabulary"] = self.vocabulary.to_pylist() if self.vocabulary is not None else None
         d["idf"] = self.idf.tolist() if self.idf is not None else None
         return json.dumps(d, ensure_ascii=False)

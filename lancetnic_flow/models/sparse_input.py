@@ -24,9 +24,10 @@ class SparseInput(nn.Module):
         self.weight = nn.Parameter(torch.randn(max(dim, 1), width) * init_std)
         self.bias = nn.Parameter(torch.zeros(width))
         self.active: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.row_wise = True   # False: dense gradients, for optimisers without a row-wise form
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-        if self.training and torch.is_grad_enabled():
+        if self.row_wise and self.training and torch.is_grad_enabled():
             used, local = torch.unique(indices, return_inverse=True)
             rows = self.weight.detach().index_select(0, used).requires_grad_()
             self.active = (used, rows)
@@ -36,13 +37,36 @@ class SparseInput(nn.Module):
         return out + self.bias
 
 
+class SparseEmbedding(nn.Module):
+    """Token embeddings (row 0 = padding, kept at zero) whose training step,
+    like :class:`SparseInput`'s, touches only the rows a batch uses."""
+
+    def __init__(self, dim: int, width: int, init_std: float = 0.1):
+        super().__init__()
+        w = torch.randn(max(dim, 1), width) * init_std
+        w[0] = 0.0
+        self.weight = nn.Parameter(w)
+        self.active: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.row_wise = True
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.row_wise and self.training and torch.is_grad_enabled():
+            used, local = torch.unique(ids, return_inverse=True)
+            rows = self.weight.detach().index_select(0, used).requires_grad_()
+            self.active = (used, rows)
+            out = F.embedding(local, rows)
+        else:
+            out = F.embedding(ids, self.weight)
+        return out * (ids != 0).unsqueeze(-1)
+
+
 class RowOptimizer:
     """Updates only the rows of ``layer.weight`` used by the last batch.
 
     ``adam`` is lazy Adam (moments of untouched rows are not decayed, as in
     ``torch.optim.SparseAdam``); ``sgd`` is plain SGD on the used rows."""
 
-    def __init__(self, layer: SparseInput, name: str = "adam", lr: float = 1e-3,
+    def __init__(self, layer: SparseInput | SparseEmbedding, name: str = "adam", lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
         self.layer, self.name, self.lr, self.betas, self.eps, self.wd = layer, name, lr, betas, eps, weight_decay
         self.t = 0
