@@ -29,8 +29,8 @@ DEFAULT_BUDGET = 16 * GiB
 PEAK_PER_BYTE = 14
 TASK_BASE = 128 * MiB
 # Larger partitions do not featurise faster (tasks work in pieces of 8,192
-# rows) but raise each task's peak; at 8 MiB a task peaks near 250 MiB.
-MAX_PARTITION = 8 * MiB
+# rows) but raise each task's peak; at 4 MiB a task peaks near 190 MiB.
+MAX_PARTITION = 4 * MiB
 WORKER_BASE = 200 * MiB         # an idle worker process: Python, Dask, pyarrow, numpy
 TRAINER_BASE = 450 * MiB        # the trainer process: Python, torch, Dask client
 MIN_WORKER = 384 * MiB
