@@ -6,8 +6,9 @@ the dense TF-IDF row with a Linear layer, in O(non-zeros). In training it
 gathers only the rows of ``W`` that the batch uses into a small leaf tensor,
 so backward yields a (used rows × width) gradient instead of a dense
 (vocabulary × width) one, and :class:`RowOptimizer` updates just those rows
-(lazy Adam, or SGD). On a 2-core laptop this is 3–6× faster per step than
-``EmbeddingBag(sparse=True)`` with ``SparseAdam`` (benchmarks/step_speed.py).
+(lazy Adam, or SGD). One thread runs a step 1.3–2.3× faster than
+``EmbeddingBag(sparse=True)`` with ``SparseAdam``, which builds and coalesces
+a (non-zeros × width) gradient (benchmarks/step_speed.py, docs/benchmarks.md).
 """
 from __future__ import annotations
 
