@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = common.add_argument_group("output control")
     g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for every error")
     g.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help="print only the final result")
+    g.add_argument("--json-log", nargs="?", const="-", default=argparse.SUPPRESS, metavar="FILE",
+                   help="one JSON object per event: to stdout (no other output there; the console view is off), "
+                        "or to FILE (the console view stays)")
     parser._add_container_actions(common)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _sub_add = sub.add_parser
@@ -148,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0, metavar="S")
     m.add_argument("--storage-option", action="append", default=[], metavar="K=V")
 
+    w = sub.add_parser("run", help="run a workflow file (YAML)",
+                       epilog="examples:\n  lancetnic-flow run workflows/quickstart.yaml\n"
+                              "  lancetnic-flow run workflows/multiclass.yaml --set epochs=1 --set data.train=x.csv",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    w.add_argument("workflow", metavar="FILE", help="a workflow file; its keys are `train` options")
+    w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field (repeatable): epochs=1, training.lr=0.02, make_data.rows=5000")
+
     d = sub.add_parser("demo", help="generate a corpus, train on it, predict with it")
     d.add_argument("--rows", type=int, default=50_000, metavar="N")
     d.add_argument("--dir", default="demo-data", metavar="DIR", help="where the demo corpus and runs go")
@@ -189,7 +200,8 @@ def _train_config(a: argparse.Namespace):
                                 early_stopping=a.early_stopping, monitor=a.monitor, clip_grad=a.clip_grad,
                                 device=a.device, threads=a.threads),
         cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
-                              threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize")),
+                              threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize"),
+                              dashboard=True),  # the dashboard link is shown by the console views
         output=OutputConfig(out=a.out, name=a.name, cache=a.cache),
     ).validate()
 
@@ -327,7 +339,14 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "make-data": cmd_make_data,
+def cmd_run(a: argparse.Namespace, report) -> int:
+    from .workflow import run_workflow
+
+    flags = [f for f, on in (("--debug", getattr(a, "debug", False)), ("--quiet", getattr(a, "quiet", False))) if on]
+    return run_workflow(a.workflow, a.set, flags)
+
+
+COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "make-data": cmd_make_data,
             "demo": cmd_demo}
 
 
@@ -340,29 +359,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .report import ConsoleReport
 
     debug = getattr(a, "debug", False)
-    report = ConsoleReport(quiet=getattr(a, "quiet", False))
+    try:
+        report = ConsoleReport(quiet=getattr(a, "quiet", False), json_log=getattr(a, "json_log", None))
+    except OSError as exc:
+        print(f"error: --json-log {a.json_log}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     try:
         return COMMANDS[a.command](a, report)
     except UserError as exc:
         if debug:
             raise
-        report._close_bar()
-        report.console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
-        if exc.hint:
-            report.console.print(f"  [dim]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+        report.error(exc.message, exc.hint, 2)
         return 2
     except KeyboardInterrupt:
-        report._close_bar()
+        report.close()
         report.console.print("interrupted")
         return 130
     except Exception as exc:
         if debug:
             raise
-        report._close_bar()
-        report.console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}", highlight=False,
-                             soft_wrap=True)
-        report.console.print("  rerun with --debug for the traceback, and report it if it looks like a bug")
+        report.error(f"{type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it if it "
+                     "looks like a bug", 1, label="internal error")
         return 1
+    finally:
+        report.finish()
 
 
 if __name__ == "__main__":
