@@ -85,3 +85,14 @@ def test_unreachable_scheduler_is_a_user_error(corpus, tmp_path):
     assert r.returncode == 2
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_cluster_workflow_runs_on_the_existing_scheduler(dask_cluster, corpus, tmp_path):
+    wf = Path(__file__).resolve().parent.parent / "workflows" / "cluster.yaml"
+    sets = [f"scheduler={dask_cluster}", f"train={corpus}", f"make_data.out={corpus}", f"out={tmp_path}",
+            f"cache={tmp_path / 'cache'}", "epochs=1"]
+    r = subprocess.run([sys.executable, "-m", "lancetnic_flow", "run", str(wf), *sum([["--set", s] for s in sets], [])],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert "existing cluster: 2 workers" in r.stderr
+    assert json.loads((tmp_path / "cluster" / "metrics.json").read_text())["rows"]["read"] == 4000
