@@ -14,7 +14,7 @@ import json
 import time
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import fsspec
 import numpy as np
@@ -24,7 +24,7 @@ from .features.vectorize import FittedFeatures
 from .fit import validation_mask
 from .rows import RowBlock
 from .readers import read_partition
-from .sources import Columns, Partition
+from .sources import Columns, FileInfo, Partition
 
 MANIFEST = "manifest.json"
 FEATURES = "features.json"
@@ -141,6 +141,16 @@ def load_shard(info: ShardInfo, cache_options: dict) -> RowBlock:
     return RowBlock.from_bytes(data)
 
 
+def load_or_repair(info: ShardInfo, cache_options: dict, repair: Callable[[ShardInfo], None]) -> RowBlock:
+    """Load a shard; if it is missing or damaged, have ``repair`` rebuild it
+    (featurising is deterministic, so the rebuilt bytes match the manifest)."""
+    try:
+        return load_shard(info, cache_options)
+    except (ShardError, FileNotFoundError):
+        repair(info)
+        return load_shard(info, cache_options)
+
+
 @dataclass
 class Manifest:
     key: str
@@ -148,6 +158,13 @@ class Manifest:
     config: dict
     results: list[PartitionResult]
     version: int = CACHE_VERSION
+    # The partitions the shards were cut from ({"train": [...], "val": [...]}),
+    # so a damaged shard is rebuilt from the same bytes whatever today's plan.
+    partitions: dict[str, list[dict]] = field(default_factory=dict)
+
+    def partition(self, split: str, index: int) -> Partition:
+        d = dict(self.partitions[split][index])
+        return Partition(**{**d, "file": FileInfo(**d["file"])})
 
     def shards(self, split: str) -> list[ShardInfo]:
         return [s for r in self.results for s in r.shards if s.split == split]

@@ -61,7 +61,8 @@ class Featurizer:
             yield result
 
 
-def cached_blocks(shards: list[ShardInfo], seed: int, epoch: int, cache_options: dict) -> Iterator[RowBlock]:
+def cached_blocks(shards: list[ShardInfo], seed: int, epoch: int,
+                  load: Callable[[ShardInfo], RowBlock]) -> Iterator[RowBlock]:
     """An epoch's training blocks from the cache, partitions in seeded order."""
     by_part: dict[int, list[ShardInfo]] = {}
     for s in shards:
@@ -69,14 +70,18 @@ def cached_blocks(shards: list[ShardInfo], seed: int, epoch: int, cache_options:
     keys = sorted(by_part)
     for i in epoch_order(len(keys), seed, epoch):
         for s in sorted(by_part[keys[i]], key=lambda s: s.chunk):
-            yield load_shard(s, cache_options)
+            yield load(s)
 
 
 def live_blocks(results: Iterable[PartitionResult], split: str, cache_options: dict,
-                sink: list[PartitionResult]) -> Iterator[RowBlock]:
-    """Blocks of ``split`` as featurisation finishes; every result is appended to ``sink``."""
+                sink: list[PartitionResult], on_result: Callable[[PartitionResult], Any] | None = None
+                ) -> Iterator[RowBlock]:
+    """Blocks of ``split`` as featurisation finishes; every result is appended to ``sink``
+    (and handed to ``on_result``, e.g. to emit an event)."""
     for res in results:
         sink.append(res)
+        if on_result is not None:
+            on_result(res)
         for s in res.shards:
             if s.split == split:
                 yield load_shard(s, cache_options)

@@ -30,8 +30,8 @@ from .readers import check_columns
 from .rows import RowBlock
 from .plots import write_plots
 from .runs import new_run_dir, save_run
-from .shards import (CACHE_VERSION, Manifest, PartitionResult, cache_key, featurize_partition, join, load_shard,
-                     read_features, read_manifest, write_features, write_manifest)
+from .shards import (CACHE_VERSION, Manifest, PartitionResult, ShardInfo, cache_key, featurize_partition, join,
+                     load_or_repair, read_features, read_manifest, write_features, write_manifest)
 from .sizes import format_size
 from .sources import Columns, SourcePlan, plan_source
 from .stream import BatchStream, Featurizer, cached_blocks, epoch_order, live_blocks, prefetch
@@ -269,6 +269,18 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
 
             # ---- epochs: live featurisation in epoch 1, the cache after
             manifest = read_manifest(entry, key, cache_so)
+
+            def repair(info: ShardInfo) -> None:
+                """Re-featurise the partition a missing or damaged shard came from."""
+                events.emit("warning", message=f"shard {info.url} is missing or damaged; rebuilding it")
+                split = "val" if (manifest.partitions.get("val") and info.split == "val") else None
+                part = manifest.partition(split or "train", info.partition)
+                client.submit(featurize_partition, part, split, columns=columns,
+                              features=features, shard_dir=join(entry, "shards"), storage_options=so,
+                              cache_options=cache_so, chunk_bytes=plan.partition, val_fraction=val_fraction,
+                              pure=False).result()
+
+            load = lambda info: load_or_repair(info, cache_so, repair)  # noqa: E731
             scattered = client.scatter(features, broadcast=True) if manifest is None else None
             history: list[dict] = []
             confusions: list = []   # per epoch; kept out of history.csv
@@ -290,12 +302,17 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                     feed = Featurizer(client, featurize_partition, jobs, in_flight, columns=columns,
                                       features=scattered, shard_dir=join(entry, "shards"), storage_options=so,
                                       cache_options=cache_so, chunk_bytes=plan.partition, val_fraction=val_fraction)
-                    blocks = lambda feed=feed, results=results: live_blocks(feed, "train", cache_so, results)  # noqa: E731
+                    featurized = lambda r, results=results, n=len(jobs): events.emit(  # noqa: E731
+                        "featurized", done=len(results), total=n, rows=r.rows_read, train_rows=r.train_rows,
+                        tokens=r.tokens, bytes_read=r.bytes_read, seconds=r.seconds)
+                    blocks = lambda feed=feed, results=results, f=featurized: live_blocks(  # noqa: E731
+                        feed, "train", cache_so, results, on_result=f)
                 else:
-                    blocks = lambda epoch=epoch: cached_blocks(manifest.shards("train"), tc.seed, epoch, cache_so)  # noqa: E731
+                    blocks = lambda epoch=epoch: cached_blocks(manifest.shards("train"), tc.seed, epoch, load)  # noqa: E731
                 stream = BatchStream(blocks, batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer,
                                      seed=tc.seed, epoch=epoch)
-                events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=total_rows)
+                events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=total_rows,
+                            source="live" if manifest is None else "cache")
                 train_m = task.new_metrics()
                 te = time.monotonic()
                 rows = 0
@@ -314,14 +331,17 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                                 tokens=int(batch.offsets[-1]))
                 if manifest is None:
                     results.sort(key=lambda r: r.partition)
-                    manifest = Manifest(key, train_src.fingerprint(), {"features": dataclasses.asdict(fc)}, results)
+                    manifest = Manifest(key, train_src.fingerprint(), {"features": dataclasses.asdict(fc)}, results,
+                                        partitions={"train": [dataclasses.asdict(p) for p in train_src.partitions],
+                                                    "val": [dataclasses.asdict(p) for p in
+                                                            (val_src.partitions if val_src else [])]})
                     write_manifest(entry, manifest, cache_so)
                     total_rows = sum(r.train_rows for r in results)
                     del scattered
                 train_seconds = time.monotonic() - te
                 events.emit("stage", stage="evaluating", epoch=epoch + 1, epochs=tc.epochs)
                 val_shards = manifest.shards("val")
-                val_m = (evaluate_blocks(model, prefetch(load_shard(s, cache_so) for s in val_shards), task, device)
+                val_m = (evaluate_blocks(model, prefetch(load(s) for s in val_shards), task, device)
                          if val_shards else None)
                 val = val_m.result() if val_m is not None else {}
                 tr = train_m.result()

@@ -1,0 +1,97 @@
+"""Faults, injected for real: damaged shards, a worker killed by SIGKILL,
+messy input accounted row by row."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+
+import pytest
+
+from conftest import make_config
+from lancetnic_flow.events import Events
+from lancetnic_flow.trainer import train
+
+
+def _events():
+    seen: list[tuple[str, dict]] = []
+    ev = Events()
+    ev.subscribe(lambda kind, data: seen.append((kind, data)))
+    return ev, seen
+
+
+def test_damaged_and_missing_shards_are_detected_and_rebuilt(client, small_corpus, tmp_path):
+    cache = tmp_path / "cache"
+    first = train(make_config(small_corpus, tmp_path / "a", epochs=2, cache=cache, blocksize=100_000), client=client)
+    shards = sorted(cache.glob("*/shards/*.train.npz"))
+    assert len(shards) >= 3
+    data = bytearray(shards[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF                      # same size, one flipped byte: only the CRC sees it
+    shards[0].write_bytes(bytes(data))
+    shards[1].write_bytes(shards[1].read_bytes()[:100])  # truncated
+    shards[2].unlink()                                 # gone
+    ev, seen = _events()
+    second = train(make_config(small_corpus, tmp_path / "b", epochs=2, cache=cache, blocksize=100_000), ev,
+                   client=client)
+    warnings = [d["message"] for k, d in seen if k == "warning"]
+    assert sum("missing or damaged" in w for w in warnings) == 3
+    assert second.metrics["val_accuracy"] == first.metrics["val_accuracy"]
+    assert [e["train_loss"] for e in second.metrics["epochs"]] == [e["train_loss"] for e in first.metrics["epochs"]]
+    assert shards[2].exists()
+
+
+def test_messy_input_every_row_is_trained_validated_or_skipped_with_a_reason(client, tmp_path):
+    lines = ['text,label']
+    lines += [f'"good row number {i} about sports and games",{"sports" if i % 2 else "tech"}' for i in range(300)]
+    lines += ['"too,many",fields,here,x',        # malformed
+              '"",sports',                       # empty text
+              '"no label at all",',              # missing label
+              '"unbalanced quote,tech']          # malformed (runs to EOF or breaks the row)
+    path = tmp_path / "messy.csv"
+    path.write_bytes(("\n".join(lines) + "\n").encode() + b'"bad \xff\xfe bytes",tech\n')
+    res = train(make_config(path, tmp_path, epochs=1, blocksize=2048), client=client)
+    rows = res.metrics["rows"]
+    assert rows["read"] == rows["trained"] + rows["validated"] + sum(rows["skipped"].values())
+    assert rows["read"] >= 303
+    assert rows["skipped"].get("empty_text") == 1
+    assert rows["skipped"].get("missing_label") == 1
+    assert rows["skipped"].get("undecodable") == 1
+    assert rows["skipped"].get("malformed", 0) >= 1
+    assert rows["trained"] + rows["validated"] == 300
+
+
+@pytest.fixture
+def own_cluster():
+    """Its own cluster: this test kills a worker."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    c = Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+def test_a_worker_killed_during_featurisation_loses_nothing(own_cluster, client, corpus4, tmp_path):
+    reference = train(make_config(corpus4, tmp_path / "ref", epochs=1, blocksize=200_000), client=client)
+    pids = list(own_cluster.run(os.getpid).values())
+    ev, seen = _events()
+    killed = threading.Event()
+
+    def kill_on_first_batch(kind: str, data: dict) -> None:
+        if kind == "batch" and not killed.is_set():
+            killed.set()
+            os.kill(pids[0], signal.SIGKILL)           # mid epoch 1: partitions still being featurised
+
+    ev.subscribe(kill_on_first_batch)
+    res = train(make_config(corpus4, tmp_path / "kill", epochs=1, blocksize=200_000), ev, client=own_cluster)
+    assert killed.is_set()
+    assert res.metrics["rows"] == reference.metrics["rows"]
+    ref_vocab = json.loads((tmp_path / "ref" / "runs").glob("*/features.json").__next__().read_text())["vocabulary"]
+    vocab = json.loads(next((tmp_path / "kill" / "runs").glob("*/features.json")).read_text())["vocabulary"]
+    assert vocab == ref_vocab
