@@ -86,9 +86,10 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
                  for i in range(0, len(level), split_every)]
     done = 0
     for fut in as_completed(leaves):
-        fut.result()  # surfaces a task's error here, with its own message
+        st = fut.result()  # surfaces a task's error here, with its own message
         done += 1
-        events.emit("progress", stage="fitting", done=done, total=len(partitions))
+        events.emit("progress", stage="fitting", done=done, total=len(partitions), rows=st.rows_read,
+                    bytes_read=st.bytes_read)
     del leaves
     stats = level[0].result() if level else FitStats()
     fitted = finish_fit(stats, fcfg, columns)

@@ -1,112 +1,194 @@
-"""Console output of a run: a view over events, never a driver of them.
+"""Console output of a run: views over events, never drivers of them.
 
-On a terminal it shows Rich progress bars; elsewhere it prints a plain line
-per stage and epoch. ``quiet`` prints only the final result.
+:class:`ConsoleReport` is what the CLI subscribes to a run's events. It
+picks the human view by where the output goes:
+
+* a terminal: the live dashboard (:class:`~lancetnic_flow.dashboard.LiveDashboard`);
+* anything else (a pipe, CI, ``nohup``): :class:`PlainLog`, a line at each
+  stage and epoch and a status line every ``interval`` seconds;
+* ``quiet``: only the final summary.
+
+All human output goes to stderr. With ``json_log`` every event is also
+written as one JSON object per line (:class:`JsonLog`): ``"-"`` means
+stdout, and then the human view is off (errors still go to stderr);
+a file path keeps the human view and writes the log to the file.
 """
 from __future__ import annotations
 
-from typing import Any
+import datetime
+import json
+import math
+import sys
+import threading
+from typing import IO, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
-from .sizes import format_size
+from .dashboard import (DashboardState, LiveDashboard, early_stop_line, epoch_line, fitted_line, render_summary,
+                        status_line)
+
+
+def _jsonable(o: Any) -> Any:
+    """numpy scalars and arrays, paths, sets: whatever events may carry."""
+    if hasattr(o, "item") and getattr(o, "ndim", 1) == 0:
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _finite(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_finite(v) for v in o]
+    return o
+
+
+class JsonLog:
+    """One JSON object per event: ``{"event": kind, "time": ISO, "elapsed": s, ...data}``.
+
+    ``elapsed`` counts seconds from the first event (the event's monotonic
+    ``t`` is not written); NaN and infinities become ``null``."""
+
+    def __init__(self, stream: IO[str], close: bool = False):
+        self.stream, self._close = stream, close
+        self.t0: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, kind: str, e: dict[str, Any]) -> None:
+        data = dict(e)
+        t = data.pop("t", None)
+        if self.t0 is None:
+            self.t0 = t
+        rec = {"event": kind, "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+               "elapsed": round(t - self.t0, 4) if t is not None and self.t0 is not None else None, **data}
+        line = json.dumps(_finite(rec), default=_jsonable, ensure_ascii=False, allow_nan=False)
+        with self._lock:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self._close:
+            self.stream.close()
+
+
+class PlainLog:
+    """Plain lines for logs: milestones as they happen, a status line every
+    ``interval`` seconds (driven by events; the memory sampler ticks twice a
+    second), the summary at the end."""
+
+    def __init__(self, console: Console, interval: float = 5.0, state: DashboardState | None = None):
+        self.console, self.interval = console, interval
+        self.state = state or DashboardState()
+        self._last = -math.inf
+
+    def _print(self, text: str) -> None:
+        self.console.print(text, highlight=False, soft_wrap=True, markup=False)
+
+    def __call__(self, kind: str, e: dict[str, Any]) -> None:
+        s = self.state
+        now = e.get("t", s.now())
+        if kind == "stage" and s.stage == "training":
+            self._print(status_line(s, now))  # where the stage that ends got to
+        s.update(kind, e)
+        if kind == "stage":
+            stage = e["stage"]
+            if stage == "training":
+                src = " (featurising live)" if e.get("source") == "live" else (
+                    " (from the shard cache)" if e.get("source") == "cache" else "")
+                self._print(f"training epoch {e['epoch']}/{e['epochs']}{src}")
+            elif stage == "fitting":
+                self._print(f"fitting features over {e.get('total', 0)} partitions")
+            elif stage in ("evaluating", "saving"):
+                self._print(f"{stage}" + (f" epoch {e['epoch']}/{e['epochs']}" if e.get("epoch") else ""))
+            self._last = now
+        elif kind == "plan":
+            self._print(e["text"])
+            if e.get("dashboard"):
+                self._print(f"dask dashboard  {e['dashboard']}")
+        elif kind == "warning":
+            self._print(f"warning: {e['message']}")
+        elif kind == "fitted":
+            self._print(fitted_line(e))
+        elif kind == "epoch":
+            self._print(epoch_line(e))
+        elif kind == "early_stop":
+            self._print(early_stop_line(e))
+        elif kind == "done":
+            self.console.print(render_summary(e, self.console.width))
+        elif now - self._last >= self.interval and s.stage in ("fitting", "training"):
+            self._print(status_line(s, now))
+            self._last = now
+
+
+class SummaryOnly:
+    """``--quiet``: the final summary, nothing else."""
+
+    def __init__(self, console: Console):
+        self.console = console
+
+    def __call__(self, kind: str, e: dict[str, Any]) -> None:
+        if kind == "done":
+            self.console.print(render_summary(e, self.console.width))
 
 
 class ConsoleReport:
-    def __init__(self, console: Console | None = None, quiet: bool = False):
+    """The CLI's listener: a human view (by output kind) and an optional JSON log."""
+
+    def __init__(self, console: Console | None = None, quiet: bool = False, json_log: str | None = None,
+                 interval: float = 5.0, live: bool | None = None):
         self.console = console or Console(stderr=True)
         self.quiet = quiet
-        self.progress: Progress | None = None
-        self.task = None
-        self.live = self.console.is_terminal and not quiet
+        self.json: JsonLog | None = None
+        if json_log == "-":
+            self.json = JsonLog(sys.stdout)
+        elif json_log:
+            self.json = JsonLog(open(json_log, "w", encoding="utf-8"), close=True)
+        live = self.console.is_terminal if live is None else live
+        self.view: Any
+        if json_log == "-":
+            self.view = None
+        elif quiet:
+            self.view = SummaryOnly(self.console)
+        elif live:
+            self.view = LiveDashboard(self.console)
+        else:
+            self.view = PlainLog(self.console, interval)
+        self.live = isinstance(self.view, LiveDashboard)
 
     def __call__(self, kind: str, e: dict[str, Any]) -> None:
-        handler = getattr(self, f"on_{kind}", None)
-        if handler and not (self.quiet and kind != "done"):
-            handler(e)
+        if self.json is not None:
+            self.json(kind, e)
+        if self.view is not None:
+            self.view(kind, e)
 
-    def _bar(self, description: str, total: float | None) -> None:
-        self._close_bar()
-        if not self.live:
-            return
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=self.console, transient=False)
-        self.progress.start()
-        self.task = self.progress.add_task(description, total=total, info="")
+    def message(self, text: str) -> None:
+        """A line of a command's own output (not an event): on the console unless the JSON log owns stdout."""
+        if self.view is not None or self.json is None:
+            self.console.print(text, highlight=False, soft_wrap=True)
 
-    def _close_bar(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
+    def error(self, message: str, hint: str | None = None, status: int = 2, label: str = "error") -> None:
+        """An error after which the command exits: on stderr, and as an ``error`` event in the JSON log."""
+        self.close()
+        self.console.print(f"[bold red]{label}:[/] {message}", highlight=False, soft_wrap=True)
+        if hint:
+            self.console.print(f"  [dim]hint:[/] {hint}", highlight=False, soft_wrap=True)
+        if self.json is not None:
+            self.json("error", {"message": message, "hint": hint, "status": status, "kind": label})
 
-    def on_plan(self, e: dict) -> None:
-        self.console.print(e["text"], highlight=False, soft_wrap=True)
-        if e.get("dashboard"):
-            self.console.print(f"dask dashboard  {e['dashboard']}")
+    def close(self) -> None:
+        """Stop the live display (idempotent); errors and tracebacks print after it."""
+        if isinstance(self.view, LiveDashboard):
+            self.view.stop()
 
-    def on_early_stop(self, e: dict) -> None:
-        self.console.print(f"early stop after epoch {e['epoch']}: {e['monitor']} last improved in epoch "
-                           f"{e['best_epoch']} (its weights are kept)")
+    _close_bar = close  # the old name
 
-    def on_warning(self, e: dict) -> None:
-        self.console.print(f"[yellow]warning:[/] {e['message']}", soft_wrap=True)
-
-    def on_stage(self, e: dict) -> None:
-        stage = e["stage"]
-        if stage == "fitting":
-            self._bar("fitting partitions", e.get("total"))
-        elif stage == "training":
-            self._bar(f"epoch {e['epoch']}/{e['epochs']} rows", e.get("total_rows"))
-            if not self.live:
-                self.console.print(f"training epoch {e['epoch']}/{e['epochs']}")
-        elif stage in ("evaluating", "saving"):
-            self._close_bar()
-
-    def on_progress(self, e: dict) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, completed=e["done"], total=e["total"])
-
-    def on_fitted(self, e: dict) -> None:
-        self._close_bar()
-        src = "from cache" if e.get("cached") else f"in {e.get('seconds', 0):.1f}s"
-        self.console.print(f"features  {e['vocabulary']:,} inputs · {e['labels']} classes · "
-                           f"{e['docs']:,} training rows ({src})")
-
-    def on_batch(self, e: dict) -> None:
-        if self.progress is not None:
-            total = e.get("total_rows")
-            self.progress.update(self.task, completed=e["rows"], total=max(total or 0, e["rows"]) or None,
-                                 info=f"loss {e['loss']:.4f}")
-
-    def on_epoch(self, e: dict) -> None:
-        self._close_bar()
-        val = f" · val loss {e['val_loss']:.4f}" if e.get("val_loss") is not None else ""
-        if e.get("val_accuracy") is not None:
-            val += f" · acc {e['val_accuracy']:.4f} · macro-F1 {e['val_macro_f1']:.4f}"
-        if e.get("val_rmse") is not None:
-            val += f" · MAE {e['val_mae']:.4g} · RMSE {e['val_rmse']:.4g} · R² {e['val_r2']:.4f}"
-        rate = f" · {e['rows_per_s']:,.0f} rows/s" if e.get("rows_per_s") else ""
-        self.console.print(f"epoch {e['epoch']}  train loss {e['train_loss']:.4f}{val}{rate}", soft_wrap=True)
-
-    def on_done(self, e: dict) -> None:
-        self._close_bar()
-        m = e["metrics"]
-        t = Table(title="result", show_header=False, box=None, padding=(0, 2))
-        for k in ("val_accuracy", "val_macro_f1", "val_mae", "val_rmse", "val_baseline_rmse", "val_r2", "val_loss"):
-            if m.get(k) is not None:
-                t.add_row(k, f"{m[k]:.4f}")
-        rows = m["rows"]
-        skipped = ", ".join(f"{k} {v:,}" for k, v in sorted(rows["skipped"].items())) or "none"
-        t.add_row("rows", f"read {rows['read']:,} · trained {rows['trained']:,} · validated {rows['validated']:,}"
-                          f" · skipped {sum(rows['skipped'].values()):,} ({skipped})")
-        mem = m["memory"]
-        t.add_row("peak memory", f"trainer {format_size(mem['trainer_peak_rss_bytes'])} · workers "
-                                 f"{format_size(mem['workers_peak_bytes'])}"
-                                 + (f" · budget {format_size(mem['budget_bytes'])}" if mem['budget_bytes'] else ""))
-        t.add_row("time", f"{m['seconds']:.1f}s")
-        t.add_row("run", e["run"])
-        t.add_row("predict", f"lancetnic-flow predict {e['run']} --text \"...\"")
-        self.console.print(t)
+    def finish(self) -> None:
+        self.close()
+        if self.json is not None:
+            self.json.close()
