@@ -340,10 +340,11 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
 
 
 def cmd_run(a: argparse.Namespace, report) -> int:
-    from .workflow import run_workflow
+    from .workflow import prepare_workflow
 
-    flags = [f for f, on in (("--debug", getattr(a, "debug", False)), ("--quiet", getattr(a, "quiet", False))) if on]
-    return run_workflow(a.workflow, a.set, flags)
+    # The workflow becomes a `train` command line, parsed by the same parser
+    # and run with this command's report (so --quiet/--json-log apply).
+    return cmd_train(build_parser().parse_args(prepare_workflow(a.workflow, a.set)), report)
 
 
 COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "make-data": cmd_make_data,

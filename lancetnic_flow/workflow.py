@@ -163,10 +163,8 @@ def to_argv(path: str, overrides: list[str] | None = None) -> tuple[list[str], d
     return argv + ["--"] + data, make_data
 
 
-def run_workflow(path: str, overrides: list[str] | None = None, global_flags: list[str] | None = None) -> int:
-    """Run a workflow file: generate its data if asked and missing, then train."""
-    from .cli import main
-
+def prepare_workflow(path: str, overrides: list[str] | None = None) -> list[str]:
+    """The ``train`` command line of a workflow, its data generated first if asked and missing."""
     argv, make_data = to_argv(path, overrides)
     if make_data is not None:
         spec = dict(make_data["value"] or {})
@@ -182,4 +180,4 @@ def run_workflow(path: str, overrides: list[str] | None = None, global_flags: li
             except TypeError as exc:
                 raise UserError(f"{path}:{make_data['line']}: make_data: {exc}",
                                 "fields: out, rows, classes, seed") from None
-    return main([*(global_flags or []), *argv])
+    return argv
