@@ -131,6 +131,28 @@ def plan_for_existing(client, *, trainer: int, blocksize: int | None = None) -> 
                       worker_limit=limit, partition=partition, in_flight=max(2, 2 * total_threads), external=True)
 
 
+def local_worker_threads(client) -> int:
+    """Threads of the cluster's workers that run on this machine (they compete
+    with the trainer for its cores)."""
+    import socket
+
+    try:
+        info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+    except Exception:
+        return 0
+    here = {"127.0.0.1", "localhost", "::1", socket.gethostname()}
+    try:
+        here |= {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError:
+        pass
+    total = 0
+    for addr, w in info.get("workers", {}).items():
+        host = addr.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        if host in here:
+            total += w.get("nthreads", 1)
+    return total
+
+
 def _takes_n_workers(client) -> bool:
     import inspect
 

@@ -99,13 +99,14 @@ class Predictor:
         return cols
 
     def predict_table(self, table: pa.Table) -> pa.Table:
-        """``table`` plus ``predicted`` and ``probability`` and/or ``value`` columns."""
+        """``table`` plus ``predicted`` and ``probability`` and/or ``predicted_value`` columns."""
         cols = self._columns(self.outputs(table))
         if "label" in cols:
             table = table.append_column("predicted", pa.array(cols["label"], pa.string()))
             table = table.append_column("probability", pa.array(cols["probability"], pa.float64()))
         if "value" in cols:
-            table = table.append_column("value", pa.array(cols["value"], pa.float64()))
+            # Not "value": an input column may well be called that.
+            table = table.append_column("predicted_value", pa.array(cols["value"], pa.float64()))
         return table
 
 
@@ -166,7 +167,7 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
         if fmt == "csv":
             pred = Predictor(run, run_options)
             names = (["text"] + (["label"] if columns.label else []) + list(columns.numeric)
-                     + (["predicted", "probability"] if pred.classifies else []) + (["value"] if pred.regresses else []))
+                     + (["predicted", "probability"] if pred.classifies else []) + (["predicted_value"] if pred.regresses else []))
             f.write((",".join(f'"{n}"' for n in names) + "\n").encode())
         for data, n, sk in feed:
             f.write(data)

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from . import optim
-from .cluster import TRAINER_BASE, MemoryPlan, open_cluster, plan_for_existing, plan_memory
+from .cluster import (TRAINER_BASE, MemoryPlan, local_worker_threads, open_cluster, plan_for_existing,
+                      plan_memory)
 from .config import TrainConfig
 from .errors import UserError
 from .events import NULL_EVENTS, Events
@@ -214,8 +215,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
         # Local workers own their cores; an OpenMP team spinning on a busy
         # core is several times slower than one thread.
         cpus = os.cpu_count() or 1
-        torch.set_num_threads(tc.threads or (max(1, cpus - plan.workers * plan.threads) if not plan.external
-                                             else cpus))
+        busy = local_worker_threads(client) if plan.external else plan.workers * plan.threads
+        torch.set_num_threads(tc.threads or max(1, cpus - busy))
         events.emit("plan", plan=plan.to_dict(), text=plan.describe(),
                     dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
 

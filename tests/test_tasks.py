@@ -420,7 +420,7 @@ def test_cli_predict_csv_with_a_multitask_run_has_label_probability_and_value_co
     with open(tmp_path / "y.csv", newline="") as f:
         rows = list(csv.reader(f))
     header = rows[0]
-    assert header == ["text", "predicted", "probability", "value"]
+    assert header == ["text", "predicted", "probability", "predicted_value"]
     assert len(rows) == 301 and all(len(r) == len(header) for r in rows[1:])
     source = pacsv.read_csv(data)
     assert [r[0] for r in rows[1:]] == source["text"].to_pylist()
@@ -430,10 +430,6 @@ def test_cli_predict_csv_with_a_multitask_run_has_label_probability_and_value_co
     assert [float(r[3]) for r in rows[1:]] == pytest.approx([e["value"] for e in expected], rel=1e-5, abs=1e-6)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="library bug: a hybrid model's numeric input named 'value' (the corpus's column, "
-                          "docs' example) collides with the predicted 'value' column: predict_table returns two "
-                          "'value' columns, and JSON Lines output raises ValueError (pandas: columns must be unique)")
 def test_predicting_to_jsonl_with_a_numeric_input_named_value_keeps_both_columns(runs, tmp_path):
     from lancetnic_flow.predict import _encode
 
