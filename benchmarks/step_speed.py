@@ -12,7 +12,6 @@ import argparse
 import time
 
 import torch
-import torch.nn.functional as F
 
 from lancetnic_flow.models.sparse_input import RowOptimizer, SparseInput
 
