@@ -347,6 +347,19 @@ def cmd_run(a: argparse.Namespace, report) -> int:
     return cmd_train(build_parser().parse_args(prepare_workflow(a.workflow, a.set)), report)
 
 
+def _known_failure(exc: Exception) -> tuple[str, str] | None:
+    """Failures of the machinery around a run, said in words: (message, hint)."""
+    name = type(exc).__name__
+    if name == "KilledWorker":
+        return (f"a Dask worker died repeatedly while running a task ({exc})",
+                "most often it ran out of memory: use a smaller --blocksize, fewer --worker-threads, or a larger "
+                "--memory-budget; the worker logs (or `dmesg` for the OOM killer) say more")
+    if name in ("CommClosedError", "StreamClosedError") or (isinstance(exc, OSError) and "scheduler" in str(exc)):
+        return (f"lost the connection to the Dask cluster ({exc})",
+                "check that the scheduler is still running and reachable, then rerun: cached shards are reused")
+    return None
+
+
 COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "make-data": cmd_make_data,
             "demo": cmd_demo}
 
@@ -379,6 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             raise
+        known = _known_failure(exc)
+        if known:
+            report.error(*known, 1)
+            return 1
         report.error(f"{type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it if it "
                      "looks like a bug", 1, label="internal error")
         return 1
