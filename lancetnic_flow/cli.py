@@ -351,7 +351,7 @@ def _known_failure(exc: Exception) -> tuple[str, str] | None:
     """Failures of the machinery around a run, said in words: (message, hint)."""
     name = type(exc).__name__
     if name == "KilledWorker":
-        return (f"a Dask worker died repeatedly while running a task ({exc})",
+        return (f"a Dask worker died repeatedly while running task {getattr(exc, 'task', '?')}",
                 "most often it ran out of memory: use a smaller --blocksize, fewer --worker-threads, or a larger "
                 "--memory-budget; the worker logs (or `dmesg` for the OOM killer) say more")
     if name in ("CommClosedError", "StreamClosedError") or (isinstance(exc, OSError) and "scheduler" in str(exc)):
