@@ -95,3 +95,15 @@ def test_a_worker_killed_during_featurisation_loses_nothing(own_cluster, client,
     ref_vocab = json.loads((tmp_path / "ref" / "runs").glob("*/features.json").__next__().read_text())["vocabulary"]
     vocab = json.loads(next((tmp_path / "kill" / "runs").glob("*/features.json")).read_text())["vocabulary"]
     assert vocab == ref_vocab
+
+
+def test_a_worker_that_keeps_dying_is_explained_not_dumped():
+    """KilledWorker (a task that killed its worker every retry) becomes a sentence with a fix."""
+    from distributed import KilledWorker
+
+    from lancetnic_flow.cli import _known_failure
+
+    message, hint = _known_failure(KilledWorker("featurize_partition-1", "tcp://127.0.0.1:1", 3))
+    assert "worker died" in message and "featurize_partition-1" in message
+    assert "--blocksize" in hint and "--memory-budget" in hint
+    assert _known_failure(ValueError("a bug")) is None
