@@ -100,9 +100,10 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
 
 def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> FittedFeatures:
     """Merged statistics → vocabulary, idf, label set and scalers."""
-    f = FittedFeatures(mode=fcfg.mode, ngrams=1 if fcfg.mode == "ids" else fcfg.ngrams, lowercase=fcfg.lowercase,
+    mode = fcfg.mode or "tfidf"   # unresolved (no model chose): the default features
+    f = FittedFeatures(mode=mode, ngrams=1 if mode == "ids" else fcfg.ngrams, lowercase=fcfg.lowercase,
                        sublinear_tf=fcfg.sublinear_tf, buckets=fcfg.buckets, max_len=fcfg.max_len, docs=stats.docs)
-    if fcfg.mode != "hashing":
+    if mode != "hashing":
         terms, df = prune(stats.terms, stats.docs, min_df=fcfg.min_df, max_df=fcfg.max_df,
                           max_features=fcfg.max_features)
         f.vocabulary = terms
