@@ -9,7 +9,7 @@ Three layers, each testable alone:
   (the dashboard), :func:`render_summary` — the final summary of a ``done``
   event, :func:`status_line` — the same facts as one plain line.
 * :class:`LiveDashboard` — a Rich ``Live`` that redraws ``render(state)`` about
-  four times a second from its own thread. Handling an event only updates the
+  three times a second from its own thread. Handling an event only updates the
   state, so a slow terminal never slows training.
 """
 from __future__ import annotations
@@ -739,7 +739,7 @@ class LiveDashboard:
     milestone events, prints a line above the live area; Rich's own thread
     redraws ``render(state)`` ``refresh_per_second`` times a second."""
 
-    def __init__(self, console: Console, state: DashboardState | None = None, refresh_per_second: float = 4):
+    def __init__(self, console: Console, state: DashboardState | None = None, refresh_per_second: float = 3):
         from rich.live import Live
 
         self.console = console
