@@ -202,8 +202,7 @@ class DashboardState:
     def _on_progress(self, e: dict, t: float) -> None:
         self.fit_done, self.fit_total = e["done"], e["total"]
         self.fit_meter.add(t, self.fit_done)
-        self.bytes_read += e.get("bytes_read", 0)
-        self.bytes_meter.add(t, self.bytes_read)
+        self._count_bytes(e, t)
 
     def _on_fitted(self, e: dict, t: float) -> None:
         self.fitted = e
@@ -212,6 +211,10 @@ class DashboardState:
     def _on_featurized(self, e: dict, t: float) -> None:
         self.feat_done, self.feat_total = e["done"], e["total"]
         self.feat_meter.add(t, self.feat_done)
+        self._count_bytes(e, t)
+
+    def _count_bytes(self, e: dict, t: float) -> None:
+        # Both passes read the input, so MB/s counts bytes from either.
         self.bytes_read += e.get("bytes_read", 0)
         self.bytes_meter.add(t, self.bytes_read)
 
