@@ -435,22 +435,20 @@ def _spark(values: list[float], width: int) -> str:
     return "".join(SPARK[min(7, int((v - lo) / span * 7.999))] for v in values)
 
 
+# Validation scores as shown in the model panel and the epoch lines.
+_VAL_SHOWN = (("val_loss", "loss", ".4f"), ("val_accuracy", "acc", ".4f"), ("val_macro_f1", "F1", ".4f"),
+              ("val_mae", "MAE", ".4g"), ("val_rmse", "RMSE", ".4g"), ("val_r2", "R²", ".4f"))
+
+
+def val_parts(e: dict) -> list[str]:
+    """``["loss 0.34", "acc 0.91", ...]`` for the validation scores the event has."""
+    return [f"{label} {e[key]:{fmt}}" for key, label, fmt in _VAL_SHOWN if e.get(key) is not None]
+
+
 def _val_text(e: dict | None) -> Text:
     if not e:
         return Text("–", GREY)
-    parts = []
-    if e.get("val_loss") is not None:
-        parts.append(f"loss {e['val_loss']:.4f}")
-    if e.get("val_accuracy") is not None:
-        parts.append(f"acc {e['val_accuracy']:.4f}")
-    if e.get("val_macro_f1") is not None:
-        parts.append(f"F1 {e['val_macro_f1']:.4f}")
-    if e.get("val_mae") is not None:
-        parts.append(f"MAE {e['val_mae']:.4g}")
-    if e.get("val_rmse") is not None:
-        parts.append(f"RMSE {e['val_rmse']:.4g}")
-    if e.get("val_r2") is not None:
-        parts.append(f"R² {e['val_r2']:.4f}")
+    parts = val_parts(e)
     text = Text(" · ".join(parts) or "no validation rows", no_wrap=True)
     text.append(f"  (epoch {e.get('epoch')})", GREY)
     return text
@@ -799,11 +797,8 @@ def fitted_line(e: dict) -> str:
 
 
 def epoch_line(e: dict) -> str:
-    val = f" · val loss {e['val_loss']:.4f}" if e.get("val_loss") is not None else ""
-    if e.get("val_accuracy") is not None:
-        val += f" · acc {e['val_accuracy']:.4f} · macro-F1 {e['val_macro_f1']:.4f}"
-    if e.get("val_rmse") is not None:
-        val += f" · MAE {e['val_mae']:.4g} · RMSE {e['val_rmse']:.4g} · R² {e['val_r2']:.4f}"
+    parts = val_parts(e)
+    val = (" · val " + " · ".join(parts)) if parts else ""
     rate = f" · {e['rows_per_s']:,.0f} rows/s" if e.get("rows_per_s") else ""
     return f"epoch {e['epoch']}  train loss {e['train_loss']:.4f}{val}{rate}"
 
