@@ -97,3 +97,50 @@ def test_run_name_with_dot_dot_cannot_escape_the_output_folder(tmp_path, capsys)
     assert main(["run", path]) == 2
     assert "name" in capsys.readouterr().err
     assert not (tmp_path.parent.parent / "escape").exists()
+
+
+# ---------------------------------------------------------------- Python workflow scripts
+
+SCRIPTS = ["custom_tokenizer", "custom_model", "custom_loop"]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_python_workflow_script_trains_above_chance_in_a_subprocess(name, client, tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    # The session cluster's workers, so the test starts no cluster of its own;
+    # 4 classes: the majority class is ~0.3 of the rows.
+    cmd = [sys.executable, str(WORKFLOWS / f"{name}.py"), "--data", str(tmp_path / "data.csv"), "--rows", "3000",
+           "--epochs", "2", "--scheduler", client.scheduler.address]
+    cmd += {"custom_loop": ["--blocksize", "256KiB", "--shards", str(tmp_path / "shards")],
+            "custom_tokenizer": ["--blocksize", "256KiB", "--out", str(tmp_path / "runs")],
+            "custom_model": ["--out", str(tmp_path / "runs")]}[name]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(re.findall(r"^epoch \d+ .*val_accuracy", r.stdout, re.M)) == 2, r.stdout
+    accuracy = float(re.search(r"^val_accuracy ([0-9.]+)$", r.stdout, re.M).group(1))
+    assert accuracy > 0.6, r.stdout
+    if name == "custom_loop":
+        assert list((tmp_path / "shards").glob("*.train.npz")), "the workers wrote the shards"
+    else:
+        metrics = json.loads((tmp_path / "runs" / name.replace("_", "-") / "metrics.json").read_text())
+        assert metrics["val_accuracy"] == pytest.approx(accuracy, abs=1e-4)
+    if name == "custom_model":
+        meta = json.loads((tmp_path / "runs" / "custom-model" / "model.json").read_text())
+        assert meta["net"] == "GatedBag" and meta["model"] == "GatedBagMC"
+    if name == "custom_tokenizer":
+        import pyarrow.parquet as pq
+
+        tokens = pq.read_table(tmp_path / "data-tokens", columns=["text"])["text"].to_pylist()
+        assert any(t.startswith("_") for row in tokens[:20] for t in row.split()), "the script's subword pieces"
+
+
+def test_every_python_workflow_script_names_its_command_in_the_header():
+    scripts = sorted(WORKFLOWS.glob("*.py"))
+    assert {p.stem for p in scripts} >= set(SCRIPTS)
+    for path in scripts:
+        head = path.read_text().splitlines()[:8]
+        assert any(f"python workflows/{path.name}" in line for line in head), path.name
+        assert 'if __name__ == "__main__":' in path.read_text(), path.name
