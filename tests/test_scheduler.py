@@ -1,9 +1,11 @@
 """An existing Dask cluster: real `dask scheduler` and `dask worker` processes
-on loopback, used through `--scheduler` and DASK_SCHEDULER_ADDRESS."""
+on loopback, used through `--scheduler` and DASK_SCHEDULER_ADDRESS; one of
+them shares no disk with the trainer and reaches data and cache through S3."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -96,3 +98,150 @@ def test_cluster_workflow_runs_on_the_existing_scheduler(dask_cluster, corpus, t
     assert r.returncode == 0, r.stderr
     assert "existing cluster: 2 workers" in r.stderr
     assert json.loads((tmp_path / "cluster" / "metrics.json").read_text())["rows"]["read"] == 4000
+
+
+# ---------------------------------------------------------------- a cluster that shares no disk with the trainer
+# The workers see the trainer only through the scheduler and S3: the corpus and
+# the shard cache live on a loopback S3 server, the workers run in their own
+# folders, and where the machine allows a mount namespace the trainer's folder
+# is covered by an empty tmpfs in theirs (so they could not write there even by
+# mistake). The same data and seed on a LocalCluster must train the same model.
+
+WORKER_LIMITS = ("1152MiB", "1536MiB")   # different on purpose: the plan takes the smaller
+
+
+def _hiding_prefix(hidden: Path) -> list[str] | None:
+    """A command prefix that runs a program in its own mount namespace with
+    ``hidden`` covered by an empty tmpfs; None where this machine forbids it
+    (no root and no unprivileged user namespaces)."""
+    if not shutil.which("unshare"):
+        return None
+    (hidden / "marker").write_text("the trainer's folder")
+    script = 'mount -t tmpfs tmpfs "$0" && exec "$@"'
+    for unshare in (["unshare", "-m", "--propagation", "private"],
+                    ["unshare", "-r", "-m", "--propagation", "private"]):
+        prefix = [*unshare, "sh", "-c", script, str(hidden)]
+        try:
+            probe = subprocess.run([*prefix, "ls", "-A", str(hidden)], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0 and probe.stdout.strip() == "":
+            return prefix
+    return None
+
+
+@pytest.fixture(scope="module")
+def s3_cluster(tmp_path_factory):
+    """S3 on loopback holding the corpus; a scheduler and two workers (limits
+    WORKER_LIMITS) in private folders; the trainer's own folder."""
+    from distributed import Client
+    from servers import s3_server
+
+    from lancetnic_flow.cluster import WORKER_ENV
+
+    trainer = tmp_path_factory.mktemp("trainer")
+    private = tmp_path_factory.mktemp("workers")
+    hide = _hiding_prefix(trainer)
+    with s3_server() as opts:
+        import fsspec
+
+        fsspec.filesystem("s3", **opts).call_s3("create_bucket", Bucket="shared")
+        write_corpus("s3://shared/train.csv", 4000, classes=3, seed=3, storage_options=opts)
+        # No AWS_* variables: the credentials reach the workers only as storage options.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        sched_file = private / "scheduler.json"
+        procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                   "--no-dashboard", "--scheduler-file", str(sched_file)], cwd=private,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+        try:
+            deadline = time.monotonic() + 60
+            while not sched_file.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            address = json.loads(sched_file.read_text())["address"]
+            dirs = []
+            for i, limit in enumerate(WORKER_LIMITS):
+                home = private / f"w{i}"
+                home.mkdir()
+                dirs.append(home)
+                procs.append(subprocess.Popen([*(hide or []), str(BIN / "dask"), "worker", address, "--nworkers", "1",
+                                               "--nthreads", "1", "--memory-limit", limit, "--no-dashboard",
+                                               "--name", f"s3w{i}", "--local-directory", str(home)],
+                                              cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                              env={**env, **WORKER_ENV}))
+            with Client(address, timeout="30s") as c:
+                c.wait_for_workers(2, timeout=60)
+            yield {"address": address, "opts": opts, "env": env, "trainer": trainer, "worker_dirs": dirs,
+                   "hidden": hide is not None}
+        finally:
+            for p in reversed(procs):
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def _s3_args(opts: dict) -> list[str]:
+    return ["--storage-option", f"key={opts['key']}", "--storage-option", f"secret={opts['secret']}",
+            "--storage-option", f"client_kwargs.endpoint_url={opts['client_kwargs']['endpoint_url']}",
+            "--storage-option", "client_kwargs.region_name=us-east-1"]
+
+
+@pytest.mark.slow
+def test_workers_sharing_no_disk_train_through_s3_exactly_like_a_local_cluster(s3_cluster):
+    import fsspec
+    from distributed import Client
+
+    c, trainer = s3_cluster, s3_cluster["trainer"]
+    common = ["s3://shared/train.csv", *_s3_args(c["opts"]), "--epochs", "2", "--batch-size", "64",
+              "--hidden", "32", "--max-features", "5000", "--seed", "7"]
+    remote = _train([*common, "--scheduler", c["address"], "--out", str(trainer / "remote"), "--name", "r",
+                     "--cache", "s3://shared/cache"], env=c["env"])
+    assert remote.returncode == 0, remote.stderr
+    # Each worker's --memory-limit was read from the scheduler; the plan sizes by the smaller one.
+    assert "existing cluster: 2 workers × 1.1 GiB" in remote.stderr
+    m_remote = json.loads((trainer / "remote" / "r" / "metrics.json").read_text())
+    assert m_remote["memory"]["plan"]["external"] is True
+    assert m_remote["memory"]["plan"]["worker_limit"] == 1152 * 2**20
+
+    # Shards, features and manifest went to S3 and nowhere else.
+    fs = fsspec.filesystem("s3", **c["opts"])
+    manifests = fs.glob("shared/cache/*/manifest.json")
+    assert len(manifests) == 1
+    manifest = json.loads(fs.cat(manifests[0]))
+    shard_urls = [s["url"] for r in manifest["results"] for s in r["shards"]]
+    assert shard_urls and all(u.startswith("s3://shared/cache/") for u in shard_urls)
+    assert {s.rsplit(".", 2)[-2] for s in shard_urls} == {"train", "val"}
+    assert all(fs.exists(u) for u in shard_urls)
+    assert fs.glob("shared/cache/*/features.json")
+    for folder in (trainer, *c["worker_dirs"]):
+        assert not list(folder.rglob("*.npz")) and not list(folder.rglob("manifest.json")), folder
+    if c["hidden"]:
+        # The workers' view of the trainer's folder is an empty tmpfs: they never saw the run folder.
+        with Client(c["address"], timeout="30s") as client:
+            seen = client.run(os.listdir, str(trainer))
+        assert len(seen) == 2 and all(listing == [] for listing in seen.values()), seen
+        assert (trainer / "remote" / "r" / "model.safetensors").exists()
+
+    # The same data and seed on a LocalCluster of the same shape (2 workers × 1 thread): the same run.
+    # The shape matters: small inputs are cut into about 4 partitions per worker thread, and the
+    # partition order is part of the seeded batch order; so both runs must cut the data alike.
+    local = _train([*common, "--workers", "2", "--worker-threads", "1", "--memory-budget", "3GiB",
+                    "--out", str(trainer / "local"), "--name", "l", "--cache", "s3://shared/cache-local"],
+                   env=c["env"])
+    assert local.returncode == 0, local.stderr
+    m_local = json.loads((trainer / "local" / "l" / "metrics.json").read_text())
+    local_manifest = json.loads(fs.cat(fs.glob("shared/cache-local/*/manifest.json")[0]))
+    assert len(local_manifest["partitions"]["train"]) == len(manifest["partitions"]["train"])
+    assert m_remote["rows"] == m_local["rows"]
+    assert m_remote["rows"]["read"] == 4000
+    assert (json.loads((trainer / "remote" / "r" / "features.json").read_text())
+            == json.loads((trainer / "local" / "l" / "features.json").read_text()))
+    assert m_remote["vocabulary"] == m_local["vocabulary"]
+    for e_remote, e_local in zip(m_remote["epochs"], m_local["epochs"], strict=True):
+        assert e_remote["val_accuracy"] == e_local["val_accuracy"]
+        assert e_remote["val_loss"] == pytest.approx(e_local["val_loss"], rel=1e-6)
+        assert e_remote["train_loss"] == pytest.approx(e_local["train_loss"], rel=1e-6)
+    assert m_remote["val_accuracy"] == m_local["val_accuracy"] > 0.7
+    assert m_remote["val_loss"] == pytest.approx(m_local["val_loss"], rel=1e-6)
