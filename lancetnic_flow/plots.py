@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .runs import folder_options
 from .shards import join, write_bytes
 
 
@@ -138,8 +139,9 @@ def regression(true: np.ndarray, pred: np.ndarray, scatter_url: str, residual_ur
 def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict | None = None,
                 labels: list[str] | None = None, label_counts: list[int] | None = None,
                 sample: tuple[np.ndarray, np.ndarray] | None = None, options: dict | None = None) -> list[str]:
-    """Every plot that applies to what is given; returns the files written."""
-    o = options or {}
+    """Every plot that applies to what is given; returns the files written.
+    ``options`` default to those ``folder`` carries when it is a run folder."""
+    o = folder_options(folder, options)
     out: list[Any] = []
     if history:
         out.append(curves(history, "loss", "loss per epoch", join(folder, "loss.png"), o))

@@ -5,6 +5,11 @@
 (architecture name and sizes), ``model.safetensors`` (weights),
 ``metrics.json`` and ``history.csv``. Loading reads JSON and safetensors
 only: no pickle, so a planted file cannot run code.
+
+The folder may be any fsspec URL (``s3://bucket/runs/NAME``): ``train``
+hands back a :class:`RunFolder`, which carries the storage options that
+open it, so the files written into it and a ``Predictor(result.run)``
+reach it without being given them again.
 """
 from __future__ import annotations
 
@@ -25,8 +30,32 @@ from .shards import join, read_bytes, write_bytes
 FORMAT_VERSION = 1
 
 
-def new_run_dir(out: str, name: str | None, storage_options: dict | None = None) -> str:
-    """Create ``out/name`` (a fresh timestamped name by default) and return its URL."""
+class RunFolder(str):
+    """A run folder's URL that also carries the fsspec storage options that open it.
+
+    It prints, compares and serialises to JSON as the plain URL, so the
+    options (which may hold credentials) never show."""
+
+    storage_options: dict[str, Any]
+
+    def __new__(cls, url: str, storage_options: dict | None = None) -> "RunFolder":
+        self = super().__new__(cls, url)
+        self.storage_options = dict(storage_options or {})
+        return self
+
+    def __reduce__(self) -> tuple:
+        # Dask ships a run to its workers by pickling it: the options go along.
+        return (RunFolder, (str(self), self.storage_options))
+
+
+def folder_options(url: str, given: dict | None = None) -> dict:
+    """Storage options for the folder at ``url``: those given, else those a :class:`RunFolder` carries."""
+    return dict(given) if given else dict(getattr(url, "storage_options", None) or {})
+
+
+def new_run_dir(out: str, name: str | None, storage_options: dict | None = None) -> RunFolder:
+    """Create ``out/name`` (a fresh timestamped name by default) and return its URL,
+    carrying ``storage_options`` for the steps that write into it."""
     so = storage_options or {}
     fs, base = fsspec.core.url_to_fs(out, **so)
     name = name or time.strftime("%Y%m%d-%H%M%S")
@@ -38,7 +67,7 @@ def new_run_dir(out: str, name: str | None, storage_options: dict | None = None)
         candidate = f"{name}-{n}"
     path = f"{base.rstrip('/')}/{candidate}"
     fs.makedirs(path, exist_ok=True)
-    return fs.unstrip_protocol(path) if "://" in out else path
+    return RunFolder(fs.unstrip_protocol(path) if "://" in out else path, so)
 
 
 def _json_default(o: Any) -> Any:
@@ -55,7 +84,7 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
              metrics: dict, history: list[dict], storage_options: dict | None = None) -> None:
     import safetensors.torch
 
-    so = storage_options or {}
+    so = folder_options(run, storage_options)
     write_json(join(run, "config.json"), config, so)
     write_bytes(join(run, "features.json"), features.to_json().encode(), so)
     write_json(join(run, "model.json"), {**model_meta, "format_version": FORMAT_VERSION}, so)
@@ -82,12 +111,13 @@ class LoadedRun:
 
 
 def load_run(run: str, storage_options: dict | None = None, device: str = "cpu") -> LoadedRun:
-    """Load a run folder: JSON and safetensors only."""
+    """Load a run folder: JSON and safetensors only. ``storage_options``
+    default to those ``run`` carries when it is a :class:`RunFolder`."""
     import safetensors.torch
 
     from .models import build_model
 
-    so = storage_options or {}
+    so = folder_options(run, storage_options)
     try:
         meta = json.loads(read_bytes(join(run, "model.json"), so))
         weights = read_bytes(join(run, "model.safetensors"), so)

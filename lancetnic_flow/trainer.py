@@ -374,7 +374,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
 
         events.emit("stage", stage="saving")
         ts = time.monotonic()
-        run = new_run_dir(cfg.output.out, cfg.output.name)
+        run = new_run_dir(cfg.output.out, cfg.output.name, _cache_options(cfg.output.out, cfg.data.train, so))
         metrics = {
             "task": task.kind, "model": cfg.model.name,
             **{f"val_{k}": final_val.get(v) for k, v in _VAL_KEYS.items()},

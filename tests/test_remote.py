@@ -109,3 +109,48 @@ def test_s3_workflow_runs_against_the_loopback_server(s3, tmp_path):
     metrics = json.loads((tmp_path / "s3" / "metrics.json").read_text())
     assert metrics["rows"]["read"] == 1500
     assert "testing" not in (tmp_path / "s3" / "config.json").read_text()
+
+
+# ---------------------------------------------------------------- the run folder itself on S3
+
+@pytest.fixture(scope="module")
+def s3_out_run(s3):
+    """A run trained from S3 whose run folder is on S3 too (--out s3://...)."""
+    r = run(["train", "s3://corpus/train/*", *s3_args(s3), *SMALL, "--out", "s3://corpus/runs", "--name", "remote",
+             "--cache", "s3://corpus/cache"])
+    assert r.returncode == 0, r.stderr
+    return "s3://corpus/runs/remote", r
+
+
+def test_train_writes_the_run_folder_and_its_plots_to_s3_with_the_data_storage_options(s3, s3_out_run):
+    url, r = s3_out_run
+    fs = fsspec.filesystem("s3", **s3)
+    names = {p.rsplit("/", 1)[-1] for p in fs.ls("corpus/runs/remote")}
+    assert {"config.json", "features.json", "model.json", "model.safetensors", "metrics.json", "history.csv"} <= names
+    metrics = json.loads(fs.cat("corpus/runs/remote/metrics.json"))
+    assert metrics["val_accuracy"] > 0.6
+    assert {"loss.png", "accuracy.png", "confusion_matrix.png", "per_class.csv"} <= set(metrics["plots"]) <= names
+    assert fs.cat("corpus/runs/remote/loss.png")[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "testing" not in fs.cat("corpus/runs/remote/config.json").decode(), "credentials stay out"
+    assert url in r.stderr, "the CLI names the run by its URL"
+
+
+def test_a_run_folder_on_s3_predicts_here_and_evaluates_on_the_workers(s3, s3_out_run, client):
+    import pickle
+
+    from lancetnic_flow.predict import Predictor, evaluate_files
+    from lancetnic_flow.runs import RunFolder
+    from lancetnic_flow.sources import Columns, plan_source
+
+    url, _ = s3_out_run
+    predictor = Predictor(url, storage_options=s3)
+    predictions = predictor.predict(["one text", "and another"])
+    assert len(predictions) == 2 and {p["label"] for p in predictions} <= set(predictor.labels)
+    # A RunFolder (what train() returns) carries its storage options, also
+    # through the pickling that ships it to the workers: no run_options needed.
+    folder = pickle.loads(pickle.dumps(RunFolder(url, s3)))
+    assert folder == url and folder.storage_options == s3 and "testing" not in json.dumps(folder)
+    src = plan_source(["s3://corpus/train/part-1.jsonl"], storage_options=s3, blocksize=1 << 20)
+    scores, _ = evaluate_files(client, folder, src, Columns(text=("text",), label="label"), storage_options=s3,
+                               run_options={}, chunk_bytes=1 << 20, window=2)
+    assert scores["rows"]["evaluated"] == 1500 and scores["accuracy"] > 0.6
