@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a classifier", epilog=EXAMPLES_TRAIN,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    t.add_argument("data", nargs="+", metavar="DATA", help="training data: paths, URLs or globs")
+    t.add_argument("data", nargs="*", metavar="DATA", help="training data: paths, URLs or globs")
     g = t.add_argument_group("columns and validation")
     g.add_argument("--text", action="append", metavar="COL", help="text column (repeatable; default: text)")
     g.add_argument("--label", default="label", metavar="COL", help="label column (default: label)")
@@ -111,8 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--clip-grad", type=float, metavar="NORM", help="clip the gradient norm")
     g.add_argument("--device", default="auto", metavar="DEV", help="auto|cpu|cuda (auto: CUDA when present)")
     g.add_argument("--threads", type=int, metavar="N", help="trainer threads (default: cores not used by workers)")
-    g.add_argument("--seed", type=int, default=0, metavar="N", help="fixes partition order, shuffling and init (default 0)")
+    g.add_argument("--seed", type=int, default=0, metavar="N", help="fixes partition order, shuffling, init and dropout (default 0)")
     g.add_argument("--shuffle-buffer", type=int, default=20_000, metavar="ROWS", help="rows held for shuffling (default 20000)")
+    g.add_argument("--checkpoint-every", default="10m", metavar="N|TIME",
+                   help="write a checkpoint every N batches or every TIME (90s, 10m, 1h), plus at each epoch's end "
+                        "and on Ctrl-C; off = only on Ctrl-C (default 10m)")
+    g.add_argument("--ddp", type=int, metavar="N",
+                   help="data-parallel training: N ranks on N Dask workers, gradients averaged (torch.distributed)")
+    g.add_argument("--resume", metavar="RUN",
+                   help="continue the run folder RUN from its checkpoint, with its own options (only "
+                        "--storage-option and the memory and cluster options may be given again)")
     _add_cluster_options(t)
     g = t.add_argument_group("output")
     g.add_argument("--out", default="runs", metavar="DIR", help="parent of the run folder (default runs/)")
@@ -198,12 +206,19 @@ def _train_config(a: argparse.Namespace):
                                 task=a.task, class_loss=a.class_loss, value_loss=a.value_loss,
                                 loss_weights=_pair(a.loss_weights), class_weights=a.class_weights,
                                 early_stopping=a.early_stopping, monitor=a.monitor, clip_grad=a.clip_grad,
-                                device=a.device, threads=a.threads),
+                                device=a.device, threads=a.threads, checkpoint_every=a.checkpoint_every,
+                                ddp=a.ddp),
         cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
                               threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize"),
                               dashboard=True),  # the dashboard link is shown by the console views
         output=OutputConfig(out=a.out, name=a.name, cache=a.cache),
     ).validate()
+
+
+# Options that may be given again with --resume: where the data and the
+# cluster are, not what is trained.
+RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads", "scheduler", "resume",
+                  "debug", "quiet", "json_log", "command")
 
 
 def cmd_train(a: argparse.Namespace, report) -> int:
@@ -212,8 +227,32 @@ def cmd_train(a: argparse.Namespace, report) -> int:
 
     events = Events()
     events.subscribe(report)
+    if a.resume:
+        from .trainer import resume_config
+
+        defaults = vars(build_parser().parse_args(["train"]))
+        changed = sorted(k for k, v in vars(a).items()
+                         if k not in RESUME_OPTIONS and k in defaults and v != defaults[k])
+        if changed:
+            flags = ", ".join("DATA" if k == "data" else "--" + k.replace("_", "-") for k in changed)
+            raise UserError(f"--resume continues a run with the options it was started with; {flags} cannot change",
+                            "drop them, or start a new run (cached shards are reused)")
+        cfg = resume_config(a.resume, storage_options=_parse_options(a.storage_option),
+                            memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
+                            threads=a.worker_threads, scheduler=a.scheduler)
+        train(cfg, events, resume=a.resume)
+        return 0
+    if not a.data:
+        raise UserError("train needs training data", "e.g. lancetnic-flow train data/train.csv, "
+                        "or --resume RUN to continue an interrupted run")
     train(_train_config(a), events)
     return 0
+
+
+def _parse_options(pairs: list[str]) -> dict:
+    from .config import parse_storage_options
+
+    return parse_storage_options(pairs)
 
 
 def _cluster_for(a: argparse.Namespace):
@@ -224,6 +263,11 @@ def _cluster_for(a: argparse.Namespace):
     return plan, open_cluster(plan, scheduler=a.scheduler)
 
 
+def _run_options(run: str, storage_options: dict) -> dict:
+    """--storage-option opens a remote run folder (s3://bucket/runs/NAME) too; a local one needs none."""
+    return storage_options if "://" in run and not run.startswith("file://") else {}
+
+
 def cmd_predict(a: argparse.Namespace, report) -> int:
     from .config import parse_storage_options
     from .predict import Predictor, predict_files
@@ -231,8 +275,10 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
     if bool(a.text) == bool(a.input):
         raise UserError("predict needs either --text TEXT... or --input DATA --output URL")
+    so = parse_storage_options(a.storage_option)
+    run_so = _run_options(a.run, so)
     if a.text:
-        pred = Predictor(a.run)
+        pred = Predictor(a.run, run_so)
         for text, p in zip(a.text, pred.predict(a.text)):
             print(json.dumps({"text": text, **p}, ensure_ascii=False))
         return 0
@@ -241,8 +287,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     from .predict import output_format
 
     output_format(a.output)
-    pred = Predictor(a.run)
-    so = parse_storage_options(a.storage_option)
+    pred = Predictor(a.run, run_so)
     data = pred.run.config["data"]
     cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()))
     plan, cluster = _cluster_for(a)
@@ -251,7 +296,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         from .readers import check_columns
 
         check_columns(src, cols, storage_options=so)
-        out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options={},
+        out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight)
     report.console.print(f"wrote {out['rows_written']:,} predictions to {a.output}")
     return 0
@@ -264,8 +309,9 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     from .readers import check_columns
     from .sources import Columns, plan_source
 
-    run = load_run(a.run)
     so = parse_storage_options(a.storage_option)
+    run_so = _run_options(a.run, so)
+    run = load_run(a.run, run_so)
     from .tasks import task_of_run
 
     task, data = task_of_run(run), run.config["data"]
@@ -277,7 +323,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     with cluster as client:
         src = plan_source(a.data, format=a.format, storage_options=so, blocksize=plan.partition)
         check_columns(src, cols, storage_options=so)
-        out, merged = evaluate_files(client, a.run, src, cols, storage_options=so, run_options={},
+        out, merged = evaluate_files(client, a.run, src, cols, storage_options=so, run_options=run_so,
                                      chunk_bytes=plan.partition, window=plan.in_flight)
     if a.plots:
         from .plots import write_plots
@@ -385,9 +431,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         report.error(exc.message, exc.hint, 2)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         report.close()
-        report.console.print("interrupted")
+        # A TrainingInterrupted says where the checkpoint is and how to resume.
+        said = str(exc) or ("before training began, so there is nothing to resume: run the same command again "
+                            "(what was already fitted or featurised is cached)" if a.command in ("train", "run") else "")
+        report.console.print(f"interrupted: {said}" if said else "interrupted", highlight=False, soft_wrap=True)
         return 130
     except Exception as exc:
         if debug:

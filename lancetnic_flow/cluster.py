@@ -184,7 +184,7 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
         cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=plan.threads,
                                memory_limit=plan.worker_limit, processes=True,
                                dashboard_address=":0",  # None still binds :8787 for /metrics
-                               silence_logs=logging.ERROR)
+                               silence_logs=logging.ERROR, preload=["lancetnic_flow.worker_setup"])
         try:
             with Client(cluster) as client:
                 yield client

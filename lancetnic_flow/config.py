@@ -122,6 +122,8 @@ class TrainingConfig:
     clip_grad: float | None = None
     device: str = "auto"
     threads: int | None = None
+    checkpoint_every: str = "10m"    # batches ("500"), a duration ("90s", "10m", "1h") or "off"
+    ddp: int | None = None           # data-parallel ranks on Dask workers (ddp.py)
 
     def validate(self) -> None:
         _positive("epochs", self.epochs)
@@ -141,6 +143,12 @@ class TrainingConfig:
         _positive("early_stopping", self.early_stopping)
         _positive("clip_grad", self.clip_grad)
         _positive("threads", self.threads)
+        from .checkpoints import CheckpointEvery
+
+        self.checkpoint_every = str(self.checkpoint_every)
+        CheckpointEvery.parse(self.checkpoint_every)
+        if self.ddp is not None and self.ddp < 2:
+            raise UserError(f"ddp: {self.ddp} rank(s) is not data-parallel training", "use --ddp 2 or more, or drop it")
         if len(self.loss_weights) != 2 or min(self.loss_weights) < 0:
             raise UserError(f"loss_weights: two non-negative numbers (class, value), got {self.loss_weights}",
                             "e.g. --loss-weights 1,0.5")

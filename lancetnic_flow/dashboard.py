@@ -157,6 +157,7 @@ class DashboardState:
         self.early_stop: dict | None = None
         self.memory: dict | None = None
         self.workers: list[dict] = []
+        self.ranks: dict[int, dict] = {}       # --ddp: the last report of each training rank
         self.warnings: deque = deque(maxlen=3)
         self.done: dict | None = None
 
@@ -238,6 +239,19 @@ class DashboardState:
         vl = e.get("val_loss")
         if vl is not None and (self.best is None or vl < self.best["val_loss"]):
             self.best = e
+
+    def _on_rank(self, e: dict, t: float) -> None:
+        """A --ddp rank's progress; the ranks' rows add up to the epoch's."""
+        self.ranks[e["rank"]] = e
+        epoch = max(r.get("epoch", 0) for r in self.ranks.values())
+        if epoch != self.epoch:
+            self.rows_before += self.rows
+            self.epoch, self.rows = epoch, 0
+        self.epochs = e.get("epochs", self.epochs)
+        self.rows = sum(r.get("rows", 0) for r in self.ranks.values() if r.get("epoch") == epoch)
+        self.rows_meter.add(t, self.rows_before + self.rows)
+        if e.get("loss") is not None:
+            self.loss = e["loss"] if self.loss is None else 0.9 * self.loss + 0.1 * e["loss"]
 
     def _on_early_stop(self, e: dict, t: float) -> None:
         self.early_stop = e
@@ -565,6 +579,9 @@ def render(state: DashboardState, width: int = 80, now: float | None = None) -> 
     else:
         lines += _box("lancetnic-flow", progress, width, "cyan") + _box("model", model, width, "blue")
     lines += _box("memory", _memory_lines(state, width - 4, wide), width, "magenta")
+    if state.ranks:
+        lines += _box(f"ranks (--ddp {len(state.ranks)})", [_fit(Text(rank_text(r), no_wrap=True), width - 4)
+                                                           for _, r in sorted(state.ranks.items())], width, "green")
     for w in state.warnings:
         lines.append(_fit(Text("warning: " + w, "yellow"), width))
     return Frame(lines)
@@ -592,6 +609,14 @@ class Frame:
         return "\n".join(line.plain for line in self.lines)
 
 
+def rank_text(r: dict) -> str:
+    """One --ddp rank: where it runs, how far it is, how fast."""
+    loss = f" · loss {r['loss']:.4f}" if r.get("loss") is not None else ""
+    done = " · epoch done" if r.get("done") else ""
+    return (f"rank {r['rank']}  {r.get('worker', '?')}  epoch {r.get('epoch', 0)}/{r.get('epochs', 0)} · "
+            f"rows {r.get('rows', 0):,} · {r.get('rows_per_s') or 0:,.0f} rows/s{loss}{done}")
+
+
 # ------------------------------------------------------------------ plain text
 
 def status_line(s: DashboardState, now: float | None = None) -> str:
@@ -614,6 +639,8 @@ def status_line(s: DashboardState, now: float | None = None) -> str:
             out.append(f"{count(tr)} tokens/s")
         if s.loss is not None:
             out.append(f"loss {s.loss:.4f}")
+        if s.ranks:
+            out.append("ranks " + " ".join(f"{k}:{r.get('rows', 0):,}" for k, r in sorted(s.ranks.items())))
     else:
         out.append(s.stage)
     br = s.bytes_meter.rate(now)
@@ -789,6 +816,8 @@ class LiveDashboard:
             self.console.print(epoch_line(e), highlight=False, soft_wrap=True)
         elif kind == "early_stop":
             self.console.print(early_stop_line(e), highlight=False)
+        elif kind == "resumed":
+            self.console.print(resumed_line(e), highlight=False, soft_wrap=True)
 
 
 def fitted_line(e: dict) -> str:
@@ -801,6 +830,11 @@ def epoch_line(e: dict) -> str:
     val = (" · val " + " · ".join(parts)) if parts else ""
     rate = f" · {e['rows_per_s']:,.0f} rows/s" if e.get("rows_per_s") else ""
     return f"epoch {e['epoch']}  train loss {e['train_loss']:.4f}{val}{rate}"
+
+
+def resumed_line(e: dict) -> str:
+    skip = f", replaying its first {e['batches']:,} batches without training on them" if e.get("batches") else ""
+    return f"resuming {e['run']} at epoch {e['epoch']}{skip}"
 
 
 def early_stop_line(e: dict) -> str:

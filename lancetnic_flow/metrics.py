@@ -24,6 +24,14 @@ class ClassificationMetrics:
         self.rows += other.rows
         return self
 
+    def state(self) -> dict:
+        """Everything to continue counting after a restart (see checkpoints)."""
+        return {"confusion": self.confusion, "loss_sum": self.loss_sum, "rows": self.rows}
+
+    def load_state(self, d: dict) -> None:
+        self.confusion = np.asarray(d["confusion"], np.int64).copy()
+        self.loss_sum, self.rows = d["loss_sum"], d["rows"]
+
     def result(self) -> dict:
         c = self.confusion.astype(np.float64)
         tp = np.diag(c)
@@ -94,6 +102,19 @@ class RegressionMetrics:
             keys, true, pred = keys[keep], true[keep], pred[keep]
         self._keys, self.true, self.pred = keys, true, pred
         return self
+
+    _SUMS = ("n", "abs_err", "sq_err", "sum_y", "sum_y2", "loss_sum")
+
+    def state(self) -> dict:
+        """Sums, reservoir and its RNG: counting continues exactly after a restart."""
+        return {**{k: getattr(self, k) for k in self._SUMS}, "rng": self.rng.bit_generator.state,
+                "keys": self._keys, "true": self.true, "pred": self.pred}
+
+    def load_state(self, d: dict) -> None:
+        for k in self._SUMS:
+            setattr(self, k, d[k])
+        self.rng.bit_generator.state = d["rng"]
+        self._keys, self.true, self.pred = (np.asarray(d[k], np.float64).copy() for k in ("keys", "true", "pred"))
 
     def result(self) -> dict:
         if not self.n:

@@ -25,7 +25,7 @@ from typing import IO, Any
 from rich.console import Console
 
 from .dashboard import (DashboardState, LiveDashboard, early_stop_line, epoch_line, fitted_line, render_summary,
-                        status_line)
+                        resumed_line, status_line)
 
 
 def _jsonable(o: Any) -> Any:
@@ -119,6 +119,8 @@ class PlainLog:
             self._print(epoch_line(e))
         elif kind == "early_stop":
             self._print(early_stop_line(e))
+        elif kind == "resumed":
+            self._print(resumed_line(e))
         elif kind == "done":
             self.console.print(render_summary(e, self.console.width))
         elif now - self._last >= self.interval and s.stage in ("fitting", "training"):

@@ -62,7 +62,8 @@ def new_run_dir(out: str, name: str | None, storage_options: dict | None = None)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name in (".", ".."):
         raise UserError(f"run name {name!r} is not a plain folder name", "use letters, digits, '.', '-' and '_'")
     candidate, n = name, 1
-    while fs.exists(f"{base.rstrip('/')}/{candidate}/model.safetensors"):
+    # A folder with config.json is a run, finished or waiting for --resume: never reuse it.
+    while any(fs.exists(f"{base.rstrip('/')}/{candidate}/{f}") for f in ("model.safetensors", "config.json")):
         n += 1
         candidate = f"{name}-{n}"
     path = f"{base.rstrip('/')}/{candidate}"

@@ -95,6 +95,16 @@ class TaskMetrics:
             self.reg.merge(other.reg)
         return self
 
+    def state(self) -> dict:
+        return {"cls": self.cls.state() if self.cls is not None else None,
+                "reg": self.reg.state() if self.reg is not None else None}
+
+    def load_state(self, d: dict) -> None:
+        if self.cls is not None:
+            self.cls.load_state(d["cls"])
+        if self.reg is not None:
+            self.reg.load_state(d["reg"])
+
     def result(self) -> dict:
         """Flat scores: classification keys as before, regression ones prefixed-free
         (mae, rmse, r2) — and one ``loss`` (the task's total)."""

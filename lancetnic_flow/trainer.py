@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -18,6 +20,7 @@ import numpy as np
 import torch
 
 from . import optim
+from .checkpoints import CheckpointEvery, load_checkpoint, remove_checkpoint, save_checkpoint
 from .cluster import (TRAINER_BASE, MemoryPlan, local_worker_threads, open_cluster, plan_for_existing,
                       plan_memory)
 from .config import TrainConfig
@@ -30,7 +33,7 @@ from .monitor import MemoryMonitor, trim_allocator
 from .readers import check_columns
 from .rows import RowBlock
 from .plots import write_plots
-from .runs import new_run_dir, save_run
+from .runs import RunFolder, new_run_dir, save_run, write_json
 from .shards import (CACHE_VERSION, Manifest, PartitionResult, ShardInfo, cache_key, featurize_partition, join,
                      load_or_repair, read_features, read_manifest, write_features, write_manifest)
 from .sizes import format_size
@@ -50,6 +53,39 @@ _VAL_KEYS = {"loss": "loss", "accuracy": "accuracy", "macro_f1": "macro_f1", "pr
 class TrainResult:
     run: str
     metrics: dict
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training: a checkpoint was written; ``str()`` says how to resume."""
+
+    def __init__(self, run: str, epoch: int, batches: int):
+        super().__init__(f"stopped in epoch {epoch}, after batch {batches}; checkpoint saved in {run}\n"
+                         f"  resume with: lancetnic-flow train --resume {run}")
+        self.run, self.epoch, self.batches = run, epoch, batches
+
+
+class StopRequest:
+    """The first Ctrl-C asks training to stop at the next batch boundary (a
+    checkpoint is written there); a second one stops at once, as usual."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
 
 
 def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = 2) -> int:
@@ -159,6 +195,54 @@ def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 <
     return max(floor, min(blocksize, -(-splittable // want)))
 
 
+def _manifest(key: str, fc: Any, train_src: SourcePlan, val_src: SourcePlan | None,
+              results: list[PartitionResult]) -> Manifest:
+    """What the cache entry holds, with the partitions its shards came from (for repairs)."""
+    results = sorted(results, key=lambda r: r.partition)
+    return Manifest(key, train_src.fingerprint(), {"features": dataclasses.asdict(fc)}, results,
+                    partitions={"train": [dataclasses.asdict(p) for p in train_src.partitions],
+                                "val": [dataclasses.asdict(p) for p in (val_src.partitions if val_src else [])]})
+
+
+def _ddp_epochs(client: Any, cfg: TrainConfig, model: torch.nn.Module, model_meta: dict, task: Task,
+                manifest: Manifest, total_rows: int, cache_so: dict, events: Events, ddp_info: dict) -> tuple:
+    """``--ddp N``: train on N workers; load rank 0's weights into ``model``.
+    Returns what the single-process loop would have: history, confusions, best, last val."""
+    from .ddp import RankJob, train_ranks
+
+    tc = cfg.training
+    # Ranks train on their workers' CPUs (gloo); CUDA ranks (nccl) are not wired yet.
+    backend = "gloo"
+    job = RankJob(world=tc.ddp, address="", port=0, backend=backend, net=model_meta["net"],
+                  model_kwargs=dict(model_meta["kwargs"]), task=dict(kind=task.kind, classes=task.classes,
+                  class_loss=task.class_loss, value_loss=task.value_loss, loss_weights=task.loss_weights,
+                  class_weights=task.class_weights, target=task.target, seed=task.seed),
+                  optimizer=tc.optimizer, lr=tc.lr, lr_schedule=tc.lr_schedule, epochs=tc.epochs,
+                  batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer, seed=tc.seed, clip_grad=tc.clip_grad,
+                  early_stopping=tc.early_stopping, monitor=tc.monitor, train_shards=manifest.shards("train"),
+                  val_shards=manifest.shards("val"), cache_options=cache_so, total_rows=total_rows,
+                  threads=tc.threads or 1)
+    events.emit("stage", stage="training", epoch=1, epochs=tc.epochs, total_rows=total_rows, source="ddp",
+                ranks=tc.ddp)
+    out = train_ranks(client, tc.ddp, job, events)
+    model.load_state_dict(out["state"])
+    history, confusions = [], []
+    for h in out["history"]:
+        val = h.pop("val")
+        history.append({**h, **{f"val_{k}": val.get(v) for k, v in _VAL_KEYS.items()}})
+        confusions.append(val.get("confusion"))
+    best = out["best"]
+    if best is not None:
+        best["state"] = model.state_dict()
+        if best.get("sample") is not None:
+            best["sample"] = tuple(np.asarray(x) for x in best["sample"])
+    if best is not None and tc.early_stopping and len(history) < tc.epochs:
+        events.emit("early_stop", epoch=len(history), best_epoch=best["epoch"], monitor=tc.monitor)
+    ddp_info.update(ranks=tc.ddp, backend=backend, workers=out["workers"], steps=out["steps"],
+                    replica_digests=out["digests"])
+    return history, confusions, best, out["last_val"]
+
+
 def _sum_rows(results: list[PartitionResult]) -> dict:
     skipped: dict[str, int] = {}
     for r in results:
@@ -180,18 +264,30 @@ def _columns(cfg: TrainConfig) -> Columns:
                    target=d.target if task != "classify" else None, numeric=tuple(d.numeric))
 
 
-def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) -> TrainResult:
+def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, resume: str | None = None
+          ) -> TrainResult:
     """Train a model as ``cfg`` says; return the run folder and its metrics.
 
     ``client``: an existing ``distributed.Client`` to use instead of starting
-    a LocalCluster (its workers' limits are read from the scheduler)."""
+    a LocalCluster (its workers' limits are read from the scheduler).
+    ``resume``: a run folder holding a checkpoint; training continues from it
+    (``cfg`` must be that run's configuration, see :func:`resume_config`)."""
     cfg.validate()
+    every = CheckpointEvery.parse(cfg.training.checkpoint_every)
     t0 = time.monotonic()
     stage_seconds: dict[str, float] = {}
     tc, fc = cfg.training, cfg.features
     torch.manual_seed(tc.seed)
     device = pick_device(tc.device)
     so = cfg.data.storage_options
+    out_so = _cache_options(cfg.output.out, cfg.data.train, so)
+    saved = None
+    if resume:
+        saved = load_checkpoint(resume, out_so)
+        if saved is None:
+            raise UserError(f"{resume} has no checkpoint to resume from",
+                            "a checkpoint is written every --checkpoint-every, at the end of each epoch and on "
+                            "Ctrl-C; a finished run has none (it was removed once the model was saved)")
     columns = _columns(cfg)
 
     model_bytes = estimate_model_bytes(cfg)
@@ -267,6 +363,11 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
                                              embed=cfg.model.embed, numeric=len(features.numeric))
             model.to(device)
             opts = optim.make_optimizers(model, tc.optimizer, tc.lr)
+            # The run folder exists from here on: a checkpoint has a home, and
+            # config.json says how to continue it.
+            run = new_run_dir(cfg.output.out, cfg.output.name, out_so) if not resume else RunFolder(resume, out_so)
+            if not resume:
+                write_json(join(run, "config.json"), cfg.to_dict(), out_so)
 
             # ---- epochs: live featurisation in epoch 1, the cache after
             manifest = read_manifest(entry, key, cache_so)
@@ -293,79 +394,141 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
             step = 0
             best: dict | None = None   # the best epoch by --monitor: its score, weights and metrics
             stale = 0
+            start_epoch, skip, resumed = 0, 0, None
+            if saved is not None:
+                if saved["key"] != key:
+                    raise UserError(f"the training data or feature options changed since {resume} was checkpointed",
+                                    "resume needs the same inputs; start a new run instead")
+                model.load_state_dict(saved["model"])
+                for o, st in zip(opts, saved["optimizers"]):
+                    o.load_state_dict(st)
+                start_epoch, skip = saved["epoch"], saved["batches"]
+                step, stale, total_steps = saved["step"], saved["stale"], saved["total_steps"]
+                total_rows = saved["total_rows"]
+                history, confusions, best = saved["history"], saved["confusions"], saved["best"]
+                resumed = saved
+                torch.set_rng_state(saved["rng"])
+                events.emit("resumed", run=str(run), epoch=start_epoch + 1, batches=skip, step=step)
+
+            def checkpoint(epoch: int, batches: int, rows: int, train_m: Any, reason: str) -> None:
+                """Everything needed to continue at batch ``batches`` of ``epoch`` (0-based)."""
+                seconds = save_checkpoint(run, {
+                    "key": key, "epoch": epoch, "batches": batches, "rows": rows, "step": step,
+                    "stale": stale, "total_steps": total_steps, "total_rows": total_rows,
+                    "history": history, "confusions": confusions, "best": best,
+                    "train_metrics": train_m.state() if train_m is not None else None,
+                    "model": model.state_dict(), "optimizers": [o.state_dict() for o in opts],
+                    "rng": torch.get_rng_state()}, out_so)
+                events.emit("checkpoint", run=str(run), epoch=epoch + 1, batches=batches, reason=reason,
+                            seconds=seconds)
+
             ts = time.monotonic()
-            for epoch in range(tc.epochs):
-                results: list[PartitionResult] = []
+            ddp_info: dict = {}
+            if tc.ddp:
+                # The epochs run on the workers (ddp.py); the loop below then has nothing to do.
                 if manifest is None:
-                    order = epoch_order(len(train_src.partitions), tc.seed, epoch)
-                    jobs = [(train_src.partitions[i], None) for i in order]
-                    jobs += [(p, "val") for p in (val_src.partitions if val_src else [])]
-                    feed = Featurizer(client, featurize_partition, jobs, in_flight, columns=columns,
-                                      features=scattered, shard_dir=join(entry, "shards"), storage_options=so,
-                                      cache_options=cache_so, chunk_bytes=plan.partition, val_fraction=val_fraction)
-                    featurized = lambda r, results=results, n=len(jobs): events.emit(  # noqa: E731
-                        "featurized", done=len(results), total=n, rows=r.rows_read, train_rows=r.train_rows,
-                        tokens=r.tokens, bytes_read=r.bytes_read, seconds=r.seconds)
-                    blocks = lambda feed=feed, results=results, f=featurized: live_blocks(  # noqa: E731
-                        feed, "train", cache_so, results, on_result=f)
-                else:
-                    blocks = lambda epoch=epoch: cached_blocks(manifest.shards("train"), tc.seed, epoch, load)  # noqa: E731
-                stream = BatchStream(blocks, batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer,
-                                     seed=tc.seed, epoch=epoch)
-                events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=total_rows,
-                            source="live" if manifest is None else "cache")
-                train_m = task.new_metrics()
-                te = time.monotonic()
-                rows = 0
-                for batch in stream:
-                    labels, targets = answers(batch, device)
-                    out = model(**model_inputs(batch, device))
-                    loss = task.loss(out, labels, targets)
-                    optim.zero_grad(opts)
-                    loss.backward()
-                    optim.set_lr(opts, schedule(step))
-                    optim.step(opts, model, tc.clip_grad)
-                    step += 1
-                    rows += len(batch)
-                    train_m.update(out, batch.labels, batch.targets, loss.item() * len(batch))
-                    events.emit("batch", epoch=epoch + 1, rows=rows, total_rows=total_rows, loss=loss.item(),
-                                tokens=int(batch.offsets[-1]))
-                if manifest is None:
-                    results.sort(key=lambda r: r.partition)
-                    manifest = Manifest(key, train_src.fingerprint(), {"features": dataclasses.asdict(fc)}, results,
-                                        partitions={"train": [dataclasses.asdict(p) for p in train_src.partitions],
-                                                    "val": [dataclasses.asdict(p) for p in
-                                                            (val_src.partitions if val_src else [])]})
+                    events.emit("stage", stage="featurising")
+                    jobs = [(p, None) for p in train_src.partitions] + [(p, "val") for p in
+                                                                         (val_src.partitions if val_src else [])]
+                    results = []
+                    for r in Featurizer(client, featurize_partition, jobs, in_flight, columns=columns,
+                                        features=scattered, shard_dir=join(entry, "shards"), storage_options=so,
+                                        cache_options=cache_so, chunk_bytes=plan.partition,
+                                        val_fraction=val_fraction):
+                        results.append(r)
+                        events.emit("featurized", done=len(results), total=len(jobs), rows=r.rows_read,
+                                    train_rows=r.train_rows, tokens=r.tokens, bytes_read=r.bytes_read,
+                                    seconds=r.seconds)
+                    manifest = _manifest(key, fc, train_src, val_src, results)
                     write_manifest(entry, manifest, cache_so)
-                    total_rows = sum(r.train_rows for r in results)
                     del scattered
-                train_seconds = time.monotonic() - te
-                events.emit("stage", stage="evaluating", epoch=epoch + 1, epochs=tc.epochs)
-                val_shards = manifest.shards("val")
-                val_m = (evaluate_blocks(model, prefetch(load(s) for s in val_shards), task, device)
-                         if val_shards else None)
-                val = val_m.result() if val_m is not None else {}
-                tr = train_m.result()
-                record = {"epoch": epoch + 1, "train_loss": tr["loss"], "train_accuracy": tr.get("accuracy"),
-                          **{f"val_{k}": val.get(v) for k, v in _VAL_KEYS.items()},
-                          "rows": rows, "seconds": train_seconds, "lr": schedule(step),
-                          "rows_per_s": rows / train_seconds if train_seconds > 0 else None}
-                history.append(record)
-                confusions.append(val.get("confusion"))
-                events.emit("epoch", **record)
-                trim_allocator()
-                score = monitored(val, tc.monitor)
-                if score is not None and (best is None or score < best["score"]):
-                    # Keep the best epoch's weights: later epochs may overfit.
-                    best = {"score": score, "epoch": epoch + 1, "val": val,
-                            "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
-                            "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
-                    stale = 0
-                elif score is not None:
-                    stale += 1
-                    if tc.early_stopping and stale >= tc.early_stopping:
-                        events.emit("early_stop", epoch=epoch + 1, best_epoch=best["epoch"], monitor=tc.monitor)
-                        break
+                total_rows = sum(r.train_rows for r in manifest.results)
+                history, confusions, best, val = _ddp_epochs(client, cfg, model, model_meta, task, manifest,
+                                                             total_rows, cache_so, events, ddp_info)
+            with StopRequest() as stop:
+                for epoch in range(start_epoch, tc.epochs if not tc.ddp else 0):
+                    results: list[PartitionResult] = []
+                    if manifest is None:
+                        order = epoch_order(len(train_src.partitions), tc.seed, epoch)
+                        jobs = [(train_src.partitions[i], None) for i in order]
+                        jobs += [(p, "val") for p in (val_src.partitions if val_src else [])]
+                        feed = Featurizer(client, featurize_partition, jobs, in_flight, columns=columns,
+                                          features=scattered, shard_dir=join(entry, "shards"), storage_options=so,
+                                          cache_options=cache_so, chunk_bytes=plan.partition, val_fraction=val_fraction)
+                        featurized = lambda r, results=results, n=len(jobs): events.emit(  # noqa: E731
+                            "featurized", done=len(results), total=n, rows=r.rows_read, train_rows=r.train_rows,
+                            tokens=r.tokens, bytes_read=r.bytes_read, seconds=r.seconds)
+                        blocks = lambda feed=feed, results=results, f=featurized: live_blocks(  # noqa: E731
+                            feed, "train", cache_so, results, on_result=f)
+                    else:
+                        blocks = lambda epoch=epoch: cached_blocks(manifest.shards("train"), tc.seed, epoch, load)  # noqa: E731
+                    stream = BatchStream(blocks, batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer,
+                                         seed=tc.seed, epoch=epoch)
+                    events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=total_rows,
+                                source="live" if manifest is None else "cache")
+                    train_m = task.new_metrics()
+                    te = time.monotonic()
+                    rows, skip_now = 0, (skip if epoch == start_epoch else 0)
+                    if skip_now:
+                        rows = resumed["rows"]
+                        train_m.load_state(resumed["train_metrics"])
+                    last_ckpt, last_ckpt_t = skip_now, time.monotonic()
+                    for i, batch in enumerate(stream):
+                        if i < skip_now:
+                            continue   # trained before the checkpoint: the stream is replayed, not retrained
+                        labels, targets = answers(batch, device)
+                        out = model(**model_inputs(batch, device))
+                        loss = task.loss(out, labels, targets)
+                        optim.zero_grad(opts)
+                        loss.backward()
+                        optim.set_lr(opts, schedule(step))
+                        optim.step(opts, model, tc.clip_grad)
+                        step += 1
+                        rows += len(batch)
+                        train_m.update(out, batch.labels, batch.targets, loss.item() * len(batch))
+                        events.emit("batch", epoch=epoch + 1, rows=rows, total_rows=total_rows, loss=loss.item(),
+                                    tokens=int(batch.offsets[-1]))
+                        if stop.requested or every.due(i + 1 - last_ckpt, time.monotonic() - last_ckpt_t):
+                            checkpoint(epoch, i + 1, rows, train_m, "interrupt" if stop.requested else "periodic")
+                            if stop.requested:
+                                raise TrainingInterrupted(str(run), epoch + 1, i + 1)
+                            last_ckpt, last_ckpt_t = i + 1, time.monotonic()
+                    if manifest is None:
+                        manifest = _manifest(key, fc, train_src, val_src, results)
+                        write_manifest(entry, manifest, cache_so)
+                        total_rows = sum(r.train_rows for r in results)
+                        del scattered
+                    train_seconds = time.monotonic() - te
+                    events.emit("stage", stage="evaluating", epoch=epoch + 1, epochs=tc.epochs)
+                    val_shards = manifest.shards("val")
+                    val_m = (evaluate_blocks(model, prefetch(load(s) for s in val_shards), task, device)
+                             if val_shards else None)
+                    val = val_m.result() if val_m is not None else {}
+                    tr = train_m.result()
+                    record = {"epoch": epoch + 1, "train_loss": tr["loss"], "train_accuracy": tr.get("accuracy"),
+                              **{f"val_{k}": val.get(v) for k, v in _VAL_KEYS.items()},
+                              "rows": rows, "seconds": train_seconds, "lr": schedule(step),
+                              "rows_per_s": rows / train_seconds if train_seconds > 0 else None}
+                    history.append(record)
+                    confusions.append(val.get("confusion"))
+                    events.emit("epoch", **record)
+                    trim_allocator()
+                    score = monitored(val, tc.monitor)
+                    if score is not None and (best is None or score < best["score"]):
+                        # Keep the best epoch's weights: later epochs may overfit.
+                        best = {"score": score, "epoch": epoch + 1, "val": val,
+                                "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
+                                "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+                        stale = 0
+                    elif score is not None:
+                        stale += 1
+                        if tc.early_stopping and stale >= tc.early_stopping:
+                            events.emit("early_stop", epoch=epoch + 1, best_epoch=best["epoch"], monitor=tc.monitor)
+                            break
+                    if epoch + 1 < tc.epochs and (every.batches or every.seconds or stop.requested):
+                        checkpoint(epoch + 1, 0, 0, None, "interrupt" if stop.requested else "epoch")
+                        if stop.requested:
+                            raise TrainingInterrupted(str(run), epoch + 2, 0)
             stage_seconds["train"] = time.monotonic() - ts
             final_val = val
             if best is not None:
@@ -374,7 +537,6 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
 
         events.emit("stage", stage="saving")
         ts = time.monotonic()
-        run = new_run_dir(cfg.output.out, cfg.output.name, _cache_options(cfg.output.out, cfg.data.train, so))
         metrics = {
             "task": task.kind, "model": cfg.model.name,
             **{f"val_{k}": final_val.get(v) for k, v in _VAL_KEYS.items()},
@@ -387,11 +549,62 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None) ->
             "stage_seconds": stage_seconds, "seconds": time.monotonic() - t0,
             "vocabulary": features.dim, "device": str(device),
         }
+        if ddp_info:
+            metrics["ddp"] = ddp_info
         metrics["plots"] = [u.rsplit("/", 1)[-1] for u in write_plots(
             run, history=history, metrics=final_val, labels=features.labels if task.classifies else None,
             label_counts=features.label_counts, sample=best["sample"] if best else None)]
         save_run(run, config=cfg.to_dict(), features=features, model=model, model_meta=model_meta,
-                 metrics=metrics, history=history)
+                 metrics=metrics, history=history, storage_options=out_so)
+        remove_checkpoint(run, out_so)
         stage_seconds["save"] = time.monotonic() - ts
         events.emit("done", run=run, metrics={k: v for k, v in metrics.items() if k not in ("confusion", "per_class")})
         return TrainResult(run, metrics)
+
+
+def resume_config(run: str, *, storage_options: dict | None = None, memory_budget: int | None = None,
+                  workers: int | None = None, threads: int | None = None, scheduler: str | None = None
+                  ) -> TrainConfig:
+    """The configuration ``run`` was started with, to continue it with :func:`train` (``resume=run``).
+
+    Secrets were masked when the configuration was saved, so storage options
+    given here are merged over the saved ones; the cluster may differ."""
+    import json
+
+    from .shards import read_bytes
+
+    so = storage_options or {}
+    try:
+        saved = json.loads(read_bytes(join(run, "config.json"), so))
+    except FileNotFoundError:
+        raise UserError(f"{run} is not a run folder (no config.json)",
+                        "pass the folder named by the interrupted run, e.g. runs/20261130-101500") from None
+    cfg = TrainConfig.from_dict(saved)
+    cfg.data.storage_options = _merge(cfg.data.storage_options, so)
+    masked = _masked_keys(cfg.data.storage_options)
+    if masked:
+        raise UserError(f"the run's storage options {', '.join(masked)} were masked when it was saved",
+                        "give them again: " + " ".join(f"--storage-option {k}=..." for k in masked))
+    c = cfg.cluster
+    c.memory_budget = memory_budget or c.memory_budget
+    c.workers = workers or c.workers
+    c.threads = threads or c.threads
+    c.scheduler = scheduler or c.scheduler
+    return cfg
+
+
+def _merge(base: dict, new: dict) -> dict:
+    out = dict(base)
+    for k, v in new.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _masked_keys(options: dict, prefix: str = "") -> list[str]:
+    found: list[str] = []
+    for k, v in options.items():
+        if isinstance(v, dict):
+            found += _masked_keys(v, f"{prefix}{k}.")
+        elif v == "***":
+            found.append(f"{prefix}{k}")
+    return found

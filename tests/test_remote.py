@@ -154,3 +154,15 @@ def test_a_run_folder_on_s3_predicts_here_and_evaluates_on_the_workers(s3, s3_ou
     scores, _ = evaluate_files(client, folder, src, Columns(text=("text",), label="label"), storage_options=s3,
                                run_options={}, chunk_bytes=1 << 20, window=2)
     assert scores["rows"]["evaluated"] == 1500 and scores["accuracy"] > 0.6
+
+
+def test_cli_predicts_and_evaluates_with_a_run_folder_on_s3(s3, s3_out_run):
+    url, _ = s3_out_run
+    p = run(["predict", url, "--text", "one text", *s3_args(s3)])
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.splitlines()[0])["label"]
+    e = run(["evaluate", url, "s3://corpus/train/part-1.jsonl", "--json", "--workers", "1",
+             "--memory-budget", "3GiB", *s3_args(s3)])
+    assert e.returncode == 0, e.stderr
+    scores = json.loads(e.stdout)
+    assert scores["rows"]["evaluated"] == 1500 and scores["accuracy"] > 0.6
