@@ -22,7 +22,8 @@ from fsspec.core import url_to_fs
 from fsspec.utils import read_block
 
 from .errors import UserError
-from .sources import (FORMATS, LINE_FORMATS, Chunk, Columns, Partition, SourcePlan, _missing_column_error, _open_error)
+from .sources import (FORMATS, LINE_FORMATS, Chunk, Columns, Partition, SourcePlan, _missing_column_error, _open_error,
+                      open_options)
 
 _HEADER_BYTES = 2**20
 _BOM = b"\xef\xbb\xbf"
@@ -34,7 +35,7 @@ _FASTTEXT_RE = r"^(?:__label__(?P<label>\S*)\s*)?(?:__label__\S*\s*)*(?P<text>.*
 
 
 def _fs_path(url: str, storage_options: dict | None):
-    fs, path = url_to_fs(url, **(storage_options or {}))
+    fs, path = url_to_fs(url, **open_options(url, storage_options))
     return fs, path
 
 
@@ -189,16 +190,39 @@ def _has_content(buf: pa.Buffer) -> bool:
         else bool(head.strip())
 
 
-def _header_names(header: bytes, delimiter: str) -> list[str]:
-    t = pv.read_csv(io.BytesIO(header.rstrip(b"\r\n") + b"\n"),
-                    parse_options=pv.ParseOptions(delimiter=delimiter))
+def _header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
+    fmt = "TSV" if delimiter == "\t" else "CSV"
+    if not _utf8_ok(header):
+        raise UserError(f"{url}: the first line is not UTF-8 text, so it is no {fmt} header",
+                        f"check that the file is {fmt}, or pass --format "
+                        f"with one of {', '.join(FORMATS)} (e.g. --format parquet)")
+    try:
+        t = pv.read_csv(io.BytesIO(header.rstrip(b"\r\n") + b"\n"),
+                        parse_options=pv.ParseOptions(delimiter=delimiter))
+    except pa.ArrowInvalid as exc:
+        raise UserError(f"{url}: cannot read the first line as a {fmt} header ({exc})",
+                        "check the format, or pass --format") from exc
     return t.column_names
 
 
-def _check_names(url: str, have: list[str], columns: Columns) -> None:
+def _format_hint(fmt: str, have: list[str]) -> str | None:
+    """When a CSV/TSV header looks like another format, which one."""
+    if fmt not in ("csv", "tsv") or not have:
+        return None
+    if have[0].lstrip().startswith("{"):
+        return "the first line looks like JSON: pass --format jsonl"
+    other, name = ("\t", "tsv") if fmt == "csv" else (",", "csv")
+    if len(have) == 1 and other in have[0]:
+        return f"the header line is split by {other!r}, not by the {fmt} delimiter: pass --format {name}"
+    return None
+
+
+def _check_names(url: str, have: list[str], columns: Columns, fmt: str = "") -> None:
     for name in columns.names():
         if name not in have:
-            raise _missing_column_error(url, name, have)
+            err = _missing_column_error(url, name, have)
+            err.hint = _format_hint(fmt, have) or err.hint
+            raise err
 
 
 def _check_lineformat_columns(url: str, fmt: str, columns: Columns) -> None:
@@ -211,6 +235,116 @@ def _check_lineformat_columns(url: str, fmt: str, columns: Columns) -> None:
 
 
 # ---------------------------------------------------------------- parsers
+
+# A row no file holds, added after each CSV block: it comes out last and whole
+# only if every quote the block opened was closed.
+_END = "lancetnic-flow:end-of-block"
+# Re-reads of the lines an unclosed quote took, per block (each re-reads at
+# most the rest of the block); past that they are counted as malformed.
+_RECOVERIES = 8
+
+
+class _Joined(io.RawIOBase):
+    """Several buffers read as one stream, without joining them in memory."""
+
+    def __init__(self, *parts) -> None:
+        self._parts = [memoryview(p) for p in parts if len(p)]
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        # Fill ``b`` across parts: the parser takes each read as one block.
+        done = 0
+        while self._parts and done < len(b):
+            head = self._parts[0]
+            n = min(len(b) - done, len(head))
+            b[done:done + n] = head[:n]
+            done += n
+            if n == len(head):
+                self._parts.pop(0)
+            else:
+                self._parts[0] = head[n:]
+        return done
+
+
+def _lines(text: str) -> int:
+    return sum(1 for line in text.split("\n") if line.strip())
+
+
+def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
+                   budget: list[int]) -> tuple[pa.Table, int]:
+    """CSV rows of ``body`` (columns ``names``, as strings) and the count of
+    malformed rows.
+
+    A quote opened and never closed makes the parser take the lines after it
+    into one field, up to the next quote or the end of the block, so whole
+    rows would vanish without a count. When the row that took them comes out
+    malformed, or took the end row, it counts as one malformed row and the
+    lines it took are read again on their own (``budget`` times per block;
+    past that, each line counts as malformed)."""
+    end_row = (delimiter.join([_END] * len(have)) + "\n").encode()
+    lead = b"" if memoryview(body)[-1:] == b"\n" else b"\n"  # the end row starts a line
+    bad = 0
+    taken: list[str] = []  # raw text of malformed rows that span lines
+
+    def on_invalid(row) -> str:
+        nonlocal bad
+        bad += 1
+        if "\n" in (row.text or ""):
+            taken.append(row.text)
+        return "skip"
+
+    def read(include: list[str], block_size: int) -> pa.Table:
+        return pv.read_csv(
+            _Joined(body, lead, end_row),
+            read_options=pv.ReadOptions(column_names=have, block_size=block_size),
+            parse_options=pv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
+                                          invalid_row_handler=on_invalid),
+            convert_options=pv.ConvertOptions(
+                include_columns=include,
+                column_types={n: pa.string() for n in include},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+
+    def read_all(include: list[str]) -> pa.Table:
+        nonlocal bad
+        bad, taken[:] = 0, []
+        try:
+            return read(include, 1 << 20)
+        except pa.ArrowInvalid as exc:
+            if "straddl" not in str(exc):
+                raise
+        # One row longer than a parser block (a very long line, or a quote
+        # that took most of the block): parse the block as one piece.
+        bad, taken[:] = 0, []
+        return read(include, body.size + len(lead) + len(end_row) + 1)
+
+    table = read_all(names)
+    n = table.num_rows
+    if n and table.column(names[0])[n - 1].as_py() == _END:
+        table = table.slice(0, n - 1)
+    elif n and not any(_END in t for t in taken):
+        # A well-formed row took the end row: its quote never closed.
+        if not any(_END in (table.column(c)[n - 1].as_py() or "") for c in names):
+            wide = read_all(list(have))  # the quote is in a column not read: rare
+            row = [wide.column(c)[wide.num_rows - 1].as_py() or "" for c in wide.column_names]
+        else:
+            row = [table.column(c)[n - 1].as_py() or "" for c in names]
+        taken.append(next((v for v in row if _END in v), ""))
+        bad += 1
+        table = table.slice(0, n - 1)
+    lost = [t[: t.find(_END)] if _END in t else t for t in taken]
+    rest = "".join(t.split("\n", 1)[1].rstrip("\n") + "\n" for t in lost if "\n" in t)
+    if not rest.strip():
+        return table, bad
+    if budget[0] <= 0:
+        return table, bad + _lines(rest)
+    budget[0] -= 1
+    more, more_bad = _read_csv_rows(pa.py_buffer(rest.encode()), have, delimiter, names, budget)
+    return pa.concat_tables([table, more]), bad + more_bad
 
 
 def _parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
@@ -231,34 +365,16 @@ def _parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     if not first.strip():
         raise UserError(f"{url}: the file has no header line",
                         "a CSV/TSV file needs a first line with the column names")
-    have = _header_names(first, delimiter)
-    _check_names(url, have, columns)
+    have = _header_names(first, delimiter, url)
+    _check_names(url, have, columns, fmt)
     undecodable = skipped.get("undecodable", 0)
     if not _has_content(body):
         return Chunk(_empty(columns, fmt), undecodable, skipped)
-    bad = [0]
-
-    def on_invalid(row):
-        bad[0] += 1
-        return "skip"
-
     names = columns.names()
-    table = pv.read_csv(
-        pa.BufferReader(body),
-        read_options=pv.ReadOptions(column_names=have,
-                                    block_size=1 << 20),
-        parse_options=pv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
-                                      invalid_row_handler=on_invalid),
-        convert_options=pv.ConvertOptions(
-            include_columns=names,
-            column_types={n: pa.string() for n in names},
-            strings_can_be_null=False,
-            quoted_strings_can_be_null=False,
-        ),
-    )
-    if bad[0]:
-        skipped["malformed"] = skipped.get("malformed", 0) + bad[0]
-    rows_read = table.num_rows + bad[0] + undecodable
+    table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
+    if bad:
+        skipped["malformed"] = skipped.get("malformed", 0) + bad
+    rows_read = table.num_rows + bad + undecodable
     return _finish(columns, table.column, table.num_rows, rows_read, skipped)
 
 
@@ -416,7 +532,8 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
     url = fi.url
     chunk_bytes = max(1, int(chunk_bytes))
     try:
-        of = fsspec.open(url, "rb", compression=fi.compression, **(storage_options or {}))
+        of = fsspec.open(url, "rb", compression=fi.compression,
+                         **open_options(url, storage_options))
         f = of.open()
     except Exception as exc:  # noqa: BLE001
         raise _open_error(url, exc) from exc
@@ -489,6 +606,12 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
         raise UserError("no text column given", "name at least one text column")
     if not plan.files:
         return
+    if not plan.partitions:
+        shown = ", ".join(f.url for f in plan.files[:5]) + (
+            f" and {len(plan.files) - 5} more" if len(plan.files) > 5 else "")
+        raise UserError(f"nothing to read: {shown} "
+                        f"{'is' if len(plan.files) == 1 else 'are'} empty",
+                        "point at files that hold rows")
     fi = plan.files[0]
     url = fi.url
     if fi.format in ("text", "fasttext"):
@@ -503,7 +626,7 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
                 have = pq.ParquetFile(f).schema_arrow.names
         else:
             with fsspec.open(url, "rb", compression=fi.compression,
-                             **(storage_options or {})) as f:
+                             **open_options(url, storage_options)) as f:
                 if fi.format in ("csv", "tsv"):
                     first = _read_csv_header(f)
                     if first.startswith(_BOM):
@@ -511,7 +634,7 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
                     if not first.strip():
                         raise UserError(f"{url}: the file has no header line",
                                         "a CSV/TSV file needs a first line with the column names")
-                    have = _header_names(first, "\t" if fi.format == "tsv" else ",")
+                    have = _header_names(first, "\t" if fi.format == "tsv" else ",", url)
                 else:
                     have = None
                     for line in f:  # first non-empty line
@@ -534,4 +657,4 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
         raise
     except Exception as exc:  # noqa: BLE001
         raise _open_error(url, exc) from exc
-    _check_names(url, have, columns)
+    _check_names(url, have, columns, fi.format)

@@ -14,6 +14,7 @@ Reading a partition into Arrow tables is :mod:`lancetnic_flow.readers`.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import posixpath
@@ -45,6 +46,11 @@ _EXTENSIONS = {
     ".fasttext": "fasttext",
 }
 _COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+# Seconds an http(s) server may take to accept a connection, and to send each
+# piece of a reply. aiohttp's own default is 5 minutes for the whole request,
+# so a server that accepts and never answers would stall a run that long.
+# ``--storage-option client_kwargs.timeout=SECONDS`` changes it.
+HTTP_TIMEOUT_S = 30.0
 
 
 # ---------------------------------------------------------------- data types
@@ -105,6 +111,31 @@ class Chunk:
     skipped: dict[str, int]
 
 
+# ---------------------------------------------------------------- options
+
+
+def open_options(url: str, storage_options: dict | None) -> dict:
+    """The storage options to open ``url`` with.
+
+    For http(s), a connect and read timeout (``HTTP_TIMEOUT_S``, or a number
+    given as ``client_kwargs.timeout``) so a silent server is an error, not a
+    hang. Built here, at the call, so configs keep plain JSON values."""
+    so = dict(storage_options or {})
+    if url.split("://", 1)[0].lower() not in ("http", "https"):
+        return so
+    import aiohttp
+
+    ck = dict(so.get("client_kwargs") or {})
+    t = ck.get("timeout", HTTP_TIMEOUT_S)
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        if t <= 0:
+            raise UserError(f"client_kwargs.timeout must be a positive number of seconds, got {t}",
+                            "e.g. --storage-option client_kwargs.timeout=30")
+        ck["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=float(t), sock_read=float(t))
+    so["client_kwargs"] = ck
+    return so
+
+
 # ---------------------------------------------------------------- errors
 
 
@@ -113,6 +144,15 @@ def _open_error(url: str, exc: BaseException) -> UserError:
     name = type(exc).__name__
     text = str(exc) or name
     low = f"{name} {text}".lower()
+    if isinstance(exc, NotADirectoryError):
+        return UserError(f"{url}: not found: a part of the path is a file, not a folder ({text})",
+                         "check the path")
+    if isinstance(exc, IsADirectoryError):
+        return UserError(f"{url}: is a folder, not a file ({text})",
+                         "point at the files in it, or at the folder itself to read every file in it")
+    if isinstance(exc, OSError) and exc.errno == errno.ELOOP:
+        return UserError(f"{url}: a symbolic link loop ({text})",
+                         "check where the link points")
     if isinstance(exc, FileNotFoundError) or "nosuchbucket" in low or "nosuchkey" in low \
             or "404" in low or "not found" in low:
         return UserError(f"{url}: not found ({text})",
@@ -125,8 +165,13 @@ def _open_error(url: str, exc: BaseException) -> UserError:
             or "forbidden" in low:
         return UserError(f"{url}: access denied ({text})",
                          "check the credentials and that they may read this location")
-    if isinstance(exc, (ConnectionError, TimeoutError)) or "connect" in low \
-            or "timeout" in low or "resolve" in low or "unreachable" in low:
+    if isinstance(exc, TimeoutError) or "timeout" in low:
+        slow = ("; a slow server may need a longer --storage-option client_kwargs.timeout=SECONDS"
+                if url.lower().startswith(("http://", "https://")) else "")
+        return UserError(f"{url}: the server did not answer in time ({text})",
+                         f"check the URL and the network{slow}")
+    if isinstance(exc, ConnectionError) or "connect" in low or "resolve" in low \
+            or "unreachable" in low:
         return UserError(f"{url}: cannot reach the server ({text})",
                          "check the URL, the network and the endpoint in storage options")
     return UserError(f"{url}: cannot read ({name}: {text})",
@@ -200,13 +245,17 @@ def _hint_for_missing(fs, path: str) -> str:
         return f"check the path; {gone}{where} is empty"
     shown = ", ".join(names[:10]) + (f", ... ({len(names)} entries)" if len(names) > 10 else "")
     base = posixpath.basename(target)
+    if not missing_parent and base in names:  # listed, yet it cannot be opened
+        return f"{target} is listed in {where} but cannot be opened (a symbolic link to a missing file?)"
     return f"check the path{close_matches(base, names)}; {gone}{where} contains: {shown}"
 
 
 def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     """One URL or glob -> [(full url, info, fs)] of files, sorted."""
     try:
-        fs, path = url_to_fs(url, **storage_options)
+        fs, path = url_to_fs(url, **open_options(url, storage_options))
+    except UserError:
+        raise
     except (ValueError, ImportError) as exc:
         raise UserError(f"{url}: cannot open this kind of URL ({exc})",
                         "check the protocol and install its fsspec package "
