@@ -28,7 +28,7 @@ from .sources import Columns, FileInfo, Partition
 
 MANIFEST = "manifest.json"
 FEATURES = "features.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass

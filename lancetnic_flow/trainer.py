@@ -334,6 +334,10 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
             if features is None:
                 features, _ = fit_features(client, train_src.partitions, columns, fc, storage_options=so,
                                            chunk_bytes=plan.partition, val_fraction=val_fraction, events=events)
+                if features.docs == 0:
+                    raise UserError(f"no training rows in {', '.join(cfg.data.train)}",
+                                    "the input holds a header only, or every row was skipped (malformed, empty "
+                                    "text, missing label); check the file and --format")
                 if columns.label and not features.labels:
                     raise UserError(f"no labelled training rows in {', '.join(cfg.data.train)}",
                                     f"check --label {cfg.data.label!r} and that rows have a value in it")

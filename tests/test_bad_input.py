@@ -239,7 +239,7 @@ def user_error(errors, case: str, *needles: str) -> str:
 
 def test_an_empty_file_or_a_header_only_csv_exits_2_saying_there_are_no_rows(errors):
     user_error(errors, "empty_file", "empty.csv", "empty", "files that hold rows")
-    user_error(errors, "header_only", "header.csv", "no labelled training rows")
+    user_error(errors, "header_only", "header.csv", "no training rows")
 
 
 def test_a_glob_that_matches_nothing_exits_2_listing_what_the_folder_holds(errors):
