@@ -19,6 +19,7 @@ from .features.hashing import unit_interval
 from .features.tokenize import terms_of
 from .features.vectorize import PIECE_ROWS, FittedFeatures
 from .features.vocab import FitStats, Moments, document_frequencies, merge_stats, prune, smooth_idf
+from .monitor import trim_allocator
 from .readers import read_partition
 from .sources import Chunk, Columns, Partition
 
@@ -67,6 +68,20 @@ def fit_partition(part: Partition, columns: Columns, fcfg: FeatureConfig, storag
              for c in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes)]
     out = merge_stats(parts) if len(parts) != 1 else parts[0]
     out.bytes_read = part.length if part.length > 0 else part.file.size
+    del parts
+    trim_allocator()   # the piece tables are gone: give their heap back before the next task
+    return out
+
+
+def _progress_of(stats: FitStats) -> tuple[int, int]:
+    """Runs where ``stats`` lives: the trainer gets two numbers, not the term tables."""
+    return stats.rows_read, stats.bytes_read
+
+
+def _merge_fit(parts: list[FitStats]) -> FitStats:
+    out = merge_stats(parts)
+    del parts
+    trim_allocator()
     return out
 
 
@@ -80,17 +95,23 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
     events.emit("stage", stage="fitting", total=len(partitions))
     leaves = client.map(fit_partition, partitions, columns=columns, fcfg=fcfg, storage_options=storage_options,
                         chunk_bytes=chunk_bytes, val_fraction=val_fraction, pure=False)
+    # The merge tree is fixed by partition index (float sums stay bit-identical
+    # run to run); its tasks outrank the partitions still queued, so a group
+    # merges as soon as its partitions are done and only ~split_every
+    # partitions' statistics wait on the workers, however many there are.
     level = leaves
     while len(level) > 1:
-        level = [client.submit(merge_stats, level[i:i + split_every], pure=False)
+        level = [client.submit(_merge_fit, level[i:i + split_every], pure=False, priority=10)
                  for i in range(0, len(level), split_every)]
-    done = 0
-    for fut in as_completed(leaves):
-        st = fut.result()  # surfaces a task's error here, with its own message
-        done += 1
-        events.emit("progress", stage="fitting", done=done, total=len(partitions), rows=st.rows_read,
-                    bytes_read=st.bytes_read)
+    # Progress from where each result lives: two numbers, not the term tables.
+    progress = [client.submit(_progress_of, leaf, pure=False, priority=20) for leaf in leaves]
     del leaves
+    done = 0
+    for fut in as_completed(progress):
+        rows, nbytes = fut.result()  # surfaces a task's error here, with its own message
+        done += 1
+        events.emit("progress", stage="fitting", done=done, total=len(partitions), rows=rows, bytes_read=nbytes)
+    del progress
     stats = level[0].result() if level else FitStats()
     fitted = finish_fit(stats, fcfg, columns)
     events.emit("fitted", seconds=time.monotonic() - t0, vocabulary=fitted.dim, docs=stats.docs,

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from .features.vectorize import FittedFeatures
 from .fit import validation_mask
+from .monitor import trim_allocator
 from .rows import RowBlock
 from .readers import read_partition
 from .sources import Columns, FileInfo, Partition
@@ -127,6 +128,7 @@ def featurize_partition(part: Partition, split: str | None, *, columns: Columns,
                 res.val_rows += len(rows)
     res.bytes_read = part.length if part.length > 0 else part.file.size
     res.seconds = time.monotonic() - t0
+    trim_allocator()   # this task's tables are freed: hand their heap back before the next one
     return res
 
 
