@@ -8,6 +8,8 @@ Run it from the repository root, with the project's venv, on a quiet machine:
     .venv/bin/python benchmarks/models.py --corpora make-data      # the generated corpus only
     .venv/bin/python benchmarks/models.py --systems ScalpelMC,fasttext,linearsvc
     .venv/bin/python benchmarks/models.py --lancetnic-python /tmp/lancetnic-venv/bin/python
+    .venv/bin/python benchmarks/models.py --systems ScalpelMC,linearsvc \
+        --variant "sublinear=--sublinear-tf" --variant "bigrams=--ngrams 2"   # ScalpelMC with other options
 
 lancetnic 4.1.0 runs in its own venv, so it cannot disturb this one:
 
@@ -35,6 +37,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -267,9 +270,26 @@ FLOW_ARGS = {
 }
 
 
-def run_flow(args, system: str, corpus: dict, work: Path) -> dict:
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    """``NAME=ARGS`` → (``ScalpelMC.NAME``, the extra ``train`` arguments). The key names the
+    run folder, so NAME is held to what a run name may hold."""
+    import re
+
+    name, sep, extra = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z0-9._-]+", name.strip()):
+        raise SystemExit(f"--variant {text!r}: expected NAME=ARGS, NAME of letters, digits, '.', '-', '_'; "
+                         "e.g. --variant 'bigrams=--ngrams 2'")
+    return f"ScalpelMC.{name.strip()}", shlex.split(extra)
+
+
+def run_flow(args, system: str, corpus: dict, work: Path, extra: list[str] | None = None) -> dict:
+    """``system`` is a key of FLOW_ARGS, or ``ScalpelMC.NAME`` (a --variant) whose ``extra``
+    arguments follow ScalpelMC's: argparse keeps the last value, so a variant may override
+    --epochs too."""
     sc = _sc()
     name = f"{corpus['name']}-{system}"
+    base = system.split(".", 1)[0]
+    flow_args = FLOW_ARGS[base] + list(extra or [])
     cache = work / f"cache-{name}"
     shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(work / name, ignore_errors=True)
@@ -279,7 +299,7 @@ def run_flow(args, system: str, corpus: dict, work: Path) -> dict:
         train = head_rows(train, Path(train).with_name(Path(train).stem + f"-head{args.seq_rows}.csv"),
                           args.seq_rows)
     cmd = sc.cli_cmd() + ["train", train, "--epochs", str(epochs), "--val-fraction", "0.05", "--out", str(work),
-                          "--name", name, "--cache", str(cache)] + FLOW_ARGS[system]
+                          "--name", name, "--cache", str(cache)] + flow_args
     print(f"  {name}: train …", flush=True)
     res = sc.run_sampled(cmd, work / f"{name}.train.log", timeout=args.timeout)
     sc.check_rc(res, f"{name} train")
@@ -288,7 +308,9 @@ def run_flow(args, system: str, corpus: dict, work: Path) -> dict:
     ep_rows = sum(e.get("rows") or 0 for e in eps)
     ep_s = sum(e.get("seconds") or 0 for e in eps)
     trained = (m.get("rows") or {}).get("trained")
-    out = {"system": f"lancetnic-flow {system}", "args": FLOW_ARGS[system], "cmd": res["cmd"],
+    mem = m.get("memory") or {}
+    out = {"system": f"lancetnic-flow {shlex.join([base] + flow_args[len(FLOW_ARGS[base]):])}", "args": flow_args,
+           "cmd": res["cmd"],
            "rows_trained": trained, "epochs": len(eps), "best_epoch": m.get("best_epoch"),
            "wall_seconds": res["wall_seconds"], "cpu_seconds": res["cpu_seconds"],
            "train_seconds": ep_s, "rows_per_s_train": ep_rows / ep_s if ep_s else None,
@@ -298,6 +320,9 @@ def run_flow(args, system: str, corpus: dict, work: Path) -> dict:
            "run_seconds": m.get("seconds"), "peak_total_rss_bytes": res["peak_total_rss_bytes"],
            "peak_trainer_rss_bytes": res["peak_trainer_rss_bytes"],
            "peak_workers_rss_bytes": res["peak_children_rss_bytes"], "vocabulary": m.get("vocabulary"),
+           # lancetnic-flow's own peaks (sampled inside the run while it fits and trains)
+           "reported_trainer_peak_rss_bytes": mem.get("trainer_peak_rss_bytes"),
+           "reported_workers_peak_bytes": mem.get("workers_peak_bytes"),
            "val_accuracy": m.get("val_accuracy"), "val_macro_f1": m.get("val_macro_f1"),
            "val_rmse": m.get("val_rmse"), "val_baseline_rmse": m.get("val_baseline_rmse"),
            "leftover_processes": res["leftover_processes"]}
@@ -379,6 +404,20 @@ def summarise(doc: dict) -> str:
                          f"{_f(r.get('rows_per_s_train'), ',.0f')} | "
                          f"{_f((r.get('peak_total_rss_bytes') or 0) / 2**20, ',.0f')} |")
         lines.append("")
+        variants = {k: r for k, r in recs.items() if k.startswith("ScalpelMC") and "error" not in r}
+        if len(variants) > 1:
+            lines += ["ScalpelMC variants (peaks: lancetnic-flow's own metrics.json figures):", "",
+                      "| `train` arguments | test acc | test macro-F1 | val acc | best epoch | vocabulary | "
+                      "train rows/s | wall s | trainer peak MiB | workers peak MiB |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            for key, r in variants.items():
+                args = " ".join(r.get("args") or []) or "(defaults)"
+                lines.append(f"| `{args}` | {_f(r.get('test_accuracy'))} | {_f(r.get('test_macro_f1'))} | "
+                             f"{_f(r.get('val_accuracy'))} | {r.get('best_epoch')} | {r.get('vocabulary') or 0:,} | "
+                             f"{_f(r.get('rows_per_s_train'), ',.0f')} | {_f(r.get('wall_seconds'), '.1f')} | "
+                             f"{_f((r.get('reported_trainer_peak_rss_bytes') or 0) / 2**20, ',.0f')} | "
+                             f"{_f((r.get('reported_workers_peak_bytes') or 0) / 2**20, ',.0f')} |")
+            lines.append("")
         reg = recs.get("ScalpelReg")
         if reg and "error" not in reg:
             lines += ["Regression (ScalpelReg, `--target target`):", "",
@@ -443,6 +482,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seq-rows", type=int, default=10000, help="LancetMCA trains on the first N rows (0 = all)")
     ap.add_argument("--lancetnic-python", default="/tmp/lancetnic-venv/bin/python")
     ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                    help="also run ScalpelMC with extra train arguments, e.g. 'bigrams=--ngrams 2' (repeatable; "
+                         "recorded as ScalpelMC.NAME)")
     ap.add_argument("--_worker")
     ap.add_argument("--_train")
     ap.add_argument("--_test")
@@ -451,6 +493,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a._worker:
         return worker_main(a._worker, a._train, a._test, a._work, a._result)
+    variants = dict(parse_variant(v) for v in a.variant)   # bad ones stop here, before anything runs
     sc = _sc()
     out = Path(a.out)
     stamp = _dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
@@ -458,14 +501,15 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     doc = {"command": " ".join(sys.argv), "complete": False, "machine": sc.machine_info(),
            "config": {"epochs": EPOCHS, "val": "lancetnic-flow: 5% hash split of the training file "
-                      "(--val-fraction 0.05); test = the test file", "seq_rows": a.seq_rows},
+                      "(--val-fraction 0.05); test = the test file", "seq_rows": a.seq_rows,
+                      "variants": variants},
            "corpora": {}, "results": {}, "errors": []}
     path = out / f"models-{stamp}.json"
 
     def save():
         path.write_text(json.dumps(doc, indent=1, default=str))
 
-    systems = [s for s in a.systems.split(",") if s]
+    systems = [s for s in a.systems.split(",") if s] + list(variants)
     t0 = time.monotonic()
     for cname in [c for c in a.corpora.split(",") if c]:
         print(f"corpus {cname}", flush=True)
@@ -476,7 +520,8 @@ def main(argv=None) -> int:
             if s == "ScalpelReg" and cname != "make-data":
                 continue
             try:
-                recs[s] = run_flow(a, s, corpus, work) if s in FLOW_ARGS else run_worker(a, s, corpus, work)
+                recs[s] = (run_flow(a, s, corpus, work, variants.get(s)) if s in FLOW_ARGS or s in variants
+                           else run_worker(a, s, corpus, work))
                 r = recs[s]
                 print(f"    acc {r.get('test_accuracy')} rmse {r.get('test_rmse')} wall {r['wall_seconds']:.1f}s",
                       flush=True)
