@@ -166,3 +166,41 @@ def test_cli_predicts_and_evaluates_with_a_run_folder_on_s3(s3, s3_out_run):
     assert e.returncode == 0, e.stderr
     scores = json.loads(e.stdout)
     assert scores["rows"]["evaluated"] == 1500 and scores["accuracy"] > 0.6
+
+
+def test_a_missing_key_in_an_existing_bucket_is_a_user_error_naming_the_url(s3, tmp_path):
+    r = run(["train", "s3://corpus/train/no-such-object.csv", *s3_args(s3), *SMALL, "--out", str(tmp_path)])
+    assert r.returncode == 2, r.stderr
+    assert "s3://corpus/train/no-such-object.csv" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_credentials_are_a_user_error_not_a_traceback(tmp_path):
+    """A moto server that checks signatures (INITIAL_NO_AUTH_ACTION_COUNT=0): unknown keys are refused."""
+    import os
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+                              env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() - t0 < 30, "moto_server did not start"
+                time.sleep(0.2)
+        bad = {"key": "AKIAWRONG", "secret": "wrong",
+               "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
+        r = run(["train", "s3://corpus/train.csv", *s3_args(bad), *SMALL, "--out", str(tmp_path)])
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert r.returncode == 2, r.stderr
+    assert "s3://corpus/train.csv" in r.stderr and "credentials" in r.stderr and "Traceback" not in r.stderr
+    assert "AKIAWRONG" not in r.stderr   # the key is not echoed
