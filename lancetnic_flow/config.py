@@ -8,6 +8,7 @@ value and what would work.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,8 +178,8 @@ class OutputConfig:
     cache: str | None = None
 
     def validate(self) -> None:
-        if self.name is not None and (not self.name or "/" in self.name or "\\" in self.name
-                                      or self.name in (".", "..")):
+        # The same rule new_run_dir applies, checked before any work starts.
+        if self.name is not None and (not re.fullmatch(r"[A-Za-z0-9._-]+", self.name) or self.name in (".", "..")):
             raise UserError(f"name: {self.name!r} is not a plain folder name",
                             "use letters, digits, '-', '_' and '.', without '/' or '..'")
 

@@ -149,3 +149,13 @@ def test_debug_shows_the_traceback_for_the_same_error(cli_run):
     p = cli("train", "x.csv", "--memory-budget", "10MiB", "--debug", cwd=d)
     assert p.returncode != 0
     assert "Traceback" in p.stderr and "UserError" in p.stderr and "too small" in p.stderr
+
+
+def test_a_run_name_new_run_dir_would_refuse_is_refused_before_any_work(tmp_path):
+    """The config checks run names by the run folder's own rule, so `a+b` fails at once, not after the fit."""
+    from lancetnic_flow.config import OutputConfig
+    from lancetnic_flow.errors import UserError
+
+    with pytest.raises(UserError, match="not a plain folder name"):
+        OutputConfig(name="a+b").validate()
+    OutputConfig(name="run-2026.11_30").validate()
