@@ -99,9 +99,11 @@ def per_class_chart(per_class: dict, labels: list[str], url: str, options: dict)
     for offset, key in ((-0.27, "precision"), (0.0, "recall"), (0.27, "f1")):
         ax.barh(y + offset, np.asarray(per_class[key])[order], height=0.27, label=key)
     ax.set_yticks(y, [labels[i] for i in order], fontsize=max(4, 10 - k // 8))
+    ax.invert_yaxis()   # the worst class on top, where the eye starts
     ax.set_xlim(0, 1)
     ax.set_title("per-class precision, recall, F1 (worst F1 first)")
-    ax.legend(loc="lower right")
+    # Outside the axes: bars reach to the right edge, a legend there hides them.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return _save(plt, fig, url, options)
 
 
