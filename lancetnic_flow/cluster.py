@@ -117,12 +117,24 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
                       in_flight=max(2, 2 * workers * threads))
 
 
-def plan_for_existing(client, *, trainer: int, blocksize: int | None = None) -> MemoryPlan:
-    """A plan for someone else's cluster: read each worker's limit and threads."""
-    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
-    ws = list(info.get("workers", {}).values())
+def plan_for_existing(client, *, trainer: int, blocksize: int | None = None, wait: float = 30.0) -> MemoryPlan:
+    """A plan for someone else's cluster: read each worker's limit and threads.
+
+    A cluster whose workers are (re)starting gets ``wait`` seconds to show one."""
+    def workers() -> list[dict]:
+        info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+        return list(info.get("workers", {}).values())
+
+    ws = workers()
     if not ws:
-        raise UserError("the Dask cluster has no workers", "start some with `dask worker ADDRESS`, then retry")
+        try:
+            client.wait_for_workers(1, timeout=wait)
+        except (TimeoutError, OSError):
+            pass
+        ws = workers()
+    if not ws:
+        raise UserError(f"the Dask cluster has no workers (waited {wait:.0f} s for one)",
+                        "start some with `dask worker ADDRESS`, then retry")
     limit = min(w.get("memory_limit") or psutil.virtual_memory().total for w in ws)
     threads = max(w.get("nthreads", 1) for w in ws)
     total_threads = sum(w.get("nthreads", 1) for w in ws)

@@ -70,3 +70,22 @@ def test_plan_for_existing_reads_worker_limits_and_threads_from_the_cluster(clie
     assert 1 * MiB <= plan.partition <= 64 * MiB
     assert "existing cluster: 2 workers" in plan.describe()
     assert plan_for_existing(client, trainer=TRAINER_BASE, blocksize=5 * MiB).partition == 5 * MiB
+
+
+def test_an_existing_cluster_whose_worker_is_still_starting_is_waited_for():
+    """A worker arriving a moment late (starting, or restarted by its nanny) is not 'no workers'."""
+    import logging
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    from lancetnic_flow.cluster import plan_for_existing
+    from lancetnic_flow.errors import UserError
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
+            Client(cluster) as client:
+        with pytest.raises(UserError, match="has no workers"):
+            plan_for_existing(client, trainer=1 << 28, wait=0.5)
+        threading.Timer(1.0, lambda: cluster.scale(1)).start()
+        plan = plan_for_existing(client, trainer=1 << 28, wait=30)
+        assert plan.workers == 1 and plan.external
