@@ -156,7 +156,7 @@ def run_rank(rank: int, job: RankJob) -> dict | None:
     from .shards import load_shard
     from .stream import BatchStream, prefetch
     from .tasks import Task
-    from .trainer import answers, evaluate_blocks, model_inputs, monitored
+    from .trainer import answers, evaluate_blocks, keep_best, model_inputs
 
     worker = get_worker()
     torch.set_num_threads(job.threads)
@@ -223,23 +223,17 @@ def run_rank(rank: int, job: RankJob) -> dict | None:
                 val_m = (evaluate_blocks(model, prefetch(load(s) for s in job.val_shards), task,
                                          torch.device("cpu")) if job.val_shards else None)
                 val = val_m.result() if val_m is not None else {}
-                record = {"epoch": epoch + 1, "train_loss": train_m.result().get("loss"),
-                          "train_accuracy": train_m.result().get("accuracy"), "val": val,
+                tr = train_m.result()
+                record = {"epoch": epoch + 1, "train_loss": tr.get("loss"), "train_accuracy": tr.get("accuracy"),
+                          "val": val,
                           "rows": rows, "seconds": seconds, "lr": schedule(step),
                           "rows_per_s": rows / seconds if seconds > 0 else None}
                 history.append(record)
                 report("epoch", record={k: v for k, v in record.items() if k != "val"},
                        val={k: v for k, v in val.items() if k not in ("confusion", "per_class")})
-                score = monitored(val, job.monitor)
-                if score is not None and (best is None or score < best["score"]):
-                    best = {"score": score, "epoch": epoch + 1, "val": val,
-                            "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
-                            "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
-                    stale = 0
-                elif score is not None:
-                    stale += 1
-                    if job.early_stopping and stale >= job.early_stopping:
-                        stop[0] = 1.0
+                best, stale = keep_best(best, stale, val, val_m, model, epoch + 1, job.monitor)
+                if job.early_stopping and stale >= job.early_stopping:
+                    stop[0] = 1.0
             dist.broadcast(stop, 0)   # every rank stops together
             if stop.item():
                 break
@@ -271,7 +265,9 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any) -> dict:
         _, msg = event
         kind = msg.pop("kind")
         if kind == "epoch":
-            events.emit("epoch", **msg["record"], **{f"val_{k}": v for k, v in msg["val"].items()})
+            from .trainer import _VAL_KEYS
+
+            events.emit("epoch", **msg["record"], **{f"val_{k}": msg["val"].get(v) for k, v in _VAL_KEYS.items()})
         else:
             events.emit("rank", **msg)
 

@@ -148,6 +148,21 @@ def monitored(val: dict, monitor: str) -> float | None:
     return None if v is None else (-v if key in _HIGHER_IS_BETTER else v)
 
 
+def keep_best(best: dict | None, stale: int, val: dict, val_m: TaskMetrics | None, model: torch.nn.Module,
+              epoch: int, monitor: str) -> tuple[dict | None, int]:
+    """After an epoch's validation: the best epoch so far (its score, metrics,
+    regression sample and a copy of its weights: later epochs may overfit)
+    and how many epochs since it improved."""
+    score = monitored(val, monitor)
+    if score is None:
+        return best, stale
+    if best is None or score < best["score"]:
+        return {"score": score, "epoch": epoch, "val": val,
+                "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
+                "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}, 0
+    return best, stale + 1
+
+
 def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) -> Task:
     tc = cfg.training
     task = Task(tc.task, classes=len(features.labels), class_loss=tc.class_loss, value_loss=tc.value_loss,
@@ -517,18 +532,10 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                     confusions.append(val.get("confusion"))
                     events.emit("epoch", **record)
                     trim_allocator()
-                    score = monitored(val, tc.monitor)
-                    if score is not None and (best is None or score < best["score"]):
-                        # Keep the best epoch's weights: later epochs may overfit.
-                        best = {"score": score, "epoch": epoch + 1, "val": val,
-                                "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
-                                "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
-                        stale = 0
-                    elif score is not None:
-                        stale += 1
-                        if tc.early_stopping and stale >= tc.early_stopping:
-                            events.emit("early_stop", epoch=epoch + 1, best_epoch=best["epoch"], monitor=tc.monitor)
-                            break
+                    best, stale = keep_best(best, stale, val, val_m, model, epoch + 1, tc.monitor)
+                    if tc.early_stopping and stale >= tc.early_stopping:
+                        events.emit("early_stop", epoch=epoch + 1, best_epoch=best["epoch"], monitor=tc.monitor)
+                        break
                     if epoch + 1 < tc.epochs and (every.batches or every.seconds or stop.requested):
                         checkpoint(epoch + 1, 0, 0, None, "interrupt" if stop.requested else "epoch")
                         if stop.requested:

@@ -50,6 +50,8 @@ def test_ddp_two_ranks_reach_the_single_process_accuracy_with_equal_replicas(cli
     ranks = {e["rank"]: e for k, e in seen if k == "rank"}
     assert set(ranks) == {0, 1} and {e["worker"] for e in ranks.values()} == set(ddp["workers"])
     assert [e["epoch"] for k, e in seen if k == "epoch"] == [1, 2, 3]
+    # The ranks' epoch events carry the single-process names (val_precision, not val_macro_precision).
+    assert all("val_precision" in e and "val_macro_precision" not in e for k, e in seen if k == "epoch")
     # The ranks' rows in the last epoch add up to every training row.
     last = {e["rank"]: e["rows"] for k, e in seen if k == "rank" and e.get("done") and e["epoch"] == 3}
     assert sum(last.values()) == res.metrics["rows"]["trained"]
