@@ -18,16 +18,24 @@ rank without a batch contributes nothing, and the epoch ends when no rank
 has one. Rank 0 evaluates on the validation shards and returns the weights.
 Progress goes to the trainer as Dask worker events (topic ``EVENT_TOPIC``),
 which the dashboard shows per rank.
+
+Checkpoints: training runs in *segments*. When a checkpoint is due (by
+``--checkpoint-every``, at an epoch end, or because the trainer was asked to
+stop), every rank returns where it is — rank 0 its weights, optimiser state
+and history, every rank its RNG state — and the trainer writes the usual
+checkpoint file, then starts the next segment from it. The trainer stays the
+only writer, so a checkpoint lands in the run folder wherever the workers
+run, and ``--resume`` starts the first segment from the file.
 """
 from __future__ import annotations
 
 import dataclasses
 import socket
 import time
-from dataclasses import dataclass
-from typing import Any
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from .errors import UserError
@@ -61,6 +69,30 @@ class RankJob:
     cache_options: dict
     total_rows: int
     threads: int
+    device: str = "cpu"                       # "cuda": each rank on a GPU of its own (nccl)
+    local_ranks: list = field(default_factory=list)   # each rank's index among the ranks on its machine
+    checkpoint_batches: int | None = None     # pause for a checkpoint every N steps …
+    checkpoint_seconds: float | None = None   # … or every T seconds (rank 0's clock) …
+    checkpoint_epochs: bool = False           # … and at each epoch end but the last
+    stop_event: str | None = None             # a distributed.Event the trainer sets on Ctrl-C
+
+
+@dataclass
+class RankStart:
+    """Where a segment of training starts: a checkpoint's content, plain data.
+    The default is the start of the run."""
+
+    epoch: int = 0            # 0-based
+    batches: int = 0          # steps of that epoch already trained
+    step: int = 0             # optimiser steps in the run so far (the learning-rate schedule)
+    stale: int = 0            # epochs since --monitor improved
+    rows: int = 0             # rank 0's rows so far in the epoch
+    history: list = field(default_factory=list)
+    best: dict | None = None
+    train_metrics: dict | None = None   # rank 0's, mid-epoch
+    model: dict | None = None
+    optimizers: list | None = None
+    rng: list | None = None   # every rank's [CPU, CUDA] RNG state (its dropout)
 
 
 def free_port() -> int:
@@ -102,19 +134,24 @@ def steps_in(shards: list, world: int, seed: int, epoch: int, batch_size: int) -
     return max(-(-sum(s.rows for s in share(shards, r, world, seed, epoch)) // batch_size) for r in range(world))
 
 
-def _sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any) -> int:
-    """Make every replica's gradients the mean over the ranks that had a batch;
-    returns how many had one (0: the epoch is over everywhere)."""
+def _sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: float = 0.0) -> tuple[int, int]:
+    """Make every replica's gradients the mean over the ranks that had a batch.
+
+    Returns (how many ranks had a batch — 0: the epoch is over everywhere —,
+    rank 0's ``flag``). The flag (pause for a checkpoint, or stop) rides in
+    the same all-reduce as the gradients, so agreeing on it costs no extra
+    round trip; only rank 0 passes a non-zero one."""
     layer = model.input
+    device = layer.weight.device
     row_wise = getattr(layer, "row_wise", False) and layer.training
     dense = [p for n, p in model.named_parameters() if not (row_wise and n == "input.weight")]
     flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in dense]
-                     + [torch.tensor([1.0 if has_batch else 0.0])])
+                     + [torch.tensor([1.0 if has_batch else 0.0, flag], device=device)])
     dist.all_reduce(flat)
-    active = int(round(flat[-1].item()))
+    active, flag = int(round(flat[-2].item())), int(round(flat[-1].item()))
     if active == 0:
-        return 0
-    flat = flat[:-1] / active
+        return 0, flag
+    flat = flat[:-2] / active
     offset = 0
     for p in dense:
         n = p.numel()
@@ -125,31 +162,69 @@ def _sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any) -> int:
         if has_batch and layer.active is not None and layer.active[1].grad is not None:
             used, grad = layer.active[0], layer.active[1].grad
         else:
-            used, grad = torch.zeros(0, dtype=torch.int64), torch.zeros(0, width)
-        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
-        dist.all_gather(sizes, torch.tensor([len(used)], dtype=torch.int64))
-        most = max(int(s.item()) for s in sizes)
-        pad_used = torch.zeros(most, dtype=torch.int64)
-        pad_grad = torch.zeros(most, width)
+            used = torch.zeros(0, dtype=torch.int64, device=device)
+            grad = torch.zeros(0, width, device=device)
+        sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(dist.get_world_size())]
+        dist.all_gather(sizes, torch.tensor([len(used)], dtype=torch.int64, device=device))
+        counts = [int(s.item()) for s in sizes]
+        most = max(counts)
+        pad_used = torch.zeros(most, dtype=torch.int64, device=device)
+        pad_grad = torch.zeros(most, width, device=device)
         pad_used[:len(used)], pad_grad[:len(used)] = used, grad
-        all_used = [torch.zeros(most, dtype=torch.int64) for _ in sizes]
-        all_grad = [torch.zeros(most, width) for _ in sizes]
+        all_used = [torch.zeros(most, dtype=torch.int64, device=device) for _ in sizes]
+        all_grad = [torch.zeros(most, width, device=device) for _ in sizes]
         dist.all_gather(all_used, pad_used)
         dist.all_gather(all_grad, pad_grad)
-        ids = torch.cat([u[:int(s.item())] for u, s in zip(all_used, sizes)])
-        grads = torch.cat([g[:int(s.item())] for g, s in zip(all_grad, sizes)])
+        ids = torch.cat([u[:c] for u, c in zip(all_used, counts)])
+        grads = torch.cat([g[:c] for g, c in zip(all_grad, counts)])
         union, inverse = torch.unique(ids, return_inverse=True)
-        summed = torch.zeros(len(union), width).index_add_(0, inverse, grads) / active
+        summed = torch.zeros(len(union), width, device=device).index_add_(0, inverse, grads) / active
         rows = layer.weight.detach().index_select(0, union).requires_grad_()
         rows.grad = summed
         layer.active = (union, rows)
-    return active
+    return active, flag
 
 
-def run_rank(rank: int, job: RankJob) -> dict | None:
-    """One rank: join the group, train on this rank's share, return the result (rank 0)."""
+def _to_cpu(obj: Any) -> Any:
+    """A state (nested dicts/lists of tensors) with every tensor copied to the CPU, for shipping."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()   # a copy off a GPU; on the CPU the task has ended, nothing changes it
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def rank_device(job: RankJob, rank: int) -> torch.device:
+    """The device rank ``rank`` trains on: its own GPU (the ``local_ranks``-th
+    one of its machine, as torchrun's LOCAL_RANK), or the CPU."""
+    if job.device != "cuda":
+        return torch.device("cpu")
+    return torch.device("cuda", job.local_ranks[rank] % torch.cuda.device_count())
+
+
+def _rng_state(device: torch.device) -> list:
+    return [torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None]
+
+
+def _set_rng_state(state: list, device: torch.device) -> None:
+    torch.set_rng_state(state[0])
+    if device.type == "cuda" and state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
+MAX_RESTARTS = 3   # segments restarted after a rank's worker left, per run
+
+
+def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
+    """One rank of one segment: join the group, train on this rank's share
+    from ``start`` until the run ends, a checkpoint is due or the trainer asks
+    to stop; return where it is (every rank: its RNG state and a weight
+    digest; rank 0 also the weights, optimiser state and history)."""
     import torch.distributed as dist
-    from distributed import get_worker
+    from distributed import Event, get_worker
 
     from . import optim
     from .models import build_model
@@ -159,15 +234,26 @@ def run_rank(rank: int, job: RankJob) -> dict | None:
     from .trainer import answers, evaluate_blocks, keep_best, model_inputs
 
     worker = get_worker()
+    start = start or RankStart()
+    device = rank_device(job, rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     torch.set_num_threads(job.threads)
     dist.init_process_group(job.backend, init_method=f"tcp://{job.address}:{job.port}", rank=rank,
                             world_size=job.world)
     try:
         torch.manual_seed(job.seed)   # the same initial weights on every rank
-        model = build_model(job.net, **job.model_kwargs)
+        model = build_model(job.net, **job.model_kwargs).to(device)
         opts = optim.make_optimizers(model, job.optimizer, job.lr)
         torch.manual_seed(job.seed * 1000 + rank)   # but each rank its own dropout
-        task = Task(**job.task)
+        if start.model is not None:
+            model.load_state_dict(start.model)
+            for o, st in zip(opts, start.optimizers or []):
+                o.load_state_dict(st)
+            _set_rng_state(start.rng[rank], device)
+        weights = job.task.get("class_weights")
+        task = Task(**{**job.task, "class_weights": None if weights is None else weights.to(device)},
+                    device=device)
         load = lambda info: load_shard(info, job.cache_options)  # noqa: E731
         # The global batch is --batch-size, as in a single-process run, so the
         # same learning rate and schedule apply; each rank takes its part.
@@ -176,37 +262,75 @@ def run_rank(rank: int, job: RankJob) -> dict | None:
                                  for e in range(job.epochs)))
         schedule = (lambda t: job.lr) if job.lr_schedule == "constant" else (
             lambda t: job.lr * max(0.05, 1.0 - t / total_steps))
-        history: list[dict] = []
-        best: dict | None = None
-        stale, step = 0, 0
+        history: list[dict] = list(start.history)
+        best, stale, step = start.best, start.stale, start.step
+        stop_event = Event(job.stop_event) if job.stop_event and rank == 0 else None
+        polled = 0.0
+
+        def stop_asked() -> bool:
+            """Rank 0 asks the scheduler at most twice a second whether the trainer wants to stop."""
+            nonlocal polled
+            if stop_event is None or time.monotonic() - polled < 0.5:
+                return False
+            polled = time.monotonic()
+            return stop_event.is_set()
 
         def report(kind: str, **data: Any) -> None:
             worker.log_event(EVENT_TOPIC, {"kind": kind, "rank": rank, "world": job.world,
                                            "worker": worker.address, **data})
 
-        for epoch in range(job.epochs):
+        def pause(reason: str, epoch: int, batches: int, rows: int, train_m: Any) -> dict:
+            """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
+            out = {"reason": reason, "rng": _to_cpu(_rng_state(device)), "step": step, "digest": digest()}
+            if rank == 0:
+                out.update(epoch=epoch, batches=batches, rows=rows, stale=stale, history=history,
+                           best=_to_cpu(best), train_metrics=train_m.state() if train_m is not None else None,
+                           model=_to_cpu(model.state_dict()), optimizers=_to_cpu([o.state_dict() for o in opts]))
+            return out
+
+        def digest() -> float:
+            # The replicas must have stayed equal: the trainer compares these.
+            return float(sum(p.detach().double().abs().sum().item() for p in model.parameters()))
+
+        for epoch in range(start.epoch, job.epochs):
             mine = share(job.train_shards, rank, job.world, job.seed, epoch)
             stream = iter(BatchStream(lambda mine=mine: (load(s) for s in mine), batch_size=rank_batch,
                                       shuffle_buffer=job.shuffle_buffer, seed=job.seed * 1000 + rank,
                                       epoch=epoch))
             train_m = task.new_metrics()
             rows, t0, last = 0, time.monotonic(), 0.0
+            done = start.batches if epoch == start.epoch else 0   # steps of this epoch already trained
+            for _ in range(done):
+                next(stream, None)   # the stream is a pure function of seed and epoch: replay, don't retrain
+            if done and rank == 0:
+                rows = start.rows
+                train_m.load_state(start.train_metrics)
+            since_batches, since_t = done, time.monotonic()
             while True:
                 batch = next(stream, None)
                 if batch is not None:
-                    labels, targets = answers(batch, torch.device("cpu"))
-                    out = model(**model_inputs(batch, torch.device("cpu")))
+                    labels, targets = answers(batch, device)
+                    out = model(**model_inputs(batch, device))
                     loss = task.loss(out, labels, targets)
                     optim.zero_grad(opts)
                     loss.backward()
                 else:
                     optim.zero_grad(opts)
                     model.input.active = None
-                if not _sync_gradients(model, batch is not None, dist):
+                flag = 0.0
+                if rank == 0:
+                    if stop_asked():
+                        flag = PAUSE_STOP
+                    elif ((job.checkpoint_batches and done + 1 - since_batches >= job.checkpoint_batches) or
+                          (job.checkpoint_seconds and time.monotonic() - since_t >= job.checkpoint_seconds)):
+                        flag = PAUSE_CHECKPOINT
+                active, flag = _sync_gradients(model, batch is not None, dist, flag)
+                if not active:
                     break
                 optim.set_lr(opts, schedule(step))
                 optim.step(opts, model, job.clip_grad)
                 step += 1
+                done += 1
                 if batch is not None:
                     rows += len(batch)
                     train_m.update(out, batch.labels, batch.targets, loss.item() * len(batch))
@@ -215,13 +339,17 @@ def run_rank(rank: int, job: RankJob) -> dict | None:
                         report("progress", epoch=epoch + 1, epochs=job.epochs, rows=rows, loss=loss.item(),
                                 rows_per_s=rows / max(now - t0, 1e-9))
                         last = now
+                if flag:
+                    report("progress", epoch=epoch + 1, epochs=job.epochs, rows=rows,
+                           rows_per_s=rows / max(time.monotonic() - t0, 1e-9), loss=train_m.result().get("loss"))
+                    return pause("interrupt" if flag == PAUSE_STOP else "periodic", epoch, done, rows, train_m)
             seconds = time.monotonic() - t0
             report("progress", epoch=epoch + 1, epochs=job.epochs, rows=rows, rows_per_s=rows / max(seconds, 1e-9),
                    loss=train_m.result().get("loss"), done=True)
-            stop = torch.zeros(1)
+            stop = torch.zeros(2, device=device)   # [early stop, the trainer asked to stop]
             if rank == 0:
-                val_m = (evaluate_blocks(model, prefetch(load(s) for s in job.val_shards), task,
-                                         torch.device("cpu")) if job.val_shards else None)
+                val_m = (evaluate_blocks(model, prefetch(load(s) for s in job.val_shards), task, device)
+                         if job.val_shards else None)
                 val = val_m.result() if val_m is not None else {}
                 tr = train_m.result()
                 record = {"epoch": epoch + 1, "train_loss": tr.get("loss"), "train_accuracy": tr.get("accuracy"),
@@ -234,32 +362,120 @@ def run_rank(rank: int, job: RankJob) -> dict | None:
                 best, stale = keep_best(best, stale, val, val_m, model, epoch + 1, job.monitor)
                 if job.early_stopping and stale >= job.early_stopping:
                     stop[0] = 1.0
+                polled = 0.0
+                stop[1] = 1.0 if stop_asked() else 0.0
             dist.broadcast(stop, 0)   # every rank stops together
-            if stop.item():
+            if stop[0].item():
                 break
-        # A digest of the final weights: the replicas must have stayed equal.
-        digest = float(sum(p.detach().double().abs().sum().item() for p in model.parameters()))
-        if rank != 0:
-            return {"digest": digest, "steps": step}
-        state = best.pop("state") if best is not None else model.state_dict()
-        return {"state": {k: v.numpy() for k, v in state.items()}, "history": history, "best": best,
-                "last_val": history[-1]["val"] if history else {}, "digest": digest, "steps": step}
+            if epoch + 1 < job.epochs and (stop[1].item() or job.checkpoint_epochs):
+                return pause("interrupt" if stop[1].item() else "epoch", epoch + 1, 0, 0, None)
+        out = {"reason": "done", "digest": digest(), "steps": step, "rng": None}
+        if rank == 0:
+            state = best.pop("state") if best is not None else model.state_dict()
+            out.update(state=_to_cpu(state), history=history, best=_to_cpu(best),
+                       last_val=history[-1]["val"] if history else {})
+        return out
     finally:
         dist.destroy_process_group()
 
 
-def train_ranks(client: Any, world: int, job: RankJob, events: Any) -> dict:
-    """Run ``world`` ranks on distinct workers; rank 0's result, with every
-    rank's weight digest (equal, or this raises) and the workers used."""
+def _choose_device(client: Any, chosen: list[str], want: str) -> tuple[str, list[int]]:
+    """``--device`` for the ranks: ("cuda" or "cpu", each rank's index among
+    the ranks on its machine). CUDA needs a GPU of its own for every rank
+    (nccl refuses two ranks on one GPU); ``auto`` falls back to the CPU."""
+    hosts = [w.split("://", 1)[-1].rsplit(":", 1)[0] for w in chosen]
+    local = [hosts[:i].count(h) for i, h in enumerate(hosts)]
+    if want == "cpu":
+        return "cpu", local
+    gpus = client.run(_cuda_devices, workers=chosen)
+    short = [w for w, h in zip(chosen, hosts) if gpus.get(w, 0) < hosts.count(h)]
+    if not short:
+        return "cuda", local
+    if want == "cuda":
+        worker = short[0]
+        raise UserError(f"--device cuda with --ddp {len(chosen)}: worker {worker} sees {gpus.get(worker, 0)} CUDA "
+                        f"device(s) for the {hosts.count(hosts[chosen.index(worker)])} rank(s) on its machine",
+                        "every rank needs a GPU of its own: start one worker per GPU, lower --ddp, "
+                        "or use --device cpu")
+    return "cpu", local
+
+
+def _cuda_devices() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+class RankLost(Exception):
+    """A worker holding a rank left the cluster (killed, restarted by its nanny, lost)."""
+
+
+def _gone(client: Any, chosen: list[str]) -> list[str]:
+    present = client.scheduler_info()["workers"]
+    return [w for w in chosen if w not in present]
+
+
+def _wait(client: Any, futures: list, chosen: list[str], stop: Any, stop_event: Any) -> list:
+    """Every rank's result. Meanwhile: a Ctrl-C in the trainer (``stop``)
+    becomes the ranks' stop event; a rank that fails, or a worker that leaves,
+    ends the wait at once instead of leaving the others blocked."""
+    from distributed import wait
+
+    asked = False
+    while True:
+        try:
+            wait(futures, timeout=0.25)
+        except TimeoutError:
+            pass
+        failed = [f for f in futures if f.status in ("error", "cancelled")]
+        if failed:
+            # A rank whose peer died fails in a collective; the scheduler may
+            # take a moment to notice the dead worker itself.
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not _gone(client, chosen):
+                time.sleep(0.25)
+            gone = _gone(client, chosen)
+            if gone:
+                client.cancel(futures)
+                raise RankLost(gone[0])
+            return client.gather(failed)   # raises the rank's own error
+        if all(f.status == "finished" for f in futures):
+            return client.gather(futures)
+        if stop is not None and stop.requested and not asked:
+            stop_event.set()
+            asked = True
+        gone = _gone(client, chosen)
+        if gone:
+            client.cancel(futures)
+            raise RankLost(gone[0])
+
+
+def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankStart | None = None,
+                on_pause: Callable[[str, RankStart], None] | None = None, stop: Any = None,
+                device: str = "cpu") -> dict:
+    """Run ``world`` ranks on distinct workers, in segments: ranks pause when
+    a checkpoint is due (``on_pause`` writes it; it may raise to end the run)
+    and go on from there. Returns rank 0's result with every rank's weight
+    digest (equal, or this raises) and the workers used."""
+    from distributed import Event
+
     workers = sorted(client.scheduler_info()["workers"])
     if len(workers) < world:
         raise UserError(f"--ddp {world} needs {world} Dask workers, the cluster has {len(workers)}",
                         f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp")
-    chosen = workers[:world]
-    host = client.submit(worker_host, workers=[chosen[0]], pure=False).result()
-    port = client.submit(free_port, workers=[chosen[0]], pure=False).result()
-    job = dataclasses.replace(job, address=host, port=port)
-    events.emit("ddp", ranks=world, workers=chosen, backend=job.backend, address=f"{host}:{port}")
+    stop_name = f"lancetnic-flow-stop-{uuid.uuid4().hex}"
+    stop_event = Event(stop_name, client=client)
+
+    def place() -> tuple[list[str], RankJob]:
+        """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
+        chosen = sorted(client.scheduler_info()["workers"])[:world]
+        kind, local = _choose_device(client, chosen, device)
+        host = client.submit(worker_host, workers=[chosen[0]], pure=False).result()
+        placed = dataclasses.replace(job, address=host, device=kind, backend="nccl" if kind == "cuda" else "gloo",
+                                     local_ranks=local, stop_event=stop_name)
+        events.emit("ddp", ranks=world, workers=chosen, backend=placed.backend, device=kind)
+        return chosen, placed
+
+    chosen, job = place()
+    kind, restarts = job.device, 0
 
     def relay(event: tuple) -> None:
         _, msg = event
@@ -273,16 +489,53 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any) -> dict:
 
     client.subscribe_topic(EVENT_TOPIC, relay)
     try:
-        futures = [client.submit(run_rank, r, job, workers=[w], allow_other_workers=False, pure=False,
-                                 key=f"lancetnic-flow-rank-{r}-{port}")
-                   for r, w in enumerate(chosen)]
-        results = client.gather(futures)
+        while True:
+            # A fresh rendezvous port per segment: the last one may still be in TIME_WAIT.
+            port = client.submit(free_port, workers=[chosen[0]], pure=False).result()
+            seg = dataclasses.replace(job, port=port)
+            # The start state (weights, optimiser moments) goes to the ranks' workers once, not through the scheduler.
+            shipped = client.scatter(start, workers=chosen, broadcast=True, hash=False) if start else None
+            futures = [client.submit(run_rank, r, seg, shipped, workers=[w], allow_other_workers=False, pure=False,
+                                     key=f"lancetnic-flow-rank-{r}-{port}")
+                       for r, w in enumerate(chosen)]
+            try:
+                results = _wait(client, futures, chosen, stop, stop_event)
+            except RankLost as lost:
+                # The segment is lost, not the run: start it again from where it
+                # began (the last checkpoint, or the run's start) on the workers there are now.
+                restarts += 1
+                if restarts > MAX_RESTARTS:
+                    raise RuntimeError(f"worker {lost} left the cluster during --ddp training, "
+                                       f"{MAX_RESTARTS} restarts were not enough; "
+                                       "continue from the last checkpoint with --resume") from None
+                where = (f"epoch {start.epoch + 1}, step {start.batches}" if start is not None
+                         else "the start of training")
+                events.emit("warning", message=f"worker {lost} left during --ddp training; "
+                                               f"restarting the ranks from {where}")
+                del futures, shipped
+                client.wait_for_workers(world, timeout=120)
+                chosen, job = place()
+                kind = job.device
+                continue
+            del futures, shipped
+            digests = [r["digest"] for r in results]
+            if len(set(digests)) != 1:
+                raise RuntimeError(f"the --ddp replicas diverged (weight digests {digests})")
+            head = results[0]
+            reason = head["reason"]
+            if reason == "done":
+                break
+            start = RankStart(epoch=head["epoch"], batches=head["batches"], step=head["step"], stale=head["stale"],
+                              rows=head["rows"], history=head["history"], best=head["best"],
+                              train_metrics=head["train_metrics"], model=head["model"],
+                              optimizers=head["optimizers"], rng=[r["rng"] for r in results])
+            del results, head
+            if on_pause is not None:
+                on_pause(reason, start)   # writes the checkpoint; raises when the trainer was asked to stop
     finally:
         client.unsubscribe_topic(EVENT_TOPIC)
-    out = results[0]
-    out["digests"] = [r["digest"] for r in results]
-    if len(set(out["digests"])) != 1:
-        raise RuntimeError(f"the --ddp replicas diverged (weight digests {out['digests']})")
-    out["state"] = {k: torch.from_numpy(np.asarray(v)) for k, v in out["state"].items()}
-    out["workers"] = chosen
-    return out
+        stop_event.clear()
+    head["digests"] = digests
+    head["workers"] = chosen
+    head["device"] = kind
+    return head

@@ -220,26 +220,27 @@ def _manifest(key: str, fc: Any, train_src: SourcePlan, val_src: SourcePlan | No
 
 
 def _ddp_epochs(client: Any, cfg: TrainConfig, model: torch.nn.Module, model_meta: dict, task: Task,
-                manifest: Manifest, total_rows: int, cache_so: dict, events: Events, ddp_info: dict) -> tuple:
+                manifest: Manifest, total_rows: int, cache_so: dict, events: Events, ddp_info: dict,
+                start: Any, on_pause: Any, stop: StopRequest, every: CheckpointEvery) -> tuple:
     """``--ddp N``: train on N workers; load rank 0's weights into ``model``.
     Returns what the single-process loop would have: history, confusions, best, last val."""
     from .ddp import RankJob, train_ranks
 
     tc = cfg.training
-    # Ranks train on their workers' CPUs (gloo); CUDA ranks (nccl) are not wired yet.
-    backend = "gloo"
-    job = RankJob(world=tc.ddp, address="", port=0, backend=backend, net=model_meta["net"],
+    weights = task.class_weights.cpu() if task.class_weights is not None else None
+    job = RankJob(world=tc.ddp, address="", port=0, backend="", net=model_meta["net"],
                   model_kwargs=dict(model_meta["kwargs"]), task=dict(kind=task.kind, classes=task.classes,
                   class_loss=task.class_loss, value_loss=task.value_loss, loss_weights=task.loss_weights,
-                  class_weights=task.class_weights, target=task.target, seed=task.seed),
+                  class_weights=weights, target=task.target, seed=task.seed),
                   optimizer=tc.optimizer, lr=tc.lr, lr_schedule=tc.lr_schedule, epochs=tc.epochs,
                   batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer, seed=tc.seed, clip_grad=tc.clip_grad,
                   early_stopping=tc.early_stopping, monitor=tc.monitor, train_shards=manifest.shards("train"),
                   val_shards=manifest.shards("val"), cache_options=cache_so, total_rows=total_rows,
-                  threads=tc.threads or 1)
-    events.emit("stage", stage="training", epoch=1, epochs=tc.epochs, total_rows=total_rows, source="ddp",
-                ranks=tc.ddp)
-    out = train_ranks(client, tc.ddp, job, events)
+                  threads=tc.threads or 1, checkpoint_batches=every.batches, checkpoint_seconds=every.seconds,
+                  checkpoint_epochs=bool(every.batches or every.seconds))
+    events.emit("stage", stage="training", epoch=(start.epoch if start else 0) + 1, epochs=tc.epochs,
+                total_rows=total_rows, source="ddp", ranks=tc.ddp)
+    out = train_ranks(client, tc.ddp, job, events, start=start, on_pause=on_pause, stop=stop, device=tc.device)
     model.load_state_dict(out["state"])
     history, confusions = [], []
     for h in out["history"]:
@@ -253,7 +254,8 @@ def _ddp_epochs(client: Any, cfg: TrainConfig, model: torch.nn.Module, model_met
             best["sample"] = tuple(np.asarray(x) for x in best["sample"])
     if best is not None and tc.early_stopping and len(history) < tc.epochs:
         events.emit("early_stop", epoch=len(history), best_epoch=best["epoch"], monitor=tc.monitor)
-    ddp_info.update(ranks=tc.ddp, backend=backend, workers=out["workers"], steps=out["steps"],
+    ddp_info.update(ranks=tc.ddp, backend="nccl" if out["device"] == "cuda" else "gloo",
+                    device=out["device"], workers=out["workers"], steps=out["steps"],
                     replica_digests=out["digests"])
     return history, confusions, best, out["last_val"]
 
@@ -293,7 +295,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     stage_seconds: dict[str, float] = {}
     tc, fc = cfg.training, cfg.features
     torch.manual_seed(tc.seed)
-    device = pick_device(tc.device)
+    # With --ddp the ranks pick their own device on their workers; the trainer only keeps the result.
+    device = pick_device(tc.device if not tc.ddp else "cpu")
     so = cfg.data.storage_options
     out_so = _cache_options(cfg.output.out, cfg.data.train, so)
     saved = None
@@ -413,11 +416,14 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
             step = 0
             best: dict | None = None   # the best epoch by --monitor: its score, weights and metrics
             stale = 0
-            start_epoch, skip, resumed = 0, 0, None
+            start_epoch, skip, resumed, ddp_start = 0, 0, None, None
             if saved is not None:
                 if saved["key"] != key:
                     raise UserError(f"the training data or feature options changed since {resume} was checkpointed",
                                     "resume needs the same inputs; start a new run instead")
+                if bool(saved.get("ddp")) != bool(tc.ddp):
+                    raise UserError(f"{resume} was checkpointed by a run {'with' if saved.get('ddp') else 'without'} "
+                                    "--ddp and cannot continue in the other mode", "start a new run instead")
                 model.load_state_dict(saved["model"])
                 for o, st in zip(opts, saved["optimizers"]):
                     o.load_state_dict(st)
@@ -428,6 +434,13 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                 resumed = saved
                 torch.set_rng_state(saved["rng"])
                 events.emit("resumed", run=str(run), epoch=start_epoch + 1, batches=skip, step=step)
+                if tc.ddp:
+                    from .ddp import RankStart
+
+                    ddp_start = RankStart(epoch=start_epoch, batches=skip, step=step, stale=stale,
+                                          rows=saved["rows"], history=history, best=best,
+                                          train_metrics=saved["train_metrics"], model=saved["model"],
+                                          optimizers=saved["optimizers"], rng=saved["ddp"]["rng"])
 
             def checkpoint(epoch: int, batches: int, rows: int, train_m: Any, reason: str) -> None:
                 """Everything needed to continue at batch ``batches`` of ``epoch`` (0-based)."""
@@ -441,30 +454,44 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                 events.emit("checkpoint", run=str(run), epoch=epoch + 1, batches=batches, reason=reason,
                             seconds=seconds)
 
+            def ddp_checkpoint(reason: str, at: Any) -> None:
+                """A --ddp segment paused at ``at`` (a ``RankStart``): write it as this run's checkpoint."""
+                seconds = save_checkpoint(run, {
+                    "key": key, "epoch": at.epoch, "batches": at.batches, "rows": at.rows, "step": at.step,
+                    "stale": at.stale, "total_steps": None, "total_rows": total_rows, "history": at.history,
+                    "confusions": [], "best": at.best, "train_metrics": at.train_metrics, "model": at.model,
+                    "optimizers": at.optimizers, "rng": torch.get_rng_state(),
+                    "ddp": {"ranks": tc.ddp, "rng": at.rng}}, out_so)
+                events.emit("checkpoint", run=str(run), epoch=at.epoch + 1, batches=at.batches, reason=reason,
+                            seconds=seconds)
+                if reason == "interrupt":
+                    raise TrainingInterrupted(str(run), at.epoch + 1, at.batches)
+
             ts = time.monotonic()
             ddp_info: dict = {}
-            if tc.ddp:
-                # The epochs run on the workers (ddp.py); the loop below then has nothing to do.
-                if manifest is None:
-                    events.emit("stage", stage="featurising")
-                    jobs = [(p, None) for p in train_src.partitions] + [(p, "val") for p in
-                                                                         (val_src.partitions if val_src else [])]
-                    results = []
-                    for r in Featurizer(client, featurize_partition, jobs, in_flight, columns=columns,
-                                        features=scattered, shard_dir=join(entry, "shards"), storage_options=so,
-                                        cache_options=cache_so, chunk_bytes=plan.partition,
-                                        val_fraction=val_fraction):
-                        results.append(r)
-                        events.emit("featurized", done=len(results), total=len(jobs), rows=r.rows_read,
-                                    train_rows=r.train_rows, tokens=r.tokens, bytes_read=r.bytes_read,
-                                    seconds=r.seconds)
-                    manifest = _manifest(key, fc, train_src, val_src, results)
-                    write_manifest(entry, manifest, cache_so)
-                    del scattered
-                total_rows = sum(r.train_rows for r in manifest.results)
-                history, confusions, best, val = _ddp_epochs(client, cfg, model, model_meta, task, manifest,
-                                                             total_rows, cache_so, events, ddp_info)
             with StopRequest() as stop:
+                if tc.ddp:
+                    # The epochs run on the workers (ddp.py); the loop below then has nothing to do.
+                    if manifest is None:
+                        events.emit("stage", stage="featurising")
+                        jobs = [(p, None) for p in train_src.partitions] + [(p, "val") for p in
+                                                                             (val_src.partitions if val_src else [])]
+                        results = []
+                        for r in Featurizer(client, featurize_partition, jobs, in_flight, columns=columns,
+                                            features=scattered, shard_dir=join(entry, "shards"), storage_options=so,
+                                            cache_options=cache_so, chunk_bytes=plan.partition,
+                                            val_fraction=val_fraction):
+                            results.append(r)
+                            events.emit("featurized", done=len(results), total=len(jobs), rows=r.rows_read,
+                                        train_rows=r.train_rows, tokens=r.tokens, bytes_read=r.bytes_read,
+                                        seconds=r.seconds)
+                        manifest = _manifest(key, fc, train_src, val_src, results)
+                        write_manifest(entry, manifest, cache_so)
+                        del scattered
+                    total_rows = sum(r.train_rows for r in manifest.results)
+                    history, confusions, best, val = _ddp_epochs(client, cfg, model, model_meta, task, manifest,
+                                                                 total_rows, cache_so, events, ddp_info, ddp_start,
+                                                                 ddp_checkpoint, stop, every)
                 for epoch in range(start_epoch, tc.epochs if not tc.ddp else 0):
                     results: list[PartitionResult] = []
                     if manifest is None:

@@ -4,16 +4,19 @@ Real ranks in real worker processes of the session's LocalCluster; no mocks."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 
 from conftest import make_config
+from lancetnic_flow.checkpoints import CHECKPOINT, load_checkpoint
 from lancetnic_flow.ddp import share
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.events import Events
 from lancetnic_flow.predict import Predictor
 from lancetnic_flow.shards import ShardInfo
-from lancetnic_flow.trainer import train
+from lancetnic_flow.trainer import TrainingInterrupted, resume_config, train
 from test_cli import cli
 
 
@@ -37,7 +40,7 @@ def test_ranks_shares_are_disjoint_cover_every_shard_and_hold_similar_rows(world
 def test_ddp_two_ranks_reach_the_single_process_accuracy_with_equal_replicas(client, corpus4, tmp_path):
     single = train(make_config(corpus4, tmp_path, epochs=3, blocksize=256 * 1024), client=client)
     cfg = make_config(corpus4, tmp_path, epochs=3, blocksize=256 * 1024)
-    cfg.training.ddp = 2
+    cfg.training.ddp, cfg.training.device = 2, "cpu"
     seen: list[tuple[str, dict]] = []
     events = Events()
     events.subscribe(lambda kind, e: seen.append((kind, e)) if kind in ("rank", "epoch", "ddp") else None)
@@ -45,7 +48,7 @@ def test_ddp_two_ranks_reach_the_single_process_accuracy_with_equal_replicas(cli
 
     assert abs(res.metrics["val_accuracy"] - single.metrics["val_accuracy"]) <= 0.01
     ddp = res.metrics["ddp"]
-    assert ddp["ranks"] == 2 and len(set(ddp["workers"])) == 2 and ddp["backend"] == "gloo"
+    assert ddp["ranks"] == 2 and len(set(ddp["workers"])) == 2 and ddp["backend"] == "gloo" and ddp["device"] == "cpu"
     assert len(set(ddp["replica_digests"])) == 1   # every rank ended with the same weights
     ranks = {e["rank"]: e for k, e in seen if k == "rank"}
     assert set(ranks) == {0, 1} and {e["worker"] for e in ranks.values()} == set(ddp["workers"])
@@ -92,3 +95,149 @@ def test_the_dashboard_shows_every_rank_and_their_rows_add_up():
     assert "rank 0  tcp://10.0.0.1:40000  epoch 1/2 · rows 400" in frame
     assert "rank 1  tcp://10.0.0.2:40000  epoch 1/2 · rows 380" in frame
     assert s.rows == 780 and "rows 780/1,000" in status_line(s) and "ranks 0:400 1:380" in status_line(s)
+
+
+def _ddp_config(corpus, tmp_path, name: str, every: str, model: str = "ScalpelMC"):
+    cfg = make_config(corpus, tmp_path, epochs=3)
+    cfg.training.ddp, cfg.training.checkpoint_every = 2, every
+    cfg.model.name, cfg.output.name = model, name
+    return cfg
+
+
+def _same_run(a: dict, b: dict) -> None:
+    assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-6)
+    assert b["val_accuracy"] == pytest.approx(a["val_accuracy"], abs=1e-9)
+    assert [e["train_loss"] for e in b["epochs"]] == pytest.approx([e["train_loss"] for e in a["epochs"]], rel=1e-6)
+    assert b["ddp"]["steps"] == a["ddp"]["steps"]
+    assert b["ddp"]["replica_digests"][0] == pytest.approx(a["ddp"]["replica_digests"][0], rel=1e-9)
+
+
+@pytest.mark.parametrize("model", ["ScalpelMC", "LancetMC"])   # LancetMC: dropout draws resume per rank
+def test_ddp_checkpoint_pauses_leave_the_result_unchanged(client, small_corpus, tmp_path, model):
+    """Ranks pause every 3 steps and at each epoch end (the trainer writes a
+    checkpoint each time, then starts the next segment from it): the run must
+    be the one that never paused."""
+    ref = _ddp_config(small_corpus, tmp_path, "ref", "off", model)
+    paused = _ddp_config(small_corpus, tmp_path, "paused", "3", model)
+    if model.startswith("Lancet"):
+        for c in (ref, paused):
+            c.features.max_len, c.model.embed = 32, 32
+    seen: list[dict] = []
+    events = Events()
+    events.subscribe(lambda kind, e: seen.append(e) if kind == "checkpoint" else None)
+    a = train(ref, client=client).metrics
+    b = train(paused, events, client=client).metrics
+    assert len(seen) >= 5 and {e["reason"] for e in seen} == {"periodic", "epoch"}
+    _same_run(a, b)
+    assert not (tmp_path / "runs" / "paused" / CHECKPOINT).exists()   # dropped once the model is saved
+
+
+def _ctrl_c_in_epoch_1() -> Events:
+    """Events that send this process one real SIGINT (a Ctrl-C) at the first
+    rank progress report of epoch 1: two epochs of slack for it to land."""
+    events = Events()
+    sent: list[int] = []
+
+    def ctrl_c(kind: str, e: dict) -> None:
+        if kind == "rank" and e["epoch"] == 1 and not e.get("done") and not sent:
+            sent.append(e["rows"])
+            os.kill(os.getpid(), signal.SIGINT)
+
+    events.subscribe(ctrl_c)
+    return events
+
+
+def test_ddp_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(client, corpus4, tmp_path):
+    ref = train(_ddp_config(corpus4, tmp_path, "ref", "off"), client=client).metrics
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(_ddp_config(corpus4, tmp_path, "stopped", "off"), _ctrl_c_in_epoch_1(), client=client)
+    run = tmp_path / "runs" / "stopped"
+    assert f"--resume {run}" in str(stopped.value)
+    saved = load_checkpoint(str(run))
+    assert saved["ddp"]["ranks"] == 2 and len(saved["ddp"]["rng"]) == 2
+    assert saved["epoch"] < 3 and not (run / "model.safetensors").exists()
+
+    res = train(resume_config(str(run)), client=client, resume=str(run))
+    assert res.run == str(run) and not (run / CHECKPOINT).exists()
+    _same_run(ref, res.metrics)
+    assert res.metrics["rows"] == ref["rows"]
+
+
+def test_a_ddp_checkpoint_cannot_resume_without_ddp(client, corpus4, tmp_path):
+    with pytest.raises(TrainingInterrupted):
+        train(_ddp_config(corpus4, tmp_path, "d", "off"), _ctrl_c_in_epoch_1(), client=client)
+    cfg = resume_config(str(tmp_path / "runs" / "d"))
+    cfg.training.ddp = None
+    with pytest.raises(UserError, match="with --ddp and cannot continue in the other mode"):
+        train(cfg, client=client, resume=str(tmp_path / "runs" / "d"))
+
+
+@pytest.fixture
+def own_cluster():
+    """Its own cluster: this test kills a worker."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    c = Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+def test_a_rank_whose_worker_is_killed_restarts_from_the_last_checkpoint_and_the_run_ends_the_same(
+        own_cluster, client, corpus4, tmp_path):
+    ref = train(_ddp_config(corpus4, tmp_path, "ref", "5"), client=client).metrics
+    pids = own_cluster.run(os.getpid)
+    events = Events()
+    killed: list[str] = []
+    warnings: list[str] = []
+
+    def kill_rank_0(kind: str, e: dict) -> None:   # SIGKILL rank 0's worker, mid-epoch 2
+        if kind == "warning":
+            warnings.append(e["message"])
+        if kind == "rank" and e["rank"] == 0 and e["epoch"] == 2 and not e.get("done") and not killed:
+            killed.append(e["worker"])
+            os.kill(pids[e["worker"]], signal.SIGKILL)
+
+    events.subscribe(kill_rank_0)
+    res = train(_ddp_config(corpus4, tmp_path, "killed", "5"), events, client=own_cluster)
+    assert killed and any(f"worker {killed[0]} left during --ddp training; restarting the ranks from epoch 2"
+                          in w for w in warnings), warnings
+    assert killed[0] not in res.metrics["ddp"]["workers"]   # the ranks ended on the workers there were then
+    _same_run(ref, res.metrics)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the CPU fallback")
+def test_ranks_fall_back_to_cpu_without_gpus_and_device_cuda_is_refused_naming_the_worker(client):
+    from lancetnic_flow.ddp import _choose_device
+
+    chosen = sorted(client.scheduler_info()["workers"])[:2]
+    assert _choose_device(client, chosen, "auto") == ("cpu", [0, 1])   # two ranks on one machine: local 0, 1
+    assert _choose_device(client, chosen, "cpu") == ("cpu", [0, 1])
+    with pytest.raises(UserError, match=f"worker {chosen[0]} sees 0 CUDA device"):
+        _choose_device(client, chosen, "cuda")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.device_count() < 2, reason="needs 2 GPUs (one per rank)")
+def test_ddp_on_cuda_ranks(corpus4, tmp_path):
+    """Where CUDA is present: 2 ranks on 2 GPUs with nccl reach the CPU run's accuracy."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as c:
+        cpu = make_config(corpus4, tmp_path, epochs=3)
+        cpu.training.device, cpu.output.name = "cpu", "cpu"
+        single = train(cpu, client=c)
+        cfg = make_config(corpus4, tmp_path, epochs=3)
+        cfg.training.ddp, cfg.training.device, cfg.output.name = 2, "cuda", "gpu"
+        res = train(cfg, client=c)
+    assert res.metrics["ddp"]["backend"] == "nccl" and res.metrics["ddp"]["device"] == "cuda"
+    assert len(set(res.metrics["ddp"]["replica_digests"])) == 1
+    assert abs(res.metrics["val_accuracy"] - single.metrics["val_accuracy"]) <= 0.01
