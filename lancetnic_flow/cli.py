@@ -298,7 +298,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         check_columns(src, cols, storage_options=so)
         out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight)
-    report.console.print(f"wrote {out['rows_written']:,} predictions to {a.output}")
+    report.console.print(f"wrote {out['rows_written']:,} predictions to {a.output}", markup=False)
     return 0
 
 
@@ -337,9 +337,9 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     else:
         shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "macro_f1", "mae", "rmse", "r2", "loss")
                  if out.get(k) is not None]
-        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows")
+        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows", markup=False)
         if out.get("plots"):
-            report.console.print(f"plots in {a.plots}")
+            report.console.print(f"plots in {a.plots}", markup=False)
     return 0
 
 
@@ -353,7 +353,7 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
         raise UserError(f"--classes must be ≥ 2, got {a.classes}")
     info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed,
                         storage_options=parse_storage_options(a.storage_option))
-    report.console.print(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})")
+    report.console.print(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})", markup=False)
     return 0
 
 
@@ -366,7 +366,7 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
     os.makedirs(a.dir, exist_ok=True)
     data = os.path.join(a.dir, f"demo-{a.rows}.csv")
     if not os.path.exists(data):
-        report.console.print(f"generating {a.rows:,} rows → {data}")
+        report.console.print(f"generating {a.rows:,} rows → {data}", markup=False)
         write_corpus(data + ".tmp.csv", a.rows, classes=4, seed=0)
         os.replace(data + ".tmp.csv", data)
     events = Events()
@@ -381,7 +381,7 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
     sample = pacsv.open_csv(data).read_next_batch().slice(0, 3)
     for text, label, p in zip(sample["text"].to_pylist(), sample["label"].to_pylist(),
                               pred.predict(sample["text"].to_pylist())):
-        report.console.print(f"  {text[:60]!r}… → {p['label']} ({p['probability']:.2f}), true {label}")
+        report.console.print(f"  {text[:60]!r}… → {p['label']} ({p['probability']:.2f}), true {label}", markup=False)
     return 0
 
 
@@ -400,6 +400,10 @@ def _known_failure(exc: Exception) -> tuple[str, str] | None:
         return (f"a Dask worker died repeatedly while running task {getattr(exc, 'task', '?')}",
                 "most often it ran out of memory: use a smaller --blocksize, fewer --worker-threads, or a larger "
                 "--memory-budget; the worker logs (or `dmesg` for the OOM killer) say more")
+    if name == "RanksKeptFailing":
+        return (str(exc), "most often a worker ran out of memory (its limit must hold the model, its optimiser "
+                          "moments and a shuffle buffer; `dmesg` shows the OOM killer); fix that, then continue "
+                          "with `lancetnic-flow train --resume RUN` from the last checkpoint")
     if name in ("CommClosedError", "StreamClosedError") or (isinstance(exc, OSError) and "scheduler" in str(exc)):
         return (f"lost the connection to the Dask cluster ({exc})",
                 "check that the scheduler is still running and reachable, then rerun: cached shards are reused")
@@ -436,7 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A TrainingInterrupted says where the checkpoint is and how to resume.
         said = str(exc) or ("before training began, so there is nothing to resume: run the same command again "
                             "(what was already fitted or featurised is cached)" if a.command in ("train", "run") else "")
-        report.console.print(f"interrupted: {said}" if said else "interrupted", highlight=False, soft_wrap=True)
+        report.console.print(f"interrupted: {said}" if said else "interrupted", highlight=False, soft_wrap=True,
+                             markup=False)
         return 130
     except Exception as exc:
         if debug:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.panel import Panel
 from rich.segment import Segment
@@ -807,17 +808,17 @@ class LiveDashboard:
         if not self.started and kind in ("stage", "plan"):
             self.start()
         if kind == "plan":
-            self.console.print(e["text"], highlight=False, soft_wrap=True)
+            self.console.print(e["text"], highlight=False, soft_wrap=True, markup=False)
         elif kind == "warning":
-            self.console.print(f"[yellow]warning:[/] {e['message']}", soft_wrap=True, highlight=False)
+            self.console.print(f"[yellow]warning:[/] {escape(e['message'])}", soft_wrap=True, highlight=False)
         elif kind == "fitted":
-            self.console.print(fitted_line(e), highlight=False)
+            self.console.print(fitted_line(e), highlight=False, markup=False)
         elif kind == "epoch":
-            self.console.print(epoch_line(e), highlight=False, soft_wrap=True)
+            self.console.print(epoch_line(e), highlight=False, soft_wrap=True, markup=False)
         elif kind == "early_stop":
-            self.console.print(early_stop_line(e), highlight=False)
+            self.console.print(early_stop_line(e), highlight=False, markup=False)
         elif kind == "resumed":
-            self.console.print(resumed_line(e), highlight=False, soft_wrap=True)
+            self.console.print(resumed_line(e), highlight=False, soft_wrap=True, markup=False)
 
 
 def fitted_line(e: dict) -> str:

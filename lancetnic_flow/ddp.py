@@ -29,6 +29,7 @@ run, and ``--resume`` starts the first segment from the file.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import time
@@ -106,6 +107,24 @@ def worker_host() -> str:
     from distributed import get_worker
 
     return get_worker().address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def pin_interface(host: str) -> str | None:
+    """Make gloo and nccl use the network interface that carries ``host``
+    (this worker's Dask address); returns its name. Both otherwise pick their
+    own address by resolving the machine's hostname, which on many machines and
+    containers is 127.0.0.1 — and a rank on another machine cannot reach that.
+    ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` set by the user win."""
+    import os
+
+    import psutil
+
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.address == host for a in addrs):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", name)
+            return name
+    return None
 
 
 def share(shards: list, rank: int, world: int, seed: int, epoch: int) -> list:
@@ -239,6 +258,7 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     torch.set_num_threads(job.threads)
+    pin_interface(worker_host())
     dist.init_process_group(job.backend, init_method=f"tcp://{job.address}:{job.port}", rank=rank,
                             world_size=job.world)
     try:
@@ -251,6 +271,9 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
             for o, st in zip(opts, start.optimizers or []):
                 o.load_state_dict(st)
             _set_rng_state(start.rng[rank], device)
+            # The shipped copy is this worker's data for as long as the task runs: drop its
+            # tensors now, so the worker holds one model and one set of moments, not two.
+            start.model = start.optimizers = None
         weights = job.task.get("class_weights")
         task = Task(**{**job.task, "class_weights": None if weights is None else weights.to(device)},
                     device=device)
@@ -408,6 +431,10 @@ class RankLost(Exception):
     """A worker holding a rank left the cluster (killed, restarted by its nanny, lost)."""
 
 
+class RanksKeptFailing(RuntimeError):
+    """Workers holding ranks left more than ``MAX_RESTARTS`` times in one run."""
+
+
 def _gone(client: Any, chosen: list[str]) -> list[str]:
     present = client.scheduler_info()["workers"]
     return [w for w in chosen if w not in present]
@@ -488,6 +515,7 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
             events.emit("rank", **msg)
 
     client.subscribe_topic(EVENT_TOPIC, relay)
+    finished = False
     try:
         while True:
             # A fresh rendezvous port per segment: the last one may still be in TIME_WAIT.
@@ -505,9 +533,8 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
                 # began (the last checkpoint, or the run's start) on the workers there are now.
                 restarts += 1
                 if restarts > MAX_RESTARTS:
-                    raise RuntimeError(f"worker {lost} left the cluster during --ddp training, "
-                                       f"{MAX_RESTARTS} restarts were not enough; "
-                                       "continue from the last checkpoint with --resume") from None
+                    raise RanksKeptFailing(f"worker {lost} left the cluster during --ddp training, the "
+                                           f"{MAX_RESTARTS + 1}th time a rank's worker was lost in this run") from None
                 where = (f"epoch {start.epoch + 1}, step {start.batches}" if start is not None
                          else "the start of training")
                 events.emit("warning", message=f"worker {lost} left during --ddp training; "
@@ -532,9 +559,16 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
             del results, head
             if on_pause is not None:
                 on_pause(reason, start)   # writes the checkpoint; raises when the trainer was asked to stop
+        finished = True
     finally:
         client.unsubscribe_topic(EVENT_TOPIC)
-        stop_event.clear()
+        if finished:
+            stop_event.clear()
+        else:
+            # The trainer is leaving (an error, a second Ctrl-C): ranks still
+            # running on a cluster that outlives it stop at their next step.
+            with contextlib.suppress(Exception):   # the scheduler may be what failed
+                stop_event.set()
     head["digests"] = digests
     head["workers"] = chosen
     head["device"] = kind

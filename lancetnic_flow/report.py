@@ -23,6 +23,7 @@ import threading
 from typing import IO, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from .dashboard import (DashboardState, LiveDashboard, early_stop_line, epoch_line, fitted_line, render_summary,
                         resumed_line, status_line)
@@ -172,14 +173,15 @@ class ConsoleReport:
     def message(self, text: str) -> None:
         """A line of a command's own output (not an event): on the console unless the JSON log owns stdout."""
         if self.view is not None or self.json is None:
-            self.console.print(text, highlight=False, soft_wrap=True)
+            self.console.print(text, highlight=False, soft_wrap=True, markup=False)
 
     def error(self, message: str, hint: str | None = None, status: int = 2, label: str = "error") -> None:
         """An error after which the command exits: on stderr, and as an ``error`` event in the JSON log."""
         self.close()
-        self.console.print(f"[bold red]{label}:[/] {message}", highlight=False, soft_wrap=True)
+        # Messages quote paths, URLs and library errors ("[/pair.cc:152]"): never markup.
+        self.console.print(f"[bold red]{label}:[/] {escape(message)}", highlight=False, soft_wrap=True)
         if hint:
-            self.console.print(f"  [dim]hint:[/] {hint}", highlight=False, soft_wrap=True)
+            self.console.print(f"  [dim]hint:[/] {escape(hint)}", highlight=False, soft_wrap=True)
         if self.json is not None:
             self.json("error", {"message": message, "hint": hint, "status": status, "kind": label})
 

@@ -26,14 +26,14 @@ _AWS_ENV = {
 
 
 @contextlib.contextmanager
-def s3_server() -> Iterator[dict]:
-    """A moto S3 server; yields s3fs storage options that point at it."""
+def s3_server(ip: str = "127.0.0.1") -> Iterator[dict]:
+    """A moto S3 server on ``ip``; yields s3fs storage options that point at it."""
     from moto.server import ThreadedMotoServer
     import s3fs
 
     old = {k: os.environ.get(k) for k in _AWS_ENV}
     os.environ.update(_AWS_ENV)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = ThreadedMotoServer(ip_address=ip, port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     url = f"http://{host}:{port}"

@@ -347,3 +347,25 @@ def test_json_log_reports_user_errors_as_an_event(tmp_path):
     recs = [json.loads(line) for line in p.stdout.splitlines()]
     assert recs[-1]["event"] == "error" and recs[-1]["status"] == 2 and "--rows" in recs[-1]["message"]
     assert p.stderr.count("error:") == 1 and "Traceback" not in p.stderr
+
+
+def test_messages_with_square_brackets_print_literally_in_every_view():
+    """A library error quoting '[/__w/.../pair.cc:152]' once crashed the error
+    report itself (Rich read it as a closing markup tag)."""
+    from lancetnic_flow.dashboard import LiveDashboard
+
+    gloo = "RuntimeError: [/__w/pytorch/third_party/gloo/transport/tcp/pair.cc:152] Connection refused"
+    out = io.StringIO()
+    rep = ConsoleReport(Console(file=out, force_terminal=False, width=200), quiet=True)
+    rep.error(gloo, "check [bold]the[/bold] address")
+    text = out.getvalue()
+    assert gloo in text and "check [bold]the[/bold] address" in text
+
+    for view in (PlainLog(Console(file=(buf := io.StringIO()), force_terminal=False, width=200)),
+                 LiveDashboard(Console(file=(buf2 := io.StringIO()), force_terminal=True, width=200))):
+        view("warning", {"message": f"shard s3://b/[red]x[/red].npz is damaged; {gloo}", "t": 1.0})
+        view("resumed", {"run": "runs/[x]", "epoch": 2, "batches": 3, "step": 9, "t": 2.0})
+        if isinstance(view, LiveDashboard):
+            view.stop()
+    for written in (buf.getvalue(), buf2.getvalue()):
+        assert "s3://b/[red]x[/red].npz" in written and "pair.cc:152]" in written

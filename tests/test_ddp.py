@@ -74,12 +74,15 @@ def test_ddp_with_more_ranks_than_workers_is_a_user_error(client, small_corpus, 
 def test_train_ddp_through_the_cli_on_a_local_cluster(small_corpus, tmp_path):
     p = cli("train", small_corpus, "--ddp", "2", "--workers", "2", "--memory-budget", "3GiB", "--epochs", "2",
             "--blocksize", "128KiB", "--out", tmp_path / "runs", "--name", "d", "--json-log", tmp_path / "log.jsonl",
-            cwd=tmp_path)
+            "--checkpoint-every", "4", cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     m = json.loads((tmp_path / "runs" / "d" / "metrics.json").read_text())
     assert m["ddp"]["ranks"] == 2 and m["val_accuracy"] > 0.5
     events = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert {e["rank"] for e in events if e["event"] == "rank"} == {0, 1}
+    # The ranks paused for checkpoints; the finished run keeps none.
+    assert [e["reason"] for e in events if e["event"] == "checkpoint"].count("epoch") == 1
+    assert not (tmp_path / "runs" / "d" / CHECKPOINT).exists()
 
 
 def test_the_dashboard_shows_every_rank_and_their_rows_add_up():

@@ -106,4 +106,8 @@ def test_a_worker_that_keeps_dying_is_explained_not_dumped():
     message, hint = _known_failure(KilledWorker("featurize_partition-1", "tcp://127.0.0.1:1", 3))
     assert "worker died" in message and "featurize_partition-1" in message
     assert "--blocksize" in hint and "--memory-budget" in hint
+    from lancetnic_flow.ddp import RanksKeptFailing
+
+    message, hint = _known_failure(RanksKeptFailing("worker tcp://10.0.0.3:4000 left the cluster during --ddp"))
+    assert "tcp://10.0.0.3:4000" in message and "--resume" in hint and "memory" in hint
     assert _known_failure(ValueError("a bug")) is None
