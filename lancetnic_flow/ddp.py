@@ -157,20 +157,35 @@ def _sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: fl
     """Make every replica's gradients the mean over the ranks that had a batch.
 
     Returns (how many ranks had a batch — 0: the epoch is over everywhere —,
-    rank 0's ``flag``). The flag (pause for a checkpoint, or stop) rides in
-    the same all-reduce as the gradients, so agreeing on it costs no extra
-    round trip; only rank 0 passes a non-zero one."""
+    rank 0's ``flag``). Two collectives a step, whatever the model:
+
+    1. one ``all_reduce`` of the dense gradients with a tail of ``2 + world``
+       numbers: had-a-batch, rank 0's flag (pause for a checkpoint, or stop),
+       and in slot ``2 + r`` rank r's count of sparse rows used (the others
+       add zero), so agreeing on all of them costs no extra round trip;
+    2. one ``all_gather`` of each rank's used rows, padded to the largest
+       count: the row ids' bits and the row gradients' bits side by side in
+       one int32 matrix (a bit copy: nothing is rounded).
+    """
     layer = model.input
     device = layer.weight.device
+    world, rank = dist.get_world_size(), dist.get_rank()
     row_wise = getattr(layer, "row_wise", False) and layer.training
+    used = grad = None
+    if row_wise and has_batch and layer.active is not None and layer.active[1].grad is not None:
+        used, grad = layer.active[0], layer.active[1].grad
+    tail = torch.zeros(2 + world, device=device)
+    tail[0], tail[1] = (1.0 if has_batch else 0.0), flag
+    tail[2 + rank] = 0 if used is None else len(used)
     dense = [p for n, p in model.named_parameters() if not (row_wise and n == "input.weight")]
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in dense]
-                     + [torch.tensor([1.0 if has_batch else 0.0, flag], device=device)])
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in dense] + [tail])
     dist.all_reduce(flat)
-    active, flag = int(round(flat[-2].item())), int(round(flat[-1].item()))
+    head = flat[-(2 + world):].tolist()
+    active, flag = int(round(head[0])), int(round(head[1]))
     if active == 0:
         return 0, flag
-    flat = flat[:-2] / active
+    counts = [int(round(c)) for c in head[2:]]
+    flat = flat[:-(2 + world)] / active
     offset = 0
     for p in dense:
         n = p.numel()
@@ -178,24 +193,19 @@ def _sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: fl
         offset += n
     if row_wise:
         width = layer.weight.shape[1]
-        if has_batch and layer.active is not None and layer.active[1].grad is not None:
-            used, grad = layer.active[0], layer.active[1].grad
-        else:
-            used = torch.zeros(0, dtype=torch.int64, device=device)
-            grad = torch.zeros(0, width, device=device)
-        sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(dist.get_world_size())]
-        dist.all_gather(sizes, torch.tensor([len(used)], dtype=torch.int64, device=device))
-        counts = [int(s.item()) for s in sizes]
         most = max(counts)
-        pad_used = torch.zeros(most, dtype=torch.int64, device=device)
-        pad_grad = torch.zeros(most, width, device=device)
-        pad_used[:len(used)], pad_grad[:len(used)] = used, grad
-        all_used = [torch.zeros(most, dtype=torch.int64, device=device) for _ in sizes]
-        all_grad = [torch.zeros(most, width, device=device) for _ in sizes]
-        dist.all_gather(all_used, pad_used)
-        dist.all_gather(all_grad, pad_grad)
-        ids = torch.cat([u[:c] for u, c in zip(all_used, counts)])
-        grads = torch.cat([g[:c] for g, c in zip(all_grad, counts)])
+        if most == 0:   # batches without a single token anywhere
+            layer.active = None
+            return active, flag
+        packed = torch.zeros(most, width + 2, dtype=torch.int32, device=device)
+        if used is not None and len(used):
+            packed[:len(used), :width] = grad.contiguous().view(torch.int32)
+            packed[:len(used), width:] = used.contiguous().view(torch.int32).view(len(used), 2)
+        gathered = [torch.empty_like(packed) for _ in range(world)]
+        dist.all_gather(gathered, packed)
+        rows_of = [g[:c] for g, c in zip(gathered, counts)]
+        grads = torch.cat([r[:, :width] for r in rows_of]).contiguous().view(torch.float32)
+        ids = torch.cat([r[:, width:] for r in rows_of]).contiguous().view(torch.int64).view(-1)
         union, inverse = torch.unique(ids, return_inverse=True)
         summed = torch.zeros(len(union), width, device=device).index_add_(0, inverse, grads) / active
         rows = layer.weight.detach().index_select(0, union).requires_grad_()
@@ -288,6 +298,8 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
         history: list[dict] = list(start.history)
         best, stale, step = start.best, start.stale, start.step
         stop_event = Event(job.stop_event) if job.stop_event and rank == 0 else None
+        # Where a rank's time goes: reading batches, its own forward/backward/step, the gradient exchange.
+        clock = {"data": 0.0, "compute": 0.0, "exchange": 0.0}
         polled = 0.0
 
         def stop_asked() -> bool:
@@ -304,7 +316,8 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
 
         def pause(reason: str, epoch: int, batches: int, rows: int, train_m: Any) -> dict:
             """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
-            out = {"reason": reason, "rng": _to_cpu(_rng_state(device)), "step": step, "digest": digest()}
+            out = {"reason": reason, "rng": _to_cpu(_rng_state(device)), "step": step, "digest": digest(),
+                   "clock": clock}
             if rank == 0:
                 out.update(epoch=epoch, batches=batches, rows=rows, stale=stale, history=history,
                            best=_to_cpu(best), train_metrics=train_m.state() if train_m is not None else None,
@@ -330,7 +343,10 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
                 train_m.load_state(start.train_metrics)
             since_batches, since_t = done, time.monotonic()
             while True:
+                tick = time.perf_counter()
                 batch = next(stream, None)
+                clock["data"] += time.perf_counter() - tick
+                tick = time.perf_counter()
                 if batch is not None:
                     labels, targets = answers(batch, device)
                     out = model(**model_inputs(batch, device))
@@ -347,11 +363,16 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
                     elif ((job.checkpoint_batches and done + 1 - since_batches >= job.checkpoint_batches) or
                           (job.checkpoint_seconds and time.monotonic() - since_t >= job.checkpoint_seconds)):
                         flag = PAUSE_CHECKPOINT
+                clock["compute"] += time.perf_counter() - tick
+                tick = time.perf_counter()
                 active, flag = _sync_gradients(model, batch is not None, dist, flag)
+                clock["exchange"] += time.perf_counter() - tick
                 if not active:
                     break
+                tick = time.perf_counter()
                 optim.set_lr(opts, schedule(step))
                 optim.step(opts, model, job.clip_grad)
+                clock["compute"] += time.perf_counter() - tick
                 step += 1
                 done += 1
                 if batch is not None:
@@ -392,7 +413,7 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
                 break
             if epoch + 1 < job.epochs and (stop[1].item() or job.checkpoint_epochs):
                 return pause("interrupt" if stop[1].item() else "epoch", epoch + 1, 0, 0, None)
-        out = {"reason": "done", "digest": digest(), "steps": step, "rng": None}
+        out = {"reason": "done", "digest": digest(), "steps": step, "rng": None, "clock": clock}
         if rank == 0:
             state = best.pop("state") if best is not None else model.state_dict()
             out.update(state=_to_cpu(state), history=history, best=_to_cpu(best),
@@ -446,7 +467,7 @@ def _wait(client: Any, futures: list, chosen: list[str], stop: Any, stop_event: 
     ends the wait at once instead of leaving the others blocked."""
     from distributed import wait
 
-    asked = False
+    asked, checked = False, time.monotonic()
     while True:
         try:
             wait(futures, timeout=0.25)
@@ -469,6 +490,9 @@ def _wait(client: Any, futures: list, chosen: list[str], stop: Any, stop_event: 
         if stop is not None and stop.requested and not asked:
             stop_event.set()
             asked = True
+        if time.monotonic() - checked < 2.0:
+            continue
+        checked = time.monotonic()
         gone = _gone(client, chosen)
         if gone:
             client.cancel(futures)
@@ -503,6 +527,7 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
 
     chosen, job = place()
     kind, restarts = job.device, 0
+    clocks: list[dict] = [{} for _ in range(world)]   # per rank, summed over segments
 
     def relay(event: tuple) -> None:
         _, msg = event
@@ -546,6 +571,9 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
                 continue
             del futures, shipped
             digests = [r["digest"] for r in results]
+            for r, c in zip(results, clocks):
+                for k, v in r["clock"].items():
+                    c[k] = c.get(k, 0.0) + v
             if len(set(digests)) != 1:
                 raise RuntimeError(f"the --ddp replicas diverged (weight digests {digests})")
             head = results[0]
@@ -570,6 +598,7 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
             with contextlib.suppress(Exception):   # the scheduler may be what failed
                 stop_event.set()
     head["digests"] = digests
+    head["rank_seconds"] = [{k: round(v, 3) for k, v in c.items()} for c in clocks]
     head["workers"] = chosen
     head["device"] = kind
     return head

@@ -256,7 +256,7 @@ def _ddp_epochs(client: Any, cfg: TrainConfig, model: torch.nn.Module, model_met
         events.emit("early_stop", epoch=len(history), best_epoch=best["epoch"], monitor=tc.monitor)
     ddp_info.update(ranks=tc.ddp, backend="nccl" if out["device"] == "cuda" else "gloo",
                     device=out["device"], workers=out["workers"], steps=out["steps"],
-                    replica_digests=out["digests"])
+                    replica_digests=out["digests"], rank_seconds=out["rank_seconds"])
     return history, confusions, best, out["last_val"]
 
 
