@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench image-check clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,11 @@ test-fast: setup
 bench: setup
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]'
 	$(BIN)/python benchmarks/scaling.py
+
+# Build the Dockerfile with podman (local Debian base, no Docker Hub) and run
+# the image as scheduler, two workers and trainer; needs root.
+image-check:
+	bash scripts/check_image.sh
 
 clean:
 	rm -rf $(VENV) demo-data runs .pytest_cache
