@@ -245,7 +245,7 @@ c.wait_for_workers(2, timeout=90)
 print('workers in the scheduler:', sorted(w['name'] for w in c.scheduler_info()['workers'].values()))
 "
 
-step "role: trainer (make-data, train against the scheduler, predict)"
+step "role: trainer (make-data, train against the scheduler, --ddp 2, predict)"
 run lancetnic-flow make-data /data/train.csv --rows "$ROWS" --classes 4 --seed 1
 run lancetnic-flow train /data/train.csv --text text --label label --scheduler "$SCHED" \
     --epochs 1 --blocksize 256KiB --out /data/runs --name check --cache /data/cache
@@ -253,6 +253,16 @@ for f in model.safetensors metrics.json config.json history.csv; do
     [ -s "$DATA/runs/check/$f" ] || die "the run folder lacks $f"
 done
 run lancetnic-flow predict /data/runs/check --text 'a great match' --text 'a new phone'
+# --ddp 2: one rank in each worker container, joined by torch.distributed (gloo); the cache is reused.
+run lancetnic-flow train /data/train.csv --text text --label label --scheduler "$SCHED" \
+    --epochs 1 --blocksize 256KiB --out /data/runs --name check-ddp --cache /data/cache --ddp 2 \
+    --checkpoint-every 10
+run python -c "
+import json
+d = json.load(open('/data/runs/check-ddp/metrics.json'))['ddp']
+print('ddp:', d['ranks'], 'ranks on', d['workers'], d['backend'], '· replica digests', d['replica_digests'])
+assert d['ranks'] == 2 and len(set(d['workers'])) == 2 and len(set(d['replica_digests'])) == 1
+"
 run lancetnic-flow predict /data/runs/check --input /data/train.csv \
     --output /data/preds.jsonl --scheduler "$SCHED"
 n=$(wc -l <"$DATA/preds.jsonl")
