@@ -276,6 +276,9 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
         model = build_model(job.net, **job.model_kwargs).to(device)
         opts = optim.make_optimizers(model, job.optimizer, job.lr)
         torch.manual_seed(job.seed * 1000 + rank)   # but each rank its own dropout
+        if start.model is None and start.step:
+            # Never train on from fresh weights in the middle of a run.
+            raise RuntimeError(f"rank {rank} was given the state of step {start.step} without its weights")
         if start.model is not None:
             model.load_state_dict(start.model)
             for o, st in zip(opts, start.optimizers or []):

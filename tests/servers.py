@@ -46,6 +46,11 @@ def s3_server(ip: str = "127.0.0.1") -> Iterator[dict]:
         }
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
+        # moto keeps buckets in this process, not in the server: without a
+        # reset the next module's server would start with this one's objects.
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
         server.stop()
         for k, v in old.items():
             if v is None:

@@ -99,8 +99,8 @@ def machines(tmp_path_factory):
         with s3_server(ip=net.host) as opts:
             import fsspec
 
-            fsspec.filesystem("s3", **opts).call_s3("create_bucket", Bucket="corpus")
-            write_corpus("s3://corpus/train.csv", 6000, classes=4, seed=11, storage_options=opts)
+            fsspec.filesystem("s3", **opts).call_s3("create_bucket", Bucket="hosts")
+            write_corpus("s3://hosts/train.csv", 6000, classes=4, seed=11, storage_options=opts)
             # No AWS_* variables anywhere: credentials travel as storage options.
             env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
             sched_addr = net.machines["sched"][1]
@@ -163,10 +163,10 @@ def test_ddp_across_machines_trains_through_s3_and_matches_the_laptop_run(machin
     assert [w.split("://")[1].rsplit(":", 1)[0] for w in m["workers"]] == sorted([w1, w2])
     assert all(listing == [] for listing in m["workers_see"].values()), m["workers_see"]
 
-    common = ["s3://corpus/train.csv", *_storage(m["opts"]), "--epochs", "2", "--batch-size", "64",
+    common = ["s3://hosts/train.csv", *_storage(m["opts"]), "--epochs", "2", "--batch-size", "64",
               "--hidden", "32", "--max-features", "5000", "--seed", "5", "--ddp", "2", "--json-log", "log.jsonl"]
     # docs/cluster.md §2 and §7: the scheduler's address, a cache both sides reach.
-    remote = _train([*common, "--scheduler", m["address"], "--cache", "s3://corpus/cache", "--out",
+    remote = _train([*common, "--scheduler", m["address"], "--cache", "s3://hosts/cache", "--out",
                      str(trainer / "runs"), "--name", "cluster", "--checkpoint-every", "6"], m["env"], trainer)
     assert remote.returncode == 0, remote.stderr[-3000:]
     run = trainer / "runs" / "cluster"
