@@ -12,7 +12,7 @@ from lancetnic_flow.errors import UserError
 from lancetnic_flow.workflow import to_argv
 
 WORKFLOWS = Path(__file__).resolve().parent.parent / "workflows"
-LOCAL = ["quickstart", "multiclass", "binary-spam", "regression", "multitask", "hybrid", "lstm-attention"]
+LOCAL = ["quickstart", "multiclass", "binary-spam", "regression", "multitask", "hybrid", "lstm-attention", "ddp"]
 
 
 @pytest.mark.parametrize("name", LOCAL)
@@ -42,6 +42,8 @@ def test_shipped_workflow_runs_on_small_data(name, client, tmp_path, capsys):
         assert metrics["val_accuracy"] > {"binary-spam": 0.75, "multiclass": 0.4}.get(name, 0.45)
     if metrics["task"] in ("regress", "multitask"):
         assert metrics["val_rmse"] < metrics["val_baseline_rmse"]
+    if name == "ddp":
+        assert metrics["ddp"]["ranks"] == 2 and len(set(metrics["ddp"]["replica_digests"])) == 1
 
 
 def test_every_shipped_workflow_names_its_command_in_the_header():
