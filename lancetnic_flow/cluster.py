@@ -190,6 +190,15 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
             except (OSError, TimeoutError) as exc:
                 raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {exc}",
                                 "check the address (tcp://HOST:8786) and that `dask scheduler` runs there") from None
+            except TypeError as exc:
+                if "ssl_context" not in str(exc):
+                    raise
+                # Dask's TLS comm, given a tls:// address and no certificates in its config.
+                raise UserError(f"the Dask scheduler at {scheduler} speaks TLS and this machine has no TLS "
+                                "configuration for Dask",
+                                "set distributed.comm.tls.ca-file and distributed.comm.tls.client.cert/key in "
+                                "Dask's config, or the DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+                                "…__CLIENT__CERT and …__CLIENT__KEY variables (docs/cluster.md §6)") from None
             with client:
                 yield client
             return

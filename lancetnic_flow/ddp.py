@@ -426,6 +426,11 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
         dist.destroy_process_group()
 
 
+def chosen_protocol(client: Any) -> str:
+    """The scheduler's comm protocol: "tcp", "tls", "inproc", …"""
+    return str(client.scheduler.address).split("://", 1)[0]
+
+
 def _choose_device(client: Any, chosen: list[str], want: str) -> tuple[str, list[int]]:
     """``--device`` for the ranks: ("cuda" or "cpu", each rank's index among
     the ranks on its machine). CUDA needs a GPU of its own for every rank
@@ -528,6 +533,10 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
         events.emit("ddp", ranks=world, workers=chosen, backend=placed.backend, device=kind)
         return chosen, placed
 
+    if chosen_protocol(client) == "tls":
+        events.emit("warning", message="--ddp on a TLS cluster: Dask's messages are encrypted, the ranks' "
+                                       "torch.distributed gradient exchange is not (gloo and nccl speak plain "
+                                       "TCP); use --ddp where the network between the workers is trusted")
     chosen, job = place()
     kind, restarts = job.device, 0
     clocks: list[dict] = [{} for _ in range(world)]   # per rank, summed over segments
