@@ -150,8 +150,16 @@ def _ctrl_c_in_epoch_1() -> Events:
     return events
 
 
-def test_ddp_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(client, corpus4, tmp_path):
-    ref = train(_ddp_config(corpus4, tmp_path, "ref", "off"), client=client).metrics
+@pytest.fixture(scope="module")
+def ddp_reference(client, corpus4, tmp_path_factory) -> dict:
+    """The metrics of one undisturbed --ddp 2 run on corpus4 (never paused: pauses
+    do not change a run, see test_ddp_checkpoint_pauses_leave_the_result_unchanged)."""
+    return train(_ddp_config(corpus4, tmp_path_factory.mktemp("ddp-ref"), "ref", "off"), client=client).metrics
+
+
+def test_ddp_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(client, corpus4, tmp_path,
+                                                                                ddp_reference):
+    ref = ddp_reference
     with pytest.raises(TrainingInterrupted) as stopped:
         train(_ddp_config(corpus4, tmp_path, "stopped", "off"), _ctrl_c_in_epoch_1(), client=client)
     run = tmp_path / "runs" / "stopped"
@@ -193,8 +201,8 @@ def own_cluster():
 
 
 def test_a_rank_whose_worker_is_killed_restarts_from_the_last_checkpoint_and_the_run_ends_the_same(
-        own_cluster, client, corpus4, tmp_path):
-    ref = train(_ddp_config(corpus4, tmp_path, "ref", "5"), client=client).metrics
+        own_cluster, corpus4, tmp_path, ddp_reference):
+    ref = ddp_reference
     pids = own_cluster.run(os.getpid)
     events = Events()
     killed: list[str] = []
