@@ -313,14 +313,17 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
             polled = time.monotonic()
             return stop_event.is_set()
 
+        sent = [0]   # events this rank sent in this segment: the trainer waits for all of them
+
         def report(kind: str, **data: Any) -> None:
-            worker.log_event(EVENT_TOPIC, {"kind": kind, "rank": rank, "world": job.world,
+            sent[0] += 1
+            worker.log_event(EVENT_TOPIC, {"kind": kind, "rank": rank, "world": job.world, "segment": job.port,
                                            "worker": worker.address, **data})
 
         def pause(reason: str, epoch: int, batches: int, rows: int, train_m: Any) -> dict:
             """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
             out = {"reason": reason, "rng": _to_cpu(_rng_state(device)), "step": step, "digest": digest(),
-                   "clock": clock}
+                   "clock": clock, "events": sent[0]}
             if rank == 0:
                 out.update(epoch=epoch, batches=batches, rows=rows, stale=stale, history=history,
                            best=_to_cpu(best), train_metrics=train_m.state() if train_m is not None else None,
@@ -416,7 +419,7 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
                 break
             if epoch + 1 < job.epochs and (stop[1].item() or job.checkpoint_epochs):
                 return pause("interrupt" if stop[1].item() else "epoch", epoch + 1, 0, 0, None)
-        out = {"reason": "done", "digest": digest(), "steps": step, "rng": None, "clock": clock}
+        out = {"reason": "done", "digest": digest(), "steps": step, "rng": None, "clock": clock, "events": sent[0]}
         if rank == 0:
             state = best.pop("state") if best is not None else model.state_dict()
             out.update(state=_to_cpu(state), history=history, best=_to_cpu(best),
@@ -541,8 +544,12 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
     kind, restarts = job.device, 0
     clocks: list[dict] = [{} for _ in range(world)]   # per rank, summed over segments
 
+    received: dict[tuple[int, int], int] = {}   # (segment, rank) -> events relayed
+
     def relay(event: tuple) -> None:
         _, msg = event
+        key = (msg.pop("segment"), msg["rank"])
+        received[key] = received.get(key, 0) + 1
         kind = msg.pop("kind")
         if kind == "epoch":
             from .trainer import _VAL_KEYS
@@ -582,6 +589,12 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
                 kind = job.device
                 continue
             del futures, shipped
+            # A rank's events travel through the scheduler, its result straight
+            # back: let the last progress and epoch events arrive before going on.
+            deadline = time.monotonic() + 10
+            while (any(received.get((port, r), 0) < res["events"] for r, res in enumerate(results))
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
             digests = [r["digest"] for r in results]
             for r, c in zip(results, clocks):
                 for k, v in r["clock"].items():

@@ -80,6 +80,21 @@ def make_config(train, tmp: Path, *, val=None, epochs=3, seed=0, blocksize=None,
     )
 
 
+@pytest.fixture
+def own_cluster():
+    """A LocalCluster of its own (2 worker processes × 1 thread), for tests that kill a worker."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    c = Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
 @pytest.fixture(scope="session")
 def trained_run(client, corpus4, tmp_path_factory):
     """One trained run (4 classes) shared by the predictor/artifact tests."""

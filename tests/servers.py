@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import json
 import os
 import re
+import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
@@ -143,3 +146,29 @@ def http_server(root_dir) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def s3_cli_args(opts: dict) -> list[str]:
+    """``s3_server``'s storage options as the CLI's ``--storage-option`` flags."""
+    return ["--storage-option", f"key={opts['key']}", "--storage-option", f"secret={opts['secret']}",
+            "--storage-option", f"client_kwargs.endpoint_url={opts['client_kwargs']['endpoint_url']}",
+            "--storage-option", "client_kwargs.region_name=us-east-1"]
+
+
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM in reverse start order (workers before their scheduler), then SIGKILL what is left after 20 s."""
+    for p in reversed(procs):
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def scheduler_address(scheduler_file: Path, timeout: float = 60) -> str:
+    """The address a `dask scheduler --scheduler-file FILE` wrote, once it has."""
+    deadline = time.monotonic() + timeout
+    while not scheduler_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return json.loads(scheduler_file.read_text())["address"]

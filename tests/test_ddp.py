@@ -183,23 +183,6 @@ def test_a_ddp_checkpoint_cannot_resume_without_ddp(client, corpus4, tmp_path):
         train(cfg, client=client, resume=str(tmp_path / "runs" / "d"))
 
 
-@pytest.fixture
-def own_cluster():
-    """Its own cluster: this test kills a worker."""
-    import logging
-
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
-                           dashboard_address=":0", silence_logs=logging.ERROR)
-    c = Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
-
-
 def test_a_rank_whose_worker_is_killed_restarts_from_the_last_checkpoint_and_the_run_ends_the_same(
         own_cluster, corpus4, tmp_path, ddp_reference):
     ref = ddp_reference

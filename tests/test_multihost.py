@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from servers import s3_cli_args, stop_processes
 
 from lancetnic_flow.cluster import WORKER_ENV
 from lancetnic_flow.synth import write_corpus
@@ -134,20 +135,8 @@ def machines(tmp_path_factory):
             yield {"net": net, "address": address, "opts": opts, "env": env, "trainer": trainer,
                    "workers": workers, "workers_see": seen}
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         net.close()
-
-
-def _storage(opts: dict) -> list[str]:
-    return ["--storage-option", f"key={opts['key']}", "--storage-option", f"secret={opts['secret']}",
-            "--storage-option", f"client_kwargs.endpoint_url={opts['client_kwargs']['endpoint_url']}",
-            "--storage-option", "client_kwargs.region_name=us-east-1"]
 
 
 def _train(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
@@ -163,7 +152,7 @@ def test_ddp_across_machines_trains_through_s3_and_matches_the_laptop_run(machin
     assert [w.split("://")[1].rsplit(":", 1)[0] for w in m["workers"]] == sorted([w1, w2])
     assert all(listing == [] for listing in m["workers_see"].values()), m["workers_see"]
 
-    common = ["s3://hosts/train.csv", *_storage(m["opts"]), "--epochs", "2", "--batch-size", "64",
+    common = ["s3://hosts/train.csv", *s3_cli_args(m["opts"]), "--epochs", "2", "--batch-size", "64",
               "--hidden", "32", "--max-features", "5000", "--seed", "5", "--ddp", "2", "--json-log", "log.jsonl"]
     # docs/cluster.md §2 and §7: the scheduler's address, a cache both sides reach.
     remote = _train([*common, "--scheduler", m["address"], "--cache", "s3://hosts/cache", "--out",

@@ -3,12 +3,10 @@ messy input accounted row by row."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import threading
 
-import pytest
 
 from conftest import make_config
 from lancetnic_flow.events import Events
@@ -60,21 +58,6 @@ def test_messy_input_every_row_is_trained_validated_or_skipped_with_a_reason(cli
     assert rows["skipped"].get("undecodable") == 1
     assert rows["skipped"].get("malformed", 0) >= 1
     assert rows["trained"] + rows["validated"] == 300
-
-
-@pytest.fixture
-def own_cluster():
-    """Its own cluster: this test kills a worker."""
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
-                           dashboard_address=":0", silence_logs=logging.ERROR)
-    c = Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
 
 
 def test_a_worker_killed_during_featurisation_loses_nothing(own_cluster, client, corpus4, tmp_path):

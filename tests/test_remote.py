@@ -12,7 +12,7 @@ import fsspec
 import pytest
 
 from lancetnic_flow.synth import write_corpus
-from servers import http_server, s3_server
+from servers import http_server, s3_cli_args, s3_server
 
 CLI = [sys.executable, "-m", "lancetnic_flow"]
 SMALL = ["--workers", "1", "--memory-budget", "3GiB", "--epochs", "3", "--batch-size", "64", "--max-features", "5000", "--hidden", "32"]
@@ -20,12 +20,6 @@ SMALL = ["--workers", "1", "--memory-budget", "3GiB", "--epochs", "3", "--batch-
 
 def run(args, **kw):
     return subprocess.run(CLI + args, capture_output=True, text=True, timeout=240, **kw)
-
-
-def s3_args(opts: dict) -> list[str]:
-    return ["--storage-option", f"key={opts['key']}", "--storage-option", f"secret={opts['secret']}",
-            "--storage-option", f"client_kwargs.endpoint_url={opts['client_kwargs']['endpoint_url']}",
-            "--storage-option", "client_kwargs.region_name=us-east-1"]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +35,7 @@ def s3():
 @pytest.fixture(scope="module")
 def s3_run(s3, tmp_path_factory):
     out = tmp_path_factory.mktemp("s3runs")
-    r = run(["train", "s3://corpus/train/*", *s3_args(s3), *SMALL, "--out", str(out), "--name", "s3",
+    r = run(["train", "s3://corpus/train/*", *s3_cli_args(s3), *SMALL, "--out", str(out), "--name", "s3",
              "--cache", "s3://corpus/cache"])
     assert r.returncode == 0, r.stderr
     return out / "s3", r
@@ -73,7 +67,7 @@ def test_credentials_given_as_storage_options_stay_out_of_the_run_folder(s3_run)
 def test_batch_prediction_reads_and_writes_s3(s3, s3_run):
     run_dir, _ = s3_run
     r = run(["predict", str(run_dir), "--input", "s3://corpus/train/part-0.csv.gz",
-             "--output", "s3://corpus/out/pred.jsonl", *s3_args(s3), "--workers", "1", "--memory-budget", "3GiB"])
+             "--output", "s3://corpus/out/pred.jsonl", *s3_cli_args(s3), "--workers", "1", "--memory-budget", "3GiB"])
     assert r.returncode == 0, r.stderr
     fs = fsspec.filesystem("s3", **s3)
     lines = fs.cat("corpus/out/pred.jsonl").decode().splitlines()
@@ -82,7 +76,7 @@ def test_batch_prediction_reads_and_writes_s3(s3, s3_run):
 
 
 def test_missing_bucket_is_a_user_error_naming_the_url(s3, tmp_path):
-    r = run(["train", "s3://no-such-bucket/data/*.csv", *s3_args(s3), *SMALL, "--out", str(tmp_path)])
+    r = run(["train", "s3://no-such-bucket/data/*.csv", *s3_cli_args(s3), *SMALL, "--out", str(tmp_path)])
     assert r.returncode == 2
     assert "no-such-bucket" in r.stderr and "Traceback" not in r.stderr
 
@@ -116,7 +110,7 @@ def test_s3_workflow_runs_against_the_loopback_server(s3, tmp_path):
 @pytest.fixture(scope="module")
 def s3_out_run(s3):
     """A run trained from S3 whose run folder is on S3 too (--out s3://...)."""
-    r = run(["train", "s3://corpus/train/*", *s3_args(s3), *SMALL, "--out", "s3://corpus/runs", "--name", "remote",
+    r = run(["train", "s3://corpus/train/*", *s3_cli_args(s3), *SMALL, "--out", "s3://corpus/runs", "--name", "remote",
              "--cache", "s3://corpus/cache"])
     assert r.returncode == 0, r.stderr
     return "s3://corpus/runs/remote", r
@@ -158,18 +152,18 @@ def test_a_run_folder_on_s3_predicts_here_and_evaluates_on_the_workers(s3, s3_ou
 
 def test_cli_predicts_and_evaluates_with_a_run_folder_on_s3(s3, s3_out_run):
     url, _ = s3_out_run
-    p = run(["predict", url, "--text", "one text", *s3_args(s3)])
+    p = run(["predict", url, "--text", "one text", *s3_cli_args(s3)])
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.splitlines()[0])["label"]
     e = run(["evaluate", url, "s3://corpus/train/part-1.jsonl", "--json", "--workers", "1",
-             "--memory-budget", "3GiB", *s3_args(s3)])
+             "--memory-budget", "3GiB", *s3_cli_args(s3)])
     assert e.returncode == 0, e.stderr
     scores = json.loads(e.stdout)
     assert scores["rows"]["evaluated"] == 1500 and scores["accuracy"] > 0.6
 
 
 def test_a_missing_key_in_an_existing_bucket_is_a_user_error_naming_the_url(s3, tmp_path):
-    r = run(["train", "s3://corpus/train/no-such-object.csv", *s3_args(s3), *SMALL, "--out", str(tmp_path)])
+    r = run(["train", "s3://corpus/train/no-such-object.csv", *s3_cli_args(s3), *SMALL, "--out", str(tmp_path)])
     assert r.returncode == 2, r.stderr
     assert "s3://corpus/train/no-such-object.csv" in r.stderr and "Traceback" not in r.stderr
 
@@ -197,7 +191,7 @@ def test_bad_credentials_are_a_user_error_not_a_traceback(tmp_path):
                 time.sleep(0.2)
         bad = {"key": "AKIAWRONG", "secret": "wrong",
                "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
-        r = run(["train", "s3://corpus/train.csv", *s3_args(bad), *SMALL, "--out", str(tmp_path)])
+        r = run(["train", "s3://corpus/train.csv", *s3_cli_args(bad), *SMALL, "--out", str(tmp_path)])
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -8,10 +8,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from servers import s3_cli_args, scheduler_address, stop_processes
 
 from lancetnic_flow.synth import write_corpus
 
@@ -27,10 +27,7 @@ def dask_cluster(tmp_path_factory):
                                "--no-dashboard", "--scheduler-file", str(sched_file)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
     try:
-        deadline = time.monotonic() + 60
-        while not sched_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        address = json.loads(sched_file.read_text())["address"]
+        address = scheduler_address(sched_file)
         for i in range(2):
             procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
                                            "--memory-limit", "1GiB", "--no-dashboard", "--name", f"w{i}",
@@ -42,13 +39,7 @@ def dask_cluster(tmp_path_factory):
             c.wait_for_workers(2, timeout=60)
         yield address
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
 
 
 @pytest.fixture(scope="module")
@@ -154,10 +145,7 @@ def s3_cluster(tmp_path_factory):
                                    "--no-dashboard", "--scheduler-file", str(sched_file)], cwd=private,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
         try:
-            deadline = time.monotonic() + 60
-            while not sched_file.exists() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            address = json.loads(sched_file.read_text())["address"]
+            address = scheduler_address(sched_file)
             dirs = []
             for i, limit in enumerate(WORKER_LIMITS):
                 home = private / f"w{i}"
@@ -173,19 +161,7 @@ def s3_cluster(tmp_path_factory):
             yield {"address": address, "opts": opts, "env": env, "trainer": trainer, "worker_dirs": dirs,
                    "hidden": hide is not None}
         finally:
-            for p in reversed(procs):
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-
-
-def _s3_args(opts: dict) -> list[str]:
-    return ["--storage-option", f"key={opts['key']}", "--storage-option", f"secret={opts['secret']}",
-            "--storage-option", f"client_kwargs.endpoint_url={opts['client_kwargs']['endpoint_url']}",
-            "--storage-option", "client_kwargs.region_name=us-east-1"]
+            stop_processes(procs)
 
 
 @pytest.mark.slow
@@ -194,7 +170,7 @@ def test_workers_sharing_no_disk_train_through_s3_exactly_like_a_local_cluster(s
     from distributed import Client
 
     c, trainer = s3_cluster, s3_cluster["trainer"]
-    common = ["s3://shared/train.csv", *_s3_args(c["opts"]), "--epochs", "2", "--batch-size", "64",
+    common = ["s3://shared/train.csv", *s3_cli_args(c["opts"]), "--epochs", "2", "--batch-size", "64",
               "--hidden", "32", "--max-features", "5000", "--seed", "7"]
     remote = _train([*common, "--scheduler", c["address"], "--out", str(trainer / "remote"), "--name", "r",
                      "--cache", "s3://shared/cache"], env=c["env"])

@@ -10,10 +10,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from servers import scheduler_address, stop_processes
 
 from lancetnic_flow.synth import write_corpus
 
@@ -57,10 +57,7 @@ def tls_cluster(tmp_path_factory):
                                "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file), *tls],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
     try:
-        deadline = time.monotonic() + 60
-        while not sched_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        address = json.loads(sched_file.read_text())["address"]
+        address = scheduler_address(sched_file)
         assert address.startswith("tls://"), address
         for i in range(2):
             procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nthreads", "1",
@@ -81,13 +78,7 @@ def tls_cluster(tmp_path_factory):
             c.wait_for_workers(2, timeout=60)
         yield {"address": address, "env": client_env, "plain_env": env}
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
 
 
 def _train(args: list[str], env: dict) -> subprocess.CompletedProcess:
