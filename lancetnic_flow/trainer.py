@@ -481,6 +481,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                                             features=scattered, shard_dir=join(entry, "shards"), storage_options=so,
                                             cache_options=cache_so, chunk_bytes=plan.partition,
                                             val_fraction=val_fraction):
+                            if stop.requested:   # nothing trained yet, so nothing to checkpoint
+                                raise KeyboardInterrupt
                             results.append(r)
                             events.emit("featurized", done=len(results), total=len(jobs), rows=r.rows_read,
                                         train_rows=r.train_rows, tokens=r.tokens, bytes_read=r.bytes_read,

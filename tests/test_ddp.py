@@ -235,3 +235,23 @@ def test_ddp_on_cuda_ranks(corpus4, tmp_path):
     assert res.metrics["ddp"]["backend"] == "nccl" and res.metrics["ddp"]["device"] == "cuda"
     assert len(set(res.metrics["ddp"]["replica_digests"])) == 1
     assert abs(res.metrics["val_accuracy"] - single.metrics["val_accuracy"]) <= 0.01
+
+
+def test_ctrl_c_while_a_ddp_run_featurises_stops_before_training_without_a_checkpoint(client, corpus4, tmp_path):
+    cfg = _ddp_config(corpus4, tmp_path, "early", "off")
+    cfg.cluster.blocksize = 128 * 1024
+    seen: list[dict] = []
+    events = Events()
+
+    def ctrl_c(kind: str, e: dict) -> None:
+        if kind == "featurized":
+            seen.append(e)
+            if len(seen) == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    events.subscribe(ctrl_c)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        train(cfg, events, client=client)
+    assert type(stopped.value) is KeyboardInterrupt   # not TrainingInterrupted: nothing was trained
+    assert seen and len(seen) < seen[0]["total"]      # it did not featurise everything first
+    assert not (tmp_path / "runs" / "early" / CHECKPOINT).exists()
