@@ -510,25 +510,44 @@ def _wait(client: Any, futures: list, chosen: list[str], stop: Any, stop_event: 
             raise RankLost(gone[0])
 
 
+def preflight(client: Any, world: int, rank_bytes: int) -> list[str]:
+    """The workers the ranks go to (the first ``world`` by address); refuses,
+    before anything runs, too few workers or one whose memory limit cannot
+    hold a rank (its nanny would kill it over and over)."""
+    from .cluster import THRESHOLDS
+    from .sizes import format_size
+
+    info = client.scheduler_info()["workers"]
+    if len(info) < world:
+        raise UserError(f"--ddp {world} needs {world} Dask workers, the cluster has {len(info)}",
+                        f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp")
+    chosen = sorted(info)[:world]
+    for w in chosen:
+        limit = info.get(w, {}).get("memory_limit") or 0
+        if limit and rank_bytes > limit * THRESHOLDS["terminate"]:
+            raise UserError(f"--ddp: a rank needs about {format_size(rank_bytes)} (a worker process with torch, "
+                            f"the model, its optimiser moments and the shuffle buffer); worker {w} has a "
+                            f"{format_size(limit)} memory limit",
+                            "give the workers more memory (--memory-budget with fewer --workers, or "
+                            "`dask worker --memory-limit`), or lower --max-features, --hidden or --shuffle-buffer")
+    return chosen
+
+
 def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankStart | None = None,
                 on_pause: Callable[[str, RankStart], None] | None = None, stop: Any = None,
-                device: str = "cpu") -> dict:
+                device: str = "cpu", rank_bytes: int = 0) -> dict:
     """Run ``world`` ranks on distinct workers, in segments: ranks pause when
     a checkpoint is due (``on_pause`` writes it; it may raise to end the run)
     and go on from there. Returns rank 0's result with every rank's weight
     digest (equal, or this raises) and the workers used."""
     from distributed import Event
 
-    workers = sorted(client.scheduler_info()["workers"])
-    if len(workers) < world:
-        raise UserError(f"--ddp {world} needs {world} Dask workers, the cluster has {len(workers)}",
-                        f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp")
     stop_name = f"lancetnic-flow-stop-{uuid.uuid4().hex}"
     stop_event = Event(stop_name, client=client)
 
     def place() -> tuple[list[str], RankJob]:
         """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
-        chosen = sorted(client.scheduler_info()["workers"])[:world]
+        chosen = preflight(client, world, rank_bytes)
         kind, local = _choose_device(client, chosen, device)
         host = client.submit(worker_host, workers=[chosen[0]], pure=False).result()
         placed = dataclasses.replace(job, address=host, device=kind, backend="nccl" if kind == "cuda" else "gloo",

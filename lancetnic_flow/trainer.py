@@ -221,7 +221,7 @@ def _manifest(key: str, fc: Any, train_src: SourcePlan, val_src: SourcePlan | No
 
 def _ddp_epochs(client: Any, cfg: TrainConfig, model: torch.nn.Module, model_meta: dict, task: Task,
                 manifest: Manifest, total_rows: int, cache_so: dict, events: Events, ddp_info: dict,
-                start: Any, on_pause: Any, stop: StopRequest, every: CheckpointEvery) -> tuple:
+                start: Any, on_pause: Any, stop: StopRequest, every: CheckpointEvery, rank_bytes: int) -> tuple:
     """``--ddp N``: train on N workers; load rank 0's weights into ``model``.
     Returns what the single-process loop would have: history, confusions, best, last val."""
     from .ddp import RankJob, train_ranks
@@ -240,7 +240,8 @@ def _ddp_epochs(client: Any, cfg: TrainConfig, model: torch.nn.Module, model_met
                   checkpoint_epochs=bool(every.batches or every.seconds))
     events.emit("stage", stage="training", epoch=(start.epoch if start else 0) + 1, epochs=tc.epochs,
                 total_rows=total_rows, source="ddp", ranks=tc.ddp)
-    out = train_ranks(client, tc.ddp, job, events, start=start, on_pause=on_pause, stop=stop, device=tc.device)
+    out = train_ranks(client, tc.ddp, job, events, start=start, on_pause=on_pause, stop=stop, device=tc.device,
+                      rank_bytes=rank_bytes)
     model.load_state_dict(out["state"])
     history, confusions = [], []
     for h in out["history"]:
@@ -472,6 +473,12 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
             with StopRequest() as stop:
                 if tc.ddp:
                     # The epochs run on the workers (ddp.py); the loop below then has nothing to do.
+                    from .ddp import preflight
+
+                    # A rank holds what this process would: torch, the model, its moments, a shuffle buffer.
+                    rank_bytes = (TRAINER_BASE + estimate_model_bytes(cfg, features.dim, classes or 2)
+                                  + shuffle_bytes)
+                    preflight(client, tc.ddp, rank_bytes)   # before the featurisation pass, not after
                     if manifest is None:
                         events.emit("stage", stage="featurising")
                         jobs = [(p, None) for p in train_src.partitions] + [(p, "val") for p in
@@ -493,7 +500,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                     total_rows = sum(r.train_rows for r in manifest.results)
                     history, confusions, best, val = _ddp_epochs(client, cfg, model, model_meta, task, manifest,
                                                                  total_rows, cache_so, events, ddp_info, ddp_start,
-                                                                 ddp_checkpoint, stop, every)
+                                                                 ddp_checkpoint, stop, every, rank_bytes)
                 for epoch in range(start_epoch, tc.epochs if not tc.ddp else 0):
                     results: list[PartitionResult] = []
                     if manifest is None:

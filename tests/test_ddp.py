@@ -63,11 +63,33 @@ def test_ddp_two_ranks_reach_the_single_process_accuracy_with_equal_replicas(cli
     assert p[0]["label"] in res.metrics["labels"]
 
 
-def test_ddp_with_more_ranks_than_workers_is_a_user_error(client, small_corpus, tmp_path):
+def _featurised(events: Events) -> list:
+    seen: list = []
+    events.subscribe(lambda kind, e: seen.append(e) if kind == "featurized" else None)
+    return seen
+
+
+def test_ddp_with_more_ranks_than_workers_is_a_user_error_before_any_featurising(client, small_corpus, tmp_path):
     cfg = make_config(small_corpus, tmp_path, epochs=1)
     cfg.training.ddp = 3
+    events = Events()
+    seen = _featurised(events)
     with pytest.raises(UserError, match="--ddp 3 needs 3 Dask workers, the cluster has 2"):
-        train(cfg, client=client)
+        train(cfg, events, client=client)
+    assert seen == []
+
+
+def test_a_rank_that_cannot_fit_in_its_workers_memory_limit_is_refused_before_any_featurising(
+        client, small_corpus, tmp_path):
+    cfg = make_config(small_corpus, tmp_path, epochs=1)
+    cfg.training.ddp = 2
+    cfg.features.mode, cfg.features.buckets, cfg.model.hidden = "hashing", 2**21, 128   # ~4.5 GB of model state
+    events = Events()
+    seen = _featurised(events)
+    with pytest.raises(UserError, match=r"--ddp: a rank needs about .* memory limit") as refused:
+        train(cfg, events, client=client)
+    assert "1.5 GiB memory limit" in str(refused.value) and "--max-features" in refused.value.hint
+    assert seen == []
 
 
 @pytest.mark.slow
