@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--monitor", default="val_loss", metavar="METRIC",
                    help="val_loss|val_accuracy|val_macro_f1|val_mae|val_rmse|val_r2 (default val_loss)")
     g.add_argument("--clip-grad", type=float, metavar="NORM", help="clip the gradient norm")
-    g.add_argument("--device", default="auto", metavar="DEV", help="auto|cpu|cuda (auto: CUDA when present)")
+    g.add_argument("--device", default="auto", metavar="DEV", help="auto|cpu|cuda (auto: CUDA when present; with --ddp, on the ranks' workers, a GPU per rank)")
     g.add_argument("--threads", type=int, metavar="N", help="trainer threads (default: cores not used by workers)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="fixes partition order, shuffling, init and dropout (default 0)")
     g.add_argument("--shuffle-buffer", type=int, default=20_000, metavar="ROWS", help="rows held for shuffling (default 20000)")
