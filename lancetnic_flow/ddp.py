@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -49,8 +48,8 @@ class RankJob:
     """What every rank needs; plain data, shipped to the workers by Dask."""
 
     world: int
-    address: str
-    port: int
+    address: str              # rank 0's host: its rendezvous store listens there
+    segment: str              # names this segment's rendezvous (a Dask Variable holding the store's port)
     backend: str
     net: str                  # model.json's "net" and "kwargs": the model every rank builds
     model_kwargs: dict
@@ -96,11 +95,27 @@ class RankStart:
     rng: list | None = None   # every rank's [CPU, CUDA] RNG state (its dropout)
 
 
-def free_port() -> int:
-    """A port free on this machine now (run on rank 0's worker)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
+RENDEZVOUS_SECONDS = 300   # how long ranks wait for each other to join
+
+
+def rendezvous(job: RankJob, rank: int) -> Any:
+    """The ranks' ``torch.distributed`` store. Rank 0's store takes a port the
+    kernel picks (no window in which another process can take it, as a port
+    found free and then bound later has) and tells the others through a Dask
+    Variable named after the segment."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from distributed import Variable
+
+    wait = timedelta(seconds=RENDEZVOUS_SECONDS)
+    where = Variable(job.segment)
+    if rank == 0:
+        store = dist.TCPStore(job.address, 0, job.world, True, timeout=wait, wait_for_workers=False)
+        where.set(store.port)
+        return store
+    port = int(where.get(timeout=RENDEZVOUS_SECONDS))
+    return dist.TCPStore(job.address, port, job.world, False, timeout=wait)
 
 
 def worker_host() -> str:
@@ -269,8 +284,7 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
         torch.cuda.set_device(device)
     torch.set_num_threads(job.threads)
     pin_interface(worker_host())
-    dist.init_process_group(job.backend, init_method=f"tcp://{job.address}:{job.port}", rank=rank,
-                            world_size=job.world)
+    dist.init_process_group(job.backend, store=rendezvous(job, rank), rank=rank, world_size=job.world)
     try:
         torch.manual_seed(job.seed)   # the same initial weights on every rank
         model = build_model(job.net, **job.model_kwargs).to(device)
@@ -317,7 +331,7 @@ def run_rank(rank: int, job: RankJob, start: RankStart | None = None) -> dict:
 
         def report(kind: str, **data: Any) -> None:
             sent[0] += 1
-            worker.log_event(EVENT_TOPIC, {"kind": kind, "rank": rank, "world": job.world, "segment": job.port,
+            worker.log_event(EVENT_TOPIC, {"kind": kind, "rank": rank, "world": job.world, "segment": job.segment,
                                            "worker": worker.address, **data})
 
         def pause(reason: str, epoch: int, batches: int, rows: int, train_m: Any) -> dict:
@@ -510,6 +524,14 @@ def _wait(client: Any, futures: list, chosen: list[str], stop: Any, stop_event: 
             raise RankLost(gone[0])
 
 
+def _forget(client: Any, segment: str) -> None:
+    """Drop a finished segment's rendezvous Variable from the scheduler."""
+    from distributed import Variable
+
+    with contextlib.suppress(Exception):
+        Variable(segment, client=client).delete()
+
+
 def preflight(client: Any, world: int, rank_bytes: int) -> list[str]:
     """The workers the ranks go to (the first ``world`` by address); refuses,
     before anything runs, too few workers or one whose memory limit cannot
@@ -581,17 +603,17 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
     finished = False
     try:
         while True:
-            # A fresh rendezvous port per segment: the last one may still be in TIME_WAIT.
-            port = client.submit(free_port, workers=[chosen[0]], pure=False).result()
-            seg = dataclasses.replace(job, port=port)
+            segment = f"lancetnic-flow-ddp-{uuid.uuid4().hex}"   # a fresh rendezvous each segment
+            seg = dataclasses.replace(job, segment=segment)
             # The start state (weights, optimiser moments) goes to the ranks' workers once, not through the scheduler.
             shipped = client.scatter(start, workers=chosen, broadcast=True, hash=False) if start else None
             futures = [client.submit(run_rank, r, seg, shipped, workers=[w], allow_other_workers=False, pure=False,
-                                     key=f"lancetnic-flow-rank-{r}-{port}")
+                                     key=f"{segment}-rank-{r}")
                        for r, w in enumerate(chosen)]
             try:
                 results = _wait(client, futures, chosen, stop, stop_event)
             except RankLost as lost:
+                _forget(client, segment)
                 # The segment is lost, not the run: start it again from where it
                 # began (the last checkpoint, or the run's start) on the workers there are now.
                 restarts += 1
@@ -608,10 +630,11 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
                 kind = job.device
                 continue
             del futures, shipped
+            _forget(client, segment)
             # A rank's events travel through the scheduler, its result straight
             # back: let the last progress and epoch events arrive before going on.
             deadline = time.monotonic() + 10
-            while (any(received.get((port, r), 0) < res["events"] for r, res in enumerate(results))
+            while (any(received.get((segment, r), 0) < res["events"] for r, res in enumerate(results))
                    and time.monotonic() < deadline):
                 time.sleep(0.05)
             digests = [r["digest"] for r in results]

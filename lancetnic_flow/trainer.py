@@ -228,7 +228,7 @@ def _ddp_epochs(client: Any, cfg: TrainConfig, model: torch.nn.Module, model_met
 
     tc = cfg.training
     weights = task.class_weights.cpu() if task.class_weights is not None else None
-    job = RankJob(world=tc.ddp, address="", port=0, backend="", net=model_meta["net"],
+    job = RankJob(world=tc.ddp, address="", segment="", backend="", net=model_meta["net"],
                   model_kwargs=dict(model_meta["kwargs"]), task=dict(kind=task.kind, classes=task.classes,
                   class_loss=task.class_loss, value_loss=task.value_loss, loss_weights=task.loss_weights,
                   class_weights=weights, target=task.target, seed=task.seed),
