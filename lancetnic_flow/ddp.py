@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -130,8 +131,6 @@ def pin_interface(host: str) -> str | None:
     own address by resolving the machine's hostname, which on many machines and
     containers is 127.0.0.1 — and a rank on another machine cannot reach that.
     ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` set by the user win."""
-    import os
-
     import psutil
 
     for name, addrs in psutil.net_if_addrs().items():
@@ -582,10 +581,10 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
                                        "torch.distributed gradient exchange is not (gloo and nccl speak plain "
                                        "TCP); use --ddp where the network between the workers is trusted")
     chosen, job = place()
-    kind, restarts = job.device, 0
+    restarts = 0
     clocks: list[dict] = [{} for _ in range(world)]   # per rank, summed over segments
 
-    received: dict[tuple[int, int], int] = {}   # (segment, rank) -> events relayed
+    received: dict[tuple[str, int], int] = {}   # (segment, rank) -> events relayed
 
     def relay(event: tuple) -> None:
         _, msg = event
@@ -613,7 +612,6 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
             try:
                 results = _wait(client, futures, chosen, stop, stop_event)
             except RankLost as lost:
-                _forget(client, segment)
                 # The segment is lost, not the run: start it again from where it
                 # began (the last checkpoint, or the run's start) on the workers there are now.
                 restarts += 1
@@ -624,13 +622,12 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
                          else "the start of training")
                 events.emit("warning", message=f"worker {lost} left during --ddp training; "
                                                f"restarting the ranks from {where}")
-                del futures, shipped
                 client.wait_for_workers(world, timeout=120)
                 chosen, job = place()
-                kind = job.device
                 continue
-            del futures, shipped
-            _forget(client, segment)
+            finally:
+                del futures, shipped
+                _forget(client, segment)
             # A rank's events travel through the scheduler, its result straight
             # back: let the last progress and epoch events arrive before going on.
             deadline = time.monotonic() + 10
@@ -667,5 +664,5 @@ def train_ranks(client: Any, world: int, job: RankJob, events: Any, start: RankS
     head["digests"] = digests
     head["rank_seconds"] = [{k: round(v, 3) for k, v in c.items()} for c in clocks]
     head["workers"] = chosen
-    head["device"] = kind
+    head["device"], head["backend"] = job.device, job.backend
     return head

@@ -255,9 +255,8 @@ def _ddp_epochs(client: Any, cfg: TrainConfig, model: torch.nn.Module, model_met
             best["sample"] = tuple(np.asarray(x) for x in best["sample"])
     if best is not None and tc.early_stopping and len(history) < tc.epochs:
         events.emit("early_stop", epoch=len(history), best_epoch=best["epoch"], monitor=tc.monitor)
-    ddp_info.update(ranks=tc.ddp, backend="nccl" if out["device"] == "cuda" else "gloo",
-                    device=out["device"], workers=out["workers"], steps=out["steps"],
-                    replica_digests=out["digests"], rank_seconds=out["rank_seconds"])
+    ddp_info.update(ranks=tc.ddp, backend=out["backend"], device=out["device"], workers=out["workers"],
+                    steps=out["steps"], replica_digests=out["digests"], rank_seconds=out["rank_seconds"])
     return history, confusions, best, out["last_val"]
 
 
@@ -385,7 +384,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                                              layers=cfg.model.layers, dropout=cfg.model.dropout,
                                              embed=cfg.model.embed, numeric=len(features.numeric))
             model.to(device)
-            opts = optim.make_optimizers(model, tc.optimizer, tc.lr)
+            # With --ddp the ranks hold the optimiser moments; here they would be 2× the model, unused.
+            opts = optim.make_optimizers(model, tc.optimizer, tc.lr) if not tc.ddp else []
             # The run folder exists from here on: a checkpoint has a home, and
             # config.json says how to continue it.
             run = new_run_dir(cfg.output.out, cfg.output.name, out_so) if not resume else RunFolder(resume, out_so)
@@ -475,10 +475,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                     # The epochs run on the workers (ddp.py); the loop below then has nothing to do.
                     from .ddp import preflight
 
-                    # A rank holds what this process would: torch, the model, its moments, a shuffle buffer.
-                    rank_bytes = (TRAINER_BASE + estimate_model_bytes(cfg, features.dim, classes or 2)
-                                  + shuffle_bytes)
-                    preflight(client, tc.ddp, rank_bytes)   # before the featurisation pass, not after
+                    # A rank holds what this process would (``need``): torch, the model, its moments, a shuffle buffer.
+                    preflight(client, tc.ddp, need)   # before the featurisation pass, not after
                     if manifest is None:
                         events.emit("stage", stage="featurising")
                         jobs = [(p, None) for p in train_src.partitions] + [(p, "val") for p in
@@ -500,7 +498,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                     total_rows = sum(r.train_rows for r in manifest.results)
                     history, confusions, best, val = _ddp_epochs(client, cfg, model, model_meta, task, manifest,
                                                                  total_rows, cache_so, events, ddp_info, ddp_start,
-                                                                 ddp_checkpoint, stop, every, rank_bytes)
+                                                                 ddp_checkpoint, stop, every, need)
                 for epoch in range(start_epoch, tc.epochs if not tc.ddp else 0):
                     results: list[PartitionResult] = []
                     if manifest is None:
