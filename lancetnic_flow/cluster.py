@@ -171,6 +171,39 @@ def _takes_n_workers(client) -> bool:
     return "n_workers" in inspect.signature(client.scheduler_info).parameters
 
 
+def _refuse_if_nothing_listens(scheduler: str, patience: float = 2.0) -> None:
+    """A refused TCP connection means no scheduler listens there: say so in
+    about ``patience`` seconds instead of letting Dask retry for its whole
+    timeout. Refusals are retried that long for a scheduler still starting;
+    anything else (a silent host, a name that does not resolve, a non-TCP
+    comm) is left to the Client, which reports it in its own words."""
+    import socket
+    import time
+
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        protocol, loc = parse_address(scheduler)
+        host, port = parse_host_port(loc)
+    except (ValueError, TypeError):
+        return
+    if protocol not in ("tcp", "tls") or not port:
+        return
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=patience).close()
+            return
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        except OSError:
+            return
+    raise UserError(f"cannot reach the Dask scheduler at {scheduler}: connection refused, nothing listens on "
+                    f"{host}:{port}", "check the address (tcp://HOST:8786) and that `dask scheduler` runs there")
+
+
 @contextlib.contextmanager
 def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: bool = False) -> Iterator["object"]:
     """Yield a ``distributed.Client``: to ``scheduler`` if given (or
@@ -185,6 +218,7 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
                           "distributed.scheduler.worker-ttl": "5 minutes",
                           "distributed.admin.tick.limit": "30s"}):
         if scheduler:
+            _refuse_if_nothing_listens(scheduler)
             try:
                 client = Client(scheduler, timeout="10s")
             except (OSError, TimeoutError) as exc:

@@ -6,7 +6,8 @@
 # It needs no Docker Hub: the base image is a Debian bookworm (Python 3.11)
 # made here with debootstrap and imported as $BASE_IMAGE, and torch comes from
 # a local wheel directory when $WHEELS holds one. Run as root (debootstrap and
-# podman's host network need it); missing tools are installed with apt-get.
+# podman's host network need it); missing tools are installed with apt-get
+# unless INSTALL=0.
 #
 #   make image-check                       # or: bash scripts/check_image.sh
 #   KEEP=1 bash scripts/check_image.sh     # keep the work folder (data, run, logs)
@@ -24,7 +25,17 @@
 #   CA_BUNDLE      CA file pip trusts during the build, for networks behind a
 #                  TLS proxy                  (/etc/ssl/certs/ca-certificates.crt)
 #   ROWS           rows of the generated corpus (4000)
+#   CPU_SHARES     CPU weight of the build's steps (unset: podman's;
+#                  tests/test_image.py sets 2 to run beside the suite)
+#   INSTALL=0      never apt-get a missing tool (podman, debootstrap, runc):
+#                  exit 3 instead (tests/test_image.py's default)
 #   KEEP=1         keep the work folder; VERBOSE=1 shows the whole build
+#
+# Exit status: 0 the image works; 1 it does not (build or a role failed);
+# 3 this machine cannot run the check (not root, no way to install podman or
+# debootstrap, no container runtime that starts, no Debian mirror, under
+# 5 GB free for podman), which tests/test_image.py reports as a skip with
+# this script's reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +47,8 @@ CA_BUNDLE=${CA_BUNDLE-/etc/ssl/certs/ca-certificates.crt}
 ROWS=${ROWS:-4000}
 KEEP=${KEEP:-0}
 VERBOSE=${VERBOSE:-0}
+CPU_SHARES=${CPU_SHARES:-}
+INSTALL=${INSTALL:-1}
 
 T0=$SECONDS
 STEP=start
@@ -48,6 +61,7 @@ LIMITS=()
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 step() { STEP=$*; printf '\n== [%s] %s\n' "$(fmt $((SECONDS - T0)))" "$*"; }
 die() { echo "FAIL: $*" >&2; exit 1; }
+cannot() { echo "CANNOT RUN HERE: $*" >&2; exit 3; }
 
 cleanup() {
     local rc=$?
@@ -58,10 +72,12 @@ cleanup() {
                 echo "--- last log lines of $c" >&2
                 "${PODMAN[@]}" logs --tail 15 "$c" >&2
             fi
-            "${PODMAN[@]}" rm -f -t 2 "$c" >/dev/null
+            "${PODMAN[@]}" rm -f -t 2 "$c" >/dev/null 2>&1
         fi
     done
-    if [ "$rc" -ne 0 ]; then
+    if [ "$rc" -eq 3 ]; then
+        rm -rf "$WORK"
+    elif [ "$rc" -ne 0 ]; then
         echo "FAIL during: $STEP (work folder kept: $WORK)" >&2
     elif [ "$KEEP" = 1 ]; then
         echo "work folder kept: $WORK"
@@ -76,12 +92,16 @@ have() { command -v "$1" >/dev/null 2>&1; }
 
 install_tools() {   # the packages behind the missing commands, with apt-get
     [ "$#" -eq 0 ] && return 0
-    if [ "$(id -u)" = 0 ] && have apt-get; then
+    if [ "$INSTALL" != 1 ]; then
+        cannot "missing $*; INSTALL=1 lets this script apt-get them (make test: LANCETNIC_FLOW_IMAGE_CHECK=install)"
+    elif [ "$(id -u)" = 0 ] && have apt-get; then
         echo "installing: $*"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+            || cannot "apt-get update failed: no Debian mirror to install $* from"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null \
+            || cannot "apt-get install $* failed"
     else
-        die "missing $*: install them (as root: apt-get install $*)"
+        cannot "missing $*: install them (as root: apt-get install $*)"
     fi
 }
 
@@ -109,7 +129,7 @@ run() { "${PODMAN[@]}" run --rm --network host "${LIMITS[@]}" -v "$DATA:/data" "
 
 # -------------------------------------------------------------------------
 step "tools"
-[ "$(id -u)" = 0 ] || die "run as root (debootstrap, and podman with the host network)"
+[ "$(id -u)" = 0 ] || cannot "run as root (debootstrap, and podman with the host network)"
 missing=()
 have podman || missing+=(podman)
 if [[ $BASE_IMAGE == localhost/* ]] && ! { have podman && podman image exists "$BASE_IMAGE"; }; then
@@ -117,6 +137,12 @@ if [[ $BASE_IMAGE == localhost/* ]] && ! { have podman && podman image exists "$
 fi
 install_tools "${missing[@]}"
 podman --version
+# The base, two build stages and the image take about 3.5 GB at their peak.
+store=$(podman info --format '{{.Store.GraphRoot}}' 2>/dev/null || echo /var/lib/containers)
+mkdir -p "$store"
+free_gb=$(df -Pk "$store" | awk 'NR == 2 { print int($4 / 1048576) }')
+[ "$free_gb" -ge 5 ] || cannot "only ${free_gb} GB free under $store; the check needs 5 GB"
+echo "podman storage $store: $free_gb GB free"
 
 # -------------------------------------------------------------------------
 T_BASE=0
@@ -128,7 +154,7 @@ elif [[ $BASE_IMAGE == localhost/* ]]; then
     rootfs=$WORK/rootfs
     debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
         bookworm "$rootfs" "$DEBIAN_MIRROR" >"$WORK/debootstrap.log" 2>&1 \
-        || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
+        || { tail -20 "$WORK/debootstrap.log" >&2; cannot "debootstrap from $DEBIAN_MIRROR failed"; }
     # What a base image does not need: downloaded packages, apt's lists, docs.
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin \
         "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* \
@@ -166,8 +192,22 @@ else
         have runc || install_tools runc
         PODMAN=(podman --runtime runc)
         probe || { "${PODMAN[@]}" run --rm --network host "${LIMITS[@]}" "$BASE_IMAGE" true || true
-                   die "podman cannot run a container here"; }
+                   cannot "podman cannot run a container here"; }
         echo "runtime runc, clamped rlimits: ${LIMITS[*]}"
+    fi
+fi
+BUILD_LIMITS=()
+if [ -n "$CPU_SHARES" ]; then
+    # The build's steps run in containers, which get cgroups of their own where
+    # nice(1) no longer ranks them below the host's processes: a CPU weight
+    # does (1024 is everyone's). Only the build: the roles are short, and a
+    # starved scheduler would only meet its own timeouts.
+    if "${PODMAN[@]}" run --rm --network host "${LIMITS[@]}" --cpu-shares "$CPU_SHARES" "$BASE_IMAGE" true \
+            >/dev/null 2>&1; then
+        BUILD_LIMITS=(--cpu-shares "$CPU_SHARES")
+        echo "the build at --cpu-shares $CPU_SHARES"
+    else
+        echo "--cpu-shares is refused here: the build runs at the default CPU weight"
     fi
 fi
 
@@ -184,6 +224,9 @@ if [ -n "$wheel" ]; then
                  --build-arg "TORCH_VERSION=${TORCH_VERSION:-$v}"
                  --build-arg PIP_FIND_LINKS=/wheels -v "$WHEELS:/wheels:ro")
 else
+    index=${TORCH_INDEX:-$(sed -n 's/^ARG TORCH_INDEX=//p' Dockerfile)}
+    python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=15)" "$index/" \
+        >/dev/null 2>&1 || cannot "no torch wheel in ${WHEELS:-\$WHEELS} and torch's index $index is unreachable"
     [ -n "${TORCH_INDEX:-}" ] && build_args+=(--build-arg "TORCH_INDEX=$TORCH_INDEX")
     [ -n "${TORCH_VERSION:-}" ] && build_args+=(--build-arg "TORCH_VERSION=$TORCH_VERSION")
 fi
@@ -197,10 +240,10 @@ step "build $IMAGE${wheel:+ (torch from $wheel)}"
 t=$SECONDS
 old_id=$("${PODMAN[@]}" image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 if [ "$VERBOSE" = 1 ]; then
-    "${PODMAN[@]}" build --network host "${LIMITS[@]}" "${build_args[@]}" -t "$IMAGE" . 2>&1 \
+    "${PODMAN[@]}" build --network host "${LIMITS[@]}" "${BUILD_LIMITS[@]}" "${build_args[@]}" -t "$IMAGE" . 2>&1 \
         | tee "$WORK/build.log"
 else
-    "${PODMAN[@]}" build --network host "${LIMITS[@]}" "${build_args[@]}" -t "$IMAGE" . \
+    "${PODMAN[@]}" build --network host "${LIMITS[@]}" "${BUILD_LIMITS[@]}" "${build_args[@]}" -t "$IMAGE" . \
         >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; die "build failed"; }
     grep -E '^\[[0-9]/[0-9]\] STEP|^--> Using cache' "$WORK/build.log" \
         | sed -E 's/^(.{110}).+/\1 .../' || true

@@ -5,7 +5,6 @@ Everything runs on real Dask worker processes and real files; no mocks.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -18,6 +17,35 @@ from lancetnic_flow.synth import write_corpus
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+
+
+# ---------------------------------------------------------------- the image check (tests/test_image.py)
+# It runs beside the suite: started once collection is final (after -k/-m
+# deselection), its test moved to the end to collect the result.
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.get_closest_marker("image") is not None)   # stable: the rest keep their order
+
+
+def pytest_collection_finish(session):
+    from test_image import ImageCheck, enabled
+
+    if enabled() and any(item.get_closest_marker("image") for item in session.items):
+        session.config._image_check = ImageCheck.start()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    check = getattr(config, "_image_check", None)
+    if check is not None and check.rc is not None:
+        terminalreporter.write_line(f"image check (scripts/check_image.sh, exit {check.rc}): {check.summary}")
+
+
+def pytest_unconfigure(config):
+    check = getattr(config, "_image_check", None)
+    if check is not None:
+        check.stop()
 
 
 @pytest.fixture(scope="session")

@@ -80,6 +80,28 @@ def test_unreachable_scheduler_is_a_user_error(corpus, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def test_a_refused_scheduler_port_is_reported_in_seconds_and_one_that_starts_listening_is_waited_for():
+    import socket
+    import threading
+    import time
+
+    from lancetnic_flow.cluster import _refuse_if_nothing_listens
+    from lancetnic_flow.errors import UserError
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))            # bound, not listening: connections are refused
+    port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(UserError) as e:
+        _refuse_if_nothing_listens(f"tcp://127.0.0.1:{port}", patience=0.6)
+    assert 0.6 <= time.monotonic() - t0 < 5
+    assert f"connection refused, nothing listens on 127.0.0.1:{port}" in str(e.value)
+    # A scheduler still starting: it listens 0.4 s later, within the patience.
+    threading.Timer(0.4, s.listen).start()
+    _refuse_if_nothing_listens(f"tcp://127.0.0.1:{port}", patience=3)
+    s.close()
+
+
 def test_cluster_workflow_runs_on_the_existing_scheduler(dask_cluster, corpus, tmp_path):
     wf = Path(__file__).resolve().parent.parent / "workflows" / "cluster.yaml"
     sets = [f"scheduler={dask_cluster}", f"train={corpus}", f"make_data.out={corpus}", f"out={tmp_path}",
