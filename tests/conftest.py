@@ -32,6 +32,8 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     from test_image import ImageCheck, enabled
 
+    if session.config.option.collectonly:
+        return
     if enabled() and any(item.get_closest_marker("image") for item in session.items):
         session.config._image_check = ImageCheck.start()
 
