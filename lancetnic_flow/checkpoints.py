@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,34 +28,6 @@ from .shards import join, read_bytes
 
 CHECKPOINT = "checkpoint.safetensors"
 FORMAT = 1
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)\s*$")
-
-
-@dataclass(frozen=True)
-class CheckpointEvery:
-    """``--checkpoint-every``: a number of batches, a duration, or never."""
-
-    batches: int | None = None
-    seconds: float | None = None
-
-    @classmethod
-    def parse(cls, text: str | int | None) -> "CheckpointEvery":
-        """``"500"`` → every 500 batches; ``"90s"``, ``"10m"``, ``"1h"`` → by time; ``"off"`` → only on
-        Ctrl-C and at the end of each epoch."""
-        if text is None or str(text).strip().lower() in ("off", "never", "0"):
-            return cls()
-        s = str(text).strip().lower()
-        if s.isdigit():
-            return cls(batches=int(s))
-        m = _DURATION.match(s)
-        if not m:
-            raise UserError(f"checkpoint_every: {text!r} is neither a number of batches nor a duration",
-                            "e.g. --checkpoint-every 500 (batches), 10m, 90s, 1h, or off")
-        return cls(seconds=float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)])
-
-    def due(self, batches_since: int, seconds_since: float) -> bool:
-        return bool((self.batches and batches_since >= self.batches) or
-                    (self.seconds and seconds_since >= self.seconds))
 
 
 # ---------------------------------------------------------------- flattening

@@ -223,6 +223,15 @@ RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads"
 
 def cmd_train(a: argparse.Namespace, report) -> int:
     from .events import Events
+
+    if a.data and not a.resume and not (a.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+        # Bad paths, formats and columns: exit 2 before torch loads (2 s).
+        # The trainer plans the inputs again with its memory plan (a listing
+        # and a file head more); on an existing cluster it alone does, once
+        # connected, as the partitions depend on the workers' limits.
+        from .inputs import check_training_inputs
+
+        check_training_inputs(_train_config(a).validate())
     from .trainer import train
 
     events = Events()

@@ -93,7 +93,7 @@ class ModelConfig:
     embed: int = 128                 # token embedding width of sequence models
 
     def validate(self) -> None:
-        from .models import MODELS
+        from .registry import MODELS
 
         _choice("model", self.name, tuple(MODELS))
         _positive("embed", self.embed)
@@ -101,6 +101,36 @@ class ModelConfig:
         _positive("layers", self.layers, allow_zero=True)
         if not 0.0 <= self.dropout < 1.0:
             raise UserError(f"dropout: must be in [0, 1), got {self.dropout}")
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)\s*$")
+
+
+@dataclass(frozen=True)
+class CheckpointEvery:
+    """``--checkpoint-every``: a number of batches, a duration, or never."""
+
+    batches: int | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | int | None) -> "CheckpointEvery":
+        """``"500"`` → every 500 batches; ``"90s"``, ``"10m"``, ``"1h"`` → by time; ``"off"`` → only on
+        Ctrl-C and at the end of each epoch."""
+        if text is None or str(text).strip().lower() in ("off", "never", "0"):
+            return cls()
+        s = str(text).strip().lower()
+        if s.isdigit():
+            return cls(batches=int(s))
+        m = _DURATION.match(s)
+        if not m:
+            raise UserError(f"checkpoint_every: {text!r} is neither a number of batches nor a duration",
+                            "e.g. --checkpoint-every 500 (batches), 10m, 90s, 1h, or off")
+        return cls(seconds=float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)])
+
+    def due(self, batches_since: int, seconds_since: float) -> bool:
+        return bool((self.batches and batches_since >= self.batches) or
+                    (self.seconds and seconds_since >= self.seconds))
 
 
 @dataclass
@@ -144,8 +174,6 @@ class TrainingConfig:
         _positive("early_stopping", self.early_stopping)
         _positive("clip_grad", self.clip_grad)
         _positive("threads", self.threads)
-        from .checkpoints import CheckpointEvery
-
         self.checkpoint_every = str(self.checkpoint_every)
         CheckpointEvery.parse(self.checkpoint_every)
         if self.ddp is not None and self.ddp < 2:
@@ -195,7 +223,7 @@ class TrainConfig:
 
     def validate(self) -> "TrainConfig":
         """Check every field and resolve the model's defaults (task, features)."""
-        from .models import MODELS
+        from .registry import MODELS
 
         for part in (self.data, self.features, self.model, self.training, self.cluster, self.output):
             part.validate()

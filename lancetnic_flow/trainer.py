@@ -20,24 +20,24 @@ import numpy as np
 import torch
 
 from . import optim
-from .checkpoints import CheckpointEvery, load_checkpoint, remove_checkpoint, save_checkpoint
+from .checkpoints import load_checkpoint, remove_checkpoint, save_checkpoint
 from .cluster import (TRAINER_BASE, MemoryPlan, local_worker_threads, open_cluster, plan_for_existing,
                       plan_memory)
-from .config import TrainConfig
+from .config import CheckpointEvery, TrainConfig
 from .errors import UserError
 from .events import NULL_EVENTS, Events
 from .features.vectorize import FittedFeatures
 from .fit import fit_features
+from .inputs import plan_training_sources, training_columns
 from .models import MODELS, create_model
 from .monitor import MemoryMonitor, trim_allocator
-from .readers import check_columns
 from .rows import RowBlock
 from .plots import write_plots
 from .runs import RunFolder, new_run_dir, save_run, write_json
 from .shards import (CACHE_VERSION, Manifest, PartitionResult, ShardInfo, cache_key, featurize_partition, join,
                      load_or_repair, read_features, read_manifest, write_features, write_manifest)
 from .sizes import format_size
-from .sources import Columns, SourcePlan, plan_source
+from .sources import SourcePlan
 from .stream import BatchStream, Featurizer, cached_blocks, epoch_order, live_blocks, prefetch
 from .tasks import Task, TaskMetrics
 
@@ -182,32 +182,12 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
     return task
 
 
-def _plan_sources(cfg: TrainConfig, plan: MemoryPlan, columns: Columns, events: Events) -> tuple:
-    """Partitions of the training (and validation) data, columns checked."""
-    so, fmt = cfg.data.storage_options, cfg.data.format
-    train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=plan.partition)
-    if not cfg.cluster.blocksize:
-        # Small inputs still get a few partitions per worker thread, so
-        # featurisation runs in parallel and epoch 1 overlaps training.
-        small = split_blocksize(train_src, plan.partition, 4 * plan.workers * plan.threads)
-        if small < plan.partition:
-            train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small)
-    val_src = plan_source(cfg.data.val, format=fmt, storage_options=so, blocksize=plan.partition) if cfg.data.val else None
+def _plan_sources(cfg: TrainConfig, plan: MemoryPlan, events: Events) -> tuple:
+    """Partitions of the training (and validation) data, columns checked; the planner's warnings emitted."""
+    train_src, val_src = plan_training_sources(cfg, plan.partition, threads=plan.workers * plan.threads)
     for w in train_src.warnings + (val_src.warnings if val_src else []):
         events.emit("warning", message=w)
-    check_columns(train_src, columns, storage_options=so)
-    if val_src:
-        check_columns(val_src, columns, storage_options=so)
     return train_src, val_src
-
-
-def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20) -> int:
-    """A block size that gives about ``want`` partitions of the splittable
-    files, never below ``floor`` bytes nor above ``blocksize``."""
-    splittable = sum(f.size for f in src.files if f.compression is None and f.format != "parquet")
-    if not splittable or len(src.partitions) >= want:
-        return blocksize
-    return max(floor, min(blocksize, -(-splittable // want)))
 
 
 def _manifest(key: str, fc: Any, train_src: SourcePlan, val_src: SourcePlan | None,
@@ -275,12 +255,6 @@ def _cache_options(cache: str, data_urls: list[str], storage_options: dict) -> d
     return storage_options if proto(cache) == proto(data_urls[0]) else {}
 
 
-def _columns(cfg: TrainConfig) -> Columns:
-    d, task = cfg.data, cfg.training.task
-    return Columns(text=tuple(d.text), label=d.label if task != "regress" else None,
-                   target=d.target if task != "classify" else None, numeric=tuple(d.numeric))
-
-
 def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, resume: str | None = None
           ) -> TrainResult:
     """Train a model as ``cfg`` says; return the run folder and its metrics.
@@ -306,7 +280,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
             raise UserError(f"{resume} has no checkpoint to resume from",
                             "a checkpoint is written every --checkpoint-every, at the end of each epoch and on "
                             "Ctrl-C; a finished run has none (it was removed once the model was saved)")
-    columns = _columns(cfg)
+    columns = training_columns(cfg)
 
     model_bytes = estimate_model_bytes(cfg)
     shuffle_bytes = tc.shuffle_buffer * ROW_BYTES_ESTIMATE
@@ -316,7 +290,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     given = client is not None
     external = given or bool(cfg.cluster.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS"))
     # Bad paths and columns fail before a cluster starts, where we can.
-    sources = None if external else _plan_sources(cfg, plan, columns, events)
+    sources = None if external else _plan_sources(cfg, plan, events)
     cluster_cm = (contextlib.nullcontext(client) if given else
                   open_cluster(plan, scheduler=cfg.cluster.scheduler, dashboard=cfg.cluster.dashboard))
     ts = time.monotonic()
@@ -335,7 +309,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                     dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
 
         if sources is None:
-            sources = _plan_sources(cfg, plan, columns, events)
+            sources = _plan_sources(cfg, plan, events)
         train_src, val_src = sources
         val_fraction = 0.0 if val_src else cfg.data.val_fraction
 

@@ -106,6 +106,23 @@ def test_missing_training_file_exits_2_with_one_message_and_no_traceback(tmp_pat
     assert_user_error(p, "nope.csv", "no such file")
 
 
+def test_a_bad_path_format_column_or_option_is_refused_before_torch_is_imported(tmp_path):
+    """`train` checks its inputs before it loads the trainer: a typo comes
+    back at once instead of after torch's import (about 2 s)."""
+    (tmp_path / "x.csv").write_text("text,label\nhello world,a\nbye world,b\n")
+    script = ("import sys\nfrom lancetnic_flow.cli import main\nrc = main(sys.argv[1:])\n"
+              "print('torch imported:', 'torch' in sys.modules)\nsys.exit(rc)")
+    cases = {("x.csv", "--label", "topic"): "'topic'", ("x.csv", "--format", "parquet"): "parquet",
+             ("nothing-*.csv",): "no files match", ("x.csv", "--model", "ScalpelReg"): "--target",
+             ("x.csv", "--val", "missing.csv"): "missing.csv"}
+    for args, needle in cases.items():
+        p = subprocess.run([sys.executable, "-c", script, "train", *args, "--out", "runs"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
+        assert_user_error(p, needle)
+        assert "torch imported: False" in p.stdout, (args, p.stdout)
+    assert not (tmp_path / "runs").exists()
+
+
 # In-process through cli.main (the function the script runs): same exit status and output,
 # without paying a fresh interpreter and torch import per case.
 

@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from conftest import make_config
-from lancetnic_flow.checkpoints import CHECKPOINT, CheckpointEvery, load_checkpoint, save_checkpoint
+from lancetnic_flow.checkpoints import CHECKPOINT, load_checkpoint, save_checkpoint
+from lancetnic_flow.config import CheckpointEvery
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.events import Events
 from lancetnic_flow.metrics import RegressionMetrics

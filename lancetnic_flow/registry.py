@@ -1,0 +1,47 @@
+"""The models users pick by name (lancetnic's names), and what each one is:
+its network class (by name), fixed options, the tasks it does and the
+feature modes it reads, the first of each being its default.
+
+Plain data, free of torch: checking a configuration (and so a user's typo)
+needs no 1.5 s torch import. :mod:`lancetnic_flow.models` builds the networks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+_ALL = ("classify", "regress", "multitask")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    net: str
+    fixed: dict[str, Any] = field(default_factory=dict)
+    tasks: tuple[str, ...] = _ALL
+    features: tuple[str, ...] = ("tfidf", "hashing")
+    ngrams: int = 0                 # the n-grams the model wants by default (0: as configured)
+    summary: str = ""
+
+    @property
+    def task(self) -> str:
+        return self.tasks[0]
+
+
+MODELS: dict[str, ModelSpec] = {
+    "ScalpelMC": ModelSpec("ScalpelNet", summary="MLP over sparse TF-IDF or hashed rows"),
+    "ScalpelReg": ModelSpec("ScalpelNet", tasks=("regress", "classify", "multitask"),
+                            summary="the same MLP, regressing a numeric target"),
+    "ScalpelMTSK": ModelSpec("ScalpelNet", tasks=("multitask", "classify", "regress"),
+                             summary="the same MLP with a class head and a regression head"),
+    "FastTextBag": ModelSpec("ScalpelNet", {"activation": "identity", "pooling": "mean", "dropout": 0.0},
+                             features=("hashing", "tfidf"), ngrams=2,
+                             summary="fastText-style: mean of word + bigram embeddings, linear output"),
+    "LancetMC": ModelSpec("SequenceNet", {"cell": "lstm", "attention": False}, features=("ids",),
+                          summary="LSTM over token ids, last hidden state"),
+    "LancetMCA": ModelSpec("SequenceNet", {"cell": "lstm", "attention": True}, features=("ids",),
+                           summary="LSTM with attention pooling"),
+    "LancetMCA_gru": ModelSpec("SequenceNet", {"cell": "gru", "attention": True}, features=("ids",),
+                               summary="GRU with attention pooling"),
+    "LancetReg": ModelSpec("SequenceNet", {"cell": "lstm", "attention": False}, features=("ids",),
+                           tasks=("regress", "classify", "multitask"), summary="LSTM regressor"),
+}
