@@ -277,34 +277,44 @@ def _run_options(run: str, storage_options: dict) -> dict:
     return storage_options if "://" in run and not run.startswith("file://") else {}
 
 
+def _checked_source(urls: list[str], fmt: str, so: dict, blocksize: int, cols):
+    from .readers import check_columns
+    from .sources import plan_source
+
+    src = plan_source(urls, format=fmt, storage_options=so, blocksize=blocksize)
+    check_columns(src, cols, storage_options=so)
+    return src
+
+
 def cmd_predict(a: argparse.Namespace, report) -> int:
     from .config import parse_storage_options
-    from .predict import Predictor, predict_files
-    from .sources import Columns, plan_source
+    from .runs import read_run_json
+    from .sources import Columns
 
     if bool(a.text) == bool(a.input):
         raise UserError("predict needs either --text TEXT... or --input DATA --output URL")
+    if a.input and not a.output:
+        raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl or predictions.csv")
     so = parse_storage_options(a.storage_option)
     run_so = _run_options(a.run, so)
+    # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
+    _, config = read_run_json(a.run, run_so)
     if a.text:
+        from .predict import Predictor
+
         pred = Predictor(a.run, run_so)
         for text, p in zip(a.text, pred.predict(a.text)):
             print(json.dumps({"text": text, **p}, ensure_ascii=False))
         return 0
-    if not a.output:
-        raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl or predictions.csv")
-    from .predict import output_format
-
-    output_format(a.output)
-    pred = Predictor(a.run, run_so)
-    data = pred.run.config["data"]
+    data = config["data"]
     cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()))
     plan, cluster = _cluster_for(a)
-    with cluster as client:
-        src = plan_source(a.input, format=a.format, storage_options=so, blocksize=plan.partition)
-        from .readers import check_columns
+    src = _checked_source(a.input, a.format, so, plan.partition, cols)
+    from .predict import Predictor, output_format, predict_files
 
-        check_columns(src, cols, storage_options=so)
+    output_format(a.output)
+    Predictor(a.run, run_so)          # the weights load here before the workers load them
+    with cluster as client:
         out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight)
     report.console.print(f"wrote {out['rows_written']:,} predictions to {a.output}", markup=False)
@@ -313,25 +323,27 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
 def cmd_evaluate(a: argparse.Namespace, report) -> int:
     from .config import parse_storage_options
-    from .predict import evaluate_files
-    from .runs import load_run
-    from .readers import check_columns
-    from .sources import Columns, plan_source
+    from .runs import read_run_json, task_kind
+    from .sources import Columns
 
     so = parse_storage_options(a.storage_option)
     run_so = _run_options(a.run, so)
-    run = load_run(a.run, run_so)
-    from .tasks import task_of_run
-
-    task, data = task_of_run(run), run.config["data"]
+    # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
+    meta, config = read_run_json(a.run, run_so)
+    kind, data = task_kind(meta), config["data"]
     cols = Columns(text=tuple(a.text or data["text"]),
-                   label=(a.label or data["label"]) if task.classifies else None,
-                   target=(a.target or data.get("target")) if task.regresses else None,
+                   label=(a.label or data["label"]) if kind != "regress" else None,
+                   target=(a.target or data.get("target")) if kind != "classify" else None,
                    numeric=tuple(data.get("numeric") or ()))
     plan, cluster = _cluster_for(a)
+    src = _checked_source(a.data, a.format, so, plan.partition, cols)
+    from .predict import evaluate_files
+    from .runs import load_run
+    from .tasks import task_of_run
+
+    run = load_run(a.run, run_so)
+    task = task_of_run(run)
     with cluster as client:
-        src = plan_source(a.data, format=a.format, storage_options=so, blocksize=plan.partition)
-        check_columns(src, cols, storage_options=so)
         out, merged = evaluate_files(client, a.run, src, cols, storage_options=so, run_options=run_so,
                                      chunk_bytes=plan.partition, window=plan.in_flight)
     if a.plots:

@@ -111,22 +111,44 @@ class LoadedRun:
     metrics: dict
 
 
+def _not_a_run(run: str, missing: str) -> UserError:
+    return UserError(f"{run} is not a lancetnic_flow run folder ({missing} missing)",
+                     "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500")
+
+
+def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, dict]:
+    """A run folder's ``model.json`` and ``config.json``, checked, without
+    torch: commands call it first, so a wrong folder is exit 2 at once."""
+    so = folder_options(run, storage_options)
+    try:
+        meta = json.loads(read_bytes(join(run, "model.json"), so))
+        config = json.loads(read_bytes(join(run, "config.json"), so))
+    except FileNotFoundError:
+        raise _not_a_run(run, "model.json or config.json") from None
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise UserError(f"{run} was written by an incompatible version (format {meta.get('format_version')})")
+    return meta, config
+
+
+def task_kind(meta: dict) -> str:
+    """classify, regress or multitask: what the heads in a run's ``model.json`` do."""
+    kw = meta["kwargs"]
+    return "multitask" if kw.get("classes") and kw.get("regress") else ("regress" if kw.get("regress") else "classify")
+
+
 def load_run(run: str, storage_options: dict | None = None, device: str = "cpu") -> LoadedRun:
     """Load a run folder: JSON and safetensors only. ``storage_options``
     default to those ``run`` carries when it is a :class:`RunFolder`."""
+    so = folder_options(run, storage_options)
+    meta, config = read_run_json(run, so)
+    try:
+        weights = read_bytes(join(run, "model.safetensors"), so)
+    except FileNotFoundError:
+        raise _not_a_run(run, "model.safetensors") from None
     import safetensors.torch
 
     from .models import build_model
 
-    so = folder_options(run, storage_options)
-    try:
-        meta = json.loads(read_bytes(join(run, "model.json"), so))
-        weights = read_bytes(join(run, "model.safetensors"), so)
-    except FileNotFoundError:
-        raise UserError(f"{run} is not a lancetnic_flow run folder (model.json or model.safetensors missing)",
-                        "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500") from None
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise UserError(f"{run} was written by an incompatible version (format {meta.get('format_version')})")
     try:
         state = safetensors.torch.load(weights)
     except Exception as exc:
@@ -136,7 +158,6 @@ def load_run(run: str, storage_options: dict | None = None, device: str = "cpu")
     model = build_model(meta.get("net", "ScalpelNet"), **meta["kwargs"])
     model.load_state_dict(state)
     model.to(device).eval()
-    config = json.loads(read_bytes(join(run, "config.json"), so))
     try:
         metrics = json.loads(read_bytes(join(run, "metrics.json"), so))
     except FileNotFoundError:

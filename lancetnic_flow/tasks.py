@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .metrics import ClassificationMetrics, RegressionMetrics
+from .runs import task_kind
 
 TASKS = ("classify", "regress", "multitask")
 CLASS_LOSSES = ("cross_entropy", "bce")
@@ -66,8 +67,7 @@ class Task:
 def task_of_run(run) -> Task:
     """The task a saved run was trained for, rebuilt from its JSON files."""
     kw, tc = run.meta["kwargs"], run.config.get("training", {})
-    kind = "multitask" if kw.get("classes") and kw.get("regress") else ("regress" if kw.get("regress") else "classify")
-    return Task(kind, classes=kw.get("classes", 0), class_loss=tc.get("class_loss", "cross_entropy"),
+    return Task(task_kind(run.meta), classes=kw.get("classes", 0), class_loss=tc.get("class_loss", "cross_entropy"),
                 value_loss=tc.get("value_loss", "mse"), loss_weights=tuple(tc.get("loss_weights", (1.0, 1.0))),
                 target=tuple(run.features.target or (0.0, 1.0)))
 

@@ -123,6 +123,24 @@ def test_a_bad_path_format_column_or_option_is_refused_before_torch_is_imported(
     assert not (tmp_path / "runs").exists()
 
 
+def test_predict_and_evaluate_refuse_a_wrong_run_folder_or_input_before_torch_is_imported(cli_run):
+    d, _, _, run = cli_run
+    script = ("import sys\nfrom lancetnic_flow.cli import main\nrc = main(sys.argv[1:])\n"
+              "print('torch imported:', 'torch' in sys.modules)\nsys.exit(rc)")
+    cases = {("predict", "no-run", "--text", "hi"): "not a lancetnic_flow run folder",
+             ("predict", run, "--input", "nothing.csv", "--output", "o.jsonl"): "nothing.csv",
+             ("predict", run, "--input", "x.csv", "--text-column", "body", "--output", "o.jsonl"): "'body'",
+             ("evaluate", "no-run", "x.csv"): "not a lancetnic_flow run folder",
+             ("evaluate", run, "nothing.csv"): "nothing.csv",
+             ("evaluate", run, "x.csv", "--label", "topic"): "'topic'"}
+    for args, needle in cases.items():
+        p = subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=d, capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "COLUMNS": "200"})
+        assert_user_error(p, needle)
+        assert "torch imported: False" in p.stdout, (args, p.stdout)
+    assert not (d / "o.jsonl").exists()
+
+
 # In-process through cli.main (the function the script runs): same exit status and output,
 # without paying a fresh interpreter and torch import per case.
 
