@@ -313,7 +313,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     from .predict import Predictor, output_format, predict_files
 
     output_format(a.output)
-    Predictor(a.run, run_so)          # the weights load here before the workers load them
+    Predictor(a.run, run_so)          # damaged weights fail here, once, not on every worker
     with cluster as client:
         out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight)
