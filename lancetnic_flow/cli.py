@@ -224,20 +224,10 @@ RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads"
 def cmd_train(a: argparse.Namespace, report) -> int:
     from .events import Events
 
-    if a.data and not a.resume and not (a.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
-        # Bad paths, formats and columns: exit 2 before torch loads (2 s).
-        # The trainer plans the inputs again with its memory plan (a listing
-        # and a file head more); on an existing cluster it alone does, once
-        # connected, as the partitions depend on the workers' limits.
-        from .inputs import check_training_inputs
-
-        check_training_inputs(_train_config(a).validate())
-    from .trainer import train
-
     events = Events()
     events.subscribe(report)
     if a.resume:
-        from .trainer import resume_config
+        from .trainer import resume_config, train
 
         defaults = vars(build_parser().parse_args(["train"]))
         changed = sorted(k for k, v in vars(a).items()
@@ -254,7 +244,20 @@ def cmd_train(a: argparse.Namespace, report) -> int:
     if not a.data:
         raise UserError("train needs training data", "e.g. lancetnic-flow train data/train.csv, "
                         "or --resume RUN to continue an interrupted run")
-    train(_train_config(a), events)
+    from .cluster import scheduler_address
+
+    cfg = _train_config(a).validate()
+    if not scheduler_address(cfg.cluster.scheduler):
+        # Bad paths, formats and columns: exit 2 before torch loads (2 s).
+        # The trainer plans the inputs again with its memory plan (a listing
+        # and a file head more); on an existing cluster it alone does, once
+        # connected, as the partitions depend on the workers' limits.
+        from .inputs import check_training_inputs
+
+        check_training_inputs(cfg)
+    from .trainer import train
+
+    train(cfg, events)
     return 0
 
 
@@ -277,17 +280,9 @@ def _run_options(run: str, storage_options: dict) -> dict:
     return storage_options if "://" in run and not run.startswith("file://") else {}
 
 
-def _checked_source(urls: list[str], fmt: str, so: dict, blocksize: int, cols):
-    from .readers import check_columns
-    from .sources import plan_source
-
-    src = plan_source(urls, format=fmt, storage_options=so, blocksize=blocksize)
-    check_columns(src, cols, storage_options=so)
-    return src
-
-
 def cmd_predict(a: argparse.Namespace, report) -> int:
     from .config import parse_storage_options
+    from .inputs import checked_source
     from .runs import read_run_json
     from .sources import Columns
 
@@ -309,7 +304,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     data = config["data"]
     cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()))
     plan, cluster = _cluster_for(a)
-    src = _checked_source(a.input, a.format, so, plan.partition, cols)
+    src = checked_source(a.input, a.format, so, plan.partition, cols)
     from .predict import Predictor, output_format, predict_files
 
     output_format(a.output)
@@ -323,6 +318,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
 def cmd_evaluate(a: argparse.Namespace, report) -> int:
     from .config import parse_storage_options
+    from .inputs import checked_source
     from .runs import read_run_json, task_kind
     from .sources import Columns
 
@@ -336,7 +332,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    target=(a.target or data.get("target")) if kind != "classify" else None,
                    numeric=tuple(data.get("numeric") or ()))
     plan, cluster = _cluster_for(a)
-    src = _checked_source(a.data, a.format, so, plan.partition, cols)
+    src = checked_source(a.data, a.format, so, plan.partition, cols)
     from .predict import evaluate_files
     from .runs import load_run
     from .tasks import task_of_run

@@ -171,6 +171,11 @@ def _takes_n_workers(client) -> bool:
     return "n_workers" in inspect.signature(client.scheduler_info).parameters
 
 
+def scheduler_address(given: str | None) -> str | None:
+    """The existing cluster to use: ``--scheduler``, else ``DASK_SCHEDULER_ADDRESS``; None: a LocalCluster."""
+    return given or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+
+
 def _refuse_if_nothing_listens(scheduler: str, patience: float = 2.0) -> None:
     """A refused TCP connection means no scheduler listens there: say so in
     about ``patience`` seconds instead of letting Dask retry for its whole
@@ -211,7 +216,7 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
     import dask
     from distributed import Client, LocalCluster
 
-    scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    scheduler = scheduler_address(scheduler)
     memory = {f"distributed.worker.memory.{k}": v for k, v in THRESHOLDS.items()}
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV}
     with dask.config.set({**memory, "distributed.nanny.pre-spawn-environ": environ,

@@ -1,9 +1,10 @@
-"""The training inputs: the columns a configuration reads, and its training
-and validation files planned into partitions and checked against them.
+"""The inputs: the columns a configuration reads, and its training and
+validation files (or predict's and evaluate's) planned into partitions and
+checked against them.
 
-Free of torch on purpose: `lancetnic-flow train` runs
-:func:`check_training_inputs` before it loads the trainer, so a wrong path,
-format or column is exit 2 in well under a second, not after torch's import.
+Free of torch on purpose: the commands run these checks before they load
+the trainer or a model, so a wrong path, format or column is exit 2 in well
+under a second, not after torch's import.
 """
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 <
     return max(floor, min(blocksize, -(-splittable // want)))
 
 
+def checked_source(urls: list[str], fmt: str, storage_options: dict, blocksize: int, columns: Columns
+                   ) -> SourcePlan:
+    """``urls`` planned into partitions, with the columns ``columns`` names checked in the first file."""
+    src = plan_source(urls, format=fmt, storage_options=storage_options, blocksize=blocksize)
+    check_columns(src, columns, storage_options=storage_options)
+    return src
+
+
 def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
                           ) -> tuple[SourcePlan, SourcePlan | None]:
     """Partitions of the training (and validation) data, columns checked.
@@ -35,17 +44,13 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
     ``threads``: the cluster's worker threads. Unless the user chose the
     block size, small inputs are cut into about four partitions a thread, so
     featurisation runs in parallel and epoch 1 overlaps training."""
-    so, fmt = cfg.data.storage_options, cfg.data.format
-    train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=blocksize)
+    so, fmt, columns = cfg.data.storage_options, cfg.data.format, training_columns(cfg)
+    train_src = checked_source(cfg.data.train, fmt, so, blocksize, columns)
     if threads and not cfg.cluster.blocksize:
         small = split_blocksize(train_src, blocksize, 4 * threads)
         if small < blocksize:
             train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small)
-    val_src = plan_source(cfg.data.val, format=fmt, storage_options=so, blocksize=blocksize) if cfg.data.val else None
-    columns = training_columns(cfg)
-    check_columns(train_src, columns, storage_options=so)
-    if val_src:
-        check_columns(val_src, columns, storage_options=so)
+    val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None
     return train_src, val_src
 
 

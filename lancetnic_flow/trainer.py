@@ -22,7 +22,7 @@ import torch
 from . import optim
 from .checkpoints import load_checkpoint, remove_checkpoint, save_checkpoint
 from .cluster import (TRAINER_BASE, MemoryPlan, local_worker_threads, open_cluster, plan_for_existing,
-                      plan_memory)
+                      plan_memory, scheduler_address)
 from .config import CheckpointEvery, TrainConfig
 from .errors import UserError
 from .events import NULL_EVENTS, Events
@@ -288,7 +288,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     plan = plan_memory(cfg.cluster.memory_budget, workers=cfg.cluster.workers, threads=cfg.cluster.threads,
                        model_bytes=model_bytes, shuffle_bytes=shuffle_bytes, blocksize=cfg.cluster.blocksize)
     given = client is not None
-    external = given or bool(cfg.cluster.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS"))
+    external = given or bool(scheduler_address(cfg.cluster.scheduler))
     # Bad paths and columns fail before a cluster starts, where we can.
     sources = None if external else _plan_sources(cfg, plan, events)
     cluster_cm = (contextlib.nullcontext(client) if given else

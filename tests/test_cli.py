@@ -106,27 +106,32 @@ def test_missing_training_file_exits_2_with_one_message_and_no_traceback(tmp_pat
     assert_user_error(p, "nope.csv", "no such file")
 
 
+# What the script runs (cli.main), in a fresh interpreter that reports afterwards whether torch was imported.
+NO_TORCH = ("import sys\nfrom lancetnic_flow.cli import main\nrc = main(sys.argv[1:])\n"
+            "print('torch imported:', 'torch' in sys.modules)\nsys.exit(rc)")
+
+
+def assert_user_error_without_torch(cwd: Path, args, needle: str) -> None:
+    p = subprocess.run([sys.executable, "-c", NO_TORCH, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "COLUMNS": "200"})
+    assert_user_error(p, needle)
+    assert "torch imported: False" in p.stdout, (args, p.stdout)
+
+
 def test_a_bad_path_format_column_or_option_is_refused_before_torch_is_imported(tmp_path):
     """`train` checks its inputs before it loads the trainer: a typo comes
     back at once instead of after torch's import (about 2 s)."""
     (tmp_path / "x.csv").write_text("text,label\nhello world,a\nbye world,b\n")
-    script = ("import sys\nfrom lancetnic_flow.cli import main\nrc = main(sys.argv[1:])\n"
-              "print('torch imported:', 'torch' in sys.modules)\nsys.exit(rc)")
     cases = {("x.csv", "--label", "topic"): "'topic'", ("x.csv", "--format", "parquet"): "parquet",
              ("nothing-*.csv",): "no files match", ("x.csv", "--model", "ScalpelReg"): "--target",
              ("x.csv", "--val", "missing.csv"): "missing.csv"}
     for args, needle in cases.items():
-        p = subprocess.run([sys.executable, "-c", script, "train", *args, "--out", "runs"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
-        assert_user_error(p, needle)
-        assert "torch imported: False" in p.stdout, (args, p.stdout)
+        assert_user_error_without_torch(tmp_path, ("train", *args, "--out", "runs"), needle)
     assert not (tmp_path / "runs").exists()
 
 
 def test_predict_and_evaluate_refuse_a_wrong_run_folder_or_input_before_torch_is_imported(cli_run):
     d, _, _, run = cli_run
-    script = ("import sys\nfrom lancetnic_flow.cli import main\nrc = main(sys.argv[1:])\n"
-              "print('torch imported:', 'torch' in sys.modules)\nsys.exit(rc)")
     cases = {("predict", "no-run", "--text", "hi"): "not a lancetnic_flow run folder",
              ("predict", run, "--input", "nothing.csv", "--output", "o.jsonl"): "nothing.csv",
              ("predict", run, "--input", "x.csv", "--text-column", "body", "--output", "o.jsonl"): "'body'",
@@ -134,10 +139,7 @@ def test_predict_and_evaluate_refuse_a_wrong_run_folder_or_input_before_torch_is
              ("evaluate", run, "nothing.csv"): "nothing.csv",
              ("evaluate", run, "x.csv", "--label", "topic"): "'topic'"}
     for args, needle in cases.items():
-        p = subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=d, capture_output=True, text=True,
-                           timeout=60, env={**os.environ, "COLUMNS": "200"})
-        assert_user_error(p, needle)
-        assert "torch imported: False" in p.stdout, (args, p.stdout)
+        assert_user_error_without_torch(d, args, needle)
     assert not (d / "o.jsonl").exists()
 
 
