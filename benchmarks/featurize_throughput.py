@@ -10,18 +10,18 @@ Configurations, each on the same generated CSV cut into the same partitions
 * ``scheduler-2``: a real ``dask scheduler`` and two ``dask worker --nthreads 1
   --memory-limit L`` processes on loopback, reached by address as ``--scheduler`` does.
 
-Both LocalClusters come from :func:`lancetnic_flow.cluster.open_cluster`, the
+Both LocalClusters come from :func:`lancetnic_flow.dataflow.cluster.open_cluster`, the
 trainer's own, so they carry its worker environment and memory thresholds; the
 external workers get the same environment variables.
 
 What is timed is the featurisation stage alone, the same calls ``train``
 makes, without the torch training that overlaps them in a real run:
 
-1. ``fit``: :func:`lancetnic_flow.fit.fit_features` (one pass over every
+1. ``fit``: :func:`lancetnic_flow.features.fit.fit_features` (one pass over every
    partition on the workers, tree-reduced, then pruned in the client);
 2. ``featurise``: the fitted features broadcast to the workers, then
-   :func:`lancetnic_flow.shards.featurize_partition` for every partition
-   through the trainer's :class:`~lancetnic_flow.stream.Featurizer` window
+   :func:`lancetnic_flow.dataflow.shards.featurize_partition` for every partition
+   through the trainer's :class:`~lancetnic_flow.dataflow.window.OrderedWindow` window
    (2 × worker threads in flight), writing shards to a fresh local cache.
 
 Cluster start-up is measured apart and not counted. Before the first repeat
@@ -54,7 +54,7 @@ ROOT = HERE.parent
 BIN = Path(sys.executable).parent
 CLASSES, SEED, VAL_FRACTION = 4, 0, 0.1
 CONFIGS = ("local-1", "local-2", "scheduler-2")
-TASK_MODULES = ("lancetnic_flow.fit", "lancetnic_flow.shards")
+TASK_MODULES = ("lancetnic_flow.features.fit", "lancetnic_flow.dataflow.shards")
 
 
 def _scaling():
@@ -71,7 +71,7 @@ def rows_for_mb(mb: float) -> int:
     """Rows of make-data CSV that come to about ``mb`` × 10^6 bytes, in whole
     10,000-row blocks (measured on the first block, so the estimate is exact
     in its mean row length for this seed)."""
-    from lancetnic_flow.synth import BLOCK_ROWS, write_corpus
+    from lancetnic_flow.data.synth import BLOCK_ROWS, write_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "probe.csv"
@@ -82,7 +82,7 @@ def rows_for_mb(mb: float) -> int:
 
 def ensure_corpus(out: Path, rows: int) -> dict:
     """The corpus for ``rows``: reused if already there (make-data is deterministic)."""
-    from lancetnic_flow.synth import write_corpus
+    from lancetnic_flow.data.synth import write_corpus
 
     path = out / "data" / f"corpus-{rows}-c{CLASSES}-s{SEED}.csv"
     info: dict[str, Any] = {"path": str(path), "rows": rows, "seed": SEED, "classes": CLASSES, "reused": path.exists()}
@@ -102,13 +102,13 @@ def default_blocksize(nbytes: int) -> int:
     thread (``trainer.split_blocksize`` with 4 partitions per thread, within
     the plan's 1 MiB floor and ``MAX_PARTITION``), used for every
     configuration so that all of them cut the input alike."""
-    from lancetnic_flow.cluster import MAX_PARTITION
+    from lancetnic_flow.dataflow.plan import MAX_PARTITION
 
     return max(2**20, min(MAX_PARTITION, -(-nbytes // 8)))
 
 
 def _plan(workers: int, limit: int, blocksize: int):
-    from lancetnic_flow.cluster import MemoryPlan
+    from lancetnic_flow.dataflow.plan import MemoryPlan
 
     return MemoryPlan(budget=0, reserve=0, trainer=0, workers=workers, threads=1, worker_limit=limit,
                       partition=blocksize, in_flight=max(2, 2 * workers))
@@ -125,7 +125,7 @@ class LoopbackCluster:
     def __enter__(self) -> "LoopbackCluster":
         from distributed import Client
 
-        from lancetnic_flow.cluster import WORKER_ENV
+        from lancetnic_flow.dataflow.plan import WORKER_ENV
 
         self.work.mkdir(parents=True, exist_ok=True)
         sched_file = self.work / "scheduler.json"
@@ -170,7 +170,7 @@ def open_config(name: str, limit: int, blocksize: int, work: Path):
     """A context manager yielding ``(client, plan)`` for configuration ``name``."""
     import contextlib
 
-    from lancetnic_flow.cluster import open_cluster
+    from lancetnic_flow.dataflow.cluster import open_cluster
 
     @contextlib.contextmanager
     def cm() -> Iterator[tuple[Any, Any]]:
@@ -191,10 +191,10 @@ def open_config(name: str, limit: int, blocksize: int, work: Path):
 def featurize_once(client: Any, plan: Any, partitions: list, shard_dir: str) -> dict:
     """Fit and featurise every partition once; seconds per stage and what came out."""
     from lancetnic_flow.config import FeatureConfig
-    from lancetnic_flow.fit import fit_features
-    from lancetnic_flow.shards import featurize_partition
-    from lancetnic_flow.sources import Columns
-    from lancetnic_flow.stream import Featurizer
+    from lancetnic_flow.data.sources import Columns
+    from lancetnic_flow.dataflow.shards import featurize_partition
+    from lancetnic_flow.dataflow.window import OrderedWindow as Featurizer
+    from lancetnic_flow.features.fit import fit_features
 
     columns, fcfg = Columns(text=("text",), label="label"), FeatureConfig(mode="tfidf")
     t0 = time.perf_counter()
@@ -299,7 +299,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lancetnic_flow.sources import plan_source
+    from lancetnic_flow.data.sources import plan_source
 
     a = parse_args(argv)
     out = Path(a.out).resolve()

@@ -19,9 +19,9 @@ import sys
 CHILD = r"""
 import json, resource, sys, psutil
 from lancetnic_flow.config import FeatureConfig
-from lancetnic_flow.fit import fit_partition, finish_fit
-from lancetnic_flow.shards import featurize_partition
-from lancetnic_flow.sources import Columns, plan_source
+from lancetnic_flow.features.fit import fit_partition, finish_fit
+from lancetnic_flow.dataflow.shards import featurize_partition
+from lancetnic_flow.data.sources import Columns, plan_source
 path, block, ngrams, shard_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 plan = plan_source([path], blocksize=block)
 part = plan.partitions[0]
@@ -44,14 +44,14 @@ def main() -> None:
     ap.add_argument("--mib", default="8,16,32")
     ap.add_argument("--out", default="benchmarks/out")
     a = ap.parse_args()
-    from lancetnic_flow.cluster import WORKER_ENV
+    from lancetnic_flow.dataflow.plan import WORKER_ENV
 
     os.makedirs(a.out, exist_ok=True)
     sizes = [int(x) for x in a.mib.split(",")]
     corpus = os.path.join(a.out, "peak-corpus.csv")
     need_rows = max(sizes) * 2**20 // 280 + 10_000
     if not os.path.exists(corpus):
-        from lancetnic_flow.synth import write_corpus
+        from lancetnic_flow.data.synth import write_corpus
 
         write_corpus(corpus, need_rows, classes=4, seed=0)
     results = []

@@ -55,9 +55,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scaling  # noqa: E402  (the sampler class is swapped in this module while the run is sampled)
-from scaling import (CLASSES, HERE, MiB, ROOT, TRAIN_SEED, TreeSampler, _sigterm, cleanup_all,  # noqa: E402
-                     cli_cmd, dir_bytes, ensure_corpus, human_rows, machine_info, parse_count, parse_size,
-                     run_sampled)
+from scaling import (CLASSES, HERE, ROOT, TRAIN_SEED, MiB, TreeSampler, _sigterm, cleanup_all, cli_cmd,  # noqa: E402
+                     dir_bytes, ensure_corpus, human_rows, machine_info, parse_count, parse_size, run_sampled)
 
 SOAK_INTERVAL = 0.5
 CREEP_BOUND = 0.10

@@ -13,8 +13,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "train": "lancetnic_flow.trainer",
-    "TrainResult": "lancetnic_flow.trainer",
+    "train": "lancetnic_flow.training.orchestrator",
+    "TrainResult": "lancetnic_flow.training.orchestrator",
     "TrainConfig": "lancetnic_flow.config",
     "DataConfig": "lancetnic_flow.config",
     "FeatureConfig": "lancetnic_flow.config",
@@ -22,9 +22,9 @@ _EXPORTS = {
     "TrainingConfig": "lancetnic_flow.config",
     "ClusterConfig": "lancetnic_flow.config",
     "OutputConfig": "lancetnic_flow.config",
-    "Predictor": "lancetnic_flow.predict",
-    "load_run": "lancetnic_flow.runs",
-    "write_corpus": "lancetnic_flow.synth",
+    "Predictor": "lancetnic_flow.runs.predict",
+    "load_run": "lancetnic_flow.runs.folder",
+    "write_corpus": "lancetnic_flow.data.synth",
     "Events": "lancetnic_flow.events",
     "UserError": "lancetnic_flow.errors",
 }

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UserError, close_matches
+from .formats import FORMATS
+from .scores import MONITORS, monitor_fits
 from .sizes import parse_size
 
-FORMATS = ("auto", "csv", "tsv", "jsonl", "parquet", "text", "fasttext")
 FEATURE_MODES = ("tfidf", "hashing", "ids")
 TASKS = ("classify", "regress", "multitask")
 OPTIMIZERS = ("adam", "sgd", "radam", "rmsprop", "adadelta")
 CLASS_LOSSES = ("cross_entropy", "bce")
 VALUE_LOSSES = ("mse", "l1", "smooth_l1")
-MONITORS = ("val_loss", "val_accuracy", "val_macro_f1", "val_mae", "val_rmse", "val_r2")
 SECRET_HINTS = ("key", "secret", "token", "password", "credential", "session")
 
 
@@ -51,7 +51,7 @@ class DataConfig:
     def validate(self) -> None:
         if not self.train:
             raise UserError("no training data given", "pass one or more URLs or globs, e.g. data/*.csv")
-        _choice("format", self.format, FORMATS)
+        _choice("format", self.format, ("auto", *FORMATS))
         if not self.val and not (0.0 < self.val_fraction < 1.0):
             if self.val_fraction != 0.0:
                 raise UserError(f"val_fraction: must be in [0, 1), got {self.val_fraction}",
@@ -249,8 +249,7 @@ class TrainConfig:
             raise UserError(f"--task {t.task} needs a numeric target column", "pass --target COLUMN")
         if t.task == "regress":
             self.data.label = None
-        if t.monitor in ("val_accuracy", "val_macro_f1") and t.task == "regress" or \
-                t.monitor in ("val_mae", "val_rmse", "val_r2") and t.task == "classify":
+        if not monitor_fits(t.monitor, t.task):
             raise UserError(f"--monitor {t.monitor} does not fit --task {t.task}",
                             "use val_loss, or a metric of the task")
         return self

@@ -45,3 +45,9 @@ MODELS: dict[str, ModelSpec] = {
     "LancetReg": ModelSpec("SequenceNet", {"cell": "lstm", "attention": False}, features=("ids",),
                            tasks=("regress", "classify", "multitask"), summary="LSTM regressor"),
 }
+
+
+def task_kind(meta: dict) -> str:
+    """classify, regress or multitask: what the heads in a run's ``model.json`` do."""
+    kw = meta["kwargs"]
+    return "multitask" if kw.get("classes") and kw.get("regress") else ("regress" if kw.get("regress") else "classify")

@@ -1,34 +1,47 @@
-"""Byte sizes as people write them: ``4GiB``, ``512MB``, ``1.5G``."""
+"""Byte sizes as people write and read them: ``4GiB``, ``512MB``, ``1.5G``.
+
+Parsing is Dask's (``dask.utils.parse_bytes``), so sizes read the same here
+as in Dask's own options; a bare ``K``/``M``/``G``/``T`` means
+KiB/MiB/GiB/TiB, as memory sizes usually do. Printing keeps one decimal
+(``3.3 GiB``), in one place for the plan, the errors and the dashboard.
+"""
 from __future__ import annotations
 
 import re
 
+from dask.utils import parse_bytes
+
 from .errors import UserError
 
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1024, "kb": 1000, "kib": 1024,
-    "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
-    "g": 1024**3, "gb": 1000**3, "gib": 1024**3,
-    "t": 1024**4, "tb": 1000**4, "tib": 1024**4,
-}
+_BINARY_LETTER = re.compile(r"^\s*([0-9.eE+-]+)\s*([kKmMgGtT])\s*$")
 
 
 def parse_size(text: str | int | float, what: str = "size") -> int:
-    """Parse ``'4GiB'`` → bytes. Raises :class:`UserError` on nonsense."""
-    if isinstance(text, (int, float)):
-        return int(text)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise UserError(f"{what}: cannot read {text!r} as a size", "write e.g. 4GiB, 512MiB, 1.5GB or a number of bytes")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    """Parse ``'4GiB'`` → bytes. Raises :class:`UserError` on nonsense or a negative size."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        n = int(text)
+    else:
+        s = str(text)
+        m = _BINARY_LETTER.match(s)
+        if m:
+            s = f"{m.group(1)}{m.group(2).upper()}iB"
+        try:
+            n = int(parse_bytes(s))
+        except (ValueError, TypeError):
+            raise UserError(f"{what}: cannot read {text!r} as a size",
+                            "write e.g. 4GiB, 512MiB, 1.5GB or a number of bytes") from None
+    if n < 0:
+        raise UserError(f"{what}: a size cannot be negative, got {text!r}", "write e.g. 4GiB or 512MiB")
+    return n
 
 
-def format_size(n: float) -> str:
-    """Bytes → ``'3.3 GiB'``."""
+def format_size(n: float, short: bool = False) -> str:
+    """Bytes → ``'3.3 GiB'``; ``short``: ``'438M'``, ``'2.0G'`` for narrow columns."""
     n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(n) < 1024 or unit == "T":
+            break
         n /= 1024
-    return f"{n:.1f} TiB"
+    if short:
+        return f"{n:.0f}{unit}" if unit in ("B", "K", "M") else f"{n:.1f}{unit}"
+    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}iB"

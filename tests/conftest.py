@@ -1,23 +1,19 @@
-"""Shared fixtures: one real LocalCluster per session, small generated corpora.
+"""Fixtures: one real LocalCluster per session, small generated corpora, one
+trained run; and the hooks that run the image check beside the suite.
+Helpers (functions, not fixtures) are in helpers.py.
 
 Everything runs on real Dask worker processes and real files; no mocks.
 """
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import pytest
 
-from lancetnic_flow.config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig,
-                                   TrainConfig, TrainingConfig)
-from lancetnic_flow.synth import write_corpus
+from lancetnic_flow.data.synth import write_corpus
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
+from helpers import make_config
 
 # ---------------------------------------------------------------- the image check (tests/test_image.py)
 # It runs beside the suite: started once collection is final (after -k/-m
@@ -30,7 +26,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
-    from test_image import ImageCheck, enabled
+    from image_check import ImageCheck, enabled
 
     if session.config.option.collectonly:
         return
@@ -95,21 +91,6 @@ def small_corpus(data_dir) -> Path:
     return p
 
 
-def make_config(train, tmp: Path, *, val=None, epochs=3, seed=0, blocksize=None, cache=None,
-                storage_options=None, val_fraction=0.1, **features) -> TrainConfig:
-    """A small, fast training config writing its run (and cache) under ``tmp``."""
-    return TrainConfig(
-        data=DataConfig(train=[str(t) for t in (train if isinstance(train, (list, tuple)) else [train])],
-                        val=[str(v) for v in (val or [])], val_fraction=val_fraction,
-                        storage_options=dict(storage_options or {})),
-        features=FeatureConfig(**{"max_features": 20_000, **features}),
-        model=ModelConfig(hidden=32, layers=1, dropout=0.1),
-        training=TrainingConfig(epochs=epochs, batch_size=128, lr=5e-3, seed=seed, shuffle_buffer=2_000),
-        cluster=ClusterConfig(blocksize=blocksize),
-        output=OutputConfig(out=str(tmp / "runs"), cache=str(cache) if cache else str(tmp / "cache")),
-    )
-
-
 @pytest.fixture
 def own_cluster():
     """A LocalCluster of its own (2 worker processes × 1 thread), for tests that kill a worker."""
@@ -128,40 +109,8 @@ def own_cluster():
 @pytest.fixture(scope="session")
 def trained_run(client, corpus4, tmp_path_factory):
     """One trained run (4 classes) shared by the predictor/artifact tests."""
-    from lancetnic_flow.trainer import train
+    from lancetnic_flow.training.orchestrator import train
 
     tmp = tmp_path_factory.mktemp("trained")
     res = train(make_config(corpus4, tmp, epochs=3), client=client)
     return res
-
-
-# ---------------------------------------------------------------- tasks run on the workers
-# They live here because Dask pickles functions by reference: a worker imports the
-# defining module, and this one is light (no torch, no scikit-learn).
-
-
-def timed_task(i: int, seconds: float, log_dir: str) -> int:
-    """Sleep, recording wall-clock start and stop in a file the test reads."""
-    import os
-    import time
-
-    t0 = time.time()
-    time.sleep(seconds)
-    t1 = time.time()
-    with open(os.path.join(log_dir, f"{i:03d}"), "w") as f:
-        f.write(f"{t0} {t1} {os.getpid()}")
-    return i
-
-
-def worker_hashes(strings: list[str]) -> list[int]:
-    import pyarrow as pa
-
-    from lancetnic_flow.features.hashing import hash_strings
-
-    return [int(h) for h in hash_strings(pa.array(strings))]
-
-
-def transform_in_worker(features, texts: list[str]):
-    import pyarrow as pa
-
-    return features.transform_texts(pa.array(texts))

@@ -31,8 +31,8 @@ _AWS_ENV = {
 @contextlib.contextmanager
 def s3_server(ip: str = "127.0.0.1") -> Iterator[dict]:
     """A moto S3 server on ``ip``; yields s3fs storage options that point at it."""
-    from moto.server import ThreadedMotoServer
     import s3fs
+    from moto.server import ThreadedMotoServer
 
     old = {k: os.environ.get(k) for k in _AWS_ENV}
     os.environ.update(_AWS_ENV)

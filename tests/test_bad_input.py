@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from test_cli import CLUSTER, assert_user_error, cli
+from helpers import CLUSTER, assert_user_error, cli
 
 RUN = [*CLUSTER, "--epochs", "1"]
 LABELS = ("sports", "tech")

@@ -14,23 +14,7 @@ import pytest
 
 from lancetnic_flow import __version__
 
-CLUSTER = ["--workers", "1", "--memory-budget", "3GiB"]
-
-
-def cli(*args, cwd, timeout=240) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def assert_user_error(p: subprocess.CompletedProcess, *needles: str) -> str:
-    out = p.stdout + p.stderr
-    assert p.returncode == 2, out
-    assert "Traceback" not in out, out
-    assert out.count("error:") == 1, out
-    for n in needles:
-        assert n in out, out
-    return out
+from helpers import CLUSTER, assert_user_error, cli
 
 
 @pytest.fixture(scope="module")

@@ -35,17 +35,17 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from lancetnic_flow.config import TASKS
 from lancetnic_flow.models import MODELS
-from lancetnic_flow.tasks import TASKS
+
+from helpers import cli, model_task_pairs
 
 
 def cli_combos() -> list[tuple[str, str]]:
@@ -73,12 +73,6 @@ TEXT_KEYS = {"classify": {"label", "probability"}, "regress": {"value"},
 INPUT_KEYS = {"classify": {"predicted", "probability"}, "regress": {"predicted_value"},
               "multitask": {"predicted", "probability", "predicted_value"}}
 PARALLEL = 3   # commands at once: each spends part of its time waiting on the cluster
-
-
-def cli(*args, cwd, timeout=300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def lr_for(model: str) -> float:
@@ -146,8 +140,7 @@ def test_the_cli_combinations_give_every_model_its_own_task_and_every_family_eve
 
 
 def test_every_model_with_every_task_it_does_is_built_and_trained_in_process():
-    from test_models import COMBOS as IN_PROCESS
-
+    IN_PROCESS = model_task_pairs()
     assert sorted(IN_PROCESS) == sorted(ALL)
 
 
@@ -198,7 +191,7 @@ def test_every_model_and_task_trains_evaluates_and_predicts_through_the_cli(outc
         assert ev.get("rmse") is None and m["val_rmse"] is None
 
     # ---- the run's own predictions, in process (what `predict --text` prints): the task's fields only
-    from lancetnic_flow.predict import Predictor
+    from lancetnic_flow.runs.predict import Predictor
 
     texts = [r["text"] for r in rows[:3]]
     lines = [{"text": t, **p} for t, p in zip(texts, Predictor(str(o.run)).predict(texts))]

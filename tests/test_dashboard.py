@@ -19,10 +19,13 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from lancetnic_flow.dashboard import (DashboardState, LiveDashboard, Meter, mem_style, render, render_summary,
-                                      replay, status_line)
-from lancetnic_flow.report import ConsoleReport, JsonLog, PlainLog
-from lancetnic_flow.synth import write_corpus
+from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.ui.dashboard import (DashboardState, LiveDashboard, Meter, mem_style, render, render_summary,
+                                         replay, status_line)
+from lancetnic_flow.ui.jsonlog import JsonLog
+from lancetnic_flow.ui.report import ConsoleReport, PlainLog
+
+from helpers import CLUSTER
 
 GiB, MiB = 2**30, 2**20
 PLAN = {"budget": 6 * GiB, "reserve": int(1.5 * GiB), "trainer": 768 * MiB, "workers": 2, "threads": 1,
@@ -238,8 +241,6 @@ def test_event_handling_is_cheap():
 
 # ------------------------------------------------------------ the real CLI
 
-CLUSTER = ["--workers", "1", "--memory-budget", "3GiB"]
-
 
 def _cli_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
@@ -352,7 +353,7 @@ def test_json_log_reports_user_errors_as_an_event(tmp_path):
 def test_messages_with_square_brackets_print_literally_in_every_view():
     """A library error quoting '[/__w/.../pair.cc:152]' once crashed the error
     report itself (Rich read it as a closing markup tag)."""
-    from lancetnic_flow.dashboard import LiveDashboard
+    from lancetnic_flow.ui.dashboard import LiveDashboard
 
     gloo = "RuntimeError: [/__w/pytorch/third_party/gloo/transport/tcp/pair.cc:152] Connection refused"
     out = io.StringIO()

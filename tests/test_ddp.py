@@ -10,15 +10,17 @@ import signal
 
 import pytest
 
-from conftest import make_config
-from lancetnic_flow.checkpoints import CHECKPOINT, load_checkpoint
-from lancetnic_flow.ddp import share
+from lancetnic_flow.dataflow.shards import ShardInfo
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.events import Events
-from lancetnic_flow.predict import Predictor
-from lancetnic_flow.shards import ShardInfo
-from lancetnic_flow.trainer import TrainingInterrupted, resume_config, train
-from test_cli import cli
+from lancetnic_flow.runs.predict import Predictor
+from lancetnic_flow.training.checkpoints import CHECKPOINT, load_checkpoint
+from lancetnic_flow.training.ddp.rank import share
+from lancetnic_flow.training.orchestrator import train
+from lancetnic_flow.training.resume import resume_config
+from lancetnic_flow.training.stop import TrainingInterrupted
+
+from helpers import cli, make_config
 
 
 def _shards(rows: list[int]) -> list[ShardInfo]:
@@ -109,7 +111,7 @@ def test_train_ddp_through_the_cli_on_a_local_cluster(small_corpus, tmp_path):
 
 
 def test_the_dashboard_shows_every_rank_and_their_rows_add_up():
-    from lancetnic_flow.dashboard import DashboardState, render, status_line
+    from lancetnic_flow.ui.dashboard import DashboardState, render, status_line
 
     s = DashboardState(clock=lambda: 10.0)
     s.update("stage", {"stage": "training", "epoch": 1, "epochs": 2, "total_rows": 1000, "t": 1.0})
@@ -232,7 +234,7 @@ def test_a_rank_whose_worker_is_killed_restarts_from_the_last_checkpoint_and_the
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the CPU fallback")
 def test_ranks_fall_back_to_cpu_without_gpus_and_device_cuda_is_refused_naming_the_worker(client):
-    from lancetnic_flow.ddp import _choose_device
+    from lancetnic_flow.training.ddp.driver import choose_device as _choose_device
 
     chosen = sorted(client.scheduler_info()["workers"])[:2]
     assert _choose_device(client, chosen, "auto") == ("cpu", [0, 1])   # two ranks on one machine: local 0, 1

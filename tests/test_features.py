@@ -11,15 +11,17 @@ import pytest
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from conftest import transform_in_worker, worker_hashes
 from lancetnic_flow.config import FeatureConfig
+from lancetnic_flow.data.readers import read_partition
+from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.features.fit import finish_fit, fit_features
 from lancetnic_flow.features.hashing import hash_strings, unit_interval
+from lancetnic_flow.features.split import validation_mask
 from lancetnic_flow.features.tokenize import terms_of
 from lancetnic_flow.features.vectorize import PAD, UNK, FittedFeatures
 from lancetnic_flow.features.vocab import FitStats, document_frequencies
-from lancetnic_flow.fit import finish_fit, fit_features, validation_mask
-from lancetnic_flow.readers import read_partition
-from lancetnic_flow.sources import Columns, plan_source
+
+from helpers import transform_in_worker, worker_hashes
 
 CORPUS = [
     "The quick brown fox -- jumps over the lazy dog!!",

@@ -9,11 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lancetnic_flow.config import FeatureConfig
+from lancetnic_flow.data.readers import read_partition
+from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.features.fit import finish_fit, fit_partition
+from lancetnic_flow.features.split import validation_mask
 from lancetnic_flow.features.vocab import merge_stats
-from lancetnic_flow.fit import finish_fit, fit_partition, validation_mask
-from lancetnic_flow.readers import read_partition
-from lancetnic_flow.sources import Columns, plan_source
-from lancetnic_flow.synth import write_corpus
 
 COLS = Columns(text=("text",), label="label")
 

@@ -27,7 +27,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lancetnic_flow import optim
 from lancetnic_flow.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.vectorize import FittedFeatures
@@ -35,7 +34,10 @@ from lancetnic_flow.models import MODELS, create_model
 from lancetnic_flow.models.lancet import SequenceNet, pad_rows
 from lancetnic_flow.models.scalpel import ScalpelNet, mean_weights
 from lancetnic_flow.models.sparse_input import DenseOptimizer, RowOptimizer, SparseEmbedding, SparseInput
-from lancetnic_flow.tasks import Task
+from lancetnic_flow.models.tasks import Task
+from lancetnic_flow.training import optim
+
+from helpers import model_task_pairs
 
 TOL = 1e-5
 
@@ -373,7 +375,7 @@ def test_optimizers_without_a_row_wise_form_get_dense_gradients_of_the_first_lay
 
 # ---------------------------------------------------------------- every model × task
 
-COMBOS = [(name, task) for name, spec in MODELS.items() for task in spec.tasks]
+COMBOS = model_task_pairs()
 
 
 def toy_problem(classes=3, rows=96, dim=40, seed=0):

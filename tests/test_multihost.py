@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
-from servers import s3_cli_args, stop_processes
 
-from lancetnic_flow.cluster import WORKER_ENV
-from lancetnic_flow.synth import write_corpus
+from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.dataflow.plan import WORKER_ENV
+
+from servers import s3_cli_args, stop_processes
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
@@ -89,6 +90,7 @@ def machines(tmp_path_factory):
     if not _can_make_networks():
         pytest.skip("needs `ip netns` (root or CAP_NET_ADMIN)")
     from distributed import Client
+
     from servers import s3_server
 
     trainer = tmp_path_factory.mktemp("laptop")

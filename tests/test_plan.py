@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from lancetnic_flow.cluster import GiB, MiB, MIN_WORKER, TRAINER_BASE, plan_for_existing, plan_memory
+from lancetnic_flow.dataflow.cluster import plan_for_existing
+from lancetnic_flow.dataflow.plan import MIN_WORKER, TRAINER_BASE, GiB, MiB, plan_memory
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.sizes import parse_size
 
@@ -79,7 +80,7 @@ def test_an_existing_cluster_whose_worker_is_still_starting_is_waited_for():
 
     from distributed import Client, LocalCluster
 
-    from lancetnic_flow.cluster import plan_for_existing
+    from lancetnic_flow.dataflow.cluster import plan_for_existing
     from lancetnic_flow.errors import UserError
 
     with LocalCluster(n_workers=0, processes=False, dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \

@@ -12,10 +12,11 @@ import pyarrow.csv as pacsv
 import pytest
 import torch
 
+from lancetnic_flow.data.sources import Columns, plan_source
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.predict import Predictor, evaluate_files, predict_files
-from lancetnic_flow.runs import load_run
-from lancetnic_flow.sources import Columns, plan_source
+from lancetnic_flow.runs.evaluate import evaluate_files
+from lancetnic_flow.runs.folder import load_run
+from lancetnic_flow.runs.predict import Predictor, predict_files
 
 
 def test_predictor_returns_labels_of_the_run_and_probabilities_that_sum_to_one(trained_run):

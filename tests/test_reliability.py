@@ -7,10 +7,10 @@ import os
 import signal
 import threading
 
-
-from conftest import make_config
 from lancetnic_flow.events import Events
-from lancetnic_flow.trainer import train
+from lancetnic_flow.training.orchestrator import train
+
+from helpers import make_config
 
 
 def _events():
@@ -84,12 +84,12 @@ def test_a_worker_that_keeps_dying_is_explained_not_dumped():
     """KilledWorker (a task that killed its worker every retry) becomes a sentence with a fix."""
     from distributed import KilledWorker
 
-    from lancetnic_flow.cli import _known_failure
+    from lancetnic_flow.cli.main import known_failure as _known_failure
 
     message, hint = _known_failure(KilledWorker("featurize_partition-1", "tcp://127.0.0.1:1", 3))
     assert "worker died" in message and "featurize_partition-1" in message
     assert "--blocksize" in hint and "--memory-budget" in hint
-    from lancetnic_flow.ddp import RanksKeptFailing
+    from lancetnic_flow.training.ddp.driver import RanksKeptFailing
 
     message, hint = _known_failure(RanksKeptFailing("worker tcp://10.0.0.3:4000 left the cluster during --ddp"))
     assert "tcp://10.0.0.3:4000" in message and "--resume" in hint and "memory" in hint

@@ -11,7 +11,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from lancetnic_flow.synth import write_corpus
+from lancetnic_flow.data.synth import write_corpus
+
 from servers import http_server, s3_cli_args, s3_server
 
 CLI = [sys.executable, "-m", "lancetnic_flow"]
@@ -132,9 +133,10 @@ def test_train_writes_the_run_folder_and_its_plots_to_s3_with_the_data_storage_o
 def test_a_run_folder_on_s3_predicts_here_and_evaluates_on_the_workers(s3, s3_out_run, client):
     import pickle
 
-    from lancetnic_flow.predict import Predictor, evaluate_files
-    from lancetnic_flow.runs import RunFolder
-    from lancetnic_flow.sources import Columns, plan_source
+    from lancetnic_flow.data.sources import Columns, plan_source
+    from lancetnic_flow.runs.evaluate import evaluate_files
+    from lancetnic_flow.runs.folder import RunFolder
+    from lancetnic_flow.runs.predict import Predictor
 
     url, _ = s3_out_run
     predictor = Predictor(url, storage_options=s3)

@@ -18,16 +18,16 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import make_config
-from lancetnic_flow.checkpoints import CHECKPOINT, load_checkpoint, save_checkpoint
 from lancetnic_flow.config import CheckpointEvery
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.events import Events
-from lancetnic_flow.metrics import RegressionMetrics
-from lancetnic_flow.trainer import TrainingInterrupted, resume_config, train
-from test_cli import assert_user_error, cli
+from lancetnic_flow.models.metrics import RegressionMetrics
+from lancetnic_flow.training.checkpoints import CHECKPOINT, load_checkpoint, save_checkpoint
+from lancetnic_flow.training.orchestrator import train
+from lancetnic_flow.training.resume import resume_config
+from lancetnic_flow.training.stop import TrainingInterrupted
 
-CLUSTER = ["--workers", "1", "--memory-budget", "3GiB"]
+from helpers import CLUSTER, assert_user_error, cli, make_config
 
 
 def test_checkpoint_every_reads_batches_durations_and_off():
@@ -77,6 +77,28 @@ def _interrupt_at(epoch: int, batch: int) -> Events:
 
     events.subscribe(listener)
     return events
+
+
+def test_a_checkpoint_of_an_older_ddp_run_reads_as_the_same_train_state():
+    """--ddp checkpoints written before the training step was shared nest each
+    epoch's validation scores (and its confusion matrix) under "val"; they
+    read as flat records, the confusions beside them."""
+    from lancetnic_flow.training.state import TrainState
+
+    val = {"loss": 0.5, "accuracy": 0.8, "macro_f1": 0.75, "macro_precision": 0.7, "macro_recall": 0.72,
+           "confusion": [[3, 1], [0, 4]], "per_class": {}}
+    old = {"key": "k", "epoch": 1, "batches": 0, "rows": 0, "step": 10, "stale": 0, "total_steps": None,
+           "total_rows": 640, "confusions": [], "best": None, "train_metrics": None, "model": {}, "optimizers": [],
+           "rng": None, "ddp": {"ranks": 2, "rng": [None, None]},
+           "history": [{"epoch": 1, "train_loss": 0.9, "train_accuracy": 0.6, "val": val, "rows": 640,
+                        "seconds": 1.0, "lr": 0.01, "rows_per_s": 640.0}]}
+    state = TrainState.from_checkpoint(old)
+    h = state.history[0]
+    assert "val" not in h and h["val_loss"] == 0.5 and h["val_accuracy"] == 0.8 and h["val_precision"] == 0.7
+    assert h["val_mae"] is None and h["train_loss"] == 0.9 and h["rows"] == 640
+    assert state.confusions == [[[3, 1], [0, 4]]]
+    assert state.ddp == {"ranks": 2, "rng": [None, None]} and state.step == 10 and state.total_rows == 640
+    assert TrainState.from_checkpoint(state.to_checkpoint()) == state
 
 
 @pytest.mark.parametrize("model,task,epoch,batch", [

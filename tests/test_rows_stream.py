@@ -1,5 +1,5 @@
 """RowBlock (CSR) round trips, safe shard bytes, the bounded shuffle buffer,
-the Featurizer's window and order, and seeded epoch order."""
+the OrderedWindow's window and order, and seeded epoch order."""
 from __future__ import annotations
 
 import io
@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lancetnic_flow.rows import RowBlock
-from conftest import timed_task
-from lancetnic_flow.stream import BatchStream, Featurizer, epoch_order, prefetch, shuffled_batches
+from lancetnic_flow.dataflow.stream import BatchStream, epoch_order, prefetch, shuffled_batches
+from lancetnic_flow.dataflow.window import OrderedWindow
+from lancetnic_flow.features.rows import RowBlock
+
+from helpers import timed_task
 
 DIM = 11
 
@@ -211,7 +213,7 @@ def test_epoch_order_is_a_permutation_that_changes_per_epoch_and_repeats_per_see
     np.testing.assert_array_equal(a1, epoch_order(20, 0, 1))
 
 
-# ---------------------------------------------------------------- Featurizer (real Dask tasks)
+# ---------------------------------------------------------------- OrderedWindow (real Dask tasks)
 
 
 def _max_concurrency(log_dir: Path) -> tuple[int, int]:
@@ -229,7 +231,7 @@ def test_featurizer_never_has_more_than_window_tasks_in_flight(client, tmp_path)
     log = tmp_path / "log"
     log.mkdir()
     jobs = [(i, 0.25) for i in range(6)]
-    got = list(Featurizer(client, timed_task, jobs, 1, log_dir=str(log)))
+    got = list(OrderedWindow(client, timed_task, jobs, 1, log_dir=str(log)))
     assert got == list(range(6))
     best, n = _max_concurrency(log)
     assert n == 6
@@ -241,7 +243,7 @@ def test_featurizer_uses_the_window_and_yields_in_submission_order(client, tmp_p
     log.mkdir()
     # later jobs finish first; results still come back in submission order
     jobs = [(i, 0.6 - 0.1 * i) for i in range(6)]
-    got = list(Featurizer(client, timed_task, jobs, 2, log_dir=str(log)))
+    got = list(OrderedWindow(client, timed_task, jobs, 2, log_dir=str(log)))
     assert got == list(range(6))
     best, n = _max_concurrency(log)
     assert n == 6 and best == 2  # the two workers were both used, never more

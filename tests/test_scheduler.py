@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from servers import s3_cli_args, scheduler_address, stop_processes
 
-from lancetnic_flow.synth import write_corpus
+from lancetnic_flow.data.synth import write_corpus
+
+from servers import s3_cli_args, scheduler_address, stop_processes
 
 BIN = Path(sys.executable).parent
 
@@ -85,7 +86,7 @@ def test_a_refused_scheduler_port_is_reported_in_seconds_and_one_that_starts_lis
     import threading
     import time
 
-    from lancetnic_flow.cluster import _refuse_if_nothing_listens
+    from lancetnic_flow.dataflow.cluster import refuse_if_nothing_listens as _refuse_if_nothing_listens
     from lancetnic_flow.errors import UserError
 
     s = socket.socket()
@@ -148,9 +149,10 @@ def s3_cluster(tmp_path_factory):
     """S3 on loopback holding the corpus; a scheduler and two workers (limits
     WORKER_LIMITS) in private folders; the trainer's own folder."""
     from distributed import Client
-    from servers import s3_server
 
-    from lancetnic_flow.cluster import WORKER_ENV
+    from lancetnic_flow.dataflow.plan import WORKER_ENV
+
+    from servers import s3_server
 
     trainer = tmp_path_factory.mktemp("trainer")
     private = tmp_path_factory.mktemp("workers")

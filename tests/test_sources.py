@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from lancetnic_flow.data.checks import check_columns
+from lancetnic_flow.data.readers import read_partition
+from lancetnic_flow.data.sources import Columns, FileInfo, Partition, plan_source
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.readers import check_columns, read_partition
-from lancetnic_flow.sources import Columns, FileInfo, Partition, plan_source
 
 try:
     from tests.servers import http_server, s3_server

@@ -15,9 +15,9 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
 
-from lancetnic_flow import synth
+from lancetnic_flow.data import synth
+from lancetnic_flow.data.synth import infer_format, write_corpus
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.synth import infer_format, write_corpus
 
 COLUMNS = ["text", "label", "value", "target"]
 

@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,15 +24,17 @@ import pyarrow.csv as pacsv
 import pytest
 import torch
 
-from conftest import make_config
-from lancetnic_flow import plots
 from lancetnic_flow.config import ModelConfig
+from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.predict import Predictor, evaluate_files
-from lancetnic_flow.runs import load_run
-from lancetnic_flow.sources import Columns, plan_source
-from lancetnic_flow.synth import write_corpus
-from lancetnic_flow.trainer import make_task, train
+from lancetnic_flow.runs import plots
+from lancetnic_flow.runs.evaluate import evaluate_files
+from lancetnic_flow.runs.folder import load_run
+from lancetnic_flow.runs.predict import Predictor
+from lancetnic_flow.training.orchestrator import make_task, train
+
+from helpers import cli, make_config
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SEQUENCE = ("LancetMC", "LancetMCA", "LancetMCA_gru", "LancetReg")
@@ -137,12 +136,6 @@ def evaluate(client, run: str, data: Path, task: str, numeric=()) -> dict:
     out, _ = evaluate_files(client, run, plan, cols, storage_options={}, run_options={}, chunk_bytes=2**20,
                             window=2)
     return out
-
-
-def cli(*args, cwd, timeout=240) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 # ---------------------------------------------------------------- 1. every network × task learns
@@ -431,7 +424,7 @@ def test_cli_predict_csv_with_a_multitask_run_has_label_probability_and_value_co
 
 
 def test_predicting_to_jsonl_with_a_numeric_input_named_value_keeps_both_columns(runs, tmp_path):
-    from lancetnic_flow.predict import _encode
+    from lancetnic_flow.runs.predict import encode as _encode
 
     pred = Predictor(runs("ScalpelMTSK", numeric=("value",)).run)
     table = pred.predict_table(pa.table({"text": ["one text", "another text"], "value": [1.0, 2.0]}))

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from servers import scheduler_address, stop_processes
 
-from lancetnic_flow.synth import write_corpus
+from lancetnic_flow.data.synth import write_corpus
+
+from servers import scheduler_address, stop_processes
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_config
 from lancetnic_flow.events import Events
-from lancetnic_flow.trainer import train
+from lancetnic_flow.training.orchestrator import train
+
+from helpers import make_config
 
 RUN_FILES = {"config.json", "features.json", "model.json", "model.safetensors", "metrics.json", "history.csv"}
 

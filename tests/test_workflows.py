@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from lancetnic_flow.cli import main
+from lancetnic_flow.cli.workflow import to_argv
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.workflow import to_argv
 
 WORKFLOWS = Path(__file__).resolve().parent.parent / "workflows"
 LOCAL = ["quickstart", "multiclass", "binary-spam", "regression", "multitask", "hybrid", "lstm-attention", "ddp"]

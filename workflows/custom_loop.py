@@ -8,7 +8,7 @@ itself, here to train a linear model with AdamW, a one-cycle learning rate
 and label smoothing, none of which the CLI offers:
 
 1. ``fit_features``: one tree-reduced pass on the workers → vocabulary, idf, labels;
-2. ``Featurizer`` + ``featurize_partition``: each worker turns its partition
+2. ``OrderedWindow`` + ``featurize_partition``: each worker turns its partition
    into CSR rows and writes them as shards; only their addresses come back;
 3. ``BatchStream`` over ``cached_blocks``: per epoch, shards in a seeded
    order through a bounded shuffle buffer, as fixed-size ``RowBlock`` batches;
@@ -65,14 +65,17 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     from lancetnic_flow import FeatureConfig, write_corpus
-    from lancetnic_flow.cluster import open_cluster, plan_memory
-    from lancetnic_flow.fit import fit_features
-    from lancetnic_flow.shards import featurize_partition, load_shard
+    from lancetnic_flow.data.sources import Columns, plan_source
+    from lancetnic_flow.dataflow.cluster import open_cluster
+    from lancetnic_flow.dataflow.plan import plan_memory
+    from lancetnic_flow.dataflow.shards import featurize_partition, load_shard
+    from lancetnic_flow.dataflow.stream import BatchStream, cached_blocks, prefetch
+    from lancetnic_flow.dataflow.window import OrderedWindow
+    from lancetnic_flow.features.fit import fit_features
+    from lancetnic_flow.models.inputs import answers, model_inputs
+    from lancetnic_flow.models.tasks import Task
     from lancetnic_flow.sizes import parse_size
-    from lancetnic_flow.sources import Columns, plan_source
-    from lancetnic_flow.stream import BatchStream, Featurizer, cached_blocks, prefetch
-    from lancetnic_flow.tasks import Task
-    from lancetnic_flow.trainer import answers, evaluate_blocks, model_inputs
+    from lancetnic_flow.training.step import evaluate_blocks
 
     args = parse_args()
     if not any(c in args.data for c in "*?[") and "://" not in args.data and not os.path.exists(args.data):
@@ -91,10 +94,10 @@ def main() -> None:
                                    FeatureConfig(mode="tfidf", ngrams=2, min_df=2, max_features=100_000),
                                    storage_options={}, chunk_bytes=plan.partition, val_fraction=0.1)
         # 2. Featurise: shards written by the workers, a bounded window of tasks at a time.
-        feed = Featurizer(client, featurize_partition, [(p, None) for p in source.partitions], plan.in_flight,
-                          columns=columns, features=client.scatter(features, broadcast=True),
-                          shard_dir=shard_dir, storage_options={}, cache_options={},
-                          chunk_bytes=plan.partition, val_fraction=0.1)
+        feed = OrderedWindow(client, featurize_partition, [(p, None) for p in source.partitions], plan.in_flight,
+                             columns=columns, features=client.scatter(features, broadcast=True),
+                             shard_dir=shard_dir, storage_options={}, cache_options={},
+                             chunk_bytes=plan.partition, val_fraction=0.1)
         results = list(feed)
     train_shards = [s for r in results for s in r.shards if s.split == "train"]
     val_shards = [s for r in results for s in r.shards if s.split == "val"]

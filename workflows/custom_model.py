@@ -16,7 +16,7 @@ What the trainer asks of the class:
 * ``__init__(dim, classes, regress, hidden, layers, dropout, numeric)``, and
   ``self.config``: those arguments as a dict (saved to ``model.json``);
 * ``forward(indices, offsets, weights, numeric)``: a batch of CSR rows, as
-  ``lancetnic_flow.trainer.model_inputs`` builds it, returning
+  ``lancetnic_flow.models.inputs.model_inputs`` builds it, returning
   ``{"logits": (rows, classes)}`` (and/or ``{"value": (rows,)}``);
 * the sparse first layer as ``self.input``, a ``SparseInput``: the Adam and
   SGD optimisers update only the rows of it a batch used.
@@ -83,8 +83,8 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
-    from lancetnic_flow import (ClusterConfig, DataConfig, Events, ModelConfig, OutputConfig, Predictor,
-                                TrainConfig, TrainingConfig, train, write_corpus)
+    from lancetnic_flow import (ClusterConfig, DataConfig, Events, ModelConfig, OutputConfig, Predictor, TrainConfig,
+                                TrainingConfig, train, write_corpus)
 
     args = parse_args()
     if not any(c in args.data for c in "*?[") and "://" not in args.data and not os.path.exists(args.data):

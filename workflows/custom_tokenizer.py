@@ -68,9 +68,10 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     import dask.dataframe as dd
 
-    from lancetnic_flow import (DataConfig, Events, FeatureConfig, OutputConfig, Predictor, TrainConfig,
-                                TrainingConfig, train, write_corpus)
-    from lancetnic_flow.cluster import open_cluster, plan_memory
+    from lancetnic_flow import (DataConfig, Events, FeatureConfig, OutputConfig, Predictor, TrainConfig, TrainingConfig,
+                                train, write_corpus)
+    from lancetnic_flow.dataflow.cluster import open_cluster
+    from lancetnic_flow.dataflow.plan import plan_memory
 
     args = parse_args()
     if not any(c in args.data for c in "*?[") and "://" not in args.data and not os.path.exists(args.data):

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..rows import RowBlock
 from .hashing import hash_strings
+from .rows import RowBlock
 from .tokenize import Terms, terms_of, tokenize
 
 PAD, UNK = 0, 1

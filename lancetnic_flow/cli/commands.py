@@ -1,0 +1,242 @@
+"""The commands: each turns its parsed arguments into typed configs and
+calls the library. Heavy imports (torch, Dask) happen inside a command, after
+its arguments and inputs are checked, so a user error is reported at once.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ..config import parse_storage_options
+from ..errors import UserError
+from ..storage import options_for
+from .parser import build_parser
+
+
+def _size(text: str | None, what: str) -> int | None:
+    from ..sizes import parse_size
+
+    return parse_size(text, what) if text else None
+
+
+def _pair(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise UserError(f"--loss-weights {text!r}: expected two numbers", "e.g. --loss-weights 1,0.5") from None
+    return a, b
+
+
+def _train_config(a: argparse.Namespace):
+    from ..config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig,
+                          TrainingConfig, parse_df, parse_storage_options)
+
+    return TrainConfig(
+        data=DataConfig(train=a.data, val=a.val or [], val_fraction=a.val_fraction, format=a.format,
+                        text=a.text or ["text"], label=a.label, target=a.target,
+                        numeric=[c.strip() for c in (a.numeric or "").split(",") if c.strip()],
+                        storage_options=parse_storage_options(a.storage_option)),
+        features=FeatureConfig(mode=a.features, ngrams=a.ngrams, max_features=a.max_features,
+                               min_df=parse_df(a.min_df, "--min-df"), max_df=parse_df(a.max_df, "--max-df"),
+                               sublinear_tf=a.sublinear_tf, buckets=a.buckets, max_len=a.max_len),
+        model=ModelConfig(name=a.model, hidden=a.hidden, layers=a.layers, dropout=a.dropout, embed=a.embed),
+        training=TrainingConfig(epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, lr_schedule=a.lr_schedule,
+                                optimizer=a.optimizer, seed=a.seed, shuffle_buffer=a.shuffle_buffer,
+                                task=a.task, class_loss=a.class_loss, value_loss=a.value_loss,
+                                loss_weights=_pair(a.loss_weights), class_weights=a.class_weights,
+                                early_stopping=a.early_stopping, monitor=a.monitor, clip_grad=a.clip_grad,
+                                device=a.device, threads=a.threads, checkpoint_every=a.checkpoint_every,
+                                ddp=a.ddp),
+        cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
+                              threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize"),
+                              dashboard=True),  # the dashboard link is shown by the console views
+        output=OutputConfig(out=a.out, name=a.name, cache=a.cache),
+    ).validate()
+
+
+# Options that may be given again with --resume: where the data and the
+# cluster are, not what is trained.
+RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads", "scheduler", "resume",
+                  "debug", "quiet", "json_log", "command")
+
+
+def cmd_train(a: argparse.Namespace, report) -> int:
+    from ..events import Events
+
+    events = Events()
+    events.subscribe(report)
+    if a.resume:
+        from ..training.orchestrator import train
+        from ..training.resume import resume_config
+
+        defaults = vars(build_parser().parse_args(["train"]))
+        changed = sorted(k for k, v in vars(a).items()
+                         if k not in RESUME_OPTIONS and k in defaults and v != defaults[k])
+        if changed:
+            flags = ", ".join("DATA" if k == "data" else "--" + k.replace("_", "-") for k in changed)
+            raise UserError(f"--resume continues a run with the options it was started with; {flags} cannot change",
+                            "drop them, or start a new run (cached shards are reused)")
+        cfg = resume_config(a.resume, storage_options=parse_storage_options(a.storage_option),
+                            memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
+                            threads=a.worker_threads, scheduler=a.scheduler)
+        train(cfg, events, resume=a.resume)
+        return 0
+    if not a.data:
+        raise UserError("train needs training data", "e.g. lancetnic-flow train data/train.csv, "
+                        "or --resume RUN to continue an interrupted run")
+    from ..dataflow.cluster import scheduler_address
+
+    cfg = _train_config(a)
+    if not scheduler_address(cfg.cluster.scheduler):
+        # Bad paths, formats and columns: exit 2 before torch loads (2 s).
+        # The trainer plans the inputs again with its memory plan (a listing
+        # and a file head more); on an existing cluster it alone does, once
+        # connected, as the partitions depend on the workers' limits.
+        from ..data.checks import check_training_inputs
+
+        check_training_inputs(cfg)
+    from ..training.orchestrator import train
+
+    train(cfg, events)
+    return 0
+
+
+def _cluster_for(a: argparse.Namespace):
+    from ..dataflow.cluster import open_cluster
+    from ..dataflow.plan import plan_memory
+
+    plan = plan_memory(_size(a.memory_budget, "--memory-budget"), workers=a.workers, threads=a.worker_threads,
+                       blocksize=_size(a.blocksize, "--blocksize"))
+    return plan, open_cluster(plan, scheduler=a.scheduler)
+
+
+def cmd_predict(a: argparse.Namespace, report) -> int:
+    from ..data.checks import checked_source
+    from ..data.sources import Columns
+    from ..runs.folder import read_run_json
+
+    if bool(a.text) == bool(a.input):
+        raise UserError("predict needs either --text TEXT... or --input DATA --output URL")
+    if a.input and not a.output:
+        raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl or predictions.csv")
+    so = parse_storage_options(a.storage_option)
+    run_so = options_for(a.run, so)
+    # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
+    _, config = read_run_json(a.run, run_so)
+    if a.text:
+        from ..runs.predict import Predictor
+
+        pred = Predictor(a.run, run_so)
+        for text, p in zip(a.text, pred.predict(a.text)):
+            print(json.dumps({"text": text, **p}, ensure_ascii=False))
+        return 0
+    data = config["data"]
+    cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()))
+    plan, cluster = _cluster_for(a)
+    src = checked_source(a.input, a.format, so, plan.partition, cols)
+    from ..runs.predict import Predictor, output_format, predict_files
+
+    output_format(a.output)
+    Predictor(a.run, run_so)          # damaged weights fail here, once, not on every worker
+    with cluster as client:
+        out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
+                            chunk_bytes=plan.partition, window=plan.in_flight)
+    report.console.print(f"wrote {out['rows_written']:,} predictions to {a.output}", markup=False)
+    return 0
+
+
+def cmd_evaluate(a: argparse.Namespace, report) -> int:
+    from ..data.checks import checked_source
+    from ..data.sources import Columns
+    from ..registry import task_kind
+    from ..runs.folder import read_run_json
+
+    so = parse_storage_options(a.storage_option)
+    run_so = options_for(a.run, so)
+    # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
+    meta, config = read_run_json(a.run, run_so)
+    kind, data = task_kind(meta), config["data"]
+    cols = Columns(text=tuple(a.text or data["text"]),
+                   label=(a.label or data["label"]) if kind != "regress" else None,
+                   target=(a.target or data.get("target")) if kind != "classify" else None,
+                   numeric=tuple(data.get("numeric") or ()))
+    plan, cluster = _cluster_for(a)
+    src = checked_source(a.data, a.format, so, plan.partition, cols)
+    from ..runs.evaluate import evaluate_files
+    from ..runs.folder import load_run
+
+    run = load_run(a.run, run_so)
+    task = run.task()
+    with cluster as client:
+        out, merged = evaluate_files(client, a.run, src, cols, storage_options=so, run_options=run_so,
+                                     chunk_bytes=plan.partition, window=plan.in_flight)
+    if a.plots:
+        from ..runs.plots import write_plots
+
+        reg = merged.reg if merged is not None else None
+        out["plots"] = write_plots(a.plots, metrics=out, labels=run.features.labels if task.classifies else None,
+                                   sample=(reg.true, reg.pred) if reg is not None else None)
+    out["labels"] = run.features.labels
+    if a.json:
+        print(json.dumps(out))
+    else:
+        shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "macro_f1", "mae", "rmse", "r2", "loss")
+                 if out.get(k) is not None]
+        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows", markup=False)
+        if out.get("plots"):
+            report.console.print(f"plots in {a.plots}", markup=False)
+    return 0
+
+
+def cmd_make_data(a: argparse.Namespace, report) -> int:
+    from ..data.synth import write_corpus
+
+    if a.rows <= 0:
+        raise UserError(f"--rows must be > 0, got {a.rows}")
+    if a.classes < 2:
+        raise UserError(f"--classes must be ≥ 2, got {a.classes}")
+    info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed,
+                        storage_options=parse_storage_options(a.storage_option))
+    report.console.print(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})", markup=False)
+    return 0
+
+
+def cmd_demo(a: argparse.Namespace, report) -> int:
+    from ..config import DataConfig, OutputConfig, TrainConfig, TrainingConfig
+    from ..data.synth import write_corpus
+    from ..events import Events
+    from ..runs.predict import Predictor
+
+    os.makedirs(a.dir, exist_ok=True)
+    data = os.path.join(a.dir, f"demo-{a.rows}.csv")
+    if not os.path.exists(data):
+        report.console.print(f"generating {a.rows:,} rows → {data}", markup=False)
+        write_corpus(data + ".tmp.csv", a.rows, classes=4, seed=0)
+        os.replace(data + ".tmp.csv", data)
+    events = Events()
+    events.subscribe(report)
+    from ..training.orchestrator import train
+
+    res = train(TrainConfig(data=DataConfig(train=[data]), training=TrainingConfig(epochs=a.epochs),
+                            output=OutputConfig(out=os.path.join(a.dir, "runs"))), events)
+    pred = Predictor(res.run)
+    import pyarrow.csv as pacsv
+
+    sample = pacsv.open_csv(data).read_next_batch().slice(0, 3)
+    for text, label, p in zip(sample["text"].to_pylist(), sample["label"].to_pylist(),
+                              pred.predict(sample["text"].to_pylist())):
+        report.console.print(f"  {text[:60]!r}… → {p['label']} ({p['probability']:.2f}), true {label}", markup=False)
+    return 0
+
+
+def cmd_run(a: argparse.Namespace, report) -> int:
+    from .workflow import prepare_workflow
+
+    # The workflow becomes a `train` command line, parsed by the same parser
+    # and run with this command's report (so --quiet/--json-log apply).
+    return cmd_train(build_parser().parse_args(prepare_workflow(a.workflow, a.set)), report)
+
+
+COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate,
+            "make-data": cmd_make_data, "demo": cmd_demo}

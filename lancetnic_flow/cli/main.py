@@ -1,0 +1,77 @@
+"""``lancetnic-flow``: parse, run the command, turn failures into words.
+
+A :class:`UserError` becomes one clear message and exit status 2; anything
+else is a bug: exit 1, with the traceback under ``--debug``.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from ..errors import UserError
+from .commands import COMMANDS
+from .parser import build_parser
+
+
+def known_failure(exc: Exception) -> tuple[str, str] | None:
+    """Failures of the machinery around a run, said in words: (message, hint)."""
+    name = type(exc).__name__
+    if name == "KilledWorker":
+        return (f"a Dask worker died repeatedly while running task {getattr(exc, 'task', '?')}",
+                "most often it ran out of memory: use a smaller --blocksize, fewer --worker-threads, or a larger "
+                "--memory-budget; the worker logs (or `dmesg` for the OOM killer) say more")
+    if name == "RanksKeptFailing":
+        return (str(exc), "most often a worker ran out of memory (its limit must hold the model, its optimiser "
+                          "moments and a shuffle buffer; `dmesg` shows the OOM killer); fix that, then continue "
+                          "with `lancetnic-flow train --resume RUN` from the last checkpoint")
+    if name in ("CommClosedError", "StreamClosedError") or (isinstance(exc, OSError) and "scheduler" in str(exc)):
+        return (f"lost the connection to the Dask cluster ({exc})",
+                "check that the scheduler is still running and reachable, then rerun: cached shards are reused")
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if not a.command:
+        parser.print_help()
+        return 2
+    from ..ui.report import ConsoleReport
+
+    debug = getattr(a, "debug", False)
+    try:
+        report = ConsoleReport(quiet=getattr(a, "quiet", False), json_log=getattr(a, "json_log", None))
+    except OSError as exc:
+        print(f"error: --json-log {a.json_log}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
+        return COMMANDS[a.command](a, report)
+    except UserError as exc:
+        if debug:
+            raise
+        report.error(exc.message, exc.hint, 2)
+        return 2
+    except KeyboardInterrupt as exc:
+        report.close()
+        # A TrainingInterrupted says where the checkpoint is and how to resume.
+        said = str(exc) or ("before training began, so there is nothing to resume: run the same command again "
+                            "(what was already fitted or featurised is cached)" if a.command in ("train", "run") else "")
+        report.console.print(f"interrupted: {said}" if said else "interrupted", highlight=False, soft_wrap=True,
+                             markup=False)
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        known = known_failure(exc)
+        if known:
+            report.error(*known, 1)
+            return 1
+        report.error(f"{type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it if it "
+                     "looks like a bug", 1, label="internal error")
+        return 1
+    finally:
+        report.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

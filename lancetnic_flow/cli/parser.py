@@ -1,0 +1,226 @@
+"""The command line, declared as data.
+
+Each option is an :class:`Option`; a command's options are grouped as they
+appear in ``--help``. The parser is built from these tables, and workflow
+files (:mod:`.workflow`) read the same tables to turn a YAML file into the
+``train`` command line it means — one declaration, two readers.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .. import __version__
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    help: str
+    metavar: str | None = None
+    type: Callable | None = None
+    default: Any = None
+    kind: str = "value"    # value | flag (store_true) | append (repeatable) | list (one or more values)
+    required: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def add_to(self, group: Any) -> None:
+        if self.kind == "flag":
+            group.add_argument(self.flag, action="store_true", help=self.help)
+            return
+        kw: dict[str, Any] = {"metavar": self.metavar, "help": self.help}
+        if self.type is not None:
+            kw["type"] = self.type
+        if self.default is not None:
+            kw["default"] = self.default
+        if self.required:
+            kw["required"] = True
+        if self.kind == "append":
+            kw["action"] = "append"
+        elif self.kind == "list":
+            kw["nargs"] = "+"
+        group.add_argument(self.flag, **kw)
+
+
+O = Option
+DATA = [
+    O("--format", "auto|csv|tsv|jsonl|parquet|text|fasttext (default: from the file name)", "FMT", default="auto"),
+    O("--storage-option", "fsspec storage option, repeatable; dotted keys nest (client_kwargs.endpoint_url=...)",
+      "K=V", default=[], kind="append"),
+]
+CLUSTER = [
+    O("--memory-budget", "total memory to plan for, e.g. 8GiB (default: the smaller of RAM and 16GiB)", "SIZE"),
+    O("--workers", "local Dask worker processes (default: planned)", "N", int),
+    O("--worker-threads", "threads per Dask worker (default 1)", "N", int),
+    O("--scheduler", "use an existing Dask cluster (or set DASK_SCHEDULER_ADDRESS)", "ADDRESS"),
+    O("--blocksize", "partition size (default: from the memory plan)", "SIZE"),
+]
+TRAIN: dict[str, list[Option]] = {
+    "columns and validation": [
+        O("--text", "text column (repeatable; default: text)", "COL", kind="append"),
+        O("--label", "label column (default: label)", "COL", default="label"),
+        O("--target", "numeric target column (regression, multi-task)", "COL"),
+        O("--numeric", "numeric input columns joined to the text features", "COL,..."),
+        O("--val", "separate validation data", "DATA", kind="list"),
+        O("--val-fraction", "share of rows held out by a stable hash (default 0.1)", "F", float, 0.1),
+    ],
+    "data": DATA,
+    "features": [
+        O("--features", "tfidf|hashing|ids (default: the model's: tfidf; hashing for FastTextBag; ids for Lancet*)",
+          "MODE"),
+        O("--max-len", "tokens kept per row with --features ids", "N", int, 256),
+        O("--ngrams", "1 = words, 2 = words and word pairs", "N", int, 1),
+        O("--max-features", "vocabulary size cap (default 100000)", "N", int, 100_000),
+        O("--min-df", "drop terms in fewer documents: a count, or a fraction like 0.001 (default 1)", "N|F",
+          default="1"),
+        O("--max-df", "drop terms in more documents: a count, or a fraction (default 1.0)", "N|F", default="1.0"),
+        O("--sublinear-tf", "use 1 + log(tf)", kind="flag"),
+        O("--buckets", "columns for --features hashing (default 262144)", "N", int, 2**18),
+    ],
+    "model and task": [
+        O("--model", "ScalpelMC|ScalpelReg|ScalpelMTSK|FastTextBag|LancetMC|LancetMCA|LancetMCA_gru|LancetReg "
+          "(default ScalpelMC; see docs/models.md)", "NAME", default="ScalpelMC"),
+        O("--task", "classify|regress|multitask (default: the model's)", "TASK"),
+        O("--class-loss", "cross_entropy|bce (two classes)", "NAME", default="cross_entropy"),
+        O("--value-loss", "mse|l1|smooth_l1", "NAME", default="mse"),
+        O("--loss-weights", "multi-task: class and value loss weights", "C,V", default="1,1"),
+        O("--class-weights", "none|balanced (for imbalanced labels)", "MODE", default="none"),
+        O("--embed", "token embedding width (Lancet models)", "N", int, 128),
+        O("--hidden", "hidden layer width (default 128)", "N", int, 128),
+        O("--layers", "hidden layers; 0 = linear model (default 1)", "N", int, 1),
+        O("--dropout", "dropout after each hidden layer (default 0.2)", "P", float, 0.2),
+        O("--epochs", "passes over the training data (default 3)", "N", int, 3),
+        O("--batch-size", "rows per optimiser step (default 256)", "N", int, 256),
+        O("--lr", "peak learning rate (default 0.01)", "X", float, 1e-2),
+        O("--lr-schedule", "linear (decay to 5%% of --lr over the run) or constant (default linear)", "NAME",
+          default="linear"),
+    ],
+    "training": [
+        O("--optimizer", "adam|radam|sgd|rmsprop|adadelta", "NAME", default="adam"),
+        O("--early-stopping", "stop after this many epochs without improving --monitor (the best weights are kept)",
+          "EPOCHS", int),
+        O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_mae|val_rmse|val_r2 (default val_loss)", "METRIC",
+          default="val_loss"),
+        O("--clip-grad", "clip the gradient norm", "NORM", float),
+        O("--device", "auto|cpu|cuda (auto: CUDA when present; with --ddp, on the ranks' workers, a GPU per rank)",
+          "DEV", default="auto"),
+        O("--threads", "trainer threads (default: cores not used by workers)", "N", int),
+        O("--seed", "fixes partition order, shuffling, init and dropout (default 0)", "N", int, 0),
+        O("--shuffle-buffer", "rows held for shuffling (default 20000)", "ROWS", int, 20_000),
+        O("--checkpoint-every", "write a checkpoint every N batches or every TIME (90s, 10m, 1h), plus at each "
+          "epoch's end and on Ctrl-C; off = only on Ctrl-C (default 10m)", "N|TIME", default="10m"),
+        O("--ddp", "data-parallel training: N ranks on N Dask workers, gradients averaged (torch.distributed)", "N",
+          int),
+        O("--resume", "continue the run folder RUN from its checkpoint, with its own options (only "
+          "--storage-option and the memory and cluster options may be given again)", "RUN"),
+    ],
+    "memory and cluster": CLUSTER,
+    "output": [
+        O("--out", "parent of the run folder (default runs/)", "DIR", default="runs"),
+        O("--name", "run folder name (default: a timestamp)", "NAME"),
+        O("--cache", "shard cache (default OUT/.cache)", "URL"),
+    ],
+}
+PREDICT = [
+    O("--text", "a text to classify (repeatable)", "TEXT", kind="append"),
+    O("--input", "data to predict over Dask partitions", "DATA", kind="list"),
+    O("--output", "where to write predictions (.csv or .jsonl)", "URL"),
+    O("--text-column", "text column of --input (default: the run's)", "COL", kind="append"),
+]
+EVALUATE = [
+    O("--json", "print the metrics as one JSON object", kind="flag"),
+    O("--text", "text column (default: the run's)", "COL", kind="append"),
+    O("--label", "label column (default: the run's)", "COL"),
+    O("--target", "target column (default: the run's)", "COL"),
+    O("--plots", "also write plots and per-class tables to DIR", "DIR"),
+]
+MAKE_DATA = [
+    O("--rows", "rows to write", "N", int, required=True),
+    O("--classes", "label classes (default 4)", "K", int, 4),
+    O("--seed", "picks the vocabulary, topics and rows (default 0)", "S", int, 0),
+    O("--storage-option", "fsspec storage option, repeatable", "K=V", default=[], kind="append"),
+]
+RUN = [O("--set", "override a field (repeatable): epochs=1, training.lr=0.02, make_data.rows=5000", "KEY=VALUE",
+         default=[], kind="append")]
+DEMO = [
+    O("--rows", "rows of the generated corpus (default 50000)", "N", int, 50_000),
+    O("--dir", "where the demo corpus and runs go", "DIR", default="demo-data"),
+    O("--epochs", "passes over the data (default 2)", "N", int, 2),
+]
+
+EXAMPLES_TRAIN = """examples:
+  lancetnic-flow make-data data/train.csv --rows 100000
+  lancetnic-flow train data/train.csv --text text --label label --epochs 3
+  lancetnic-flow train 's3://bucket/corpus/*.jsonl.gz' --text body --label topic \\
+      --storage-option anon=false --cache s3://bucket/cache --memory-budget 8GiB
+  lancetnic-flow train data/*.parquet --text text --label label --scheduler tcp://10.0.0.5:8786
+"""
+
+
+def train_options() -> dict[str, Option]:
+    """Every ``train`` option by its destination name (``max_features``)."""
+    return {o.dest: o for group in TRAIN.values() for o in group}
+
+
+def _add_output_control(p: argparse.ArgumentParser) -> None:
+    # SUPPRESS: given before or after the command, either place sets it.
+    g = p.add_argument_group("output control")
+    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for every error")
+    g.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help="print only the final result")
+    g.add_argument("--json-log", nargs="?", const="-", default=argparse.SUPPRESS, metavar="FILE",
+                   help="one JSON object per event: to stdout (no other output there; the console view is off), "
+                        "or to FILE (the console view stays)")
+
+
+def _command(sub: Any, name: str, help: str, groups: dict[str, list[Option]], **kw: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    _add_output_control(p)
+    for title, options in groups.items():
+        g = p.add_argument_group(title) if title else p
+        for o in options:
+            o.add_to(g)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lancetnic-flow",
+        description="Train text models on more text than fits in memory: Dask + fsspec + PyTorch.",
+        epilog="Run `lancetnic-flow demo` to see a whole run on generated data.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"lancetnic-flow {__version__}")
+    _add_output_control(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train a classifier", epilog=EXAMPLES_TRAIN,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("data", nargs="*", metavar="DATA", help="training data: paths, URLs or globs")
+    _add_output_control(t)
+    for title, options in TRAIN.items():
+        g = t.add_argument_group(title)
+        for o in options:
+            o.add_to(g)
+
+    p = _command(sub, "predict", "predict with a trained run",
+                 {"": PREDICT, "data": DATA, "memory and cluster": CLUSTER},
+                 epilog="examples:\n  lancetnic-flow predict runs/demo --text 'a great match' --text 'new phone'\n"
+                        "  lancetnic-flow predict runs/demo --input 'data/*.csv' --output preds.jsonl")
+    p.add_argument("run", metavar="RUN", help="run folder")
+    e = _command(sub, "evaluate", "evaluate a trained run on labelled data",
+                 {"": EVALUATE, "data": DATA, "memory and cluster": CLUSTER})
+    e.add_argument("run", metavar="RUN")
+    e.add_argument("data", nargs="+", metavar="DATA")
+    m = _command(sub, "make-data", "write a generated, learnable corpus of any size", {"": MAKE_DATA},
+                 epilog="the format follows the extension: .csv .tsv .jsonl .parquet .txt .ft, "
+                        "plus .gz/.bz2/.xz/.zst to compress")
+    m.add_argument("out", metavar="OUT", help="file path or URL")
+    w = _command(sub, "run", "run a workflow file (YAML)", {"": RUN},
+                 epilog="examples:\n  lancetnic-flow run workflows/quickstart.yaml\n"
+                        "  lancetnic-flow run workflows/multiclass.yaml --set epochs=1 --set data.train=x.csv")
+    w.add_argument("workflow", metavar="FILE", help="a workflow file; its keys are `train` options")
+    _command(sub, "demo", "generate a corpus, train on it, predict with it", {"": DEMO})
+    return parser

@@ -1,0 +1,2 @@
+"""The data: sources (URLs, globs, partitions), one reader per format family,
+input checks and the synthetic corpus."""

@@ -1,0 +1,137 @@
+"""From one partition to Arrow tables: one small parser per format family.
+
+Runs on Dask workers. Rows that cannot be used are dropped and counted by
+reason in :attr:`Chunk.skipped` ("malformed", "undecodable", "empty_text",
+"missing_label", "missing_target"). A compressed file is read as a
+decompressing stream in pieces of about ``chunk_bytes``.
+
+* :mod:`.csv` — CSV and TSV; :mod:`.jsonl` — JSON Lines; :mod:`.lines` —
+  plain text and fastText lines; :mod:`.parquet` — Parquet row groups;
+  :mod:`.table` — what they share.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import fsspec
+from fsspec.core import url_to_fs
+from fsspec.utils import read_block
+
+from ...errors import UserError
+from ...formats import FORMATS, LINE_FORMATS
+from ...storage import open_options
+from ..sources import Chunk, Columns, Partition, open_error
+from .csv import parse_csv, read_header
+from .jsonl import parse_jsonl
+from .lines import check_line_columns, parse_lines
+from .parquet import read_parquet
+from .table import BOM
+
+
+def _parse_block(data: bytes, header: bytes | None, fmt: str, columns: Columns,
+                 url: str) -> Chunk:
+    if fmt in ("csv", "tsv"):
+        return parse_csv(data, header, fmt, columns, url)
+    if fmt == "jsonl":
+        return parse_jsonl(data, columns, url)
+    return parse_lines(data, fmt, columns, url)
+
+
+def read_partition(part: Partition, columns: Columns, *,
+                   storage_options: dict | None = None,
+                   chunk_bytes: int = 64 * 2**20) -> Iterator[Chunk]:
+    """Read one partition as Chunks (one for a byte range or row group; one per
+    ~``chunk_bytes`` of decompressed data for a compressed file)."""
+    fi = part.file
+    url = fi.url
+    if not columns.text:
+        raise UserError("no text column given", "name at least one text column")
+    if fi.format == "parquet":
+        yield read_parquet(part, columns, storage_options)
+        return
+    if fi.format not in LINE_FORMATS:
+        raise UserError(f"unknown format {fi.format!r}", f"use one of {', '.join(FORMATS)}")
+    if fi.format in ("text", "fasttext"):
+        check_line_columns(url, fi.format, columns)
+    if fi.compression is not None:
+        yield from _read_stream(part, columns, storage_options, chunk_bytes)
+        return
+    try:
+        fs, path = url_to_fs(url, **open_options(url, storage_options))
+        f = fs.open(path, "rb")
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise open_error(url, exc) from exc
+    with f:
+        try:
+            header = None
+            if fi.format in ("csv", "tsv") and part.start > 0:
+                f.seek(0)
+                header = read_header(f)
+            data = read_block(f, part.start, part.length, delimiter=b"\n")
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise open_error(url, exc) from exc
+    if part.start == 0 and data.startswith(BOM):
+        data = data[len(BOM):]
+    yield _parse_block(data, header, fi.format, columns, url)
+
+
+def _read_stream(part: Partition, columns: Columns, storage_options: dict | None,
+                 chunk_bytes: int) -> Iterator[Chunk]:
+    fi = part.file
+    url = fi.url
+    chunk_bytes = max(1, int(chunk_bytes))
+    try:
+        of = fsspec.open(url, "rb", compression=fi.compression,
+                         **open_options(url, storage_options))
+        f = of.open()
+    except Exception as exc:  # noqa: BLE001
+        raise open_error(url, exc) from exc
+    header: bytes | None = None
+    first = True
+    carry = b""
+    try:
+        while True:
+            try:
+                new = f.read(chunk_bytes)
+            except (EOFError, OSError, ValueError) as exc:
+                raise UserError(f"{url}: the {fi.compression} stream is corrupt, truncated "
+                                f"or unreadable ({exc})",
+                                "check the file and the connection, or recompress it") from exc
+            eof = not new
+            if carry:
+                new = carry + new
+                carry = b""
+            if not eof:
+                cut = new.rfind(b"\n")
+                if cut < 0:  # one long line: keep reading until it ends
+                    carry, new = new, b""
+                    continue
+                if cut + 1 < len(new):
+                    carry = new[cut + 1:]
+                    new = new[: cut + 1]
+            # only ``buf`` (one piece) and ``carry`` stay alive while parsing
+            buf, new = new, b""
+            if first:
+                if buf.startswith(BOM):
+                    buf = buf[len(BOM):]
+                if fi.format in ("csv", "tsv"):
+                    nl = buf.find(b"\n")
+                    header = buf if nl < 0 else buf[: nl + 1]
+                    buf = b"" if nl < 0 else buf[nl + 1:]
+                first = False
+            if buf:
+                chunk = _parse_block(buf, header, fi.format, columns, url)
+                buf = b""  # not held while the caller uses the chunk
+                yield chunk
+                del chunk
+            if eof:
+                break
+    finally:
+        f.close()
+
+
+__all__ = ["read_partition"]

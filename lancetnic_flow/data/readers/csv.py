@@ -1,0 +1,196 @@
+"""CSV and TSV: a header line, then rows split by byte range.
+
+A partition past the file's start gets the header read separately. Quoted
+newlines are allowed; a quote opened and never closed is found and its
+lines re-read (see :func:`_read_csv_rows`), so no row vanishes uncounted.
+"""
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.csv as pv
+
+from ...errors import UserError
+from ...formats import FORMATS
+from ..sources import Chunk, Columns
+from .table import BOM, check_names, drop_undecodable, empty_table, finish, has_content, strip_bom, utf8_ok
+
+_HEADER_BYTES = 2**20
+
+
+def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
+    fmt = "TSV" if delimiter == "\t" else "CSV"
+    if not utf8_ok(header):
+        raise UserError(f"{url}: the first line is not UTF-8 text, so it is no {fmt} header",
+                        f"check that the file is {fmt}, or pass --format "
+                        f"with one of {', '.join(FORMATS)} (e.g. --format parquet)")
+    try:
+        t = pv.read_csv(io.BytesIO(header.rstrip(b"\r\n") + b"\n"),
+                        parse_options=pv.ParseOptions(delimiter=delimiter))
+    except pa.ArrowInvalid as exc:
+        raise UserError(f"{url}: cannot read the first line as a {fmt} header ({exc})",
+                        "check the format, or pass --format") from exc
+    return t.column_names
+
+
+# A row no file holds, added after each CSV block: it comes out last and whole
+# only if every quote the block opened was closed.
+_END = "lancetnic-flow:end-of-block"
+# Re-reads of the lines an unclosed quote took, per block (each re-reads at
+# most the rest of the block); past that they are counted as malformed.
+_RECOVERIES = 8
+
+
+class _Joined(io.RawIOBase):
+    """Several buffers read as one stream, without joining them in memory."""
+
+    def __init__(self, *parts) -> None:
+        self._parts = [memoryview(p) for p in parts if len(p)]
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        # Fill ``b`` across parts: the parser takes each read as one block.
+        done = 0
+        while self._parts and done < len(b):
+            head = self._parts[0]
+            n = min(len(b) - done, len(head))
+            b[done:done + n] = head[:n]
+            done += n
+            if n == len(head):
+                self._parts.pop(0)
+            else:
+                self._parts[0] = head[n:]
+        return done
+
+
+def _lines(text: str) -> int:
+    return sum(1 for line in text.split("\n") if line.strip())
+
+
+def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
+                   budget: list[int]) -> tuple[pa.Table, int]:
+    """CSV rows of ``body`` (columns ``names``, as strings) and the count of
+    malformed rows.
+
+    A quote opened and never closed makes the parser take the lines after it
+    into one field, up to the next quote or the end of the block, so whole
+    rows would vanish without a count. When the row that took them comes out
+    malformed, or took the end row, it counts as one malformed row and the
+    lines it took are read again on their own (``budget`` times per block;
+    past that, each line counts as malformed)."""
+    end_row = (delimiter.join([_END] * len(have)) + "\n").encode()
+    lead = b"" if memoryview(body)[-1:] == b"\n" else b"\n"  # the end row starts a line
+    bad = 0
+    taken: list[str] = []  # raw text of malformed rows that span lines
+
+    def on_invalid(row) -> str:
+        nonlocal bad
+        bad += 1
+        if "\n" in (row.text or ""):
+            taken.append(row.text)
+        return "skip"
+
+    def read(include: list[str], block_size: int) -> pa.Table:
+        return pv.read_csv(
+            _Joined(body, lead, end_row),
+            read_options=pv.ReadOptions(column_names=have, block_size=block_size),
+            parse_options=pv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
+                                          invalid_row_handler=on_invalid),
+            convert_options=pv.ConvertOptions(
+                include_columns=include,
+                column_types={n: pa.string() for n in include},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+
+    def read_all(include: list[str]) -> pa.Table:
+        nonlocal bad
+        bad, taken[:] = 0, []
+        try:
+            return read(include, 1 << 20)
+        except pa.ArrowInvalid as exc:
+            if "straddl" not in str(exc):
+                raise
+        # One row longer than a parser block (a very long line, or a quote
+        # that took most of the block): parse the block as one piece.
+        bad, taken[:] = 0, []
+        return read(include, body.size + len(lead) + len(end_row) + 1)
+
+    table = read_all(names)
+    n = table.num_rows
+    if n and table.column(names[0])[n - 1].as_py() == _END:
+        table = table.slice(0, n - 1)
+    elif n and not any(_END in t for t in taken):
+        # A well-formed row took the end row: its quote never closed.
+        if not any(_END in (table.column(c)[n - 1].as_py() or "") for c in names):
+            wide = read_all(list(have))  # the quote is in a column not read: rare
+            row = [wide.column(c)[wide.num_rows - 1].as_py() or "" for c in wide.column_names]
+        else:
+            row = [table.column(c)[n - 1].as_py() or "" for c in names]
+        taken.append(next((v for v in row if _END in v), ""))
+        bad += 1
+        table = table.slice(0, n - 1)
+    lost = [t[: t.find(_END)] if _END in t else t for t in taken]
+    rest = "".join(t.split("\n", 1)[1].rstrip("\n") + "\n" for t in lost if "\n" in t)
+    if not rest.strip():
+        return table, bad
+    if budget[0] <= 0:
+        return table, bad + _lines(rest)
+    budget[0] -= 1
+    more, more_bad = _read_csv_rows(pa.py_buffer(rest.encode()), have, delimiter, names, budget)
+    return pa.concat_tables([table, more]), bad + more_bad
+
+
+def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
+               url: str) -> Chunk:
+    skipped: dict[str, int] = {}
+    delimiter = "\t" if fmt == "tsv" else ","
+    data = drop_undecodable(data, skipped)
+    buf = pa.py_buffer(data)
+    if header is not None:
+        first = header
+        body = buf
+    else:
+        nl = data.find(b"\n")
+        first = data if nl < 0 else data[: nl + 1]
+        body = buf.slice(len(data)) if nl < 0 else buf.slice(nl + 1)  # zero-copy
+    if first.startswith(BOM):
+        first = first[len(BOM):]
+    if not first.strip():
+        raise UserError(f"{url}: the file has no header line",
+                        "a CSV/TSV file needs a first line with the column names")
+    have = header_names(first, delimiter, url)
+    check_names(url, have, columns, fmt)
+    undecodable = skipped.get("undecodable", 0)
+    if not has_content(body):
+        return Chunk(empty_table(columns, fmt), undecodable, skipped)
+    names = columns.names()
+    table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
+    if bad:
+        skipped["malformed"] = skipped.get("malformed", 0) + bad
+    rows_read = table.num_rows + bad + undecodable
+    return finish(columns, table.column, table.num_rows, rows_read, skipped)
+
+
+def read_header(f) -> bytes:
+    head = f.read(_HEADER_BYTES)
+    nl = head.find(b"\n")
+    if nl < 0:
+        if len(head) >= _HEADER_BYTES:
+            raise UserError("the header line is longer than 1 MiB",
+                            "check the format and the delimiter")
+        return head
+    return head[: nl + 1]
+
+
+def columns_of(f, url: str, fmt: str) -> list[str]:
+    """The column names in the header of the open file ``f``."""
+    first = strip_bom(read_header(f))
+    if not first.strip():
+        raise UserError(f"{url}: the file has no header line",
+                        "a CSV/TSV file needs a first line with the column names")
+    return header_names(first, "\t" if fmt == "tsv" else ",", url)

@@ -1,0 +1,36 @@
+"""Parquet: one partition per row group."""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from ...storage import open_options
+from ..sources import Chunk, Columns, Partition, open_error
+from .table import check_names, finish
+
+
+def _fs_path(url: str, storage_options: dict | None):
+    from fsspec.core import url_to_fs
+
+    return url_to_fs(url, **open_options(url, storage_options))
+
+
+def read_parquet(part: Partition, columns: Columns,
+                  storage_options: dict | None) -> Chunk:
+    url = part.file.url
+    try:
+        fs, path = _fs_path(url, storage_options)
+        f = fs.open(path, "rb")
+    except Exception as exc:  # noqa: BLE001
+        raise open_error(url, exc) from exc
+    with f:
+        pf = pq.ParquetFile(f)
+        have = pf.schema_arrow.names
+        check_names(url, have, columns)
+        table = pf.read_row_group(part.start, columns=columns.names())
+    return finish(columns, table.column, table.num_rows, table.num_rows, {})
+
+
+def columns_of(url: str, storage_options: dict | None) -> list[str]:
+    fs, path = _fs_path(url, storage_options)
+    with fs.open(path, "rb") as f:
+        return pq.ParquetFile(f).schema_arrow.names

@@ -1,0 +1,201 @@
+"""What every reader shares: the output table, column checks, UTF-8 handling.
+
+A reader parses its format into columns; :func:`finish` turns them into the
+table the features read (``text``, ``label``, ``target``, numeric columns),
+dropping and counting rows that cannot be used by reason ("empty_text",
+"missing_label", "missing_target"). Everything is vectorised with
+``pyarrow.compute``: no Python loop per row.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import UserError
+from ..sources import Chunk, Columns, missing_column_error
+
+BOM = b"\xef\xbb\xbf"
+_NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+
+
+def strip_bom(data: bytes) -> bytes:
+    return data[len(BOM):] if data.startswith(BOM) else data
+
+
+def to_float(arr) -> pa.ChunkedArray | pa.Array:
+    """Any column -> float64; values that are not numbers become null."""
+    t = arr.type
+    if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t) \
+            or pa.types.is_decimal(t) or pa.types.is_null(t):
+        out = pc.cast(arr, pa.float64())
+    else:
+        s = pc.utf8_trim_whitespace(pc.cast(arr, pa.string()))
+        ok = pc.match_substring_regex(s, _NUMBER_RE)
+        out = pc.cast(pc.if_else(ok, s, pa.scalar(None, pa.string())), pa.float64())
+    # inf / nan are not usable numbers
+    return pc.if_else(pc.is_finite(out), out, pa.scalar(None, pa.float64()))
+
+
+def to_string(arr):
+    t = arr.type
+    if pa.types.is_string(t):
+        return arr
+    if pa.types.is_large_string(t) or pa.types.is_null(t) or pa.types.is_integer(t) \
+            or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t) \
+            or pa.types.is_dictionary(t) or pa.types.is_binary(t) \
+            or pa.types.is_large_binary(t) or pa.types.is_string_view(t):
+        if pa.types.is_dictionary(t):
+            arr = pc.cast(arr, t.value_type)
+        return pc.cast(arr, pa.string())
+    raise UserError(f"a column of type {t} cannot be read as text",
+                    "choose a column holding strings or numbers")
+
+
+def empty_table(columns: Columns | None, fmt: str) -> pa.Table:
+    fields = [pa.field("text", pa.string(), nullable=False)]
+    if columns is not None:
+        if columns.label:
+            fields.append(pa.field("label", pa.string()))
+        if columns.target:
+            fields.append(pa.field("target", pa.float64()))
+        for n in columns.numeric:
+            fields.append(pa.field(n, pa.float64()))
+    return pa.schema(fields).empty_table()
+
+
+def finish(columns: Columns, get, n: int, rows_read: int,
+            skipped: dict[str, int]) -> Chunk:
+    """Build the output table from parsed columns; ``get(name)`` -> array."""
+    if n == 0:
+        return Chunk(empty_table(columns, ""), rows_read, skipped)
+    if len(columns.text) == 1:
+        text = pc.fill_null(to_string(get(columns.text[0])), "")
+    else:
+        texts = [to_string(get(c)) for c in columns.text]
+        joined = pc.binary_join_element_wise(*texts, " ", null_handling="replace",
+                                             null_replacement="")
+        text = pc.utf8_trim_whitespace(joined)
+    # non-empty and not only whitespace; no copy of the strings
+    keep = pc.and_(pc.greater(pc.utf8_length(text), 0), pc.invert(pc.utf8_is_space(text)))
+    reasons = [("empty_text", keep)]
+    label = target = None
+    if columns.label:
+        label = pc.utf8_trim_whitespace(to_string(get(columns.label)))
+        ok = pc.fill_null(pc.greater(pc.utf8_length(label), 0), False)
+        reasons.append(("missing_label", ok))
+    if columns.target:
+        target = to_float(get(columns.target))
+        reasons.append(("missing_target", pc.is_valid(target)))
+    mask = None
+    dropped = 0
+    for reason, ok in reasons:
+        ok = pc.fill_null(ok, False)
+        if mask is None:
+            bad = pc.invert(ok)
+            mask = ok
+        else:
+            bad = pc.and_(mask, pc.invert(ok))
+            mask = pc.and_(mask, ok)
+        count = pc.sum(bad).as_py() or 0
+        if count:
+            skipped[reason] = skipped.get(reason, 0) + count
+            dropped += count
+
+    def kept(a):  # no copy when every row is kept (the common case)
+        return pc.filter(a, mask) if dropped else a
+
+    arrays = [kept(text)]
+    names = ["text"]
+    if label is not None:
+        arrays.append(kept(label))
+        names.append("label")
+    if target is not None:
+        arrays.append(kept(target))
+        names.append("target")
+    for c in columns.numeric:
+        arrays.append(kept(to_float(get(c))))
+        names.append(c)
+    schema = empty_table(columns, "").schema
+    table = pa.Table.from_arrays(
+        [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
+        names=names)
+    return Chunk(table.cast(schema), rows_read, skipped)
+
+
+def utf8_ok(data: bytes) -> bool:
+    """Validate UTF-8 without making a Python str copy."""
+    if data.isascii():
+        return True
+    offsets = pa.array([0, len(data)], pa.int64()).buffers()[1]
+    arr = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
+    try:
+        arr.validate(full=True)
+        return True
+    except pa.ArrowInvalid:
+        return False
+
+
+def split_lines(data: bytes) -> pa.Array:
+    """Block -> one string per line, '\\r' stripped, no trailing empty line."""
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    if not data:
+        return pa.array([], pa.string())
+    offsets = pa.array([0, len(data)], pa.int64()).buffers()[1]
+    whole = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
+    lines = pc.split_pattern(whole, "\n").flatten()
+    lines = pc.utf8_rtrim(lines, "\r")
+    return pc.cast(lines, pa.string())
+
+
+def drop_undecodable(data: bytes, skipped: dict[str, int]) -> bytes:
+    """Remove lines that are not valid UTF-8, counting them (slow path only)."""
+    if utf8_ok(data):
+        return data
+    text = data.decode("utf-8", errors="replace")
+    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
+    bad = pc.match_substring(lines, "\ufffd")
+    skipped["undecodable"] = skipped.get("undecodable", 0) + (pc.sum(bad).as_py() or 0)
+    good = pc.filter(lines, pc.invert(bad))
+    if isinstance(good, pa.ChunkedArray):
+        good = good.combine_chunks()
+    listed = pa.LargeListArray.from_arrays(pa.array([0, len(good)], pa.int64()), good)
+    joined = pc.binary_join(listed, pa.scalar("\n", pa.large_string()))
+    return joined[0].as_buffer().to_pybytes() if joined[0].is_valid else b""
+
+
+def decoded(data: bytes) -> tuple[bytes, dict[str, int]]:
+    """A block without its undecodable lines (counted as skipped) and without a leading BOM."""
+    skipped: dict[str, int] = {}
+    return strip_bom(drop_undecodable(data, skipped)), skipped
+
+
+def has_content(buf: pa.Buffer) -> bool:
+    """True when ``buf`` holds anything but whitespace (checks a prefix cheaply)."""
+    if buf.size == 0:
+        return False
+    head = buf.slice(0, min(buf.size, 4096)).to_pybytes()
+    return bool(head.strip()) or bool(buf.to_pybytes().strip()) if buf.size > 4096 \
+        else bool(head.strip())
+
+
+def format_hint(fmt: str, have: list[str]) -> str | None:
+    """When a CSV/TSV header looks like another format, which one."""
+    if fmt not in ("csv", "tsv") or not have:
+        return None
+    if have[0].lstrip().startswith("{"):
+        return "the first line looks like JSON: pass --format jsonl"
+    other, name = ("\t", "tsv") if fmt == "csv" else (",", "csv")
+    if len(have) == 1 and other in have[0]:
+        return f"the header line is split by {other!r}, not by the {fmt} delimiter: pass --format {name}"
+    return None
+
+
+def check_names(url: str, have: list[str], columns: Columns, fmt: str = "") -> None:
+    for name in columns.names():
+        if name not in have:
+            err = missing_column_error(url, name, have)
+            err.hint = format_hint(fmt, have) or err.hint
+            raise err
+
+

@@ -1,0 +1,324 @@
+"""Input files: from URLs and globs to a plan of byte-range partitions.
+
+Any fsspec protocol works (local paths, ``file://``, ``memory://``, ``s3://``,
+``gs://``, ``http(s)://``).  Memory is the product here:
+
+* an uncompressed line-oriented file (CSV, TSV, JSON Lines, text, fastText) is
+  split into byte ranges of ``blocksize``; one partition reads exactly one
+  range (plus the rest of its last line), so a worker holds one block at a time;
+* a compressed file cannot be split by byte range: it is one partition, read
+  as a decompressing stream in pieces of about ``chunk_bytes``;
+* a Parquet file gives one partition per row group.
+
+Reading a partition into Arrow tables is :mod:`lancetnic_flow.data.readers`.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.core import url_to_fs
+from fsspec.utils import infer_compression
+
+from ..errors import UserError, close_matches
+from ..formats import COMPRESSIONS, EXTENSIONS, FORMATS, split_compression
+from ..storage import open_options
+
+# ---------------------------------------------------------------- data types
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which columns to read.  Several text columns are joined with " "."""
+
+    text: tuple[str, ...]
+    label: str | None = None
+    target: str | None = None
+    numeric: tuple[str, ...] = ()
+
+    def names(self) -> list[str]:
+        out: list[str] = []
+        for n in (*self.text, self.label, self.target, *self.numeric):
+            if n is not None and n not in out:
+                out.append(n)
+        return out
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    url: str
+    size: int
+    version: str
+    format: str
+    compression: str | None
+
+
+@dataclass(frozen=True)
+class Partition:
+    index: int
+    file: FileInfo
+    start: int  # byte offset; for parquet: row-group index
+    length: int  # bytes; -1 = whole file (compressed file, parquet row group)
+
+
+@dataclass
+class SourcePlan:
+    files: list[FileInfo]
+    partitions: list[Partition]
+    warnings: list[str] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        """Identity of the input data (not of its partitioning)."""
+        rows = sorted(
+            [f.url, f.size, f.version, f.format, f.compression or ""] for f in self.files
+        )
+        return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+@dataclass
+class Chunk:
+    table: pa.Table
+    rows_read: int
+    skipped: dict[str, int]
+
+
+# ---------------------------------------------------------------- errors
+
+
+def open_error(url: str, exc: BaseException) -> UserError:
+    """Translate an fsspec / botocore / aiohttp failure into a UserError."""
+    name = type(exc).__name__
+    text = str(exc) or name
+    low = f"{name} {text}".lower()
+    if isinstance(exc, NotADirectoryError):
+        return UserError(f"{url}: not found: a part of the path is a file, not a folder ({text})",
+                         "check the path")
+    if isinstance(exc, IsADirectoryError):
+        return UserError(f"{url}: is a folder, not a file ({text})",
+                         "point at the files in it, or at the folder itself to read every file in it")
+    if isinstance(exc, OSError) and exc.errno == errno.ELOOP:
+        return UserError(f"{url}: a symbolic link loop ({text})",
+                         "check where the link points")
+    if isinstance(exc, FileNotFoundError) or "nosuchbucket" in low or "nosuchkey" in low \
+            or "404" in low or "not found" in low:
+        return UserError(f"{url}: not found ({text})",
+                         "check the path, the bucket name and the spelling")
+    if "credential" in low or "signature" in low or "invalidaccesskeyid" in low:
+        return UserError(f"{url}: no usable credentials ({text})",
+                         "set the credentials (e.g. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, "
+                         "or a profile) or pass them in storage options")
+    if isinstance(exc, PermissionError) or "accessdenied" in low or "403" in low \
+            or "forbidden" in low:
+        return UserError(f"{url}: access denied ({text})",
+                         "check the credentials and that they may read this location")
+    if isinstance(exc, TimeoutError) or "timeout" in low:
+        slow = ("; a slow server may need a longer --storage-option client_kwargs.timeout=SECONDS"
+                if url.lower().startswith(("http://", "https://")) else "")
+        return UserError(f"{url}: the server did not answer in time ({text})",
+                         f"check the URL and the network{slow}")
+    if isinstance(exc, ConnectionError) or "connect" in low or "resolve" in low \
+            or "unreachable" in low:
+        return UserError(f"{url}: cannot reach the server ({text})",
+                         "check the URL, the network and the endpoint in storage options")
+    return UserError(f"{url}: cannot read ({name}: {text})",
+                     "check the URL, its access rights and the storage options")
+
+
+def missing_column_error(url: str, missing: str, have: list[str]) -> UserError:
+    return UserError(
+        f"{url}: no column {missing!r}{close_matches(missing, have)}; "
+        f"the file has columns: {', '.join(repr(h) for h in have) or '(none)'}",
+        "pass column names that exist in the file",
+    )
+
+
+# ---------------------------------------------------------------- planning
+
+
+def _compression_of(name: str) -> tuple[str, str | None]:
+    base, comp = split_compression(name)
+    other = infer_compression(name) if comp is None else None
+    if other is not None:
+        raise UserError(
+            f"{name}: compression {other!r} is not supported",
+            f"use one of {', '.join(COMPRESSIONS)} (.gz .bz2 .xz .zst) or uncompressed files",
+        )
+    return base, comp
+
+
+def _infer_format(url: str, name: str) -> str:
+    ext = posixpath.splitext(name)[1].lower()
+    if ext in EXTENSIONS:
+        return EXTENSIONS[ext]
+    raise UserError(
+        f"{url}: cannot tell the format from the extension {ext or '(none)'!r}",
+        f"pass --format with one of {', '.join(FORMATS)}",
+    )
+
+
+def _version(info: dict) -> str:
+    parts = []
+    for key in ("ETag", "etag", "LastModified", "Last-Modified", "last_modified",
+                "mtime", "created", "generation", "md5Hash", "updated", "VersionId"):
+        v = info.get(key)
+        if v not in (None, ""):
+            parts.append(f"{key}={v}")
+    return ";".join(parts)
+
+
+def _hint_for_missing(fs, path: str) -> str:
+    """'check the path' plus what the nearest existing parent folder holds."""
+    target = path.rstrip("/")
+    parent = posixpath.dirname(target)
+    missing_parent = None
+    for _ in range(4):  # walk up a few levels to a folder that can be listed
+        try:
+            names = sorted(posixpath.basename(p.rstrip("/"))
+                           for p in fs.ls(parent, detail=False))
+            break
+        except Exception:  # noqa: BLE001 - only a hint
+            missing_parent = parent
+            if parent in ("", "/") or posixpath.dirname(parent) == parent:
+                return f"check the path; {parent or 'the root'} could not be listed"
+            target, parent = parent, posixpath.dirname(parent)
+    else:
+        return "check the path and the bucket/folder names"
+    where = parent or "the root"
+    gone = f"{missing_parent} does not exist; " if missing_parent else ""
+    if not names:
+        return f"check the path; {gone}{where} is empty"
+    shown = ", ".join(names[:10]) + (f", ... ({len(names)} entries)" if len(names) > 10 else "")
+    base = posixpath.basename(target)
+    if not missing_parent and base in names:  # listed, yet it cannot be opened
+        return f"{target} is listed in {where} but cannot be opened (a symbolic link to a missing file?)"
+    return f"check the path{close_matches(base, names)}; {gone}{where} contains: {shown}"
+
+
+def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
+    """One URL or glob -> [(full url, info, fs)] of files, sorted."""
+    try:
+        fs, path = url_to_fs(url, **open_options(url, storage_options))
+    except UserError:
+        raise
+    except (ValueError, ImportError) as exc:
+        raise UserError(f"{url}: cannot open this kind of URL ({exc})",
+                        "check the protocol and install its fsspec package "
+                        "(s3fs, gcsfs, aiohttp)") from exc
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    explicit = False
+    try:
+        if protocol not in ("http", "https") and any(c in path for c in "*?["):
+            found = fs.glob(path, detail=True)
+            if not found:
+                raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
+        else:
+            try:
+                info = fs.info(path)
+            except FileNotFoundError as exc:
+                cause = exc.__cause__ or exc.__context__
+                if protocol in ("http", "https") and cause is not None \
+                        and not isinstance(cause, FileNotFoundError) \
+                        and "404" not in str(cause):
+                    raise open_error(url, cause) from exc
+                if protocol in ("http", "https"):
+                    raise UserError(f"{url}: not found on the server (HTTP 404)",
+                                    "check the URL") from exc
+                raise UserError(f"{url}: no such file or folder", _hint_for_missing(fs, path))
+            if info.get("type") == "directory":
+                found = fs.find(path, detail=True)
+                if not found:
+                    raise UserError(f"{url}: the folder is empty",
+                                    "point at a folder with data files, or at the files")
+            else:
+                found = {path: info}
+                explicit = True
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - translated for the user
+        raise open_error(url, exc) from exc
+    out = []
+    for p, info in found.items():
+        if info.get("type", "file") != "file":
+            continue
+        base = posixpath.basename(p.rstrip("/"))
+        if not explicit and (base.startswith(".") or base.startswith("_")):
+            continue  # _SUCCESS, .crc and friends inside folders and globs
+        out.append((p if protocol in ("http", "https") else fs.unstrip_protocol(p), info, fs))
+    if not out:
+        raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
+    return sorted(out, key=lambda t: t[0])
+
+
+def plan_source(urls: Sequence[str], *, format: str = "auto",
+                storage_options: dict | None = None,
+                blocksize: int = 64 * 2**20) -> SourcePlan:
+    """Expand ``urls`` into files and partitions."""
+    if isinstance(urls, str):
+        urls = [urls]
+    if not urls:
+        raise UserError("no input files given", "pass one or more paths, URLs or globs")
+    if format != "auto" and format not in FORMATS:
+        raise UserError(f"unknown format {format!r}{close_matches(format, list(FORMATS))}",
+                        f"use one of: auto, {', '.join(FORMATS)}")
+    if blocksize <= 0:
+        raise UserError(f"blocksize must be positive, got {blocksize}")
+    so = dict(storage_options or {})
+
+    seen: dict[str, tuple[dict, object]] = {}
+    for url in urls:
+        for full, info, fs in _expand(url, so):
+            seen.setdefault(full, (info, fs))
+
+    files: list[FileInfo] = []
+    partitions: list[Partition] = []
+    compressed: list[str] = []
+    for full in sorted(seen):
+        info, fs = seen[full]
+        name = posixpath.basename(full.split("?", 1)[0])
+        base, comp = _compression_of(name)
+        fmt = _infer_format(full, base) if format == "auto" else format
+        size = int(info.get("size") or 0)
+        fi = FileInfo(url=full, size=size, version=_version(info), format=fmt,
+                      compression=comp)
+        files.append(fi)
+        if fmt == "parquet":
+            if comp is not None:
+                raise UserError(f"{full}: a Parquet file cannot be compressed on the outside",
+                                "Parquet compresses its pages itself; decompress the file")
+            if size == 0:
+                continue
+            try:
+                with fs.open(fs._strip_protocol(full), "rb") as f:
+                    n_groups = pq.ParquetFile(f).num_row_groups
+            except pa.ArrowInvalid as exc:
+                raise UserError(f"{full}: not a valid Parquet file ({exc})",
+                                "check the file, or pass --format") from exc
+            except Exception as exc:  # noqa: BLE001
+                raise open_error(full, exc) from exc
+            for g in range(n_groups):
+                partitions.append(Partition(len(partitions), fi, g, -1))
+        elif comp is not None:
+            if size == 0:
+                continue
+            compressed.append(full)
+            partitions.append(Partition(len(partitions), fi, 0, -1))
+        else:
+            for start in range(0, size, blocksize):
+                partitions.append(
+                    Partition(len(partitions), fi, start, min(blocksize, size - start)))
+
+    warnings: list[str] = []
+    if compressed:
+        shown = ", ".join(compressed[:5]) + (f" and {len(compressed) - 5} more"
+                                             if len(compressed) > 5 else "")
+        warnings.append(
+            f"Compressed input ({shown}): a compressed file cannot be split by byte range, "
+            f"so each one is read by one worker at a time as a stream; split it into "
+            f"several files for parallelism.")
+    return SourcePlan(files=files, partitions=partitions, warnings=warnings)

@@ -1,0 +1,142 @@
+"""The Dask cluster the memory plan shapes: a LocalCluster sized by the
+plan, or an existing scheduler (``--scheduler``, ``DASK_SCHEDULER_ADDRESS``),
+and what the scheduler says about its workers."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Iterator
+
+from ..errors import UserError
+from .plan import THRESHOLDS, WORKER_ENV, MemoryPlan, plan_for_workers
+
+
+def workers_info(client) -> dict[str, dict]:
+    """Every worker the scheduler knows, by address (some Dask releases list
+    only five unless asked for all)."""
+    import inspect
+
+    takes_n = "n_workers" in inspect.signature(client.scheduler_info).parameters
+    info = client.scheduler_info(n_workers=-1) if takes_n else client.scheduler_info()
+    return dict(info.get("workers", {}))
+
+
+def plan_for_existing(client, *, trainer: int, blocksize: int | None = None, wait: float = 30.0) -> MemoryPlan:
+    """A plan for someone else's cluster: read each worker's limit and threads.
+
+    A cluster whose workers are (re)starting gets ``wait`` seconds to show one."""
+    ws = list(workers_info(client).values())
+    if not ws:
+        try:
+            client.wait_for_workers(1, timeout=wait)
+        except (TimeoutError, OSError):
+            pass
+        ws = list(workers_info(client).values())
+    if not ws:
+        raise UserError(f"the Dask cluster has no workers (waited {wait:.0f} s for one)",
+                        "start some with `dask worker ADDRESS`, then retry")
+    return plan_for_workers(ws, trainer=trainer, blocksize=blocksize)
+
+
+def local_worker_threads(client) -> int:
+    """Threads of the cluster's workers that run on this machine (they compete
+    with the trainer for its cores)."""
+    import socket
+
+    try:
+        workers = workers_info(client)
+    except Exception:
+        return 0
+    here = {"127.0.0.1", "localhost", "::1", socket.gethostname()}
+    try:
+        here |= {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError:
+        pass
+    total = 0
+    for addr, w in workers.items():
+        host = addr.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        if host in here:
+            total += w.get("nthreads", 1)
+    return total
+
+
+def scheduler_address(given: str | None) -> str | None:
+    """The existing cluster to use: ``--scheduler``, else ``DASK_SCHEDULER_ADDRESS``; None: a LocalCluster."""
+    return given or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+
+
+def refuse_if_nothing_listens(scheduler: str, patience: float = 2.0) -> None:
+    """A refused TCP connection means no scheduler listens there: say so in
+    about ``patience`` seconds instead of letting Dask retry for its whole
+    timeout. Refusals are retried that long for a scheduler still starting;
+    anything else (a silent host, a name that does not resolve, a non-TCP
+    comm) is left to the Client, which reports it in its own words."""
+    import socket
+    import time
+
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        protocol, loc = parse_address(scheduler)
+        host, port = parse_host_port(loc)
+    except (ValueError, TypeError):
+        return
+    if protocol not in ("tcp", "tls") or not port:
+        return
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=patience).close()
+            return
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        except OSError:
+            return
+    raise UserError(f"cannot reach the Dask scheduler at {scheduler}: connection refused, nothing listens on "
+                    f"{host}:{port}", "check the address (tcp://HOST:8786) and that `dask scheduler` runs there")
+
+
+@contextlib.contextmanager
+def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: bool = False) -> Iterator["object"]:
+    """Yield a ``distributed.Client``: to ``scheduler`` if given (or
+    ``DASK_SCHEDULER_ADDRESS``), else to a LocalCluster sized by ``plan``."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    scheduler = scheduler_address(scheduler)
+    memory = {f"distributed.worker.memory.{k}": v for k, v in THRESHOLDS.items()}
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV}
+    with dask.config.set({**memory, "distributed.nanny.pre-spawn-environ": environ,
+                          "distributed.scheduler.worker-ttl": "5 minutes",
+                          "distributed.admin.tick.limit": "30s"}):
+        if scheduler:
+            refuse_if_nothing_listens(scheduler)
+            try:
+                client = Client(scheduler, timeout="10s")
+            except (OSError, TimeoutError) as exc:
+                raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {exc}",
+                                "check the address (tcp://HOST:8786) and that `dask scheduler` runs there") from None
+            except TypeError as exc:
+                if "ssl_context" not in str(exc):
+                    raise
+                # Dask's TLS comm, given a tls:// address and no certificates in its config.
+                raise UserError(f"the Dask scheduler at {scheduler} speaks TLS and this machine has no TLS "
+                                "configuration for Dask",
+                                "set distributed.comm.tls.ca-file and distributed.comm.tls.client.cert/key in "
+                                "Dask's config, or the DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+                                "…__CLIENT__CERT and …__CLIENT__KEY variables (docs/cluster.md §6)") from None
+            with client:
+                yield client
+            return
+        cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=plan.threads,
+                               memory_limit=plan.worker_limit, processes=True,
+                               dashboard_address=":0",  # None still binds :8787 for /metrics
+                               silence_logs=logging.ERROR, preload=["lancetnic_flow.dataflow.worker_setup"])
+        try:
+            with Client(cluster) as client:
+                yield client
+        finally:
+            cluster.close()

@@ -1,0 +1,90 @@
+"""The cache entry: its key, the manifest of its shards, the fitted features.
+
+A cache entry is keyed by the source fingerprint (files, sizes, change
+tokens) and the feature config, so a changed input or option gets a fresh
+entry and an unchanged one is reused. The manifest is written once an entry
+is complete and lists every shard with the partition it came from, so a
+damaged shard is rebuilt from the same bytes whatever today's plan.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..data.sources import Columns, FileInfo, Partition, SourcePlan
+from ..features.vectorize import FittedFeatures
+from ..storage import join, read_bytes, write_bytes
+from .shards import PartitionResult, ShardInfo
+
+MANIFEST = "manifest.json"
+FEATURES = "features.json"
+CACHE_VERSION = 2
+
+
+def cache_key(*parts: Any) -> str:
+    """A short stable hash of JSON-able parts."""
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+@dataclass
+class Manifest:
+    key: str
+    fingerprint: str
+    config: dict
+    results: list[PartitionResult]
+    version: int = CACHE_VERSION
+    # The partitions the shards were cut from ({"train": [...], "val": [...]}),
+    # so a damaged shard is rebuilt from the same bytes whatever today's plan.
+    partitions: dict[str, list[dict]] = field(default_factory=dict)
+
+    def partition(self, split: str, index: int) -> Partition:
+        d = dict(self.partitions[split][index])
+        return Partition(**{**d, "file": FileInfo(**d["file"])})
+
+    def shards(self, split: str) -> list[ShardInfo]:
+        return [s for r in self.results for s in r.shards if s.split == split]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        d = json.loads(text)
+        d["results"] = [PartitionResult(**{**r, "shards": [ShardInfo(**s) for s in r["shards"]]})
+                        for r in d["results"]]
+        return cls(**d)
+
+
+def read_manifest(entry: str, key: str, cache_options: dict) -> Manifest | None:
+    """The complete manifest of a cache entry, or None if absent or stale."""
+    try:
+        m = Manifest.from_json(read_bytes(join(entry, MANIFEST), cache_options).decode())
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+    return m if m.key == key and m.version == CACHE_VERSION else None
+
+
+def write_manifest(entry: str, manifest: Manifest, cache_options: dict) -> None:
+    write_bytes(join(entry, MANIFEST), manifest.to_json().encode(), cache_options)
+
+
+def read_features(entry: str, cache_options: dict) -> FittedFeatures | None:
+    try:
+        return FittedFeatures.from_json(read_bytes(join(entry, FEATURES), cache_options).decode())
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_features(entry: str, features: FittedFeatures, cache_options: dict) -> None:
+    write_bytes(join(entry, FEATURES), features.to_json().encode(), cache_options)
+
+
+def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
+              val_fraction: float) -> str:
+    """The cache entry of featurising ``train`` (and ``val``) with these options."""
+    return cache_key(CACHE_VERSION, train.fingerprint(), val.fingerprint() if val else None, feature_config,
+                     dataclasses.astuple(columns), val_fraction)

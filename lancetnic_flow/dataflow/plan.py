@@ -1,0 +1,125 @@
+"""The memory plan: one budget, split between the OS, the trainer and the workers.
+
+One budget is split explicitly: headroom for the OS and other programs, the
+trainer (model, optimiser state, prefetched shards, shuffle buffer) and the
+Dask workers. The workers' share sets ``LocalCluster(memory_limit=...)``;
+the partition size follows from one worker's limit and the measured peak
+memory of the transform per input byte.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+
+import psutil
+
+from ..errors import UserError
+from ..sizes import format_size
+
+GiB = 2**30
+MiB = 2**20
+DEFAULT_BUDGET = 16 * GiB
+# One task's peak RSS ≈ TASK_BASE + PEAK_PER_BYTE × partition bytes: a linear
+# fit to benchmarks/partition_peak.py at 8/16/32 MiB (bigrams, the worst case:
+# 13.1 per byte + 113 MiB; unigrams 10.1 + 53 MiB), rounded up.
+PEAK_PER_BYTE = 14
+TASK_BASE = 128 * MiB
+# Larger partitions do not featurise faster (tasks work in pieces of 8,192
+# rows) but raise each task's peak; at 4 MiB a task peaks near 190 MiB.
+MAX_PARTITION = 4 * MiB
+WORKER_BASE = 200 * MiB         # an idle worker process: Python, Dask, pyarrow, numpy
+TRAINER_BASE = 450 * MiB        # the trainer process: Python, torch, Dask client
+MIN_WORKER = 384 * MiB
+# Arrow's default mimalloc pool keeps freed pages; with the system allocator
+# and the nanny's MALLOC_TRIM_THRESHOLD_ a worker's memory falls back between
+# tasks (benchmarks/partition_peak.py). Set it for workers you start yourself.
+# Arrow tables that crossed processes may be unaligned; Acero (group_by) then
+# warns on every merge though the result is right.
+WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_TRIM_THRESHOLD_": "65536",
+              "ACERO_ALIGNMENT_HANDLING": "ignore"}
+THRESHOLDS = {"target": 0.60, "spill": 0.70, "pause": 0.80, "terminate": 0.95}
+
+
+@dataclass
+class MemoryPlan:
+    budget: int
+    reserve: int
+    trainer: int
+    workers: int
+    threads: int
+    worker_limit: int
+    partition: int
+    in_flight: int
+    external: bool = False   # workers belong to an existing cluster
+
+    def describe(self) -> str:
+        """Two human lines, printed at start."""
+        g = lambda n: f"{n / GiB:.1f}"  # noqa: E731
+        if self.external:
+            head = (f"memory plan  trainer {g(self.trainer)} GiB · existing cluster: {self.workers} workers × "
+                    f"{format_size(self.worker_limit)}")
+        else:
+            head = (f"memory plan  budget {g(self.budget)} GiB · OS/other apps {g(self.reserve)} · trainer "
+                    f"{g(self.trainer)} · {self.workers} worker{'s' if self.workers > 1 else ''} × "
+                    f"{format_size(self.worker_limit)} ({self.threads} thread{'s' if self.threads > 1 else ''})")
+        tail = (f"             partition {format_size(self.partition)} (peak ≈ {PEAK_PER_BYTE}× per task) · "
+                f"{self.in_flight} in flight · spill at {THRESHOLDS['spill']:.0%} · pause at {THRESHOLDS['pause']:.0%}")
+        return head + "\n" + tail
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def default_budget() -> int:
+    """The smaller of this machine's RAM and a 16 GiB laptop."""
+    return min(psutil.virtual_memory().total, DEFAULT_BUDGET)
+
+
+def _partition_for(worker_limit: int, threads: int) -> int:
+    usable = max(worker_limit * THRESHOLDS["target"] - WORKER_BASE - TASK_BASE * threads, 8 * MiB)
+    size = int(usable / (PEAK_PER_BYTE * threads))
+    return max(1 * MiB, min(MAX_PARTITION, size // MiB * MiB))
+
+
+def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
+                model_bytes: int = 0, shuffle_bytes: int = 0, blocksize: int | None = None) -> MemoryPlan:
+    """Split ``budget`` between OS headroom, the trainer and local workers.
+
+    Refuses (``UserError``) when the trainer's needs or the workers' minimum
+    do not fit, saying what would.
+    """
+    budget = budget or default_budget()
+    reserve = budget // 4
+    trainer = max(budget // 8, TRAINER_BASE + model_bytes + shuffle_bytes)
+    worker_share = budget - reserve - trainer
+    cpus = os.cpu_count() or 1
+    threads = threads or 1
+    if workers is None:
+        workers = max(1, min(cpus // threads, worker_share // (3 * MIN_WORKER)))
+    if worker_share < workers * MIN_WORKER:
+        # The smallest budget B with B - B//4 - max(B//8, fixed) >= workers' minimum
+        # (headroom and trainer grow with B), rounded up to a tenth of a GiB.
+        fixed, floor = TRAINER_BASE + model_bytes + shuffle_bytes, workers * MIN_WORKER
+        need = math.ceil(max((floor + fixed) * 4 / 3, floor * 8 / 5) * 1.02 / GiB * 10) / 10
+        raise UserError(
+            f"memory budget {format_size(budget)} is too small: the trainer needs {format_size(trainer)} "
+            f"(model and optimiser {format_size(model_bytes)}) and {workers} worker(s) need "
+            f"{format_size(workers * MIN_WORKER)} after {format_size(reserve)} of OS headroom",
+            f"use --memory-budget {need:.1f}GiB or more, fewer --workers, "
+            "or a smaller model (--max-features, --hidden)")
+    worker_limit = worker_share // workers
+    partition = blocksize or _partition_for(worker_limit, threads)
+    return MemoryPlan(budget, reserve, trainer, workers, threads, worker_limit, partition,
+                      in_flight=max(2, 2 * workers * threads))
+
+
+def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None = None) -> MemoryPlan:
+    """A plan for someone else's cluster, from its workers' ``scheduler_info`` entries:
+    their memory limits and threads decide the partition size and the window."""
+    limit = min(w.get("memory_limit") or psutil.virtual_memory().total for w in workers)
+    threads = max(w.get("nthreads", 1) for w in workers)
+    total_threads = sum(w.get("nthreads", 1) for w in workers)
+    partition = blocksize or _partition_for(limit, threads)
+    return MemoryPlan(budget=0, reserve=0, trainer=trainer, workers=len(workers), threads=threads,
+                      worker_limit=limit, partition=partition, in_flight=max(2, 2 * total_threads), external=True)

@@ -1,0 +1,125 @@
+"""From shards to batches: the streaming side of the dataflow.
+
+* :func:`cached_blocks` and :func:`live_blocks` yield an epoch's row blocks:
+  partitions in a per-epoch seeded order from the manifest, or as a
+  :class:`~.window.OrderedWindow` of featurisation tasks hands them back.
+* :class:`BatchStream` is the ``torch.utils.data.IterableDataset``: a
+  background prefetch thread, a bounded row shuffle buffer, fixed-size
+  batches.
+
+Trainer memory: ``in_flight`` task results (addresses and counts only),
+``prefetch`` loaded shards, and at most ``shuffle_buffer`` + one shard's rows
+in the buffer.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+import torch
+
+from ..features.rows import RowBlock
+from .shards import PartitionResult, ShardInfo, load_shard
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
+    """The order partitions are visited in ``epoch``: a pure function of seed and epoch."""
+    return np.random.default_rng([seed, epoch, 0xA5]).permutation(n)
+
+
+def cached_blocks(shards: list[ShardInfo], seed: int, epoch: int,
+                  load: Callable[[ShardInfo], RowBlock]) -> Iterator[RowBlock]:
+    """An epoch's training blocks from the cache, partitions in seeded order."""
+    by_part: dict[int, list[ShardInfo]] = {}
+    for s in shards:
+        by_part.setdefault(s.partition, []).append(s)
+    keys = sorted(by_part)
+    for i in epoch_order(len(keys), seed, epoch):
+        for s in sorted(by_part[keys[i]], key=lambda s: s.chunk):
+            yield load(s)
+
+
+def live_blocks(results: Iterable[PartitionResult], split: str, cache_options: dict) -> Iterator[RowBlock]:
+    """Blocks of ``split`` as featurisation results arrive."""
+    for res in results:
+        for s in res.shards:
+            if s.split == split:
+                yield load_shard(s, cache_options)
+
+
+def prefetch(it: Iterator, depth: int = 2) -> Iterator:
+    """Run ``it`` in a thread, ``depth`` items ahead; errors re-raise here."""
+    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    done = object()
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put((item, None), timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((done, None))
+        except BaseException as exc:  # handed to the consumer
+            q.put((done, exc))
+
+    t = threading.Thread(target=run, name="lancetnic-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            item, exc = q.get()
+            if item is done:
+                if exc is not None:
+                    raise exc
+                return
+            yield item
+    finally:
+        stop.set()
+
+
+def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: int,
+                     rng: np.random.Generator | None) -> Iterator[RowBlock]:
+    """Cut blocks into batches; with ``rng``, rows pass a bounded shuffle buffer.
+
+    The buffer holds at most ``buffer_rows`` rows plus one incoming block;
+    rows are permuted with vectorised CSR gathers, never one by one."""
+    buf: RowBlock | None = None
+    for block in blocks:
+        if not len(block):
+            continue
+        buf = block if buf is None or not len(buf) else RowBlock.concat([buf, block])
+        if rng is not None:
+            buf = buf.take(rng.permutation(len(buf)))
+        keep = buffer_rows if rng is not None else 0
+        n_out = (len(buf) - keep) // batch_size * batch_size
+        if n_out > 0:
+            for start in range(0, n_out, batch_size):
+                yield buf.slice(start, start + batch_size)
+            buf = buf.slice(n_out, len(buf))
+    if buf is not None and len(buf):
+        if rng is not None:
+            buf = buf.take(rng.permutation(len(buf)))
+        for start in range(0, len(buf), batch_size):
+            yield buf.slice(start, start + batch_size)
+
+
+class BatchStream(torch.utils.data.IterableDataset):
+    """Batches of one epoch, as :class:`RowBlock`; ``blocks`` is called once per iteration."""
+
+    def __init__(self, blocks: Callable[[], Iterator[RowBlock]], *, batch_size: int, shuffle_buffer: int,
+                 seed: int, epoch: int, shuffle: bool = True, prefetch_depth: int = 2):
+        super().__init__()
+        self.blocks, self.batch_size, self.shuffle_buffer = blocks, batch_size, shuffle_buffer
+        self.seed, self.epoch, self.shuffle, self.prefetch_depth = seed, epoch, shuffle, prefetch_depth
+
+    def __iter__(self) -> Iterator[RowBlock]:
+        rng = np.random.default_rng([self.seed, self.epoch, 0x5B]) if self.shuffle else None
+        return shuffled_batches(prefetch(self.blocks(), self.prefetch_depth), self.batch_size,
+                                self.shuffle_buffer, rng)

@@ -1,0 +1,139 @@
+"""The fit pass: one Dask pass over the training partitions, tree-reduced.
+
+Every partition contributes a :class:`FitStats` (document frequencies, label
+counts, numeric moments, row accounting); partials are merged in groups of
+``split_every`` on the workers, so the client only ever receives the final,
+merged statistics. Validation rows (by stable hash) are left out of the fit.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..allocator import trim_allocator
+from ..config import FeatureConfig
+from ..data.readers import read_partition
+from ..data.sources import Chunk, Columns, Partition
+from ..events import NULL_EVENTS, Events
+from .split import validation_mask
+from .tokenize import terms_of
+from .vectorize import PIECE_ROWS, FittedFeatures
+from .vocab import FitStats, Moments, document_frequencies, merge_stats, prune, smooth_idf
+
+
+def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, with_terms: bool,
+                 numeric: tuple[str, ...]) -> FitStats:
+    table = chunk.table
+    train = table.filter(pa.array(~validation_mask(table, val_fraction))) if val_fraction > 0 else table
+    stats = FitStats(docs=train.num_rows, rows_read=chunk.rows_read, skipped=dict(chunk.skipped))
+    if with_terms and train.num_rows:
+        # Piece by piece, so tokenisation's working arrays stay small; the
+        # per-piece tables hold distinct terms only.
+        ngrams = 1 if fcfg.mode == "ids" else fcfg.ngrams
+        pieces = []
+        for start in range(0, train.num_rows, PIECE_ROWS):
+            terms = terms_of(train["text"].slice(start, PIECE_ROWS), ngrams, lowercase=fcfg.lowercase)
+            stats.tokens += len(terms.terms)
+            pieces.append(FitStats(terms=document_frequencies(terms)))
+            del terms
+            if len(pieces) == 4:  # fold early: peak = merged terms + a few pieces
+                pieces = [merge_stats(pieces)]
+        stats.terms = merge_stats(pieces).terms if len(pieces) > 1 else pieces[0].terms
+    if "label" in train.column_names and train.num_rows:
+        vc = train["label"].value_counts()
+        stats.labels = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
+    for col in (("target",) if "target" in train.column_names else ()) + numeric:
+        stats.numeric[col] = Moments.of(train[col].to_numpy(zero_copy_only=False).astype(np.float64))
+    return stats
+
+
+def fit_partition(part: Partition, columns: Columns, fcfg: FeatureConfig, storage_options: dict,
+                  chunk_bytes: int, val_fraction: float) -> FitStats:
+    """Worker task: the fit statistics of one partition (chunk by chunk)."""
+    with_terms = fcfg.mode != "hashing"
+    parts = [_chunk_stats(c, fcfg, val_fraction, with_terms, columns.numeric)
+             for c in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes)]
+    out = merge_stats(parts) if len(parts) != 1 else parts[0]
+    out.bytes_read = part.length if part.length > 0 else part.file.size
+    del parts
+    trim_allocator()   # the piece tables are gone: give their heap back before the next task
+    return out
+
+
+def _progress_of(stats: FitStats) -> tuple[int, int]:
+    """Runs where ``stats`` lives: the trainer gets two numbers, not the term tables."""
+    return stats.rows_read, stats.bytes_read
+
+
+def _merge_fit(parts: list[FitStats]) -> FitStats:
+    out = merge_stats(parts)
+    del parts
+    trim_allocator()
+    return out
+
+
+def _finish_on_worker(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> tuple[FittedFeatures, FitStats]:
+    fitted = finish_fit(stats, fcfg, columns)
+    stats.terms = None   # counted and pruned; the caller gets the totals only
+    return fitted, stats
+
+
+def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcfg: FeatureConfig, *,
+                 storage_options: dict, chunk_bytes: int, val_fraction: float,
+                 events: Events = NULL_EVENTS, split_every: int = 8) -> tuple[FittedFeatures, FitStats]:
+    """Run the fit pass on the cluster and prune: the fitted features, and the
+    pass's totals (rows, docs, labels, skipped; ``terms`` is not returned)."""
+    from distributed import as_completed
+
+    t0 = time.monotonic()
+    events.emit("stage", stage="fitting", total=len(partitions))
+    leaves = client.map(fit_partition, partitions, columns=columns, fcfg=fcfg, storage_options=storage_options,
+                        chunk_bytes=chunk_bytes, val_fraction=val_fraction, pure=False)
+    # The merge tree is fixed by partition index (float sums stay bit-identical
+    # run to run); its tasks outrank the partitions still queued, so a group
+    # merges as soon as its partitions are done and only ~split_every
+    # partitions' statistics wait on the workers, however many there are.
+    level = leaves
+    while len(level) > 1:
+        level = [client.submit(_merge_fit, level[i:i + split_every], pure=False, priority=10)
+                 for i in range(0, len(level), split_every)]
+    # Progress from where each result lives: two numbers, not the term tables.
+    progress = [client.submit(_progress_of, leaf, pure=False, priority=20) for leaf in leaves]
+    del leaves
+    done = 0
+    for fut in as_completed(progress):
+        rows, nbytes = fut.result()  # surfaces a task's error here, with its own message
+        done += 1
+        events.emit("progress", stage="fitting", done=done, total=len(partitions), rows=rows, bytes_read=nbytes)
+    del progress
+    # Pruning runs where the merged statistics are: the trainer receives the
+    # kept vocabulary, not every distinct term (3.5 M bigrams at 250 k rows).
+    fitted, stats = client.submit(_finish_on_worker, level[0], fcfg, columns, pure=False).result() \
+        if level else (finish_fit(FitStats(), fcfg, columns), FitStats())
+    events.emit("fitted", seconds=time.monotonic() - t0, vocabulary=fitted.dim, docs=stats.docs,
+                labels=len(fitted.labels), rows_read=stats.rows_read, skipped=stats.skipped)
+    return fitted, stats
+
+
+def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> FittedFeatures:
+    """Merged statistics → vocabulary, idf, label set and scalers."""
+    mode = fcfg.mode or "tfidf"   # unresolved (no model chose): the default features
+    f = FittedFeatures(mode=mode, ngrams=1 if mode == "ids" else fcfg.ngrams, lowercase=fcfg.lowercase,
+                       sublinear_tf=fcfg.sublinear_tf, buckets=fcfg.buckets, max_len=fcfg.max_len, docs=stats.docs)
+    if mode != "hashing":
+        terms, df = prune(stats.terms, stats.docs, min_df=fcfg.min_df, max_df=fcfg.max_df,
+                          max_features=fcfg.max_features)
+        f.vocabulary = terms
+        f.idf = smooth_idf(df, stats.docs)
+    # Most frequent first (ties by name), so class ids are stable across runs.
+    ranked = sorted(stats.labels.items(), key=lambda kv: (-kv[1], kv[0]))
+    f.labels, f.label_counts = [k for k, _ in ranked], [v for _, v in ranked]
+    if "target" in stats.numeric:
+        m = stats.numeric["target"]
+        f.target = (m.mean, m.std or 1.0)
+    f.numeric = {c: (stats.numeric[c].mean, stats.numeric[c].std or 1.0) for c in columns.numeric
+                 if c in stats.numeric}
+    return f

@@ -1,0 +1,106 @@
+"""What a model is trained to do: classify, regress, or both.
+
+A :class:`Task` turns a model's outputs and a batch into a loss, and keeps
+the streaming metrics of an epoch. Losses are lancetnic's: cross entropy or
+BCE (two classes) for classes; MSE, L1 or smooth L1 for values (on the
+standardised target); multi-task adds them with ``loss_weights``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .metrics import ClassificationMetrics, RegressionMetrics
+
+
+@dataclass
+class Task:
+    kind: str = "classify"
+    classes: int = 0
+    class_loss: str = "cross_entropy"
+    value_loss: str = "mse"
+    loss_weights: tuple[float, float] = (1.0, 1.0)
+    class_weights: torch.Tensor | None = None
+    target: tuple[float, float] = (0.0, 1.0)     # mean, std of the original target
+    seed: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def classifies(self) -> bool:
+        return self.kind in ("classify", "multitask")
+
+    @property
+    def regresses(self) -> bool:
+        return self.kind in ("regress", "multitask")
+
+    def loss(self, out: dict[str, torch.Tensor], labels: torch.Tensor | None, targets: torch.Tensor | None,
+             reduction: str = "mean") -> torch.Tensor:
+        total = 0.0
+        if self.classifies:
+            logits = out["logits"]
+            if self.class_loss == "bce":
+                # Two classes as one logit difference: the same model, BCE's loss.
+                margin = logits[:, 1] - logits[:, 0]
+                w = None if self.class_weights is None else self.class_weights[labels]
+                cl = F.binary_cross_entropy_with_logits(margin, labels.float(), weight=w, reduction=reduction)
+            else:
+                cl = F.cross_entropy(logits, labels, weight=self.class_weights, reduction=reduction)
+            total = total + self.loss_weights[0] * cl
+        if self.regresses:
+            fn = {"mse": F.mse_loss, "l1": F.l1_loss, "smooth_l1": F.smooth_l1_loss}[self.value_loss]
+            total = total + self.loss_weights[1] * fn(out["value"], targets, reduction=reduction)
+        return total
+
+    def new_metrics(self) -> "TaskMetrics":
+        return TaskMetrics(ClassificationMetrics(self.classes) if self.classifies else None,
+                           RegressionMetrics(*self.target, seed=self.seed) if self.regresses else None)
+
+
+@dataclass
+class TaskMetrics:
+    cls: ClassificationMetrics | None
+    reg: RegressionMetrics | None
+
+    def update(self, out: dict[str, torch.Tensor], labels: np.ndarray | None, targets: np.ndarray | None,
+               loss_sum: float) -> None:
+        if self.cls is not None:
+            self.cls.update(labels.astype(np.int64), out["logits"].detach().argmax(1).cpu().numpy(), loss_sum)
+        if self.reg is not None:
+            self.reg.update(targets, out["value"].detach().cpu().numpy(), 0.0 if self.cls is not None else loss_sum)
+
+    @property
+    def rows(self) -> int:
+        return self.cls.rows if self.cls is not None else self.reg.n
+
+    def merge(self, other: "TaskMetrics") -> "TaskMetrics":
+        if self.cls is not None:
+            self.cls.merge(other.cls)
+        if self.reg is not None:
+            self.reg.merge(other.reg)
+        return self
+
+    def state(self) -> dict:
+        return {"cls": self.cls.state() if self.cls is not None else None,
+                "reg": self.reg.state() if self.reg is not None else None}
+
+    def load_state(self, d: dict) -> None:
+        if self.cls is not None:
+            self.cls.load_state(d["cls"])
+        if self.reg is not None:
+            self.reg.load_state(d["reg"])
+
+    def result(self) -> dict:
+        """Flat scores: classification keys as before, regression ones prefixed-free
+        (mae, rmse, r2) — and one ``loss`` (the task's total)."""
+        out: dict = {}
+        if self.cls is not None:
+            out.update(self.cls.result())
+        if self.reg is not None:
+            r = self.reg.result()
+            out.update({k: v for k, v in r.items() if k not in ("loss", "rows")})
+            if self.cls is None:
+                out["loss"], out["rows"] = r["loss"], r["rows"]
+        return out

@@ -1,0 +1,162 @@
+"""Plots and tables a person judges a model by, as PNG and CSV files.
+
+Classification: loss and accuracy curves (train/val per epoch), a row-
+normalised confusion matrix (readable with 50+ classes: annotations only
+when there are few), per-class precision/recall/F1 (CSV and a bar chart),
+the class distribution. Regression: loss curves, predicted-vs-true scatter
+with the identity line, a residual histogram. Headless (Agg backend);
+files go to any fsspec URL.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import numpy as np
+
+from ..storage import join, write_bytes
+from .folder import folder_options
+
+
+def _figure(width: float, height: float):
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, height), dpi=110)
+    return plt, fig, ax
+
+
+def _save(plt, fig, url: str, options: dict) -> str:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    write_bytes(url, buf.getvalue(), options)
+    return url
+
+
+def curves(history: list[dict], key: str, title: str, url: str, options: dict) -> str | None:
+    """``train_<key>`` and ``val_<key>`` per epoch."""
+    series = {s: [h.get(f"{s}_{key}") for h in history] for s in ("train", "val")}
+    if not any(v is not None for vals in series.values() for v in vals):
+        return None
+    plt, fig, ax = _figure(6, 4)
+    epochs = [h["epoch"] for h in history]
+    for name, vals in series.items():
+        pts = [(e, v) for e, v in zip(epochs, vals) if v is not None]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=name)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(key)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(plt, fig, url, options)
+
+
+def confusion_matrix(confusion: list[list[int]], labels: list[str], url: str, options: dict) -> str:
+    c = np.asarray(confusion, np.float64)
+    norm = c / np.maximum(c.sum(1, keepdims=True), 1)
+    k = len(labels)
+    side = min(4 + 0.28 * k, 24)
+    plt, fig, ax = _figure(side + 1, side)
+    im = ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
+    font = max(4, 10 - k // 8)
+    ax.set_xticks(range(k), labels, rotation=90, fontsize=font)
+    ax.set_yticks(range(k), labels, fontsize=font)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title("confusion matrix (rows normalised)")
+    if k <= 20:
+        for i in range(k):
+            for j in range(k):
+                if c[i, j]:
+                    ax.text(j, i, f"{norm[i, j]:.2f}", ha="center", va="center", fontsize=font,
+                            color="white" if norm[i, j] > 0.5 else "black")
+    return _save(plt, fig, url, options)
+
+
+def per_class_table(per_class: dict, labels: list[str], url: str, options: dict) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["label", "precision", "recall", "f1", "support"])
+    for i, name in enumerate(labels):
+        w.writerow([name, f"{per_class['precision'][i]:.4f}", f"{per_class['recall'][i]:.4f}",
+                    f"{per_class['f1'][i]:.4f}", per_class["support"][i]])
+    write_bytes(url, buf.getvalue().encode(), options)
+    return url
+
+
+def per_class_chart(per_class: dict, labels: list[str], url: str, options: dict) -> str:
+    order = np.argsort(per_class["f1"])
+    k = len(labels)
+    plt, fig, ax = _figure(7, min(2 + 0.25 * k, 30))
+    y = np.arange(k)
+    for offset, key in ((-0.27, "precision"), (0.0, "recall"), (0.27, "f1")):
+        ax.barh(y + offset, np.asarray(per_class[key])[order], height=0.27, label=key)
+    ax.set_yticks(y, [labels[i] for i in order], fontsize=max(4, 10 - k // 8))
+    ax.invert_yaxis()   # the worst class on top, where the eye starts
+    ax.set_xlim(0, 1)
+    ax.set_title("per-class precision, recall, F1 (worst F1 first)")
+    # Outside the axes: bars reach to the right edge, a legend there hides them.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return _save(plt, fig, url, options)
+
+
+def class_distribution(labels: list[str], counts: list[int], url: str, options: dict) -> str:
+    k = len(labels)
+    plt, fig, ax = _figure(min(4 + 0.25 * k, 24), 4)
+    ax.bar(range(k), counts)
+    ax.set_xticks(range(k), labels, rotation=90, fontsize=max(4, 10 - k // 8))
+    ax.set_ylabel("rows")
+    ax.set_title("class distribution (training rows)")
+    return _save(plt, fig, url, options)
+
+
+def regression(true: np.ndarray, pred: np.ndarray, scatter_url: str, residual_url: str,
+               options: dict) -> list[str]:
+    plt, fig, ax = _figure(5.5, 5)
+    ax.scatter(true, pred, s=4, alpha=0.35)
+    lo, hi = float(min(true.min(), pred.min())), float(max(true.max(), pred.max()))
+    ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="identity")
+    ax.set_xlabel("true")
+    ax.set_ylabel("predicted")
+    ax.set_title(f"predicted vs true ({len(true):,} sampled rows)")
+    ax.legend()
+    out = [_save(plt, fig, scatter_url, options)]
+    plt, fig, ax = _figure(6, 4)
+    ax.hist(pred - true, bins=60)
+    ax.axvline(0, color="black", lw=1)
+    ax.set_xlabel("predicted − true")
+    ax.set_ylabel("rows")
+    ax.set_title("residuals")
+    out.append(_save(plt, fig, residual_url, options))
+    return out
+
+
+def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict | None = None,
+                labels: list[str] | None = None, label_counts: list[int] | None = None,
+                sample: tuple[np.ndarray, np.ndarray] | None = None, options: dict | None = None) -> list[str]:
+    """Every plot that applies to what is given; returns the files written.
+    ``options`` default to those ``folder`` carries when it is a run folder."""
+    o = folder_options(folder, options)
+    out: list[Any] = []
+    if history:
+        out.append(curves(history, "loss", "loss per epoch", join(folder, "loss.png"), o))
+        out.append(curves(history, "accuracy", "accuracy per epoch", join(folder, "accuracy.png"), o))
+    m = metrics or {}
+    if labels and m.get("confusion"):
+        out.append(confusion_matrix(m["confusion"], labels, join(folder, "confusion_matrix.png"), o))
+    if labels and m.get("per_class"):
+        out.append(per_class_table(m["per_class"], labels, join(folder, "per_class.csv"), o))
+        out.append(per_class_chart(m["per_class"], labels, join(folder, "per_class.png"), o))
+    if labels and label_counts:
+        out.append(class_distribution(labels, label_counts, join(folder, "class_distribution.png"), o))
+    if sample is not None and len(sample[0]):
+        out += regression(sample[0], sample[1], join(folder, "regression_scatter.png"),
+                          join(folder, "residuals.png"), o)
+    return [u for u in out if u]

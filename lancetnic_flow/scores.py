@@ -1,0 +1,59 @@
+"""The validation scores: their names, which way is better, how they are shown.
+
+One table serves the trainer (``--monitor``, the epoch records), the
+configuration (which ``--monitor`` fits which task), ``metrics.json`` and the
+views (the dashboard's model panel, epoch lines and the final summary).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Score:
+    name: str                  # metrics.json, history.csv and events say ``val_<name>``
+    source: str                # its key in a task's metrics (``TaskMetrics.result()``)
+    short: str                 # its label in the dashboard and epoch lines ("": not shown there)
+    long: str                  # its label in the final summary
+    fmt: str = ".4f"
+    higher_is_better: bool = False
+    task: str | None = None    # "classify" or "regress": the task it needs to be monitored; None: any
+
+    @property
+    def key(self) -> str:
+        return f"val_{self.name}"
+
+
+SCORES = (
+    Score("loss", "loss", "loss", "loss"),
+    Score("accuracy", "accuracy", "acc", "accuracy", higher_is_better=True, task="classify"),
+    Score("macro_f1", "macro_f1", "F1", "macro-F1", higher_is_better=True, task="classify"),
+    Score("precision", "macro_precision", "", "macro precision"),
+    Score("recall", "macro_recall", "", "macro recall"),
+    Score("mae", "mae", "MAE", "MAE", ".4g", task="regress"),
+    Score("rmse", "rmse", "RMSE", "RMSE", ".4g", task="regress"),
+    Score("baseline_rmse", "baseline_rmse", "", "baseline RMSE"),
+    Score("r2", "r2", "R²", "R²", higher_is_better=True, task="regress"),
+)
+BY_KEY = {s.key: s for s in SCORES}
+# What --monitor accepts: the loss, and the scores of a task.
+MONITORS = tuple(s.key for s in SCORES if s.name == "loss" or s.task)
+
+
+def val_scores(result: dict) -> dict:
+    """A task's validation metrics → ``{"val_loss": …, "val_accuracy": …, …}`` (None where absent)."""
+    return {s.key: result.get(s.source) for s in SCORES}
+
+
+def lower_is_better(scores: dict, monitor: str) -> float | None:
+    """The monitored score of ``scores`` (``val_*`` keys) turned so that lower is better."""
+    v = scores.get(monitor)
+    if v is None:
+        return None
+    return -v if BY_KEY[monitor].higher_is_better else v
+
+
+def monitor_fits(monitor: str, task: str) -> bool:
+    """Whether ``--monitor`` names a score ``--task`` produces (multitask produces all)."""
+    need = BY_KEY[monitor].task
+    return need is None or task == "multitask" or need == task

@@ -1,0 +1,182 @@
+"""Trainer checkpoints: where a run is, so a killed run loses minutes, not hours.
+
+A checkpoint is ONE safetensors file in the run folder,
+``RUN/checkpoint.safetensors``: the tensors (model weights, optimiser
+moments, the best epoch's weights, the torch RNG state, metric arrays) and,
+in its string metadata, a JSON document with everything else (epoch, batches
+of that epoch already trained, optimiser step, history, early-stopping
+state, the cache key the run trained on). It is written under a temporary
+name and renamed, so a kill during the write leaves the previous checkpoint
+whole. Loading reads safetensors and JSON only: no pickle.
+
+What a checkpoint holds is a :class:`~.state.TrainState`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import UserError
+from ..events import Events
+from ..storage import join, read_bytes
+from .state import TrainState
+
+CHECKPOINT = "checkpoint.safetensors"
+FORMAT = 1
+
+
+# ---------------------------------------------------------------- flattening
+# Optimiser and metric states are nested dicts/lists of tensors, arrays and
+# scalars. Tensors and arrays go to the safetensors side under a path key and
+# leave a marker in the JSON side; everything else is JSON.
+
+def _flatten(obj: Any, path: str, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        # No copy: the checkpoint is written before training moves on.
+        tensors[path] = obj.detach().cpu().contiguous()
+        return {"__tensor__": path}
+    if isinstance(obj, np.ndarray):
+        tensors[path] = torch.from_numpy(np.ascontiguousarray(obj))
+        return {"__array__": path}
+    if isinstance(obj, dict):
+        # Tensors are named by their path (s/model/input.weight): readable with any safetensors tool.
+        return {"__dict__": [[_flatten(k, f"{path}/k{i}", tensors),
+                              _flatten(v, f"{path}/{k}" if isinstance(k, str) and "/" not in k else f"{path}/{i}",
+                                       tensors)]
+                             for i, (k, v) in enumerate(obj.items())]}
+    if isinstance(obj, (list, tuple)):
+        return {"__list__": [_flatten(v, f"{path}/{i}", tensors) for i, v in enumerate(obj)],
+                "tuple": isinstance(obj, tuple)}
+    if isinstance(obj, (np.integer, np.floating)):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot checkpoint a {type(obj).__name__}")
+
+
+def _unflatten(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return tensors[obj["__tensor__"]]
+        if "__array__" in obj:
+            return tensors[obj["__array__"]].numpy()
+        if "__dict__" in obj:
+            return {_unflatten(k, tensors): _unflatten(v, tensors) for k, v in obj["__dict__"]}
+        if "__list__" in obj:
+            items = [_unflatten(v, tensors) for v in obj["__list__"]]
+            return tuple(items) if obj.get("tuple") else items
+    return obj
+
+
+def pack(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], str]:
+    """A nested state → (tensors by path, JSON for the rest)."""
+    tensors: dict[str, torch.Tensor] = {}
+    doc = _flatten(state, "s", tensors)
+    return tensors, json.dumps({"format": FORMAT, "state": doc})
+
+
+def unpack(tensors: dict[str, torch.Tensor], meta: str) -> dict[str, Any]:
+    doc = json.loads(meta)
+    if doc.get("format") != FORMAT:
+        raise UserError(f"the checkpoint has format {doc.get('format')}, this version reads {FORMAT}",
+                        "finish the run with the version that started it, or start a new run")
+    return _unflatten(doc["state"], tensors)
+
+
+# ------------------------------------------------------------------ file I/O
+
+_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.int64: "I64",
+           torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def _write_safetensors(f: Any, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    """The safetensors layout, written tensor by tensor from the tensors' own
+    memory: no serialised copy of the whole checkpoint is ever built."""
+    header: dict[str, Any] = {"__metadata__": metadata}
+    offset = 0
+    for name, t in tensors.items():
+        if t.dtype not in _DTYPES:
+            raise TypeError(f"cannot checkpoint a {t.dtype} tensor ({name})")
+        n = t.numel() * t.element_size()
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    f.write(len(raw).to_bytes(8, "little"))
+    f.write(raw)
+    for t in tensors.values():
+        if t.numel():
+            f.write(memoryview(t.numpy()).cast("B"))
+
+
+def save_checkpoint(run: str, state: dict[str, Any], storage_options: dict | None = None) -> float:
+    """Write ``state`` as ``run/checkpoint.safetensors`` under a temporary name,
+    then rename it into place; return the seconds it took."""
+    import fsspec
+
+    t0 = time.monotonic()
+    tensors, meta = pack(state)
+    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with fs.open(tmp, "wb") as f:
+        _write_safetensors(f, tensors, {"lancetnic_flow": meta})
+        if "file" in fs.protocol:
+            f.flush()
+            os.fsync(f.fileno())   # the rename must not land before the data does
+    fs.mv(tmp, path)
+    return time.monotonic() - t0
+
+
+def load_checkpoint(run: str, storage_options: dict | None = None) -> dict[str, Any] | None:
+    """The state saved in ``run``, or None when the run has no checkpoint."""
+    import safetensors
+    import safetensors.torch
+
+    url = join(run, CHECKPOINT)
+    local = "://" not in run or run.startswith("file://")
+    try:
+        if local:
+            path = url.removeprefix("file://")
+            if not os.path.exists(path):
+                return None
+            with safetensors.safe_open(path, "pt") as f:   # memory-mapped: no second copy
+                meta_doc = (f.metadata() or {}).get("lancetnic_flow")
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+        else:
+            try:
+                data = read_bytes(url, storage_options or {})
+            except FileNotFoundError:
+                return None
+            tensors = safetensors.torch.load(data)
+            header_len = int.from_bytes(data[:8], "little")
+            meta_doc = json.loads(data[8:8 + header_len]).get("__metadata__", {}).get("lancetnic_flow")
+    except Exception as exc:
+        raise UserError(f"{url} is damaged ({exc})",
+                        "the run cannot continue from it; start a new run (cached shards are reused)") from None
+    if not meta_doc:
+        raise UserError(f"{url} is not a lancetnic_flow checkpoint")
+    return unpack(tensors, meta_doc)
+
+
+def remove_checkpoint(run: str, storage_options: dict | None = None) -> None:
+    """Drop the checkpoint once the run is saved: it holds optimiser moments, ~3× the model."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
+    try:
+        fs.rm(path)
+    except FileNotFoundError:
+        pass
+
+
+def write_checkpoint(run: str, state: TrainState, storage_options: dict, events: Events, reason: str) -> None:
+    """Write ``state`` as the run's checkpoint and tell the views (``reason``:
+    periodic, epoch or interrupt)."""
+    seconds = save_checkpoint(run, state.to_checkpoint(), storage_options)
+    events.emit("checkpoint", run=str(run), epoch=state.epoch + 1, batches=state.batches, reason=reason,
+                seconds=seconds)

@@ -1,0 +1,144 @@
+"""What the ranks exchange, and how they find each other.
+
+* :func:`rendezvous` — the ``torch.distributed`` store: rank 0 binds a port
+  the kernel picks and publishes it through a Dask Variable.
+* :func:`sync_gradients` — after each backward pass, every replica's
+  gradients become the mean over the ranks that had a batch: dense
+  gradients through one ``all_reduce``; the sparse first layer's used rows
+  through one ``all_gather`` of (row ids, row gradients) added by id — the
+  traffic is the rows used, never the vocabulary. The same all-reduce
+  carries rank 0's pause/stop flag, so agreeing on it costs no round trip.
+* States shipped between a rank and the trainer: tensors on the CPU, RNG states.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+RENDEZVOUS_SECONDS = 300   # how long ranks wait for each other to join
+
+
+def rendezvous(segment: str, address: str, world: int, rank: int) -> Any:
+    """The ranks' ``torch.distributed`` store. Rank 0's store takes a port the
+    kernel picks (no window in which another process can take it, as a port
+    found free and then bound later has) and tells the others through a Dask
+    Variable named ``segment``."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from distributed import Variable
+
+    wait = timedelta(seconds=RENDEZVOUS_SECONDS)
+    where = Variable(segment)
+    if rank == 0:
+        store = dist.TCPStore(address, 0, world, True, timeout=wait, wait_for_workers=False)
+        where.set(store.port)
+        return store
+    port = int(where.get(timeout=RENDEZVOUS_SECONDS))
+    return dist.TCPStore(address, port, world, False, timeout=wait)
+
+
+def worker_host() -> str:
+    from distributed import get_worker
+
+    return get_worker().address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def pin_interface(host: str) -> str | None:
+    """Make gloo and nccl use the network interface that carries ``host``
+    (this worker's Dask address); returns its name. Both otherwise pick their
+    own address by resolving the machine's hostname, which on many machines and
+    containers is 127.0.0.1 — and a rank on another machine cannot reach that.
+    ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` set by the user win."""
+    import psutil
+
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.address == host for a in addrs):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", name)
+            return name
+    return None
+
+
+def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: float = 0.0) -> tuple[int, int]:
+    """Make every replica's gradients the mean over the ranks that had a batch.
+
+    Returns (how many ranks had a batch — 0: the epoch is over everywhere —,
+    rank 0's ``flag``). Two collectives a step, whatever the model:
+
+    1. one ``all_reduce`` of the dense gradients with a tail of ``2 + world``
+       numbers: had-a-batch, rank 0's flag (pause for a checkpoint, or stop),
+       and in slot ``2 + r`` rank r's count of sparse rows used (the others
+       add zero), so agreeing on all of them costs no extra round trip;
+    2. one ``all_gather`` of each rank's used rows, padded to the largest
+       count: the row ids' bits and the row gradients' bits side by side in
+       one int32 matrix (a bit copy: nothing is rounded).
+    """
+    layer = model.input
+    device = layer.weight.device
+    world, rank = dist.get_world_size(), dist.get_rank()
+    row_wise = getattr(layer, "row_wise", False) and layer.training
+    used = grad = None
+    if row_wise and has_batch and layer.active is not None and layer.active[1].grad is not None:
+        used, grad = layer.active[0], layer.active[1].grad
+    tail = torch.zeros(2 + world, device=device)
+    tail[0], tail[1] = (1.0 if has_batch else 0.0), flag
+    tail[2 + rank] = 0 if used is None else len(used)
+    dense = [p for n, p in model.named_parameters() if not (row_wise and n == "input.weight")]
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in dense] + [tail])
+    dist.all_reduce(flat)
+    head = flat[-(2 + world):].tolist()
+    active, flag = int(round(head[0])), int(round(head[1]))
+    if active == 0:
+        return 0, flag
+    counts = [int(round(c)) for c in head[2:]]
+    flat = flat[:-(2 + world)] / active
+    offset = 0
+    for p in dense:
+        n = p.numel()
+        p.grad = flat[offset:offset + n].view_as(p).clone()
+        offset += n
+    if row_wise:
+        width = layer.weight.shape[1]
+        most = max(counts)
+        if most == 0:   # batches without a single token anywhere
+            layer.active = None
+            return active, flag
+        packed = torch.zeros(most, width + 2, dtype=torch.int32, device=device)
+        if used is not None and len(used):
+            packed[:len(used), :width] = grad.contiguous().view(torch.int32)
+            packed[:len(used), width:] = used.contiguous().view(torch.int32).view(len(used), 2)
+        gathered = [torch.empty_like(packed) for _ in range(world)]
+        dist.all_gather(gathered, packed)
+        rows_of = [g[:c] for g, c in zip(gathered, counts)]
+        grads = torch.cat([r[:, :width] for r in rows_of]).contiguous().view(torch.float32)
+        ids = torch.cat([r[:, width:] for r in rows_of]).contiguous().view(torch.int64).view(-1)
+        union, inverse = torch.unique(ids, return_inverse=True)
+        summed = torch.zeros(len(union), width, device=device).index_add_(0, inverse, grads) / active
+        rows = layer.weight.detach().index_select(0, union).requires_grad_()
+        rows.grad = summed
+        layer.active = (union, rows)
+    return active, flag
+
+
+def to_cpu(obj: Any) -> Any:
+    """A state (nested dicts/lists of tensors) with every tensor copied to the CPU, for shipping."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()   # a copy off a GPU; on the CPU the task has ended, nothing changes it
+    if isinstance(obj, dict):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(v) for v in obj)
+    return obj
+
+
+def rng_state(device: torch.device) -> list:
+    return [torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None]
+
+
+def set_rng_state(state: list, device: torch.device) -> None:
+    torch.set_rng_state(state[0])
+    if device.type == "cuda" and state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)

@@ -1,0 +1,273 @@
+"""The trainer's side of ``--ddp N``: place N ranks on N distinct Dask
+workers, run them in segments, write a checkpoint at each pause, restart a
+segment whose worker was lost, and relay the ranks' progress as events.
+
+Checkpoints: training runs in *segments*. When a checkpoint is due (by
+``--checkpoint-every``, at an epoch end, or because the trainer was asked to
+stop), every rank returns where it is and the trainer writes the usual
+checkpoint file, then starts the next segment from it. The trainer stays the
+only writer, so a checkpoint lands in the run folder wherever the workers
+run, and ``--resume`` starts the first segment from the file.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ...dataflow.cluster import workers_info
+from ...dataflow.plan import THRESHOLDS
+from ...errors import UserError
+from ...sizes import format_size
+from ..state import TrainState
+from .comm import worker_host
+from .rank import EVENT_TOPIC, RankJob, run_rank
+
+MAX_RESTARTS = 3   # segments restarted after a rank's worker left, per run
+
+
+def chosen_protocol(client: Any) -> str:
+    """The scheduler's comm protocol: "tcp", "tls", "inproc", …"""
+    return str(client.scheduler.address).split("://", 1)[0]
+
+
+def choose_device(client: Any, chosen: list[str], want: str) -> tuple[str, list[int]]:
+    """``--device`` for the ranks: ("cuda" or "cpu", each rank's index among
+    the ranks on its machine). CUDA needs a GPU of its own for every rank
+    (nccl refuses two ranks on one GPU); ``auto`` falls back to the CPU."""
+    hosts = [w.split("://", 1)[-1].rsplit(":", 1)[0] for w in chosen]
+    local = [hosts[:i].count(h) for i, h in enumerate(hosts)]
+    if want == "cpu":
+        return "cpu", local
+    gpus = client.run(cuda_devices, workers=chosen)
+    short = [w for w, h in zip(chosen, hosts) if gpus.get(w, 0) < hosts.count(h)]
+    if not short:
+        return "cuda", local
+    if want == "cuda":
+        worker = short[0]
+        raise UserError(f"--device cuda with --ddp {len(chosen)}: worker {worker} sees {gpus.get(worker, 0)} CUDA "
+                        f"device(s) for the {hosts.count(hosts[chosen.index(worker)])} rank(s) on its machine",
+                        "every rank needs a GPU of its own: start one worker per GPU, lower --ddp, "
+                        "or use --device cpu")
+    return "cpu", local
+
+
+def cuda_devices() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+class RankLost(Exception):
+    """A worker holding a rank left the cluster (killed, restarted by its nanny, lost)."""
+
+
+class RanksKeptFailing(RuntimeError):
+    """Workers holding ranks left more than ``MAX_RESTARTS`` times in one run."""
+
+
+def gone_workers(client: Any, chosen: list[str]) -> list[str]:
+    present = workers_info(client)
+    return [w for w in chosen if w not in present]
+
+
+def wait_for_ranks(client: Any, futures: list, chosen: list[str], stop: Any, stop_event: Any) -> list:
+    """Every rank's result. Meanwhile: a Ctrl-C in the trainer (``stop``)
+    becomes the ranks' stop event; a rank that fails, or a worker that leaves,
+    ends the wait at once instead of leaving the others blocked."""
+    from distributed import wait
+
+    asked, checked = False, time.monotonic()
+    while True:
+        try:
+            wait(futures, timeout=0.25)
+        except TimeoutError:
+            pass
+        failed = [f for f in futures if f.status in ("error", "cancelled")]
+        if failed:
+            # A rank whose peer died fails in a collective; the scheduler may
+            # take a moment to notice the dead worker itself.
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not gone_workers(client, chosen):
+                time.sleep(0.25)
+            gone = gone_workers(client, chosen)
+            if gone:
+                client.cancel(futures)
+                raise RankLost(gone[0])
+            return client.gather(failed)   # raises the rank's own error
+        if all(f.status == "finished" for f in futures):
+            return client.gather(futures)
+        if stop is not None and stop.requested and not asked:
+            stop_event.set()
+            asked = True
+        if time.monotonic() - checked < 2.0:
+            continue
+        checked = time.monotonic()
+        gone = gone_workers(client, chosen)
+        if gone:
+            client.cancel(futures)
+            raise RankLost(gone[0])
+
+
+def forget_segment(client: Any, segment: str) -> None:
+    """Drop a finished segment's rendezvous Variable from the scheduler."""
+    from distributed import Variable
+
+    with contextlib.suppress(Exception):
+        Variable(segment, client=client).delete()
+
+
+def preflight(client: Any, world: int, rank_bytes: int) -> list[str]:
+    """The workers the ranks go to (the first ``world`` by address); refuses,
+    before anything runs, too few workers or one whose memory limit cannot
+    hold a rank (its nanny would kill it over and over)."""
+    info = workers_info(client)
+    if len(info) < world:
+        raise UserError(f"--ddp {world} needs {world} Dask workers, the cluster has {len(info)}",
+                        f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp")
+    chosen = sorted(info)[:world]
+    for w in chosen:
+        limit = info.get(w, {}).get("memory_limit") or 0
+        if limit and rank_bytes > limit * THRESHOLDS["terminate"]:
+            raise UserError(f"--ddp: a rank needs about {format_size(rank_bytes)} (a worker process with torch, "
+                            f"the model, its optimiser moments and the shuffle buffer); worker {w} has a "
+                            f"{format_size(limit)} memory limit",
+                            "give the workers more memory (--memory-budget with fewer --workers, or "
+                            "`dask worker --memory-limit`), or lower --max-features, --hidden or --shuffle-buffer")
+    return chosen
+
+
+@dataclass
+class RanksDone:
+    """What the ranks trained: rank 0's final weights (the best epoch's), its
+    history and best epoch, and how the run went on the workers."""
+
+    weights: dict
+    history: list
+    confusions: list
+    best: dict | None
+    last_val: dict
+    info: dict       # ranks, backend, device, workers, steps, replica_digests, rank_seconds
+
+
+class RankDriver:
+    """Runs ``job.world`` ranks in segments until the run is done."""
+
+    def __init__(self, client: Any, job: RankJob, events: Any, *, rank_bytes: int = 0, device: str = "cpu",
+                 stop: Any = None):
+        from distributed import Event
+
+        self.client, self.job, self.events, self.rank_bytes, self.device, self.stop = (
+            client, job, events, rank_bytes, device, stop)
+        self.stop_name = f"lancetnic-flow-stop-{uuid.uuid4().hex}"
+        self.stop_event = Event(self.stop_name, client=client)
+        self.clocks: list[dict] = [{} for _ in range(job.world)]   # per rank, summed over segments
+        self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
+        self.restarts = 0
+
+    def place(self) -> None:
+        """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
+        world = self.job.world
+        self.chosen = preflight(self.client, world, self.rank_bytes)
+        kind, local = choose_device(self.client, self.chosen, self.device)
+        host = self.client.submit(worker_host, workers=[self.chosen[0]], pure=False).result()
+        self.job = dataclasses.replace(self.job, address=host, device=kind, local_ranks=local,
+                                       backend="nccl" if kind == "cuda" else "gloo", stop_event=self.stop_name)
+        self.events.emit("ddp", ranks=world, workers=self.chosen, backend=self.job.backend, device=kind)
+
+    def relay(self, event: tuple) -> None:
+        """A rank's event, re-emitted here: epoch records as ``epoch``, the rest as ``rank``."""
+        _, msg = event
+        key = (msg.pop("segment"), msg["rank"])
+        self.received[key] = self.received.get(key, 0) + 1
+        if msg.pop("kind") == "epoch":
+            self.events.emit("epoch", **msg["record"])
+        else:
+            self.events.emit("rank", **msg)
+
+    def segment(self, start: TrainState | None) -> list[dict] | None:
+        """Run one segment from ``start``; every rank's result, or None when a
+        rank's worker was lost (the segment must run again)."""
+        client, job = self.client, self.job
+        segment = f"lancetnic-flow-ddp-{uuid.uuid4().hex}"   # a fresh rendezvous each segment
+        seg = dataclasses.replace(job, segment=segment)
+        # The start state (weights, optimiser moments) goes to the ranks' workers once, not through the scheduler.
+        shipped = client.scatter(start, workers=self.chosen, broadcast=True, hash=False) if start else None
+        futures = [client.submit(run_rank, r, seg, shipped, workers=[w], allow_other_workers=False, pure=False,
+                                 key=f"{segment}-rank-{r}") for r, w in enumerate(self.chosen)]
+        try:
+            results = wait_for_ranks(client, futures, self.chosen, self.stop, self.stop_event)
+        except RankLost as lost:
+            self._lost(lost, start)
+            return None
+        finally:
+            del futures, shipped
+            forget_segment(client, segment)
+        # A rank's events travel through the scheduler, its result straight
+        # back: let the last progress and epoch events arrive before going on.
+        deadline = time.monotonic() + 10
+        while (any(self.received.get((segment, r), 0) < res["events"] for r, res in enumerate(results))
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        for r, c in zip(results, self.clocks):
+            for k, v in r["clock"].items():
+                c[k] = c.get(k, 0.0) + v
+        self.digests = [r["digest"] for r in results]
+        if len(set(self.digests)) != 1:
+            raise RuntimeError(f"the --ddp replicas diverged (weight digests {self.digests})")
+        return results
+
+    def _lost(self, lost: "RankLost", start: TrainState | None) -> None:
+        """The segment is lost, not the run: it starts again from where it began
+        (the last checkpoint, or the run's start) on the workers there are now."""
+        self.restarts += 1
+        if self.restarts > MAX_RESTARTS:
+            raise RanksKeptFailing(f"worker {lost} left the cluster during --ddp training, the "
+                                   f"{MAX_RESTARTS + 1}th time a rank's worker was lost in this run") from None
+        where = f"epoch {start.epoch + 1}, step {start.batches}" if start is not None else "the start of training"
+        self.events.emit("warning", message=f"worker {lost} left during --ddp training; restarting the ranks from "
+                                            f"{where}")
+        self.client.wait_for_workers(self.job.world, timeout=120)
+        self.place()
+
+    def run(self, start: TrainState | None, on_pause: Callable[[str, TrainState], None] | None) -> RanksDone:
+        """Segments until the ranks are done; ``on_pause`` writes each pause's
+        checkpoint (it may raise to end the run)."""
+        if chosen_protocol(self.client) == "tls":
+            self.events.emit("warning", message="--ddp on a TLS cluster: Dask's messages are encrypted, the ranks' "
+                                                "torch.distributed gradient exchange is not (gloo and nccl speak "
+                                                "plain TCP); use --ddp where the network between the workers is "
+                                                "trusted")
+        self.place()
+        self.client.subscribe_topic(EVENT_TOPIC, self.relay)
+        finished = False
+        try:
+            while True:
+                results = self.segment(start)
+                if results is None:
+                    continue
+                head, reason = results[0], results[0]["reason"]
+                if reason == "done":
+                    break
+                start = dataclasses.replace(head["state"], ddp={"ranks": self.job.world,
+                                                                "rng": [r["rng"] for r in results]})
+                del results, head
+                if on_pause is not None:
+                    on_pause(reason, start)   # writes the checkpoint; raises when the trainer was asked to stop
+            finished = True
+        finally:
+            self.client.unsubscribe_topic(EVENT_TOPIC)
+            if finished:
+                self.stop_event.clear()
+            else:
+                # The trainer is leaving (an error, a second Ctrl-C): ranks still
+                # running on a cluster that outlives it stop at their next step.
+                with contextlib.suppress(Exception):   # the scheduler may be what failed
+                    self.stop_event.set()
+        return RanksDone(head["weights"], head["history"], head["confusions"], head["best"], head["last_val"],
+                         info={"ranks": self.job.world, "backend": self.job.backend, "device": self.job.device,
+                               "workers": self.chosen, "steps": head["steps"], "replica_digests": self.digests,
+                               "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks]})

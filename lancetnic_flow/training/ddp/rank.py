@@ -1,0 +1,312 @@
+"""One ``--ddp`` rank, running as a long task on a Dask worker.
+
+Every rank holds a replica of the model and streams a disjoint, seeded share
+of the cached shards (:func:`share`); each step is the shared training step
+(:mod:`..step`) with the gradient exchange (:func:`.comm.sync_gradients`)
+between the backward pass and the update, so the replicas stay equal without
+broadcasting weights. Ranks run out of data at different steps; a rank
+without a batch contributes nothing, and the epoch ends when no rank has one.
+Rank 0 evaluates on the validation shards and reports progress to the
+trainer as Dask worker events (topic ``EVENT_TOPIC``).
+
+A segment of training ends when the run ends, when a checkpoint is due, or
+when the trainer asks to stop: every rank then returns where it is (a
+:class:`TrainState` on rank 0; its RNG state and a weight digest on every rank).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ...config import CheckpointEvery, TrainingConfig
+from ...models.tasks import TaskMetrics
+from ..state import TrainState
+from .comm import pin_interface, rendezvous, rng_state, set_rng_state, sync_gradients, to_cpu, worker_host
+
+EVENT_TOPIC = "lancetnic-flow-rank"
+PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
+
+
+@dataclass
+class RankJob:
+    """What every rank needs; plain data, shipped to the workers by Dask."""
+
+    world: int
+    training: TrainingConfig  # epochs, the global batch size (each rank takes batch_size / world rows a step), lr, …
+    net: str                  # model.json's "net" and "kwargs": the model every rank builds
+    model_kwargs: dict
+    task: dict                # Task(**task)
+    train_shards: list        # ShardInfo, all of them: each rank takes its share
+    val_shards: list
+    cache_options: dict
+    every: CheckpointEvery    # pause for a checkpoint every N steps or T seconds (rank 0's clock) …
+    address: str = ""         # rank 0's host: its rendezvous store listens there
+    segment: str = ""         # names this segment's rendezvous (a Dask Variable holding the store's port)
+    backend: str = "gloo"
+    device: str = "cpu"                       # "cuda": each rank on a GPU of its own (nccl)
+    local_ranks: list = field(default_factory=list)   # each rank's index among the ranks on its machine
+    stop_event: str | None = None             # a distributed.Event the trainer sets on Ctrl-C
+
+    @property
+    def checkpoint_epochs(self) -> bool:
+        """… and at each epoch end but the last, when periodic checkpoints are on."""
+        return bool(self.every.batches or self.every.seconds)
+
+
+def share(shards: list, rank: int, world: int, seed: int, epoch: int) -> list:
+    """Rank ``rank``'s shards in ``epoch``: partitions dealt in the epoch's
+    seeded order, each to the rank with the fewest rows so far, so shares are
+    disjoint, cover everything, and hold nearly equal rows."""
+    from ...dataflow.stream import epoch_order
+
+    by_part: dict[int, list] = {}
+    for s in shards:
+        by_part.setdefault(s.partition, []).append(s)
+    keys = sorted(by_part)
+    load = [0] * world
+    mine: list = []
+    for i in epoch_order(len(keys), seed, epoch):
+        part = sorted(by_part[keys[i]], key=lambda s: s.chunk)
+        r = min(range(world), key=lambda j: (load[j], j))
+        load[r] += sum(s.rows for s in part)
+        if r == rank:
+            mine += part
+    return mine
+
+
+def steps_in(shards: list, world: int, seed: int, epoch: int, batch_size: int) -> int:
+    """Optimiser steps in ``epoch``: the largest share's batches (every rank steps together)."""
+    return max(-(-sum(s.rows for s in share(shards, r, world, seed, epoch)) // batch_size) for r in range(world))
+
+
+def rank_device(job: RankJob, rank: int) -> torch.device:
+    """The device rank ``rank`` trains on: its own GPU (the ``local_ranks``-th
+    one of its machine, as torchrun's LOCAL_RANK), or the CPU."""
+    if job.device != "cuda":
+        return torch.device("cpu")
+    return torch.device("cuda", job.local_ranks[rank] % torch.cuda.device_count())
+
+
+def run_rank(rank: int, job: RankJob, start: TrainState | None = None) -> dict:
+    """One rank of one segment: join the group, train on this rank's share
+    from ``start`` until the run ends, a checkpoint is due or the trainer asks
+    to stop; return where it is."""
+    import torch.distributed as dist
+
+    device = rank_device(job, rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    torch.set_num_threads(job.training.threads or 1)
+    pin_interface(worker_host())
+    dist.init_process_group(job.backend, store=rendezvous(job.segment, job.address, job.world, rank), rank=rank,
+                            world_size=job.world)
+    try:
+        return RankRun(rank, job, start or TrainState(), device, dist).run()
+    finally:
+        dist.destroy_process_group()
+
+
+class RankRun:
+    """The state of one rank in one segment, and its epochs."""
+
+    def __init__(self, rank: int, job: RankJob, start: TrainState, device: torch.device, dist: Any):
+        from distributed import Event, get_worker
+
+        self.rank, self.job, self.tc, self.start, self.device, self.dist = rank, job, job.training, start, device, dist
+        self.worker = get_worker()
+        self._build(start)
+        # The global batch is --batch-size, as in a single-process run, so the
+        # same learning rate and schedule apply; each rank takes its part.
+        self.rank_batch = max(1, self.tc.batch_size // job.world)
+        from ..step import lr_schedule
+
+        total = sum(steps_in(job.train_shards, job.world, self.tc.seed, e, self.rank_batch)
+                    for e in range(self.tc.epochs))
+        self.schedule = lr_schedule(self.tc.lr_schedule, self.tc.lr, max(1, total))
+        self.state = TrainState(step=start.step, stale=start.stale, best=start.best, history=list(start.history),
+                                confusions=list(start.confusions))
+        self.stop_event = Event(job.stop_event) if job.stop_event and rank == 0 else None
+        # Where a rank's time goes: reading batches, its own forward/backward/step, the gradient exchange.
+        self.clock = {"data": 0.0, "compute": 0.0, "exchange": 0.0}
+        self.polled, self.sent = 0.0, 0   # events this rank sent in this segment: the trainer waits for all
+        self._last_val: dict = {}
+
+    def _build(self, start: TrainState) -> None:
+        from ...dataflow.shards import load_shard
+        from ...models import build_model
+        from ...models.tasks import Task
+        from .. import optim
+
+        torch.manual_seed(self.tc.seed)   # the same initial weights on every rank
+        self.model = build_model(self.job.net, **self.job.model_kwargs).to(self.device)
+        self.opts = optim.make_optimizers(self.model, self.tc.optimizer, self.tc.lr)
+        torch.manual_seed(self.tc.seed * 1000 + self.rank)   # but each rank its own dropout
+        if start.model is None and start.step:
+            # Never train on from fresh weights in the middle of a run.
+            raise RuntimeError(f"rank {self.rank} was given the state of step {start.step} without its weights")
+        if start.model is not None:
+            self.model.load_state_dict(start.model)
+            for o, st in zip(self.opts, start.optimizers or []):
+                o.load_state_dict(st)
+            set_rng_state(start.ddp["rng"][self.rank], self.device)
+            # The shipped copy is this worker's data for as long as the task runs: drop its
+            # tensors now, so the worker holds one model and one set of moments, not two.
+            start.model = start.optimizers = None
+        weights = self.job.task.get("class_weights")
+        self.task = Task(**{**self.job.task, "class_weights": None if weights is None else weights.to(self.device)},
+                         device=self.device)
+        self.load = lambda info: load_shard(info, self.job.cache_options)
+
+    # ---- talking to the trainer
+    def stop_asked(self) -> bool:
+        """Rank 0 asks the scheduler at most twice a second whether the trainer wants to stop."""
+        if self.stop_event is None or time.monotonic() - self.polled < 0.5:
+            return False
+        self.polled = time.monotonic()
+        return self.stop_event.is_set()
+
+    def report(self, kind: str, **data: Any) -> None:
+        self.sent += 1
+        self.worker.log_event(EVENT_TOPIC, {"kind": kind, "rank": self.rank, "world": self.job.world,
+                                            "segment": self.job.segment, "worker": self.worker.address, **data})
+
+    def digest(self) -> float:
+        # The replicas must have stayed equal: the trainer compares these.
+        return float(sum(p.detach().double().abs().sum().item() for p in self.model.parameters()))
+
+    def pause(self, reason: str, epoch: int, batches: int, rows: int, train_m: TaskMetrics | None) -> dict:
+        """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
+        s = self.state
+        out = {"reason": reason, "rng": to_cpu(rng_state(self.device)), "step": s.step, "digest": self.digest(),
+               "clock": self.clock, "events": self.sent}
+        if self.rank == 0:
+            out["state"] = TrainState(
+                epoch=epoch, batches=batches, rows=rows, step=s.step, stale=s.stale, history=s.history,
+                confusions=s.confusions, best=to_cpu(s.best),
+                train_metrics=train_m.state() if train_m is not None else None,
+                model=to_cpu(self.model.state_dict()), optimizers=to_cpu([o.state_dict() for o in self.opts]))
+        return out
+
+    # ---- training
+    def run(self) -> dict:
+        for epoch in range(self.start.epoch, self.tc.epochs):
+            paused = self._epoch(epoch)
+            if paused is not None:
+                return paused
+            early, asked = self._end_epoch(epoch)
+            if early:
+                break
+            if epoch + 1 < self.tc.epochs and (asked or self.job.checkpoint_epochs):
+                return self.pause("interrupt" if asked else "epoch", epoch + 1, 0, 0, None)
+        out = {"reason": "done", "digest": self.digest(), "steps": self.state.step, "rng": None,
+               "clock": self.clock, "events": self.sent}
+        if self.rank == 0:
+            s = self.state
+            weights = s.best.pop("state") if s.best is not None else self.model.state_dict()
+            out.update(weights=to_cpu(weights), history=s.history, confusions=s.confusions, best=to_cpu(s.best),
+                       last_val=self._last_val)
+        return out
+
+    def _stream(self, epoch: int):
+        from ...dataflow.stream import BatchStream
+
+        job, tc = self.job, self.tc
+        mine = share(job.train_shards, self.rank, job.world, tc.seed, epoch)
+        return iter(BatchStream(lambda: (self.load(s) for s in mine), batch_size=self.rank_batch,
+                                shuffle_buffer=tc.shuffle_buffer, seed=tc.seed * 1000 + self.rank, epoch=epoch))
+
+    def _flag(self, done: int, since_batches: int, since_t: float) -> int:
+        """Rank 0's word to every rank this step: go on, pause for a checkpoint, or stop."""
+        if self.rank != 0:
+            return 0
+        if self.stop_asked():
+            return PAUSE_STOP
+        return PAUSE_CHECKPOINT if self.job.every.due(done + 1 - since_batches, time.monotonic() - since_t) else 0
+
+    def _epoch(self, epoch: int) -> dict | None:
+        """Train one epoch of steps; a pause's result if a checkpoint is due or a stop was asked."""
+        from .. import optim
+        from .. import step as steps
+
+        stream = self._stream(epoch)
+        train_m = self.task.new_metrics()
+        clock = steps.EpochClock()
+        done = self.start.batches if epoch == self.start.epoch else 0   # steps of this epoch already trained
+        for _ in range(done):
+            next(stream, None)   # the stream is a pure function of seed and epoch: replay, don't retrain
+        if done and self.rank == 0:
+            clock.rows = self.start.rows
+            train_m.load_state(self.start.train_metrics)
+        since_batches, since_t, last = done, time.monotonic(), 0.0
+        while True:
+            tick = time.perf_counter()
+            batch = next(stream, None)
+            self.clock["data"] += time.perf_counter() - tick
+            tick = time.perf_counter()
+            if batch is not None:
+                out, loss = steps.backward(self.model, self.task, self.opts, batch, self.device)
+            else:
+                optim.zero_grad(self.opts)
+                self.model.input.active = None
+            flag = self._flag(done, since_batches, since_t)
+            self.clock["compute"] += time.perf_counter() - tick
+            tick = time.perf_counter()
+            active, flag = sync_gradients(self.model, batch is not None, self.dist, flag)
+            self.clock["exchange"] += time.perf_counter() - tick
+            if not active:
+                break
+            tick = time.perf_counter()
+            steps.update(self.opts, self.model, self.schedule(self.state.step), self.tc.clip_grad)
+            self.clock["compute"] += time.perf_counter() - tick
+            self.state.step += 1
+            done += 1
+            if batch is not None:
+                clock.rows += len(batch)
+                steps.count(train_m, out, batch, loss)
+                if time.monotonic() - last >= 0.5:
+                    self._progress(epoch, clock, loss=loss.item())
+                    last = time.monotonic()
+            if flag:
+                self._progress(epoch, clock, loss=train_m.result().get("loss"))
+                return self.pause("interrupt" if flag == PAUSE_STOP else "periodic", epoch, done, clock.rows, train_m)
+        clock.stop()
+        self._progress(epoch, clock, loss=train_m.result().get("loss"), done=True)
+        self._train_m, self._epoch_clock = train_m, clock
+        return None
+
+    def _progress(self, epoch: int, clock: Any, **data: Any) -> None:
+        self.report("progress", epoch=epoch + 1, epochs=self.tc.epochs, rows=clock.rows, rows_per_s=clock.rate(),
+                    **data)
+
+    def _end_epoch(self, epoch: int) -> tuple[bool, bool]:
+        """Rank 0 evaluates and keeps the best weights; every rank learns
+        whether to stop early and whether the trainer asked to stop."""
+        from .. import step as steps
+
+        stop = torch.zeros(2, device=self.device)   # [early stop, the trainer asked to stop]
+        if self.rank == 0:
+            s, job = self.state, self.job
+            val_m = (steps.evaluate_blocks(self.model, _prefetched(self.load, job.val_shards), self.task, self.device)
+                     if job.val_shards else None)
+            val = val_m.result() if val_m is not None else {}
+            record = steps.epoch_record(epoch + 1, self._train_m, val, self._epoch_clock, self.schedule(s.step))
+            s.history.append(record)
+            s.confusions.append(val.get("confusion"))
+            self._last_val = val
+            self.report("epoch", record=record)
+            s.best, s.stale = steps.keep_best(s.best, s.stale, val, val_m, self.model, epoch + 1, self.tc.monitor)
+            if self.tc.early_stopping and s.stale >= self.tc.early_stopping:
+                stop[0] = 1.0
+            self.polled = 0.0
+            stop[1] = 1.0 if self.stop_asked() else 0.0
+        self.dist.broadcast(stop, 0)   # every rank stops together
+        return bool(stop[0].item()), bool(stop[1].item())
+
+
+def _prefetched(load: Any, shards: list):
+    from ...dataflow.stream import prefetch
+
+    return prefetch(load(s) for s in shards)

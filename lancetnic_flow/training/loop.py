@@ -1,0 +1,120 @@
+"""The single-process training loop: epochs of batches from the shard feed,
+one :mod:`.step` per batch, validation and the epoch record after each.
+
+Epoch 1 overlaps featurisation with training (the feed hands over shards as
+the workers write them); later epochs read the cache. A checkpoint is
+written every ``--checkpoint-every``, at each epoch's end when periodic
+checkpoints are on, and on Ctrl-C (then the run stops).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..allocator import trim_allocator
+from ..config import CheckpointEvery, TrainingConfig
+from ..dataflow.feed import ShardFeed
+from ..dataflow.stream import BatchStream
+from ..events import Events
+from ..models.tasks import Task, TaskMetrics
+from . import step as steps
+from .state import TrainState
+from .stop import StopRequest, TrainingInterrupted
+
+
+@dataclass
+class Trainee:
+    """What the loop trains, and with what."""
+
+    model: torch.nn.Module
+    task: Task
+    opts: list
+    device: torch.device
+    schedule: Callable[[int], float]
+
+
+class EpochLoop:
+    def __init__(self, trainee: Trainee, feed: ShardFeed, tc: TrainingConfig, events: Events,
+                 checkpoint: Callable[[TrainState, str], None], run: str):
+        self.t, self.feed, self.tc, self.events = trainee, feed, tc, events
+        self.checkpoint, self.run = checkpoint, run
+
+    def run_epochs(self, state: TrainState, stop: StopRequest, every: CheckpointEvery) -> dict:
+        """Train from ``state`` (updated in place) to the last epoch or an early
+        stop; returns the last epoch's validation metrics."""
+        start_epoch, skip = state.epoch, state.batches
+        val: dict = {}
+        for epoch in range(start_epoch, self.tc.epochs):
+            train_m, clock = self._train_epoch(state, epoch, skip if epoch == start_epoch else 0, stop, every)
+            val = self._validate(state, epoch, train_m, clock)
+            if self.tc.early_stopping and state.stale >= self.tc.early_stopping:
+                self.events.emit("early_stop", epoch=epoch + 1, best_epoch=state.best["epoch"],
+                                 monitor=self.tc.monitor)
+                break
+            if epoch + 1 < self.tc.epochs and (every.batches or every.seconds or stop.requested):
+                self._save(state, epoch + 1, 0, 0, None, "interrupt" if stop.requested else "epoch")
+                if stop.requested:
+                    raise TrainingInterrupted(self.run, epoch + 2, 0)
+        return val
+
+    def _train_epoch(self, state: TrainState, epoch: int, skip: int, stop: StopRequest,
+                     every: CheckpointEvery) -> tuple[TaskMetrics, steps.EpochClock]:
+        t, tc = self.t, self.tc
+        blocks, source = self.feed.train_blocks(epoch)
+        stream = BatchStream(blocks, batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer, seed=tc.seed,
+                             epoch=epoch)
+        self.events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=state.total_rows,
+                         source=source, monitor=tc.monitor)
+        train_m = t.task.new_metrics()
+        clock = steps.EpochClock()
+        if skip:
+            clock.rows = state.rows
+            train_m.load_state(state.train_metrics)
+        last_ckpt, last_ckpt_t = skip, time.monotonic()
+        for i, batch in enumerate(stream):
+            if i < skip:
+                continue   # trained before the checkpoint: the stream is replayed, not retrained
+            out, loss = steps.backward(t.model, t.task, t.opts, batch, t.device)
+            steps.update(t.opts, t.model, t.schedule(state.step), tc.clip_grad)
+            state.step += 1
+            clock.rows += len(batch)
+            steps.count(train_m, out, batch, loss)
+            self.events.emit("batch", epoch=epoch + 1, rows=clock.rows, total_rows=state.total_rows,
+                             loss=loss.item(), tokens=int(batch.offsets[-1]))
+            if stop.requested or every.due(i + 1 - last_ckpt, time.monotonic() - last_ckpt_t):
+                self._save(state, epoch, i + 1, clock.rows, train_m, "interrupt" if stop.requested else "periodic")
+                if stop.requested:
+                    raise TrainingInterrupted(self.run, epoch + 1, i + 1)
+                last_ckpt, last_ckpt_t = i + 1, time.monotonic()
+        clock.stop()
+        state.total_rows = self.feed.total_rows()
+        return train_m, clock
+
+    def _validate(self, state: TrainState, epoch: int, train_m: TaskMetrics, clock: steps.EpochClock) -> dict:
+        t = self.t
+        self.events.emit("stage", stage="evaluating", epoch=epoch + 1, epochs=self.tc.epochs)
+        val_m = steps.evaluate_blocks(t.model, self.feed.val_blocks(), t.task, t.device) if self.feed.has_val() \
+            else None
+        val = val_m.result() if val_m is not None else {}
+        record = steps.epoch_record(epoch + 1, train_m, val, clock, t.schedule(state.step))
+        state.history.append(record)
+        state.confusions.append(val.get("confusion"))
+        self.events.emit("epoch", **record)
+        trim_allocator()
+        state.best, state.stale = steps.keep_best(state.best, state.stale, val, val_m, t.model, epoch + 1,
+                                                  self.tc.monitor)
+        return val
+
+    def _save(self, state: TrainState, epoch: int, batches: int, rows: int, train_m: TaskMetrics | None,
+              reason: str) -> None:
+        """Checkpoint: continue at batch ``batches`` of ``epoch`` (0-based)."""
+        t = self.t
+        self.checkpoint(dataclasses.replace(
+            state, epoch=epoch, batches=batches, rows=rows,
+            train_metrics=train_m.state() if train_m is not None else None,
+            model=t.model.state_dict(), optimizers=[o.state_dict() for o in t.opts], rng=torch.get_rng_state()),
+            reason)

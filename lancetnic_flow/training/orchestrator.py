@@ -1,0 +1,394 @@
+"""The training run, top to bottom, as named stages:
+
+    plan → cluster → fit → model → epochs → save
+
+``train(config)`` runs them in order; each stage is a method of
+:class:`Training` with one job, and each calls into the module that owns the
+work (the memory plan, the fit pass, the shard feed, the loop or the ranks,
+the run folder). Epoch 1 overlaps featurisation with training; later epochs,
+and later runs on the same data and options, read the shards from the cache.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from ..config import CheckpointEvery, TrainConfig
+from ..data.checks import plan_training_sources, training_columns
+from ..data.sources import Columns
+from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
+from ..dataflow.feed import FeedSpec, ShardFeed
+from ..dataflow.manifest import entry_key, read_features, write_features
+from ..dataflow.monitor import MemoryMonitor
+from ..dataflow.plan import TRAINER_BASE, plan_memory
+from ..errors import UserError
+from ..events import NULL_EVENTS, Events
+from ..features.fit import fit_features
+from ..features.vectorize import FittedFeatures
+from ..models import create_model
+from ..models.tasks import Task
+from ..registry import MODELS
+from ..runs.folder import RunFolder, new_run_dir, save_run, write_json
+from ..runs.plots import write_plots
+from ..scores import val_scores
+from ..sizes import format_size
+from ..storage import join, options_for
+from . import optim
+from .checkpoints import load_checkpoint, remove_checkpoint, write_checkpoint
+from .loop import EpochLoop, Trainee
+from .state import TrainState
+from .step import lr_schedule
+from .stop import StopRequest, TrainingInterrupted
+
+ROW_BYTES_ESTIMATE = 2048  # a buffered row: ~200 non-zeros × (4 + 4) bytes + slack
+
+
+@dataclass
+class TrainResult:
+    run: str
+    metrics: dict
+
+
+def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = 2) -> int:
+    """Weights, optimiser moments, the best epoch's copy and gradients, in bytes."""
+    f = cfg.features
+    if dim is None:
+        dim = f.buckets if f.mode == "hashing" else (f.max_features or 1_000_000) + 2
+    seq = MODELS[cfg.model.name].net == "SequenceNet"
+    width = cfg.model.embed if seq else (cfg.model.hidden if cfg.model.layers > 0 else classes + 1)
+    h = cfg.model.hidden
+    params = dim * width + max(cfg.model.layers, 1) * (8 * h * h if seq else h * h) + h * (classes + 1)
+    return int(params * 4 * 4.2)
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: this machine has no CUDA device torch can use",
+                        "use --device cpu, or --device auto to take CUDA when present")
+    return torch.device(name)
+
+
+def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) -> Task:
+    """The task to train, with its classes (checked) and class weights."""
+    tc = cfg.training
+    task = Task(tc.task, classes=len(features.labels), class_loss=tc.class_loss, value_loss=tc.value_loss,
+                loss_weights=tuple(tc.loss_weights), target=features.target or (0.0, 1.0), seed=tc.seed,
+                device=device)
+    if task.classifies:
+        if task.classes < 2:
+            raise UserError(f"found {task.classes} label value(s) ({', '.join(features.labels)}); "
+                            "classification needs at least 2", "check --label, or use --task regress")
+        if tc.class_loss == "bce" and task.classes != 2:
+            raise UserError(f"--class-loss bce needs exactly 2 classes, the data has {task.classes}",
+                            "use --class-loss cross_entropy")
+        if tc.class_weights == "balanced":
+            counts = np.asarray(features.label_counts, np.float64)
+            task.class_weights = torch.tensor(counts.sum() / (len(counts) * counts), dtype=torch.float32,
+                                              device=device)
+    return task
+
+
+def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures) -> None:
+    """Refuse a fit that left nothing to train on, naming what to check."""
+    data = ", ".join(cfg.data.train)
+    if features.docs == 0:
+        raise UserError(f"no training rows in {data}",
+                        "the input holds a header only, or every row was skipped (malformed, empty "
+                        "text, missing label); check the file and --format")
+    if columns.label and not features.labels:
+        raise UserError(f"no labelled training rows in {data}",
+                        f"check --label {cfg.data.label!r} and that rows have a value in it")
+    if columns.target and features.target is None:
+        raise UserError(f"no numeric values in target column {cfg.data.target!r}",
+                        "check --target; rows with a missing or non-numeric target are skipped")
+    if cfg.features.mode != "hashing" and features.dim == 0:
+        raise UserError("the vocabulary is empty after pruning",
+                        "lower --min-df, raise --max-df, or check the --text column")
+
+
+def sum_rows(results: list) -> dict:
+    """Row accounting over partition results: read, trained, validated, skipped by reason."""
+    skipped: dict[str, int] = {}
+    for r in results:
+        for k, v in r.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    return {"read": sum(r.rows_read for r in results), "trained": sum(r.train_rows for r in results),
+            "validated": sum(r.val_rows for r in results), "skipped": skipped}
+
+
+class Training:
+    """One training run; its stages, in the order :func:`train` calls them."""
+
+    def __init__(self, cfg: TrainConfig, events: Events, resume: str | None):
+        cfg.validate()
+        self.cfg, self.events, self.resume = cfg, events, resume
+        self.tc = cfg.training
+        self.every = CheckpointEvery.parse(self.tc.checkpoint_every)
+        self.t0, self.stage_seconds = time.monotonic(), {}
+        torch.manual_seed(self.tc.seed)
+        # With --ddp the ranks pick their own device on their workers; the trainer only keeps the result.
+        self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
+        self.out_so = options_for(cfg.output.out, cfg.data.storage_options, like=cfg.data.train[0])
+        self.saved = self._load_checkpoint() if resume else None
+        self.columns = training_columns(cfg)
+        self.model_bytes = estimate_model_bytes(cfg)
+        self.shuffle_bytes = self.tc.shuffle_buffer * ROW_BYTES_ESTIMATE
+
+    def _load_checkpoint(self) -> TrainState:
+        saved = load_checkpoint(self.resume, self.out_so)
+        if saved is None:
+            raise UserError(f"{self.resume} has no checkpoint to resume from",
+                            "a checkpoint is written every --checkpoint-every, at the end of each epoch and on "
+                            "Ctrl-C; a finished run has none (it was removed once the model was saved)")
+        return TrainState.from_checkpoint(saved)
+
+    # ---- plan
+    def plan(self, external: bool) -> None:
+        """The memory plan; with a local cluster, the inputs planned and checked before it starts."""
+        c = self.cfg.cluster
+        self.events.emit("stage", stage="planning")
+        self.memory = plan_memory(c.memory_budget, workers=c.workers, threads=c.threads, model_bytes=self.model_bytes,
+                                  shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize)
+        self.external = external or bool(scheduler_address(c.scheduler))
+        # Bad paths and columns fail before a cluster starts, where we can.
+        self.sources = None if self.external else self._plan_sources()
+
+    def _plan_sources(self) -> tuple:
+        """Partitions of the training (and validation) data, columns checked; the planner's warnings emitted."""
+        plan = self.memory
+        train_src, val_src = plan_training_sources(self.cfg, plan.partition, threads=plan.workers * plan.threads)
+        for w in train_src.warnings + (val_src.warnings if val_src else []):
+            self.events.emit("warning", message=w)
+        return train_src, val_src
+
+    # ---- cluster
+    @contextlib.contextmanager
+    def cluster(self, client: Any = None) -> Iterator[Any]:
+        """The Dask client: ``client`` as given, an existing scheduler's, or a LocalCluster's."""
+        ts = time.monotonic()
+        cm = contextlib.nullcontext(client) if client is not None else open_cluster(
+            self.memory, scheduler=self.cfg.cluster.scheduler, dashboard=self.cfg.cluster.dashboard)
+        with cm as c:
+            self.stage_seconds["cluster_start"] = time.monotonic() - ts
+            self.client = c
+            self._connected()
+            yield c
+
+    def _connected(self) -> None:
+        """On a cluster: its plan (an existing one's workers decide), the trainer's threads, the inputs."""
+        cfg, tc, client = self.cfg, self.tc, self.client
+        if self.external:
+            self.memory = plan_for_existing(client, trainer=TRAINER_BASE + self.model_bytes + self.shuffle_bytes,
+                                            blocksize=cfg.cluster.blocksize)
+        plan = self.memory
+        # Local workers own their cores; an OpenMP team spinning on a busy
+        # core is several times slower than one thread.
+        busy = local_worker_threads(client) if plan.external else plan.workers * plan.threads
+        torch.set_num_threads(tc.threads or max(1, (os.cpu_count() or 1) - busy))
+        self.events.emit("plan", plan=plan.to_dict(), text=plan.describe(),
+                         dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
+        self.train_src, self.val_src = self.sources or self._plan_sources()
+        self.val_fraction = 0.0 if self.val_src else cfg.data.val_fraction
+        cache = cfg.output.cache or join(cfg.output.out, ".cache")
+        self.cache_so = options_for(cache, cfg.data.storage_options, like=cfg.data.train[0])
+        self.key = entry_key(self.train_src, self.val_src, dataclasses.asdict(cfg.features), self.columns,
+                             self.val_fraction)
+        self.entry = join(cache, self.key)
+
+    # ---- fit
+    def fit(self) -> None:
+        """The vocabulary, labels and scalers: from the cache, or by the fit pass."""
+        ts = time.monotonic()
+        features = read_features(self.entry, self.cache_so)
+        if features is None:
+            features, _ = fit_features(self.client, self.train_src.partitions, self.columns, self.cfg.features,
+                                       storage_options=self.cfg.data.storage_options,
+                                       chunk_bytes=self.memory.partition, val_fraction=self.val_fraction,
+                                       events=self.events)
+            check_fitted(self.cfg, self.columns, features)
+            write_features(self.entry, features, self.cache_so)
+        else:
+            self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
+                             labels=len(features.labels))
+        self.features = features
+        self.stage_seconds["fit"] = time.monotonic() - ts
+
+    # ---- model
+    def build_model(self) -> None:
+        """Task, model and optimisers (refused if the plan cannot hold them), and the run folder."""
+        cfg, tc = self.cfg, self.tc
+        self.task = make_task(cfg, self.features, self.device)
+        classes = self.task.classes if self.task.classifies else 0
+        self.need = TRAINER_BASE + estimate_model_bytes(cfg, self.features.dim, classes) + self.shuffle_bytes
+        if self.need > self.memory.trainer and not self.memory.external:
+            raise UserError(f"the model needs {format_size(self.need)} in the trainer, the plan gives it "
+                            f"{format_size(self.memory.trainer)}",
+                            "lower --max-features or --hidden, or raise --memory-budget")
+        m = cfg.model
+        self.model, self.model_meta = create_model(m.name, dim=self.features.dim, classes=classes,
+                                                   regress=self.task.regresses, hidden=m.hidden, layers=m.layers,
+                                                   dropout=m.dropout, embed=m.embed,
+                                                   numeric=len(self.features.numeric))
+        self.model.to(self.device)
+        # With --ddp the ranks hold the optimiser moments; here they would be 2× the model, unused.
+        self.opts = optim.make_optimizers(self.model, tc.optimizer, tc.lr) if not tc.ddp else []
+        # The run folder exists from here on: a checkpoint has a home, and config.json says how to continue it.
+        if self.resume:
+            self.run = RunFolder(self.resume, self.out_so)
+        else:
+            self.run = new_run_dir(cfg.output.out, cfg.output.name, self.out_so)
+            write_json(join(self.run, "config.json"), cfg.to_dict(), self.out_so)
+
+    # ---- epochs
+    def _start_state(self, feed: ShardFeed) -> TrainState:
+        """Where training starts: a fresh state, or the checkpoint's (checked, weights and RNG restored)."""
+        total_rows = feed.total_rows()
+        # Linear decay over the whole run; the fit pass already counted the rows.
+        state = TrainState(key=self.key, total_rows=total_rows,
+                           total_steps=self.tc.epochs * max(1, -(-total_rows // self.tc.batch_size)))
+        saved = self.saved
+        if saved is None:
+            return state
+        if saved.key != self.key:
+            raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
+                            "resume needs the same inputs; start a new run instead")
+        if bool(saved.ddp) != bool(self.tc.ddp):
+            raise UserError(f"{self.resume} was checkpointed by a run {'with' if saved.ddp else 'without'} "
+                            "--ddp and cannot continue in the other mode", "start a new run instead")
+        self.model.load_state_dict(saved.model)
+        for o, st in zip(self.opts, saved.optimizers):
+            o.load_state_dict(st)
+        torch.set_rng_state(saved.rng)
+        self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step)
+        return saved
+
+    def _checkpoint(self, state: TrainState, reason: str) -> None:
+        write_checkpoint(self.run, dataclasses.replace(state, key=self.key), self.out_so, self.events, reason)
+
+    def train_epochs(self) -> dict:
+        """Every epoch, in this process or on the --ddp ranks; the final validation metrics
+        (the best epoch's, whose weights the model then holds)."""
+        plan = self.memory
+        spec = FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, self.features,
+                        dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,
+                        plan.partition, self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
+        self.feed = ShardFeed(self.client, spec, self.events)
+        state = self._start_state(self.feed)
+        ts = time.monotonic()
+        with StopRequest() as stop:
+            if self.tc.ddp:
+                val = self._ddp_epochs(state, stop)
+            else:
+                trainee = Trainee(self.model, self.task, self.opts, self.device,
+                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1))
+                val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
+                                ).run_epochs(state, stop, self.every)
+        self.stage_seconds["train"] = time.monotonic() - ts
+        self.state = state
+        if state.best is not None:
+            self.model.load_state_dict(state.best.pop("state"))
+            return state.best["val"]
+        return val
+
+    def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:
+        """``--ddp N``: featurise first, then train on N workers; rank 0's weights end up in ``self.model``."""
+        from .ddp.driver import RankDriver, preflight
+        from .ddp.rank import RankJob
+
+        # A rank holds what this process would (``need``): torch, the model, its moments, a shuffle buffer.
+        preflight(self.client, self.tc.ddp, self.need)   # before the featurisation pass, not after
+        if not self.feed.complete:
+            self.events.emit("stage", stage="featurising")
+            for _ in self.feed.featurize():
+                if stop.requested:   # nothing trained yet, so nothing to checkpoint
+                    raise KeyboardInterrupt
+        state.total_rows = self.feed.total_rows()
+        task, m = self.task, self.feed.manifest
+        job = RankJob(world=self.tc.ddp, training=self.tc, net=self.model_meta["net"],
+                      model_kwargs=dict(self.model_meta["kwargs"]),
+                      task=dict(kind=task.kind, classes=task.classes, class_loss=task.class_loss,
+                                value_loss=task.value_loss, loss_weights=task.loss_weights,
+                                class_weights=task.class_weights.cpu() if task.class_weights is not None else None,
+                                target=task.target, seed=task.seed),
+                      train_shards=m.shards("train"), val_shards=m.shards("val"), cache_options=self.cache_so,
+                      every=self.every)
+        self.events.emit("stage", stage="training", epoch=state.epoch + 1, epochs=self.tc.epochs,
+                         total_rows=state.total_rows, source="ddp", ranks=self.tc.ddp, monitor=self.tc.monitor)
+        driver = RankDriver(self.client, job, self.events, rank_bytes=self.need, device=self.tc.device, stop=stop)
+        done = driver.run(state if self.saved is not None else None, self._ddp_pause)
+        self.model.load_state_dict(done.weights)
+        state.history, state.confusions, state.best = done.history, done.confusions, done.best
+        if state.best is not None:
+            state.best["state"] = self.model.state_dict()
+            if state.best.get("sample") is not None:
+                state.best["sample"] = tuple(np.asarray(x) for x in state.best["sample"])
+        if state.best is not None and self.tc.early_stopping and len(state.history) < self.tc.epochs:
+            self.events.emit("early_stop", epoch=len(state.history), best_epoch=state.best["epoch"],
+                             monitor=self.tc.monitor)
+        self.ddp_info = done.info
+        return done.last_val
+
+    def _ddp_pause(self, reason: str, at: TrainState) -> None:
+        """A --ddp segment paused at ``at``: write it as this run's checkpoint."""
+        self._checkpoint(dataclasses.replace(at, total_rows=self.feed.total_rows(), rng=torch.get_rng_state()),
+                         reason)
+        if reason == "interrupt":
+            raise TrainingInterrupted(str(self.run), at.epoch + 1, at.batches)
+
+    # ---- save
+    def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
+        """metrics.json, plots and the model into the run folder; the checkpoint goes."""
+        cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
+        self.events.emit("stage", stage="saving")
+        ts = time.monotonic()
+        metrics = {
+            "task": self.task.kind, "model": cfg.model.name, **val_scores(final_val),
+            "confusion": final_val.get("confusion"), "per_class": final_val.get("per_class"),
+            "labels": self.features.labels, "rows": sum_rows(self.feed.manifest.results),
+            "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
+            "best_epoch": state.best["epoch"] if state.best else None, "monitor": tc.monitor,
+            "memory": {"budget_bytes": plan.budget, "trainer_peak_rss_bytes": mon.trainer_peak,
+                       "workers_peak_bytes": mon.workers_peak, "plan": plan.to_dict()},
+            "stage_seconds": self.stage_seconds, "seconds": time.monotonic() - self.t0,
+            "vocabulary": self.features.dim, "device": str(self.device),
+        }
+        if getattr(self, "ddp_info", None):
+            metrics["ddp"] = self.ddp_info
+        metrics["plots"] = [u.rsplit("/", 1)[-1] for u in write_plots(
+            self.run, history=state.history, metrics=final_val,
+            labels=self.features.labels if self.task.classifies else None, label_counts=self.features.label_counts,
+            sample=state.best["sample"] if state.best else None)]
+        save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
+                 model_meta=self.model_meta, metrics=metrics, history=state.history, storage_options=self.out_so)
+        remove_checkpoint(self.run, self.out_so)
+        self.stage_seconds["save"] = time.monotonic() - ts
+        self.events.emit("done", run=self.run,
+                         metrics={k: v for k, v in metrics.items() if k not in ("confusion", "per_class")})
+        return TrainResult(self.run, metrics)
+
+
+def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, resume: str | None = None
+          ) -> TrainResult:
+    """Train a model as ``cfg`` says; return the run folder and its metrics.
+
+    ``client``: an existing ``distributed.Client`` to use instead of starting
+    a LocalCluster (its workers' limits are read from the scheduler).
+    ``resume``: a run folder holding a checkpoint; training continues from it
+    (``cfg`` must be that run's configuration, see :func:`~.resume.resume_config`)."""
+    run = Training(cfg, events, resume)
+    run.plan(external=client is not None)
+    with run.cluster(client):
+        with MemoryMonitor(events, run.client, local_workers=not run.memory.external) as mon:
+            run.fit()
+            run.build_model()
+            final_val = run.train_epochs()
+        return run.save(final_val, mon)

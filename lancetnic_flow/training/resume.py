@@ -1,0 +1,52 @@
+"""``--resume``: the configuration an interrupted run was started with."""
+from __future__ import annotations
+
+import json
+
+from ..config import TrainConfig
+from ..errors import UserError
+from ..storage import join, read_bytes
+
+
+def resume_config(run: str, *, storage_options: dict | None = None, memory_budget: int | None = None,
+                  workers: int | None = None, threads: int | None = None, scheduler: str | None = None
+                  ) -> TrainConfig:
+    """The configuration ``run`` was started with, to continue it with :func:`train` (``resume=run``).
+
+    Secrets were masked when the configuration was saved, so storage options
+    given here are merged over the saved ones; the cluster may differ."""
+    so = storage_options or {}
+    try:
+        saved = json.loads(read_bytes(join(run, "config.json"), so))
+    except FileNotFoundError:
+        raise UserError(f"{run} is not a run folder (no config.json)",
+                        "pass the folder named by the interrupted run, e.g. runs/20261130-101500") from None
+    cfg = TrainConfig.from_dict(saved)
+    cfg.data.storage_options = _merge(cfg.data.storage_options, so)
+    masked = _masked_keys(cfg.data.storage_options)
+    if masked:
+        raise UserError(f"the run's storage options {', '.join(masked)} were masked when it was saved",
+                        "give them again: " + " ".join(f"--storage-option {k}=..." for k in masked))
+    c = cfg.cluster
+    c.memory_budget = memory_budget or c.memory_budget
+    c.workers = workers or c.workers
+    c.threads = threads or c.threads
+    c.scheduler = scheduler or c.scheduler
+    return cfg
+
+
+def _merge(base: dict, new: dict) -> dict:
+    out = dict(base)
+    for k, v in new.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _masked_keys(options: dict, prefix: str = "") -> list[str]:
+    found: list[str] = []
+    for k, v in options.items():
+        if isinstance(v, dict):
+            found += _masked_keys(v, f"{prefix}{k}.")
+        elif v == "***":
+            found.append(f"{prefix}{k}")
+    return found

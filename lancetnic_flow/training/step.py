@@ -1,0 +1,109 @@
+"""One training step, evaluation, and the record of an epoch: written once,
+used by the single-process loop (:mod:`.loop`) and by every ``--ddp`` rank
+(:mod:`.ddp.rank`).
+
+A step is :func:`backward` (forward, loss, gradients), then — on the ranks —
+the gradient exchange, then :func:`update` (learning rate from the schedule,
+optional clipping, the optimisers' step).
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable
+
+import torch
+
+from ..features.rows import RowBlock
+from ..models.inputs import answers, model_inputs
+from ..models.tasks import Task, TaskMetrics
+from ..scores import lower_is_better, val_scores
+from . import optim
+
+EVAL_BATCH = 2048
+
+
+def lr_schedule(kind: str, lr: float, total_steps: int) -> Callable[[int], float]:
+    """The learning rate at step t: constant, or a linear decay to 5 % of ``lr`` over ``total_steps``."""
+    if kind == "constant":
+        return lambda t: lr
+    total = max(1, total_steps)
+    return lambda t: lr * max(0.05, 1.0 - t / total)
+
+
+def backward(model: torch.nn.Module, task: Task, opts: list, batch: RowBlock, device: torch.device
+             ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Forward pass, loss and gradients of one batch; returns the outputs and the (mean) loss."""
+    labels, targets = answers(batch, device)
+    out = model(**model_inputs(batch, device))
+    loss = task.loss(out, labels, targets)
+    optim.zero_grad(opts)
+    loss.backward()
+    return out, loss
+
+
+def update(opts: list, model: torch.nn.Module, lr: float, clip: float | None) -> None:
+    """The optimisers' step at learning rate ``lr``, the gradient norm cut to ``clip`` first."""
+    optim.set_lr(opts, lr)
+    optim.step(opts, model, clip)
+
+
+def count(metrics: TaskMetrics, out: dict[str, torch.Tensor], batch: RowBlock, loss: torch.Tensor) -> None:
+    """Add a trained batch to the epoch's streaming training metrics."""
+    metrics.update(out, batch.labels, batch.targets, loss.item() * len(batch))
+
+
+def evaluate_blocks(model: torch.nn.Module, blocks: Iterable[RowBlock], task: Task, device: torch.device,
+                    batch_size: int = EVAL_BATCH) -> TaskMetrics:
+    """Streaming evaluation: blocks in order, no shuffling, no gradients."""
+    m = task.new_metrics()
+    model.eval()
+    with torch.no_grad():
+        for block in blocks:
+            for start in range(0, len(block), batch_size):
+                b = block.slice(start, start + batch_size)
+                labels, targets = answers(b, device)
+                out = model(**model_inputs(b, device))
+                m.update(out, b.labels, b.targets, task.loss(out, labels, targets, reduction="sum").item())
+    model.train()
+    return m
+
+
+class EpochClock:
+    """Rows and seconds of an epoch's training (stopped before its evaluation), for its record."""
+
+    def __init__(self, rows: int = 0):
+        self.rows, self.t0, self.t1 = rows, time.monotonic(), None
+
+    def stop(self) -> None:
+        self.t1 = time.monotonic()
+
+    @property
+    def seconds(self) -> float:
+        return (self.t1 or time.monotonic()) - self.t0
+
+    def rate(self) -> float:
+        return self.rows / max(self.seconds, 1e-9)
+
+
+def epoch_record(epoch: int, train: TaskMetrics, val: dict, clock: EpochClock, lr: float) -> dict:
+    """One finished epoch, as history.csv, metrics.json and the ``epoch`` event have it."""
+    tr = train.result()
+    seconds = clock.seconds
+    return {"epoch": epoch, "train_loss": tr.get("loss"), "train_accuracy": tr.get("accuracy"), **val_scores(val),
+            "rows": clock.rows, "seconds": seconds, "lr": lr,
+            "rows_per_s": clock.rows / seconds if seconds > 0 else None}
+
+
+def keep_best(best: dict | None, stale: int, val: dict, val_m: TaskMetrics | None, model: torch.nn.Module,
+              epoch: int, monitor: str) -> tuple[dict | None, int]:
+    """After an epoch's validation: the best epoch so far (its score, metrics,
+    regression sample and a copy of its weights: later epochs may overfit)
+    and how many epochs since it improved."""
+    score = lower_is_better(val_scores(val), monitor)
+    if score is None:
+        return best, stale
+    if best is None or score < best["score"]:
+        return {"score": score, "epoch": epoch, "val": val,
+                "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
+                "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}, 0
+    return best, stale + 1

@@ -1,0 +1,129 @@
+"""The live terminal dashboard: progress, throughput, the model and memory.
+
+Three layers, each testable alone:
+
+* :class:`~.state.DashboardState` — pure data, updated by events;
+* :func:`render` — a function from a state and a width to a Rich renderable
+  (made of :mod:`.widgets`); :func:`~.summary.render_summary` — the final
+  summary of a ``done`` event; :func:`~.summary.status_line` — the same facts
+  as one plain line;
+* :class:`LiveDashboard` — a Rich ``Live`` that redraws ``render(state)`` about
+  three times a second from its own thread. Handling an event only updates the
+  state, so a slow terminal never slows training.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.text import Text
+
+from .state import DashboardState
+from .summary import milestone, rank_text, render_summary
+from .widgets import box, fit, memory_lines, model_lines, progress_lines, side_by_side, stage_line, throughput
+
+WIDE = 120  # at this many columns and more, panels sit side by side
+
+
+def render(state: DashboardState, width: int = 80, now: float | None = None) -> "Frame":
+    """The dashboard for ``state`` at ``width`` columns (a pure function of both)."""
+    now = state.now() if now is None else now
+    width = max(40, width)
+    wide = width >= WIDE
+    lw = width * 3 // 5 if wide else width
+    progress = [stage_line(state, now, lw - 4), *progress_lines(state, now, lw - 4), throughput(state, now)]
+    model = model_lines(state, (width - lw if wide else width) - 4)
+    lines: list[Text] = []
+    if wide:
+        h = max(len(progress), len(model)) + 2
+        lines += side_by_side(box("lancetnic-flow", progress, lw, "cyan", h),
+                               box("model", model, width - lw, "blue", h), lw, width - lw)
+    else:
+        lines += box("lancetnic-flow", progress, width, "cyan") + box("model", model, width, "blue")
+    lines += box("memory", memory_lines(state, width - 4, wide), width, "magenta")
+    if state.ranks:
+        lines += box(f"ranks (--ddp {len(state.ranks)})", [fit(Text(rank_text(r), no_wrap=True), width - 4)
+                                                           for _, r in sorted(state.ranks.items())], width, "green")
+    for w in state.warnings:
+        lines.append(fit(Text("warning: " + w, "yellow"), width))
+    return Frame(lines)
+
+
+class Frame:
+    """Lines already cut to width: rendered as they are, with no wrapping or
+    layout pass (that pass is most of the cost of a Rich frame)."""
+
+    def __init__(self, lines: list[Text]):
+        self.lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        end = Segment.line()
+        for line in self.lines:
+            yield from line.render(console)
+            yield end
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        w = max((line.cell_len for line in self.lines), default=0)
+        return Measurement(w, w)
+
+    @property
+    def plain(self) -> str:
+        return "\n".join(line.plain for line in self.lines)
+
+
+class LiveDashboard:
+    """A Rich ``Live`` over a :class:`DashboardState`.
+
+    ``__call__`` (the event listener) only updates the state and, for a few
+    milestone events, prints a line above the live area; Rich's own thread
+    redraws ``render(state)`` ``refresh_per_second`` times a second."""
+
+    def __init__(self, console: Console, state: DashboardState | None = None, refresh_per_second: float = 3):
+        from rich.live import Live
+
+        self.console = console
+        self.state = state or DashboardState()
+        self._last: Any = Text("")
+        self._lock = threading.Lock()
+        self.live = Live(console=console, get_renderable=self._renderable, auto_refresh=True,
+                         refresh_per_second=refresh_per_second, transient=True,
+                         redirect_stdout=True, redirect_stderr=True)
+        self.started = False
+
+    def _renderable(self) -> Any:
+        try:
+            self._last = render(self.state, self.console.width)
+        except Exception:  # a half-updated state: show the last frame
+            pass
+        return self._last
+
+    def start(self) -> None:
+        with self._lock:
+            if not self.started:
+                self.live.start()
+                self.started = True
+
+    def stop(self) -> None:
+        with self._lock:
+            if self.started:
+                self.started = False
+                self.live.stop()
+
+    def __call__(self, kind: str, e: dict[str, Any]) -> None:
+        self.state.update(kind, e)
+        if kind == "done":
+            self.stop()
+            self.console.print(render_summary(e, self.console.width))
+            return
+        if not self.started and kind in ("stage", "plan"):
+            self.start()
+        line = milestone(kind, e)
+        if line is not None:
+            # Lines quote paths, URLs and library errors: never markup.
+            text = Text(line)
+            if kind == "warning":
+                text.stylize("yellow", 0, len("warning:"))
+            self.console.print(text, highlight=False, soft_wrap=True)

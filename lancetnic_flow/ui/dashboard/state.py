@@ -1,0 +1,216 @@
+"""The dashboard's state: pure data, updated by events; no I/O, no Rich.
+
+Times come from the events' ``"t"`` (or an injectable clock), so a recorded
+run (a ``--json-log`` file) replays to the same state.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Callable
+
+from ...scores import lower_is_better
+
+
+class Meter:
+    """A rate over a sliding window of a cumulative counter; O(1) per update."""
+
+    __slots__ = ("window", "every", "samples", "last")
+
+    def __init__(self, window: float = 10.0, every: float = 0.5):
+        self.window, self.every = window, every
+        self.samples: deque = deque(maxlen=int(window / every) + 2)
+        self.last: tuple[float, float] | None = None
+
+    def add(self, t: float, value: float) -> None:
+        self.last = (t, value)
+        if not self.samples or t - self.samples[-1][0] >= self.every:
+            self.samples.append((t, value))
+
+    def rate(self, now: float) -> float | None:
+        """Per second over the window ending ``now`` (falls to 0 when it stalls)."""
+        if self.last is None:
+            return None
+        base = None
+        for t, v in list(self.samples):
+            if t >= now - self.window:
+                base = (t, v)
+                break
+        if base is None:  # nothing in the window: stalled
+            return 0.0
+        dt = now - base[0]
+        if dt <= 0.2 or base == self.last and dt < 1.0:
+            return None
+        return max(0.0, (self.last[1] - base[1]) / dt)
+
+
+class DashboardState:
+    """Everything the views show, updated by events; no I/O, no Rich."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.t0: float | None = None
+        self.events = 0
+        self.stage = "starting"
+        self.stage_t: float | None = None
+        self.stages_seen: list[str] = []
+        self.epoch = 0
+        self.epochs = 0
+        self.epochs_done = 0
+        self.source: str | None = None        # "live" or "cache" featurisation in this epoch
+        self.plan: dict | None = None
+        self.plan_text = ""
+        self.dask_dashboard: str | None = None
+        self.fit_done = self.fit_total = 0
+        self.fit_cached = False
+        self.feat_done = self.feat_total = 0
+        self.rows = 0
+        self.total_rows = 0
+        self.rows_before = 0                   # rows of earlier epochs, for the cumulative meters
+        self.tokens = 0
+        self.bytes_read = 0
+        self.fit_meter, self.feat_meter = Meter(), Meter()
+        self.rows_meter, self.tokens_meter, self.bytes_meter = Meter(5.0, 0.25), Meter(5.0, 0.25), Meter()
+        self.loss: float | None = None         # running (EWMA) train loss
+        self.loss_history: deque = deque(maxlen=60)
+        self._loss_t = -1e9
+        self.fitted: dict | None = None
+        self.last_epoch: dict | None = None
+        self.monitor = "val_loss"              # the score --monitor names (the trainer's stage event says which)
+        self.best: dict | None = None          # the best epoch by it
+        self.early_stop: dict | None = None
+        self.memory: dict | None = None
+        self.workers: list[dict] = []
+        self.ranks: dict[int, dict] = {}       # --ddp: the last report of each training rank
+        self.warnings: deque = deque(maxlen=3)
+        self.done: dict | None = None
+
+    # time
+    def now(self) -> float:
+        return self.clock()
+
+    def elapsed(self, now: float | None = None) -> float:
+        return 0.0 if self.t0 is None else (self.now() if now is None else now) - self.t0
+
+    # updates
+    def update(self, kind: str, e: dict[str, Any]) -> None:
+        t = e.get("t")
+        if t is None:
+            t = self.clock()
+        if self.t0 is None:
+            self.t0 = t
+        self.events += 1
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(e, t)
+
+    __call__ = update  # a state is itself an event listener
+
+    def _on_stage(self, e: dict, t: float) -> None:
+        self.stage, self.stage_t = e["stage"], t
+        if self.stage not in self.stages_seen:
+            self.stages_seen.append(self.stage)
+        if self.stage == "fitting":
+            self.fit_total, self.fit_done = e.get("total") or 0, 0
+        elif self.stage == "training":
+            self.monitor = e.get("monitor") or self.monitor
+            self.rows_before += self.rows
+            self.epoch, self.epochs = e.get("epoch", 0), e.get("epochs", 0)
+            self.rows, self.total_rows = 0, e.get("total_rows") or 0
+            self.source = e.get("source")
+
+    def _on_plan(self, e: dict, t: float) -> None:
+        self.plan, self.plan_text, self.dask_dashboard = e.get("plan"), e.get("text", ""), e.get("dashboard")
+
+    def _on_warning(self, e: dict, t: float) -> None:
+        self.warnings.append(e.get("message", ""))
+
+    def _on_progress(self, e: dict, t: float) -> None:
+        self.fit_done, self.fit_total = e["done"], e["total"]
+        self.fit_meter.add(t, self.fit_done)
+        self._count_bytes(e, t)
+
+    def _on_fitted(self, e: dict, t: float) -> None:
+        self.fitted = e
+        self.fit_cached = bool(e.get("cached"))
+
+    def _on_featurized(self, e: dict, t: float) -> None:
+        self.feat_done, self.feat_total = e["done"], e["total"]
+        self.feat_meter.add(t, self.feat_done)
+        self._count_bytes(e, t)
+
+    def _count_bytes(self, e: dict, t: float) -> None:
+        # Both passes read the input, so MB/s counts bytes from either.
+        self.bytes_read += e.get("bytes_read", 0)
+        self.bytes_meter.add(t, self.bytes_read)
+
+    def _on_batch(self, e: dict, t: float) -> None:
+        self.rows = e["rows"]
+        if e.get("total_rows"):
+            self.total_rows = e["total_rows"]
+        self.tokens += e.get("tokens", 0)
+        self.rows_meter.add(t, self.rows_before + self.rows)
+        self.tokens_meter.add(t, self.tokens)
+        loss = e.get("loss")
+        if loss is not None:
+            self.loss = loss if self.loss is None else 0.95 * self.loss + 0.05 * loss
+            if t - self._loss_t >= 0.5:
+                self.loss_history.append(self.loss)
+                self._loss_t = t
+
+    def _on_epoch(self, e: dict, t: float) -> None:
+        self.last_epoch = e
+        self.epochs_done = e.get("epoch", self.epochs_done)
+        score = lower_is_better(e, self.monitor)
+        if score is not None and (self.best is None or score < lower_is_better(self.best, self.monitor)):
+            self.best = e
+
+    def _on_rank(self, e: dict, t: float) -> None:
+        """A --ddp rank's progress; the ranks' rows add up to the epoch's."""
+        self.ranks[e["rank"]] = e
+        epoch = max(r.get("epoch", 0) for r in self.ranks.values())
+        if epoch != self.epoch:
+            self.rows_before += self.rows
+            self.epoch, self.rows = epoch, 0
+        self.epochs = e.get("epochs", self.epochs)
+        self.rows = sum(r.get("rows", 0) for r in self.ranks.values() if r.get("epoch") == epoch)
+        self.rows_meter.add(t, self.rows_before + self.rows)
+        if e.get("loss") is not None:
+            self.loss = e["loss"] if self.loss is None else 0.9 * self.loss + 0.1 * e["loss"]
+
+    def _on_early_stop(self, e: dict, t: float) -> None:
+        self.early_stop = e
+
+    def _on_memory(self, e: dict, t: float) -> None:
+        self.memory = e
+        if e.get("workers"):  # the monitor asks the scheduler every other sample only
+            self.workers = e["workers"]
+
+    def _on_done(self, e: dict, t: float) -> None:
+        self.done = e
+        self.stage = "done"
+
+    # derived
+    def rows_rate(self, now: float | None = None) -> float | None:
+        return self.rows_meter.rate(self.now() if now is None else now)
+
+
+def replay(lines: Any, until: float | None = None, state: DashboardState | None = None) -> DashboardState:
+    """A state rebuilt from a ``--json-log`` file's lines, up to ``until``
+    seconds into the run; its clock stands at the last event replayed."""
+    import json
+
+    now = [0.0]
+    state = state or DashboardState(clock=lambda: now[0])
+    for line in lines:
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        t = rec.pop("elapsed", None) or 0.0
+        if until is not None and t > until:
+            break
+        kind = rec.pop("event")
+        rec.pop("time", None)
+        now[0] = rec["t"] = t
+        state.update(kind, rec)
+    return state

@@ -1,0 +1,166 @@
+"""The dashboard's facts as text: the final summary of a run, milestone
+lines (plan, warnings, features, epochs, early stop, resume) and a one-line
+status for logs that are not a terminal."""
+from __future__ import annotations
+
+from rich.columns import Columns
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ...scores import SCORES
+from .state import DashboardState
+from .widgets import count, duration, short_size, val_parts
+
+
+def rank_text(r: dict) -> str:
+    """One --ddp rank: where it runs, how far it is, how fast."""
+    loss = f" · loss {r['loss']:.4f}" if r.get("loss") is not None else ""
+    done = " · epoch done" if r.get("done") else ""
+    return (f"rank {r['rank']}  {r.get('worker', '?')}  epoch {r.get('epoch', 0)}/{r.get('epochs', 0)} · "
+            f"rows {r.get('rows', 0):,} · {r.get('rows_per_s') or 0:,.0f} rows/s{loss}{done}")
+
+
+def status_line(s: DashboardState, now: float | None = None) -> str:
+    """The dashboard's facts as one line, for logs that are not a terminal."""
+    now = s.now() if now is None else now
+    out = [f"[{duration(s.elapsed(now))}]"]
+    if s.stage == "fitting":
+        rate = s.fit_meter.rate(now)
+        out.append(f"fitting {s.fit_done}/{s.fit_total} partitions" + (f" ({rate:.1f}/s)" if rate else ""))
+    elif s.stage == "training":
+        pct = f" ({s.rows / s.total_rows:.0%})" if s.total_rows else ""
+        out.append(f"training epoch {s.epoch}/{s.epochs} · rows {s.rows:,}/{s.total_rows:,}{pct}")
+        if s.feat_total and s.source == "live":
+            out.append(f"featurised {s.feat_done}/{s.feat_total}")
+        rr, tr = s.rows_meter.rate(now), s.tokens_meter.rate(now)
+        if rr is not None:
+            eta = (s.total_rows - s.rows) / rr if rr and s.total_rows > s.rows else None
+            out.append(f"{rr:,.0f} rows/s" + (f" · ETA {duration(eta)}" if eta is not None else ""))
+        if tr is not None:
+            out.append(f"{count(tr)} tokens/s")
+        if s.loss is not None:
+            out.append(f"loss {s.loss:.4f}")
+        if s.ranks:
+            out.append("ranks " + " ".join(f"{k}:{r.get('rows', 0):,}" for k, r in sorted(s.ranks.items())))
+    else:
+        out.append(s.stage)
+    br = s.bytes_meter.rate(now)
+    if br:
+        out.append(f"{br / 1e6:.1f} MB/s read")
+    m, plan = s.memory or {}, s.plan or {}
+    if m:
+        mem = f"memory trainer {short_size(m.get('trainer_rss'))}"
+        if plan.get("trainer"):
+            mem += f"/{short_size(plan['trainer'])}"
+        if s.workers:
+            mem += " · workers " + " ".join(
+                f"{short_size(w.get('rss'))}/{short_size(w.get('limit'))}" + (f"(spilled {short_size(w['spilled'])})" if w.get("spilled") else "")
+                for w in s.workers)
+        elif m.get("workers_rss"):
+            mem += f" · workers {short_size(m['workers_rss'])}"
+        mem += f" · available {short_size(m.get('available'))}"
+        out.append(mem)
+    return " · ".join(out)
+
+
+# The summary's scores: every one the run has, the loss last.
+_SUMMARY = [sc for sc in SCORES if sc.name != "loss"] + [sc for sc in SCORES if sc.name == "loss"]
+
+
+def _kv(title: str) -> Table:
+    t = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None,
+              padding=(0, 1), expand=False)
+    t.add_column(no_wrap=True, style="cyan")
+    t.add_column(no_wrap=True, justify="right")
+    t.add_column(no_wrap=True, style="grey50", overflow="ellipsis")
+    return t
+
+
+def render_summary(done: dict, width: int = 80) -> Group:
+    """The final summary of a ``done`` event: metrics, rows, time, memory, run."""
+    m, run = done["metrics"], done["run"]
+    metrics = _kv("result")
+    for sc in _SUMMARY:
+        if m.get(sc.key) is not None:
+            metrics.add_row(sc.long, f"{m[sc.key]:.4f}")
+    if m.get("best_epoch"):
+        metrics.add_row("best epoch", f"{m['best_epoch']} ({m.get('monitor', 'val_loss')})")
+    if m.get("model"):
+        metrics.add_row("model", f"{m['model']}")
+    if m.get("vocabulary"):
+        metrics.add_row("inputs", f"{m['vocabulary']:,}")
+
+    rows = _kv("rows")
+    r = m.get("rows") or {}
+    read = r.get("read", 0) or 0
+    pct = lambda n: (f"{n / read:.1%}" if n == 0 or n / read >= 0.001 else f"{n / read:.3%}") if read else ""  # noqa: E731
+    rows.add_row("read", f"{read:,}", "")
+    rows.add_row("trained", f"{r.get('trained', 0):,}", pct(r.get("trained", 0)))
+    rows.add_row("validated", f"{r.get('validated', 0):,}", pct(r.get("validated", 0)))
+    skipped = r.get("skipped") or {}
+    rows.add_row("skipped", f"{sum(skipped.values()):,}", pct(sum(skipped.values())) if skipped else "")
+    for reason, n in sorted(skipped.items()):
+        rows.add_row(f"  {reason}", f"{n:,}", pct(n))
+
+    times = _kv("time")
+    stage_s = dict(m.get("stage_seconds") or {})
+    names = {"cluster_start": "cluster start", "fit": "fit", "train": "train + evaluate", "save": "save"}
+    for key, secs in stage_s.items():
+        times.add_row(names.get(key, key), f"{secs:.1f}s", "")
+    if m.get("seconds") is not None:
+        times.add_row("total", f"{m['seconds']:.1f}s", f"{len(m.get('epochs') or [])} epoch(s)")
+
+    mem = _kv("peak memory")
+    mm = m.get("memory") or {}
+    plan = mm.get("plan") or {}
+    tp, wp = mm.get("trainer_peak_rss_bytes"), mm.get("workers_peak_bytes")
+    share = plan.get("trainer")
+    mem.add_row("trainer", short_size(tp), f"{tp / share:.0%} of its {short_size(share)}" if share and tp else "")
+    wlimit = (plan.get("worker_limit") or 0) * (plan.get("workers") or 0)
+    mem.add_row("workers", short_size(wp), f"{wp / wlimit:.0%} of {plan.get('workers')} × {short_size(plan.get('worker_limit'))}"
+                if wlimit and wp is not None else "")
+    if mm.get("budget_bytes"):
+        tot = (tp or 0) + (wp or 0)
+        mem.add_row("budget", short_size(mm["budget_bytes"]), f"{tot / mm['budget_bytes']:.0%} used at peak")
+
+    body = Columns([metrics, rows, times, mem], padding=(1, 4))  # side by side where they fit
+    foot = Text()
+    foot.append("run      ", "bold")
+    foot.append(run + "\n")
+    foot.append("predict  ", "bold")
+    foot.append(f"lancetnic-flow predict {run} --text \"...\"")
+    return Group(Panel(body, title="[bold green]training finished", title_align="left",
+                       border_style="green"), foot)
+
+def fitted_line(e: dict) -> str:
+    src = "from cache" if e.get("cached") else f"in {e.get('seconds', 0):.1f}s"
+    return (f"features  {e['vocabulary']:,} inputs · {e['labels']} classes · {e['docs']:,} training rows ({src})")
+
+
+def epoch_line(e: dict) -> str:
+    parts = val_parts(e)
+    val = (" · val " + " · ".join(parts)) if parts else ""
+    rate = f" · {e['rows_per_s']:,.0f} rows/s" if e.get("rows_per_s") else ""
+    return f"epoch {e['epoch']}  train loss {e['train_loss']:.4f}{val}{rate}"
+
+
+def resumed_line(e: dict) -> str:
+    skip = f", replaying its first {e['batches']:,} batches without training on them" if e.get("batches") else ""
+    return f"resuming {e['run']} at epoch {e['epoch']}{skip}"
+
+
+def early_stop_line(e: dict) -> str:
+    return (f"early stop after epoch {e['epoch']}: {e['monitor']} last improved in epoch {e['best_epoch']} "
+            "(its weights are kept)")
+
+
+_MILESTONES = {"plan": lambda e: e["text"], "warning": lambda e: f"warning: {e['message']}",
+               "fitted": fitted_line, "epoch": epoch_line, "early_stop": early_stop_line, "resumed": resumed_line}
+
+
+def milestone(kind: str, e: dict) -> str | None:
+    """The line a milestone event prints (above the live view, or in a plain log); None for other events."""
+    line = _MILESTONES.get(kind)
+    return line(e) if line is not None else None

@@ -1,0 +1,345 @@
+"""The dashboard's pieces: number formats, bars and boxes drawn as lines of
+``Text`` of exactly the right width, and the panels made of them (stages,
+progress, throughput, the model, memory).
+
+Boxes are drawn by hand: Rich's nested Table/Panel layout costs ~25-40 ms a
+frame, this costs ~1-2 ms (docs/dashboard.md, "Overhead").
+"""
+from __future__ import annotations
+
+from rich.cells import cell_len
+from rich.text import Text
+
+from ...dataflow.plan import THRESHOLDS
+from ...scores import SCORES
+from ...sizes import format_size
+from .state import DashboardState
+
+STAGES = ("planning", "fitting", "training", "evaluating", "saving")
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def short_size(n: float | None) -> str:
+    """Bytes, short: ``438M``, ``2.0G``."""
+    return "–" if n is None else format_size(n, short=True)
+
+
+def count(n: float | None) -> str:
+    """``6,512`` below 100k, ``1.2M`` above."""
+    if n is None:
+        return "–"
+    if abs(n) >= 1e9:
+        return f"{n / 1e9:.1f}G"
+    if abs(n) >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    if abs(n) >= 1e5:
+        return f"{n / 1e3:.0f}k"
+    return f"{n:,.0f}"
+
+
+def rate_text(r: float | None, unit: str) -> str:
+    if r is None:
+        return ""
+    return f"{r:.1f}{unit}" if r < 10 else f"{count(r)}{unit}"
+
+
+def duration(s: float | None) -> str:
+    if s is None or s != s or s < 0 or s > 365 * 86400:
+        return "–:––"
+    s = int(round(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def mem_style(frac: float) -> str:
+    """Colour of a worker's memory as it nears Dask's thresholds."""
+    if frac >= THRESHOLDS["pause"]:
+        return "bold red"
+    if frac >= THRESHOLDS["spill"]:
+        return "dark_orange"
+    if frac >= THRESHOLDS["target"]:
+        return "yellow"
+    return "green"
+
+
+GREY = "grey42"
+TRACK = "grey23"
+
+
+def fit(t: Text, width: int) -> Text:
+    t.no_wrap = True
+    t.truncate(max(0, width), overflow="ellipsis", pad=True)
+    return t
+
+
+def bar(frac: float | None, width: int, style: str = "cyan", done_style: str = "green") -> Text:
+    """A progress bar like Rich's: ━ done, ╸ a half step, ━ dim track."""
+    text = Text(no_wrap=True)
+    if width <= 0:
+        return text
+    if frac is None:
+        text.append("━" * width, TRACK)
+        return text
+    frac = min(max(frac, 0.0), 1.0)
+    halves = int(frac * width * 2)
+    full, half = divmod(halves, 2)
+    style = done_style if frac >= 1 else style
+    text.append("━" * full, style)
+    if half and full < width:
+        text.append("╸", style)
+        full += 1
+    text.append("━" * (width - full), TRACK)
+    return text
+
+
+def segments(segments: list[tuple[float, str, str]], total: float, width: int, ticks: tuple[float, ...] = ()) -> Text:
+    """Coloured segments against ``total`` with ┊ ticks at threshold fractions."""
+    text = Text(no_wrap=True)
+    used, total = 0, total or 1
+    for value, char, style in segments:
+        n = min(width - used, int(round(width * max(value, 0) / total)))
+        if n > 0:
+            text.append(char * n, style)
+            used += n
+    ticks_at = {min(width - 1, int(width * f)) for f in ticks}
+    run = []
+    for i in range(used, width):
+        if i in ticks_at:
+            if run:
+                text.append("".join(run), TRACK)
+                run = []
+            text.append("┊", "grey50")
+        else:
+            run.append("─")
+    if run:
+        text.append("".join(run), TRACK)
+    return text
+
+
+def box(title: str, lines: list[Text], width: int, style: str, height: int | None = None) -> list[Text]:
+    """A rounded box of exactly ``width`` cells around ``lines``."""
+    inner = width - 4
+    title = title[: max(0, width - 6)]
+    top = Text("╭─ ", style, no_wrap=True)
+    top.append(title, "bold")
+    top.append(" " + "─" * max(0, width - 5 - cell_len(title)) + "╮", style)
+    out = [top]
+    body = list(lines) + [Text("")] * max(0, (height or 0) - 2 - len(lines))
+    for line in body:
+        row = Text("│ ", style, no_wrap=True)
+        row.append_text(fit(line, inner))
+        row.append(" │", style)
+        out.append(row)
+    out.append(Text("╰" + "─" * (width - 2) + "╯", style, no_wrap=True))
+    return out
+
+
+def side_by_side(left: list[Text], right: list[Text], lw: int, rw: int) -> list[Text]:
+    n = max(len(left), len(right))
+    out = []
+    for i in range(n):
+        row = left[i].copy() if i < len(left) else Text(" " * lw)
+        row.append_text(right[i] if i < len(right) else Text(" " * rw))
+        out.append(row)
+    return out
+
+
+def stage_line(s: DashboardState, now: float, width: int) -> Text:
+    text = Text(no_wrap=True)
+    current = s.stage
+    for i, name in enumerate(STAGES):
+        if i:
+            text.append(" → ", GREY)
+        label = name
+        if name == "training" and s.epochs:
+            label = f"training epoch {s.epoch}/{s.epochs}"
+        if name == "fitting" and s.fit_cached:
+            label = "fitting (cached)"
+        if name == current:
+            text.append(label, "bold reverse cyan")
+        elif name in s.stages_seen or current == "done" or (name == "fitting" and s.fit_cached):
+            text.append(label, "green")
+        else:
+            text.append(label, GREY)
+    clock = duration(s.elapsed(now))
+    fit(text, width - len(clock) - 1)
+    text.append(" " + clock, "bold")
+    return text
+
+
+def progress_lines(s: DashboardState, now: float, width: int) -> list[Text]:
+    rows: list[tuple[str, float | None, str, str, str]] = []   # name, fraction, counts, rate, note
+
+    def row(name: str, done: float, total: float, rate: float | None, unit: str, note: str = "",
+            bar: float | None = None) -> None:
+        finished = bool(total) and done >= total
+        rate = None if finished else rate
+        eta = (total - done) / rate if rate and total and done < total else None
+        counts = f"{count(done)}/{count(total)}" if total else count(done)
+        right = note or (("ETA " + duration(eta)) if eta is not None else ("done" if finished else ""))
+        frac = (done if bar is None else bar) / total if total else None
+        rows.append((name, frac, counts, rate_text(rate, unit), right))
+
+    if s.fit_cached:
+        rows.append(("fit", 1.0, "cached", "", ""))
+    elif s.fit_total:
+        row("fit", s.fit_done, s.fit_total, s.fit_meter.rate(now), "/s")
+    if s.feat_total:
+        note = "cached" if s.source == "cache" and s.feat_done >= s.feat_total else ""
+        row("featurise", s.feat_done, s.feat_total, s.feat_meter.rate(now) if s.source != "cache" else None, "/s",
+            note)
+    elif s.source == "cache":
+        rows.append(("featurise", 1.0, "cached", "", ""))
+    if s.epochs:
+        rate = s.rows_meter.rate(now) if s.stage == "training" else None
+        row("rows", s.rows, max(s.total_rows, s.rows), rate, "/s", "evaluating" if s.stage == "evaluating" else "")
+        part = min(1.0, s.rows / s.total_rows) if s.stage == "training" and s.total_rows else 0.0
+        row("epochs", s.epochs_done, s.epochs, None, "", bar=s.epochs_done + part)
+    if not rows:
+        return []
+    cw = max(len(r[2]) for r in rows)
+    rw = max(8, max(len(r[3]) for r in rows))
+    nw = max(8, max(len(r[4]) for r in rows))
+    bw = max(4, width - 10 - cw - rw - nw - 4)
+    out = []
+    for name, frac, counts, rate, note in rows:
+        t = Text(f"{name:<10}", "bold", no_wrap=True)
+        t.append_text(bar(frac, bw))
+        t.append(f" {counts:>{cw}} {rate:>{rw}} ")
+        t.append(f"{note:>{nw}}", "green" if note == "done" else "")
+        out.append(fit(t, width))
+    return out
+
+
+def throughput(s: DashboardState, now: float) -> Text:
+    rr = s.rows_meter.rate(now) if s.stage == "training" else None
+    tr = s.tokens_meter.rate(now) if s.stage == "training" else None
+    br = s.bytes_meter.rate(now)
+    text = Text(no_wrap=True)
+    text.append("throughput ", "bold")
+    text.append(f"{count(rr)} rows/s" if rr is not None else "– rows/s")
+    text.append(" · ", GREY)
+    text.append(f"{count(tr)} tokens/s" if tr is not None else "– tokens/s")
+    text.append(" · ", GREY)
+    text.append(f"{br / 1e6:.1f} MB/s read" if br is not None else "– MB/s read")
+    text.append(f"  ({short_size(s.bytes_read)} so far)", GREY)
+    return text
+
+
+def spark(values: list[float], width: int) -> str:
+    values = values[-width:]
+    if len(values) < 2:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    return "".join(SPARK[min(7, int((v - lo) / span * 7.999))] for v in values)
+
+
+def val_parts(e: dict) -> list[str]:
+    """``["loss 0.34", "acc 0.91", ...]`` for the validation scores the event has."""
+    return [f"{s.short} {e[s.key]:{s.fmt}}" for s in SCORES if s.short and e.get(s.key) is not None]
+
+
+def val_text(e: dict | None) -> Text:
+    if not e:
+        return Text("–", GREY)
+    parts = val_parts(e)
+    text = Text(" · ".join(parts) or "no validation rows", no_wrap=True)
+    text.append(f"  (epoch {e.get('epoch')})", GREY)
+    return text
+
+
+def model_lines(s: DashboardState, width: int) -> list[Text]:
+    def kv(name: str, value: Text) -> Text:
+        t = Text(f"{name:<11}", "bold", no_wrap=True)
+        t.append_text(value)
+        return t
+
+    loss = Text(no_wrap=True)
+    if s.loss is not None:
+        loss.append(f"{s.loss:.4f}")
+        line = spark(list(s.loss_history), max(0, min(30, width - 11 - 8 - 2)))
+        if line:
+            loss.append("  " + line, "cyan")
+    elif s.last_epoch:
+        loss.append(f"{s.last_epoch['train_loss']:.4f}")
+    else:
+        loss.append("–", GREY)
+    lines = [kv("train loss", loss), kv("last val", val_text(s.last_epoch)), kv("best", val_text(s.best))]
+    if s.fitted:
+        f = s.fitted
+        lines.append(kv("features", Text(f"{f.get('vocabulary', 0):,} inputs · {f.get('labels', 0)} classes · "
+                                         f"{f.get('docs', 0):,} training rows")))
+    if s.early_stop:
+        lines.append(kv("early stop", Text(f"after epoch {s.early_stop['epoch']} "
+                                           f"(best {s.early_stop['best_epoch']})")))
+    return lines
+
+
+def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
+    m, plan = s.memory or {}, s.plan or {}
+    ticks = (THRESHOLDS["spill"], THRESHOLDS["pause"])
+    rows: list[tuple[str, list, float, tuple, Text]] = []   # label, segments, total, ticks, info
+    trainer, share = m.get("trainer_rss"), plan.get("trainer")
+    if trainer is not None:
+        frac = trainer / share if share else 0
+        style = "green" if frac < 0.8 else ("yellow" if frac < 1 else "bold red")
+        info = f"{short_size(trainer)}/{short_size(share)} ({frac:.0%})" if share else short_size(trainer)
+        info += f" · peak {short_size(m.get('trainer_peak'))}" if wide else ""
+        rows.append(("trainer", [(trainer, "█", style)], share or trainer, (), Text(info)))
+    for w in s.workers:
+        limit, rss = w.get("limit") or 0, w.get("rss") or 0
+        managed = min(w.get("managed") or 0, rss)
+        spilled = w.get("spilled") or 0
+        frac = rss / limit if limit else 0
+        style = mem_style(frac)
+        if wide:
+            info = (f"managed {short_size(managed)} · unmanaged {short_size(rss - managed)} · spilled {short_size(spilled)} "
+                    f"/ {short_size(limit)} ({frac:.0%})")
+        else:
+            info = f"{short_size(rss)}/{short_size(limit)} {frac:.0%}" + (f" ⤓{short_size(spilled)}" if spilled else "")
+        rows.append((f"worker {w.get('name', '?')}", [(managed, "█", style), (rss - managed, "▒", style),
+                                                      (spilled, "░", "blue")], limit or rss or 1, ticks,
+                     Text(info, style if frac >= THRESHOLDS["spill"] else "")))
+    if not s.workers and m.get("workers_rss"):
+        limit = (plan.get("worker_limit") or 0) * (plan.get("workers") or 0)
+        frac = m["workers_rss"] / limit if limit else 0
+        rows.append(("workers", [(m["workers_rss"], "█", mem_style(frac))], limit or m["workers_rss"], ticks,
+                     Text(f"{short_size(m['workers_rss'])}/{short_size(limit)}" if limit else short_size(m["workers_rss"]))))
+    out = []
+    if rows:
+        lw = min(14, max(len(r[0]) for r in rows))
+        iw = max(len(r[4]) for r in rows)
+        bw = max(6, width - lw - iw - 2)
+        iw = min(iw, max(0, width - lw - bw - 2))
+        for label, segs, total, tk, info in rows:
+            t = Text(f"{label[:lw]:<{lw}} ", "bold", no_wrap=True)
+            t.append_text(segments(segs, total, bw, tk))
+            t.append(" ")
+            t.append_text(fit(info, iw))
+            out.append(t)
+    foot = Text(no_wrap=True)
+    if m.get("available") is not None:
+        foot.append("machine ", "bold")
+        foot.append(f"{short_size(m['available'])} available")
+    if plan:
+        foot.append("  budget ", "bold")
+        if plan.get("external"):
+            foot.append(f"trainer {short_size(plan['trainer'])} · existing cluster {plan['workers']} × "
+                        f"{short_size(plan['worker_limit'])}")
+        else:
+            foot.append(f"{short_size(plan['budget'])} = OS {short_size(plan['reserve'])} + trainer {short_size(plan['trainer'])} + "
+                        f"{plan['workers']} × {short_size(plan['worker_limit'])}")
+        if wide:
+            foot.append(f" · partition {short_size(plan['partition'])} · {plan['in_flight']} in flight", GREY)
+    if len(foot):
+        out.append(foot)
+    if s.workers:
+        legend = Text("█ managed ▒ unmanaged ", GREY, no_wrap=True)
+        legend.append("░ spilled", "blue")
+        legend.append(f" ┊ spill at {THRESHOLDS['spill']:.0%}, pause at {THRESHOLDS['pause']:.0%}", GREY)
+        out.append(legend)
+    if s.dask_dashboard:
+        out.append(Text.assemble(("dask dashboard ", "bold"), (s.dask_dashboard, "underline")))
+    return out or [Text("waiting for the first sample…", GREY)]

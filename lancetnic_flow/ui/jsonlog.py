@@ -1,0 +1,57 @@
+"""``--json-log``: every event as one JSON object per line."""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import threading
+from typing import IO, Any
+
+
+def _jsonable(o: Any) -> Any:
+    """numpy scalars and arrays, paths, sets: whatever events may carry."""
+    if hasattr(o, "item") and getattr(o, "ndim", 1) == 0:
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _finite(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_finite(v) for v in o]
+    return o
+
+
+class JsonLog:
+    """One JSON object per event: ``{"event": kind, "time": ISO, "elapsed": s, ...data}``.
+
+    ``elapsed`` counts seconds from the first event (the event's monotonic
+    ``t`` is not written); NaN and infinities become ``null``."""
+
+    def __init__(self, stream: IO[str], close: bool = False):
+        self.stream, self._close = stream, close
+        self.t0: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, kind: str, e: dict[str, Any]) -> None:
+        data = dict(e)
+        t = data.pop("t", None)
+        if self.t0 is None:
+            self.t0 = t
+        rec = {"event": kind, "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+               "elapsed": round(t - self.t0, 4) if t is not None and self.t0 is not None else None, **data}
+        line = json.dumps(_finite(rec), default=_jsonable, ensure_ascii=False, allow_nan=False)
+        with self._lock:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self._close:
+            self.stream.close()

@@ -1,0 +1,87 @@
+"""Helpers shared by the test modules (fixtures are in conftest.py): running
+the CLI as a real subprocess, checking a user error, a small training config,
+and tasks that run on Dask workers."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lancetnic_flow.config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig,
+                                   TrainingConfig)
+
+# A small local cluster for CLI runs: one worker, a 3 GiB plan.
+CLUSTER = ["--workers", "1", "--memory-budget", "3GiB"]
+
+
+def cli(*args, cwd, timeout=300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m lancetnic_flow ARGS`` in ``cwd``, output captured."""
+    env = {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def model_task_pairs() -> list[tuple[str, str]]:
+    """Every registered model with every task it does: what test_models builds and trains in process."""
+    from lancetnic_flow.registry import MODELS
+
+    return [(name, task) for name, spec in MODELS.items() for task in spec.tasks]
+
+
+def assert_user_error(p: subprocess.CompletedProcess, *needles: str) -> str:
+    """Exit 2, one ``error:`` line, no traceback, and every needle in the output."""
+    out = p.stdout + p.stderr
+    assert p.returncode == 2, out
+    assert "Traceback" not in out, out
+    assert out.count("error:") == 1, out
+    for n in needles:
+        assert n in out, out
+    return out
+
+
+def make_config(train, tmp: Path, *, val=None, epochs=3, seed=0, blocksize=None, cache=None,
+                storage_options=None, val_fraction=0.1, **features) -> TrainConfig:
+    """A small, fast training config writing its run (and cache) under ``tmp``."""
+    return TrainConfig(
+        data=DataConfig(train=[str(t) for t in (train if isinstance(train, (list, tuple)) else [train])],
+                        val=[str(v) for v in (val or [])], val_fraction=val_fraction,
+                        storage_options=dict(storage_options or {})),
+        features=FeatureConfig(**{"max_features": 20_000, **features}),
+        model=ModelConfig(hidden=32, layers=1, dropout=0.1),
+        training=TrainingConfig(epochs=epochs, batch_size=128, lr=5e-3, seed=seed, shuffle_buffer=2_000),
+        cluster=ClusterConfig(blocksize=blocksize),
+        output=OutputConfig(out=str(tmp / "runs"), cache=str(cache) if cache else str(tmp / "cache")),
+    )
+
+
+# ---------------------------------------------------------------- tasks run on the workers
+# Dask pickles functions by reference: a worker imports this module (tests/ is on
+# the path the workers inherit), so it stays light (no torch, no scikit-learn).
+
+
+def timed_task(i: int, seconds: float, log_dir: str) -> int:
+    """Sleep, recording wall-clock start and stop in a file the test reads."""
+    import os
+    import time
+
+    t0 = time.time()
+    time.sleep(seconds)
+    t1 = time.time()
+    with open(os.path.join(log_dir, f"{i:03d}"), "w") as f:
+        f.write(f"{t0} {t1} {os.getpid()}")
+    return i
+
+
+def worker_hashes(strings: list[str]) -> list[int]:
+    import pyarrow as pa
+
+    from lancetnic_flow.features.hashing import hash_strings
+
+    return [int(h) for h in hash_strings(pa.array(strings))]
+
+
+def transform_in_worker(features, texts: list[str]):
+    import pyarrow as pa
+
+    return features.transform_texts(pa.array(texts))
