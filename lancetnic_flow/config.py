@@ -62,15 +62,16 @@ class DataConfig:
 
 @dataclass
 class FeatureConfig:
-    mode: str | None = None          # None: the model's own (tfidf, hashing for FastTextBag, ids for Lancet*)
-    ngrams: int = 1
-    max_features: int | None = 100_000
+    mode: str | None = None          # None: the model's own (registry.ModelSpec.features[0])
+    ngrams: int = 2                  # 1: words; 2: words and word pairs
+    max_features: int | None = None  # a fitted vocabulary's size cap (None: 100,000)
     min_df: float = 1
     max_df: float = 1.0
-    sublinear_tf: bool = False
+    sublinear_tf: bool = True        # 1 + log(tf)
     lowercase: bool = True
-    buckets: int = 2**18
+    buckets: int = 2**19             # hashed columns (--features hashing)
     max_len: int = 256
+    idf: bool = True                 # hashing: weight buckets by inverse document frequency
 
     def validate(self) -> None:
         if self.mode is not None:
@@ -87,7 +88,7 @@ class FeatureConfig:
 @dataclass
 class ModelConfig:
     name: str = "ScalpelMC"
-    hidden: int = 128
+    hidden: int | None = None        # None: 64 for Scalpel* and FastTextBag, 128 for Lancet*
     layers: int = 1
     dropout: float = 0.2
     embed: int = 128                 # token embedding width of sequence models
@@ -116,7 +117,7 @@ class CheckpointEvery:
     @classmethod
     def parse(cls, text: str | int | None) -> "CheckpointEvery":
         """``"500"`` → every 500 batches; ``"90s"``, ``"10m"``, ``"1h"`` → by time; ``"off"`` → only on
-        Ctrl-C and at the end of each epoch."""
+        Ctrl-C."""
         if text is None or str(text).strip().lower() in ("off", "never", "0"):
             return cls()
         s = str(text).strip().lower()
@@ -135,11 +136,13 @@ class CheckpointEvery:
 
 @dataclass
 class TrainingConfig:
-    epochs: int = 3
-    batch_size: int = 256
+    epochs: int = 10                 # at most: early stopping usually ends the run sooner
+    batch_size: int = 512
     lr: float = 1e-2
     lr_schedule: str = "linear"
     optimizer: str = "adam"
+    sparse_optimizer: str | None = None   # the sparse input rows': None → the model's (registry.SPARSE_STEP)
+    sparse_lr: float | None = None        # per example for sgd; None → the model's
     seed: int = 0
     shuffle_buffer: int = 20_000
     in_flight: int | None = None
@@ -148,8 +151,8 @@ class TrainingConfig:
     value_loss: str = "mse"
     loss_weights: tuple[float, float] = (1.0, 1.0)
     class_weights: str = "none"      # or "balanced"
-    early_stopping: int | None = None   # patience in epochs
-    monitor: str = "val_loss"
+    early_stopping: int | None = 2   # patience in epochs; 0 or None: train every epoch
+    monitor: str | None = None       # None: val_accuracy when classifying only, else val_loss
     clip_grad: float | None = None
     device: str = "auto"
     threads: int | None = None
@@ -163,15 +166,19 @@ class TrainingConfig:
         _positive("shuffle_buffer", self.shuffle_buffer, allow_zero=True)
         _positive("in_flight", self.in_flight)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
+        if self.sparse_optimizer is not None:
+            _choice("sparse_optimizer", self.sparse_optimizer, ("sgd", "adam"))
+        _positive("sparse_lr", self.sparse_lr)
         _choice("lr_schedule", self.lr_schedule, ("linear", "constant"))
         if self.task is not None:
             _choice("task", self.task, TASKS)
         _choice("class_loss", self.class_loss, CLASS_LOSSES)
         _choice("value_loss", self.value_loss, VALUE_LOSSES)
         _choice("class_weights", self.class_weights, ("none", "balanced"))
-        _choice("monitor", self.monitor, MONITORS)
+        if self.monitor is not None:
+            _choice("monitor", self.monitor, MONITORS)
         _choice("device", self.device, ("auto", "cpu", "cuda"))
-        _positive("early_stopping", self.early_stopping)
+        _positive("early_stopping", self.early_stopping, allow_zero=True)
         _positive("clip_grad", self.clip_grad)
         _positive("threads", self.threads)
         self.checkpoint_every = str(self.checkpoint_every)
@@ -227,9 +234,17 @@ class TrainConfig:
 
         for part in (self.data, self.features, self.model, self.training, self.cluster, self.output):
             part.validate()
+        from .registry import SPARSE_STEP
+
         spec = MODELS[self.model.name]
         t = self.training
         t.task = t.task or spec.task
+        self.model.hidden = self.model.hidden or (64 if spec.net == "ScalpelNet" else 128)
+        if t.sparse_optimizer is None:
+            t.sparse_optimizer, lr = SPARSE_STEP.get(spec.net, ("adam", None))   # a model of your own: lazy Adam
+            t.sparse_lr = t.sparse_lr or lr
+        elif t.sparse_optimizer == "sgd" and t.sparse_lr is None:
+            t.sparse_lr = SPARSE_STEP["ScalpelNet"][1]
         if t.task not in spec.tasks:
             raise UserError(f"model {self.model.name} cannot {t.task}",
                             f"it does: {', '.join(spec.tasks)}; models for {t.task}: "
@@ -237,8 +252,15 @@ class TrainConfig:
         f = self.features
         if f.mode is None:
             f.mode = spec.features[0]
+            if f.mode == "hashing" and f.max_features is not None and "tfidf" in spec.features:
+                f.mode = "tfidf"   # a vocabulary cap asks for a fitted vocabulary
             if spec.ngrams:
                 f.ngrams = max(f.ngrams, spec.ngrams)
+        if f.mode == "ids":
+            f.ngrams = 1   # token ids in order: no word pairs
+        if f.mode == "hashing" and f.max_features is not None:
+            raise UserError("--max-features caps a fitted vocabulary; hashed features have --buckets columns",
+                            "drop --max-features, or use --features tfidf")
         if f.mode not in spec.features:
             raise UserError(f"model {self.model.name} reads --features {'/'.join(spec.features)}, not {f.mode}",
                             f"drop --features, or pick a model for {f.mode}: "
@@ -249,6 +271,7 @@ class TrainConfig:
             raise UserError(f"--task {t.task} needs a numeric target column", "pass --target COLUMN")
         if t.task == "regress":
             self.data.label = None
+        t.monitor = t.monitor or ("val_accuracy" if t.task == "classify" else "val_loss")
         if not monitor_fits(t.monitor, t.task):
             raise UserError(f"--monitor {t.monitor} does not fit --task {t.task}",
                             "use val_loss, or a metric of the task")
@@ -263,6 +286,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        """A saved configuration (``config.json``). Fields added since it was
+        written take the values that reproduce what it meant then (ADDED_FIELDS)."""
         parts = {"data": DataConfig, "features": FeatureConfig, "model": ModelConfig,
                  "training": TrainingConfig, "cluster": ClusterConfig, "output": OutputConfig}
         kw = {}
@@ -273,8 +298,13 @@ class TrainConfig:
             for k in value:
                 if k not in known:
                     raise UserError(f"{key}.{k}: unknown field" + close_matches(k, sorted(known)))
-            kw[key] = parts[key](**value)
+            kw[key] = parts[key](**{**ADDED_FIELDS.get(key, {}), **value})
         return cls(**kw)
+
+
+# Fields added after the first release, with the value a configuration written
+# before them meant: a saved run resumes, and its cache entry is found, as it was.
+ADDED_FIELDS = {"features": {"idf": False}, "training": {"sparse_optimizer": "adam"}}
 
 
 def redact_options(options: Any) -> Any:

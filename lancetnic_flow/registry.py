@@ -18,7 +18,7 @@ class ModelSpec:
     net: str
     fixed: dict[str, Any] = field(default_factory=dict)
     tasks: tuple[str, ...] = _ALL
-    features: tuple[str, ...] = ("tfidf", "hashing")
+    features: tuple[str, ...] = ("hashing", "tfidf")
     ngrams: int = 0                 # the n-grams the model wants by default (0: as configured)
     summary: str = ""
 
@@ -26,6 +26,11 @@ class ModelSpec:
     def task(self) -> str:
         return self.tasks[0]
 
+
+# The sparse input rows' optimiser and its per-example learning rate, by network:
+# SGD for bags of terms (a term's weight grows with the evidence for it; lazy
+# Adam there lets terms seen once memorise their rows), lazy Adam for token embeddings.
+SPARSE_STEP: dict[str, tuple[str, float | None]] = {"ScalpelNet": ("sgd", 2.5), "SequenceNet": ("adam", None)}
 
 MODELS: dict[str, ModelSpec] = {
     "ScalpelMC": ModelSpec("ScalpelNet", summary="MLP over sparse TF-IDF or hashed rows"),

@@ -42,14 +42,17 @@ def assert_user_error(p: subprocess.CompletedProcess, *needles: str) -> str:
 
 def make_config(train, tmp: Path, *, val=None, epochs=3, seed=0, blocksize=None, cache=None,
                 storage_options=None, val_fraction=0.1, **features) -> TrainConfig:
-    """A small, fast training config writing its run (and cache) under ``tmp``."""
+    """A small, fast training config writing its run (and cache) under ``tmp``: a fitted
+    vocabulary of words with raw tf, lazy Adam on the input rows, monitored by val_loss —
+    the settings the Python-API tests' thresholds were set with (the CLI tests run the defaults)."""
     return TrainConfig(
         data=DataConfig(train=[str(t) for t in (train if isinstance(train, (list, tuple)) else [train])],
                         val=[str(v) for v in (val or [])], val_fraction=val_fraction,
                         storage_options=dict(storage_options or {})),
-        features=FeatureConfig(**{"max_features": 20_000, **features}),
+        features=FeatureConfig(**{"max_features": 20_000, "ngrams": 1, "sublinear_tf": False, **features}),
         model=ModelConfig(hidden=32, layers=1, dropout=0.1),
-        training=TrainingConfig(epochs=epochs, batch_size=128, lr=5e-3, seed=seed, shuffle_buffer=2_000),
+        training=TrainingConfig(epochs=epochs, batch_size=128, lr=5e-3, seed=seed, shuffle_buffer=2_000,
+                                sparse_optimizer="adam", early_stopping=None, monitor="val_loss"),
         cluster=ClusterConfig(blocksize=blocksize),
         output=OutputConfig(out=str(tmp / "runs"), cache=str(cache) if cache else str(tmp / "cache")),
     )

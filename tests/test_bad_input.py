@@ -114,13 +114,17 @@ def _metrics(run: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(inputs):
-    """Two finished runs over messy input: classification (CSV, TSV, JSONL, a
-    300 KB line, a validation file with an unseen label) and regression."""
+    """Finished runs over messy input: classification (CSV, TSV, JSONL, a
+    300 KB line, a validation file with an unseen label), regression, and a
+    fitted vocabulary over the long line."""
     jobs = {
         "classify": ("train", "long.csv", "messy.csv", "messy.tsv", "messy.jsonl", "--val", "val.csv",
                      "--blocksize", "64KiB", *RUN, "--out", "runs", "--name", "classify"),
         "regress": ("train", "regress.csv", "--task", "regress", "--target", "target", "--model", "ScalpelReg",
                     *RUN, "--out", "runs", "--name", "regress"),
+        # A fitted vocabulary shows which words were read.
+        "vocabulary": ("train", "long.csv", "messy.csv", "--features", "tfidf", "--blocksize", "64KiB", *RUN,
+                       "--out", "runs", "--name", "vocabulary"),
     }
     with ThreadPoolExecutor(len(jobs)) as pool:
         done = {k: pool.submit(cli, *args, cwd=inputs, timeout=240) for k, args in jobs.items()}
@@ -172,7 +176,8 @@ def test_a_line_longer_than_a_partition_is_read_whole_as_one_row(runs):
     assert m["memory"]["plan"]["partition"] == 64 * 1024 < len(LONG_TEXT) // 4
     # Split in two, it would add a row (and a malformed one); lost, both ends' words would be missing.
     assert m["rows"]["trained"] == TRAINED and m["rows"]["skipped"]["malformed"] == 9
-    vocabulary = json.loads((runs["classify"][1] / "features.json").read_text())["vocabulary"]
+    finished(runs, "vocabulary")
+    vocabulary = json.loads((runs["vocabulary"][1] / "features.json").read_text())["vocabulary"]
     assert {"zzfirst", "longword", "zzlast"} <= set(vocabulary)
 
 

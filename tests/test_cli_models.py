@@ -230,7 +230,7 @@ REFUSED = [
     (["--model", "LancetMC", "--features", "tfidf"], ["model LancetMC reads --features ids, not tfidf"]),
     (["--model", "LancetReg", "--task", "multitask", "--target", "target", "--features", "hashing"],
      ["model LancetReg reads --features ids, not hashing"]),
-    (["--model", "ScalpelMC", "--features", "ids"], ["model ScalpelMC reads --features tfidf/hashing, not ids"]),
+    (["--model", "ScalpelMC", "--features", "ids"], ["model ScalpelMC reads --features hashing/tfidf, not ids"]),
     (["--model", "ScalpelReg"], ["--task regress needs a numeric target column", "--target"]),
     (["--model", "LancetReg"], ["--task regress needs a numeric target column", "--target"]),
     (["--model", "ScalpelMC", "--task", "multitask"], ["--task multitask needs a numeric target column"]),

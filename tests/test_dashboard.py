@@ -282,8 +282,9 @@ def cli_runs(tmp_path_factory):
     that also writes a JSON log to a file."""
     d = tmp_path_factory.mktemp("dash")
     write_corpus(str(d / "c.csv"), 3000, classes=4, seed=3)
+    # A fitted vocabulary: its epoch 1 featurises live, so every kind of event occurs.
     base = [sys.executable, "-m", "lancetnic_flow", "train", str(d / "c.csv"), *CLUSTER, "--epochs", "1",
-            "--out", str(d / "runs")]
+            "--features", "tfidf", "--out", str(d / "runs")]
     t0 = time.monotonic()
     piped = subprocess.Popen([*base, "--cache", str(d / "cache1"), "--name", "json", "--json-log"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cli_env())

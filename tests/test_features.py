@@ -42,7 +42,8 @@ COLUMNS = Columns(text=("text",), label="label")
 
 def fitted_on(texts: list[str], **kw) -> FittedFeatures:
     """The fit pass on one in-memory 'partition' (no cluster)."""
-    fcfg = FeatureConfig(**{"max_features": None, **kw})
+    # scikit-learn's TfidfVectorizer defaults: words only, raw tf.
+    fcfg = FeatureConfig(**{"mode": "tfidf", "ngrams": 1, "sublinear_tf": False, **kw})
     terms = terms_of(pa.array(texts), 1 if fcfg.mode == "ids" else fcfg.ngrams, lowercase=fcfg.lowercase)
     stats = FitStats(docs=len(texts), terms=document_frequencies(terms))
     return finish_fit(stats, fcfg, Columns(text=("text",)))

@@ -454,7 +454,7 @@ def test_the_config_accepts_every_model_and_task_and_resolves_the_models_feature
     spec = MODELS[name]
     assert cfg.training.task == task
     assert cfg.features.mode == spec.features[0]
-    assert cfg.features.ngrams == (2 if name == "FastTextBag" else 1)
+    assert cfg.features.ngrams == (1 if spec.features[0] == "ids" else 2)   # words and word pairs in a bag
     assert cfg.data.label == (None if task == "regress" else "label")
 
 

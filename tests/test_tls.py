@@ -91,7 +91,7 @@ def test_train_and_ddp_on_a_tls_only_cluster_configured_through_dask_config(tls_
     data = tmp_path / "train.csv"
     write_corpus(str(data), 3000, classes=3, seed=4)
     r = _train([str(data), "--scheduler", tls_cluster["address"], "--epochs", "2", "--batch-size", "64",
-                "--ddp", "2", "--out", str(tmp_path / "runs"), "--name", "tls"], tls_cluster["env"])
+                "--buckets", "65536", "--ddp", "2", "--out", str(tmp_path / "runs"), "--name", "tls"], tls_cluster["env"])
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((tmp_path / "runs" / "tls" / "metrics.json").read_text())
     assert m["memory"]["plan"]["external"] is True and m["memory"]["plan"]["workers"] == 2

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.events import Events
 from lancetnic_flow.training.orchestrator import train
 
@@ -76,8 +77,8 @@ def test_run_folder_holds_config_features_model_weights_metrics_and_history(trai
     assert not list(run.glob("*.pt")) and not list(run.glob("*.pkl")) and not list(run.glob("*.bin"))
     model = json.loads((run / "model.json").read_text())
     assert model["model"] == "ScalpelMC" and model["kwargs"]["classes"] == 4
-    features = json.loads((run / "features.json").read_text())
-    assert len(features["labels"]) == 4 and len(features["vocabulary"]) == len(features["idf"])
+    features = FittedFeatures.from_json((run / "features.json").read_text())
+    assert len(features.labels) == 4 and len(features.vocabulary) == len(features.idf)
     with open(run / "history.csv") as f:
         history = list(csv.DictReader(f))
     assert [int(h["epoch"]) for h in history] == [1, 2, 3]

@@ -21,7 +21,7 @@ class Option:
     metavar: str | None = None
     type: Callable | None = None
     default: Any = None
-    kind: str = "value"    # value | flag (store_true) | append (repeatable) | list (one or more values)
+    kind: str = "value"    # value | flag (store_true) | bool (--x/--no-x) | append (repeatable) | list (1+ values)
     required: bool = False
 
     @property
@@ -31,6 +31,9 @@ class Option:
     def add_to(self, group: Any) -> None:
         if self.kind == "flag":
             group.add_argument(self.flag, action="store_true", help=self.help)
+            return
+        if self.kind == "bool":
+            group.add_argument(self.flag, action=argparse.BooleanOptionalAction, default=None, help=self.help)
             return
         kw: dict[str, Any] = {"metavar": self.metavar, "help": self.help}
         if self.type is not None:
@@ -70,16 +73,18 @@ TRAIN: dict[str, list[Option]] = {
     ],
     "data": DATA,
     "features": [
-        O("--features", "tfidf|hashing|ids (default: the model's: tfidf; hashing for FastTextBag; ids for Lancet*)",
-          "MODE"),
+        O("--features", "hashing|tfidf|ids (default: the model's: hashed terms for Scalpel* and FastTextBag, "
+          "token ids for Lancet*)", "MODE"),
         O("--max-len", "tokens kept per row with --features ids", "N", int, 256),
-        O("--ngrams", "1 = words, 2 = words and word pairs", "N", int, 1),
-        O("--max-features", "vocabulary size cap (default 100000)", "N", int, 100_000),
-        O("--min-df", "drop terms in fewer documents: a count, or a fraction like 0.001 (default 1)", "N|F",
-          default="1"),
-        O("--max-df", "drop terms in more documents: a count, or a fraction (default 1.0)", "N|F", default="1.0"),
-        O("--sublinear-tf", "use 1 + log(tf)", kind="flag"),
-        O("--buckets", "columns for --features hashing (default 262144)", "N", int, 2**18),
+        O("--ngrams", "1 = words, 2 = words and word pairs (default 2)", "N", int),
+        O("--buckets", "hashed columns with --features hashing (default 524288 = 2^19)", "N", int),
+        O("--idf", "weight hashed terms by inverse document frequency (default on)", kind="bool"),
+        O("--sublinear-tf", "use 1 + log(tf) (default on)", kind="bool"),
+        O("--max-features", "vocabulary size cap with --features tfidf (default 100000)", "N", int),
+        O("--min-df", "--features tfidf: drop terms in fewer documents: a count, or a fraction like 0.001 "
+          "(default 1)", "N|F", default="1"),
+        O("--max-df", "--features tfidf: drop terms in more documents: a count, or a fraction (default 1.0)", "N|F",
+          default="1.0"),
     ],
     "model and task": [
         O("--model", "ScalpelMC|ScalpelReg|ScalpelMTSK|FastTextBag|LancetMC|LancetMCA|LancetMCA_gru|LancetReg "
@@ -90,29 +95,34 @@ TRAIN: dict[str, list[Option]] = {
         O("--loss-weights", "multi-task: class and value loss weights", "C,V", default="1,1"),
         O("--class-weights", "none|balanced (for imbalanced labels)", "MODE", default="none"),
         O("--embed", "token embedding width (Lancet models)", "N", int, 128),
-        O("--hidden", "hidden layer width (default 128)", "N", int, 128),
+        O("--hidden", "hidden layer width (default 64 for Scalpel*/FastTextBag, 128 for Lancet*)", "N", int),
         O("--layers", "hidden layers; 0 = linear model (default 1)", "N", int, 1),
         O("--dropout", "dropout after each hidden layer (default 0.2)", "P", float, 0.2),
-        O("--epochs", "passes over the training data (default 3)", "N", int, 3),
-        O("--batch-size", "rows per optimiser step (default 256)", "N", int, 256),
+        O("--epochs", "passes over the training data, at most (default 10; early stopping usually ends sooner)",
+          "N", int),
+        O("--batch-size", "rows per optimiser step (default 512)", "N", int, 512),
         O("--lr", "peak learning rate (default 0.01)", "X", float, 1e-2),
         O("--lr-schedule", "linear (decay to 5%% of --lr over the run) or constant (default linear)", "NAME",
           default="linear"),
     ],
     "training": [
         O("--optimizer", "adam|radam|sgd|rmsprop|adadelta", "NAME", default="adam"),
-        O("--early-stopping", "stop after this many epochs without improving --monitor (the best weights are kept)",
-          "EPOCHS", int),
-        O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_mae|val_rmse|val_r2 (default val_loss)", "METRIC",
-          default="val_loss"),
+        O("--sparse-optimizer", "sgd|adam for the input rows (default: sgd for Scalpel*/FastTextBag, adam for "
+          "Lancet*)", "NAME"),
+        O("--sparse-lr", "learning rate of the input rows: per example with sgd (default 2.5), as --lr with adam",
+          "X", float),
+        O("--early-stopping", "stop after this many epochs without improving --monitor, keeping the best weights "
+          "(default 2; 0: train every epoch)", "EPOCHS", int),
+        O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_mae|val_rmse|val_r2 (default: val_accuracy when "
+          "classifying, else val_loss)", "METRIC"),
         O("--clip-grad", "clip the gradient norm", "NORM", float),
         O("--device", "auto|cpu|cuda (auto: CUDA when present; with --ddp, on the ranks' workers, a GPU per rank)",
           "DEV", default="auto"),
         O("--threads", "trainer threads (default: cores not used by workers)", "N", int),
         O("--seed", "fixes partition order, shuffling, init and dropout (default 0)", "N", int, 0),
         O("--shuffle-buffer", "rows held for shuffling (default 20000)", "ROWS", int, 20_000),
-        O("--checkpoint-every", "write a checkpoint every N batches or every TIME (90s, 10m, 1h), plus at each "
-          "epoch's end and on Ctrl-C; off = only on Ctrl-C (default 10m)", "N|TIME", default="10m"),
+        O("--checkpoint-every", "write a checkpoint every N batches (and at each epoch's end) or every TIME (90s, 10m, 1h), "
+          "and on Ctrl-C; off = only on Ctrl-C (default 10m)", "N|TIME", default="10m"),
         O("--ddp", "data-parallel training: N ranks on N Dask workers, gradients averaged (torch.distributed)", "N",
           int),
         O("--resume", "continue the run folder RUN from its checkpoint, with its own options (only "

@@ -125,11 +125,11 @@ def to_argv(path: str, overrides: list[str] | None = None) -> tuple[list[str], d
                             "fields are `lancetnic-flow train` options; see `lancetnic-flow train --help`")
         flag = option.flag
         values = f.value if isinstance(f.value, list) else [f.value]
-        if option.kind == "flag":
+        if option.kind in ("flag", "bool"):
             if not isinstance(f.value, bool):
                 raise UserError(f"{where}: {f.where}: expected true or false, got {f.value!r}")
-            if f.value:
-                argv.append(flag)
+            if f.value or option.kind == "bool":
+                argv.append(flag if f.value else "--no-" + flag[2:])
             continue
         if dest == "storage_option" and isinstance(f.value, dict):
             for pair in _flatten("", f.value):

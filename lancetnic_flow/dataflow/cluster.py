@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import UserError
 from .plan import THRESHOLDS, WORKER_ENV, MemoryPlan, plan_for_workers
@@ -100,9 +100,12 @@ def refuse_if_nothing_listens(scheduler: str, patience: float = 2.0) -> None:
 
 
 @contextlib.contextmanager
-def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: bool = False) -> Iterator["object"]:
+def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: bool = False,
+                 closer: Any = None) -> Iterator["object"]:
     """Yield a ``distributed.Client``: to ``scheduler`` if given (or
-    ``DASK_SCHEDULER_ADDRESS``), else to a LocalCluster sized by ``plan``."""
+    ``DASK_SCHEDULER_ADDRESS``), else to a LocalCluster sized by ``plan``.
+    ``closer`` (an executor): the LocalCluster shuts down there, so the caller
+    goes on at once and waits for it when the executor closes."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -138,5 +141,10 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
         try:
             with Client(cluster) as client:
                 yield client
-        finally:
+        except BaseException:
             cluster.close()
+            raise
+        if closer is None:
+            cluster.close()
+        else:
+            closer.submit(cluster.close)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterator
 
+from ..config import FeatureConfig
 from ..data.sources import Columns, SourcePlan
 from ..events import Events
 from ..features.rows import RowBlock
 from ..features.vectorize import FittedFeatures
 from ..storage import join
 from .manifest import Manifest, read_manifest, write_manifest
-from .shards import PartitionResult, ShardInfo, featurize_partition, load_or_repair
+from .shards import PartitionResult, ShardInfo, count_partition, featurize_partition, load_or_repair
 from .stream import cached_blocks, epoch_order, live_blocks, prefetch
 from .window import OrderedWindow
 
@@ -49,8 +50,7 @@ class ShardFeed:
     def __init__(self, client: Any, spec: FeedSpec, events: Events):
         self.client, self.spec, self.events = client, spec, events
         self.manifest: Manifest | None = read_manifest(spec.entry, spec.key, spec.cache_options)
-        # The fitted features go to every worker once, not with every task.
-        self._features = client.scatter(spec.features, broadcast=True) if self.manifest is None else None
+        self._features: Any = None
 
     @property
     def complete(self) -> bool:
@@ -64,6 +64,8 @@ class ShardFeed:
     # ---- live featurisation
     def _task_kwargs(self) -> dict:
         s = self.spec
+        if self._features is None:   # the fitted features go to every worker once, not with every task
+            self._features = self.client.scatter(s.features, broadcast=True)
         return dict(columns=s.columns, features=self._features, shard_dir=join(s.entry, "shards"),
                     storage_options=s.storage_options, cache_options=s.cache_options, chunk_bytes=s.chunk_bytes,
                     val_fraction=s.val_fraction)
@@ -84,9 +86,10 @@ class ShardFeed:
             self.events.emit("featurized", done=len(results), total=len(jobs), rows=r.rows_read,
                              train_rows=r.train_rows, tokens=r.tokens, bytes_read=r.bytes_read, seconds=r.seconds)
             yield r
-        self._complete(results)
+        self.finish_entry(results)
 
-    def _complete(self, results: list[PartitionResult]) -> None:
+    def finish_entry(self, results: list[PartitionResult]) -> None:
+        """Every partition's shards are written: the manifest makes the entry whole."""
         s = self.spec
         # The partitions the shards came from go along: a damaged shard is rebuilt from the same bytes.
         parts = {"train": [dataclasses.asdict(p) for p in s.train.partitions],
@@ -113,13 +116,20 @@ class ShardFeed:
 
     # ---- the cache
     def load(self, info: ShardInfo) -> RowBlock:
-        return load_or_repair(info, self.spec.cache_options, self._repair)
+        """A shard as model rows (a raw shard of the counting fit pass is finished here)."""
+        block = load_or_repair(info, self.spec.cache_options, self._repair)
+        return self.spec.features.finish(block) if info.raw else block
 
     def _repair(self, info: ShardInfo) -> None:
         """Re-featurise the partition a missing or damaged shard came from."""
         self.events.emit("warning", message=f"shard {info.url} is missing or damaged; rebuilding it")
-        m = self.manifest
+        m, s = self.manifest, self.spec
         split = "val" if (m.partitions.get("val") and info.split == "val") else None
         part = m.partition(split or "train", info.partition)
-        kwargs = {**self._task_kwargs(), "features": self.spec.features}
-        self.client.submit(featurize_partition, part, split, **kwargs, pure=False).result()
+        kwargs = dict(columns=s.columns, shard_dir=join(s.entry, "shards"), storage_options=s.storage_options,
+                      cache_options=s.cache_options, chunk_bytes=s.chunk_bytes, val_fraction=s.val_fraction)
+        if info.raw:
+            task, kwargs["fcfg"] = count_partition, FeatureConfig(**s.feature_config)
+        else:
+            task, kwargs["features"] = featurize_partition, s.features
+        self.client.submit(task, part, split, **kwargs, pure=False).result()

@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..config import ADDED_FIELDS
 from ..data.sources import Columns, FileInfo, Partition, SourcePlan
 from ..features.vectorize import FittedFeatures
 from ..storage import join, read_bytes, write_bytes
@@ -85,6 +86,10 @@ def write_features(entry: str, features: FittedFeatures, cache_options: dict) ->
 
 def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
               val_fraction: float) -> str:
-    """The cache entry of featurising ``train`` (and ``val``) with these options."""
-    return cache_key(CACHE_VERSION, train.fingerprint(), val.fingerprint() if val else None, feature_config,
+    """The cache entry of featurising ``train`` (and ``val``) with these options.
+    Options added later count only when they differ from what an entry made
+    before them meant, so those entries (and their runs' checkpoints) still match."""
+    added = ADDED_FIELDS["features"]
+    options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
+    return cache_key(CACHE_VERSION, train.fingerprint(), val.fingerprint() if val else None, options,
                      dataclasses.astuple(columns), val_fraction)

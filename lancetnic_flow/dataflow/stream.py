@@ -8,8 +8,8 @@
   batches.
 
 Trainer memory: ``in_flight`` task results (addresses and counts only),
-``prefetch`` loaded shards, and at most ``shuffle_buffer`` + one shard's rows
-in the buffer.
+``prefetch`` loaded shards, at most ``shuffle_buffer`` + one shard's rows
+in the buffer, and ``BATCHES_AHEAD`` batches.
 """
 from __future__ import annotations
 
@@ -110,6 +110,9 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
             yield buf.slice(start, start + batch_size)
 
 
+BATCHES_AHEAD = 8
+
+
 class BatchStream(torch.utils.data.IterableDataset):
     """Batches of one epoch, as :class:`RowBlock`; ``blocks`` is called once per iteration."""
 
@@ -121,5 +124,8 @@ class BatchStream(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[RowBlock]:
         rng = np.random.default_rng([self.seed, self.epoch, 0x5B]) if self.shuffle else None
-        return shuffled_batches(prefetch(self.blocks(), self.prefetch_depth), self.batch_size,
-                                self.shuffle_buffer, rng)
+        # Two threads ahead of the training loop: one reads shards, one shuffles
+        # them into batches; the loop itself only trains.
+        batches = shuffled_batches(prefetch(self.blocks(), self.prefetch_depth), self.batch_size,
+                                   self.shuffle_buffer, rng)
+        return prefetch(batches, BATCHES_AHEAD)

@@ -8,7 +8,7 @@ merged statistics. Validation rows (by stable hash) are left out of the fit.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -18,18 +18,46 @@ from ..config import FeatureConfig
 from ..data.readers import read_partition
 from ..data.sources import Chunk, Columns, Partition
 from ..events import NULL_EVENTS, Events
+from .rows import RowBlock
 from .split import validation_mask
 from .tokenize import terms_of
 from .vectorize import PIECE_ROWS, FittedFeatures
 from .vocab import FitStats, Moments, document_frequencies, merge_stats, prune, smooth_idf
 
+# The vocabulary's size cap when --max-features is not given.
+DEFAULT_MAX_FEATURES = 100_000
 
-def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, with_terms: bool,
-                 numeric: tuple[str, ...]) -> FitStats:
+
+def table_stats(table: pa.Table, train: np.ndarray, numeric: tuple[str, ...]) -> FitStats:
+    """What a chunk's training rows (``train``: a mask) say about labels and
+    numeric columns, and the labels of its validation rows."""
+    stats = FitStats(docs=int(train.sum()))
+    if "label" in table.column_names:
+        for name, mask in (("labels", train), ("val_labels", ~train)):
+            if mask.any():
+                vc = table["label"].filter(pa.array(mask)).value_counts()
+                setattr(stats, name, dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist())))
+    for col in (("target",) if "target" in table.column_names else ()) + numeric:
+        stats.numeric[col] = Moments.of(table[col].filter(pa.array(train)).to_numpy(zero_copy_only=False)
+                                        .astype(np.float64))
+    return stats
+
+
+def bucket_frequencies(counts: RowBlock, train: np.ndarray, buckets: int) -> np.ndarray:
+    """Document frequency of each bucket over the training rows of a block of
+    term counts (a row's ids are distinct, so each counts once)."""
+    rows = np.repeat(train, np.diff(counts.offsets))
+    return np.bincount(counts.indices[rows], minlength=buckets).astype(np.int64)
+
+
+def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, numeric: tuple[str, ...]) -> FitStats:
+    """The vocabulary modes' statistics of one chunk: term document frequencies of its training rows."""
     table = chunk.table
-    train = table.filter(pa.array(~validation_mask(table, val_fraction))) if val_fraction > 0 else table
-    stats = FitStats(docs=train.num_rows, rows_read=chunk.rows_read, skipped=dict(chunk.skipped))
-    if with_terms and train.num_rows:
+    train_mask = ~validation_mask(table, val_fraction)
+    stats = table_stats(table, train_mask, numeric)
+    stats.rows_read, stats.skipped = chunk.rows_read, dict(chunk.skipped)
+    train = table.filter(pa.array(train_mask)) if val_fraction > 0 else table
+    if train.num_rows:
         # Piece by piece, so tokenisation's working arrays stay small; the
         # per-piece tables hold distinct terms only.
         ngrams = 1 if fcfg.mode == "ids" else fcfg.ngrams
@@ -42,19 +70,13 @@ def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, with_te
             if len(pieces) == 4:  # fold early: peak = merged terms + a few pieces
                 pieces = [merge_stats(pieces)]
         stats.terms = merge_stats(pieces).terms if len(pieces) > 1 else pieces[0].terms
-    if "label" in train.column_names and train.num_rows:
-        vc = train["label"].value_counts()
-        stats.labels = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
-    for col in (("target",) if "target" in train.column_names else ()) + numeric:
-        stats.numeric[col] = Moments.of(train[col].to_numpy(zero_copy_only=False).astype(np.float64))
     return stats
 
 
 def fit_partition(part: Partition, columns: Columns, fcfg: FeatureConfig, storage_options: dict,
                   chunk_bytes: int, val_fraction: float) -> FitStats:
-    """Worker task: the fit statistics of one partition (chunk by chunk)."""
-    with_terms = fcfg.mode != "hashing"
-    parts = [_chunk_stats(c, fcfg, val_fraction, with_terms, columns.numeric)
+    """Worker task of the vocabulary modes: the fit statistics of one partition (chunk by chunk)."""
+    parts = [_chunk_stats(c, fcfg, val_fraction, columns.numeric)
              for c in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes)]
     out = merge_stats(parts) if len(parts) != 1 else parts[0]
     out.bytes_read = part.length if part.length > 0 else part.file.size
@@ -77,21 +99,29 @@ def _merge_fit(parts: list[FitStats]) -> FitStats:
 
 def _finish_on_worker(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> tuple[FittedFeatures, FitStats]:
     fitted = finish_fit(stats, fcfg, columns)
-    stats.terms = None   # counted and pruned; the caller gets the totals only
+    stats.terms = stats.buckets = None   # counted and pruned; the caller gets the totals only
     return fitted, stats
 
 
 def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcfg: FeatureConfig, *,
-                 storage_options: dict, chunk_bytes: int, val_fraction: float,
-                 events: Events = NULL_EVENTS, split_every: int = 8) -> tuple[FittedFeatures, FitStats]:
+                 storage_options: dict, chunk_bytes: int, val_fraction: float, task: Callable = fit_partition,
+                 splits: list | None = None, events: Events = NULL_EVENTS, split_every: int = 8,
+                 **task_options: Any) -> tuple[FittedFeatures, FitStats]:
     """Run the fit pass on the cluster and prune: the fitted features, and the
-    pass's totals (rows, docs, labels, skipped; ``terms`` is not returned)."""
+    pass's totals (rows, docs, labels, skipped, the shards a counting ``task``
+    wrote; ``terms`` and ``buckets`` are not returned).
+
+    ``task(partition, [split,] columns=, fcfg=, …)`` makes each partition's
+    :class:`FitStats`: :func:`fit_partition` for the vocabulary modes, or a
+    task that also writes the partition's term counts as shards (``splits``:
+    each partition's forced split, e.g. "val" for a separate validation source)."""
     from distributed import as_completed
 
     t0 = time.monotonic()
     events.emit("stage", stage="fitting", total=len(partitions))
-    leaves = client.map(fit_partition, partitions, columns=columns, fcfg=fcfg, storage_options=storage_options,
-                        chunk_bytes=chunk_bytes, val_fraction=val_fraction, pure=False)
+    args = [partitions] if splits is None else [partitions, splits]
+    leaves = client.map(task, *args, columns=columns, fcfg=fcfg, storage_options=storage_options,
+                        chunk_bytes=chunk_bytes, val_fraction=val_fraction, pure=False, **task_options)
     # The merge tree is fixed by partition index (float sums stay bit-identical
     # run to run); its tasks outrank the partitions still queued, so a group
     # merges as soon as its partitions are done and only ~split_every
@@ -125,15 +155,17 @@ def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> Fitted
                        sublinear_tf=fcfg.sublinear_tf, buckets=fcfg.buckets, max_len=fcfg.max_len, docs=stats.docs)
     if mode != "hashing":
         terms, df = prune(stats.terms, stats.docs, min_df=fcfg.min_df, max_df=fcfg.max_df,
-                          max_features=fcfg.max_features)
+                          max_features=fcfg.max_features if fcfg.max_features is not None else DEFAULT_MAX_FEATURES)
         f.vocabulary = terms
         f.idf = smooth_idf(df, stats.docs)
+    elif fcfg.idf and stats.buckets is not None:
+        f.idf = smooth_idf(stats.buckets, stats.docs)
     # Most frequent first (ties by name), so class ids are stable across runs.
     ranked = sorted(stats.labels.items(), key=lambda kv: (-kv[1], kv[0]))
     f.labels, f.label_counts = [k for k, _ in ranked], [v for _, v in ranked]
     if "target" in stats.numeric:
         m = stats.numeric["target"]
         f.target = (m.mean, m.std or 1.0)
-    f.numeric = {c: (stats.numeric[c].mean, stats.numeric[c].std or 1.0) for c in columns.numeric
-                 if c in stats.numeric}
+    f.numeric = {c: (stats.numeric[c].mean, stats.numeric[c].std or 1.0) if c in stats.numeric else (0.0, 1.0)
+                 for c in columns.numeric}
     return f

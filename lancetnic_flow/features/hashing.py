@@ -1,11 +1,15 @@
-"""Stable 64-bit hashes of strings, vectorised over Arrow buffers.
+"""Stable 64-bit hashes of strings, over Arrow buffers.
 
 Python's ``hash`` is salted per process, so it cannot decide a hashing
 bucket or a validation split that must agree across Dask workers and runs.
-A string is hashed from its first and last ``width`` bytes and its length:
-one fixed-width gather per array, no loop over strings or bytes. Strings
-that agree on all three are near-duplicates, and sharing a bucket or a
-split is what one wants for them.
+
+* :func:`hash_strings` — every byte of each string (FNV-1a 64, finalised;
+  :mod:`.kernels`): strings that differ anywhere, even only in the middle
+  of a long templated text, hash apart. The validation split and the
+  features of runs written since feature format 2 use it.
+* :func:`legacy_hashes` — the hash of feature format 1 (the first and last
+  ``width`` bytes and the length), kept so that hashing runs written by
+  earlier versions still predict as they were trained.
 """
 from __future__ import annotations
 
@@ -27,8 +31,23 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h
 
 
-def hash_strings(strings: pa.Array | pa.ChunkedArray, width: int = 32) -> np.ndarray:
-    """uint64 hash of each string (null hashes like ``""``); ``width`` must be a multiple of 8."""
+def hash_strings(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """uint64 hash of each whole string (null hashes like ``""``)."""
+    from . import kernels
+    from .tokenize import text_buffers
+
+    arr = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
+    if len(arr) == 0:
+        return np.zeros(0, np.uint64)
+    data, offsets = text_buffers(arr, lowercase=False)
+    valid = np.ones(len(arr), np.uint8) if not arr.null_count else \
+        arr.is_valid().to_numpy(zero_copy_only=False).astype(np.uint8)
+    return kernels.whole_hashes(data, offsets, valid)
+
+
+def legacy_hashes(strings: pa.Array | pa.ChunkedArray, width: int = 32) -> np.ndarray:
+    """Feature format 1's uint64 hash of each string, from its first and last
+    ``width`` bytes and its length (null hashes like ``""``)."""
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
     strings = strings.cast(pa.large_string())
@@ -55,5 +74,5 @@ def hash_strings(strings: pa.Array | pa.ChunkedArray, width: int = 32) -> np.nda
 
 
 def unit_interval(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """Map strings to stable floats in [0, 1) (used for the validation split)."""
-    return (hash_strings(strings, width=64) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    """Map strings to stable floats in [0, 1) from every byte of each (the validation split)."""
+    return (hash_strings(strings) >> np.uint64(11)).astype(np.float64) / float(1 << 53)

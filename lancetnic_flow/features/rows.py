@@ -22,6 +22,9 @@ class RowBlock:
     labels: np.ndarray | None = None    # int32 (n,); -1 = no usable label
     targets: np.ndarray | None = None   # float32 (n,), standardised; NaN = missing
     numeric: np.ndarray | None = None   # float32 (n, k), standardised
+    # A shard of raw counts, written before the label set was known: ``labels``
+    # index these names (see FittedFeatures.finish); targets and numeric are raw.
+    label_names: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -43,28 +46,39 @@ class RowBlock:
         return b
 
     def take(self, rows: np.ndarray) -> "RowBlock":
-        """Gather rows (any order), vectorised: no loop per row."""
+        """Gather rows (any order) in one compiled pass: no loop per row in Python."""
+        from .kernels import gather_rows
+
         rows = np.asarray(rows, dtype=np.int64)
-        starts = self.offsets[rows]
-        lengths = self.offsets[rows + 1] - starts
-        new_offsets = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum(lengths, out=new_offsets[1:])
-        src = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1], dtype=np.int64)
-        out = RowBlock(self.indices[src], new_offsets)
-        if self.values is not None:
-            out.values = self.values[src]
+        values = self.values if self.values is not None else np.zeros(0, np.float32)
+        offsets, indices, vals = gather_rows(self.offsets, rows, self.indices, values)
+        out = RowBlock(indices, offsets, vals if self.values is not None else None)
         for name in ("labels", "targets", "numeric"):
             arr = getattr(self, name)
             if arr is not None:
                 setattr(out, name, arr[rows])
+        out.label_names = self.label_names
         return out
 
     def slice(self, start: int, stop: int) -> "RowBlock":
-        return self.take(np.arange(start, min(stop, len(self)), dtype=np.int64))
+        """Rows ``start:stop``: views of this block's arrays, no copy."""
+        stop = min(stop, len(self))
+        start = min(start, stop)
+        a, b = self.offsets[start], self.offsets[stop]
+        out = RowBlock(self.indices[a:b], self.offsets[start:stop + 1] - a,
+                       self.values[a:b] if self.values is not None else None)
+        for name in ("labels", "targets", "numeric"):
+            arr = getattr(self, name)
+            if arr is not None:
+                setattr(out, name, arr[start:stop])
+        out.label_names = self.label_names
+        return out
 
     @staticmethod
     def concat(blocks: list["RowBlock"]) -> "RowBlock":
         blocks = [b for b in blocks if b is not None]
+        if any(b.label_names is not None for b in blocks) and len(blocks) > 1:
+            raise ValueError("raw shards (labels by name) are finished one by one, never concatenated")
         if len(blocks) == 1:
             return blocks[0]
         nnz = np.cumsum([0] + [len(b.indices) for b in blocks[:-1]])

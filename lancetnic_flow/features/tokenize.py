@@ -1,10 +1,15 @@
-"""Text → tokens, vectorised with pyarrow.compute.
+"""Text → tokens, by one compiled pass over Arrow's UTF-8 buffers
+(:mod:`.kernels`).
 
-A partition's texts become one flat array of terms and, beside it, the row
-each term came from. No Python object is made per token or per row: the
-kernels run over Arrow buffers. Semantics follow scikit-learn's default
-``token_pattern`` (lowercase, runs of 2+ word characters) so TF-IDF features
-match what ``lancetnic`` users had.
+A token is a maximal run of word characters (Unicode letters and numbers,
+and ``_``) of at least two characters, after lower-casing — scikit-learn's
+default ``token_pattern``, so TF-IDF features match what ``lancetnic``
+users had. No Python object is made per token or per row.
+
+* :func:`text_buffers` — an Arrow string array's bytes and offsets as numpy
+  views, lower-cased first when asked: what every kernel reads.
+* :func:`tokenize` / :func:`terms_of` — tokens (and bigrams) as an Arrow
+  string array with the row of each: for fitting a vocabulary.
 """
 from __future__ import annotations
 
@@ -14,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# RE2 classes: letters, digits and '_' are word characters, in every script.
-_NON_WORD = r"[^\pL\pN_]+"
+from . import kernels
+
+MIN_CHARS = 2
 
 
 @dataclass
@@ -33,23 +39,30 @@ def _flat(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
-def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, min_len: int = 2) -> Terms:
-    """Split texts into word tokens; keeps order within each row."""
+def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(UTF-8 bytes as uint8, int64 offsets of each string into them) — views, no copy of the text
+    beyond the lower-cased one. Nulls read as empty strings."""
     texts = _flat(texts)
-    n = len(texts)
     if lowercase:
         texts = pc.utf8_lower(texts)
-    lists = _flat(pc.split_pattern_regex(texts, pattern=_NON_WORD))
-    offsets = lists.offsets.to_numpy(zero_copy_only=False)
-    offsets = offsets - offsets[0]
-    flat = _flat(lists.flatten())
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-    if len(flat):
-        # Splitting leaves "" at the ends of rows; min_len >= 1 drops them.
-        keep = pc.greater_equal(pc.utf8_length(flat), max(min_len, 1))
-        flat = flat.filter(keep)
-        rows = rows[keep.to_numpy(zero_copy_only=False)]
-    return Terms(flat.cast(pa.string()), rows, n)
+    if texts.null_count:
+        texts = pc.fill_null(texts, "")
+    if not pa.types.is_large_string(texts.type):
+        texts = texts.cast(pa.string())
+    bufs = texts.buffers()
+    width = 8 if pa.types.is_large_string(texts.type) else 4
+    offsets = np.frombuffer(bufs[1], np.int64 if width == 8 else np.int32, len(texts) + 1, texts.offset * width)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and len(bufs[2]) else np.zeros(1, np.uint8)
+    return data, offsets.astype(np.int64)
+
+
+def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, min_len: int = MIN_CHARS) -> Terms:
+    """Split texts into word tokens; keeps order within each row."""
+    data, offsets = text_buffers(texts, lowercase=lowercase)
+    buf, tok_offsets, rows = kernels.token_spans(data, offsets, kernels.word_table(), max(min_len, 1))
+    terms = pa.Array.from_buffers(pa.string(), len(rows),
+                                  [None, pa.py_buffer(tok_offsets.astype(np.int32)), pa.py_buffer(buf)])
+    return Terms(terms, rows, len(offsets) - 1)
 
 
 def add_bigrams(tokens: Terms) -> Terms:

@@ -2,18 +2,28 @@
 
 Runs on Dask workers. Three modes:
 
+* ``hashing`` — terms (words, and word pairs with ``ngrams=2``) counted in
+  ``buckets`` hashed columns, needing no vocabulary; with ``idf``, weighted
+  by the inverse document frequency of each bucket (scikit-learn's
+  ``HashingVectorizer`` + ``TfidfTransformer``); rows l2-normalised;
 * ``tfidf`` — scikit-learn's ``TfidfVectorizer`` semantics (smooth idf,
-  optional sublinear tf, l2-normalised rows) over the fitted vocabulary;
-* ``hashing`` — term counts in ``buckets`` hashed columns, l2-normalised;
-  needs no vocabulary;
+  optional sublinear tf, l2-normalised rows) over a fitted vocabulary;
 * ``ids`` — each row's token ids in order (0 = padding, 1 = unknown),
   truncated to ``max_len``, for sequence models.
 
-Everything is numpy/Arrow array work: peak memory is a small multiple of the
-partition's token count, never rows × vocabulary.
+Terms are found, hashed and counted per row by one compiled pass
+(:mod:`.kernels`); a fitted vocabulary is an open-addressing table from the
+terms' hashes to their ids, built once per process. Peak memory is a small
+multiple of the partition's bytes, never rows × vocabulary.
+
+``counts`` and ``weigh`` split the transform in two: the fit pass of
+``hashing`` features writes term counts to the shards (the corpus is
+tokenised once) and the idf, known only when the pass ends, is applied when
+a shard is read.
 """
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 
@@ -21,13 +31,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .hashing import hash_strings
+from . import kernels
+from .hashing import legacy_hashes
 from .rows import RowBlock
-from .tokenize import Terms, terms_of, tokenize
+from .tokenize import MIN_CHARS, Terms, terms_of, text_buffers
 
 PAD, UNK = 0, 1
-# Rows tokenised at once: ~0.5M tokens, a few tens of MiB of working arrays.
+# Rows tokenised at once: a few MiB of text, so the kernels' working arrays stay small.
 PIECE_ROWS = 8192
+# 2: the compiled tokenizer and whole-string hashes. 1 (runs written before):
+# hashing features used legacy_hashes; vocabulary and ids modes read the same.
+VERSION = 2
 
 
 @dataclass
@@ -41,12 +55,13 @@ class FittedFeatures:
     buckets: int = 2**18
     max_len: int = 256
     vocabulary: pa.StringArray | None = None
-    idf: np.ndarray | None = None
+    idf: np.ndarray | None = None       # tfidf: per vocabulary term; hashing: per bucket, or None (no idf)
     labels: list[str] = field(default_factory=list)
     label_counts: list[int] = field(default_factory=list)   # training rows per label, same order
     target: tuple[float, float] | None = None          # (mean, std)
     numeric: dict[str, tuple[float, float]] = field(default_factory=dict)
     docs: int = 0
+    version: int = VERSION
 
     @property
     def dim(self) -> int:
@@ -56,59 +71,121 @@ class FittedFeatures:
         n = len(self.vocabulary) if self.vocabulary is not None else 0
         return n + 2 if self.mode == "ids" else n
 
-    # ---- transform -------------------------------------------------------
-    def _ids(self, terms: pa.StringArray) -> np.ndarray:
-        """Feature id per term (-1 = out of vocabulary); lookups run on the
-        partition's distinct terms only, then map back with one take."""
-        enc = terms.dictionary_encode()
-        uniq = enc.dictionary
-        if self.mode == "hashing":
-            uid = (hash_strings(uniq) % np.uint64(self.buckets)).astype(np.int64)
-        else:
-            found = pc.index_in(uniq, value_set=self.vocabulary)
-            uid = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        return uid[enc.indices.to_numpy(zero_copy_only=False)]
+    def __getstate__(self) -> dict:
+        # The lookup table is rebuilt where it is used, not shipped with the features.
+        return {k: v for k, v in self.__dict__.items() if k != "_table"}
 
+    # ---- the vocabulary's lookup table --------------------------------------
+    def _lookup(self) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, values) of the term-hash → id table; an empty one for hashing."""
+        table = self.__dict__.get("_table")
+        if table is None:
+            if self.mode == "hashing" or self.vocabulary is None or not len(self.vocabulary):
+                table = (np.zeros(2, np.uint64), np.full(2, -1, np.int64))
+            else:
+                data, offsets = text_buffers(self.vocabulary, lowercase=False)
+                first = 2 if self.mode == "ids" else 0
+                table = kernels.build_table(kernels.term_keys(data, offsets),
+                                            np.arange(first, first + len(self.vocabulary), dtype=np.int64))
+            self.__dict__["_table"] = table
+        return table
+
+    # ---- transform -------------------------------------------------------
     def transform_texts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
         """Texts → feature rows (no labels), ``PIECE_ROWS`` rows at a time, so
         the working memory of tokenisation does not grow with the partition."""
+        return self.weigh(self.counts(texts)) if self.mode != "ids" else self._pieces(texts, self._sequences)
+
+    def counts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
+        """Texts → rows of raw term counts (ids sorted within a row), before any weighting."""
+        return self._pieces(texts, self._legacy_counts if self._legacy_hashing else self._counts)
+
+    def _pieces(self, texts: pa.Array | pa.ChunkedArray, piece) -> RowBlock:
         if len(texts) <= PIECE_ROWS:
-            return self._piece(texts)
-        return RowBlock.concat([self._piece(texts.slice(i, PIECE_ROWS)) for i in range(0, len(texts), PIECE_ROWS)])
+            return piece(texts)
+        return RowBlock.concat([piece(texts.slice(i, PIECE_ROWS)) for i in range(0, len(texts), PIECE_ROWS)])
 
-    def _piece(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
-        if self.mode == "ids":
-            return self._sequences(tokenize(texts, lowercase=self.lowercase))
-        return self._bag(terms_of(texts, self.ngrams, lowercase=self.lowercase))
+    def _counts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
+        data, offsets = text_buffers(texts, lowercase=self.lowercase)
+        buckets = self.buckets if self.mode == "hashing" else 0
+        row_offsets, ids, counts, _ = kernels.bags(data, offsets, kernels.word_table(), MIN_CHARS, self.ngrams,
+                                                   buckets, *self._lookup())
+        return RowBlock(ids.astype(np.int32), row_offsets, counts)
 
-    def _bag(self, terms: Terms) -> RowBlock:
+    def _sequences(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
+        data, offsets = text_buffers(texts, lowercase=self.lowercase)
+        row_offsets, ids = kernels.sequences(data, offsets, kernels.word_table(), MIN_CHARS, self.max_len,
+                                             *self._lookup(), UNK)
+        return RowBlock(ids.astype(np.int32), row_offsets)
+
+    @property
+    def _legacy_hashing(self) -> bool:
+        return self.mode == "hashing" and self.version < 2
+
+    def _legacy_counts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
+        """Feature format 1's hashing: the same tokens, bucketed by :func:`legacy_hashes`."""
+        terms: Terms = terms_of(texts, self.ngrams, lowercase=self.lowercase)
         n = terms.n_rows
-        ids = self._ids(terms.terms) if len(terms.terms) else np.zeros(0, np.int64)
-        ok = ids >= 0
-        dim = max(self.dim, 1)
-        keys, counts = np.unique(terms.rows[ok] * dim + ids[ok], return_counts=True)
-        rows, cols = keys // dim, keys % dim
-        tf = counts.astype(np.float32)
+        if len(terms.terms):
+            enc = terms.terms.dictionary_encode()
+            uid = (legacy_hashes(enc.dictionary) % np.uint64(self.buckets)).astype(np.int64)
+            ids = uid[enc.indices.to_numpy(zero_copy_only=False)]
+        else:
+            ids = np.zeros(0, np.int64)
+        keys, counts = np.unique(terms.rows * self.buckets + ids, return_counts=True)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(keys // self.buckets, minlength=n), out=offsets[1:])
+        return RowBlock((keys % self.buckets).astype(np.int32), offsets, counts.astype(np.float32))
+
+    def weigh(self, block: RowBlock) -> RowBlock:
+        """Raw counts → the model's values: tf (``1 + log tf`` when sublinear),
+        times the idf when there is one, rows l2-normalised. Returns a new block."""
+        tf = block.values.astype(np.float32)
         if self.sublinear_tf:
             tf = 1.0 + np.log(tf)
-        values = tf * self.idf[cols] if self.mode == "tfidf" else tf
+        values = tf * self.idf[block.indices] if self.idf is not None else tf
+        n = len(block)
+        rows = np.repeat(np.arange(n), np.diff(block.offsets))
         norms = np.sqrt(np.bincount(rows, weights=values.astype(np.float64) ** 2, minlength=n))
         values = (values / np.where(norms > 0, norms, 1.0)[rows]).astype(np.float32)
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-        return RowBlock(cols.astype(np.int32), offsets, values)
+        return RowBlock(block.indices, block.offsets, values, block.labels, block.targets, block.numeric)
 
-    def _sequences(self, terms: Terms) -> RowBlock:
-        n = terms.n_rows
-        found = pc.index_in(terms.terms, value_set=self.vocabulary)
-        ids = pc.fill_null(found, UNK - 2).to_numpy(zero_copy_only=False).astype(np.int64) + 2  # unknown -> UNK
-        # tokenize() keeps rows in order, so rank within row = position.
-        counts = np.bincount(terms.rows, minlength=n)
-        starts = np.repeat(np.cumsum(counts) - counts, counts)
-        keep = (np.arange(len(ids)) - starts) < self.max_len
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(np.minimum(counts, self.max_len), out=offsets[1:])
-        return RowBlock(ids[keep].astype(np.int32), offsets)
+    def finish(self, raw: RowBlock) -> RowBlock:
+        """A raw shard of the counting fit pass (counts, labels by name, raw
+        targets and numeric columns) → the rows :meth:`transform` would have
+        made. Validation rows whose label the training rows never had are dropped
+        (the fit counted them as skipped, ``unknown_label``)."""
+        block = self.weigh(raw)
+        if raw.label_names is not None:
+            known = self.label_ids(pa.array(raw.label_names.tolist(), pa.string()))
+            labels = np.where(raw.labels >= 0, known[np.maximum(raw.labels, 0)], -1).astype(np.int32)
+            block.labels, block.label_names = labels, None
+            if (labels < 0).any():
+                block = block.take(np.flatnonzero(labels >= 0))
+        if block.targets is not None and self.target is not None:
+            block.targets = ((block.targets.astype(np.float64) - self.target[0]) / self.target[1]).astype(np.float32)
+        if block.numeric is not None and self.numeric:
+            mean = np.array([m for m, _ in self.numeric.values()])
+            std = np.array([s for _, s in self.numeric.values()])
+            block.numeric = np.nan_to_num((block.numeric.astype(np.float64) - mean) / std).astype(np.float32)
+        return block
+
+    def raw(self, table: pa.Table) -> RowBlock:
+        """A chunk's table → a raw shard's rows: term counts, labels by name (this
+        chunk's own dictionary), targets and numeric columns unscaled."""
+        block = self.counts(table["text"])
+        if "label" in table.column_names:
+            enc = table["label"].combine_chunks().dictionary_encode() if table.num_rows else None
+            block.labels = (enc.indices.to_numpy(zero_copy_only=False).astype(np.int32) if enc is not None
+                            else np.zeros(0, np.int32))
+            block.label_names = np.array(enc.dictionary.to_pylist() if enc is not None else [], dtype=str)
+        if "target" in table.column_names:
+            block.targets = table["target"].to_numpy(zero_copy_only=False).astype(np.float32)
+        numeric = [c for c in table.column_names if c not in ("text", "label", "target")]
+        if numeric:
+            block.numeric = np.stack([table[c].to_numpy(zero_copy_only=False).astype(np.float32) for c in numeric],
+                                     axis=1)
+        return block
 
     def transform(self, table: pa.Table) -> RowBlock:
         """A source chunk's table (text, label?, target?, numeric...) → rows."""
@@ -136,9 +213,13 @@ class FittedFeatures:
     # ---- persistence -----------------------------------------------------
     def to_json(self) -> str:
         d = {k: getattr(self, k) for k in ("mode", "ngrams", "lowercase", "sublinear_tf", "buckets",
-                                            "max_len", "labels", "label_counts", "target", "numeric", "docs")}
+                                            "max_len", "labels", "label_counts", "target", "numeric", "docs",
+                                            "version")}
         d["vocabulary"] = self.vocabulary.to_pylist() if self.vocabulary is not None else None
-        d["idf"] = self.idf.tolist() if self.idf is not None else None
+        # A million buckets' idf as a JSON list takes a second to write and read:
+        # little-endian float32 bytes in base64 take milliseconds.
+        d["idf"] = None if self.idf is None else {
+            "float32_base64": base64.b64encode(self.idf.astype("<f4").tobytes()).decode("ascii")}
         return json.dumps(d, ensure_ascii=False)
 
     @classmethod
@@ -146,9 +227,12 @@ class FittedFeatures:
         d = json.loads(text)
         vocab = d.pop("vocabulary")
         idf = d.pop("idf")
+        d.setdefault("version", 1)   # written before feature format 2
         f = cls(**d)
         f.target = tuple(f.target) if f.target else None
         f.numeric = {k: tuple(v) for k, v in f.numeric.items()}
         f.vocabulary = pa.array(vocab, pa.string()) if vocab is not None else None
+        if isinstance(idf, dict):
+            idf = np.frombuffer(base64.b64decode(idf["float32_base64"]), "<f4").astype(np.float32)
         f.idf = np.asarray(idf, np.float32) if idf is not None else None
         return f

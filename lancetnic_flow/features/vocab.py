@@ -57,12 +57,15 @@ class FitStats:
 
     docs: int = 0
     terms: pa.Table | None = None  # columns: term (string), df (int64), tf (int64: corpus count)
+    buckets: np.ndarray | None = None   # hashing: document frequency of each bucket (int64)
     labels: dict[str, int] = field(default_factory=dict)
+    val_labels: dict[str, int] = field(default_factory=dict)   # labels of the validation rows
     numeric: dict[str, Moments] = field(default_factory=dict)
     rows_read: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     tokens: int = 0
     bytes_read: int = 0
+    results: list = field(default_factory=list)   # the shards a counting pass wrote (dataflow's PartitionResults)
 
 
 def document_frequencies(terms: Terms) -> pa.Table:
@@ -97,9 +100,14 @@ def merge_stats(parts: list[FitStats]) -> FitStats:
         if len(tables) > 1:
             t = t.group_by("term").aggregate([("df", "sum"), ("tf", "sum")]).rename_columns(["term", "df", "tf"])
         out.terms = t
+    dfs = [p.buckets for p in parts if p.buckets is not None]
+    if dfs:
+        out.buckets = dfs[0].copy() if len(dfs) == 1 else np.sum(dfs, axis=0)
     for p in parts:
         out.docs += p.docs
         out.labels = _add_counts(out.labels, p.labels)
+        out.val_labels = _add_counts(out.val_labels, p.val_labels)
+        out.results += p.results
         for k, m in p.numeric.items():
             out.numeric[k] = out.numeric.get(k, Moments()).merge(m)
         out.rows_read += p.rows_read

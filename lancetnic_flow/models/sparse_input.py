@@ -68,8 +68,12 @@ class RowOptimizer:
     ``torch.optim.SparseAdam``); ``sgd`` is plain SGD on the used rows."""
 
     def __init__(self, layer: SparseInput | SparseEmbedding, name: str = "adam", lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+                 scale: float = 1.0):
+        # ``scale``: this layer's step is ``scale`` × the scheduled ``lr`` the
+        # dense optimiser takes, so one schedule drives both.
         self.layer, self.name, self.lr, self.betas, self.eps, self.wd = layer, name, lr, betas, eps, weight_decay
+        self.scale = scale
         self.t = 0
         if name == "adam":
             self.m = torch.zeros_like(layer.weight)
@@ -87,8 +91,12 @@ class RowOptimizer:
         if self.wd:
             g = g.add(rows, alpha=self.wd)
         w = self.layer.weight
+        # ``rows`` holds w[used] as the forward pass gathered it, and w has not
+        # changed since: write the updated rows back (an index_copy_ of distinct
+        # rows is several times faster than an index_add_).
+        new = rows.detach()
         if self.name == "sgd":
-            w.index_add_(0, used, g, alpha=-self.lr)
+            w.index_copy_(0, used, new.sub_(g, alpha=self.lr * self.scale))
             self.layer.active = None
             return
         self.t += 1
@@ -97,9 +105,9 @@ class RowOptimizer:
         v = self.v.index_select(0, used).mul_(b2).addcmul_(g, g, value=1 - b2)
         self.m.index_copy_(0, used, m)
         self.v.index_copy_(0, used, v)
-        step = self.lr / (1 - b1 ** self.t)
+        step = self.lr * self.scale / (1 - b1 ** self.t)
         denom = v.div_(1 - b2 ** self.t).sqrt_().add_(self.eps)
-        w.index_add_(0, used, m.div_(denom), alpha=-step)
+        w.index_copy_(0, used, new.sub_(m.div_(denom), alpha=step))
         self.layer.active = None
 
     def state_dict(self) -> dict:

@@ -83,7 +83,8 @@ def write_json(url: str, obj: Any, storage_options: dict | None = None) -> None:
 
 
 def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, model_meta: dict,
-             metrics: dict, history: list[dict], storage_options: dict | None = None) -> None:
+             metrics: dict | None, history: list[dict], storage_options: dict | None = None) -> None:
+    """Write a run folder's files (``metrics=None``: all but metrics.json, for the caller to write last)."""
     import safetensors.torch
 
     so = folder_options(run, storage_options)
@@ -92,7 +93,8 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
     write_json(join(run, "model.json"), {**model_meta, "format_version": FORMAT_VERSION}, so)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     write_bytes(join(run, "model.safetensors"), safetensors.torch.save(state), so)
-    write_json(join(run, "metrics.json"), metrics, so)
+    if metrics is not None:
+        write_json(join(run, "metrics.json"), metrics, so)
     if history:
         buf = io.StringIO()
         keys = list(dict.fromkeys(k for h in history for k in h))

@@ -3,8 +3,9 @@ one :mod:`.step` per batch, validation and the epoch record after each.
 
 Epoch 1 overlaps featurisation with training (the feed hands over shards as
 the workers write them); later epochs read the cache. A checkpoint is
-written every ``--checkpoint-every``, at each epoch's end when periodic
-checkpoints are on, and on Ctrl-C (then the run stops).
+written every ``--checkpoint-every`` (N batches, or a time since the last
+checkpoint; an epoch's end writes one when it is due), and on Ctrl-C (then
+the run stops).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class Trainee:
     opts: list
     device: torch.device
     schedule: Callable[[int], float]
+    cached_threads: int = 0    # torch threads once epochs read the cache (the workers are idle then); 0: unchanged
 
 
 class EpochLoop:
@@ -47,6 +49,7 @@ class EpochLoop:
         """Train from ``state`` (updated in place) to the last epoch or an early
         stop; returns the last epoch's validation metrics."""
         start_epoch, skip = state.epoch, state.batches
+        self.last_save = time.monotonic()
         val: dict = {}
         for epoch in range(start_epoch, self.tc.epochs):
             train_m, clock = self._train_epoch(state, epoch, skip if epoch == start_epoch else 0, stop, every)
@@ -55,7 +58,9 @@ class EpochLoop:
                 self.events.emit("early_stop", epoch=epoch + 1, best_epoch=state.best["epoch"],
                                  monitor=self.tc.monitor)
                 break
-            if epoch + 1 < self.tc.epochs and (every.batches or every.seconds or stop.requested):
+            # An epoch's end checkpoints when one is due by time, always with N-batch checkpoints.
+            due = every.batches or (every.seconds and time.monotonic() - self.last_save >= every.seconds)
+            if epoch + 1 < self.tc.epochs and (due or stop.requested):
                 self._save(state, epoch + 1, 0, 0, None, "interrupt" if stop.requested else "epoch")
                 if stop.requested:
                     raise TrainingInterrupted(self.run, epoch + 2, 0)
@@ -65,6 +70,8 @@ class EpochLoop:
                      every: CheckpointEvery) -> tuple[TaskMetrics, steps.EpochClock]:
         t, tc = self.t, self.tc
         blocks, source = self.feed.train_blocks(epoch)
+        if source == "cache" and t.cached_threads:
+            torch.set_num_threads(t.cached_threads)
         stream = BatchStream(blocks, batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer, seed=tc.seed,
                              epoch=epoch)
         self.events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=state.total_rows,
@@ -74,7 +81,7 @@ class EpochLoop:
         if skip:
             clock.rows = state.rows
             train_m.load_state(state.train_metrics)
-        last_ckpt, last_ckpt_t = skip, time.monotonic()
+        last_ckpt = skip
         for i, batch in enumerate(stream):
             if i < skip:
                 continue   # trained before the checkpoint: the stream is replayed, not retrained
@@ -85,11 +92,11 @@ class EpochLoop:
             steps.count(train_m, out, batch, loss)
             self.events.emit("batch", epoch=epoch + 1, rows=clock.rows, total_rows=state.total_rows,
                              loss=loss.item(), tokens=int(batch.offsets[-1]))
-            if stop.requested or every.due(i + 1 - last_ckpt, time.monotonic() - last_ckpt_t):
+            if stop.requested or every.due(i + 1 - last_ckpt, time.monotonic() - self.last_save):
                 self._save(state, epoch, i + 1, clock.rows, train_m, "interrupt" if stop.requested else "periodic")
                 if stop.requested:
                     raise TrainingInterrupted(self.run, epoch + 1, i + 1)
-                last_ckpt, last_ckpt_t = i + 1, time.monotonic()
+                last_ckpt = i + 1
         clock.stop()
         state.total_rows = self.feed.total_rows()
         return train_m, clock
@@ -113,6 +120,7 @@ class EpochLoop:
               reason: str) -> None:
         """Checkpoint: continue at batch ``batches`` of ``epoch`` (0-based)."""
         t = self.t
+        self.last_save = time.monotonic()
         self.checkpoint(dataclasses.replace(
             state, epoch=epoch, batches=batches, rows=rows,
             train_metrics=train_m.state() if train_m is not None else None,

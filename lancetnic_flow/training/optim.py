@@ -1,10 +1,13 @@
 """Optimisers as lancetnic offered them, fitted to a sparse first layer.
 
-Adam and SGD run row-wise on the sparse layer (a step touches only the rows
-a batch used) and plainly on the dense rest. RAdam, RMSprop and Adadelta
-have no row-wise form here: the sparse layer then produces a dense gradient
-and ``torch.optim`` updates every parameter — correct, and slower per step
-on a large vocabulary.
+The sparse layer's rows are updated row-wise (a step touches only the rows
+a batch used), by ``sparse_optimizer``: ``sgd`` — the bag models' default:
+each row moves by ``sparse_lr`` per example that used it, so a term's
+weight grows with the evidence for it, as in fastText — or ``adam`` (lazy
+Adam, the sequence models' default). The dense rest takes ``--optimizer``.
+RAdam, RMSprop and Adadelta have no row-wise form here: the sparse layer
+then produces a dense gradient and ``torch.optim`` updates every parameter —
+correct, and slower per step on a large vocabulary.
 """
 from __future__ import annotations
 
@@ -16,14 +19,25 @@ from ..models.sparse_input import DenseOptimizer, RowOptimizer
 ROW_WISE = ("adam", "sgd")
 
 
-def make_optimizers(model: nn.Module, name: str, lr: float) -> list:
-    """The optimisers for ``model`` (whose sparse layer is ``model.input``)."""
+def make_optimizers(model: nn.Module, name: str, lr: float, sparse: str | None = None, sparse_lr: float | None = None,
+                    batch_size: int = 1) -> list:
+    """The optimisers for ``model`` (whose sparse layer is ``model.input``):
+    ``name`` at ``lr`` for the dense parameters, ``sparse`` (default: ``name``)
+    at ``sparse_lr`` (default: ``lr``) for the sparse rows. A batch's loss is
+    its examples' mean, so sparse SGD scales its step by ``batch_size``."""
     if name in ROW_WISE:
         dense = [p for n, p in model.named_parameters() if n != "input.weight"]
-        return [RowOptimizer(model.input, name, lr), DenseOptimizer(dense, name, lr)]
+        sparse = sparse or name
+        scale = 1.0 if sparse_lr is None else sparse_lr / lr * (batch_size if sparse == "sgd" else 1)
+        return [RowOptimizer(model.input, sparse, lr, scale=scale), DenseOptimizer(dense, name, lr)]
     model.input.row_wise = False
     cls = {"radam": torch.optim.RAdam, "rmsprop": torch.optim.RMSprop, "adadelta": torch.optim.Adadelta}[name]
     return [cls(model.parameters(), lr=lr)]
+
+
+def optimizers_for(model: nn.Module, tc) -> list:
+    """The optimisers a :class:`~lancetnic_flow.config.TrainingConfig` asks for."""
+    return make_optimizers(model, tc.optimizer, tc.lr, tc.sparse_optimizer, tc.sparse_lr, tc.batch_size)
 
 
 def set_lr(opts: list, lr: float) -> None:

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -28,9 +29,10 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.manifest import entry_key, read_features, write_features
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import TRAINER_BASE, plan_memory
+from ..dataflow.shards import count_partition
 from ..errors import UserError
 from ..events import NULL_EVENTS, Events
-from ..features.fit import fit_features
+from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.vectorize import FittedFeatures
 from ..models import create_model
 from ..models.tasks import Task
@@ -56,16 +58,23 @@ class TrainResult:
     metrics: dict
 
 
-def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = 2) -> int:
-    """Weights, optimiser moments, the best epoch's copy and gradients, in bytes."""
+# Before the fit the classes are unknown: plan for this many (a hidden layer's head is small either way).
+PLANNED_CLASSES = 64
+
+
+def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = PLANNED_CLASSES) -> int:
+    """Weights, optimiser moments, the best epoch's copy and gradients, in bytes.
+    The input rows take two copies with sparse SGD (weights, best epoch), four
+    with lazy Adam (and its two moments); the dense rest four and a bit."""
     f = cfg.features
     if dim is None:
-        dim = f.buckets if f.mode == "hashing" else (f.max_features or 1_000_000) + 2
+        dim = f.buckets if f.mode == "hashing" else (f.max_features or DEFAULT_MAX_FEATURES) + 2
     seq = MODELS[cfg.model.name].net == "SequenceNet"
     width = cfg.model.embed if seq else (cfg.model.hidden if cfg.model.layers > 0 else classes + 1)
     h = cfg.model.hidden
-    params = dim * width + max(cfg.model.layers, 1) * (8 * h * h if seq else h * h) + h * (classes + 1)
-    return int(params * 4 * 4.2)
+    dense = max(cfg.model.layers, 1) * (8 * h * h if seq else h * h) + h * (classes + 1)
+    copies = 2.1 if cfg.training.sparse_optimizer == "sgd" else 4.2
+    return int((dim * width * copies + dense * 4.2) * 4)
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -147,7 +156,7 @@ class Training:
         saved = load_checkpoint(self.resume, self.out_so)
         if saved is None:
             raise UserError(f"{self.resume} has no checkpoint to resume from",
-                            "a checkpoint is written every --checkpoint-every, at the end of each epoch and on "
+                            "a checkpoint is written every --checkpoint-every and on "
                             "Ctrl-C; a finished run has none (it was removed once the model was saved)")
         return TrainState.from_checkpoint(saved)
 
@@ -172,11 +181,12 @@ class Training:
 
     # ---- cluster
     @contextlib.contextmanager
-    def cluster(self, client: Any = None) -> Iterator[Any]:
-        """The Dask client: ``client`` as given, an existing scheduler's, or a LocalCluster's."""
+    def cluster(self, client: Any = None, closer: Any = None) -> Iterator[Any]:
+        """The Dask client: ``client`` as given, an existing scheduler's, or a
+        LocalCluster's (shut down through ``closer``, an executor, when given)."""
         ts = time.monotonic()
         cm = contextlib.nullcontext(client) if client is not None else open_cluster(
-            self.memory, scheduler=self.cfg.cluster.scheduler, dashboard=self.cfg.cluster.dashboard)
+            self.memory, scheduler=self.cfg.cluster.scheduler, dashboard=self.cfg.cluster.dashboard, closer=closer)
         with cm as c:
             self.stage_seconds["cluster_start"] = time.monotonic() - ts
             self.client = c
@@ -206,21 +216,46 @@ class Training:
 
     # ---- fit
     def fit(self) -> None:
-        """The vocabulary, labels and scalers: from the cache, or by the fit pass."""
+        """The vocabulary (or buckets' idf), labels and scalers: from the cache, or
+        by the fit pass. Hashing features count and write every row's terms in
+        the same pass, so the corpus is tokenised once; the other modes write
+        their shards while the first epoch trains."""
         ts = time.monotonic()
         features = read_features(self.entry, self.cache_so)
+        results = None
         if features is None:
-            features, _ = fit_features(self.client, self.train_src.partitions, self.columns, self.cfg.features,
-                                       storage_options=self.cfg.data.storage_options,
-                                       chunk_bytes=self.memory.partition, val_fraction=self.val_fraction,
-                                       events=self.events)
+            features, results = self._fit_pass()
             check_fitted(self.cfg, self.columns, features)
             write_features(self.entry, features, self.cache_so)
         else:
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                              labels=len(features.labels))
         self.features = features
+        plan = self.memory
+        spec = FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, features,
+                        dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,
+                        plan.partition, self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
+        self.feed = ShardFeed(self.client, spec, self.events)
+        if results is not None and not self.feed.complete:
+            self.feed.finish_entry(results)
         self.stage_seconds["fit"] = time.monotonic() - ts
+
+    def _fit_pass(self) -> tuple[FittedFeatures, list | None]:
+        """The pass over the data on the cluster: fitted features, and the shards it wrote (hashing only)."""
+        fc, opts = self.cfg.features, dict(storage_options=self.cfg.data.storage_options,
+                                            chunk_bytes=self.memory.partition, val_fraction=self.val_fraction,
+                                            events=self.events)
+        if fc.mode != "hashing":
+            features, _ = fit_features(self.client, self.train_src.partitions, self.columns, fc, **opts)
+            return features, None
+        val = self.val_src.partitions if self.val_src else []
+        features, stats = fit_features(self.client, self.train_src.partitions + val, self.columns, fc,
+                                       task=count_partition, splits=[None] * len(self.train_src.partitions)
+                                       + ["val"] * len(val), shard_dir=join(self.entry, "shards"),
+                                       cache_options=self.cache_so, **opts)
+        for r in stats.results:
+            r.drop_unknown(features.labels)
+        return features, stats.results
 
     # ---- model
     def build_model(self) -> None:
@@ -240,7 +275,7 @@ class Training:
                                                    numeric=len(self.features.numeric))
         self.model.to(self.device)
         # With --ddp the ranks hold the optimiser moments; here they would be 2× the model, unused.
-        self.opts = optim.make_optimizers(self.model, tc.optimizer, tc.lr) if not tc.ddp else []
+        self.opts = optim.optimizers_for(self.model, tc) if not tc.ddp else []
         # The run folder exists from here on: a checkpoint has a home, and config.json says how to continue it.
         if self.resume:
             self.run = RunFolder(self.resume, self.out_so)
@@ -277,19 +312,16 @@ class Training:
     def train_epochs(self) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
         (the best epoch's, whose weights the model then holds)."""
-        plan = self.memory
-        spec = FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, self.features,
-                        dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,
-                        plan.partition, self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
-        self.feed = ShardFeed(self.client, spec, self.events)
         state = self._start_state(self.feed)
         ts = time.monotonic()
         with StopRequest() as stop:
             if self.tc.ddp:
                 val = self._ddp_epochs(state, stop)
             else:
+                # Reading the cache, local workers sit idle: the trainer may take every core.
+                cached = 0 if self.tc.threads or self.memory.external else (os.cpu_count() or 1)
                 trainee = Trainee(self.model, self.task, self.opts, self.device,
-                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1))
+                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1), cached)
                 val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                                 ).run_epochs(state, stop, self.every)
         self.stage_seconds["train"] = time.monotonic() - ts
@@ -304,8 +336,11 @@ class Training:
         from .ddp.driver import RankDriver, preflight
         from .ddp.rank import RankJob
 
-        # A rank holds what this process would (``need``): torch, the model, its moments, a shuffle buffer.
-        preflight(self.client, self.tc.ddp, self.need)   # before the featurisation pass, not after
+        # A rank holds what this process would (``need``: torch, the model, its moments, a shuffle buffer),
+        # and sends its weights back through Dask at each pause: a copy or two of them on the way.
+        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        rank_bytes = self.need + 2 * weights
+        preflight(self.client, self.tc.ddp, rank_bytes)   # before the featurisation pass, not after
         if not self.feed.complete:
             self.events.emit("stage", stage="featurising")
             for _ in self.feed.featurize():
@@ -320,10 +355,10 @@ class Training:
                                 class_weights=task.class_weights.cpu() if task.class_weights is not None else None,
                                 target=task.target, seed=task.seed),
                       train_shards=m.shards("train"), val_shards=m.shards("val"), cache_options=self.cache_so,
-                      every=self.every)
+                      every=self.every, features=self.features)
         self.events.emit("stage", stage="training", epoch=state.epoch + 1, epochs=self.tc.epochs,
                          total_rows=state.total_rows, source="ddp", ranks=self.tc.ddp, monitor=self.tc.monitor)
-        driver = RankDriver(self.client, job, self.events, rank_bytes=self.need, device=self.tc.device, stop=stop)
+        driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop)
         done = driver.run(state if self.saved is not None else None, self._ddp_pause)
         self.model.load_state_dict(done.weights)
         state.history, state.confusions, state.best = done.history, done.confusions, done.best
@@ -363,12 +398,16 @@ class Training:
         }
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
-        metrics["plots"] = [u.rsplit("/", 1)[-1] for u in write_plots(
-            self.run, history=state.history, metrics=final_val,
-            labels=self.features.labels if self.task.classifies else None, label_counts=self.features.label_counts,
-            sample=state.best["sample"] if state.best else None)]
-        save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
-                 model_meta=self.model_meta, metrics=metrics, history=state.history, storage_options=self.out_so)
+        # Plots (matplotlib, a second or two) draw beside the weights' write; metrics.json, naming them, goes last.
+        with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-plots") as pool:
+            plots = pool.submit(write_plots, self.run, history=state.history, metrics=final_val,
+                                labels=self.features.labels if self.task.classifies else None,
+                                label_counts=self.features.label_counts,
+                                sample=state.best["sample"] if state.best else None)
+            save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
+                     model_meta=self.model_meta, metrics=None, history=state.history, storage_options=self.out_so)
+            metrics["plots"] = [u.rsplit("/", 1)[-1] for u in plots.result()]
+        write_json(join(self.run, "metrics.json"), metrics, self.out_so)
         remove_checkpoint(self.run, self.out_so)
         self.stage_seconds["save"] = time.monotonic() - ts
         self.events.emit("done", run=self.run,
@@ -386,9 +425,11 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     (``cfg`` must be that run's configuration, see :func:`~.resume.resume_config`)."""
     run = Training(cfg, events, resume)
     run.plan(external=client is not None)
-    with run.cluster(client):
-        with MemoryMonitor(events, run.client, local_workers=not run.memory.external) as mon:
-            run.fit()
-            run.build_model()
-            final_val = run.train_epochs()
+    # Saving needs no cluster: a local one's workers shut down (a second or two) while the run is saved.
+    with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer:
+        with run.cluster(client, closer):
+            with MemoryMonitor(events, run.client, local_workers=not run.memory.external) as mon:
+                run.fit()
+                run.build_model()
+                final_val = run.train_epochs()
         return run.save(final_val, mon)

@@ -42,18 +42,15 @@ class RankJob:
     train_shards: list        # ShardInfo, all of them: each rank takes its share
     val_shards: list
     cache_options: dict
-    every: CheckpointEvery    # pause for a checkpoint every N steps or T seconds (rank 0's clock) …
+    every: CheckpointEvery    # pause for a checkpoint every N steps or T seconds (rank 0's clock), and at an
+                              # epoch's end if one is due then (N steps: always)
+    features: Any = None      # FittedFeatures: finishes raw shards (term counts) into model rows
     address: str = ""         # rank 0's host: its rendezvous store listens there
     segment: str = ""         # names this segment's rendezvous (a Dask Variable holding the store's port)
     backend: str = "gloo"
     device: str = "cpu"                       # "cuda": each rank on a GPU of its own (nccl)
     local_ranks: list = field(default_factory=list)   # each rank's index among the ranks on its machine
     stop_event: str | None = None             # a distributed.Event the trainer sets on Ctrl-C
-
-    @property
-    def checkpoint_epochs(self) -> bool:
-        """… and at each epoch end but the last, when periodic checkpoints are on."""
-        return bool(self.every.batches or self.every.seconds)
 
 
 def share(shards: list, rank: int, world: int, seed: int, epoch: int) -> list:
@@ -132,17 +129,17 @@ class RankRun:
         # Where a rank's time goes: reading batches, its own forward/backward/step, the gradient exchange.
         self.clock = {"data": 0.0, "compute": 0.0, "exchange": 0.0}
         self.polled, self.sent = 0.0, 0   # events this rank sent in this segment: the trainer waits for all
+        self.t0 = time.monotonic()        # the segment's start: the last checkpoint
         self._last_val: dict = {}
 
     def _build(self, start: TrainState) -> None:
-        from ...dataflow.shards import load_shard
         from ...models import build_model
         from ...models.tasks import Task
         from .. import optim
 
         torch.manual_seed(self.tc.seed)   # the same initial weights on every rank
         self.model = build_model(self.job.net, **self.job.model_kwargs).to(self.device)
-        self.opts = optim.make_optimizers(self.model, self.tc.optimizer, self.tc.lr)
+        self.opts = optim.optimizers_for(self.model, self.tc)
         torch.manual_seed(self.tc.seed * 1000 + self.rank)   # but each rank its own dropout
         if start.model is None and start.step:
             # Never train on from fresh weights in the middle of a run.
@@ -158,7 +155,13 @@ class RankRun:
         weights = self.job.task.get("class_weights")
         self.task = Task(**{**self.job.task, "class_weights": None if weights is None else weights.to(self.device)},
                          device=self.device)
-        self.load = lambda info: load_shard(info, self.job.cache_options)
+
+    def load(self, info: Any):
+        """A cached shard as model rows (a raw shard of the counting fit pass is finished here)."""
+        from ...dataflow.shards import load_shard
+
+        block = load_shard(info, self.job.cache_options)
+        return self.job.features.finish(block) if info.raw else block
 
     # ---- talking to the trainer
     def stop_asked(self) -> bool:
@@ -196,10 +199,10 @@ class RankRun:
             paused = self._epoch(epoch)
             if paused is not None:
                 return paused
-            early, asked = self._end_epoch(epoch)
+            early, asked, due = self._end_epoch(epoch)
             if early:
                 break
-            if epoch + 1 < self.tc.epochs and (asked or self.job.checkpoint_epochs):
+            if epoch + 1 < self.tc.epochs and (asked or due):
                 return self.pause("interrupt" if asked else "epoch", epoch + 1, 0, 0, None)
         out = {"reason": "done", "digest": self.digest(), "steps": self.state.step, "rng": None,
                "clock": self.clock, "events": self.sent}
@@ -281,12 +284,13 @@ class RankRun:
         self.report("progress", epoch=epoch + 1, epochs=self.tc.epochs, rows=clock.rows, rows_per_s=clock.rate(),
                     **data)
 
-    def _end_epoch(self, epoch: int) -> tuple[bool, bool]:
+    def _end_epoch(self, epoch: int) -> tuple[bool, bool, bool]:
         """Rank 0 evaluates and keeps the best weights; every rank learns
-        whether to stop early and whether the trainer asked to stop."""
+        whether to stop early, whether the trainer asked to stop, and whether
+        an epoch-end checkpoint is due."""
         from .. import step as steps
 
-        stop = torch.zeros(2, device=self.device)   # [early stop, the trainer asked to stop]
+        stop = torch.zeros(3, device=self.device)   # [early stop, the trainer asked to stop, checkpoint due]
         if self.rank == 0:
             s, job = self.state, self.job
             val_m = (steps.evaluate_blocks(self.model, _prefetched(self.load, job.val_shards), self.task, self.device)
@@ -302,8 +306,10 @@ class RankRun:
                 stop[0] = 1.0
             self.polled = 0.0
             stop[1] = 1.0 if self.stop_asked() else 0.0
+            every = job.every
+            stop[2] = 1.0 if every.batches or (every.seconds and time.monotonic() - self.t0 >= every.seconds) else 0.0
         self.dist.broadcast(stop, 0)   # every rank stops together
-        return bool(stop[0].item()), bool(stop[1].item())
+        return bool(stop[0].item()), bool(stop[1].item()), bool(stop[2].item())
 
 
 def _prefetched(load: Any, shards: list):

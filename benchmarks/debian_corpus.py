@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""Build a second real-text corpus offline: Debian package descriptions,
+labelled by the package's section (``admin``, ``libs``, ``python``, ``games`` …).
+
+    sudo apt-get update -o Acquire::Languages=en          # once: the English long descriptions
+    .venv/bin/python benchmarks/debian_corpus.py          # → benchmarks/out/data/debian-{train,test}.csv
+
+The text is what ``apt-cache show`` prints as a package's description: its
+one-line summary and its long description (from the ``Translation-en``
+list, which ``Acquire::Languages=en`` makes apt fetch), paragraph dots
+dropped, whitespace collapsed. Nothing is downloaded by this script: it reads
+the package lists apt already has in ``/var/lib/apt/lists`` (decompressed
+with ``apt-helper cat-file``).
+
+* Label: the section without its component (``contrib/utils`` → ``utils``).
+* Duplicates: a text is kept once; a text found under two sections is dropped.
+* Order: the package lists' order, i.e. sorted by package name — a sorted
+  file, as real exports often are, so the stream's shuffle is tested too.
+* Split: by a stable hash of the text (sha1), ``--test-share`` to test.
+* Classes with fewer than ``--min-rows`` rows are dropped.
+
+The lists' dates go to ``debian-meta.json`` (other lists, another corpus).
+The data is never committed: ``benchmarks/out`` is git-ignored.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import hashlib
+import json
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LISTS = "/var/lib/apt/lists"
+APT_HELPER = "/usr/lib/apt/apt-helper"
+
+
+def read_list(path: str) -> str:
+    """A package list's text, decompressed by apt itself (lz4, xz, gz or plain)."""
+    return subprocess.run([APT_HELPER, "cat-file", path], check=True, capture_output=True).stdout.decode(
+        "utf-8", errors="replace")
+
+
+def stanzas(text: str):
+    """Deb822 paragraphs as dicts; continuation lines joined with newlines."""
+    for block in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        key = None
+        for line in block.splitlines():
+            if line.startswith((" ", "\t")) and key:
+                fields[key] += "\n" + line[1:]
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if fields:
+            yield fields
+
+
+def clean(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip() != "."]
+    return re.sub(r"\s+", " ", " ".join(lines)).strip()
+
+
+def build(min_rows: int, test_share: float) -> tuple[list[tuple[str, str]], dict]:
+    long_text: dict[str, str] = {}
+    translations = sorted(glob.glob(f"{LISTS}/*_i18n_Translation-en*"))
+    for path in translations:
+        for st in stanzas(read_list(path)):
+            if "Description-md5" in st and "Description-en" in st:
+                summary, _, body = st["Description-en"].partition("\n")
+                long_text[st["Description-md5"]] = clean(summary + "\n" + body)
+    packages = sorted(glob.glob(f"{LISTS}/*_binary-*_Packages*"))
+    rows: list[tuple[str, str, str]] = []   # package, text, label
+    for path in packages:
+        for st in stanzas(read_list(path)):
+            if "Package" not in st or "Section" not in st or "Description" not in st:
+                continue
+            text = long_text.get(st.get("Description-md5", "")) or clean(st["Description"])
+            rows.append((st["Package"], text, st["Section"].rsplit("/", 1)[-1]))
+    rows.sort(key=lambda r: r[0])
+    labels_of: dict[str, set] = {}
+    for _, text, label in rows:
+        labels_of.setdefault(text, set()).add(label)
+    seen: set[str] = set()
+    kept = []
+    for _, text, label in rows:
+        if len(labels_of[text]) == 1 and text not in seen and len(text) >= 20:
+            seen.add(text)
+            kept.append((text, label))
+    counts = Counter(label for _, label in kept)
+    kept = [(t, lab) for t, lab in kept if counts[lab] >= min_rows]
+    meta = {"lists": [Path(p).name for p in translations + packages], "rows": len(kept),
+            "classes": len({lab for _, lab in kept}), "mean_chars": sum(len(t) for t, _ in kept) / max(1, len(kept)),
+            "packages_read": len(rows), "test_share": test_share, "min_rows": min_rows}
+    return kept, meta
+
+
+def is_test(text: str, share: float) -> bool:
+    h = int(hashlib.sha1(text.encode()).hexdigest()[:12], 16)
+    return h / float(1 << 48) < share
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=str(HERE / "out" / "data"))
+    p.add_argument("--test-share", type=float, default=0.2)
+    p.add_argument("--min-rows", type=int, default=20, help="drop sections with fewer rows")
+    a = p.parse_args(argv)
+    if not glob.glob(f"{LISTS}/*_i18n_Translation-en*"):
+        raise SystemExit("no English long descriptions in /var/lib/apt/lists: run "
+                         "`apt-get update -o Acquire::Languages=en` once (summaries alone are a weaker corpus)")
+    rows, meta = build(a.min_rows, a.test_share)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    split = {"train": [r for r in rows if not is_test(r[0], a.test_share)],
+             "test": [r for r in rows if is_test(r[0], a.test_share)]}
+    for name, part in split.items():
+        path = out / f"debian-{name}.csv"
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f, quoting=csv.QUOTE_ALL)
+            w.writerow(["text", "label"])
+            w.writerows(part)
+        meta[f"{name}_rows"] = len(part)
+        meta[f"{name}_sha1"] = hashlib.sha1(path.read_bytes()).hexdigest()
+    (out / "debian-meta.json").write_text(json.dumps(meta, indent=1))
+    print(json.dumps({k: v for k, v in meta.items() if k != "lists"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
