@@ -15,14 +15,24 @@ trainer's own, so they carry its worker environment and memory thresholds; the
 external workers get the same environment variables.
 
 What is timed is the featurisation stage alone, the same calls ``train``
-makes, without the torch training that overlaps them in a real run:
+makes, without the torch training:
 
-1. ``fit``: :func:`lancetnic_flow.features.fit.fit_features` (one pass over every
-   partition on the workers, tree-reduced, then pruned in the client);
-2. ``featurise``: the fitted features broadcast to the workers, then
-   :func:`lancetnic_flow.dataflow.shards.featurize_partition` for every partition
-   through the trainer's :class:`~lancetnic_flow.dataflow.window.OrderedWindow` window
-   (2 × worker threads in flight), writing shards to a fresh local cache.
+* ``--features hashing`` (the default features): one pass,
+  :func:`lancetnic_flow.features.fit.fit_features` with
+  :func:`lancetnic_flow.dataflow.shards.count_partition` — every partition's
+  statistics, tree-reduced, and its term counts written as shards: the corpus
+  is tokenised once;
+* ``--features tfidf`` (a fitted vocabulary): two passes, ``fit`` (statistics,
+  pruned in the client) then ``featurise``: the fitted features broadcast to
+  the workers and :func:`lancetnic_flow.dataflow.shards.featurize_partition`
+  for every partition through the trainer's
+  :class:`~lancetnic_flow.dataflow.window.OrderedWindow` (2 × worker threads
+  in flight), writing shards to a fresh local cache.
+
+``in-process`` runs the same task functions in this process, one partition
+after another, with no Dask: the cost of the code itself, on one core.
+``--corpus PATH`` measures a file of your own (a text,label CSV) instead of
+a generated one.
 
 Cluster start-up is measured apart and not counted. Before the first repeat
 the workers import the task modules once (untimed), so repeat 1 does not pay
@@ -53,7 +63,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BIN = Path(sys.executable).parent
 CLASSES, SEED, VAL_FRACTION = 4, 0, 0.1
-CONFIGS = ("local-1", "local-2", "scheduler-2")
+CONFIGS = ("in-process", "local-1", "local-2", "scheduler-2")
 TASK_MODULES = ("lancetnic_flow.features.fit", "lancetnic_flow.dataflow.shards")
 
 
@@ -167,6 +177,15 @@ class LoopbackCluster:
 
 
 def open_config(name: str, limit: int, blocksize: int, work: Path):
+    if name == "in-process":
+        import contextlib
+
+        from lancetnic_flow.features import fit as fitpass
+        from lancetnic_flow.features import kernels, tokenize
+
+        kernels.word_table()   # untimed, as the workers' imports are
+        tokenize.text_buffers  # noqa: B018
+        return contextlib.nullcontext((InProcess(), _plan(1, limit, blocksize)))
     """A context manager yielding ``(client, plan)`` for configuration ``name``."""
     import contextlib
 
@@ -188,25 +207,50 @@ def open_config(name: str, limit: int, blocksize: int, work: Path):
 
 # --------------------------------------------------------------------------- one measurement
 
-def featurize_once(client: Any, plan: Any, partitions: list, shard_dir: str) -> dict:
+class InProcess:
+    """No cluster: the pass's tasks run here, one partition after another."""
+
+
+def featurize_once(client: Any, plan: Any, partitions: list, shard_dir: str, mode: str) -> dict:
     """Fit and featurise every partition once; seconds per stage and what came out."""
     from lancetnic_flow.config import FeatureConfig
     from lancetnic_flow.data.sources import Columns
-    from lancetnic_flow.dataflow.shards import featurize_partition
-    from lancetnic_flow.dataflow.window import OrderedWindow as Featurizer
-    from lancetnic_flow.features.fit import fit_features
+    from lancetnic_flow.dataflow.shards import count_partition, featurize_partition
+    from lancetnic_flow.dataflow.window import OrderedWindow
+    from lancetnic_flow.features import fit as fitpass
 
-    columns, fcfg = Columns(text=("text",), label="label"), FeatureConfig(mode="tfidf")
+    columns, fcfg = Columns(text=("text",), label="label"), FeatureConfig(mode=mode)
+    opts = dict(storage_options={}, chunk_bytes=plan.partition, val_fraction=VAL_FRACTION)
     t0 = time.perf_counter()
-    features, stats = fit_features(client, partitions, columns, fcfg, storage_options={},
-                                   chunk_bytes=plan.partition, val_fraction=VAL_FRACTION)
-    t1 = time.perf_counter()
-    scattered = client.scatter(features, broadcast=True)
-    feed = Featurizer(client, featurize_partition, [(p, None) for p in partitions], plan.in_flight,
-                      columns=columns, features=scattered, shard_dir=shard_dir, storage_options={},
-                      cache_options={}, chunk_bytes=plan.partition, val_fraction=VAL_FRACTION)
-    results = list(feed)
-    t2 = time.perf_counter()
+    if isinstance(client, InProcess):
+        from lancetnic_flow.features.vocab import merge_stats
+
+        task = count_partition if mode == "hashing" else fitpass.fit_partition
+        extra = dict(shard_dir=shard_dir, cache_options={}) if mode == "hashing" else {}
+        parts = [task(p, None, columns=columns, fcfg=fcfg, **opts, **extra) if mode == "hashing"
+                 else task(p, columns, fcfg, opts["storage_options"], opts["chunk_bytes"], VAL_FRACTION)
+                 for p in partitions]
+        stats = merge_stats(parts)
+        features = fitpass.finish_fit(stats, fcfg, columns)
+        t1 = time.perf_counter()
+        results = stats.results if mode == "hashing" else [
+            featurize_partition(p, None, columns=columns, features=features, shard_dir=shard_dir, cache_options={},
+                                **opts) for p in partitions]
+        t2 = time.perf_counter()
+    elif mode == "hashing":   # one pass: statistics and shards
+        features, stats = fitpass.fit_features(client, partitions, columns, fcfg, task=count_partition,
+                                               splits=[None] * len(partitions), shard_dir=shard_dir,
+                                               cache_options={}, **opts)
+        results = stats.results
+        t1 = t2 = time.perf_counter()
+    else:
+        features, stats = fitpass.fit_features(client, partitions, columns, fcfg, **opts)
+        t1 = time.perf_counter()
+        scattered = client.scatter(features, broadcast=True)
+        window = OrderedWindow(client, featurize_partition, [(p, None) for p in partitions], plan.in_flight,
+                               columns=columns, features=scattered, shard_dir=shard_dir, cache_options={}, **opts)
+        results = list(window)
+        t2 = time.perf_counter()
     return {"fit_seconds": t1 - t0, "featurize_seconds": t2 - t1, "seconds": t2 - t0,
             "rows_read": sum(r.rows_read for r in results), "train_rows": sum(r.train_rows for r in results),
             "val_rows": sum(r.val_rows for r in results), "tokens": sum(r.tokens for r in results),
@@ -219,13 +263,14 @@ def run_config(name: str, partitions: list, corpus: dict, a: argparse.Namespace,
     t0 = time.perf_counter()
     with open_config(name, a.memory_limit, a.blocksize, work) as (client, plan):
         start = time.perf_counter() - t0
-        for mod in TASK_MODULES:  # untimed: workers import the task code once
-            client.run(importlib.import_module, mod)
+        if name != "in-process":
+            for mod in TASK_MODULES:  # untimed: workers import the task code once
+                client.run(importlib.import_module, mod)
         reps = []
         for i in range(a.repeats):
             shard_dir = work / "shards" / f"{name}-{i}"
             try:
-                r = featurize_once(client, plan, partitions, str(shard_dir))
+                r = featurize_once(client, plan, partitions, str(shard_dir), a.features)
             finally:
                 shutil.rmtree(shard_dir, ignore_errors=True)
             if r["rows_read"] != corpus["rows"]:
@@ -288,6 +333,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "2 workers × 1 thread: about 8 partitions, 1–4 MiB each)")
     p.add_argument("--memory-limit", type=sc.parse_size, default=2 * 2**30, help="per worker (default 2GiB)")
     p.add_argument("--out", default=str(HERE / "out"), help="corpus and results (default benchmarks/out)")
+    p.add_argument("--features", default="hashing", choices=("hashing", "tfidf"),
+                   help="hashing: the default features, one pass; tfidf: a fitted vocabulary, two passes")
+    p.add_argument("--corpus", help="a text,label CSV of your own instead of a generated one (e.g. "
+                   "benchmarks/out/data/debian-train.csv)")
     a = p.parse_args(argv)
     a.configs = [c.strip() for c in a.configs.split(",") if c.strip()]
     bad = [c for c in a.configs if c not in CONFIGS]
@@ -307,8 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     work = out / "featurize" / stamp
     work.mkdir(parents=True, exist_ok=True)
     result_path = out / f"featurize-{stamp}.json"
-    rows = a.rows or rows_for_mb(a.mb)
-    corpus = ensure_corpus(out, rows)
+    if a.corpus:
+        import pyarrow.csv as pacsv
+
+        rows = pacsv.read_csv(a.corpus).num_rows
+        corpus = {"path": str(Path(a.corpus).resolve()), "rows": rows, "bytes": Path(a.corpus).stat().st_size}
+    else:
+        rows = a.rows or rows_for_mb(a.mb)
+        corpus = ensure_corpus(out, rows)
     a.blocksize = a.blocksize or default_blocksize(corpus["bytes"])
     partitions = plan_source([corpus["path"]], blocksize=a.blocksize).partitions
     doc: dict[str, Any] = {
@@ -316,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": shlex.join([Path(sys.executable).name, os.path.relpath(__file__, ROOT)]
                               + (sys.argv[1:] if argv is None else list(argv))),
         "config": {"configs": a.configs, "repeats": a.repeats, "blocksize": a.blocksize, "partitions": len(partitions),
-                   "memory_limit_bytes": a.memory_limit, "features": "tfidf, unigrams, max_features 100000",
+                   "memory_limit_bytes": a.memory_limit, "features": a.features,
                    "val_fraction": VAL_FRACTION},
         "machine": _scaling().machine_info(), "corpus": corpus, "runs": {},
     }

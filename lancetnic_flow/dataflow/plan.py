@@ -31,13 +31,16 @@ MAX_PARTITION = 4 * MiB
 WORKER_BASE = 200 * MiB         # an idle worker process: Python, Dask, pyarrow, numpy
 TRAINER_BASE = 450 * MiB        # the trainer process: Python, torch, Dask client
 MIN_WORKER = 384 * MiB
-# Arrow's default mimalloc pool keeps freed pages; with the system allocator
-# and the nanny's MALLOC_TRIM_THRESHOLD_ a worker's memory falls back between
-# tasks (benchmarks/partition_peak.py). Set it for workers you start yourself.
-# Arrow tables that crossed processes may be unaligned; Acero (group_by) then
-# warns on every merge though the result is right.
-WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_TRIM_THRESHOLD_": "65536",
-              "ACERO_ALIGNMENT_HANDLING": "ignore"}
+# Arrow's default mimalloc pool keeps freed pages: the system allocator lets
+# a worker's memory fall back, and every task hands its freed heap back as it
+# ends (malloc_trim). Within a task, blocks up to 32 MiB come from the heap and
+# are reused: glibc's default of a fresh mmap (page faults, zeroed pages) for
+# every large array, which the nanny's MALLOC_TRIM_THRESHOLD_=65536 implies,
+# made featurising ~30 % slower (docs/benchmarks.md). Set these for workers you
+# start yourself. Arrow tables that crossed processes may be unaligned; Acero
+# (group_by) then warns on every merge though the result is right.
+WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_TRIM_THRESHOLD_": "33554432",
+              "MALLOC_MMAP_THRESHOLD_": "33554432", "ACERO_ALIGNMENT_HANDLING": "ignore"}
 THRESHOLDS = {"target": 0.60, "spill": 0.70, "pause": 0.80, "terminate": 0.95}
 
 

@@ -47,7 +47,7 @@ def bucket_frequencies(counts: RowBlock, train: np.ndarray, buckets: int) -> np.
     """Document frequency of each bucket over the training rows of a block of
     term counts (a row's ids are distinct, so each counts once)."""
     rows = np.repeat(train, np.diff(counts.offsets))
-    return np.bincount(counts.indices[rows], minlength=buckets).astype(np.int64)
+    return np.bincount(counts.indices[rows], minlength=buckets)
 
 
 def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, numeric: tuple[str, ...]) -> FitStats:

@@ -154,7 +154,8 @@ def bags(data, offsets, word, min_chars, ngrams, buckets, table_keys, table_valu
 
     A term's id is its key modulo ``buckets`` (``buckets > 0``), or its value
     in the lookup table (terms not in it are dropped). Ids within a row are
-    sorted and distinct; counts are how often each occurs in the row."""
+    distinct, in the order they first occur; counts are how often each occurs
+    in the row (a small open-addressing set per row: no sort)."""
     n_rows = len(offsets) - 1
     base = offsets[0]
     most = 0
@@ -162,36 +163,49 @@ def bags(data, offsets, word, min_chars, ngrams, buckets, table_keys, table_valu
         most = max(most, offsets[r + 1] - offsets[r])
     # A token takes at least 2 bytes and a separator; bigrams at most as many.
     scratch = np.empty(most + 2, np.uint64)
-    ids = np.empty(most + 2, np.int64)
+    size = 16
+    while size < 2 * (most + 2):
+        size *= 2
+    set_keys = np.zeros(size, np.int64)    # id + 1; 0 = a free slot
+    set_counts = np.zeros(size, np.float32)
+    set_slots = np.empty(most + 2, np.int64)
+    set_mask = size - 1
     cap = (offsets[n_rows] - base) + n_rows + 2
     out_ids = np.empty(cap, np.int64)
     out_counts = np.empty(cap, np.float32)
     row_offsets = np.zeros(n_rows + 1, np.int64)
     nnz = 0
     tokens = 0
+    nb = np.uint64(max(buckets, 1))
+    mask = nb - np.uint64(1)
+    pow2 = buckets > 0 and (buckets & (buckets - 1)) == 0   # a mask instead of a division, same result
     for r in range(n_rows):
         n, t = _row_keys(data, offsets[r] - base, offsets[r + 1] - base, word, min_chars, ngrams, scratch)
         tokens += t
-        m = 0
+        used = 0
         for j in range(n):
             if buckets > 0:
-                ids[m] = np.int64(scratch[j] % np.uint64(buckets))
-                m += 1
+                v = np.int64(scratch[j] & mask) if pow2 else np.int64(scratch[j] % nb)
             else:
                 v = _lookup(table_keys, table_values, scratch[j])
-                if v >= 0:
-                    ids[m] = v
-                    m += 1
-        row = np.sort(ids[:m])
-        j = 0
-        while j < m:
-            k = j + 1
-            while k < m and row[k] == row[j]:
-                k += 1
-            out_ids[nnz] = row[j]
-            out_counts[nnz] = k - j
+                if v < 0:
+                    continue
+            slot = (v * 0x9E3779B1) & set_mask
+            while set_keys[slot] != 0 and set_keys[slot] != v + 1:
+                slot = (slot + 1) & set_mask
+            if set_keys[slot] == 0:
+                set_keys[slot] = v + 1
+                set_counts[slot] = 1.0
+                set_slots[used] = slot
+                used += 1
+            else:
+                set_counts[slot] += 1.0
+        for u in range(used):
+            slot = set_slots[u]
+            out_ids[nnz] = set_keys[slot] - 1
+            out_counts[nnz] = set_counts[slot]
+            set_keys[slot] = 0
             nnz += 1
-            j = k
         row_offsets[r + 1] = nnz
     return row_offsets, out_ids[:nnz], out_counts[:nnz], tokens
 
@@ -313,3 +327,16 @@ def gather_rows(offsets, rows, indices, values):
         if len(values):
             out_val[o:o + b - a] = values[a:b]
     return new_offsets, out_idx, out_val
+
+
+def warm() -> None:
+    """Load (or compile, the first time on a machine) every kernel, on a tiny input."""
+    data = np.frombuffer(b"warm up", np.uint8)
+    offsets = np.array([0, 7], np.int64)
+    table = build_table(np.array([1], np.uint64), np.array([0], np.int64))
+    bags(data, offsets, word_table(), 2, 2, 8, *table)
+    sequences(data, offsets, word_table(), 2, 4, *table, 1)
+    term_keys(data, offsets)
+    whole_hashes(data, offsets, np.ones(1, np.uint8))
+    token_spans(data, offsets, word_table(), 2)
+    gather_rows(offsets, np.zeros(1, np.int64), data, np.zeros(0, np.float32))

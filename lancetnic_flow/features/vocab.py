@@ -102,7 +102,9 @@ def merge_stats(parts: list[FitStats]) -> FitStats:
         out.terms = t
     dfs = [p.buckets for p in parts if p.buckets is not None]
     if dfs:
-        out.buckets = dfs[0].copy() if len(dfs) == 1 else np.sum(dfs, axis=0)
+        out.buckets = dfs[0].copy()
+        for d in dfs[1:]:
+            out.buckets += d
     for p in parts:
         out.docs += p.docs
         out.labels = _add_counts(out.labels, p.labels)

@@ -19,6 +19,14 @@ from ..storage import join, write_bytes
 from .folder import folder_options
 
 
+def preload() -> None:
+    """Import matplotlib (a third of a second): a caller may do it early, off its critical path."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot  # noqa: F401
+
+
 def _figure(width: float, height: float):
     import matplotlib
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from ..models import create_model
 from ..models.tasks import Task
 from ..registry import MODELS
 from ..runs.folder import RunFolder, new_run_dir, save_run, write_json
+from ..runs.plots import preload as preload_plots
 from ..runs.plots import write_plots
 from ..scores import val_scores
 from ..sizes import format_size
@@ -313,6 +315,7 @@ class Training:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
         (the best epoch's, whose weights the model then holds)."""
         state = self._start_state(self.feed)
+        threading.Thread(target=preload_plots, name="lancetnic-matplotlib", daemon=True).start()
         ts = time.monotonic()
         with StopRequest() as stop:
             if self.tc.ddp:
