@@ -36,6 +36,10 @@ RUN mkdir /src/lancetnic_flow && touch /src/README.md /src/lancetnic_flow/__init
 COPY README.md /src/
 COPY lancetnic_flow /src/lancetnic_flow
 RUN pip install --no-deps /src && pip check
+# The featurisation kernels, compiled once here into a cache user flow can read:
+# without it every worker would compile them (seconds) at its first task.
+ENV NUMBA_CACHE_DIR=/opt/numba-cache
+RUN python3 -c "from lancetnic_flow.features import kernels; kernels.warm()" && chmod -R a+rX /opt/numba-cache
 # Nothing here builds C++ extensions or runs torch's own C++ tests: drop the
 # headers and the test binaries (about 180 MB of the CPU wheel). The .pyc
 # files stay: user flow cannot write them, and without them every process
@@ -47,11 +51,14 @@ RUN torch_dir=$(python3 -c "import os, torch; print(os.path.dirname(torch.__file
 
 FROM ${BASE_IMAGE}
 COPY --from=build /opt/venv /opt/venv
+COPY --from=build /opt/numba-cache /opt/numba-cache
 # What a planned worker runs with (see docs/memory.md): freed memory goes back
 # to the OS between tasks; Acero's alignment warning is noise here.
 ENV PATH=/opt/venv/bin:$PATH \
+    NUMBA_CACHE_DIR=/opt/numba-cache \
     ARROW_DEFAULT_MEMORY_POOL=system \
-    MALLOC_TRIM_THRESHOLD_=65536 \
+    MALLOC_TRIM_THRESHOLD_=33554432 \
+    MALLOC_MMAP_THRESHOLD_=33554432 \
     ACERO_ALIGNMENT_HANDLING=ignore \
     PYTHONUNBUFFERED=1
 RUN useradd --create-home --uid 10001 flow

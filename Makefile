@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	# compile the featurisation kernels once (numba caches them beside the source)
+	$(BIN)/python -c "from lancetnic_flow.features import kernels; kernels.warm()"
 	touch $(STAMP)
 
 demo: setup

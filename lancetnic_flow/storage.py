@@ -7,7 +7,10 @@ anywhere fsspec reaches.
 """
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import fsspec
 
@@ -62,16 +65,29 @@ def open_options(url: str, storage_options: dict | None) -> dict:
     return so
 
 
-def write_bytes(url: str, data: bytes, storage_options: dict) -> None:
-    """Write atomically where the filesystem allows (temp name + rename), so a
-    killed writer never leaves a half file under the real name."""
+@contextlib.contextmanager
+def open_atomic(url: str, storage_options: dict) -> Iterator[Any]:
+    """A binary file to write ``url`` through, renamed into place only when
+    the block ends without an error, so a killed or failed writer never
+    leaves a half file under the real name."""
     fs, path = fsspec.core.url_to_fs(url, **storage_options)
     parent = path.rsplit("/", 1)[0]
     fs.makedirs(parent, exist_ok=True)
     tmp = f"{path}.tmp-{time.monotonic_ns()}"
-    with fs.open(tmp, "wb") as f:
-        f.write(data)
+    try:
+        with fs.open(tmp, "wb") as f:
+            yield f
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fs.rm(tmp)
+        raise
     fs.mv(tmp, path)
+
+
+def write_bytes(url: str, data: bytes, storage_options: dict) -> None:
+    """Write atomically where the filesystem allows (temp name + rename)."""
+    with open_atomic(url, storage_options) as f:
+        f.write(data)
 
 
 def read_bytes(url: str, storage_options: dict) -> bytes:

@@ -358,6 +358,27 @@ def test_clip_grad_cuts_the_global_norm_of_dense_and_sparse_row_gradients_togeth
     assert abs(moved.item() - 0.5) < 1e-4        # SGD with lr 1 moves by exactly the clipped gradient
 
 
+def test_sparse_sgd_moves_each_used_row_by_sparse_lr_per_example_and_the_rest_by_dense_adam():
+    """The bag models' default step: input rows by SGD at sparse_lr per example (the mean
+    loss's gradient times the batch), dense layers by Adam at lr; unused rows stay put."""
+    block, _ = tfidf_block()
+    torch.manual_seed(0)
+    model = ScalpelNet(len(VOCAB), classes=3, hidden=6, dropout=0.0).train()
+    opts = optim.make_optimizers(model, "adam", lr=0.01, sparse="sgd", sparse_lr=0.5, batch_size=6)
+    assert [o.name for o in opts] == ["sgd", "adam"]
+    before = model.input.weight.detach().clone()
+    out = model(*block_inputs(block))
+    F.cross_entropy(out["logits"], torch.tensor([0, 1, 2, 0, 1, 2])).backward()
+    used, rows = model.input.active
+    grad = rows.grad.clone()
+    optim.step(opts, model)
+    after = model.input.weight.detach()
+    torch.testing.assert_close(after[used], before[used] - 0.5 * 6 * grad)
+    untouched = torch.ones(len(before), dtype=torch.bool)
+    untouched[used] = False
+    assert torch.equal(after[untouched], before[untouched])
+
+
 @pytest.mark.parametrize("name", ["radam", "rmsprop", "adadelta"])
 def test_optimizers_without_a_row_wise_form_get_dense_gradients_of_the_first_layer(name):
     model = ScalpelNet(len(VOCAB), classes=2, hidden=4)

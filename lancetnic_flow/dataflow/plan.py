@@ -21,14 +21,15 @@ GiB = 2**30
 MiB = 2**20
 DEFAULT_BUDGET = 16 * GiB
 # One task's peak RSS ≈ TASK_BASE + PEAK_PER_BYTE × partition bytes: a linear
-# fit to benchmarks/partition_peak.py at 8/16/32 MiB (bigrams, the worst case:
-# 13.1 per byte + 113 MiB; unigrams 10.1 + 53 MiB), rounded up.
-PEAK_PER_BYTE = 14
+# fit to benchmarks/partition_peak.py at 4/8/16 MiB. The worst case is the
+# vocabulary path with bigrams (--features tfidf --ngram 1,2: 73 MiB + 28.6 per
+# byte); the hashed default peaks at 39 MiB + 16.2 per byte. Rounded up.
+PEAK_PER_BYTE = 29
 TASK_BASE = 128 * MiB
 # Larger partitions do not featurise faster (tasks work in pieces of 8,192
 # rows) but raise each task's peak; at 4 MiB a task peaks near 190 MiB.
 MAX_PARTITION = 4 * MiB
-WORKER_BASE = 200 * MiB         # an idle worker process: Python, Dask, pyarrow, numpy
+WORKER_BASE = 256 * MiB         # an idle worker: Python, Dask, pyarrow, numpy, compiled kernels (243 MiB RSS measured)
 TRAINER_BASE = 450 * MiB        # the trainer process: Python, torch, Dask client
 MIN_WORKER = 384 * MiB
 # Arrow's default mimalloc pool keeps freed pages: the system allocator lets

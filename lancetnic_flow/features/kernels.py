@@ -309,26 +309,6 @@ def token_spans(data, offsets, word, min_chars):
     return buf[:pos], tok_offsets[:n + 1], rows[:n]
 
 
-@njit(cache=True, nogil=True)
-def gather_rows(offsets, rows, indices, values):
-    """CSR rows ``rows`` (any order) of (offsets, indices, values): their new
-    offsets, indices and values (``values`` may be empty: no values)."""
-    n = len(rows)
-    new_offsets = np.zeros(n + 1, np.int64)
-    for i in range(n):
-        r = rows[i]
-        new_offsets[i + 1] = new_offsets[i] + offsets[r + 1] - offsets[r]
-    out_idx = np.empty(new_offsets[n], indices.dtype)
-    out_val = np.empty(new_offsets[n] if len(values) else 0, values.dtype)
-    for i in range(n):
-        r = rows[i]
-        a, b, o = offsets[r], offsets[r + 1], new_offsets[i]
-        out_idx[o:o + b - a] = indices[a:b]
-        if len(values):
-            out_val[o:o + b - a] = values[a:b]
-    return new_offsets, out_idx, out_val
-
-
 def warm() -> None:
     """Load (or compile, the first time on a machine) every kernel, on a tiny input."""
     data = np.frombuffer(b"warm up", np.uint8)
@@ -339,4 +319,3 @@ def warm() -> None:
     term_keys(data, offsets)
     whole_hashes(data, offsets, np.ones(1, np.uint8))
     token_spans(data, offsets, word_table(), 2)
-    gather_rows(offsets, np.zeros(1, np.int64), data, np.zeros(0, np.float32))

@@ -19,9 +19,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import kernels
 
 MIN_CHARS = 2
+
+
+def compiled_kernels():
+    """The compiled kernels, imported on first use: loading them (numba and
+    LLVM, ~140 MiB) is for processes that tokenise, not for a trainer that
+    only reads shards."""
+    from . import kernels as compiled
+
+    return compiled
 
 
 @dataclass
@@ -59,7 +67,8 @@ def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True) -
 def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, min_len: int = MIN_CHARS) -> Terms:
     """Split texts into word tokens; keeps order within each row."""
     data, offsets = text_buffers(texts, lowercase=lowercase)
-    buf, tok_offsets, rows = kernels.token_spans(data, offsets, kernels.word_table(), max(min_len, 1))
+    k = compiled_kernels()
+    buf, tok_offsets, rows = k.token_spans(data, offsets, k.word_table(), max(min_len, 1))
     terms = pa.Array.from_buffers(pa.string(), len(rows),
                                   [None, pa.py_buffer(tok_offsets.astype(np.int32)), pa.py_buffer(buf)])
     return Terms(terms, rows, len(offsets) - 1)

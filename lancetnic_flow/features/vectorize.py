@@ -31,10 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import kernels
 from .hashing import legacy_hashes
 from .rows import RowBlock
-from .tokenize import MIN_CHARS, Terms, terms_of, text_buffers
+from .tokenize import MIN_CHARS, Terms, compiled_kernels, terms_of, text_buffers
 
 PAD, UNK = 0, 1
 # Rows tokenised at once: a few MiB of text, so the kernels' working arrays stay small.
@@ -85,8 +84,9 @@ class FittedFeatures:
             else:
                 data, offsets = text_buffers(self.vocabulary, lowercase=False)
                 first = 2 if self.mode == "ids" else 0
-                table = kernels.build_table(kernels.term_keys(data, offsets),
-                                            np.arange(first, first + len(self.vocabulary), dtype=np.int64))
+                k = compiled_kernels()
+                table = k.build_table(k.term_keys(data, offsets),
+                                      np.arange(first, first + len(self.vocabulary), dtype=np.int64))
             self.__dict__["_table"] = table
         return table
 
@@ -108,14 +108,15 @@ class FittedFeatures:
     def _counts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
         data, offsets = text_buffers(texts, lowercase=self.lowercase)
         buckets = self.buckets if self.mode == "hashing" else 0
-        row_offsets, ids, counts, _ = kernels.bags(data, offsets, kernels.word_table(), MIN_CHARS, self.ngrams,
-                                                   buckets, *self._lookup())
+        k = compiled_kernels()
+        row_offsets, ids, counts, _ = k.bags(data, offsets, k.word_table(), MIN_CHARS, self.ngrams, buckets,
+                                             *self._lookup())
         return RowBlock(ids.astype(np.int32), row_offsets, counts)
 
     def _sequences(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
         data, offsets = text_buffers(texts, lowercase=self.lowercase)
-        row_offsets, ids = kernels.sequences(data, offsets, kernels.word_table(), MIN_CHARS, self.max_len,
-                                             *self._lookup(), UNK)
+        k = compiled_kernels()
+        row_offsets, ids = k.sequences(data, offsets, k.word_table(), MIN_CHARS, self.max_len, *self._lookup(), UNK)
         return RowBlock(ids.astype(np.int32), row_offsets)
 
     @property
@@ -163,11 +164,11 @@ class FittedFeatures:
             if (labels < 0).any():
                 block = block.take(np.flatnonzero(labels >= 0))
         if block.targets is not None and self.target is not None:
-            block.targets = ((block.targets.astype(np.float64) - self.target[0]) / self.target[1]).astype(np.float32)
+            block.targets = ((block.targets - self.target[0]) / self.target[1]).astype(np.float32)
         if block.numeric is not None and self.numeric:
             mean = np.array([m for m, _ in self.numeric.values()])
             std = np.array([s for _, s in self.numeric.values()])
-            block.numeric = np.nan_to_num((block.numeric.astype(np.float64) - mean) / std).astype(np.float32)
+            block.numeric = np.nan_to_num((block.numeric - mean) / std).astype(np.float32)
         return block
 
     def raw(self, table: pa.Table) -> RowBlock:
@@ -179,11 +180,12 @@ class FittedFeatures:
             block.labels = (enc.indices.to_numpy(zero_copy_only=False).astype(np.int32) if enc is not None
                             else np.zeros(0, np.int32))
             block.label_names = np.array(enc.dictionary.to_pylist() if enc is not None else [], dtype=str)
+        # float64 until finished: standardised then, as transform does, to the same float32.
         if "target" in table.column_names:
-            block.targets = table["target"].to_numpy(zero_copy_only=False).astype(np.float32)
+            block.targets = table["target"].to_numpy(zero_copy_only=False).astype(np.float64)
         numeric = [c for c in table.column_names if c not in ("text", "label", "target")]
         if numeric:
-            block.numeric = np.stack([table[c].to_numpy(zero_copy_only=False).astype(np.float32) for c in numeric],
+            block.numeric = np.stack([table[c].to_numpy(zero_copy_only=False).astype(np.float64) for c in numeric],
                                      axis=1)
         return block
 

@@ -26,7 +26,7 @@ import fsspec
 from ..errors import UserError
 from ..features.vectorize import FittedFeatures
 from ..registry import task_kind
-from ..storage import join, read_bytes, write_bytes
+from ..storage import join, open_atomic, read_bytes, write_bytes
 
 FORMAT_VERSION = 1
 
@@ -85,14 +85,14 @@ def write_json(url: str, obj: Any, storage_options: dict | None = None) -> None:
 def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, model_meta: dict,
              metrics: dict | None, history: list[dict], storage_options: dict | None = None) -> None:
     """Write a run folder's files (``metrics=None``: all but metrics.json, for the caller to write last)."""
-    import safetensors.torch
+    from .tensor_file import write_safetensors
 
     so = folder_options(run, storage_options)
     write_json(join(run, "config.json"), config, so)
     write_bytes(join(run, "features.json"), features.to_json().encode(), so)
     write_json(join(run, "model.json"), {**model_meta, "format_version": FORMAT_VERSION}, so)
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    write_bytes(join(run, "model.safetensors"), safetensors.torch.save(state), so)
+    with open_atomic(join(run, "model.safetensors"), so) as f:
+        write_safetensors(f, model.state_dict())
     if metrics is not None:
         write_json(join(run, "metrics.json"), metrics, so)
     if history:

@@ -24,6 +24,7 @@ import torch
 from ..errors import UserError
 from ..events import Events
 from ..storage import join, read_bytes
+from ..runs.tensor_file import write_safetensors
 from .state import TrainState
 
 CHECKPOINT = "checkpoint.safetensors"
@@ -90,30 +91,6 @@ def unpack(tensors: dict[str, torch.Tensor], meta: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ file I/O
 
-_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.int64: "I64",
-           torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
-
-
-def _write_safetensors(f: Any, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    """The safetensors layout, written tensor by tensor from the tensors' own
-    memory: no serialised copy of the whole checkpoint is ever built."""
-    header: dict[str, Any] = {"__metadata__": metadata}
-    offset = 0
-    for name, t in tensors.items():
-        if t.dtype not in _DTYPES:
-            raise TypeError(f"cannot checkpoint a {t.dtype} tensor ({name})")
-        n = t.numel() * t.element_size()
-        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    f.write(len(raw).to_bytes(8, "little"))
-    f.write(raw)
-    for t in tensors.values():
-        if t.numel():
-            f.write(memoryview(t.numpy()).cast("B"))
-
-
 def save_checkpoint(run: str, state: dict[str, Any], storage_options: dict | None = None) -> float:
     """Write ``state`` as ``run/checkpoint.safetensors`` under a temporary name,
     then rename it into place; return the seconds it took."""
@@ -124,7 +101,7 @@ def save_checkpoint(run: str, state: dict[str, Any], storage_options: dict | Non
     fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
     tmp = f"{path}.tmp-{os.getpid()}"
     with fs.open(tmp, "wb") as f:
-        _write_safetensors(f, tensors, {"lancetnic_flow": meta})
+        write_safetensors(f, tensors, {"lancetnic_flow": meta})
         if "file" in fs.protocol:
             f.flush()
             os.fsync(f.fileno())   # the rename must not land before the data does

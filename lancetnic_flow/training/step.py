@@ -105,5 +105,19 @@ def keep_best(best: dict | None, stale: int, val: dict, val_m: TaskMetrics | Non
     if best is None or score < best["score"]:
         return {"score": score, "epoch": epoch, "val": val,
                 "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
-                "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}, 0
+                "state": copy_weights(model, best.get("state") if best else None)}, 0
     return best, stale + 1
+
+
+def copy_weights(model: torch.nn.Module, into: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor]:
+    """A copy of the model's weights, written into the previous best copy's
+    tensors where they fit: a new best then costs no second copy of a large
+    sparse layer at the trainer's peak."""
+    out = {}
+    for k, v in model.state_dict().items():
+        old = (into or {}).get(k)
+        if old is not None and old.shape == v.shape and old.dtype == v.dtype and old.device == v.device:
+            out[k] = old.copy_(v.detach())
+        else:
+            out[k] = v.detach().clone()
+    return out

@@ -1,0 +1,1 @@
+"""A trained run: its folder (save, load), prediction, evaluation and plots."""

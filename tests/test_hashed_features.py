@@ -1,0 +1,176 @@
+"""The default features: words and word pairs hashed into buckets, weighted by
+the buckets' idf, counted once by the fit pass and finished when a shard is
+read; the compiled kernels agree with scikit-learn's tokenizer and with the
+reference implementations; runs written by earlier versions keep their
+meaning."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+from lancetnic_flow.config import ADDED_FIELDS, FeatureConfig, TrainConfig
+from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.dataflow.manifest import cache_key, entry_key
+from lancetnic_flow.dataflow.shards import count_partition, load_shard
+from lancetnic_flow.features import kernels
+from lancetnic_flow.features.fit import finish_fit
+from lancetnic_flow.features.hashing import legacy_hashes, unit_interval
+from lancetnic_flow.features.split import validation_mask
+from lancetnic_flow.features.tokenize import terms_of, text_buffers, tokenize
+from lancetnic_flow.features.vectorize import FittedFeatures
+from lancetnic_flow.features.vocab import smooth_idf
+
+TEXTS = [
+    "The quick brown fox -- jumps over the lazy dog!! The fox again.",
+    "Café crème, naïve résumé; Straße & Ärger über Öl — “quoted” words…",
+    "日本語 テキスト と English words, mixed: 日本語 again",
+    "Numbers 2024 and 3.14; x y z single letters, snake_case stays, kebab-case splits",
+    "Ελληνικά γράμματα και русский текст тоже работают",
+    "emoji 🙂 between words 🙂 are not tokens",
+    "", "!!! ???", "a b c", "the the the the repeated repeated",
+]
+
+
+def sklearn_tokens(text: str) -> list[str]:
+    return re.findall(r"(?u)\b\w\w+\b", text.lower())
+
+
+def test_the_compiled_tokenizer_finds_scikit_learns_tokens_in_any_script():
+    terms = tokenize(pa.array(TEXTS))
+    got = [[] for _ in TEXTS]
+    for t, r in zip(terms.terms.to_pylist(), terms.rows):
+        got[r].append(t)
+    assert got == [sklearn_tokens(t) for t in TEXTS]
+
+
+def test_a_rows_bag_counts_its_words_and_word_pairs_exactly():
+    """The kernel's per-row counts equal the counts of the reference terms (words, then adjacent pairs)."""
+    texts = pa.array(TEXTS * 3)
+    data, offsets = text_buffers(texts)
+    big = 2**40   # no two terms share a bucket
+    row_offsets, ids, counts, tokens = kernels.bags(data, offsets, kernels.word_table(), 2, 2, big,
+                                                    np.zeros(2, np.uint64), np.full(2, -1, np.int64))
+    ref = terms_of(texts, 2)
+    d, o = text_buffers(ref.terms, lowercase=False)
+    keys = (kernels.term_keys(d, o) % np.uint64(big)).astype(np.int64)
+    want = {}
+    for r, k in zip(ref.rows, keys):
+        want[(int(r), int(k))] = want.get((int(r), int(k)), 0) + 1
+    rows = np.repeat(np.arange(len(texts)), np.diff(row_offsets))
+    have = {(int(r), int(k)): float(c) for r, k, c in zip(rows, ids, counts)}
+    assert have == want
+    assert tokens == len(tokenize(texts).terms)
+
+
+def test_hashed_tfidf_values_equal_scikit_learns_tfidf_transformer_on_the_same_counts():
+    f = FittedFeatures(mode="hashing", ngrams=2, sublinear_tf=True, buckets=2**12)
+    raw = f.counts(pa.array(TEXTS))
+    counts = sp.csr_matrix((raw.values, raw.indices, raw.offsets), shape=(len(TEXTS), f.buckets))
+    df = np.bincount(raw.indices, minlength=f.buckets)
+    f.idf = smooth_idf(df, len(TEXTS))
+    ours = f.weigh(raw)
+    theirs = TfidfTransformer(sublinear_tf=True).fit_transform(counts)
+    mine = sp.csr_matrix((ours.values, ours.indices, ours.offsets), shape=theirs.shape)
+    assert abs(mine - theirs).max() < 1e-6
+    # and the same rows as transform_texts gives
+    again = f.transform_texts(pa.array(TEXTS))
+    np.testing.assert_allclose(again.values, ours.values, rtol=1e-6)
+
+
+def test_word_pair_counts_match_scikit_learns_bigram_count_vectorizer():
+    texts = ["new york is new york", "york new", "a new day in new york"]
+    f = FittedFeatures(mode="hashing", ngrams=2, buckets=2**40)
+    raw = f.counts(pa.array(texts))
+    cv = CountVectorizer(ngram_range=(1, 2)).fit(texts)
+    m = cv.transform(texts)
+    # the multiset of counts per row is the same (the columns differ: hashes against a vocabulary)
+    for i in range(len(texts)):
+        a = sorted(raw.values[raw.offsets[i]:raw.offsets[i + 1]].tolist())
+        b = sorted(m[i].data.tolist())
+        assert a == b
+
+
+def test_the_validation_split_reads_the_whole_text():
+    """Templated texts that differ only in the middle no longer land on one side together."""
+    texts = pa.array([f"{'header ' * 20} case {i} {'footer ' * 20}" for i in range(4000)])
+    share = validation_mask(pa.table({"text": texts}), 0.1).mean()
+    assert 0.08 < share < 0.12
+    u = unit_interval(pa.array(["same", "same", "other"]))
+    assert u[0] == u[1] != u[2]
+
+
+def test_a_raw_shard_finished_equals_the_transform_of_its_rows(tmp_path):
+    """The counting fit pass writes raw counts (labels by name, targets unscaled);
+    finished with the fitted features, they are exactly transform's rows."""
+    data = tmp_path / "d.csv"
+    write_corpus(str(data), 3000, classes=4, seed=5)
+    cols = Columns(text=("text",), label="label", target="target")
+    fc = FeatureConfig(mode="hashing", buckets=2**14)
+    part = plan_source([str(data)], blocksize=2**30).partitions[0]
+    stats = count_partition(part, None, columns=cols, fcfg=fc, shard_dir=str(tmp_path / "shards"),
+                            storage_options={}, cache_options={}, chunk_bytes=2**30, val_fraction=0.1)
+    features = finish_fit(stats, fc, cols)
+    (res,) = stats.results
+    assert res.rows_read == 3000 and res.train_rows + res.val_rows == 3000
+    table = pacsv.read_csv(data).select(["text", "label", "target"])
+    is_val = validation_mask(table, 0.1)
+    want = features.transform(table.filter(pa.array(~is_val)))
+    train = [s for s in res.shards if s.split == "train"]
+    assert len(train) == 1 and train[0].raw
+    got = features.finish(load_shard(train[0], {}))
+    np.testing.assert_array_equal(got.offsets, want.offsets)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-6)
+    np.testing.assert_array_equal(got.labels, want.labels)
+    np.testing.assert_allclose(got.targets, want.targets, rtol=1e-6)
+    # idf from the training rows' document frequencies
+    assert features.idf is not None and len(features.idf) == fc.buckets
+
+
+def test_hashing_features_written_by_an_earlier_version_keep_their_buckets():
+    """features.json without a version (format 1) buckets terms with the old hash, so old runs predict as trained."""
+    old = FittedFeatures.from_json('{"mode": "hashing", "ngrams": 1, "lowercase": true, "sublinear_tf": false, '
+                                   '"buckets": 1024, "max_len": 256, "labels": ["a", "b"], "label_counts": [1, 1], '
+                                   '"target": null, "numeric": {}, "docs": 2, "vocabulary": null, "idf": null}')
+    assert old.version == 1
+    block = old.transform_texts(pa.array(["fox dog fox"]))
+    expected = sorted((legacy_hashes(pa.array(["fox", "dog"])) % np.uint64(1024)).astype(int).tolist())
+    assert sorted(block.indices.tolist()) == expected
+
+
+def test_idf_round_trips_through_features_json_as_base64():
+    f = FittedFeatures(mode="hashing", buckets=8, idf=np.arange(8, dtype=np.float32) / 3)
+    back = FittedFeatures.from_json(f.to_json())
+    np.testing.assert_array_equal(back.idf, f.idf)
+    assert back.version == 2
+
+
+def test_a_configuration_saved_before_new_options_reads_as_it_meant_then():
+    """config.json of a run made before --idf and the sparse step: no idf, lazy Adam; its cache key unchanged."""
+    cfg = TrainConfig.from_dict({"data": {"train": ["x.csv"]}, "features": {"mode": "hashing", "ngrams": 1},
+                                 "training": {"epochs": 3}})
+    assert cfg.features.idf is False and cfg.training.sparse_optimizer == "adam"
+    assert set(ADDED_FIELDS) == {"features", "training"}
+    src = plan_source([str(Path(__file__))], format="text", blocksize=2**20)
+    cols = Columns(text=("text",))
+    old = {k: v for k, v in FeatureConfig(mode="hashing", idf=False).__dict__.items() if k != "idf"}
+    from lancetnic_flow.dataflow.manifest import CACHE_VERSION
+    import dataclasses
+
+    assert entry_key(src, None, {**old, "idf": False}, cols, 0.1) == cache_key(
+        CACHE_VERSION, src.fingerprint(), None, old, dataclasses.astuple(cols), 0.1)
+
+
+@pytest.mark.parametrize("buckets", [2**10, 1000])
+def test_bucket_ids_stay_in_range_for_powers_of_two_and_others(buckets):
+    f = FittedFeatures(mode="hashing", buckets=buckets)
+    block = f.counts(pa.array(TEXTS * 10))
+    assert block.indices.min() >= 0 and block.indices.max() < buckets
