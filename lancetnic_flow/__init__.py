@@ -3,6 +3,7 @@
 Public API (imported lazily, so Dask workers that only read and featurise
 data never import torch)::
 
+    from lancetnic_flow import TextClassifier, TextRegressor         # scikit-learn style
     from lancetnic_flow import TrainConfig, DataConfig, train, Predictor, write_corpus
 """
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "train": "lancetnic_flow.training.orchestrator",
+    "train": "lancetnic_flow.api.progress",
+    "TextClassifier": "lancetnic_flow.api.estimators",
+    "TextRegressor": "lancetnic_flow.api.estimators",
     "TrainResult": "lancetnic_flow.training.orchestrator",
     "TrainConfig": "lancetnic_flow.config",
     "DataConfig": "lancetnic_flow.config",

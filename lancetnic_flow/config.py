@@ -18,10 +18,15 @@ from .scores import MONITORS, monitor_fits
 from .sizes import parse_size
 
 FEATURE_MODES = ("tfidf", "hashing", "ids")
-TASKS = ("classify", "regress", "multitask")
+TASKS = ("classify", "regress", "multitask", "multilabel")
 OPTIMIZERS = ("adam", "sgd", "radam", "rmsprop", "adadelta")
 CLASS_LOSSES = ("cross_entropy", "bce")
 VALUE_LOSSES = ("mse", "l1", "smooth_l1")
+# --monitor's default per task (else val_loss). Multilabel keeps val_loss:
+# micro-F1 at a 0.5 threshold stays 0 while every probability is still below
+# it (a slowly learning model's first epochs), which early stopping would read
+# as no progress; the loss moves from the first step.
+DEFAULT_MONITOR = {"classify": "val_accuracy"}
 SECRET_HINTS = ("key", "secret", "token", "password", "credential", "session")
 
 
@@ -47,6 +52,7 @@ class DataConfig:
     target: str | None = None
     numeric: list[str] = field(default_factory=list)
     storage_options: dict[str, Any] = field(default_factory=dict)
+    label_sep: str | None = None     # --task multilabel: labels in one string, e.g. "a|b" with "|"
 
     def validate(self) -> None:
         if not self.train:
@@ -152,7 +158,7 @@ class TrainingConfig:
     loss_weights: tuple[float, float] = (1.0, 1.0)
     class_weights: str = "none"      # or "balanced"
     early_stopping: int | None = 2   # patience in epochs; 0 or None: train every epoch
-    monitor: str | None = None       # None: val_accuracy when classifying only, else val_loss
+    monitor: str | None = None       # None: DEFAULT_MONITOR of the task, else val_loss
     clip_grad: float | None = None
     device: str = "auto"
     threads: int | None = None
@@ -245,10 +251,10 @@ class TrainConfig:
             t.sparse_lr = t.sparse_lr or lr
         elif t.sparse_optimizer == "sgd" and t.sparse_lr is None:
             t.sparse_lr = SPARSE_STEP["ScalpelNet"][1]
-        if t.task not in spec.tasks:
+        if t.task not in spec.every_task:
             raise UserError(f"model {self.model.name} cannot {t.task}",
-                            f"it does: {', '.join(spec.tasks)}; models for {t.task}: "
-                            + ", ".join(n for n, m in MODELS.items() if t.task in m.tasks))
+                            f"it does: {', '.join(spec.every_task)}; models for {t.task}: "
+                            + ", ".join(n for n, m in MODELS.items() if t.task in m.every_task))
         f = self.features
         if f.mode is None:
             f.mode = spec.features[0]
@@ -265,17 +271,30 @@ class TrainConfig:
             raise UserError(f"model {self.model.name} reads --features {'/'.join(spec.features)}, not {f.mode}",
                             f"drop --features, or pick a model for {f.mode}: "
                             + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
-        if t.task in ("classify", "multitask") and not self.data.label:
+        self._check_multilabel()
+        if t.task in ("classify", "multitask", "multilabel") and not self.data.label:
             raise UserError(f"--task {t.task} needs a label column", "pass --label COLUMN")
         if t.task in ("regress", "multitask") and not self.data.target:
             raise UserError(f"--task {t.task} needs a numeric target column", "pass --target COLUMN")
         if t.task == "regress":
             self.data.label = None
-        t.monitor = t.monitor or ("val_accuracy" if t.task == "classify" else "val_loss")
+        t.monitor = t.monitor or DEFAULT_MONITOR.get(t.task, "val_loss")
         if not monitor_fits(t.monitor, t.task):
             raise UserError(f"--monitor {t.monitor} does not fit --task {t.task}",
                             "use val_loss, or a metric of the task")
         return self
+
+    def _check_multilabel(self) -> None:
+        """--label-sep belongs to --task multilabel; multilabel has one loss (BCE per label)."""
+        t = self.training
+        if self.data.label_sep is not None and t.task != "multilabel":
+            raise UserError(f"--label-sep splits a row's labels for --task multilabel, not --task {t.task}",
+                            "add --task multilabel, or drop --label-sep")
+        if self.data.label_sep == "":
+            raise UserError("--label-sep: an empty separator", 'e.g. --label-sep "|" or --label-sep ","')
+        if t.task == "multilabel" and t.class_loss != "cross_entropy":
+            raise UserError(f"--class-loss {t.class_loss}: --task multilabel always trains a binary cross "
+                            "entropy per label", "drop --class-loss")
 
     def to_dict(self, redact: bool = True) -> dict[str, Any]:
         """Plain dict for run folders and logs; secrets in storage options are masked."""

@@ -26,6 +26,12 @@ class ModelSpec:
     def task(self) -> str:
         return self.tasks[0]
 
+    @property
+    def every_task(self) -> tuple[str, ...]:
+        """``tasks``, plus multilabel for a model that classifies: the same class
+        head, read through a sigmoid per label instead of a softmax."""
+        return self.tasks + (("multilabel",) if "classify" in self.tasks else ())
+
 
 # The sparse input rows' optimiser and its per-example learning rate, by network:
 # SGD for bags of terms (a term's weight grows with the evidence for it; lazy
@@ -53,6 +59,10 @@ MODELS: dict[str, ModelSpec] = {
 
 
 def task_kind(meta: dict) -> str:
-    """classify, regress or multitask: what the heads in a run's ``model.json`` do."""
+    """classify, regress, multitask or multilabel: what the heads in a run's
+    ``model.json`` do. Its ``task`` says so (written since multilabel, whose
+    heads look like classify's); older runs are told by their heads."""
+    if meta.get("task"):
+        return meta["task"]
     kw = meta["kwargs"]
     return "multitask" if kw.get("classes") and kw.get("regress") else ("regress" if kw.get("regress") else "classify")

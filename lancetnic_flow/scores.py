@@ -17,7 +17,8 @@ class Score:
     long: str                  # its label in the final summary
     fmt: str = ".4f"
     higher_is_better: bool = False
-    task: str | None = None    # "classify" or "regress": the task it needs to be monitored; None: any
+    task: str | None = None    # "classify", "regress" or "multilabel": the task it needs to be monitored; None: any
+    also: str | None = None    # a second task that produces it (macro-F1: classify and multilabel)
 
     @property
     def key(self) -> str:
@@ -27,7 +28,10 @@ class Score:
 SCORES = (
     Score("loss", "loss", "loss", "loss"),
     Score("accuracy", "accuracy", "acc", "accuracy", higher_is_better=True, task="classify"),
-    Score("macro_f1", "macro_f1", "F1", "macro-F1", higher_is_better=True, task="classify"),
+    Score("macro_f1", "macro_f1", "F1", "macro-F1", higher_is_better=True, task="classify", also="multilabel"),
+    Score("micro_f1", "micro_f1", "µF1", "micro-F1", higher_is_better=True, task="multilabel"),
+    Score("subset_accuracy", "subset_accuracy", "exact", "subset accuracy (exact label set)",
+          higher_is_better=True, task="multilabel"),
     Score("precision", "macro_precision", "", "macro precision"),
     Score("recall", "macro_recall", "", "macro recall"),
     Score("mae", "mae", "MAE", "MAE", ".4g", task="regress"),
@@ -54,6 +58,7 @@ def lower_is_better(scores: dict, monitor: str) -> float | None:
 
 
 def monitor_fits(monitor: str, task: str) -> bool:
-    """Whether ``--monitor`` names a score ``--task`` produces (multitask produces all)."""
-    need = BY_KEY[monitor].task
-    return need is None or task == "multitask" or need == task
+    """Whether ``--monitor`` names a score ``--task`` produces (multitask: those of classify and regress)."""
+    s = BY_KEY[monitor]
+    made_by = {s.task, s.also}
+    return s.task is None or task in made_by or (task == "multitask" and bool(made_by & {"classify", "regress"}))

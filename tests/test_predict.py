@@ -22,11 +22,11 @@ from lancetnic_flow.runs.predict import Predictor, predict_files
 def test_predictor_returns_labels_of_the_run_and_probabilities_that_sum_to_one(trained_run):
     pred = Predictor(trained_run.run)
     labels = set(trained_run.metrics["labels"])
-    texts = ["a short text", "", "Völlig unbekannte Wörter!", "the the the"]
+    texts = ["a short text", "Völlig unbekannte Wörter!", "the the the"]
     out = pred.predict(texts)
     assert len(out) == len(texts)
     for p in out:
-        assert p["label"] in labels
+        assert p["status"] == "ok" and p["label"] in labels
         assert 0.0 <= p["probability"] <= 1.0
     proba = pred.predict_proba(texts)
     assert proba.shape == (len(texts), len(labels))
@@ -36,6 +36,18 @@ def test_predictor_returns_labels_of_the_run_and_probabilities_that_sum_to_one(t
         assert p["label"] == pred.labels[int(row.argmax())]
         assert p["probability"] == pytest.approx(float(row.max()))
     assert pred.predict([]) == [] and pred.predict_proba([]).shape == (0, len(labels))
+
+
+def test_predictor_keeps_a_row_without_text_in_place_with_its_status(trained_run):
+    pred = Predictor(trained_run.run)
+    texts = ["a short text", "", None, "   ", float("nan"), "the the the"]
+    out = pred.predict(texts)
+    assert [p["status"] for p in out] == ["ok"] + ["empty_text"] * 4 + ["ok"]
+    assert all(p["label"] is None and p["probability"] is None for p in out[1:5])
+    assert out[0]["label"] == pred.predict(["a short text"])[0]["label"]
+    assert out[5]["label"] == pred.predict(["the the the"])[0]["label"]
+    proba = pred.predict_proba(texts)
+    assert proba.shape[0] == 6 and np.isnan(proba[1:5]).all() and not np.isnan(proba[[0, 5]]).any()
 
 
 def test_predictor_agrees_with_the_labels_of_training_data(trained_run, corpus4):
@@ -70,7 +82,8 @@ def test_predict_files_writes_csv_with_a_header_and_one_row_per_input_row(client
     res = predict_files(client, trained_run.run, plan, Columns(text=("text",)), str(out), storage_options={},
                         run_options={}, chunk_bytes=2**20, window=2)
     table = pacsv.read_csv(out)
-    assert table.column_names == ["text", "predicted", "probability"]
+    assert table.column_names == ["text", "status", "predicted", "probability"]
+    assert set(table["status"].to_pylist()) == {"ok"}
     assert table.num_rows == res["rows_written"] == 2000
     assert table["text"].to_pylist() == pacsv.read_csv(small_corpus)["text"].to_pylist()
     assert set(table["predicted"].to_pylist()) <= set(trained_run.metrics["labels"])

@@ -185,7 +185,7 @@ def test_every_model_and_task_trains_learns_predicts_and_evaluates(client, runs,
     assert len(got) == 400
     keys = {"classify": {"label", "probability"}, "regress": {"value"},
             "multitask": {"label", "probability", "value"}}[kind]
-    assert all(set(p) == keys for p in got)
+    assert all(set(p) == keys | {"status"} and p["status"] == "ok" for p in got)
     if kind != "regress":
         assert all(p["label"] in m["labels"] and 1 / 4 <= p["probability"] <= 1 for p in got)
         proba = pred.predict_proba(texts)
@@ -238,7 +238,7 @@ def test_a_numeric_column_improves_multitask_and_bare_texts_read_it_as_the_train
     assert np.allclose(bare, at_mean, atol=1e-6)
     assert np.abs(given - bare).mean() > 0.1            # the numeric weight matters
     assert pred.run.model.numeric.weight.abs().sum() > 0
-    assert all(set(p) == {"label", "probability", "value"} for p in pred.predict(texts[:5]))
+    assert all(set(p) == {"status", "label", "probability", "value"} for p in pred.predict(texts[:5]))
 
 
 # ---------------------------------------------------------------- 5. options
@@ -405,7 +405,7 @@ def test_cli_predict_text_with_a_regressor_prints_json_lines_with_values(runs, t
     assert p.returncode == 0, p.stdout + p.stderr
     lines = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     assert [r["text"] for r in lines] == texts
-    assert all(set(r) == {"text", "value"} for r in lines)
+    assert all(set(r) == {"text", "status", "value"} and r["status"] == "ok" for r in lines)
     assert [r["value"] for r in lines] == pytest.approx(list(Predictor(res.run).predict_values(texts)), rel=1e-5)
 
 
@@ -419,18 +419,18 @@ def test_cli_predict_csv_with_a_multitask_run_has_label_probability_and_value_co
     with open(tmp_path / "y.csv", newline="") as f:
         rows = list(csv.reader(f))
     header = rows[0]
-    assert header == ["text", "predicted", "probability", "predicted_value"]
+    assert header == ["text", "status", "predicted", "probability", "predicted_value"]
     assert len(rows) == 301 and all(len(r) == len(header) for r in rows[1:])
     source = pacsv.read_csv(data)
     assert [r[0] for r in rows[1:]] == source["text"].to_pylist()
     expected = Predictor(res.run).predict(source["text"].to_pylist())
-    assert [r[1] for r in rows[1:]] == [e["label"] for e in expected]
-    assert [float(r[2]) for r in rows[1:]] == pytest.approx([e["probability"] for e in expected], rel=1e-5)
-    assert [float(r[3]) for r in rows[1:]] == pytest.approx([e["value"] for e in expected], rel=1e-5, abs=1e-6)
+    assert [r[2] for r in rows[1:]] == [e["label"] for e in expected]
+    assert [float(r[3]) for r in rows[1:]] == pytest.approx([e["probability"] for e in expected], rel=1e-5)
+    assert [float(r[4]) for r in rows[1:]] == pytest.approx([e["value"] for e in expected], rel=1e-5, abs=1e-6)
 
 
 def test_predicting_to_jsonl_with_a_numeric_input_named_value_keeps_both_columns(runs, tmp_path):
-    from lancetnic_flow.runs.predict import encode as _encode
+    from lancetnic_flow.runs.outputs import encode as _encode
 
     pred = Predictor(runs("ScalpelMTSK", numeric=("value",)).run)
     table = pred.predict_table(pa.table({"text": ["one text", "another text"], "value": [1.0, 2.0]}))

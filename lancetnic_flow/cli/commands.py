@@ -34,7 +34,7 @@ def _train_config(a: argparse.Namespace):
 
     return TrainConfig(
         data=DataConfig(train=a.data, val=a.val or [], val_fraction=a.val_fraction, format=a.format,
-                        text=a.text or ["text"], label=a.label, target=a.target,
+                        text=a.text or ["text"], label=a.label, target=a.target, label_sep=a.label_sep,
                         numeric=[c.strip() for c in (a.numeric or "").split(",") if c.strip()],
                         storage_options=parse_storage_options(a.storage_option)),
         features=FeatureConfig(mode=a.features, min_df=parse_df(a.min_df, "--min-df"),
@@ -112,6 +112,15 @@ def _cluster_for(a: argparse.Namespace):
     return plan, open_cluster(plan, scheduler=a.scheduler)
 
 
+def _keep(text: str | None) -> tuple[tuple[str, ...], bool]:
+    if text is None:
+        return (), False
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise UserError("--keep: no column named", "e.g. --keep id or --keep id,source or --keep all")
+    return ((), True) if names == ("all",) else (names, False)
+
+
 def cmd_predict(a: argparse.Namespace, report) -> int:
     from ..data.checks import checked_source
     from ..data.sources import Columns
@@ -120,7 +129,12 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     if bool(a.text) == bool(a.input):
         raise UserError("predict needs either --text TEXT... or --input DATA --output URL")
     if a.input and not a.output:
-        raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl or predictions.csv")
+        raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl, .csv or .parquet")
+    if a.top_k is not None and a.top_k < 1:
+        raise UserError(f"--top-k must be ≥ 1, got {a.top_k}")
+    if not 0.0 < a.threshold < 1.0:
+        raise UserError(f"--threshold must be between 0 and 1, got {a.threshold}", "e.g. --threshold 0.3")
+    keep, keep_all = _keep(a.keep)
     so = parse_storage_options(a.storage_option)
     run_so = options_for(a.run, so)
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
@@ -129,22 +143,51 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         from ..runs.predict import Predictor
 
         pred = Predictor(a.run, run_so)
-        for text, p in zip(a.text, pred.predict(a.text)):
+        for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold)):
             print(json.dumps({"text": text, **p}, ensure_ascii=False))
         return 0
-    data = config["data"]
-    cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()))
-    plan, cluster = _cluster_for(a)
-    src = checked_source(a.input, a.format, so, plan.partition, cols)
-    from ..runs.predict import Predictor, output_format, predict_files
+    from ..runs.outputs import output_format
 
     output_format(a.output)
-    Predictor(a.run, run_so)          # damaged weights fail here, once, not on every worker
+    data = config["data"]
+    cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()),
+                   keep=keep, keep_all=keep_all)
+    plan, cluster = _cluster_for(a)
+    src = checked_source(a.input, a.format, so, plan.partition, cols)
+    from ..data.checks import first_columns
+    from ..runs.predict import Predictor, predict_files
+
+    pred = Predictor(a.run, run_so)          # damaged weights fail here, once, not on every worker
+    if a.top_k and not pred.classifies:
+        raise UserError("--top-k ranks labels: this run is a regression model", "drop --top-k")
+    _check_kept_names(cols, first_columns(src, so), pred.output_names(a.top_k))
     with cluster as client:
         out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
-                            chunk_bytes=plan.partition, window=plan.in_flight)
-    report.console.print(f"wrote {out['rows_written']:,} predictions to {a.output}", markup=False)
+                            chunk_bytes=plan.partition, window=plan.in_flight, top_k=a.top_k,
+                            threshold=a.threshold)
+    if report.json is not None:
+        report.json("predicted", out)
+    report.console.print(predicted_line(out), markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _check_kept_names(cols, have: list[str] | None, outputs: list[str]) -> None:
+    """Kept input columns must not take the name of an output column (checked before any work)."""
+    kept = cols.kept(have or []) if (cols.keep or cols.keep_all) else ["text"]
+    clash = [c for c in kept if c in outputs]
+    if clash:
+        raise UserError(f"the input column {clash[0]!r} has the name of a prediction column "
+                        f"({', '.join(outputs)})", "keep other columns (--keep COL,...), or rename that column")
+
+
+def predicted_line(out: dict) -> str:
+    """``wrote 4 rows to p.csv: 2 predicted, 2 not (1 empty_text, 1 malformed; see the status column)``"""
+    line = f"wrote {out['rows_written']:,} rows to {out['output']}: {out['predicted']:,} predicted"
+    bad = out["not_predicted"]
+    if bad:
+        why = ", ".join(f"{n:,} {k}" for k, n in sorted(bad.items(), key=lambda kv: -kv[1]))
+        line += f", {sum(bad.values()):,} not ({why}; see the status column)"
+    return line
 
 
 def cmd_evaluate(a: argparse.Namespace, report) -> int:
@@ -160,8 +203,9 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     kind, data = task_kind(meta), config["data"]
     cols = Columns(text=tuple(a.text or data["text"]),
                    label=(a.label or data["label"]) if kind != "regress" else None,
-                   target=(a.target or data.get("target")) if kind != "classify" else None,
-                   numeric=tuple(data.get("numeric") or ()))
+                   target=(a.target or data.get("target")) if kind in ("regress", "multitask") else None,
+                   numeric=tuple(data.get("numeric") or ()), multilabel=kind == "multilabel",
+                   label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None)
     plan, cluster = _cluster_for(a)
     src = checked_source(a.data, a.format, so, plan.partition, cols)
     from ..runs.evaluate import evaluate_files
@@ -182,8 +226,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     if a.json:
         print(json.dumps(out))
     else:
-        shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "macro_f1", "mae", "rmse", "r2", "loss")
-                 if out.get(k) is not None]
+        shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
+                                                "r2", "loss") if out.get(k) is not None]
         report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows", markup=False)
         if out.get("plots"):
             report.console.print(f"plots in {a.plots}", markup=False)
@@ -197,7 +241,7 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
         raise UserError(f"--rows must be > 0, got {a.rows}")
     if a.classes < 2:
         raise UserError(f"--classes must be ≥ 2, got {a.classes}")
-    info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed,
+    info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel,
                         storage_options=parse_storage_options(a.storage_option))
     report.console.print(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})", markup=False)
     return 0

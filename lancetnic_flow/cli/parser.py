@@ -66,6 +66,8 @@ TRAIN: dict[str, list[Option]] = {
     "columns and validation": [
         O("--text", "text column (repeatable; default: text)", "COL", kind="append"),
         O("--label", "label column (default: label)", "COL", default="label"),
+        O("--label-sep", "--task multilabel: split a label string into a row's labels at SEP, e.g. \"|\" (lists, "
+          "JSON lists and fastText tags need none)", "SEP"),
         O("--target", "numeric target column (regression, multi-task)", "COL"),
         O("--numeric", "numeric input columns joined to the text features", "COL,..."),
         O("--val", "separate validation data", "DATA", kind="list"),
@@ -89,7 +91,8 @@ TRAIN: dict[str, list[Option]] = {
     "model and task": [
         O("--model", "ScalpelMC|ScalpelReg|ScalpelMTSK|FastTextBag|LancetMC|LancetMCA|LancetMCA_gru|LancetReg "
           "(default ScalpelMC; see docs/models.md)", "NAME", default="ScalpelMC"),
-        O("--task", "classify|regress|multitask (default: the model's)", "TASK"),
+        O("--task", "classify|regress|multitask|multilabel (default: the model's; multilabel: a set of labels per "
+          "row, see docs/multilabel.md)", "TASK"),
         O("--class-loss", "cross_entropy|bce (two classes)", "NAME", default="cross_entropy"),
         O("--value-loss", "mse|l1|smooth_l1", "NAME", default="mse"),
         O("--loss-weights", "multi-task: class and value loss weights", "C,V", default="1,1"),
@@ -113,8 +116,8 @@ TRAIN: dict[str, list[Option]] = {
           "X", float),
         O("--early-stopping", "stop after this many epochs without improving --monitor, keeping the best weights "
           "(default 2; 0: train every epoch)", "EPOCHS", int),
-        O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_mae|val_rmse|val_r2 (default: val_accuracy when "
-          "classifying, else val_loss)", "METRIC"),
+        O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_micro_f1|val_subset_accuracy|val_mae|val_rmse|val_r2 "
+          "(default: val_accuracy when classifying, else val_loss)", "METRIC"),
         O("--clip-grad", "clip the gradient norm", "NORM", float),
         O("--device", "auto|cpu|cuda (auto: CUDA when present; with --ddp, on the ranks' workers, a GPU per rank)",
           "DEV", default="auto"),
@@ -138,19 +141,28 @@ TRAIN: dict[str, list[Option]] = {
 PREDICT = [
     O("--text", "a text to classify (repeatable)", "TEXT", kind="append"),
     O("--input", "data to predict over Dask partitions", "DATA", kind="list"),
-    O("--output", "where to write predictions (.csv or .jsonl)", "URL"),
+    O("--output", "where to write predictions: .csv, .tsv, .jsonl or .parquet (CSV and JSON Lines may add "
+      ".gz/.bz2/.xz/.zst), a path or any fsspec URL", "URL"),
     O("--text-column", "text column of --input (default: the run's)", "COL", kind="append"),
+    O("--keep", "input columns to carry into the output, e.g. --keep id,source; all = every column "
+      "(default: the text)", "COL,...|all"),
+    O("--top-k", "also write the K most probable labels and their probabilities", "K", int),
+    O("--threshold", "a multilabel run: predict every label with probability ≥ P (default 0.5)", "P", float, 0.5),
 ]
 EVALUATE = [
     O("--json", "print the metrics as one JSON object", kind="flag"),
     O("--text", "text column (default: the run's)", "COL", kind="append"),
     O("--label", "label column (default: the run's)", "COL"),
     O("--target", "target column (default: the run's)", "COL"),
+    O("--label-sep", "a multilabel run: the separator of a label string (default: the run's)", "SEP"),
     O("--plots", "also write plots and per-class tables to DIR", "DIR"),
 ]
 MAKE_DATA = [
     O("--rows", "rows to write", "N", int, required=True),
     O("--classes", "label classes (default 4)", "K", int, 4),
+    O("--multilabel", "1 to 3 labels per row, each with its own topic words: in csv/tsv/parquet a label column "
+      "like \"sports|tech\" (train with --task multilabel --label-sep \"|\"), a JSON list in jsonl, several "
+      "__label__ tags in fastText", kind="flag"),
     O("--seed", "picks the vocabulary, topics and rows (default 0)", "S", int, 0),
     O("--storage-option", "fsspec storage option, repeatable", "K=V", default=[], kind="append"),
 ]
@@ -218,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "predict", "predict with a trained run",
                  {"": PREDICT, "data": DATA, "memory and cluster": CLUSTER},
                  epilog="examples:\n  lancetnic-flow predict runs/demo --text 'a great match' --text 'new phone'\n"
-                        "  lancetnic-flow predict runs/demo --input 'data/*.csv' --output preds.jsonl")
+                        "  lancetnic-flow predict runs/demo --input 'data/*.csv' --output preds.jsonl\n"
+                        "  lancetnic-flow predict runs/demo --input data.parquet --keep id --top-k 3 --output preds.parquet")
     p.add_argument("run", metavar="RUN", help="run folder")
     e = _command(sub, "evaluate", "evaluate a trained run on labelled data",
                  {"": EVALUATE, "data": DATA, "memory and cluster": CLUSTER})

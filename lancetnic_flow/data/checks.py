@@ -32,32 +32,40 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
                         f"{'is' if len(plan.files) == 1 else 'are'} empty",
                         "point at files that hold rows")
     fi = plan.files[0]
-    url = fi.url
     if fi.format in ("text", "fasttext"):
-        check_line_columns(url, fi.format, columns)
+        check_line_columns(fi.url, fi.format, columns)
         return
-    if fi.size == 0:
-        return
+    have = first_columns(plan, storage_options)
+    if have is not None:
+        check_names(fi.url, have, columns, fi.format)
+
+
+def first_columns(plan: SourcePlan, storage_options=None) -> list[str] | None:
+    """The columns of the first file of ``plan`` (None: a line format, or nothing to read there)."""
+    if not plan.files:
+        return None
+    fi = plan.files[0]
+    url = fi.url
+    if fi.format in ("text", "fasttext") or fi.size == 0:
+        return None
     try:
         if fi.format == "parquet":
-            have = parquet.columns_of(url, storage_options)
-        else:
-            with fsspec.open(url, "rb", compression=fi.compression, **open_options(url, storage_options)) as f:
-                have = csv.columns_of(f, url, fi.format) if fi.format in ("csv", "tsv") else jsonl.columns_of(f, url)
-            if have is None:
-                return
+            return parquet.columns_of(url, storage_options)
+        with fsspec.open(url, "rb", compression=fi.compression, **open_options(url, storage_options)) as f:
+            return csv.columns_of(f, url, fi.format) if fi.format in ("csv", "tsv") else jsonl.columns_of(f, url)
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001
         raise open_error(url, exc) from exc
-    check_names(url, have, columns, fi.format)
 
 
 def training_columns(cfg: TrainConfig) -> Columns:
-    """The columns ``cfg`` reads: the label unless it regresses, the target unless it classifies."""
+    """The columns ``cfg`` reads: the label unless it regresses (a set of labels
+    per row with multilabel), the target when it regresses."""
     d, task = cfg.data, cfg.training.task
     return Columns(text=tuple(d.text), label=d.label if task != "regress" else None,
-                   target=d.target if task != "classify" else None, numeric=tuple(d.numeric))
+                   target=d.target if task in ("regress", "multitask") else None, numeric=tuple(d.numeric),
+                   multilabel=task == "multilabel", label_sep=d.label_sep if task == "multilabel" else None)
 
 
 def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20) -> int:

@@ -35,19 +35,39 @@ from ..storage import open_options
 
 @dataclass(frozen=True)
 class Columns:
-    """Which columns to read.  Several text columns are joined with " "."""
+    """Which columns to read.  Several text columns are joined with " ".
+
+    ``multilabel``: the label column is read as a set of labels per row
+    (see ``data/readers/labels.py``). ``all_rows`` (prediction): no row is dropped; each gets a ``status``
+    ("ok" or why it cannot be used) and the columns in ``keep`` (or every
+    column, ``keep_all``) are carried along as ``keep:NAME``."""
 
     text: tuple[str, ...]
     label: str | None = None
     target: str | None = None
     numeric: tuple[str, ...] = ()
+    keep: tuple[str, ...] = ()
+    keep_all: bool = False
+    all_rows: bool = False
+    # --task multilabel: the label column holds a set of labels per row (a
+    # list, a JSON list, fastText tags, or a string split by ``label_sep``).
+    multilabel: bool = False
+    label_sep: str | None = None
 
     def names(self) -> list[str]:
         out: list[str] = []
-        for n in (*self.text, self.label, self.target, *self.numeric):
+        for n in (*self.text, self.label, self.target, *self.numeric, *self.keep):
             if n is not None and n not in out:
                 out.append(n)
         return out
+
+    def read_names(self, have: list[str]) -> list[str]:
+        """The columns to read from a file whose columns are ``have``."""
+        return self.names() + [n for n in have if n not in self.names()] if self.keep_all else self.names()
+
+    def kept(self, have: list[str]) -> list[str]:
+        """The input columns carried into the output, in order."""
+        return list(have) if self.keep_all else list(self.keep)
 
 
 @dataclass(frozen=True)

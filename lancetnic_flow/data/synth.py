@@ -252,12 +252,16 @@ SCHEMA = pa.schema([
 ])
 
 
-def _block(model: _Model, seed: int, index: int, n: int) -> pa.RecordBatch:
-    """Rows of block ``index`` (``n`` rows), from its own seeded generator."""
+def _block(model: _Model, seed: int, index: int, n: int, multilabel: bool = False) -> pa.RecordBatch:
+    """Rows of block ``index`` (``n`` rows), from its own seeded generator.
+    ``multilabel``: each row gets a set of labels (:func:`_label_sets`) and its
+    topic words come from all of them."""
     rng = np.random.default_rng([seed, index, 0xB10C])
     k = model.classes
     label = np.searchsorted(model.label_cdf, rng.random(n), side="right").clip(0, k - 1)
     topic = np.where(rng.random(n) < P_TOPIC_SWAP, rng.integers(0, k, n), label)
+    # Label sets draw from a generator of their own: the single-label corpus stays byte for byte the same.
+    sets = _label_sets(model, np.random.default_rng([seed, index, 0x5E75]), label) if multilabel else None
     other = rng.integers(0, k, n)
     length = np.clip(np.rint(rng.lognormal(LEN_MU, LEN_SIGMA, n)), LEN_MIN, LEN_MAX).astype(np.int64)
     offsets = np.zeros(n + 1, np.int64)
@@ -274,7 +278,8 @@ def _block(model: _Model, seed: int, index: int, n: int) -> pa.RecordBatch:
     t_rows = row[is_topic]
     del row
     own = rng.integers(0, 100, len(t_rows), dtype=np.uint8) < round(100 * P_OWN_TOPIC)
-    t_cls = np.where(own, topic[t_rows], other[t_rows])
+    t_cls = np.where(own, topic[t_rows] if sets is None else _set_topics(sets, t_rows, seed, index),
+                     other[t_rows])
     ids[is_topic] = model.topic_ids[t_cls, _draw(model.topic_draw, rng, len(t_rows))]
     del t_rows, own, t_cls
     is_bg = ~(is_stop | is_topic)
@@ -298,18 +303,54 @@ def _block(model: _Model, seed: int, index: int, n: int) -> pa.RecordBatch:
     text = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), tokens), " ")
     del tokens
 
+    names = model.labels.take(pa.array(label)) if sets is None else _set_names(model, sets)
     return pa.RecordBatch.from_arrays(
-        [text, model.labels.take(pa.array(label)), pa.array(np.round(value, 4)), pa.array(np.round(target, 4))],
+        [text, names, pa.array(np.round(value, 4)), pa.array(np.round(target, 4))],
         schema=SCHEMA,
     )
 
 
-def generate_blocks(rows: int, *, classes: int = 4, seed: int = 0):
+# Labels per row of a multi-label corpus: 1, 2 or 3, with these shares.
+SET_SIZES = (0.45, 0.35, 0.20)
+
+
+def _label_sets(model: _Model, rng: np.random.Generator, label: np.ndarray) -> np.ndarray:
+    """Each row's labels as rows × 3 class ids, sorted, -1 past its last: its
+    drawn ``label`` plus up to two more distinct ones, drawn from the same priors."""
+    n, k = len(label), model.classes
+    size = rng.choice(np.arange(1, 4), n, p=SET_SIZES)
+    extra = np.searchsorted(model.label_cdf, rng.random((n, 2)), side="right").clip(0, k - 1)
+    second = np.where((size >= 2) & (extra[:, 0] != label), extra[:, 0], -1)
+    third = np.where((size >= 3) & (extra[:, 1] != label) & (extra[:, 1] != extra[:, 0]), extra[:, 1], -1)
+    sets = np.stack([label, second, third], axis=1)
+    sets = np.sort(np.where(sets < 0, k, sets), axis=1)    # -1 sorts last as k, then goes back
+    return np.where(sets == k, -1, sets)
+
+
+def _set_topics(sets: np.ndarray, t_rows: np.ndarray, seed: int, index: int) -> np.ndarray:
+    """The topic of each topic token: one of its row's labels, uniformly."""
+    rng = np.random.default_rng([seed, index, 0x70B1])
+    size = (sets >= 0).sum(1)
+    slot = (rng.random(len(t_rows)) * size[t_rows]).astype(np.int64)
+    return sets[t_rows, slot]
+
+
+def _set_names(model: _Model, sets: np.ndarray) -> pa.Array:
+    """Label sets as strings joined by ``|`` ("sports|tech"); the writers turn
+    them into JSON lists (jsonl) or several ``__label__`` tags (fastText)."""
+    size = (sets >= 0).sum(1)
+    offsets = np.zeros(len(sets) + 1, np.int32)
+    np.cumsum(size, out=offsets[1:])
+    names = model.labels.take(pa.array(sets[sets >= 0]))
+    return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), names), "|")
+
+
+def generate_blocks(rows: int, *, classes: int = 4, seed: int = 0, multilabel: bool = False):
     """Yield the corpus as record batches of :data:`BLOCK_ROWS` rows (the last may be shorter)."""
     _check(rows, classes, seed)
     model = _model(classes, seed)
     for b in range(-(-rows // BLOCK_ROWS)):
-        yield _block(model, seed, b, min(BLOCK_ROWS, rows - b * BLOCK_ROWS))
+        yield _block(model, seed, b, min(BLOCK_ROWS, rows - b * BLOCK_ROWS), multilabel)
 
 
 def _check(rows: int, classes: int, seed: int) -> None:
@@ -340,8 +381,8 @@ def _json_str(a: pa.Array) -> pa.Array:
 
 
 class _TextWriter:
-    def __init__(self, f, fmt: str):
-        self.f, self.fmt = f, fmt
+    def __init__(self, f, fmt: str, multilabel: bool = False):
+        self.f, self.fmt, self.multilabel = f, fmt, multilabel
         self.csv = None
         if fmt in ("csv", "tsv"):
             import pyarrow.csv as pcsv
@@ -365,11 +406,15 @@ class _TextWriter:
             if self.fmt == "txt":
                 lines = text
             elif self.fmt == "fasttext":
-                lines = pc.binary_join_element_wise("__label__", label, " ", text, "")
-            else:  # jsonl
+                tags = pc.replace_substring(label, "|", " __label__") if self.multilabel else label
+                lines = pc.binary_join_element_wise("__label__", tags, " ", text, "")
+            else:  # jsonl; a label set as a JSON list
+                quoted = pc.binary_join_element_wise('"', _json_str(label), '"', "")
+                if self.multilabel:
+                    quoted = pc.binary_join_element_wise("[", pc.replace_substring(quoted, "|", '", "'), "]", "")
                 lines = pc.binary_join_element_wise(
-                    '{"text": "', _json_str(text), '", "label": "', _json_str(label),
-                    '", "value": ', _float_str(value), ', "target": ', _float_str(target), "}", "",
+                    '{"text": "', _json_str(text), '", "label": ', quoted,
+                    ', "value": ', _float_str(value), ', "target": ', _float_str(target), "}", "",
                 )
             self.f.write(_lines_blob(lines))
 
@@ -440,6 +485,7 @@ def write_corpus(
     storage_options: dict | None = None,
     chunk_rows: int = 20_000,
     progress: Callable[[int], None] | None = None,
+    multilabel: bool = False,
 ) -> dict:
     """Write ``rows`` rows of the synthetic corpus to ``url`` (any fsspec URL), streaming.
 
@@ -448,7 +494,10 @@ def write_corpus(
     from the extension. ``chunk_rows`` is rounded to whole blocks of
     :data:`BLOCK_ROWS` rows and only sets how much is generated and written at a
     time (memory), never the content. ``progress(rows_done)`` is called after
-    each chunk.
+    each chunk. ``multilabel``: every row has 1 to 3 labels, its topic words
+    drawn from all of them; the ``label`` column holds them joined by ``|``
+    (csv, tsv, parquet), as a JSON list (jsonl) or as several ``__label__``
+    tags (fastText).
 
     Returns ``{"url", "rows", "format", "compression", "bytes"}``, ``bytes`` being
     the size of the written (compressed) file, or -1 if the filesystem cannot tell.
@@ -465,7 +514,8 @@ def write_corpus(
     def chunks():
         for start in range(0, n_blocks, chunk_blocks):
             stop = min(start + chunk_blocks, n_blocks)
-            batches = [_block(model, seed, b, min(BLOCK_ROWS, rows - b * BLOCK_ROWS)) for b in range(start, stop)]
+            batches = [_block(model, seed, b, min(BLOCK_ROWS, rows - b * BLOCK_ROWS), multilabel)
+                       for b in range(start, stop)]
             yield pa.Table.from_batches(batches, schema=SCHEMA), min(stop * BLOCK_ROWS, rows)
 
     # gzip and zstd by hand: fsspec's GzipFile stamps the current time and file name into
@@ -473,7 +523,7 @@ def write_corpus(
     of = fsspec.open(url, "wb", compression=None if comp in (None, "gzip", "zstd") else comp,
                      **dict(storage_options or {}))
     with of as f, _compressed(f, comp) as sink:
-        writer = _ParquetWriter(sink) if fmt == "parquet" else _TextWriter(sink, fmt)
+        writer = _ParquetWriter(sink) if fmt == "parquet" else _TextWriter(sink, fmt, multilabel)
         try:
             for table, done in chunks():
                 writer.write(table)

@@ -9,6 +9,7 @@ import os
 from typing import Any, Iterator
 
 from ..errors import UserError
+from .main_guard import refuse_unguarded_script
 from .plan import THRESHOLDS, WORKER_ENV, MemoryPlan, plan_for_workers
 
 
@@ -134,6 +135,7 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
             with client:
                 yield client
             return
+        refuse_unguarded_script()
         cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=plan.threads,
                                memory_limit=plan.worker_limit, processes=True,
                                dashboard_address=":0",  # None still binds :8787 for /metrics

@@ -92,4 +92,13 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     return cache_key(CACHE_VERSION, train.fingerprint(), val.fingerprint() if val else None, options,
-                     dataclasses.astuple(columns), val_fraction)
+                     columns_key(columns), val_fraction)
+
+
+def columns_key(columns: Columns) -> tuple:
+    """The columns as a cache key: fields added after the first four (multilabel,
+    its separator, …) count only when set, so entries made before them still match."""
+    first = dataclasses.fields(columns)[:4]
+    later = {f.name: getattr(columns, f.name) for f in dataclasses.fields(columns)[4:]
+             if getattr(columns, f.name) != f.default}
+    return tuple(getattr(columns, f.name) for f in first) + ((later,) if later else ())

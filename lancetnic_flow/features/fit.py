@@ -18,6 +18,7 @@ from ..config import FeatureConfig
 from ..data.readers import read_partition
 from ..data.sources import Chunk, Columns, Partition
 from ..events import NULL_EVENTS, Events
+from .labelsets import is_label_sets, set_counts
 from .rows import RowBlock
 from .split import validation_mask
 from .tokenize import terms_of
@@ -32,7 +33,12 @@ def table_stats(table: pa.Table, train: np.ndarray, numeric: tuple[str, ...]) ->
     """What a chunk's training rows (``train``: a mask) say about labels and
     numeric columns, and the labels of its validation rows."""
     stats = FitStats(docs=int(train.sum()))
-    if "label" in table.column_names:
+    if "label" in table.column_names and is_label_sets(table["label"]):
+        # Rows per label. Validation rows keep their row whatever their labels
+        # (a label training never saw is only left out of its set): no val_labels.
+        if train.any():
+            stats.labels = set_counts(table["label"].filter(pa.array(train)))
+    elif "label" in table.column_names:
         for name, mask in (("labels", train), ("val_labels", ~train)):
             if mask.any():
                 vc = table["label"].filter(pa.array(mask)).value_counts()

@@ -19,7 +19,7 @@ class RowBlock:
     indices: np.ndarray            # int32 (nnz,)
     offsets: np.ndarray            # int64 (n + 1,)
     values: np.ndarray | None = None    # float32 (nnz,); None for token-id sequences
-    labels: np.ndarray | None = None    # int32 (n,); -1 = no usable label
+    labels: np.ndarray | None = None    # int32 (n,), -1 = no usable label; or multi-hot uint8 (n, labels)
     targets: np.ndarray | None = None   # float32 (n,), standardised; NaN = missing
     numeric: np.ndarray | None = None   # float32 (n, k), standardised
     # A shard of raw counts, written before the label set was known: ``labels``

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .hashing import legacy_hashes
+from .labelsets import chunk_multi_hot, is_label_sets, multi_hot, remap
 from .rows import RowBlock
 from .tokenize import MIN_CHARS, Terms, compiled_kernels, terms_of, text_buffers
 
@@ -155,9 +156,12 @@ class FittedFeatures:
         """A raw shard of the counting fit pass (counts, labels by name, raw
         targets and numeric columns) → the rows :meth:`transform` would have
         made. Validation rows whose label the training rows never had are dropped
-        (the fit counted them as skipped, ``unknown_label``)."""
+        (the fit counted them as skipped, ``unknown_label``); in a label set
+        such a label is only left out."""
         block = self.weigh(raw)
-        if raw.label_names is not None:
+        if raw.label_names is not None and raw.labels.ndim == 2:   # label sets: multi-hot over the chunk's names
+            block.labels, block.label_names = remap(raw.labels, raw.label_names, self.labels), None
+        elif raw.label_names is not None:
             known = self.label_ids(pa.array(raw.label_names.tolist(), pa.string()))
             labels = np.where(raw.labels >= 0, known[np.maximum(raw.labels, 0)], -1).astype(np.int32)
             block.labels, block.label_names = labels, None
@@ -175,7 +179,9 @@ class FittedFeatures:
         """A chunk's table → a raw shard's rows: term counts, labels by name (this
         chunk's own dictionary), targets and numeric columns unscaled."""
         block = self.counts(table["text"])
-        if "label" in table.column_names:
+        if "label" in table.column_names and is_label_sets(table["label"]):
+            block.labels, block.label_names = chunk_multi_hot(table["label"])
+        elif "label" in table.column_names:
             enc = table["label"].combine_chunks().dictionary_encode() if table.num_rows else None
             block.labels = (enc.indices.to_numpy(zero_copy_only=False).astype(np.int32) if enc is not None
                             else np.zeros(0, np.int32))
@@ -192,7 +198,9 @@ class FittedFeatures:
     def transform(self, table: pa.Table) -> RowBlock:
         """A source chunk's table (text, label?, target?, numeric...) → rows."""
         block = self.transform_texts(table["text"])
-        if "label" in table.column_names:
+        if "label" in table.column_names and is_label_sets(table["label"]):
+            block.labels = multi_hot(table["label"], self.labels)
+        elif "label" in table.column_names:
             block.labels = self.label_ids(table["label"])
         if "target" in table.column_names and self.target is not None:
             t = table["target"].to_numpy(zero_copy_only=False).astype(np.float64)

@@ -22,7 +22,11 @@ def model_inputs(batch: RowBlock, device: torch.device) -> dict[str, torch.Tenso
 
 
 def answers(batch: RowBlock, device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """The batch's class ids and standardised targets as tensors (None where it has none)."""
-    labels = torch.from_numpy(batch.labels.astype(np.int64)).to(device) if batch.labels is not None else None
+    """The batch's class ids (or multi-hot label sets, as float 0/1) and
+    standardised targets as tensors (None where it has none)."""
+    labels = None
+    if batch.labels is not None:
+        as_type = np.float32 if batch.labels.ndim == 2 else np.int64
+        labels = torch.from_numpy(batch.labels.astype(as_type)).to(device)
     targets = torch.from_numpy(batch.targets).to(device) if batch.targets is not None else None
     return labels, targets

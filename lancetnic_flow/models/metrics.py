@@ -1,5 +1,6 @@
-"""Streaming classification metrics: a confusion matrix grows batch by batch,
-every score is derived from it at the end. Memory: classes² integers."""
+"""Streaming metrics. Classification: a confusion matrix grows batch by batch,
+every score is derived from it at the end (memory: classes² integers).
+Multi-label: per-label counts (3 × labels integers). Regression: sums."""
 from __future__ import annotations
 
 import numpy as np
@@ -52,6 +53,86 @@ class ClassificationMetrics:
             "per_class": {"precision": precision.tolist(), "recall": recall.tolist(), "f1": f1.tolist(),
                           "support": support.astype(int).tolist()},
             "confusion": self.confusion.tolist(),
+        }
+
+
+def _f1(tp, fp, fn) -> tuple:
+    """Precision, recall and F1 from counts (arrays or numbers); 0 where undefined."""
+    tp, fp, fn = (np.asarray(x, np.float64) for x in (tp, fp, fn))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(tp + fp > 0, tp / (tp + fp), 0.0)
+        recall = np.where(tp + fn > 0, tp / (tp + fn), 0.0)
+        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
+    return precision, recall, f1
+
+
+class MultiLabelMetrics:
+    """Streaming multi-label scores: per label, true and false positives and
+    false negatives; exact matches of the whole set. Memory: 3 × labels integers.
+
+    A label is predicted when its sigmoid probability is ≥ 0.5 (logit ≥ 0)."""
+
+    def __init__(self, classes: int):
+        self.classes = classes
+        self.tp = np.zeros(classes, np.int64)
+        self.fp = np.zeros(classes, np.int64)
+        self.fn = np.zeros(classes, np.int64)
+        self.exact = 0
+        self.loss_sum = 0.0
+        self.rows = 0
+
+    _COUNTS = ("tp", "fp", "fn")
+
+    def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float) -> None:
+        """``true``, ``pred``: rows × labels, 0/1."""
+        t, p = true.astype(bool), pred.astype(bool)
+        self.tp += (t & p).sum(0)
+        self.fp += (~t & p).sum(0)
+        self.fn += (t & ~p).sum(0)
+        self.exact += int((t == p).all(1).sum())
+        self.loss_sum += float(loss_sum)
+        self.rows += len(t)
+
+    def merge(self, other: "MultiLabelMetrics") -> "MultiLabelMetrics":
+        for k in self._COUNTS:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.exact += other.exact
+        self.loss_sum += other.loss_sum
+        self.rows += other.rows
+        return self
+
+    def state(self) -> dict:
+        """Everything to continue counting after a restart (see checkpoints)."""
+        return {**{k: getattr(self, k) for k in self._COUNTS}, "exact": self.exact, "loss_sum": self.loss_sum,
+                "rows": self.rows}
+
+    def load_state(self, d: dict) -> None:
+        for k in self._COUNTS:
+            setattr(self, k, np.asarray(d[k], np.int64).copy())
+        self.exact, self.loss_sum, self.rows = d["exact"], d["loss_sum"], d["rows"]
+
+    def result(self) -> dict:
+        """micro-F1 (every label decision pooled), macro-F1 (the mean over labels
+        present in the data), subset accuracy (the whole set right), per-label scores."""
+        precision, recall, f1 = _f1(self.tp, self.fp, self.fn)
+        micro_p, micro_r, micro_f1 = _f1(self.tp.sum(), self.fp.sum(), self.fn.sum())
+        support = self.tp + self.fn
+        present = support > 0
+        rows = self.rows
+
+        def mean(a):
+            return float(a[present].mean()) if rows and present.any() else None
+
+        return {
+            "loss": self.loss_sum / rows if rows else None,
+            "micro_f1": float(micro_f1) if rows else None,
+            "micro_precision": float(micro_p) if rows else None,
+            "micro_recall": float(micro_r) if rows else None,
+            "macro_f1": mean(f1), "macro_precision": mean(precision), "macro_recall": mean(recall),
+            "subset_accuracy": self.exact / rows if rows else None,
+            "rows": rows,
+            "per_label": {"precision": precision.tolist(), "recall": recall.tolist(), "f1": f1.tolist(),
+                          "support": support.astype(int).tolist()},
         }
 
 

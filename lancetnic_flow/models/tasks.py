@@ -1,9 +1,10 @@
-"""What a model is trained to do: classify, regress, or both.
+"""What a model is trained to do: classify, regress, both, or find a set of labels (multilabel).
 
 A :class:`Task` turns a model's outputs and a batch into a loss, and keeps
 the streaming metrics of an epoch. Losses are lancetnic's: cross entropy or
 BCE (two classes) for classes; MSE, L1 or smooth L1 for values (on the
-standardised target); multi-task adds them with ``loss_weights``.
+standardised target); multi-task adds them with ``loss_weights``;
+multilabel takes a binary cross entropy per label (sigmoid, not softmax).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .metrics import ClassificationMetrics, RegressionMetrics
+from .metrics import ClassificationMetrics, MultiLabelMetrics, RegressionMetrics
 
 
 @dataclass
@@ -30,7 +31,12 @@ class Task:
 
     @property
     def classifies(self) -> bool:
-        return self.kind in ("classify", "multitask")
+        """Whether the model has a class head (one label, or a set of labels)."""
+        return self.kind in ("classify", "multitask", "multilabel")
+
+    @property
+    def multilabel(self) -> bool:
+        return self.kind == "multilabel"
 
     @property
     def regresses(self) -> bool:
@@ -39,6 +45,8 @@ class Task:
     def loss(self, out: dict[str, torch.Tensor], labels: torch.Tensor | None, targets: torch.Tensor | None,
              reduction: str = "mean") -> torch.Tensor:
         total = 0.0
+        if self.multilabel:
+            return self._label_set_loss(out["logits"], labels, reduction)
         if self.classifies:
             logits = out["logits"]
             if self.class_loss == "bce":
@@ -54,19 +62,33 @@ class Task:
             total = total + self.loss_weights[1] * fn(out["value"], targets, reduction=reduction)
         return total
 
+    def _label_set_loss(self, logits: torch.Tensor, hot: torch.Tensor, reduction: str) -> torch.Tensor:
+        """A binary cross entropy per label (on its logit, through a sigmoid),
+        summed over a row's labels: each label learns as its own yes/no
+        classifier, at the same scale however many labels there are.
+        ``class_weights`` here weigh each label's positive rows (``pos_weight``)."""
+        per_row = F.binary_cross_entropy_with_logits(logits, hot, pos_weight=self.class_weights,
+                                                     reduction="none").sum(1)
+        return per_row.mean() if reduction == "mean" else per_row.sum() if reduction == "sum" else per_row
+
     def new_metrics(self) -> "TaskMetrics":
+        if self.multilabel:
+            return TaskMetrics(MultiLabelMetrics(self.classes), None)
         return TaskMetrics(ClassificationMetrics(self.classes) if self.classifies else None,
                            RegressionMetrics(*self.target, seed=self.seed) if self.regresses else None)
 
 
 @dataclass
 class TaskMetrics:
-    cls: ClassificationMetrics | None
+    cls: ClassificationMetrics | MultiLabelMetrics | None
     reg: RegressionMetrics | None
 
     def update(self, out: dict[str, torch.Tensor], labels: np.ndarray | None, targets: np.ndarray | None,
                loss_sum: float) -> None:
-        if self.cls is not None:
+        if isinstance(self.cls, MultiLabelMetrics):
+            # A label is predicted at probability ≥ 0.5: a logit ≥ 0.
+            self.cls.update(labels, (out["logits"].detach() >= 0).cpu().numpy(), loss_sum)
+        elif self.cls is not None:
             self.cls.update(labels.astype(np.int64), out["logits"].detach().argmax(1).cpu().numpy(), loss_sum)
         if self.reg is not None:
             self.reg.update(targets, out["value"].detach().cpu().numpy(), 0.0 if self.cls is not None else loss_sum)

@@ -1,5 +1,7 @@
 """Plots and tables a person judges a model by, as PNG and CSV files.
 
+Multi-label: loss and micro-F1 curves, per-label precision/recall/F1 (CSV
+and bars) instead of a confusion matrix, rows per label.
 Classification: loss and accuracy curves (train/val per epoch), a row-
 normalised confusion matrix (readable with 50+ classes: annotations only
 when there are few), per-class precision/recall/F1 (CSV and a bar chart),
@@ -99,7 +101,8 @@ def per_class_table(per_class: dict, labels: list[str], url: str, options: dict)
     return url
 
 
-def per_class_chart(per_class: dict, labels: list[str], url: str, options: dict) -> str:
+def per_class_chart(per_class: dict, labels: list[str], url: str, options: dict, noun: str = "class") -> str:
+    """Precision, recall and F1 bars per class (or per label of a multilabel run), the worst F1 on top."""
     order = np.argsort(per_class["f1"])
     k = len(labels)
     plt, fig, ax = _figure(7, min(2 + 0.25 * k, 30))
@@ -109,19 +112,19 @@ def per_class_chart(per_class: dict, labels: list[str], url: str, options: dict)
     ax.set_yticks(y, [labels[i] for i in order], fontsize=max(4, 10 - k // 8))
     ax.invert_yaxis()   # the worst class on top, where the eye starts
     ax.set_xlim(0, 1)
-    ax.set_title("per-class precision, recall, F1 (worst F1 first)")
+    ax.set_title(f"per-{noun} precision, recall, F1 (worst F1 first)")
     # Outside the axes: bars reach to the right edge, a legend there hides them.
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return _save(plt, fig, url, options)
 
 
-def class_distribution(labels: list[str], counts: list[int], url: str, options: dict) -> str:
+def class_distribution(labels: list[str], counts: list[int], url: str, options: dict, noun: str = "class") -> str:
     k = len(labels)
     plt, fig, ax = _figure(min(4 + 0.25 * k, 24), 4)
     ax.bar(range(k), counts)
     ax.set_xticks(range(k), labels, rotation=90, fontsize=max(4, 10 - k // 8))
     ax.set_ylabel("rows")
-    ax.set_title("class distribution (training rows)")
+    ax.set_title(f"{noun} distribution (training rows)")
     return _save(plt, fig, url, options)
 
 
@@ -157,6 +160,8 @@ def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict
         out.append(curves(history, "loss", "loss per epoch", join(folder, "loss.png"), o))
         out.append(curves(history, "accuracy", "accuracy per epoch", join(folder, "accuracy.png"), o))
     m = metrics or {}
+    if labels and m.get("per_label"):
+        return [u for u in out + label_set_plots(folder, history, m, labels, label_counts, o) if u]
     if labels and m.get("confusion"):
         out.append(confusion_matrix(m["confusion"], labels, join(folder, "confusion_matrix.png"), o))
     if labels and m.get("per_class"):
@@ -168,3 +173,15 @@ def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict
         out += regression(sample[0], sample[1], join(folder, "regression_scatter.png"),
                           join(folder, "residuals.png"), o)
     return [u for u in out if u]
+
+
+def label_set_plots(folder: str, history: list[dict] | None, m: dict, labels: list[str],
+                    label_counts: list[int] | None, o: dict) -> list[str | None]:
+    """A multilabel run's plots: micro-F1 per epoch, per-label precision/recall/F1
+    (CSV and bars: a confusion matrix has no meaning for label sets) and rows per label."""
+    out = [curves(history, "micro_f1", "micro-F1 per epoch", join(folder, "micro_f1.png"), o)] if history else []
+    out.append(per_class_table(m["per_label"], labels, join(folder, "per_label.csv"), o))
+    out.append(per_class_chart(m["per_label"], labels, join(folder, "per_label.png"), o, noun="label"))
+    if label_counts:
+        out.append(class_distribution(labels, label_counts, join(folder, "label_distribution.png"), o, noun="label"))
+    return out

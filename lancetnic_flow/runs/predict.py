@@ -1,28 +1,34 @@
-"""Prediction with a saved run.
+"""Prediction with a saved run: one output row for every input row, in order.
 
-:class:`Predictor` works in-process on a list of texts or a table, in
-batches so memory stays bounded. :func:`predict_files` runs over Dask
-partitions: each task loads the run once per worker process (:func:`predictor`),
-reads its partition, and returns only its output bytes, written in input order.
+:class:`Predictor` works in-process on a list of texts, a NumPy array, a
+pandas Series or DataFrame, or an Arrow table, in batches so memory stays
+bounded. :func:`predict_files` runs over Dask partitions: each task loads
+the run once per worker process (:func:`predictor`), reads its partition
+with every row kept, and returns its output table, written in input order
+as CSV, JSON Lines or Parquet (:mod:`.outputs`).
+
+A row that cannot be predicted (empty or missing text, a malformed or
+undecodable line) is never dropped: it gets empty prediction columns and a
+``status`` naming the reason; every other row has status ``ok``.
 """
 from __future__ import annotations
 
-import io
 from typing import Any, Sequence
 
-import fsspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
+import pyarrow.compute as pc
 import torch
 
+from ..data.frames import as_table, input_rows, is_table
 from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
-from ..formats import COMPRESSION_SUFFIXES
 from ..models.inputs import model_inputs
+from ..registry import task_kind
 from .folder import LoadedRun, load_run
+from .outputs import OutputFile, output_format, output_names
 
 BATCH_ROWS = 4096
 
@@ -31,7 +37,9 @@ class Predictor:
     """A trained run, ready to predict: ``Predictor("runs/x").predict(["text"])``.
 
     Classifiers give a label and its probability, regressors a value in the
-    target's original units, multi-task models both."""
+    target's original units, multi-task models both. Every method returns
+    one result per input row, in order; rows without usable text get empty
+    results and a status."""
 
     def __init__(self, run: str | LoadedRun, storage_options: dict | None = None, device: str = "cpu"):
         self.run = run if isinstance(run, LoadedRun) else load_run(run, storage_options, device)
@@ -40,18 +48,27 @@ class Predictor:
         kw = self.run.meta["kwargs"]
         self.classifies = bool(kw.get("classes"))
         self.regresses = bool(kw.get("regress"))
+        # A multilabel run: a sigmoid probability per label, every label at or above a threshold.
+        self.multilabel = task_kind(self.run.meta) == "multilabel"
+        data = self.run.config.get("data", {})
+        self.text_columns = tuple(data.get("text") or ("text",))
+        self.numeric = tuple(data.get("numeric") or ())
 
-    @staticmethod
-    def _table(texts: Sequence[str] | pa.Array | pa.ChunkedArray | pa.Table) -> pa.Table:
-        if isinstance(texts, pa.Table):
-            return texts
-        if not isinstance(texts, (pa.Array, pa.ChunkedArray)):
-            texts = pa.array(list(texts), pa.string())
-        return pa.table({"text": texts})
+    # ------------------------------------------------------------ inputs
 
-    def outputs(self, texts: Sequence[str] | pa.Array | pa.Table) -> dict[str, np.ndarray]:
-        """Raw model outputs in batches: ``logits`` and/or ``value`` (original units)."""
-        table = self._table(texts).drop_columns([c for c in ("label",) if c in self._table(texts).column_names])
+    def rows(self, data: Any, keep: Sequence[str] | str | None = None,
+             text_column: str | Sequence[str] | None = None) -> pa.Table:
+        """``data`` as rows: ``text``, numeric inputs, kept columns (``keep:NAME``) and ``status``.
+        ``text_column``: the column(s) holding the text in a table (default: the run's)."""
+        text = (text_column,) if isinstance(text_column, str) else tuple(text_column or self.text_columns)
+        table = input_rows(data, text, keep, self.numeric).table
+        if "status" not in table.column_names:   # no rows at all
+            table = table.append_column("status", pa.array([], pa.string()))
+        return table
+
+    def _model_outputs(self, table: pa.Table) -> dict[str, np.ndarray]:
+        """Raw outputs for every row of ``table`` (text and numeric columns), in batches."""
+        table = table.select([c for c in table.column_names if c == "text" or c in self.numeric])
         parts: dict[str, list[np.ndarray]] = {}
         with torch.no_grad():
             for start in range(0, table.num_rows, BATCH_ROWS):
@@ -66,46 +83,180 @@ class Predictor:
             out["value"] = out.get("value", np.zeros(0, np.float32)).astype(np.float64) * std + mean
         return out
 
-    def predict_proba(self, texts: Sequence[str] | pa.Array | pa.Table) -> np.ndarray:
-        """Class probabilities, one row per text, columns in ``self.labels`` order."""
+    def scores(self, rows: pa.Table) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(indices of the rows with status ok, their outputs: ``proba`` and/or ``value``)."""
+        ok = np.flatnonzero(pc.equal(rows["status"], "ok").to_numpy(zero_copy_only=False))
+        usable = rows if len(ok) == rows.num_rows else rows.take(pa.array(ok))
+        out = self._model_outputs(usable)
+        scored: dict[str, np.ndarray] = {}
+        if self.multilabel:
+            scored["proba"] = torch.sigmoid(torch.from_numpy(out["logits"])).numpy()
+        elif self.classifies:
+            scored["proba"] = torch.softmax(torch.from_numpy(out["logits"]), dim=1).numpy()
+        if self.regresses:
+            scored["value"] = out["value"]
+        return ok, scored
+
+    # ------------------------------------------------------------ results
+
+    def predict_proba(self, data: Any) -> np.ndarray:
+        """Class probabilities, one row per input row, columns in ``self.labels``
+        order; a row that cannot be predicted is all NaN. A multilabel run gives
+        each label's own (sigmoid) probability: a row's do not sum to 1."""
         if not self.classifies:
             raise UserError(f"{self.run.url} is a regression model: it predicts values, not probabilities",
                             "use predict() or predict_values()")
-        return torch.softmax(torch.from_numpy(self.outputs(texts)["logits"]), dim=1).numpy()
+        rows = self.rows(data)
+        ok, scored = self.scores(rows)
+        full = np.full((rows.num_rows, len(self.labels)), np.nan, np.float32)
+        full[ok] = scored["proba"]
+        return full
 
-    def predict_values(self, texts: Sequence[str] | pa.Array | pa.Table) -> np.ndarray:
-        """Predicted target values in the original units."""
+    def predict_values(self, data: Any) -> np.ndarray:
+        """Predicted target values in the original units; NaN for a row that cannot be predicted."""
         if not self.regresses:
             raise UserError(f"{self.run.url} is a classifier: it has no value head", "use predict()")
-        return self.outputs(texts)["value"]
+        rows = self.rows(data)
+        ok, scored = self.scores(rows)
+        full = np.full(rows.num_rows, np.nan)
+        full[ok] = scored["value"]
+        return full
 
-    def predict(self, texts: Sequence[str] | pa.Array | pa.Table) -> list[dict[str, Any]]:
-        """One dict per text: ``label`` and ``probability``, and/or ``value``."""
-        cols = self._columns(self.outputs(texts))
-        n = len(next(iter(cols.values())))
-        return [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in cols.items()} for i in range(n)]
+    def predict(self, data: Any, top_k: int | None = None,
+                text_column: str | Sequence[str] | None = None, threshold: float = 0.5) -> list[dict[str, Any]]:
+        """One dict per input row: ``status``, then ``label`` and ``probability``
+        (with ``top_k``, also ``top_labels`` and ``top_probabilities``) and/or
+        ``value``; None where the row cannot be predicted. A multilabel run
+        gives ``labels`` (those with probability ≥ ``threshold``, most likely
+        first) and their ``probabilities``."""
+        rows = self.rows(data, text_column=text_column)
+        if self.multilabel:
+            return self.label_sets(rows, threshold)
+        cols = self.prediction_columns(rows, top_k)
+        out: list[dict[str, Any]] = [{"status": s} for s in rows["status"].to_pylist()]
+        names = {"predicted": "label", "probability": "probability", "predicted_value": "value"}
+        for name, key in names.items():
+            if name in cols:
+                for d, v in zip(out, cols[name].to_pylist()):
+                    d[key] = v
+        if top_k:
+            labels = [cols[f"label_{i}"].to_pylist() for i in range(1, top_k + 1)]
+            probs = [cols[f"probability_{i}"].to_pylist() for i in range(1, top_k + 1)]
+            for j, d in enumerate(out):
+                d["top_labels"] = None if d["status"] != "ok" else [lab[j] for lab in labels if lab[j] is not None]
+                d["top_probabilities"] = None if d["status"] != "ok" else [p[j] for p in probs if p[j] is not None]
+        return out
 
-    def _columns(self, out: dict[str, np.ndarray]) -> dict[str, Any]:
-        cols: dict[str, Any] = {}
+    def label_sets(self, rows: pa.Table, threshold: float = 0.5) -> list[dict[str, Any]]:
+        """A multilabel run's predictions for ``rows``: per row ``status``,
+        ``labels`` at or above ``threshold`` (most likely first) and their
+        ``probabilities``; None for a row that cannot be predicted."""
+        ok, scored = self.scores(rows)
+        out: list[dict[str, Any]] = [{"status": s, "labels": None, "probabilities": None}
+                                     for s in rows["status"].to_pylist()]
+        p = scored["proba"]
+        order = np.argsort(-p, axis=1, kind="stable")
+        ranked = np.take_along_axis(p, order, axis=1)
+        taken = (ranked >= threshold).sum(1)
+        # One list per row of the output, which is what the caller asks for; the scoring above is batched.
+        names = np.asarray(self.labels, dtype=object)
+        for i, row in enumerate(ok.tolist()):
+            k = int(taken[i])
+            out[row]["labels"] = names[order[i, :k]].tolist()
+            out[row]["probabilities"] = ranked[i, :k].astype(float).tolist()
+        return out
+
+    def prediction_columns(self, rows: pa.Table, top_k: int | None = None,
+                           threshold: float = 0.5) -> dict[str, pa.Array]:
+        """The prediction columns for ``rows`` (see :func:`~.outputs.output_names`), null where
+        the status is not ok. A multilabel run's ``predicted`` and ``probabilities``
+        are lists: the labels at or above ``threshold``, most likely first."""
+        ok, scored = self.scores(rows)
+        n = rows.num_rows
+        cols: dict[str, pa.Array] = {}
+
+        def spread(values: np.ndarray, type_: pa.DataType, labels: bool = False) -> pa.Array:
+            mask = np.ones(n, bool)
+            mask[ok] = False
+            full = np.zeros(n, np.int64 if labels else np.float64)
+            full[ok] = values
+            if labels:
+                return pc.take(pa.array(self.labels, pa.string()), pa.array(full, mask=mask))
+            return pa.array(full, type_, mask=mask)
+
         if self.classifies:
-            p = torch.softmax(torch.from_numpy(out["logits"]), dim=1).numpy()
-            best = p.argmax(1)
-            cols["label"] = [self.labels[i] for i in best]
-            cols["probability"] = p[np.arange(len(p)), best]
+            p = scored["proba"]
+            order = np.argsort(-p, axis=1, kind="stable")[:, :max(1, top_k or 1)]
+            best = order[:, 0] if len(p) else np.zeros(0, np.int64)
+            if self.multilabel:
+                cols.update(self._label_set_columns(n, ok, p, threshold))
+            else:
+                cols["predicted"] = spread(best, pa.string(), labels=True)
+                cols["probability"] = spread(p[np.arange(len(p)), best], pa.float64())
+            for i in range(1, (top_k or 0) + 1):
+                k = min(i, p.shape[1]) - 1
+                cols[f"label_{i}"] = spread(order[:, k], pa.string(), labels=True)
+                cols[f"probability_{i}"] = spread(p[np.arange(len(p)), order[:, k]], pa.float64())
         if self.regresses:
-            cols["value"] = out["value"]
+            cols["predicted_value"] = spread(scored["value"], pa.float64())
         return cols
 
-    def predict_table(self, table: pa.Table) -> pa.Table:
-        """``table`` plus ``predicted`` and ``probability`` and/or ``predicted_value`` columns."""
-        cols = self._columns(self.outputs(table))
-        if "label" in cols:
-            table = table.append_column("predicted", pa.array(cols["label"], pa.string()))
-            table = table.append_column("probability", pa.array(cols["probability"], pa.float64()))
-        if "value" in cols:
-            # Not "value": an input column may well be called that.
-            table = table.append_column("predicted_value", pa.array(cols["value"], pa.float64()))
+    def _label_set_columns(self, n: int, ok: np.ndarray, p: np.ndarray, threshold: float) -> dict[str, pa.Array]:
+        """List columns of the labels at or above ``threshold`` per row, most likely first
+        (vectorised: one sort, one mask, list offsets from the counts)."""
+        order = np.argsort(-p, axis=1, kind="stable")
+        ranked = np.take_along_axis(p, order, axis=1)
+        taken = ranked >= threshold
+        counts = np.zeros(n, np.int64)
+        counts[ok] = taken.sum(1)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        mask = np.ones(n, bool)
+        mask[ok] = False
+        names = pc.take(pa.array(self.labels, pa.string()), pa.array(order[taken]))
+        probs = pa.array(ranked[taken].astype(np.float64))
+        missing = pa.array(mask)
+        return {"predicted": pa.ListArray.from_arrays(pa.array(offsets), names, mask=missing),
+                "probabilities": pa.ListArray.from_arrays(pa.array(offsets), probs, mask=missing)}
+
+    def output_table(self, rows: pa.Table, top_k: int | None = None, inputs: pa.Table | None = None,
+                     threshold: float = 0.5) -> pa.Table:
+        """What prediction writes: the input columns (``inputs``; else the kept
+        ``keep:NAME`` columns of ``rows``, or its ``text``), ``status`` and the
+        prediction columns."""
+        if inputs is None:
+            kept = [c for c in rows.column_names if c.startswith("keep:")] or ["text"]
+            inputs = rows.select(kept).rename_columns([c.removeprefix("keep:") for c in kept])
+        clash = set(inputs.column_names) & set(self.output_names(top_k))
+        if clash:
+            raise UserError(f"the input column {sorted(clash)[0]!r} has the name of a prediction column",
+                            "keep other columns (--keep COL,...), or rename that column")
+        table = inputs.append_column("status", rows["status"])
+        for name, col in self.prediction_columns(rows, top_k, threshold).items():
+            table = table.append_column(name, col)
         return table
+
+    def output_names(self, top_k: int | None = None) -> list[str]:
+        """The columns prediction adds to the input's."""
+        return output_names(self.classifies, self.regresses, top_k, self.multilabel)
+
+    def predict_table(self, data: Any, keep: Sequence[str] | str | None = "all", top_k: int | None = None,
+                      text_column: str | Sequence[str] | None = None, threshold: float = 0.5):
+        """``data``'s columns (``keep``: "all", a list of names, or None for
+        just the text), as they are, plus ``status`` and the prediction
+        columns; a pandas DataFrame for pandas input, an Arrow table otherwise."""
+        rows = self.rows(data, text_column=text_column)
+        if not is_table(data) or keep is None:
+            out = self.output_table(rows, top_k, threshold=threshold)
+        else:
+            source = as_table(data)
+            names = source.column_names if keep == "all" else list(keep)
+            for c in names:
+                if c not in source.column_names:
+                    raise UserError(f"keep: no column {c!r} (the columns: {', '.join(source.column_names)})",
+                                    "name columns of the input")
+            out = self.output_table(rows, top_k, inputs=source.select(names), threshold=threshold)
+        frame = type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas")
+        return out.to_pandas() if frame else out
 
 
 _PREDICTORS: dict[str, Predictor] = {}
@@ -119,60 +270,44 @@ def predictor(run: str, storage_options: dict) -> Predictor:
     return _PREDICTORS[run]
 
 
-def output_format(url: str) -> str:
-    name = url.lower()
-    for ext in COMPRESSION_SUFFIXES:
-        name = name.removesuffix(ext)
-    if name.endswith((".jsonl", ".ndjson", ".json")):
-        return "jsonl"
-    if name.endswith(".csv"):
-        return "csv"
-    raise UserError(f"--output {url}: cannot tell the format from the name", "end it in .csv or .jsonl")
-
-
-def encode(table: pa.Table, fmt: str) -> bytes:
-    if fmt == "csv":
-        buf = io.BytesIO()
-        pacsv.write_csv(table, buf, pacsv.WriteOptions(include_header=False))
-        return buf.getvalue()
-    text = table.to_pandas().to_json(orient="records", lines=True, force_ascii=False)
-    return (text if text.endswith("\n") or not text else text + "\n").encode()
-
-
 def predict_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,
-                      chunk_bytes: int, fmt: str) -> tuple[bytes, int, dict]:
-    """Worker task: one partition's predictions, encoded."""
+                      chunk_bytes: int, top_k: int | None, threshold: float = 0.5) -> tuple[list[pa.Table], int, dict]:
+    """Worker task: one partition's output tables (every row, in order), rows read, statuses."""
     pred = predictor(run, run_options)
-    out, rows, skipped = [], 0, {}
+    out, rows, statuses = [], 0, {}
     for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
         rows += chunk.rows_read
         for k, v in chunk.skipped.items():
-            skipped[k] = skipped.get(k, 0) + v
+            statuses[k] = statuses.get(k, 0) + v
         if chunk.table.num_rows:
-            out.append(encode(pred.predict_table(chunk.table), fmt))
-    return b"".join(out), rows, skipped
+            out.append(pred.output_table(chunk.table, top_k, threshold=threshold))
+    return out, rows, statuses
 
 
 def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *, storage_options: dict,
-                  run_options: dict, chunk_bytes: int, window: int) -> dict:
-    """Predict every row of ``plan`` into ``output`` (CSV or JSON Lines), in input order."""
-    fmt = output_format(output)
+                  run_options: dict, chunk_bytes: int, window: int, top_k: int | None = None,
+                  threshold: float = 0.5) -> dict:
+    """Predict every row of ``plan`` into ``output`` (CSV, JSON Lines or Parquet by
+    its name), one output row per input row, in input order. Returns the counts:
+    ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason."""
+    columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
+                      all_rows=True)
     feed = OrderedWindow(client, predict_partition, [(p,) for p in plan.partitions], window, columns=columns,
-                      run=run, run_options=run_options, storage_options=storage_options,
-                      chunk_bytes=chunk_bytes, fmt=fmt)
-    rows, written, skipped = 0, 0, {}
-    with fsspec.open(output, "wb", compression="infer", **storage_options) as f:
-        if fmt == "csv":
-            pred = Predictor(run, run_options)
-            names = (["text"] + (["label"] if columns.label else []) + list(columns.numeric)
-                     + (["predicted", "probability"] if pred.classifies else []) + (["predicted_value"] if pred.regresses else []))
-            f.write((",".join(f'"{n}"' for n in names) + "\n").encode())
-        for data, n, sk in feed:
-            f.write(data)
+                         run=run, run_options=run_options, storage_options=storage_options,
+                         chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold)
+    rows, written, statuses = 0, 0, {}
+    with OutputFile(output, storage_options) as f:
+        for tables, n, st in feed:
+            for t in tables:
+                f.write(t)
+                written += t.num_rows
             rows += n
-            written += data.count(b"\n")
-            for k, v in sk.items():
-                skipped[k] = skipped.get(k, 0) + v
-    return {"output": output, "rows_read": rows, "rows_written": written, "skipped": skipped}
+            for k, v in st.items():
+                statuses[k] = statuses.get(k, 0) + v
+    if written != rows:   # a reader that lost a row: never silently
+        raise RuntimeError(f"prediction read {rows:,} rows but wrote {written:,}: please report this")
+    return {"output": output, "format": output_format(output), "rows_read": rows, "rows_written": written,
+            "predicted": written - sum(statuses.values()), "not_predicted": statuses}
 
 
+__all__ = ["Predictor", "predict_files", "predictor", "as_table"]

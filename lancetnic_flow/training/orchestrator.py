@@ -52,6 +52,7 @@ from .step import lr_schedule
 from .stop import StopRequest, TrainingInterrupted
 
 ROW_BYTES_ESTIMATE = 2048  # a buffered row: ~200 non-zeros × (4 + 4) bytes + slack
+LABEL_SET_SLACK = 256      # labels of a multilabel row (a byte each) that slack covers
 
 
 @dataclass
@@ -94,6 +95,8 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
     task = Task(tc.task, classes=len(features.labels), class_loss=tc.class_loss, value_loss=tc.value_loss,
                 loss_weights=tuple(tc.loss_weights), target=features.target or (0.0, 1.0), seed=tc.seed,
                 device=device)
+    if task.multilabel:
+        return label_set_task(task, features, tc.class_weights, device)
     if task.classifies:
         if task.classes < 2:
             raise UserError(f"found {task.classes} label value(s) ({', '.join(features.labels)}); "
@@ -105,6 +108,20 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
             counts = np.asarray(features.label_counts, np.float64)
             task.class_weights = torch.tensor(counts.sum() / (len(counts) * counts), dtype=torch.float32,
                                               device=device)
+    return task
+
+
+def label_set_task(task: Task, features: FittedFeatures, class_weights: str, device: torch.device) -> Task:
+    """A multilabel task, checked; ``balanced`` weighs each label's positive rows
+    by its negatives over its positives (BCE's ``pos_weight``)."""
+    if task.classes < 2:
+        raise UserError(f"found {task.classes} label value(s) ({', '.join(features.labels)}); multilabel needs at "
+                        "least 2 (rows without a label are skipped, so a single label is in every set)",
+                        "check --label and --label-sep")
+    if class_weights == "balanced":
+        counts = np.asarray(features.label_counts, np.float64)
+        task.class_weights = torch.tensor(np.maximum(features.docs - counts, 1.0) / counts, dtype=torch.float32,
+                                          device=device)
     return task
 
 
@@ -265,7 +282,11 @@ class Training:
         cfg, tc = self.cfg, self.tc
         self.task = make_task(cfg, self.features, self.device)
         classes = self.task.classes if self.task.classifies else 0
-        self.need = TRAINER_BASE + estimate_model_bytes(cfg, self.features.dim, classes) + self.shuffle_bytes
+        # Label sets travel as a byte per row and label; a buffered row's estimate
+        # has room for LABEL_SET_SLACK of them, the shuffle buffer holds the rest.
+        label_sets = tc.shuffle_buffer * max(0, classes - LABEL_SET_SLACK) if self.task.multilabel else 0
+        self.need = TRAINER_BASE + estimate_model_bytes(cfg, self.features.dim, classes) + self.shuffle_bytes \
+            + label_sets
         if self.need > self.memory.trainer and not self.memory.external:
             raise UserError(f"the model needs {format_size(self.need)} in the trainer, the plan gives it "
                             f"{format_size(self.memory.trainer)}",
@@ -275,6 +296,8 @@ class Training:
                                                    regress=self.task.regresses, hidden=m.hidden, layers=m.layers,
                                                    dropout=m.dropout, embed=m.embed,
                                                    numeric=len(self.features.numeric))
+        # The task kind goes into model.json: a multilabel model's heads look like a classifier's.
+        self.model_meta["task"] = self.task.kind
         self.model.to(self.device)
         # With --ddp the ranks hold the optimiser moments; here they would be 2× the model, unused.
         self.opts = optim.optimizers_for(self.model, tc) if not tc.ddp else []
@@ -391,6 +414,7 @@ class Training:
         metrics = {
             "task": self.task.kind, "model": cfg.model.name, **val_scores(final_val),
             "confusion": final_val.get("confusion"), "per_class": final_val.get("per_class"),
+            **({"per_label": final_val.get("per_label")} if self.task.multilabel else {}),
             "labels": self.features.labels, "rows": sum_rows(self.feed.manifest.results),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
             "best_epoch": state.best["epoch"] if state.best else None, "monitor": tc.monitor,
@@ -414,7 +438,7 @@ class Training:
         remove_checkpoint(self.run, self.out_so)
         self.stage_seconds["save"] = time.monotonic() - ts
         self.events.emit("done", run=self.run,
-                         metrics={k: v for k, v in metrics.items() if k not in ("confusion", "per_class")})
+                         metrics={k: v for k, v in metrics.items() if k not in ("confusion", "per_class", "per_label")})
         return TrainResult(self.run, metrics)
 
 

@@ -89,7 +89,9 @@ def epoch_record(epoch: int, train: TaskMetrics, val: dict, clock: EpochClock, l
     """One finished epoch, as history.csv, metrics.json and the ``epoch`` event have it."""
     tr = train.result()
     seconds = clock.seconds
-    return {"epoch": epoch, "train_loss": tr.get("loss"), "train_accuracy": tr.get("accuracy"), **val_scores(val),
+    label_sets = {"train_micro_f1": tr["micro_f1"]} if "micro_f1" in tr else {}   # multilabel's curve
+    return {"epoch": epoch, "train_loss": tr.get("loss"), "train_accuracy": tr.get("accuracy"), **label_sets,
+            **val_scores(val),
             "rows": clock.rows, "seconds": seconds, "lr": lr,
             "rows_per_s": clock.rows / seconds if seconds > 0 else None}
 

@@ -23,6 +23,7 @@ from ...storage import open_options
 from ..sources import Chunk, Columns, Partition, open_error
 from .csv import parse_csv, read_header
 from .jsonl import parse_jsonl
+from .labels import LabelListError
 from .lines import check_line_columns, parse_lines
 from .parquet import read_parquet
 from .table import BOM
@@ -42,6 +43,14 @@ def read_partition(part: Partition, columns: Columns, *,
                    chunk_bytes: int = 64 * 2**20) -> Iterator[Chunk]:
     """Read one partition as Chunks (one for a byte range or row group; one per
     ~``chunk_bytes`` of decompressed data for a compressed file)."""
+    try:
+        yield from _read_partition(part, columns, storage_options, chunk_bytes)
+    except LabelListError as exc:   # found where the rows are parsed, which does not know the file
+        raise exc.at(part.file.url) from None
+
+
+def _read_partition(part: Partition, columns: Columns, storage_options: dict | None,
+                    chunk_bytes: int) -> Iterator[Chunk]:
     fi = part.file
     url = fi.url
     if not columns.text:

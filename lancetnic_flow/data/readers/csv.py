@@ -6,7 +6,9 @@ lines re-read (see :func:`_read_csv_rows`), so no row vanishes uncounted.
 """
 from __future__ import annotations
 
+import csv
 import io
+import re
 
 import pyarrow as pa
 import pyarrow.csv as pv
@@ -17,6 +19,7 @@ from ..sources import Chunk, Columns
 from .table import BOM, check_names, drop_undecodable, empty_table, finish, has_content, strip_bom, utf8_ok
 
 _HEADER_BYTES = 2**20
+_ESCAPED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
 
 
 def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
@@ -149,6 +152,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                url: str) -> Chunk:
     skipped: dict[str, int] = {}
     delimiter = "\t" if fmt == "tsv" else ","
+    raw = data
     data = drop_undecodable(data, skipped)
     buf = pa.py_buffer(data)
     if header is not None:
@@ -168,12 +172,84 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     undecodable = skipped.get("undecodable", 0)
     if not has_content(body):
         return Chunk(empty_table(columns, fmt), undecodable, skipped)
-    names = columns.names()
+    names = columns.read_names(have)
+    if columns.all_rows and undecodable:
+        return _rows_in_order(raw, header is None, have, delimiter, names, columns)
     table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
+    if columns.all_rows and bad:
+        return _rows_in_order(raw, header is None, have, delimiter, names, columns)
     if bad:
         skipped["malformed"] = skipped.get("malformed", 0) + bad
     rows_read = table.num_rows + bad + undecodable
-    return finish(columns, table.column, table.num_rows, rows_read, skipped)
+    return finish(columns, table.column, table.num_rows, rows_read, skipped, have=have)
+
+
+def _rows_in_order(raw: bytes, has_header: bool, have: list[str], delimiter: str, names: list[str],
+                   columns: Columns) -> Chunk:
+    """Prediction's slow path, for a block holding a malformed or undecodable
+    row: every record in order, with its status (a Python loop per row, for
+    such blocks only)."""
+    text = strip_bom(raw).decode("utf-8", errors="surrogateescape")
+    lines = text.split("\n")
+    if has_header:
+        lines = lines[1:]
+    lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines and lines[-1] else [])
+    where = [have.index(n) for n in names]
+    cols: dict[str, list] = {n: [] for n in names}
+    status: list[str | None] = []
+    for fields, why in _records(lines, delimiter, len(have)):
+        status.append(why)
+        for n, i in zip(names, where):
+            cols[n].append(None if fields is None else fields[i])
+    skipped: dict[str, int] = {}
+    for why in status:
+        if why:
+            skipped[why] = skipped.get(why, 0) + 1
+    arrays = {n: pa.array(v, pa.string()) for n, v in cols.items()}
+    return finish(columns, arrays.__getitem__, len(status), len(status), skipped,
+                  status=pa.array(status, pa.string()), have=have)
+
+
+def _records(lines: list[str], delimiter: str, width: int):
+    """(fields, None) or (None, reason) per CSV record of ``lines``. A quote
+    never closed takes every line after it: that record is malformed and the
+    lines it took are read again on their own, as :func:`_read_csv_rows` does."""
+    start, recoveries = 0, _RECOVERIES
+    while start < len(lines):
+        reader = csv.reader(lines[start:], delimiter=delimiter, strict=False)
+        restart = None
+        while True:
+            before = reader.line_num
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error:
+                row = None
+            taken = lines[start + before:start + reader.line_num]
+            if row == []:
+                continue   # a blank line is not a row
+            if row is not None and sum(t.count('"') for t in taken) % 2 and len(taken) > 1:
+                row = None                       # an unclosed quote took the lines after it
+                restart = start + before + 1
+            if row is None or len(row) != width:
+                yield None, "malformed"
+            elif any(_ESCAPED.search(f) for f in row):
+                # kept columns (an id) still identify the row
+                yield [_ESCAPED.sub("\ufffd", f) for f in row], "undecodable"
+            else:
+                yield row, None
+            if restart is not None:
+                break
+        if restart is None:
+            return
+        if recoveries <= 0:
+            for line in lines[restart:]:
+                if line.strip():
+                    yield None, "malformed"
+            return
+        recoveries -= 1
+        start = restart
 
 
 def read_header(f) -> bytes:

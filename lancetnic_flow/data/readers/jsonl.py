@@ -10,10 +10,12 @@ import pyarrow.json as pj
 
 from ...errors import UserError
 from ..sources import Chunk, Columns, missing_column_error
-from .table import BOM, decoded, empty_table, finish
+from .table import BOM, decoded, empty_table, finish, strip_bom, utf8_ok
 
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
+    if columns.all_rows and not utf8_ok(data):
+        return _rows_in_order(strip_bom(data), columns, url)
     data, skipped = decoded(data)
     undecodable = skipped.get("undecodable", 0)
     if not data.strip():
@@ -30,7 +32,9 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
         if missing and table.num_rows:
             raise missing_column_error(url, missing[0], table.column_names)
         return finish(columns, table.column, table.num_rows,
-                       table.num_rows + undecodable, skipped)
+                       table.num_rows + undecodable, skipped, have=table.column_names)
+    if columns.all_rows:
+        return _rows_in_order(data, columns, url)
     # Slow path, only for a block with a malformed line or mixed-type values.
     cols: dict[str, list] = {n: [] for n in names}
     malformed = 0
@@ -69,6 +73,52 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     arrays = {n: pa.array(v, pa.string()) for n, v in cols.items()}
     return finish(columns, arrays.__getitem__, n_rows, n_rows + malformed + undecodable,
                    skipped)
+
+
+def _value(v):
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, bool):
+        return str(v).lower()
+    return None if v is None else str(v)
+
+
+def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
+    """Prediction's slow path, for a block holding a malformed or undecodable
+    line: every line in order, with its status."""
+    objs: list[dict | None] = []
+    status: list[str | None] = []
+    have: list[str] = []
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            raw.decode("utf-8")
+            why = None
+        except UnicodeDecodeError:
+            why = "undecodable"   # its other fields (an id) still identify the row
+        try:
+            obj = json.loads(raw.decode("utf-8", errors="replace"))
+        except ValueError:
+            obj, why = None, why or "malformed"
+        if obj is not None and not isinstance(obj, dict):
+            obj, why = None, why or "malformed"
+        objs.append(obj)
+        status.append(why)
+        if obj is not None:
+            have += [k for k in obj if k not in have]
+    if objs and have:
+        for n in columns.names():
+            if n not in have:
+                raise missing_column_error(url, n, have)
+    skipped: dict[str, int] = {}
+    for why in status:
+        if why:
+            skipped[why] = skipped.get(why, 0) + 1
+    names = columns.read_names(have)
+    arrays = {n: pa.array([None if o is None else _value(o.get(n)) for o in objs], pa.string()) for n in names}
+    return finish(columns, arrays.__getitem__, len(objs), len(objs), skipped,
+                  status=pa.array(status, pa.string()), have=have)
 
 
 def columns_of(f, url: str) -> list[str] | None:

@@ -1,19 +1,26 @@
 """Plain text (a row per line) and fastText (``__label__x text``) lines."""
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import UserError
 from ..sources import Chunk, Columns
-from .table import decoded, finish, split_lines
+from .labels import fasttext_sets, several_labels, tag_counts
+from .table import decoded, finish, split_lines, strip_bom, utf8_ok
 
-_FASTTEXT_RE = r"^(?:__label__(?P<label>\S*)\s*)?(?:__label__\S*\s*)*(?P<text>.*)$"
+# A line's leading __label__ tags, then its text; and the first tag's label.
+_FASTTEXT_RE = r"^(?P<tags>(?:__label__\S*\s*)*)(?P<text>.*)$"
+_FIRST_LABEL_RE = r"^__label__(?P<label>\S*)"
 
 
 def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
     if columns.target or columns.numeric:
         raise UserError(f"{url}: the {fmt} format has no numeric columns",
                         "use csv, tsv, jsonl or parquet for target and numeric columns")
+    if columns.keep:
+        raise UserError(f"{url}: the {fmt} format has no columns to keep",
+                        "drop --keep (the text is in the output), or use a table format")
     if fmt == "text" and columns.label:
         raise UserError(f"{url}: the text format has no labels",
                         "use the fasttext format (__label__x text) or a table format for labels")
@@ -21,20 +28,68 @@ def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
 
 def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
     check_line_columns(url, fmt, columns)
-    data, skipped = decoded(data)
-    undecodable = skipped.get("undecodable", 0)
-    lines = split_lines(data)
+    status = None
+    if columns.all_rows and not utf8_ok(data):
+        lines, status = _lines_in_order(strip_bom(data))
+        skipped = {"undecodable": pc.sum(pc.is_valid(status)).as_py() or 0}
+        undecodable = 0
+    else:
+        data, skipped = decoded(data)
+        undecodable = skipped.get("undecodable", 0)
+        lines = split_lines(data)
     lines = pc.utf8_trim_whitespace(lines)
-    lines = pc.filter(lines, pc.greater(pc.utf8_length(lines), 0))  # blank lines are not rows
+    if status is None:
+        lines = pc.filter(lines, pc.greater(pc.utf8_length(lines), 0))  # blank lines are not rows
     n = len(lines)
     if fmt == "text":
         get = {columns.text[0]: lines}
         cols = Columns(text=(columns.text[0],))
     else:
-        parts = pc.extract_regex(lines, _FASTTEXT_RE)
-        get = {"text": parts.field("text"), "label": parts.field("label")}
-        cols = Columns(text=("text",), label="label" if columns.label else None)
-    chunk = finish(cols, get.__getitem__, n, n + undecodable, skipped)
-    return chunk
+        get, cols = fasttext_columns(lines, columns, url)
+    if columns.all_rows:
+        cols = Columns(text=cols.text, label=cols.label, all_rows=True)
+    return finish(cols, get.__getitem__, n, n + undecodable, skipped, status=status)
+
+
+def fasttext_columns(lines: pa.Array, columns: Columns, url: str) -> tuple[dict, Columns]:
+    """fastText lines → the text and label arrays ``finish`` reads, and their columns.
+
+    ``--task multilabel`` takes every ``__label__`` tag of a line as its label
+    set; a single-label task refuses a line with several (it would learn the
+    first one only). Prediction (``all_rows``) reads no labels, so it checks none."""
+    parts = pc.extract_regex(lines, _FASTTEXT_RE)
+    get = {"text": parts.field("text")}
+    if columns.label:
+        tags = parts.field("tags")
+        if columns.multilabel and not columns.all_rows:
+            get["label"] = fasttext_sets(tags)
+        else:
+            if not columns.all_rows:
+                several = pc.greater(tag_counts(tags), 1)
+                bad = pc.sum(several).as_py() or 0
+                if bad:
+                    line = pc.filter(lines, several)[0].as_py()
+                    raise several_labels("several __label__ tags", line, bad).at(url)
+            get["label"] = pc.extract_regex(tags, _FIRST_LABEL_RE).field("label")
+    cols = Columns(text=("text",), label="label" if columns.label else None,
+                   multilabel=columns.multilabel and not columns.all_rows)
+    return get, cols
+
+
+def _lines_in_order(data: bytes) -> tuple[pa.Array, pa.Array]:
+    """Prediction's slow path for a block with undecodable lines: each
+    non-blank line in order (an undecodable one as ""), and its status."""
+    texts: list[str] = []
+    status: list[str | None] = []
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            texts.append(raw.decode("utf-8").strip())
+            status.append(None)
+        except UnicodeDecodeError:
+            texts.append("")
+            status.append("undecodable")
+    return pa.array(texts, pa.string()), pa.array(status, pa.string())
 
 

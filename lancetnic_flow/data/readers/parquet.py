@@ -26,8 +26,8 @@ def read_parquet(part: Partition, columns: Columns,
         pf = pq.ParquetFile(f)
         have = pf.schema_arrow.names
         check_names(url, have, columns)
-        table = pf.read_row_group(part.start, columns=columns.names())
-    return finish(columns, table.column, table.num_rows, table.num_rows, {})
+        table = pf.read_row_group(part.start, columns=columns.read_names(have))
+    return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 
 def columns_of(url: str, storage_options: dict | None) -> list[str]:

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from ...errors import UserError
 from ..sources import Chunk, Columns, missing_column_error
+from .labels import check_single, is_list_type, label_sets
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -55,7 +56,7 @@ def empty_table(columns: Columns | None, fmt: str) -> pa.Table:
     fields = [pa.field("text", pa.string(), nullable=False)]
     if columns is not None:
         if columns.label:
-            fields.append(pa.field("label", pa.string()))
+            fields.append(pa.field("label", pa.list_(pa.string()) if columns.multilabel else pa.string()))
         if columns.target:
             fields.append(pa.field("target", pa.float64()))
         for n in columns.numeric:
@@ -64,8 +65,13 @@ def empty_table(columns: Columns | None, fmt: str) -> pa.Table:
 
 
 def finish(columns: Columns, get, n: int, rows_read: int,
-            skipped: dict[str, int]) -> Chunk:
-    """Build the output table from parsed columns; ``get(name)`` -> array."""
+            skipped: dict[str, int], status: pa.Array | None = None,
+            have: list[str] | None = None) -> Chunk:
+    """Build the output table from parsed columns; ``get(name)`` -> array.
+
+    With ``columns.all_rows`` no row is dropped (see :func:`all_rows`):
+    ``status`` holds the reasons a parser already found (null: none) and
+    ``have`` the file's columns, for ``keep_all``."""
     if n == 0:
         return Chunk(empty_table(columns, ""), rows_read, skipped)
     if len(columns.text) == 1:
@@ -77,11 +83,12 @@ def finish(columns: Columns, get, n: int, rows_read: int,
         text = pc.utf8_trim_whitespace(joined)
     # non-empty and not only whitespace; no copy of the strings
     keep = pc.and_(pc.greater(pc.utf8_length(text), 0), pc.invert(pc.utf8_is_space(text)))
+    if columns.all_rows:
+        return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [])
     reasons = [("empty_text", keep)]
     label = target = None
     if columns.label:
-        label = pc.utf8_trim_whitespace(to_string(get(columns.label)))
-        ok = pc.fill_null(pc.greater(pc.utf8_length(label), 0), False)
+        label, ok = label_column(columns, get(columns.label))
         reasons.append(("missing_label", ok))
     if columns.target:
         target = to_float(get(columns.target))
@@ -120,6 +127,63 @@ def finish(columns: Columns, get, n: int, rows_read: int,
         [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
         names=names)
     return Chunk(table.cast(schema), rows_read, skipped)
+
+
+def label_column(columns: Columns, raw) -> tuple:
+    """The label column and which rows have one: a string per row, or with
+    ``columns.multilabel`` a set of labels per row (an empty set is no label).
+    A single-label task refuses lists of labels (:class:`~.labels.LabelListError`)."""
+    if columns.multilabel:
+        sets = label_sets(raw, columns.label_sep)
+        return sets, pc.greater(pc.list_value_length(sets), 0)
+    if is_list_type(raw.type):
+        check_single(raw)   # raises: to_string cannot read a list
+    label = pc.utf8_trim_whitespace(to_string(raw))
+    check_single(label)
+    return label, pc.fill_null(pc.greater(pc.utf8_length(label), 0), False)
+
+
+def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[str, int],
+             status: pa.Array | None, have: list[str]) -> Chunk:
+    """Every row, in order, with a ``status`` column ("ok", or the reason it
+    cannot be used) and the kept input columns as ``keep:NAME`` strings."""
+    mine = pc.if_else(usable, pa.scalar("ok"), pa.scalar("empty_text"))
+    fresh = mine if status is None else pc.if_else(pc.is_null(status), mine, pa.scalar("ok"))
+    empty = pc.sum(pc.equal(fresh, "empty_text")).as_py() or 0
+    if empty:
+        skipped["empty_text"] = skipped.get("empty_text", 0) + empty
+    final = mine if status is None else pc.coalesce(status, mine)
+    arrays, names = [text], ["text"]
+    if columns.label:
+        arrays.append(to_string(get(columns.label)))
+        names.append("label")
+    if columns.target:
+        arrays.append(to_float(get(columns.target)))
+        names.append("target")
+    for c in columns.numeric:
+        arrays.append(to_float(get(c)))
+        names.append(c)
+    for c in columns.kept(have):
+        arrays.append(kept_values(get(c)))
+        names.append(f"keep:{c}")
+    arrays.append(final)
+    names.append("status")
+    table = pa.Table.from_arrays(
+        [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays], names=names)
+    return Chunk(table, rows_read, skipped)
+
+
+def kept_values(arr) -> pa.Array:
+    """An input column carried into predictions, as text (lists and objects as JSON)."""
+    t = arr.type
+    if pa.types.is_nested(t):
+        import json
+
+        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                         for v in arr.to_pylist()], pa.string())
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
+        return pc.cast(pc.cast(arr, pa.string()), pa.string())
+    return to_string(arr)
 
 
 def utf8_ok(data: bytes) -> bool:

@@ -1,0 +1,343 @@
+"""Estimators in scikit-learn's conventions, over the same Dask dataflow.
+
+``TextClassifier().fit(texts, labels).predict(more_texts)``: the constructor
+stores the train options as given (``get_params``/``set_params``, so
+``sklearn.base.clone`` and grid searches work); ``fit`` writes in-memory
+data to a temporary Parquet file (or reads files and URLs as they are) and
+runs :func:`~lancetnic_flow.api.progress.train` with the same memory plan as
+the command line; prediction keeps one result per input row, in order.
+scikit-learn itself is not needed.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..config import ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
+from ..data.frames import SUPPORTED, as_table, is_table, text_columns_of
+from ..errors import UserError
+from ..sizes import parse_size
+
+# Rows per Parquet row group of in-memory training data: each row group is a
+# partition, so a few thousand rows give the workers several to share.
+ROW_GROUP_ROWS = 16_384
+LABEL_SEP = "\x1f"   # joins a row's labels in the temporary file: no label holds it
+
+
+def _is_files(X: Any) -> bool:
+    if isinstance(X, (str, os.PathLike)):
+        return True
+    return isinstance(X, (list, tuple)) and bool(X) and all(isinstance(x, os.PathLike) for x in X)
+
+
+def _values(y: Any) -> list:
+    """The answers as a Python list, whatever holds them (one object per row: y is in memory already)."""
+    if isinstance(y, (pa.Array, pa.ChunkedArray)):
+        return y.to_pylist()
+    if hasattr(y, "tolist"):          # NumPy, pandas
+        return y.tolist()
+    return list(y)
+
+
+class _TextEstimator:
+    """What :class:`TextClassifier` and :class:`TextRegressor` share."""
+
+    _task = "classify"
+    _default_model = "ScalpelMC"
+
+    def __init__(self, model: str | None = None, *, epochs: int = 10, batch_size: int = 512, lr: float = 0.01,
+                 sparse_lr: float | None = None, hidden: int | None = None, dropout: float = 0.2,
+                 features: str | None = None, ngrams: int = 2, buckets: int = 2**19,
+                 max_features: int | None = None, val_fraction: float = 0.1, early_stopping: int | None = 2,
+                 class_weights: str = "none", random_state: int = 0, memory_budget: str | int | None = None,
+                 workers: int | None = None, scheduler: str | None = None, text_column: str = "text",
+                 out: str | None = None, progress: bool = True):
+        self.model = model
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.sparse_lr = sparse_lr
+        self.hidden = hidden
+        self.dropout = dropout
+        self.features = features
+        self.ngrams = ngrams
+        self.buckets = buckets
+        self.max_features = max_features
+        self.val_fraction = val_fraction
+        self.early_stopping = early_stopping
+        self.class_weights = class_weights
+        self.random_state = random_state
+        self.memory_budget = memory_budget
+        self.workers = workers
+        self.scheduler = scheduler
+        self.text_column = text_column
+        self.out = out
+        self.progress = progress
+
+    # ------------------------------------------------------------ parameters
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind != p.VAR_KEYWORD]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters and their values (scikit-learn's convention)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> "_TextEstimator":
+        """Set constructor parameters; an unknown name is an error naming the valid ones."""
+        valid = self._param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"{name!r} is not a parameter of {type(self).__name__}; "
+                                 f"valid parameters: {', '.join(valid)}")
+            setattr(self, name, value)
+        return self
+
+    def __sklearn_tags__(self):
+        """What scikit-learn's model selection reads (scikit-learn ≥ 1.6): the
+        estimator type, and inputs that are one text per row."""
+        from sklearn.utils import ClassifierTags, InputTags, RegressorTags, Tags, TargetTags
+
+        classifier = self._task != "regress"
+        return Tags(estimator_type="classifier" if classifier else "regressor",
+                    target_tags=TargetTags(required=True),
+                    input_tags=InputTags(one_d_array=True, two_d_array=False, string=True, allow_nan=True),
+                    classifier_tags=ClassifierTags() if classifier else None,
+                    regressor_tags=None if classifier else RegressorTags())
+
+    @property
+    def _estimator_type(self) -> str:   # scikit-learn before 1.6
+        return "regressor" if self._task == "regress" else "classifier"
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if defaults.get(k) != v]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    # ------------------------------------------------------------ fit
+
+    def _config(self, data: DataConfig, task: str, out: str) -> TrainConfig:
+        budget = None if self.memory_budget is None else parse_size(self.memory_budget, "memory_budget")
+        return TrainConfig(
+            data=data,
+            features=FeatureConfig(mode=self.features, ngrams=self.ngrams, buckets=self.buckets,
+                                   max_features=self.max_features),
+            model=ModelConfig(name=self.model or self._default_model, hidden=self.hidden, dropout=self.dropout),
+            training=TrainingConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
+                                    sparse_lr=self.sparse_lr, seed=self.random_state, task=task,
+                                    early_stopping=self.early_stopping, class_weights=self.class_weights),
+            cluster=ClusterConfig(memory_budget=budget, workers=self.workers, scheduler=self.scheduler),
+            output=OutputConfig(out=out))
+
+    def _training_table(self, X: Any, y: Any) -> tuple[pa.Table, str]:
+        """In-memory ``X`` and ``y`` as one table (text, answer) and the task."""
+        table = as_table(X, "text")
+        text = text_columns_of(table, (self.text_column,)) if is_table(X) else ("text",)
+        if isinstance(y, str):
+            if not is_table(X) or y not in table.column_names:
+                raise UserError(f"y={y!r} names no column of X", "pass the answers, or the name of a column of X")
+            values = table.column(y).to_pylist()
+        elif y is None:
+            raise UserError(f"{type(self).__name__}.fit needs y: the answers, or the name of a column of X")
+        else:
+            values = _values(y)
+        if len(values) != table.num_rows:
+            raise UserError(f"X has {table.num_rows:,} rows but y has {len(values):,}", "give one answer per row")
+        task, answers = self._answers(values)
+        text_cols = [table.column(c) for c in text]
+        names = ["text"] if len(text) == 1 else [f"text{i}" for i in range(len(text))]
+        return pa.table(text_cols + [answers], names=names + ["answer"]), task
+
+    def _answers(self, values: list) -> tuple[str, pa.Array]:
+        raise NotImplementedError
+
+    def fit(self, X: Any, y: Any = None) -> "_TextEstimator":
+        """Train on ``X`` (texts: a list, NumPy array, pandas Series or DataFrame,
+        Arrow array or table; or a path, glob or URL, or a list of
+        ``pathlib.Path``) and ``y`` (the answers, or a column name of ``X``).
+        Returns ``self``."""
+        self._label_values = {}
+        work = tempfile.mkdtemp(prefix="lancetnic-flow-data-")
+        try:
+            if _is_files(X):
+                urls = [str(X)] if isinstance(X, (str, os.PathLike)) else [str(x) for x in X]
+                answer = y if isinstance(y, str) else ("target" if self._task == "regress" else "label")
+                data = DataConfig(train=urls, text=[self.text_column], val_fraction=self.val_fraction)
+                task = self._task
+            else:
+                table, task = self._training_table(X, y)
+                path = os.path.join(work, "train.parquet")
+                pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS)
+                text = [c for c in table.column_names if c != "answer"]
+                data = DataConfig(train=[path], text=text, val_fraction=self.val_fraction,
+                                  label_sep=LABEL_SEP if task == "multilabel" else None)
+                answer = "answer"
+            if task == "regress":
+                data.label, data.target = None, answer
+            else:
+                data.label = answer
+            self._fit_config(self._config(data, task, self.out or self._run_parent()))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return self
+
+    def _fit_config(self, cfg: TrainConfig) -> None:
+        from ..runs.predict import Predictor
+        from .progress import train
+
+        result = train(cfg, progress=self.progress)
+        self.run_ = result.run
+        self.metrics_ = result.metrics
+        self._set_predictor(Predictor(result.run))
+
+    def _set_predictor(self, predictor) -> None:
+        self.predictor_ = predictor
+
+    def _run_parent(self) -> str:
+        """A temporary parent for the run folder when no ``out`` is given: it
+        goes when the estimator does (``save`` keeps a copy)."""
+        old = getattr(self, "_runs_finalizer", None)
+        if old is not None:
+            old()
+        parent = tempfile.mkdtemp(prefix="lancetnic-flow-runs-")
+        self._runs_finalizer = weakref.finalize(self, shutil.rmtree, parent, True)
+        return parent
+
+    # ------------------------------------------------------------ use
+
+    def _fitted(self):
+        if not hasattr(self, "predictor_"):
+            raise UserError(f"this {type(self).__name__} is not fitted yet", "call fit(X, y) first, or load(path)")
+        return self.predictor_
+
+    def _rows(self, X: Any):
+        if _is_files(X):
+            raise UserError("predict() takes texts in memory; for files use `lancetnic-flow predict RUN --input "
+                            "FILES --output OUT` (every row, over Dask, to any format)",
+                            f"pass {SUPPORTED}")
+        return self._fitted().rows(X, text_column=self.text_column if is_table(X) else None)
+
+    def save(self, path: str | os.PathLike, storage_options: dict | None = None) -> str:
+        """Copy the trained run folder to ``path`` (a local folder or any fsspec
+        URL); :meth:`load` reads it, as does ``lancetnic-flow predict``."""
+        import fsspec
+
+        run = self._fitted().run.url
+        fs, target = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
+        src_fs, src = fsspec.core.url_to_fs(run)
+        fs.makedirs(target, exist_ok=True)
+        for name in src_fs.ls(src, detail=False):
+            if src_fs.isfile(name):
+                with src_fs.open(name, "rb") as f:
+                    fs.pipe_file(f"{target.rstrip('/')}/{Path(name).name}", f.read())
+        return str(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, storage_options: dict | None = None):
+        """An estimator holding the run folder at ``path`` (from :meth:`save` or
+        ``lancetnic-flow train``), ready to predict. Loading never unpickles code."""
+        from ..runs.predict import Predictor
+
+        pred = Predictor(str(path), storage_options)
+        est = cls()
+        cfg = pred.run.config
+        est.set_params(model=cfg.get("model", {}).get("name"), text_column=(cfg.get("data", {}).get("text")
+                                                                           or ["text"])[0])
+        est.run_ = str(path)
+        est.metrics_ = pred.run.metrics
+        est._set_predictor(pred)
+        return est
+
+
+class TextClassifier(_TextEstimator):
+    """Text classification (``y``: one label per row) and multi-label
+    classification (``y``: a list of labels per row), scikit-learn style."""
+
+    def _answers(self, values: list) -> tuple[str, pa.Array]:
+        first = next((v for v in values if v is not None), None)
+        if isinstance(first, (list, tuple, set, frozenset, np.ndarray)):
+            sets = [None if v is None else LABEL_SEP.join(str(x) for x in v) for v in values]
+            return "multilabel", pa.array(sets, pa.string())
+        # Labels travel as text, as a CSV reader gives them; predictions come back as the values given.
+        self._label_values = {str(v): v for v in set(values) if v is not None and not isinstance(v, str)}
+        return "classify", as_table(values, "y").column(0)
+
+    def _set_predictor(self, predictor) -> None:
+        self.predictor_ = predictor
+        if predictor.regresses and not predictor.classifies:
+            raise UserError(f"{predictor.run.url} is a regression run", "load it with TextRegressor")
+        values = getattr(self, "_label_values", {})
+        self.classes_ = np.array([values.get(x, x) for x in predictor.labels], dtype=object)
+        self.multilabel_ = predictor.multilabel
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Probabilities, one row per input row, columns in ``classes_`` order (a
+        row sums to 1; multi-label: each label's own probability); a row with
+        no usable text is all NaN."""
+        return self._fitted().predict_proba(self._rows(X))
+
+    def predict(self, X: Any, threshold: float = 0.5) -> np.ndarray:
+        """The label of each row (multi-label: a list of labels at or above
+        ``threshold``); None for a row with no usable text."""
+        pred = self._fitted()
+        rows = self._rows(X)
+        if pred.multilabel:
+            out = np.empty(rows.num_rows, dtype=object)
+            out[:] = [d["labels"] for d in pred.label_sets(rows, threshold)]
+            return out
+        values = getattr(self, "_label_values", {})
+        return np.array([values.get(x, x) for x in pred.prediction_columns(rows)["predicted"].to_pylist()],
+                        dtype=object)
+
+    def score(self, X: Any, y: Sequence) -> float:
+        """Accuracy (multi-label: subset accuracy, every label of the row right);
+        a row that cannot be predicted counts as wrong."""
+        got = self.predict(X)
+        want = list(y.tolist() if hasattr(y, "tolist") else y)
+        if len(want) != len(got):
+            raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
+        if getattr(self, "multilabel_", False):
+            return float(np.mean([g is not None and set(g) == {str(w) for w in ws} for g, ws in zip(got, want)]))
+        return float(np.mean([g is not None and str(g) == str(w) for g, w in zip(got, want)]))
+
+
+class TextRegressor(_TextEstimator):
+    """Text regression (``y``: a number per row), scikit-learn style."""
+
+    _task = "regress"
+    _default_model = "ScalpelReg"
+
+    def _answers(self, values: list) -> tuple[str, pa.Array]:
+        try:
+            return "regress", pc.cast(as_table(values, "y").column(0), pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise UserError(f"y must hold numbers for a regressor ({exc})", "use TextClassifier for labels") from None
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The value of each row in the target's units; NaN for a row with no usable text."""
+        return self._fitted().predict_values(self._rows(X))
+
+    def score(self, X: Any, y: Sequence) -> float:
+        """R² of the predictions; a row that cannot be predicted counts as predicting the mean."""
+        got = self.predict(X)
+        want = np.asarray(y, dtype=np.float64)
+        if len(want) != len(got):
+            raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
+        got = np.where(np.isnan(got), want.mean(), got)
+        total = ((want - want.mean()) ** 2).sum()
+        return float(1 - ((want - got) ** 2).sum() / total) if total else 0.0
+
+
+__all__ = ["TextClassifier", "TextRegressor"]

@@ -1,0 +1,51 @@
+"""What a Python caller sees while a run trains.
+
+The same views as the command line (:class:`~lancetnic_flow.ui.report.ConsoleReport`):
+the live dashboard in a terminal; plain milestone and status lines
+elsewhere, which is also what a Jupyter notebook shows (Rich renders them
+in the cell's output); nothing with ``progress=False``.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from ..events import NULL_EVENTS, Events
+
+
+@contextlib.contextmanager
+def progress_events(progress: bool | Events = True) -> Iterator[Events]:
+    """Events for one run: a console view subscribed when ``progress`` is True,
+    the caller's own :class:`Events` when one is given, none when False."""
+    if isinstance(progress, Events):
+        yield progress
+        return
+    if not progress:
+        yield NULL_EVENTS
+        return
+    from ..ui.report import ConsoleReport
+
+    report = ConsoleReport()
+    events = Events()
+    events.subscribe(report)
+    try:
+        yield events
+    finally:
+        report.finish()
+
+
+def train(config: Any, events: Events | None = None, *, progress: bool = True, client: Any = None,
+          resume: str | None = None):
+    """Train as ``config`` (a :class:`~lancetnic_flow.config.TrainConfig`) says and
+    return a :class:`~lancetnic_flow.training.orchestrator.TrainResult`.
+
+    Shows progress as the command line does unless ``progress=False`` (or
+    ``events`` is given: then only its listeners see the run). ``client``:
+    an existing ``distributed.Client`` instead of a LocalCluster."""
+    from ..training.orchestrator import train as run_training
+
+    with progress_events(events if events is not None else progress) as ev:
+        return run_training(config.validate(), ev, client=client, resume=resume)
+
+
+__all__ = ["progress_events", "train"]

@@ -1,0 +1,100 @@
+"""In-memory inputs as rows: a list of texts, a NumPy array, a pandas Series
+or DataFrame, an Arrow array, record batch or table.
+
+Prediction and the estimators read them through the same rules as files
+(:func:`~.readers.table.finish` in ``all_rows`` mode): one output row per
+input row, in order, each with a ``status`` ("ok" or why it cannot be
+used). pandas is never imported here; a pandas object is recognised only
+when pandas is already loaded.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import UserError
+from .readers.table import finish
+from .sources import Chunk, Columns
+
+SUPPORTED = "a list of texts, a NumPy array, a pandas Series or DataFrame, or an Arrow array or table"
+
+
+def _pandas(kind: str):
+    pd = sys.modules.get("pandas")
+    return getattr(pd, kind, None) if pd is not None else None
+
+
+def is_table(data: Any) -> bool:
+    """True for inputs with named columns (a DataFrame, an Arrow table or record batch)."""
+    frame = _pandas("DataFrame")
+    return isinstance(data, (pa.Table, pa.RecordBatch)) or (frame is not None and isinstance(data, frame))
+
+
+def _text_values(values: list) -> pa.Array:
+    # Numbers become their text (as a CSV reader reads them); None and NaN are missing text.
+    out = [v if isinstance(v, str) else None if v is None or (isinstance(v, float) and v != v)
+           else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values]
+    return pa.array(out, pa.string())
+
+
+def as_table(data: Any, name: str = "text") -> pa.Table:
+    """Any supported input as an Arrow table; a sequence of texts becomes the column ``name``."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, (pa.Array, pa.ChunkedArray)):
+        return pa.table({name: data})
+    frame, series = _pandas("DataFrame"), _pandas("Series")
+    if frame is not None and isinstance(data, frame):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if series is not None and isinstance(data, series):
+        return pa.table({name: _text_values(data.tolist())})
+    if isinstance(data, (str, bytes)):
+        raise UserError("one string was given where a sequence of texts is expected",
+                        "wrap it in a list: [text]")
+    if isinstance(data, np.ndarray):
+        if data.ndim == 2 and data.shape[1] == 1:
+            data = data[:, 0]
+        if data.ndim != 1:
+            raise UserError(f"an array of shape {data.shape} is not a sequence of texts",
+                            "pass a 1-D array (or one column) of strings")
+        return pa.table({name: _text_values(data.tolist())})
+    if isinstance(data, Sequence) or hasattr(data, "__iter__"):
+        return pa.table({name: _text_values(list(data))})
+    raise UserError(f"cannot read texts from a {type(data).__name__}", f"pass {SUPPORTED}")
+
+
+def text_columns_of(table: pa.Table, wanted: Sequence[str]) -> tuple[str, ...]:
+    """The text column(s) to read: ``wanted`` when the table has them, else its only column."""
+    have = table.column_names
+    if all(c in have for c in wanted):
+        return tuple(wanted)
+    if len(have) == 1:
+        return (have[0],)
+    missing = next(c for c in wanted if c not in have)
+    raise UserError(f"the table has no text column {missing!r} (its columns: {', '.join(have)})",
+                    "name the text column (text_column=... / --text-column), or pass that column alone")
+
+
+def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] | str | None = None,
+               numeric: Sequence[str] = ()) -> Chunk:
+    """``data`` as prediction rows: ``text``, the numeric columns present,
+    ``keep:NAME`` columns and ``status``, one per input row, in order."""
+    table = as_table(data, text[0] if len(text) == 1 else "text")
+    cols = text_columns_of(table, text)
+    have = table.column_names
+    keep_all = keep == "all"
+    listed = () if keep_all or keep is None else tuple(keep)
+    for c in listed:
+        if c not in have:
+            raise UserError(f"keep: no column {c!r} (the columns: {', '.join(have)})", "name columns of the input")
+    columns = Columns(text=cols, numeric=tuple(c for c in numeric if c in have), keep=listed,
+                      keep_all=keep_all, all_rows=True)
+    return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
+
+
+__all__ = ["as_table", "input_rows", "is_table", "text_columns_of", "SUPPORTED"]

@@ -1,0 +1,154 @@
+"""A row's labels: one label (classify, multitask) or a set of them (multilabel).
+
+``--task multilabel`` reads the label column as a set per row, from any of:
+
+* a list (a JSON Lines array, a Parquet list column);
+* a string holding a JSON list, ``'["a", "b"]'`` (CSV, TSV);
+* a string split by ``--label-sep``, ``"a|b"`` with ``--label-sep "|"``;
+* fastText lines with several ``__label__`` tags (see :mod:`.lines`);
+* otherwise a plain string is a set of one label.
+
+The output column is ``list<string>``: labels trimmed, empty ones dropped, so an
+empty set is a row without a label (skipped as ``missing_label``).
+
+A single-label task never cuts a set down to one label silently: a list, or a
+string holding a JSON list, stops the run with :class:`LabelListError`.
+Everything is vectorised with ``pyarrow.compute``: no Python loop per row.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import UserError
+
+# A JSON array: "[", then an empty list or the start of a JSON value. "[deleted]"
+# or "[draft]" are plain label names, not lists.
+JSON_LIST_RE = r'^\[\s*(\]$|("|-?[0-9]|true\b|false\b|null\b)[\s\S]*\]$)'
+MULTILABEL_HINT = "train with --task multilabel to learn every label of a row (see docs/multilabel.md)"
+
+
+class LabelListError(UserError):
+    """A single-label task met rows with several labels. Raised where the file
+    is not known; :func:`~lancetnic_flow.data.readers.read_partition` names it."""
+
+    def __reduce__(self) -> tuple:
+        # Dask sends a worker's exception back pickled: keep the hint.
+        return (type(self), (self.message, self.hint))
+
+    def at(self, url: str) -> "LabelListError":
+        """This error, naming the file it came from."""
+        return self if self.message.startswith(url) else LabelListError(f"{url}: {self.message}", self.hint)
+
+
+def several_labels(what: str, example: str, rows: int) -> LabelListError:
+    """The error of a single-label task given rows that hold several labels."""
+    return LabelListError(f"{rows:,} row(s) hold {what} (e.g. {example[:80]!r}), but a single-label task "
+                          "keeps one label per row: rerun with --task multilabel", MULTILABEL_HINT)
+
+
+def check_single(label) -> None:
+    """Refuse a label column that holds lists (or JSON lists) under a single-label task."""
+    t = label.type
+    if is_list_type(t):
+        lists = pc.drop_null(label)
+        if len(lists):
+            raise several_labels("a list of labels", str(lists[0].as_py()), len(lists))
+        return
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        return
+    # Cheap first: most chunks have no label starting with "[" at all.
+    if not (pc.any(pc.starts_with(label, "[")).as_py() or False):
+        return
+    lists = pc.fill_null(pc.match_substring_regex(label, JSON_LIST_RE), False)
+    bad = pc.sum(lists).as_py() or 0
+    if bad:
+        raise several_labels("a JSON list of labels", pc.filter(label, lists)[0].as_py(), bad)
+
+
+def label_sets(label, sep: str | None) -> pa.ListArray:
+    """The label column as ``list<string>``, one set per row (see the module docstring)."""
+    if isinstance(label, pa.ChunkedArray):
+        label = label.combine_chunks()
+    if is_list_type(label.type):
+        values = pc.list_flatten(label)
+        return _rebuild(len(label), pc.list_parent_indices(label), _as_text(values))
+    text = pc.utf8_trim_whitespace(_as_text(label))
+    is_json = pc.fill_null(pc.match_substring_regex(text, JSON_LIST_RE), False)
+    # Without a separator a plain string is a set of one label.
+    parts = pc.split_pattern(text, sep) if sep else \
+        pa.ListArray.from_arrays(pa.array(np.arange(len(text) + 1, dtype=np.int32)), text)
+    if pc.any(is_json).as_py():
+        parts = _with_json_lists(text, is_json, parts)
+    return _rebuild(len(label), pc.list_parent_indices(parts), pc.list_flatten(parts))
+
+
+def fasttext_sets(tags: pa.Array) -> pa.ListArray:
+    """fastText's ``__label__a __label__b`` prefixes → one label set per line."""
+    tags = pc.utf8_trim_whitespace(tags)
+    parts = pc.split_pattern_regex(tags, r"\s+")
+    names = pc.replace_substring_regex(pc.list_flatten(parts), "^__label__", "")
+    return _rebuild(len(tags), pc.list_parent_indices(parts), names)
+
+
+def tag_counts(tags: pa.Array) -> pa.Array:
+    """How many ``__label__`` tags each fastText line starts with."""
+    return pc.count_substring_regex(tags, r"(^|\s)__label__")
+
+
+def is_list_type(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` holds lists (a JSON array, a Parquet list)."""
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _as_text(arr) -> pa.Array:
+    """Labels as strings (JSON numbers and booleans as their text, like a single label)."""
+    if pa.types.is_string(arr.type):
+        return arr
+    if pa.types.is_dictionary(arr.type):
+        arr = pc.cast(arr, arr.type.value_type)
+    try:
+        return pc.cast(arr, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise UserError(f"labels of type {arr.type} cannot be read as label names",
+                        "give labels as strings or numbers, e.g. [\"a\", \"b\"]") from None
+
+
+def _with_json_lists(text: pa.Array, is_json: pa.Array, parts: pa.ListArray) -> pa.ListArray:
+    """``parts`` with the rows holding a JSON list replaced by that list's items.
+
+    Items are split at ``","`` between quoted items (so a comma inside a label
+    stays), or at commas between bare numbers and literals."""
+    inner = pc.replace_substring_regex(text, r"^\[\s*|\s*\]$", "")
+    quoted = pc.match_substring(inner, '"')
+    bare = pc.binary_join_element_wise('"', pc.replace_substring_regex(inner, r"\s*,\s*", '","'), '"', "")
+    items = pc.split_pattern_regex(pc.if_else(quoted, inner, bare), r'"\s*,\s*"')
+    values = pc.replace_substring_regex(pc.list_flatten(items), r'^\s*"|"\s*$', "")
+    values = pc.replace_substring(values, '\\"', '"')
+    # Join the two per row: a JSON row takes its items, any other row its own parts.
+    json_rows = np.asarray(is_json.to_numpy(zero_copy_only=False), bool)
+    json_parents = pc.list_parent_indices(items).to_numpy()
+    other_parents = pc.list_parent_indices(parts).to_numpy()
+    keep_json = json_rows[json_parents]
+    keep_other = ~json_rows[other_parents]
+    parents = np.concatenate([json_parents[keep_json], other_parents[keep_other]])
+    merged = pa.concat_arrays([values.filter(pa.array(keep_json)),
+                               pc.list_flatten(parts).filter(pa.array(keep_other))])
+    order = np.argsort(parents, kind="stable")
+    counts = np.bincount(parents, minlength=len(text))
+    offsets = np.zeros(len(text) + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), merged.take(pa.array(order)))
+
+
+def _rebuild(n: int, parents, values: pa.Array) -> pa.ListArray:
+    """``n`` label sets from flat ``values`` and the row each belongs to
+    (rows in order), labels trimmed and empty ones dropped."""
+    values = pc.utf8_trim_whitespace(values)
+    keep = pc.fill_null(pc.greater(pc.utf8_length(values), 0), False)
+    rows = np.asarray(parents.to_numpy(zero_copy_only=False) if hasattr(parents, "to_numpy") else parents, np.int64)
+    kept = np.asarray(keep.to_numpy(zero_copy_only=False), bool)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(rows[kept], minlength=n), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(keep))

@@ -1,0 +1,75 @@
+"""Label sets (``--task multilabel``) as multi-hot rows.
+
+A reader gives each row a ``list<string>`` of labels; from here on a block's
+``labels`` is a ``uint8`` matrix of rows × labels, 1 where the row has the
+label. Its size is bounded by the block's rows times the label set, never by
+the vocabulary, and it gathers, slices and concatenates like any per-row
+array of a :class:`~.rows.RowBlock`. All array operations: no loop per row.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def is_label_sets(column) -> bool:
+    """Whether a table's ``label`` column holds label sets (multilabel) rather than one label a row."""
+    t = column.type
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _flat(sets) -> tuple[pa.Array, np.ndarray, int]:
+    """(every label of every row, the row each belongs to, the number of rows)."""
+    if isinstance(sets, pa.ChunkedArray):
+        sets = sets.combine_chunks() if sets.num_chunks else pa.array([], sets.type)
+    return pc.list_flatten(sets), pc.list_parent_indices(sets).to_numpy().astype(np.int64), len(sets)
+
+
+def multi_hot(sets, names: list[str]) -> np.ndarray:
+    """Label sets → rows × ``len(names)`` uint8, columns in ``names`` order;
+    a label not in ``names`` (unseen in training) is left out of its row."""
+    values, rows, n = _flat(sets)
+    out = np.zeros((n, len(names)), np.uint8)
+    if len(values):
+        ids = pc.fill_null(pc.index_in(values, value_set=pa.array(names, pa.string())), -1).to_numpy()
+        known = ids >= 0
+        out[rows[known], ids[known]] = 1
+    return out
+
+
+def chunk_multi_hot(sets) -> tuple[np.ndarray, np.ndarray]:
+    """Label sets → (rows × the chunk's own labels uint8, those labels' names):
+    a raw shard's labels, before the run's label set is known."""
+    values, rows, n = _flat(sets)
+    if not len(values):
+        return np.zeros((n, 0), np.uint8), np.array([], dtype=str)
+    enc = values.dictionary_encode()
+    out = np.zeros((n, len(enc.dictionary)), np.uint8)
+    out[rows, enc.indices.to_numpy(zero_copy_only=False)] = 1
+    return out, np.array(enc.dictionary.to_pylist(), dtype=str)
+
+
+def set_counts(sets) -> dict[str, int]:
+    """Rows per label (a label twice in one row counts once)."""
+    values, rows, _ = _flat(sets)
+    if not len(values):
+        return {}
+    enc = values.dictionary_encode()
+    ids = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    k = len(enc.dictionary)
+    pairs = np.unique(rows * k + ids)   # O(labels given), not rows × labels
+    counts = np.bincount(pairs % k, minlength=k)
+    return {str(name): int(c) for name, c in zip(enc.dictionary.to_pylist(), counts.tolist()) if c}
+
+
+def remap(hot: np.ndarray, names: np.ndarray, labels: list[str]) -> np.ndarray:
+    """A raw shard's multi-hot over its own ``names`` → columns in the run's
+    ``labels`` order; labels the run does not know are dropped."""
+    out = np.zeros((len(hot), len(labels)), np.uint8)
+    if len(names):
+        ids = pc.fill_null(pc.index_in(pa.array(names.tolist(), pa.string()),
+                                       value_set=pa.array(labels, pa.string())), -1).to_numpy()
+        known = ids >= 0
+        out[:, ids[known]] = hot[:, known]
+    return out
