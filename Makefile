@@ -5,28 +5,40 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: setup demo test test-fast bench image-check clean
+.PHONY: setup setup-test demo test test-fast bench image-check wheel-check clean
 
+# What running needs, nothing more (`make demo`); the test tools come with `make test`.
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e .
 	# compile the featurisation kernels once (numba caches them beside the source)
 	$(BIN)/python -c "from lancetnic_flow.features import kernels; kernels.warm()"
 	touch $(STAMP)
 
+setup-test: $(TEST_STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	touch $(TEST_STAMP)
+
 demo: setup
 	$(BIN)/lancetnic-flow demo
 
-test: setup
+test: setup-test
 	$(BIN)/python -m pytest -q
 
-test-fast: setup
+test-fast: setup-test
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The wheel alone, in a fresh venv: `pip install .` gives a working CLI.
+wheel-check:
+	PYTHON=$(PYTHON) bash scripts/check_wheel.sh
 
 bench: setup
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]'

@@ -5,6 +5,7 @@ data never import torch)::
 
     from lancetnic_flow import TextClassifier, TextRegressor         # scikit-learn style
     from lancetnic_flow import TrainConfig, DataConfig, train, Predictor, write_corpus
+    from lancetnic_flow import tune                                  # a time-bounded search, then train
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ _EXPORTS = {
     "TextClassifier": "lancetnic_flow.api.estimators",
     "TextRegressor": "lancetnic_flow.api.estimators",
     "TrainResult": "lancetnic_flow.training.orchestrator",
+    "tune": "lancetnic_flow.training.tune",
+    "TuneResult": "lancetnic_flow.training.tune",
     "TrainConfig": "lancetnic_flow.config",
     "DataConfig": "lancetnic_flow.config",
     "FeatureConfig": "lancetnic_flow.config",
@@ -30,6 +33,7 @@ _EXPORTS = {
     "write_corpus": "lancetnic_flow.data.synth",
     "Events": "lancetnic_flow.events",
     "UserError": "lancetnic_flow.errors",
+    "register_tokenizer": "lancetnic_flow.tokenizers",
 }
 
 

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UserError, close_matches
-from .formats import FORMATS
+from .formats import FORMATS, text_encoding
 from .scores import MONITORS, monitor_fits
 from .sizes import parse_size
 
 FEATURE_MODES = ("tfidf", "hashing", "ids")
+ANALYZERS = ("word", "char", "char_wb")
+NORMALIZATIONS = ("none", "nfkc", "nfc", "nfkd", "nfd")
+MAX_NGRAM = 32   # a sanity bound: the kernels' working arrays grow with the number of n-gram lengths
 TASKS = ("classify", "regress", "multitask", "multilabel")
 OPTIMIZERS = ("adam", "sgd", "radam", "rmsprop", "adadelta")
 CLASS_LOSSES = ("cross_entropy", "bce")
@@ -53,6 +56,7 @@ class DataConfig:
     numeric: list[str] = field(default_factory=list)
     storage_options: dict[str, Any] = field(default_factory=dict)
     label_sep: str | None = None     # --task multilabel: labels in one string, e.g. "a|b" with "|"
+    encoding: str | None = None      # the files' text encoding (None: UTF-8); predict and evaluate default to it
 
     def validate(self) -> None:
         if not self.train:
@@ -64,12 +68,13 @@ class DataConfig:
                                 "e.g. --val-fraction 0.1, or --val URL for a separate validation set")
         if not self.text:
             raise UserError("at least one text column is needed", "pass --text COLUMN")
+        text_encoding(self.encoding)   # an unknown codec, or one not readable in byte ranges: exit 2 now
 
 
 @dataclass
 class FeatureConfig:
     mode: str | None = None          # None: the model's own (registry.ModelSpec.features[0])
-    ngrams: int = 2                  # 1: words; 2: words and word pairs
+    ngrams: int = 2                  # the longest n-gram: 1: words; 2: words and word pairs (--ngram-range's MAX)
     max_features: int | None = None  # a fitted vocabulary's size cap (None: 100,000)
     min_df: float = 1
     max_df: float = 1.0
@@ -78,17 +83,58 @@ class FeatureConfig:
     buckets: int = 2**19             # hashed columns (--features hashing)
     max_len: int = 256
     idf: bool = True                 # hashing: weight buckets by inverse document frequency
+    analyzer: str = "word"           # word | char | char_wb: scikit-learn's analyzers
+    ngram_min: int = 1               # the shortest n-gram (--ngram-range's MIN)
+    stop_words: str | list[str] | None = None   # "english", or the words of --stop-words FILE (read once)
+    normalize: str = "none"          # Unicode normalisation before lower-casing: none | nfkc | nfc | nfkd | nfd
+    tokenizer: str | None = None     # a registered tokenizer ("module:name" when importable)
 
     def validate(self) -> None:
         if self.mode is not None:
             _choice("features", self.mode, FEATURE_MODES)
-        _choice("ngrams", self.ngrams, (1, 2))
         _positive("max_features", self.max_features)
         _positive("min_df", self.min_df)
         _positive("buckets", self.buckets)
         _positive("max_len", self.max_len)
         if isinstance(self.max_df, float) and not 0 < self.max_df <= 1.0:
             raise UserError(f"max_df: a fraction must be in (0, 1], got {self.max_df}")
+        self._check_text()
+
+    def _check_text(self) -> None:
+        """The tokenisation options, each error naming its flag."""
+        _choice("--analyzer", self.analyzer, ANALYZERS)
+        _choice("--normalize", self.normalize, NORMALIZATIONS)
+        if not (isinstance(self.ngrams, int) and isinstance(self.ngram_min, int) and 1 <= self.ngram_min <= self.ngrams):
+            raise UserError(f"--ngram-range {self.ngram_min},{self.ngrams}: need 1 ≤ MIN ≤ MAX",
+                            "e.g. --ngram-range 1,2 (words and pairs) or 2,4 with --analyzer char_wb")
+        if self.ngrams > MAX_NGRAM:
+            raise UserError(f"--ngram-range: n-grams of up to {MAX_NGRAM}, got {self.ngrams}", "e.g. 1,3 or 2,5")
+        word = self.analyzer == "word"
+        if self.stop_words is not None and not word:
+            raise UserError(f"--stop-words applies to words, not to --analyzer {self.analyzer}",
+                            "drop --stop-words, or use --analyzer word (scikit-learn ignores them there too)")
+        if self.tokenizer is not None and not word:
+            raise UserError(f"--tokenizer splits words; --analyzer {self.analyzer} reads characters",
+                            "drop one of them")
+        self.read_stop_words({})
+        if self.tokenizer is not None:
+            from .tokenizers import canonical
+
+            self.tokenizer = canonical(self.tokenizer)   # registered here, recorded with its module
+
+    def read_stop_words(self, storage_options: dict) -> None:
+        """--stop-words FILE (one word a line, any fsspec URL) → its words, read
+        once now: the run stores them and never needs the file again."""
+        if not isinstance(self.stop_words, str) or self.stop_words == "english":
+            return
+        from .storage import read_bytes
+
+        try:
+            text = read_bytes(self.stop_words, storage_options).decode("utf-8")
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise UserError(f"--stop-words {self.stop_words}: cannot read it ({e})",
+                            "give 'english' or a UTF-8 file of one word per line") from None
+        self.stop_words = sorted({w.strip() for w in text.splitlines() if w.strip()})
 
 
 @dataclass
@@ -111,6 +157,17 @@ class ModelConfig:
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)\s*$")
+
+
+def parse_duration(text: str | float | None, name: str = "time_budget") -> float:
+    """``"90s"``, ``"10m"``, ``"1h"`` (``--checkpoint-every``'s durations), or plain seconds → seconds (> 0)."""
+    s = str(text).strip().lower() if text is not None else ""
+    m = _DURATION.match(s) or re.match(r"^\s*(\d+(?:\.\d+)?)()\s*$", s)
+    seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "": 1}[m.group(2)] if m else 0.0
+    if seconds <= 0:
+        raise UserError(f"{name}: {text!r} is not a duration above zero",
+                        f"e.g. --{name.replace('_', '-')} 10m, 90s, 1h (or seconds: 600)")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -217,12 +274,40 @@ class OutputConfig:
     out: str = "runs"
     name: str | None = None
     cache: str | None = None
+    track: list[str] = field(default_factory=list)   # experiment trackers (TRACKERS), training/tracking.py
+    experiment: str | None = None    # --track mlflow: None → MLFLOW_EXPERIMENT_NAME, else --out's folder name
 
     def validate(self) -> None:
         # The same rule new_run_dir applies, checked before any work starts.
         if self.name is not None and (not re.fullmatch(r"[A-Za-z0-9._-]+", self.name) or self.name in (".", "..")):
             raise UserError(f"name: {self.name!r} is not a plain folder name",
                             "use letters, digits, '-', '_' and '.', without '/' or '..'")
+        self.track = parse_trackers(self.track)
+
+
+# --track's names and the module each needs (an optional extra: lancetnic_flow[track]).
+TRACKERS = {"tensorboard": "tensorboard", "mlflow": "mlflow"}
+
+
+def parse_trackers(names: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    """``["tensorboard,mlflow"]`` or ``"mlflow"`` → known tracker names, each once; an unknown
+    name, or one whose package is missing, is a UserError before any work."""
+    import importlib.util
+
+    given = [names] if isinstance(names, str) else list(names or [])
+    out: list[str] = []
+    for name in (n.strip().lower() for item in given for n in str(item).split(",")):
+        if not name or name in out:
+            continue
+        if name not in TRACKERS:
+            raise UserError(f"track: {name!r} is not one of {', '.join(TRACKERS)}"
+                            + close_matches(name, list(TRACKERS)),
+                            "e.g. --track tensorboard, --track mlflow, or --track tensorboard,mlflow")
+        if importlib.util.find_spec(TRACKERS[name]) is None:
+            raise UserError(f"--track {name} needs the {TRACKERS[name]} package, which is not installed",
+                            "pip install 'lancetnic_flow[track]'")
+        out.append(name)
+    return out
 
 
 @dataclass
@@ -238,6 +323,7 @@ class TrainConfig:
         """Check every field and resolve the model's defaults (task, features)."""
         from .registry import MODELS
 
+        self.features.read_stop_words(self.data.storage_options)   # the data's credentials open the file
         for part in (self.data, self.features, self.model, self.training, self.cluster, self.output):
             part.validate()
         from .registry import SPARSE_STEP
@@ -262,8 +348,14 @@ class TrainConfig:
                 f.mode = "tfidf"   # a vocabulary cap asks for a fitted vocabulary
             if spec.ngrams:
                 f.ngrams = max(f.ngrams, spec.ngrams)
+        if f.mode == "ids" and (f.ngram_min > 1 or f.analyzer != "word"):
+            raise UserError(f"--features ids reads word tokens in order, not {f.analyzer} n-grams "
+                            f"{f.ngram_min},{f.ngrams}", "drop --ngram-range/--analyzer, or pick a bag model")
         if f.mode == "ids":
             f.ngrams = 1   # token ids in order: no word pairs
+        if f.analyzer != "word" and f.mode != "hashing":
+            raise UserError(f"--analyzer {f.analyzer}: character n-grams are hashed, not a fitted vocabulary "
+                            f"(--features {f.mode})", "use --features hashing (ScalpelMC's default)")
         if f.mode == "hashing" and f.max_features is not None:
             raise UserError("--max-features caps a fitted vocabulary; hashed features have --buckets columns",
                             "drop --max-features, or use --features tfidf")
@@ -323,7 +415,9 @@ class TrainConfig:
 
 # Fields added after the first release, with the value a configuration written
 # before them meant: a saved run resumes, and its cache entry is found, as it was.
-ADDED_FIELDS = {"features": {"idf": False}, "training": {"sparse_optimizer": "adam"}}
+ADDED_FIELDS = {"features": {"idf": False, "analyzer": "word", "ngram_min": 1, "stop_words": None,
+                             "normalize": "none", "tokenizer": None},
+                "training": {"sparse_optimizer": "adam"}}
 
 
 def redact_options(options: Any) -> Any:
@@ -360,6 +454,20 @@ def parse_storage_options(pairs: list[str]) -> dict[str, Any]:
             node = node.setdefault(p, {})
         node[leaf] = parsed
     return out
+
+
+def ngram_options(ngram_range: str | None, ngrams: int | None) -> dict[str, int]:
+    """--ngram-range MIN,MAX (scikit-learn's ``ngram_range``) or --ngrams N
+    (short for 1,N) → FeatureConfig's ``ngram_min`` and ``ngrams``; neither: {}."""
+    if ngram_range is None:
+        return {} if ngrams is None else {"ngrams": ngrams}
+    if ngrams is not None:
+        raise UserError("--ngrams N is short for --ngram-range 1,N: give one of them")
+    try:
+        low, high = (int(x) for x in str(ngram_range).split(","))
+    except ValueError:
+        raise UserError(f"--ngram-range {ngram_range!r}: expected MIN,MAX", "e.g. --ngram-range 1,3") from None
+    return {"ngram_min": low, "ngrams": high}
 
 
 def parse_df(text: str, name: str) -> float | int:

@@ -20,6 +20,11 @@ class UserError(Exception):
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
 
+    def __reduce__(self) -> tuple:
+        # A worker's exception travels back through Dask pickled: keep the
+        # message and the hint, whatever the subclass.
+        return (type(self), (self.message, self.hint))
+
 
 def close_matches(word: str, options: list[str]) -> str:
     """A short 'did you mean' phrase, or '' when nothing is close."""

@@ -8,6 +8,8 @@ anywhere fsspec reaches.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +23,23 @@ from .errors import UserError
 # so a server that accepts and never answers would stall a run that long.
 # ``--storage-option client_kwargs.timeout=SECONDS`` changes it.
 HTTP_TIMEOUT_S = 30.0
+
+# Failed writes a user can fix (free space, another place, permissions), by
+# errno: they become a WriteError naming the place, not an internal error.
+WRITE_ERRORS = {
+    errno.ENOSPC: ("no space left on device", "free space there, or point --cache/--out/--output elsewhere"),
+    errno.EDQUOT: ("disk quota exceeded", "free space or raise the quota, or point --cache/--out/--output elsewhere"),
+    errno.EROFS: ("read-only file system", "point --cache/--out/--output at a writable place"),
+    errno.EACCES: ("permission denied", "make it writable for this user, or point --cache/--out/--output elsewhere"),
+    errno.EPERM: ("operation not permitted", "make it writable for this user, or point --cache/--out/--output "
+                                            "elsewhere"),
+    errno.ENOTDIR: ("a part of the path is a file, not a folder", "choose a path whose folders are folders"),
+    errno.EEXIST: ("a file is in the way of a folder", "choose a path whose folders are folders"),
+}
+
+
+class WriteError(UserError):
+    """A write failed for a reason the user can fix (full disk, read-only, no permission)."""
 
 
 def join(base: str, *names: str) -> str:
@@ -65,23 +84,81 @@ def open_options(url: str, storage_options: dict | None) -> dict:
     return so
 
 
+# What a full disk says while a file is written; other errors in that block
+# may come from the caller's own work (reading an input), not from this file.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def write_reason(exc: BaseException) -> tuple[str, str] | None:
+    """(what went wrong, what would work) for a failed write, or None when the user cannot fix it."""
+    if not isinstance(exc, OSError):
+        return None
+    code = errno.EACCES if exc.errno is None and isinstance(exc, PermissionError) else exc.errno
+    return WRITE_ERRORS.get(code)
+
+
 @contextlib.contextmanager
-def open_atomic(url: str, storage_options: dict) -> Iterator[Any]:
+def writing(url: str, only: tuple[int, ...] | None = None) -> Iterator[None]:
+    """Writes to ``url`` in this block: a failure the user can fix (of the
+    errnos ``only``, when given) becomes a :class:`WriteError` naming ``url``."""
+    try:
+        yield
+    except OSError as exc:
+        why = write_reason(exc)
+        if why is None or (only is not None and exc.errno not in only):
+            raise
+        raise WriteError(f"{why[0]} at {url}", why[1]) from None
+
+
+@contextlib.contextmanager
+def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator[Any]:
     """A binary file to write ``url`` through, renamed into place only when
     the block ends without an error, so a killed or failed writer never
-    leaves a half file under the real name."""
+    leaves a half file under the real name (and a failed one no temporary
+    file). ``sync``: a local file reaches the disk before the rename."""
     fs, path = fsspec.core.url_to_fs(url, **storage_options)
     parent = path.rsplit("/", 1)[0]
-    fs.makedirs(parent, exist_ok=True)
-    tmp = f"{path}.tmp-{time.monotonic_ns()}"
+    with writing(url):
+        fs.makedirs(parent, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}-{time.monotonic_ns()}"
     try:
-        with fs.open(tmp, "wb") as f:
+        with writing(url):
+            f = fs.open(tmp, "wb")
+        with writing(url, only=DISK_FULL), f:
             yield f
+            if sync and "file" in fs.protocol:
+                f.flush()
+                os.fsync(f.fileno())   # the rename must not land before the data does
+        with writing(url):
+            fs.mv(tmp, path)
     except BaseException:
         with contextlib.suppress(Exception):
             fs.rm(tmp)
         raise
-    fs.mv(tmp, path)
+
+
+def check_writable(url: str, storage_options: dict, flag: str, folder: bool = True) -> None:
+    """Refuse, before any work, a place that cannot be written: create the
+    folder (``url``, or its parent when ``folder`` is false) and a probe file
+    in it, then remove the probe. An object store gets only the probe."""
+    where = url if folder else (url.rsplit("/", 1)[0] if "/" in url.split("://", 1)[-1] else ".")
+    local = protocol(url) == "file"
+    try:
+        fs, path = fsspec.core.url_to_fs(where, **open_options(where, storage_options))
+        probe = f"{path.rstrip('/')}/.lancetnic-write-check-{os.getpid()}-{time.monotonic_ns()}"
+        if local:
+            fs.makedirs(path, exist_ok=True)
+        with fs.open(probe, "wb") as f:
+            f.write(b"ok")
+        fs.rm(probe)
+    except Exception as exc:
+        why = write_reason(exc)
+        if why is not None:
+            raise WriteError(f"{flag} {url}: cannot write there ({why[0]})", why[1]) from None
+        if local and not isinstance(exc, OSError):
+            raise
+        raise WriteError(f"{flag} {url}: cannot write there ({type(exc).__name__}: {exc})",
+                         "check the path, the credentials and that they may write there") from None
 
 
 def write_bytes(url: str, data: bytes, storage_options: dict) -> None:

@@ -58,6 +58,41 @@ def make_config(train, tmp: Path, *, val=None, epochs=3, seed=0, blocksize=None,
     )
 
 
+WORDS = [f"w{i}" for i in range(60)]
+LABELS = ["sports", "tech", "politics"]
+
+
+def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path | None = None):
+    """A :class:`Predictor` of model ``name`` for ``task`` with random (scaled-up) weights,
+    built in process in a second (no cluster, no training): hashed words and pairs, or ids
+    of ``WORDS`` cut at 12. With ``out``, also saved there as a run folder."""
+    import pyarrow as pa
+    import torch
+
+    from lancetnic_flow.features.vectorize import FittedFeatures
+    from lancetnic_flow.models import MODELS, create_model
+    from lancetnic_flow.runs.folder import LoadedRun, save_run
+    from lancetnic_flow.runs.predict import Predictor
+
+    torch.manual_seed(seed)
+    mode = MODELS[name].features[0]
+    regress = task in ("regress", "multitask")
+    features = FittedFeatures(mode=mode, ngrams=1 if mode == "ids" else 2, buckets=4096, max_len=12,
+                              vocabulary=pa.array(WORDS, pa.string()) if mode == "ids" else None,
+                              labels=LABELS if task != "regress" else [], target=(250.0, 40.0) if regress else None,
+                              numeric={f"n{i}": (3.0, 2.0) for i in range(numeric)})
+    model, meta = create_model(name, dim=features.dim, classes=0 if task == "regress" else len(LABELS),
+                               regress=regress, hidden=16, layers=1, dropout=0.1, embed=8, numeric=numeric)
+    with torch.no_grad():   # larger than the init's weights: logits far apart, rows that differ
+        for p in model.parameters():
+            p.mul_(3.0)
+    config = {"data": {"text": ["text"], "numeric": [f"n{i}" for i in range(numeric)]}}
+    meta = {**meta, "task": task}
+    if out is not None:
+        save_run(str(out), config=config, features=features, model=model, model_meta=meta, metrics={}, history=[])
+    return Predictor(LoadedRun(str(out or "memory"), config, features, model.eval(), meta, {}))
+
+
 # ---------------------------------------------------------------- tasks run on the workers
 # Dask pickles functions by reference: a worker imports this module (tests/ is on
 # the path the workers inherit), so it stays light (no torch, no scikit-learn).

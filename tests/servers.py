@@ -12,6 +12,7 @@ import email.utils
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -177,3 +178,78 @@ def scheduler_address(scheduler_file: Path, timeout: float = 60) -> str:
     while not scheduler_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     return json.loads(scheduler_file.read_text())["address"]
+
+
+class DroppingProxy:
+    """A TCP proxy on loopback that can cut every connection through it and
+    refuse new ones for a while: a network that drops for a few seconds.
+
+    ``with DroppingProxy(host, port) as p:`` connect to ``127.0.0.1:p.port``;
+    ``p.drop(3.0)`` closes what is open and refuses connections for 3 s."""
+
+    def __init__(self, host: str, port: int):
+        self.target = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._refuse_until = 0.0
+        self._closed = False
+
+    def __enter__(self) -> "DroppingProxy":
+        threading.Thread(target=self._accept, daemon=True, name="proxy-accept").start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._closed = True
+        self._listener.close()
+        self._cut()
+
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._open) // 2
+
+    def drop(self, seconds: float) -> None:
+        self._refuse_until = time.monotonic() + seconds
+        self._cut()
+
+    def _cut(self) -> None:
+        with self._lock:
+            socks, self._open = list(self._open), set()
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if time.monotonic() < self._refuse_until:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)

@@ -177,6 +177,7 @@ def test_predictor_on_a_dataframe_without_its_text_column_is_a_clear_error(train
 
 
 def test_in_memory_rows_keep_numbers_as_text_and_missing_values_as_empty_text():
-    t = input_rows([1, 2.5, None, float("nan"), "x"]).table
-    assert t["text"].to_pylist() == ["1", "2.5", "", "", "x"]
-    assert t["status"].to_pylist() == ["ok", "ok", "empty_text", "empty_text", "ok"]
+    t = input_rows([12, 2.25, None, float("nan"), "xy", "x"]).table
+    assert t["text"].to_pylist() == ["12", "2.25", "", "", "xy", "x"]
+    # "x" holds no token (two word characters in a row): empty_text, as in training
+    assert t["status"].to_pylist() == ["ok", "ok", "empty_text", "empty_text", "ok", "empty_text"]

@@ -202,7 +202,7 @@ def test_resume_errors_are_user_errors(small_corpus, tmp_path):
                       "--epochs cannot change")
     assert_user_error(cli("train", cwd=tmp_path), "train needs training data", "--resume")
     assert_user_error(cli("train", small_corpus, "--checkpoint-every", "often", cwd=tmp_path),
-                      "checkpoint_every", "10m")
+                      "--checkpoint-every: ", "10m")   # the flag as typed
 
 
 def test_resume_asks_again_for_masked_credentials(tmp_path):

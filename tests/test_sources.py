@@ -283,7 +283,7 @@ def test_bad_jsonl_rows_are_counted(tmp_path):
 
 def test_jsonl_numbers_as_labels(tmp_path):
     p = tmp_path / "n.jsonl"
-    p.write_bytes(b'{"text": "a", "label": 1}\n{"text": "b", "label": 2}\n')
+    p.write_bytes(b'{"text": "first row", "label": 1}\n{"text": "second row", "label": 2}\n')
     t, _, _ = read_all(plan_source([str(p)]), Columns(text=("text",), label="label"))
     assert t.column("label").to_pylist() == ["1", "2"]
 

@@ -1,23 +1,37 @@
-"""Train with your own tokenizer: a Dask step rewrites the text, then lancetnic_flow trains on it.
+"""Train with your own tokenizer: register it by name, then train and predict as with the built-in one.
 
     python workflows/custom_tokenizer.py
     python workflows/custom_tokenizer.py --data 'my-data/*.csv' --epochs 5
 
-lancetnic_flow's tokenizer is fixed (lowercase runs of 2+ word characters,
-scikit-learn's default). To use another one, run it over the data first, on
-the Dask workers, partition by partition: each row's text becomes its tokens
-joined by spaces, written as Parquet. The built-in tokenizer then just splits
-on the spaces, so its vocabulary is yours. Tokens must be word characters
-(letters, digits, '_'), 2 or more of them.
+``lancetnic_flow.features.register_tokenizer("subwords", fn)`` makes ``fn``
+(one text → its tokens; or, with ``batch=True``, a pyarrow string array →
+a list array, for a vectorised tokenizer) the tokenizer of any run trained
+with ``FeatureConfig(tokenizer="subwords")`` (``--tokenizer MODULE:NAME`` on
+the command line). The run stores the name, never the code; stop words,
+n-grams, hashing or the fitted vocabulary then apply to its tokens as to the
+built-in ones. ``fn`` receives the texts as the run prepares them
+(``--normalize``, lower-cased unless ``--no-lowercase``).
 
-The run folder knows the tokens, not the function: apply the same function
-to a text before predicting, as the end of this script does.
+Where it must be registered, and how it gets there:
+
+* the trainer (this script) registers it at import;
+* Dask workers: the run's options carry the function with them (pickled by
+  value for a script's own function), so workers of an existing cluster
+  (``--scheduler``) need nothing more; local workers also import this file
+  again as they start. A tokenizer in an importable module is recorded as
+  ``"module:name"``, and any process that lacks it imports that module;
+* predicting later (``Predictor``, ``predict``, ``evaluate``, ``serve``):
+  the process registers it first — by importing the module that does it. A
+  run whose tokenizer is not registered is refused, naming it.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import re
+
+from lancetnic_flow.features import register_tokenizer
+from lancetnic_flow.sizes import parse_size
 
 # Dask starts its worker processes by importing this file again (as
 # __mp_main__): keep the module level to imports and definitions.
@@ -30,7 +44,7 @@ def my_tokenizer(text: str) -> list[str]:
     subwords), so a misspelt or inflected word still shares features with its
     neighbours: "morani" → morani, _mor, mora, oran, rani, ani_."""
     tokens: list[str] = []
-    for word in re.findall(r"[^\W_]+", text.lower()):
+    for word in re.findall(r"[^\W_]+", text):
         if word in STOP_WORDS:
             continue
         tokens.append(word)
@@ -39,9 +53,8 @@ def my_tokenizer(text: str) -> list[str]:
     return tokens
 
 
-def tokenize_partition(df: "pandas.DataFrame") -> "pandas.DataFrame":
-    """One partition (a pandas DataFrame) with its text replaced by the tokens."""
-    return df.assign(text=df["text"].map(lambda t: " ".join(my_tokenizer(t)), na_action="ignore").astype("string"))
+# At the top level: every process that imports this file knows the name.
+TOKENIZER = register_tokenizer("subwords", my_tokenizer)
 
 
 def print_epoch(kind: str, event: dict) -> None:
@@ -56,49 +69,39 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--data", default="demo-data/custom-tokenizer.csv",
                    help="CSV with text and label columns (a glob or URL works); generated if missing")
     p.add_argument("--rows", type=int, default=10_000, help="rows to generate when --data is missing")
-    p.add_argument("--tokens", default=None, help="where the tokenised Parquet goes (default: next to --data)")
     p.add_argument("--out", default="runs", help="parent of the run folder")
     p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--blocksize", default="8MiB", help="bytes of CSV per tokenizer task")
+    p.add_argument("--blocksize", default="8MiB", help="bytes of data per featurisation task")
     p.add_argument("--workers", type=int, default=2, help="local Dask workers")
     p.add_argument("--scheduler", help="an existing Dask scheduler (tcp://HOST:8786) instead of local workers")
     return p.parse_args()
 
 
 def main() -> None:
-    import dask.dataframe as dd
-
-    from lancetnic_flow import (DataConfig, Events, FeatureConfig, OutputConfig, Predictor, TrainConfig, TrainingConfig,
-                                train, write_corpus)
-    from lancetnic_flow.dataflow.cluster import open_cluster
-    from lancetnic_flow.dataflow.plan import plan_memory
+    from lancetnic_flow import (ClusterConfig, DataConfig, Events, FeatureConfig, OutputConfig, Predictor, TrainConfig,
+                                TrainingConfig, train, write_corpus)
 
     args = parse_args()
     if not any(c in args.data for c in "*?[") and "://" not in args.data and not os.path.exists(args.data):
         os.makedirs(os.path.dirname(args.data) or ".", exist_ok=True)
         write_corpus(args.data, args.rows, classes=4, seed=11)
-    tokens_dir = args.tokens or re.sub(r"\.[^./]+$", "", args.data.replace("*", "all")) + "-tokens"
 
-    # The CLI's cluster: local workers sized by a memory plan, or --scheduler's.
-    with open_cluster(plan_memory(workers=args.workers), scheduler=args.scheduler) as client:
-        # 1. The tokenizer runs on the workers, one partition at a time (bounded memory).
-        frame = dd.read_csv(args.data, usecols=["text", "label"], blocksize=args.blocksize, dtype={"label": "string"})
-        frame.map_partitions(tokenize_partition).to_parquet(tokens_dir, write_index=False, overwrite=True)
-        print(f"tokenised {args.data} → {tokens_dir}")
+    # The workers tokenise with my_tokenizer as they featurise: no pass over the data beforehand.
+    events = Events()
+    events.subscribe(print_epoch)
+    cfg = TrainConfig(data=DataConfig(train=[args.data]),
+                      features=FeatureConfig(tokenizer=TOKENIZER, ngrams=1, max_features=50_000, min_df=2),
+                      training=TrainingConfig(epochs=args.epochs),
+                      cluster=ClusterConfig(workers=args.workers, scheduler=args.scheduler,
+                                            blocksize=parse_size(args.blocksize, "--blocksize")),
+                      output=OutputConfig(out=args.out, name="custom-tokenizer"))
+    result = train(cfg, events)
 
-        # 2. Train on the tokens; the same cluster featurises them.
-        events = Events()
-        events.subscribe(print_epoch)
-        cfg = TrainConfig(data=DataConfig(train=[f"{tokens_dir}/*.parquet"]),
-                          features=FeatureConfig(max_features=50_000, min_df=2),
-                          training=TrainingConfig(epochs=args.epochs),
-                          output=OutputConfig(out=args.out, name="custom-tokenizer"))
-        result = train(cfg, events, client=client)
-
-    # 3. Predict: the same function first, then the model.
+    # Predict: the run applies the registered tokenizer itself.
     predictor = Predictor(result.run)
+    print(f"tokenizer {predictor.run.features.tokenizer}")
     texts = ["The morani tesu was a kalop of great plondplea.", "Sure, the chopi and the brepli."]
-    for text, p in zip(texts, predictor.predict([" ".join(my_tokenizer(t)) for t in texts])):
+    for text, p in zip(texts, predictor.predict(texts)):
         print(f"{text!r} → {p['label']} ({p['probability']:.2f})")
     print(f"run {result.run}")
     print(f"val_accuracy {result.metrics['val_accuracy']:.4f}")

@@ -57,11 +57,13 @@ class _TextEstimator:
 
     def __init__(self, model: str | None = None, *, epochs: int = 10, batch_size: int = 512, lr: float = 0.01,
                  sparse_lr: float | None = None, hidden: int | None = None, dropout: float = 0.2,
-                 features: str | None = None, ngrams: int = 2, buckets: int = 2**19,
+                 features: str | None = None, analyzer: str = "word",
+                 ngram_range: tuple[int, int] = (1, 2), stop_words: str | list[str] | None = None,
+                 lowercase: bool = True, buckets: int = 2**19,
                  max_features: int | None = None, val_fraction: float = 0.1, early_stopping: int | None = 2,
                  class_weights: str = "none", random_state: int = 0, memory_budget: str | int | None = None,
                  workers: int | None = None, scheduler: str | None = None, text_column: str = "text",
-                 out: str | None = None, progress: bool = True):
+                 out: str | None = None, progress: bool = True, track: str | list[str] | None = None):
         self.model = model
         self.epochs = epochs
         self.batch_size = batch_size
@@ -70,7 +72,10 @@ class _TextEstimator:
         self.hidden = hidden
         self.dropout = dropout
         self.features = features
-        self.ngrams = ngrams
+        self.analyzer = analyzer
+        self.ngram_range = ngram_range
+        self.stop_words = stop_words
+        self.lowercase = lowercase
         self.buckets = buckets
         self.max_features = max_features
         self.val_fraction = val_fraction
@@ -83,6 +88,7 @@ class _TextEstimator:
         self.text_column = text_column
         self.out = out
         self.progress = progress
+        self.track = track
 
     # ------------------------------------------------------------ parameters
 
@@ -132,14 +138,24 @@ class _TextEstimator:
         budget = None if self.memory_budget is None else parse_size(self.memory_budget, "memory_budget")
         return TrainConfig(
             data=data,
-            features=FeatureConfig(mode=self.features, ngrams=self.ngrams, buckets=self.buckets,
+            features=FeatureConfig(mode=self.features, analyzer=self.analyzer, ngram_min=self.ngram_range[0],
+                                   ngrams=self.ngram_range[1], stop_words=self.stop_words, lowercase=self.lowercase,
+                                   buckets=self.buckets,
                                    max_features=self.max_features),
             model=ModelConfig(name=self.model or self._default_model, hidden=self.hidden, dropout=self.dropout),
             training=TrainingConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
                                     sparse_lr=self.sparse_lr, seed=self.random_state, task=task,
                                     early_stopping=self.early_stopping, class_weights=self.class_weights),
             cluster=ClusterConfig(memory_budget=budget, workers=self.workers, scheduler=self.scheduler),
-            output=OutputConfig(out=out))
+            output=OutputConfig(out=out, track=self.track or [], experiment=self._experiment()))
+
+    def _experiment(self) -> str | None:
+        """MLflow's experiment: without ``out`` the runs' parent is a temporary folder, whose
+        name (the default) would differ at every fit; the class name instead, unless the
+        environment names one."""
+        if self.out or os.environ.get("MLFLOW_EXPERIMENT_NAME"):
+            return None
+        return type(self).__name__
 
     def _training_table(self, X: Any, y: Any) -> tuple[pa.Table, str]:
         """In-memory ``X`` and ``y`` as one table (text, answer) and the task."""

@@ -10,7 +10,8 @@ import os
 
 from ..config import parse_storage_options
 from ..errors import UserError
-from ..storage import options_for
+from ..formats import text_encoding
+from ..storage import check_writable, options_for
 from .parser import build_parser
 
 
@@ -30,17 +31,19 @@ def _pair(text: str) -> tuple[float, float]:
 
 def _train_config(a: argparse.Namespace):
     from ..config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig,
-                          TrainingConfig, parse_df, parse_storage_options)
+                          TrainingConfig, ngram_options, parse_df, parse_storage_options)
 
     return TrainConfig(
         data=DataConfig(train=a.data, val=a.val or [], val_fraction=a.val_fraction, format=a.format,
                         text=a.text or ["text"], label=a.label, target=a.target, label_sep=a.label_sep,
                         numeric=[c.strip() for c in (a.numeric or "").split(",") if c.strip()],
-                        storage_options=parse_storage_options(a.storage_option)),
+                        storage_options=parse_storage_options(a.storage_option), encoding=a.encoding),
         features=FeatureConfig(mode=a.features, min_df=parse_df(a.min_df, "--min-df"),
                                max_df=parse_df(a.max_df, "--max-df"), max_len=a.max_len,
-                               **{k: getattr(a, k) for k in ("ngrams", "max_features", "buckets", "idf",
-                                                             "sublinear_tf") if getattr(a, k) is not None}),
+                               **ngram_options(a.ngram_range, a.ngrams),
+                               **{k: getattr(a, k) for k in ("max_features", "buckets", "idf", "sublinear_tf",
+                                                             "analyzer", "stop_words", "lowercase", "normalize",
+                                                             "tokenizer") if getattr(a, k) is not None}),
         model=ModelConfig(name=a.model, hidden=a.hidden, layers=a.layers, dropout=a.dropout, embed=a.embed),
         training=TrainingConfig(**{k: v for k, v in dict(
             epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, lr_schedule=a.lr_schedule, optimizer=a.optimizer,
@@ -52,7 +55,7 @@ def _train_config(a: argparse.Namespace):
         cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
                               threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize"),
                               dashboard=True),  # the dashboard link is shown by the console views
-        output=OutputConfig(out=a.out, name=a.name, cache=a.cache),
+        output=OutputConfig(out=a.out, name=a.name, cache=a.cache, track=a.track or [], experiment=a.experiment),
     ).validate()
 
 
@@ -64,6 +67,7 @@ RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads"
 
 def cmd_train(a: argparse.Namespace, report) -> int:
     from ..events import Events
+    from ..runs.folder import check_output_places
 
     events = Events()
     events.subscribe(report)
@@ -81,6 +85,7 @@ def cmd_train(a: argparse.Namespace, report) -> int:
         cfg = resume_config(a.resume, storage_options=parse_storage_options(a.storage_option),
                             memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
                             threads=a.worker_threads, scheduler=a.scheduler)
+        check_output_places(cfg, a.resume)
         train(cfg, events, resume=a.resume)
         return 0
     if not a.data:
@@ -89,6 +94,8 @@ def cmd_train(a: argparse.Namespace, report) -> int:
     from ..dataflow.cluster import scheduler_address
 
     cfg = _train_config(a)
+    # An unwritable --out or --cache: exit 2 now, not after the fit pass (train() checks again, for the API).
+    check_output_places(cfg)
     if not scheduler_address(cfg.cluster.scheduler):
         # Bad paths, formats and columns: exit 2 before torch loads (2 s).
         # The trainer plans the inputs again with its memory plan (a listing
@@ -149,9 +156,11 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     from ..runs.outputs import output_format
 
     output_format(a.output)
+    # An unwritable --output: exit 2 now, not after every row is predicted.
+    check_writable(a.output, options_for(a.output, so), "--output", folder=False)
     data = config["data"]
     cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()),
-                   keep=keep, keep_all=keep_all)
+                   keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
     plan, cluster = _cluster_for(a)
     src = checked_source(a.input, a.format, so, plan.partition, cols)
     from ..data.checks import first_columns
@@ -160,7 +169,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     pred = Predictor(a.run, run_so)          # damaged weights fail here, once, not on every worker
     if a.top_k and not pred.classifies:
         raise UserError("--top-k ranks labels: this run is a regression model", "drop --top-k")
-    _check_kept_names(cols, first_columns(src, so), pred.output_names(a.top_k))
+    _check_kept_names(cols, first_columns(src, so, cols.encoding), pred.output_names(a.top_k))
     with cluster as client:
         out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight, top_k=a.top_k,
@@ -205,7 +214,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    label=(a.label or data["label"]) if kind != "regress" else None,
                    target=(a.target or data.get("target")) if kind in ("regress", "multitask") else None,
                    numeric=tuple(data.get("numeric") or ()), multilabel=kind == "multilabel",
-                   label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None)
+                   label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None,
+                   encoding=text_encoding(a.encoding or data.get("encoding")))
     plan, cluster = _cluster_for(a)
     src = checked_source(a.data, a.format, so, plan.partition, cols)
     from ..runs.evaluate import evaluate_files
@@ -283,5 +293,87 @@ def cmd_run(a: argparse.Namespace, report) -> int:
     return cmd_train(build_parser().parse_args(prepare_workflow(a.workflow, a.set)), report)
 
 
+def cmd_serve(a: argparse.Namespace, report) -> int:
+    from ..runs.folder import read_run_json
+    from ..runs.serve import require_serve
+
+    if a.max_batch < 1:
+        raise UserError(f"--max-batch must be ≥ 1, got {a.max_batch}", "e.g. --max-batch 1000")
+    if not 0 <= a.port <= 65535:
+        raise UserError(f"--port must be between 0 and 65535, got {a.port}", "e.g. --port 8000")
+    require_serve()
+    run_so = options_for(a.run, parse_storage_options(a.storage_option))
+    # A wrong run folder is exit 2 before torch loads; damaged weights, before the server listens.
+    read_run_json(a.run, run_so)
+    from ..runs.serve import app, listen, serve
+
+    application = app(a.run, run_so, max_batch=a.max_batch)
+    sock = listen(a.host, a.port)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    if report.json is not None:
+        report.json("serving", {"run": str(a.run), "url": url, "max_batch": a.max_batch})
+    report.console.print(f"serving {a.run} at {url} (POST /predict, GET /health; Ctrl-C stops)", markup=False,
+                         highlight=False, soft_wrap=True)
+    # Whoever waits for the line (a supervisor, a test) reads it before the first request.
+    report.console.file.flush()
+    serve(application, sock, log_level="warning" if getattr(a, "quiet", False) else "info")
+    report.console.print(f"stopped serving {a.run}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def cmd_export(a: argparse.Namespace, report) -> int:
+    from ..runs.export import require_onnx
+    from ..runs.folder import read_run_json
+
+    require_onnx()
+    so = parse_storage_options(a.storage_option)
+    run_so = options_for(a.run, so)
+    read_run_json(a.run, run_so)
+    check_writable(a.onnx, options_for(a.onnx, so), "--onnx", folder=False)
+    from ..runs.export import export_onnx
+
+    out = export_onnx(a.run, a.onnx, so, run_so)
+    if report.json is not None:
+        report.json("exported", out)
+    report.console.print(f"wrote {out['onnx']} ({out['bytes']:,} bytes): inputs {', '.join(out['inputs'])}; "
+                         f"outputs {', '.join(out['outputs'])}; onnxruntime agrees with the model to "
+                         f"{out['difference']:.1g}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def cmd_tune(a: argparse.Namespace, report) -> int:
+    from ..config import parse_duration
+    from ..events import Events
+    from ..runs.folder import check_output_places
+
+    # A bad budget, cap, option, path or column: exit 2 before Optuna, torch or a cluster load.
+    budget = parse_duration(a.time_budget, "time_budget")
+    if a.trials is not None and a.trials < 1:
+        raise UserError(f"--trials must be ≥ 1, got {a.trials}", "e.g. --trials 20, or drop it")
+    if not a.data:
+        raise UserError("tune needs training data", "e.g. lancetnic-flow tune data/train.csv --time-budget 10m")
+    from ..dataflow.cluster import scheduler_address
+
+    cfg = _train_config(a)
+    check_output_places(cfg)
+    if not scheduler_address(cfg.cluster.scheduler):
+        from ..data.checks import check_training_inputs
+
+        check_training_inputs(cfg)
+    from ..training.tune import require_optuna, tune
+
+    require_optuna()
+    events = Events()
+    events.subscribe(report)
+    res = tune(cfg, time_budget=budget, trials=a.trials, events=events)
+    if report.view is not None and not report.quiet:   # not with --quiet or --json-log to stdout
+        from ..ui.tune_lines import trials_table
+
+        report.console.print(trials_table(res.trials, cfg.training.monitor))
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate,
-            "make-data": cmd_make_data, "demo": cmd_demo}
+            "make-data": cmd_make_data, "demo": cmd_demo, "serve": cmd_serve, "export": cmd_export,
+            "tune": cmd_tune}

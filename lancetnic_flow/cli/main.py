@@ -5,12 +5,13 @@ else is a bug: exit 1, with the traceback under ``--debug``.
 """
 from __future__ import annotations
 
+import re
 import sys
 from typing import Sequence
 
 from ..errors import UserError
 from .commands import COMMANDS
-from .parser import build_parser
+from .parser import all_options, build_parser, with_negative_values
 
 
 def known_failure(exc: Exception) -> tuple[str, str] | None:
@@ -30,9 +31,19 @@ def known_failure(exc: Exception) -> tuple[str, str] | None:
     return None
 
 
+def in_flags(message: str) -> str:
+    """A configuration error as the command line says it: ``max_features: …`` → ``--max-features: …``."""
+    m = re.match(r"^(?:[a-z_]+\.)?([a-z_]+): ", message)
+    if m:
+        flag = "--" + m.group(1).replace("_", "-")
+        if flag in all_options():
+            return flag + message[m.end(1):]
+    return message
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    a = parser.parse_args(argv)
+    a = parser.parse_args(with_negative_values(list(sys.argv[1:] if argv is None else argv)))
     if not a.command:
         parser.print_help()
         return 2
@@ -42,16 +53,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = ConsoleReport(quiet=getattr(a, "quiet", False), json_log=getattr(a, "json_log", None))
     except OSError as exc:
-        print(f"error: --json-log {a.json_log}: {exc.strerror or exc}", file=sys.stderr)
+        # Opening the log is the check: an unwritable --json-log stops the command before any work.
+        from ..storage import write_reason
+
+        why = write_reason(exc)
+        print(f"error: --json-log {a.json_log}: cannot write there ({why[0] if why else exc.strerror or exc})\n"
+              f"  hint: {why[1].replace('--cache/--out/--output', '--json-log') if why else 'check the path'}",
+              file=sys.stderr)
         return 2
     try:
         return COMMANDS[a.command](a, report)
     except UserError as exc:
         if debug:
             raise
-        report.error(exc.message, exc.hint, 2)
+        report.error(in_flags(exc.message), exc.hint, 2)
         return 2
     except KeyboardInterrupt as exc:
+        from ..dataflow.worker_setup import quiet_distributed_logs
+
+        # Clients and clusters still closing (at exit too) would log their lost connections as errors.
+        quiet_distributed_logs()
         report.close()
         # A TrainingInterrupted says where the checkpoint is and how to resume.
         said = str(exc) or ("before training began, so there is nothing to resume: run the same command again "

@@ -54,6 +54,8 @@ DATA = [
     O("--format", "auto|csv|tsv|jsonl|parquet|text|fasttext (default: from the file name)", "FMT", default="auto"),
     O("--storage-option", "fsspec storage option, repeatable; dotted keys nest (client_kwargs.endpoint_url=...)",
       "K=V", default=[], kind="append"),
+    O("--encoding", "text encoding of CSV/TSV/JSON Lines/text/fastText files, e.g. latin-1, cp1252 (default utf-8; "
+      "predict and evaluate: the run's)", "NAME"),
 ]
 CLUSTER = [
     O("--memory-budget", "total memory to plan for, e.g. 8GiB (default: the smaller of RAM and 16GiB)", "SIZE"),
@@ -78,7 +80,18 @@ TRAIN: dict[str, list[Option]] = {
         O("--features", "hashing|tfidf|ids (default: the model's: hashed terms for Scalpel* and FastTextBag, "
           "token ids for Lancet*)", "MODE"),
         O("--max-len", "tokens kept per row with --features ids", "N", int, 256),
-        O("--ngrams", "1 = words, 2 = words and word pairs (default 2)", "N", int),
+        O("--ngrams", "1 = words, 2 = words and word pairs (default 2); short for --ngram-range 1,N", "N", int),
+        O("--ngram-range", "n-grams from MIN to MAX, scikit-learn's ngram_range: 1,3 = words, pairs and triples; "
+          "2,4 with --analyzer char_wb = 2- to 4-character pieces (default 1,2)", "MIN,MAX"),
+        O("--analyzer", "word|char|char_wb, scikit-learn's: word n-grams, character n-grams of the text, or of "
+          "each word padded with spaces (text without spaces, typos; hashed features) (default word)", "NAME"),
+        O("--stop-words", "leave these words out before n-grams: english (scikit-learn's list) or FILE, one word "
+          "a line, any URL; read once and stored with the run", "english|FILE"),
+        O("--lowercase", "lower-case texts before tokenising (default on)", kind="bool"),
+        O("--normalize", "Unicode normalisation before lower-casing: nfkc (full-width Ａ → a, ligatures) or none "
+          "(default none)", "nfkc|none"),
+        O("--tokenizer", "a tokenizer of your own: a name registered with lancetnic_flow.features.register_tokenizer "
+          "in MODULE, imported here and on the workers (see workflows/custom_tokenizer.py)", "MODULE:NAME"),
         O("--buckets", "hashed columns with --features hashing (default 524288 = 2^19)", "N", int),
         O("--idf", "weight hashed terms by inverse document frequency (default on)", kind="bool"),
         O("--sublinear-tf", "use 1 + log(tf) (default on)", kind="bool"),
@@ -136,6 +149,11 @@ TRAIN: dict[str, list[Option]] = {
         O("--out", "parent of the run folder (default runs/)", "DIR", default="runs"),
         O("--name", "run folder name (default: a timestamp)", "NAME"),
         O("--cache", "shard cache (default OUT/.cache)", "URL"),
+        O("--track", "log each epoch's metrics, the options and the run folder to tensorboard (RUN/tensorboard/) "
+          "or mlflow (MLFLOW_TRACKING_URI, else MLflow's local default); repeatable or a comma list; needs "
+          "pip install 'lancetnic_flow[track]' (docs/tracking.md)", "NAME", kind="append"),
+        O("--experiment", "--track mlflow: the experiment (default: MLFLOW_EXPERIMENT_NAME, else --out's folder "
+          "name)", "NAME"),
     ],
 }
 PREDICT = [
@@ -173,6 +191,27 @@ DEMO = [
     O("--dir", "where the demo corpus and runs go", "DIR", default="demo-data"),
     O("--epochs", "passes over the data (default 2)", "N", int, 2),
 ]
+SERVE = [
+    O("--host", "address to listen on (default 127.0.0.1, this machine only; 0.0.0.0: every interface)", "HOST",
+      default="127.0.0.1"),
+    O("--port", "port to listen on (default 8000; 0: any free port, printed at start)", "PORT", int, 8000),
+    O("--max-batch", "most texts in one request; a larger one is refused with 413 (default 1000)", "N", int, 1000),
+    O("--storage-option", "fsspec storage option of the run's URL, repeatable", "K=V", default=[], kind="append"),
+]
+EXPORT = [
+    O("--onnx", "write the network as an ONNX graph to FILE (a path or any fsspec URL)", "FILE", required=True),
+    O("--storage-option", "fsspec storage option of the run's and FILE's URLs, repeatable", "K=V", default=[],
+      kind="append"),
+]
+
+TUNE = [
+    O("--time-budget", "how long to search: 90s, 10m, 1h, or seconds (default 10m); the final run with the best "
+      "options trains after it", "TIME", default="10m"),
+    O("--trials", "at most N trials, the defaults' trial included (default: until the time budget is spent)", "N",
+      int),
+]
+# `train` options that `tune` does not take: a search trains new runs, one process each.
+NOT_TUNED = ("--resume", "--ddp")
 
 EXAMPLES_TRAIN = """examples:
   lancetnic-flow make-data data/train.csv --rows 100000
@@ -186,6 +225,32 @@ EXAMPLES_TRAIN = """examples:
 def train_options() -> dict[str, Option]:
     """Every ``train`` option by its destination name (``max_features``)."""
     return {o.dest: o for group in TRAIN.values() for o in group}
+
+
+def all_options() -> dict[str, Option]:
+    """Every option of every command by its flag (``--memory-budget``)."""
+    tables = [*TRAIN.values(), DATA, CLUSTER, PREDICT, EVALUATE, MAKE_DATA, RUN, DEMO, SERVE, EXPORT, TUNE]
+    return {o.flag: o for table in tables for o in table}
+
+
+def with_negative_values(argv: list[str]) -> list[str]:
+    """``--memory-budget -1GiB`` as ``--memory-budget=-1GiB``: argparse reads a
+    value starting with "-" as an option and would answer with its usage block,
+    where the option's own check says what is wrong."""
+    options = all_options()
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        o = options.get(token)
+        if o is not None and o.kind in ("value", "append") and i + 1 < len(argv) \
+                and argv[i + 1].startswith("-") and argv[i + 1] not in options and not argv[i + 1].startswith("--"):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
 
 
 def _add_output_control(p: argparse.ArgumentParser) -> None:
@@ -246,4 +311,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "  lancetnic-flow run workflows/multiclass.yaml --set epochs=1 --set data.train=x.csv")
     w.add_argument("workflow", metavar="FILE", help="a workflow file; its keys are `train` options")
     _command(sub, "demo", "generate a corpus, train on it, predict with it", {"": DEMO})
+    v = _command(sub, "serve", "serve a trained run over HTTP: POST /predict, GET /health (docs/serving.md)",
+                 {"": SERVE}, epilog="examples:\n  lancetnic-flow serve runs/demo --port 8000\n"
+                 "  curl -s localhost:8000/predict -d '{\"texts\": [\"a great match\"], \"top_k\": 2}'")
+    v.add_argument("run", metavar="RUN", help="run folder")
+    x = _command(sub, "export", "export a trained run's network (ONNX; docs/serving.md)", {"": EXPORT},
+                 epilog="examples:\n  lancetnic-flow export runs/demo --onnx model.onnx")
+    x.add_argument("run", metavar="RUN", help="run folder")
+    _tune_command(sub)
     return parser
+
+
+def _tune_command(sub: Any) -> None:
+    """``tune``: ``train``'s options (but --resume, --ddp) and the search's own."""
+    groups = {"search": TUNE, **{title: [o for o in options if o.flag not in NOT_TUNED]
+                                 for title, options in TRAIN.items()}}
+    t = _command(sub, "tune", "search the model's options on the Dask workers for a time budget, then train with "
+                 "the best (docs/tune.md)", groups,
+                 epilog="examples:\n  lancetnic-flow tune data/train.csv --time-budget 10m\n"
+                        "  lancetnic-flow tune data/train.csv --val data/val.csv --time-budget 2m --trials 20 "
+                        "--name tuned")
+    t.add_argument("data", nargs="*", metavar="DATA", help="training data: paths, URLs or globs")
+    t.set_defaults(resume=None, ddp=None)

@@ -8,19 +8,27 @@ under a second, not after torch's import.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import fsspec
 
 from ..config import TrainConfig
 from ..errors import UserError
+from ..formats import text_encoding
 from ..storage import open_options
-from .readers import csv, jsonl, parquet
+from .readers import csv, jsonl, parquet, read_partition
 from .readers.lines import check_line_columns
 from .readers.table import check_names
-from .sources import Columns, SourcePlan, open_error, plan_source
+from .sources import Columns, FileInfo, Partition, SourcePlan, open_error, plan_source
+
+
+# Headers read at once while checking many files (remote stores answer in parallel).
+CHECK_THREADS = 16
 
 
 def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -> None:
-    """Read the head of the first file and raise UserError for missing columns."""
+    """Read the head of every file and raise UserError for the first one that
+    lacks a column or cannot be read as its format (files in parallel)."""
     if not columns.text:
         raise UserError("no text column given", "name at least one text column")
     if not plan.files:
@@ -31,20 +39,32 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
         raise UserError(f"nothing to read: {shown} "
                         f"{'is' if len(plan.files) == 1 else 'are'} empty",
                         "point at files that hold rows")
-    fi = plan.files[0]
-    if fi.format in ("text", "fasttext"):
-        check_line_columns(fi.url, fi.format, columns)
+
+    def check(fi: FileInfo) -> None:
+        if fi.format in ("text", "fasttext"):
+            check_line_columns(fi.url, fi.format, columns)
+            return
+        have = file_columns(fi, storage_options, columns.encoding)
+        if have is not None:
+            check_names(fi.url, have, columns, fi.format)
+
+    if len(plan.files) == 1:
+        check(plan.files[0])
         return
-    have = first_columns(plan, storage_options)
-    if have is not None:
-        check_names(fi.url, have, columns, fi.format)
+    with ThreadPoolExecutor(min(CHECK_THREADS, len(plan.files)), thread_name_prefix="lancetnic-check") as pool:
+        # map keeps file order: the error reported is the first file's in the listing.
+        for _ in pool.map(check, plan.files):
+            pass
 
 
-def first_columns(plan: SourcePlan, storage_options=None) -> list[str] | None:
+def first_columns(plan: SourcePlan, storage_options=None, encoding: str | None = None) -> list[str] | None:
     """The columns of the first file of ``plan`` (None: a line format, or nothing to read there)."""
-    if not plan.files:
-        return None
-    fi = plan.files[0]
+    return file_columns(plan.files[0], storage_options, encoding) if plan.files else None
+
+
+def file_columns(fi: FileInfo, storage_options=None, encoding: str | None = None) -> list[str] | None:
+    """The columns in the head of one file (None: a line format, or an empty file);
+    ``encoding``: its text encoding (None: UTF-8)."""
     url = fi.url
     if fi.format in ("text", "fasttext") or fi.size == 0:
         return None
@@ -52,7 +72,9 @@ def first_columns(plan: SourcePlan, storage_options=None) -> list[str] | None:
         if fi.format == "parquet":
             return parquet.columns_of(url, storage_options)
         with fsspec.open(url, "rb", compression=fi.compression, **open_options(url, storage_options)) as f:
-            return csv.columns_of(f, url, fi.format) if fi.format in ("csv", "tsv") else jsonl.columns_of(f, url)
+            if fi.format in ("csv", "tsv"):
+                return csv.columns_of(f, url, fi.format, encoding)
+            return jsonl.columns_of(f, url, encoding)
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -65,7 +87,8 @@ def training_columns(cfg: TrainConfig) -> Columns:
     d, task = cfg.data, cfg.training.task
     return Columns(text=tuple(d.text), label=d.label if task != "regress" else None,
                    target=d.target if task in ("regress", "multitask") else None, numeric=tuple(d.numeric),
-                   multilabel=task == "multilabel", label_sep=d.label_sep if task == "multilabel" else None)
+                   multilabel=task == "multilabel", label_sep=d.label_sep if task == "multilabel" else None,
+                   encoding=text_encoding(d.encoding))
 
 
 def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20) -> int:
@@ -82,7 +105,28 @@ def checked_source(urls: list[str], fmt: str, storage_options: dict, blocksize: 
     """``urls`` planned into partitions, with the columns ``columns`` names checked in the first file."""
     src = plan_source(urls, format=fmt, storage_options=storage_options, blocksize=blocksize)
     check_columns(src, columns, storage_options=storage_options)
+    check_first_block(src, columns, storage_options)
     return src
+
+
+# The start of the first file, read up front as a worker reads it, so a file in
+# another encoding stops the run before a cluster starts.
+FIRST_BLOCK = 1 << 20
+
+
+def check_first_block(plan: SourcePlan, columns: Columns, storage_options=None) -> None:
+    """Read the first ``FIRST_BLOCK`` bytes of the first file as a worker would,
+    raising what reading them raises: a file in another encoding than expected
+    (:func:`~.readers.table.check_decodable`), UTF-16 text, labels that do not fit."""
+    fi = next((f for f in plan.files if f.size), None)
+    if fi is None or fi.format == "parquet":
+        return
+    part = Partition(0, fi, 0, -1 if fi.compression else min(fi.size, FIRST_BLOCK))
+    chunks = read_partition(part, columns, storage_options=storage_options, chunk_bytes=FIRST_BLOCK)
+    try:
+        next(chunks, None)
+    finally:
+        chunks.close()
 
 
 def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0

@@ -53,6 +53,9 @@ class Columns:
     # list, a JSON list, fastText tags, or a string split by ``label_sep``).
     multilabel: bool = False
     label_sep: str | None = None
+    # --encoding: the files' text encoding as a codec name (formats.text_encoding);
+    # None is UTF-8. The readers decode each block to UTF-8 before parsing.
+    encoding: str | None = None
 
     def names(self) -> list[str]:
         out: list[str] = []
@@ -172,6 +175,36 @@ def _compression_of(name: str) -> tuple[str, str | None]:
     return base, comp
 
 
+def _data_files(urls: Sequence[str], so: dict, format: str) -> tuple[dict[str, tuple[dict, object]], list[str]]:
+    """Every file ``urls`` name, and those left out of a folder or glob because
+    their extension names no format (a README in a data folder)."""
+    seen: dict[str, tuple[dict, object]] = {}
+    named: set[str] = set()
+    for url in urls:
+        for full, info, fs in _expand(url, so):
+            seen.setdefault(full, (info, fs))
+            if not any(c in url for c in "*?[") and _same_file(url, full):
+                named.add(full)
+    unknown = [f for f in sorted(seen) if format == "auto" and f not in named and not _known(f)]
+    for f in unknown:
+        del seen[f]
+    if not seen:
+        shown = ", ".join(posixpath.basename(f) for f in unknown[:5])
+        raise UserError(f"no data files in {', '.join(urls)}: none of {shown} has a data extension",
+                        f"name files with one of {', '.join(sorted(EXTENSIONS))}, or pass --format")
+    return seen, unknown
+
+
+def _same_file(url: str, full: str) -> bool:
+    """Whether ``full`` is the file ``url`` names itself (not one found in a folder)."""
+    return full.rstrip("/").endswith(url.rstrip("/").split("://", 1)[-1].lstrip("./"))
+
+
+def _known(full: str) -> bool:
+    base, _ = split_compression(posixpath.basename(full.split("?", 1)[0]))
+    return posixpath.splitext(base)[1].lower() in EXTENSIONS
+
+
 def _infer_format(url: str, name: str) -> str:
     ext = posixpath.splitext(name)[1].lower()
     if ext in EXTENSIONS:
@@ -263,16 +296,33 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     except Exception as exc:  # noqa: BLE001 - translated for the user
         raise open_error(url, exc) from exc
     out = []
+    own = _own_outputs(found) if not explicit else set()
+    root = path.rstrip("/")
     for p, info in found.items():
         if info.get("type", "file") != "file":
             continue
-        base = posixpath.basename(p.rstrip("/"))
-        if not explicit and (base.startswith(".") or base.startswith("_")):
-            continue  # _SUCCESS, .crc and friends inside folders and globs
+        rel = p[len(root) + 1:] if p.startswith(root + "/") else posixpath.basename(p.rstrip("/"))
+        if not explicit and any(part.startswith((".", "_")) for part in rel.split("/")):
+            continue  # hidden files and folders, _SUCCESS, .crc, .cache/ and friends
+        if any(p.startswith(d + "/") for d in own):
+            continue  # lancetnic_flow's own run folders and shard caches are never data
         out.append((p if protocol in ("http", "https") else fs.unstrip_protocol(p), info, fs))
     if not out:
         raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
     return sorted(out, key=lambda t: t[0])
+
+
+# The files that mark a folder as lancetnic_flow's own output: a run folder, a shard-cache entry.
+OWN_MARKERS = ({"model.json", "config.json"}, {"config.json", "checkpoint.safetensors"}, {"manifest.json", "features.json"})
+
+
+def _own_outputs(found: dict) -> set[str]:
+    """Folders among ``found`` that are run folders or shard-cache entries."""
+    names: dict[str, set[str]] = {}
+    for p in found:
+        parent, base = posixpath.split(p.rstrip("/"))
+        names.setdefault(parent, set()).add(base)
+    return {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
 
 
 def plan_source(urls: Sequence[str], *, format: str = "auto",
@@ -290,10 +340,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
         raise UserError(f"blocksize must be positive, got {blocksize}")
     so = dict(storage_options or {})
 
-    seen: dict[str, tuple[dict, object]] = {}
-    for url in urls:
-        for full, info, fs in _expand(url, so):
-            seen.setdefault(full, (info, fs))
+    seen, unknown = _data_files(urls, so, format)
 
     files: list[FileInfo] = []
     partitions: list[Partition] = []
@@ -334,6 +381,10 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
                     Partition(len(partitions), fi, start, min(blocksize, size - start)))
 
     warnings: list[str] = []
+    if unknown:
+        shown = ", ".join(posixpath.basename(f) for f in unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        warnings.append(f"Skipped {len(unknown)} file(s) that are not data by their extension: {shown}.")
     if compressed:
         shown = ", ".join(compressed[:5]) + (f" and {len(compressed) - 5} more"
                                              if len(compressed) > 5 else "")

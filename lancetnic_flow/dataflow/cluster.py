@@ -9,8 +9,10 @@ import os
 from typing import Any, Iterator
 
 from ..errors import UserError
+from ..reconnect import RECONNECT_S
 from .main_guard import refuse_unguarded_script
 from .plan import THRESHOLDS, WORKER_ENV, MemoryPlan, plan_for_workers
+from .worker_setup import quiet_distributed_logs
 
 
 def workers_info(client) -> dict[str, dict]:
@@ -132,6 +134,8 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
                                 "set distributed.comm.tls.ca-file and distributed.comm.tls.client.cert/key in "
                                 "Dask's config, or the DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
                                 "…__CLIENT__CERT and …__CLIENT__KEY variables (docs/cluster.md §6)") from None
+            # Reconnecting after a dropped link may take longer than the 10 s first connect.
+            client._timeout = RECONNECT_S
             with client:
                 yield client
             return
@@ -142,7 +146,13 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
                                silence_logs=logging.ERROR, preload=["lancetnic_flow.dataflow.worker_setup"])
         try:
             with Client(cluster) as client:
-                yield client
+                try:
+                    yield client
+                except KeyboardInterrupt:
+                    # The cluster is torn down on purpose: its loggers' "lost the
+                    # connection" errors and tracebacks are noise, not news.
+                    quiet_distributed_logs()
+                    raise
         except BaseException:
             cluster.close()
             raise

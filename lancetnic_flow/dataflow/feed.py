@@ -18,6 +18,7 @@ from ..data.sources import Columns, SourcePlan
 from ..events import Events
 from ..features.rows import RowBlock
 from ..features.vectorize import FittedFeatures
+from ..reconnect import retrying
 from ..storage import join
 from .manifest import Manifest, read_manifest, write_manifest
 from .shards import PartitionResult, ShardInfo, count_partition, featurize_partition, load_or_repair
@@ -70,6 +71,11 @@ class ShardFeed:
                     storage_options=s.storage_options, cache_options=s.cache_options, chunk_bytes=s.chunk_bytes,
                     val_fraction=s.val_fraction)
 
+    def _renewed_kwargs(self) -> dict:
+        """After a reconnect: the scattered features were cancelled with every other future."""
+        self._features = None
+        return self._task_kwargs()
+
     def _jobs(self, epoch: int | None) -> list[tuple]:
         s = self.spec
         parts = s.train.partitions
@@ -81,7 +87,8 @@ class ShardFeed:
         order); the manifest is written after the last result."""
         jobs = self._jobs(epoch)
         results: list[PartitionResult] = []
-        for r in OrderedWindow(self.client, featurize_partition, jobs, self.spec.in_flight, **self._task_kwargs()):
+        for r in OrderedWindow(self.client, featurize_partition, jobs, self.spec.in_flight,
+                               renew=self._renewed_kwargs, **self._task_kwargs()):
             results.append(r)
             self.events.emit("featurized", done=len(results), total=len(jobs), rows=r.rows_read,
                              train_rows=r.train_rows, tokens=r.tokens, bytes_read=r.bytes_read, seconds=r.seconds)
@@ -132,4 +139,4 @@ class ShardFeed:
             task, kwargs["fcfg"] = count_partition, FeatureConfig(**s.feature_config)
         else:
             task, kwargs["features"] = featurize_partition, s.features
-        self.client.submit(task, part, split, **kwargs, pure=False).result()
+        retrying(self.client, lambda: self.client.submit(task, part, split, **kwargs, pure=False).result())

@@ -22,7 +22,9 @@ from .shards import PartitionResult, ShardInfo
 
 MANIFEST = "manifest.json"
 FEATURES = "features.json"
-CACHE_VERSION = 2
+# 3: the validation split hashes the whole text (features/hashing.py). Entries
+# of version 2 may hold the split of the first and last 64 bytes: never reused.
+CACHE_VERSION = 3
 
 
 def cache_key(*parts: Any) -> str:
@@ -85,13 +87,14 @@ def write_features(entry: str, features: FittedFeatures, cache_options: dict) ->
 
 
 def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
-              val_fraction: float) -> str:
+              val_fraction: float, version: int = CACHE_VERSION) -> str:
     """The cache entry of featurising ``train`` (and ``val``) with these options.
     Options added later count only when they differ from what an entry made
-    before them meant, so those entries (and their runs' checkpoints) still match."""
+    before them meant, so those entries (and their runs' checkpoints) still match.
+    ``version``: an earlier cache version's key (to recognise an old checkpoint)."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
-    return cache_key(CACHE_VERSION, train.fingerprint(), val.fingerprint() if val else None, options,
+    return cache_key(version, train.fingerprint(), val.fingerprint() if val else None, options,
                      columns_key(columns), val_fraction)
 
 

@@ -32,6 +32,13 @@ class MemoryMonitor:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop sampling, after a last sample; again, it does nothing (a run's last
+        event, ``done``, comes after its last ``memory`` event)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(timeout=5)
         self.sample()

@@ -23,7 +23,7 @@ from ..config import FeatureConfig
 from ..features.fit import bucket_frequencies, table_stats
 from ..features.rows import RowBlock
 from ..features.split import validation_mask
-from ..features.vectorize import FittedFeatures
+from ..features.vectorize import FittedFeatures, text_options
 from ..features.vocab import FitStats, merge_stats
 from ..storage import join, read_bytes, write_bytes
 
@@ -92,7 +92,7 @@ def count_partition(part: Partition, split: str | None, *, columns: Columns, fcf
     ``split`` forces every row into one split (a separate validation source);
     otherwise rows go to train or val by :func:`validation_mask`."""
     t0 = time.monotonic()
-    counter = FittedFeatures(mode="hashing", ngrams=fcfg.ngrams, lowercase=fcfg.lowercase, buckets=fcfg.buckets)
+    counter = FittedFeatures(mode="hashing", **text_options(fcfg), buckets=fcfg.buckets)
     res = PartitionResult(partition=part.index)
     stats: list[FitStats] = []
     for ci, chunk in enumerate(read_partition(part, columns, storage_options=storage_options,

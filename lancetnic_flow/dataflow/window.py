@@ -10,16 +10,27 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from ..reconnect import connection_lost, wait_reconnected
+
 
 class OrderedWindow:
     """Submit ``task(job)`` for each job with at most ``window`` in flight;
-    iterate results in submission order, releasing each future once read."""
+    iterate results in submission order, releasing each future once read.
 
-    def __init__(self, client: Any, task: Callable, jobs: list, window: int, **kwargs: Any):
+    When the client loses its scheduler and reconnects, Dask cancels every
+    future: the jobs not yet read are submitted again, with ``renew()``'s
+    keyword arguments when given (scattered data must be scattered again)."""
+
+    def __init__(self, client: Any, task: Callable, jobs: list, window: int,
+                 renew: Callable[[], dict] | None = None, **kwargs: Any):
         self.client, self.task, self.jobs, self.window, self.kwargs = client, task, jobs, max(1, window), kwargs
+        self.renew = renew
+
+    def _submit(self, job: tuple) -> Any:
+        return self.client.submit(self.task, *job, **self.kwargs, pure=False)
 
     def __iter__(self) -> Iterator[Any]:
-        pending: list = []
+        pending: list = []      # (job, future), oldest first
         jobs = iter(self.jobs)
 
         def top_up() -> None:
@@ -28,12 +39,23 @@ class OrderedWindow:
                     job = next(jobs)
                 except StopIteration:
                     return
-                pending.append(self.client.submit(self.task, *job, **self.kwargs, pure=False))
+                pending.append((job, self._submit(job)))
 
         top_up()
+        reconnects = 0
         while pending:
-            fut = pending.pop(0)
-            result = fut.result()
+            job, fut = pending[0]
+            try:
+                result = fut.result()
+            except Exception as exc:
+                if reconnects >= 3 or not connection_lost(exc) or not wait_reconnected(self.client):
+                    raise
+                reconnects += 1
+                if self.renew is not None:
+                    self.kwargs = self.renew()
+                pending = [(j, self._submit(j)) for j, _ in pending]
+                continue
+            pending.pop(0)
             fut.release()
             top_up()  # only now: the popped task counted towards the window until it finished
             yield result

@@ -3,8 +3,15 @@
 Ctrl-C in a terminal signals the whole foreground process group: the
 trainer and the LocalCluster's worker processes alike. The trainer owns the
 shutdown (it finishes the batch, writes a checkpoint, then closes the
-cluster), so its workers ignore SIGINT instead of dying mid-task with a
-traceback each.
+cluster), so its workers do not stop on SIGINT instead of dying mid-task with
+a traceback each; they only silence Dask's loggers, as the scheduler they
+talk to is about to go away on purpose ("failed to communicate with
+scheduler during heartbeat" and its traceback would read as a failure).
+
+A task that raises a UserError (a corrupt file, a missing column, a full
+disk) is the user's to fix, and the trainer prints it as one message: the
+worker does not also log it as "Compute Failed" with a traceback. Any other
+task failure is still logged in full.
 
 A worker also imports the featurisation code and loads its compiled kernels
 in the background as it starts, while the trainer is still importing torch
@@ -12,9 +19,12 @@ and planning: the first task does not wait for them.
 """
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from typing import Any
+
+from ..errors import UserError
 
 
 def _warm() -> None:
@@ -27,7 +37,45 @@ def _warm() -> None:
         pass
 
 
+def user_error_names() -> set[str]:
+    """Names of UserError and every subclass this process has imported."""
+    names, todo = set(), [UserError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return names
+
+
+class QuietUserErrors(logging.Filter):
+    """Drops the worker's "Compute Failed" record of a task that raised a
+    UserError. The record carries the exception's repr, ``Name('message')``,
+    not the exception, so its class is told by name."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Compute Failed"):
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        text = str(args[3]) if len(args) > 3 else ""
+        return text.split("(", 1)[0] not in user_error_names()
+
+
+def quiet_distributed_logs() -> None:
+    """Silence Dask's loggers in this process, for a teardown on purpose (Ctrl-C)."""
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    quiet_distributed_logs()
+
+
 def dask_setup(worker: Any) -> None:
+    """The preload's hook, run once as each local worker starts."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, _interrupted)
+    log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, QuietUserErrors) for f in log.filters):
+        log.addFilter(QuietUserErrors())
     threading.Thread(target=_warm, name="lancetnic-warm", daemon=True).start()

@@ -22,7 +22,7 @@ from .labelsets import is_label_sets, set_counts
 from .rows import RowBlock
 from .split import validation_mask
 from .tokenize import terms_of
-from .vectorize import PIECE_ROWS, FittedFeatures
+from .vectorize import PIECE_ROWS, FittedFeatures, text_options
 from .vocab import FitStats, Moments, document_frequencies, merge_stats, prune, smooth_idf
 
 # The vocabulary's size cap when --max-features is not given.
@@ -66,10 +66,13 @@ def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, numeric
     if train.num_rows:
         # Piece by piece, so tokenisation's working arrays stay small; the
         # per-piece tables hold distinct terms only.
-        ngrams = 1 if fcfg.mode == "ids" else fcfg.ngrams
+        opts = text_options(fcfg)
+        ngrams = 1 if fcfg.mode == "ids" else opts["ngrams"]
         pieces = []
         for start in range(0, train.num_rows, PIECE_ROWS):
-            terms = terms_of(train["text"].slice(start, PIECE_ROWS), ngrams, lowercase=fcfg.lowercase)
+            terms = terms_of(train["text"].slice(start, PIECE_ROWS), ngrams, lowercase=opts["lowercase"],
+                             ngram_min=opts["ngram_min"], stop_words=opts["stop_words"],
+                             normalize=opts["normalize"], tokenizer=opts["tokenizer"])
             stats.tokens += len(terms.terms)
             pieces.append(FitStats(terms=document_frequencies(terms)))
             del terms
@@ -157,8 +160,10 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
 def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> FittedFeatures:
     """Merged statistics → vocabulary, idf, label set and scalers."""
     mode = fcfg.mode or "tfidf"   # unresolved (no model chose): the default features
-    f = FittedFeatures(mode=mode, ngrams=1 if mode == "ids" else fcfg.ngrams, lowercase=fcfg.lowercase,
-                       sublinear_tf=fcfg.sublinear_tf, buckets=fcfg.buckets, max_len=fcfg.max_len, docs=stats.docs)
+    f = FittedFeatures(mode=mode, **text_options(fcfg), sublinear_tf=fcfg.sublinear_tf, buckets=fcfg.buckets,
+                       max_len=fcfg.max_len, docs=stats.docs)
+    if mode == "ids":
+        f.ngrams = f.ngram_min = 1   # token ids in order: no word pairs
     if mode != "hashing":
         terms, df = prune(stats.terms, stats.docs, min_df=fcfg.min_df, max_df=fcfg.max_df,
                           max_features=fcfg.max_features if fcfg.max_features is not None else DEFAULT_MAX_FEATURES)

@@ -10,7 +10,12 @@ is scikit-learn's default ``token_pattern`` (``\\b\\w\\w+\\b``).
 Hashes are stable across processes, machines and runs (nothing is salted):
 
 * a token's key is FNV-1a 64 over its bytes, then the splitmix64 finaliser;
-* a bigram's key is ``mix(key(a) * GOLD + key(b))`` of its two tokens;
+* a bigram's key is ``mix(key(a) * GOLD + key(b)) ^ GOLD`` of its two tokens;
+  an n-gram's (n ≥ 3) extends the same chain, ``c = mix(c * GOLD + key(next))``
+  from ``c = key(first)``, then ``^ GOLD`` — so the keys of unigrams and
+  bigrams are those of every earlier version;
+* a character n-gram's key is its UTF-8 bytes hashed like a token (the
+  scikit-learn ``char`` / ``char_wb`` analyzers, :func:`char_bags`);
 * a whole string's hash (the validation split) is FNV-1a 64 over all its
   bytes, finalised the same way.
 
@@ -110,14 +115,14 @@ def build_table(keys_in, values_in):
 
 
 @njit(cache=True, nogil=True)
-def _row_keys(data, start, end, word, min_chars, ngrams, scratch):
-    """The keys of one row's terms into ``scratch``: its tokens, then (``ngrams == 2``)
-    its adjacent pairs. Returns (terms written, tokens)."""
+def _token_keys(data, start, end, word, min_chars, stop_keys, stop_values, keys, min_n, max_n, out):
+    """The keys of one row's tokens into ``keys``, in text order, stop words
+    (keys in the stop table) left out, and (``max_n > 0``) the n-grams ending
+    at each into ``out`` as it goes: one pass. Returns (tokens, n-grams)."""
+    t = 0
     n = 0
+    use_stop = len(stop_keys) > 2   # the empty table has 2 slots
     i = start
-    prev = EMPTY
-    have_prev = False
-    tokens = 0
     while i < end:
         cp, size = _next_char(data, i, end)
         if cp < 0 or word[cp] == 0:
@@ -136,97 +141,327 @@ def _row_keys(data, start, end, word, min_chars, ngrams, scratch):
         if chars < min_chars:
             continue
         key = _mix(h)
-        scratch[n] = key
+        if use_stop and _lookup(stop_keys, stop_values, key) >= 0:
+            continue
+        keys[t] = key
+        if max_n > 0:
+            n = _ngrams_ending(keys, t, min_n, max_n, out, n)
+        t += 1
+    return t, n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ngrams_ending(keys, j, min_n, max_n, out, n):
+    """The n-grams (``min_n`` ≤ n ≤ ``max_n``) ending at token ``j`` of
+    ``keys`` into ``out`` from ``n`` on, shortest first — for (1, 2) the
+    order earlier versions wrote (a word, then its pair with the word
+    before). Returns the new count."""
+    for size in range(min_n, min(max_n, j + 1) + 1):
+        if size == 1:
+            out[n] = keys[j]
+        else:
+            c = keys[j - size + 1]
+            for m in range(j - size + 2, j + 1):
+                c = _mix(c * GOLD + keys[m])
+            out[n] = c ^ GOLD
         n += 1
-        tokens += 1
-        if ngrams >= 2:
-            if have_prev:
-                scratch[n] = _mix(prev * GOLD + key) ^ GOLD   # kept beside the unigrams, sorted later
-                n += 1
-            prev = key
-            have_prev = True
-    return n, tokens
+    return n
 
 
 @njit(cache=True, nogil=True)
-def bags(data, offsets, word, min_chars, ngrams, buckets, table_keys, table_values):
-    """Each row's bag of terms as CSR: (row offsets, term ids, counts, tokens).
+def _ngram_keys(keys, t, min_n, max_n, out):
+    """The n-grams of a row's ``t`` token keys into ``out``, token by token
+    (:func:`_ngrams_ending`). Returns the number written."""
+    n = 0
+    for j in range(t):
+        n = _ngrams_ending(keys, j, min_n, max_n, out, n)
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _grow(arr, need):
+    """``arr`` with room for ``need`` items (doubled), its contents kept."""
+    if need <= len(arr):
+        return arr
+    out = np.empty(max(need, 2 * len(arr)), arr.dtype)
+    out[:len(arr)] = arr
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _bag_row(terms, n, buckets, table_keys, table_values, set_keys, set_counts, set_slots, out_ids, out_counts,
+             nnz):
+    """Count one row's ``n`` term keys into ``out_ids``/``out_counts`` from
+    ``nnz`` on: ids distinct, in first-occurrence order. Returns the new nnz."""
+    set_mask = len(set_keys) - 1
+    nb = np.uint64(max(buckets, 1))
+    mask = nb - np.uint64(1)
+    pow2 = buckets > 0 and (buckets & (buckets - 1)) == 0   # a mask instead of a division, same result
+    used = 0
+    for j in range(n):
+        if buckets > 0:
+            v = np.int64(terms[j] & mask) if pow2 else np.int64(terms[j] % nb)
+        else:
+            v = _lookup(table_keys, table_values, terms[j])
+            if v < 0:
+                continue
+        slot = (v * 0x9E3779B1) & set_mask
+        while set_keys[slot] != 0 and set_keys[slot] != v + 1:
+            slot = (slot + 1) & set_mask
+        if set_keys[slot] == 0:
+            set_keys[slot] = v + 1
+            set_counts[slot] = 1.0
+            set_slots[used] = slot
+            used += 1
+        else:
+            set_counts[slot] += 1.0
+    for u in range(used):
+        slot = set_slots[u]
+        out_ids[nnz] = set_keys[slot] - 1
+        out_counts[nnz] = set_counts[slot]
+        set_keys[slot] = 0
+        nnz += 1
+    return nnz
+
+
+@njit(cache=True, nogil=True)
+def _row_set(terms):
+    """A row's counting set for at most ``terms`` distinct ids: (keys, counts, slots), at most half full."""
+    size = 16
+    while size < 2 * (terms + 2):
+        size *= 2
+    return np.zeros(size, np.int64), np.zeros(size, np.float32), np.empty(terms + 2, np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _distinct(terms, buckets, table_keys):
+    """At most how many distinct ids a row of ``terms`` terms has: no more
+    than the buckets, or the vocabulary (half its table), so the set stays small."""
+    return min(terms, buckets if buckets > 0 else len(table_keys) // 2 + 1)
+
+
+@njit(cache=True, nogil=True)
+def _longest(offsets):
+    most = 0
+    for r in range(len(offsets) - 1):
+        most = max(most, offsets[r + 1] - offsets[r])
+    return most
+
+
+@njit(cache=True, nogil=True)
+def word_bags(data, offsets, word, min_chars, min_n, max_n, buckets, table_keys, table_values, stop_keys,
+              stop_values):
+    """Each row's bag of word n-grams (``min_n`` ≤ n ≤ ``max_n``) as CSR:
+    (row offsets, term ids, counts, tokens). Stop words are dropped before
+    the n-grams are formed, as scikit-learn does.
 
     A term's id is its key modulo ``buckets`` (``buckets > 0``), or its value
     in the lookup table (terms not in it are dropped). Ids within a row are
     distinct, in the order they first occur; counts are how often each occurs
-    in the row (a small open-addressing set per row: no sort)."""
+    in the row (a small open-addressing set per row: no sort). The working
+    arrays are the block's: its longest row × the number of n-gram lengths."""
     n_rows = len(offsets) - 1
     base = offsets[0]
-    most = 0
-    for r in range(n_rows):
-        most = max(most, offsets[r + 1] - offsets[r])
-    # A token takes at least 2 bytes and a separator; bigrams at most as many.
-    scratch = np.empty(most + 2, np.uint64)
-    size = 16
-    while size < 2 * (most + 2):
-        size *= 2
-    set_keys = np.zeros(size, np.int64)    # id + 1; 0 = a free slot
-    set_counts = np.zeros(size, np.float32)
-    set_slots = np.empty(most + 2, np.int64)
-    set_mask = size - 1
+    # A token takes at least one byte and a separator.
+    most_tokens = (_longest(offsets) + 1) // 2 + 1
+    lengths = max_n - min_n + 1
+    keys = np.empty(most_tokens, np.uint64)
+    scratch = np.empty(most_tokens * lengths + 2, np.uint64)
+    set_keys, set_counts, set_slots = _row_set(_distinct(len(scratch), buckets, table_keys))
     cap = (offsets[n_rows] - base) + n_rows + 2
     out_ids = np.empty(cap, np.int64)
     out_counts = np.empty(cap, np.float32)
     row_offsets = np.zeros(n_rows + 1, np.int64)
     nnz = 0
     tokens = 0
-    nb = np.uint64(max(buckets, 1))
-    mask = nb - np.uint64(1)
-    pow2 = buckets > 0 and (buckets & (buckets - 1)) == 0   # a mask instead of a division, same result
     for r in range(n_rows):
-        n, t = _row_keys(data, offsets[r] - base, offsets[r + 1] - base, word, min_chars, ngrams, scratch)
+        t, n = _token_keys(data, offsets[r] - base, offsets[r + 1] - base, word, min_chars, stop_keys, stop_values,
+                           keys, min_n, max_n, scratch)
         tokens += t
-        used = 0
-        for j in range(n):
-            if buckets > 0:
-                v = np.int64(scratch[j] & mask) if pow2 else np.int64(scratch[j] % nb)
-            else:
-                v = _lookup(table_keys, table_values, scratch[j])
-                if v < 0:
-                    continue
-            slot = (v * 0x9E3779B1) & set_mask
-            while set_keys[slot] != 0 and set_keys[slot] != v + 1:
-                slot = (slot + 1) & set_mask
-            if set_keys[slot] == 0:
-                set_keys[slot] = v + 1
-                set_counts[slot] = 1.0
-                set_slots[used] = slot
-                used += 1
-            else:
-                set_counts[slot] += 1.0
-        for u in range(used):
-            slot = set_slots[u]
-            out_ids[nnz] = set_keys[slot] - 1
-            out_counts[nnz] = set_counts[slot]
-            set_keys[slot] = 0
-            nnz += 1
+        out_ids = _grow(out_ids, nnz + n)
+        out_counts = _grow(out_counts, nnz + n)
+        nnz = _bag_row(scratch, n, buckets, table_keys, table_values, set_keys, set_counts, set_slots, out_ids,
+                       out_counts, nnz)
         row_offsets[r + 1] = nnz
     return row_offsets, out_ids[:nnz], out_counts[:nnz], tokens
 
 
 @njit(cache=True, nogil=True)
-def sequences(data, offsets, word, min_chars, max_len, table_keys, table_values, unknown):
-    """Each row's first ``max_len`` token ids in text order, as CSR (row
-    offsets, ids); a token not in the table gets ``unknown``."""
+def bags(data, offsets, word, min_chars, ngrams, buckets, table_keys, table_values):
+    """Each row's words (and word pairs, ``ngrams == 2``) as CSR: :func:`word_bags` over (1, ``ngrams``)."""
+    none_keys, none_values = np.zeros(2, np.uint64), np.full(2, -1, np.int64)
+    return word_bags(data, offsets, word, min_chars, 1, ngrams, buckets, table_keys, table_values, none_keys,
+                     none_values)
+
+
+@njit(cache=True, nogil=True)
+def key_bags(keys, key_offsets, min_n, max_n, buckets, table_keys, table_values, stop_keys, stop_values):
+    """:func:`word_bags` over tokens already found (a registered tokenizer's):
+    ``keys[key_offsets[r]:key_offsets[r + 1]]`` are row ``r``'s token keys."""
+    n_rows = len(key_offsets) - 1
+    most = _longest(key_offsets) + 1
+    lengths = max_n - min_n + 1
+    kept = np.empty(most, np.uint64)
+    scratch = np.empty(most * lengths + 2, np.uint64)
+    set_keys, set_counts, set_slots = _row_set(_distinct(len(scratch), buckets, table_keys))
+    out_ids = np.empty(len(keys) + n_rows + 2, np.int64)
+    out_counts = np.empty(len(keys) + n_rows + 2, np.float32)
+    row_offsets = np.zeros(n_rows + 1, np.int64)
+    use_stop = len(stop_keys) > 2
+    nnz = 0
+    for r in range(n_rows):
+        t = 0
+        for j in range(key_offsets[r], key_offsets[r + 1]):
+            if not (use_stop and _lookup(stop_keys, stop_values, keys[j]) >= 0):
+                kept[t] = keys[j]
+                t += 1
+        n = _ngram_keys(kept, t, min_n, max_n, scratch)
+        out_ids = _grow(out_ids, nnz + n)
+        out_counts = _grow(out_counts, nnz + n)
+        nnz = _bag_row(scratch, n, buckets, table_keys, table_values, set_keys, set_counts, set_slots, out_ids,
+                       out_counts, nnz)
+        row_offsets[r + 1] = nnz
+    return row_offsets, out_ids[:nnz], out_counts[:nnz]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_space(cp):
+    """Python's ``str.isspace`` (what ``\\s`` and ``str.split()`` use), by code point."""
+    if cp < 0x80:
+        return (0x09 <= cp <= 0x0D) or (0x1C <= cp <= 0x20)
+    return cp == 0x85 or cp == 0xA0 or cp == 0x1680 or (0x2000 <= cp <= 0x200A) or cp == 0x2028 or \
+        cp == 0x2029 or cp == 0x202F or cp == 0x205F or cp == 0x3000
+
+
+@njit(cache=True, nogil=True)
+def _char_grams(data, ustart, ulen, lo, hi, min_n, max_n, out, n):
+    """Every run of ``min_n``..``max_n`` characters of ``[lo, hi)`` (character
+    ``i`` is ``data[ustart[i]:ustart[i] + ulen[i]]``, or a space where
+    ``ustart[i] < 0``), hashed like a token, into ``out`` from ``n`` on."""
+    for a in range(lo, hi):
+        h = FNV_OFFSET
+        for m in range(max_n):
+            b = a + m
+            if b >= hi:
+                break
+            if ustart[b] < 0:
+                h = (h ^ np.uint64(0x20)) * FNV_PRIME
+            else:
+                for k in range(ustart[b], ustart[b] + ulen[b]):
+                    h = (h ^ np.uint64(data[k])) * FNV_PRIME
+            if m + 1 >= min_n:
+                out[n] = _mix(h)
+                n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _row_chars(data, start, end, ustart, ulen):
+    """A row's characters after scikit-learn's ``\\s\\s+`` → " " (a single
+    whitespace character stays itself). Returns their number."""
+    u = 0
+    i = start
+    while i < end:
+        cp, size = _next_char(data, i, end)
+        if cp >= 0 and _is_space(cp):
+            j = i + size
+            run = 1
+            while j < end:
+                cp2, size2 = _next_char(data, j, end)
+                if cp2 < 0 or not _is_space(cp2):
+                    break
+                run += 1
+                j += size2
+            ustart[u] = i if run == 1 else -1
+            ulen[u] = size
+            u += 1
+            i = j
+        else:
+            ustart[u] = i
+            ulen[u] = size
+            u += 1
+            i += size
+    return u
+
+
+@njit(cache=True, nogil=True)
+def _wb_grams(data, ustart, ulen, u, min_n, max_n, wstart, wlen, out, n):
+    """scikit-learn's ``char_wb``: each whitespace-separated word, padded
+    with a space each side, gives its character n-grams; a word shorter
+    than ``min_n`` (padded) counts once, whole."""
+    i = 0
+    while i < u:
+        if ustart[i] >= 0 and not _is_space(_next_char(data, ustart[i], ustart[i] + ulen[i])[0]):
+            w = 1
+            wstart[0] = -1
+            while i < u and ustart[i] >= 0 and not _is_space(_next_char(data, ustart[i], ustart[i] + ulen[i])[0]):
+                wstart[w] = ustart[i]
+                wlen[w] = ulen[i]
+                w += 1
+                i += 1
+            wstart[w] = -1
+            w += 1
+            n = _char_grams(data, wstart, wlen, 0, w, min_n, max_n, out, n)
+            if w < min_n:
+                n = _char_grams(data, wstart, wlen, 0, w, w, w, out, n)
+        else:
+            i += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def char_bags(data, offsets, min_n, max_n, wb, buckets, table_keys, table_values):
+    """Each row's bag of character n-grams (``min_n`` ≤ n ≤ ``max_n``) as CSR
+    (row offsets, term ids, counts), as scikit-learn's ``char`` analyzer
+    (``wb`` false: n-grams of the whole text, whitespace runs collapsed to one
+    space) or ``char_wb`` (``wb`` true: within words, padded with spaces).
+    Ids as in :func:`word_bags`. The working arrays are the block's: its
+    longest row × the number of n-gram lengths."""
     n_rows = len(offsets) - 1
     base = offsets[0]
-    most = 0
+    most = _longest(offsets)
+    lengths = max_n - min_n + 1
+    ustart = np.empty(most + 2, np.int64)
+    ulen = np.zeros(most + 2, np.int64)
+    wstart = np.empty(most + 2, np.int64)
+    wlen = np.zeros(most + 2, np.int64)
+    # char_wb: a word of w characters adds w + 2 (its padding), and a short word once more.
+    scratch = np.empty((2 * most + 2) * lengths + most + 2, np.uint64)
+    set_keys, set_counts, set_slots = _row_set(_distinct(len(scratch), buckets, table_keys))
+    cap = (offsets[n_rows] - base) + n_rows + 2
+    out_ids = np.empty(cap, np.int64)
+    out_counts = np.empty(cap, np.float32)
+    row_offsets = np.zeros(n_rows + 1, np.int64)
+    nnz = 0
     for r in range(n_rows):
-        most = max(most, offsets[r + 1] - offsets[r])
-    scratch = np.empty(most + 2, np.uint64)
+        u = _row_chars(data, offsets[r] - base, offsets[r + 1] - base, ustart, ulen)
+        if wb:
+            n = _wb_grams(data, ustart, ulen, u, min_n, max_n, wstart, wlen, scratch, 0)
+        else:
+            n = _char_grams(data, ustart, ulen, 0, u, min_n, max_n, scratch, 0)
+        out_ids = _grow(out_ids, nnz + n)
+        out_counts = _grow(out_counts, nnz + n)
+        nnz = _bag_row(scratch, n, buckets, table_keys, table_values, set_keys, set_counts, set_slots, out_ids,
+                       out_counts, nnz)
+        row_offsets[r + 1] = nnz
+    return row_offsets, out_ids[:nnz], out_counts[:nnz]
+
+
+@njit(cache=True, nogil=True)
+def sequences(data, offsets, word, min_chars, max_len, table_keys, table_values, unknown, stop_keys, stop_values):
+    """Each row's first ``max_len`` token ids in text order (stop words left
+    out), as CSR (row offsets, ids); a token not in the table gets ``unknown``."""
+    n_rows = len(offsets) - 1
+    base = offsets[0]
+    keys = np.empty((_longest(offsets) + 1) // 2 + 1, np.uint64)
     out = np.empty(n_rows * max_len, np.int64)
     row_offsets = np.zeros(n_rows + 1, np.int64)
     nnz = 0
     for r in range(n_rows):
-        n, t = _row_keys(data, offsets[r] - base, offsets[r + 1] - base, word, min_chars, 1, scratch)
-        for j in range(min(n, max_len)):
-            v = _lookup(table_keys, table_values, scratch[j])
+        t, _ = _token_keys(data, offsets[r] - base, offsets[r + 1] - base, word, min_chars, stop_keys, stop_values,
+                           keys, 0, 0, keys)
+        for j in range(min(t, max_len)):
+            v = _lookup(table_keys, table_values, keys[j])
             out[nnz] = v if v >= 0 else unknown
             nnz += 1
         row_offsets[r + 1] = nnz
@@ -234,26 +469,49 @@ def sequences(data, offsets, word, min_chars, max_len, table_keys, table_values,
 
 
 @njit(cache=True, nogil=True)
+def key_sequences(keys, key_offsets, max_len, table_keys, table_values, unknown, stop_keys, stop_values):
+    """:func:`sequences` over tokens already found (a registered tokenizer's)."""
+    n_rows = len(key_offsets) - 1
+    out = np.empty(n_rows * max_len, np.int64)
+    row_offsets = np.zeros(n_rows + 1, np.int64)
+    use_stop = len(stop_keys) > 2
+    nnz = 0
+    for r in range(n_rows):
+        t = 0
+        for j in range(key_offsets[r], key_offsets[r + 1]):
+            if t == max_len:
+                break
+            if use_stop and _lookup(stop_keys, stop_values, keys[j]) >= 0:
+                continue
+            v = _lookup(table_keys, table_values, keys[j])
+            out[nnz] = v if v >= 0 else unknown
+            nnz += 1
+            t += 1
+        row_offsets[r + 1] = nnz
+    return row_offsets, out[:nnz]
+
+
+@njit(cache=True, nogil=True)
 def term_keys(data, offsets):
-    """The key of each string taken as a term: a token, or two tokens joined
-    by one space (a bigram) — the keys :func:`bags` gives them."""
+    """The key of each string taken as a term: a token, or tokens joined by
+    single spaces (an n-gram) — the keys :func:`word_bags` gives them."""
     n = len(offsets) - 1
     base = offsets[0]
     out = np.empty(n, np.uint64)
     for r in range(n):
         s, e = offsets[r] - base, offsets[r + 1] - base
         h = FNV_OFFSET
-        left = EMPTY
-        pair = False
+        chain = EMPTY
+        parts = 0
         for i in range(s, e):
             b = data[i]
-            if b == 0x20 and not pair:
-                left = _mix(h)
+            if b == 0x20:
+                chain = _mix(h) if parts == 0 else _mix(chain * GOLD + _mix(h))
                 h = FNV_OFFSET
-                pair = True
+                parts += 1
                 continue
             h = (h ^ np.uint64(b)) * FNV_PRIME
-        out[r] = (_mix(left * GOLD + _mix(h)) ^ GOLD) if pair else _mix(h)
+        out[r] = (_mix(chain * GOLD + _mix(h)) ^ GOLD) if parts else _mix(h)
     return out
 
 
@@ -315,7 +573,11 @@ def warm() -> None:
     offsets = np.array([0, 7], np.int64)
     table = build_table(np.array([1], np.uint64), np.array([0], np.int64))
     bags(data, offsets, word_table(), 2, 2, 8, *table)
-    sequences(data, offsets, word_table(), 2, 4, *table, 1)
+    word_bags(data, offsets, word_table(), 2, 1, 3, 8, *table, *table)
+    key_bags(np.ones(2, np.uint64), np.array([0, 2], np.int64), 1, 2, 8, *table, *table)
+    char_bags(data, offsets, 2, 4, True, 8, *table)
+    sequences(data, offsets, word_table(), 2, 4, *table, 1, *table)
+    key_sequences(np.ones(2, np.uint64), np.array([0, 2], np.int64), 4, *table, 1, *table)
     term_keys(data, offsets)
     whole_hashes(data, offsets, np.ones(1, np.uint8))
     token_spans(data, offsets, word_table(), 2)

@@ -7,9 +7,11 @@ default ``token_pattern``, so TF-IDF features match what ``lancetnic``
 users had. No Python object is made per token or per row.
 
 * :func:`text_buffers` — an Arrow string array's bytes and offsets as numpy
-  views, lower-cased first when asked: what every kernel reads.
-* :func:`tokenize` / :func:`terms_of` — tokens (and bigrams) as an Arrow
-  string array with the row of each: for fitting a vocabulary.
+  views, Unicode-normalised (``normalize="nfkc"``) then lower-cased first
+  when asked: what every kernel reads.
+* :func:`tokenize` / :func:`terms_of` — tokens (and word n-grams, stop words
+  left out) as an Arrow string array with the row of each: for fitting a
+  vocabulary.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import UserError
+from ..tokenizers import resolve
 
 MIN_CHARS = 2
 
@@ -47,12 +51,21 @@ def _flat(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
-def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(UTF-8 bytes as uint8, int64 offsets of each string into them) — views, no copy of the text
-    beyond the lower-cased one. Nulls read as empty strings."""
+def prepare(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, normalize: str = "none") -> pa.Array:
+    """Texts as the tokenizers read them: Unicode-normalised (``"nfkc"``,
+    ``"nfc"``, …; ``"none"``: as they are), then lower-cased — in that order,
+    so a full-width "Ａ" becomes "a". One vectorised call each."""
     texts = _flat(texts)
-    if lowercase:
-        texts = pc.utf8_lower(texts)
+    if normalize != "none":
+        texts = pc.utf8_normalize(texts, normalize.upper())
+    return pc.utf8_lower(texts) if lowercase else texts
+
+
+def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True,
+                 normalize: str = "none") -> tuple[np.ndarray, np.ndarray]:
+    """(UTF-8 bytes as uint8, int64 offsets of each string into them) — views, no copy of the text
+    beyond the prepared one (:func:`prepare`). Nulls read as empty strings."""
+    texts = prepare(texts, lowercase=lowercase, normalize=normalize)
     if texts.null_count:
         texts = pc.fill_null(texts, "")
     if not pa.types.is_large_string(texts.type):
@@ -64,9 +77,10 @@ def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True) -
     return data, offsets.astype(np.int64)
 
 
-def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, min_len: int = MIN_CHARS) -> Terms:
+def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, min_len: int = MIN_CHARS,
+             normalize: str = "none") -> Terms:
     """Split texts into word tokens; keeps order within each row."""
-    data, offsets = text_buffers(texts, lowercase=lowercase)
+    data, offsets = text_buffers(texts, lowercase=lowercase, normalize=normalize)
     k = compiled_kernels()
     buf, tok_offsets, rows = k.token_spans(data, offsets, k.word_table(), max(min_len, 1))
     terms = pa.Array.from_buffers(pa.string(), len(rows),
@@ -76,17 +90,81 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, min_l
 
 def add_bigrams(tokens: Terms) -> Terms:
     """Append each row's adjacent token pairs ("new york") to its unigrams."""
+    return add_ngrams(tokens, 1, 2)
+
+
+def add_ngrams(tokens: Terms, min_n: int, max_n: int) -> Terms:
+    """A row's word n-grams, ``min_n`` ≤ n ≤ ``max_n``, its tokens joined by
+    one space ("new york city"): unigrams (if ``min_n == 1``) first, then the
+    pairs, then the triples… Vectorised: n shifted slices joined at once."""
     t, r = tokens.terms, tokens.rows
-    if len(t) < 2:
+    terms, rows = ([t], [r]) if min_n == 1 else ([], [])
+    for n in range(max(min_n, 2), max_n + 1):
+        if len(t) < n:
+            break
+        m = len(t) - n + 1
+        same_row = r[:m] == r[n - 1:]   # rows are ascending: first and last token in one row
+        joined = pc.binary_join_element_wise(*[t.slice(i, m) for i in range(n)], " ").filter(pa.array(same_row))
+        terms.append(joined.cast(pa.string()))
+        rows.append(r[:m][same_row])
+    if not terms:
+        return Terms(pa.array([], pa.string()), np.zeros(0, np.int64), tokens.n_rows)
+    return Terms(pa.concat_arrays(terms) if len(terms) > 1 else terms[0],
+                 np.concatenate(rows) if len(rows) > 1 else rows[0], tokens.n_rows)
+
+
+def drop_stop_words(tokens: Terms, stop_words: list[str] | None) -> Terms:
+    """``tokens`` without the stop words (before n-grams are formed, as scikit-learn does)."""
+    if not stop_words or not len(tokens.terms):
         return tokens
-    same_row = r[:-1] == r[1:]
-    pairs = pc.binary_join_element_wise(t.slice(0, len(t) - 1), t.slice(1), " ").filter(pa.array(same_row))
-    terms = pa.concat_arrays([t, pairs.cast(pa.string())])
-    rows = np.concatenate([r, r[:-1][same_row]])
-    return Terms(terms, rows, tokens.n_rows)
+    keep = pc.invert(pc.is_in(tokens.terms, value_set=pa.array(stop_words, pa.string())))
+    return Terms(tokens.terms.filter(keep), tokens.rows[keep.to_numpy(zero_copy_only=False)], tokens.n_rows)
 
 
-def terms_of(texts: pa.Array | pa.ChunkedArray, ngrams: int = 1, *, lowercase: bool = True) -> Terms:
-    """Unigrams, plus bigrams when ``ngrams == 2``."""
-    toks = tokenize(texts, lowercase=lowercase)
-    return add_bigrams(toks) if ngrams >= 2 else toks
+def run_tokenizer(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """(row offsets into the tokens, the tokens as one string array) of
+    ``texts`` by the registered tokenizer ``spec``."""
+    fn, batch = resolve(spec)
+    if batch:
+        lists = fn(texts)
+        if isinstance(lists, pa.ChunkedArray):
+            lists = lists.combine_chunks()
+    else:
+        # The function's own lists: a Python object per token is the price of a per-text tokenizer.
+        lists = pa.array([fn(t) for t in texts.to_pylist()], pa.list_(pa.string()))
+    if not isinstance(lists, (pa.ListArray, pa.LargeListArray)) or len(lists) != len(texts):
+        raise UserError(f"tokenizer {spec!r} returned {type(lists).__name__} for {len(texts)} texts",
+                        "return a list of tokens per text (batch=True: a pyarrow list array, one list per text)")
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    tokens = pc.fill_null(lists.flatten().cast(pa.string()), "")
+    keep = pc.greater(pc.binary_length(tokens), 0)
+    if not pc.all(keep).as_py():   # an empty token is no token (e.g. a split at each of two spaces)
+        rows = np.repeat(np.arange(len(lists)), lengths)[keep.to_numpy(zero_copy_only=False)]
+        tokens, lengths = tokens.filter(keep), np.bincount(rows, minlength=len(lists))
+    offsets = np.zeros(len(lists) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets, tokens
+
+
+def custom_tokens(texts: pa.Array | pa.ChunkedArray, tokenizer: str, *, lowercase: bool = True,
+                  normalize: str = "none") -> Terms:
+    """The tokens of a registered tokenizer (``lancetnic_flow/tokenizers.py``), with the row of each."""
+    prepared = pc.fill_null(prepare(texts, lowercase=lowercase, normalize=normalize), "")
+    offsets, tokens = run_tokenizer(tokenizer, prepared)
+    return Terms(tokens, np.repeat(np.arange(len(offsets) - 1), np.diff(offsets)), len(offsets) - 1)
+
+
+def terms_of(texts: pa.Array | pa.ChunkedArray, ngrams: int = 1, *, lowercase: bool = True, ngram_min: int = 1,
+             stop_words: list[str] | None = None, normalize: str = "none", tokenizer: str | None = None) -> Terms:
+    """Word n-grams, ``ngram_min`` ≤ n ≤ ``ngrams`` (unigrams, plus bigrams
+    when ``ngrams == 2``), of the built-in or a registered tokenizer's tokens."""
+    if tokenizer:
+        toks = custom_tokens(texts, tokenizer, lowercase=lowercase, normalize=normalize)
+        if len(toks.terms) and pc.any(pc.match_substring(toks.terms, " ")).as_py():
+            raise UserError(f"tokenizer {tokenizer!r} returned a token with a space: a fitted vocabulary "
+                            "keys n-grams by their words joined with spaces",
+                            "return tokens without spaces, or use --features hashing")
+    else:
+        toks = tokenize(texts, lowercase=lowercase, normalize=normalize)
+    toks = drop_stop_words(toks, stop_words)
+    return add_ngrams(toks, ngram_min, ngrams) if (ngrams, ngram_min) != (1, 1) else toks

@@ -2,8 +2,9 @@
 
 Runs on Dask workers. Three modes:
 
-* ``hashing`` — terms (words, and word pairs with ``ngrams=2``) counted in
-  ``buckets`` hashed columns, needing no vocabulary; with ``idf``, weighted
+* ``hashing`` — terms (words, and word pairs with ``ngrams=2``; any word
+  n-gram range; or character n-grams with ``analyzer="char"``/``"char_wb"``)
+  counted in ``buckets`` hashed columns, needing no vocabulary; with ``idf``, weighted
   by the inverse document frequency of each bucket (scikit-learn's
   ``HashingVectorizer`` + ``TfidfTransformer``); rows l2-normalised;
 * ``tfidf`` — scikit-learn's ``TfidfVectorizer`` semantics (smooth idf,
@@ -12,7 +13,10 @@ Runs on Dask workers. Three modes:
   truncated to ``max_len``, for sequence models.
 
 Terms are found, hashed and counted per row by one compiled pass
-(:mod:`.kernels`); a fitted vocabulary is an open-addressing table from the
+(:mod:`.kernels`), after the same preprocessing everywhere (Unicode
+normalisation, lower-casing), with the same stop words and tokenizer: the
+tokenisation options are fields of :class:`FittedFeatures`, stored in
+``features.json``, so fit, train, predict, evaluate and serve apply them alike; a fitted vocabulary is an open-addressing table from the
 terms' hashes to their ids, built once per process. Peak memory is a small
 multiple of the partition's bytes, never rows × vocabulary.
 
@@ -34,7 +38,8 @@ import pyarrow.compute as pc
 from .hashing import legacy_hashes
 from .labelsets import chunk_multi_hot, is_label_sets, multi_hot, remap
 from .rows import RowBlock
-from .tokenize import MIN_CHARS, Terms, compiled_kernels, terms_of, text_buffers
+from .stop_words import ENGLISH
+from .tokenize import MIN_CHARS, Terms, compiled_kernels, custom_tokens, terms_of, text_buffers
 
 PAD, UNK = 0, 1
 # Rows tokenised at once: a few MiB of text, so the kernels' working arrays stay small.
@@ -62,6 +67,12 @@ class FittedFeatures:
     numeric: dict[str, tuple[float, float]] = field(default_factory=dict)
     docs: int = 0
     version: int = VERSION
+    # Tokenisation (absent from runs written before them: these defaults are what those runs did).
+    analyzer: str = "word"              # word | char | char_wb (scikit-learn's)
+    ngram_min: int = 1                  # n-grams from ngram_min to ngrams
+    normalize: str = "none"             # Unicode normalisation before lower-casing: none | nfkc | …
+    stop_words: list[str] | None = None   # word analyzers: tokens left out before n-grams
+    tokenizer: str | None = None        # a registered tokenizer's name (lancetnic_flow/tokenizers.py)
 
     @property
     def dim(self) -> int:
@@ -73,7 +84,7 @@ class FittedFeatures:
 
     def __getstate__(self) -> dict:
         # The lookup table is rebuilt where it is used, not shipped with the features.
-        return {k: v for k, v in self.__dict__.items() if k != "_table"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_table", "_stop")}
 
     # ---- the vocabulary's lookup table --------------------------------------
     def _lookup(self) -> tuple[np.ndarray, np.ndarray]:
@@ -91,6 +102,32 @@ class FittedFeatures:
             self.__dict__["_table"] = table
         return table
 
+    def _stop_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, values) of the stop words' token keys: a set the kernels look tokens up in."""
+        table = self.__dict__.get("_stop")
+        if table is None:
+            table = (np.zeros(2, np.uint64), np.full(2, -1, np.int64))
+            if self.stop_words:
+                data, offsets = text_buffers(pa.array(self.stop_words, pa.string()), lowercase=False)
+                k = compiled_kernels()
+                table = k.build_table(k.whole_hashes(data, offsets, np.ones(len(offsets) - 1, np.uint8)),
+                                      np.zeros(len(offsets) - 1, np.int64))
+            self.__dict__["_stop"] = table
+        return table
+
+    def _buffers(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+        return text_buffers(texts, lowercase=self.lowercase, normalize=self.normalize)
+
+    def _token_keys(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+        """A registered tokenizer's tokens as (keys, row offsets): a token's key is its
+        whole-string hash, the key the built-in tokenizer gives the same token."""
+        terms = custom_tokens(texts, self.tokenizer, lowercase=self.lowercase, normalize=self.normalize)
+        data, offsets = text_buffers(terms.terms, lowercase=False)
+        keys = compiled_kernels().whole_hashes(data, offsets, np.ones(len(terms.terms), np.uint8))
+        row_offsets = np.zeros(terms.n_rows + 1, np.int64)
+        np.cumsum(np.bincount(terms.rows, minlength=terms.n_rows), out=row_offsets[1:])
+        return keys, row_offsets
+
     # ---- transform -------------------------------------------------------
     def transform_texts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
         """Texts → feature rows (no labels), ``PIECE_ROWS`` rows at a time, so
@@ -107,17 +144,30 @@ class FittedFeatures:
         return RowBlock.concat([piece(texts.slice(i, PIECE_ROWS)) for i in range(0, len(texts), PIECE_ROWS)])
 
     def _counts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
-        data, offsets = text_buffers(texts, lowercase=self.lowercase)
         buckets = self.buckets if self.mode == "hashing" else 0
         k = compiled_kernels()
-        row_offsets, ids, counts, _ = k.bags(data, offsets, k.word_table(), MIN_CHARS, self.ngrams, buckets,
-                                             *self._lookup())
+        if self.tokenizer:
+            keys, key_offsets = self._token_keys(texts)
+            row_offsets, ids, counts = k.key_bags(keys, key_offsets, self.ngram_min, self.ngrams, buckets,
+                                                  *self._lookup(), *self._stop_table())
+        elif self.analyzer != "word":
+            row_offsets, ids, counts = k.char_bags(*self._buffers(texts), self.ngram_min, self.ngrams,
+                                                   self.analyzer == "char_wb", buckets, *self._lookup())
+        else:
+            row_offsets, ids, counts, _ = k.word_bags(*self._buffers(texts), k.word_table(), MIN_CHARS,
+                                                      self.ngram_min, self.ngrams, buckets, *self._lookup(),
+                                                      *self._stop_table())
         return RowBlock(ids.astype(np.int32), row_offsets, counts)
 
     def _sequences(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
-        data, offsets = text_buffers(texts, lowercase=self.lowercase)
         k = compiled_kernels()
-        row_offsets, ids = k.sequences(data, offsets, k.word_table(), MIN_CHARS, self.max_len, *self._lookup(), UNK)
+        if self.tokenizer:
+            keys, key_offsets = self._token_keys(texts)
+            row_offsets, ids = k.key_sequences(keys, key_offsets, self.max_len, *self._lookup(), UNK,
+                                               *self._stop_table())
+        else:
+            row_offsets, ids = k.sequences(*self._buffers(texts), k.word_table(), MIN_CHARS, self.max_len,
+                                           *self._lookup(), UNK, *self._stop_table())
         return RowBlock(ids.astype(np.int32), row_offsets)
 
     @property
@@ -225,6 +275,8 @@ class FittedFeatures:
         d = {k: getattr(self, k) for k in ("mode", "ngrams", "lowercase", "sublinear_tf", "buckets",
                                             "max_len", "labels", "label_counts", "target", "numeric", "docs",
                                             "version")}
+        # Tokenisation options only when set: a default run's features.json reads as before.
+        d.update({k: getattr(self, k) for k, v in TEXT_DEFAULTS.items() if getattr(self, k) != v})
         d["vocabulary"] = self.vocabulary.to_pylist() if self.vocabulary is not None else None
         # A million buckets' idf as a JSON list takes a second to write and read:
         # little-endian float32 bytes in base64 take milliseconds.
@@ -245,4 +297,25 @@ class FittedFeatures:
         if isinstance(idf, dict):
             idf = np.frombuffer(base64.b64decode(idf["float32_base64"]), "<f4").astype(np.float32)
         f.idf = np.asarray(idf, np.float32) if idf is not None else None
+        if f.tokenizer:
+            from ..tokenizers import canonical
+
+            # A run needing a tokenizer this process lacks: say so now, by name. The
+            # reference ships the function with the features to the workers.
+            f.tokenizer = canonical(f.tokenizer)
         return f
+
+
+# FittedFeatures' tokenisation fields and what a run without them meant.
+TEXT_DEFAULTS = {"analyzer": "word", "ngram_min": 1, "normalize": "none", "stop_words": None, "tokenizer": None}
+
+
+def text_options(fcfg) -> dict:
+    """A ``FeatureConfig``'s tokenisation options as :class:`FittedFeatures`'
+    fields: the stop words as their list (``"english"``: scikit-learn's), so
+    a run predicts without the file or the name's list."""
+    stop = getattr(fcfg, "stop_words", None)
+    words = list(ENGLISH) if stop == "english" else (sorted(set(stop)) if stop else None)
+    return dict(analyzer=getattr(fcfg, "analyzer", "word"), ngram_min=getattr(fcfg, "ngram_min", 1),
+                ngrams=fcfg.ngrams, lowercase=fcfg.lowercase, normalize=getattr(fcfg, "normalize", "none"),
+                stop_words=words, tokenizer=getattr(fcfg, "tokenizer", None))

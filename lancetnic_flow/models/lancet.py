@@ -62,6 +62,11 @@ class SequenceNet(nn.Module):
             h = (torch.softmax(scores, dim=1).unsqueeze(-1) * seq).sum(1)
         else:
             h = (state[0] if self.cell == "lstm" else state)[-1]
+        return self.finish(h, numeric)
+
+    def finish(self, h: torch.Tensor, numeric: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The heads on the pooled state ``h`` (batch × hidden): shared with the ONNX
+        graph (:mod:`.onnx_graph`), which runs the RNN without packing."""
         if self.numeric is not None and numeric is not None:
             h = h + self.numeric(numeric)
         return self.heads(self.drop(h))

@@ -1,42 +1,109 @@
-"""Streaming metrics. Classification: a confusion matrix grows batch by batch,
-every score is derived from it at the end (memory: classes² integers).
-Multi-label: per-label counts (3 × labels integers). Regression: sums."""
+"""Streaming metrics. Classification: the confusion matrix's non-zero cells
+grow batch by batch, every score is derived from them at the end (memory:
+at most one cell per validated row, never classes², so thousands of classes
+cost what their rows do). Multi-label: per-label counts (3 × labels
+integers). Regression: sums."""
 from __future__ import annotations
 
 import numpy as np
+
+#: Up to this many classes a confusion matrix is also given dense (a list of
+#: rows), as ``confusion``; above it only as ``confusion_cells``, whose size
+#: follows the rows, not classes² (3,000 classes would be 9 million numbers).
+DENSE_CONFUSION_MAX = 50
+_FOLD_AT = 1 << 20   # pending (true, predicted) codes folded into counted cells at this many
+
+
+def confusion_cells(matrix: np.ndarray) -> list[list[int]]:
+    """A dense confusion matrix's non-zero cells as ``[true, predicted, count]``, row-major."""
+    m = np.asarray(matrix, np.int64)
+    t, p = np.nonzero(m)
+    return np.stack([t, p, m[t, p]], 1).tolist()
+
+
+def dense_confusion(cells: list, classes: int) -> np.ndarray:
+    """``[true, predicted, count]`` cells back into a classes × classes matrix (for few classes)."""
+    out = np.zeros((classes, classes), np.int64)
+    a = np.asarray(cells, np.int64).reshape(-1, 3)
+    np.add.at(out, (a[:, 0], a[:, 1]), a[:, 2])
+    return out
+
+
+def cells_of(metrics: dict) -> np.ndarray | None:
+    """The confusion cells of a metrics dict (``confusion_cells``, or an older
+    run's dense ``confusion``) as an n × 3 array; None when it has none."""
+    if metrics.get("confusion_cells") is not None:
+        return np.asarray(metrics["confusion_cells"], np.int64).reshape(-1, 3)
+    if metrics.get("confusion") is not None:
+        return np.asarray(confusion_cells(metrics["confusion"]), np.int64).reshape(-1, 3)
+    return None
 
 
 class ClassificationMetrics:
     def __init__(self, classes: int):
         self.classes = classes
-        self.confusion = np.zeros((classes, classes), np.int64)   # [true, predicted]
+        # Counted cells as sorted codes true × classes + predicted, and codes not yet counted.
+        self.codes = np.zeros(0, np.int64)
+        self.counts = np.zeros(0, np.int64)
+        self._pending: list[np.ndarray] = []
+        self._pending_n = 0
         self.loss_sum = 0.0
         self.rows = 0
 
     def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float) -> None:
-        self.confusion += np.bincount(true * self.classes + pred,
-                                      minlength=self.classes**2).reshape(self.classes, self.classes)
+        self._pending.append(np.asarray(true, np.int64) * self.classes + np.asarray(pred, np.int64))
+        self._pending_n += len(true)
+        if self._pending_n >= _FOLD_AT:
+            self._fold()
         self.loss_sum += float(loss_sum)
         self.rows += len(true)
 
+    def _fold(self, codes: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
+        """Count the pending codes (and ``codes`` × ``counts``) into the cells."""
+        parts = self._pending
+        new = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        all_codes = np.concatenate([self.codes, new] + ([codes] if codes is not None else []))
+        weights = np.concatenate([self.counts, np.ones(len(new), np.int64)]
+                                 + ([counts] if counts is not None else []))
+        self.codes, inverse = np.unique(all_codes, return_inverse=True)
+        self.counts = np.bincount(inverse.ravel(), weights=weights, minlength=len(self.codes)).astype(np.int64)
+        self._pending, self._pending_n = [], 0
+
     def merge(self, other: "ClassificationMetrics") -> "ClassificationMetrics":
-        self.confusion += other.confusion
+        other._fold()
+        self._fold(other.codes, other.counts)
         self.loss_sum += other.loss_sum
         self.rows += other.rows
         return self
 
+    def cells(self) -> np.ndarray:
+        """The non-zero cells as an n × 3 array of (true, predicted, count), row-major."""
+        self._fold()
+        return np.stack([self.codes // self.classes, self.codes % self.classes, self.counts], 1)
+
+    @property
+    def confusion(self) -> np.ndarray:
+        """The dense matrix [true, predicted]: classes² integers, for few classes only."""
+        return dense_confusion(self.cells(), self.classes)
+
     def state(self) -> dict:
         """Everything to continue counting after a restart (see checkpoints)."""
-        return {"confusion": self.confusion, "loss_sum": self.loss_sum, "rows": self.rows}
+        return {"cells": self.cells(), "loss_sum": self.loss_sum, "rows": self.rows}
 
     def load_state(self, d: dict) -> None:
-        self.confusion = np.asarray(d["confusion"], np.int64).copy()
+        # A checkpoint from before the sparse cells holds the dense matrix.
+        cells = np.asarray(d["cells"], np.int64).reshape(-1, 3) if "cells" in d \
+            else np.asarray(confusion_cells(d["confusion"]), np.int64).reshape(-1, 3)
+        self._pending, self._pending_n = [], 0
+        self.codes, self.counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self._fold(cells[:, 0] * self.classes + cells[:, 1], cells[:, 2])
         self.loss_sum, self.rows = d["loss_sum"], d["rows"]
 
     def result(self) -> dict:
-        c = self.confusion.astype(np.float64)
-        tp = np.diag(c)
-        support, predicted = c.sum(1), c.sum(0)
+        cells, k = self.cells(), self.classes
+        tp = np.bincount(cells[:, 0], weights=np.where(cells[:, 0] == cells[:, 1], cells[:, 2], 0), minlength=k)
+        support = np.bincount(cells[:, 0], weights=cells[:, 2], minlength=k)
+        predicted = np.bincount(cells[:, 1], weights=cells[:, 2], minlength=k)
         with np.errstate(invalid="ignore", divide="ignore"):
             precision = np.where(predicted > 0, tp / predicted, 0.0)
             recall = np.where(support > 0, tp / support, 0.0)
@@ -50,10 +117,16 @@ class ClassificationMetrics:
             "macro_precision": float(precision[present].mean()) if present.any() else None,
             "macro_recall": float(recall[present].mean()) if present.any() else None,
             "rows": self.rows,
-            "per_class": {"precision": precision.tolist(), "recall": recall.tolist(), "f1": f1.tolist(),
+            # Six digits: thousands of classes' scores stay a few tens of kilobytes.
+            "per_class": {"precision": _rounded(precision), "recall": _rounded(recall), "f1": _rounded(f1),
                           "support": support.astype(int).tolist()},
-            "confusion": self.confusion.tolist(),
+            "confusion": dense_confusion(cells, k).tolist() if k <= DENSE_CONFUSION_MAX else None,
+            "confusion_cells": cells.tolist(),
         }
+
+
+def _rounded(a: np.ndarray) -> list[float]:
+    return np.round(a, 6).tolist()
 
 
 def _f1(tp, fp, fn) -> tuple:

@@ -48,7 +48,11 @@ class ScalpelNet(nn.Module):
                 numeric: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         if weights is None or self.pooling == "mean":
             weights = mean_weights(offsets, indices.numel())
-        h = self.input(indices, offsets, weights)
+        return self.finish(self.input(indices, offsets, weights), numeric)
+
+    def finish(self, h: torch.Tensor, numeric: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Everything after the sparse first layer's sum ``h`` (batch × width):
+        shared with the ONNX graph (:mod:`.onnx_graph`), which sums the bag its own way."""
         if self.numeric is not None and numeric is not None:
             h = h + self.numeric(numeric)
         h = self.body(h)

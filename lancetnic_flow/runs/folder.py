@@ -6,6 +6,11 @@
 ``metrics.json`` and ``history.csv``. Loading reads JSON and safetensors
 only: no pickle, so a planted file cannot run code.
 
+``model.json`` is written last, after every other file: it is what makes a
+folder a finished run. A run stopped while training or saving (Ctrl-C, a
+kill, a full disk) has ``config.json`` and no ``model.json``; loading,
+``predict`` and ``evaluate`` refuse it and say how to continue it.
+
 The folder may be any fsspec URL (``s3://bucket/runs/NAME``): ``train``
 hands back a :class:`RunFolder`, which carries the storage options that
 open it, so the files written into it and a ``Predictor(result.run)``
@@ -26,9 +31,10 @@ import fsspec
 from ..errors import UserError
 from ..features.vectorize import FittedFeatures
 from ..registry import task_kind
-from ..storage import join, open_atomic, read_bytes, write_bytes
+from ..storage import check_writable, join, open_atomic, options_for, read_bytes, write_bytes, writing
 
 FORMAT_VERSION = 1
+CHECKPOINT_FILE = "checkpoint.safetensors"   # written by training while the run is unfinished
 
 
 class RunFolder(str):
@@ -68,8 +74,21 @@ def new_run_dir(out: str, name: str | None, storage_options: dict | None = None)
         n += 1
         candidate = f"{name}-{n}"
     path = f"{base.rstrip('/')}/{candidate}"
-    fs.makedirs(path, exist_ok=True)
+    with writing(out):
+        fs.makedirs(path, exist_ok=True)
     return RunFolder(fs.unstrip_protocol(path) if "://" in out else path, so)
+
+
+def check_output_places(cfg: Any, resume: str | None = None) -> None:
+    """The places a training run writes, ``cfg.output``'s --out (or the run
+    ``resume`` continues) and --cache, checked before any work by writing and
+    removing a probe file: a place that cannot be written is a UserError."""
+    out, data = cfg.output, cfg.data
+    run_dir = resume or out.out
+    check_writable(run_dir, options_for(run_dir, data.storage_options, like=data.train[0]),
+                   "--resume" if resume else "--out")
+    cache = out.cache or join(out.out, ".cache")
+    check_writable(cache, options_for(cache, data.storage_options, like=data.train[0]), "--cache")
 
 
 def _json_default(o: Any) -> Any:
@@ -83,14 +102,16 @@ def write_json(url: str, obj: Any, storage_options: dict | None = None) -> None:
 
 
 def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, model_meta: dict,
-             metrics: dict | None, history: list[dict], storage_options: dict | None = None) -> None:
-    """Write a run folder's files (``metrics=None``: all but metrics.json, for the caller to write last)."""
+             metrics: dict | None, history: list[dict], storage_options: dict | None = None,
+             finish: bool = True) -> None:
+    """Write a run folder's files, ``model.json`` last (it marks the run finished).
+    ``metrics=None, finish=False``: all but metrics.json and model.json, for the
+    caller to write metrics.json and then call :func:`finish_run`."""
     from .tensor_file import write_safetensors
 
     so = folder_options(run, storage_options)
     write_json(join(run, "config.json"), config, so)
     write_bytes(join(run, "features.json"), features.to_json().encode(), so)
-    write_json(join(run, "model.json"), {**model_meta, "format_version": FORMAT_VERSION}, so)
     with open_atomic(join(run, "model.safetensors"), so) as f:
         write_safetensors(f, model.state_dict())
     if metrics is not None:
@@ -102,6 +123,14 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
         w.writeheader()
         w.writerows(history)
         write_bytes(join(run, "history.csv"), buf.getvalue().encode(), so)
+    if finish:
+        finish_run(run, model_meta, so)
+
+
+def finish_run(run: str, model_meta: dict, storage_options: dict | None = None) -> None:
+    """Write ``model.json``: the mark of a finished run, so it goes after every other file."""
+    write_json(join(run, "model.json"), {**model_meta, "format_version": FORMAT_VERSION},
+               folder_options(run, storage_options))
 
 
 @dataclass
@@ -129,15 +158,29 @@ def _not_a_run(run: str, missing: str) -> UserError:
                      "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500")
 
 
+def _unfinished(run: str, storage_options: dict) -> UserError:
+    """A folder with config.json and no model.json: a run stopped before it was saved."""
+    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT_FILE), **storage_options)
+    if fs.exists(path):
+        return UserError(f"{run} is an unfinished run: it stopped before its model was saved (no model.json)",
+                         f"continue it from its checkpoint with `lancetnic-flow train --resume {run}`")
+    return UserError(f"{run} is an unfinished run: it stopped before its model was saved (no model.json) "
+                     "and has no checkpoint to continue from",
+                     "train it again with the same command (what was fitted and featurised is cached)")
+
+
 def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, dict]:
     """A run folder's ``model.json`` and ``config.json``, checked, without
     torch: commands call it first, so a wrong folder is exit 2 at once."""
     so = folder_options(run, storage_options)
     try:
-        meta = json.loads(read_bytes(join(run, "model.json"), so))
         config = json.loads(read_bytes(join(run, "config.json"), so))
     except FileNotFoundError:
         raise _not_a_run(run, "model.json or config.json") from None
+    try:
+        meta = json.loads(read_bytes(join(run, "model.json"), so))
+    except FileNotFoundError:
+        raise _unfinished(run, so) from None
     if meta.get("format_version") != FORMAT_VERSION:
         raise UserError(f"{run} was written by an incompatible version (format {meta.get('format_version')})")
     return meta, config

@@ -5,7 +5,9 @@ and bars) instead of a confusion matrix, rows per label.
 Classification: loss and accuracy curves (train/val per epoch), a row-
 normalised confusion matrix (readable with 50+ classes: annotations only
 when there are few), per-class precision/recall/F1 (CSV and a bar chart),
-the class distribution. Regression: loss curves, predicted-vs-true scatter
+the class distribution. Past 60 classes a chart draws the 30 that matter
+most (the most confused, the largest) and says so in its title; the CSV
+holds every class. Regression: loss curves, predicted-vs-true scatter
 with the identity line, a residual histogram. Headless (Agg backend);
 files go to any fsspec URL.
 """
@@ -17,8 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from ..models.metrics import cells_of, confusion_cells
 from ..storage import join, write_bytes
 from .folder import folder_options
+
+#: Charts draw every class up to SHOW_ALL (readable at ~35 px each), past it the TOP_CLASSES
+#: that matter most: a chart of 3,000 classes is neither readable nor quick. Tables hold every class.
+SHOW_ALL, TOP_CLASSES = 60, 30
 
 
 def preload() -> None:
@@ -67,30 +74,63 @@ def curves(history: list[dict], key: str, title: str, url: str, options: dict) -
     return _save(plt, fig, url, options)
 
 
-def confusion_matrix(confusion: list[list[int]], labels: list[str], url: str, options: dict) -> str:
-    c = np.asarray(confusion, np.float64)
-    norm = c / np.maximum(c.sum(1, keepdims=True), 1)
+def top_classes(score: np.ndarray, k: int, top: int) -> np.ndarray:
+    """The ``top`` classes by ``score`` (highest first, ties by id), or every class up to :data:`SHOW_ALL`."""
+    if k <= max(top, SHOW_ALL):
+        return np.arange(k)
+    return np.lexsort((np.arange(k), -np.asarray(score, np.float64)))[:top]
+
+
+def _shown(n: int, k: int, by: str, noun: str = "class") -> str:
+    """A title's note on which classes a chart shows, when it cannot show them all."""
+    return f"top {n} of {k:,} {'classes' if noun == 'class' else noun + 's'} by {by}" if n < k else ""
+
+
+def confusion_matrix(confusion, labels: list[str], url: str, options: dict, top: int | None = None) -> str:
+    """A dense confusion matrix [true, predicted] drawn by :func:`confusion_chart`."""
+    return confusion_chart(np.asarray(confusion_cells(confusion), np.int64).reshape(-1, 3), labels, url, options,
+                           top)
+
+
+def confusion_chart(cells: np.ndarray, labels: list[str], url: str, options: dict, top: int | None = None) -> str:
+    """Rows normalised over every prediction of the true class. Past
+    :data:`SHOW_ALL` classes only the ``top`` most confused are drawn (errors
+    as the true class plus as the predicted one): a 3,000 × 3,000 image is
+    neither readable nor small."""
     k = len(labels)
-    side = min(4 + 0.28 * k, 24)
+    t, p, n = (cells[:, i] for i in range(3))
+    off = np.where(t != p, n, 0)
+    errors = np.bincount(t, weights=off, minlength=k) + np.bincount(p, weights=off, minlength=k)
+    support = np.bincount(t, weights=n, minlength=k)
+    keep = top_classes(errors + support / (support.max() + 1), k, top or TOP_CLASSES)
+    pos = np.full(k, -1)
+    pos[keep] = np.arange(len(keep))
+    inside = (pos[t] >= 0) & (pos[p] >= 0)
+    c = np.zeros((len(keep), len(keep)))
+    np.add.at(c, (pos[t[inside]], pos[p[inside]]), n[inside])
+    norm = c / np.maximum(support[keep], 1)[:, None]
+    names = [labels[i] for i in keep]
+    m = len(keep)
+    side = min(4 + 0.28 * m, 24)
     plt, fig, ax = _figure(side + 1, side)
     im = ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
-    font = max(4, 10 - k // 8)
-    ax.set_xticks(range(k), labels, rotation=90, fontsize=font)
-    ax.set_yticks(range(k), labels, fontsize=font)
+    font = max(4, 10 - m // 8)
+    ax.set_xticks(range(m), names, rotation=90, fontsize=font)
+    ax.set_yticks(range(m), names, fontsize=font)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
-    ax.set_title("confusion matrix (rows normalised)")
-    if k <= 20:
-        for i in range(k):
-            for j in range(k):
-                if c[i, j]:
-                    ax.text(j, i, f"{norm[i, j]:.2f}", ha="center", va="center", fontsize=font,
-                            color="white" if norm[i, j] > 0.5 else "black")
+    shown = _shown(m, k, "errors")
+    ax.set_title("confusion matrix (rows normalised)" + (f"\n{shown}" if shown else ""))
+    if m <= 20:
+        for i, j in zip(*np.nonzero(c)):
+            ax.text(j, i, f"{norm[i, j]:.2f}", ha="center", va="center", fontsize=font,
+                    color="white" if norm[i, j] > 0.5 else "black")
     return _save(plt, fig, url, options)
 
 
 def per_class_table(per_class: dict, labels: list[str], url: str, options: dict) -> str:
+    """Every class, however many: a table costs a line each."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["label", "precision", "recall", "f1", "support"])
@@ -102,29 +142,37 @@ def per_class_table(per_class: dict, labels: list[str], url: str, options: dict)
 
 
 def per_class_chart(per_class: dict, labels: list[str], url: str, options: dict, noun: str = "class") -> str:
-    """Precision, recall and F1 bars per class (or per label of a multilabel run), the worst F1 on top."""
-    order = np.argsort(per_class["f1"])
+    """Precision, recall and F1 bars per class (or per label of a multilabel run), the worst F1 on top;
+    past :data:`SHOW_ALL` classes the largest (by support) only."""
     k = len(labels)
-    plt, fig, ax = _figure(7, min(2 + 0.25 * k, 30))
-    y = np.arange(k)
+    keep = top_classes(per_class["support"], k, TOP_CLASSES)
+    order = keep[np.argsort(np.asarray(per_class["f1"])[keep], kind="stable")]
+    m = len(order)
+    plt, fig, ax = _figure(7, min(2 + 0.25 * m, 30))
+    y = np.arange(m)
     for offset, key in ((-0.27, "precision"), (0.0, "recall"), (0.27, "f1")):
         ax.barh(y + offset, np.asarray(per_class[key])[order], height=0.27, label=key)
-    ax.set_yticks(y, [labels[i] for i in order], fontsize=max(4, 10 - k // 8))
+    ax.set_yticks(y, [labels[i] for i in order], fontsize=max(4, 10 - m // 8))
     ax.invert_yaxis()   # the worst class on top, where the eye starts
     ax.set_xlim(0, 1)
-    ax.set_title(f"per-{noun} precision, recall, F1 (worst F1 first)")
+    shown = _shown(m, k, "support", noun)
+    ax.set_title(f"per-{noun} precision, recall, F1 (worst F1 first)" + (f"\n{shown}" if shown else ""))
     # Outside the axes: bars reach to the right edge, a legend there hides them.
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return _save(plt, fig, url, options)
 
 
 def class_distribution(labels: list[str], counts: list[int], url: str, options: dict, noun: str = "class") -> str:
+    """Training rows per class; past :data:`SHOW_ALL` classes the largest only."""
     k = len(labels)
-    plt, fig, ax = _figure(min(4 + 0.25 * k, 24), 4)
-    ax.bar(range(k), counts)
-    ax.set_xticks(range(k), labels, rotation=90, fontsize=max(4, 10 - k // 8))
+    keep = top_classes(counts, k, TOP_CLASSES)
+    m = len(keep)
+    plt, fig, ax = _figure(min(4 + 0.25 * m, 24), 4)
+    ax.bar(range(m), np.asarray(counts)[keep])
+    ax.set_xticks(range(m), [labels[i] for i in keep], rotation=90, fontsize=max(4, 10 - m // 8))
     ax.set_ylabel("rows")
-    ax.set_title(f"{noun} distribution (training rows)")
+    shown = _shown(m, k, "rows", noun)
+    ax.set_title(f"{noun} distribution (training rows)" + (f"\n{shown}" if shown else ""))
     return _save(plt, fig, url, options)
 
 
@@ -162,8 +210,9 @@ def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict
     m = metrics or {}
     if labels and m.get("per_label"):
         return [u for u in out + label_set_plots(folder, history, m, labels, label_counts, o) if u]
-    if labels and m.get("confusion"):
-        out.append(confusion_matrix(m["confusion"], labels, join(folder, "confusion_matrix.png"), o))
+    cells = cells_of(m) if labels else None
+    if cells is not None:
+        out.append(confusion_chart(cells, labels, join(folder, "confusion_matrix.png"), o))
     if labels and m.get("per_class"):
         out.append(per_class_table(m["per_class"], labels, join(folder, "per_class.csv"), o))
         out.append(per_class_chart(m["per_class"], labels, join(folder, "per_class.png"), o))

@@ -25,6 +25,7 @@ from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
+from ..features.rows import RowBlock
 from ..models.inputs import model_inputs
 from ..registry import task_kind
 from .folder import LoadedRun, load_run
@@ -82,6 +83,25 @@ class Predictor:
             mean, std = self.run.features.target or (0.0, 1.0)
             out["value"] = out.get("value", np.zeros(0, np.float32)).astype(np.float64) * std + mean
         return out
+
+    def feature_rows(self, data: Any, text_column: str | Sequence[str] | None = None) -> RowBlock:
+        """``data``'s rows as the model's CSR input rows, every row in its place: one that
+        cannot be predicted (no text) is an empty row, which :meth:`predict` reports by its status."""
+        rows = self.rows(data, text_column=text_column)
+        table = rows.select([c for c in rows.column_names if c == "text" or c in self.numeric])
+        table = table.set_column(table.column_names.index("text"), "text",
+                                 pc.fill_null(table["text"].cast(pa.string()), ""))
+        return self.run.features.transform(table)
+
+    def featurize(self, data: Any, text_column: str | Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """The inputs of the run's ONNX graph (``lancetnic-flow export RUN --onnx FILE``) for
+        ``data`` (texts, or a table with the run's text and numeric columns), keyed by the
+        graph's input names: ``session.run(None, pred.featurize(texts))`` gives what
+        :meth:`predict` computes. One row per input row (see :meth:`feature_rows`), padded
+        to the longest (docs/serving.md): give it bounded batches, its size is rows × the longest row."""
+        from ..models.onnx_graph import graph_inputs
+
+        return graph_inputs(self.run.model, self.feature_rows(data, text_column))
 
     def scores(self, rows: pa.Table) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(indices of the rows with status ok, their outputs: ``proba`` and/or ``value``)."""
@@ -291,7 +311,7 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
     its name), one output row per input row, in input order. Returns the counts:
     ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason."""
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
-                      all_rows=True)
+                      all_rows=True, encoding=columns.encoding)
     feed = OrderedWindow(client, predict_partition, [(p,) for p in plan.partitions], window, columns=columns,
                          run=run, run_options=run_options, storage_options=storage_options,
                          chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold)

@@ -23,11 +23,12 @@ import torch
 
 from ..errors import UserError
 from ..events import Events
-from ..storage import join, read_bytes
+from ..storage import join, open_atomic, read_bytes
+from ..runs.folder import CHECKPOINT_FILE
 from ..runs.tensor_file import write_safetensors
 from .state import TrainState
 
-CHECKPOINT = "checkpoint.safetensors"
+CHECKPOINT = CHECKPOINT_FILE
 FORMAT = 1
 
 
@@ -94,18 +95,11 @@ def unpack(tensors: dict[str, torch.Tensor], meta: str) -> dict[str, Any]:
 def save_checkpoint(run: str, state: dict[str, Any], storage_options: dict | None = None) -> float:
     """Write ``state`` as ``run/checkpoint.safetensors`` under a temporary name,
     then rename it into place; return the seconds it took."""
-    import fsspec
-
     t0 = time.monotonic()
     tensors, meta = pack(state)
-    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with fs.open(tmp, "wb") as f:
+    # Synced before the rename: a crash right after it must not leave an empty checkpoint.
+    with open_atomic(join(run, CHECKPOINT), storage_options or {}, sync=True) as f:
         write_safetensors(f, tensors, {"lancetnic_flow": meta})
-        if "file" in fs.protocol:
-            f.flush()
-            os.fsync(f.fileno())   # the rename must not land before the data does
-    fs.mv(tmp, path)
     return time.monotonic() - t0
 
 
@@ -138,6 +132,14 @@ def load_checkpoint(run: str, storage_options: dict | None = None) -> dict[str, 
     if not meta_doc:
         raise UserError(f"{url} is not a lancetnic_flow checkpoint")
     return unpack(tensors, meta_doc)
+
+
+def has_checkpoint(run: str, storage_options: dict | None = None) -> bool:
+    """Whether ``run`` holds a checkpoint to resume from."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
+    return fs.exists(path)
 
 
 def remove_checkpoint(run: str, storage_options: dict | None = None) -> None:

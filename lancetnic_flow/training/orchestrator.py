@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,22 +35,24 @@ from ..dataflow.shards import count_partition
 from ..errors import UserError
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
+from ..reconnect import retrying
 from ..features.vectorize import FittedFeatures
 from ..models import create_model
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..runs.folder import RunFolder, new_run_dir, save_run, write_json
+from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_json
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import write_plots
 from ..scores import val_scores
 from ..sizes import format_size
-from ..storage import join, options_for
+from ..storage import WriteError, join, options_for
 from . import optim
-from .checkpoints import load_checkpoint, remove_checkpoint, write_checkpoint
+from .checkpoints import has_checkpoint, load_checkpoint, remove_checkpoint, write_checkpoint
 from .loop import EpochLoop, Trainee
 from .state import TrainState
-from .step import lr_schedule
+from .step import EVAL_BATCH, lr_schedule
 from .stop import StopRequest, TrainingInterrupted
+from .tracking import start_tracking
 
 ROW_BYTES_ESTIMATE = 2048  # a buffered row: ~200 non-zeros × (4 + 4) bytes + slack
 LABEL_SET_SLACK = 256      # labels of a multilabel row (a byte each) that slack covers
@@ -68,7 +71,10 @@ PLANNED_CLASSES = 64
 def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = PLANNED_CLASSES) -> int:
     """Weights, optimiser moments, the best epoch's copy and gradients, in bytes.
     The input rows take two copies with sparse SGD (weights, best epoch), four
-    with lazy Adam (and its two moments); the dense rest four and a bit."""
+    with lazy Adam (and its two moments); the dense rest, the output layer's
+    hidden × classes included, four and a bit. Plus a batch's outputs (logits,
+    their softmax and gradient) at the larger of a training and an evaluation
+    batch: with thousands of classes these are tens of megabytes."""
     f = cfg.features
     if dim is None:
         dim = f.buckets if f.mode == "hashing" else (f.max_features or DEFAULT_MAX_FEATURES) + 2
@@ -77,7 +83,8 @@ def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int 
     h = cfg.model.hidden
     dense = max(cfg.model.layers, 1) * (8 * h * h if seq else h * h) + h * (classes + 1)
     copies = 2.1 if cfg.training.sparse_optimizer == "sgd" else 4.2
-    return int((dim * width * copies + dense * 4.2) * 4)
+    outputs = 3 * max(cfg.training.batch_size, EVAL_BATCH) * (classes + 1)
+    return int((dim * width * copies + dense * 4.2 + outputs) * 4)
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -184,11 +191,22 @@ class Training:
         """The memory plan; with a local cluster, the inputs planned and checked before it starts."""
         c = self.cfg.cluster
         self.events.emit("stage", stage="planning")
+        # Unwritable --out or --cache: refused before the cluster starts, not when the first file is due.
+        check_output_places(self.cfg, self.resume)
         self.memory = plan_memory(c.memory_budget, workers=c.workers, threads=c.threads, model_bytes=self.model_bytes,
                                   shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize)
         self.external = external or bool(scheduler_address(c.scheduler))
         # Bad paths and columns fail before a cluster starts, where we can.
         self.sources = None if self.external else self._plan_sources()
+
+    def after_write_error(self, exc: WriteError) -> WriteError:
+        """``exc`` with what to do once the place is writable again: resume from the checkpoint, or run again."""
+        run = getattr(self, "run", None)
+        if run is not None and has_checkpoint(run, self.out_so):
+            then = f"then continue with `lancetnic-flow train --resume {run}`"
+        else:
+            then = "then run the same command again (finished work in the cache is reused)"
+        return WriteError(exc.message, f"{exc.hint}; {then}")
 
     def _plan_sources(self) -> tuple:
         """Partitions of the training (and validation) data, columns checked; the planner's warnings emitted."""
@@ -264,14 +282,18 @@ class Training:
         fc, opts = self.cfg.features, dict(storage_options=self.cfg.data.storage_options,
                                             chunk_bytes=self.memory.partition, val_fraction=self.val_fraction,
                                             events=self.events)
+        # A lost scheduler connection cancels the pass's futures: once the client is back, it runs again.
+        again = dict(on_retry=lambda: self.events.emit(
+            "warning", message="lost the connection to the Dask scheduler; reconnected, fitting again"))
         if fc.mode != "hashing":
-            features, _ = fit_features(self.client, self.train_src.partitions, self.columns, fc, **opts)
+            features, _ = retrying(self.client, fit_features, self.client, self.train_src.partitions, self.columns, fc,
+                                   **again, **opts)
             return features, None
         val = self.val_src.partitions if self.val_src else []
-        features, stats = fit_features(self.client, self.train_src.partitions + val, self.columns, fc,
-                                       task=count_partition, splits=[None] * len(self.train_src.partitions)
-                                       + ["val"] * len(val), shard_dir=join(self.entry, "shards"),
-                                       cache_options=self.cache_so, **opts)
+        features, stats = retrying(self.client, fit_features, self.client, self.train_src.partitions + val,
+                                   self.columns, fc, task=count_partition,
+                                   splits=[None] * len(self.train_src.partitions) + ["val"] * len(val),
+                                   shard_dir=join(self.entry, "shards"), cache_options=self.cache_so, **again, **opts)
         for r in stats.results:
             r.drop_unknown(features.labels)
         return features, stats.results
@@ -309,6 +331,18 @@ class Training:
             write_json(join(self.run, "config.json"), cfg.to_dict(), self.out_so)
 
     # ---- epochs
+    def _refuse_other_key(self, saved_key: str) -> None:
+        """A checkpoint of other inputs or options, or of an earlier cache version
+        (a validation split of the text's ends only): a clear error either way."""
+        old = entry_key(self.train_src, self.val_src, dataclasses.asdict(self.cfg.features), self.columns,
+                        self.val_fraction, version=2)
+        if saved_key == old:
+            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose validation split "
+                            "(a hash of the text's first and last bytes) differs from this version's",
+                            "start a new run on the same data (see CHANGELOG.md: validation splits changed)")
+        raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
+                        "resume needs the same inputs; start a new run instead")
+
     def _start_state(self, feed: ShardFeed) -> TrainState:
         """Where training starts: a fresh state, or the checkpoint's (checked, weights and RNG restored)."""
         total_rows = feed.total_rows()
@@ -319,8 +353,7 @@ class Training:
         if saved is None:
             return state
         if saved.key != self.key:
-            raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
-                            "resume needs the same inputs; start a new run instead")
+            self._refuse_other_key(saved.key)
         if bool(saved.ddp) != bool(self.tc.ddp):
             raise UserError(f"{self.resume} was checkpointed by a run {'with' if saved.ddp else 'without'} "
                             "--ddp and cannot continue in the other mode", "start a new run instead")
@@ -413,14 +446,14 @@ class Training:
         ts = time.monotonic()
         metrics = {
             "task": self.task.kind, "model": cfg.model.name, **val_scores(final_val),
-            "confusion": final_val.get("confusion"), "per_class": final_val.get("per_class"),
+            # The matrix as non-zero cells; dense as well only for a few classes (see models/metrics.py).
+            "confusion": final_val.get("confusion"), "confusion_cells": final_val.get("confusion_cells"),
+            "per_class": final_val.get("per_class"),
             **({"per_label": final_val.get("per_label")} if self.task.multilabel else {}),
             "labels": self.features.labels, "rows": sum_rows(self.feed.manifest.results),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
             "best_epoch": state.best["epoch"] if state.best else None, "monitor": tc.monitor,
-            "memory": {"budget_bytes": plan.budget, "trainer_peak_rss_bytes": mon.trainer_peak,
-                       "workers_peak_bytes": mon.workers_peak, "plan": plan.to_dict()},
-            "stage_seconds": self.stage_seconds, "seconds": time.monotonic() - self.t0,
+            "stage_seconds": self.stage_seconds,
             "vocabulary": self.features.dim, "device": str(self.device),
         }
         if getattr(self, "ddp_info", None):
@@ -432,13 +465,22 @@ class Training:
                                 label_counts=self.features.label_counts,
                                 sample=state.best["sample"] if state.best else None)
             save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
-                     model_meta=self.model_meta, metrics=None, history=state.history, storage_options=self.out_so)
+                     model_meta=self.model_meta, metrics=None, history=state.history, storage_options=self.out_so,
+                     finish=False)
             metrics["plots"] = [u.rsplit("/", 1)[-1] for u in plots.result()]
-        write_json(join(self.run, "metrics.json"), metrics, self.out_so)
-        remove_checkpoint(self.run, self.out_so)
+        # Time and peaks include the save (weights, plots): all but the few small JSON files below.
+        mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts
-        self.events.emit("done", run=self.run,
-                         metrics={k: v for k, v in metrics.items() if k not in ("confusion", "per_class", "per_label")})
+        metrics.update(memory={"budget_bytes": plan.budget, "trainer_peak_rss_bytes": mon.trainer_peak,
+                               "workers_peak_bytes": mon.workers_peak, "plan": plan.to_dict()},
+                       seconds=time.monotonic() - self.t0)
+        write_json(join(self.run, "metrics.json"), metrics, self.out_so)
+        # model.json last: until it is written the folder is an unfinished run, resumable from its checkpoint.
+        finish_run(self.run, self.model_meta, self.out_so)
+        remove_checkpoint(self.run, self.out_so)
+        self.events.emit("done", run=self.run, metrics={k: v for k, v in metrics.items()
+                                                        if k not in ("confusion", "confusion_cells", "per_class",
+                                                                     "per_label")})
         return TrainResult(self.run, metrics)
 
 
@@ -452,11 +494,24 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     (``cfg`` must be that run's configuration, see :func:`~.resume.resume_config`)."""
     run = Training(cfg, events, resume)
     run.plan(external=client is not None)
-    # Saving needs no cluster: a local one's workers shut down (a second or two) while the run is saved.
-    with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer:
-        with run.cluster(client, closer):
-            with MemoryMonitor(events, run.client, local_workers=not run.memory.external) as mon:
-                run.fit()
-                run.build_model()
-                final_val = run.train_epochs()
-        return run.save(final_val, mon)
+    tracking = None
+    try:
+        # Saving needs no cluster: a local one's workers shut down (a second or two) while the run is saved.
+        with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, contextlib.ExitStack() as watch:
+            with run.cluster(client, closer):
+                # The monitor outlives the cluster: the summary's peak includes the save.
+                mon = watch.enter_context(MemoryMonitor(events, run.client, local_workers=not run.memory.external))
+                try:
+                    run.fit()
+                    run.build_model()
+                    # --track listens from here on: the run folder exists.
+                    tracking = start_tracking(cfg, run.run, run.out_so, events, resumed=resume is not None)
+                    final_val = run.train_epochs()
+                finally:
+                    mon.client = None   # the cluster closes while the run saves: its scheduler is not asked
+            return run.save(final_val, mon)
+    except WriteError as exc:   # a full disk, here or on a worker
+        raise run.after_write_error(exc) from None
+    finally:
+        if tracking is not None:   # a run that ended without `done` (interrupted or failed) ends its tracked run
+            tracking.end(sys.exc_info()[1])

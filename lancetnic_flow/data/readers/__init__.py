@@ -1,9 +1,14 @@
 """From one partition to Arrow tables: one small parser per format family.
 
 Runs on Dask workers. Rows that cannot be used are dropped and counted by
-reason in :attr:`Chunk.skipped` ("malformed", "undecodable", "empty_text",
-"missing_label", "missing_target"). A compressed file is read as a
-decompressing stream in pieces of about ``chunk_bytes``.
+reason in :attr:`Chunk.skipped` ("malformed", "undecodable", "not_text",
+"empty_text", "missing_label", "missing_target"). A compressed file is read
+as a decompressing stream in pieces of about ``chunk_bytes``.
+
+Text in another encoding (``Columns.encoding``, ``--encoding``) is decoded
+to UTF-8 a block at a time before parsing. A block where many rows are not
+text in the expected encoding (:func:`check_decodable`) stops the run with
+the file's name and the fix, instead of losing those rows as skips.
 
 * :mod:`.csv` — CSV and TSV; :mod:`.jsonl` — JSON Lines; :mod:`.lines` —
   plain text and fastText lines; :mod:`.parquet` — Parquet row groups;
@@ -18,7 +23,7 @@ from fsspec.core import url_to_fs
 from fsspec.utils import read_block
 
 from ...errors import UserError
-from ...formats import FORMATS, LINE_FORMATS
+from ...formats import FORMATS, LINE_FORMATS, to_utf8
 from ...storage import open_options
 from ..sources import Chunk, Columns, Partition, open_error
 from .csv import parse_csv, read_header
@@ -26,16 +31,22 @@ from .jsonl import parse_jsonl
 from .labels import LabelListError
 from .lines import check_line_columns, parse_lines
 from .parquet import read_parquet
-from .table import BOM
+from .table import BOM, check_decodable, check_not_wide
 
 
 def _parse_block(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                  url: str) -> Chunk:
+    # Decoded per block, not per row: one codec call, then the UTF-8 parsers.
+    data = to_utf8(data, columns.encoding)
+    header = to_utf8(header, columns.encoding) if header else header
     if fmt in ("csv", "tsv"):
-        return parse_csv(data, header, fmt, columns, url)
-    if fmt == "jsonl":
-        return parse_jsonl(data, columns, url)
-    return parse_lines(data, fmt, columns, url)
+        chunk = parse_csv(data, header, fmt, columns, url)
+    elif fmt == "jsonl":
+        chunk = parse_jsonl(data, columns, url)
+    else:
+        chunk = parse_lines(data, fmt, columns, url)
+    check_decodable(chunk, data, url, columns.encoding)
+    return chunk
 
 
 def read_partition(part: Partition, columns: Columns, *,
@@ -83,8 +94,10 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
             raise
         except Exception as exc:  # noqa: BLE001
             raise open_error(url, exc) from exc
-    if part.start == 0 and data.startswith(BOM):
-        data = data[len(BOM):]
+    if part.start == 0:
+        check_not_wide(data, url)
+        if data.startswith(BOM):
+            data = data[len(BOM):]
     yield _parse_block(data, header, fi.format, columns, url)
 
 
@@ -125,6 +138,7 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
             # only ``buf`` (one piece) and ``carry`` stay alive while parsing
             buf, new = new, b""
             if first:
+                check_not_wide(buf, url)
                 if buf.startswith(BOM):
                     buf = buf[len(BOM):]
                 if fi.format in ("csv", "tsv"):

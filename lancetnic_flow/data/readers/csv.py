@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.csv as pv
 
 from ...errors import UserError
-from ...formats import FORMATS
+from ...formats import FORMATS, to_utf8
 from ..sources import Chunk, Columns
-from .table import BOM, check_names, drop_undecodable, empty_table, finish, has_content, strip_bom, utf8_ok
+from .table import BOM, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content, strip_bom, utf8_ok
 
 _HEADER_BYTES = 2**20
 _ESCAPED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
@@ -25,9 +25,11 @@ _ESCAPED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogat
 def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
     fmt = "TSV" if delimiter == "\t" else "CSV"
     if not utf8_ok(header):
+        check_not_wide(header, url)
         raise UserError(f"{url}: the first line is not UTF-8 text, so it is no {fmt} header",
                         f"check that the file is {fmt}, or pass --format "
-                        f"with one of {', '.join(FORMATS)} (e.g. --format parquet)")
+                        f"with one of {', '.join(FORMATS)} (e.g. --format parquet); a {fmt} file in "
+                        f"another encoding needs --encoding NAME (e.g. latin-1)")
     try:
         t = pv.read_csv(io.BytesIO(header.rstrip(b"\r\n") + b"\n"),
                         parse_options=pv.ParseOptions(delimiter=delimiter))
@@ -263,9 +265,9 @@ def read_header(f) -> bytes:
     return head[: nl + 1]
 
 
-def columns_of(f, url: str, fmt: str) -> list[str]:
-    """The column names in the header of the open file ``f``."""
-    first = strip_bom(read_header(f))
+def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str]:
+    """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8)."""
+    first = to_utf8(strip_bom(read_header(f)), encoding)
     if not first.strip():
         raise UserError(f"{url}: the file has no header line",
                         "a CSV/TSV file needs a first line with the column names")

@@ -1,5 +1,10 @@
 """JSON Lines: one object per line; Arrow's reader, with a per-line slow
-path for a block that holds a malformed line or mixed-type values."""
+path for a block that holds a malformed line or mixed-type values.
+
+A text field holding a number, boolean, list or object is not text: its row
+is skipped as "not_text" (a status in prediction), never trained as the
+value's JSON. The Arrow path sees it from the column's type, the slow path
+from the value's Python type. Labels and targets may be numbers."""
 from __future__ import annotations
 
 import io
@@ -9,8 +14,9 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from ...errors import UserError
+from ...formats import to_utf8
 from ..sources import Chunk, Columns, missing_column_error
-from .table import BOM, decoded, empty_table, finish, strip_bom, utf8_ok
+from .table import BOM, decoded, empty_table, finish, strip_bom, text_kinds, utf8_ok
 
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
@@ -31,12 +37,21 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
         missing = [n for n in names if n not in table.column_names]
         if missing and table.num_rows:
             raise missing_column_error(url, missing[0], table.column_names)
-        return finish(columns, table.column, table.num_rows,
-                       table.num_rows + undecodable, skipped, have=table.column_names)
+        get, not_text = text_kinds(columns, table.column) if table.num_rows else (table.column, None)
+        return finish(columns, get, table.num_rows, table.num_rows + undecodable, skipped,
+                      have=table.column_names, not_text=not_text)
     if columns.all_rows:
         return _rows_in_order(data, columns, url)
-    # Slow path, only for a block with a malformed line or mixed-type values.
+    return _slow_rows(data, columns, url, skipped, undecodable)
+
+
+def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int], undecodable: int) -> Chunk:
+    """Training's slow path, only for a block with a malformed line or mixed-type
+    values: a Python loop per line."""
+    names = columns.names()
+    texts = set(columns.text)
     cols: dict[str, list] = {n: [] for n in names}
+    not_text: list[bool] = []
     malformed = 0
     seen_keys: set[str] = set()
     found: set[str] = set()
@@ -52,17 +67,21 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
             malformed += 1
             continue
         seen_keys.update(obj)
+        wrong = False
         for n in names:
             v = obj.get(n)
             if n in obj:
                 found.add(n)
-            if isinstance(v, (dict, list)):
+            if n in texts and v is not None and not isinstance(v, str):
+                wrong, v = True, None   # a number, boolean, list or object where text belongs
+            elif isinstance(v, (dict, list)):
                 v = json.dumps(v)
             elif isinstance(v, bool):
                 v = str(v).lower()
             elif v is not None:
                 v = str(v)
             cols[n].append(v)
+        not_text.append(wrong)
     n_rows = len(cols[names[0]]) if names else 0
     if n_rows:
         for n in names:
@@ -72,7 +91,7 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
         skipped["malformed"] = skipped.get("malformed", 0) + malformed
     arrays = {n: pa.array(v, pa.string()) for n, v in cols.items()}
     return finish(columns, arrays.__getitem__, n_rows, n_rows + malformed + undecodable,
-                   skipped)
+                  skipped, not_text=pa.array(not_text, pa.bool_()) if any(not_text) else None)
 
 
 def _value(v):
@@ -103,6 +122,9 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
             obj, why = None, why or "malformed"
         if obj is not None and not isinstance(obj, dict):
             obj, why = None, why or "malformed"
+        if obj is not None and why is None and any(
+                obj.get(n) is not None and not isinstance(obj.get(n), str) for n in columns.text):
+            why = "not_text"   # a number, boolean, list or object where text belongs
         objs.append(obj)
         status.append(why)
         if obj is not None:
@@ -121,11 +143,12 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
                   status=pa.array(status, pa.string()), have=have)
 
 
-def columns_of(f, url: str) -> list[str] | None:
-    """The keys of the first object in the open file ``f``; None for a file of blank lines."""
+def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
+    """The keys of the first object in the open file ``f`` (text in ``encoding``;
+    None: UTF-8); None for a file of blank lines."""
     for line in f:
         if line.strip():
-            line = line[len(BOM):] if line.startswith(BOM) else line
+            line = to_utf8(line[len(BOM):] if line.startswith(BOM) else line, encoding)
             try:
                 obj = json.loads(line)
             except ValueError as exc:

@@ -17,6 +17,17 @@ from .labels import check_single, is_list_type, label_sets
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+# A text is usable when it holds a token: two word characters in a row, the
+# tokenizer's rule (features/tokenize.py: MIN_CHARS 2 of Unicode letters,
+# numbers and "_"). RE2 stops at the first match, so a normal text costs a few
+# bytes; only texts of punctuation, symbols, control characters or NULs are
+# read to their end, and they are the ones counted as "empty_text".
+_TOKEN_RE = r"[\pL\pN_][\pL\pN_]"
+# A block stops the run when more of its rows than both of these are not
+# text in the expected encoding: the file is in another encoding, and
+# skipping would silently lose that share of it. Fewer are counted skips.
+UNDECODABLE_ROWS = 10
+UNDECODABLE_SHARE = 0.01
 
 
 def strip_bom(data: bytes) -> bytes:
@@ -66,10 +77,13 @@ def empty_table(columns: Columns | None, fmt: str) -> pa.Table:
 
 def finish(columns: Columns, get, n: int, rows_read: int,
             skipped: dict[str, int], status: pa.Array | None = None,
-            have: list[str] | None = None) -> Chunk:
+            have: list[str] | None = None, not_text: pa.Array | None = None) -> Chunk:
     """Build the output table from parsed columns; ``get(name)`` -> array.
 
-    With ``columns.all_rows`` no row is dropped (see :func:`all_rows`):
+    A row whose text holds no token (empty, blank, only punctuation or control
+    characters) is "empty_text"; ``not_text`` marks rows a parser found with a
+    text field of another kind (a JSON number, boolean, list or object):
+    "not_text". With ``columns.all_rows`` no row is dropped (see :func:`all_rows`):
     ``status`` holds the reasons a parser already found (null: none) and
     ``have`` the file's columns, for ``keep_all``."""
     if n == 0:
@@ -81,11 +95,12 @@ def finish(columns: Columns, get, n: int, rows_read: int,
         joined = pc.binary_join_element_wise(*texts, " ", null_handling="replace",
                                              null_replacement="")
         text = pc.utf8_trim_whitespace(joined)
-    # non-empty and not only whitespace; no copy of the strings
-    keep = pc.and_(pc.greater(pc.utf8_length(text), 0), pc.invert(pc.utf8_is_space(text)))
+    keep = pc.match_substring_regex(text, _TOKEN_RE)   # holds a token; no copy of the strings
     if columns.all_rows:
-        return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [])
+        return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [], not_text)
     reasons = [("empty_text", keep)]
+    if not_text is not None:
+        reasons.insert(0, ("not_text", pc.invert(not_text)))
     label = target = None
     if columns.label:
         label, ok = label_column(columns, get(columns.label))
@@ -144,14 +159,17 @@ def label_column(columns: Columns, raw) -> tuple:
 
 
 def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[str, int],
-             status: pa.Array | None, have: list[str]) -> Chunk:
+             status: pa.Array | None, have: list[str], not_text: pa.Array | None = None) -> Chunk:
     """Every row, in order, with a ``status`` column ("ok", or the reason it
     cannot be used) and the kept input columns as ``keep:NAME`` strings."""
     mine = pc.if_else(usable, pa.scalar("ok"), pa.scalar("empty_text"))
+    if not_text is not None:
+        mine = pc.if_else(pc.fill_null(not_text, False), pa.scalar("not_text"), mine)
     fresh = mine if status is None else pc.if_else(pc.is_null(status), mine, pa.scalar("ok"))
-    empty = pc.sum(pc.equal(fresh, "empty_text")).as_py() or 0
-    if empty:
-        skipped["empty_text"] = skipped.get("empty_text", 0) + empty
+    for reason in ("not_text", "empty_text"):   # the parser counted the reasons it found
+        count = pc.sum(pc.equal(fresh, reason)).as_py() or 0
+        if count:
+            skipped[reason] = skipped.get(reason, 0) + count
     final = mine if status is None else pc.coalesce(status, mine)
     arrays, names = [text], ["text"]
     if columns.label:
@@ -252,7 +270,23 @@ def format_hint(fmt: str, have: list[str]) -> str | None:
     other, name = ("\t", "tsv") if fmt == "csv" else (",", "csv")
     if len(have) == 1 and other in have[0]:
         return f"the header line is split by {other!r}, not by the {fmt} delimiter: pass --format {name}"
+    if len(have) == 1 and ";" in have[0]:
+        return ("the header line is split by ';' (a semicolon-separated file): save it with ',' as the "
+                "delimiter, or as TSV or Parquet")
+    if any(_looks_like_data(h) for h in have):
+        return ("the first line looks like a row of data, not column names: the file needs a header line "
+                "naming its columns, e.g. text,label")
     return None
+
+
+def _looks_like_data(name: str) -> bool:
+    """A header cell that reads as a value: a number, or a sentence rather than a name."""
+    name = name.strip()
+    try:
+        float(name)
+        return True
+    except ValueError:
+        return len(name) > 40 or len(name.split()) > 4
 
 
 def check_names(url: str, have: list[str], columns: Columns, fmt: str = "") -> None:
@@ -263,3 +297,67 @@ def check_names(url: str, have: list[str], columns: Columns, fmt: str = "") -> N
             raise err
 
 
+
+
+def text_kinds(columns: Columns, column) -> tuple:
+    """Text columns of a typed (Arrow-parsed) table checked for kind: (``get``
+    for :func:`finish`, and per row whether a text field holds a number,
+    boolean, list or object, or None when none can). Such a field reads as
+    missing when training, and as its JSON text in prediction's echo."""
+    wrong = None
+    fixed = {}
+    for c in columns.text:
+        arr = column(c)
+        t = arr.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t) \
+                or pa.types.is_string_view(t):
+            continue
+        bad = pc.is_valid(arr)
+        wrong = bad if wrong is None else pc.or_(wrong, bad)
+        fixed[c] = kept_values(arr) if columns.all_rows else pa.nulls(len(arr), pa.string())
+    if wrong is None:
+        return column, None
+    return (lambda name: fixed[name] if name in fixed else column(name)), wrong
+
+
+def check_not_wide(head: bytes, url: str) -> None:
+    """Refuse a file that starts like UTF-16 or UTF-32 text (a byte-order mark,
+    or NUL bytes in much of its start): its lines cannot be split at b"\\n"."""
+    sample = head[:4096]
+    bom = sample.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff"))
+    if bom or (len(sample) >= 64 and sample.count(b"\x00") > len(sample) * 0.3):
+        raise UserError(f"{url}: the file looks like UTF-16 or UTF-32 text, which cannot be read in partitions",
+                        "convert it to UTF-8 first, e.g. iconv -f UTF-16 -t UTF-8 IN > OUT")
+
+
+def check_decodable(chunk: Chunk, data: bytes, url: str, encoding: str | None) -> None:
+    """Stop (UserError) when more than ``UNDECODABLE_ROWS`` rows and more than
+    ``UNDECODABLE_SHARE`` of a block are not text in the expected encoding:
+    the file is in another one. ``data``: the block as the parser read it."""
+    bad = chunk.skipped.get("undecodable", 0)
+    rows = max(chunk.rows_read, 1)
+    if bad <= UNDECODABLE_ROWS or bad <= UNDECODABLE_SHARE * rows:
+        return
+    share = f"{bad:,} of {chunk.rows_read:,} rows read ({100 * bad / rows:.1f} %)"
+    if encoding is not None:
+        raise UserError(f"{url}: {share} are not valid {encoding} text",
+                        "pass the file's own encoding (--encoding NAME), or convert it to UTF-8")
+    guess = likely_encoding(data)
+    raise UserError(f"{url}: {share} are not UTF-8 text: the file is probably in another encoding ({guess}?)",
+                    f"pass --encoding {guess} (or the file's own encoding), or convert the file to UTF-8")
+
+
+def likely_encoding(data: bytes) -> str:
+    """A guess for a block that is not UTF-8: cp1252 (Windows) when it holds the
+    bytes 0x80-0x9F that cp1252 uses for letters and quotes, else latin-1."""
+    import numpy as np
+
+    raw = np.frombuffer(data, np.uint8)
+    windows = bool(((raw >= 0x80) & (raw < 0xA0)).any())
+    if windows:
+        try:
+            data.decode("cp1252")
+            return "cp1252"
+        except UnicodeDecodeError:
+            pass
+    return "latin-1"

@@ -3,6 +3,8 @@ lines (plan, warnings, features, epochs, early stop, resume) and a one-line
 status for logs that are not a terminal."""
 from __future__ import annotations
 
+import shlex
+
 from rich.columns import Columns
 from rich.console import Group
 from rich.panel import Panel
@@ -10,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...scores import SCORES
+from ..tune_lines import TUNE_MILESTONES
 from .state import DashboardState
 from .widgets import count, duration, short_size, val_parts
 
@@ -130,7 +133,8 @@ def render_summary(done: dict, width: int = 80) -> Group:
     foot.append("run      ", "bold")
     foot.append(run + "\n")
     foot.append("predict  ", "bold")
-    foot.append(f"lancetnic-flow predict {run} --text \"...\"")
+    # Quoted for the shell, so a path with spaces can be copied as it is.
+    foot.append(f"lancetnic-flow predict {shlex.quote(run)} --text '...'")
     return Group(Panel(body, title="[bold green]training finished", title_align="left",
                        border_style="green"), foot)
 
@@ -157,7 +161,8 @@ def early_stop_line(e: dict) -> str:
 
 
 _MILESTONES = {"plan": lambda e: e["text"], "warning": lambda e: f"warning: {e['message']}",
-               "fitted": fitted_line, "epoch": epoch_line, "early_stop": early_stop_line, "resumed": resumed_line}
+               "fitted": fitted_line, "epoch": epoch_line, "early_stop": early_stop_line, "resumed": resumed_line,
+               **TUNE_MILESTONES}   # `tune`: the search's start, each finished trial, the outcome
 
 
 def milestone(kind: str, e: dict) -> str | None:

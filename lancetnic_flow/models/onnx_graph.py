@@ -1,0 +1,152 @@
+"""The networks as graphs ONNX can take: padded matrices instead of CSR rows.
+
+ONNX has no sparse tensor input and no EmbeddingBag, and a packed sequence
+does not survive export with a dynamic batch. So an exported graph reads a
+batch as dense matrices padded to its longest row: its size is bounded by
+rows × the longest row of the batch (a row is at most ``--max-len`` tokens
+for the sequence models), never by the vocabulary.
+
+* **Bag models** (:class:`~.scalpel.ScalpelNet`: ScalpelMC, ScalpelReg,
+  ScalpelMTSK, FastTextBag) take ``indices`` (int64, batch × width: a row's
+  feature ids, padded with 0) and ``weights`` (float32, batch × width: each
+  id's weight in the row's sum, 0 for padding; FastTextBag's are 1 / the
+  row's number of terms, its mean). The first layer is a gather and a
+  weighted sum over the width, which is ``embedding_bag``'s sum.
+* **Sequence models** (:class:`~.lancet.SequenceNet`: the Lancet LSTMs and
+  GRU) take ``indices`` (int64, batch × width: token ids, padded with 0) and
+  ``lengths`` (int64, batch). The RNN runs over every padded step and each
+  row is read at its own last step (or attended up to it): a one-directional
+  RNN's step t never depends on later steps, so this is what the packed
+  sequence of training computes.
+* Both take ``numeric`` (float32, batch × columns, standardised as the
+  run's features do) when the run has numeric input columns.
+
+The outputs: ``logits`` (batch × labels) and ``probabilities`` (softmax, or
+a sigmoid per label for a multilabel run) when the model classifies,
+``value`` (batch, in the target's units) when it regresses.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..features.rows import RowBlock
+from .lancet import SequenceNet
+from .scalpel import ScalpelNet
+
+
+class _Outputs(nn.Module):
+    """A network's output dict as the graph's outputs, in :func:`output_names`' order."""
+
+    def __init__(self, multilabel: bool, target: tuple[float, float] | None):
+        super().__init__()
+        self.multilabel = multilabel
+        self.mean, self.std = target or (0.0, 1.0)
+
+    def forward(self, out: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        res: list[torch.Tensor] = []
+        if "logits" in out:
+            logits = out["logits"]
+            res += [logits, torch.sigmoid(logits) if self.multilabel else torch.softmax(logits, dim=1)]
+        if "value" in out:
+            # The value head learns the standardised target: the graph answers in the target's units.
+            res.append(out["value"] * self.std + self.mean)
+        return tuple(res)
+
+
+class BagGraph(nn.Module):
+    """A :class:`ScalpelNet` over padded ``indices`` and ``weights``."""
+
+    def __init__(self, net: ScalpelNet, multilabel: bool = False, target: tuple[float, float] | None = None):
+        super().__init__()
+        self.net, self.outputs = net, _Outputs(multilabel, target)
+
+    def forward(self, indices: torch.Tensor, weights: torch.Tensor,
+                numeric: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        rows = F.embedding(indices, self.net.input.weight)            # batch × width × hidden
+        h = (rows * weights.unsqueeze(-1)).sum(1) + self.net.input.bias
+        return self.outputs(self.net.finish(h, numeric))
+
+
+class SequenceGraph(nn.Module):
+    """A :class:`SequenceNet` over padded ``indices`` and their ``lengths``, unpacked."""
+
+    def __init__(self, net: SequenceNet, multilabel: bool = False, target: tuple[float, float] | None = None):
+        super().__init__()
+        self.net, self.outputs = net, _Outputs(multilabel, target)
+
+    def forward(self, indices: torch.Tensor, lengths: torch.Tensor,
+                numeric: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        net = self.net
+        seq, _ = net.rnn(net.input(indices))
+        # An empty row is read as one padding step, as in training.
+        last = lengths.clamp(min=1) - 1
+        if net.score is not None:
+            steps = torch.arange(indices.shape[1], device=indices.device)
+            mask = steps.unsqueeze(0) <= last.unsqueeze(1)
+            scores = net.score(torch.tanh(seq)).squeeze(-1).masked_fill(~mask, float("-inf"))
+            h = (torch.softmax(scores, dim=1).unsqueeze(-1) * seq).sum(1)
+        else:
+            h = seq.gather(1, last.view(-1, 1, 1).expand(-1, 1, seq.shape[2])).squeeze(1)
+        return self.outputs(net.finish(h, numeric))
+
+
+GRAPHS: dict[type, type[nn.Module]] = {ScalpelNet: BagGraph, SequenceNet: SequenceGraph}
+
+
+def exportable(model: nn.Module) -> bool:
+    """Whether ``model``'s network has an ONNX graph here (a registered custom network has none)."""
+    return type(model) in GRAPHS
+
+
+def graph_for(model: nn.Module, multilabel: bool = False,
+              target: tuple[float, float] | None = None) -> nn.Module:
+    """``model`` as the module that torch.onnx exports, in eval mode: the exporter
+    restores the mode it found, and a graph left in training mode would put the
+    network back in it (dropout on) after the export."""
+    return GRAPHS[type(model)](model, multilabel, target).eval()
+
+
+def input_names(model: nn.Module) -> list[str]:
+    """The graph's inputs, in the order its ``forward`` takes them."""
+    first = ["indices", "lengths"] if isinstance(model, SequenceNet) else ["indices", "weights"]
+    return first + (["numeric"] if model.numeric is not None else [])
+
+
+def output_names(model: nn.Module) -> list[str]:
+    """The graph's outputs, in the order its ``forward`` returns them."""
+    kw = model.config
+    return (["logits", "probabilities"] if kw.get("classes") else []) + (["value"] if kw.get("regress") else [])
+
+
+def graph_inputs(model: nn.Module, block: RowBlock) -> dict[str, np.ndarray]:
+    """A block of CSR rows as the graph's padded inputs, keyed by :func:`input_names`."""
+    lengths = np.diff(block.offsets).astype(np.int64)
+    n, nnz = len(lengths), len(block.indices)
+    width = max(int(lengths.max()) if n else 0, 1)
+    row = np.repeat(np.arange(n), lengths)
+    pos = np.arange(nnz) - np.repeat(block.offsets[:-1], lengths)
+    indices = np.zeros((n, width), np.int64)
+    indices[row, pos] = block.indices
+    out: dict[str, np.ndarray] = {"indices": indices}
+    if isinstance(model, SequenceNet):
+        out["lengths"] = lengths
+    else:
+        # ScalpelNet's own rule: a mean bag (FastTextBag) or rows without values weigh each term 1/len.
+        if block.values is None or model.pooling == "mean":
+            values = np.repeat((1.0 / np.maximum(lengths, 1)).astype(np.float32), lengths)
+        else:
+            values = block.values.astype(np.float32)
+        weights = np.zeros((n, width), np.float32)
+        weights[row, pos] = values
+        out["weights"] = weights
+    if model.numeric is not None:
+        numeric = block.numeric if block.numeric is not None else np.zeros((n, model.config["numeric"]))
+        out["numeric"] = np.ascontiguousarray(numeric, np.float32)
+    return out
+
+
+__all__ = ["BagGraph", "SequenceGraph", "GRAPHS", "exportable", "graph_for", "input_names", "output_names",
+           "graph_inputs"]

@@ -1,0 +1,54 @@
+"""A trainer whose connection to the Dask scheduler drops for a while.
+
+Dask's client reconnects by itself, but it cancels every future it held
+(reason ``scheduler-connection-lost``), scattered data included. The work
+those futures stood for is submitted again once the client is back:
+:class:`~lancetnic_flow.dataflow.window.OrderedWindow` re-submits the tasks
+not yet read, and whole stages (the fit pass, a shard repair) run again
+through :func:`retrying`. Every task is idempotent (shards are written under
+a temporary name and renamed), so a repeated task changes nothing.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+LOST = "scheduler-connection-lost"
+# How long the client tries to reach its scheduler again before giving up
+# (Dask's default is its connect timeout, 10 s here, too short for a busy
+# machine to see a dropped link come back).
+RECONNECT_S = 60.0
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is Dask giving up work because the client lost its scheduler."""
+    return LOST in str(exc) or type(exc).__name__ in ("CommClosedError", "StreamClosedError")
+
+
+def wait_reconnected(client: Any, timeout: float = RECONNECT_S) -> bool:
+    """Wait until ``client`` is connected again; False if it gave up (closed) or time ran out."""
+    deadline = time.monotonic() + timeout
+    while getattr(client, "status", "running") != "running":
+        if client.status in ("closing", "closed", "failed") or time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def retrying(client: Any, fn: Callable[..., T], *args: Any, attempts: int = 3, on_retry: Callable[[], None] | None = None,
+             **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, run again (up to ``attempts`` times in all) when the
+    scheduler connection was lost and the client got it back."""
+    for attempt in range(attempts):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - only a lost connection is retried
+            if attempt == attempts - 1 or not connection_lost(exc) or not wait_reconnected(client):
+                raise
+            if on_retry is not None:
+                on_retry()
+    raise AssertionError("unreachable")
+
+
+__all__ = ["RECONNECT_S", "connection_lost", "retrying", "wait_reconnected"]

@@ -1,0 +1,149 @@
+"""A run's network as an ONNX file (``lancetnic-flow export RUN --onnx FILE``).
+
+The graph (:mod:`lancetnic_flow.models.onnx_graph`) takes padded matrices:
+:meth:`~.predict.Predictor.featurize` turns texts into them, keyed by the
+graph's input names, so any ONNX runtime reproduces
+:class:`~.predict.Predictor`'s outputs. The file's metadata carries the
+labels in the order of the ``logits`` columns, the task and the input
+names. Every export is checked before it is written: onnxruntime runs the
+graph on sample texts and its answers must equal the Predictor's.
+
+torch's TorchScript exporter (``dynamo=False``) is used: the newer
+``torch.export`` one needs ``onnxscript`` and gives the same graph here.
+Needs ``pip install 'lancetnic_flow[onnx]'`` (onnx, onnxruntime).
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserError
+from ..registry import task_kind
+from ..storage import options_for, write_bytes
+
+OPSET = 17
+TOLERANCE = 1e-4
+PROTOBUF_LIMIT = 2**31 - 2**20    # one ONNX file holds under 2 GiB (protobuf), with room for the graph
+SAMPLES = ["a short text", "", "the quick brown fox jumps over the lazy dog " * 3, "goal match team phone"]
+
+
+def require_onnx() -> None:
+    """Stop with the extra to install when onnx or onnxruntime is missing."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError as exc:
+        raise UserError(f"export --onnx needs the onnx and onnxruntime packages ({exc.name} is not installed)",
+                        "pip install 'lancetnic_flow[onnx]'") from None
+
+
+def sample_texts(pred) -> list[str]:
+    """Texts to trace and check the graph with; with vocabulary terms, so no row is empty
+    in a vocabulary's (tfidf, ids) mode."""
+    vocab = pred.run.features.vocabulary
+    terms = vocab.slice(0, 40).to_pylist() if vocab is not None else []
+    return SAMPLES + ([" ".join(terms), " ".join(terms[::3])] if terms else [])
+
+
+def _export_bytes(pred) -> bytes:
+    """The graph as ONNX bytes, with dynamic batch and width."""
+    import torch
+
+    from ..models import onnx_graph
+
+    model = pred.run.model
+    graph = onnx_graph.graph_for(model, pred.multilabel, pred.run.features.target if pred.regresses else None)
+    example = pred.featurize(sample_texts(pred))
+    names, outputs = onnx_graph.input_names(model), onnx_graph.output_names(model)
+    axes: dict[str, dict[int, str]] = {n: {0: "batch"} for n in names + outputs}
+    for padded in ("indices", "weights"):
+        if padded in names:
+            axes[padded] = {0: "batch", 1: "width"}
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        # The exporter's deprecation notice and its RNN batch-size caution (the graph has no
+        # initial state input, so any batch size runs; the tests check it) are not the user's.
+        warnings.simplefilter("ignore")
+        # torch before 2.5 has only this exporter, and no ``dynamo`` argument.
+        which = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+        torch.onnx.export(graph, tuple(torch.from_numpy(example[n]) for n in names), buf, input_names=names,
+                          output_names=outputs, dynamic_axes=axes, opset_version=OPSET, **which)
+    return buf.getvalue()
+
+
+def _with_metadata(data: bytes, pred) -> bytes:
+    """The labels (the ``logits`` columns' order), task and inputs, in the file's metadata."""
+    import onnx
+
+    proto = onnx.load_from_string(data)
+    meta = pred.run.meta
+    onnx.helper.set_model_props(proto, {
+        "lancetnic_flow.labels": json.dumps(list(pred.labels)), "lancetnic_flow.task": task_kind(meta),
+        "lancetnic_flow.model": str(meta.get("model", meta.get("net", ""))),
+        "lancetnic_flow.inputs": json.dumps([i.name for i in proto.graph.input])})
+    return proto.SerializeToString()
+
+
+def difference(got: np.ndarray, want: np.ndarray) -> float:
+    """The largest difference of ``got`` from ``want``: absolute up to 1, relative above
+    (float32 holds a large value to about 7 digits)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float((np.abs(got - want) / np.maximum(np.abs(want), 1.0)).max(initial=0.0))
+
+
+def check_graph(data: bytes, pred, texts: list[str]) -> float:
+    """The largest :func:`difference` between onnxruntime's answers and the model's for
+    ``texts`` (logits, probabilities, values in the target's units); a bug if over :data:`TOLERANCE`."""
+    import onnxruntime as ort
+    import torch
+
+    from ..models import onnx_graph
+    from ..models.inputs import model_inputs
+
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    got = dict(zip(onnx_graph.output_names(pred.run.model), session.run(None, pred.featurize(texts))))
+    with torch.no_grad():
+        want = {k: v.numpy() for k, v in pred.run.model(**model_inputs(pred.feature_rows(texts), pred.device)).items()}
+    worst = 0.0
+    if "logits" in want:
+        worst = difference(got["logits"], want["logits"])
+    if "value" in want:
+        mean, std = pred.run.features.target or (0.0, 1.0)
+        worst = max(worst, difference(got["value"], want["value"].astype(np.float64) * std + mean))
+    if worst > TOLERANCE:
+        raise RuntimeError(f"the exported graph differs from the model by {worst:.3g}: please report this")
+    return worst
+
+
+def export_onnx(run: Any, out: str, storage_options: dict | None = None, run_options: dict | None = None) -> dict:
+    """Write ``run``'s network to ``out`` (a path or fsspec URL) as ONNX, checked with
+    onnxruntime. ``run``: a run folder or a :class:`~.predict.Predictor`. Returns what
+    was written: ``onnx``, ``bytes``, ``inputs``, ``outputs``, ``labels`` and ``difference``."""
+    require_onnx()
+    from ..models import onnx_graph
+    from .predict import Predictor
+
+    pred = run if isinstance(run, Predictor) else Predictor(run, run_options)
+    model = pred.run.model
+    if not onnx_graph.exportable(model):
+        raise UserError(f"{pred.run.url}: its network {type(model).__name__} has no ONNX graph (export knows "
+                        "ScalpelNet and SequenceNet, the built-in models)",
+                        "serve it with `lancetnic-flow serve`, or export it with torch.onnx yourself")
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    if size > PROTOBUF_LIMIT:
+        raise UserError(f"{pred.run.url}: its weights take {size / 2**30:.1f} GiB; one ONNX file holds under 2 GiB",
+                        "train with fewer --buckets or a smaller --max-features / --hidden, or serve it with "
+                        "`lancetnic-flow serve`")
+    data = _with_metadata(_export_bytes(pred), pred)
+    difference = check_graph(data, pred, sample_texts(pred))
+    write_bytes(out, data, options_for(out, storage_options or {}))
+    return {"onnx": out, "bytes": len(data), "inputs": onnx_graph.input_names(model),
+            "outputs": onnx_graph.output_names(model), "labels": list(pred.labels), "difference": difference}
+
+
+__all__ = ["export_onnx", "check_graph", "difference", "require_onnx", "sample_texts", "OPSET", "TOLERANCE"]

@@ -1,0 +1,100 @@
+"""Tokenizers of your own, registered by name (``lancetnic_flow.features.register_tokenizer``).
+
+``register_tokenizer("name", fn)`` makes ``fn`` the word tokenizer of any
+run trained with ``FeatureConfig(tokenizer="name")`` (``--tokenizer``). A
+run stores the name, never the code: the process that trains, predicts or
+evaluates with it, and every Dask worker that featurises for it, must have
+registered it. Two ways it gets there:
+
+* the name is recorded as ``"module:name"`` when ``fn`` lives in an
+  importable module (not a script run as ``__main__``): a process that does
+  not know the name imports that module, whose top level registers it —
+  workers on any cluster, and ``predict``/``evaluate``/``serve`` later;
+* a script's own functions (``__main__``) travel with the features: the
+  name a run's options hold is a :class:`TokenizerRef`, which pickles with
+  its function (Dask ships ``__main__`` functions by value), so a worker
+  that receives the features registers it — on an existing cluster
+  (``--scheduler``) too. Keep the ``register_tokenizer`` call at the
+  script's top level all the same: local workers import the script again.
+
+``fn`` either takes one text and returns its tokens (``batch=False``, the
+default; applied row by row), or takes a ``pyarrow`` string array and
+returns a list array of strings, one list per row (``batch=True``: no
+Python object per token if ``fn`` is vectorised). It receives the texts as
+the run preprocesses them (Unicode-normalised and lower-cased when asked);
+stop words and n-grams are applied to its tokens afterwards
+(``features/tokenize.py: custom_tokens``).
+
+The registry is part of the core, beside the model names (``registry.py``):
+configuration checks a ``--tokenizer`` name before any work starts.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Callable
+
+from .errors import UserError
+
+_TOKENIZERS: dict[str, tuple[Callable, bool]] = {}
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+HOW = ("call lancetnic_flow.features.register_tokenizer(NAME, fn) at the top level of a module this process "
+       "imports (workflows/custom_tokenizer.py shows how), or give --tokenizer MODULE:NAME")
+
+
+def register_tokenizer(name: str, fn: Callable, *, batch: bool = False) -> str:
+    """Register ``fn`` as the tokenizer ``name``; returns the name to put in
+    ``FeatureConfig(tokenizer=...)`` (``"module:name"`` when ``fn``'s module
+    can be imported by other processes)."""
+    if not _NAME.fullmatch(name or ""):
+        raise UserError(f"tokenizer name {name!r}: use letters, digits, '_', '-' and '.'", "e.g. \"my_words\"")
+    if not callable(fn):
+        raise UserError(f"tokenizer {name!r}: {fn!r} is not a function")
+    _TOKENIZERS[name] = (fn, batch)
+    module = getattr(fn, "__module__", None)
+    return f"{module}:{name}" if module and module not in ("__main__", "__mp_main__") else name
+
+
+def resolve(spec: str) -> tuple[Callable, bool]:
+    """The function and batch flag of ``"name"`` or ``"module:name"``: from
+    this process' registry, else by importing the module; else a UserError."""
+    module, _, name = spec.rpartition(":")
+    if name not in _TOKENIZERS and module:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise UserError(f"tokenizer {name!r}: its module {module!r} cannot be imported here ({e})",
+                            "install or put that module on PYTHONPATH in every process, workers included") from None
+    if name not in _TOKENIZERS:
+        raise UserError(f"tokenizer {name!r} is not registered in this process"
+                        + (f" (importing {module!r} did not register it)" if module else ""), HOW)
+    return _TOKENIZERS[name]
+
+
+class TokenizerRef(str):
+    """A tokenizer's name (``"name"`` or ``"module:name"``) that, pickled,
+    carries the registered function with it: the process that unpickles it
+    registers the function if it lacks the name. Reads, compares and writes
+    to JSON as the plain name."""
+
+    def __reduce__(self):
+        entry = _TOKENIZERS.get(self.rpartition(":")[2])
+        return (_restore, (str(self), *entry) if entry else (str(self),))
+
+
+def _restore(spec: str, fn: Callable | None = None, batch: bool = False) -> TokenizerRef:
+    name = spec.rpartition(":")[2]
+    if fn is not None and name not in _TOKENIZERS:
+        _TOKENIZERS[name] = (fn, batch)
+    return TokenizerRef(spec)
+
+
+def canonical(spec: str) -> TokenizerRef:
+    """``spec`` checked (it resolves here), recorded with its module when it
+    has an importable one, as a :class:`TokenizerRef`."""
+    fn, _ = resolve(spec)
+    module, _, name = spec.rpartition(":")
+    owner = getattr(fn, "__module__", None)
+    if not module and owner and owner not in ("__main__", "__mp_main__"):
+        spec = f"{owner}:{name}"
+    return TokenizerRef(spec)

@@ -1,0 +1,121 @@
+"""What ``tune`` searches: the options that matter for the chosen model, their
+ranges, and a trial's options applied to a configuration.
+
+A parameter is plain data (:class:`Param`), so the space can be written to
+``tune.json`` and drawn from by any sampler; :func:`suggest` draws with an
+Optuna trial (the ask/tell interface), :func:`apply` makes the
+:class:`~lancetnic_flow.config.TrainConfig` a trial trains. The defaults'
+values are always inside the ranges: trial 0 trains them, so the search is
+measured against them.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import TrainConfig
+from ..registry import MODELS
+
+HIDDEN = (16, 32, 64, 128, 256)
+BATCH = (64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str                    # "float" (log-uniform), "int" (log-uniform), "choice"
+    low: float = 0.0
+    high: float = 0.0
+    choices: tuple = ()
+    log: bool = True
+
+    def to_dict(self) -> dict:
+        """As ``tune.json`` lists it: a choice's values, or a range and its scale."""
+        if self.kind == "choice":
+            return {"name": self.name, "kind": self.kind, "choices": list(self.choices)}
+        return {"name": self.name, "kind": self.kind, "low": self.low, "high": self.high, "log": self.log}
+
+
+def _span(name: str, low: float, high: float, default: float, kind: str = "float", log: bool = True) -> Param:
+    # The default is inside the range, whatever the user passed: trial 0 trains it.
+    return Param(name, kind, min(low, default), max(high, default), log=log)
+
+
+def _choice(name: str, choices: tuple, default: Any) -> Param:
+    return Param(name, "choice", choices=tuple(sorted(set(choices) | {default})))
+
+
+def defaults_of(cfg: TrainConfig) -> dict:
+    """The options a validated ``cfg`` trains, by parameter name (trial 0)."""
+    t, m = cfg.training, cfg.model
+    return {"lr": t.lr, "sparse_lr": t.sparse_lr, "hidden": m.hidden, "epochs": t.epochs,
+            "batch_size": t.batch_size, "dropout": m.dropout, "ngrams": cfg.features.ngrams}
+
+
+def search_space(cfg: TrainConfig, fits: Any = None) -> list[Param]:
+    """The parameters worth searching for ``cfg``'s model (validated): learning
+    rates (the sparse rows' per-example SGD rate for bag models), width,
+    epochs, batch size, dropout where the model has one, and word pairs where
+    the features can drop them. ``fits(hidden) -> bool`` leaves out widths
+    that would not fit a worker."""
+    spec = MODELS[cfg.model.name]
+    t, m, d = cfg.training, cfg.model, defaults_of(cfg)
+    row_wise = t.optimizer in ("adam", "sgd")
+    space = [_span("lr", 1e-3, 5e-2, t.lr)]
+    if row_wise and spec.net == "ScalpelNet":
+        # SGD moves a row by sparse_lr per example (fastText's lr is of this kind); lazy Adam by about lr.
+        lo, hi = (0.25, 25.0) if t.sparse_optimizer == "sgd" else (1e-3, 1e-1)
+        d["sparse_lr"] = t.sparse_lr or t.lr
+        space.append(_span("sparse_lr", lo, hi, d["sparse_lr"]))
+    if m.layers > 0 or spec.net == "SequenceNet":
+        widths = tuple(h for h in HIDDEN if fits is None or fits(h) or h == m.hidden)
+        space.append(_choice("hidden", widths, m.hidden))
+    space.append(_span("epochs", 1, 20, t.epochs, kind="int"))
+    space.append(_choice("batch_size", BATCH, t.batch_size))
+    if "dropout" not in spec.fixed and m.layers > 0:
+        space.append(_span("dropout", 0.0, 0.5, m.dropout, log=False))
+    # Each n-gram setting is a cache entry of its own: words, or words and pairs (with any longer
+    # n-grams the user asked for). FastTextBag always reads pairs, ids never do, and character
+    # n-grams or a minimum above 1 are the user's deliberate choice.
+    f = cfg.features
+    words = getattr(f, "analyzer", "word") == "word" and getattr(f, "ngram_min", 1) == 1
+    if f.mode in ("hashing", "tfidf") and not spec.ngrams and words:
+        space.append(_choice("ngrams", (1, 2), f.ngrams))
+    return space
+
+
+def suggest(trial: Any, space: list[Param]) -> dict:
+    """A trial's options, drawn by an Optuna ``trial`` from ``space``."""
+    out = {}
+    for p in space:
+        if p.kind == "choice":
+            out[p.name] = trial.suggest_categorical(p.name, list(p.choices))
+        elif p.kind == "int":
+            out[p.name] = trial.suggest_int(p.name, int(p.low), int(p.high), log=p.log)
+        else:
+            out[p.name] = trial.suggest_float(p.name, p.low, p.high, log=p.log and p.low > 0)
+    return out
+
+
+def apply(cfg: TrainConfig, params: dict) -> TrainConfig:
+    """A copy of ``cfg`` training ``params`` (validated)."""
+    out = copy.deepcopy(cfg)
+    t, m, f = out.training, out.model, out.features
+    for name, value in params.items():
+        if name in ("lr", "sparse_lr", "epochs", "batch_size"):
+            setattr(t, name, value)
+        elif name in ("hidden", "dropout"):
+            setattr(m, name, value)
+        elif name == "ngrams":
+            f.ngrams = value
+        else:
+            raise ValueError(f"unknown search parameter {name!r}")
+    return out.validate()
+
+
+def initial(cfg: TrainConfig, space: list[Param]) -> dict:
+    """Trial 0's options: the defaults' values of the searched parameters."""
+    d = defaults_of(cfg)
+    d["sparse_lr"] = d["sparse_lr"] or cfg.training.lr
+    return {p.name: d[p.name] for p in space}

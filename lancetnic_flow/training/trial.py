@@ -1,0 +1,88 @@
+"""One ``tune`` trial, run as a task on a Dask worker.
+
+The cache entry is complete before any trial starts, so the trial reads its
+shards through a :class:`~lancetnic_flow.dataflow.feed.ShardFeed` without a
+client, and trains them with the same loop and step as ``train``
+(:class:`~.loop.EpochLoop`): the model for the trial's options, its epochs
+with early stopping, the validation after each. It returns the monitored
+metric of its best epoch and the curve, never weights.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+
+from ..config import CheckpointEvery, TrainConfig
+from ..dataflow.feed import FeedSpec, ShardFeed
+from ..events import NULL_EVENTS
+from ..models import create_model
+from ..scores import val_scores
+from . import optim
+from .loop import EpochLoop, Trainee
+from .orchestrator import make_task
+from .state import TrainState
+from .step import lr_schedule
+from .stop import TrainingInterrupted
+
+
+class Deadline:
+    """The loop's stop request, set when the search's time is up: the trial ends
+    at the next batch with its best epoch so far."""
+
+    def __init__(self, seconds: float | None):
+        self.at = None if seconds is None else time.monotonic() + seconds
+
+    @property
+    def requested(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+
+def _where() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except ValueError:   # called in the trainer (a test, a debugger)
+        return "local"
+
+
+def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = None, threads: int = 1) -> dict:
+    """Train ``cfg`` (a trial's options) from the cached shards of ``spec``;
+    stop at ``seconds_left`` if given. Returns the monitored metric of the
+    best epoch (``value``, None when no epoch finished), its curve, the
+    seconds, and the worker and process that ran it."""
+    t0 = time.monotonic()
+    tc = cfg.training
+    torch.set_num_threads(threads)   # one trial per worker thread: one core each
+    torch.manual_seed(tc.seed)
+    device = torch.device("cpu")
+    task = make_task(cfg, spec.features, device)
+    m = cfg.model
+    model, _ = create_model(m.name, dim=spec.features.dim, classes=task.classes if task.classifies else 0,
+                            regress=task.regresses, hidden=m.hidden, layers=m.layers, dropout=m.dropout,
+                            embed=m.embed, numeric=len(spec.features.numeric))
+    feed = ShardFeed(None, spec, NULL_EVENTS)
+    if not feed.complete:
+        raise RuntimeError(f"the cache entry {spec.entry} has no manifest: a trial reads a complete entry only")
+    total = feed.total_rows()
+    state = TrainState(key=spec.key, total_rows=total, total_steps=tc.epochs * max(1, -(-total // tc.batch_size)))
+    trainee = Trainee(model, task, optim.optimizers_for(model, tc), device,
+                      lr_schedule(tc.lr_schedule, tc.lr, state.total_steps))
+    loop = EpochLoop(trainee, feed, tc, NULL_EVENTS, lambda *_: None, "")
+    stopped = False
+    try:
+        loop.run_epochs(state, Deadline(seconds_left), CheckpointEvery())
+    except TrainingInterrupted:
+        stopped = True   # the search's time ran out: the best epoch so far counts
+    return _outcome(state, tc.monitor, stopped, time.monotonic() - t0)
+
+
+def _outcome(state: TrainState, monitor: str, stopped: bool, seconds: float) -> dict[str, Any]:
+    best = state.best
+    value = val_scores(best["val"]).get(monitor) if best else None
+    return {"value": value, "score": best["score"] if best else None, "best_epoch": best["epoch"] if best else None,
+            "epochs_run": len(state.history), "curve": [h.get(monitor) for h in state.history],
+            "stopped": stopped, "seconds": seconds, "worker": _where(), "pid": os.getpid()}

@@ -1,0 +1,322 @@
+"""``tune``: a time-bounded hyperparameter search, in the spirit of fastText's
+autotune, then the final run trained with the best options.
+
+    plan → cluster → fit (once per n-gram setting) → trials on the workers → train(best) → tune.json
+
+The corpus is featurised once into the shard cache (one entry per n-gram
+setting searched); every trial then reads the complete entry on a Dask
+worker (:func:`.trial.run_trial`), at most one trial per worker thread, and
+returns its validation metric. Optuna's TPE sampler (seeded by ``--seed``)
+asks for options and is told their scores. Trial 0 trains the defaults, so
+the result says what the search bought. No trial is asked for once the
+budget would be spent; a running one stops at the deadline with its best
+epoch so far. The final run is an ordinary :func:`.orchestrator.train` from
+the same cache (no second featurisation); ``tune.json`` goes in its folder.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import TrainConfig, parse_duration
+from ..dataflow.cluster import workers_info
+from ..dataflow.manifest import read_features
+from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
+from ..errors import UserError
+from ..events import NULL_EVENTS, Events
+from ..runs.folder import write_json
+from ..scores import BY_KEY
+from ..storage import join
+from . import search
+from .orchestrator import ROW_BYTES_ESTIMATE, Training, estimate_model_bytes, train
+from .trial import run_trial
+
+GRACE_S = 60.0   # past the deadline, a trial that has not answered (a hung worker) is abandoned
+
+
+@dataclass
+class TuneResult:
+    run: str            # the final run's folder
+    metrics: dict       # its metrics.json
+    trials: list        # every trial, as tune.json lists them
+    best: dict          # the best trial
+    defaults: dict | None   # trial 0: the defaults' options
+    seconds: float      # the search's time (fit passes and trials), without the final run
+
+
+def require_optuna() -> Any:
+    """Optuna, or a UserError naming the extra that installs it."""
+    try:
+        import optuna
+    except ImportError:
+        raise UserError("tune needs Optuna, which is not installed",
+                        "pip install 'lancetnic_flow[tune]' (or pip install optuna)") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def budget_seconds(time_budget: str | float | int) -> float:
+    """``"10m"``, ``"90s"``, ``"1h"``, or seconds as a number → seconds (> 0)."""
+    if isinstance(time_budget, (int, float)) and not isinstance(time_budget, bool):
+        if time_budget <= 0:
+            raise UserError(f"time_budget: must be > 0, got {time_budget!r}", "e.g. --time-budget 10m")
+        return float(time_budget)
+    return parse_duration(time_budget, "time_budget")
+
+
+@dataclass
+class Entry:
+    """One featurised cache entry (an n-gram setting): what a trial reads."""
+
+    spec: Any           # FeedSpec
+    remote: Any         # the same, scattered to every worker once
+    featurised: bool    # this search fitted it (False: it was in the cache already)
+
+
+def prepare_entry(cfg: TrainConfig, base: Training, events: Events) -> tuple[Training, Entry]:
+    """Fit (and, for a fitted vocabulary, featurise) ``cfg``'s cache entry on
+    ``base``'s cluster, so the entry is complete before any trial reads it."""
+    run = base if cfg is base.cfg else Training(cfg, _without_plan(events), None)
+    if run is not base:
+        run.plan(external=base.external)
+        with run.cluster(base.client):   # the same client: nothing starts or closes
+            pass
+    cached = read_features(run.entry, run.cache_so) is not None
+    run.fit()
+    if not run.feed.complete:
+        events.emit("stage", stage="featurising")
+        for _ in run.feed.featurize():
+            pass
+    spec = run.feed.spec
+    return run, Entry(spec, base.client.scatter(spec, broadcast=True), not cached)
+
+
+def _without_plan(events: Events) -> Events:
+    """``events`` less the memory plan's lines, which the first entry already showed."""
+    out = Events(events.clock)
+    out.subscribe(lambda kind, e: None if kind == "plan" else events.emit(kind, **e))
+    return out
+
+
+def worker_slots(client: Any) -> tuple[list[str], int | None]:
+    """A worker address per worker thread (one trial each at a time), and the
+    bytes a trial may take in the smallest worker (None: no limit)."""
+    slots, room = [], []
+    for addr, w in sorted(workers_info(client).items()):
+        n = max(1, int(w.get("nthreads") or 1))
+        slots += [addr] * n
+        limit = w.get("memory_limit") or 0
+        if limit:
+            # Below Dask's pause threshold, torch and the worker's own Python included.
+            room.append(int((limit * THRESHOLDS["pause"] - TRAINER_BASE) / n))
+    if not slots:
+        raise UserError("the Dask cluster has no workers to run trials on", "start some, then retry")
+    return slots, (min(room) if room else None)
+
+
+def trial_bytes(cfg: TrainConfig, dim: int, classes: int) -> int:
+    """What a trial holds in its worker: the model, its moments, the best copy, a shuffle buffer."""
+    return estimate_model_bytes(cfg, dim, classes) + cfg.training.shuffle_buffer * ROW_BYTES_ESTIMATE
+
+
+class Search:
+    """The trials: asked from the sampler, run on the workers' threads, told back."""
+
+    def __init__(self, client: Any, cfg: TrainConfig, space: list, entries: dict, slots: list[str],
+                 room: int | None, classes: int, *, events: Events, deadline: float, max_trials: int | None,
+                 study: Any):
+        self.client, self.cfg, self.space, self.entries, self.slots, self.room = client, cfg, space, entries, slots, room
+        self.classes, self.events, self.deadline, self.max_trials = classes, events, deadline, max_trials
+        self.study = study
+        self.records: list[dict] = []
+        self.running: dict = {}   # future → (optuna trial, record, slot)
+        self.asked = 0
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def may_ask(self) -> bool:
+        """Another trial, if the cap allows and the time left holds at least the quickest one so far."""
+        if self.max_trials is not None and self.asked >= self.max_trials:
+            return False
+        done = [r["seconds"] for r in self.records if r["state"] == "complete"]
+        return self.left() > max(2.0, min(done) if done else 0.0) or self.asked == 0
+
+    def run(self) -> list[dict]:
+        free = list(self.slots)
+        try:
+            while True:
+                while free and self.may_ask():
+                    slot = free.pop(0)
+                    if not self.submit(slot):
+                        free.insert(0, slot)
+                if not self.running:
+                    return self.records
+                for fut in self.wait():
+                    free.append(self.finish(fut))
+        finally:
+            for fut in self.running:
+                fut.cancel()
+
+    def submit(self, slot: str) -> bool:
+        """Ask the sampler for a trial and send it to ``slot``'s worker; False if it cannot run there."""
+        trial = self.study.ask()
+        self.asked += 1
+        params = search.suggest(trial, self.space)
+        rec = {"number": trial.number, "params": params, "defaults": trial.number == 0, "state": "running"}
+        cfg = search.apply(self.cfg, params)
+        entry = self.entries[cfg.features.ngrams]
+        need = trial_bytes(cfg, entry.spec.features.dim, self.classes)
+        if self.room is not None and need > self.room:
+            rec.update(state="skipped", error=f"needs ~{need / 2**20:.0f} MiB, a worker thread has "
+                                              f"{self.room / 2**20:.0f} MiB", seconds=0.0)
+            self._close(trial, rec, None)
+            return False
+        fut = self.client.submit(run_trial, entry.remote, cfg, max(1.0, self.left()), workers=[slot],
+                                       allow_other_workers=True, pure=False,
+                                       key=f"lancetnic-tune-trial-{trial.number}-{os.urandom(4).hex()}")
+        self.running[fut] = (trial, rec, slot)
+        return True
+
+    def wait(self) -> list:
+        """The trials that finished (a second's wait); past the deadline and its grace, the rest are abandoned."""
+        from distributed import wait
+
+        with contextlib.suppress(TimeoutError):
+            wait(list(self.running), timeout=1.0, return_when="FIRST_COMPLETED")
+        done = [f for f in self.running if f.done()]
+        if not done and self.left() < -GRACE_S:
+            for fut, (trial, rec, slot) in list(self.running.items()):
+                fut.cancel()
+                rec.update(state="failed", error="no answer from its worker after the deadline", seconds=None)
+                self._close(trial, rec, None)
+                del self.running[fut]
+        return done
+
+    def finish(self, fut: Any) -> str:
+        """A trial's answer, told to the sampler and reported; returns its slot."""
+        trial, rec, slot = self.running.pop(fut)
+        try:
+            rec.update(fut.result())
+        except Exception as exc:   # a trial's failure (a worker lost, a bad option) is the trial's, not the search's
+            rec.update(state="failed", error=f"{type(exc).__name__}: {exc}", seconds=None)
+            self._close(trial, rec, None)
+            return slot
+        rec["state"] = "complete" if rec["score"] is not None else "failed"
+        if rec["score"] is None:
+            rec["error"] = "stopped by the deadline before its first epoch ended"
+        self._close(trial, rec, rec["score"])
+        return slot
+
+    def _close(self, trial: Any, rec: dict, score: float | None) -> None:
+        from optuna.trial import TrialState
+
+        if score is None:
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            self.study.tell(trial, score)
+        self.records.append(rec)
+        best = best_of(self.records)
+        self.events.emit("trial", **{k: v for k, v in rec.items() if k != "curve"}, monitor=self.cfg.training.monitor,
+                         best_number=best["number"] if best else None, best_value=best["value"] if best else None,
+                         left=max(0.0, self.left()), running=len(self.running))
+
+
+def best_of(records: list[dict]) -> dict | None:
+    """The finished trial with the lowest score (the monitored metric, turned so lower is better)."""
+    done = [r for r in records if r.get("score") is not None]
+    return min(done, key=lambda r: (r["score"], r["number"])) if done else None
+
+
+def new_study(optuna: Any, seed: int, slots: int) -> Any:
+    """A TPE study; with parallel trials, the running ones count as their worst
+    (constant liar), so parallel asks spread out."""
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, 4 + slots), constant_liar=True)
+    return optuna.create_study(direction="minimize", sampler=sampler)
+
+
+def _search(base: Training, events: Events, deadline: float, max_trials: int | None, optuna: Any
+            ) -> tuple[list, list, dict]:
+    """Entries fitted, the space, the trials run: (space, records, entries)."""
+    cfg, client = base.cfg, base.client
+    _, first = prepare_entry(cfg, base, events)
+    slots, room = worker_slots(client)
+    features = base.features
+    classes = len(features.labels) if cfg.training.task != "regress" else 0
+
+    def fits(hidden: int) -> bool:
+        c = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, hidden=hidden))
+        return room is None or trial_bytes(c, features.dim, classes) <= room
+
+    space = search.search_space(cfg, fits)
+    entries = {cfg.features.ngrams: first}
+    for p in space:
+        for n in (p.choices if p.name == "ngrams" else ()):
+            if n not in entries:
+                entries[n] = prepare_entry(search.apply(cfg, {"ngrams": n}), base, events)[1]
+    study = new_study(optuna, cfg.training.seed, len(slots))
+    study.enqueue_trial(search.initial(cfg, space))
+    events.emit("stage", stage="tuning")
+    events.emit("tune_start", space=[p.to_dict() for p in space], slots=len(slots), left=deadline - time.monotonic(),
+                monitor=cfg.training.monitor, trials=max_trials)
+    run = Search(client, cfg, space, entries, slots, room, classes, events=events, deadline=deadline,
+                 max_trials=max_trials, study=study)
+    return space, run.run(), entries
+
+
+def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None = None, events: Events = NULL_EVENTS,
+         client: Any = None) -> TuneResult:
+    """Search ``cfg``'s model's options for ``time_budget`` (``"10m"``, or
+    seconds), at most ``trials`` trials, on the Dask workers; then train the
+    final run with the best options. Returns the run and every trial; the
+    run folder holds ``tune.json``.
+
+    ``client``: an existing ``distributed.Client`` (else a LocalCluster is
+    started, or ``cfg.cluster.scheduler`` is used)."""
+    optuna = require_optuna()
+    budget = budget_seconds(time_budget)
+    if trials is not None and trials < 1:
+        raise UserError(f"trials: must be ≥ 1, got {trials}", "e.g. --trials 20, or drop it to search until "
+                        "the time budget is spent")
+    cfg.validate()
+    t0 = time.monotonic()
+    base = Training(cfg, events, None)
+    base.plan(external=client is not None)
+    with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, base.cluster(client, closer) as c:
+        space, records, entries = _search(base, events, t0 + budget, trials, optuna)
+        seconds = time.monotonic() - t0
+        best = best_of(records)
+        if best is None:
+            raise UserError(f"no trial finished an epoch within the time budget ({budget:.0f} s)",
+                            "raise --time-budget (the featurised cache is kept, so a rerun starts with the trials)")
+        for r in records:
+            r["best"] = r is best
+        result = train(search.apply(cfg, best["params"]), events, client=c)
+    defaults = next((r for r in records if r["defaults"]), None)
+    doc = tune_document(cfg, budget, seconds, space, records, best, defaults, entries, result.metrics)
+    write_json(join(result.run, "tune.json"), doc, base.out_so)
+    events.emit("tuned", run=str(result.run), monitor=cfg.training.monitor, best=best, defaults=defaults,
+                final=result.metrics.get(cfg.training.monitor), trials=len(records), seconds=seconds,
+                final_seconds=result.metrics.get("seconds"))
+    return TuneResult(result.run, result.metrics, records, best, defaults, seconds)
+
+
+def tune_document(cfg: TrainConfig, budget: float, seconds: float, space: list, records: list, best: dict,
+                  defaults: dict | None, entries: dict, final: dict) -> dict:
+    """``tune.json``: the search (budget, space, every trial with the best marked) and the final run's metric."""
+    mon = cfg.training.monitor
+    done = [r["seconds"] for r in records if r["state"] == "complete"]
+    return {"monitor": mon, "higher_is_better": BY_KEY[mon].higher_is_better, "time_budget_s": budget,
+            "search_seconds": seconds, "trainer_pid": os.getpid(), "sampler": "optuna TPE (constant liar)",
+            "seed": cfg.training.seed, "space": [p.to_dict() for p in space],
+            "cache_entries": {str(n): {"key": e.spec.key, "featurised": e.featurised} for n, e in entries.items()},
+            "trials": sorted(records, key=lambda r: r["number"]), "best": best["number"], "best_params": best["params"], "best_value": best["value"],
+            "defaults_value": defaults.get("value") if defaults else None,
+            "median_trial_seconds": statistics.median(done) if done else None,
+            "final": {"value": final.get(mon), "seconds": final.get("seconds"), "best_epoch": final.get("best_epoch")}}

@@ -1,0 +1,95 @@
+"""Inputs checked up front and messages in the user's own words: a folder as
+DATA (recursion, hidden files, other file kinds, lancetnic_flow's own
+outputs), every file of a glob checked before the fit, option errors named
+by their flag, hints for CSV files that are not what they seem."""
+from __future__ import annotations
+
+import shlex
+import time
+
+import pytest
+from helpers import assert_user_error, cli
+
+from lancetnic_flow.data.sources import plan_source
+from lancetnic_flow.data.synth import write_corpus
+
+
+def names(plan, root) -> list[str]:
+    return [f.url.split(str(root) + "/", 1)[1] for f in plan.files]
+
+
+def test_a_folder_is_read_recursively_without_hidden_files_other_kinds_or_its_own_outputs(tmp_path):
+    d = tmp_path / "data"
+    (d / "2025" / "12").mkdir(parents=True)
+    write_corpus(str(d / "a.csv"), 50, seed=0)
+    write_corpus(str(d / "2025" / "12" / "b.jsonl"), 50, seed=1)
+    for hidden in (".hidden/x.csv", "_temporary/y.csv", ".z.csv", "2025/_SUCCESS"):
+        (d / hidden).parent.mkdir(parents=True, exist_ok=True)
+        (d / hidden).write_text("text,label\nx,y\n")
+    (d / "README.md").write_text("about this data\n")
+    # a run folder and a shard-cache entry written inside the data folder
+    run = d / "runs" / "r1"
+    run.mkdir(parents=True)
+    for f in ("model.json", "config.json", "per_class.csv"):
+        (run / f).write_text("text,label\nx,y\n")
+    entry = d / "cache" / "abc"
+    entry.mkdir(parents=True)
+    for f in ("manifest.json", "features.json", "rows.csv"):
+        (entry / f).write_text("text,label\nx,y\n")
+    plan = plan_source([str(d)])
+    assert names(plan, d) == ["2025/12/b.jsonl", "a.csv"]
+    assert any("README.md" in w and "not data" in w for w in plan.warnings)
+
+
+def test_a_file_named_on_its_own_is_read_even_if_hidden_and_an_unknown_kind_is_an_error(tmp_path):
+    write_corpus(str(tmp_path / ".x.csv"), 20, seed=0)
+    assert len(plan_source([str(tmp_path / ".x.csv")]).files) == 1
+    (tmp_path / "notes.md").write_text("x\n")
+    from lancetnic_flow.errors import UserError
+
+    with pytest.raises(UserError, match="cannot tell the format"):
+        plan_source([str(tmp_path / "notes.md")])
+
+
+def test_every_file_of_a_glob_is_checked_for_its_columns_before_the_fit(tmp_path):
+    for i in range(3):
+        write_corpus(str(tmp_path / f"part-{i}.csv"), 200, seed=i)
+    (tmp_path / "part-9.csv").write_text("body,label\nsome text,a\n")
+    start = time.monotonic()
+    p = cli("train", "part-*.csv", "--epochs", "1", cwd=tmp_path)
+    assert_user_error(p, "part-9.csv", "no column 'text'", "'body'")
+    assert "fitting" not in p.stderr and "memory plan" not in p.stderr
+    assert time.monotonic() - start < 20
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--epochs", "0"], "--epochs: must be > 0"),
+    (["--val-fraction", "1.5"], "--val-fraction: must be in [0, 1)"),
+    (["--memory-budget", "-1GiB"], "--memory-budget: a size cannot be negative"),
+    (["--blocksize", "-4MiB"], "--blocksize: a size cannot be negative"),
+    (["--optimizer", "adamw"], "--optimizer: 'adamw' is not one of"),
+])
+def test_option_errors_name_the_flag_and_a_negative_size_shows_no_usage_block(tmp_path, args, needle):
+    write_corpus(str(tmp_path / "d.csv"), 50, seed=0)
+    p = cli("train", "d.csv", *args, cwd=tmp_path)
+    out = assert_user_error(p, needle)
+    assert "usage:" not in out
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("text;label\nhello there;a\n", "split by ';'"),
+    ("the match ended with a late goal in the rain,sports\nshares fell,business\n", "looks like a row of data"),
+])
+def test_a_semicolon_csv_and_a_csv_without_a_header_get_a_hint_that_says_so(tmp_path, content, needle):
+    (tmp_path / "d.csv").write_text(content)
+    assert_user_error(cli("train", "d.csv", cwd=tmp_path), "no column 'text'", needle)
+
+
+def test_the_printed_predict_command_is_quoted_for_the_shell(tmp_path):
+    write_corpus(str(tmp_path / "d.csv"), 600, seed=0)
+    p = cli("train", "d.csv", "--epochs", "1", "--out", tmp_path / "my runs", "--name", "r", "--workers", "1",
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    line = next(x for x in p.stderr.splitlines() if "lancetnic-flow predict" in x)
+    words = shlex.split(line.split("predict", 1)[1])
+    assert words[:2] == ["lancetnic-flow", "predict"] and words[2] == str(tmp_path / "my runs" / "r"), words

@@ -1,0 +1,307 @@
+"""Places a run writes that cannot be written, a disk that fills up, errors
+raised on workers and Ctrl-C: each ends in one message (exit 2, or 130 for
+Ctrl-C), no traceback, no temporary file left, and no run folder that looks
+finished when it is not.
+
+Real processes and real filesystems: a full or read-only disk is a small
+tmpfs mounted for the test (skipped where this process may not mount, i.e.
+not root or no CAP_SYS_ADMIN).
+"""
+from __future__ import annotations
+
+import errno
+import gzip
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.errors import UserError
+
+from helpers import CLUSTER, assert_user_error, cli
+
+# A small model, so checkpoints and run folders are a few hundred KB.
+SMALL = ["--buckets", "4096", "--hidden", "16"]
+# What a run prints once the cluster is up; a check before any work shows none of it.
+STARTED = ("memory plan", "fitting", "dask dashboard")
+
+
+# ---------------------------------------------------------------- small filesystems
+
+
+def _mount_tmpfs(where: Path, size: str, read_only: bool = False) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if read_only else "")
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({p.stderr.strip() or p.returncode}): needs root with CAP_SYS_ADMIN")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """``mount(name, size, read_only=False)`` → a fresh tmpfs under tmp_path, unmounted at the end."""
+    mounted: list[Path] = []
+
+    def mount(name: str, size: str, read_only: bool = False) -> Path:
+        where = tmp_path / name
+        _mount_tmpfs(where, size, read_only)
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in reversed(mounted):
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def _resize(where: Path, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(where)], check=True)
+
+
+def _fill(where: Path) -> Path:
+    """Write a file under ``where`` until the filesystem is full; return it."""
+    filler = where / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return filler
+
+
+def _temp_files(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("*") if ".tmp-" in p.name or ".lancetnic-write-check" in p.name]
+
+
+def _not_started(out: str) -> None:
+    for word in STARTED:
+        assert word not in out, out
+
+
+# ---------------------------------------------------------------- data and a run
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """4 classes, 10,000 rows (~3 MB): a few shards' worth, predictions of a few MB."""
+    p = tmp_path_factory.mktemp("out-errors") / "corpus.csv"
+    write_corpus(str(p), 10_000, classes=4, seed=5)
+    return p
+
+
+@pytest.fixture(scope="module")
+def small_run(corpus, tmp_path_factory) -> Path:
+    """A finished run (2 epochs, a small model)."""
+    tmp = tmp_path_factory.mktemp("out-errors-run")
+    p = cli("train", corpus, *CLUSTER, *SMALL, "--epochs", "2", "--out", tmp / "runs", "--name", "r", cwd=tmp)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return tmp / "runs" / "r"
+
+
+# ---------------------------------------------------------------- places that cannot be written
+
+
+def test_out_cache_json_log_and_output_under_a_regular_file_exit_2_naming_them_before_the_cluster_starts(
+        corpus, small_run, tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    bad = tmp_path / "afile" / "below"
+    cases = {
+        ("train", corpus, *CLUSTER, "--out", bad): "--out",
+        ("train", corpus, *CLUSTER, "--out", tmp_path / "runs", "--cache", bad): "--cache",
+        ("train", corpus, *CLUSTER, "--out", tmp_path / "runs", "--json-log", bad / "log.jsonl"): "--json-log",
+        ("predict", small_run, "--input", corpus, "--output", bad / "p.csv", *CLUSTER): "--output",
+    }
+    for args, flag in cases.items():
+        t0 = time.monotonic()
+        p = cli(*args, cwd=tmp_path)
+        out = assert_user_error(p, flag, str(bad), "a part of the path is a file")
+        assert time.monotonic() - t0 < 30, out
+        _not_started(out)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_read_only_filesystem_for_out_cache_json_log_and_output_exits_2_before_the_cluster_starts(
+        corpus, small_run, tmp_path, tmpfs):
+    ro = tmpfs("ro", "1m", read_only=True)
+    cases = {
+        ("train", corpus, *CLUSTER, "--out", ro / "runs"): "--out",
+        ("train", corpus, *CLUSTER, "--out", tmp_path / "runs", "--cache", ro / "cache"): "--cache",
+        ("train", corpus, *CLUSTER, "--out", tmp_path / "runs", "--json-log", ro / "log.jsonl"): "--json-log",
+        ("predict", small_run, "--input", corpus, "--output", ro / "p.jsonl", *CLUSTER): "--output",
+    }
+    for args, flag in cases.items():
+        out = assert_user_error(cli(*args, cwd=tmp_path), flag, str(ro), "read-only file system")
+        _not_started(out)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="as root, permissions do not stop writes: chmod 0o500 proves nothing")
+def test_a_folder_without_write_permission_exits_2_with_permission_denied(corpus, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        out = assert_user_error(cli("train", corpus, *CLUSTER, "--out", locked / "runs", cwd=tmp_path),
+                                "--out", "permission denied")
+        _not_started(out)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_user_error_keeps_its_message_and_hint_across_pickling():
+    import pickle
+
+    from lancetnic_flow.storage import WriteError
+
+    for e in (UserError("m", "h"), WriteError("no space left on device at /x", "free space")):
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and (back.message, back.hint) == (e.message, e.hint)
+
+
+# ---------------------------------------------------------------- a disk that fills up
+
+
+def test_a_full_cache_disk_exits_2_naming_it_leaves_no_temp_file_and_a_rerun_finishes_once_space_is_freed(
+        corpus, tmp_path, tmpfs):
+    disk = tmpfs("cache", "256k")
+    args = ["train", corpus, *CLUSTER, *SMALL, "--epochs", "1", "--out", tmp_path / "runs", "--cache", disk / "c"]
+    p = cli(*args, "--name", "a", cwd=tmp_path)
+    out = assert_user_error(p, "no space left on device at", str(disk), "run the same command again")
+    assert "Compute Failed" not in out
+    assert _temp_files(disk, tmp_path / "runs") == []
+    assert not (tmp_path / "runs" / "a" / "model.json").exists()
+    _resize(disk, "64m")
+    p = cli(*args, "--name", "b", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (tmp_path / "runs" / "b" / "model.json").exists()
+
+
+def _start(args: list, cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
+    return subprocess.Popen([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(log: Path, proc: subprocess.Popen, test, timeout: float = 180) -> None:
+    t0 = time.monotonic()
+    while True:
+        assert proc.poll() is None, "the run ended first:\n" + "".join(proc.communicate())
+        assert time.monotonic() - t0 < timeout, f"no such event in {timeout}s"
+        lines = log.read_text().splitlines() if log.exists() else []
+        if any(test(json.loads(x)) for x in lines[:-1]):   # the last line may be half written
+            return
+        time.sleep(0.02)
+
+
+def test_a_disk_that_fills_under_the_run_folder_exits_2_leaves_an_unfinished_run_and_resume_finishes(
+        corpus, tmp_path, tmpfs):
+    disk = tmpfs("out", "32m")
+    log = tmp_path / "log.jsonl"
+    proc = _start(["train", corpus, *CLUSTER, *SMALL, "--epochs", "3", "--batch-size", "64",
+                   "--checkpoint-every", "5", "--out", disk / "runs", "--name", "r", "--cache", tmp_path / "cache",
+                   "--json-log", log], tmp_path)
+    try:   # another program fills the disk once the run has a checkpoint
+        _wait_for(log, proc, lambda e: e.get("event") == "checkpoint" and e.get("epoch") == 1)
+        os.kill(proc.pid, signal.SIGSTOP)
+        filler = _fill(disk)
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    run = disk / "runs" / "r"
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    assert_user_error(p, "no space left on device at", str(run), f"lancetnic-flow train --resume {run}")
+    assert _temp_files(disk) == []
+    assert not (run / "model.json").exists()       # not a finished run: predict refuses it, saying so
+    assert_user_error(cli("predict", run, "--text", "hello", cwd=tmp_path), "unfinished run", "--resume")
+    filler.unlink()
+    p = cli("train", "--resume", run, *CLUSTER, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (run / "model.json").exists() and not (run / "checkpoint.safetensors").exists()
+    assert _temp_files(disk) == []
+    assert cli("predict", run, "--text", "hello", cwd=tmp_path).returncode == 0
+
+
+def test_a_disk_full_while_saving_leaves_no_model_json_so_load_run_refuses_the_unfinished_run(tmpfs):
+    import torch
+
+    from lancetnic_flow.features.vectorize import FittedFeatures
+    from lancetnic_flow.runs.folder import load_run, save_run
+    from lancetnic_flow.storage import WriteError
+
+    disk = tmpfs("save", "256k")
+    run = disk / "run"
+    run.mkdir()
+    model = torch.nn.Linear(512, 512)   # 1 MiB of weights: more than the disk holds
+    with pytest.raises(WriteError, match=f"no space left on device at {run}/model.safetensors"):
+        save_run(str(run), config={"data": {}}, features=FittedFeatures(mode="hashing", buckets=16), model=model,
+                 model_meta={"net": "ScalpelNet", "kwargs": {}}, metrics={}, history=[])
+    assert not (run / "model.json").exists() and _temp_files(disk) == []
+    with pytest.raises(UserError, match="unfinished run"):
+        load_run(str(run))
+
+
+def test_a_full_disk_for_predict_output_exits_2_naming_it_with_no_partial_or_temp_file(
+        corpus, small_run, tmp_path, tmpfs):
+    disk = tmpfs("pred", "256k")
+    p = cli("predict", small_run, "--input", corpus, "--output", disk / "p.csv", *CLUSTER, cwd=tmp_path)
+    out = assert_user_error(p, "no space left on device at", str(disk / "p.csv"))
+    assert "Compute Failed" not in out
+    assert list(disk.iterdir()) == []
+
+
+# ---------------------------------------------------------------- errors raised on workers
+
+
+def test_a_truncated_gz_read_on_a_worker_exits_2_with_one_message_and_no_worker_traceback(tmp_path):
+    # Big enough that the check before the run reads a sound head: the damage is met on a worker.
+    csv = tmp_path / "big.csv"
+    write_corpus(str(csv), 30_000, classes=4, seed=6)
+    whole = gzip.compress(csv.read_bytes())
+    (tmp_path / "bad.csv.gz").write_bytes(whole[: len(whole) * 9 // 10])
+    p = cli("train", tmp_path / "bad.csv.gz", *CLUSTER, *SMALL, "--out", tmp_path / "runs", cwd=tmp_path)
+    out = assert_user_error(p, "bad.csv.gz", "gzip stream is corrupt")
+    assert "fitting" in out                    # it was met on a worker, during the fit pass
+    assert "Compute Failed" not in out and "distributed.worker" not in out
+
+
+def test_a_glob_where_one_file_lacks_the_column_exits_2_with_one_message_and_no_worker_traceback(corpus, tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_bytes(corpus.read_bytes())
+    (tmp_path / "in" / "b.csv").write_text("text,other\nhello world,x\nmore words,y\n")
+    p = cli("train", tmp_path / "in" / "*.csv", *CLUSTER, *SMALL, "--out", tmp_path / "runs", cwd=tmp_path)
+    out = assert_user_error(p, "b.csv", "no column 'label'")
+    assert "Compute Failed" not in out
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_random_moments_of_the_fit_pass_prints_no_traceback(tmp_path):
+    csv = tmp_path / "big.csv"
+    write_corpus(str(csv), 30_000, classes=4, seed=7)
+    rng = random.Random(11)
+    for i in range(5):
+        log = tmp_path / f"log{i}.jsonl"
+        proc = _start(["train", csv, "--workers", "2", "--memory-budget", "3GiB", *SMALL, "--blocksize", "1MiB",
+                       "--out", tmp_path / "runs", "--cache", tmp_path / f"cache{i}", "--json-log", log], tmp_path)
+        try:
+            _wait_for(log, proc, lambda e: e.get("event") == "stage" and e.get("stage") == "fitting")
+            time.sleep(rng.uniform(0.0, 1.5))
+            os.killpg(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=90)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.returncode == 130, out + err
+        assert "Traceback" not in out + err and "distributed." not in err, err
+        assert "interrupted" in err
