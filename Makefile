@@ -6,6 +6,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+# Two pytest-xdist workers, a file at a time: a test that waits on a cluster or a
+# subprocess leaves the other core to the other worker (tests/conftest.py orders the files).
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 .PHONY: setup setup-test demo test test-fast bench image-check wheel-check clean
 
@@ -31,10 +34,10 @@ demo: setup
 	$(BIN)/lancetnic-flow demo
 
 test: setup-test
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: setup-test
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # The wheel alone, in a fresh venv: `pip install .` gives a working CLI.
 wheel-check:

@@ -143,14 +143,18 @@ def check_writable(url: str, storage_options: dict, flag: str, folder: bool = Tr
     in it, then remove the probe. An object store gets only the probe."""
     where = url if folder else (url.rsplit("/", 1)[0] if "/" in url.split("://", 1)[-1] else ".")
     local = protocol(url) == "file"
+    created = None   # the outermost folder this check made: removed again, so a refused command leaves no trace
     try:
         fs, path = fsspec.core.url_to_fs(where, **open_options(where, storage_options))
         probe = f"{path.rstrip('/')}/.lancetnic-write-check-{os.getpid()}-{time.monotonic_ns()}"
         if local:
+            created = _outermost_missing(path)
             fs.makedirs(path, exist_ok=True)
         with fs.open(probe, "wb") as f:
             f.write(b"ok")
         fs.rm(probe)
+        if created is not None:
+            _remove_empty_tree(created, path)
     except Exception as exc:
         why = write_reason(exc)
         if why is not None:
@@ -159,6 +163,32 @@ def check_writable(url: str, storage_options: dict, flag: str, folder: bool = Tr
             raise
         raise WriteError(f"{flag} {url}: cannot write there ({type(exc).__name__}: {exc})",
                          "check the path, the credentials and that they may write there") from None
+
+
+def _outermost_missing(path: str) -> str | None:
+    """The outermost ancestor of ``path`` (or ``path``) that does not exist yet."""
+    missing = None
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        missing = p
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return missing
+
+
+def _remove_empty_tree(top: str, path: str) -> None:
+    """Remove ``path`` and its parents up to ``top``, each only while empty."""
+    p, top = os.path.abspath(path), os.path.abspath(top)
+    while True:
+        try:
+            os.rmdir(p)
+        except OSError:
+            return
+        if p == top:
+            return
+        p = os.path.dirname(p)
 
 
 def write_bytes(url: str, data: bytes, storage_options: dict) -> None:

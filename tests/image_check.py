@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,15 +32,18 @@ def enabled() -> bool:
 @dataclass
 class ImageCheck:
     """The background `check_image.sh`, its log, and what it ended with."""
-    proc: subprocess.Popen
+    proc: subprocess.Popen | None      # None: started by another process (the pytest-xdist controller)
     log: Path
-    started: float = field(default_factory=time.monotonic)
+    started: float = field(default_factory=time.time)
     rc: int | None = None
     summary: str = ""
 
     @classmethod
-    def start(cls) -> "ImageCheck":
-        log = Path(tempfile.mkdtemp(prefix="lancetnic-image-check-")) / "check.log"
+    def start(cls, folder: Path | None = None) -> "ImageCheck":
+        """Start the script; a thread writes its exit status to ``rc`` beside
+        the log, so that another process (a pytest-xdist worker) can wait too."""
+        folder = folder or Path(tempfile.mkdtemp(prefix="lancetnic-image-check-"))
+        log = folder / "check.log"
         # Low priority: the suite's own tests keep their CPU and disk; the check
         # takes what they leave. nice and ionice rank the script and its build
         # steps on the host; CPU_SHARES ranks its containers, which run in
@@ -48,21 +52,46 @@ class ImageCheck:
                "bash", str(SCRIPT)]
         env = {**os.environ, "CPU_SHARES": os.environ.get("CPU_SHARES", "2"),
                "INSTALL": "1" if setting() == "install" else "0"}
+        (folder / "started").write_text(repr(time.time()))
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        return cls(proc, log)
+        check = cls(proc, log)
+        threading.Thread(target=check._record_rc, daemon=True).start()
+        return check
+
+    @classmethod
+    def attach(cls, folder: Path) -> "ImageCheck | None":
+        """The check another process started in ``folder`` (None if none was)."""
+        if not (folder / "started").exists():
+            return None
+        return cls(None, folder / "check.log", started=float((folder / "started").read_text()))
+
+    def _record_rc(self) -> None:
+        rc = self.proc.wait()
+        (self.log.parent / "rc.tmp").write_text(str(rc))
+        os.replace(self.log.parent / "rc.tmp", self.log.parent / "rc")
+
+    def finished_rc(self) -> int | None:
+        """The script's exit status once it has ended, else None."""
+        f = self.log.parent / "rc"
+        return int(f.read_text()) if f.exists() else None
 
     def wait(self, timeout: float) -> int:
-        try:
-            self.rc = self.proc.wait(timeout=max(1.0, timeout))
-        except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + max(1.0, timeout)
+        while (rc := self.finished_rc()) is None and time.monotonic() < deadline:
+            time.sleep(1.0)
+        if rc is None:
             self.stop()
-            self.rc = -1
+            rc = -1
+        self.rc = rc
         lines = self.text().strip().splitlines()
         verdicts = [x for x in lines if x.startswith(("PASS ", "FAIL", "CANNOT RUN HERE"))]
         self.summary = (verdicts or lines or ["(no output)"])[-1]
         return self.rc
+
+    def elapsed(self) -> float:
+        return time.time() - self.started
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -70,7 +99,7 @@ class ImageCheck:
     def stop(self) -> None:
         """Stop an unfinished check (an interrupted or narrowed session): the
         script's process group, then the containers it had started."""
-        if self.proc.poll() is not None:
+        if self.proc is None or self.proc.poll() is not None:
             return
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)

@@ -54,12 +54,15 @@ def test_make_data_then_train_exits_0_and_prints_the_memory_plan_and_the_run(cli
 
 def test_predict_texts_prints_one_json_line_per_text(cli_run):
     d, _, _, run = cli_run
-    p = cli("predict", run, "--text", "a", "--text", "b c d", cwd=d)
+    p = cli("predict", run, "--text", "ab", "--text", "b c d", "--text", "-- ! a", cwd=d)
     assert p.returncode == 0, p.stderr
     lines = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
     labels = set(json.loads((run / "features.json").read_text())["labels"])
-    assert [x["text"] for x in lines] == ["a", "b c d"]
-    assert all(x["label"] in labels and 0 <= x["probability"] <= 1 for x in lines)
+    assert [x["text"] for x in lines] == ["ab", "b c d", "-- ! a"]
+    # "b c d" and "-- ! a" hold no token of the default analyzer (two word characters or more): no answer
+    assert [x["status"] for x in lines] == ["ok", "empty_text", "empty_text"]
+    assert lines[0]["label"] in labels and 0 <= lines[0]["probability"] <= 1
+    assert all(x["label"] is None for x in lines[1:])
 
 
 def test_predict_input_writes_one_jsonl_line_per_input_row(cli_run):

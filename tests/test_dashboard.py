@@ -172,7 +172,7 @@ def test_summary_has_metrics_rows_time_memory_run_and_predict():
                        "validated", "skipped", "empty_text", "malformed", "cluster start", "fit", "train",
                        "save", "total", "33.0s", "peak memory", "trainer", "436M", "57% of its 768M",
                        "workers", "900M", "budget", "6.0G", "run      /runs/20260101-000000",
-                       'lancetnic-flow predict /runs/20260101-000000 --text "..."'):
+                       "lancetnic-flow predict /runs/20260101-000000 --text '...'"):
             assert needle in text, (width, needle, text)
         assert all(cell_len(line) <= width for line in text.splitlines())
 

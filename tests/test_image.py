@@ -20,7 +20,7 @@ fails the test with the end of the script's log.
 from __future__ import annotations
 
 import shutil
-import time
+from pathlib import Path
 
 import pytest
 
@@ -33,9 +33,12 @@ def test_the_dockerfile_builds_an_image_that_runs_as_scheduler_workers_and_train
     if not enabled():
         pytest.skip("LANCETNIC_FLOW_IMAGE_CHECK=0")
     check: ImageCheck | None = getattr(request.config, "_image_check", None)
+    shared = getattr(request.config, "workerinput", {}).get("lancetnic_image_dir")
+    if check is None and shared:  # a pytest-xdist worker: the controller started it
+        check = ImageCheck.attach(Path(shared))
     if check is None:            # run on its own, not through the session's early start
         check = request.config._image_check = ImageCheck.start()
-    rc = check.wait(WAIT - (time.monotonic() - check.started))
+    rc = check.wait(WAIT - check.elapsed())
     log = check.text()
     if rc == CANNOT:
         pytest.skip(f"the image check cannot run on this machine: {check.summary}")
@@ -44,4 +47,5 @@ def test_the_dockerfile_builds_an_image_that_runs_as_scheduler_workers_and_train
     assert "workers in the scheduler: ['w1', 'w2']" in log, log[-3000:]
     assert "ddp: 2 ranks on" in log and "gloo" in log, log[-3000:]
     assert check.summary.startswith("PASS "), check.summary
-    shutil.rmtree(check.log.parent, ignore_errors=True)
+    if check.proc is not None:   # attached: the controller removes the folder when the session ends
+        shutil.rmtree(check.log.parent, ignore_errors=True)
