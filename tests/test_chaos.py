@@ -24,9 +24,11 @@ from servers import DroppingProxy, scheduler_address, stop_processes
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    """A real scheduler and two `dask worker` processes (each a nanny that restarts its worker)."""
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A real scheduler and two `dask worker` processes (each a nanny that restarts
+    its worker), shared by this file's tests: each starts once both workers are back."""
+    tmp_path = tmp_path_factory.mktemp("chaos-cluster")
     sched_file = tmp_path / "scheduler.json"
     env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"}
     procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
@@ -39,10 +41,7 @@ def cluster(tmp_path):
                                            "--memory-limit", "1.5GiB", "--no-dashboard", "--name", f"w{i}",
                                            "--local-directory", str(tmp_path / f"w{i}")],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-        from distributed import Client
-
-        with Client(address, timeout="30s") as c:
-            c.wait_for_workers(2, timeout=60)
+        both_workers(address)
         yield address, procs[1:]
     finally:
         stop_processes(procs)
@@ -53,6 +52,23 @@ def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("chaos") / "train.csv"
     write_corpus(str(path), 40_000, classes=4, seed=11)
     return path
+
+
+def both_workers(address: str) -> None:
+    from distributed import Client
+
+    with Client(address, timeout="30s") as c:
+        c.wait_for_workers(2, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def reference(cluster, corpus, tmp_path_factory) -> dict:
+    """The undisturbed run both tests compare with (same corpus, seed and options)."""
+    out = tmp_path_factory.mktemp("chaos-ref")
+    ref = train(cluster[0], corpus, out, "ref")
+    _, err = ref.communicate(timeout=300)
+    assert ref.returncode == 0, err[-3000:]
+    return outcome(out / "ref")
 
 
 def train(address: str, corpus: Path, out: Path, name: str, *extra: str) -> subprocess.Popen:
@@ -80,12 +96,9 @@ def worker_processes(nannies: list[subprocess.Popen]) -> list[psutil.Process]:
     return out
 
 
-def test_workers_killed_at_random_moments_change_nothing_in_the_result(cluster, corpus, tmp_path):
+def test_workers_killed_at_random_moments_change_nothing_in_the_result(cluster, corpus, reference, tmp_path):
     address, nannies = cluster
-    ref = train(address, corpus, tmp_path, "ref")
-    _, err = ref.communicate(timeout=300)
-    assert ref.returncode == 0, err[-3000:]
-
+    both_workers(address)
     rng = random.Random(7)
     run = train(address, corpus, tmp_path, "chaos")
     kills = []
@@ -103,14 +116,13 @@ def test_workers_killed_at_random_moments_change_nothing_in_the_result(cluster, 
     _, err = run.communicate(timeout=300)
     assert run.returncode == 0, f"kills at {kills} s\n" + err[-3000:]
     assert kills, "no worker was killed while the run lasted"
-    assert outcome(tmp_path / "chaos") == outcome(tmp_path / "ref"), f"kills at {kills} s"
+    assert outcome(tmp_path / "chaos") == reference, f"kills at {kills} s"
 
 
-def test_a_trainer_whose_scheduler_connection_drops_for_seconds_finishes_the_same_run(cluster, corpus, tmp_path):
+def test_a_trainer_whose_scheduler_connection_drops_for_seconds_finishes_the_same_run(cluster, corpus, reference,
+                                                                                      tmp_path):
     address, _ = cluster
-    ref = train(address, corpus, tmp_path, "ref")
-    _, err = ref.communicate(timeout=300)
-    assert ref.returncode == 0, err[-3000:]
+    both_workers(address)
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
     with DroppingProxy(host, int(port)) as proxy:
         run = train(f"tcp://127.0.0.1:{proxy.port}", corpus, tmp_path, "dropped")
@@ -131,4 +143,4 @@ def test_a_trainer_whose_scheduler_connection_drops_for_seconds_finishes_the_sam
         t.join(5)
     assert dropped.is_set()
     assert run.returncode == 0, err[-3000:]
-    assert outcome(tmp_path / "dropped") == outcome(tmp_path / "ref")
+    assert outcome(tmp_path / "dropped") == reference

@@ -5,6 +5,8 @@ by their flag, hints for CSV files that are not what they seem."""
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 import time
 
 import pytest
@@ -93,3 +95,56 @@ def test_the_printed_predict_command_is_quoted_for_the_shell(tmp_path):
     line = next(x for x in p.stderr.splitlines() if "lancetnic-flow predict" in x)
     words = shlex.split(line.split("predict", 1)[1])
     assert words[:2] == ["lancetnic-flow", "predict"] and words[2] == str(tmp_path / "my runs" / "r"), words
+
+
+# In a fresh interpreter: the threads it has after importing the readers; after
+# refusing a JSON Lines file given as CSV (a user error); after checking and reading
+# every partition of a CSV, a JSON Lines and a Parquet file.
+THREADS_SCRIPT = """
+import os, sys
+from lancetnic_flow.data.checks import checked_source
+from lancetnic_flow.data.readers import read_partition
+from lancetnic_flow.data.sources import Columns
+from lancetnic_flow.errors import UserError
+threads = lambda: len(os.listdir('/proc/self/task'))
+before = threads()
+cols = Columns(text=("text",), label="label")
+try:
+    checked_source([sys.argv[2]], "csv", {}, 1 << 16, cols)
+except UserError:
+    pass
+refused = threads()
+rows = 0
+for url, fmt in zip(sys.argv[1:], ("csv", "jsonl", "parquet")):
+    plan = checked_source([url], fmt, {}, 1 << 16, cols)
+    for part in plan.partitions:
+        rows += sum(c.table.num_rows for c in read_partition(part, cols))
+print(before, refused, threads(), rows)
+"""
+
+
+def test_input_checks_and_reads_start_no_arrow_thread_pool_that_could_abort_the_exit(tmp_path):
+    """An Arrow thread pool alive at interpreter exit can abort a process that
+    finished its work: "terminate called without an active exception", exit 134
+    after the error message, seen in 1 of 30 user errors under load. Reads run
+    without Arrow's CPU threads, headers are parsed without Arrow, so a refused
+    input starts no thread at all and reading starts at most Arrow's one IO
+    (readahead) thread, which its CSV reader always uses."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    csv = tmp_path / "t.csv"
+    write_corpus(str(csv), 3000, classes=3, seed=2)
+    table = pacsv.read_csv(csv)
+    jsonl = tmp_path / "t.jsonl"
+    jsonl.write_text("".join(f'{{"text": "{t}", "label": "{lab}"}}\n'
+                             for t, lab in zip(table["text"].to_pylist(), table["label"].to_pylist())))
+    parquet = tmp_path / "t.parquet"
+    pq.write_table(table.select(["text", "label"]), parquet, row_group_size=1000)
+    p = subprocess.run([sys.executable, "-c", THREADS_SCRIPT, str(csv), str(jsonl), str(parquet)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    before, refused, after, rows = map(int, p.stdout.split())
+    assert rows == 3 * 3000
+    assert refused == before, f"{refused - before} threads started by refusing an input"
+    assert after <= before + 1, f"{after - before} threads started by reading"

@@ -278,7 +278,7 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
     pred = Predictor(res.run)
     import pyarrow.csv as pacsv
 
-    sample = pacsv.open_csv(data).read_next_batch().slice(0, 3)
+    sample = pacsv.open_csv(data, read_options=pacsv.ReadOptions(use_threads=False)).read_next_batch().slice(0, 3)
     for text, label, p in zip(sample["text"].to_pylist(), sample["label"].to_pylist(),
                               pred.predict(sample["text"].to_pylist())):
         report.console.print(f"  {text[:60]!r}… → {p['label']} ({p['probability']:.2f}), true {label}", markup=False)

@@ -13,9 +13,9 @@ disk) is the user's to fix, and the trainer prints it as one message: the
 worker does not also log it as "Compute Failed" with a traceback. Any other
 task failure is still logged in full.
 
-A worker also imports the featurisation code and loads its compiled kernels
-in the background as it starts, while the trainer is still importing torch
-and planning: the first task does not wait for them.
+A worker also imports the featurisation code as it starts, and loads its
+compiled kernels in the background, while the trainer is still importing
+torch and planning: the first task does not wait for them.
 """
 from __future__ import annotations
 
@@ -27,10 +27,21 @@ from typing import Any
 from ..errors import UserError
 
 
+def _import_task_modules() -> None:
+    """Import what tasks run (readers, fsspec, features), in the thread that
+    starts the worker. Not in the background: a task unpickled meanwhile in
+    another thread imports the same modules, and two threads importing one
+    import cycle (fsspec.core ↔ fsspec.compression) can hand one of them a
+    partly initialised module (an ImportError inside the task)."""
+    try:
+        from . import shards  # noqa: F401  (the tasks' modules: readers, features, kernels)
+    except Exception:  # only a head start: the first task imports them anyway
+        pass
+
+
 def _warm() -> None:
     try:
         from ..features import kernels
-        from . import shards  # noqa: F401  (the tasks' modules: readers, features)
 
         kernels.warm()
     except Exception:  # only a head start: the first task loads them anyway
@@ -78,4 +89,5 @@ def dask_setup(worker: Any) -> None:
     log = logging.getLogger("distributed.worker")
     if not any(isinstance(f, QuietUserErrors) for f in log.filters):
         log.addFilter(QuietUserErrors())
+    _import_task_modules()
     threading.Thread(target=_warm, name="lancetnic-warm", daemon=True).start()

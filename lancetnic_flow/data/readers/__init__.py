@@ -10,6 +10,11 @@ to UTF-8 a block at a time before parsing. A block where many rows are not
 text in the expected encoding (:func:`check_decodable`) stops the run with
 the file's name and the fix, instead of losing those rows as skips.
 
+Arrow reads run with ``use_threads=False``: a worker is planned as one core
+per Dask thread, and in the trainer (input checks, prediction) an Arrow
+thread pool still alive at interpreter exit can abort a process that has
+finished its work ("terminate called without an active exception", exit 134).
+
 * :mod:`.csv` — CSV and TSV; :mod:`.jsonl` — JSON Lines; :mod:`.lines` —
   plain text and fastText lines; :mod:`.parquet` — Parquet row groups;
   :mod:`.table` — what they share.

@@ -30,13 +30,13 @@ def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
                         f"check that the file is {fmt}, or pass --format "
                         f"with one of {', '.join(FORMATS)} (e.g. --format parquet); a {fmt} file in "
                         f"another encoding needs --encoding NAME (e.g. latin-1)")
+    # Python's csv module for one line: Arrow's CSV reader would start its IO thread pool for it.
     try:
-        t = pv.read_csv(io.BytesIO(header.rstrip(b"\r\n") + b"\n"),
-                        parse_options=pv.ParseOptions(delimiter=delimiter))
-    except pa.ArrowInvalid as exc:
+        names = next(csv.reader([header.rstrip(b"\r\n").decode("utf-8")], delimiter=delimiter, strict=True), [])
+    except csv.Error as exc:
         raise UserError(f"{url}: cannot read the first line as a {fmt} header ({exc})",
                         "check the format, or pass --format") from exc
-    return t.column_names
+    return names
 
 
 # A row no file holds, added after each CSV block: it comes out last and whole
@@ -101,7 +101,7 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
     def read(include: list[str], block_size: int) -> pa.Table:
         return pv.read_csv(
             _Joined(body, lead, end_row),
-            read_options=pv.ReadOptions(column_names=have, block_size=block_size),
+            read_options=pv.ReadOptions(column_names=have, block_size=block_size, use_threads=False),
             parse_options=pv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
                                           invalid_row_handler=on_invalid),
             convert_options=pv.ConvertOptions(

@@ -30,7 +30,7 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     table = None
     try:
         table = pj.read_json(io.BytesIO(data),
-                             read_options=pj.ReadOptions(block_size=max(1 << 20, len(data) + 1)))
+                             read_options=pj.ReadOptions(block_size=max(1 << 20, len(data) + 1), use_threads=False))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         table = None
     if table is not None:

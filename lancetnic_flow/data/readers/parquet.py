@@ -23,10 +23,10 @@ def read_parquet(part: Partition, columns: Columns,
     except Exception as exc:  # noqa: BLE001
         raise open_error(url, exc) from exc
     with f:
-        pf = pq.ParquetFile(f)
+        pf = pq.ParquetFile(f, pre_buffer=False)   # no Arrow IO thread pool (see readers/__init__.py)
         have = pf.schema_arrow.names
         check_names(url, have, columns)
-        table = pf.read_row_group(part.start, columns=columns.read_names(have))
+        table = pf.read_row_group(part.start, columns=columns.read_names(have), use_threads=False)
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 
