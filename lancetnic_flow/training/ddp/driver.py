@@ -97,6 +97,12 @@ def wait_for_ranks(client: Any, futures: list, chosen: list[str], stop: Any, sto
             if gone:
                 client.cancel(futures)
                 raise RankLost(gone[0])
+            if any(f.status == "cancelled" for f in failed):
+                # Cancelled by the scheduler, not by us: a worker was dropped (a missed heartbeat under
+                # load, its memory limit) and took the scattered start state with it, even when it
+                # came back at the same address. The segment is lost, not the run.
+                client.cancel(futures)
+                raise RankLost("holding a rank's start state")
             return client.gather(failed)   # raises the rank's own error
         if all(f.status == "finished" for f in futures):
             return client.gather(futures)
