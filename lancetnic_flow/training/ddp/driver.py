@@ -201,7 +201,15 @@ class RankDriver:
         segment = f"lancetnic-flow-ddp-{uuid.uuid4().hex}"   # a fresh rendezvous each segment
         seg = dataclasses.replace(job, segment=segment)
         # The start state (weights, optimiser moments) goes to the ranks' workers once, not through the scheduler.
-        shipped = client.scatter(start, workers=self.chosen, broadcast=True, hash=False) if start else None
+        try:
+            shipped = client.scatter(start, workers=self.chosen, broadcast=True, hash=False) if start else None
+        except ValueError:
+            # Broadcasting to a worker that has just left ("Can not use replicate to delete data").
+            gone = gone_workers(client, self.chosen)
+            if not gone:
+                raise
+            self._lost(RankLost(gone[0]), start)
+            return None
         futures = [client.submit(run_rank, r, seg, shipped, workers=[w], allow_other_workers=False, pure=False,
                                  key=f"{segment}-rank-{r}") for r, w in enumerate(self.chosen)]
         try:
