@@ -253,3 +253,32 @@ class DroppingProxy:
         finally:
             with contextlib.suppress(OSError):
                 dst.shutdown(socket.SHUT_WR)
+
+
+@contextlib.contextmanager
+def dask_processes(folder: Path, memory_limit: str, workers: int = 2) -> Iterator[tuple[str, list]]:
+    """A real `dask scheduler` on loopback and ``workers`` `dask worker` processes
+    (each a nanny that restarts its worker), with the workers' environment the
+    docs give; yields the address and the worker (nanny) processes."""
+    import sys
+
+    from distributed import Client
+
+    bin_dir = Path(sys.executable).parent
+    sched_file = folder / "scheduler.json"
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"}
+    procs = [subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    try:
+        address = scheduler_address(sched_file)
+        for i in range(workers):
+            procs.append(subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nworkers", "1",
+                                           "--nthreads", "1", "--memory-limit", memory_limit, "--no-dashboard",
+                                           "--name", f"w{i}", "--local-directory", str(folder / f"w{i}")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        with Client(address, timeout="30s") as c:
+            c.wait_for_workers(workers, timeout=60)
+        yield address, procs[1:]
+    finally:
+        stop_processes(procs)

@@ -19,7 +19,7 @@ import pytest
 
 from lancetnic_flow.data.synth import write_corpus
 
-from servers import DroppingProxy, scheduler_address, stop_processes
+from servers import DroppingProxy, dask_processes
 
 BIN = Path(sys.executable).parent
 
@@ -28,23 +28,8 @@ BIN = Path(sys.executable).parent
 def cluster(tmp_path_factory):
     """A real scheduler and two `dask worker` processes (each a nanny that restarts
     its worker), shared by this file's tests: each starts once both workers are back."""
-    tmp_path = tmp_path_factory.mktemp("chaos-cluster")
-    sched_file = tmp_path / "scheduler.json"
-    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"}
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--no-dashboard", "--scheduler-file", str(sched_file)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
-    try:
-        address = scheduler_address(sched_file)
-        for i in range(2):
-            procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
-                                           "--memory-limit", "1.5GiB", "--no-dashboard", "--name", f"w{i}",
-                                           "--local-directory", str(tmp_path / f"w{i}")],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-        both_workers(address)
-        yield address, procs[1:]
-    finally:
-        stop_processes(procs)
+    with dask_processes(tmp_path_factory.mktemp("chaos-cluster"), "1.5GiB") as (address, nannies):
+        yield address, nannies
 
 
 @pytest.fixture(scope="module")

@@ -14,33 +14,15 @@ import pytest
 
 from lancetnic_flow.data.synth import write_corpus
 
-from servers import s3_cli_args, scheduler_address, stop_processes
+from servers import dask_processes, s3_cli_args, scheduler_address, stop_processes
 
 BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
 def dask_cluster(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("cluster")
-    sched_file = tmp / "scheduler.json"
-    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"}
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--no-dashboard", "--scheduler-file", str(sched_file)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
-    try:
-        address = scheduler_address(sched_file)
-        for i in range(2):
-            procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
-                                           "--memory-limit", "1GiB", "--no-dashboard", "--name", f"w{i}",
-                                           "--local-directory", str(tmp / f"w{i}")],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
-        from distributed import Client
-
-        with Client(address, timeout="30s") as c:
-            c.wait_for_workers(2, timeout=60)
+    with dask_processes(tmp_path_factory.mktemp("cluster"), "1GiB") as (address, _):
         yield address
-    finally:
-        stop_processes(procs)
 
 
 @pytest.fixture(scope="module")
