@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 # Two pytest-xdist workers, a file at a time: a test that waits on a cluster or a
 # subprocess leaves the other core to the other worker (tests/conftest.py orders the files).
-PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40
 
 .PHONY: setup setup-test demo test test-fast bench image-check wheel-check clean
 

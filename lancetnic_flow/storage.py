@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -138,23 +139,22 @@ def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator
 
 
 def check_writable(url: str, storage_options: dict, flag: str, folder: bool = True) -> None:
-    """Refuse, before any work, a place that cannot be written: create the
-    folder (``url``, or its parent when ``folder`` is false) and a probe file
-    in it, then remove the probe. An object store gets only the probe."""
+    """Refuse, before any work, a place that cannot be written: write and
+    remove a probe file in the folder (``url``, or its parent when ``folder``
+    is false). A local folder that does not exist yet is not made: the probe
+    goes to its nearest existing ancestor, where the missing folders would be
+    created, so a refused command leaves no trace and two commands checking
+    the same new folder at once cannot remove it under each other."""
     where = url if folder else (url.rsplit("/", 1)[0] if "/" in url.split("://", 1)[-1] else ".")
     local = protocol(url) == "file"
-    created = None   # the outermost folder this check made: removed again, so a refused command leaves no trace
     try:
         fs, path = fsspec.core.url_to_fs(where, **open_options(where, storage_options))
-        probe = f"{path.rstrip('/')}/.lancetnic-write-check-{os.getpid()}-{time.monotonic_ns()}"
         if local:
-            created = _outermost_missing(path)
-            fs.makedirs(path, exist_ok=True)
+            path = _nearest_existing(path)
+        probe = f"{path.rstrip('/')}/.lancetnic-write-check-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
         with fs.open(probe, "wb") as f:
             f.write(b"ok")
         fs.rm(probe)
-        if created is not None:
-            _remove_empty_tree(created, path)
     except Exception as exc:
         why = write_reason(exc)
         if why is not None:
@@ -165,30 +165,16 @@ def check_writable(url: str, storage_options: dict, flag: str, folder: bool = Tr
                          "check the path, the credentials and that they may write there") from None
 
 
-def _outermost_missing(path: str) -> str | None:
-    """The outermost ancestor of ``path`` (or ``path``) that does not exist yet."""
-    missing = None
+def _nearest_existing(path: str) -> str:
+    """``path`` or its nearest ancestor that exists (a file there makes the
+    probe fail as "a file is in the way")."""
     p = os.path.abspath(path)
     while not os.path.exists(p):
-        missing = p
         parent = os.path.dirname(p)
         if parent == p:
             break
         p = parent
-    return missing
-
-
-def _remove_empty_tree(top: str, path: str) -> None:
-    """Remove ``path`` and its parents up to ``top``, each only while empty."""
-    p, top = os.path.abspath(path), os.path.abspath(top)
-    while True:
-        try:
-            os.rmdir(p)
-        except OSError:
-            return
-        if p == top:
-            return
-        p = os.path.dirname(p)
+    return p
 
 
 def write_bytes(url: str, data: bytes, storage_options: dict) -> None:

@@ -296,6 +296,20 @@ for f in model.safetensors metrics.json config.json history.csv; do
     [ -s "$DATA/runs/check/$f" ] || die "the run folder lacks $f"
 done
 run lancetnic-flow predict /data/runs/check --text 'a great match' --text 'a new phone'
+# counted now, before --ddp: a worker that a later job gets restarted starts its count again
+run python -c "
+import json
+from distributed import Client
+m = json.load(open('/data/runs/check/metrics.json'))
+acc = m['val_accuracy']
+print(f'run /data/runs/check: val_accuracy {acc:.3f} (4 classes, chance 0.25)')
+assert acc > 0.375, 'the model did not learn'
+c = Client('$SCHED', timeout=30)
+names = {a: w['name'] for a, w in c.scheduler_info()['workers'].items()}
+done = {names[a]: n for a, n in c.run(lambda dask_worker: dask_worker.state.transition_counter).items()}
+print('task transitions per worker:', done)
+assert len(done) == 2 and all(n > 0 for n in done.values()), 'a worker did no work'
+"
 # --ddp 2: one rank in each worker container, joined by torch.distributed (gloo). 2^16 buckets: a
 # rank of the default 2^19-bucket model needs about 1 GiB (weights, moments, best copy), more than
 # these 1 GiB workers hold, and the check is about the image, not the model's size.
@@ -313,20 +327,6 @@ run lancetnic-flow predict /data/runs/check --input /data/train.csv \
 n=$(wc -l <"$DATA/preds.jsonl")
 [ "$n" -eq "$ROWS" ] || die "$n predictions for $ROWS rows"
 
-step "results"
-run python -c "
-import json
-from distributed import Client
-m = json.load(open('/data/runs/check/metrics.json'))
-acc = m['val_accuracy']
-print(f'run /data/runs/check: val_accuracy {acc:.3f} (4 classes, chance 0.25)')
-assert acc > 0.375, 'the model did not learn'
-c = Client('$SCHED', timeout=30)
-names = {a: w['name'] for a, w in c.scheduler_info()['workers'].items()}
-done = {names[a]: n for a, n in c.run(lambda dask_worker: dask_worker.state.transition_counter).items()}
-print('task transitions per worker:', done)
-assert len(done) == 2 and all(n > 0 for n in done.values()), 'a worker did no work'
-"
 T_ROLES=$((SECONDS - t))
 
 TOTAL=$((SECONDS - T0))

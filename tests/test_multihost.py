@@ -158,7 +158,7 @@ def test_ddp_across_machines_trains_through_s3_and_matches_the_laptop_run(machin
               "--hidden", "32", "--max-features", "5000", "--seed", "5", "--ddp", "2", "--json-log", "log.jsonl"]
     # docs/cluster.md §2 and §7: the scheduler's address, a cache both sides reach.
     remote = _train([*common, "--scheduler", m["address"], "--cache", "s3://hosts/cache", "--out",
-                     str(trainer / "runs"), "--name", "cluster", "--checkpoint-every", "6"], m["env"], trainer)
+                     str(trainer / "runs"), "--name", "cluster", "--checkpoint-every", "25"], m["env"], trainer)
     assert remote.returncode == 0, remote.stderr[-3000:]
     run = trainer / "runs" / "cluster"
     metrics = json.loads((run / "metrics.json").read_text())
@@ -169,7 +169,7 @@ def test_ddp_across_machines_trains_through_s3_and_matches_the_laptop_run(machin
     # Both ranks reported from their own machines, and the ranks paused for checkpoints
     # the trainer wrote into its own folder, which the workers cannot see.
     assert {e["worker"] for e in events if e["event"] == "rank"} == set(m["workers"])
-    assert sum(e["event"] == "checkpoint" for e in events) >= 2
+    assert {e["reason"] for e in events if e["event"] == "checkpoint"} == {"periodic", "epoch"}
     assert (run / "model.safetensors").exists() and not (run / "checkpoint.safetensors").exists()
     assert metrics["memory"]["plan"]["external"] is True
 

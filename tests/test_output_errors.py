@@ -305,3 +305,31 @@ def test_ctrl_c_at_random_moments_of_the_fit_pass_prints_no_traceback(tmp_path):
         assert proc.returncode == 130, out + err
         assert "Traceback" not in out + err and "distributed." not in err, err
         assert "interrupted" in err
+
+
+def test_commands_checking_the_same_new_out_folder_at_once_all_pass_the_write_check(tmp_path):
+    """Two runs started together with one new --out: the write check of one
+    must not remove the folder under the other (seen as a spurious exit 2)."""
+    import threading
+
+    from lancetnic_flow.storage import check_writable
+
+    failures = []
+    for rep in range(30):
+        target = str(tmp_path / f"r{rep}" / "runs" / "deep")
+        start = threading.Barrier(6)
+
+        def check():
+            start.wait()
+            try:
+                check_writable(target, {}, "--out")
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=check) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not (tmp_path / f"r{rep}").exists(), "the check left a folder behind"
+    assert failures == []

@@ -15,12 +15,14 @@ when the trainer asks to stop: every rank then returns where it is (a
 """
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from ...allocator import trim_allocator
 from ...config import CheckpointEvery, TrainingConfig
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
@@ -104,6 +106,11 @@ def run_rank(rank: int, job: RankJob, start: TrainState | None = None) -> dict:
         return RankRun(rank, job, start or TrainState(), device, dist).run()
     finally:
         dist.destroy_process_group()
+        # the worker lives on after its rank: hand the model, moments and
+        # buffers back to the OS, or the next job's tasks start near the
+        # nanny's kill line
+        gc.collect()
+        trim_allocator()
 
 
 class RankRun:
