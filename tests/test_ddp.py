@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import threading
 
 import pytest
 
@@ -212,27 +213,59 @@ def test_a_ddp_checkpoint_cannot_resume_without_ddp(client, corpus4, tmp_path):
         train(cfg, client=client, resume=str(tmp_path / "runs" / "d"))
 
 
-def test_a_rank_whose_worker_is_killed_restarts_from_the_last_checkpoint_and_the_run_ends_the_same(
-        own_cluster, corpus4, tmp_path, ddp_reference):
-    ref = ddp_reference
-    pids = own_cluster.run(os.getpid)
-    events = Events()
-    killed: list[str] = []
-    warnings: list[str] = []
+def _lose_rank_0_after_epoch_1(lose) -> tuple[Events, list[str], list[str]]:
+    """Events that call ``lose(worker)`` once, for rank 0's worker, once epoch 1
+    is trained; and the workers lost and the warnings seen."""
+    events, lost, warnings = Events(), [], []
 
-    def kill_rank_0(kind: str, e: dict) -> None:   # SIGKILL rank 0's worker once epoch 1 is trained
+    def on(kind: str, e: dict) -> None:
         if kind == "warning":
             warnings.append(e["message"])
-        if (kind == "rank" and e["rank"] == 0 and (e["epoch"] == 2 or e.get("done")) and not killed):
-            killed.append(e["worker"])
-            os.kill(pids[e["worker"]], signal.SIGKILL)
+        if kind == "rank" and e["rank"] == 0 and (e["epoch"] == 2 or e.get("done")) and not lost:
+            lost.append(e["worker"])
+            lose(e["worker"])
 
-    events.subscribe(kill_rank_0)
+    events.subscribe(on)
+    return events, lost, warnings
+
+
+def test_a_rank_whose_worker_is_killed_restarts_from_the_last_checkpoint_and_the_run_ends_the_same(
+        own_cluster, corpus4, tmp_path, ddp_reference):
+    pids = own_cluster.run(os.getpid)
+    events, killed, warnings = _lose_rank_0_after_epoch_1(lambda w: os.kill(pids[w], signal.SIGKILL))
     res = train(_ddp_config(corpus4, tmp_path, "killed", "5"), events, client=own_cluster)
     assert killed and any(re.search(f"worker {re.escape(killed[0])} left during --ddp training; restarting the "
                                     r"ranks from epoch [123], step \d+", w) for w in warnings), warnings
     assert killed[0] not in res.metrics["ddp"]["workers"]   # the ranks ended on the workers there were then
-    _same_run(ref, res.metrics)
+    _same_run(ddp_reference, res.metrics)
+
+
+def test_a_rank_worker_that_never_comes_back_ends_the_run_in_words_and_resume_on_another_cluster_ends_the_same(
+        own_cluster, client, corpus4, tmp_path, ddp_reference, monkeypatch):
+    """The scheduler drops rank 0's worker (as it does one it thinks
+    unresponsive) and no nanny brings it back: after WORKERS_BACK_S the run
+    stops naming the worker and the workers it has, its last checkpoint
+    kept; ``--resume`` on a cluster with enough workers ends as if nothing
+    had happened."""
+    from lancetnic_flow.cli.main import known_failure
+    from lancetnic_flow.training.ddp import driver
+
+    monkeypatch.setattr(driver, "WORKERS_BACK_S", 10.0)
+
+    async def drop(dask_scheduler, address):
+        return await dask_scheduler.remove_worker(address, stimulus_id="test-drop", close=False)
+
+    # events arrive on the client's event loop: a blocking call from there would never run
+    events, dropped, _ = _lose_rank_0_after_epoch_1(lambda w: threading.Thread(
+        target=own_cluster.run_on_scheduler, args=(drop,), kwargs={"address": w}).start())
+    with pytest.raises(driver.RankWorkersGone) as gone:
+        train(_ddp_config(corpus4, tmp_path, "dropped", "5"), events, client=own_cluster)
+    assert f"worker {dropped[0]} left during --ddp training and the cluster has 1 of the 2 workers" in str(gone.value)
+    assert "--resume" in known_failure(gone.value)[1]
+    run = tmp_path / "runs" / "dropped"
+    assert (run / CHECKPOINT).exists() and not (run / "model.json").exists()
+    res = train(resume_config(str(run)), client=client, resume=str(run))
+    _same_run(ddp_reference, res.metrics)
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the CPU fallback")

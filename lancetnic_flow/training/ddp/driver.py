@@ -69,6 +69,15 @@ class RanksKeptFailing(RuntimeError):
     """Workers holding ranks left more than ``MAX_RESTARTS`` times in one run."""
 
 
+class RankWorkersGone(RuntimeError):
+    """A rank's worker left and the cluster did not get back to ``world``
+    workers within ``WORKERS_BACK_S`` (a machine gone, a worker the
+    scheduler dropped that no nanny restarts)."""
+
+
+WORKERS_BACK_S = 120.0   # how long a lost rank's segment waits for the cluster to have enough workers again
+
+
 def gone_workers(client: Any, chosen: list[str]) -> list[str]:
     present = workers_info(client)
     return [w for w in chosen if w not in present]
@@ -247,7 +256,13 @@ class RankDriver:
         where = f"epoch {start.epoch + 1}, step {start.batches}" if start is not None else "the start of training"
         self.events.emit("warning", message=f"worker {lost} left during --ddp training; restarting the ranks from "
                                             f"{where}")
-        self.client.wait_for_workers(self.job.world, timeout=120)
+        try:
+            self.client.wait_for_workers(self.job.world, timeout=WORKERS_BACK_S)
+        except TimeoutError:
+            have = len(workers_info(self.client))
+            raise RankWorkersGone(f"worker {lost} left during --ddp training and the cluster has {have} of the "
+                                  f"{self.job.world} workers --ddp {self.job.world} needs after "
+                                  f"{WORKERS_BACK_S:.0f} s") from None
         self.place()
 
     def run(self, start: TrainState | None, on_pause: Callable[[str, TrainState], None] | None) -> RanksDone:
