@@ -21,8 +21,7 @@ from rich.console import Console
 
 from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.ui.dashboard import (DashboardState, LiveDashboard, Meter, mem_style, render, render_summary,
-                                         replay, status_line)
-from lancetnic_flow.ui.jsonlog import JsonLog
+                                         replay)
 from lancetnic_flow.ui.report import ConsoleReport, PlainLog
 
 from helpers import CLUSTER

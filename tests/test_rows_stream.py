@@ -3,9 +3,7 @@ the OrderedWindow's window and order, and seeded epoch order."""
 from __future__ import annotations
 
 import io
-import os
 import pickle
-import time
 from pathlib import Path
 
 import numpy as np

@@ -150,7 +150,7 @@ def test_gzip_is_plain_gzip(tmp_path):
 
 
 def test_learnable_but_not_trivial():
-    sk = pytest.importorskip("sklearn")  # noqa: F841
+    pytest.importorskip("sklearn")
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression, Ridge
 

@@ -12,7 +12,6 @@ import shutil
 import time
 from pathlib import Path
 
-import pytest
 
 from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.events import Events
