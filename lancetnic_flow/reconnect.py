@@ -51,4 +51,25 @@ def retrying(client: Any, fn: Callable[..., T], *args: Any, attempts: int = 3, o
     raise AssertionError("unreachable")
 
 
-__all__ = ["RECONNECT_S", "connection_lost", "retrying", "wait_reconnected"]
+def broadcast(client: Any, data: Any, *, attempts: int = 5, timeout: float = 60.0, **kwargs: Any) -> Any:
+    """``client.scatter(data, broadcast=True, **kwargs)``, tried again when a
+    worker died while the data went to it (the scheduler then drops the call
+    with a closed comm, refuses to replicate to a worker that has just left,
+    or no longer knows the worker it was sending to) or the client lost its
+    scheduler and got it back. A worker killed mid-transfer can also leave
+    the call waiting forever: each try gives up after ``timeout`` s. The
+    data goes to the workers there are at the time."""
+    for attempt in range(attempts):
+        try:
+            return client.scatter(data, broadcast=True, timeout=timeout, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - only a lost worker or connection is retried
+            lost = (connection_lost(exc) or isinstance(exc, TimeoutError)
+                    or (isinstance(exc, ValueError) and "replicate" in str(exc))
+                    or (isinstance(exc, KeyError) and "://" in str(exc)))   # a worker the scheduler just removed
+            if attempt == attempts - 1 or not lost or not wait_reconnected(client):
+                raise
+            time.sleep(0.5 * (attempt + 1))   # time for the scheduler to notice the dead worker
+    raise AssertionError("unreachable")
+
+
+__all__ = ["RECONNECT_S", "broadcast", "connection_lost", "retrying", "wait_reconnected"]

@@ -18,7 +18,7 @@ from ..data.sources import Columns, SourcePlan
 from ..events import Events
 from ..features.rows import RowBlock
 from ..features.vectorize import FittedFeatures
-from ..reconnect import retrying
+from ..reconnect import broadcast, retrying
 from ..storage import join
 from .manifest import Manifest, read_manifest, write_manifest
 from .shards import PartitionResult, ShardInfo, count_partition, featurize_partition, load_or_repair
@@ -66,7 +66,7 @@ class ShardFeed:
     def _task_kwargs(self) -> dict:
         s = self.spec
         if self._features is None:   # the fitted features go to every worker once, not with every task
-            self._features = self.client.scatter(s.features, broadcast=True)
+            self._features = broadcast(self.client, s.features)
         return dict(columns=s.columns, features=self._features, shard_dir=join(s.entry, "shards"),
                     storage_options=s.storage_options, cache_options=s.cache_options, chunk_bytes=s.chunk_bytes,
                     val_fraction=s.val_fraction)

@@ -30,6 +30,7 @@ from ..dataflow.manifest import read_features
 from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
 from ..errors import UserError
 from ..events import NULL_EVENTS, Events
+from ..reconnect import broadcast
 from ..runs.folder import write_json
 from ..scores import BY_KEY
 from ..storage import join
@@ -94,7 +95,7 @@ def prepare_entry(cfg: TrainConfig, base: Training, events: Events) -> tuple[Tra
         for _ in run.feed.featurize():
             pass
     spec = run.feed.spec
-    return run, Entry(spec, base.client.scatter(spec, broadcast=True), not cached)
+    return run, Entry(spec, broadcast(base.client, spec), not cached)
 
 
 def _without_plan(events: Events) -> Events:

@@ -23,6 +23,7 @@ import torch
 from ...dataflow.cluster import workers_info
 from ...dataflow.plan import THRESHOLDS
 from ...errors import UserError
+from ...reconnect import connection_lost
 from ...sizes import format_size
 from ..state import TrainState
 from .comm import worker_host
@@ -81,6 +82,17 @@ WORKERS_BACK_S = 120.0   # how long a lost rank's segment waits for the cluster 
 def gone_workers(client: Any, chosen: list[str]) -> list[str]:
     present = workers_info(client)
     return [w for w in chosen if w not in present]
+
+
+def wait_gone(client: Any, chosen: list[str], patience: float = 5.0) -> list[str]:
+    """The chosen workers that have left, waiting up to ``patience`` s for the
+    scheduler to notice one that was killed a moment ago."""
+    deadline = time.monotonic() + patience
+    while True:
+        gone = gone_workers(client, chosen)
+        if gone or time.monotonic() > deadline:
+            return gone
+        time.sleep(0.2)
 
 
 def wait_for_ranks(client: Any, futures: list, chosen: list[str], stop: Any, stop_event: Any) -> list:
@@ -215,9 +227,12 @@ class RankDriver:
         # The start state (weights, optimiser moments) goes to the ranks' workers once, not through the scheduler.
         try:
             shipped = client.scatter(start, workers=self.chosen, broadcast=True, hash=False) if start else None
-        except ValueError:
-            # Broadcasting to a worker that has just left ("Can not use replicate to delete data").
-            gone = gone_workers(client, self.chosen)
+        except Exception as exc:
+            # Broadcasting to a worker that has just left ("Can not use replicate to delete data"),
+            # or one killed while the state went to it (the scheduler drops the call: a closed comm).
+            if not (isinstance(exc, ValueError) or connection_lost(exc)):
+                raise
+            gone = wait_gone(client, self.chosen)
             if not gone:
                 raise
             self._lost(RankLost(gone[0]), start)
