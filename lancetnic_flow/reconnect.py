@@ -51,6 +51,14 @@ def retrying(client: Any, fn: Callable[..., T], *args: Any, attempts: int = 3, o
     raise AssertionError("unreachable")
 
 
+def worker_lost_in_transfer(exc: BaseException) -> bool:
+    """Whether a scatter failed because a worker it sent to left (a closed
+    comm, "Can not use replicate", the scheduler no longer knowing the
+    worker's address) or the client lost its scheduler."""
+    return (connection_lost(exc) or (isinstance(exc, ValueError) and "replicate" in str(exc))
+            or (isinstance(exc, KeyError) and "://" in str(exc)))
+
+
 def broadcast(client: Any, data: Any, *, attempts: int = 5, timeout: float = 60.0, **kwargs: Any) -> Any:
     """``client.scatter(data, broadcast=True, **kwargs)``, tried again when a
     worker died while the data went to it (the scheduler then drops the call
@@ -63,13 +71,11 @@ def broadcast(client: Any, data: Any, *, attempts: int = 5, timeout: float = 60.
         try:
             return client.scatter(data, broadcast=True, timeout=timeout, **kwargs)
         except Exception as exc:  # noqa: BLE001 - only a lost worker or connection is retried
-            lost = (connection_lost(exc) or isinstance(exc, TimeoutError)
-                    or (isinstance(exc, ValueError) and "replicate" in str(exc))
-                    or (isinstance(exc, KeyError) and "://" in str(exc)))   # a worker the scheduler just removed
+            lost = worker_lost_in_transfer(exc) or isinstance(exc, TimeoutError)
             if attempt == attempts - 1 or not lost or not wait_reconnected(client):
                 raise
             time.sleep(0.5 * (attempt + 1))   # time for the scheduler to notice the dead worker
     raise AssertionError("unreachable")
 
 
-__all__ = ["RECONNECT_S", "broadcast", "connection_lost", "retrying", "wait_reconnected"]
+__all__ = ["RECONNECT_S", "broadcast", "connection_lost", "retrying", "wait_reconnected", "worker_lost_in_transfer"]

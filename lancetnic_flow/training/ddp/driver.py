@@ -23,7 +23,7 @@ import torch
 from ...dataflow.cluster import workers_info
 from ...dataflow.plan import THRESHOLDS
 from ...errors import UserError
-from ...reconnect import connection_lost
+from ...reconnect import worker_lost_in_transfer
 from ...sizes import format_size
 from ..state import TrainState
 from .comm import worker_host
@@ -228,9 +228,8 @@ class RankDriver:
         try:
             shipped = client.scatter(start, workers=self.chosen, broadcast=True, hash=False) if start else None
         except Exception as exc:
-            # Broadcasting to a worker that has just left ("Can not use replicate to delete data"),
-            # or one killed while the state went to it (the scheduler drops the call: a closed comm).
-            if not (isinstance(exc, ValueError) or connection_lost(exc)):
+            # a worker that has just left, or one killed while the state went to it
+            if not worker_lost_in_transfer(exc):
                 raise
             gone = wait_gone(client, self.chosen)
             if not gone:
