@@ -59,17 +59,34 @@ def worker_lost_in_transfer(exc: BaseException) -> bool:
             or (isinstance(exc, KeyError) and "://" in str(exc)))
 
 
-def broadcast(client: Any, data: Any, *, attempts: int = 5, timeout: float = 60.0, **kwargs: Any) -> Any:
-    """``client.scatter(data, broadcast=True, **kwargs)``, tried again when a
-    worker died while the data went to it (the scheduler then drops the call
-    with a closed comm, refuses to replicate to a worker that has just left,
-    or no longer knows the worker it was sending to) or the client lost its
-    scheduler and got it back. A worker killed mid-transfer can also leave
-    the call waiting forever: each try gives up after ``timeout`` s. The
-    data goes to the workers there are at the time."""
+def scattered_data_lost(exc: BaseException) -> bool:
+    """Whether a task was cancelled because data it depends on was lost: every
+    worker holding a scattered value died (Dask cannot recompute scattered
+    data, so it cancels the tasks that needed it)."""
+    text = str(exc)
+    return type(exc).__name__ in ("FutureCancelledError", "CancelledError") and (
+        "lost dependencies" in text or "already forgotten" in text)
+
+
+def share(client: Any, data: Any, *, attempts: int = 5, timeout: float = 60.0, **kwargs: Any) -> Any:
+    """``data`` scattered to the cluster once, for every task to read: the
+    future of one copy, from which each worker fetches it the first time a
+    task there needs it, and keeps it while tasks wait on it.
+
+    Not ``scatter(broadcast=True)``: its copy to every worker runs on the
+    scheduler, which, when a worker dies during the copy, keeps trying to
+    reach that worker for as long as the data is wanted, and blocks every
+    later broadcast behind it: the run hangs. A single copy has no such
+    step. The call is bounded (``scatter(timeout=...)`` bounds only the wait
+    for workers to exist, not the transfer) and tried again when the worker
+    it went to died (a closed comm, the scheduler no longer knowing the
+    worker) or the client lost its scheduler and got it back. Should every
+    worker holding the copy die later, the tasks needing it are cancelled:
+    :class:`~lancetnic_flow.dataflow.window.OrderedWindow` shares it again
+    (see :func:`scattered_data_lost`)."""
     for attempt in range(attempts):
         try:
-            return client.scatter(data, broadcast=True, timeout=timeout, **kwargs)
+            return client.sync(lambda: client.scatter(data, asynchronous=True, **kwargs), callback_timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - only a lost worker or connection is retried
             lost = worker_lost_in_transfer(exc) or isinstance(exc, TimeoutError)
             if attempt == attempts - 1 or not lost or not wait_reconnected(client):
@@ -78,4 +95,5 @@ def broadcast(client: Any, data: Any, *, attempts: int = 5, timeout: float = 60.
     raise AssertionError("unreachable")
 
 
-__all__ = ["RECONNECT_S", "broadcast", "connection_lost", "retrying", "wait_reconnected", "worker_lost_in_transfer"]
+__all__ = ["RECONNECT_S", "connection_lost", "retrying", "scattered_data_lost", "share", "wait_reconnected",
+           "worker_lost_in_transfer"]

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import threading
+import time
 
 from lancetnic_flow.events import Events
 from lancetnic_flow.training.orchestrator import train
@@ -94,3 +95,80 @@ def test_a_worker_that_keeps_dying_is_explained_not_dumped():
     message, hint = _known_failure(RanksKeptFailing("worker tcp://10.0.0.3:4000 left the cluster during --ddp"))
     assert "tcp://10.0.0.3:4000" in message and "--resume" in hint and "memory" in hint
     assert _known_failure(ValueError("a bug")) is None
+
+
+def _checksum(index: int, *, value) -> tuple[int, int]:
+    return index, int(value[::4096].sum())
+
+
+def test_shared_data_goes_out_as_one_copy_with_no_scheduler_broadcast_a_dying_worker_could_hang(own_cluster):
+    """The scheduler's copy-to-every-worker step waits forever on a worker
+    killed during it (and blocks every later broadcast): ``share`` never
+    asks for it, so a kill mid-transfer can cost a retry, never a hang."""
+    import numpy as np
+
+    from lancetnic_flow.reconnect import share
+
+    value = np.arange(2_000_000, dtype=np.int64)
+    fut = share(own_cluster, value)
+    got = own_cluster.gather([own_cluster.submit(_checksum, i, value=fut, pure=False) for i in range(4)])
+    assert {c for _, c in got} == {int(value[::4096].sum())}
+    actions = [e.get("action") for _, e in own_cluster.get_events("all") if isinstance(e, dict)]
+    assert "replicate" not in actions
+
+
+def test_shared_data_whose_every_holder_died_is_shared_again_and_no_job_is_lost(own_cluster):
+    """Every worker holding a shared value dies: Dask cancels the tasks that
+    need it; the window shares it again and runs every job, in order."""
+    import numpy as np
+
+    from lancetnic_flow.dataflow.window import OrderedWindow
+    from lancetnic_flow.reconnect import share
+
+    value = np.arange(3_000_000, dtype=np.int64)
+    own_cluster.wait_for_workers(2, timeout=120)
+    fut = share(own_cluster, value)
+    holders = own_cluster.who_has(fut)[fut.key]
+    assert len(holders) == 1
+    pid = own_cluster.run(os.getpid, workers=list(holders))[holders[0]]
+    os.kill(pid, signal.SIGKILL)
+    renewed = []
+
+    def renew() -> dict:
+        renewed.append(1)
+        return {"value": share(own_cluster, value)}
+
+    window = OrderedWindow(own_cluster, _checksum, [(i,) for i in range(8)], 3, renew=renew, value=fut)
+    got = list(window)
+    assert [i for i, _ in got] == list(range(8))
+    assert {c for _, c in got} == {int(value[::4096].sum())}
+    assert renewed, "the lost value was never shared again"
+
+
+def test_a_worker_killed_while_shared_data_goes_out_costs_at_most_a_retry(own_cluster):
+    """SIGKILL a worker at a random moment of a 120 MB share: the call returns
+    (bounded, tried again on the worker left) and the tasks reading the value
+    (through the window, as the feed does) all see it whole."""
+    import random
+
+    import numpy as np
+
+    from lancetnic_flow.dataflow.window import OrderedWindow
+    from lancetnic_flow.reconnect import share
+
+    value = np.random.default_rng(7).integers(0, 2**31, 15_000_000, dtype=np.int64)
+    want = int(value[::4096].sum())
+    for attempt in range(2):
+        own_cluster.wait_for_workers(2, timeout=120)
+        pids = list(own_cluster.run(os.getpid).values())
+        timer = threading.Timer(random.uniform(0.02, 0.4), os.kill, (pids[attempt % 2], signal.SIGKILL))
+        timer.start()
+        started = time.monotonic()
+        fut = share(own_cluster, value, timeout=30)
+        timer.join()
+        assert time.monotonic() - started < 150
+        # The kill may land after the call returned, on the one worker holding the value.
+        window = OrderedWindow(own_cluster, _checksum, [(i,) for i in range(4)], 2,
+                               renew=lambda: {"value": share(own_cluster, value, timeout=30)}, value=fut)
+        assert list(window) == [(i, want) for i in range(4)]
+        del fut, window

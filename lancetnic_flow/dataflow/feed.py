@@ -18,7 +18,7 @@ from ..data.sources import Columns, SourcePlan
 from ..events import Events
 from ..features.rows import RowBlock
 from ..features.vectorize import FittedFeatures
-from ..reconnect import broadcast, retrying
+from ..reconnect import retrying, share
 from ..storage import join
 from .manifest import Manifest, read_manifest, write_manifest
 from .shards import PartitionResult, ShardInfo, count_partition, featurize_partition, load_or_repair
@@ -65,14 +65,15 @@ class ShardFeed:
     # ---- live featurisation
     def _task_kwargs(self) -> dict:
         s = self.spec
-        if self._features is None:   # the fitted features go to every worker once, not with every task
-            self._features = broadcast(self.client, s.features)
+        if self._features is None:   # the fitted features go to the cluster once, not with every task
+            self._features = share(self.client, s.features)
         return dict(columns=s.columns, features=self._features, shard_dir=join(s.entry, "shards"),
                     storage_options=s.storage_options, cache_options=s.cache_options, chunk_bytes=s.chunk_bytes,
                     val_fraction=s.val_fraction)
 
     def _renewed_kwargs(self) -> dict:
-        """After a reconnect: the scattered features were cancelled with every other future."""
+        """After a reconnect, or once every worker holding the shared features
+        died: the scattered features are gone, they are shared again."""
         self._features = None
         return self._task_kwargs()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from ..reconnect import connection_lost, wait_reconnected
+from ..reconnect import connection_lost, scattered_data_lost, wait_reconnected
 
 
 class OrderedWindow:
@@ -19,7 +19,9 @@ class OrderedWindow:
 
     When the client loses its scheduler and reconnects, Dask cancels every
     future: the jobs not yet read are submitted again, with ``renew()``'s
-    keyword arguments when given (scattered data must be scattered again)."""
+    keyword arguments when given (scattered data must be scattered again).
+    With ``renew``, the same happens when every worker holding the scattered
+    data died and Dask cancelled the tasks that needed it."""
 
     def __init__(self, client: Any, task: Callable, jobs: list, window: int,
                  renew: Callable[[], dict] | None = None, **kwargs: Any):
@@ -42,15 +44,15 @@ class OrderedWindow:
                 pending.append((job, self._submit(job)))
 
         top_up()
-        reconnects = 0
+        renewals = 0
         while pending:
             job, fut = pending[0]
             try:
                 result = fut.result()
             except Exception as exc:
-                if reconnects >= 3 or not connection_lost(exc) or not wait_reconnected(self.client):
+                if renewals >= 5 or not self._renewable(exc):
                     raise
-                reconnects += 1
+                renewals += 1
                 if self.renew is not None:
                     self.kwargs = self.renew()
                 pending = [(j, self._submit(j)) for j, _ in pending]
@@ -59,3 +61,8 @@ class OrderedWindow:
             fut.release()
             top_up()  # only now: the popped task counted towards the window until it finished
             yield result
+
+    def _renewable(self, exc: BaseException) -> bool:
+        if connection_lost(exc):
+            return wait_reconnected(self.client)
+        return self.renew is not None and scattered_data_lost(exc)

@@ -30,7 +30,7 @@ from ..dataflow.manifest import read_features
 from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
 from ..errors import UserError
 from ..events import NULL_EVENTS, Events
-from ..reconnect import broadcast
+from ..reconnect import share
 from ..runs.folder import write_json
 from ..scores import BY_KEY
 from ..storage import join
@@ -76,7 +76,7 @@ class Entry:
     """One featurised cache entry (an n-gram setting): what a trial reads."""
 
     spec: Any           # FeedSpec
-    remote: Any         # the same, scattered to every worker once
+    remote: Any         # the same, scattered once (each worker fetches it once)
     featurised: bool    # this search fitted it (False: it was in the cache already)
 
 
@@ -95,7 +95,7 @@ def prepare_entry(cfg: TrainConfig, base: Training, events: Events) -> tuple[Tra
         for _ in run.feed.featurize():
             pass
     spec = run.feed.spec
-    return run, Entry(spec, broadcast(base.client, spec), not cached)
+    return run, Entry(spec, share(base.client, spec), not cached)
 
 
 def _without_plan(events: Events) -> Events:
@@ -179,6 +179,8 @@ class Search:
                                               f"{self.room / 2**20:.0f} MiB", seconds=0.0)
             self._close(trial, rec, None)
             return False
+        if entry.remote.status != "finished":   # every worker holding it died: share it again
+            entry.remote = share(self.client, entry.spec)
         fut = self.client.submit(run_trial, entry.remote, cfg, max(1.0, self.left()), workers=[slot],
                                        allow_other_workers=True, pure=False,
                                        key=f"lancetnic-tune-trial-{trial.number}-{os.urandom(4).hex()}")

@@ -23,7 +23,7 @@ import torch
 from ...dataflow.cluster import workers_info
 from ...dataflow.plan import THRESHOLDS
 from ...errors import UserError
-from ...reconnect import worker_lost_in_transfer
+from ...reconnect import share, worker_lost_in_transfer
 from ...sizes import format_size
 from ..state import TrainState
 from .comm import worker_host
@@ -224,12 +224,14 @@ class RankDriver:
         client, job = self.client, self.job
         segment = f"lancetnic-flow-ddp-{uuid.uuid4().hex}"   # a fresh rendezvous each segment
         seg = dataclasses.replace(job, segment=segment)
-        # The start state (weights, optimiser moments) goes to the ranks' workers once, not through the scheduler.
+        # The start state (weights, optimiser moments) goes to one rank's worker once, not with each
+        # task; the other ranks fetch it from there. Should that worker die, the scheduler cancels
+        # the ranks ("lost dependencies") and the segment runs again like one with a killed rank.
         try:
-            shipped = client.scatter(start, workers=self.chosen, broadcast=True, hash=False) if start else None
+            shipped = share(client, start, workers=self.chosen, hash=False, attempts=1) if start else None
         except Exception as exc:
             # a worker that has just left, or one killed while the state went to it
-            if not worker_lost_in_transfer(exc):
+            if not (worker_lost_in_transfer(exc) or isinstance(exc, TimeoutError)):
                 raise
             gone = wait_gone(client, self.chosen)
             if not gone:
