@@ -531,3 +531,36 @@ def test_multitask_loss_is_the_weighted_sum_of_class_and_value_losses(value_loss
     summed = t.loss(out, labels, targets, reduction="sum")
     assert torch.allclose(summed, 0.3 * F.cross_entropy(out["logits"], labels, reduction="sum")
                           + 2.0 * fn(out["value"], targets, reduction="sum"), atol=1e-5)
+
+
+def test_the_row_wise_first_layer_gives_embedding_bags_output_and_gradient_on_the_rows_a_batch_uses():
+    """The training path (one sort, a CSR product for the backward) against
+    plain ``embedding_bag`` on the whole weight: the same output, and the
+    same gradient on every used row; empty rows and repeated indices included."""
+    import torch
+    import torch.nn.functional as F
+
+    from lancetnic_flow.models.sparse_input import SparseInput
+
+    g = torch.Generator().manual_seed(3)
+    for rows, nnz_max in ((1, 5), (64, 40), (300, 3)):
+        lengths = torch.randint(0, nnz_max + 1, (rows,), generator=g)
+        lengths[0] = 0                                              # an empty row
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)[:-1]])
+        n = int(lengths.sum())
+        indices = torch.randint(0, 50, (n,), generator=g)           # many repeats
+        weights = torch.rand(n, generator=g)
+        layer = SparseInput(50, 16)
+        layer.train()
+        out = layer(indices, offsets, weights)
+        grad_out = torch.randn(out.shape, generator=g)
+        (out * grad_out).sum().backward()
+        used, got = layer.active[0], layer.active[1].grad
+
+        weight = layer.weight.detach().clone().requires_grad_()
+        want = F.embedding_bag(indices, weight, offsets, mode="sum", per_sample_weights=weights) + layer.bias
+        (want * grad_out).sum().backward()
+        assert torch.allclose(out, want, atol=1e-6)
+        assert torch.equal(used, torch.unique(indices))
+        assert torch.allclose(got, weight.grad[used], atol=1e-5)
+        assert float(weight.grad.abs().sum()) == pytest.approx(float(got.abs().sum()), rel=1e-5)  # nothing outside
