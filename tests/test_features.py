@@ -110,6 +110,30 @@ def test_max_features_ranks_terms_by_corpus_frequency_like_sklearn():
     assert f.vocabulary.to_pylist() == ["rare"]
 
 
+def _sorted_frequencies(terms) -> dict:
+    """Document frequencies the slow, obvious way: distinct (row, term) pairs."""
+    pairs = {(r, t) for r, t in zip(terms.rows.tolist(), terms.terms.to_pylist())}
+    out: dict = {}
+    for _, t in pairs:
+        out[t] = out.get(t, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("ngrams", [1, 2, 3])
+def test_document_frequencies_count_each_term_once_per_row_like_distinct_pairs(ngrams):
+    rng = np.random.default_rng(ngrams)
+    words = ["w%d" % i for i in range(40)]
+    texts = [" ".join(rng.choice(words, rng.integers(0, 30))) for _ in range(300)] + CORPUS
+    terms = terms_of(pa.array(texts), ngrams)
+    got = document_frequencies(terms).to_pydict()
+    assert dict(zip(got["term"], got["df"])) == _sorted_frequencies(terms)
+    # Rows out of order for a term (not what terms_of makes) take the sorting path, same counts.
+    order = rng.permutation(len(terms.terms))
+    shuffled = type(terms)(terms=terms.terms.take(pa.array(order)), rows=terms.rows[order], n_rows=terms.n_rows)
+    got = document_frequencies(shuffled).to_pydict()
+    assert dict(zip(got["term"], got["df"])) == _sorted_frequencies(terms)
+
+
 # ---------------------------------------------------------------- hashing
 
 

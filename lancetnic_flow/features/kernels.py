@@ -567,6 +567,24 @@ def token_spans(data, offsets, word, min_chars):
     return buf[:pos], tok_offsets[:n + 1], rows[:n]
 
 
+@njit(cache=True, nogil=True)
+def row_document_frequencies(rows, codes, n_terms):
+    """Per term code, the number of distinct rows it occurs in, in one pass:
+    O(terms) where sorting (row, term) pairs is O(n log n). Needs each term's
+    occurrences in non-decreasing row order (as :class:`~.tokenize.Terms`
+    keeps them); returns ``(df, False)`` as soon as that does not hold."""
+    last = np.full(n_terms, -1, np.int64)
+    df = np.zeros(n_terms, np.int64)
+    for i in range(codes.shape[0]):
+        c, r = codes[i], rows[i]
+        if r != last[c]:
+            if r < last[c]:
+                return df, False
+            last[c] = r
+            df[c] += 1
+    return df, True
+
+
 def warm() -> None:
     """Load (or compile, the first time on a machine) every kernel, on a tiny input."""
     data = np.frombuffer(b"warm up", np.uint8)
@@ -581,3 +599,4 @@ def warm() -> None:
     term_keys(data, offsets)
     whole_hashes(data, offsets, np.ones(1, np.uint8))
     token_spans(data, offsets, word_table(), 2)
+    row_document_frequencies(np.zeros(1, np.int64), np.zeros(1, np.int64), 1)

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .tokenize import Terms
+from .tokenize import Terms, compiled_kernels
 
 
 @dataclass
@@ -76,8 +76,11 @@ def document_frequencies(terms: Terms) -> pa.Table:
     enc = terms.terms.dictionary_encode()
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     n_terms = len(enc.dictionary)
-    pairs = np.unique(terms.rows * n_terms + codes)
-    df = np.bincount(pairs % n_terms, minlength=n_terms)
+    df, ordered = compiled_kernels().row_document_frequencies(np.ascontiguousarray(terms.rows, np.int64), codes,
+                                                              n_terms)
+    if not ordered:   # rows out of order for some term (not made by terms_of): count distinct pairs by a sort
+        pairs = np.unique(terms.rows * n_terms + codes)
+        df = np.bincount(pairs % n_terms, minlength=n_terms)
     tf = np.bincount(codes, minlength=n_terms)  # corpus count: scikit-learn ranks max_features by it
     return pa.table({"term": enc.dictionary.cast(pa.string()), "df": pa.array(df, pa.int64()),
                      "tf": pa.array(tf, pa.int64())})
