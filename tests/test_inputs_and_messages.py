@@ -64,6 +64,28 @@ def test_every_file_of_a_glob_is_checked_for_its_columns_before_the_fit(tmp_path
     assert time.monotonic() - start < 20
 
 
+def test_a_header_naming_a_used_column_twice_is_refused_and_an_unused_duplicate_is_read(tmp_path):
+    """Two 'text' (or 'label') columns: reading either could train on the wrong
+    one without a word, so every file of a glob is refused up front, naming the
+    column and its fields; a duplicate the run does not read is harmless."""
+    from lancetnic_flow.data.checks import check_columns
+    from lancetnic_flow.data.sources import Columns
+    from lancetnic_flow.errors import UserError
+
+    write_corpus(str(tmp_path / "part-0.csv"), 100, seed=0)
+    (tmp_path / "part-1.csv").write_text("text,label,text\nfirst words,a,second words\n")
+    p = cli("train", "part-*.csv", "--epochs", "1", cwd=tmp_path)
+    assert_user_error(p, "part-1.csv", "'text' 2 times", "fields 1, 3")
+    assert "fitting" not in p.stderr
+    (tmp_path / "d.tsv").write_text("label\ttext\tlabel\nb\tsome words\ta\n")
+    with pytest.raises(UserError, match="'label' 2 times"):
+        check_columns(plan_source([str(tmp_path / "d.tsv")]), Columns(text=("text",), label="label"))
+    (tmp_path / "u.csv").write_text("note,text,label,note\nx,some words,a,y\n")
+    check_columns(plan_source([str(tmp_path / "u.csv")]), Columns(text=("text",), label="label"))
+    with pytest.raises(UserError, match="'note' 2 times"):   # --keep all reads every column
+        check_columns(plan_source([str(tmp_path / "u.csv")]), Columns(text=("text",), keep_all=True))
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--epochs", "0"], "--epochs: must be > 0"),
     (["--val-fraction", "1.5"], "--val-fraction: must be in [0, 1)"),

@@ -290,11 +290,19 @@ def _looks_like_data(name: str) -> bool:
 
 
 def check_names(url: str, have: list[str], columns: Columns, fmt: str = "") -> None:
+    """Every column the run reads is in ``have``, once: a header that names a
+    used column twice is refused, since either choice could be the wrong one."""
     for name in columns.names():
         if name not in have:
             err = missing_column_error(url, name, have)
             err.hint = format_hint(fmt, have) or err.hint
             raise err
+    for name in (have if columns.keep_all else columns.names()):
+        fields = [i + 1 for i, h in enumerate(have) if h == name]
+        if len(fields) > 1:
+            raise UserError(f"{url}: the header names the column {name!r} {len(fields)} times "
+                            f"(fields {', '.join(map(str, fields))}), so which one to read is not known",
+                            "rename the columns so that each name occurs once")
 
 
 
