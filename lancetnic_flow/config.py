@@ -23,7 +23,7 @@ NORMALIZATIONS = ("none", "nfkc", "nfc", "nfkd", "nfd")
 MAX_NGRAM = 32   # a sanity bound: the kernels' working arrays grow with the number of n-gram lengths
 TASKS = ("classify", "regress", "multitask", "multilabel")
 OPTIMIZERS = ("adam", "sgd", "radam", "rmsprop", "adadelta")
-CLASS_LOSSES = ("cross_entropy", "bce")
+CLASS_LOSSES = ("cross_entropy", "bce", "hinge")
 VALUE_LOSSES = ("mse", "l1", "smooth_l1")
 # --monitor's default per task (else val_loss). Multilabel keeps val_loss:
 # micro-F1 at a 0.5 threshold stays 0 while every probability is still below
@@ -139,7 +139,7 @@ class FeatureConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = "ScalpelMC"
+    name: str = "auto"               # auto: LinearSVM for one label per row, else ScalpelMC (TrainConfig.validate)
     hidden: int | None = None        # None: 64 for Scalpel* and FastTextBag, 128 for Lancet*
     layers: int = 1
     dropout: float = 0.2
@@ -148,7 +148,9 @@ class ModelConfig:
     def validate(self) -> None:
         from .registry import MODELS
 
-        _choice("model", self.name, tuple(MODELS))
+        from .registry import AUTO
+
+        _choice("model", self.name, (AUTO, *MODELS))
         _positive("embed", self.embed)
         _positive("hidden", self.hidden)
         _positive("layers", self.layers, allow_zero=True)
@@ -230,7 +232,7 @@ class TrainingConfig:
         _positive("in_flight", self.in_flight)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         if self.sparse_optimizer is not None:
-            _choice("sparse_optimizer", self.sparse_optimizer, ("sgd", "adam"))
+            _choice("sparse_optimizer", self.sparse_optimizer, ("sgd", "adam", "hinge"))
         _positive("sparse_lr", self.sparse_lr)
         _choice("lr_schedule", self.lr_schedule, ("linear", "constant"))
         if self.task is not None:
@@ -328,11 +330,17 @@ class TrainConfig:
             part.validate()
         from .registry import SPARSE_STEP
 
+        self._resolve_auto_model()
         spec = MODELS[self.model.name]
         t = self.training
         t.task = t.task or spec.task
         self.model.hidden = self.model.hidden or (64 if spec.net == "ScalpelNet" else 128)
-        if t.sparse_optimizer is None:
+        if spec.fixed.get("margin"):
+            self._linear_svm_options()
+        elif t.sparse_optimizer == "hinge":
+            raise UserError(f"--sparse-optimizer hinge is LinearSVM's own step, not {self.model.name}'s",
+                            "pass --model LinearSVM, or --sparse-optimizer sgd|adam")
+        elif t.sparse_optimizer is None:
             t.sparse_optimizer, lr = SPARSE_STEP.get(spec.net, ("adam", None))   # a model of your own: lazy Adam
             t.sparse_lr = t.sparse_lr or lr
         elif t.sparse_optimizer == "sgd" and t.sparse_lr is None:
@@ -375,6 +383,59 @@ class TrainConfig:
             raise UserError(f"--monitor {t.monitor} does not fit --task {t.task}",
                             "use val_loss, or a metric of the task")
         return self
+
+    def _resolve_auto_model(self) -> None:
+        """``--model auto`` (the default): LinearSVM for one label per row over
+        sparse rows when no option asks for what only the MLP has (numeric
+        columns, --ddp, a GPU, class weights, another loss or optimiser, hidden
+        layers); ScalpelMC otherwise. ``build_model`` may still turn to
+        ScalpelMC once the classes are counted (:meth:`without_linear_model`)."""
+        m, t, d = self.model, self.training, self.data
+        if m.name != "auto":
+            return
+        self._auto_from = (dataclasses.replace(m), dataclasses.replace(t))
+        mlp = ModelConfig()
+        plain = (t.task in (None, "classify") and bool(d.label) and not d.target and not d.numeric
+                 and not t.ddp and self.features.mode in (None, "hashing", "tfidf") and d.label_sep is None
+                 and t.class_loss == "cross_entropy" and t.class_weights == "none" and t.device in ("auto", "cpu")
+                 and t.sparse_optimizer is None and (m.hidden, m.layers, m.dropout) == (mlp.hidden, mlp.layers,
+                                                                                        mlp.dropout))
+        m.name = "LinearSVM" if plain else "ScalpelMC"
+
+    def chose_linear_model(self) -> bool:
+        """Whether ``--model auto`` chose LinearSVM (so it may turn to ScalpelMC)."""
+        return getattr(self, "_auto_from", None) is not None and self.model.name == "LinearSVM"
+
+    def without_linear_model(self) -> None:
+        """``--model auto`` again, choosing ScalpelMC (LinearSVM's terms × classes
+        weight does not fit): the options as given, validated anew, in place."""
+        m, t = self._auto_from
+        for part, saved in ((self.model, m), (self.training, t)):
+            for f in dataclasses.fields(part):
+                setattr(part, f.name, getattr(saved, f.name))
+        self.model.name = "ScalpelMC"
+        self._auto_from = None
+        self.validate()
+
+    def _linear_svm_options(self) -> None:
+        """LinearSVM trains one example at a time on the CPU with its own hinge
+        step: options that cannot apply are refused, not ignored."""
+        from .registry import LINEAR_LR
+
+        t, name = self.training, self.model.name
+        refuse = [("--ddp", t.ddp, "ranks exchange gradients of batches"),
+                  ("--numeric", self.data.numeric, "its step reads the sparse rows only"),
+                  ("--class-weights", t.class_weights != "none", "its hinge step weighs every row alike"),
+                  ("--device", t.device not in ("auto", "cpu"), "its step runs on the CPU"),
+                  ("--class-loss", t.class_loss not in ("cross_entropy", "hinge"), "it trains the hinge loss"),
+                  ("--sparse-optimizer", t.sparse_optimizer not in (None, "hinge"), "it has its own step")]
+        for flag, bad, why in refuse:
+            if bad:
+                raise UserError(f"{flag} does not apply to {name}: {why}",
+                                f"drop {flag}, or pass --model ScalpelMC")
+        t.class_loss, t.sparse_optimizer, t.device = "hinge", "hinge", "cpu"
+        t.sparse_lr = t.sparse_lr or LINEAR_LR
+        self.model.layers = 0
 
     def _check_multilabel(self) -> None:
         """--label-sep belongs to --task multilabel; multilabel has one loss (BCE per label)."""

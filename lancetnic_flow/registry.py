@@ -21,6 +21,7 @@ class ModelSpec:
     features: tuple[str, ...] = ("hashing", "tfidf")
     ngrams: int = 0                 # the n-grams the model wants by default (0: as configured)
     summary: str = ""
+    label_sets: bool = True         # whether it can also learn a set of labels per row (multilabel)
 
     @property
     def task(self) -> str:
@@ -30,7 +31,7 @@ class ModelSpec:
     def every_task(self) -> tuple[str, ...]:
         """``tasks``, plus multilabel for a model that classifies: the same class
         head, read through a sigmoid per label instead of a softmax."""
-        return self.tasks + (("multilabel",) if "classify" in self.tasks else ())
+        return self.tasks + (("multilabel",) if "classify" in self.tasks and self.label_sets else ())
 
 
 # The sparse input rows' optimiser and its per-example learning rate, by network:
@@ -38,7 +39,18 @@ class ModelSpec:
 # Adam there lets terms seen once memorise their rows), lazy Adam for token embeddings.
 SPARSE_STEP: dict[str, tuple[str, float | None]] = {"ScalpelNet": ("sgd", 2.5), "SequenceNet": ("adam", None)}
 
+# --model auto (the default) picks LinearSVM for one label per row over sparse
+# rows, ScalpelMC otherwise (config.TrainConfig.validate says when); LinearSVM's
+# weight is terms × classes, so past LINEAR_MAX_CLASSES it picks ScalpelMC too.
+AUTO = "auto"
+LINEAR_MAX_CLASSES = 256
+# LinearSVM's per-example step (models/margin.py), at the schedule's share of this rate.
+LINEAR_LR = 0.3
+
 MODELS: dict[str, ModelSpec] = {
+    "LinearSVM": ModelSpec("ScalpelNet", {"layers": 0, "margin": True}, tasks=("classify",), label_sets=False,
+                           summary="linear one-vs-rest SVM over sparse rows, trained one example at a time "
+                                   "(hinge loss); --model auto's choice for one label per row"),
     "ScalpelMC": ModelSpec("ScalpelNet", summary="MLP over sparse TF-IDF or hashed rows"),
     "ScalpelReg": ModelSpec("ScalpelNet", tasks=("regress", "classify", "multitask"),
                             summary="the same MLP, regressing a numeric target"),

@@ -60,6 +60,15 @@ def test_a_1500_class_run_saves_in_seconds_with_a_small_metrics_json(many):
     assert len(m["per_class"]["f1"]) == k and sum(m["per_class"]["support"]) == m["rows"]["validated"]
 
 
+def test_auto_trains_the_mlp_past_linear_svms_class_limit_and_config_json_says_so(many):
+    """LinearSVM's weight is terms × classes: --model auto counts the classes
+    after the fit and turns to ScalpelMC (whose output layer is hidden × classes)."""
+    run, m, _, _ = many
+    config = json.loads((run / "config.json").read_text())
+    assert config["model"]["name"] == m["model"] == "ScalpelMC"
+    assert config["training"]["sparse_optimizer"] == "sgd" and config["training"]["class_loss"] == "cross_entropy"
+
+
 def test_many_class_plots_exist_and_are_of_bounded_size(many):
     run, m, _, _ = many
     for name in ("confusion_matrix.png", "per_class.png", "class_distribution.png"):

@@ -39,8 +39,8 @@ def test_tune_runs_trials_on_the_workers_and_trains_the_best(client, small_corpu
         assert t["worker"] in workers and t["pid"] != doc["trainer_pid"], t
         assert t["value"] is not None and len(t["curve"]) == t["epochs_run"] and t["seconds"] > 0
     # Trial 0 trains the defaults; the best is marked once, and is the best value.
-    assert trials[0]["defaults"] and trials[0]["params"] == {
-        "lr": 0.01, "sparse_lr": 2.5, "hidden": 64, "epochs": 10, "batch_size": 512, "dropout": 0.2, "ngrams": 2}
+    assert trials[0]["defaults"] and trials[0]["params"] == {   # LinearSVM's (--model auto)
+        "sparse_lr": 0.3, "epochs": 10, "batch_size": 512, "ngrams": 2}
     best = [t for t in trials if t["best"]]
     assert len(best) == 1 and best[0]["number"] == doc["best"]
     assert best[0]["value"] == max(t["value"] for t in done) == doc["best_value"]
@@ -54,7 +54,7 @@ def test_tune_runs_trials_on_the_workers_and_trains_the_best(client, small_corpu
     assert len([d for d in (tmp_path / "runs" / ".cache").iterdir() if d.is_dir()]) == 2
     # The final run: the best options, a finished folder that predicts.
     config = json.loads((run / "config.json").read_text())
-    assert config["training"]["lr"] == pytest.approx(best[0]["params"]["lr"])
+    assert config["training"]["sparse_lr"] == pytest.approx(best[0]["params"]["sparse_lr"])
     assert config["features"]["ngrams"] == best[0]["params"]["ngrams"]
     from lancetnic_flow.runs.predict import Predictor
 
@@ -105,6 +105,8 @@ def test_the_space_fits_the_model_and_holds_the_defaults():
     assert space_of("ScalpelMC") == {"lr", "sparse_lr", "hidden", "epochs", "batch_size", "dropout", "ngrams"}
     assert space_of("FastTextBag") == {"lr", "sparse_lr", "hidden", "epochs", "batch_size"}   # pairs, no dropout
     assert space_of("LancetMC") == {"lr", "hidden", "epochs", "batch_size", "dropout"}        # ids: no n-grams
+    assert space_of("LinearSVM") == {"sparse_lr", "epochs", "batch_size", "ngrams"}   # --lr does not move its step
+    assert space_of("auto") == space_of("LinearSVM")
     assert "sparse_lr" in space_of("ScalpelMC", lr=0.2, epochs=40)   # given values widen the ranges
 
 

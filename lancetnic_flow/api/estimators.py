@@ -53,7 +53,7 @@ class _TextEstimator:
     """What :class:`TextClassifier` and :class:`TextRegressor` share."""
 
     _task = "classify"
-    _default_model = "ScalpelMC"
+    _default_model = "auto"   # LinearSVM for one label per row (config.TrainConfig.validate)
 
     def __init__(self, model: str | None = None, *, epochs: int = 10, batch_size: int = 512, lr: float = 0.01,
                  sparse_lr: float | None = None, hidden: int | None = None, dropout: float = 0.2,

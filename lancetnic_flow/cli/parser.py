@@ -102,8 +102,9 @@ TRAIN: dict[str, list[Option]] = {
           default="1.0"),
     ],
     "model and task": [
-        O("--model", "ScalpelMC|ScalpelReg|ScalpelMTSK|FastTextBag|LancetMC|LancetMCA|LancetMCA_gru|LancetReg "
-          "(default ScalpelMC; see docs/models.md)", "NAME", default="ScalpelMC"),
+        O("--model", "auto|LinearSVM|ScalpelMC|ScalpelReg|ScalpelMTSK|FastTextBag|LancetMC|LancetMCA|LancetMCA_gru|"
+          "LancetReg (default auto: LinearSVM for one label per row, ScalpelMC otherwise; see docs/models.md)",
+          "NAME", default="auto"),
         O("--task", "classify|regress|multitask|multilabel (default: the model's; multilabel: a set of labels per "
           "row, see docs/multilabel.md)", "TASK"),
         O("--class-loss", "cross_entropy|bce (two classes)", "NAME", default="cross_entropy"),
@@ -124,8 +125,9 @@ TRAIN: dict[str, list[Option]] = {
     "training": [
         O("--optimizer", "adam|radam|sgd|rmsprop|adadelta", "NAME", default="adam"),
         O("--sparse-optimizer", "sgd|adam for the input rows (default: sgd for Scalpel*/FastTextBag, adam for "
-          "Lancet*)", "NAME"),
-        O("--sparse-lr", "learning rate of the input rows: per example with sgd (default 2.5), as --lr with adam",
+          "Lancet*; LinearSVM has its own per-example hinge step)", "NAME"),
+        O("--sparse-lr", "learning rate of the input rows: per example with sgd (default 2.5) and LinearSVM "
+          "(default 0.3), as --lr with adam",
           "X", float),
         O("--early-stopping", "stop after this many epochs without improving --monitor, keeping the best weights "
           "(default 2; 0: train every epoch)", "EPOCHS", int),

@@ -26,10 +26,13 @@ class ScalpelNet(nn.Module):
     """Sparse input (+ numeric) → ``layers`` hidden layers → heads."""
 
     def __init__(self, dim: int, classes: int = 0, regress: bool = False, hidden: int = 128, layers: int = 1,
-                 dropout: float = 0.2, numeric: int = 0, activation: str = "relu", pooling: str = "weighted"):
+                 dropout: float = 0.2, numeric: int = 0, activation: str = "relu", pooling: str = "weighted",
+                 margin: bool = False):
         super().__init__()
         self.config = {"dim": dim, "classes": classes, "regress": regress, "hidden": hidden, "layers": layers,
                        "dropout": dropout, "numeric": numeric, "activation": activation, "pooling": pooling}
+        if margin:
+            self.config["margin"] = True
         self.pooling = pooling
         width = hidden if layers > 0 else classes + int(regress)
         self.input = SparseInput(dim, width)
@@ -43,6 +46,14 @@ class ScalpelNet(nn.Module):
         self.body = nn.Sequential(*body)
         self.layers, self.classes, self.regress = layers, classes, regress
         self.heads = Heads(hidden, classes, regress) if layers > 0 else None
+        self.margin = margin
+        if margin:
+            # LinearSVM (models/margin.py): weights start at zero, so a term never
+            # trained on adds nothing; scores become probabilities through a
+            # softmax at ``logit_scale``, fitted on the validation rows after training.
+            with torch.no_grad():
+                self.input.weight.zero_()
+            self.register_buffer("logit_scale", torch.ones(()))
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None = None,
                 numeric: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -60,7 +71,7 @@ class ScalpelNet(nn.Module):
             return self.heads(h)
         out = {}
         if self.classes:
-            out["logits"] = h[:, :self.classes]
+            out["logits"] = h[:, :self.classes] * self.logit_scale if self.margin else h[:, :self.classes]
         if self.regress:
             out["value"] = h[:, -1]
         return out

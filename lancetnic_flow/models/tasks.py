@@ -2,7 +2,7 @@
 
 A :class:`Task` turns a model's outputs and a batch into a loss, and keeps
 the streaming metrics of an epoch. Losses are lancetnic's: cross entropy or
-BCE (two classes) for classes; MSE, L1 or smooth L1 for values (on the
+BCE (two classes) or the one-vs-rest hinge (LinearSVM's) for classes; MSE, L1 or smooth L1 for values (on the
 standardised target); multi-task adds them with ``loss_weights``;
 multilabel takes a binary cross entropy per label (sigmoid, not softmax).
 """
@@ -15,6 +15,14 @@ import torch
 import torch.nn.functional as F
 
 from .metrics import ClassificationMetrics, MultiLabelMetrics, RegressionMetrics
+
+
+def ovr_hinge(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """One-vs-rest hinge loss, summed over classes: ``max(0, 1 - t·s)`` with
+    ``t = +1`` for the row's class and ``-1`` for every other (LinearSVM's)."""
+    t = torch.full_like(logits, -1.0).scatter_(1, labels[:, None], 1.0)
+    per_row = torch.relu(1.0 - t * logits).sum(1)
+    return per_row.mean() if reduction == "mean" else per_row.sum() if reduction == "sum" else per_row
 
 
 @dataclass
@@ -54,6 +62,8 @@ class Task:
                 margin = logits[:, 1] - logits[:, 0]
                 w = None if self.class_weights is None else self.class_weights[labels]
                 cl = F.binary_cross_entropy_with_logits(margin, labels.float(), weight=w, reduction=reduction)
+            elif self.class_loss == "hinge":
+                cl = ovr_hinge(logits, labels, reduction)
             else:
                 cl = F.cross_entropy(logits, labels, weight=self.class_weights, reduction=reduction)
             total = total + self.loss_weights[0] * cl

@@ -37,6 +37,7 @@ class Trainee:
     device: torch.device
     schedule: Callable[[int], float]
     cached_threads: int = 0    # torch threads once epochs read the cache (the workers are idle then); 0: unchanged
+    margin_lr: float = 0.0     # LinearSVM: its per-example step at this × the schedule (no optimisers); 0: gradients
 
 
 class EpochLoop:
@@ -85,8 +86,11 @@ class EpochLoop:
         for i, batch in enumerate(stream):
             if i < skip:
                 continue   # trained before the checkpoint: the stream is replayed, not retrained
-            out, loss = steps.backward(t.model, t.task, t.opts, batch, t.device)
-            steps.update(t.opts, t.model, t.schedule(state.step), tc.clip_grad)
+            if t.margin_lr:
+                out, loss = steps.margin_update(t.model, batch, t.schedule(state.step) * t.margin_lr)
+            else:
+                out, loss = steps.backward(t.model, t.task, t.opts, batch, t.device)
+                steps.update(t.opts, t.model, t.schedule(state.step), tc.clip_grad)
             state.step += 1
             clock.rows += len(batch)
             steps.count(train_m, out, batch, loss)

@@ -39,7 +39,7 @@ from ..reconnect import retrying
 from ..features.vectorize import FittedFeatures
 from ..models import create_model
 from ..models.tasks import Task
-from ..registry import MODELS
+from ..registry import LINEAR_MAX_CLASSES, MODELS
 from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_json
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import write_plots
@@ -68,6 +68,9 @@ class TrainResult:
 PLANNED_CLASSES = 64
 
 
+MARGIN_KERNEL_BYTES = 128 * 2**20
+
+
 def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = PLANNED_CLASSES) -> int:
     """Weights, optimiser moments, the best epoch's copy and gradients, in bytes.
     The input rows take two copies with sparse SGD (weights, best epoch), four
@@ -78,13 +81,21 @@ def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int 
     f = cfg.features
     if dim is None:
         dim = f.buckets if f.mode == "hashing" else (f.max_features or DEFAULT_MAX_FEATURES) + 2
-    seq = MODELS[cfg.model.name].net == "SequenceNet"
+    seq = MODELS.get(cfg.model.name, MODELS["ScalpelMC"]).net == "SequenceNet"   # "auto" before validation: a bag
     width = cfg.model.embed if seq else (cfg.model.hidden if cfg.model.layers > 0 else classes + 1)
     h = cfg.model.hidden
     dense = max(cfg.model.layers, 1) * (8 * h * h if seq else h * h) + h * (classes + 1)
-    copies = 2.1 if cfg.training.sparse_optimizer == "sgd" else 4.2
+    copies = 2.1 if cfg.training.sparse_optimizer in ("sgd", "hinge") else 4.2
     outputs = 3 * max(cfg.training.batch_size, EVAL_BATCH) * (classes + 1)
-    return int((dim * width * copies + dense * 4.2 + outputs) * 4)
+    # LinearSVM's step is compiled: numba and LLVM load into the trainer (121 MiB measured).
+    compiled = MARGIN_KERNEL_BYTES if cfg.training.sparse_optimizer == "hinge" else 0
+    return int((dim * width * copies + dense * 4.2 + outputs) * 4) + compiled
+
+
+def _warm_margin() -> None:
+    from ..models.margin import warm
+
+    warm()
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -177,6 +188,9 @@ class Training:
         self.columns = training_columns(cfg)
         self.model_bytes = estimate_model_bytes(cfg)
         self.shuffle_bytes = self.tc.shuffle_buffer * ROW_BYTES_ESTIMATE
+        if self.tc.sparse_optimizer == "hinge":
+            # LinearSVM's compiled step loads (half a second) while the cluster starts and the fit runs.
+            threading.Thread(target=_warm_margin, name="lancetnic-margin", daemon=True).start()
 
     def _load_checkpoint(self) -> TrainState:
         saved = load_checkpoint(self.resume, self.out_so)
@@ -302,6 +316,12 @@ class Training:
     def build_model(self) -> None:
         """Task, model and optimisers (refused if the plan cannot hold them), and the run folder."""
         cfg, tc = self.cfg, self.tc
+        if cfg.chose_linear_model() and not self.resume:
+            classes = len(self.features.labels)
+            need = TRAINER_BASE + estimate_model_bytes(cfg, self.features.dim, classes) + self.shuffle_bytes
+            if classes > LINEAR_MAX_CLASSES or (need > self.memory.trainer and not self.memory.external):
+                cfg.without_linear_model()   # terms × classes outgrows the plan: the MLP's narrow layer instead
+                self.device = pick_device(tc.device)
         self.task = make_task(cfg, self.features, self.device)
         classes = self.task.classes if self.task.classifies else 0
         # Label sets travel as a byte per row and label; a buffered row's estimate
@@ -379,15 +399,22 @@ class Training:
             else:
                 # Reading the cache, local workers sit idle: the trainer may take every core.
                 cached = 0 if self.tc.threads or self.memory.external else (os.cpu_count() or 1)
+                margin = self.tc.sparse_lr / self.tc.lr if self.tc.sparse_optimizer == "hinge" else 0.0
                 trainee = Trainee(self.model, self.task, self.opts, self.device,
-                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1), cached)
+                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1), cached, margin)
                 val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                                 ).run_epochs(state, stop, self.every)
         self.stage_seconds["train"] = time.monotonic() - ts
         self.state = state
         if state.best is not None:
             self.model.load_state_dict(state.best.pop("state"))
-            return state.best["val"]
+            val = state.best["val"]
+        if getattr(self.model, "margin", False) and self.feed.has_val():
+            from ..models.margin import fit_logit_scale
+
+            self.stage_seconds["calibrate"] = -time.monotonic()
+            fit_logit_scale(self.model, self.feed.val_blocks())
+            self.stage_seconds["calibrate"] += time.monotonic()
         return val
 
     def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:

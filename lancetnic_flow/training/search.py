@@ -62,8 +62,11 @@ def search_space(cfg: TrainConfig, fits: Any = None) -> list[Param]:
     spec = MODELS[cfg.model.name]
     t, m, d = cfg.training, cfg.model, defaults_of(cfg)
     row_wise = t.optimizer in ("adam", "sgd")
-    space = [_span("lr", 1e-3, 5e-2, t.lr)]
-    if row_wise and spec.net == "ScalpelNet":
+    # LinearSVM's step runs at sparse_lr alone (--lr only scales the schedule it follows).
+    space = [] if t.sparse_optimizer == "hinge" else [_span("lr", 1e-3, 5e-2, t.lr)]
+    if t.sparse_optimizer == "hinge":
+        space.append(_span("sparse_lr", 0.03, 3.0, t.sparse_lr))
+    elif row_wise and spec.net == "ScalpelNet":
         # SGD moves a row by sparse_lr per example (fastText's lr is of this kind); lazy Adam by about lr.
         lo, hi = (0.25, 25.0) if t.sparse_optimizer == "sgd" else (1e-3, 1e-1)
         d["sparse_lr"] = t.sparse_lr or t.lr

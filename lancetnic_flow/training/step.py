@@ -47,6 +47,15 @@ def update(opts: list, model: torch.nn.Module, lr: float, clip: float | None) ->
     optim.step(opts, model, clip)
 
 
+def margin_update(model: torch.nn.Module, batch: RowBlock, lr: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """LinearSVM's step (no gradient): per-example hinge updates of the batch, in
+    place; returns the outputs and mean loss as :func:`backward` does."""
+    from ..models.margin import margin_step
+
+    logits, loss = margin_step(model, batch.indices, batch.offsets, batch.values, batch.labels, lr)
+    return {"logits": logits}, torch.tensor(loss)
+
+
 def count(metrics: TaskMetrics, out: dict[str, torch.Tensor], batch: RowBlock, loss: torch.Tensor) -> None:
     """Add a trained batch to the epoch's streaming training metrics."""
     metrics.update(out, batch.labels, batch.targets, loss.item() * len(batch))
