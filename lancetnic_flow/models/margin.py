@@ -19,6 +19,8 @@ hold as for every other model.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 from numba import njit
@@ -87,8 +89,10 @@ def fit_logit_scale(model: torch.nn.Module, blocks, max_rows: int = 20_000) -> f
     model.logit_scale.fill_(1.0)
     scores, labels, n = [], [], 0
     model.eval()
-    with torch.no_grad():
-        for block in blocks:
+    rows = iter(blocks)
+    with torch.no_grad(), contextlib.ExitStack() as done:
+        done.callback(getattr(rows, "close", lambda: None))   # a generator's close stops its read-ahead thread
+        for block in rows:
             b = block.slice(0, max_rows - n)
             keep = b.labels >= 0
             if keep.any():
