@@ -146,9 +146,7 @@ class ModelConfig:
     embed: int = 128                 # token embedding width of sequence models
 
     def validate(self) -> None:
-        from .registry import MODELS
-
-        from .registry import AUTO
+        from .registry import AUTO, MODELS
 
         _choice("model", self.name, (AUTO, *MODELS))
         _positive("embed", self.embed)
@@ -390,8 +388,10 @@ class TrainConfig:
         columns, --ddp, a GPU, class weights, another loss or optimiser, hidden
         layers); ScalpelMC otherwise. ``build_model`` may still turn to
         ScalpelMC once the classes are counted (:meth:`without_linear_model`)."""
+        from .registry import AUTO
+
         m, t, d = self.model, self.training, self.data
-        if m.name != "auto":
+        if m.name != AUTO:
             return
         self._auto_from = (dataclasses.replace(m), dataclasses.replace(t))
         mlp = ModelConfig()
