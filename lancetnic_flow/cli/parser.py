@@ -107,7 +107,8 @@ TRAIN: dict[str, list[Option]] = {
           "NAME", default="auto"),
         O("--task", "classify|regress|multitask|multilabel (default: the model's; multilabel: a set of labels per "
           "row, see docs/multilabel.md)", "TASK"),
-        O("--class-loss", "cross_entropy|bce (two classes)", "NAME", default="cross_entropy"),
+        O("--class-loss", "cross_entropy|bce (two classes)|hinge (one-vs-rest; LinearSVM's)", "NAME",
+          default="cross_entropy"),
         O("--value-loss", "mse|l1|smooth_l1", "NAME", default="mse"),
         O("--loss-weights", "multi-task: class and value loss weights", "C,V", default="1,1"),
         O("--class-weights", "none|balanced (for imbalanced labels)", "MODE", default="none"),
