@@ -184,7 +184,8 @@ def test_sigkilled_trainer_resumes_from_its_last_checkpoint_to_the_same_metrics(
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     saved = load_checkpoint(str(run))
-    assert saved["epoch"] == 1 and saved["batches"] >= 10   # 0-based epoch 1 = the second epoch
+    # 0-based epoch 1 = the second epoch; the kill may land a checkpoint or two later (short default epochs).
+    assert (saved["epoch"], saved["batches"]) >= (1, 10) and saved["epoch"] <= 2
 
     resumed = cli("train", "--resume", run, *CLUSTER, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -225,7 +226,8 @@ def test_ctrl_c_in_a_terminal_stops_cleanly_and_says_how_to_resume(small_corpus,
     """SIGINT to the whole process group, as a terminal sends it: trainer and
     local workers. One message, exit 130, no traceback, no process left behind."""
     log = tmp_path / "log.jsonl"
-    proc = _start(["train", small_corpus, "--workers", "2", "--memory-budget", "3GiB", "--epochs", "3",
+    # Six epochs: the default's are a fraction of a second here, and the interrupt must land before the end.
+    proc = _start(["train", small_corpus, "--workers", "2", "--memory-budget", "3GiB", "--epochs", "6",
                    "--batch-size", "32", "--out", tmp_path / "runs", "--name", "r", "--json-log", log], tmp_path)
     try:
         _wait_for_event(log, proc, lambda e: e.get("event") == "batch" and e.get("epoch") == 2)
@@ -238,7 +240,8 @@ def test_ctrl_c_in_a_terminal_stops_cleanly_and_says_how_to_resume(small_corpus,
     assert proc.returncode == 130, out
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
     assert f"resume with: lancetnic-flow train --resume {run}" in out
-    assert (run / CHECKPOINT).exists() and load_checkpoint(str(run))["epoch"] == 1
+    # Interrupted in epoch 2 or, the default's epochs being short, a little later: never before the batch seen.
+    assert (run / CHECKPOINT).exists() and 1 <= load_checkpoint(str(run))["epoch"] <= 5
     t0 = time.monotonic()
     while time.monotonic() - t0 < 20:   # the workers went with the trainer (allowing for reaping)
         try:
