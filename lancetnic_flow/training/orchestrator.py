@@ -316,10 +316,9 @@ class Training:
     def build_model(self) -> None:
         """Task, model and optimisers (refused if the plan cannot hold them), and the run folder."""
         cfg, tc = self.cfg, self.tc
-        if cfg.chose_linear_model() and not self.resume:
+        if cfg.chose_linear_model():
             classes = len(self.features.labels)
-            need = TRAINER_BASE + estimate_model_bytes(cfg, self.features.dim, classes) + self.shuffle_bytes
-            if classes > LINEAR_MAX_CLASSES or (need > self.memory.trainer and not self.memory.external):
+            if classes > LINEAR_MAX_CLASSES or not self._fits(self._trainer_need(classes)):
                 cfg.without_linear_model()   # terms × classes outgrows the plan: the MLP's narrow layer instead
                 self.device = pick_device(tc.device)
         self.task = make_task(cfg, self.features, self.device)
@@ -327,9 +326,8 @@ class Training:
         # Label sets travel as a byte per row and label; a buffered row's estimate
         # has room for LABEL_SET_SLACK of them, the shuffle buffer holds the rest.
         label_sets = tc.shuffle_buffer * max(0, classes - LABEL_SET_SLACK) if self.task.multilabel else 0
-        self.need = TRAINER_BASE + estimate_model_bytes(cfg, self.features.dim, classes) + self.shuffle_bytes \
-            + label_sets
-        if self.need > self.memory.trainer and not self.memory.external:
+        self.need = self._trainer_need(classes) + label_sets
+        if not self._fits(self.need):
             raise UserError(f"the model needs {format_size(self.need)} in the trainer, the plan gives it "
                             f"{format_size(self.memory.trainer)}",
                             "lower --max-features or --hidden, or raise --memory-budget")
@@ -349,6 +347,14 @@ class Training:
         else:
             self.run = new_run_dir(cfg.output.out, cfg.output.name, self.out_so)
             write_json(join(self.run, "config.json"), cfg.to_dict(), self.out_so)
+
+    def _trainer_need(self, classes: int) -> int:
+        """The trainer's bytes for this model with ``classes`` classes: base, model, shuffle buffer."""
+        return TRAINER_BASE + estimate_model_bytes(self.cfg, self.features.dim, classes) + self.shuffle_bytes
+
+    def _fits(self, need: int) -> bool:
+        """Whether the trainer's share of the plan holds ``need`` (an existing cluster's trainer is not planned)."""
+        return need <= self.memory.trainer or self.memory.external
 
     # ---- epochs
     def _refuse_other_key(self, saved_key: str) -> None:
