@@ -172,3 +172,31 @@ def test_a_worker_killed_while_shared_data_goes_out_costs_at_most_a_retry(own_cl
                                renew=lambda: {"value": share(own_cluster, value, timeout=30)}, value=fut)
         assert list(window) == [(i, want) for i in range(4)]
         del fut, window
+
+
+def _log_at_teardown(dask_worker, **kw):
+    """Stands in for a heartbeat that fails as the scheduler goes: an error
+    with a traceback from the worker's own logger, while the cluster closes."""
+    import logging
+
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class LogsAtClose(WorkerPlugin):
+        def teardown(self, worker):
+            try:
+                raise ConnectionError("Stream is closed")
+            except ConnectionError:
+                logging.getLogger("distributed.worker").exception(
+                    "Failed to communicate with scheduler during heartbeat.")
+
+    dask_worker.plugins["logs-at-close"] = LogsAtClose()
+
+
+def test_a_local_cluster_closing_after_a_good_run_prints_no_worker_traceback(capfd):
+    from lancetnic_flow.dataflow.cluster import open_cluster
+    from lancetnic_flow.dataflow.plan import GiB, plan_memory
+
+    with open_cluster(plan_memory(3 * GiB, workers=1)) as client:
+        client.run(_log_at_teardown)
+    err = capfd.readouterr().err
+    assert "Failed to communicate" not in err and "Traceback" not in err, err

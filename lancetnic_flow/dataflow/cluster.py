@@ -12,7 +12,7 @@ from ..errors import UserError
 from ..reconnect import RECONNECT_S
 from .main_guard import refuse_unguarded_script
 from .plan import THRESHOLDS, WORKER_ENV, MemoryPlan, plan_for_workers
-from .worker_setup import quiet_distributed_logs
+from .worker_setup import quiet_distributed_logs, quiet_workers, restore_logs
 
 
 def workers_info(client) -> dict[str, dict]:
@@ -153,10 +153,24 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
                     # connection" errors and tracebacks are noise, not news.
                     quiet_distributed_logs()
                     raise
+                except BaseException:
+                    quiet_workers(client)
+                    raise
+                quiet_workers(client)
         except BaseException:
-            cluster.close()
+            close_quietly(cluster)
             raise
         if closer is None:
-            cluster.close()
+            close_quietly(cluster)
         else:
-            closer.submit(cluster.close)
+            closer.submit(close_quietly, cluster)
+
+
+def close_quietly(cluster: Any) -> None:
+    """Close a LocalCluster this process started, its scheduler's and nannies'
+    loggers silenced meanwhile (they live here): the teardown is on purpose."""
+    levels = quiet_distributed_logs()
+    try:
+        cluster.close()
+    finally:
+        restore_logs(levels)

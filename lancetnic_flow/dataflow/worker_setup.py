@@ -71,11 +71,32 @@ class QuietUserErrors(logging.Filter):
         return text.split("(", 1)[0] not in user_error_names()
 
 
-def quiet_distributed_logs() -> None:
-    """Silence Dask's loggers in this process, for a teardown on purpose (Ctrl-C)."""
+def quiet_distributed_logs() -> dict[str, int]:
+    """Silence Dask's loggers in this process, for a teardown on purpose (the
+    end of a run, Ctrl-C); return their levels before, for :func:`restore_logs`."""
+    levels = {}
     for name in ["distributed", *logging.root.manager.loggerDict]:
         if name == "distributed" or name.startswith("distributed."):
-            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+            log = logging.getLogger(name)
+            levels[name] = log.level
+            log.setLevel(logging.CRITICAL + 1)
+    return levels
+
+
+def restore_logs(levels: dict[str, int]) -> None:
+    """Put back the levels :func:`quiet_distributed_logs` returned."""
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def quiet_workers(client: Any) -> None:
+    """Silence the loggers of a LocalCluster's workers before it closes: a
+    heartbeat in flight as the scheduler goes would print "Failed to
+    communicate with scheduler" and a traceback at the end of a good run."""
+    try:
+        client.run(quiet_distributed_logs, on_error="ignore")
+    except Exception:   # a worker already gone, a client closing: nothing left to quiet
+        pass
 
 
 def _interrupted(signum: int, frame: Any) -> None:
