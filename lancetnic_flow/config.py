@@ -214,13 +214,26 @@ class TrainingConfig:
     value_loss: str = "mse"
     loss_weights: tuple[float, float] = (1.0, 1.0)
     class_weights: str = "none"      # or "balanced"
-    early_stopping: int | None = 2   # patience in epochs; 0 or None: train every epoch
+    # Patience in epochs; 0: train every epoch; None: the model's default
+    # (2; LinearSVM 0, keeping the last epoch's weights: see keeps_last_epoch).
+    early_stopping: int | None = None
     monitor: str | None = None       # None: DEFAULT_MONITOR of the task, else val_loss
     clip_grad: float | None = None
     device: str = "auto"
     threads: int | None = None
     checkpoint_every: str = "10m"    # batches ("500"), a duration ("90s", "10m", "1h") or "off"
     ddp: int | None = None           # data-parallel ranks on Dask workers (ddp.py)
+    # LinearSVM: the saved model also learns the validation rows (a twin trained
+    # without them gives the validation figures); None: when they are split from
+    # the training data. Resolved by TrainConfig.validate and build_model.
+    learn_val: bool | None = None
+
+    def keeps_last_epoch(self) -> bool:
+        """LinearSVM without early stopping keeps its last epoch's weights, not
+        the best epoch's: its rate has decayed to 5 % by then, and validation
+        accuracy over the last epochs moves by noise, which picked earlier,
+        worse models (docs/models.md). Every other model keeps the best epoch."""
+        return self.sparse_optimizer == "hinge" and not self.early_stopping
 
     def validate(self) -> None:
         _positive("epochs", self.epochs)
@@ -333,9 +346,17 @@ class TrainConfig:
         t = self.training
         t.task = t.task or spec.task
         self.model.hidden = self.model.hidden or (64 if spec.net == "ScalpelNet" else 128)
+        if t.early_stopping is None:
+            t.early_stopping = 0 if spec.fixed.get("margin") else 2
         if spec.fixed.get("margin"):
             self._linear_svm_options()
-        elif t.sparse_optimizer == "hinge":
+        elif t.learn_val:
+            raise UserError(f"--learn-val: only LinearSVM learns the validation rows (through a twin that never sees "
+                            f"them), not {self.model.name}",
+                            "drop --learn-val, or pass --model LinearSVM (or --model auto)")
+        else:
+            t.learn_val = False
+        if t.sparse_optimizer == "hinge" and not spec.fixed.get("margin"):
             raise UserError(f"--sparse-optimizer hinge is LinearSVM's own step, not {self.model.name}'s",
                             "pass --model LinearSVM, or --sparse-optimizer sgd|adam")
         elif t.sparse_optimizer is None:
@@ -414,6 +435,7 @@ class TrainConfig:
             for f in dataclasses.fields(part):
                 setattr(part, f.name, getattr(saved, f.name))
         self.model.name = "ScalpelMC"
+        self.training.learn_val = None   # asked of the linear model auto chose, not of the MLP
         self._auto_from = None
         self.validate()
 
@@ -434,6 +456,8 @@ class TrainConfig:
                 raise UserError(f"{flag} does not apply to {name}: {why}",
                                 f"drop {flag}, or pass --model ScalpelMC")
         t.class_loss, t.sparse_optimizer, t.device = "hinge", "hinge", "cpu"
+        if t.learn_val is None:   # rows split from the training data are the user's training rows too
+            t.learn_val = not self.data.val and self.data.val_fraction > 0
         t.sparse_lr = t.sparse_lr or LINEAR_LR
         self.model.layers = 0
 

@@ -52,7 +52,7 @@ def make_config(train, tmp: Path, *, val=None, epochs=3, seed=0, blocksize=None,
         features=FeatureConfig(**{"max_features": 20_000, "ngrams": 1, "sublinear_tf": False, **features}),
         model=ModelConfig(hidden=32, layers=1, dropout=0.1),
         training=TrainingConfig(epochs=epochs, batch_size=128, lr=5e-3, seed=seed, shuffle_buffer=2_000,
-                                sparse_optimizer="adam", early_stopping=None, monitor="val_loss"),
+                                sparse_optimizer="adam", early_stopping=0, monitor="val_loss"),
         cluster=ClusterConfig(blocksize=blocksize),
         output=OutputConfig(out=str(tmp / "runs"), cache=str(cache) if cache else str(tmp / "cache")),
     )

@@ -162,3 +162,66 @@ def test_the_default_cli_run_is_linear_svm_and_its_probabilities_are_calibrated(
     probs = np.array([float(r["probability"]) for r in rows if r["status"] == "ok"])
     # A softmax of raw margins (about ±1 over 4 classes) would put every top class near 0.3–0.5.
     assert np.median(probs) > 0.6 and probs.max() <= 1.0
+
+
+def test_linear_svm_defaults_keep_the_last_epoch_and_learn_the_split_validation_rows():
+    cfg = _config()
+    t = cfg.training
+    assert (t.early_stopping, t.keeps_last_epoch(), t.learn_val) == (0, True, True)
+    assert _config(early_stopping=2).training.keeps_last_epoch() is False   # asked for: the best epoch again
+    with_file = TrainConfig(data=DataConfig(train=["x.csv"], val=["v.csv"], label="label")).validate()
+    assert with_file.training.learn_val is False   # a validation file stays held out unless asked
+    mlp = _config(name="ScalpelMC")
+    assert (mlp.training.early_stopping, mlp.training.keeps_last_epoch(), mlp.training.learn_val) == (2, False, False)
+
+
+def test_learn_val_is_refused_for_a_model_without_a_twin():
+    with pytest.raises(UserError, match="--learn-val") as e:
+        _config(name="ScalpelMC", learn_val=True)
+    assert "LinearSVM" in e.value.hint
+
+
+def _svm_config(train_csv, val_csv, tmp_path, name, **training):
+    from helpers import make_config
+
+    cfg = make_config(train_csv, tmp_path, val=[val_csv], epochs=3)
+    cfg.model.name, cfg.output.name = "LinearSVM", name
+    cfg.training.sparse_optimizer = cfg.training.monitor = None
+    cfg.training.early_stopping = None
+    for k, v in training.items():
+        setattr(cfg.training, k, v)
+    return cfg
+
+
+def test_the_saved_model_learns_the_validation_rows_while_the_figures_stay_those_of_a_twin_that_never_saw_them(
+        client, tmp_path):
+    from lancetnic_flow.runs.predict import Predictor
+    from lancetnic_flow.training.orchestrator import train
+
+    write_corpus(str(tmp_path / "t.csv"), 2000, classes=4, seed=11)
+    write_corpus(str(tmp_path / "v.csv"), 1200, classes=4, seed=12)
+    learned = train(_svm_config(tmp_path / "t.csv", tmp_path / "v.csv", tmp_path, "learned", learn_val=True),
+                    client=client)
+    held = train(_svm_config(tmp_path / "t.csv", tmp_path / "v.csv", tmp_path, "held", learn_val=False),
+                 client=client)
+    # The reported figures are the held-out twin's: exactly a run that never learns the validation rows.
+    for key in ("val_accuracy", "val_loss"):
+        assert learned.metrics[key] == held.metrics[key], key
+    assert [e["val_accuracy"] for e in learned.metrics["epochs"]] == [e["val_accuracy"] for e in held.metrics["epochs"]]
+    assert learned.metrics["kept"] == "last" and learned.metrics["best_epoch"] == 3
+    assert learned.metrics["val_accuracy"] == learned.metrics["epochs"][-1]["val_accuracy"]
+    # The saved model is a plain LinearSVM (no twin buffers) that did learn them: lower hinge loss on them.
+    import csv
+
+    rows = list(csv.DictReader(open(tmp_path / "v.csv")))
+    texts = [r["text"] for r in rows]
+
+    def margins_loss(run: str) -> float:
+        p = Predictor(run, {})
+        names = set(__import__("safetensors.torch", fromlist=["x"]).load_file(run + "/model.safetensors"))
+        assert not any("twin" in n for n in names)
+        proba = p.predict_proba(texts)
+        y = np.array([p.labels.index(r["label"]) for r in rows])
+        return float(-np.log(np.clip(proba[np.arange(len(y)), y], 1e-9, 1)).mean())
+
+    assert margins_loss(learned.run) < margins_loss(held.run)

@@ -60,8 +60,9 @@ class _TextEstimator:
                  features: str | None = None, analyzer: str = "word",
                  ngram_range: tuple[int, int] = (1, 2), stop_words: str | list[str] | None = None,
                  lowercase: bool = True, buckets: int = 2**19,
-                 max_features: int | None = None, val_fraction: float = 0.1, early_stopping: int | None = 2,
-                 class_weights: str = "none", random_state: int = 0, memory_budget: str | int | None = None,
+                 max_features: int | None = None, val_fraction: float = 0.1, early_stopping: int | None = None,
+                 learn_val: bool | None = None, class_weights: str = "none", random_state: int = 0,
+                 memory_budget: str | int | None = None,
                  workers: int | None = None, scheduler: str | None = None, text_column: str = "text",
                  out: str | None = None, progress: bool = True, track: str | list[str] | None = None):
         self.model = model
@@ -80,6 +81,7 @@ class _TextEstimator:
         self.max_features = max_features
         self.val_fraction = val_fraction
         self.early_stopping = early_stopping
+        self.learn_val = learn_val
         self.class_weights = class_weights
         self.random_state = random_state
         self.memory_budget = memory_budget
@@ -145,7 +147,8 @@ class _TextEstimator:
             model=ModelConfig(name=self.model or self._default_model, hidden=self.hidden, dropout=self.dropout),
             training=TrainingConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
                                     sparse_lr=self.sparse_lr, seed=self.random_state, task=task,
-                                    early_stopping=self.early_stopping, class_weights=self.class_weights),
+                                    early_stopping=self.early_stopping, class_weights=self.class_weights,
+                                    learn_val=self.learn_val),
             cluster=ClusterConfig(memory_budget=budget, workers=self.workers, scheduler=self.scheduler),
             output=OutputConfig(out=out, track=self.track or [], experiment=self._experiment()))
 

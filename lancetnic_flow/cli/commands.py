@@ -51,7 +51,7 @@ def _train_config(a: argparse.Namespace):
             task=a.task, class_loss=a.class_loss, value_loss=a.value_loss, loss_weights=_pair(a.loss_weights),
             class_weights=a.class_weights, early_stopping=a.early_stopping, monitor=a.monitor,
             clip_grad=a.clip_grad, device=a.device, threads=a.threads, checkpoint_every=a.checkpoint_every,
-            ddp=a.ddp).items() if v is not None}),
+            ddp=a.ddp, learn_val=a.learn_val).items() if v is not None}),
         cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
                               threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize"),
                               dashboard=True),  # the dashboard link is shown by the console views

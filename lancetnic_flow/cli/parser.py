@@ -131,7 +131,10 @@ TRAIN: dict[str, list[Option]] = {
           "(default 0.3), as --lr with adam",
           "X", float),
         O("--early-stopping", "stop after this many epochs without improving --monitor, keeping the best weights "
-          "(default 2; 0: train every epoch)", "EPOCHS", int),
+          "(default 2; 0: train every epoch; LinearSVM's default is 0, keeping the last epoch's weights)", "EPOCHS", int),
+        O("--learn-val", "LinearSVM: the saved model also learns the validation rows, while a twin that never "
+          "sees them gives the validation figures, early stopping and the probability scale (default on when the "
+          "validation rows are split from the training data, off with --val FILE)", kind="bool"),
         O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_micro_f1|val_subset_accuracy|val_mae|val_rmse|val_r2 "
           "(default: val_accuracy when classifying, else val_loss)", "METRIC"),
         O("--clip-grad", "clip the gradient norm", "NORM", float),

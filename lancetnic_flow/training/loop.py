@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 
 from ..allocator import trim_allocator
@@ -108,8 +109,8 @@ class EpochLoop:
     def _validate(self, state: TrainState, epoch: int, train_m: TaskMetrics, clock: steps.EpochClock) -> dict:
         t = self.t
         self.events.emit("stage", stage="evaluating", epoch=epoch + 1, epochs=self.tc.epochs)
-        val_m = steps.evaluate_blocks(t.model, self.feed.val_blocks(), t.task, t.device) if self.feed.has_val() \
-            else None
+        val_m = steps.evaluate_blocks(t.model, self.feed.val_blocks(), t.task, t.device,
+                                      then=self._twin_learns(state, epoch)) if self.feed.has_val() else None
         val = val_m.result() if val_m is not None else {}
         record = steps.epoch_record(epoch + 1, train_m, val, clock, t.schedule(state.step))
         state.history.append(record)
@@ -117,8 +118,21 @@ class EpochLoop:
         self.events.emit("epoch", **record)
         trim_allocator()
         state.best, state.stale = steps.keep_best(state.best, state.stale, val, val_m, t.model, epoch + 1,
-                                                  self.tc.monitor)
+                                                  self.tc.monitor, copy=not self.tc.keeps_last_epoch())
         return val
+
+    def _twin_learns(self, state: TrainState, epoch: int) -> Callable | None:
+        """LinearSVM's twin (models/margin.py) learns the validation rows as the
+        model scores them: at the epoch's last rate, in an order drawn from the
+        seed and the epoch (a resumed run draws the same)."""
+        from ..models.margin import has_twin, twin_learns
+
+        t = self.t
+        if not (t.margin_lr and has_twin(t.model)):
+            return None
+        lr = t.schedule(state.step) * t.margin_lr
+        rng = np.random.default_rng([self.tc.seed, epoch, 0x7A1])
+        return lambda block: twin_learns(t.model, block, lr, rng)
 
     def _save(self, state: TrainState, epoch: int, batches: int, rows: int, train_m: TaskMetrics | None,
               reason: str) -> None:

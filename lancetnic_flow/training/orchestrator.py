@@ -85,7 +85,12 @@ def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int 
     width = cfg.model.embed if seq else (cfg.model.hidden if cfg.model.layers > 0 else classes + 1)
     h = cfg.model.hidden
     dense = max(cfg.model.layers, 1) * (8 * h * h if seq else h * h) + h * (classes + 1)
-    copies = 2.1 if cfg.training.sparse_optimizer in ("sgd", "hinge") else 4.2
+    tc = cfg.training
+    copies = 2.1 if tc.sparse_optimizer in ("sgd", "hinge") else 4.2
+    if tc.keeps_last_epoch():
+        copies -= 1   # no copy of the best epoch
+    if tc.sparse_optimizer == "hinge" and tc.learn_val is not False:
+        copies *= 2   # LinearSVM's twin (models/margin.py), and its copy at the best epoch if one is kept
     outputs = 3 * max(cfg.training.batch_size, EVAL_BATCH) * (classes + 1)
     # LinearSVM's step is compiled: numba and LLVM load into the trainer (121 MiB measured).
     compiled = MARGIN_KERNEL_BYTES if cfg.training.sparse_optimizer == "hinge" else 0
@@ -316,8 +321,13 @@ class Training:
     def build_model(self) -> None:
         """Task, model and optimisers (refused if the plan cannot hold them), and the run folder."""
         cfg, tc = self.cfg, self.tc
+        classes = len(self.features.labels)
+        if tc.learn_val and not self._fits(self._trainer_need(classes)):
+            tc.learn_val = False   # the twin is what does not fit: the model alone may
+            self.events.emit("warning", message="LinearSVM: the plan has no room for the twin that lets the saved "
+                             "model learn the validation rows; it learns the training rows only (raise "
+                             "--memory-budget to learn them too)")
         if cfg.chose_linear_model():
-            classes = len(self.features.labels)
             if classes > LINEAR_MAX_CLASSES or not self._fits(self._trainer_need(classes)):
                 cfg.without_linear_model()   # terms × classes outgrows the plan: the MLP's narrow layer instead
                 self.device = pick_device(tc.device)
@@ -338,6 +348,12 @@ class Training:
                                                    numeric=len(self.features.numeric))
         # The task kind goes into model.json: a multilabel model's heads look like a classifier's.
         self.model_meta["task"] = self.task.kind
+        if tc.learn_val and self.saved is not None and "twin_weight" not in self.saved.model:
+            tc.learn_val = False   # a checkpoint of a version without the twin continues without it
+        if tc.learn_val:
+            from ..models.margin import add_twin
+
+            add_twin(self.model)
         self.model.to(self.device)
         # With --ddp the ranks hold the optimiser moments; here they would be 2× the model, unused.
         self.opts = optim.optimizers_for(self.model, tc) if not tc.ddp else []
@@ -395,7 +411,7 @@ class Training:
 
     def train_epochs(self) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
-        (the best epoch's, whose weights the model then holds)."""
+        (the best epoch's, whose weights the model then holds, or LinearSVM's last epoch's)."""
         state = self._start_state(self.feed)
         threading.Thread(target=preload_plots, name="lancetnic-matplotlib", daemon=True).start()
         ts = time.monotonic()
@@ -412,15 +428,18 @@ class Training:
                                 ).run_epochs(state, stop, self.every)
         self.stage_seconds["train"] = time.monotonic() - ts
         self.state = state
-        if state.best is not None:
+        if state.best is not None and "state" in state.best:
             self.model.load_state_dict(state.best.pop("state"))
             val = state.best["val"]
-        if getattr(self.model, "margin", False) and self.feed.has_val():
-            from ..models.margin import fit_logit_scale
+        if getattr(self.model, "margin", False):
+            from ..models.margin import adopt_twin, fit_logit_scale, has_twin
 
-            self.stage_seconds["calibrate"] = -time.monotonic()
-            fit_logit_scale(self.model, self.feed.val_blocks())
-            self.stage_seconds["calibrate"] += time.monotonic()
+            if self.feed.has_val():
+                self.stage_seconds["calibrate"] = -time.monotonic()
+                fit_logit_scale(self.model, self.feed.val_blocks())
+                self.stage_seconds["calibrate"] += time.monotonic()
+            if has_twin(self.model):
+                adopt_twin(self.model)   # the saved model: the twin, which also learned the validation rows
         return val
 
     def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:
@@ -485,7 +504,10 @@ class Training:
             **({"per_label": final_val.get("per_label")} if self.task.multilabel else {}),
             "labels": self.features.labels, "rows": sum_rows(self.feed.manifest.results),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
-            "best_epoch": state.best["epoch"] if state.best else None, "monitor": tc.monitor,
+            # The epoch whose weights were saved: the best by --monitor, or LinearSVM's last (config.keeps_last_epoch).
+            "best_epoch": (len(state.history) if tc.keeps_last_epoch() and state.history else
+                           state.best["epoch"] if state.best else None), "monitor": tc.monitor,
+            "kept": "last" if tc.keeps_last_epoch() else "best",
             "stage_seconds": self.stage_seconds,
             "vocabulary": self.features.dim, "device": str(self.device),
         }

@@ -62,8 +62,10 @@ def count(metrics: TaskMetrics, out: dict[str, torch.Tensor], batch: RowBlock, l
 
 
 def evaluate_blocks(model: torch.nn.Module, blocks: Iterable[RowBlock], task: Task, device: torch.device,
-                    batch_size: int = EVAL_BATCH) -> TaskMetrics:
-    """Streaming evaluation: blocks in order, no shuffling, no gradients."""
+                    batch_size: int = EVAL_BATCH, then: Callable[[RowBlock], object] | None = None) -> TaskMetrics:
+    """Streaming evaluation: blocks in order, no shuffling, no gradients.
+    ``then``: called with each piece once the model has scored it (LinearSVM's
+    twin learns the validation rows there, in the same read of them)."""
     m = task.new_metrics()
     model.eval()
     with torch.no_grad():
@@ -73,6 +75,8 @@ def evaluate_blocks(model: torch.nn.Module, blocks: Iterable[RowBlock], task: Ta
                 labels, targets = answers(b, device)
                 out = model(**model_inputs(b, device))
                 m.update(out, b.labels, b.targets, task.loss(out, labels, targets, reduction="sum").item())
+                if then is not None:
+                    then(b)
     model.train()
     return m
 
@@ -106,17 +110,19 @@ def epoch_record(epoch: int, train: TaskMetrics, val: dict, clock: EpochClock, l
 
 
 def keep_best(best: dict | None, stale: int, val: dict, val_m: TaskMetrics | None, model: torch.nn.Module,
-              epoch: int, monitor: str) -> tuple[dict | None, int]:
+              epoch: int, monitor: str, copy: bool = True) -> tuple[dict | None, int]:
     """After an epoch's validation: the best epoch so far (its score, metrics,
-    regression sample and a copy of its weights: later epochs may overfit)
-    and how many epochs since it improved."""
+    regression sample and, with ``copy``, a copy of its weights: later epochs
+    may overfit) and how many epochs since it improved."""
     score = lower_is_better(val_scores(val), monitor)
     if score is None:
         return best, stale
     if best is None or score < best["score"]:
-        return {"score": score, "epoch": epoch, "val": val,
-                "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None,
-                "state": copy_weights(model, best.get("state") if best else None)}, 0
+        kept = {"score": score, "epoch": epoch, "val": val,
+                "sample": (val_m.reg.true, val_m.reg.pred) if val_m.reg is not None else None}
+        if copy:
+            kept["state"] = copy_weights(model, best.get("state") if best else None)
+        return kept, 0
     return best, stale + 1
 
 

@@ -88,7 +88,9 @@ def render_summary(done: dict, width: int = 80) -> Group:
     for sc in _SUMMARY:
         if m.get(sc.key) is not None:
             metrics.add_row(sc.long, f"{m[sc.key]:.4f}")
-    if m.get("best_epoch"):
+    if m.get("best_epoch") and m.get("kept") == "last":
+        metrics.add_row("kept epoch", f"{m['best_epoch']} (the last)")
+    elif m.get("best_epoch"):
         metrics.add_row("best epoch", f"{m['best_epoch']} ({m.get('monitor', 'val_loss')})")
     if m.get("model"):
         metrics.add_row("model", f"{m['model']}")
