@@ -225,7 +225,8 @@ class TrainingConfig:
     ddp: int | None = None           # data-parallel ranks on Dask workers (ddp.py)
     # LinearSVM: the saved model also learns the validation rows (a twin trained
     # without them gives the validation figures); None: when they are split from
-    # the training data. Resolved by TrainConfig.validate and build_model.
+    # the training data and the training rows are at most LEARN_VAL_MAX_ROWS.
+    # Resolved by TrainConfig.validate and build_model.
     learn_val: bool | None = None
 
     def keeps_last_epoch(self) -> bool:
@@ -456,8 +457,8 @@ class TrainConfig:
                 raise UserError(f"{flag} does not apply to {name}: {why}",
                                 f"drop {flag}, or pass --model ScalpelMC")
         t.class_loss, t.sparse_optimizer, t.device = "hinge", "hinge", "cpu"
-        if t.learn_val is None:   # rows split from the training data are the user's training rows too
-            t.learn_val = not self.data.val and self.data.val_fraction > 0
+        if t.learn_val is None and (self.data.val or not self.data.val_fraction):
+            t.learn_val = False   # a validation file stays held out; None is decided by the rows (build_model)
         t.sparse_lr = t.sparse_lr or LINEAR_LR
         self.model.layers = 0
 

@@ -167,7 +167,7 @@ def test_the_default_cli_run_is_linear_svm_and_its_probabilities_are_calibrated(
 def test_linear_svm_defaults_keep_the_last_epoch_and_learn_the_split_validation_rows():
     cfg = _config()
     t = cfg.training
-    assert (t.early_stopping, t.keeps_last_epoch(), t.learn_val) == (0, True, True)
+    assert (t.early_stopping, t.keeps_last_epoch(), t.learn_val) == (0, True, None)   # None: by the rows, later
     assert _config(early_stopping=2).training.keeps_last_epoch() is False   # asked for: the best epoch again
     with_file = TrainConfig(data=DataConfig(train=["x.csv"], val=["v.csv"], label="label")).validate()
     assert with_file.training.learn_val is False   # a validation file stays held out unless asked
@@ -225,3 +225,25 @@ def test_the_saved_model_learns_the_validation_rows_while_the_figures_stay_those
         return float(-np.log(np.clip(proba[np.arange(len(y)), y], 1e-9, 1)).mean())
 
     assert margins_loss(learned.run) < margins_loss(held.run)
+
+
+def test_past_its_row_limit_the_split_validation_rows_stay_held_out_unless_asked(client, tmp_path, monkeypatch):
+    from lancetnic_flow.training import orchestrator
+    from lancetnic_flow.training.orchestrator import train
+
+    write_corpus(str(tmp_path / "t.csv"), 1500, classes=3, seed=21)
+    monkeypatch.setattr(orchestrator, "LEARN_VAL_MAX_ROWS", 1000)   # the 1,350 training rows are past it
+
+    def run(name, **training):
+        from helpers import make_config
+
+        cfg = make_config(tmp_path / "t.csv", tmp_path, epochs=2)
+        cfg.model.name, cfg.output.name = "LinearSVM", name
+        cfg.training.sparse_optimizer = cfg.training.monitor = cfg.training.early_stopping = None
+        for k, v in training.items():
+            setattr(cfg.training, k, v)
+        res = train(cfg, client=client)
+        return json.loads((tmp_path / "runs" / name / "config.json").read_text())["training"]["learn_val"]
+
+    assert run("auto") is False
+    assert run("asked", learn_val=True) is True

@@ -134,7 +134,8 @@ TRAIN: dict[str, list[Option]] = {
           "(default 2; 0: train every epoch; LinearSVM's default is 0, keeping the last epoch's weights)", "EPOCHS", int),
         O("--learn-val", "LinearSVM: the saved model also learns the validation rows, while a twin that never "
           "sees them gives the validation figures, early stopping and the probability scale (default on when the "
-          "validation rows are split from the training data, off with --val FILE)", kind="bool"),
+          "validation rows are split from the training data and the training rows number at most 250,000; off with "
+          "--val FILE)", kind="bool"),
         O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_micro_f1|val_subset_accuracy|val_mae|val_rmse|val_r2 "
           "(default: val_accuracy when classifying, else val_loss)", "METRIC"),
         O("--clip-grad", "clip the gradient norm", "NORM", float),

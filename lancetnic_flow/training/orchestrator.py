@@ -71,6 +71,14 @@ PLANNED_CLASSES = 64
 MARGIN_KERNEL_BYTES = 128 * 2**20
 
 
+# LinearSVM's twin (models/margin.py) learns the validation rows only up to
+# this many training rows: a tenth more data is worth 0.5 point at 50 k rows
+# (docs/benchmarks.md) and little at a million, while the twin's cost, a
+# second kernel beside the model's, grows with the rows (976 k rows of Debian
+# text: 180 s and 0.8413 with it, 157 s and 0.8409 without).
+LEARN_VAL_MAX_ROWS = 250_000
+
+
 def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = PLANNED_CLASSES) -> int:
     """Weights, optimiser moments, the best epoch's copy and gradients, in bytes.
     The input rows take two copies with sparse SGD (weights, best epoch), four
@@ -322,6 +330,8 @@ class Training:
         """Task, model and optimisers (refused if the plan cannot hold them), and the run folder."""
         cfg, tc = self.cfg, self.tc
         classes = len(self.features.labels)
+        if tc.learn_val is None:   # LinearSVM, validation rows split from the training data
+            tc.learn_val = self.feed.total_rows() <= LEARN_VAL_MAX_ROWS
         if tc.learn_val and not self._fits(self._trainer_need(classes)):
             tc.learn_val = False   # the twin is what does not fit: the model alone may
             self.events.emit("warning", message="LinearSVM: the plan has no room for the twin that lets the saved "
