@@ -90,8 +90,9 @@ def hinge_rows(indices, offsets, values, labels, weight, bias, lr, order):
 
 # The twin (see :func:`add_twin`) steps beside the model in a second thread:
 # the kernel releases the GIL, and in epochs read from the cache the workers
-# leave the machine's other core idle (measured on 2 cores: 62k rows/s
-# against 45k one after the other, 80k without a twin).
+# leave the machine's other core idle (Debian descriptions on 2 cores: a
+# median epoch of 59k rows/s, against 45k one after the other and 78k
+# without a twin; docs/benchmarks.md).
 _twin_pool: ThreadPoolExecutor | None = None
 
 

@@ -334,9 +334,10 @@ class Training:
             tc.learn_val = self.feed.total_rows() <= LEARN_VAL_MAX_ROWS
         if tc.learn_val and not self._fits(self._trainer_need(classes)):
             tc.learn_val = False   # the twin is what does not fit: the model alone may
-            self.events.emit("warning", message="LinearSVM: the plan has no room for the twin that lets the saved "
-                             "model learn the validation rows; it learns the training rows only (raise "
-                             "--memory-budget to learn them too)")
+            if classes <= LINEAR_MAX_CLASSES and self._fits(self._trainer_need(classes)):
+                self.events.emit("warning", message="LinearSVM: the plan has no room for the twin that lets the "
+                                 "saved model learn the validation rows; it learns the training rows only (raise "
+                                 "--memory-budget to learn them too)")
         if cfg.chose_linear_model():
             if classes > LINEAR_MAX_CLASSES or not self._fits(self._trainer_need(classes)):
                 cfg.without_linear_model()   # terms × classes outgrows the plan: the MLP's narrow layer instead
