@@ -11,6 +11,7 @@ import pytest
 
 from lancetnic_flow.dataflow.stream import BatchStream, epoch_order, prefetch, shuffled_batches
 from lancetnic_flow.dataflow.window import OrderedWindow
+from lancetnic_flow.features import rows as rows_module
 from lancetnic_flow.features.rows import RowBlock
 
 from helpers import timed_task
@@ -245,3 +246,48 @@ def test_featurizer_uses_the_window_and_yields_in_submission_order(client, tmp_p
     assert got == list(range(6))
     best, n = _max_concurrency(log)
     assert n == 6 and best == 2  # the two workers were both used, never more
+
+
+def _concat_and_permute(blocks, batch_size, buffer_rows, rng):
+    """The shuffle buffer as first written: concatenate, permute, cut, every block."""
+    buf = None
+    for block in blocks:
+        if not len(block):
+            continue
+        buf = block if buf is None or not len(buf) else RowBlock.concat([buf, block])
+        buf = buf.take(rng.permutation(len(buf)))
+        n_out = (len(buf) - buffer_rows) // batch_size * batch_size
+        if n_out > 0:
+            for start in range(0, n_out, batch_size):
+                yield buf.slice(start, start + batch_size)
+            buf = buf.slice(n_out, len(buf))
+    if buf is not None and len(buf):
+        buf = buf.take(rng.permutation(len(buf)))
+        for start in range(0, len(buf), batch_size):
+            yield buf.slice(start, start + batch_size)
+
+
+@pytest.mark.parametrize("sizes,batch,buffer_rows", [
+    (SIZES, 32, 100), ([50] * 30, 64, 300), ([173, 0, 5, 400, 1, 90], 32, 0),
+    ([7] * 40, 16, 1000), ([500, 3], 50, 50)])
+def test_shuffle_buffer_gives_exactly_the_rows_of_concatenating_and_permuting(sizes, batch, buffer_rows):
+    # Training results, resume equality and partition invariance rest on the
+    # rows a seed gives: the copy-saving buffer must give the same batches.
+    got = list(shuffled_batches(blocks_of(sizes), batch, buffer_rows, np.random.default_rng(3)))
+    want = list(_concat_and_permute(blocks_of(sizes), batch, buffer_rows, np.random.default_rng(3)))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        for name in ("indices", "offsets", "values", "labels", "targets", "numeric"):
+            np.testing.assert_array_equal(getattr(g, name), getattr(w, name))
+
+
+@pytest.mark.parametrize("step", [8192, 7, 1])
+def test_rowblock_take_in_several_gather_steps_matches_one(step, monkeypatch):
+    monkeypatch.setattr(rows_module, "GATHER_ROWS", step)
+    block, dense = random_block(60, seed=12)
+    rng = np.random.default_rng(4)
+    for rows in (rng.permutation(60), rng.integers(0, 60, 200), np.array([59, 30, 0]), np.zeros(0, np.int64)):
+        got = block.take(rows)
+        np.testing.assert_array_equal(dense_of(got), dense[rows])
+        np.testing.assert_array_equal(got.labels, block.labels[rows])
+        assert got.offsets[-1] == len(got.indices) == len(got.values)

@@ -8,8 +8,9 @@
   batches.
 
 Trainer memory: ``in_flight`` task results (addresses and counts only),
-``prefetch`` loaded shards, at most ``shuffle_buffer`` + one shard's rows
-in the buffer, and ``BATCHES_AHEAD`` batches.
+``prefetch_depth`` + 2 loaded shards (queued, being read, being shuffled
+in), twice ``shuffle_buffer`` + one shard's rows while the buffer is
+rebuilt, and ``BATCHES_AHEAD`` batches.
 """
 from __future__ import annotations
 
@@ -88,24 +89,50 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
                      rng: np.random.Generator | None) -> Iterator[RowBlock]:
     """Cut blocks into batches; with ``rng``, rows pass a bounded shuffle buffer.
 
-    The buffer holds at most ``buffer_rows`` rows plus one incoming block;
-    rows are permuted with vectorised CSR gathers, never one by one."""
+    The buffer holds at most ``buffer_rows`` rows plus one incoming block:
+    its rows in arrival order, and a permuted order over them. Each block is
+    appended and the order permuted; each batch is gathered from the buffer
+    on its own (vectorised CSR gathers, never row by row), and the rows that
+    stay are gathered into a new buffer. So no batch holds on to the buffer,
+    and the stream holds at most twice the buffer and one block. Rows come
+    out exactly as if the buffer were permuted in place every time."""
+    if rng is None:
+        yield from _batches_in_order(blocks, batch_size)
+        return
+    buf: RowBlock | None = None
+    order = np.zeros(0, np.int64)
+    for block in blocks:
+        if not len(block):
+            continue
+        start = 0 if buf is None else len(buf)
+        buf = block if buf is None else RowBlock.concat([buf, block])
+        block = None   # noqa: F841  (the buffer has its rows: let the block go)
+        order = np.concatenate([order, np.arange(start, len(buf), dtype=np.int64)])
+        order = order[rng.permutation(len(order))]
+        n_out = (len(order) - buffer_rows) // batch_size * batch_size
+        if n_out > 0:
+            for first in range(0, n_out, batch_size):
+                yield buf.take(order[first:first + batch_size])
+            buf = buf.take(order[n_out:])
+            order = np.arange(len(buf), dtype=np.int64)
+    if len(order):
+        out = buf.take(order[rng.permutation(len(order))])
+        buf = None
+        for first in range(0, len(out), batch_size):
+            yield out.slice(first, first + batch_size)
+
+
+def _batches_in_order(blocks: Iterable[RowBlock], batch_size: int) -> Iterator[RowBlock]:
     buf: RowBlock | None = None
     for block in blocks:
         if not len(block):
             continue
         buf = block if buf is None or not len(buf) else RowBlock.concat([buf, block])
-        if rng is not None:
-            buf = buf.take(rng.permutation(len(buf)))
-        keep = buffer_rows if rng is not None else 0
-        n_out = (len(buf) - keep) // batch_size * batch_size
-        if n_out > 0:
-            for start in range(0, n_out, batch_size):
-                yield buf.slice(start, start + batch_size)
-            buf = buf.slice(n_out, len(buf))
-    if buf is not None and len(buf):
-        if rng is not None:
-            buf = buf.take(rng.permutation(len(buf)))
+        n_out = len(buf) // batch_size * batch_size
+        for start in range(0, n_out, batch_size):
+            yield buf.slice(start, start + batch_size)
+        buf = buf.slice(n_out, len(buf))
+    if buf is not None:
         for start in range(0, len(buf), batch_size):
             yield buf.slice(start, start + batch_size)
 

@@ -13,6 +13,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+# Rows per step of a gather: bounds its int64 index temporaries (8 bytes per
+# value gathered) to a few MiB however many rows are taken.
+GATHER_ROWS = 8192
+
 
 @dataclass
 class RowBlock:
@@ -46,17 +50,26 @@ class RowBlock:
         return b
 
     def take(self, rows: np.ndarray) -> "RowBlock":
-        """Gather rows (any order) with a few array operations: no loop per row
-        in Python, and no compiled kernel, so a trainer that only reads shards
-        never loads numba."""
+        """Gather rows (any order, repeats allowed) with a few array operations:
+        no loop per row in Python, and no compiled kernel, so a trainer that
+        only reads shards never loads numba. Memory: the output, plus int64
+        index temporaries for at most ``GATHER_ROWS`` rows at a time."""
         rows = np.asarray(rows, dtype=np.int64)
         starts = self.offsets[rows]
         lengths = self.offsets[rows + 1] - starts
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        source = np.arange(offsets[-1], dtype=np.int64)
-        source += np.repeat(starts - offsets[:-1], lengths)
-        out = RowBlock(self.indices[source], offsets, self.values[source] if self.values is not None else None)
+        indices = np.empty(offsets[-1], self.indices.dtype)
+        values = np.empty(offsets[-1], self.values.dtype) if self.values is not None else None
+        for lo in range(0, len(rows), GATHER_ROWS):
+            hi = min(len(rows), lo + GATHER_ROWS)
+            a, z = offsets[lo], offsets[hi]
+            source = np.arange(z - a, dtype=np.int64)
+            source += np.repeat(starts[lo:hi] - (offsets[lo:hi] - a), lengths[lo:hi])
+            np.take(self.indices, source, out=indices[a:z])
+            if values is not None:
+                np.take(self.values, source, out=values[a:z])
+        out = RowBlock(indices, offsets, values)
         for name in ("labels", "targets", "numeric"):
             arr = getattr(self, name)
             if arr is not None:
