@@ -183,3 +183,21 @@ def test_a_run_name_new_run_dir_would_refuse_is_refused_before_any_work(tmp_path
     with pytest.raises(UserError, match="not a plain folder name"):
         OutputConfig(name="a+b").validate()
     OutputConfig(name="run-2026.11_30").validate()
+
+
+def test_the_program_freezes_its_heap_only_when_it_ends_and_an_in_process_call_never(tmp_path):
+    # The command line program skips the interpreter's last walk over every
+    # object (gc.freeze as main() returns); a caller in a long-lived process
+    # (a notebook, a test run) must keep a collectable heap.
+    import gc
+
+    from lancetnic_flow.cli import main
+
+    assert main(["make-data", str(tmp_path / "a.csv"), "--rows", "20", "--quiet"]) == 0
+    assert gc.get_freeze_count() == 0
+    probe = ("import gc, sys; from lancetnic_flow.cli import main; "
+             f"sys.argv = ['lancetnic-flow', 'make-data', {str(tmp_path / 'b.csv')!r}, '--rows', '20', '--quiet']; "
+             "rc = main(); print(rc, gc.get_freeze_count() > 0)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["0", "True"], out.stderr
+    assert (tmp_path / "b.csv").stat().st_size > 0
