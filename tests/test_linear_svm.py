@@ -181,13 +181,13 @@ def test_learn_val_is_refused_for_a_model_without_a_twin():
     assert "LinearSVM" in e.value.hint
 
 
-def _svm_config(train_csv, val_csv, tmp_path, name, **training):
+def _svm_config(train_csv, tmp_path, name, *, val_csv=None, epochs=3, **training):
+    """A LinearSVM run with the model's own defaults (rate, monitor, early stopping) and ``training`` set."""
     from helpers import make_config
 
-    cfg = make_config(train_csv, tmp_path, val=[val_csv], epochs=3)
+    cfg = make_config(train_csv, tmp_path, epochs=epochs, **({"val": [val_csv]} if val_csv else {}))
     cfg.model.name, cfg.output.name = "LinearSVM", name
-    cfg.training.sparse_optimizer = cfg.training.monitor = None
-    cfg.training.early_stopping = None
+    cfg.training.sparse_optimizer = cfg.training.monitor = cfg.training.early_stopping = None
     for k, v in training.items():
         setattr(cfg.training, k, v)
     return cfg
@@ -200,9 +200,9 @@ def test_the_saved_model_learns_the_validation_rows_while_the_figures_stay_those
 
     write_corpus(str(tmp_path / "t.csv"), 2000, classes=4, seed=11)
     write_corpus(str(tmp_path / "v.csv"), 1200, classes=4, seed=12)
-    learned = train(_svm_config(tmp_path / "t.csv", tmp_path / "v.csv", tmp_path, "learned", learn_val=True),
+    learned = train(_svm_config(tmp_path / "t.csv", tmp_path, "learned", val_csv=tmp_path / "v.csv", learn_val=True),
                     client=client)
-    held = train(_svm_config(tmp_path / "t.csv", tmp_path / "v.csv", tmp_path, "held", learn_val=False),
+    held = train(_svm_config(tmp_path / "t.csv", tmp_path, "held", val_csv=tmp_path / "v.csv", learn_val=False),
                  client=client)
     # The reported figures are the held-out twin's: exactly a run that never learns the validation rows.
     for key in ("val_accuracy", "val_loss"):
@@ -235,14 +235,8 @@ def test_past_its_row_limit_the_split_validation_rows_stay_held_out_unless_asked
     monkeypatch.setattr(orchestrator, "LEARN_VAL_MAX_ROWS", 1000)   # the 1,350 training rows are past it
 
     def run(name, **training):
-        from helpers import make_config
-
-        cfg = make_config(tmp_path / "t.csv", tmp_path, epochs=2)
-        cfg.model.name, cfg.output.name = "LinearSVM", name
-        cfg.training.sparse_optimizer = cfg.training.monitor = cfg.training.early_stopping = None
-        for k, v in training.items():
-            setattr(cfg.training, k, v)
-        res = train(cfg, client=client)
+        cfg = _svm_config(tmp_path / "t.csv", tmp_path, name, epochs=2, **training)
+        train(cfg, client=client)
         return json.loads((tmp_path / "runs" / name / "config.json").read_text())["training"]["learn_val"]
 
     assert run("auto") is False
