@@ -97,6 +97,41 @@ def test_a_rank_that_cannot_fit_in_its_workers_memory_limit_is_refused_before_an
     assert seen == []
 
 
+def test_ddp_waits_for_its_own_local_workers_that_are_restarting_and_refuses_a_short_existing_cluster_at_once():
+    # A run's own LocalCluster briefly has fewer workers when its nannies
+    # restart one (killed by the OS, or for memory, under load): that is no
+    # user error. An existing cluster's count is taken as it is.
+    import time
+
+    from distributed import Client, LocalCluster
+
+    from lancetnic_flow.dataflow.cluster import workers_info
+    from lancetnic_flow.training.ddp.driver import preflight
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      memory_limit="1GiB") as cluster, Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+
+        def killed_both() -> None:
+            for pid in client.run(os.getpid).values():
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while len(workers_info(client)) == 2:
+                assert time.monotonic() < deadline, "the workers did not die"
+                time.sleep(0.02)
+
+        killed_both()
+        with pytest.raises(UserError, match="--ddp 2 needs 2 Dask workers, the cluster has [01]"):
+            preflight(client, 2, 0)
+        client.wait_for_workers(2, timeout=60)
+        killed_both()
+        events, warned = Events(), []
+        events.subscribe(lambda kind, e: warned.append(e["message"]) if kind == "warning" else None)
+        chosen = preflight(client, 2, 0, own_workers=2, events=events)
+        assert len(chosen) == 2 and set(chosen) == set(workers_info(client))
+        assert warned and "restarting" in warned[0]
+
+
 @pytest.mark.slow
 def test_train_ddp_through_the_cli_on_a_local_cluster(small_corpus, tmp_path):
     # 4 GiB: at 3 GiB each worker's 890 MiB share holds a rank with ~50 MiB to spare, and under load

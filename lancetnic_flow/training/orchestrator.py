@@ -462,7 +462,8 @@ class Training:
         # and sends its weights back through Dask at each pause: a copy or two of them on the way.
         weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
         rank_bytes = self.need + 2 * weights
-        preflight(self.client, self.tc.ddp, rank_bytes)   # before the featurisation pass, not after
+        own = 0 if self.memory.external else self.memory.workers   # workers this run started, see preflight
+        preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events)   # before the featurisation pass
         if not self.feed.complete:
             self.events.emit("stage", stage="featurising")
             for _ in self.feed.featurize():
@@ -480,7 +481,8 @@ class Training:
                       every=self.every, features=self.features)
         self.events.emit("stage", stage="training", epoch=state.epoch + 1, epochs=self.tc.epochs,
                          total_rows=state.total_rows, source="ddp", ranks=self.tc.ddp, monitor=self.tc.monitor)
-        driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop)
+        driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop,
+                            own_workers=own)
         done = driver.run(state if self.saved is not None else None, self._ddp_pause)
         self.model.load_state_dict(done.weights)
         state.history, state.confusions, state.best = done.history, done.confusions, done.best

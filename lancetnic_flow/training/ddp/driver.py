@@ -147,11 +147,29 @@ def forget_segment(client: Any, segment: str) -> None:
         Variable(segment, client=client).delete()
 
 
-def preflight(client: Any, world: int, rank_bytes: int) -> list[str]:
+# How long a LocalCluster this run started gets to bring back workers its
+# nannies are restarting (a worker process starts in seconds, slower under load).
+OWN_WORKERS_BACK_S = 60.0
+
+
+def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0, events: Any = None) -> list[str]:
     """The workers the ranks go to (the first ``world`` by address); refuses,
     before anything runs, too few workers or one whose memory limit cannot
-    hold a rank (its nanny would kill it over and over)."""
+    hold a rank (its nanny would kill it over and over).
+
+    ``own_workers``: the workers of the LocalCluster this run started. Fewer
+    than that can only be workers its nannies are restarting (a worker killed
+    by the OS or for memory a moment ago): they get
+    :data:`OWN_WORKERS_BACK_S` to come back, with a warning, before the run is
+    refused. An existing cluster's count is taken as it is."""
     info = workers_info(client)
+    if len(info) < world <= own_workers:
+        if events is not None:
+            events.emit("warning", message=f"--ddp {world}: {len(info)} of this run's {own_workers} local workers "
+                                           "are up (the others are restarting); waiting for them")
+        with contextlib.suppress(TimeoutError):
+            client.wait_for_workers(world, timeout=OWN_WORKERS_BACK_S)
+        info = workers_info(client)
     if len(info) < world:
         raise UserError(f"--ddp {world} needs {world} Dask workers, the cluster has {len(info)}",
                         f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp")
@@ -187,11 +205,12 @@ class RankDriver:
     """Runs ``job.world`` ranks in segments until the run is done."""
 
     def __init__(self, client: Any, job: RankJob, events: Any, *, rank_bytes: int = 0, device: str = "cpu",
-                 stop: Any = None):
+                 stop: Any = None, own_workers: int = 0):
         from distributed import Event
 
         self.client, self.job, self.events, self.rank_bytes, self.device, self.stop = (
             client, job, events, rank_bytes, device, stop)
+        self.own_workers = own_workers   # a LocalCluster this run started: see preflight
         self.stop_name = f"lancetnic-flow-stop-{uuid.uuid4().hex}"
         self.stop_event = Event(self.stop_name, client=client)
         self.clocks: list[dict] = [{} for _ in range(job.world)]   # per rank, summed over segments
@@ -201,7 +220,7 @@ class RankDriver:
     def place(self) -> None:
         """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
         world = self.job.world
-        self.chosen = preflight(self.client, world, self.rank_bytes)
+        self.chosen = preflight(self.client, world, self.rank_bytes, own_workers=self.own_workers, events=self.events)
         kind, local = choose_device(self.client, self.chosen, self.device)
         host = self.client.submit(worker_host, workers=[self.chosen[0]], pure=False).result()
         self.job = dataclasses.replace(self.job, address=host, device=kind, local_ranks=local,
