@@ -115,11 +115,9 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
                 yield buf.take(order[first:first + batch_size])
             buf = buf.take(order[n_out:])
             order = np.arange(len(buf), dtype=np.int64)
-    if len(order):
-        out = buf.take(order[rng.permutation(len(order))])
-        buf = None
-        for first in range(0, len(out), batch_size):
-            yield out.slice(first, first + batch_size)
+    order = order[rng.permutation(len(order))]
+    for first in range(0, len(order), batch_size):
+        yield buf.take(order[first:first + batch_size])
 
 
 def _batches_in_order(blocks: Iterable[RowBlock], batch_size: int) -> Iterator[RowBlock]:
