@@ -113,8 +113,14 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
         if n_out > 0:
             for first in range(0, n_out, batch_size):
                 yield buf.take(order[first:first + batch_size])
-            buf = buf.take(order[n_out:])
-            order = np.arange(len(buf), dtype=np.int64)
+            # The rows that stay, in the buffer's own order: a gather that
+            # reads memory front to back (a permuted one misses the cache
+            # on every row); ``order`` keeps their permuted order.
+            rest = order[n_out:]
+            by_place = np.argsort(rest, kind="stable")
+            buf = buf.take(rest[by_place])
+            order = np.empty(len(rest), np.int64)
+            order[by_place] = np.arange(len(rest), dtype=np.int64)
     order = order[rng.permutation(len(order))]
     for first in range(0, len(order), batch_size):
         yield buf.take(order[first:first + batch_size])
