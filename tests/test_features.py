@@ -110,6 +110,27 @@ def test_max_features_ranks_terms_by_corpus_frequency_like_sklearn():
     assert f.vocabulary.to_pylist() == ["rare"]
 
 
+def _prune_by_sorting_every_term(terms: pa.Table, max_features: int) -> list[str]:
+    """The cut as first written: sort all terms by (count descending, term), keep the first."""
+    idx = pa.compute.sort_indices(terms, sort_keys=[("tf", "descending"), ("term", "ascending")])
+    return sorted(terms.take(idx[:max_features])["term"].to_pylist())
+
+
+@pytest.mark.parametrize("seed,n,k,spread", [(0, 500, 50, 3), (1, 2000, 1999, 2), (2, 300, 1, 1),
+                                             (3, 1000, 400, 1000), (4, 64, 63, 1)])
+def test_max_features_cut_keeps_exactly_the_terms_a_full_sort_keeps_ties_broken_by_term(seed, n, k, spread):
+    # Counts drawn from a small range make large ties at the cut (spread 1: every count equal).
+    rng = np.random.default_rng(seed)
+    words = sorted({"".join(rng.choice(list("abcdé z"), rng.integers(1, 8))) for _ in range(3 * n)})[:n]
+    tf = rng.integers(1, spread + 1, len(words))
+    terms = pa.table({"term": pa.chunked_array([words[:len(words) // 2], words[len(words) // 2:]], pa.string()),
+                      "df": pa.array(tf), "tf": pa.array(tf)})
+    from lancetnic_flow.features.vocab import prune
+    kept, df = prune(terms, docs=10_000, max_features=k)
+    assert kept.to_pylist() == _prune_by_sorting_every_term(terms, k)
+    assert len(kept) == min(k, len(words)) and len(df) == len(kept)
+
+
 def _sorted_frequencies(terms) -> dict:
     """Document frequencies the slow, obvious way: distinct (row, term) pairs."""
     pairs = {(r, t) for r, t in zip(terms.rows.tolist(), terms.terms.to_pylist())}

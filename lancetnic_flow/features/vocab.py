@@ -139,10 +139,27 @@ def prune(terms: pa.Table, docs: int, *, min_df: float = 1, max_df: float = 1.0,
     keep = pc.and_(pc.greater_equal(df, bound(min_df)), pc.less_equal(df, bound(max_df)))
     t = terms.filter(keep)
     if max_features is not None and t.num_rows > max_features:
-        idx = pc.sort_indices(t, sort_keys=[("tf", "descending"), ("term", "ascending")])
-        t = t.take(idx[:max_features])
+        t = t.filter(pa.array(_top_by_count(t, max_features)))
     t = t.sort_by([("term", "ascending")])
     return t["term"].combine_chunks().cast(pa.string()), t["df"].to_numpy().astype(np.int64)
+
+
+def _top_by_count(terms: pa.Table, k: int) -> np.ndarray:
+    """A mask of the ``k`` terms with the highest corpus count, ties broken by
+    term: what sorting every term by (count descending, term) and taking the
+    first ``k`` keeps, with only the terms tied at the cut sorted as strings
+    (a sort of millions of bigram strings took most of the pruning)."""
+    tf = terms["tf"].to_numpy()
+    cut = np.partition(tf, len(tf) - k)[len(tf) - k]   # the k-th highest count
+    keep = tf > cut
+    tied = np.flatnonzero(tf == cut)
+    need = k - int(keep.sum())
+    if need >= len(tied):
+        keep[tied] = True
+    else:
+        by_term = pc.array_sort_indices(terms["term"].take(pa.array(tied)).combine_chunks(), order="ascending")
+        keep[tied[by_term.to_numpy()[:need]]] = True
+    return keep
 
 
 def smooth_idf(df: np.ndarray, docs: int) -> np.ndarray:
