@@ -131,6 +131,29 @@ def test_max_features_cut_keeps_exactly_the_terms_a_full_sort_keeps_ties_broken_
     assert len(kept) == min(k, len(words)) and len(df) == len(kept)
 
 
+def test_merged_statistics_sum_each_terms_counts_over_partials_in_any_grouping():
+    rng = np.random.default_rng(5)
+    words = [f"w{i} x" if i % 3 else f"w{i}" for i in range(400)]
+    partials, want_df, want_tf = [], {}, {}
+    for _ in range(6):
+        chosen = sorted(set(rng.choice(words, 150).tolist()))
+        df = rng.integers(1, 9, len(chosen))
+        tf = df + rng.integers(0, 5, len(chosen))
+        for w, d, t in zip(chosen, df, tf):
+            want_df[w] = want_df.get(w, 0) + int(d)
+            want_tf[w] = want_tf.get(w, 0) + int(t)
+        partials.append(FitStats(docs=10, terms=pa.table({"term": pa.array(chosen, pa.string()),
+                                                          "df": pa.array(df), "tf": pa.array(tf)})))
+    from lancetnic_flow.features.vocab import merge_stats
+    for merged in (merge_stats(partials),
+                   merge_stats([merge_stats(partials[:2]), merge_stats(partials[2:5]), partials[5]])):
+        got = merged.terms.to_pydict()
+        assert dict(zip(got["term"], got["df"])) == want_df
+        assert dict(zip(got["term"], got["tf"])) == want_tf
+        assert len(got["term"]) == len(set(got["term"])) and merged.docs == 60
+        assert merged.terms.schema.field("df").type == pa.int64()
+
+
 def _sorted_frequencies(terms) -> dict:
     """Document frequencies the slow, obvious way: distinct (row, term) pairs."""
     pairs = {(r, t) for r, t in zip(terms.rows.tolist(), terms.terms.to_pylist())}
