@@ -178,6 +178,63 @@ def test_document_frequencies_count_each_term_once_per_row_like_distinct_pairs(n
     assert dict(zip(got["term"], got["df"])) == _sorted_frequencies(terms)
 
 
+def _sklearn_counts(texts: list[str], low: int, high: int, stop) -> tuple[dict, dict]:
+    """scikit-learn's CountVectorizer: each term's document frequency and corpus count."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    X = CountVectorizer(ngram_range=(low, high), stop_words=stop)
+    m = X.fit_transform(texts)
+    names = X.get_feature_names_out()
+    df = np.asarray((m > 0).sum(axis=0)).ravel()
+    tf = np.asarray(m.sum(axis=0)).ravel()
+    return dict(zip(names, df.tolist())), dict(zip(names, tf.tolist()))
+
+
+@pytest.mark.parametrize("low,high,stop", [(1, 1, None), (1, 2, None), (2, 3, None), (1, 3, "english")])
+def test_the_compiled_fit_counter_gives_scikit_learns_document_and_corpus_counts(low, high, stop):
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from lancetnic_flow.features.vocab import term_counts
+
+    rng = np.random.default_rng(high)
+    words = ["w%d" % i for i in range(60)] + ["the", "fox", "日本語", "café"]
+    # Rows of words seen often, rows where every n-gram is new (long unique words: the
+    # string buffer's bound), empty and blank rows, and CORPUS's Unicode and punctuation.
+    texts = ([" ".join(rng.choice(words, rng.integers(0, 40))) for _ in range(400)]
+             + [" ".join(f"{'long' * 30}{i}x{j}" for j in range(25)) for i in range(20)]
+             + ["", "   ", "a b c"] + CORPUS)
+    words_stop = sorted(ENGLISH_STOP_WORDS) if stop else None
+    table, occurrences = term_counts(pa.array(texts), ngram_min=low, ngrams=high, stop_words=words_stop)
+    want_df, want_tf = _sklearn_counts(texts, low, high, stop)
+    got = table.to_pydict()
+    assert dict(zip(got["term"], got["df"])) == want_df
+    assert dict(zip(got["term"], got["tf"])) == want_tf
+    assert occurrences == sum(want_tf.values())
+    # Sorted by the key the transform looks each term up by.
+    keys = np.array(got["key"], np.uint64)
+    assert (np.diff(keys.astype(np.float64)) >= 0).all() and len(set(got["key"])) == len(keys)
+    from lancetnic_flow.features import kernels
+    from lancetnic_flow.features.tokenize import text_buffers
+
+    assert (kernels.term_keys(*text_buffers(table["term"].combine_chunks(), lowercase=False)) == keys).all()
+    # The same table the string path (terms → dictionary → counts) makes.
+    old = document_frequencies(terms_of(pa.array(texts), high, ngram_min=low, stop_words=words_stop))
+    assert old.equals(table)
+
+
+def test_merging_keyed_partials_equals_counting_the_whole_at_once():
+    from lancetnic_flow.features.vocab import merge_stats, term_counts
+
+    rng = np.random.default_rng(7)
+    words = ["w%d" % i for i in range(300)]
+    texts = [" ".join(rng.choice(words, rng.integers(0, 30))) for _ in range(900)]
+    whole, _ = term_counts(pa.array(texts), ngrams=2)
+    parts = [FitStats(terms=term_counts(pa.array(texts[i:i + 97]), ngrams=2)[0]) for i in range(0, 900, 97)]
+    for merged in (merge_stats(parts), merge_stats([merge_stats(parts[:3]), merge_stats(parts[3:])]),
+                   merge_stats(parts[::-1])):
+        assert merged.terms.equals(whole)
+
+
 # ---------------------------------------------------------------- hashing
 
 

@@ -21,9 +21,8 @@ from ..events import NULL_EVENTS, Events
 from .labelsets import is_label_sets, set_counts
 from .rows import RowBlock
 from .split import validation_mask
-from .tokenize import terms_of
 from .vectorize import PIECE_ROWS, FittedFeatures, text_options
-from .vocab import FitStats, Moments, document_frequencies, merge_stats, prune, smooth_idf
+from .vocab import FitStats, Moments, merge_stats, merge_terms, prune, smooth_idf, term_counts
 
 # The vocabulary's size cap when --max-features is not given.
 DEFAULT_MAX_FEATURES = 100_000
@@ -67,18 +66,18 @@ def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, numeric
         # Piece by piece, so tokenisation's working arrays stay small; the
         # per-piece tables hold distinct terms only.
         opts = text_options(fcfg)
-        ngrams = 1 if fcfg.mode == "ids" else opts["ngrams"]
+        ngram_min, ngrams = (1, 1) if fcfg.mode == "ids" else (opts["ngram_min"], opts["ngrams"])
         pieces = []
         for start in range(0, train.num_rows, PIECE_ROWS):
-            terms = terms_of(train["text"].slice(start, PIECE_ROWS), ngrams, lowercase=opts["lowercase"],
-                             ngram_min=opts["ngram_min"], stop_words=opts["stop_words"],
-                             normalize=opts["normalize"], tokenizer=opts["tokenizer"])
-            stats.tokens += len(terms.terms)
-            pieces.append(FitStats(terms=document_frequencies(terms)))
-            del terms
+            terms, occurrences = term_counts(train["text"].slice(start, PIECE_ROWS), ngram_min=ngram_min,
+                                             ngrams=ngrams, lowercase=opts["lowercase"],
+                                             normalize=opts["normalize"], stop_words=opts["stop_words"],
+                                             tokenizer=opts["tokenizer"])
+            stats.tokens += occurrences
+            pieces.append(terms)
             if len(pieces) == 4:  # fold early: peak = merged terms + a few pieces
-                pieces = [merge_stats(pieces)]
-        stats.terms = merge_stats(pieces).terms if len(pieces) > 1 else pieces[0].terms
+                pieces = [merge_terms(pieces)]
+        stats.terms = merge_terms(pieces)
     return stats
 
 

@@ -77,6 +77,17 @@ def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True,
     return data, offsets.astype(np.int64)
 
 
+def stop_table(words: list[str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, values) of the stop words' token keys: the set the kernels look
+    each token up in (an empty table when there are none)."""
+    k = compiled_kernels()
+    if not words:
+        return np.zeros(2, np.uint64), np.full(2, -1, np.int64)
+    data, offsets = text_buffers(pa.array(list(words), pa.string()), lowercase=False)
+    n = len(offsets) - 1
+    return k.build_table(k.whole_hashes(data, offsets, np.ones(n, np.uint8)), np.zeros(n, np.int64))
+
+
 def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, min_len: int = MIN_CHARS,
              normalize: str = "none") -> Terms:
     """Split texts into word tokens; keeps order within each row."""

@@ -39,7 +39,7 @@ from .hashing import legacy_hashes
 from .labelsets import chunk_multi_hot, is_label_sets, multi_hot, remap
 from .rows import RowBlock
 from .stop_words import ENGLISH
-from .tokenize import MIN_CHARS, Terms, compiled_kernels, custom_tokens, terms_of, text_buffers
+from .tokenize import MIN_CHARS, Terms, compiled_kernels, custom_tokens, stop_table, terms_of, text_buffers
 
 PAD, UNK = 0, 1
 # Rows tokenised at once: a few MiB of text, so the kernels' working arrays stay small.
@@ -106,13 +106,7 @@ class FittedFeatures:
         """(keys, values) of the stop words' token keys: a set the kernels look tokens up in."""
         table = self.__dict__.get("_stop")
         if table is None:
-            table = (np.zeros(2, np.uint64), np.full(2, -1, np.int64))
-            if self.stop_words:
-                data, offsets = text_buffers(pa.array(self.stop_words, pa.string()), lowercase=False)
-                k = compiled_kernels()
-                table = k.build_table(k.whole_hashes(data, offsets, np.ones(len(offsets) - 1, np.uint8)),
-                                      np.zeros(len(offsets) - 1, np.int64))
-            self.__dict__["_stop"] = table
+            table = self.__dict__["_stop"] = stop_table(self.stop_words)
         return table
 
     def _buffers(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
