@@ -340,12 +340,14 @@ class TrainConfig:
         self.features.read_stop_words(self.data.storage_options)   # the data's credentials open the file
         for part in (self.data, self.features, self.model, self.training, self.cluster, self.output):
             part.validate()
-        from .registry import SPARSE_STEP
+        from .registry import SPARSE_STEP, VALUE_SPARSE_LR
 
         self._resolve_auto_model()
         spec = MODELS[self.model.name]
         t = self.training
-        t.task = t.task or spec.task
+        # --model auto with a target: a value is asked for (the MLP's own task, classify, would leave it unread).
+        auto_value = getattr(self, "_auto_from", None) is not None and self.data.target
+        t.task = t.task or ("regress" if auto_value else spec.task)
         self.model.hidden = self.model.hidden or (64 if spec.net == "ScalpelNet" else 128)
         if t.early_stopping is None:
             t.early_stopping = 0 if spec.fixed.get("margin") else 2
@@ -362,9 +364,10 @@ class TrainConfig:
                             "pass --model LinearSVM, or --sparse-optimizer sgd|adam")
         elif t.sparse_optimizer is None:
             t.sparse_optimizer, lr = SPARSE_STEP.get(spec.net, ("adam", None))   # a model of your own: lazy Adam
-            t.sparse_lr = t.sparse_lr or lr
-        elif t.sparse_optimizer == "sgd" and t.sparse_lr is None:
-            t.sparse_lr = SPARSE_STEP["ScalpelNet"][1]
+        else:
+            lr = SPARSE_STEP["ScalpelNet"][1] if t.sparse_optimizer == "sgd" else None
+        if t.sparse_lr is None:
+            t.sparse_lr = VALUE_SPARSE_LR if t.sparse_optimizer == "sgd" and t.task in ("regress", "multitask") else lr
         if t.task not in spec.every_task:
             raise UserError(f"model {self.model.name} cannot {t.task}",
                             f"it does: {', '.join(spec.every_task)}; models for {t.task}: "

@@ -38,6 +38,13 @@ class ModelSpec:
 # SGD for bags of terms (a term's weight grows with the evidence for it; lazy
 # Adam there lets terms seen once memorise their rows), lazy Adam for token embeddings.
 SPARSE_STEP: dict[str, tuple[str, float | None]] = {"ScalpelNet": ("sgd", 2.5), "SequenceNet": ("adam", None)}
+# The per-example SGD rate of the input rows when a value head learns too
+# (regress, multitask). A squared error's gradient grows with the error, where
+# a class loss's is at most 1 per row, and the rows a batch shares add up their
+# examples' steps: at 2.5, terms in most rows (a short or templated text)
+# overshot and the run diverged to the mean (R² -0.02 where a ridge regression
+# reaches 0.99). At 1.0 three corpora gained R² (docs/benchmarks.md, "Regression").
+VALUE_SPARSE_LR = 1.0
 
 # --model auto (the default) picks LinearSVM for one label per row over sparse
 # rows, ScalpelMC otherwise (config.TrainConfig.validate says when); LinearSVM's

@@ -507,6 +507,33 @@ def test_scalpel_reg_without_a_target_is_a_user_error_because_it_regresses_by_de
         _config("ScalpelReg", target=None).validate()
 
 
+def test_auto_model_with_a_target_regresses_and_a_named_classifier_keeps_its_task():
+    # Before: --target with the default model trained a classifier on the label column, the target unread.
+    auto = _config("auto").validate()
+    assert (auto.training.task, auto.model.name, auto.data.label) == ("regress", "ScalpelMC", None)
+    named = _config("ScalpelMC").validate()
+    assert named.training.task == "classify"
+    both = _config("auto", "multitask").validate()
+    assert (both.training.task, both.data.label) == ("multitask", "label")
+    assert _config("auto", target=None).validate().training.task == "classify"
+
+
+@pytest.mark.parametrize("name,task,sparse,given,want", [
+    ("auto", None, None, None, 1.0),               # regress: a value head steps the rows at 1.0
+    ("ScalpelMTSK", None, None, None, 1.0),        # multitask too
+    ("ScalpelReg", None, "sgd", None, 1.0),
+    ("ScalpelMC", None, None, None, 2.5),          # a class loss alone keeps 2.5
+    ("ScalpelReg", None, None, 2.5, 2.5),          # a rate given is the rate used
+    ("ScalpelReg", None, "adam", None, None),      # lazy Adam runs at --lr
+])
+def test_the_input_rows_default_rate_is_lower_when_a_value_head_learns(name, task, sparse, given, want):
+    cfg = _config(name, task)
+    cfg.training.sparse_optimizer, cfg.training.sparse_lr = sparse, given
+    t = cfg.validate().training
+    assert t.sparse_lr == want
+    assert t.sparse_lr == cfg.validate().training.sparse_lr   # validating again changes nothing
+
+
 # ---------------------------------------------------------------- task losses
 
 

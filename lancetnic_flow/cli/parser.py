@@ -105,8 +105,8 @@ TRAIN: dict[str, list[Option]] = {
         O("--model", "auto|LinearSVM|ScalpelMC|ScalpelReg|ScalpelMTSK|FastTextBag|LancetMC|LancetMCA|LancetMCA_gru|"
           "LancetReg (default auto: LinearSVM for one label per row, ScalpelMC otherwise; see docs/models.md)",
           "NAME", default="auto"),
-        O("--task", "classify|regress|multitask|multilabel (default: the model's; multilabel: a set of labels per "
-          "row, see docs/multilabel.md)", "TASK"),
+        O("--task", "classify|regress|multitask|multilabel (default: the model's; --model auto with --target: "
+          "regress; multilabel: a set of labels per row, see docs/multilabel.md)", "TASK"),
         O("--class-loss", "cross_entropy|bce (two classes)|hinge (one-vs-rest; LinearSVM's)", "NAME",
           default="cross_entropy"),
         O("--value-loss", "mse|l1|smooth_l1", "NAME", default="mse"),
@@ -127,8 +127,8 @@ TRAIN: dict[str, list[Option]] = {
         O("--optimizer", "adam|radam|sgd|rmsprop|adadelta", "NAME", default="adam"),
         O("--sparse-optimizer", "sgd|adam for the input rows (default: sgd for Scalpel*/FastTextBag, adam for "
           "Lancet*; LinearSVM has its own per-example hinge step)", "NAME"),
-        O("--sparse-lr", "learning rate of the input rows: per example with sgd (default 2.5) and LinearSVM "
-          "(default 0.3), as --lr with adam",
+        O("--sparse-lr", "learning rate of the input rows: per example with sgd (default 2.5; 1.0 when a "
+          "target is learnt) and LinearSVM (default 0.3), as --lr with adam",
           "X", float),
         O("--early-stopping", "stop after this many epochs without improving --monitor, keeping the best weights "
           "(default 2; 0: train every epoch; LinearSVM's default is 0, keeping the last epoch's weights)", "EPOCHS", int),
