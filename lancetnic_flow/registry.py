@@ -43,7 +43,8 @@ SPARSE_STEP: dict[str, tuple[str, float | None]] = {"ScalpelNet": ("sgd", 2.5), 
 # a class loss's is at most 1 per row, and the rows a batch shares add up their
 # examples' steps: at 2.5, terms in most rows (a short or templated text)
 # overshot and the run diverged to the mean (R² -0.02 where a ridge regression
-# reaches 0.99). At 1.0 three corpora gained R² (docs/benchmarks.md, "Regression").
+# reaches 0.99). At 1.0 that text reaches 0.93 and two other corpora move
+# within 0.002 of R² (docs/benchmarks.md, "Regression").
 VALUE_SPARSE_LR = 1.0
 
 # --model auto (the default) picks LinearSVM for one label per row over sparse
