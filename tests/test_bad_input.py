@@ -96,6 +96,8 @@ def inputs(tmp_path_factory) -> Path:
     for name, data in {"messy.csv": MESSY_CSV, "messy.tsv": MESSY_TSV, "messy.jsonl": MESSY_JSONL,
                        "long.csv": LONG_CSV, "val.csv": VAL_CSV, "regress.csv": REGRESS_CSV,
                        "empty.csv": b"", "header.csv": b"text,label\n",
+                       "blank-texts.csv": b'text,label\n"",a\n"  ",b\n"!!",c\n',
+                       "no-labels.csv": b"text,label\nhello world,\nfoo bar,\n",
                        "good.csv": b"text,label,target\n" + b"".join(
                            f"{t},{lab},{i}\n".encode() for i, (t, lab) in enumerate(good_rows(40))),
                        "good.jsonl": b"".join(json.dumps({"text": t, "label": lab}).encode() + b"\n"
@@ -205,6 +207,9 @@ def errors(inputs):
     closed_url = f"http://127.0.0.1:{closed.getsockname()[1]}/x.csv"
     cases = {
         "empty_file": ["empty.csv"],
+        "target_not_numbers": ["good.csv", "--target", "label"],
+        "blank_texts": ["blank-texts.csv"],
+        "no_labels": ["no-labels.csv"],
         "header_only": ["header.csv"],
         "glob_matches_nothing": ["nothing-*.csv"],
         "path_through_a_file": ["good.csv/x.csv"],
@@ -245,6 +250,15 @@ def user_error(errors, case: str, *needles: str) -> str:
 def test_an_empty_file_or_a_header_only_csv_exits_2_saying_there_are_no_rows(errors):
     user_error(errors, "empty_file", "empty.csv", "empty", "files that hold rows")
     user_error(errors, "header_only", "header.csv", "no training rows")
+
+
+def test_every_row_skipped_exits_2_counting_the_reasons_and_naming_the_column_to_check(errors):
+    # Before: "every row was skipped (malformed, empty text, missing label)" whatever the reason.
+    out = user_error(errors, "target_not_numbers", "good.csv", "40 rows read", "40 missing_target", "'label'",
+                     "--target")
+    assert "missing_label" not in out
+    user_error(errors, "blank_texts", "3 rows read", "3 empty_text", "--text")
+    user_error(errors, "no_labels", "2 rows read", "2 missing_label", "--label")
 
 
 def test_a_glob_that_matches_nothing_exits_2_listing_what_the_folder_holds(errors):

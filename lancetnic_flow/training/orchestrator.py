@@ -156,13 +156,38 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
     return task
 
 
-def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures) -> None:
+# What to check when every row was skipped for a reason, by the reason most rows had.
+SKIP_HINTS = {
+    "missing_target": "the --target column {target!r} must hold numbers; check --target",
+    "missing_label": "the --label column {label!r} must hold a value in every row; check --label",
+    "empty_text": "the --text column {text} must hold words; check --text",
+    "not_text": "the --text column {text} must hold strings, not numbers, lists or objects; check --text",
+    "unknown_label": "no training row has the validation rows' labels; check the --val data",
+}
+
+
+def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> UserError:
+    """No training row: what was read, why each row was skipped, and what to check."""
+    data = ", ".join(cfg.data.train)
+    if not rows_read:
+        return UserError(f"no training rows in {data}", "the input holds a header only; check the file and --format")
+    if not skipped:
+        return UserError(f"no training rows in {data}: the {rows_read:,} rows read were all held out for validation",
+                         "add rows, or lower --val-fraction")
+    reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+    worst = max(skipped, key=skipped.get)
+    hint = SKIP_HINTS.get(worst, "check the file, --format and the column options").format(
+        target=cfg.data.target, label=cfg.data.label, text=", ".join(map(repr, cfg.data.text)))
+    return UserError(f"no training rows in {data}: {rows_read:,} rows read, {sum(skipped.values()):,} skipped "
+                     f"({reasons})", hint)
+
+
+def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, rows_read: int = 0,
+                 skipped: dict[str, int] | None = None) -> None:
     """Refuse a fit that left nothing to train on, naming what to check."""
     data = ", ".join(cfg.data.train)
     if features.docs == 0:
-        raise UserError(f"no training rows in {data}",
-                        "the input holds a header only, or every row was skipped (malformed, empty "
-                        "text, missing label); check the file and --format")
+        raise no_rows_error(cfg, rows_read, skipped or {})
     if columns.label and not features.labels:
         raise UserError(f"no labelled training rows in {data}",
                         f"check --label {cfg.data.label!r} and that rows have a value in it")
@@ -288,8 +313,8 @@ class Training:
         features = read_features(self.entry, self.cache_so)
         results = None
         if features is None:
-            features, results = self._fit_pass()
-            check_fitted(self.cfg, self.columns, features)
+            features, results, totals = self._fit_pass()
+            check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
             write_features(self.entry, features, self.cache_so)
         else:
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
@@ -304,8 +329,9 @@ class Training:
             self.feed.finish_entry(results)
         self.stage_seconds["fit"] = time.monotonic() - ts
 
-    def _fit_pass(self) -> tuple[FittedFeatures, list | None]:
-        """The pass over the data on the cluster: fitted features, and the shards it wrote (hashing only)."""
+    def _fit_pass(self) -> tuple[FittedFeatures, list | None, Any]:
+        """The pass over the data on the cluster: fitted features, the shards it
+        wrote (hashing only) and the pass's totals (rows read, skipped by reason)."""
         fc, opts = self.cfg.features, dict(storage_options=self.cfg.data.storage_options,
                                             chunk_bytes=self.memory.partition, val_fraction=self.val_fraction,
                                             events=self.events)
@@ -313,9 +339,9 @@ class Training:
         again = dict(on_retry=lambda: self.events.emit(
             "warning", message="lost the connection to the Dask scheduler; reconnected, fitting again"))
         if fc.mode != "hashing":
-            features, _ = retrying(self.client, fit_features, self.client, self.train_src.partitions, self.columns, fc,
-                                   **again, **opts)
-            return features, None
+            features, stats = retrying(self.client, fit_features, self.client, self.train_src.partitions, self.columns,
+                                       fc, **again, **opts)
+            return features, None, stats
         val = self.val_src.partitions if self.val_src else []
         features, stats = retrying(self.client, fit_features, self.client, self.train_src.partitions + val,
                                    self.columns, fc, task=count_partition,
@@ -323,7 +349,7 @@ class Training:
                                    shard_dir=join(self.entry, "shards"), cache_options=self.cache_so, **again, **opts)
         for r in stats.results:
             r.drop_unknown(features.labels)
-        return features, stats.results
+        return features, stats.results, stats
 
     # ---- model
     def build_model(self) -> None:
