@@ -2,7 +2,8 @@
 """Build a second real-text corpus offline: Debian package descriptions,
 labelled by the package's section (``admin``, ``libs``, ``python``, ``games`` …).
 
-    sudo apt-get update -o Acquire::Languages=en          # once: the English long descriptions
+    sudo apt-get update -o Acquire::Languages=en          # the English long descriptions (a plain
+                                                          # apt-get update, as the image check runs, drops them)
     .venv/bin/python benchmarks/debian_corpus.py          # → benchmarks/out/data/debian-{train,test}.csv
 
 The text is what ``apt-cache show`` prints as a package's description: its
@@ -65,14 +66,26 @@ def clean(text: str) -> str:
     return re.sub(r"\s+", " ", " ".join(lines)).strip()
 
 
-def build(min_rows: int, test_share: float) -> tuple[list[tuple[str, str]], dict]:
+def long_descriptions() -> tuple[dict[str, str], list[str]]:
+    """Each package description's text by its md5, from the English
+    translation lists, and those lists. Refused when apt has none: an
+    ``apt-get update`` without ``-o Acquire::Languages=en`` drops them, and
+    the corpus would silently become the one-line summaries."""
     long_text: dict[str, str] = {}
     translations = sorted(glob.glob(f"{LISTS}/*_i18n_Translation-en*"))
+    if not translations:
+        raise SystemExit(f"no English description lists in {LISTS}: run "
+                         "apt-get update -o Acquire::Languages=en (a plain apt-get update removes them)")
     for path in translations:
         for st in stanzas(read_list(path)):
             if "Description-md5" in st and "Description-en" in st:
                 summary, _, body = st["Description-en"].partition("\n")
                 long_text[st["Description-md5"]] = clean(summary + "\n" + body)
+    return long_text, translations
+
+
+def build(min_rows: int, test_share: float) -> tuple[list[tuple[str, str]], dict]:
+    long_text, translations = long_descriptions()
     packages = sorted(glob.glob(f"{LISTS}/*_binary-*_Packages*"))
     rows: list[tuple[str, str, str]] = []   # package, text, label
     for path in packages:

@@ -80,12 +80,7 @@ def make_data(out: Path) -> tuple[Path, Path, str]:
 def debian_size(out: Path) -> tuple[Path, Path, str]:
     import debian_corpus as dc
 
-    described: dict[str, str] = {}
-    for path in sorted(glob.glob(f"{dc.LISTS}/*_i18n_Translation-en*")):
-        for st in dc.stanzas(dc.read_list(path)):
-            if "Description-md5" in st and "Description-en" in st:
-                summary, _, body = st["Description-en"].partition("\n")
-                described[st["Description-md5"]] = dc.clean(summary + "\n" + body)
+    described, _ = dc.long_descriptions()
     sizes: dict[str, float] = {}
     for path in sorted(glob.glob(f"{dc.LISTS}/*_binary-*_Packages*")):
         for st in dc.stanzas(dc.read_list(path)):
@@ -125,8 +120,11 @@ def ours(train: Path, test: Path, col: str, work: Path, options: list[str]) -> d
 
     name = "run-" + ("-".join(o.lstrip("-") for o in options) or "defaults")
     t0 = time.perf_counter()
-    subprocess.run([*cli_cmd(), "train", str(train), "--target", col, *options, "--out", str(work), "--name", name,
-                    "--quiet"], check=True, capture_output=True)
+    trained = subprocess.run([*cli_cmd(), "train", str(train), "--target", col, *options, "--out", str(work),
+                              "--name", name, "--quiet"], capture_output=True, text=True)
+    if trained.returncode:   # e.g. "training diverged": a row of the table, not the end of the benchmark
+        return {"r2": float("nan"), "rmse": float("nan"), "baseline_rmse": None,
+                "seconds": time.perf_counter() - t0, "error": (trained.stdout + trained.stderr).strip()[-300:]}
     ev = subprocess.run([*cli_cmd(), "evaluate", str(work / name), str(test), "--json", "--quiet"], check=True,
                         capture_output=True, text=True)
     m = json.loads(ev.stdout)

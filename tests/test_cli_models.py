@@ -45,7 +45,7 @@ import pytest
 from lancetnic_flow.config import TASKS
 from lancetnic_flow.models import MODELS
 
-from helpers import cli, model_task_pairs
+from helpers import assert_user_error, cli, model_task_pairs
 
 
 def cli_combos() -> list[tuple[str, str]]:
@@ -266,6 +266,20 @@ def test_a_refused_combination_exits_2_from_the_real_script_too(tmp_path):
     assert "model LancetMCA_gru reads --features ids, not tfidf" in out and "ids" in out
 
 
+def templated_csv(path: Path, rows: int = 4000) -> Path:
+    """Rows "value word<k> thing<j>" with the target y = k plus a uniform fraction."""
+    import random
+
+    rng = random.Random(5)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "y"])
+        for i in range(rows):
+            v = rng.random() * 10
+            w.writerow([f"value word{int(v)} thing{i % 7}", f"{v:.3f}"])
+    return path
+
+
 def test_a_target_alone_regresses_and_a_templated_text_learns_its_value_instead_of_the_mean(client, tmp_path):
     """`train --target COL` with the defaults on a short, templated text: every
     row is "value w<k> thing<j>", the target k plus noise. Each term is in a
@@ -273,16 +287,7 @@ def test_a_target_alone_regresses_and_a_templated_text_learns_its_value_instead_
     at the input rows' old rate (2.5 per example) the run diverged and settled
     on the mean (R² -0.02), the label-less file was refused as missing a label
     column, and a file with a label trained a classifier, the target unread."""
-    import random
-
-    rng = random.Random(5)
-    path = tmp_path / "templated.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["text", "y"])
-        for i in range(4000):
-            v = rng.random() * 10
-            w.writerow([f"value word{int(v)} thing{i % 7}", f"{v:.3f}"])
+    path = templated_csv(tmp_path / "templated.csv")
     run = tmp_path / "runs" / "templated"
     p = cli("train", path, "--target", "y", "--scheduler", client.scheduler.address, "--out", tmp_path / "runs",
             "--name", "templated", "--quiet", cwd=tmp_path)
@@ -291,3 +296,14 @@ def test_a_target_alone_regresses_and_a_templated_text_learns_its_value_instead_
     assert m["task"] == "regress"
     assert m["val_r2"] > 0.5, m["val_r2"]     # a ridge regression on the same TF-IDF: 0.99
     assert m["val_rmse"] < 0.7 * m["val_baseline_rmse"]
+
+
+def test_a_run_whose_loss_becomes_nan_exits_2_saying_it_diverged_and_which_rates_to_lower(client, tmp_path):
+    """Before: the epochs went on in nan and the run ended in an internal error
+    from drawing a histogram of nan residuals (exit 1, `ValueError`)."""
+    path = templated_csv(tmp_path / "templated.csv", rows=2000)
+    p = cli("train", path, "--target", "y", "--layers", "0", "--sparse-lr", "100", "--scheduler",
+            client.scheduler.address, "--out", tmp_path / "runs", "--name", "nan", cwd=tmp_path)
+    out = assert_user_error(p, "training diverged", "after epoch", "--sparse-lr", "--clip-grad")
+    assert "internal error" not in out
+    assert not (tmp_path / "runs" / "nan" / "model.json").exists()   # no finished run

@@ -352,3 +352,27 @@ def test_ctrl_c_while_a_ddp_run_featurises_stops_before_training_without_a_check
     assert type(stopped.value) is KeyboardInterrupt   # not TrainingInterrupted: nothing was trained
     assert seen and len(seen) < seen[0]["total"]      # it did not featurise everything first
     assert not (tmp_path / "runs" / "early" / CHECKPOINT).exists()
+
+
+def test_a_diverging_ddp_run_ends_in_the_ranks_words_not_a_peers_broken_connection(client, tmp_path):
+    """One rank raises "training diverged" at its epoch's end while its peer
+    waits in a collective and fails with gloo's "Connection closed by peer":
+    before, that second error became the run's (an internal error, exit 1)."""
+    import csv
+    import random
+
+    rng = random.Random(5)
+    path = tmp_path / "templated.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "y"])
+        for i in range(1500):
+            v = rng.random() * 10
+            w.writerow([f"value word{int(v)} thing{i % 7}", f"{v:.3f}"])
+    cfg = make_config(path, tmp_path, epochs=2)
+    cfg.data.label, cfg.data.target = None, "y"
+    cfg.model.name, cfg.model.layers = "ScalpelReg", 0
+    cfg.training.task, cfg.training.ddp = "regress", 2
+    cfg.training.sparse_optimizer, cfg.training.sparse_lr = "sgd", 100.0
+    with pytest.raises(UserError, match="training diverged"):
+        train(cfg, Events(), client=client)

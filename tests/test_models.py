@@ -534,6 +534,20 @@ def test_the_input_rows_default_rate_is_lower_when_a_value_head_learns(name, tas
     assert t.sparse_lr == cfg.validate().training.sparse_lr   # validating again changes nothing
 
 
+@pytest.mark.parametrize("train,val,bad", [
+    ({"loss": float("nan")}, {"loss": 0.5}, "training loss is nan"),
+    ({"loss": 0.5}, {"loss": float("inf")}, "validation loss is inf"),
+])
+def test_an_epoch_whose_loss_is_not_a_number_ends_the_run_in_words(train, val, bad):
+    from lancetnic_flow.training.step import check_finite
+
+    with pytest.raises(UserError, match=bad) as e:
+        check_finite(3, train, val)
+    assert "after epoch 3" in e.value.message and "--sparse-lr" in e.value.hint
+    check_finite(3, {"loss": 0.5}, {})               # finite, or no validation: nothing to say
+    check_finite(3, {"loss": None}, {"loss": None})
+
+
 # ---------------------------------------------------------------- task losses
 
 

@@ -436,3 +436,13 @@ def test_predicting_to_jsonl_with_a_numeric_input_named_value_keeps_both_columns
     table = pred.predict_table(pa.table({"text": ["one text", "another text"], "value": [1.0, 2.0]}))
     rows = [json.loads(line) for line in _encode(table, "jsonl").decode().splitlines()]
     assert len(rows) == 2 and len(set(table.column_names)) == len(table.column_names)
+
+
+def test_regression_plots_draw_the_finite_rows_and_skip_nan_instead_of_failing(tmp_path):
+    true = np.array([1.0, 2.0, np.nan, 4.0])
+    pred = np.array([1.1, np.inf, 3.0, 3.9])
+    files = plots.regression(true, pred, str(tmp_path / "s.png"), str(tmp_path / "r.png"), {})
+    assert [Path(f).name for f in files] == ["s.png", "r.png"]
+    assert_png(tmp_path / "r.png")
+    assert plots.regression(np.array([np.nan]), np.array([1.0]), str(tmp_path / "a.png"),
+                            str(tmp_path / "b.png"), {}) == []

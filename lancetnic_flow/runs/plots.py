@@ -178,6 +178,10 @@ def class_distribution(labels: list[str], counts: list[int], url: str, options: 
 
 def regression(true: np.ndarray, pred: np.ndarray, scatter_url: str, residual_url: str,
                options: dict) -> list[str]:
+    finite = np.isfinite(true) & np.isfinite(pred)   # a histogram of a nan has no range: draw what has one
+    true, pred = true[finite], pred[finite]
+    if not len(true):
+        return []
     plt, fig, ax = _figure(5.5, 5)
     ax.scatter(true, pred, s=4, alpha=0.35)
     lo, hi = float(min(true.min(), pred.min())), float(max(true.max(), pred.max()))

@@ -8,11 +8,13 @@ optional clipping, the optimisers' step).
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable, Iterable
 
 import torch
 
+from ..errors import UserError
 from ..features.rows import RowBlock
 from ..models.inputs import answers, model_inputs
 from ..models.tasks import Task, TaskMetrics
@@ -98,9 +100,22 @@ class EpochClock:
         return self.rows / max(self.seconds, 1e-9)
 
 
+def check_finite(epoch: int, train: dict, val: dict) -> None:
+    """Refuse an epoch whose loss is not a number: the weights have diverged,
+    and every later epoch, prediction and plot would be nan too."""
+    for split, loss in (("training", train.get("loss")), ("validation", val.get("loss"))):
+        if loss is not None and not math.isfinite(loss):
+            raise UserError(f"training diverged: the {split} loss is {loss} after epoch {epoch}, so the weights "
+                            "are no longer numbers",
+                            "lower the learning rates (--lr, and --sparse-lr for the input rows), or clip the "
+                            "gradient with --clip-grad 1.0")
+
+
 def epoch_record(epoch: int, train: TaskMetrics, val: dict, clock: EpochClock, lr: float) -> dict:
-    """One finished epoch, as history.csv, metrics.json and the ``epoch`` event have it."""
+    """One finished epoch, as history.csv, metrics.json and the ``epoch`` event have it.
+    A loss that is not a number ends the run (:func:`check_finite`)."""
     tr = train.result()
+    check_finite(epoch, tr, val)
     seconds = clock.seconds
     label_sets = {"train_micro_f1": tr["micro_f1"]} if "micro_f1" in tr else {}   # multilabel's curve
     return {"epoch": epoch, "train_loss": tr.get("loss"), "train_accuracy": tr.get("accuracy"), **label_sets,

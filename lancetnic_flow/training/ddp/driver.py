@@ -124,6 +124,13 @@ def wait_for_ranks(client: Any, futures: list, chosen: list[str], stop: Any, sto
                 # came back at the same address. The segment is lost, not the run.
                 client.cancel(futures)
                 raise RankLost("holding a rank's start state")
+            # A rank that ends the run in words (a UserError: its loss diverged, …) makes its peers fail
+            # in a collective a moment before or after: its words are the run's, not their broken pipe.
+            errors = [f.exception() for f in futures if f.status == "error"]
+            said = next((e for e in errors if isinstance(e, UserError)), None)
+            if said is not None:
+                client.cancel(futures)
+                raise said
             return client.gather(failed)   # raises the rank's own error
         if all(f.status == "finished" for f in futures):
             return client.gather(futures)
