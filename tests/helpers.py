@@ -123,3 +123,18 @@ def transform_in_worker(features, texts: list[str]):
     import pyarrow as pa
 
     return features.transform_texts(pa.array(texts))
+
+
+def templated_csv(path: Path, rows: int = 4000) -> Path:
+    """Rows "value word<k> thing<j>" with the target y = k plus a uniform fraction."""
+    import csv
+    import random
+
+    rng = random.Random(5)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "y"])
+        for i in range(rows):
+            v = rng.random() * 10
+            w.writerow([f"value word{int(v)} thing{i % 7}", f"{v:.3f}"])
+    return path

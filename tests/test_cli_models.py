@@ -45,7 +45,7 @@ import pytest
 from lancetnic_flow.config import TASKS
 from lancetnic_flow.models import MODELS
 
-from helpers import assert_user_error, cli, model_task_pairs
+from helpers import assert_user_error, cli, model_task_pairs, templated_csv
 
 
 def cli_combos() -> list[tuple[str, str]]:
@@ -264,20 +264,6 @@ def test_a_refused_combination_exits_2_from_the_real_script_too(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode == 2 and "Traceback" not in out and out.count("error:") == 1, out
     assert "model LancetMCA_gru reads --features ids, not tfidf" in out and "ids" in out
-
-
-def templated_csv(path: Path, rows: int = 4000) -> Path:
-    """Rows "value word<k> thing<j>" with the target y = k plus a uniform fraction."""
-    import random
-
-    rng = random.Random(5)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["text", "y"])
-        for i in range(rows):
-            v = rng.random() * 10
-            w.writerow([f"value word{int(v)} thing{i % 7}", f"{v:.3f}"])
-    return path
 
 
 def test_a_target_alone_regresses_and_a_templated_text_learns_its_value_instead_of_the_mean(client, tmp_path):

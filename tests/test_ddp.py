@@ -21,7 +21,7 @@ from lancetnic_flow.training.orchestrator import train
 from lancetnic_flow.training.resume import resume_config
 from lancetnic_flow.training.stop import TrainingInterrupted
 
-from helpers import cli, make_config
+from helpers import cli, make_config, templated_csv
 
 
 def _shards(rows: list[int]) -> list[ShardInfo]:
@@ -358,17 +358,7 @@ def test_a_diverging_ddp_run_ends_in_the_ranks_words_not_a_peers_broken_connecti
     """One rank raises "training diverged" at its epoch's end while its peer
     waits in a collective and fails with gloo's "Connection closed by peer":
     before, that second error became the run's (an internal error, exit 1)."""
-    import csv
-    import random
-
-    rng = random.Random(5)
-    path = tmp_path / "templated.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["text", "y"])
-        for i in range(1500):
-            v = rng.random() * 10
-            w.writerow([f"value word{int(v)} thing{i % 7}", f"{v:.3f}"])
+    path = templated_csv(tmp_path / "templated.csv", rows=1500)
     cfg = make_config(path, tmp_path, epochs=2)
     cfg.data.label, cfg.data.target = None, "y"
     cfg.model.name, cfg.model.layers = "ScalpelReg", 0
