@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UserError, close_matches
-from .formats import FORMATS, text_encoding
+from .formats import format_names, text_encoding
 from .scores import MONITORS, monitor_fits
 from .sizes import parse_size
 
@@ -61,7 +61,7 @@ class DataConfig:
     def validate(self) -> None:
         if not self.train:
             raise UserError("no training data given", "pass one or more URLs or globs, e.g. data/*.csv")
-        _choice("format", self.format, ("auto", *FORMATS))
+        _choice("format", self.format, ("auto", *format_names()))
         if not self.val and not (0.0 < self.val_fraction < 1.0):
             if self.val_fraction != 0.0:
                 raise UserError(f"val_fraction: must be in [0, 1), got {self.val_fraction}",

@@ -1,35 +1,146 @@
-"""Input formats and compressions: their names and file extensions, in one place.
+"""The format registry: every file format is one registered :class:`Format`
+record (its name, extensions, whether a byte range of it is whole rows, its
+reader, the columns it holds and its writer), and compressions by suffix.
 
-The readers (``data.readers``), the planner (``data.sources``), the corpus
-writer (``data.synth``), the prediction writer (``runs.predict``) and the
-configuration (``config``) all take their lists from here.
+Reading (``data.sources`` plans by it, ``data.readers`` and ``data.checks``
+call its reader), prediction outputs (``runs.outputs``), ``make-data``
+(``data.synth``) and the configuration (``config``) all take their formats
+from here; one :func:`register_format` call adds one. Like fsspec's
+``known_implementations``, a record names its reader and writer as
+``"module:attribute"`` strings, imported when first used, so this core
+module stays free of pyarrow and of the layers above it.
 """
 from __future__ import annotations
 
+import importlib
 import posixpath
-
-FORMATS = ("csv", "tsv", "jsonl", "parquet", "text", "fasttext")
-# Formats read line by line: a byte range of them is a whole number of rows.
-LINE_FORMATS = ("csv", "tsv", "jsonl", "text", "fasttext")
-
-# extension -> format
-EXTENSIONS = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "jsonl",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".txt": "text",
-    ".ft": "fasttext",
-    ".fasttext": "fasttext",
-}
+import dataclasses
+from dataclasses import dataclass
 
 # suffix -> fsspec compression name
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 COMPRESSIONS = tuple(COMPRESSION_SUFFIXES.values())
+
+
+@dataclass(frozen=True)
+class Format:
+    """One file format.
+
+    ``reader``: for a format that ``splits_by_bytes`` (its rows are lines, so a
+    byte range cut at b"\\n" is whole rows), a ``parse(data, header, fmt,
+    columns, url) -> Chunk`` of one block of bytes; for any other, a
+    ``read(part, columns, storage_options) -> Chunk`` of one piece (a Parquet
+    row group), the file having ``pieces(fs, path) -> int`` of them.
+    ``columns``: None for a table (any named columns), else the only columns
+    it holds (text lines hold ``text``; fastText ``text`` and ``label``).
+    ``head``: ``(fi, storage_options, encoding) -> column names`` of a table
+    file, for the up-front check. ``writer``: a class ``(sink, schema, fmt)``
+    with ``write(table)`` and ``close()``; None when it cannot be written.
+    ``header``: the first line names the columns (a range past the start is
+    read with it). ``compressible``: may end in a compression suffix (Parquet
+    compresses its pages itself). ``holds_line_ends``: a text may hold a line
+    end (a quoted CSV field, a JSON string), not so in a line format."""
+
+    name: str
+    extensions: tuple[str, ...]
+    splits_by_bytes: bool
+    reader: str
+    columns: tuple[str, ...] | None = None
+    writer: str | None = None
+    head: str | None = None
+    pieces: str | None = None
+    header: bool = False
+    delimiter: str | None = None
+    compressible: bool = True
+    holds_line_ends: bool = True
+    title: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The name in messages ("CSV", "Parquet")."""
+        return self.title or self.name
+
+    def holds(self, names) -> bool:
+        """Whether a file of this format can hold columns ``names``."""
+        return self.columns is None or set(names) <= set(self.columns)
+
+    def parse(self):
+        return _load(self.reader)
+
+    def pieces_of(self):
+        return _load(self.pieces) if self.pieces else None
+
+    def head_columns(self):
+        return _load(self.head) if self.head else None
+
+    def open_writer(self, sink, schema):
+        """A writer of tables with ``schema`` to the open binary file ``sink``."""
+        if self.writer is None:
+            from .errors import UserError
+
+            raise UserError(f"the {self.shown} format cannot be written",
+                            f"write one of {', '.join(f.extensions[0] for f in writable())}")
+        return _load(self.writer)(sink, schema, self)
+
+
+def _load(ref: str):
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+_REGISTRY: dict[str, Format] = {}
+
+
+def register_format(fmt: Format, *, replace: bool = False) -> Format:
+    """Add ``fmt`` to the registry: reading, writing and make-data know it from
+    then on. Its name and extensions may not be another format's (unless
+    ``replace``, for the same name)."""
+    exts = tuple(e.lower() for e in fmt.extensions)
+    if not fmt.name or not exts or any(not e.startswith(".") or e in COMPRESSION_SUFFIXES for e in exts):
+        raise ValueError(f"format {fmt.name!r}: a name and extensions like '.csv' (not a compression suffix)")
+    if fmt.name in _REGISTRY and not replace:
+        raise ValueError(f"format {fmt.name!r} is registered already")
+    for other in _REGISTRY.values():
+        taken = set(exts) & set(other.extensions)
+        if other.name != fmt.name and taken:
+            raise ValueError(f"format {fmt.name!r}: {', '.join(sorted(taken))} belongs to {other.name!r}")
+    fmt = dataclasses.replace(fmt, extensions=exts)
+    _REGISTRY[fmt.name] = fmt
+    return fmt
+
+
+def unregister_format(name: str) -> None:
+    """Remove a format (for tests that register one of their own)."""
+    _REGISTRY.pop(name, None)
+
+
+def registered() -> tuple[Format, ...]:
+    """Every registered format, in registration order."""
+    return tuple(_REGISTRY.values())
+
+
+def format_names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def writable() -> tuple[Format, ...]:
+    return tuple(f for f in _REGISTRY.values() if f.writer is not None)
+
+
+def extensions() -> dict[str, str]:
+    """extension -> format name, for every registered format."""
+    return {e: f.name for f in _REGISTRY.values() for e in f.extensions}
+
+
+def format_named(name: str) -> Format:
+    """The registered format ``name``; a UserError naming the known ones."""
+    fmt = _REGISTRY.get(name)
+    if fmt is None:
+        from .errors import UserError, close_matches
+
+        raise UserError(f"unknown format {name!r}{close_matches(str(name), list(_REGISTRY))}",
+                        f"use one of: auto, {', '.join(_REGISTRY)}")
+    return fmt
 
 
 def file_name(url: str) -> str:
@@ -44,10 +155,50 @@ def split_compression(name: str) -> tuple[str, str | None]:
     return (base, comp) if comp else (name, None)
 
 
-def format_of(name: str) -> str | None:
-    """The format a file name's extension (after any compression suffix) names, or None."""
-    base, _ = split_compression(file_name(name))
-    return EXTENSIONS.get(posixpath.splitext(base)[1].lower())
+def extension_of(url: str) -> str:
+    """The extension of ``url``'s file name after any compression suffix, lower case ("" for none)."""
+    base, _ = split_compression(file_name(url))
+    return posixpath.splitext(base)[1].lower()
+
+
+def format_for_path(url: str) -> tuple[Format | None, str | None]:
+    """``(format, compression)`` by the file name's extensions: ``"s3://b/a.CSV.gz"``
+    → (the csv format, "gzip"); the format is None for an extension no format has."""
+    _, comp = split_compression(file_name(url))
+    ext = extension_of(url)
+    name = extensions().get(ext)
+    return (_REGISTRY[name] if name else None), comp
+
+
+def __getattr__(name: str):
+    # Derived from the registry when read, so a format registered later is in them.
+    if name == "FORMATS":
+        return format_names()
+    if name == "LINE_FORMATS":
+        return tuple(f.name for f in _REGISTRY.values() if f.splits_by_bytes)
+    if name == "EXTENSIONS":
+        return extensions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_R = "lancetnic_flow.data.readers."
+_W = "lancetnic_flow.data.writers:"
+for _f in (
+    Format("csv", (".csv",), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter", head=_R + "csv:head_columns",
+           header=True, delimiter=",", title="CSV"),
+    Format("tsv", (".tsv", ".tab"), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter",
+           head=_R + "csv:head_columns", header=True, delimiter="\t", title="TSV"),
+    Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
+           head=_R + "jsonl:head_columns", title="JSON Lines"),
+    Format("parquet", (".parquet", ".pq"), False, _R + "parquet:read_parquet", writer=_W + "ParquetTableWriter",
+           head=_R + "parquet:head_columns", pieces=_R + "parquet:row_groups", compressible=False, title="Parquet"),
+    Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
+           holds_line_ends=False),
+    Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
+           writer=_W + "FastTextWriter", holds_line_ends=False, title="fastText"),
+):
+    register_format(_f)
+del _f
 
 
 # Text encodings (--encoding). A byte range is cut at b"\n" and a CSV/JSON

@@ -39,7 +39,7 @@ def _read(path) -> pd.DataFrame:
     lines = lines[:-1]
     if fmt == "jsonl":
         return pd.DataFrame([json.loads(x) for x in lines])
-    if fmt == "txt":
+    if fmt == "text":
         return pd.DataFrame({"text": lines})
     assert fmt == "fasttext"
     label, text = zip(*(x.split(" ", 1) for x in lines))
@@ -58,7 +58,7 @@ def _read(path) -> pd.DataFrame:
         ("c.ndjson.bz2", "jsonl", "bz2", COLUMNS),
         ("c.parquet", "parquet", None, COLUMNS),
         ("c.pq", "parquet", None, COLUMNS),
-        ("c.txt", "txt", None, ["text"]),
+        ("c.txt", "text", None, ["text"]),
         ("c.ft", "fasttext", None, ["label", "text"]),
         ("c.fasttext.xz", "fasttext", "xz", ["label", "text"]),
     ],
@@ -145,7 +145,7 @@ def test_deterministic_bytes(tmp_path):
 def test_gzip_is_plain_gzip(tmp_path):
     path = _write(tmp_path / "a.csv.gz")
     text = gzip.decompress(path.read_bytes()).decode()
-    assert text.startswith('"text","label","value","target"\n')
+    assert text.startswith('text,label,value,target\n')
     assert text.count("\n") == 501
 
 
@@ -208,7 +208,7 @@ def test_memory_filesystem():
 
 def test_zero_rows(tmp_path):
     path = _write(tmp_path / "e.csv", rows=0)
-    assert path.read_text() == '"text","label","value","target"\n'
+    assert path.read_text() == 'text,label,value,target\n'
     assert pq.read_table(_write(tmp_path / "e.parquet", rows=0)).num_rows == 0
     assert _write(tmp_path / "e.jsonl", rows=0).read_bytes() == b""
 
@@ -219,7 +219,7 @@ def test_infer_format():
     assert infer_format("data.json") == ("jsonl", None)
     assert infer_format("data.ndjson.zst") == ("jsonl", "zstd")
     assert infer_format("data.pq") == ("parquet", None)
-    assert infer_format("data.txt.xz") == ("txt", "xz")
+    assert infer_format("data.txt.xz") == ("text", "xz")
     assert infer_format("data.fasttext.bz2") == ("fasttext", "bz2")
     assert infer_format("https://h/data.csv?x=1") == ("csv", None)
     with pytest.raises(UserError) as e:

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import fsspec
-
 from ..config import TrainConfig
 from ..errors import UserError
-from ..formats import text_encoding
-from ..storage import open_options
-from .readers import csv, jsonl, parquet, read_partition
+from ..formats import format_named, text_encoding
+from .readers import read_partition
 from .readers.lines import check_line_columns
 from .readers.table import check_names
 from .sources import Columns, FileInfo, Partition, SourcePlan, open_error, plan_source
@@ -41,7 +38,7 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
                         "point at files that hold rows")
 
     def check(fi: FileInfo) -> None:
-        if fi.format in ("text", "fasttext"):
+        if format_named(fi.format).columns is not None:
             check_line_columns(fi.url, fi.format, columns)
             return
         have = file_columns(fi, storage_options, columns.encoding)
@@ -66,15 +63,11 @@ def file_columns(fi: FileInfo, storage_options=None, encoding: str | None = None
     """The columns in the head of one file (None: a line format, or an empty file);
     ``encoding``: its text encoding (None: UTF-8)."""
     url = fi.url
-    if fi.format in ("text", "fasttext") or fi.size == 0:
+    head = format_named(fi.format).head_columns()
+    if head is None or fi.size == 0:
         return None
     try:
-        if fi.format == "parquet":
-            return parquet.columns_of(url, storage_options)
-        with fsspec.open(url, "rb", compression=fi.compression, **open_options(url, storage_options)) as f:
-            if fi.format in ("csv", "tsv"):
-                return csv.columns_of(f, url, fi.format, encoding)
-            return jsonl.columns_of(f, url, encoding)
+        return head(fi, storage_options, encoding)
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -94,7 +87,7 @@ def training_columns(cfg: TrainConfig) -> Columns:
 def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20) -> int:
     """A block size that gives about ``want`` partitions of the splittable
     files, never below ``floor`` bytes nor above ``blocksize``."""
-    splittable = sum(f.size for f in src.files if f.compression is None and f.format != "parquet")
+    splittable = sum(f.size for f in src.files if f.compression is None and format_named(f.format).splits_by_bytes)
     if not splittable or len(src.partitions) >= want:
         return blocksize
     return max(floor, min(blocksize, -(-splittable // want)))
@@ -119,7 +112,7 @@ def check_first_block(plan: SourcePlan, columns: Columns, storage_options=None) 
     raising what reading them raises: a file in another encoding than expected
     (:func:`~.readers.table.check_decodable`), UTF-16 text, labels that do not fit."""
     fi = next((f for f in plan.files if f.size), None)
-    if fi is None or fi.format == "parquet":
+    if fi is None or not format_named(fi.format).splits_by_bytes:
         return
     part = Partition(0, fi, 0, -1 if fi.compression else min(fi.size, FIRST_BLOCK))
     chunks = read_partition(part, columns, storage_options=storage_options, chunk_bytes=FIRST_BLOCK)

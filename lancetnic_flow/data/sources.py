@@ -10,6 +10,9 @@ Any fsspec protocol works (local paths, ``file://``, ``memory://``, ``s3://``,
   as a decompressing stream in pieces of about ``chunk_bytes``;
 * a Parquet file gives one partition per row group.
 
+Which of these a file is follows its format's record in the format registry
+(:mod:`lancetnic_flow.formats`: ``splits_by_bytes``, ``pieces``).
+
 Reading a partition into Arrow tables is :mod:`lancetnic_flow.data.readers`.
 """
 from __future__ import annotations
@@ -22,12 +25,11 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
 from ..errors import UserError, close_matches
-from ..formats import COMPRESSIONS, EXTENSIONS, FORMATS, split_compression
+from ..formats import COMPRESSIONS, Format, extension_of, extensions, format_for_path, format_named, format_names, split_compression
 from ..storage import open_options
 
 # ---------------------------------------------------------------- data types
@@ -191,7 +193,7 @@ def _data_files(urls: Sequence[str], so: dict, format: str) -> tuple[dict[str, t
     if not seen:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5])
         raise UserError(f"no data files in {', '.join(urls)}: none of {shown} has a data extension",
-                        f"name files with one of {', '.join(sorted(EXTENSIONS))}, or pass --format")
+                        f"name files with one of {', '.join(sorted(extensions()))}, or pass --format")
     return seen, unknown
 
 
@@ -201,18 +203,29 @@ def _same_file(url: str, full: str) -> bool:
 
 
 def _known(full: str) -> bool:
-    base, _ = split_compression(posixpath.basename(full.split("?", 1)[0]))
-    return posixpath.splitext(base)[1].lower() in EXTENSIONS
+    return format_for_path(full)[0] is not None
 
 
-def _infer_format(url: str, name: str) -> str:
-    ext = posixpath.splitext(name)[1].lower()
-    if ext in EXTENSIONS:
-        return EXTENSIONS[ext]
+def _infer_format(url: str) -> Format:
+    fmt, _ = format_for_path(url)
+    if fmt is not None:
+        return fmt
     raise UserError(
-        f"{url}: cannot tell the format from the extension {ext or '(none)'!r}",
-        f"pass --format with one of {', '.join(FORMATS)}",
+        f"{url}: cannot tell the format from the extension {extension_of(url) or '(none)'!r}",
+        f"pass --format with one of {', '.join(format_names())}",
     )
+
+
+def _pieces(fmt: Format, fs, full: str) -> int:
+    """How many partitions a file of a format that is not split by bytes has
+    (a Parquet file's row groups)."""
+    try:
+        return fmt.pieces_of()(fs, fs._strip_protocol(full))
+    except pa.ArrowInvalid as exc:
+        raise UserError(f"{full}: not a valid {fmt.shown} file ({exc})",
+                        "check the file, or pass --format") from exc
+    except Exception as exc:  # noqa: BLE001
+        raise open_error(full, exc) from exc
 
 
 def _version(info: dict) -> str:
@@ -333,9 +346,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
         urls = [urls]
     if not urls:
         raise UserError("no input files given", "pass one or more paths, URLs or globs")
-    if format != "auto" and format not in FORMATS:
-        raise UserError(f"unknown format {format!r}{close_matches(format, list(FORMATS))}",
-                        f"use one of: auto, {', '.join(FORMATS)}")
+    named = format_named(format) if format != "auto" else None
     if blocksize <= 0:
         raise UserError(f"blocksize must be positive, got {blocksize}")
     so = dict(storage_options or {})
@@ -348,27 +359,19 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
     for full in sorted(seen):
         info, fs = seen[full]
         name = posixpath.basename(full.split("?", 1)[0])
-        base, comp = _compression_of(name)
-        fmt = _infer_format(full, base) if format == "auto" else format
+        _, comp = _compression_of(name)
+        fmt = named or _infer_format(full)
         size = int(info.get("size") or 0)
-        fi = FileInfo(url=full, size=size, version=_version(info), format=fmt,
+        fi = FileInfo(url=full, size=size, version=_version(info), format=fmt.name,
                       compression=comp)
         files.append(fi)
-        if fmt == "parquet":
-            if comp is not None:
-                raise UserError(f"{full}: a Parquet file cannot be compressed on the outside",
-                                "Parquet compresses its pages itself; decompress the file")
+        if comp is not None and not fmt.compressible:
+            raise UserError(f"{full}: a {fmt.shown} file cannot be compressed on the outside",
+                            f"{fmt.shown} compresses its pages itself; decompress the file")
+        if not fmt.splits_by_bytes:
             if size == 0:
                 continue
-            try:
-                with fs.open(fs._strip_protocol(full), "rb") as f:
-                    n_groups = pq.ParquetFile(f).num_row_groups
-            except pa.ArrowInvalid as exc:
-                raise UserError(f"{full}: not a valid Parquet file ({exc})",
-                                "check the file, or pass --format") from exc
-            except Exception as exc:  # noqa: BLE001
-                raise open_error(full, exc) from exc
-            for g in range(n_groups):
+            for g in range(_pieces(fmt, fs, full)):
                 partitions.append(Partition(len(partitions), fi, g, -1))
         elif comp is not None:
             if size == 0:

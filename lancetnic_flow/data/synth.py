@@ -45,9 +45,7 @@ is byte-identical run to run as well.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import gzip
 import math
 from typing import Callable
 
@@ -57,22 +55,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import UserError
-from ..formats import COMPRESSION_SUFFIXES, EXTENSIONS
+from ..formats import COMPRESSION_SUFFIXES, Format, format_for_path, registered, split_compression, file_name
+from .writers import compressed
 
-__all__ = ["write_corpus", "infer_format", "generate_blocks", "FORMATS", "BLOCK_ROWS", "class_names"]
+__all__ = ["write_corpus", "infer_format", "generate_blocks", "BLOCK_ROWS", "class_names"]
 
 #: Rows per deterministic block; chunk_rows is rounded to a multiple of this.
 BLOCK_ROWS = 10_000
 
-#: output format name -> file extensions (without the compression suffix); the
-#: readers' "text" format is written as "txt" (one row per line, no label)
-FORMATS: dict[str, tuple[str, ...]] = {
-    ("txt" if fmt == "text" else fmt): tuple(e for e, f in EXTENSIONS.items() if f == fmt)
-    for fmt in dict.fromkeys(EXTENSIONS.values())}
-
 #: compression suffix -> fsspec compression name
 COMPRESSIONS: dict[str, str] = COMPRESSION_SUFFIXES
-GZIP_LEVEL, ZSTD_LEVEL = 1, 3  # fast: the words are random, higher levels gain little
 
 LABEL_NAMES = (
     "sports", "tech", "politics", "business", "science", "health",
@@ -114,29 +106,29 @@ def class_names(classes: int) -> list[str]:
     return [LABEL_NAMES[i] if i < len(LABEL_NAMES) else f"class_{i + 1}" for i in range(classes)]
 
 
+def _writable() -> list[Format]:
+    return [f for f in registered() if f.writer is not None]
+
+
 def _supported() -> str:
-    exts = [e for v in FORMATS.values() for e in v]
+    exts = [e for f in _writable() for e in f.extensions]
+    fixed = [f.name for f in _writable() if not f.compressible]
     return (f"use one of {', '.join(exts)}, optionally followed by "
-            f"{', '.join(COMPRESSIONS)} (not for parquet)")
+            f"{', '.join(COMPRESSIONS)}" + (f" (not for {', '.join(fixed)})" if fixed else ""))
 
 
 def infer_format(url: str) -> tuple[str, str | None]:
-    """``(format, compression)`` from the file extension of ``url``.
+    """``(format, compression)`` from the file extension of ``url``, by the
+    format registry (:func:`lancetnic_flow.formats.format_for_path`).
 
-    ``format`` is one of :data:`FORMATS`' keys; ``compression`` is an fsspec
+    ``format`` is a registered format's name; ``compression`` is an fsspec
     compression name (``gzip``, ``bz2``, ``xz``, ``zstd``) or None. Raises a
     :class:`UserError` (also a ValueError) for an unknown extension.
     """
-    name = str(url).split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
-    compression = None
-    for suffix, comp in COMPRESSIONS.items():
-        if name.endswith(suffix):
-            compression, name = comp, name[: -len(suffix)]
-            break
-    for fmt, exts in FORMATS.items():
-        if any(name.endswith(e) for e in exts):
-            return fmt, compression
-    raise SynthError(f"cannot tell the output format of {url!r} from its extension", _supported())
+    fmt, compression = format_for_path(url)
+    if fmt is None or fmt.writer is None:
+        raise SynthError(f"cannot tell the output format of {url!r} from its extension", _supported())
+    return fmt.name, compression
 
 
 # --------------------------------------------------------------------------- model
@@ -362,117 +354,39 @@ def _check(rows: int, classes: int, seed: int) -> None:
         raise SynthError(f"seed must be a whole number >= 0, got {seed!r}", "e.g. --seed 0")
 
 
-# --------------------------------------------------------------------------- writers
+# --------------------------------------------------------------------------- writing
+# The registered formats' writers (data/writers.py) write the corpus, the same
+# ones prediction outputs use.
 
 
-def _lines_blob(lines: pa.Array) -> bytes:
-    """All lines joined by newlines (with a final newline), vectorised."""
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines), "\n")
-    return joined[0].as_buffer().to_pybytes() + b"\n" if len(lines) else b""
-
-
-def _float_str(a: pa.Array) -> pa.Array:
-    return pc.cast(a, pa.string())
-
-
-def _json_str(a: pa.Array) -> pa.Array:
-    a = pc.replace_substring(a, "\\", "\\\\")
-    return pc.replace_substring(a, '"', '\\"')
-
-
-class _TextWriter:
-    def __init__(self, f, fmt: str, multilabel: bool = False):
-        self.f, self.fmt, self.multilabel = f, fmt, multilabel
-        self.csv = None
-        if fmt in ("csv", "tsv"):
-            import pyarrow.csv as pcsv
-
-            if fmt == "tsv":  # pyarrow would quote the header names even with quoting "none"
-                f.write("\t".join(SCHEMA.names).encode() + b"\n")
-            opts = pcsv.WriteOptions(
-                include_header=fmt == "csv",
-                batch_size=BLOCK_ROWS,
-                delimiter="," if fmt == "csv" else "\t",
-                quoting_style="needed" if fmt == "csv" else "none",
-            )
-            self.csv = pcsv.CSVWriter(f, SCHEMA, write_options=opts)
-
-    def write(self, table: pa.Table) -> None:
-        if self.csv is not None:
-            self.csv.write_table(table)
-            return
-        for batch in table.to_batches():
-            text, label, value, target = batch.columns
-            if self.fmt == "txt":
-                lines = text
-            elif self.fmt == "fasttext":
-                tags = pc.replace_substring(label, "|", " __label__") if self.multilabel else label
-                lines = pc.binary_join_element_wise("__label__", tags, " ", text, "")
-            else:  # jsonl; a label set as a JSON list
-                quoted = pc.binary_join_element_wise('"', _json_str(label), '"', "")
-                if self.multilabel:
-                    quoted = pc.binary_join_element_wise("[", pc.replace_substring(quoted, "|", '", "'), "]", "")
-                lines = pc.binary_join_element_wise(
-                    '{"text": "', _json_str(text), '", "label": ', quoted,
-                    ', "value": ', _float_str(value), ', "target": ', _float_str(target), "}", "",
-                )
-            self.f.write(_lines_blob(lines))
-
-    def close(self) -> None:
-        if self.csv is not None:
-            self.csv.close()
-
-
-def _output_format(url: str, format: str) -> tuple[str, str | None]:
+def _output_format(url: str, format: str) -> tuple[Format, str | None]:
     """(format, compression) of the file to write: the format named, or the extension's."""
-    fmt, comp = infer_format(url) if format == "auto" else (format, None)
-    if format != "auto":
-        if fmt not in FORMATS:
-            raise SynthError(f"unknown format {fmt!r}", f"use one of {', '.join(FORMATS)} or 'auto'")
-        try:
-            comp = infer_format(url)[1]
-        except UserError:
-            name = str(url).split("?", 1)[0].lower()
-            comp = next((c for s, c in COMPRESSIONS.items() if name.endswith(s)), None)
-    if fmt == "parquet" and comp is not None:
+    if format == "auto":
+        fmt = format_for_path(url)[0]
+        if fmt is None or fmt.writer is None:
+            infer_format(url)   # raises, naming what would work
+    else:
+        fmt = next((f for f in _writable() if f.name == ("text" if format == "txt" else format)), None)
+        if fmt is None:
+            raise SynthError(f"unknown format {format!r}",
+                             f"use one of {', '.join(f.name for f in _writable())} or 'auto'")
+    comp = split_compression(file_name(url).lower())[1]
+    if comp is not None and not fmt.compressible:
         raise SynthError(
-            f"parquet output cannot take a {comp} suffix: {url!r}",
-            "drop the compression suffix (.parquet is compressed internally)",
+            f"{fmt.name} output cannot take a {comp} suffix: {url!r}",
+            f"drop the compression suffix ({fmt.extensions[0]} is compressed internally)",
         )
     return fmt, comp
 
 
-@contextlib.contextmanager
-def _compressed(f, comp: str | None):
-    """``f`` as it should be written to: through gzip or zstd when asked (fsspec does bz2 and xz)."""
-    if comp == "gzip":
-        sink = gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=GZIP_LEVEL, mtime=0)
-    elif comp == "zstd":
-        import zstandard
-
-        sink = zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(f, closefd=False)
-    else:
-        yield f
-        return
-    try:
-        yield sink
-    finally:
-        sink.close()
-
-
-class _ParquetWriter:
-    """Row groups of one block each (10,000 rows), so a partition is one block."""
-
-    def __init__(self, sink):
-        import pyarrow.parquet as pq
-
-        self.writer = pq.ParquetWriter(sink, SCHEMA, compression="zstd")
-
-    def write(self, table: pa.Table) -> None:
-        self.writer.write_table(table, row_group_size=BLOCK_ROWS)
-
-    def close(self) -> None:
-        self.writer.close()
+def _as_written(table: pa.Table, fmt: Format, multilabel: bool) -> pa.Table:
+    """A chunk as its format takes it: label sets (joined by ``|``) as lists, which
+    CSV and TSV write joined by ``|`` again, JSON Lines as lists and fastText as
+    several tags; Parquet keeps them joined, as :data:`SCHEMA` says."""
+    if multilabel and fmt.name != "parquet":
+        i = table.schema.get_field_index("label")
+        table = table.set_column(i, "label", pc.split_pattern(table.column("label"), "|"))
+    return table
 
 
 def write_corpus(
@@ -490,7 +404,7 @@ def write_corpus(
     """Write ``rows`` rows of the synthetic corpus to ``url`` (any fsspec URL), streaming.
 
     ``format="auto"`` infers the format from the extension (see :func:`infer_format`);
-    otherwise it names one of :data:`FORMATS` and only the compression is taken
+    otherwise it names a registered format and only the compression is taken
     from the extension. ``chunk_rows`` is rounded to whole blocks of
     :data:`BLOCK_ROWS` rows and only sets how much is generated and written at a
     time (memory), never the content. ``progress(rows_done)`` is called after
@@ -518,22 +432,22 @@ def write_corpus(
                        for b in range(start, stop)]
             yield pa.Table.from_batches(batches, schema=SCHEMA), min(stop * BLOCK_ROWS, rows)
 
-    # gzip and zstd by hand: fsspec's GzipFile stamps the current time and file name into
-    # the header (not reproducible) and its zstd writer uses level 10 (slow); bz2/xz via fsspec
-    of = fsspec.open(url, "wb", compression=None if comp in (None, "gzip", "zstd") else comp,
-                     **dict(storage_options or {}))
-    with of as f, _compressed(f, comp) as sink:
-        writer = _ParquetWriter(sink) if fmt == "parquet" else _TextWriter(sink, fmt, multilabel)
-        try:
-            for table, done in chunks():
-                writer.write(table)
-                if progress is not None:
-                    progress(done)
-        finally:
-            writer.close()
+    of = fsspec.open(url, "wb", **dict(storage_options or {}))
+    with of as f, compressed(f, comp) as sink:
+        writer = None
+        for table, done in chunks():
+            table = _as_written(table, fmt, multilabel)
+            writer = writer or fmt.open_writer(sink, table.schema)
+            for at in range(0, table.num_rows, BLOCK_ROWS):   # a block at a time: a Parquet row group is a block
+                writer.write(table.slice(at, BLOCK_ROWS))
+            if progress is not None:
+                progress(done)
+        if writer is None:   # no rows: the header or schema alone
+            writer = fmt.open_writer(sink, _as_written(SCHEMA.empty_table(), fmt, multilabel).schema)
+        writer.close()
 
     try:
         size = int(of.fs.size(of.path))
     except Exception:  # noqa: BLE001 - size is informational only
         size = -1
-    return {"url": url, "rows": rows, "format": fmt, "compression": comp, "bytes": size}
+    return {"url": url, "rows": rows, "format": fmt.name, "compression": comp, "bytes": size}

@@ -15,6 +15,9 @@ per Dask thread, and in the trainer (input checks, prediction) an Arrow
 thread pool still alive at interpreter exit can abort a process that has
 finished its work ("terminate called without an active exception", exit 134).
 
+Which parser reads a format is its record in the format registry
+(:mod:`lancetnic_flow.formats`): one ``register_format`` call adds a format.
+
 * :mod:`.csv` — CSV and TSV; :mod:`.jsonl` — JSON Lines; :mod:`.lines` —
   plain text and fastText lines; :mod:`.parquet` — Parquet row groups;
   :mod:`.table` — what they share.
@@ -28,28 +31,21 @@ from fsspec.core import url_to_fs
 from fsspec.utils import read_block
 
 from ...errors import UserError
-from ...formats import FORMATS, LINE_FORMATS, to_utf8
+from ...formats import Format, format_named, to_utf8
 from ...storage import open_options
 from ..sources import Chunk, Columns, Partition, open_error
-from .csv import parse_csv, read_header
-from .jsonl import parse_jsonl
+from .csv import read_header
 from .labels import LabelListError
-from .lines import check_line_columns, parse_lines
-from .parquet import read_parquet
+from .lines import check_line_columns
 from .table import BOM, check_decodable, check_not_wide
 
 
-def _parse_block(data: bytes, header: bytes | None, fmt: str, columns: Columns,
+def _parse_block(data: bytes, header: bytes | None, fmt: Format, columns: Columns,
                  url: str) -> Chunk:
     # Decoded per block, not per row: one codec call, then the UTF-8 parsers.
     data = to_utf8(data, columns.encoding)
     header = to_utf8(header, columns.encoding) if header else header
-    if fmt in ("csv", "tsv"):
-        chunk = parse_csv(data, header, fmt, columns, url)
-    elif fmt == "jsonl":
-        chunk = parse_jsonl(data, columns, url)
-    else:
-        chunk = parse_lines(data, fmt, columns, url)
+    chunk = fmt.parse()(data, header, fmt.name, columns, url)
     check_decodable(chunk, data, url, columns.encoding)
     return chunk
 
@@ -71,12 +67,11 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
     url = fi.url
     if not columns.text:
         raise UserError("no text column given", "name at least one text column")
-    if fi.format == "parquet":
-        yield read_parquet(part, columns, storage_options)
+    fmt = format_named(fi.format)
+    if not fmt.splits_by_bytes:
+        yield fmt.parse()(part, columns, storage_options)
         return
-    if fi.format not in LINE_FORMATS:
-        raise UserError(f"unknown format {fi.format!r}", f"use one of {', '.join(FORMATS)}")
-    if fi.format in ("text", "fasttext"):
+    if fmt.columns is not None:
         check_line_columns(url, fi.format, columns)
     if fi.compression is not None:
         yield from _read_stream(part, columns, storage_options, chunk_bytes)
@@ -91,7 +86,7 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
     with f:
         try:
             header = None
-            if fi.format in ("csv", "tsv") and part.start > 0:
+            if fmt.header and part.start > 0:
                 f.seek(0)
                 header = read_header(f)
             data = read_block(f, part.start, part.length, delimiter=b"\n")
@@ -103,13 +98,14 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
         check_not_wide(data, url)
         if data.startswith(BOM):
             data = data[len(BOM):]
-    yield _parse_block(data, header, fi.format, columns, url)
+    yield _parse_block(data, header, fmt, columns, url)
 
 
 def _read_stream(part: Partition, columns: Columns, storage_options: dict | None,
                  chunk_bytes: int) -> Iterator[Chunk]:
     fi = part.file
     url = fi.url
+    fmt = format_named(fi.format)
     chunk_bytes = max(1, int(chunk_bytes))
     try:
         of = fsspec.open(url, "rb", compression=fi.compression,
@@ -146,13 +142,13 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
                 check_not_wide(buf, url)
                 if buf.startswith(BOM):
                     buf = buf[len(BOM):]
-                if fi.format in ("csv", "tsv"):
+                if fmt.header:
                     nl = buf.find(b"\n")
                     header = buf if nl < 0 else buf[: nl + 1]
                     buf = b"" if nl < 0 else buf[nl + 1:]
                 first = False
             if buf:
-                chunk = _parse_block(buf, header, fi.format, columns, url)
+                chunk = _parse_block(buf, header, fmt, columns, url)
                 buf = b""  # not held while the caller uses the chunk
                 yield chunk
                 del chunk

@@ -14,9 +14,10 @@ import pyarrow as pa
 import pyarrow.csv as pv
 
 from ...errors import UserError
-from ...formats import FORMATS, to_utf8
+from ...formats import format_named, format_names, to_utf8
 from ..sources import Chunk, Columns
-from .table import BOM, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content, strip_bom, utf8_ok
+from .table import (BOM, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content, open_head,
+                    strip_bom, utf8_ok)
 
 _HEADER_BYTES = 2**20
 _ESCAPED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
@@ -28,7 +29,7 @@ def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
         check_not_wide(header, url)
         raise UserError(f"{url}: the first line is not UTF-8 text, so it is no {fmt} header",
                         f"check that the file is {fmt}, or pass --format "
-                        f"with one of {', '.join(FORMATS)} (e.g. --format parquet); a {fmt} file in "
+                        f"with one of {', '.join(format_names())} (e.g. --format parquet); a {fmt} file in "
                         f"another encoding needs --encoding NAME (e.g. latin-1)")
     # Python's csv module for one line: Arrow's CSV reader would start its IO thread pool for it.
     try:
@@ -153,7 +154,7 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
 def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                url: str) -> Chunk:
     skipped: dict[str, int] = {}
-    delimiter = "\t" if fmt == "tsv" else ","
+    delimiter = format_named(fmt).delimiter or ","
     raw = data
     data = drop_undecodable(data, skipped)
     buf = pa.py_buffer(data)
@@ -271,4 +272,10 @@ def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str]:
     if not first.strip():
         raise UserError(f"{url}: the file has no header line",
                         "a CSV/TSV file needs a first line with the column names")
-    return header_names(first, "\t" if fmt == "tsv" else ",", url)
+    return header_names(first, format_named(fmt).delimiter or ",", url)
+
+
+def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str]:
+    """The registry's ``head`` for CSV and TSV: the columns the file ``fi``'s header names."""
+    with open_head(fi, storage_options) as f:
+        return columns_of(f, fi.url, fi.format, encoding)

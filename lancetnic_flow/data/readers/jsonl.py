@@ -16,7 +16,18 @@ import pyarrow.json as pj
 from ...errors import UserError
 from ...formats import to_utf8
 from ..sources import Chunk, Columns, missing_column_error
-from .table import BOM, decoded, empty_table, finish, strip_bom, text_kinds, utf8_ok
+from .table import BOM, decoded, empty_table, finish, open_head, strip_bom, text_kinds, utf8_ok
+
+
+def parse(data: bytes, header: bytes | None, fmt: str, columns: Columns, url: str) -> Chunk:
+    """The registry's reader for JSON Lines (no header line)."""
+    return parse_jsonl(data, columns, url)
+
+
+def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str] | None:
+    """The registry's ``head``: the keys of the file ``fi``'s first object."""
+    with open_head(fi, storage_options) as f:
+        return columns_of(f, fi.url, encoding)
 
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:

@@ -26,6 +26,11 @@ def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
                         "use the fasttext format (__label__x text) or a table format for labels")
 
 
+def parse(data: bytes, header: bytes | None, fmt: str, columns: Columns, url: str) -> Chunk:
+    """The registry's reader for text and fastText lines (no header line)."""
+    return parse_lines(data, fmt, columns, url)
+
+
 def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
     check_line_columns(url, fmt, columns)
     status = None

@@ -30,6 +30,17 @@ def read_parquet(part: Partition, columns: Columns,
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 
+def row_groups(fs, path: str) -> int:
+    """The registry's ``pieces``: a Parquet file is read a row group at a time."""
+    with fs.open(path, "rb") as f:
+        return pq.ParquetFile(f).num_row_groups
+
+
+def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str]:
+    """The registry's ``head``: the columns of the file ``fi``'s schema."""
+    return columns_of(fi.url, storage_options)
+
+
 def columns_of(url: str, storage_options: dict | None) -> list[str]:
     fs, path = _fs_path(url, storage_options)
     with fs.open(path, "rb") as f:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import UserError
+from ...storage import open_options
 from ..sources import Chunk, Columns, missing_column_error
 from .labels import check_single, is_list_type, label_sets
 
@@ -28,6 +29,13 @@ _TOKEN_RE = r"[\pL\pN_][\pL\pN_]"
 # skipping would silently lose that share of it. Fewer are counted skips.
 UNDECODABLE_ROWS = 10
 UNDECODABLE_SHARE = 0.01
+
+
+def open_head(fi, storage_options: dict | None):
+    """The file ``fi`` (a ``FileInfo``) opened for reading from its start, decompressed."""
+    import fsspec
+
+    return fsspec.open(fi.url, "rb", compression=fi.compression, **open_options(fi.url, storage_options))
 
 
 def strip_bom(data: bytes) -> bytes:
