@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import UserError
-from ..formats import COMPRESSION_SUFFIXES, Format, format_for_path, registered, split_compression, file_name
+from ..formats import COMPRESSION_SUFFIXES, Format, file_name, format_for_path, format_named, registered, split_compression
 from .writers import compressed
 
 __all__ = ["write_corpus", "infer_format", "generate_blocks", "BLOCK_ROWS", "class_names"]
@@ -362,9 +362,7 @@ def _check(rows: int, classes: int, seed: int) -> None:
 def _output_format(url: str, format: str) -> tuple[Format, str | None]:
     """(format, compression) of the file to write: the format named, or the extension's."""
     if format == "auto":
-        fmt = format_for_path(url)[0]
-        if fmt is None or fmt.writer is None:
-            infer_format(url)   # raises, naming what would work
+        fmt = format_named(infer_format(url)[0])
     else:
         fmt = next((f for f in _writable() if f.name == ("text" if format == "txt" else format)), None)
         if fmt is None:
