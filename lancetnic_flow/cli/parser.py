@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import __version__
+from ..formats import format_names, registered
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Option:
 
 O = Option
 DATA = [
-    O("--format", "auto|csv|tsv|jsonl|parquet|text|fasttext (default: from the file name)", "FMT", default="auto"),
+    O("--format", f"auto|{'|'.join(format_names())} (default: from the file name)", "FMT", default="auto"),
     O("--storage-option", "fsspec storage option, repeatable; dotted keys nest (client_kwargs.endpoint_url=...)",
       "K=V", default=[], kind="append"),
     O("--encoding", "text encoding of CSV/TSV/JSON Lines/text/fastText files, e.g. latin-1, cp1252 (default utf-8; "
@@ -310,7 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("run", metavar="RUN")
     e.add_argument("data", nargs="+", metavar="DATA")
     m = _command(sub, "make-data", "write a generated, learnable corpus of any size", {"": MAKE_DATA},
-                 epilog="the format follows the extension: .csv .tsv .jsonl .parquet .txt .ft, "
+                 epilog="the format follows the extension: "
+                        f"{' '.join(f.extensions[0] for f in registered() if f.writer)}, "
                         "plus .gz/.bz2/.xz/.zst to compress")
     m.add_argument("out", metavar="OUT", help="file path or URL")
     w = _command(sub, "run", "run a workflow file (YAML)", {"": RUN},
