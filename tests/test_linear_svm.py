@@ -4,6 +4,7 @@ apply are refused, and its scores become probabilities without changing a
 single prediction."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -18,6 +19,8 @@ from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.rows import RowBlock
 from lancetnic_flow.models import create_model
 from lancetnic_flow.models.margin import BIAS_RATE, fit_logit_scale, hinge_pass
+from lancetnic_flow.resolve import FitCounts, resolve_counts
+from lancetnic_flow.training.rules import rule_for
 
 
 def _random_csr(rng, rows: int, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -84,9 +87,10 @@ def test_auto_picks_linear_svm_for_one_label_per_row_and_the_mlp_for_what_only_i
     assert cfg.model.name == model
     if model == "LinearSVM":
         t = cfg.training
-        assert (t.class_loss, t.sparse_optimizer, t.device, cfg.model.layers) == ("hinge", "hinge", "cpu", 0)
+        assert (t.class_loss, t.sparse_optimizer, t.device, cfg.model.layers) == ("hinge", None, "cpu", 0)
+        assert rule_for(cfg).optimizers(None) == []   # its own step, no optimiser
     else:
-        assert cfg.training.sparse_optimizer != "hinge"
+        assert cfg.training.sparse_optimizer in ("sgd", "adam")
 
 
 @pytest.mark.parametrize("kw,flag", [
@@ -104,19 +108,25 @@ def test_linear_svm_by_name_refuses_an_option_it_cannot_apply_instead_of_ignorin
 
 
 def test_the_hinge_step_belongs_to_linear_svm_only():
-    with pytest.raises(UserError, match="LinearSVM's own step"):
+    with pytest.raises(UserError, match="a linear model's own step"):
         _config(name="ScalpelMC", sparse_optimizer="hinge")
 
 
 def test_auto_turns_back_to_the_mlp_with_the_options_as_given_when_classes_outgrow_it():
-    cfg = _config(lr=0.02)
-    assert cfg.chose_linear_model()
-    cfg.without_linear_model()
+    given = TrainConfig(data=DataConfig(train=["x.csv"], label="label"), training=TrainingConfig(lr=0.02))
+    resolved = given.validate()
+    assert resolved.model.name == "LinearSVM"
+    cfg, _ = resolve_counts(given, resolved, FitCounts(rows=1000, classes=300), lambda c: True)
     t = cfg.training
-    assert cfg.model.name == "ScalpelMC" and not cfg.chose_linear_model()
+    assert cfg.model.name == "ScalpelMC"
     assert (t.class_loss, t.sparse_optimizer, t.sparse_lr, t.device, t.lr) == ("cross_entropy", "sgd", 2.5, "auto",
                                                                               0.02)
     assert cfg.model.layers == 1
+    kept, _ = resolve_counts(given, resolved, FitCounts(rows=1000, classes=4), lambda c: True)
+    assert kept.model.name == "LinearSVM" and kept.training.learn_val is True
+    named = dataclasses.replace(given, model=ModelConfig(name="LinearSVM"))
+    assert resolve_counts(named, named.validate(), FitCounts(rows=1000, classes=300),
+                          lambda c: True)[0].model.name == "LinearSVM"   # named, it stays
 
 
 def test_scores_become_probabilities_at_a_fitted_scale_and_no_prediction_changes():
@@ -167,12 +177,12 @@ def test_the_default_cli_run_is_linear_svm_and_its_probabilities_are_calibrated(
 def test_linear_svm_defaults_keep_the_last_epoch_and_learn_the_split_validation_rows():
     cfg = _config()
     t = cfg.training
-    assert (t.early_stopping, t.keeps_last_epoch(), t.learn_val) == (0, True, None)   # None: by the rows, later
-    assert _config(early_stopping=2).training.keeps_last_epoch() is False   # asked for: the best epoch again
+    assert (t.early_stopping, rule_for(cfg).keeps_last_epoch(), t.learn_val) == (0, True, None)   # None: by the rows
+    assert rule_for(_config(early_stopping=2)).keeps_last_epoch() is False   # asked for: the best epoch again
     with_file = TrainConfig(data=DataConfig(train=["x.csv"], val=["v.csv"], label="label")).validate()
     assert with_file.training.learn_val is False   # a validation file stays held out unless asked
     mlp = _config(name="ScalpelMC")
-    assert (mlp.training.early_stopping, mlp.training.keeps_last_epoch(), mlp.training.learn_val) == (2, False, False)
+    assert (mlp.training.early_stopping, rule_for(mlp).keeps_last_epoch(), mlp.training.learn_val) == (2, False, False)
 
 
 def test_learn_val_is_refused_for_a_model_without_a_twin():
@@ -188,6 +198,7 @@ def _svm_config(train_csv, tmp_path, name, *, val_csv=None, epochs=3, **training
     cfg = make_config(train_csv, tmp_path, epochs=epochs, **({"val": [val_csv]} if val_csv else {}))
     cfg.model.name, cfg.output.name = "LinearSVM", name
     cfg.training.sparse_optimizer = cfg.training.monitor = cfg.training.early_stopping = None
+    cfg.model = ModelConfig(name="LinearSVM")   # no hidden layer: the MLP's width options are refused
     for k, v in training.items():
         setattr(cfg.training, k, v)
     return cfg
@@ -228,11 +239,11 @@ def test_the_saved_model_learns_the_validation_rows_while_the_figures_stay_those
 
 
 def test_past_its_row_limit_the_split_validation_rows_stay_held_out_unless_asked(client, tmp_path, monkeypatch):
-    from lancetnic_flow.training import orchestrator
+    from lancetnic_flow import resolve
     from lancetnic_flow.training.orchestrator import train
 
     write_corpus(str(tmp_path / "t.csv"), 1500, classes=3, seed=21)
-    monkeypatch.setattr(orchestrator, "LEARN_VAL_MAX_ROWS", 1000)   # the 1,350 training rows are past it
+    monkeypatch.setattr(resolve, "LEARN_VAL_MAX_ROWS", 1000)   # the 1,350 training rows are past it
 
     def run(name, **training):
         cfg = _svm_config(tmp_path / "t.csv", tmp_path, name, epochs=2, **training)

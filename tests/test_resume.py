@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from lancetnic_flow.config import CheckpointEvery
+from lancetnic_flow.config import CheckpointEvery, ModelConfig
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.events import Events
 from lancetnic_flow.models.metrics import RegressionMetrics
@@ -119,6 +119,7 @@ def test_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(clien
         cfg.training.checkpoint_every = "off"   # only the Ctrl-C checkpoint
         if model == "LinearSVM":   # its own step, its own defaults
             cfg.training.sparse_optimizer = cfg.training.early_stopping = None
+            cfg.model = ModelConfig(name="LinearSVM")   # no hidden layer: the MLP's width options are refused
         return cfg
 
     ref = train(config("ref"), client=client)

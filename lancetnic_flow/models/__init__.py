@@ -10,6 +10,7 @@ names stored in run folders to classes.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from torch import nn
@@ -25,12 +26,13 @@ def create_model(name: str, *, dim: int, classes: int, regress: bool, hidden: in
                  dropout: float, embed: int, numeric: int) -> tuple[nn.Module, dict]:
     """A fresh model for ``name``; returns it and its ``model.json`` record."""
     spec = MODELS[name]
+    net = NETS[spec.net]
     kw: dict[str, Any] = {"dim": dim, "classes": classes, "regress": regress, "hidden": hidden, "layers": layers,
                           "dropout": dropout, "numeric": numeric}
-    if spec.net == "SequenceNet":
+    if "embed" in inspect.signature(net).parameters:   # a network with token embeddings of their own width
         kw["embed"] = embed
     kw.update(spec.fixed)
-    model = NETS[spec.net](**kw)
+    model = net(**kw)
     return model, {"model": name, "net": spec.net, "kwargs": model.config}
 
 

@@ -2,13 +2,14 @@
 
 The cache entry is complete before any trial starts, so the trial reads its
 shards through a :class:`~lancetnic_flow.dataflow.feed.ShardFeed` without a
-client, and trains them with the same loop and step as ``train``
-(:class:`~.loop.EpochLoop`): the model for the trial's options, its epochs
+client, and trains them with the same loop and training rule as ``train``
+(:class:`~.loop.EpochLoop`, :func:`~.rules.rule_for`): the model for the trial's options, its epochs
 with early stopping, the validation after each. It returns the monitored
 metric of its best epoch and the curve, never weights.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
@@ -20,9 +21,9 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..events import NULL_EVENTS
 from ..models import create_model
 from ..scores import val_scores
-from . import optim
 from .loop import EpochLoop, Trainee
 from .orchestrator import make_task
+from .rules import rule_for
 from .state import TrainState
 from .step import lr_schedule
 from .stop import TrainingInterrupted
@@ -69,7 +70,11 @@ def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = Non
         raise RuntimeError(f"the cache entry {spec.entry} has no manifest: a trial reads a complete entry only")
     total = feed.total_rows()
     state = TrainState(key=spec.key, total_rows=total, total_steps=tc.epochs * max(1, -(-total // tc.batch_size)))
-    trainee = Trainee(model, task, optim.optimizers_for(model, tc), device,
+    # The run's own rule (a trial of the linear model steps as its run does); a trial saves no model, so it
+    # never learns the validation rows, which leaves its score as it was.
+    rule = rule_for(dataclasses.replace(cfg, training=dataclasses.replace(tc, learn_val=False)))
+    rule.prepare(model)
+    trainee = Trainee(model, task, rule, rule.optimizers(model), device,
                       lr_schedule(tc.lr_schedule, tc.lr, state.total_steps))
     loop = EpochLoop(trainee, feed, tc, NULL_EVENTS, lambda *_: None, "")
     stopped = False

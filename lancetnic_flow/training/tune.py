@@ -247,8 +247,10 @@ def new_study(optuna: Any, seed: int, slots: int) -> Any:
 def _search(base: Training, events: Events, deadline: float, max_trials: int | None, optuna: Any
             ) -> tuple[list, list, dict]:
     """Entries fitted, the space, the trials run: (space, records, entries)."""
-    cfg, client = base.cfg, base.client
-    _, first = prepare_entry(cfg, base, events)
+    client = base.client
+    _, first = prepare_entry(base.cfg, base, events)
+    base.decide()   # the choices that need the counts, as train takes them: the trials train what it would
+    cfg = base.cfg
     slots, room = worker_slots(client)
     features = base.features
     classes = len(features.labels) if cfg.training.task != "regress" else 0
