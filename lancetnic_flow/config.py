@@ -135,7 +135,7 @@ class FeatureConfig:
 @dataclass
 class ModelConfig:
     name: str = "auto"               # auto: the first of registry.AUTO_CHOICES that fits (resolve.choose_model)
-    hidden: int | None = None        # None: 64 for Scalpel* and FastTextBag, 128 for Lancet*
+    hidden: int | None = None        # None: the model's (registry.ModelSpec.hidden)
     layers: int = 1
     dropout: float = 0.2
     embed: int = 128                 # token embedding width of sequence models

@@ -131,7 +131,7 @@ def test_the_dense_confusion_is_given_up_to_50_classes_and_only_the_cells_above(
 def test_the_trainer_plan_counts_the_output_layer_for_thousands_of_classes():
     from lancetnic_flow.training.orchestrator import estimate_model_bytes
 
-    cfg = make_config("unused.csv", Path("unused"))
+    cfg = make_config("unused.csv", Path("unused")).validate()   # the model's estimate reads its resolved options
     few, many = estimate_model_bytes(cfg, 65536, 64), estimate_model_bytes(cfg, 65536, 3000)
     # hidden × classes weights with moments, best copy and gradient (~4 copies), and a batch's outputs.
     assert many - few >= 4 * cfg.model.hidden * (3000 - 64) * 4

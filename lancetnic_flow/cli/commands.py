@@ -56,7 +56,7 @@ def _train_config(a: argparse.Namespace):
                               threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize"),
                               dashboard=True),  # the dashboard link is shown by the console views
         output=OutputConfig(out=a.out, name=a.name, cache=a.cache, track=a.track or [], experiment=a.experiment),
-    ).validate()
+    )
 
 
 # Options that may be given again with --resume: where the data and the
@@ -93,8 +93,10 @@ def cmd_train(a: argparse.Namespace, report) -> int:
                         "or --resume RUN to continue an interrupted run")
     from ..dataflow.cluster import scheduler_address
 
-    cfg = _train_config(a)
-    # An unwritable --out or --cache: exit 2 now, not after the fit pass (train() checks again, for the API).
+    given = _train_config(a)
+    # Bad options, then an unwritable --out or --cache: exit 2 now, not after the fit pass (train() checks
+    # again, for the API). train() takes the options as given: --model auto decides again after the fit.
+    cfg = given.validate()
     check_output_places(cfg)
     if not scheduler_address(cfg.cluster.scheduler):
         # Bad paths, formats and columns: exit 2 before torch loads (2 s).
@@ -106,7 +108,7 @@ def cmd_train(a: argparse.Namespace, report) -> int:
         check_training_inputs(cfg)
     from ..training.orchestrator import train
 
-    train(cfg, events)
+    train(given, events)
     return 0
 
 
@@ -355,7 +357,8 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
         raise UserError("tune needs training data", "e.g. lancetnic-flow tune data/train.csv --time-budget 10m")
     from ..dataflow.cluster import scheduler_address
 
-    cfg = _train_config(a)
+    given = _train_config(a)
+    cfg = given.validate()
     check_output_places(cfg)
     if not scheduler_address(cfg.cluster.scheduler):
         from ..data.checks import check_training_inputs
@@ -366,7 +369,7 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
     require_optuna()
     events = Events()
     events.subscribe(report)
-    res = tune(cfg, time_budget=budget, trials=a.trials, events=events)
+    res = tune(given, time_budget=budget, trials=a.trials, events=events)
     if report.view is not None and not report.quiet:   # not with --quiet or --json-log to stdout
         from ..ui.tune_lines import trials_table
 

@@ -336,9 +336,9 @@ class Training:
         classes = len(self.features.labels)
         counts = FitCounts(rows=self.feed.total_rows(), classes=classes)
         resolved, before = self.cfg, self.cfg.model.name
-        if self.saved is not None and "twin_weight" not in self.saved.model:
-            # A checkpoint of a version without the twin continues without it.
-            resolved = dataclasses.replace(resolved, training=dataclasses.replace(resolved.training, learn_val=False))
+        if self.saved is not None:   # what the checkpoint's weights call for (the rule knows)
+            options = rule_for(resolved).resume_options(self.saved.model)
+            resolved = dataclasses.replace(resolved, training=dataclasses.replace(resolved.training, **options))
         self.cfg, notes = resolve_counts(self.given, resolved, counts,
                                          lambda c: self._fits(self._trainer_need(classes, c)))
         self.tc = self.cfg.training

@@ -60,6 +60,8 @@ class TrainingRule(Protocol):
 
     def warm(self) -> None: ...
 
+    def resume_options(self, saved_model: dict) -> dict: ...
+
 
 class GradientRule:
     """Gradient steps through optimisers (``--optimizer`` for the dense
@@ -117,6 +119,10 @@ class GradientRule:
 
     def warm(self) -> None:
         return None
+
+    def resume_options(self, saved_model: dict) -> dict:
+        """Training options a checkpoint's weights (``saved_model``) call for: none."""
+        return {}
 
 
 # The hinge step is compiled: numba and LLVM load into the trainer (121 MiB measured).
@@ -191,6 +197,10 @@ class HingeRule:
 
     def extra_bytes(self) -> int:
         return MARGIN_KERNEL_BYTES
+
+    def resume_options(self, saved_model: dict) -> dict:
+        """A checkpoint of a version without the twin continues without it."""
+        return {"learn_val": False} if self.tc.learn_val and "twin_weight" not in saved_model else {}
 
     def warm(self) -> None:
         """Load the compiled step (half a second) in the background, while the cluster starts and the fit runs."""

@@ -20,7 +20,7 @@ from ..config import CheckpointEvery, TrainConfig
 from ..dataflow.feed import FeedSpec, ShardFeed
 from ..events import NULL_EVENTS
 from ..models import create_model
-from ..scores import val_scores
+from ..scores import lower_is_better, val_scores
 from .loop import EpochLoop, Trainee
 from .orchestrator import make_task
 from .rules import rule_for
@@ -82,12 +82,20 @@ def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = Non
         loop.run_epochs(state, Deadline(seconds_left), CheckpointEvery())
     except TrainingInterrupted:
         stopped = True   # the search's time ran out: the best epoch so far counts
-    return _outcome(state, tc.monitor, stopped, time.monotonic() - t0)
+    return _outcome(state, tc.monitor, stopped, time.monotonic() - t0, rule.keeps_last_epoch())
 
 
-def _outcome(state: TrainState, monitor: str, stopped: bool, seconds: float) -> dict[str, Any]:
+def _outcome(state: TrainState, monitor: str, stopped: bool, seconds: float, last: bool) -> dict[str, Any]:
+    """The trial's answer. Its value is that of the epoch ``train`` would keep:
+    the best one, or the last one for a rule that keeps the last epoch's weights."""
     best = state.best
-    value = val_scores(best["val"]).get(monitor) if best else None
-    return {"value": value, "score": best["score"] if best else None, "best_epoch": best["epoch"] if best else None,
+    if last and state.history and best is not None:
+        record = state.history[-1]   # the epoch record: its scores under their val_* names
+        value, score, epoch = record.get(monitor), lower_is_better(record, monitor), record["epoch"]
+    elif best is not None:
+        value, score, epoch = val_scores(best["val"]).get(monitor), best["score"], best["epoch"]
+    else:
+        value = score = epoch = None
+    return {"value": value, "score": score, "best_epoch": epoch,
             "epochs_run": len(state.history), "curve": [h.get(monitor) for h in state.history],
             "stopped": stopped, "seconds": seconds, "worker": _where(), "pid": os.getpid()}

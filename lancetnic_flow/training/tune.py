@@ -289,9 +289,8 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     if trials is not None and trials < 1:
         raise UserError(f"trials: must be ≥ 1, got {trials}", "e.g. --trials 20, or drop it to search until "
                         "the time budget is spent")
-    cfg.validate()
     t0 = time.monotonic()
-    base = Training(cfg, events, None)
+    base = Training(cfg, events, None)   # resolves cfg; its decide() after the fit gives what the trials train
     base.plan(external=client is not None)
     with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, base.cluster(client, closer) as c:
         space, records, entries = _search(base, events, t0 + budget, trials, optuna)
@@ -302,6 +301,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
                             "raise --time-budget (the featurised cache is kept, so a rerun starts with the trials)")
         for r in records:
             r["best"] = r is best
+        cfg = base.cfg   # decided: the final run trains the best trial's options exactly
         result = train(search.apply(cfg, best["params"]), events, client=c)
     defaults = next((r for r in records if r["defaults"]), None)
     doc = tune_document(cfg, budget, seconds, space, records, best, defaults, entries, result.metrics)
