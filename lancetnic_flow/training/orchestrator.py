@@ -37,7 +37,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..reconnect import retrying
 from ..features.vectorize import FittedFeatures
-from ..models import create_model
+from ..models import create_model, registration
 from ..models.tasks import Task
 from ..registry import MODELS
 from ..resolve import FitCounts, resolve, resolve_counts
@@ -474,7 +474,8 @@ class Training:
                                 class_weights=task.class_weights.cpu() if task.class_weights is not None else None,
                                 target=task.target, seed=task.seed),
                       train_shards=m.shards("train"), val_shards=m.shards("val"), cache_options=self.cache_so,
-                      every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule)
+                      every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule,
+                      model_entry=registration(self.cfg.model.name))
         self.events.emit("stage", stage="training", epoch=state.epoch + 1, epochs=self.tc.epochs,
                          total_rows=state.total_rows, source="ddp", ranks=self.tc.ddp, monitor=self.tc.monitor)
         driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop,

@@ -19,7 +19,7 @@ import torch
 from ..config import CheckpointEvery, TrainConfig
 from ..dataflow.feed import FeedSpec, ShardFeed
 from ..events import NULL_EVENTS
-from ..models import create_model
+from ..models import create_model, register
 from ..scores import lower_is_better, val_scores
 from .loop import EpochLoop, Trainee
 from .orchestrator import make_task
@@ -50,12 +50,16 @@ def _where() -> str:
         return "local"
 
 
-def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = None, threads: int = 1) -> dict:
+def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = None, threads: int = 1,
+              model_entry: tuple | None = None) -> dict:
     """Train ``cfg`` (a trial's options) from the cached shards of ``spec``;
-    stop at ``seconds_left`` if given. Returns the monitored metric of the
+    stop at ``seconds_left`` if given; ``model_entry``: the model's
+    registration (:func:`~lancetnic_flow.models.registration`). Returns the monitored metric of the
     best epoch (``value``, None when no epoch finished), its curve, the
     seconds, and the worker and process that ran it."""
     t0 = time.monotonic()
+    if model_entry is not None:   # a model the user's script registered: this worker may not have it
+        register(model_entry)
     tc = cfg.training
     torch.set_num_threads(threads)   # one trial per worker thread: one core each
     torch.manual_seed(tc.seed)

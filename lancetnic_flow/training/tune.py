@@ -30,6 +30,7 @@ from ..dataflow.manifest import read_features
 from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
 from ..errors import UserError
 from ..events import NULL_EVENTS, Events
+from ..models import registration
 from ..reconnect import share
 from ..runs.folder import write_json
 from ..scores import BY_KEY
@@ -181,9 +182,10 @@ class Search:
             return False
         if entry.remote.status != "finished":   # every worker holding it died: share it again
             entry.remote = share(self.client, entry.spec)
-        fut = self.client.submit(run_trial, entry.remote, cfg, max(1.0, self.left()), workers=[slot],
-                                       allow_other_workers=True, pure=False,
-                                       key=f"lancetnic-tune-trial-{trial.number}-{os.urandom(4).hex()}")
+        fut = self.client.submit(run_trial, entry.remote, cfg, max(1.0, self.left()),
+                                 model_entry=registration(cfg.model.name), workers=[slot],
+                                 allow_other_workers=True, pure=False,
+                                 key=f"lancetnic-tune-trial-{trial.number}-{os.urandom(4).hex()}")
         self.running[fut] = (trial, rec, slot)
         return True
 

@@ -54,6 +54,7 @@ class RankJob:
     local_ranks: list = field(default_factory=list)   # each rank's index among the ranks on its machine
     stop_event: str | None = None             # a distributed.Event the trainer sets on Ctrl-C
     rule: str = "gradient"                    # the model's training rule (registry.ModelSpec.rule)
+    model_entry: tuple | None = None          # models.registration: a model the user's script registered
 
 
 def share(shards: list, rank: int, world: int, seed: int, epoch: int) -> list:
@@ -141,9 +142,12 @@ class RankRun:
         self._last_val: dict = {}
 
     def _build(self, start: TrainState) -> None:
-        from ...models import build_model
+        from ...models import build_model, register
         from ...models.tasks import Task
         from ..rules import RULES
+
+        if self.job.model_entry is not None:   # this worker may not have the user's model registered
+            register(self.job.model_entry)
 
         self.rule = RULES[self.job.rule](self.tc)
         if not self.rule.exchanges_gradients:
