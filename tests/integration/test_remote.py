@@ -98,7 +98,7 @@ def test_s3_workflow_runs_against_the_loopback_server(s3, tmp_path):
     sets = [f"storage_option.key={s3['key']}", f"storage_option.secret={s3['secret']}",
             f"storage_option.client_kwargs.endpoint_url={s3['client_kwargs']['endpoint_url']}",
             f"out={tmp_path}", "epochs=2", "batch_size=64", "workers=1", "memory_budget=3GiB"]
-    r = subprocess.run(CLI + ["run", str(Path(__file__).resolve().parent.parent / "workflows" / "s3.yaml"),
+    r = subprocess.run(CLI + ["run", str(Path(__file__).resolve().parents[2] / "workflows" / "s3.yaml"),
                               *sum([["--set", s] for s in sets], [])], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr
     metrics = json.loads((tmp_path / "s3" / "metrics.json").read_text())

@@ -21,6 +21,9 @@ from lancetnic_flow.data.synth import write_corpus
 
 from servers import DroppingProxy, dask_processes
 
+# Two runs whose workers and trainer are killed mid-epoch: minutes each.
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 
 

@@ -11,7 +11,7 @@ from lancetnic_flow.cli import main
 from lancetnic_flow.cli.workflow import to_argv
 from lancetnic_flow.errors import UserError
 
-WORKFLOWS = Path(__file__).resolve().parent.parent / "workflows"
+WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 LOCAL = ["quickstart", "multiclass", "binary-spam", "regression", "multitask", "hybrid", "lstm-attention", "ddp"]
 
 

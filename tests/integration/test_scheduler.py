@@ -86,7 +86,7 @@ def test_a_refused_scheduler_port_is_reported_in_seconds_and_one_that_starts_lis
 
 
 def test_cluster_workflow_runs_on_the_existing_scheduler(dask_cluster, corpus, tmp_path):
-    wf = Path(__file__).resolve().parent.parent / "workflows" / "cluster.yaml"
+    wf = Path(__file__).resolve().parents[2] / "workflows" / "cluster.yaml"
     sets = [f"scheduler={dask_cluster}", f"train={corpus}", f"make_data.out={corpus}", f"out={tmp_path}",
             f"cache={tmp_path / 'cache'}", "epochs=1"]
     r = subprocess.run([sys.executable, "-m", "lancetnic_flow", "run", str(wf), *sum([["--set", s] for s in sets], [])],

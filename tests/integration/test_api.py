@@ -20,7 +20,7 @@ from lancetnic_flow import TextClassifier, TextRegressor, write_corpus
 from lancetnic_flow.dataflow.main_guard import guarded
 from lancetnic_flow.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_script(path: Path, cwd: Path, timeout: int = 240) -> tuple[subprocess.CompletedProcess, float]:
