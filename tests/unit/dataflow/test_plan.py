@@ -1,14 +1,14 @@
-"""The memory plan: the budget is split explicitly, partitions stay in their
-bounds, a too-small budget is refused with what would fit, and an existing
-cluster's worker limits are read from its scheduler."""
+"""dataflow/plan.py: the memory plan splits the budget explicitly, partitions
+stay in their bounds, a too-small budget is refused with a budget that fits,
+and someone else's workers' limits and threads set the partition and window."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from lancetnic_flow.dataflow.cluster import plan_for_existing
-from lancetnic_flow.dataflow.plan import MIN_WORKER, TRAINER_BASE, GiB, MiB, plan_memory
+from lancetnic_flow.dataflow.plan import (MAX_PARTITION, MIN_WORKER, TRAINER_BASE, GiB, MiB, plan_for_workers,
+                                          plan_memory)
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.sizes import parse_size
 
@@ -61,32 +61,19 @@ def test_memory_plan_refuses_a_budget_too_small_and_says_what_would_fit(kw):
     assert plan.reserve + plan.trainer + plan.workers * plan.worker_limit <= suggested
 
 
-def test_plan_for_existing_reads_worker_limits_and_threads_from_the_cluster(client):
-    plan = plan_for_existing(client, trainer=TRAINER_BASE)
-    assert plan.external
-    assert plan.workers == 2
-    assert plan.threads == 1
-    assert plan.worker_limit == int(1.5 * GiB)
-    assert plan.in_flight == 4  # 2 × total threads
-    assert 1 * MiB <= plan.partition <= 64 * MiB
+def test_a_plan_for_existing_workers_takes_the_smallest_limit_and_counts_every_thread():
+    workers = [{"memory_limit": 8 * GiB, "nthreads": 2}, {"memory_limit": 4 * GiB, "nthreads": 1}]
+    plan = plan_for_workers(workers, trainer=TRAINER_BASE)
+    assert plan.external and plan.workers == 2 and plan.worker_limit == 4 * GiB and plan.threads == 2
+    assert plan.in_flight == 6 and MiB <= plan.partition <= MAX_PARTITION
     assert "existing cluster: 2 workers" in plan.describe()
-    assert plan_for_existing(client, trainer=TRAINER_BASE, blocksize=5 * MiB).partition == 5 * MiB
+    assert plan_for_workers(workers, trainer=TRAINER_BASE, blocksize=5 * MiB).partition == 5 * MiB
 
 
-def test_an_existing_cluster_whose_worker_is_still_starting_is_waited_for():
-    """A worker arriving a moment late (starting, or restarted by its nanny) is not 'no workers'."""
-    import logging
-    import threading
+def test_a_larger_worker_gets_a_larger_partition_up_to_the_cap():
+    def partition(limit):
+        return plan_for_workers([{"memory_limit": limit, "nthreads": 1}], trainer=0).partition
 
-    from distributed import Client, LocalCluster
-
-    from lancetnic_flow.dataflow.cluster import plan_for_existing
-    from lancetnic_flow.errors import UserError
-
-    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
-            Client(cluster) as client:
-        with pytest.raises(UserError, match="has no workers"):
-            plan_for_existing(client, trainer=1 << 28, wait=0.5)
-        threading.Timer(1.0, lambda: cluster.scale(1)).start()
-        plan = plan_for_existing(client, trainer=1 << 28, wait=30)
-        assert plan.workers == 1 and plan.external
+    assert partition(600 * MiB) == MiB                 # the floor
+    assert MiB < partition(800 * MiB) < MAX_PARTITION  # what the limit leaves after the bases, per peak byte
+    assert partition(64 * GiB) == MAX_PARTITION
