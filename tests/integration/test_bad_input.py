@@ -5,7 +5,7 @@ what would work, exit status 2, no traceback; or a finished run whose
 metrics.json counts each unusable row by reason, so that
 ``read = trained + validated + Σ skipped``. Never a silent loss, never a hang:
 every subprocess has a timeout. The error cases run side by side (each is
-mostly interpreter start-up); tests/test_cli.py already covers a missing file,
+mostly interpreter start-up); tests/integration/test_cli.py already covers a missing file,
 a wrong CSV --text column and --format xml.
 """
 from __future__ import annotations

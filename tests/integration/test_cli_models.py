@@ -1,17 +1,17 @@
 """Every model and every task trains, evaluates and predicts through the
 `lancetnic-flow` command, run as real subprocesses.
 
-tests/test_models.py builds and trains every model × task combination (24
+tests/integration/test_models.py builds and trains every model × task combination (24
 today) in process and checks that models named for a task (ScalpelMC,
 ScalpelReg, ScalpelMTSK) build the same network for the same task;
-tests/test_tasks.py trains one of each network and task end to end through
+tests/integration/test_tasks.py trains one of each network and task end to end through
 the Python API. Here the user's path is checked: `make-data` writes the
 corpus (with a numeric `target` column), then per combination `train --model M [--task T]`,
 `evaluate RUN DATA --json` and `predict RUN --input DATA --output out.jsonl`.
 Each must exit 0, the model must have learned (accuracy well above the
 majority class, RMSE below the RMSE of predicting the mean), and predictions
 must carry the fields of the task and equal the run's own in-process
-predictions (what `predict --text` prints; that command is tests/test_cli.py's).
+predictions (what `predict --text` prints; that command is tests/integration/test_cli.py's).
 
 The combinations through the CLI: every registered model in its own task,
 given without `--task` (so `--model ScalpelReg` alone must regress), plus
@@ -136,7 +136,7 @@ def test_the_cli_combinations_give_every_model_its_own_task_and_every_family_eve
     assert set(COMBOS) <= set(ALL) and len(set(COMBOS)) == len(COMBOS)
     assert {(m, MODELS[m].task) for m in MODELS} <= set(COMBOS)
     assert {(MODELS[m].net, t) for m, t in COMBOS} == {(MODELS[m].net, t) for m, t in ALL}
-    # multilabel runs on every classifier and is tested on its own (tests/test_multilabel.py)
+    # multilabel runs on every classifier and is tested on its own (tests/integration/test_multilabel.py)
     assert {t for _, t in COMBOS} == set(TASKS) - {"multilabel"}
 
 
@@ -186,7 +186,7 @@ def test_every_model_and_task_trains_evaluates_and_predicts_through_the_cli(outc
         assert ev["rmse"] < 0.9 * ev["baseline_rmse"], (ev["rmse"], ev["baseline_rmse"])
         if not seq:
             # An LSTM regressing from 1,800 rows barely generalises (LancetMC multitask: val RMSE
-            # 0.97 × the mean's); held-out regression of sequence models is tests/test_tasks.py's.
+            # 0.97 × the mean's); held-out regression of sequence models is tests/integration/test_tasks.py's.
             assert m["val_rmse"] < 0.95 * m["val_baseline_rmse"], (m["val_rmse"], m["val_baseline_rmse"])
     else:
         assert ev.get("rmse") is None and m["val_rmse"] is None

@@ -4,7 +4,7 @@ the Python API and the CLI, options behave as docs/models.md says, and run
 folders hold valid plots.
 
 Every model × task combination builds, trains a few steps and learns in
-process in tests/test_models.py, which also proves that the Scalpel aliases
+process in tests/integration/test_models.py, which also proves that the Scalpel aliases
 (ScalpelMC/ScalpelReg/ScalpelMTSK) and the LSTM aliases (LancetMC/LancetReg)
 build identical networks for a given task. Here, within a few minutes of two
 cores, nine full runs cover every model name, every task, and both heads of
