@@ -571,7 +571,7 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                     run.decide()
                     run.build_model()
                     # --track listens from here on: the run folder exists.
-                    tracking = start_tracking(cfg, run.run, run.out_so, events, resumed=resume is not None)
+                    tracking = start_tracking(run.cfg, run.run, run.out_so, events, resumed=resume is not None)
                     final_val = run.train_epochs()
                 finally:
                     mon.client = None   # the cluster closes while the run saves: its scheduler is not asked

@@ -111,8 +111,11 @@ def outcomes(client, corpus) -> dict[tuple[str, str], Outcome]:
     def pipeline(model: str, task: str) -> Outcome:
         name = f"{model}-{task}"
         own = [] if task == MODELS[model].task else ["--task", task]      # the model's own task: implied
+        # A model without a hidden layer refuses --hidden: SMALL's width is the others'.
+        small = SMALL if not MODELS[model].refuses else [x for i, x in enumerate(SMALL) if "--hidden" not in (
+            x, SMALL[i - 1])]
         o = Outcome(d / "runs" / name, cli("train", "x.csv", "--model", model, *own, "--target", "target",
-                                           "--lr", lr_for(model), *SMALL, *sched, "--out", d / "runs",
+                                           "--lr", lr_for(model), *small, *sched, "--out", d / "runs",
                                            "--name", name, "--cache", d / "cache", cwd=d))
         if o.train.returncode != 0:
             return o

@@ -60,9 +60,16 @@ class GatedBag(nn.Module):
         return {"logits": self.out(self.drop(nn.functional.glu(self.input(indices, offsets, weights), dim=1)))}
 
 
-NETS.setdefault("GatedBag", GatedBag)
-MODELS.setdefault("GatedBagMC", ModelSpec("GatedBag", tasks=("classify",), label_sets=False, hidden=32,
-                                          sparse_optimizer="sgd", sparse_lr=2.5, summary="a gated bag"))
+GATED = ModelSpec("GatedBag", tasks=("classify",), label_sets=False, hidden=32, sparse_optimizer="sgd",
+                  sparse_lr=2.5, summary="a gated bag")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    """GatedBagMC registered for this file's tests only: other files read the registry's built-in models."""
+    NETS["GatedBag"], MODELS["GatedBagMC"] = GatedBag, GATED
+    yield
+    del NETS["GatedBag"], MODELS["GatedBagMC"]
 
 FAMILIES = ["LinearSVM", "ScalpelMC", "FastTextBag", "LancetMC", "GatedBagMC"]
 BUILT_IN = FAMILIES[:-1]
@@ -229,12 +236,18 @@ def test_the_estimator_api_trains_the_same_model(trained, corpus, client):
 
     model, ref = trained
     texts, labels = texts_and_labels(corpus, 10_000)
+    if MODELS[model].features[0] == "ids":
+        # The estimator has no max_len or embed parameter: a sequence model reads 256 ids of 128-wide
+        # embeddings there, not the plain run's 32, so no score to compare; it trains and answers, briefly.
+        clf = TextClassifier(model=model, epochs=1, batch_size=BATCH, scheduler=client.scheduler.address,
+                             out=str(corpus / "est"), progress=False).fit(texts[:600], labels[:600])
+        assert clf.metrics_["model"] == model and set(clf.predict(texts[:50])) <= set(labels)
+        return
     clf = TextClassifier(model=model, epochs=3, batch_size=BATCH, buckets=2**16, scheduler=client.scheduler.address,
                          out=str(corpus / "est"), progress=False).fit(texts, labels)
-    # The same rows, options and seed as the plain run: the same validation score, within noise. (The
-    # estimator has no max_len or embed parameter: a sequence model there reads the defaults, not the 32 here.)
-    if MODELS[model].features[0] != "ids":
-        assert clf.metrics_["val_accuracy"] == pytest.approx(ref.metrics["val_accuracy"], abs=0.03)
+    # The same rows, options and seed as the plain run: the same validation score, within noise.
+    assert clf.metrics_["model"] == model
+    assert clf.metrics_["val_accuracy"] == pytest.approx(ref.metrics["val_accuracy"], abs=0.03)
     got = clf.predict(texts[:200])
     assert float(np.mean(got == np.array(labels[:200]))) > 0.5
 
