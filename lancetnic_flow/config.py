@@ -51,7 +51,7 @@ def _positive(field: str, value: float | int | None, allow_zero: bool = False) -
 # lancetnic_flow/options.py: ``default("data.val")`` reads it from there.
 @dataclass
 class DataConfig:
-    train: list[str]
+    train: list[str] = default("data.train")   # required: no default
     val: list[str] = default("data.val")
     val_fraction: float = default("data.val_fraction")
     format: str = default("data.format")
