@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 from .errors import UserError, close_matches
-from .sizes import parse_size
 
 SECTIONS = ("data", "features", "model", "training", "cluster", "output")
 REQUIRED = object()     # a field without a default (data.train)
@@ -163,6 +162,8 @@ def parse_ngram_range(text: Any, name: str) -> tuple[int, int]:
 
 
 def _size(text: Any, name: str) -> int:
+    from .sizes import parse_size   # Dask's parser: imported when a size is read, not with the declarations
+
     return parse_size(text, name)
 
 
