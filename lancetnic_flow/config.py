@@ -16,7 +16,7 @@ from .errors import UserError, close_matches
 from .formats import FORMATS, text_encoding
 from .options import (BY_FIELD, SECTIONS, bad, default, parse_df, parse_ngram_range, parse_storage_options,
                       placeholder)
-from .scores import MONITORS, monitor_fits
+from .scores import MONITORS
 from .sizes import parse_size
 
 FEATURE_MODES = ("tfidf", "hashing", "ids")
@@ -27,11 +27,6 @@ TASKS = ("classify", "regress", "multitask", "multilabel")
 OPTIMIZERS = ("adam", "sgd", "radam", "rmsprop", "adadelta")
 CLASS_LOSSES = ("cross_entropy", "bce", "hinge")
 VALUE_LOSSES = ("mse", "l1", "smooth_l1")
-# --monitor's default per task (else val_loss). Multilabel keeps val_loss:
-# micro-F1 at a 0.5 threshold stays 0 while every probability is still below
-# it (a slowly learning model's first epochs), which early stopping would read
-# as no progress; the loss moves from the first step.
-DEFAULT_MONITOR = {"classify": "val_accuracy"}
 SECRET_HINTS = ("key", "secret", "token", "password", "credential", "session")
 
 
@@ -145,8 +140,8 @@ class FeatureConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = default("model.name")        # auto: LinearSVM for one label per row, else ScalpelMC
-    hidden: int | None = default("model.hidden")   # None: 64 for Scalpel* and FastTextBag, 128 for Lancet*
+    name: str = default("model.name")        # auto: the first of registry.AUTO_CHOICES that fits (resolve)
+    hidden: int | None = default("model.hidden")   # None: the model's (registry.ModelSpec.hidden)
     layers: int = default("model.layers")
     dropout: float = default("model.dropout")
     embed: int = default("model.embed")      # token embedding width of sequence models
@@ -210,7 +205,7 @@ class TrainingConfig:
     lr: float = default("training.lr")
     lr_schedule: str = default("training.lr_schedule")
     optimizer: str = default("training.optimizer")
-    sparse_optimizer: str | None = default("training.sparse_optimizer")   # None → the model's (registry.SPARSE_STEP)
+    sparse_optimizer: str | None = default("training.sparse_optimizer")   # None → the model's (registry.ModelSpec)
     sparse_lr: float | None = default("training.sparse_lr")   # per example for sgd; None → the model's
     seed: int = default("training.seed")
     shuffle_buffer: int = default("training.shuffle_buffer")
@@ -221,26 +216,19 @@ class TrainingConfig:
     loss_weights: tuple[float, float] = default("training.loss_weights")
     class_weights: str = default("training.class_weights")   # or "balanced"
     # Patience in epochs; 0: train every epoch; None: the model's default
-    # (2; LinearSVM 0, keeping the last epoch's weights: see keeps_last_epoch).
+    # (ModelSpec.early_stopping).
     early_stopping: int | None = default("training.early_stopping")
-    monitor: str | None = default("training.monitor")   # None: DEFAULT_MONITOR of the task, else val_loss
+    monitor: str | None = default("training.monitor")   # None: resolve.DEFAULT_MONITOR of the task, else val_loss
     clip_grad: float | None = default("training.clip_grad")
     device: str = default("training.device")
     threads: int | None = default("training.threads")
     checkpoint_every: str = default("training.checkpoint_every")   # batches ("500"), a duration ("10m") or "off"
     ddp: int | None = default("training.ddp")    # data-parallel ranks on Dask workers (ddp.py)
-    # LinearSVM: the saved model also learns the validation rows (a twin trained
-    # without them gives the validation figures); None: when they are split from
-    # the training data and the training rows are at most LEARN_VAL_MAX_ROWS.
-    # Resolved by TrainConfig.validate and build_model.
+    # A model that can (ModelSpec.learns_val): the saved model also learns the
+    # validation rows (a twin trained without them gives the validation
+    # figures); None: when they are split from the training data and the
+    # training rows are few enough (resolve.resolve_counts).
     learn_val: bool | None = default("training.learn_val")
-
-    def keeps_last_epoch(self) -> bool:
-        """LinearSVM without early stopping keeps its last epoch's weights, not
-        the best epoch's: its rate has decayed to 5 % by then, and validation
-        accuracy over the last epochs moves by noise, which picked earlier,
-        worse models (docs/models.md). Every other model keeps the best epoch."""
-        return self.sparse_optimizer == "hinge" and not self.early_stopping
 
     def validate(self) -> None:
         t = "training."
@@ -343,148 +331,12 @@ class TrainConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
 
     def validate(self) -> "TrainConfig":
-        """Check every field and resolve the model's defaults (task, features)."""
-        from .registry import MODELS
+        """This configuration checked, with the model's defaults and every
+        ``auto`` choice that needs no data taken (:func:`lancetnic_flow.resolve.resolve`):
+        a new configuration; this one is left as it was."""
+        from .resolve import resolve
 
-        self.features.read_stop_words(self.data.storage_options)   # the data's credentials open the file
-        for part in (self.data, self.features, self.model, self.training, self.cluster, self.output):
-            part.validate()
-        from .registry import SPARSE_STEP, VALUE_SPARSE_LR
-
-        self._resolve_auto_model()
-        spec = MODELS[self.model.name]
-        t = self.training
-        # --model auto with a target: a value is asked for (the MLP's own task, classify, would leave it unread).
-        auto_value = getattr(self, "_auto_from", None) is not None and self.data.target
-        t.task = t.task or ("regress" if auto_value else spec.task)
-        self.model.hidden = self.model.hidden or (64 if spec.net == "ScalpelNet" else 128)
-        if t.early_stopping is None:
-            t.early_stopping = 0 if spec.fixed.get("margin") else 2
-        if spec.fixed.get("margin"):
-            self._linear_svm_options()
-        elif t.learn_val:
-            raise UserError(f"--learn-val: only LinearSVM learns the validation rows (through a twin that never sees "
-                            f"them), not {self.model.name}",
-                            "drop --learn-val, or pass --model LinearSVM (or --model auto)")
-        else:
-            t.learn_val = False
-        if t.sparse_optimizer == "hinge" and not spec.fixed.get("margin"):
-            raise UserError(f"--sparse-optimizer hinge is LinearSVM's own step, not {self.model.name}'s",
-                            "pass --model LinearSVM, or --sparse-optimizer sgd|adam")
-        elif t.sparse_optimizer is None:
-            t.sparse_optimizer, lr = SPARSE_STEP.get(spec.net, ("adam", None))   # a model of your own: lazy Adam
-        else:
-            lr = SPARSE_STEP["ScalpelNet"][1] if t.sparse_optimizer == "sgd" else None
-        if t.sparse_lr is None:
-            t.sparse_lr = VALUE_SPARSE_LR if t.sparse_optimizer == "sgd" and t.task in ("regress", "multitask") else lr
-        if t.task not in spec.every_task:
-            raise UserError(f"model {self.model.name} cannot {t.task}",
-                            f"it does: {', '.join(spec.every_task)}; models for {t.task}: "
-                            + ", ".join(n for n, m in MODELS.items() if t.task in m.every_task))
-        f = self.features
-        if f.mode is None:
-            f.mode = spec.features[0]
-            if f.mode == "hashing" and f.max_features is not None and "tfidf" in spec.features:
-                f.mode = "tfidf"   # a vocabulary cap asks for a fitted vocabulary
-            if spec.ngrams:
-                f.ngrams = max(f.ngrams, spec.ngrams)
-        if f.mode == "ids" and (f.ngram_min > 1 or f.analyzer != "word"):
-            raise UserError(f"--features ids reads word tokens in order, not {f.analyzer} n-grams "
-                            f"{f.ngram_min},{f.ngrams}", "drop --ngram-range/--analyzer, or pick a bag model")
-        if f.mode == "ids":
-            f.ngrams = 1   # token ids in order: no word pairs
-        if f.analyzer != "word" and f.mode != "hashing":
-            raise UserError(f"--analyzer {f.analyzer}: character n-grams are hashed, not a fitted vocabulary "
-                            f"(--features {f.mode})", "use --features hashing (ScalpelMC's default)")
-        if f.mode == "hashing" and f.max_features is not None:
-            raise UserError("--max-features caps a fitted vocabulary; hashed features have --buckets columns",
-                            "drop --max-features, or use --features tfidf")
-        if f.mode not in spec.features:
-            raise UserError(f"model {self.model.name} reads --features {'/'.join(spec.features)}, not {f.mode}",
-                            f"drop --features, or pick a model for {f.mode}: "
-                            + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
-        self._check_multilabel()
-        if t.task in ("classify", "multitask", "multilabel") and not self.data.label:
-            raise UserError(f"--task {t.task} needs a label column", "pass --label COLUMN")
-        if t.task in ("regress", "multitask") and not self.data.target:
-            raise UserError(f"--task {t.task} needs a numeric target column", "pass --target COLUMN")
-        if t.task == "regress":
-            self.data.label = None
-        t.monitor = t.monitor or DEFAULT_MONITOR.get(t.task, "val_loss")
-        if not monitor_fits(t.monitor, t.task):
-            raise UserError(f"--monitor {t.monitor} does not fit --task {t.task}",
-                            "use val_loss, or a metric of the task")
-        return self
-
-    def _resolve_auto_model(self) -> None:
-        """``--model auto`` (the default): LinearSVM for one label per row over
-        sparse rows when no option asks for what only the MLP has (numeric
-        columns, --ddp, a GPU, class weights, another loss or optimiser, hidden
-        layers); ScalpelMC otherwise. ``build_model`` may still turn to
-        ScalpelMC once the classes are counted (:meth:`without_linear_model`)."""
-        from .registry import AUTO
-
-        m, t, d = self.model, self.training, self.data
-        if m.name != AUTO:
-            return
-        self._auto_from = (dataclasses.replace(m), dataclasses.replace(t))
-        mlp = ModelConfig()
-        plain = (t.task in (None, "classify") and bool(d.label) and not d.target and not d.numeric
-                 and not t.ddp and self.features.mode in (None, "hashing", "tfidf") and d.label_sep is None
-                 and t.class_loss == "cross_entropy" and t.class_weights == "none" and t.device in ("auto", "cpu")
-                 and t.sparse_optimizer is None and (m.hidden, m.layers, m.dropout) == (mlp.hidden, mlp.layers,
-                                                                                        mlp.dropout))
-        m.name = "LinearSVM" if plain else "ScalpelMC"
-
-    def chose_linear_model(self) -> bool:
-        """Whether ``--model auto`` chose LinearSVM (so it may turn to ScalpelMC)."""
-        return getattr(self, "_auto_from", None) is not None and self.model.name == "LinearSVM"
-
-    def without_linear_model(self) -> None:
-        """``--model auto`` again, choosing ScalpelMC (LinearSVM's terms × classes
-        weight does not fit): the options as given, validated anew, in place."""
-        m, t = self._auto_from
-        for part, saved in ((self.model, m), (self.training, t)):
-            for f in dataclasses.fields(part):
-                setattr(part, f.name, getattr(saved, f.name))
-        self.model.name = "ScalpelMC"
-        self.training.learn_val = None   # asked of the linear model auto chose, not of the MLP
-        self._auto_from = None
-        self.validate()
-
-    def _linear_svm_options(self) -> None:
-        """LinearSVM trains one example at a time on the CPU with its own hinge
-        step: options that cannot apply are refused, not ignored."""
-        from .registry import LINEAR_LR
-
-        t, name = self.training, self.model.name
-        refuse = [("--ddp", t.ddp, "ranks exchange gradients of batches"),
-                  ("--numeric", self.data.numeric, "its step reads the sparse rows only"),
-                  ("--class-weights", t.class_weights != "none", "its hinge step weighs every row alike"),
-                  ("--device", t.device not in ("auto", "cpu"), "its step runs on the CPU"),
-                  ("--class-loss", t.class_loss not in ("cross_entropy", "hinge"), "it trains the hinge loss"),
-                  ("--sparse-optimizer", t.sparse_optimizer not in (None, "hinge"), "it has its own step")]
-        for flag, bad, why in refuse:
-            if bad:
-                raise UserError(f"{flag} does not apply to {name}: {why}",
-                                f"drop {flag}, or pass --model ScalpelMC")
-        t.class_loss, t.sparse_optimizer, t.device = "hinge", "hinge", "cpu"
-        if t.learn_val is None and (self.data.val or not self.data.val_fraction):
-            t.learn_val = False   # a validation file stays held out; None is decided by the rows (build_model)
-        t.sparse_lr = t.sparse_lr or LINEAR_LR
-        self.model.layers = 0
-
-    def _check_multilabel(self) -> None:
-        """--label-sep belongs to --task multilabel; multilabel has one loss (BCE per label)."""
-        t = self.training
-        if self.data.label_sep is not None and t.task != "multilabel":
-            raise UserError(f"--label-sep splits a row's labels for --task multilabel, not --task {t.task}",
-                            "add --task multilabel, or drop --label-sep")
-        if self.data.label_sep == "":
-            raise UserError("--label-sep: an empty separator", 'e.g. --label-sep "|" or --label-sep ","')
-        if t.task == "multilabel" and t.class_loss != "cross_entropy":
-            raise UserError(f"--class-loss {t.class_loss}: --task multilabel always trains a binary cross "
-                            "entropy per label", "drop --class-loss")
+        return resolve(self)
 
     def to_dict(self, redact: bool = True) -> dict[str, Any]:
         """Plain dict for run folders and logs; secrets in storage options are masked."""

@@ -25,8 +25,9 @@ def _train_config(a: argparse.Namespace):
     """The parsed ``train``/``tune`` options → a validated TrainConfig, as declared (options.py)."""
     from ..config import config_from_options
 
-    # The dashboard link is shown by the console views.
-    return config_from_options({**vars(a), "dashboard": True}).validate()
+    # The dashboard link is shown by the console views. Not resolved: train() takes the options as given,
+    # so --model auto decides again after the fit pass (resolve.resolve_counts).
+    return config_from_options({**vars(a), "dashboard": True})
 
 
 # Options that may be given again with --resume: where the data and the
@@ -69,12 +70,14 @@ def _events(report):
     return events
 
 
-def train_config(cfg, report) -> int:
-    """Train a validated configuration (of `train` or a workflow file), its places and inputs checked first."""
+def train_config(given, report) -> int:
+    """Train a configuration (of `train` or a workflow file), checked, its places and inputs too, first."""
     from ..dataflow.cluster import scheduler_address
     from ..runs.folder import check_output_places
 
-    # An unwritable --out or --cache: exit 2 now, not after the fit pass (train() checks again, for the API).
+    # Bad options, then an unwritable --out or --cache: exit 2 now, not after the fit pass (train() checks
+    # again, for the API). train() takes the options as given: --model auto decides again after the fit.
+    cfg = given.validate()
     check_output_places(cfg)
     if not scheduler_address(cfg.cluster.scheduler):
         # Bad paths, formats and columns: exit 2 before torch loads (2 s).
@@ -86,7 +89,7 @@ def train_config(cfg, report) -> int:
         check_training_inputs(cfg)
     from ..training.orchestrator import train
 
-    train(cfg, _events(report))
+    train(given, _events(report))
     return 0
 
 
@@ -335,7 +338,8 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
         raise UserError("tune needs training data", "e.g. lancetnic-flow tune data/train.csv --time-budget 10m")
     from ..dataflow.cluster import scheduler_address
 
-    cfg = _train_config(a)
+    given = _train_config(a)
+    cfg = given.validate()
     check_output_places(cfg)
     if not scheduler_address(cfg.cluster.scheduler):
         from ..data.checks import check_training_inputs
@@ -346,7 +350,7 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
     require_optuna()
     events = Events()
     events.subscribe(report)
-    res = tune(cfg, time_budget=budget, trials=a.trials, events=events)
+    res = tune(given, time_budget=budget, trials=a.trials, events=events)
     if report.view is not None and not report.quiet:   # not with --quiet or --json-log to stdout
         from ..ui.tune_lines import trials_table
 

@@ -143,15 +143,17 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
 
 
 def workflow_config(wf: Workflow):
-    """The validated TrainConfig a workflow means (the same as its `train` command line)."""
+    """The TrainConfig a workflow means (the same as its `train` command line), checked."""
     from ..config import config_from_options
 
     # The dashboard link is shown by the console views, as for `train`.
-    return config_from_options({**wf.values, "dashboard": True}).validate()
+    cfg = config_from_options({**wf.values, "dashboard": True})
+    cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
+    return cfg
 
 
 def prepare_workflow(path: str, overrides: list[str] | None = None):
-    """The validated TrainConfig of a workflow, its data generated first if asked and missing."""
+    """The checked TrainConfig of a workflow, its data generated first if asked and missing."""
     wf = read_workflow(path, overrides)
     make_data = wf.make_data
     if make_data is not None:

@@ -47,7 +47,7 @@ def _write(tmp_path, text: str = WORKFLOW) -> str:
 
 
 def test_a_workflow_means_what_its_command_line_means(tmp_path):
-    cli = config_from_options({**vars(build_parser().parse_args(ARGV)), "dashboard": True}).validate()
+    cli = config_from_options({**vars(build_parser().parse_args(ARGV)), "dashboard": True})
     assert workflow_config(read_workflow(_write(tmp_path))) == cli
 
 
