@@ -141,7 +141,7 @@ def test_options_are_validated_naming_the_flag_and_stored_with_the_features(tmp_
         assert e.value.cli[0].startswith(needle) and e.value.message.startswith(needle[2:].replace("-", "_"))
     cfg = TrainConfig.from_dict({"data": {"train": ["x.csv"]},
                                  "features": {"mode": "tfidf", "analyzer": "char_wb"}})
-    with pytest.raises(UserError, match="--features hashing"):
+    with pytest.raises(UserError, match="features hashing"):
         cfg.validate()
     assert ngram_options("2,4", None) == {"ngram_min": 2, "ngrams": 4} and ngram_options(None, 1) == {"ngrams": 1}
     with pytest.raises(UserError, match="one of them"):
