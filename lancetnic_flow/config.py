@@ -14,6 +14,8 @@ from typing import Any
 
 from .errors import UserError, close_matches
 from .formats import FORMATS, text_encoding
+from .options import (BY_FIELD, SECTIONS, bad, default, parse_df, parse_ngram_range, parse_storage_options,
+                      placeholder)
 from .scores import MONITORS
 from .sizes import parse_size
 
@@ -28,89 +30,93 @@ VALUE_LOSSES = ("mse", "l1", "smooth_l1")
 SECRET_HINTS = ("key", "secret", "token", "password", "credential", "session")
 
 
-def _choice(name: str, value: Any, options: tuple) -> None:
+def _choice(field: str, value: Any, options: tuple) -> None:
+    """``field`` (``training.optimizer``) must be one of ``options``."""
     if value not in options:
-        raise UserError(f"{name}: {value!r} is not one of {', '.join(map(str, options))}"
-                        + close_matches(str(value), [str(o) for o in options]))
+        raise bad(field, f"{{name}}: {value!r} is not one of {', '.join(map(str, options))}"
+                  + close_matches(str(value), [str(o) for o in options]))
 
 
-def _positive(name: str, value: float | int | None, allow_zero: bool = False) -> None:
+def _positive(field: str, value: float | int | None, allow_zero: bool = False) -> None:
     if value is not None and (value < 0 or (value == 0 and not allow_zero)):
-        raise UserError(f"{name}: must be {'≥ 0' if allow_zero else '> 0'}, got {value!r}")
+        raise bad(field, f"{{name}}: must be {'≥ 0' if allow_zero else '> 0'}, got {value!r}")
 
 
+# Each field's default (and its flag, help and type) is declared once, in
+# lancetnic_flow/options.py: ``default("data.val")`` reads it from there.
 @dataclass
 class DataConfig:
-    train: list[str]
-    val: list[str] = field(default_factory=list)
-    val_fraction: float = 0.1
-    format: str = "auto"
-    text: list[str] = field(default_factory=lambda: ["text"])
-    label: str | None = "label"
-    target: str | None = None
-    numeric: list[str] = field(default_factory=list)
-    storage_options: dict[str, Any] = field(default_factory=dict)
-    label_sep: str | None = None     # --task multilabel: labels in one string, e.g. "a|b" with "|"
-    encoding: str | None = None      # the files' text encoding (None: UTF-8); predict and evaluate default to it
+    train: list[str] = default("data.train")   # required: no default
+    val: list[str] = default("data.val")
+    val_fraction: float = default("data.val_fraction")
+    format: str = default("data.format")
+    text: list[str] = default("data.text")
+    label: str | None = default("data.label")
+    target: str | None = default("data.target")
+    numeric: list[str] = default("data.numeric")
+    storage_options: dict[str, Any] = default("data.storage_options")
+    label_sep: str | None = default("data.label_sep")   # --task multilabel: labels in one string, e.g. "a|b"
+    encoding: str | None = default("data.encoding")     # None: UTF-8; predict and evaluate default to it
 
     def validate(self) -> None:
         if not self.train:
-            raise UserError("no training data given", "pass one or more URLs or globs, e.g. data/*.csv")
-        _choice("format", self.format, ("auto", *FORMATS))
+            raise bad("data.train", "no training data given", "pass one or more URLs or globs, e.g. data/*.csv")
+        _choice("data.format", self.format, ("auto", *FORMATS))
         if not self.val and not (0.0 < self.val_fraction < 1.0):
             if self.val_fraction != 0.0:
-                raise UserError(f"val_fraction: must be in [0, 1), got {self.val_fraction}",
-                                "e.g. --val-fraction 0.1, or --val URL for a separate validation set")
+                raise bad("data.val_fraction", f"{{name}}: must be in [0, 1), got {self.val_fraction}",
+                          "e.g. {name} 0.1, or {data.val} URL for a separate validation set")
         if not self.text:
-            raise UserError("at least one text column is needed", "pass --text COLUMN")
+            raise bad("data.text", "at least one text column is needed", "pass {name} COLUMN")
         text_encoding(self.encoding)   # an unknown codec, or one not readable in byte ranges: exit 2 now
 
 
 @dataclass
 class FeatureConfig:
-    mode: str | None = None          # None: the model's own (registry.ModelSpec.features[0])
-    ngrams: int = 2                  # the longest n-gram: 1: words; 2: words and word pairs (--ngram-range's MAX)
-    max_features: int | None = None  # a fitted vocabulary's size cap (None: 100,000)
-    min_df: float = 1
-    max_df: float = 1.0
-    sublinear_tf: bool = True        # 1 + log(tf)
-    lowercase: bool = True
-    buckets: int = 2**19             # hashed columns (--features hashing)
-    max_len: int = 256
-    idf: bool = True                 # hashing: weight buckets by inverse document frequency
-    analyzer: str = "word"           # word | char | char_wb: scikit-learn's analyzers
-    ngram_min: int = 1               # the shortest n-gram (--ngram-range's MIN)
-    stop_words: str | list[str] | None = None   # "english", or the words of --stop-words FILE (read once)
-    normalize: str = "none"          # Unicode normalisation before lower-casing: none | nfkc | nfc | nfkd | nfd
-    tokenizer: str | None = None     # a registered tokenizer ("module:name" when importable)
+    mode: str | None = default("features.mode")     # None: the model's own (registry.ModelSpec.features[0])
+    ngrams: int = default("features.ngrams")        # the longest n-gram (--ngram-range's MAX)
+    max_features: int | None = default("features.max_features")   # a fitted vocabulary's cap (None: 100,000)
+    min_df: float = default("features.min_df")
+    max_df: float = default("features.max_df")
+    sublinear_tf: bool = default("features.sublinear_tf")   # 1 + log(tf)
+    lowercase: bool = default("features.lowercase")
+    buckets: int = default("features.buckets")      # hashed columns (--features hashing)
+    max_len: int = default("features.max_len")
+    idf: bool = default("features.idf")             # hashing: weight buckets by inverse document frequency
+    analyzer: str = default("features.analyzer")    # word | char | char_wb: scikit-learn's analyzers
+    ngram_min: int = default("features.ngram_min")  # the shortest n-gram (--ngram-range's MIN)
+    stop_words: str | list[str] | None = default("features.stop_words")   # "english", or a FILE's words (read once)
+    normalize: str = default("features.normalize")  # Unicode normalisation before lower-casing
+    tokenizer: str | None = default("features.tokenizer")   # a registered tokenizer ("module:name" when importable)
 
     def validate(self) -> None:
         if self.mode is not None:
-            _choice("features", self.mode, FEATURE_MODES)
-        _positive("max_features", self.max_features)
-        _positive("min_df", self.min_df)
-        _positive("buckets", self.buckets)
-        _positive("max_len", self.max_len)
+            _choice("features.mode", self.mode, FEATURE_MODES)
+        _positive("features.max_features", self.max_features)
+        _positive("features.min_df", self.min_df)
+        _positive("features.buckets", self.buckets)
+        _positive("features.max_len", self.max_len)
         if isinstance(self.max_df, float) and not 0 < self.max_df <= 1.0:
-            raise UserError(f"max_df: a fraction must be in (0, 1], got {self.max_df}")
+            raise bad("features.max_df", f"{{name}}: a fraction must be in (0, 1], got {self.max_df}")
         self._check_text()
 
     def _check_text(self) -> None:
-        """The tokenisation options, each error naming its flag."""
-        _choice("--analyzer", self.analyzer, ANALYZERS)
-        _choice("--normalize", self.normalize, NORMALIZATIONS)
+        """The tokenisation options, each error naming its field."""
+        _choice("features.analyzer", self.analyzer, ANALYZERS)
+        _choice("features.normalize", self.normalize, NORMALIZATIONS)
         if not (isinstance(self.ngrams, int) and isinstance(self.ngram_min, int) and 1 <= self.ngram_min <= self.ngrams):
-            raise UserError(f"--ngram-range {self.ngram_min},{self.ngrams}: need 1 ≤ MIN ≤ MAX",
-                            "e.g. --ngram-range 1,2 (words and pairs) or 2,4 with --analyzer char_wb")
+            raise bad("features.ngram_min", f"{{name}} {self.ngram_min},{self.ngrams}: need 1 ≤ MIN ≤ MAX",
+                      "e.g. {name} 1,2 (words and pairs) or 2,4 with {features.analyzer} char_wb")
         if self.ngrams > MAX_NGRAM:
-            raise UserError(f"--ngram-range: n-grams of up to {MAX_NGRAM}, got {self.ngrams}", "e.g. 1,3 or 2,5")
+            raise bad("features.ngram_min", f"{{name}}: n-grams of up to {MAX_NGRAM}, got {self.ngrams}",
+                      "e.g. 1,3 or 2,5")
         word = self.analyzer == "word"
         if self.stop_words is not None and not word:
-            raise UserError(f"--stop-words applies to words, not to --analyzer {self.analyzer}",
-                            "drop --stop-words, or use --analyzer word (scikit-learn ignores them there too)")
+            raise bad("features.stop_words", f"{{name}} applies to words, not to {{features.analyzer}} {self.analyzer}",
+                      "drop {name}, or use {features.analyzer} word (scikit-learn ignores them there too)")
         if self.tokenizer is not None and not word:
-            raise UserError(f"--tokenizer splits words; --analyzer {self.analyzer} reads characters",
-                            "drop one of them")
+            raise bad("features.tokenizer", f"{{name}} splits words; {{features.analyzer}} {self.analyzer} reads "
+                      "characters", "drop one of them")
         self.read_stop_words({})
         if self.tokenizer is not None:
             from .tokenizers import canonical
@@ -127,28 +133,28 @@ class FeatureConfig:
         try:
             text = read_bytes(self.stop_words, storage_options).decode("utf-8")
         except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise UserError(f"--stop-words {self.stop_words}: cannot read it ({e})",
-                            "give 'english' or a UTF-8 file of one word per line") from None
+            raise bad("features.stop_words", f"{{name}} {self.stop_words}: cannot read it ({e})",
+                      "give 'english' or a UTF-8 file of one word per line") from None
         self.stop_words = sorted({w.strip() for w in text.splitlines() if w.strip()})
 
 
 @dataclass
 class ModelConfig:
-    name: str = "auto"               # auto: the first of registry.AUTO_CHOICES that fits (resolve.choose_model)
-    hidden: int | None = None        # None: the model's (registry.ModelSpec.hidden)
-    layers: int = 1
-    dropout: float = 0.2
-    embed: int = 128                 # token embedding width of sequence models
+    name: str = default("model.name")        # auto: the first of registry.AUTO_CHOICES that fits (resolve)
+    hidden: int | None = default("model.hidden")   # None: the model's (registry.ModelSpec.hidden)
+    layers: int = default("model.layers")
+    dropout: float = default("model.dropout")
+    embed: int = default("model.embed")      # token embedding width of sequence models
 
     def validate(self) -> None:
         from .registry import AUTO, MODELS
 
-        _choice("model", self.name, (AUTO, *MODELS))
-        _positive("embed", self.embed)
-        _positive("hidden", self.hidden)
-        _positive("layers", self.layers, allow_zero=True)
+        _choice("model.name", self.name, (AUTO, *MODELS))
+        _positive("model.embed", self.embed)
+        _positive("model.hidden", self.hidden)
+        _positive("model.layers", self.layers, allow_zero=True)
         if not 0.0 <= self.dropout < 1.0:
-            raise UserError(f"dropout: must be in [0, 1), got {self.dropout}")
+            raise bad("model.dropout", f"{{name}}: must be in [0, 1), got {self.dropout}")
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)\s*$")
@@ -183,8 +189,8 @@ class CheckpointEvery:
             return cls(batches=int(s))
         m = _DURATION.match(s)
         if not m:
-            raise UserError(f"checkpoint_every: {text!r} is neither a number of batches nor a duration",
-                            "e.g. --checkpoint-every 500 (batches), 10m, 90s, 1h, or off")
+            raise bad("training.checkpoint_every", f"{{name}}: {text!r} is neither a number of batches nor a "
+                      "duration", "e.g. {name} 500 (batches), 10m, 90s, 1h, or off")
         return cls(seconds=float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)])
 
     def due(self, batches_since: int, seconds_since: float) -> bool:
@@ -194,96 +200,99 @@ class CheckpointEvery:
 
 @dataclass
 class TrainingConfig:
-    epochs: int = 10                 # at most: early stopping usually ends the run sooner
-    batch_size: int = 512
-    lr: float = 1e-2
-    lr_schedule: str = "linear"
-    optimizer: str = "adam"
-    sparse_optimizer: str | None = None   # the sparse input rows': None → the model's (registry.ModelSpec)
-    sparse_lr: float | None = None        # per example for sgd; None → the model's
-    seed: int = 0
-    shuffle_buffer: int = 20_000
-    in_flight: int | None = None
-    task: str | None = None          # None: the model's own (ScalpelReg regresses, ScalpelMTSK does both)
-    class_loss: str = "cross_entropy"
-    value_loss: str = "mse"
-    loss_weights: tuple[float, float] = (1.0, 1.0)
-    class_weights: str = "none"      # or "balanced"
+    epochs: int = default("training.epochs")     # at most: early stopping usually ends the run sooner
+    batch_size: int = default("training.batch_size")
+    lr: float = default("training.lr")
+    lr_schedule: str = default("training.lr_schedule")
+    optimizer: str = default("training.optimizer")
+    sparse_optimizer: str | None = default("training.sparse_optimizer")   # None → the model's (registry.ModelSpec)
+    sparse_lr: float | None = default("training.sparse_lr")   # per example for sgd; None → the model's
+    seed: int = default("training.seed")
+    shuffle_buffer: int = default("training.shuffle_buffer")
+    in_flight: int | None = default("training.in_flight")
+    task: str | None = default("training.task")  # None: the model's own (ScalpelReg regresses, ScalpelMTSK both)
+    class_loss: str = default("training.class_loss")
+    value_loss: str = default("training.value_loss")
+    loss_weights: tuple[float, float] = default("training.loss_weights")
+    class_weights: str = default("training.class_weights")   # or "balanced"
     # Patience in epochs; 0: train every epoch; None: the model's default
     # (ModelSpec.early_stopping).
-    early_stopping: int | None = None
-    monitor: str | None = None       # None: resolve.DEFAULT_MONITOR of the task, else val_loss
-    clip_grad: float | None = None
-    device: str = "auto"
-    threads: int | None = None
-    checkpoint_every: str = "10m"    # batches ("500"), a duration ("90s", "10m", "1h") or "off"
-    ddp: int | None = None           # data-parallel ranks on Dask workers (ddp.py)
+    early_stopping: int | None = default("training.early_stopping")
+    monitor: str | None = default("training.monitor")   # None: resolve.DEFAULT_MONITOR of the task, else val_loss
+    clip_grad: float | None = default("training.clip_grad")
+    device: str = default("training.device")
+    threads: int | None = default("training.threads")
+    checkpoint_every: str = default("training.checkpoint_every")   # batches ("500"), a duration ("10m") or "off"
+    ddp: int | None = default("training.ddp")    # data-parallel ranks on Dask workers (ddp.py)
     # A model that can (ModelSpec.learns_val): the saved model also learns the
     # validation rows (a twin trained without them gives the validation
     # figures); None: when they are split from the training data and the
     # training rows are few enough (resolve.resolve_counts).
-    learn_val: bool | None = None
+    learn_val: bool | None = default("training.learn_val")
 
     def validate(self) -> None:
-        _positive("epochs", self.epochs)
-        _positive("batch_size", self.batch_size)
-        _positive("lr", self.lr)
-        _positive("shuffle_buffer", self.shuffle_buffer, allow_zero=True)
-        _positive("in_flight", self.in_flight)
-        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        t = "training."
+        _positive(t + "epochs", self.epochs)
+        _positive(t + "batch_size", self.batch_size)
+        _positive(t + "lr", self.lr)
+        _positive(t + "shuffle_buffer", self.shuffle_buffer, allow_zero=True)
+        _positive(t + "in_flight", self.in_flight)
+        _choice(t + "optimizer", self.optimizer, OPTIMIZERS)
         if self.sparse_optimizer is not None:
-            _choice("sparse_optimizer", self.sparse_optimizer, ("sgd", "adam", "hinge"))
-        _positive("sparse_lr", self.sparse_lr)
-        _choice("lr_schedule", self.lr_schedule, ("linear", "constant"))
+            _choice(t + "sparse_optimizer", self.sparse_optimizer, ("sgd", "adam", "hinge"))
+        _positive(t + "sparse_lr", self.sparse_lr)
+        _choice(t + "lr_schedule", self.lr_schedule, ("linear", "constant"))
         if self.task is not None:
-            _choice("task", self.task, TASKS)
-        _choice("class_loss", self.class_loss, CLASS_LOSSES)
-        _choice("value_loss", self.value_loss, VALUE_LOSSES)
-        _choice("class_weights", self.class_weights, ("none", "balanced"))
+            _choice(t + "task", self.task, TASKS)
+        _choice(t + "class_loss", self.class_loss, CLASS_LOSSES)
+        _choice(t + "value_loss", self.value_loss, VALUE_LOSSES)
+        _choice(t + "class_weights", self.class_weights, ("none", "balanced"))
         if self.monitor is not None:
-            _choice("monitor", self.monitor, MONITORS)
-        _choice("device", self.device, ("auto", "cpu", "cuda"))
-        _positive("early_stopping", self.early_stopping, allow_zero=True)
-        _positive("clip_grad", self.clip_grad)
-        _positive("threads", self.threads)
+            _choice(t + "monitor", self.monitor, MONITORS)
+        _choice(t + "device", self.device, ("auto", "cpu", "cuda"))
+        _positive(t + "early_stopping", self.early_stopping, allow_zero=True)
+        _positive(t + "clip_grad", self.clip_grad)
+        _positive(t + "threads", self.threads)
         self.checkpoint_every = str(self.checkpoint_every)
         CheckpointEvery.parse(self.checkpoint_every)
         if self.ddp is not None and self.ddp < 2:
-            raise UserError(f"ddp: {self.ddp} rank(s) is not data-parallel training", "use --ddp 2 or more, or drop it")
+            raise bad(t + "ddp", f"{{name}}: {self.ddp} rank(s) is not data-parallel training",
+                      "use {name} 2 or more, or drop it")
         if len(self.loss_weights) != 2 or min(self.loss_weights) < 0:
-            raise UserError(f"loss_weights: two non-negative numbers (class, value), got {self.loss_weights}",
-                            "e.g. --loss-weights 1,0.5")
+            raise bad(t + "loss_weights", f"{{name}}: two non-negative numbers (class, value), got {self.loss_weights}",
+                      "e.g. {name} 1,0.5")
 
 
 @dataclass
 class ClusterConfig:
-    memory_budget: int | None = None
-    workers: int | None = None
-    threads: int | None = None
-    scheduler: str | None = None
-    blocksize: int | None = None
-    dashboard: bool = False
+    memory_budget: int | None = default("cluster.memory_budget")
+    workers: int | None = default("cluster.workers")
+    threads: int | None = default("cluster.threads")
+    scheduler: str | None = default("cluster.scheduler")
+    blocksize: int | None = default("cluster.blocksize")
+    dashboard: bool = default("cluster.dashboard")
 
     def validate(self) -> None:
-        _positive("workers", self.workers)
-        _positive("threads", self.threads)
-        _positive("memory_budget", self.memory_budget)
-        _positive("blocksize", self.blocksize)
+        _positive("cluster.workers", self.workers)
+        _positive("cluster.threads", self.threads)
+        _positive("cluster.memory_budget", self.memory_budget)
+        _positive("cluster.blocksize", self.blocksize)
 
 
 @dataclass
 class OutputConfig:
-    out: str = "runs"
-    name: str | None = None
-    cache: str | None = None
-    track: list[str] = field(default_factory=list)   # experiment trackers (TRACKERS), training/tracking.py
-    experiment: str | None = None    # --track mlflow: None → MLFLOW_EXPERIMENT_NAME, else --out's folder name
+    out: str = default("output.out")
+    name: str | None = default("output.name")
+    cache: str | None = default("output.cache")
+    track: list[str] = default("output.track")   # experiment trackers (TRACKERS), training/tracking.py
+    experiment: str | None = default("output.experiment")   # --track mlflow: None → MLFLOW_EXPERIMENT_NAME, else
+                                                            # --out's folder name
 
     def validate(self) -> None:
         # The same rule new_run_dir applies, checked before any work starts.
         if self.name is not None and (not re.fullmatch(r"[A-Za-z0-9._-]+", self.name) or self.name in (".", "..")):
-            raise UserError(f"name: {self.name!r} is not a plain folder name",
-                            "use letters, digits, '-', '_' and '.', without '/' or '..'")
+            raise bad("output.name", f"{{name}}: {self.name!r} is not a plain folder name",
+                      "use letters, digits, '-', '_' and '.', without '/' or '..'")
         self.track = parse_trackers(self.track)
 
 
@@ -302,12 +311,12 @@ def parse_trackers(names: str | list[str] | tuple[str, ...] | None) -> list[str]
         if not name or name in out:
             continue
         if name not in TRACKERS:
-            raise UserError(f"track: {name!r} is not one of {', '.join(TRACKERS)}"
-                            + close_matches(name, list(TRACKERS)),
-                            "e.g. --track tensorboard, --track mlflow, or --track tensorboard,mlflow")
+            raise bad("output.track", f"{{name}}: {name!r} is not one of {', '.join(TRACKERS)}"
+                      + close_matches(name, list(TRACKERS)),
+                      "e.g. {name} tensorboard, {name} mlflow, or {name} tensorboard,mlflow")
         if importlib.util.find_spec(TRACKERS[name]) is None:
-            raise UserError(f"--track {name} needs the {TRACKERS[name]} package, which is not installed",
-                            "pip install 'lancetnic_flow[track]'")
+            raise bad("output.track", f"{{name}} {name} needs the {TRACKERS[name]} package, which is not installed",
+                      "pip install 'lancetnic_flow[track]'")
         out.append(name)
     return out
 
@@ -371,56 +380,49 @@ def redact_options(options: Any) -> Any:
     return options
 
 
-def parse_storage_options(pairs: list[str]) -> dict[str, Any]:
-    """``["anon=true", "client_kwargs.endpoint_url=http://..."]`` → nested dict.
-
-    Values are read as YAML scalars (true, 3, 1.5); dotted keys nest."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise UserError(f"--storage-option {pair!r}: expected KEY=VALUE",
-                            "e.g. --storage-option anon=true or --storage-option client_kwargs.endpoint_url=http://127.0.0.1:9000")
-        key, value = pair.split("=", 1)
-        try:
-            parsed = yaml.safe_load(value) if value else ""
-        except yaml.YAMLError:
-            parsed = value
-        if not isinstance(parsed, (str, int, float, bool, type(None))):
-            parsed = value
-        node = out
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = parsed
-    return out
-
-
-def ngram_options(ngram_range: str | None, ngrams: int | None) -> dict[str, int]:
-    """--ngram-range MIN,MAX (scikit-learn's ``ngram_range``) or --ngrams N
-    (short for 1,N) → FeatureConfig's ``ngram_min`` and ``ngrams``; neither: {}."""
+def ngram_options(ngram_range: Any, ngrams: int | None) -> dict[str, int]:
+    """--ngram-range MIN,MAX (scikit-learn's ``ngram_range``, also a pair) or
+    --ngrams N (short for 1,N) → FeatureConfig's ``ngram_min`` and ``ngrams``; neither: {}."""
     if ngram_range is None:
         return {} if ngrams is None else {"ngrams": ngrams}
     if ngrams is not None:
-        raise UserError("--ngrams N is short for --ngram-range 1,N: give one of them")
+        raise bad("features.ngrams", "{features.ngrams} N is short for {features.ngram_min} 1,N: give one of them")
     try:
-        low, high = (int(x) for x in str(ngram_range).split(","))
-    except ValueError:
-        raise UserError(f"--ngram-range {ngram_range!r}: expected MIN,MAX", "e.g. --ngram-range 1,3") from None
+        low, high = parse_ngram_range(ngram_range, placeholder("features.ngram_min"))
+    except UserError as e:
+        raise bad("features.ngram_min", e.message, e.hint) from None
     return {"ngram_min": low, "ngrams": high}
 
 
-def parse_df(text: str, name: str) -> float | int:
-    """min_df/max_df: an integer is a document count, a decimal a fraction."""
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            raise UserError(f"{name}: {text!r} is neither a count nor a fraction", f"e.g. {name} 2 or {name} 0.95") from None
+SECTION_CLASSES = {"data": DataConfig, "features": FeatureConfig, "model": ModelConfig,
+                   "training": TrainingConfig, "cluster": ClusterConfig, "output": OutputConfig}
+
+
+def config_from_options(values: dict[str, Any], **sections: Any) -> TrainConfig:
+    """Parsed option values by their destination (``max_features``, ``data``
+    for the training data; what argparse, a workflow file or an estimator
+    gives) → a :class:`TrainConfig`, not yet validated. A value of None takes
+    the declared default; each declared ``parse`` turns a value as written
+    (``"8GiB"``, ``"1,0.5"``) into the field's, its errors naming the field.
+    ``sections``: whole sections given as they are (an estimator's ``data``)."""
+    fields: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    fields["features"].update(ngram_options(values.get("ngram_range"), values.get("ngrams")))
+    for o in BY_FIELD.values():
+        value = values.get(o.dest)
+        if o.field is None or value is None or o.field in ("features.ngrams", "features.ngram_min"):
+            continue
+        if o.parse is not None:
+            try:
+                value = o.parse(value, placeholder(o.field))
+            except UserError as e:
+                raise bad(o.field, e.message, e.hint) from None
+        section, name = o.field.split(".")
+        fields[section][name] = value
+    fields["data"].setdefault("train", [])
+    return TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw)
+                          for s, kw in fields.items()})
 
 
 __all__ = ["TrainConfig", "DataConfig", "FeatureConfig", "ModelConfig", "TrainingConfig",
-           "ClusterConfig", "OutputConfig", "parse_storage_options", "parse_size", "redact_options"]
+           "ClusterConfig", "OutputConfig", "config_from_options", "parse_storage_options", "parse_df",
+           "parse_size", "redact_options"]

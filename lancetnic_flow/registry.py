@@ -23,11 +23,12 @@ SEARCHABLE = ("lr", "sparse_lr", "hidden", "epochs", "batch_size", "dropout", "n
 
 @dataclass(frozen=True)
 class Refusal:
-    """An option the model cannot honour: ``applies(config)`` says whether a
-    configuration sets it. Named explicitly, the model refuses the run with
-    ``why``; ``--model auto`` passes the model by instead."""
+    """An option (``field``: ``section.name``) the model cannot honour:
+    ``applies(config)`` says whether a configuration sets it. Named
+    explicitly, the model refuses the run with ``why``; ``--model auto``
+    passes the model by instead."""
 
-    flag: str
+    field: str
     applies: Callable[[Any], bool]
     why: str
 
@@ -115,16 +116,18 @@ def _mlp_option(section: str, name: str, default: Any) -> Callable[[Any], bool]:
 # LinearSVM trains one example at a time on the CPU with its own hinge step
 # (models/margin.py): options that cannot apply are refused, not ignored.
 LINEAR_REFUSES = (
-    Refusal("--ddp", lambda c: bool(c.training.ddp), "ranks exchange gradients of batches"),
-    Refusal("--numeric", lambda c: bool(c.data.numeric), "its step reads the sparse rows only"),
-    Refusal("--class-weights", lambda c: c.training.class_weights != "none", "its hinge step weighs every row alike"),
-    Refusal("--device", lambda c: c.training.device not in ("auto", "cpu"), "its step runs on the CPU"),
-    Refusal("--class-loss", _mlp_option("training", "class_loss", ("cross_entropy", "hinge")),
+    Refusal("training.ddp", lambda c: bool(c.training.ddp), "ranks exchange gradients of batches"),
+    Refusal("data.numeric", lambda c: bool(c.data.numeric), "its step reads the sparse rows only"),
+    Refusal("training.class_weights", lambda c: c.training.class_weights != "none",
+            "its hinge step weighs every row alike"),
+    Refusal("training.device", lambda c: c.training.device not in ("auto", "cpu"), "its step runs on the CPU"),
+    Refusal("training.class_loss", _mlp_option("training", "class_loss", ("cross_entropy", "hinge")),
             "it trains the hinge loss"),
-    Refusal("--sparse-optimizer", _mlp_option("training", "sparse_optimizer", (None, "hinge")), "it has its own step"),
-    Refusal("--hidden", _mlp_option("model", "hidden", (None, 64)), "it has no hidden layer"),
-    Refusal("--layers", _mlp_option("model", "layers", (0, 1)), "it has no hidden layer"),
-    Refusal("--dropout", _mlp_option("model", "dropout", (0.2,)), "it has no hidden layer to drop units of"),
+    Refusal("training.sparse_optimizer", _mlp_option("training", "sparse_optimizer", (None, "hinge")),
+            "it has its own step"),
+    Refusal("model.hidden", _mlp_option("model", "hidden", (None, 64)), "it has no hidden layer"),
+    Refusal("model.layers", _mlp_option("model", "layers", (0, 1)), "it has no hidden layer"),
+    Refusal("model.dropout", _mlp_option("model", "dropout", (0.2,)), "it has no hidden layer to drop units of"),
 )
 
 # --model auto (the default) takes the first of these whose spec accepts the
@@ -134,7 +137,7 @@ AUTO = "auto"
 AUTO_CHOICES = ("LinearSVM", "ScalpelMC")
 
 MODELS: dict[str, ModelSpec] = {
-    "LinearSVM": ModelSpec("ScalpelNet", {"margin": True}, tasks=("classify",), label_sets=False,
+    "LinearSVM": ModelSpec("ScalpelNet", {"layers": 0, "margin": True}, tasks=("classify",), label_sets=False,
                            summary="linear one-vs-rest SVM over sparse rows, trained one example at a time "
                                    "(hinge loss); --model auto's choice for one label per row",
                            hidden=64, rule="hinge", sparse_optimizer=None, sparse_lr=0.3, early_stopping=0,

@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
-from .errors import UserError
+from .options import bad
 from .registry import AUTO, AUTO_CHOICES, MODELS, ModelSpec
 from .scores import monitor_fits
 
@@ -80,8 +80,8 @@ def choose_model(cfg: TrainConfig, after: str | None = None) -> str:
 
 def _refuse(cfg: TrainConfig, spec: ModelSpec) -> None:
     for r in spec.refusals(cfg):
-        raise UserError(f"{r.flag} does not apply to {cfg.model.name}: {r.why}",
-                        f"drop {r.flag}, or pass --model {AUTO_CHOICES[-1]}")
+        raise bad(r.field, f"{{name}} does not apply to {cfg.model.name}: {r.why}",
+                  f"drop {{name}}, or pass {{model.name}} {AUTO_CHOICES[-1]}")
 
 
 def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
@@ -98,15 +98,15 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
     if not spec.learns_val:
         if t.learn_val:
             learners = ", ".join(n for n, m in MODELS.items() if m.learns_val)
-            raise UserError(f"--learn-val: {name} does not learn the validation rows",
-                            f"drop --learn-val, or pass --model {learners} (or --model auto)")
+            raise bad("training.learn_val", f"{{name}}: {name} does not learn the validation rows",
+                      f"drop {{name}}, or pass {{model.name}} {learners} (or auto)")
         t.learn_val = False
     elif t.learn_val is None and (cfg.data.val or not cfg.data.val_fraction):
         t.learn_val = False   # a validation file stays held out; None is decided by the rows (resolve_counts)
     if t.sparse_optimizer == "hinge":   # the linear model's own step, as configurations before 0.2 named it
         if spec.sparse_optimizer is not None:
-            raise UserError(f"--sparse-optimizer hinge is a linear model's own step, not {name}'s",
-                            "pass --model LinearSVM, or --sparse-optimizer sgd|adam")
+            raise bad("training.sparse_optimizer", f"{{name}} hinge is a linear model's own step, not {name}'s",
+                      "pass {model.name} LinearSVM, or {name} sgd|adam")
         t.sparse_optimizer = None
     elif t.sparse_optimizer is None:
         t.sparse_optimizer = spec.sparse_optimizer
@@ -124,53 +124,53 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
         if spec.ngrams:
             f.ngrams = max(f.ngrams, spec.ngrams)
     if f.mode == "ids" and (f.ngram_min > 1 or f.analyzer != "word"):
-        raise UserError(f"--features ids reads word tokens in order, not {f.analyzer} n-grams "
-                        f"{f.ngram_min},{f.ngrams}", "drop --ngram-range/--analyzer, or pick a bag model")
+        raise bad("features.mode", f"{{name}} ids reads word tokens in order, not {f.analyzer} n-grams "
+                  f"{f.ngram_min},{f.ngrams}", "drop {features.ngram_min}/{features.analyzer}, or pick a bag model")
     if f.mode == "ids":
         f.ngrams = 1   # token ids in order: no word pairs
     if f.analyzer != "word" and f.mode != "hashing":
-        raise UserError(f"--analyzer {f.analyzer}: character n-grams are hashed, not a fitted vocabulary "
-                        f"(--features {f.mode})", "use --features hashing (ScalpelMC's default)")
+        raise bad("features.analyzer", f"{{name}} {f.analyzer}: character n-grams are hashed, not a fitted "
+                  f"vocabulary ({{features.mode}} {f.mode})", "use {features.mode} hashing (ScalpelMC's default)")
     if f.mode == "hashing" and f.max_features is not None:
-        raise UserError("--max-features caps a fitted vocabulary; hashed features have --buckets columns",
-                        "drop --max-features, or use --features tfidf")
+        raise bad("features.max_features", "{name} caps a fitted vocabulary; hashed features have "
+                  "{features.buckets} columns", "drop {name}, or use {features.mode} tfidf")
     if f.mode not in spec.features:
-        raise UserError(f"model {name} reads --features {'/'.join(spec.features)}, not {f.mode}",
-                        f"drop --features, or pick a model for {f.mode}: "
-                        + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
+        raise bad("features.mode", f"model {name} reads {{name}} {'/'.join(spec.features)}, not {f.mode}",
+                  f"drop {{name}}, or pick a model for {f.mode}: "
+                  + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
 
 
 def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
     """The task against the model and the columns; the monitor against the task."""
     t, name = cfg.training, cfg.model.name
     if t.task not in spec.every_task:
-        raise UserError(f"model {name} cannot {t.task}",
-                        f"it does: {', '.join(spec.every_task)}; models for {t.task}: "
-                        + ", ".join(n for n, m in MODELS.items() if t.task in m.every_task))
+        raise bad("training.task", f"model {name} cannot {t.task}",
+                  f"it does: {', '.join(spec.every_task)}; models for {t.task}: "
+                  + ", ".join(n for n, m in MODELS.items() if t.task in m.every_task))
     _check_multilabel(cfg)
     if t.task in ("classify", "multitask", "multilabel") and not cfg.data.label:
-        raise UserError(f"--task {t.task} needs a label column", "pass --label COLUMN")
+        raise bad("data.label", f"{{training.task}} {t.task} needs a label column", "pass {name} COLUMN")
     if t.task in ("regress", "multitask") and not cfg.data.target:
-        raise UserError(f"--task {t.task} needs a numeric target column", "pass --target COLUMN")
+        raise bad("data.target", f"{{training.task}} {t.task} needs a numeric target column", "pass {name} COLUMN")
     if t.task == "regress":
         cfg.data.label = None
     t.monitor = t.monitor or DEFAULT_MONITOR.get(t.task, "val_loss")
     if not monitor_fits(t.monitor, t.task):
-        raise UserError(f"--monitor {t.monitor} does not fit --task {t.task}",
-                        "use val_loss, or a metric of the task")
+        raise bad("training.monitor", f"{{name}} {t.monitor} does not fit {{training.task}} {t.task}",
+                  "use val_loss, or a metric of the task")
 
 
 def _check_multilabel(cfg: TrainConfig) -> None:
     """--label-sep belongs to --task multilabel; multilabel has one loss (BCE per label)."""
     t = cfg.training
     if cfg.data.label_sep is not None and t.task != "multilabel":
-        raise UserError(f"--label-sep splits a row's labels for --task multilabel, not --task {t.task}",
-                        "add --task multilabel, or drop --label-sep")
+        raise bad("data.label_sep", f"{{name}} splits a row's labels for {{training.task}} multilabel, not "
+                  f"{{training.task}} {t.task}", "add {training.task} multilabel, or drop {name}")
     if cfg.data.label_sep == "":
-        raise UserError("--label-sep: an empty separator", 'e.g. --label-sep "|" or --label-sep ","')
+        raise bad("data.label_sep", "{name}: an empty separator", 'e.g. {name} "|" or {name} ","')
     if t.task == "multilabel" and t.class_loss != "cross_entropy":
-        raise UserError(f"--class-loss {t.class_loss}: --task multilabel always trains a binary cross "
-                        "entropy per label", "drop --class-loss")
+        raise bad("training.class_loss", f"{{name}} {t.class_loss}: {{training.task}} multilabel always trains a "
+                  "binary cross entropy per label", "drop {name}")
 
 
 @dataclass(frozen=True)

@@ -218,8 +218,9 @@ def test_a_sequence_model_refuses_tfidf_features_and_names_ids():
 
 @pytest.mark.parametrize("task", ["regress", "multitask"])
 def test_regression_without_a_target_column_is_a_user_error(task):
-    with pytest.raises(UserError, match="--target"):
+    with pytest.raises(UserError, match="needs a numeric target column") as e:
         _config("ScalpelMC", task, target=None).validate()
+    assert "pass target COLUMN" in e.value.hint and "--target" in e.value.cli[1]
 
 
 def test_scalpel_reg_without_a_target_is_a_user_error_because_it_regresses_by_default():

@@ -86,7 +86,7 @@ def test_label_sep_without_multilabel_and_a_classify_monitor_with_multilabel_are
     def cfg(**training):
         return TrainConfig(data=DataConfig(train=["x.csv"], label_sep="|"), training=TrainingConfig(**training))
 
-    with pytest.raises(UserError, match="--task multilabel"):
+    with pytest.raises(UserError, match="for task multilabel"):
         cfg().validate()
     assert cfg(task="multilabel").validate().training.monitor == "val_loss"
     assert cfg(task="multilabel", monitor="val_micro_f1").validate().training.monitor == "val_micro_f1"

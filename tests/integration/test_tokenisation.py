@@ -135,11 +135,13 @@ def test_options_are_validated_naming_the_flag_and_stored_with_the_features(tmp_
     for kw, needle in [({"analyzer": "chars"}, "--analyzer"), ({"ngram_min": 3, "ngrams": 2}, "--ngram-range"),
                        ({"analyzer": "char", "stop_words": "english"}, "--stop-words"),
                        ({"normalize": "nfkx"}, "--normalize")]:
-        with pytest.raises(UserError, match=needle):
+        with pytest.raises(UserError) as e:
             FeatureConfig(**kw).validate()
+        # The command line names the flag; Python, the parameter (options.bad).
+        assert e.value.cli[0].startswith(needle) and e.value.message.startswith(needle[2:].replace("-", "_"))
     cfg = TrainConfig.from_dict({"data": {"train": ["x.csv"]},
                                  "features": {"mode": "tfidf", "analyzer": "char_wb"}})
-    with pytest.raises(UserError, match="--features hashing"):
+    with pytest.raises(UserError, match="features hashing"):
         cfg.validate()
     assert ngram_options("2,4", None) == {"ngram_min": 2, "ngrams": 4} and ngram_options(None, 1) == {"ngrams": 1}
     with pytest.raises(UserError, match="one of them"):
@@ -214,8 +216,9 @@ def test_a_run_whose_tokenizer_is_not_registered_is_a_clear_error():
     f.tokenizer = "no_such_module_xyz:mine"
     with pytest.raises(UserError, match="no_such_module_xyz"):
         FittedFeatures.from_json(f.to_json())
-    with pytest.raises(UserError, match="--tokenizer splits words"):
+    with pytest.raises(UserError, match="tokenizer splits words") as e:
         FeatureConfig(tokenizer="spaces", analyzer="char").validate()
+    assert e.value.cli[0].startswith("--tokenizer splits words")
     saved = tokenizers._TOKENIZERS.pop("spaces")
     try:
         with pytest.raises(UserError, match="importing .* did not register it"):

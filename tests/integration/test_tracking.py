@@ -230,16 +230,14 @@ def test_an_unknown_tracker_is_exit_2_on_the_command_line(small_corpus, tmp_path
 
 
 def test_a_workflow_tracks_with_the_same_option(tmp_path):
-    from lancetnic_flow.cli.parser import build_parser
-    from lancetnic_flow.cli.workflow import to_argv
+    from lancetnic_flow.cli.workflow import read_workflow
 
     wf = tmp_path / "wf.yaml"
     wf.write_text("train: data.csv\noutput:\n  track: [tensorboard, mlflow]\n  experiment: news\n")
-    argv, _ = to_argv(str(wf))
-    a = build_parser().parse_args(argv)
-    assert a.track == ["tensorboard", "mlflow"] and a.experiment == "news"
+    a = read_workflow(str(wf)).values
+    assert a["track"] == ["tensorboard", "mlflow"] and a["experiment"] == "news"
     wf.write_text("train: data.csv\ntrack: tensorboard,mlflow\n")
-    assert parse_trackers(build_parser().parse_args(to_argv(str(wf))[0]).track) == ["tensorboard", "mlflow"]
+    assert parse_trackers(read_workflow(str(wf)).values["track"]) == ["tensorboard", "mlflow"]
 
 
 def test_options_flatten_to_dotted_parameters():

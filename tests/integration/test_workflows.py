@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lancetnic_flow.cli import main
-from lancetnic_flow.cli.workflow import to_argv
+from lancetnic_flow.cli.workflow import read_workflow, workflow_config
 from lancetnic_flow.errors import UserError
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
@@ -18,7 +18,7 @@ LOCAL = ["quickstart", "multiclass", "binary-spam", "regression", "multitask", "
 @pytest.mark.parametrize("name", LOCAL)
 def test_shipped_workflow_runs_on_small_data(name, client, tmp_path, capsys):
     data = tmp_path / f"{name}{''.join(Path(name).suffixes)}"
-    argv, make_data = to_argv(str(WORKFLOWS / f"{name}.yaml"))
+    make_data = read_workflow(str(WORKFLOWS / f"{name}.yaml")).make_data
     out = make_data["value"]["out"]
     suffix = "".join(Path(out).suffixes)
     data = tmp_path / f"data{suffix}"
@@ -52,10 +52,10 @@ def test_every_shipped_workflow_names_its_command_in_the_header():
         assert any(f"lancetnic-flow run workflows/{path.name}" in line for line in head), path.name
 
 
-def test_every_shipped_workflow_parses_into_train_options():
+def test_every_shipped_workflow_parses_into_a_configuration():
     for path in WORKFLOWS.glob("*.yaml"):
-        argv, _ = to_argv(str(path))
-        assert argv[0] == "train" and "--" in argv
+        cfg = workflow_config(read_workflow(str(path)))
+        assert cfg.data.train
 
 
 def _write(tmp_path, text: str) -> str:
@@ -67,14 +67,14 @@ def _write(tmp_path, text: str) -> str:
 def test_unknown_field_names_file_line_and_field(tmp_path):
     path = _write(tmp_path, "train: x.csv\ntraining:\n  epochs: 2\n  epoch_count: 3\n")
     with pytest.raises(UserError) as e:
-        to_argv(path)
+        read_workflow(path)
     assert f"{path}:4" in str(e.value) and "training.epoch_count" in str(e.value)
 
 
 def test_ill_typed_field_names_file_line_and_expected_type(tmp_path):
     path = _write(tmp_path, "train: x.csv\nmodel:\n  hidden: lots\n")
     with pytest.raises(UserError) as e:
-        to_argv(path)
+        read_workflow(path)
     assert f"{path}:3" in str(e.value) and "model.hidden" in str(e.value) and "integer" in str(e.value)
 
 
@@ -88,10 +88,10 @@ def test_invalid_yaml_and_missing_file_are_user_errors(tmp_path, capsys):
 
 def test_set_overrides_a_field_and_nested_storage_options(tmp_path):
     path = _write(tmp_path, "train: x.csv\nepochs: 5\nstorage_option:\n  anon: false\n")
-    argv, _ = to_argv(path, ["training.epochs=1", "storage_option.client_kwargs.endpoint_url=http://127.0.0.1:1"])
-    assert argv[argv.index("--epochs") + 1] == "1"
-    pairs = [argv[i + 1] for i, a in enumerate(argv) if a == "--storage-option"]
-    assert pairs == ["anon=False", "client_kwargs.endpoint_url=http://127.0.0.1:1"]
+    values = read_workflow(path, ["training.epochs=1",
+                                  "storage_option.client_kwargs.endpoint_url=http://127.0.0.1:1"]).values
+    assert values["epochs"] == 1
+    assert values["storage_option"] == {"anon": False, "client_kwargs": {"endpoint_url": "http://127.0.0.1:1"}}
 
 
 def test_run_name_with_dot_dot_cannot_escape_the_output_folder(tmp_path, capsys):

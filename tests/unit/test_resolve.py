@@ -59,11 +59,11 @@ def test_a_model_registered_from_outside_gets_its_own_specs_defaults_not_a_built
 
 
 def test_a_registered_models_refusal_is_an_error_when_named_and_a_pass_for_auto(monkeypatch):
-    refuse = Refusal("--numeric", lambda c: bool(c.data.numeric), "it reads text only")
+    refuse = Refusal("data.numeric", lambda c: bool(c.data.numeric), "it reads text only")
     monkeypatch.setitem(MODELS, "TextOnly", ModelSpec("ScalpelNet", refuses=(refuse,)))
     cfg = config("TextOnly")
     cfg.data.numeric = ["n"]
-    with pytest.raises(UserError, match="--numeric does not apply to TextOnly: it reads text only"):
+    with pytest.raises(UserError, match="numeric does not apply to TextOnly: it reads text only"):
         resolve(cfg)
     monkeypatch.setattr("lancetnic_flow.resolve.AUTO_CHOICES", ("TextOnly", "ScalpelMC"))
     cfg.model.name = "auto"
@@ -150,7 +150,7 @@ def test_a_validation_file_stays_held_out_and_a_model_without_a_twin_refuses_lea
     cfg = config()
     cfg.data.val = ["v.csv"]
     assert resolve(cfg).training.learn_val is False
-    with pytest.raises(UserError, match="--learn-val") as e:
+    with pytest.raises(UserError, match="learn_val") as e:
         resolve(config("ScalpelMC", learn_val=True))
     assert "LinearSVM" in e.value.hint
 
