@@ -218,7 +218,7 @@ def test_ddp_trains_where_the_rule_exchanges_gradients_and_is_refused_where_it_c
     model, ref = trained
     cfg = config(corpus, f"ddp-{model}", model, ddp=2)
     if MODELS[model].refusals(cfg):
-        with pytest.raises(UserError, match="--ddp"):
+        with pytest.raises(UserError, match="ddp does not apply"):
             train(cfg, client=client)
         p = cli("train", corpus / "d.csv", "--model", model, "--ddp", "2", cwd=corpus)
         assert_user_error(p, "--ddp")
