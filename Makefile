@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine with Python ≥ 3.11 and pip:
 #   make demo   set up .venv, generate a corpus, train on it, predict
-#   make test   set up .venv, run the test suite
+#   make test   set up .venv, run the test suite (unit, integration, the image check)
+#   make test-unit   the fast unit layer alone (tests/unit: no cluster, no subprocess)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,8 +10,10 @@ TEST_STAMP := $(VENV)/.installed-test
 # Two pytest-xdist workers, a file at a time: a test that waits on a cluster or a
 # subprocess leaves the other core to the other worker (tests/conftest.py orders the files).
 PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40
+# The unit layer: milliseconds a test, so one process (no workers to start); well under a minute.
+PYTEST_UNIT := $(BIN)/python -m pytest -q -p no:xdist --durations=10 tests/unit
 
-.PHONY: setup setup-test demo test test-fast bench image-check wheel-check clean
+.PHONY: setup setup-test demo test test-unit test-fast bench image-check wheel-check clean
 
 # What running needs, nothing more (`make demo`); the test tools come with `make test`.
 setup: $(STAMP)
@@ -33,11 +36,16 @@ $(TEST_STAMP): $(STAMP)
 demo: setup
 	$(BIN)/lancetnic-flow demo
 
+# Everything CI runs (.ci/run): tests/unit, tests/integration (real CLI runs and
+# clusters), tests/test_layout.py, and the image check beside them.
 test: setup-test
 	$(PYTEST)
 
-test-fast: setup-test
-	$(PYTEST) -m "not slow"
+test-unit: setup-test
+	$(PYTEST_UNIT)
+
+# The old name of the quick run: the unit layer now.
+test-fast: test-unit
 
 # The wheel alone, in a fresh venv: `pip install .` gives a working CLI.
 wheel-check:

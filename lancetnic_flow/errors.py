@@ -10,20 +10,35 @@ import difflib
 
 
 class UserError(Exception):
-    """Bad input or options. ``hint`` says what would work."""
+    """Bad input or options. ``hint`` says what would work.
 
-    def __init__(self, message: str, hint: str | None = None):
+    ``field``: the configuration field at fault (``training.lr``), when one
+    is; ``cli``: the message and hint as the command line says them (its
+    flags, ``--lr``), where ``message`` and ``hint`` use the Python API's
+    names (``lr``). :func:`lancetnic_flow.options.bad` makes both."""
+
+    def __init__(self, message: str, hint: str | None = None, *, field: str | None = None,
+                 cli: tuple[str, str | None] | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.field = field
+        self.cli = cli
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
 
     def __reduce__(self) -> tuple:
         # A worker's exception travels back through Dask pickled: keep the
-        # message and the hint, whatever the subclass.
-        return (type(self), (self.message, self.hint))
+        # message, the hint and the field, whatever the subclass.
+        return (rebuild_user_error, (type(self), self.message, self.hint, self.field, self.cli))
+
+
+def rebuild_user_error(cls: type, message: str, hint: str | None, field: str | None, cli: tuple | None) -> UserError:
+    """A pickled UserError again (its subclasses take message and hint)."""
+    exc = cls(message, hint)
+    exc.field, exc.cli = field, cli
+    return exc
 
 
 def close_matches(word: str, options: list[str]) -> str:

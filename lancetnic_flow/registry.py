@@ -1,20 +1,51 @@
-"""The models users pick by name (lancetnic's names), and what each one is:
-its network class (by name), fixed options, the tasks it does and the
-feature modes it reads, the first of each being its default.
+"""The models users pick by name (lancetnic's names), and everything the
+trainer needs to know about each one: its network class (by name), the
+options it fixes, the tasks it does and the feature modes it reads (the first
+of each being its default), its training rule, its own defaults, what it
+refuses, how much memory it takes and what ``tune`` searches for it.
 
-Plain data, free of torch: checking a configuration (and so a user's typo)
-needs no 1.5 s torch import. :mod:`lancetnic_flow.models` builds the networks.
+A model is one :class:`ModelSpec`: no other module asks which model it is
+running; each reads the fact it needs from the spec. Plain data, free of
+torch: checking a configuration (and so a user's typo) needs no 1.5 s torch
+import. :mod:`lancetnic_flow.models` builds the networks and
+:mod:`lancetnic_flow.training.rules` the training rules.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 _ALL = ("classify", "regress", "multitask")
+
+# The parameters ``tune`` may search (training/search.py says how each is ranged).
+SEARCHABLE = ("lr", "sparse_lr", "hidden", "epochs", "batch_size", "dropout", "ngrams")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An option (``field``: ``section.name``) the model cannot honour:
+    ``applies(config)`` says whether a configuration sets it. Named
+    explicitly, the model refuses the run with ``why``; ``--model auto``
+    passes the model by instead."""
+
+    field: str
+    applies: Callable[[Any], bool]
+    why: str
 
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """One model: what it is, how it trains, and its defaults.
+
+    ``sparse_optimizer``/``sparse_lr``: the input rows' optimiser and its rate
+    (per example for sgd; None: as ``--lr``); ``value_sparse_lr`` replaces the
+    sgd rate when a value head learns (regress, multitask). ``sets``: options
+    the model fixes for itself (``section.field`` → value). ``memory``: the
+    width of the sparse input rows (``"hidden"``, ``"embed"``, or
+    ``"outputs"`` for a model without hidden layers) and the hidden × hidden
+    weights per layer. ``search``: the parameters ``tune`` searches, with
+    ``search_ranges`` overriding their default ranges."""
+
     net: str
     fixed: dict[str, Any] = field(default_factory=dict)
     tasks: tuple[str, ...] = _ALL
@@ -22,6 +53,20 @@ class ModelSpec:
     ngrams: int = 0                 # the n-grams the model wants by default (0: as configured)
     summary: str = ""
     label_sets: bool = True         # whether it can also learn a set of labels per row (multilabel)
+    hidden: int = 64                # --hidden's default
+    sparse_optimizer: str | None = "adam"   # None: the rule steps the rows itself (no optimiser)
+    sparse_lr: float | None = None
+    value_sparse_lr: float | None = None
+    early_stopping: int = 2         # --early-stopping's default (patience in epochs; 0: every epoch)
+    rule: str = "gradient"          # the training rule (training/rules.py): "gradient" or "hinge"
+    sets: dict[str, Any] = field(default_factory=dict)
+    refuses: tuple[Refusal, ...] = ()
+    learns_val: bool = False        # whether the saved model may also learn the validation rows (--learn-val)
+    max_classes: int | None = None  # past this many classes --model auto takes its fallback instead
+    input_width: str = "hidden"
+    layer_weights: int = 1
+    search: tuple[str, ...] = SEARCHABLE
+    search_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def task(self) -> str:
@@ -33,48 +78,89 @@ class ModelSpec:
         head, read through a sigmoid per label instead of a softmax."""
         return self.tasks + (("multilabel",) if "classify" in self.tasks and self.label_sets else ())
 
+    def refusals(self, cfg: Any) -> list[Refusal]:
+        """The options of ``cfg`` this model cannot honour."""
+        return [r for r in self.refuses if r.applies(cfg)]
 
-# The sparse input rows' optimiser and its per-example learning rate, by network:
-# SGD for bags of terms (a term's weight grows with the evidence for it; lazy
-# Adam there lets terms seen once memorise their rows), lazy Adam for token embeddings.
-SPARSE_STEP: dict[str, tuple[str, float | None]] = {"ScalpelNet": ("sgd", 2.5), "SequenceNet": ("adam", None)}
-# The per-example SGD rate of the input rows when a value head learns too
-# (regress, multitask). A squared error's gradient grows with the error, where
-# a class loss's is at most 1 per row, and the rows a batch shares add up their
-# examples' steps: at 2.5, terms in most rows (a short or templated text)
-# overshot and the run diverged to the mean (R² -0.02 where a ridge regression
-# reaches 0.99). At 1.0 that text reaches 0.93 and two other corpora move
-# within 0.002 of R² (docs/benchmarks.md, "Regression").
-VALUE_SPARSE_LR = 1.0
+    def default_sparse_lr(self, optimizer: str | None, task: str) -> float | None:
+        """The input rows' rate for ``optimizer`` (the model's own, or one the user named) and ``task``."""
+        if optimizer == "sgd" and task in ("regress", "multitask") and self.value_sparse_lr is not None:
+            return self.value_sparse_lr
+        if optimizer == self.sparse_optimizer:
+            return self.sparse_lr
+        return SGD_SPARSE_LR if optimizer == "sgd" else None
 
-# --model auto (the default) picks LinearSVM for one label per row over sparse
-# rows, ScalpelMC otherwise (config.TrainConfig.validate says when); LinearSVM's
-# weight is terms × classes, so past LINEAR_MAX_CLASSES it picks ScalpelMC too.
+
+# Sparse SGD's per-example rate for a model whose own optimiser is another.
+SGD_SPARSE_LR = 2.5
+
+# Bags of terms (Scalpel*, FastTextBag): the input rows step by per-example
+# SGD (a term's weight grows with the evidence for it; lazy Adam there lets
+# terms seen once memorise their rows). When a value head learns too, the
+# rate is 1.0: a squared error's gradient grows with the error, where a class
+# loss's is at most 1 per row, and the rows a batch shares add up their
+# examples' steps; at 2.5 a short or templated text overshot and diverged to
+# the mean (docs/benchmarks.md, "Regression").
+BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPARSE_LR, value_sparse_lr=1.0,
+                           search_ranges={"sparse_lr": (0.25, 25.0)})
+# Sequence models (Lancet*): lazy Adam for the token embeddings; an LSTM layer
+# holds eight hidden × hidden matrices (four gates, input and recurrent).
+SEQUENCE: dict[str, Any] = dict(hidden=128, sparse_optimizer="adam", input_width="embed", layer_weights=8,
+                                search=("lr", "hidden", "epochs", "batch_size", "dropout"))
+
+
+def _mlp_option(section: str, name: str, default: Any) -> Callable[[Any], bool]:
+    return lambda c: getattr(getattr(c, section), name) not in default
+
+
+# LinearSVM trains one example at a time on the CPU with its own hinge step
+# (models/margin.py): options that cannot apply are refused, not ignored.
+LINEAR_REFUSES = (
+    Refusal("training.ddp", lambda c: bool(c.training.ddp), "ranks exchange gradients of batches"),
+    Refusal("data.numeric", lambda c: bool(c.data.numeric), "its step reads the sparse rows only"),
+    Refusal("training.class_weights", lambda c: c.training.class_weights != "none",
+            "its hinge step weighs every row alike"),
+    Refusal("training.device", lambda c: c.training.device not in ("auto", "cpu"), "its step runs on the CPU"),
+    Refusal("training.class_loss", _mlp_option("training", "class_loss", ("cross_entropy", "hinge")),
+            "it trains the hinge loss"),
+    Refusal("training.sparse_optimizer", _mlp_option("training", "sparse_optimizer", (None, "hinge")),
+            "it has its own step"),
+    Refusal("model.hidden", _mlp_option("model", "hidden", (None, 64)), "it has no hidden layer"),
+    Refusal("model.layers", _mlp_option("model", "layers", (0, 1)), "it has no hidden layer"),
+    Refusal("model.dropout", _mlp_option("model", "dropout", (0.2,)), "it has no hidden layer to drop units of"),
+)
+
+# --model auto (the default) takes the first of these whose spec accepts the
+# options (task, features, no refusal) and, after the fit pass, whose weights
+# fit the plan with the data's classes; the last is the fallback.
 AUTO = "auto"
-LINEAR_MAX_CLASSES = 256
-# LinearSVM's per-example step (models/margin.py), at the schedule's share of this rate.
-LINEAR_LR = 0.3
+AUTO_CHOICES = ("LinearSVM", "ScalpelMC")
 
 MODELS: dict[str, ModelSpec] = {
     "LinearSVM": ModelSpec("ScalpelNet", {"layers": 0, "margin": True}, tasks=("classify",), label_sets=False,
                            summary="linear one-vs-rest SVM over sparse rows, trained one example at a time "
-                                   "(hinge loss); --model auto's choice for one label per row"),
-    "ScalpelMC": ModelSpec("ScalpelNet", summary="MLP over sparse TF-IDF or hashed rows"),
+                                   "(hinge loss); --model auto's choice for one label per row",
+                           hidden=64, rule="hinge", sparse_optimizer=None, sparse_lr=0.3, early_stopping=0,
+                           sets={"training.class_loss": "hinge", "training.device": "cpu", "model.layers": 0},
+                           refuses=LINEAR_REFUSES, learns_val=True, max_classes=256, input_width="outputs",
+                           search=("sparse_lr", "epochs", "batch_size", "ngrams"),
+                           search_ranges={"sparse_lr": (0.03, 3.0)}),
+    "ScalpelMC": ModelSpec("ScalpelNet", summary="MLP over sparse TF-IDF or hashed rows", **BAG),
     "ScalpelReg": ModelSpec("ScalpelNet", tasks=("regress", "classify", "multitask"),
-                            summary="the same MLP, regressing a numeric target"),
+                            summary="the same MLP, regressing a numeric target", **BAG),
     "ScalpelMTSK": ModelSpec("ScalpelNet", tasks=("multitask", "classify", "regress"),
-                             summary="the same MLP with a class head and a regression head"),
+                             summary="the same MLP with a class head and a regression head", **BAG),
     "FastTextBag": ModelSpec("ScalpelNet", {"activation": "identity", "pooling": "mean", "dropout": 0.0},
                              features=("hashing", "tfidf"), ngrams=2,
-                             summary="fastText-style: mean of word + bigram embeddings, linear output"),
+                             summary="fastText-style: mean of word + bigram embeddings, linear output", **BAG),
     "LancetMC": ModelSpec("SequenceNet", {"cell": "lstm", "attention": False}, features=("ids",),
-                          summary="LSTM over token ids, last hidden state"),
+                          summary="LSTM over token ids, last hidden state", **SEQUENCE),
     "LancetMCA": ModelSpec("SequenceNet", {"cell": "lstm", "attention": True}, features=("ids",),
-                           summary="LSTM with attention pooling"),
+                           summary="LSTM with attention pooling", **SEQUENCE),
     "LancetMCA_gru": ModelSpec("SequenceNet", {"cell": "gru", "attention": True}, features=("ids",),
-                               summary="GRU with attention pooling"),
+                               summary="GRU with attention pooling", **SEQUENCE),
     "LancetReg": ModelSpec("SequenceNet", {"cell": "lstm", "attention": False}, features=("ids",),
-                           tasks=("regress", "classify", "multitask"), summary="LSTM regressor"),
+                           tasks=("regress", "classify", "multitask"), summary="LSTM regressor", **SEQUENCE),
 }
 
 

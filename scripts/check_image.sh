@@ -26,15 +26,15 @@
 #                  TLS proxy                  (/etc/ssl/certs/ca-certificates.crt)
 #   ROWS           rows of the generated corpus (4000)
 #   CPU_SHARES     CPU weight of the build's steps (unset: podman's;
-#                  tests/test_image.py sets 2 to run beside the suite)
+#                  tests/integration/test_image.py sets 2 to run beside the suite)
 #   INSTALL=0      never apt-get a missing tool (podman, debootstrap, runc):
-#                  exit 3 instead (tests/test_image.py's default)
+#                  exit 3 instead (tests/integration/test_image.py's default)
 #   KEEP=1         keep the work folder; VERBOSE=1 shows the whole build
 #
 # Exit status: 0 the image works; 1 it does not (build or a role failed);
 # 3 this machine cannot run the check (not root, no way to install podman or
 # debootstrap, no container runtime that starts, no Debian mirror, under
-# 5 GB free for podman), which tests/test_image.py reports as a skip with
+# 5 GB free for podman), which tests/integration/test_image.py reports as a skip with
 # this script's reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."

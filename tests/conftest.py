@@ -1,46 +1,57 @@
-"""Fixtures: one real LocalCluster per session, small generated corpora, one
-trained run; and the hooks that run the image check beside the suite.
-Helpers (functions, not fixtures) are in helpers.py.
-
-Everything runs on real Dask worker processes and real files; no mocks.
+"""Session hooks for the whole suite (tests/unit, tests/integration,
+tests/test_layout.py): the order files run in, and the image check that runs
+beside the suite. The integration fixtures (a real LocalCluster, corpora, a
+trained run) are in integration/conftest.py; tests/unit needs none.
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 
-from lancetnic_flow.data.synth import write_corpus
-
-from helpers import make_config
-
-# ---------------------------------------------------------------- order, and the image check (tests/test_image.py)
+# ---------------------------------------------------------------- order, and the image check
 # `make test` runs the suite on two pytest-xdist workers, a file at a time
-# (--dist loadfile), handed out in collection order. The longest files go
-# first so that no long file starts last and runs alone; measured with
-# --durations, in seconds on two cores with both workers busy.
-LONG_FILES = {"test_cli_models.py": 150, "test_chaos.py": 125, "test_output_errors.py": 150, "test_ddp.py": 130,
-              "test_resume.py": 110, "test_remote.py": 120, "test_multihost.py": 75, "test_scheduler.py": 90,
-              "test_values_encodings.py": 90, "test_tasks.py": 90, "test_tune.py": 50, "test_tls.py": 35,
-              "test_bad_input.py": 70, "test_api.py": 60, "test_predict_rows.py": 60, "test_many_classes.py": 45}
+# (--dist loadfile), handed out in collection order. The order is computed from
+# what was collected, nothing stored: the integration files first, those with
+# more `slow` tests (marked in the test files) before those with fewer, then
+# those with more tests on a LocalCluster fixture, then those with more tests;
+# the fast files (tests/unit, tests/test_layout.py) after
+# them, where their short files fill the end of the run on both workers; the
+# image check's test last (integration/test_image.py).
+UNIT = Path(__file__).resolve().parent / "unit"
+CLUSTER_FIXTURES = {"client", "own_cluster", "trained_run"}
 
 
-def _order(item) -> tuple:
-    image = item.get_closest_marker("image") is not None
-    return image, -LONG_FILES.get(item.path.name, 0)
+def _weights(items) -> dict[Path, tuple[int, ...]]:
+    """Per file: (slow tests, tests on a cluster fixture, tests), each negated to sort first when larger."""
+    weights: dict[Path, list[int]] = {}
+    for item in items:
+        w = weights.setdefault(item.path, [0, 0, 0])
+        w[0] -= item.get_closest_marker("slow") is not None
+        w[1] -= bool(CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())))
+        w[2] -= 1
+    return {path: tuple(w) for path, w in weights.items()}
+
+
+def _fast(path: Path) -> bool:
+    return path.is_relative_to(UNIT) or path.parent == UNIT.parent
 
 
 # The image check runs beside the suite: started once collection is final
 # (after -k/-m deselection), its test moved to the end to collect the result.
 # Under pytest-xdist the controller starts it (once) in a folder whose name
 # every worker gets, and the worker that runs test_image.py waits on the
-# status file the check leaves there.
+# status file the check leaves there (tests/image_check.py).
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=_order)   # stable: files keep their order within a weight, tests within a file
+    weights = _weights(items)
+
+    def order(item) -> tuple:
+        return (item.get_closest_marker("image") is not None, _fast(item.path), *weights[item.path])
+
+    items.sort(key=order)   # stable: files keep their order within a weight, tests within a file
 
 
 def pytest_collection_finish(session):
@@ -92,73 +103,3 @@ def pytest_unconfigure(config):
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def client():
-    """ONE LocalCluster (2 worker processes × 1 thread) shared by the session."""
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
-                           dashboard_address=":0", silence_logs=logging.ERROR)
-    c = Client(cluster)
-    c.wait_for_workers(2, timeout=60)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
-
-
-@pytest.fixture(scope="session")
-def data_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("corpora")
-
-
-@pytest.fixture(scope="session")
-def corpus4(data_dir) -> Path:
-    """4 classes, 8,000 rows (~2 MB of CSV)."""
-    p = data_dir / "c4.csv"
-    write_corpus(str(p), 8000, classes=4, seed=1)
-    return p
-
-
-@pytest.fixture(scope="session")
-def corpus2(data_dir) -> Path:
-    """2 classes, 4,000 rows."""
-    p = data_dir / "c2.csv"
-    write_corpus(str(p), 4000, classes=2, seed=2)
-    return p
-
-
-@pytest.fixture(scope="session")
-def small_corpus(data_dir) -> Path:
-    """4 classes, 2,000 rows: for CLI subprocesses and quick runs."""
-    p = data_dir / "small.csv"
-    write_corpus(str(p), 2000, classes=4, seed=3)
-    return p
-
-
-@pytest.fixture
-def own_cluster():
-    """A LocalCluster of its own (2 worker processes × 1 thread), for tests that kill a worker."""
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
-                           dashboard_address=":0", silence_logs=logging.ERROR)
-    c = Client(cluster)
-    try:
-        yield c
-    finally:
-        c.close()
-        cluster.close()
-
-
-@pytest.fixture(scope="session")
-def trained_run(client, corpus4, tmp_path_factory):
-    """One trained run (4 classes) shared by the predictor/artifact tests."""
-    from lancetnic_flow.training.orchestrator import train
-
-    tmp = tmp_path_factory.mktemp("trained")
-    res = train(make_config(corpus4, tmp, epochs=3), client=client)
-    return res

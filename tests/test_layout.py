@@ -140,3 +140,38 @@ def test_no_package_or_test_file_is_ignored_by_git():
     found = subprocess.run(["git", "check-ignore", "--no-index", *files], cwd=ROOT,
                            capture_output=True, text=True).stdout.split()
     assert found == [], f"git ignores these source files: {found}"
+
+
+UNIT = ROOT / "tests" / "unit"
+
+
+def test_each_unit_test_module_mirrors_a_package_module():
+    """tests/unit/<subpackage>/test_<module>.py tests lancetnic_flow/<subpackage>/<module>.py."""
+    stray = []
+    for path in sorted(UNIT.rglob("test_*.py")):
+        rel = path.relative_to(UNIT)
+        module = PKG.joinpath(*rel.parts[:-1], rel.name[len("test_"):])
+        if not module.exists():
+            stray.append(f"{rel} (no lancetnic_flow/{module.relative_to(PKG)})")
+    assert not stray, "\n".join(stray)
+
+
+def test_the_unit_layer_does_not_use_the_integration_helpers_or_a_cluster():
+    """The unit layer runs without a cluster or a subprocess (tests/unit/conftest.py
+    also refuses them at run time); the integration helpers start both."""
+    wrong = []
+    for path in sorted(p for p in UNIT.rglob("*.py") if p != UNIT / "conftest.py"):   # the guard itself
+        for target, names, line in imports_of_any(path):
+            if target in ("helpers", "servers", "subprocess", "distributed"):
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def imports_of_any(path: Path) -> list[tuple[str, list[str], int]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.append((node.module.split(".")[0], [a.name for a in node.names], node.lineno))
+        elif isinstance(node, ast.Import):
+            out += [(a.name.split(".")[0], [], node.lineno) for a in node.names]
+    return out

@@ -23,10 +23,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..config import ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
+from ..config import DataConfig, TrainConfig, config_from_options
 from ..data.frames import SUPPORTED, as_table, is_table, text_columns_of
 from ..errors import UserError
-from ..sizes import parse_size
+from ..options import api_default as d
+from ..options import api_options
 
 # Rows per Parquet row group of in-memory training data: each row group is a
 # partition, so a few thousand rows give the workers several to share.
@@ -55,16 +56,21 @@ class _TextEstimator:
     _task = "classify"
     _default_model = "auto"   # LinearSVM for one label per row (config.TrainConfig.validate)
 
-    def __init__(self, model: str | None = None, *, epochs: int = 10, batch_size: int = 512, lr: float = 0.01,
-                 sparse_lr: float | None = None, hidden: int | None = None, dropout: float = 0.2,
-                 features: str | None = None, analyzer: str = "word",
-                 ngram_range: tuple[int, int] = (1, 2), stop_words: str | list[str] | None = None,
-                 lowercase: bool = True, buckets: int = 2**19,
-                 max_features: int | None = None, val_fraction: float = 0.1, early_stopping: int | None = None,
-                 learn_val: bool | None = None, class_weights: str = "none", random_state: int = 0,
-                 memory_budget: str | int | None = None,
-                 workers: int | None = None, scheduler: str | None = None, text_column: str = "text",
-                 out: str | None = None, progress: bool = True, track: str | list[str] | None = None):
+    # Each parameter that sets an option takes the option's declared default
+    # (lancetnic_flow/options.py: ``d("lr")`` is training.lr's, ``d("random_state")``
+    # training.seed's); model, out and track default to None: the estimator's own.
+    def __init__(self, model: str | None = d("model"), *, epochs: int = d("epochs"),
+                 batch_size: int = d("batch_size"), lr: float = d("lr"), sparse_lr: float | None = d("sparse_lr"),
+                 hidden: int | None = d("hidden"), dropout: float = d("dropout"),
+                 features: str | None = d("features"), analyzer: str = d("analyzer"),
+                 ngram_range: tuple[int, int] = d("ngram_range"), stop_words: str | list[str] | None = d("stop_words"),
+                 lowercase: bool = d("lowercase"), buckets: int = d("buckets"),
+                 max_features: int | None = d("max_features"), val_fraction: float = d("val_fraction"),
+                 early_stopping: int | None = d("early_stopping"), learn_val: bool | None = d("learn_val"),
+                 class_weights: str = d("class_weights"), random_state: int = d("random_state"),
+                 memory_budget: str | int | None = d("memory_budget"), workers: int | None = d("workers"),
+                 scheduler: str | None = d("scheduler"), text_column: str = "text", out: str | None = d("out"),
+                 progress: bool = True, track: str | list[str] | None = d("track")):
         self.model = model
         self.epochs = epochs
         self.batch_size = batch_size
@@ -137,20 +143,11 @@ class _TextEstimator:
     # ------------------------------------------------------------ fit
 
     def _config(self, data: DataConfig, task: str, out: str) -> TrainConfig:
-        budget = None if self.memory_budget is None else parse_size(self.memory_budget, "memory_budget")
-        return TrainConfig(
-            data=data,
-            features=FeatureConfig(mode=self.features, analyzer=self.analyzer, ngram_min=self.ngram_range[0],
-                                   ngrams=self.ngram_range[1], stop_words=self.stop_words, lowercase=self.lowercase,
-                                   buckets=self.buckets,
-                                   max_features=self.max_features),
-            model=ModelConfig(name=self.model or self._default_model, hidden=self.hidden, dropout=self.dropout),
-            training=TrainingConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
-                                    sparse_lr=self.sparse_lr, seed=self.random_state, task=task,
-                                    early_stopping=self.early_stopping, class_weights=self.class_weights,
-                                    learn_val=self.learn_val),
-            cluster=ClusterConfig(memory_budget=budget, workers=self.workers, scheduler=self.scheduler),
-            output=OutputConfig(out=out, track=self.track or [], experiment=self._experiment()))
+        """The parameters → a TrainConfig, each by its declared option (``random_state`` → training.seed);
+        ``data`` is built by :meth:`fit` (it holds ``val_fraction`` and ``text_column``)."""
+        values = {o.dest: getattr(self, o.api) for o in api_options()}
+        values.update(model=self.model or self._default_model, out=out, task=task, experiment=self._experiment())
+        return config_from_options(values, data=data)
 
     def _experiment(self) -> str | None:
         """MLflow's experiment: without ``out`` the runs' parent is a temporary folder, whose

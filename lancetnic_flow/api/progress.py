@@ -45,7 +45,7 @@ def train(config: Any, events: Events | None = None, *, progress: bool = True, c
     from ..training.orchestrator import train as run_training
 
     with progress_events(events if events is not None else progress) as ev:
-        return run_training(config.validate(), ev, client=client, resume=resume)
+        return run_training(config, ev, client=client, resume=resume)   # resolved there, as given
 
 
 __all__ = ["progress_events", "train"]

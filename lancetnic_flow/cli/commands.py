@@ -21,42 +21,13 @@ def _size(text: str | None, what: str) -> int | None:
     return parse_size(text, what) if text else None
 
 
-def _pair(text: str) -> tuple[float, float]:
-    try:
-        a, b = (float(x) for x in text.split(","))
-    except ValueError:
-        raise UserError(f"--loss-weights {text!r}: expected two numbers", "e.g. --loss-weights 1,0.5") from None
-    return a, b
-
-
 def _train_config(a: argparse.Namespace):
-    from ..config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig,
-                          TrainingConfig, ngram_options, parse_df, parse_storage_options)
+    """The parsed ``train``/``tune`` options → a validated TrainConfig, as declared (options.py)."""
+    from ..config import config_from_options
 
-    return TrainConfig(
-        data=DataConfig(train=a.data, val=a.val or [], val_fraction=a.val_fraction, format=a.format,
-                        text=a.text or ["text"], label=a.label, target=a.target, label_sep=a.label_sep,
-                        numeric=[c.strip() for c in (a.numeric or "").split(",") if c.strip()],
-                        storage_options=parse_storage_options(a.storage_option), encoding=a.encoding),
-        features=FeatureConfig(mode=a.features, min_df=parse_df(a.min_df, "--min-df"),
-                               max_df=parse_df(a.max_df, "--max-df"), max_len=a.max_len,
-                               **ngram_options(a.ngram_range, a.ngrams),
-                               **{k: getattr(a, k) for k in ("max_features", "buckets", "idf", "sublinear_tf",
-                                                             "analyzer", "stop_words", "lowercase", "normalize",
-                                                             "tokenizer") if getattr(a, k) is not None}),
-        model=ModelConfig(name=a.model, hidden=a.hidden, layers=a.layers, dropout=a.dropout, embed=a.embed),
-        training=TrainingConfig(**{k: v for k, v in dict(
-            epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, lr_schedule=a.lr_schedule, optimizer=a.optimizer,
-            sparse_optimizer=a.sparse_optimizer, sparse_lr=a.sparse_lr, seed=a.seed, shuffle_buffer=a.shuffle_buffer,
-            task=a.task, class_loss=a.class_loss, value_loss=a.value_loss, loss_weights=_pair(a.loss_weights),
-            class_weights=a.class_weights, early_stopping=a.early_stopping, monitor=a.monitor,
-            clip_grad=a.clip_grad, device=a.device, threads=a.threads, checkpoint_every=a.checkpoint_every,
-            ddp=a.ddp, learn_val=a.learn_val).items() if v is not None}),
-        cluster=ClusterConfig(memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
-                              threads=a.worker_threads, scheduler=a.scheduler, blocksize=_size(a.blocksize, "--blocksize"),
-                              dashboard=True),  # the dashboard link is shown by the console views
-        output=OutputConfig(out=a.out, name=a.name, cache=a.cache, track=a.track or [], experiment=a.experiment),
-    ).validate()
+    # The dashboard link is shown by the console views. Not resolved: train() takes the options as given,
+    # so --model auto decides again after the fit pass (resolve.resolve_counts).
+    return config_from_options({**vars(a), "dashboard": True})
 
 
 # Options that may be given again with --resume: where the data and the
@@ -66,11 +37,8 @@ RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads"
 
 
 def cmd_train(a: argparse.Namespace, report) -> int:
-    from ..events import Events
     from ..runs.folder import check_output_places
 
-    events = Events()
-    events.subscribe(report)
     if a.resume:
         from ..training.orchestrator import train
         from ..training.resume import resume_config
@@ -86,15 +54,30 @@ def cmd_train(a: argparse.Namespace, report) -> int:
                             memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
                             threads=a.worker_threads, scheduler=a.scheduler)
         check_output_places(cfg, a.resume)
-        train(cfg, events, resume=a.resume)
+        train(cfg, _events(report), resume=a.resume)
         return 0
     if not a.data:
         raise UserError("train needs training data", "e.g. lancetnic-flow train data/train.csv, "
                         "or --resume RUN to continue an interrupted run")
-    from ..dataflow.cluster import scheduler_address
+    return train_config(_train_config(a), report)
 
-    cfg = _train_config(a)
-    # An unwritable --out or --cache: exit 2 now, not after the fit pass (train() checks again, for the API).
+
+def _events(report):
+    from ..events import Events
+
+    events = Events()
+    events.subscribe(report)
+    return events
+
+
+def train_config(given, report) -> int:
+    """Train a configuration (of `train` or a workflow file), checked, its places and inputs too, first."""
+    from ..dataflow.cluster import scheduler_address
+    from ..runs.folder import check_output_places
+
+    # Bad options, then an unwritable --out or --cache: exit 2 now, not after the fit pass (train() checks
+    # again, for the API). train() takes the options as given: --model auto decides again after the fit.
+    cfg = given.validate()
     check_output_places(cfg)
     if not scheduler_address(cfg.cluster.scheduler):
         # Bad paths, formats and columns: exit 2 before torch loads (2 s).
@@ -106,7 +89,7 @@ def cmd_train(a: argparse.Namespace, report) -> int:
         check_training_inputs(cfg)
     from ..training.orchestrator import train
 
-    train(cfg, events)
+    train(given, _events(report))
     return 0
 
 
@@ -288,9 +271,9 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
 def cmd_run(a: argparse.Namespace, report) -> int:
     from .workflow import prepare_workflow
 
-    # The workflow becomes a `train` command line, parsed by the same parser
-    # and run with this command's report (so --quiet/--json-log apply).
-    return cmd_train(build_parser().parse_args(prepare_workflow(a.workflow, a.set)), report)
+    # The workflow's fields become the configuration directly, as declared
+    # (options.py), and train with this command's report (so --quiet/--json-log apply).
+    return train_config(prepare_workflow(a.workflow, a.set), report)
 
 
 def cmd_serve(a: argparse.Namespace, report) -> int:
@@ -355,7 +338,8 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
         raise UserError("tune needs training data", "e.g. lancetnic-flow tune data/train.csv --time-budget 10m")
     from ..dataflow.cluster import scheduler_address
 
-    cfg = _train_config(a)
+    given = _train_config(a)
+    cfg = given.validate()
     check_output_places(cfg)
     if not scheduler_address(cfg.cluster.scheduler):
         from ..data.checks import check_training_inputs
@@ -366,7 +350,7 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
     require_optuna()
     events = Events()
     events.subscribe(report)
-    res = tune(cfg, time_budget=budget, trials=a.trials, events=events)
+    res = tune(given, time_budget=budget, trials=a.trials, events=events)
     if report.view is not None and not report.quiet:   # not with --quiet or --json-log to stdout
         from ..ui.tune_lines import trials_table
 

@@ -45,6 +45,14 @@ def in_flags(message: str) -> str:
     return message
 
 
+def cli_words(exc: UserError) -> tuple[str, str | None]:
+    """A UserError's message and hint as the command line says them: a field's
+    error (options.bad) names its flags; any other, its leading field as a flag."""
+    if exc.cli is not None:
+        return exc.cli
+    return in_flags(exc.message), exc.hint
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(with_negative_values(list(sys.argv[1:] if argv is None else argv)))
@@ -70,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if debug:
             raise
-        report.error(in_flags(exc.message), exc.hint, 2)
+        report.error(*cli_words(exc), 2)
         return 2
     except KeyboardInterrupt as exc:
         from ..dataflow.worker_setup import quiet_distributed_logs

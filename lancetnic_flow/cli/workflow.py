@@ -3,9 +3,12 @@
 A workflow's keys are the ``lancetnic-flow train`` options, spelled the same
 (``max_features`` or ``max-features`` for ``--max-features``), optionally
 grouped under ``data``, ``features``, ``model``, ``training``, ``cluster``
-and ``output`` for readability; ``train`` holds the training data. The file
-is turned into the equivalent command line and parsed by the same parser, so
-a workflow and a command mean exactly the same thing. An optional
+and ``output`` for readability; ``train`` holds the training data. Each key
+is looked up in the declarations (:mod:`lancetnic_flow.options`), its value
+checked against the declared type and set on the configuration directly, so
+a workflow and a command line mean exactly the same thing. ``--set
+key=value`` overrides a field, its value read by the declared type as the
+command line reads it (``epochs=1``, ``lowercase=false``). An optional
 ``make_data`` block generates the corpus first when it is missing.
 
 Unknown keys and ill-typed values are refused with the file, the line and the
@@ -19,11 +22,10 @@ from typing import Any
 
 import yaml
 
-from ..errors import UserError, close_matches
-from .parser import Option, train_options
+from ..errors import UserError
+from ..options import BY_DEST, SECTIONS, text_value, typed_value, unknown_key
 
-SECTIONS = ("data", "features", "model", "training", "cluster", "output")
-_FLAG_ALIASES = {"train": "data"}          # the positional DATA of `train`
+_KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
 
 
 @dataclass
@@ -31,7 +33,16 @@ class Field:
     key: str
     value: Any
     line: int
-    where: str       # "section.key" as written
+    where: str       # "section.key" as written, or "--set key"
+
+
+@dataclass
+class Workflow:
+    """A workflow file read: its options by destination (``max_features``,
+    ``data``), as typed values, and its make_data block."""
+
+    values: dict[str, Any]
+    make_data: dict | None
 
 
 def _load(path: str) -> yaml.MappingNode:
@@ -65,99 +76,86 @@ def _fields(path: str, node: yaml.MappingNode) -> tuple[list[Field], dict | None
     return out, make_data
 
 
-def _flatten(prefix: str, value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _flatten(f"{prefix}.{k}" if prefix else str(k), v)]
-    return [f"{prefix}={value}"]
+def _dest(key: str) -> str:
+    key = key.replace("-", "_")
+    return _KEY_ALIASES.get(key, key)
 
 
-def _check_type(f: Field, option: Option, path: str, value: Any) -> None:
-    kind = option.type
-    if kind in (int, float):
-        try:
-            ok = not isinstance(value, bool) and kind(value) == kind(value)
-            if kind is int and isinstance(value, float) and not value.is_integer():
-                ok = False
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise UserError(f"{path}:{f.line}: {f.where}: expected {'an integer' if kind is int else 'a number'}, "
-                            f"got {value!r}")
+def _declared(dest: str, key: str, where: str):
+    o = BY_DEST.get(dest)
+    if o is None or dest == "resume":     # --resume continues a run with its own options: not a workflow's
+        raise unknown_key(key, where)
+    return o
 
 
-def to_argv(path: str, overrides: list[str] | None = None) -> tuple[list[str], dict | None]:
-    """The ``train`` command line a workflow file means, and its make_data block."""
+def _override(fields: list[Field], item: str) -> Field | None:
+    """``--set key=value`` as a field, its value read by the declared type (None: a make_data key)."""
+    if "=" not in item:
+        raise UserError(f"--set {item!r}: expected KEY=VALUE", "e.g. --set epochs=1 or --set training.lr=0.02")
+    key, raw = item.split("=", 1)
+    key = key.split(".", 1)[1] if key.split(".", 1)[0] in SECTIONS and "." in key else key
+    if _dest(key).startswith("storage_option."):
+        # A nested storage option merges into the file's storage_option mapping.
+        old = next((f for f in fields if _dest(f.key) == "storage_option"), None)
+        merged = dict(old.value) if old is not None and isinstance(old.value, dict) else {}
+        node = merged
+        *parents, leaf = key.split(".")[1:]
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = yaml.safe_load(raw) if raw else ""
+        return Field("storage_option", merged, 0, "--set storage_option")
+    o = _declared(_dest(key), key, "--set")
+    try:
+        value = text_value(o, raw)
+    except ValueError as exc:
+        raise UserError(f"--set {key}: expected {exc}, got {raw!r}") from None
+    return Field(key, value, 0, f"--set {key}")
+
+
+def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
+    """A workflow file and its ``--set`` overrides, each key a declared option and each value of its type."""
     fields, make_data = _fields(path, _load(path))
+    typed: dict[str, Any] = {}
     for item in overrides or []:
-        if "=" not in item:
-            raise UserError(f"--set {item!r}: expected KEY=VALUE", "e.g. --set epochs=1 or --set training.lr=0.02")
-        key, raw = item.split("=", 1)
-        if key.startswith("make_data."):
+        if item.split("=", 1)[0].startswith("make_data."):
+            key, raw = item.split("=", 1)
             make_data = make_data or {"value": {}, "line": 0}
             make_data["value"] = {**(make_data["value"] or {}), key.split(".", 1)[1]: yaml.safe_load(raw)}
             continue
-        key = key.split(".", 1)[1] if key.split(".", 1)[0] in SECTIONS and "." in key else key
-        value = yaml.safe_load(raw) if raw else ""
-        if key.replace("-", "_").startswith("storage_option."):
-            # A nested storage option merges into the file's storage_option mapping.
-            old = next((f for f in fields if f.key.replace("-", "_") == "storage_option"), None)
-            merged = dict(old.value) if old is not None and isinstance(old.value, dict) else {}
-            node = merged
-            *parents, leaf = key.split(".")[1:]
-            for p in parents:
-                node = node.setdefault(p, {})
-            node[leaf] = value
-            key, value = "storage_option", merged
-        fields = [f for f in fields if f.key.replace("-", "_") != key.replace("-", "_")]
-        fields.append(Field(key, value, 0, f"--set {key}"))
-    options = train_options()
-    argv: list[str] = ["train"]
-    data: list[str] = []
+        f = _override(fields, item)
+        fields = [old for old in fields if _dest(old.key) != _dest(f.key)] + [f]
+        typed[_dest(f.key)] = f.value
+    values: dict[str, Any] = {}
     for f in fields:
-        dest = _FLAG_ALIASES.get(f.key, f.key).replace("-", "_")
+        dest = _dest(f.key)
         where = f"{path}:{f.line}" if f.line else "--set"
-        if dest == "data":
-            data = [str(v) for v in (f.value if isinstance(f.value, list) else [f.value])]
+        o = _declared(dest, f.where, where)
+        if dest in typed:
+            values[dest] = typed[dest]
             continue
-        option = options.get(dest)
-        if option is None:
-            raise UserError(f"{where}: unknown field {f.where!r}" + close_matches(dest, sorted(options)),
-                            "fields are `lancetnic-flow train` options; see `lancetnic-flow train --help`")
-        flag = option.flag
-        values = f.value if isinstance(f.value, list) else [f.value]
-        if option.kind in ("flag", "bool"):
-            if not isinstance(f.value, bool):
-                raise UserError(f"{where}: {f.where}: expected true or false, got {f.value!r}")
-            if f.value or option.kind == "bool":
-                argv.append(flag if f.value else "--no-" + flag[2:])
-            continue
-        if dest == "storage_option" and isinstance(f.value, dict):
-            for pair in _flatten("", f.value):
-                argv += [flag, pair]
-            continue
-        if dest == "numeric" and isinstance(f.value, list):
-            values = [",".join(map(str, f.value))]
-        if dest == "loss_weights" and isinstance(f.value, list):
-            values = [",".join(map(str, f.value))]
-        for v in values:
-            _check_type(f, option, path, v)
-        if option.kind == "list":
-            argv += [flag, *map(str, values)]
-        elif option.kind == "append":
-            for v in values:
-                argv += [flag, str(v)]
-        else:
-            if len(values) != 1:
-                raise UserError(f"{where}: {f.where}: expected one value, got a list")
-            argv += [flag, str(values[0])]
-    if not data:
+        try:
+            values[dest] = typed_value(o, f.value)
+        except ValueError as exc:
+            raise UserError(f"{where}: {f.where}: expected {exc}, got {f.value!r}") from None
+    if not values.get("data"):
         raise UserError(f"{path}: no training data", "add `train: path/or/url` (a list for several)")
-    return argv + ["--"] + data, make_data
+    return Workflow(values, make_data)
 
 
-def prepare_workflow(path: str, overrides: list[str] | None = None) -> list[str]:
-    """The ``train`` command line of a workflow, its data generated first if asked and missing."""
-    argv, make_data = to_argv(path, overrides)
+def workflow_config(wf: Workflow):
+    """The TrainConfig a workflow means (the same as its `train` command line), checked."""
+    from ..config import config_from_options
+
+    # The dashboard link is shown by the console views, as for `train`.
+    cfg = config_from_options({**wf.values, "dashboard": True})
+    cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
+    return cfg
+
+
+def prepare_workflow(path: str, overrides: list[str] | None = None):
+    """The checked TrainConfig of a workflow, its data generated first if asked and missing."""
+    wf = read_workflow(path, overrides)
+    make_data = wf.make_data
     if make_data is not None:
         spec = dict(make_data["value"] or {})
         out = spec.pop("out", None)
@@ -172,4 +170,4 @@ def prepare_workflow(path: str, overrides: list[str] | None = None) -> list[str]
             except TypeError as exc:
                 raise UserError(f"{path}:{make_data['line']}: make_data: {exc}",
                                 "fields: out, rows, classes, seed") from None
-    return argv
+    return workflow_config(wf)

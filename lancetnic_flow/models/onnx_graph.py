@@ -59,6 +59,21 @@ class _Outputs(nn.Module):
 class BagGraph(nn.Module):
     """A :class:`ScalpelNet` over padded ``indices`` and ``weights``."""
 
+    second = "weights"
+
+    @staticmethod
+    def second_input(model: nn.Module, block: RowBlock, lengths: np.ndarray, row: np.ndarray, pos: np.ndarray,
+                     width: int) -> np.ndarray:
+        """Each id's weight in its row's sum, padded. ScalpelNet's own rule: a mean
+        bag (FastTextBag) or rows without values weigh each term 1/len."""
+        if block.values is None or model.pooling == "mean":
+            values = np.repeat((1.0 / np.maximum(lengths, 1)).astype(np.float32), lengths)
+        else:
+            values = block.values.astype(np.float32)
+        weights = np.zeros((len(lengths), width), np.float32)
+        weights[row, pos] = values
+        return weights
+
     def __init__(self, net: ScalpelNet, multilabel: bool = False, target: tuple[float, float] | None = None):
         super().__init__()
         self.net, self.outputs = net, _Outputs(multilabel, target)
@@ -72,6 +87,13 @@ class BagGraph(nn.Module):
 
 class SequenceGraph(nn.Module):
     """A :class:`SequenceNet` over padded ``indices`` and their ``lengths``, unpacked."""
+
+    second = "lengths"
+
+    @staticmethod
+    def second_input(model: nn.Module, block: RowBlock, lengths: np.ndarray, row: np.ndarray, pos: np.ndarray,
+                     width: int) -> np.ndarray:
+        return lengths
 
     def __init__(self, net: SequenceNet, multilabel: bool = False, target: tuple[float, float] | None = None):
         super().__init__()
@@ -111,8 +133,7 @@ def graph_for(model: nn.Module, multilabel: bool = False,
 
 def input_names(model: nn.Module) -> list[str]:
     """The graph's inputs, in the order its ``forward`` takes them."""
-    first = ["indices", "lengths"] if isinstance(model, SequenceNet) else ["indices", "weights"]
-    return first + (["numeric"] if model.numeric is not None else [])
+    return ["indices", GRAPHS[type(model)].second] + (["numeric"] if model.numeric is not None else [])
 
 
 def output_names(model: nn.Module) -> list[str]:
@@ -130,18 +151,9 @@ def graph_inputs(model: nn.Module, block: RowBlock) -> dict[str, np.ndarray]:
     pos = np.arange(nnz) - np.repeat(block.offsets[:-1], lengths)
     indices = np.zeros((n, width), np.int64)
     indices[row, pos] = block.indices
-    out: dict[str, np.ndarray] = {"indices": indices}
-    if isinstance(model, SequenceNet):
-        out["lengths"] = lengths
-    else:
-        # ScalpelNet's own rule: a mean bag (FastTextBag) or rows without values weigh each term 1/len.
-        if block.values is None or model.pooling == "mean":
-            values = np.repeat((1.0 / np.maximum(lengths, 1)).astype(np.float32), lengths)
-        else:
-            values = block.values.astype(np.float32)
-        weights = np.zeros((n, width), np.float32)
-        weights[row, pos] = values
-        out["weights"] = weights
+    graph = GRAPHS[type(model)]
+    out: dict[str, np.ndarray] = {"indices": indices,
+                                  graph.second: graph.second_input(model, block, lengths, row, pos, width)}
     if model.numeric is not None:
         numeric = block.numeric if block.numeric is not None else np.zeros((n, model.config["numeric"]))
         out["numeric"] = np.ascontiguousarray(numeric, np.float32)

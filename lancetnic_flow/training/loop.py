@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 import torch
 
 from ..allocator import trim_allocator
@@ -24,6 +23,7 @@ from ..dataflow.stream import BatchStream
 from ..events import Events
 from ..models.tasks import Task, TaskMetrics
 from . import step as steps
+from .rules import TrainingRule
 from .state import TrainState
 from .stop import StopRequest, TrainingInterrupted
 
@@ -34,11 +34,11 @@ class Trainee:
 
     model: torch.nn.Module
     task: Task
-    opts: list
+    rule: TrainingRule
+    opts: list                 # the rule's optimisers (rule.optimizers(model)), kept for checkpoints
     device: torch.device
     schedule: Callable[[int], float]
     cached_threads: int = 0    # torch threads once epochs read the cache (the workers are idle then); 0: unchanged
-    margin_lr: float = 0.0     # LinearSVM: its per-example step at this × the schedule (no optimisers); 0: gradients
 
 
 class EpochLoop:
@@ -87,11 +87,7 @@ class EpochLoop:
         for i, batch in enumerate(stream):
             if i < skip:
                 continue   # trained before the checkpoint: the stream is replayed, not retrained
-            if t.margin_lr:
-                out, loss = steps.margin_update(t.model, batch, t.schedule(state.step) * t.margin_lr)
-            else:
-                out, loss = steps.backward(t.model, t.task, t.opts, batch, t.device)
-                steps.update(t.opts, t.model, t.schedule(state.step), tc.clip_grad)
+            out, loss = t.rule.train_batch(t.model, t.task, t.opts, batch, t.device, t.schedule(state.step))
             state.step += 1
             clock.rows += len(batch)
             steps.count(train_m, out, batch, loss)
@@ -110,7 +106,8 @@ class EpochLoop:
         t = self.t
         self.events.emit("stage", stage="evaluating", epoch=epoch + 1, epochs=self.tc.epochs)
         val_m = steps.evaluate_blocks(t.model, self.feed.val_blocks(), t.task, t.device,
-                                      then=self._twin_learns(state, epoch)) if self.feed.has_val() else None
+                                      then=t.rule.while_validating(t.model, t.schedule(state.step), self.tc.seed,
+                                                                   epoch)) if self.feed.has_val() else None
         val = val_m.result() if val_m is not None else {}
         record = steps.epoch_record(epoch + 1, train_m, val, clock, t.schedule(state.step))
         state.history.append(record)
@@ -118,21 +115,8 @@ class EpochLoop:
         self.events.emit("epoch", **record)
         trim_allocator()
         state.best, state.stale = steps.keep_best(state.best, state.stale, val, val_m, t.model, epoch + 1,
-                                                  self.tc.monitor, copy=not self.tc.keeps_last_epoch())
+                                                  self.tc.monitor, copy=not t.rule.keeps_last_epoch())
         return val
-
-    def _twin_learns(self, state: TrainState, epoch: int) -> Callable | None:
-        """LinearSVM's twin (models/margin.py) learns the validation rows as the
-        model scores them: at the epoch's last rate, in an order drawn from the
-        seed and the epoch (a resumed run draws the same)."""
-        from ..models.margin import has_twin, twin_learns
-
-        t = self.t
-        if not (t.margin_lr and has_twin(t.model)):
-            return None
-        lr = t.schedule(state.step) * t.margin_lr
-        rng = np.random.default_rng([self.tc.seed, epoch, 0x7A1])
-        return lambda block: twin_learns(t.model, block, lr, rng)
 
     def _save(self, state: TrainState, epoch: int, batches: int, rows: int, train_m: TaskMetrics | None,
               reason: str) -> None:

@@ -25,8 +25,6 @@ def make_optimizers(model: nn.Module, name: str, lr: float, sparse: str | None =
     ``name`` at ``lr`` for the dense parameters, ``sparse`` (default: ``name``)
     at ``sparse_lr`` (default: ``lr``) for the sparse rows. A batch's loss is
     its examples' mean, so sparse SGD scales its step by ``batch_size``."""
-    if sparse == "hinge":
-        return []   # LinearSVM: its per-example step (models/margin.py) updates the weights itself
     if name in ROW_WISE:
         dense = [p for n, p in model.named_parameters() if n != "input.weight"]
         sparse = sparse or name

@@ -37,18 +37,19 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..reconnect import retrying
 from ..features.vectorize import FittedFeatures
-from ..models import create_model
+from ..models import create_model, registration
 from ..models.tasks import Task
-from ..registry import LINEAR_MAX_CLASSES, MODELS
+from ..registry import MODELS
+from ..resolve import FitCounts, resolve, resolve_counts
 from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_json
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import write_plots
 from ..scores import val_scores
 from ..sizes import format_size
 from ..storage import WriteError, join, options_for
-from . import optim
 from .checkpoints import has_checkpoint, load_checkpoint, remove_checkpoint, write_checkpoint
 from .loop import EpochLoop, Trainee
+from .rules import rule_for
 from .state import TrainState
 from .step import EVAL_BATCH, lr_schedule
 from .stop import StopRequest, TrainingInterrupted
@@ -68,47 +69,25 @@ class TrainResult:
 PLANNED_CLASSES = 64
 
 
-MARGIN_KERNEL_BYTES = 128 * 2**20
-
-
-# LinearSVM's twin (models/margin.py) learns the validation rows only up to
-# this many training rows: a tenth more data is worth 0.5 point at 50 k rows
-# (docs/benchmarks.md) and little at a million, while the twin's cost, a
-# second kernel beside the model's, grows with the rows (976 k rows of Debian
-# text: 180 s and 0.8413 with it, 157 s and 0.8409 without).
-LEARN_VAL_MAX_ROWS = 250_000
-
-
 def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = PLANNED_CLASSES) -> int:
-    """Weights, optimiser moments, the best epoch's copy and gradients, in bytes.
-    The input rows take two copies with sparse SGD (weights, best epoch), four
-    with lazy Adam (and its two moments); the dense rest, the output layer's
-    hidden × classes included, four and a bit. Plus a batch's outputs (logits,
-    their softmax and gradient) at the larger of a training and an evaluation
-    batch: with thousands of classes these are tens of megabytes."""
-    f = cfg.features
+    """Weights, optimiser moments, the best epoch's copy and gradients, in bytes,
+    of ``cfg``'s model (resolved). The input rows take the copies the training
+    rule holds (:meth:`~.rules.GradientRule.weight_copies`); the dense rest,
+    the output layer's hidden × classes included, four and a bit. Plus a
+    batch's outputs (logits, their softmax and gradient) at the larger of a
+    training and an evaluation batch: with thousands of classes these are tens
+    of megabytes."""
+    f, m = cfg.features, cfg.model
     if dim is None:
         dim = f.buckets if f.mode == "hashing" else (f.max_features or DEFAULT_MAX_FEATURES) + 2
-    seq = MODELS.get(cfg.model.name, MODELS["ScalpelMC"]).net == "SequenceNet"   # "auto" before validation: a bag
-    width = cfg.model.embed if seq else (cfg.model.hidden if cfg.model.layers > 0 else classes + 1)
-    h = cfg.model.hidden
-    dense = max(cfg.model.layers, 1) * (8 * h * h if seq else h * h) + h * (classes + 1)
-    tc = cfg.training
-    copies = 2.1 if tc.sparse_optimizer in ("sgd", "hinge") else 4.2
-    if tc.keeps_last_epoch():
-        copies -= 1   # no copy of the best epoch
-    if tc.sparse_optimizer == "hinge" and tc.learn_val is not False:
-        copies *= 2   # LinearSVM's twin (models/margin.py), and its copy at the best epoch if one is kept
-    outputs = 3 * max(cfg.training.batch_size, EVAL_BATCH) * (classes + 1)
-    # LinearSVM's step is compiled: numba and LLVM load into the trainer (121 MiB measured).
-    compiled = MARGIN_KERNEL_BYTES if cfg.training.sparse_optimizer == "hinge" else 0
-    return int((dim * width * copies + dense * 4.2 + outputs) * 4) + compiled
-
-
-def _warm_margin() -> None:
-    from ..models.margin import warm
-
-    warm()
+    spec, rule = MODELS[m.name], rule_for(cfg)
+    outputs_width = classes + 1
+    width = {"embed": m.embed, "outputs": outputs_width,
+             "hidden": m.hidden if m.layers > 0 else outputs_width}[spec.input_width]
+    h = m.hidden
+    dense = max(m.layers, 1) * spec.layer_weights * h * h + h * outputs_width
+    outputs = 3 * max(cfg.training.batch_size, EVAL_BATCH) * outputs_width
+    return int((dim * width * rule.weight_copies() + dense * 4.2 + outputs) * 4) + rule.extra_bytes()
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -213,8 +192,9 @@ class Training:
     """One training run; its stages, in the order :func:`train` calls them."""
 
     def __init__(self, cfg: TrainConfig, events: Events, resume: str | None):
-        cfg.validate()
-        self.cfg, self.events, self.resume = cfg, events, resume
+        # What was asked (--model auto's fallback starts from it), and what that resolves to.
+        self.given, self.events, self.resume = cfg, events, resume
+        self.cfg = cfg = resolve(cfg)
         self.tc = cfg.training
         self.every = CheckpointEvery.parse(self.tc.checkpoint_every)
         self.t0, self.stage_seconds = time.monotonic(), {}
@@ -226,9 +206,7 @@ class Training:
         self.columns = training_columns(cfg)
         self.model_bytes = estimate_model_bytes(cfg)
         self.shuffle_bytes = self.tc.shuffle_buffer * ROW_BYTES_ESTIMATE
-        if self.tc.sparse_optimizer == "hinge":
-            # LinearSVM's compiled step loads (half a second) while the cluster starts and the fit runs.
-            threading.Thread(target=_warm_margin, name="lancetnic-margin", daemon=True).start()
+        rule_for(cfg).warm()
 
     def _load_checkpoint(self) -> TrainState:
         saved = load_checkpoint(self.resume, self.out_so)
@@ -352,22 +330,27 @@ class Training:
         return features, stats.results, stats
 
     # ---- model
-    def build_model(self) -> None:
-        """Task, model and optimisers (refused if the plan cannot hold them), and the run folder."""
-        cfg, tc = self.cfg, self.tc
+    def decide(self) -> None:
+        """The choices that need the fit's counts (:func:`~lancetnic_flow.resolve.resolve_counts`),
+        taken once: the configuration is final from here on, and ``config.json`` is what runs."""
         classes = len(self.features.labels)
-        if tc.learn_val is None:   # LinearSVM, validation rows split from the training data
-            tc.learn_val = self.feed.total_rows() <= LEARN_VAL_MAX_ROWS
-        if tc.learn_val and not self._fits(self._trainer_need(classes)):
-            tc.learn_val = False   # the twin is what does not fit: the model alone may
-            if classes <= LINEAR_MAX_CLASSES and self._fits(self._trainer_need(classes)):
-                self.events.emit("warning", message="LinearSVM: the plan has no room for the twin that lets the "
-                                 "saved model learn the validation rows; it learns the training rows only (raise "
-                                 "--memory-budget to learn them too)")
-        if cfg.chose_linear_model():
-            if classes > LINEAR_MAX_CLASSES or not self._fits(self._trainer_need(classes)):
-                cfg.without_linear_model()   # terms × classes outgrows the plan: the MLP's narrow layer instead
-                self.device = pick_device(tc.device)
+        counts = FitCounts(rows=self.feed.total_rows(), classes=classes)
+        resolved, before = self.cfg, self.cfg.model.name
+        if self.saved is not None:   # what the checkpoint's weights call for (the rule knows)
+            options = rule_for(resolved).resume_options(self.saved.model)
+            resolved = dataclasses.replace(resolved, training=dataclasses.replace(resolved.training, **options))
+        self.cfg, notes = resolve_counts(self.given, resolved, counts,
+                                         lambda c: self._fits(self._trainer_need(classes, c)))
+        self.tc = self.cfg.training
+        for note in notes:
+            self.events.emit("warning", message=note)
+        if self.cfg.model.name != before:   # --model auto's next choice: terms × classes outgrew the plan
+            self.device = pick_device(self.tc.device)
+        self.rule = rule_for(self.cfg)
+
+    def build_model(self) -> None:
+        """Task, model and the rule's optimisers (refused if the plan cannot hold them), and the run folder."""
+        cfg, tc = self.cfg, self.tc
         self.task = make_task(cfg, self.features, self.device)
         classes = self.task.classes if self.task.classifies else 0
         # Label sets travel as a byte per row and label; a buffered row's estimate
@@ -385,15 +368,10 @@ class Training:
                                                    numeric=len(self.features.numeric))
         # The task kind goes into model.json: a multilabel model's heads look like a classifier's.
         self.model_meta["task"] = self.task.kind
-        if tc.learn_val and self.saved is not None and "twin_weight" not in self.saved.model:
-            tc.learn_val = False   # a checkpoint of a version without the twin continues without it
-        if tc.learn_val:
-            from ..models.margin import add_twin
-
-            add_twin(self.model)
+        self.rule.prepare(self.model)
         self.model.to(self.device)
         # With --ddp the ranks hold the optimiser moments; here they would be 2× the model, unused.
-        self.opts = optim.optimizers_for(self.model, tc) if not tc.ddp else []
+        self.opts = self.rule.optimizers(self.model) if not tc.ddp else []
         # The run folder exists from here on: a checkpoint has a home, and config.json says how to continue it.
         if self.resume:
             self.run = RunFolder(self.resume, self.out_so)
@@ -401,9 +379,10 @@ class Training:
             self.run = new_run_dir(cfg.output.out, cfg.output.name, self.out_so)
             write_json(join(self.run, "config.json"), cfg.to_dict(), self.out_so)
 
-    def _trainer_need(self, classes: int) -> int:
-        """The trainer's bytes for this model with ``classes`` classes: base, model, shuffle buffer."""
-        return TRAINER_BASE + estimate_model_bytes(self.cfg, self.features.dim, classes) + self.shuffle_bytes
+    def _trainer_need(self, classes: int, cfg: TrainConfig | None = None) -> int:
+        """The trainer's bytes for ``cfg``'s model (this run's by default) with ``classes`` classes:
+        base, model, shuffle buffer."""
+        return TRAINER_BASE + estimate_model_bytes(cfg or self.cfg, self.features.dim, classes) + self.shuffle_bytes
 
     def _fits(self, need: int) -> bool:
         """Whether the trainer's share of the plan holds ``need`` (an existing cluster's trainer is not planned)."""
@@ -458,9 +437,8 @@ class Training:
             else:
                 # Reading the cache, local workers sit idle: the trainer may take every core.
                 cached = 0 if self.tc.threads or self.memory.external else (os.cpu_count() or 1)
-                margin = self.tc.sparse_lr / self.tc.lr if self.tc.sparse_optimizer == "hinge" else 0.0
-                trainee = Trainee(self.model, self.task, self.opts, self.device,
-                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1), cached, margin)
+                trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
+                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1), cached)
                 val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                                 ).run_epochs(state, stop, self.every)
         self.stage_seconds["train"] = time.monotonic() - ts
@@ -468,15 +446,7 @@ class Training:
         if state.best is not None and "state" in state.best:
             self.model.load_state_dict(state.best.pop("state"))
             val = state.best["val"]
-        if getattr(self.model, "margin", False):
-            from ..models.margin import adopt_twin, fit_logit_scale, has_twin
-
-            if self.feed.has_val():
-                self.stage_seconds["calibrate"] = -time.monotonic()
-                fit_logit_scale(self.model, self.feed.val_blocks())
-                self.stage_seconds["calibrate"] += time.monotonic()
-            if has_twin(self.model):
-                adopt_twin(self.model)   # the saved model: the twin, which also learned the validation rows
+        self.stage_seconds.update(self.rule.finish(self.model, self.feed.val_blocks if self.feed.has_val() else None))
         return val
 
     def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:
@@ -504,7 +474,8 @@ class Training:
                                 class_weights=task.class_weights.cpu() if task.class_weights is not None else None,
                                 target=task.target, seed=task.seed),
                       train_shards=m.shards("train"), val_shards=m.shards("val"), cache_options=self.cache_so,
-                      every=self.every, features=self.features)
+                      every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule,
+                      model_entry=registration(self.cfg.model.name))
         self.events.emit("stage", stage="training", epoch=state.epoch + 1, epochs=self.tc.epochs,
                          total_rows=state.total_rows, source="ddp", ranks=self.tc.ddp, monitor=self.tc.monitor)
         driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop,
@@ -543,10 +514,10 @@ class Training:
             **({"per_label": final_val.get("per_label")} if self.task.multilabel else {}),
             "labels": self.features.labels, "rows": sum_rows(self.feed.manifest.results),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
-            # The epoch whose weights were saved: the best by --monitor, or LinearSVM's last (config.keeps_last_epoch).
-            "best_epoch": (len(state.history) if tc.keeps_last_epoch() and state.history else
+            # The epoch whose weights were saved: the best by --monitor, or the last (the rule's keeps_last_epoch).
+            "best_epoch": (len(state.history) if self.rule.keeps_last_epoch() and state.history else
                            state.best["epoch"] if state.best else None), "monitor": tc.monitor,
-            "kept": "last" if tc.keeps_last_epoch() else "best",
+            "kept": "last" if self.rule.keeps_last_epoch() else "best",
             "stage_seconds": self.stage_seconds,
             "vocabulary": self.features.dim, "device": str(self.device),
         }
@@ -597,9 +568,10 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                 mon = watch.enter_context(MemoryMonitor(events, run.client, local_workers=not run.memory.external))
                 try:
                     run.fit()
+                    run.decide()
                     run.build_model()
                     # --track listens from here on: the run folder exists.
-                    tracking = start_tracking(cfg, run.run, run.out_so, events, resumed=resume is not None)
+                    tracking = start_tracking(run.cfg, run.run, run.out_so, events, resumed=resume is not None)
                     final_val = run.train_epochs()
                 finally:
                     mon.client = None   # the cluster closes while the run saves: its scheduler is not asked

@@ -53,39 +53,58 @@ def defaults_of(cfg: TrainConfig) -> dict:
             "batch_size": t.batch_size, "dropout": m.dropout, "ngrams": cfg.features.ngrams}
 
 
+# A parameter's range when the model's spec names none (ModelSpec.search_ranges).
+# The sparse rows' rate: per example with SGD (fastText's lr is of this kind), about --lr with lazy Adam.
+RANGES = {"lr": (1e-3, 5e-2), "sparse_lr": (1e-3, 1e-1), "epochs": (1, 20), "dropout": (0.0, 0.5)}
+SGD_RANGE = (0.25, 25.0)
+
+
 def search_space(cfg: TrainConfig, fits: Any = None) -> list[Param]:
-    """The parameters worth searching for ``cfg``'s model (validated): learning
-    rates (the sparse rows' per-example SGD rate for bag models), width,
-    epochs, batch size, dropout where the model has one, and word pairs where
-    the features can drop them. ``fits(hidden) -> bool`` leaves out widths
-    that would not fit a worker."""
+    """The parameters worth searching for ``cfg``'s model (resolved): those its
+    spec names (``ModelSpec.search``) that the options leave open — the
+    learning rates, width and dropout where there are hidden layers (or a
+    recurrent one), epochs, batch size, and word pairs where the features can
+    drop them — over the spec's ranges. ``fits(hidden) -> bool`` leaves out
+    widths that would not fit a worker."""
     spec = MODELS[cfg.model.name]
     t, m, d = cfg.training, cfg.model, defaults_of(cfg)
-    row_wise = t.optimizer in ("adam", "sgd")
-    # LinearSVM's step runs at sparse_lr alone (--lr only scales the schedule it follows).
-    space = [] if t.sparse_optimizer == "hinge" else [_span("lr", 1e-3, 5e-2, t.lr)]
-    if t.sparse_optimizer == "hinge":
-        space.append(_span("sparse_lr", 0.03, 3.0, t.sparse_lr))
-    elif row_wise and spec.net == "ScalpelNet":
-        # SGD moves a row by sparse_lr per example (fastText's lr is of this kind); lazy Adam by about lr.
-        lo, hi = (0.25, 25.0) if t.sparse_optimizer == "sgd" else (1e-3, 1e-1)
-        d["sparse_lr"] = t.sparse_lr or t.lr
-        space.append(_span("sparse_lr", lo, hi, d["sparse_lr"]))
-    if m.layers > 0 or spec.net == "SequenceNet":
-        widths = tuple(h for h in HIDDEN if fits is None or fits(h) or h == m.hidden)
-        space.append(_choice("hidden", widths, m.hidden))
-    space.append(_span("epochs", 1, 20, t.epochs, kind="int"))
-    space.append(_choice("batch_size", BATCH, t.batch_size))
-    if "dropout" not in spec.fixed and m.layers > 0:
-        space.append(_span("dropout", 0.0, 0.5, m.dropout, log=False))
-    # Each n-gram setting is a cache entry of its own: words, or words and pairs (with any longer
-    # n-grams the user asked for). FastTextBag always reads pairs, ids never do, and character
-    # n-grams or a minimum above 1 are the user's deliberate choice.
+    # The input rows' own rate where they have one: the model's own step, or a row-wise optimiser.
+    sparse_rate = t.sparse_optimizer is None or t.optimizer in ("adam", "sgd")
+    hidden_layers = m.layers > 0 or spec.input_width == "embed"
     f = cfg.features
-    words = getattr(f, "analyzer", "word") == "word" and getattr(f, "ngram_min", 1) == 1
-    if f.mode in ("hashing", "tfidf") and not spec.ngrams and words:
-        space.append(_choice("ngrams", (1, 2), f.ngrams))
+    # Each n-gram setting is a cache entry of its own: words, or words and pairs (with any longer n-grams
+    # the user asked for). A model that wants pairs always reads them, and character n-grams or a minimum
+    # above 1 are the user's deliberate choice.
+    words = f.analyzer == "word" and f.ngram_min == 1
+    open_ = {"lr": True, "sparse_lr": sparse_rate, "hidden": hidden_layers,
+             "epochs": True, "batch_size": True, "dropout": m.layers > 0 and "dropout" not in spec.fixed,
+             "ngrams": f.mode in ("hashing", "tfidf") and not spec.ngrams and words}
+    space = []
+    for name in spec.search:
+        if not open_[name]:
+            continue
+        if name == "hidden":
+            widths = tuple(h for h in HIDDEN if fits is None or fits(h) or h == m.hidden)
+            space.append(_choice("hidden", widths, m.hidden))
+        elif name == "batch_size":
+            space.append(_choice("batch_size", BATCH, t.batch_size))
+        elif name == "ngrams":
+            space.append(_choice("ngrams", (1, 2), f.ngrams))
+        elif name == "sparse_lr":
+            d["sparse_lr"] = t.sparse_lr or t.lr
+            space.append(_span("sparse_lr", *_sparse_range(t.sparse_optimizer, spec), d["sparse_lr"]))
+        else:
+            low, high = RANGES[name]
+            space.append(_span(name, low, high, d[name], kind="int" if name == "epochs" else "float",
+                               log=name != "dropout"))
     return space
+
+
+def _sparse_range(optimizer: str | None, spec: Any) -> tuple[float, float]:
+    """The sparse rate's range: the spec's for its own step, else by the optimiser the user named."""
+    if optimizer == spec.sparse_optimizer and "sparse_lr" in spec.search_ranges:
+        return spec.search_ranges["sparse_lr"]
+    return SGD_RANGE if optimizer == "sgd" else RANGES["sparse_lr"]
 
 
 def suggest(trial: Any, space: list[Param]) -> dict:

@@ -1,10 +1,9 @@
-"""One training step, evaluation, and the record of an epoch: written once,
-used by the single-process loop (:mod:`.loop`) and by every ``--ddp`` rank
-(:mod:`.ddp.rank`).
-
-A step is :func:`backward` (forward, loss, gradients), then — on the ranks —
-the gradient exchange, then :func:`update` (learning rate from the schedule,
-optional clipping, the optimisers' step).
+"""What every way of training shares around its batch step: the learning
+rate schedule, the streaming training metrics, evaluation, the record of an
+epoch and the best epoch kept. Written once, used by the single-process loop
+(:mod:`.loop`), the ``tune`` trials and every ``--ddp`` rank
+(:mod:`.ddp.rank`); the batch step itself is the run's training rule
+(:mod:`.rules`).
 """
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from ..features.rows import RowBlock
 from ..models.inputs import answers, model_inputs
 from ..models.tasks import Task, TaskMetrics
 from ..scores import lower_is_better, val_scores
-from . import optim
 
 EVAL_BATCH = 2048
 
@@ -32,32 +30,6 @@ def lr_schedule(kind: str, lr: float, total_steps: int) -> Callable[[int], float
     return lambda t: lr * max(0.05, 1.0 - t / total)
 
 
-def backward(model: torch.nn.Module, task: Task, opts: list, batch: RowBlock, device: torch.device
-             ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Forward pass, loss and gradients of one batch; returns the outputs and the (mean) loss."""
-    labels, targets = answers(batch, device)
-    out = model(**model_inputs(batch, device))
-    loss = task.loss(out, labels, targets)
-    optim.zero_grad(opts)
-    loss.backward()
-    return out, loss
-
-
-def update(opts: list, model: torch.nn.Module, lr: float, clip: float | None) -> None:
-    """The optimisers' step at learning rate ``lr``, the gradient norm cut to ``clip`` first."""
-    optim.set_lr(opts, lr)
-    optim.step(opts, model, clip)
-
-
-def margin_update(model: torch.nn.Module, batch: RowBlock, lr: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """LinearSVM's step (no gradient): per-example hinge updates of the batch, in
-    place; returns the outputs and mean loss as :func:`backward` does."""
-    from ..models.margin import margin_step
-
-    logits, loss = margin_step(model, batch.indices, batch.offsets, batch.values, batch.labels, lr)
-    return {"logits": logits}, torch.tensor(loss)
-
-
 def count(metrics: TaskMetrics, out: dict[str, torch.Tensor], batch: RowBlock, loss: torch.Tensor) -> None:
     """Add a trained batch to the epoch's streaming training metrics."""
     metrics.update(out, batch.labels, batch.targets, loss.item() * len(batch))
@@ -66,8 +38,8 @@ def count(metrics: TaskMetrics, out: dict[str, torch.Tensor], batch: RowBlock, l
 def evaluate_blocks(model: torch.nn.Module, blocks: Iterable[RowBlock], task: Task, device: torch.device,
                     batch_size: int = EVAL_BATCH, then: Callable[[RowBlock], object] | None = None) -> TaskMetrics:
     """Streaming evaluation: blocks in order, no shuffling, no gradients.
-    ``then``: called with each piece once the model has scored it (LinearSVM's
-    twin learns the validation rows there, in the same read of them)."""
+    ``then``: called with each piece once the model has scored it (a training
+    rule may learn the validation rows there, in the same read of them)."""
     m = task.new_metrics()
     model.eval()
     with torch.no_grad():

@@ -2,13 +2,14 @@
 
 The cache entry is complete before any trial starts, so the trial reads its
 shards through a :class:`~lancetnic_flow.dataflow.feed.ShardFeed` without a
-client, and trains them with the same loop and step as ``train``
-(:class:`~.loop.EpochLoop`): the model for the trial's options, its epochs
+client, and trains them with the same loop and training rule as ``train``
+(:class:`~.loop.EpochLoop`, :func:`~.rules.rule_for`): the model for the trial's options, its epochs
 with early stopping, the validation after each. It returns the monitored
 metric of its best epoch and the curve, never weights.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
@@ -18,11 +19,11 @@ import torch
 from ..config import CheckpointEvery, TrainConfig
 from ..dataflow.feed import FeedSpec, ShardFeed
 from ..events import NULL_EVENTS
-from ..models import create_model
-from ..scores import val_scores
-from . import optim
+from ..models import create_model, register
+from ..scores import lower_is_better, val_scores
 from .loop import EpochLoop, Trainee
 from .orchestrator import make_task
+from .rules import rule_for
 from .state import TrainState
 from .step import lr_schedule
 from .stop import TrainingInterrupted
@@ -49,12 +50,16 @@ def _where() -> str:
         return "local"
 
 
-def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = None, threads: int = 1) -> dict:
+def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = None, threads: int = 1,
+              model_entry: tuple | None = None) -> dict:
     """Train ``cfg`` (a trial's options) from the cached shards of ``spec``;
-    stop at ``seconds_left`` if given. Returns the monitored metric of the
+    stop at ``seconds_left`` if given; ``model_entry``: the model's
+    registration (:func:`~lancetnic_flow.models.registration`). Returns the monitored metric of the
     best epoch (``value``, None when no epoch finished), its curve, the
     seconds, and the worker and process that ran it."""
     t0 = time.monotonic()
+    if model_entry is not None:   # a model the user's script registered: this worker may not have it
+        register(model_entry)
     tc = cfg.training
     torch.set_num_threads(threads)   # one trial per worker thread: one core each
     torch.manual_seed(tc.seed)
@@ -69,7 +74,11 @@ def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = Non
         raise RuntimeError(f"the cache entry {spec.entry} has no manifest: a trial reads a complete entry only")
     total = feed.total_rows()
     state = TrainState(key=spec.key, total_rows=total, total_steps=tc.epochs * max(1, -(-total // tc.batch_size)))
-    trainee = Trainee(model, task, optim.optimizers_for(model, tc), device,
+    # The run's own rule (a trial of the linear model steps as its run does); a trial saves no model, so it
+    # never learns the validation rows, which leaves its score as it was.
+    rule = rule_for(dataclasses.replace(cfg, training=dataclasses.replace(tc, learn_val=False)))
+    rule.prepare(model)
+    trainee = Trainee(model, task, rule, rule.optimizers(model), device,
                       lr_schedule(tc.lr_schedule, tc.lr, state.total_steps))
     loop = EpochLoop(trainee, feed, tc, NULL_EVENTS, lambda *_: None, "")
     stopped = False
@@ -77,12 +86,20 @@ def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = Non
         loop.run_epochs(state, Deadline(seconds_left), CheckpointEvery())
     except TrainingInterrupted:
         stopped = True   # the search's time ran out: the best epoch so far counts
-    return _outcome(state, tc.monitor, stopped, time.monotonic() - t0)
+    return _outcome(state, tc.monitor, stopped, time.monotonic() - t0, rule.keeps_last_epoch())
 
 
-def _outcome(state: TrainState, monitor: str, stopped: bool, seconds: float) -> dict[str, Any]:
+def _outcome(state: TrainState, monitor: str, stopped: bool, seconds: float, last: bool) -> dict[str, Any]:
+    """The trial's answer. Its value is that of the epoch ``train`` would keep:
+    the best one, or the last one for a rule that keeps the last epoch's weights."""
     best = state.best
-    value = val_scores(best["val"]).get(monitor) if best else None
-    return {"value": value, "score": best["score"] if best else None, "best_epoch": best["epoch"] if best else None,
+    if last and state.history and best is not None:
+        record = state.history[-1]   # the epoch record: its scores under their val_* names
+        value, score, epoch = record.get(monitor), lower_is_better(record, monitor), record["epoch"]
+    elif best is not None:
+        value, score, epoch = val_scores(best["val"]).get(monitor), best["score"], best["epoch"]
+    else:
+        value = score = epoch = None
+    return {"value": value, "score": score, "best_epoch": epoch,
             "epochs_run": len(state.history), "curve": [h.get(monitor) for h in state.history],
             "stopped": stopped, "seconds": seconds, "worker": _where(), "pid": os.getpid()}

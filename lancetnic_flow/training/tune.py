@@ -30,6 +30,7 @@ from ..dataflow.manifest import read_features
 from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
 from ..errors import UserError
 from ..events import NULL_EVENTS, Events
+from ..models import registration
 from ..reconnect import share
 from ..runs.folder import write_json
 from ..scores import BY_KEY
@@ -181,9 +182,10 @@ class Search:
             return False
         if entry.remote.status != "finished":   # every worker holding it died: share it again
             entry.remote = share(self.client, entry.spec)
-        fut = self.client.submit(run_trial, entry.remote, cfg, max(1.0, self.left()), workers=[slot],
-                                       allow_other_workers=True, pure=False,
-                                       key=f"lancetnic-tune-trial-{trial.number}-{os.urandom(4).hex()}")
+        fut = self.client.submit(run_trial, entry.remote, cfg, max(1.0, self.left()),
+                                 model_entry=registration(cfg.model.name), workers=[slot],
+                                 allow_other_workers=True, pure=False,
+                                 key=f"lancetnic-tune-trial-{trial.number}-{os.urandom(4).hex()}")
         self.running[fut] = (trial, rec, slot)
         return True
 
@@ -247,8 +249,10 @@ def new_study(optuna: Any, seed: int, slots: int) -> Any:
 def _search(base: Training, events: Events, deadline: float, max_trials: int | None, optuna: Any
             ) -> tuple[list, list, dict]:
     """Entries fitted, the space, the trials run: (space, records, entries)."""
-    cfg, client = base.cfg, base.client
-    _, first = prepare_entry(cfg, base, events)
+    client = base.client
+    _, first = prepare_entry(base.cfg, base, events)
+    base.decide()   # the choices that need the counts, as train takes them: the trials train what it would
+    cfg = base.cfg
     slots, room = worker_slots(client)
     features = base.features
     classes = len(features.labels) if cfg.training.task != "regress" else 0
@@ -287,9 +291,8 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     if trials is not None and trials < 1:
         raise UserError(f"trials: must be ≥ 1, got {trials}", "e.g. --trials 20, or drop it to search until "
                         "the time budget is spent")
-    cfg.validate()
     t0 = time.monotonic()
-    base = Training(cfg, events, None)
+    base = Training(cfg, events, None)   # resolves cfg; its decide() after the fit gives what the trials train
     base.plan(external=client is not None)
     with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, base.cluster(client, closer) as c:
         space, records, entries = _search(base, events, t0 + budget, trials, optuna)
@@ -300,6 +303,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
                             "raise --time-budget (the featurised cache is kept, so a rerun starts with the trials)")
         for r in records:
             r["best"] = r is best
+        cfg = base.cfg   # decided: the final run trains the best trial's options exactly
         result = train(search.apply(cfg, best["params"]), events, client=c)
     defaults = next((r for r in records if r["defaults"]), None)
     doc = tune_document(cfg, budget, seconds, space, records, best, defaults, entries, result.metrics)

@@ -53,6 +53,8 @@ class RankJob:
     device: str = "cpu"                       # "cuda": each rank on a GPU of its own (nccl)
     local_ranks: list = field(default_factory=list)   # each rank's index among the ranks on its machine
     stop_event: str | None = None             # a distributed.Event the trainer sets on Ctrl-C
+    rule: str = "gradient"                    # the model's training rule (registry.ModelSpec.rule)
+    model_entry: tuple | None = None          # models.registration: a model the user's script registered
 
 
 def share(shards: list, rank: int, world: int, seed: int, epoch: int) -> list:
@@ -140,13 +142,19 @@ class RankRun:
         self._last_val: dict = {}
 
     def _build(self, start: TrainState) -> None:
-        from ...models import build_model
+        from ...models import build_model, register
         from ...models.tasks import Task
-        from .. import optim
+        from ..rules import RULES
 
+        if self.job.model_entry is not None:   # this worker may not have the user's model registered
+            register(self.job.model_entry)
+
+        self.rule = RULES[self.job.rule](self.tc)
+        if not self.rule.exchanges_gradients:
+            raise RuntimeError(f"the {self.job.rule} rule has no gradients to exchange: its spec refuses --ddp")
         torch.manual_seed(self.tc.seed)   # the same initial weights on every rank
         self.model = build_model(self.job.net, **self.job.model_kwargs).to(self.device)
-        self.opts = optim.optimizers_for(self.model, self.tc)
+        self.opts = self.rule.optimizers(self.model)
         torch.manual_seed(self.tc.seed * 1000 + self.rank)   # but each rank its own dropout
         if start.model is None and start.step:
             # Never train on from fresh weights in the middle of a run.
@@ -257,7 +265,7 @@ class RankRun:
             self.clock["data"] += time.perf_counter() - tick
             tick = time.perf_counter()
             if batch is not None:
-                out, loss = steps.backward(self.model, self.task, self.opts, batch, self.device)
+                out, loss = self.rule.backward(self.model, self.task, self.opts, batch, self.device)
             else:
                 optim.zero_grad(self.opts)
                 self.model.input.active = None
@@ -269,7 +277,7 @@ class RankRun:
             if not active:
                 break
             tick = time.perf_counter()
-            steps.update(self.opts, self.model, self.schedule(self.state.step), self.tc.clip_grad)
+            self.rule.update(self.opts, self.model, self.schedule(self.state.step))
             self.clock["compute"] += time.perf_counter() - tick
             self.state.step += 1
             done += 1

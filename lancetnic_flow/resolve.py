@@ -1,0 +1,220 @@
+"""Every ``auto`` choice and model default of a run, decided in two pure
+functions, after which the configuration does not change:
+
+* :func:`resolve` — before the data is read: the sections checked, the model
+  ``--model auto`` picks, the model's defaults (task, width, early stopping,
+  the input rows' optimiser and rate, the options it fixes), its refusals,
+  the feature mode, the monitor;
+* :func:`resolve_counts` — once, after the fit pass: the choices that need
+  the data's counts (``--model auto``'s fallback when the first choice's
+  weights do not fit the plan, and whether a model that can learns the
+  validation rows too).
+
+Both return a new :class:`~lancetnic_flow.config.TrainConfig` and leave their
+input as it was; resolving a resolved configuration gives it back unchanged,
+so a run folder's ``config.json`` resumes as exactly what ran. Every fact
+about a model comes from its :class:`~lancetnic_flow.registry.ModelSpec`.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+from .options import bad
+from .registry import AUTO, AUTO_CHOICES, MODELS, ModelSpec
+from .scores import monitor_fits
+
+# The configurations here are lancetnic_flow.config.TrainConfig (annotations
+# only): config's TrainConfig.validate calls resolve, so resolve never imports config.
+
+# --monitor's default per task (else val_loss). Multilabel keeps val_loss:
+# micro-F1 at a 0.5 threshold stays 0 while every probability is still below
+# it (a slowly learning model's first epochs), which early stopping would read
+# as no progress; the loss moves from the first step.
+DEFAULT_MONITOR = {"classify": "val_accuracy"}
+
+# The twin that lets a linear model learn the validation rows (models/margin.py)
+# runs only up to this many training rows: a tenth more data is worth 0.5 point
+# at 50 k rows (docs/benchmarks.md) and little at a million, while the twin's
+# cost, a second kernel beside the model's, grows with the rows.
+LEARN_VAL_MAX_ROWS = 250_000
+
+
+def resolve(given: TrainConfig) -> TrainConfig:
+    """``given`` checked, with every choice that can be taken before the data
+    is read taken. Raises :class:`UserError` naming the option at fault."""
+    cfg = copy.deepcopy(given)
+    cfg.features.read_stop_words(cfg.data.storage_options)   # the data's credentials open the file
+    for part in (cfg.data, cfg.features, cfg.model, cfg.training, cfg.cluster, cfg.output):
+        part.validate()
+    auto = cfg.model.name == AUTO
+    if auto:
+        cfg.model.name = choose_model(cfg)
+    spec = MODELS[cfg.model.name]
+    _refuse(cfg, spec)
+    _training(cfg, spec, value_asked=auto and bool(cfg.data.target))
+    _features(cfg, spec)
+    _check_task(cfg, spec)
+    return cfg
+
+
+def choose_model(cfg: TrainConfig, after: str | None = None) -> str:
+    """``--model auto``'s choice for ``cfg``'s options: the first of
+    :data:`~lancetnic_flow.registry.AUTO_CHOICES` (after ``after``, if given)
+    that does the task, reads the features and refuses no option; the last
+    choice otherwise."""
+    names = list(AUTO_CHOICES)
+    if after is not None:
+        names = names[names.index(after) + 1:]
+    for name in names[:-1]:
+        spec = MODELS[name]
+        task = cfg.training.task or ("regress" if cfg.data.target else spec.task)
+        mode = cfg.features.mode
+        if (task in spec.every_task and (mode is None or mode in spec.features) and not spec.refusals(cfg)
+                and (task != "classify" or cfg.data.label) and cfg.data.label_sep is None):
+            return name
+    return names[-1]
+
+
+def _refuse(cfg: TrainConfig, spec: ModelSpec) -> None:
+    for r in spec.refusals(cfg):
+        raise bad(r.field, f"{{name}} does not apply to {cfg.model.name}: {r.why}",
+                  f"drop {{name}}, or pass {{model.name}} {AUTO_CHOICES[-1]}")
+
+
+def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
+    """The model's training defaults: task, width, patience, what it fixes, the input rows' step."""
+    t, name = cfg.training, cfg.model.name
+    # --model auto with a target: a value is asked for (the MLP's own task, classify, would leave it unread).
+    t.task = t.task or ("regress" if value_asked else spec.task)
+    cfg.model.hidden = cfg.model.hidden or spec.hidden
+    if t.early_stopping is None:
+        t.early_stopping = spec.early_stopping
+    for key, value in spec.sets.items():
+        section, option = key.split(".")
+        setattr(getattr(cfg, section), option, value)
+    if not spec.learns_val:
+        if t.learn_val:
+            learners = ", ".join(n for n, m in MODELS.items() if m.learns_val)
+            raise bad("training.learn_val", f"{{name}}: {name} does not learn the validation rows",
+                      f"drop {{name}}, or pass {{model.name}} {learners} (or auto)")
+        t.learn_val = False
+    elif t.learn_val is None and (cfg.data.val or not cfg.data.val_fraction):
+        t.learn_val = False   # a validation file stays held out; None is decided by the rows (resolve_counts)
+    if t.sparse_optimizer == "hinge":   # the linear model's own step, as configurations before 0.2 named it
+        if spec.sparse_optimizer is not None:
+            raise bad("training.sparse_optimizer", f"{{name}} hinge is a linear model's own step, not {name}'s",
+                      "pass {model.name} LinearSVM, or {name} sgd|adam")
+        t.sparse_optimizer = None
+    elif t.sparse_optimizer is None:
+        t.sparse_optimizer = spec.sparse_optimizer
+    if t.sparse_lr is None:
+        t.sparse_lr = spec.default_sparse_lr(t.sparse_optimizer, t.task)
+
+
+def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
+    """The feature mode (the model's own unless given) and the options it allows."""
+    f, name = cfg.features, cfg.model.name
+    if f.mode is None:
+        f.mode = spec.features[0]
+        if f.mode == "hashing" and f.max_features is not None and "tfidf" in spec.features:
+            f.mode = "tfidf"   # a vocabulary cap asks for a fitted vocabulary
+        if spec.ngrams:
+            f.ngrams = max(f.ngrams, spec.ngrams)
+    if f.mode == "ids" and (f.ngram_min > 1 or f.analyzer != "word"):
+        raise bad("features.mode", f"{{name}} ids reads word tokens in order, not {f.analyzer} n-grams "
+                  f"{f.ngram_min},{f.ngrams}", "drop {features.ngram_min}/{features.analyzer}, or pick a bag model")
+    if f.mode == "ids":
+        f.ngrams = 1   # token ids in order: no word pairs
+    if f.analyzer != "word" and f.mode != "hashing":
+        raise bad("features.analyzer", f"{{name}} {f.analyzer}: character n-grams are hashed, not a fitted "
+                  f"vocabulary ({{features.mode}} {f.mode})", "use {features.mode} hashing (ScalpelMC's default)")
+    if f.mode == "hashing" and f.max_features is not None:
+        raise bad("features.max_features", "{name} caps a fitted vocabulary; hashed features have "
+                  "{features.buckets} columns", "drop {name}, or use {features.mode} tfidf")
+    if f.mode not in spec.features:
+        raise bad("features.mode", f"model {name} reads {{name}} {'/'.join(spec.features)}, not {f.mode}",
+                  f"drop {{name}}, or pick a model for {f.mode}: "
+                  + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
+
+
+def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
+    """The task against the model and the columns; the monitor against the task."""
+    t, name = cfg.training, cfg.model.name
+    if t.task not in spec.every_task:
+        raise bad("training.task", f"model {name} cannot {t.task}",
+                  f"it does: {', '.join(spec.every_task)}; models for {t.task}: "
+                  + ", ".join(n for n, m in MODELS.items() if t.task in m.every_task))
+    _check_multilabel(cfg)
+    if t.task in ("classify", "multitask", "multilabel") and not cfg.data.label:
+        raise bad("data.label", f"{{training.task}} {t.task} needs a label column", "pass {name} COLUMN")
+    if t.task in ("regress", "multitask") and not cfg.data.target:
+        raise bad("data.target", f"{{training.task}} {t.task} needs a numeric target column", "pass {name} COLUMN")
+    if t.task == "regress":
+        cfg.data.label = None
+    t.monitor = t.monitor or DEFAULT_MONITOR.get(t.task, "val_loss")
+    if not monitor_fits(t.monitor, t.task):
+        raise bad("training.monitor", f"{{name}} {t.monitor} does not fit {{training.task}} {t.task}",
+                  "use val_loss, or a metric of the task")
+
+
+def _check_multilabel(cfg: TrainConfig) -> None:
+    """--label-sep belongs to --task multilabel; multilabel has one loss (BCE per label)."""
+    t = cfg.training
+    if cfg.data.label_sep is not None and t.task != "multilabel":
+        raise bad("data.label_sep", f"{{name}} splits a row's labels for {{training.task}} multilabel, not "
+                  f"{{training.task}} {t.task}", "add {training.task} multilabel, or drop {name}")
+    if cfg.data.label_sep == "":
+        raise bad("data.label_sep", "{name}: an empty separator", 'e.g. {name} "|" or {name} ","')
+    if t.task == "multilabel" and t.class_loss != "cross_entropy":
+        raise bad("training.class_loss", f"{{name}} {t.class_loss}: {{training.task}} multilabel always trains a "
+                  "binary cross entropy per label", "drop {name}")
+
+
+@dataclass(frozen=True)
+class FitCounts:
+    """What the fit pass counted that the last choices need."""
+
+    rows: int       # training rows
+    classes: int    # label values (0 for a regression)
+
+
+def resolve_counts(given: TrainConfig, resolved: TrainConfig, counts: FitCounts,
+                   fits: Callable[[TrainConfig], bool]) -> tuple[TrainConfig, list[str]]:
+    """The configuration to train, once the data's counts are known, and the
+    warnings to show. ``resolved`` is :func:`resolve` of ``given``;
+    ``fits(config)`` says whether the trainer's share of the memory plan
+    holds that configuration's model with these classes.
+
+    * ``--model auto`` moves to its next choice when the chosen model's
+      weights do not fit, or it has more classes than it takes;
+    * a model that can learn the validation rows (``--learn-val`` unset)
+      does when the training rows are at most :data:`LEARN_VAL_MAX_ROWS` and
+      its twin fits; one that asked to but does not fit learns without it."""
+    cfg, notes = resolved, []
+    while given.model.name == AUTO and cfg.model.name != AUTO_CHOICES[-1]:
+        spec = MODELS[cfg.model.name]
+        alone = _with_learn_val(cfg, False) if spec.learns_val else cfg
+        if (spec.max_classes is None or counts.classes <= spec.max_classes) and fits(alone):
+            break
+        retry = copy.deepcopy(given)
+        retry.model.name = choose_model(given, after=cfg.model.name)
+        cfg = resolve(retry)
+        if dataclasses.asdict(cfg.features) != dataclasses.asdict(resolved.features):
+            raise RuntimeError("--model auto's choices must read the same features: the cache entry is fitted")
+    spec = MODELS[cfg.model.name]
+    if spec.learns_val and cfg.training.learn_val is not False:
+        wanted = cfg.training.learn_val or counts.rows <= LEARN_VAL_MAX_ROWS
+        learn = wanted and fits(_with_learn_val(cfg, True))
+        if wanted and not learn and fits(_with_learn_val(cfg, False)):
+            notes.append(f"{cfg.model.name}: the plan has no room for the twin that lets the saved model learn "
+                         "the validation rows; it learns the training rows only (raise --memory-budget to learn "
+                         "them too)")
+        cfg = _with_learn_val(cfg, learn)
+    return cfg, notes
+
+
+def _with_learn_val(cfg: TrainConfig, learn: bool) -> TrainConfig:
+    return dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, learn_val=learn))

@@ -1,0 +1,217 @@
+"""Training rules: how one batch changes a model's weights.
+
+A rule is chosen once per run from the model's spec (``ModelSpec.rule``, by
+:func:`rule_for`) and called alike by the single-process loop
+(:mod:`.loop`), the ``tune`` trials (:mod:`.trial`) and the ``--ddp`` ranks
+(:mod:`.ddp.rank`, for a rule that exchanges gradients). It owns everything
+about its way of training: the optimisers it needs, the batch step, what
+happens while the validation rows are read, what is done to the weights once
+the epochs are over, which epoch's weights are kept and what its weights cost
+in memory.
+
+* :class:`GradientRule` — forward, loss, gradients (exchanged between ranks
+  under ``--ddp``), the optimisers' step at the schedule's rate.
+* :class:`HingeRule` — the per-example one-vs-rest hinge step of a linear
+  model (:mod:`lancetnic_flow.models.margin`), with its twin that also
+  learns the validation rows, and the softmax scale fitted after training.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterable, Protocol
+
+import numpy as np
+import torch
+
+from ..config import TrainConfig, TrainingConfig
+from ..features.rows import RowBlock
+from ..models.inputs import answers, model_inputs
+from ..models.tasks import Task
+from ..registry import MODELS
+from . import optim
+
+Step = tuple[dict[str, torch.Tensor], torch.Tensor]
+
+
+class TrainingRule(Protocol):
+    """What the loop, the trials and the ranks ask of a way of training."""
+
+    exchanges_gradients: bool   # whether --ddp ranks can run it (backward, exchange, update)
+
+    def optimizers(self, model: torch.nn.Module) -> list: ...
+
+    def prepare(self, model: torch.nn.Module) -> None: ...
+
+    def train_batch(self, model: torch.nn.Module, task: Task, opts: list, batch: RowBlock, device: torch.device,
+                    lr: float) -> Step: ...
+
+    def while_validating(self, model: torch.nn.Module, lr: float, seed: int, epoch: int
+                         ) -> Callable[[RowBlock], object] | None: ...
+
+    def finish(self, model: torch.nn.Module, val_blocks: Callable[[], Iterable[RowBlock]] | None
+               ) -> dict[str, float]: ...
+
+    def keeps_last_epoch(self) -> bool: ...
+
+    def weight_copies(self) -> float: ...
+
+    def extra_bytes(self) -> int: ...
+
+    def warm(self) -> None: ...
+
+    def resume_options(self, saved_model: dict) -> dict: ...
+
+
+class GradientRule:
+    """Gradient steps through optimisers (``--optimizer`` for the dense
+    parameters, ``--sparse-optimizer`` for the input rows)."""
+
+    exchanges_gradients = True
+
+    def __init__(self, tc: TrainingConfig):
+        self.tc = tc
+
+    def optimizers(self, model: torch.nn.Module) -> list:
+        return optim.optimizers_for(model, self.tc)
+
+    def prepare(self, model: torch.nn.Module) -> None:
+        return None
+
+    def backward(self, model: torch.nn.Module, task: Task, opts: list, batch: RowBlock, device: torch.device
+                 ) -> Step:
+        """Forward pass, loss and gradients of one batch; returns the outputs and the (mean) loss."""
+        labels, targets = answers(batch, device)
+        out = model(**model_inputs(batch, device))
+        loss = task.loss(out, labels, targets)
+        optim.zero_grad(opts)
+        loss.backward()
+        return out, loss
+
+    def update(self, opts: list, model: torch.nn.Module, lr: float) -> None:
+        """The optimisers' step at learning rate ``lr``, the gradient norm cut to ``--clip-grad`` first."""
+        optim.set_lr(opts, lr)
+        optim.step(opts, model, self.tc.clip_grad)
+
+    def train_batch(self, model: torch.nn.Module, task: Task, opts: list, batch: RowBlock, device: torch.device,
+                    lr: float) -> Step:
+        out, loss = self.backward(model, task, opts, batch, device)
+        self.update(opts, model, lr)
+        return out, loss
+
+    def while_validating(self, model: torch.nn.Module, lr: float, seed: int, epoch: int) -> None:
+        return None
+
+    def finish(self, model: torch.nn.Module, val_blocks: Callable[[], Iterable[RowBlock]] | None
+               ) -> dict[str, float]:
+        return {}
+
+    def keeps_last_epoch(self) -> bool:
+        return False
+
+    def weight_copies(self) -> float:
+        """Copies of the input rows the trainer holds: weights and the best
+        epoch's copy, plus lazy Adam's two moments."""
+        return 2.1 if self.tc.sparse_optimizer == "sgd" else 4.2
+
+    def extra_bytes(self) -> int:
+        return 0
+
+    def warm(self) -> None:
+        return None
+
+    def resume_options(self, saved_model: dict) -> dict:
+        """Training options a checkpoint's weights (``saved_model``) call for: none."""
+        return {}
+
+
+# The hinge step is compiled: numba and LLVM load into the trainer (121 MiB measured).
+MARGIN_KERNEL_BYTES = 128 * 2**20
+
+
+class HingeRule:
+    """A linear model's per-example hinge step (no optimiser, no gradient), at
+    ``--sparse-lr`` × the schedule's share of ``--lr``; with ``--learn-val``
+    its twin learns the validation rows as they are scored, and the saved
+    model is the twin."""
+
+    exchanges_gradients = False
+
+    def __init__(self, tc: TrainingConfig):
+        self.tc = tc
+        self.scale = (tc.sparse_lr or 0.0) / tc.lr
+
+    def optimizers(self, model: torch.nn.Module) -> list:
+        return []
+
+    def prepare(self, model: torch.nn.Module) -> None:
+        from ..models.margin import add_twin
+
+        if self.tc.learn_val:
+            add_twin(model)
+
+    def train_batch(self, model: torch.nn.Module, task: Task, opts: list, batch: RowBlock, device: torch.device,
+                    lr: float) -> Step:
+        from ..models.margin import margin_step
+
+        logits, loss = margin_step(model, batch.indices, batch.offsets, batch.values, batch.labels, lr * self.scale)
+        return {"logits": logits}, torch.tensor(loss)
+
+    def while_validating(self, model: torch.nn.Module, lr: float, seed: int, epoch: int
+                         ) -> Callable[[RowBlock], object] | None:
+        """The twin learns the validation rows as the model scores them: at the
+        epoch's last rate, in an order drawn from the seed and the epoch (a
+        resumed run draws the same)."""
+        from ..models.margin import has_twin, twin_learns
+
+        if not has_twin(model):
+            return None
+        rate = lr * self.scale
+        rng = np.random.default_rng([seed, epoch, 0x7A1])
+        return lambda block: twin_learns(model, block, rate, rng)
+
+    def finish(self, model: torch.nn.Module, val_blocks: Callable[[], Iterable[RowBlock]] | None
+               ) -> dict[str, float]:
+        """The softmax scale fitted on the validation rows; the twin becomes the model."""
+        from ..models.margin import adopt_twin, fit_logit_scale, has_twin
+
+        seconds = {}
+        if val_blocks is not None:
+            t0 = time.monotonic()
+            fit_logit_scale(model, val_blocks())
+            seconds["calibrate"] = time.monotonic() - t0
+        if has_twin(model):
+            adopt_twin(model)
+        return seconds
+
+    def keeps_last_epoch(self) -> bool:
+        """Without early stopping the last epoch's weights are kept, not the best
+        epoch's: the rate has decayed to 5 % by then, and validation accuracy
+        over the last epochs moves by noise, which picked earlier, worse
+        models (docs/models.md)."""
+        return not self.tc.early_stopping
+
+    def weight_copies(self) -> float:
+        copies = 2.1 - (1 if self.keeps_last_epoch() else 0)
+        return copies * 2 if self.tc.learn_val is not False else copies   # the twin (and its best copy)
+
+    def extra_bytes(self) -> int:
+        return MARGIN_KERNEL_BYTES
+
+    def resume_options(self, saved_model: dict) -> dict:
+        """A checkpoint of a version without the twin continues without it."""
+        return {"learn_val": False} if self.tc.learn_val and "twin_weight" not in saved_model else {}
+
+    def warm(self) -> None:
+        """Load the compiled step (half a second) in the background, while the cluster starts and the fit runs."""
+        from ..models.margin import warm
+
+        threading.Thread(target=warm, name="lancetnic-margin", daemon=True).start()
+
+
+RULES: dict[str, type] = {"gradient": GradientRule, "hinge": HingeRule}
+
+
+def rule_for(cfg: TrainConfig) -> Any:
+    """The training rule of ``cfg``'s model (resolved), for its training options."""
+    return RULES[MODELS[cfg.model.name].rule](cfg.training)

@@ -1,0 +1,242 @@
+"""Multi-label classification (``--task multilabel``), end to end on real files
+and real processes: label sets read from fastText tags, JSON lists and a
+separator; a single-label task refusing rows with several labels (exit 2,
+naming the file and ``--task multilabel``); a generated multi-label corpus
+learnt through the CLI well above the most frequent label set on held-out
+rows; ``evaluate --json`` printing its scores; ``Predictor`` returning label
+sets. The CLI runs share the session's cluster (``--scheduler``)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.csv as pacsv
+import pytest
+import torch
+
+from lancetnic_flow.config import DataConfig, TrainConfig, TrainingConfig
+from lancetnic_flow.data.readers import read_partition
+from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.models import create_model
+from lancetnic_flow.models.metrics import MultiLabelMetrics
+from lancetnic_flow.models.tasks import Task
+from lancetnic_flow.training import optim
+
+from helpers import assert_user_error, cli
+
+ROWS = 4000
+
+
+def read(path: Path, **columns) -> tuple[dict, dict]:
+    """Every row a reader keeps from ``path`` (as a dict of columns), and the skipped counts."""
+    tables, skipped = [], {}
+    for part in plan_source([str(path)]).partitions:
+        for chunk in read_partition(part, Columns(text=("text",), label="label", **columns)):
+            tables.append(chunk.table.to_pydict())
+            for k, v in chunk.skipped.items():
+                skipped[k] = skipped.get(k, 0) + v
+    return {k: sum((t[k] for t in tables), []) for k in tables[0]}, skipped
+
+
+# ---------------------------------------------------------------- reading label sets
+
+
+def test_label_sets_come_from_fasttext_tags_json_lists_and_a_separator_and_an_empty_set_is_a_missing_label(
+        tmp_path):
+    ft = tmp_path / "a.ft"
+    ft.write_text("__label__a __label__b first text\n__label__c second text\n__label__ no label\n")
+    jl = tmp_path / "a.jsonl"
+    jl.write_text('{"text": "first text", "label": ["a", "b"]}\n{"text": "second text", "label": ["c"]}\n'
+                  '{"text": "no label", "label": []}\n')
+    js = tmp_path / "json.csv"
+    js.write_text('text,label\nfirst text,"[""a"", ""b""]"\nsecond text,c\nno label,[]\n')
+    sep = tmp_path / "sep.csv"
+    sep.write_text("text,label\nfirst text,a|b\nsecond text, c \nno label,\n")
+    for path in (ft, jl, js, sep):
+        rows, skipped = read(path, multilabel=True, label_sep="|" if path == sep else None)
+        assert rows == {"text": ["first text", "second text"], "label": [["a", "b"], ["c"]]}, path
+        assert skipped == {"missing_label": 1}, path
+
+
+def test_a_json_list_in_a_csv_label_is_refused_by_a_single_label_task_but_a_bracketed_name_is_a_label(tmp_path):
+    p = tmp_path / "x.csv"
+    p.write_text('text,label\nfirst,[deleted]\nsecond,"[""a"", ""b""]"\n')
+    with pytest.raises(UserError) as err:
+        read(p)
+    assert str(p) in err.value.message and "--task multilabel" in err.value.message
+    q = tmp_path / "y.csv"
+    q.write_text("text,label\nfirst,[deleted]\nsecond,b\n")
+    assert read(q)[0]["label"] == ["[deleted]", "b"]
+
+
+@pytest.mark.parametrize("name,content", [
+    ("tags.ft", "__label__a __label__b some text\n__label__c more text\n"),
+    ("lists.jsonl", '{"text": "some text", "label": ["a", "b"]}\n{"text": "more text", "label": ["c"]}\n'),
+])
+def test_a_single_label_task_given_several_labels_per_row_exits_2_naming_the_file_and_task_multilabel(
+        client, tmp_path, name, content):
+    (tmp_path / name).write_text(content * 50)
+    p = cli("train", name, "--scheduler", client.scheduler.address, "--out", tmp_path / "runs", cwd=tmp_path)
+    assert_user_error(p, name, "--task multilabel")
+
+
+def test_label_sep_without_multilabel_and_a_classify_monitor_with_multilabel_are_user_errors():
+    def cfg(**training):
+        return TrainConfig(data=DataConfig(train=["x.csv"], label_sep="|"), training=TrainingConfig(**training))
+
+    with pytest.raises(UserError, match="for task multilabel"):
+        cfg().validate()
+    assert cfg(task="multilabel").validate().training.monitor == "val_loss"
+    assert cfg(task="multilabel", monitor="val_micro_f1").validate().training.monitor == "val_micro_f1"
+    with pytest.raises(UserError, match="does not fit"):
+        cfg(task="multilabel", monitor="val_accuracy").validate()
+
+
+# ---------------------------------------------------------------- loss and metrics
+
+
+def test_multilabel_metrics_give_micro_and_macro_f1_subset_accuracy_and_per_label_scores():
+    m = MultiLabelMetrics(3)
+    true = np.array([[1, 1, 0], [0, 1, 0], [1, 0, 0], [0, 0, 0]], np.uint8)
+    pred = np.array([[1, 0, 0], [0, 1, 0], [1, 0, 1], [0, 0, 0]], np.uint8)
+    half = MultiLabelMetrics(3)
+    half.update(true[:2], pred[:2], 1.0)
+    m.update(true[2:], pred[2:], 2.0)
+    r = m.merge(half).result()
+    # tp 3, fp 1, fn 1 pooled; label 0: F1 1, label 1: P 1 R .5, label 2: no support (left out of macro)
+    assert r["micro_f1"] == pytest.approx(0.75)
+    assert r["macro_f1"] == pytest.approx((1.0 + 2 / 3) / 2)
+    assert r["subset_accuracy"] == pytest.approx(0.5) and r["loss"] == pytest.approx(0.75)
+    assert r["per_label"]["support"] == [2, 2, 0] and r["per_label"]["precision"][2] == 0.0
+
+
+@pytest.mark.parametrize("name", ["ScalpelMC", "FastTextBag", "LancetMC", "LancetMCA_gru"])
+def test_every_network_family_learns_label_sets_with_a_sigmoid_bce_loss_in_process(name):
+    g = torch.Generator().manual_seed(0)
+    rows, classes = 96, 3
+    hot = (torch.rand(rows, classes, generator=g) < 0.4).float()
+    hot[hot.sum(1) == 0, 0] = 1
+    # A row holds the tokens of each of its labels (label c: ids 2+10c .. 11+10c), in random order.
+    seqs = [torch.cat([torch.randint(2 + 10 * c, 12 + 10 * c, (4,), generator=g)
+                       for c in range(classes) if hot[r, c]]).tolist() for r in range(rows)]
+    idx = torch.tensor([i for s in seqs for i in s])
+    off = torch.tensor([0] + list(np.cumsum([len(s) for s in seqs])[:-1]))
+    vals = torch.ones(len(idx))
+    model, _ = create_model(name, dim=40, classes=classes, regress=False, hidden=16, layers=1, dropout=0.0,
+                            embed=16, numeric=0)
+    task = Task("multilabel", classes=classes)
+    opts = optim.make_optimizers(model, "adam", 0.03)
+    losses = []
+    for _ in range(60):
+        loss = task.loss(model.train()(idx, off, vals), hot, None)
+        optim.zero_grad(opts)
+        loss.backward()
+        optim.step(opts, model)
+        losses.append(loss.item())
+    assert losses[-1] < 0.3 * losses[0], losses
+    m = task.new_metrics()
+    with torch.no_grad():
+        m.update(model.eval()(idx, off, vals), hot.numpy().astype(np.uint8), None, 0.0)
+    assert m.result()["micro_f1"] > 0.9
+
+
+# ---------------------------------------------------------------- through the CLI
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """``make-data --multilabel`` through the CLI, cut into a training file and a held-out test file."""
+    d = tmp_path_factory.mktemp("multilabel")
+    made = cli("make-data", "all.csv", "--rows", ROWS, "--multilabel", cwd=d)
+    assert made.returncode == 0, made.stdout + made.stderr
+    lines = (d / "all.csv").read_text().splitlines(keepends=True)
+    cut = 1 + ROWS * 3 // 4
+    (d / "train.csv").write_text("".join(lines[:cut]))
+    (d / "test.csv").write_text(lines[0] + "".join(lines[cut:]))
+    return d
+
+
+@pytest.fixture(scope="module")
+def run(client, corpus) -> Path:
+    p = cli("train", "train.csv", "--task", "multilabel", "--label-sep", "|", "--scheduler", client.scheduler.address,
+            "--out", corpus / "runs", "--name", "ml", "--cache", corpus / "cache", "--quiet", cwd=corpus)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return corpus / "runs" / "ml"
+
+
+def label_sets(path: Path) -> list[frozenset]:
+    return [frozenset(s.split("|")) for s in pacsv.read_csv(path)["label"].to_pylist()]
+
+
+def micro_f1(true: list[frozenset], pred: list[frozenset]) -> float:
+    tp = sum(len(t & p) for t, p in zip(true, pred))
+    return 2 * tp / (sum(map(len, true)) + sum(map(len, pred)))
+
+
+def test_a_learnable_multilabel_corpus_trains_through_the_cli_and_beats_the_most_frequent_label_set_on_held_out_rows(
+        client, corpus, run):
+    e = cli("evaluate", run, "test.csv", "--json", "--scheduler", client.scheduler.address, cwd=corpus)
+    assert e.returncode == 0, e.stdout[-3000:] + e.stderr[-3000:]
+    scores = json.loads(e.stdout)
+    assert {"micro_f1", "macro_f1", "subset_accuracy"} <= set(scores)
+    assert scores["rows"]["evaluated"] == ROWS // 4 and scores.get("accuracy") is None
+    train, test = label_sets(corpus / "train.csv"), label_sets(corpus / "test.csv")
+    common = max(set(train), key=train.count)
+    baseline = micro_f1(test, [common] * len(test))
+    assert scores["micro_f1"] > baseline + 0.25, (scores["micro_f1"], baseline)
+    assert scores["subset_accuracy"] > test.count(common) / len(test) + 0.2
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["task"] == "multilabel" and metrics["monitor"] == "val_loss"
+    assert metrics["val_micro_f1"] is not None and len(metrics["per_label"]["f1"]) == 4
+    assert {"per_label.png", "per_label.csv", "micro_f1.png"} <= set(metrics["plots"])
+    assert "confusion_matrix.png" not in metrics["plots"]
+
+
+def test_predictor_of_a_multilabel_run_returns_the_labels_at_or_above_the_threshold_with_sigmoid_probabilities(run):
+    from lancetnic_flow.runs.folder import load_run
+    from lancetnic_flow.runs.predict import Predictor
+
+    assert load_run(str(run)).task().kind == "multilabel"
+    pred = Predictor(str(run))
+    assert pred.multilabel
+    texts = pacsv.read_csv(run.parent.parent / "test.csv")["text"].to_pylist()[:20]
+    proba = pred.predict_proba(texts)
+    assert proba.shape == (20, 4) and ((proba >= 0) & (proba <= 1)).all()
+    assert not np.allclose(proba.sum(1), 1.0)     # a probability per label, not a distribution
+    out = pred.predict(texts)
+    for row, p in zip(out, proba):
+        want = [pred.labels[i] for i in np.argsort(-p, kind="stable") if p[i] >= 0.5]
+        assert row["labels"] == want and row["probabilities"] == pytest.approx(sorted(p[p >= 0.5], reverse=True))
+    assert sum(len(r["labels"]) for r in out) > 20      # some texts get several labels
+    assert all(len(r["labels"]) == 4 for r in pred.predict(texts[:3], threshold=0.0))
+    assert pred.predict([""])[0] == {"status": "empty_text", "labels": None, "probabilities": None}
+
+
+def test_multilabel_trains_on_ddp_ranks_with_the_same_loss_and_scores(client, corpus):
+    p = cli("train", "train.csv", "--task", "multilabel", "--label-sep", "|", "--ddp", "2", "--epochs", "2",
+            "--buckets", "65536", "--scheduler", client.scheduler.address, "--out", corpus / "runs", "--name", "ddp",
+            "--cache", corpus / "cache", "--quiet", cwd=corpus)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    metrics = json.loads((corpus / "runs" / "ddp" / "metrics.json").read_text())
+    assert metrics["task"] == "multilabel" and metrics["ddp"]
+    assert metrics["val_micro_f1"] > 0.5 and metrics["val_subset_accuracy"] is not None
+
+
+def test_predict_input_of_a_multilabel_run_writes_label_lists_in_jsonl_and_joined_labels_in_csv(client, corpus, run):
+    from lancetnic_flow.runs.predict import Predictor
+
+    src = corpus / "test.csv"
+    expected = Predictor(str(run)).predict(pacsv.read_csv(src)["text"].to_pylist(), threshold=0.4)
+    for out in ("pred.jsonl", "pred.csv"):
+        p = cli("predict", run, "--input", src, "--output", out, "--threshold", "0.4", "--top-k", "2",
+                "--scheduler", client.scheduler.address, cwd=corpus)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = [json.loads(x) for x in (corpus / "pred.jsonl").read_text().splitlines()]
+    assert len(rows) == len(expected) == ROWS // 4
+    assert [r["predicted"] for r in rows] == [e["labels"] for e in expected]
+    assert all(r["label_1"] == (r["predicted"] or [r["label_1"]])[0] for r in rows)
+    table = pacsv.read_csv(corpus / "pred.csv", convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+    joined = ["|".join(e["labels"]) for e in expected]
+    assert [x or "" for x in table["predicted"].to_pylist()] == joined

@@ -1,0 +1,265 @@
+"""Checkpoints and resume: a killed or interrupted trainer costs minutes, not the run.
+
+The promise: with the same seed, a run that was stopped (Ctrl-C, or SIGKILL
+of the trainer and its local workers) and resumed with ``--resume`` ends
+with the metrics of a run that was never stopped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lancetnic_flow.config import CheckpointEvery, ModelConfig
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.events import Events
+from lancetnic_flow.models.metrics import RegressionMetrics
+from lancetnic_flow.training.checkpoints import CHECKPOINT, load_checkpoint, save_checkpoint
+from lancetnic_flow.training.orchestrator import train
+from lancetnic_flow.training.resume import resume_config
+from lancetnic_flow.training.stop import TrainingInterrupted
+
+from helpers import CLUSTER, assert_user_error, cli, make_config
+
+
+def test_checkpoint_every_reads_batches_durations_and_off():
+    assert CheckpointEvery.parse("500") == CheckpointEvery(batches=500)
+    assert CheckpointEvery.parse("90s").seconds == 90 and CheckpointEvery.parse("10m").seconds == 600
+    assert CheckpointEvery.parse("1h").seconds == 3600
+    assert CheckpointEvery.parse("off") == CheckpointEvery() and not CheckpointEvery().due(10**9, 1e9)
+    assert CheckpointEvery(batches=5).due(5, 0) and not CheckpointEvery(batches=5).due(4, 1e9)
+    with pytest.raises(UserError, match="neither a number of batches nor a duration"):
+        CheckpointEvery.parse("ten minutes")
+
+
+def test_a_checkpoint_round_trips_optimiser_rng_and_metric_state_without_pickle(tmp_path):
+    p = torch.nn.Parameter(torch.randn(3, 2))
+    opt = torch.optim.RAdam([p], lr=0.1)
+    p.grad = torch.ones_like(p)
+    opt.step()
+    reg = RegressionMetrics(50.0, 10.0, sample=4, seed=3)
+    reg.update(np.arange(6.0), np.arange(6.0) + 0.5)
+    state = {"optimizer": opt.state_dict(), "rng": torch.get_rng_state(), "metrics": reg.state(),
+             "history": [{"epoch": 1, "val_loss": None}], "pair": (1, 2)}
+    save_checkpoint(str(tmp_path), state)
+    back = load_checkpoint(str(tmp_path))
+    assert torch.equal(back["rng"], state["rng"]) and back["pair"] == (1, 2) and back["history"] == state["history"]
+    opt2 = torch.optim.RAdam([torch.nn.Parameter(p.detach().clone())], lr=0.1)
+    opt2.load_state_dict(back["optimizer"])
+    assert torch.equal(opt2.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
+    reg2 = RegressionMetrics(50.0, 10.0, sample=4, seed=99)
+    reg2.load_state(back["metrics"])
+    more = (np.arange(5.0), np.arange(5.0) - 0.5)
+    reg.update(*more)
+    reg2.update(*more)   # same reservoir draws: the RNG state came back too
+    assert reg2.result() == reg.result() and np.array_equal(reg2.true, reg.true)
+    # A standard safetensors reader opens it: plain tensors and a JSON header.
+    import safetensors.torch
+
+    assert "s/rng" in str(list(safetensors.torch.load_file(str(tmp_path / CHECKPOINT))))
+
+
+def _interrupt_at(epoch: int, batch: int) -> Events:
+    """Events that send this process a real SIGINT (a Ctrl-C) at ``batch`` of ``epoch``."""
+    events = Events()
+
+    def listener(kind: str, e: dict) -> None:
+        if kind == "batch" and e["epoch"] == epoch and e["rows"] == batch * 128:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    events.subscribe(listener)
+    return events
+
+
+def test_a_checkpoint_of_an_older_ddp_run_reads_as_the_same_train_state():
+    """--ddp checkpoints written before the training step was shared nest each
+    epoch's validation scores (and its confusion matrix) under "val"; they
+    read as flat records, the confusions beside them."""
+    from lancetnic_flow.training.state import TrainState
+
+    val = {"loss": 0.5, "accuracy": 0.8, "macro_f1": 0.75, "macro_precision": 0.7, "macro_recall": 0.72,
+           "confusion": [[3, 1], [0, 4]], "per_class": {}}
+    old = {"key": "k", "epoch": 1, "batches": 0, "rows": 0, "step": 10, "stale": 0, "total_steps": None,
+           "total_rows": 640, "confusions": [], "best": None, "train_metrics": None, "model": {}, "optimizers": [],
+           "rng": None, "ddp": {"ranks": 2, "rng": [None, None]},
+           "history": [{"epoch": 1, "train_loss": 0.9, "train_accuracy": 0.6, "val": val, "rows": 640,
+                        "seconds": 1.0, "lr": 0.01, "rows_per_s": 640.0}]}
+    state = TrainState.from_checkpoint(old)
+    h = state.history[0]
+    assert "val" not in h and h["val_loss"] == 0.5 and h["val_accuracy"] == 0.8 and h["val_precision"] == 0.7
+    assert h["val_mae"] is None and h["train_loss"] == 0.9 and h["rows"] == 640
+    assert state.confusions == [[[3, 1], [0, 4]]]
+    assert state.ddp == {"ranks": 2, "rng": [None, None]} and state.step == 10 and state.total_rows == 640
+    assert TrainState.from_checkpoint(state.to_checkpoint()) == state
+
+
+@pytest.mark.parametrize("model,task,epoch,batch", [
+    ("ScalpelMC", "classify", 1, 6),      # epoch 1: featurised live, replayed on resume
+    ("ScalpelMTSK", "multitask", 2, 9),   # epoch 2: from the cache; regression metrics resume too
+    ("LancetMC", "classify", 2, 4),       # dropout draws from the restored RNG
+    ("LinearSVM", "classify", 2, 5),      # its twin (which learned epoch 1's validation rows) resumes too
+])
+def test_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(client, small_corpus, tmp_path,
+                                                                            model, task, epoch, batch):
+    def config(name: str):
+        cfg = make_config(small_corpus, tmp_path, epochs=3)
+        cfg.model.name, cfg.training.task, cfg.output.name = model, task, name
+        if task != "classify":
+            cfg.data.target = "target"
+        if model.startswith("Lancet"):
+            cfg.features.max_len, cfg.model.embed = 32, 32
+        cfg.training.checkpoint_every = "off"   # only the Ctrl-C checkpoint
+        if model == "LinearSVM":   # its own step, its own defaults
+            cfg.training.sparse_optimizer = cfg.training.early_stopping = None
+            cfg.model = ModelConfig(name="LinearSVM")   # no hidden layer: the MLP's width options are refused
+        return cfg
+
+    ref = train(config("ref"), client=client)
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(config("stopped"), _interrupt_at(epoch, batch), client=client)
+    run = tmp_path / "runs" / "stopped"
+    assert f"--resume {run}" in str(stopped.value) and (run / CHECKPOINT).exists()
+    assert not (run / "model.safetensors").exists()
+    assert load_checkpoint(str(run))["batches"] == batch
+
+    res = train(resume_config(str(run)), client=client, resume=str(run))
+    assert res.run == str(run) and not (run / CHECKPOINT).exists()   # dropped once the model is saved
+    compared = [k for k in ("val_loss", "val_accuracy", "val_rmse", "val_mae") if ref.metrics[k] is not None]
+    assert "val_loss" in compared and (task == "classify") == ("val_rmse" not in compared)
+    for key in compared:
+        assert res.metrics[key] == pytest.approx(ref.metrics[key], rel=1e-6, abs=1e-9), key
+    assert [e["train_loss"] for e in res.metrics["epochs"]] == pytest.approx(
+        [e["train_loss"] for e in ref.metrics["epochs"]], rel=1e-6)
+    assert res.metrics["rows"] == ref.metrics["rows"]
+    if model == "LinearSVM":   # the saved weights are the twin's: bit for bit those of the run never stopped
+        import safetensors.torch
+
+        got, want = (safetensors.torch.load_file(f"{r}/model.safetensors") for r in (res.run, ref.run))
+        assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in got)
+
+
+def test_a_new_run_never_takes_over_an_interrupted_runs_folder(client, small_corpus, tmp_path):
+    cfg = make_config(small_corpus, tmp_path, epochs=2)
+    cfg.output.name = "same"
+    with pytest.raises(TrainingInterrupted):
+        train(cfg, _interrupt_at(1, 3), client=client)
+    cfg = make_config(small_corpus, tmp_path, epochs=1)
+    cfg.output.name = "same"
+    res = train(cfg, client=client)
+    assert res.run.endswith("same-2") and (tmp_path / "runs" / "same" / CHECKPOINT).exists()
+
+
+def _start(args: list, tmp_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
+    return subprocess.Popen([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _wait_for_event(log: Path, proc: subprocess.Popen, test, timeout: float = 180) -> None:
+    t0 = time.monotonic()
+    while True:
+        assert proc.poll() is None, "the run ended first:\n" + proc.communicate()[0]
+        assert time.monotonic() - t0 < timeout, f"no such event in {timeout}s"
+        lines = log.read_text().splitlines() if log.exists() else []
+        if any(test(json.loads(x)) for x in lines[:-1]):   # the last line may be half written
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_sigkilled_trainer_resumes_from_its_last_checkpoint_to_the_same_metrics(small_corpus, tmp_path):
+    """SIGKILL of the whole process group (trainer + its LocalCluster workers),
+    mid-epoch 2, after a periodic checkpoint; then `train --resume RUN`."""
+    common = [small_corpus, *CLUSTER, "--epochs", "3", "--batch-size", "64", "--lr", "0.01",
+              "--out", tmp_path / "runs", "--cache", tmp_path / "cache"]
+    ref = cli("train", *common, "--name", "ref", "--checkpoint-every", "off", cwd=tmp_path)
+    assert ref.returncode == 0, ref.stderr
+    run = tmp_path / "runs" / "killed"
+    proc = _start(["train", *common, "--name", "killed", "--checkpoint-every", "5", "--json-log", "log.jsonl"],
+                  tmp_path)
+    try:   # the log's checkpoint events say where the run is
+        _wait_for_event(tmp_path / "log.jsonl", proc, lambda e: e.get("event") == "checkpoint"
+                        and e.get("epoch") == 2 and e.get("batches", 0) >= 10)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    saved = load_checkpoint(str(run))
+    # 0-based epoch 1 = the second epoch; the kill may land a checkpoint or two later (short default epochs).
+    assert (saved["epoch"], saved["batches"]) >= (1, 10) and saved["epoch"] <= 2
+
+    resumed = cli("train", "--resume", run, *CLUSTER, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    a = json.loads((tmp_path / "runs" / "ref" / "metrics.json").read_text())
+    b = json.loads((run / "metrics.json").read_text())
+    assert b["val_accuracy"] == pytest.approx(a["val_accuracy"], abs=1e-9)
+    assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-6)
+    assert b["rows"] == a["rows"]
+
+
+def test_resume_errors_are_user_errors(small_corpus, tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert_user_error(cli("train", "--resume", tmp_path / "empty", cwd=tmp_path), "no config.json")
+    assert_user_error(cli("train", "--resume", tmp_path / "empty", "--epochs", "5", cwd=tmp_path),
+                      "--epochs cannot change")
+    assert_user_error(cli("train", cwd=tmp_path), "train needs training data", "--resume")
+    assert_user_error(cli("train", small_corpus, "--checkpoint-every", "often", cwd=tmp_path),
+                      "--checkpoint-every: ", "10m")   # the flag as typed
+
+
+def test_resume_asks_again_for_masked_credentials(tmp_path):
+    cfg = make_config("s3://bucket/x.csv", tmp_path, storage_options={"key": "AKIA", "secret": "s3cr3t",
+                                                                      "client_kwargs": {"endpoint_url": "http://h"}})
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(cfg.to_dict()))
+    assert "s3cr3t" not in (run / "config.json").read_text()
+    with pytest.raises(UserError, match="key, secret were masked") as e:
+        resume_config(str(run))
+    assert "--storage-option key=..." in e.value.hint
+    back = resume_config(str(run), storage_options={"key": "AKIA", "secret": "s3cr3t"})
+    assert back.data.storage_options == {"key": "AKIA", "secret": "s3cr3t",
+                                         "client_kwargs": {"endpoint_url": "http://h"}}
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_terminal_stops_cleanly_and_says_how_to_resume(small_corpus, tmp_path):
+    """SIGINT to the whole process group, as a terminal sends it: trainer and
+    local workers. One message, exit 130, no traceback, no process left behind."""
+    log = tmp_path / "log.jsonl"
+    # Six epochs: the default's are a fraction of a second here, and the interrupt must land before the end.
+    proc = _start(["train", small_corpus, "--workers", "2", "--memory-budget", "3GiB", "--epochs", "6",
+                   "--batch-size", "32", "--out", tmp_path / "runs", "--name", "r", "--json-log", log], tmp_path)
+    try:
+        _wait_for_event(log, proc, lambda e: e.get("event") == "batch" and e.get("epoch") == 2)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    run = tmp_path / "runs" / "r"
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert f"resume with: lancetnic-flow train --resume {run}" in out
+    # Interrupted in epoch 2 or, the default's epochs being short, a little later: never before the batch seen.
+    assert (run / CHECKPOINT).exists() and 1 <= load_checkpoint(str(run))["epoch"] <= 5
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 20:   # the workers went with the trainer (allowing for reaping)
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("processes of the interrupted run are still alive 20 s after it exited")
+    resumed = cli("train", "--resume", run, "--workers", "2", "--memory-budget", "3GiB", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming" in resumed.stderr + resumed.stdout and (run / "model.safetensors").exists()

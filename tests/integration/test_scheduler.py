@@ -1,0 +1,229 @@
+"""An existing Dask cluster: real `dask scheduler` and `dask worker` processes
+on loopback, used through `--scheduler` and DASK_SCHEDULER_ADDRESS; one of
+them shares no disk with the trainer and reaches data and cache through S3."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lancetnic_flow.data.synth import write_corpus
+
+from servers import dask_processes, s3_cli_args, scheduler_address, stop_processes
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    with dask_processes(tmp_path_factory.mktemp("cluster"), "1GiB") as (address, _):
+        yield address
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "train.csv"
+    write_corpus(str(path), 4000, classes=3, seed=3)
+    return path
+
+
+def _train(args, env=None):
+    return subprocess.run([sys.executable, "-m", "lancetnic_flow", "train", *args], capture_output=True, text=True,
+                          timeout=240, env=env)
+
+
+def test_train_on_an_existing_scheduler_plans_from_its_workers_limits(dask_cluster, corpus, tmp_path):
+    r = _train([str(corpus), "--scheduler", dask_cluster, "--epochs", "2", "--batch-size", "64",
+                "--out", str(tmp_path), "--name", "ext"])
+    assert r.returncode == 0, r.stderr
+    assert "existing cluster: 2 workers × 1.0 GiB" in r.stderr
+    metrics = json.loads((tmp_path / "ext" / "metrics.json").read_text())
+    assert metrics["memory"]["plan"]["external"] is True
+    assert metrics["memory"]["plan"]["worker_limit"] == 2**30
+    assert metrics["rows"]["read"] == 4000
+    assert metrics["val_accuracy"] > 0.7
+
+
+def test_dask_scheduler_address_environment_variable_is_honoured(dask_cluster, corpus, tmp_path):
+    env = {**os.environ, "DASK_SCHEDULER_ADDRESS": dask_cluster}
+    r = _train([str(corpus), "--epochs", "1", "--out", str(tmp_path), "--name", "env"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert "existing cluster" in r.stderr
+
+
+def test_unreachable_scheduler_is_a_user_error(corpus, tmp_path):
+    r = _train([str(corpus), "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path)])
+    assert r.returncode == 2
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_refused_scheduler_port_is_reported_in_seconds_and_one_that_starts_listening_is_waited_for():
+    import socket
+    import threading
+    import time
+
+    from lancetnic_flow.dataflow.cluster import refuse_if_nothing_listens as _refuse_if_nothing_listens
+    from lancetnic_flow.errors import UserError
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))            # bound, not listening: connections are refused
+    port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(UserError) as e:
+        _refuse_if_nothing_listens(f"tcp://127.0.0.1:{port}", patience=0.6)
+    assert 0.6 <= time.monotonic() - t0 < 5
+    assert f"connection refused, nothing listens on 127.0.0.1:{port}" in str(e.value)
+    # A scheduler still starting: it listens 0.4 s later, within the patience.
+    threading.Timer(0.4, s.listen).start()
+    _refuse_if_nothing_listens(f"tcp://127.0.0.1:{port}", patience=3)
+    s.close()
+
+
+def test_cluster_workflow_runs_on_the_existing_scheduler(dask_cluster, corpus, tmp_path):
+    wf = Path(__file__).resolve().parents[2] / "workflows" / "cluster.yaml"
+    sets = [f"scheduler={dask_cluster}", f"train={corpus}", f"make_data.out={corpus}", f"out={tmp_path}",
+            f"cache={tmp_path / 'cache'}", "epochs=1"]
+    r = subprocess.run([sys.executable, "-m", "lancetnic_flow", "run", str(wf), *sum([["--set", s] for s in sets], [])],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert "existing cluster: 2 workers" in r.stderr
+    assert json.loads((tmp_path / "cluster" / "metrics.json").read_text())["rows"]["read"] == 4000
+
+
+# ---------------------------------------------------------------- a cluster that shares no disk with the trainer
+# The workers see the trainer only through the scheduler and S3: the corpus and
+# the shard cache live on a loopback S3 server, the workers run in their own
+# folders, and where the machine allows a mount namespace the trainer's folder
+# is covered by an empty tmpfs in theirs (so they could not write there even by
+# mistake). The same data and seed on a LocalCluster must train the same model.
+
+WORKER_LIMITS = ("1152MiB", "1536MiB")   # different on purpose: the plan takes the smaller
+
+
+def _hiding_prefix(hidden: Path) -> list[str] | None:
+    """A command prefix that runs a program in its own mount namespace with
+    ``hidden`` covered by an empty tmpfs; None where this machine forbids it
+    (no root and no unprivileged user namespaces)."""
+    if not shutil.which("unshare"):
+        return None
+    (hidden / "marker").write_text("the trainer's folder")
+    script = 'mount -t tmpfs tmpfs "$0" && exec "$@"'
+    for unshare in (["unshare", "-m", "--propagation", "private"],
+                    ["unshare", "-r", "-m", "--propagation", "private"]):
+        prefix = [*unshare, "sh", "-c", script, str(hidden)]
+        try:
+            probe = subprocess.run([*prefix, "ls", "-A", str(hidden)], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0 and probe.stdout.strip() == "":
+            return prefix
+    return None
+
+
+@pytest.fixture(scope="module")
+def s3_cluster(tmp_path_factory):
+    """S3 on loopback holding the corpus; a scheduler and two workers (limits
+    WORKER_LIMITS) in private folders; the trainer's own folder."""
+    from distributed import Client
+
+    from lancetnic_flow.dataflow.plan import WORKER_ENV
+
+    from servers import s3_server
+
+    trainer = tmp_path_factory.mktemp("trainer")
+    private = tmp_path_factory.mktemp("workers")
+    hide = _hiding_prefix(trainer)
+    with s3_server() as opts:
+        import fsspec
+
+        fsspec.filesystem("s3", **opts).call_s3("create_bucket", Bucket="shared")
+        write_corpus("s3://shared/train.csv", 4000, classes=3, seed=3, storage_options=opts)
+        # No AWS_* variables: the credentials reach the workers only as storage options.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        sched_file = private / "scheduler.json"
+        procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                   "--no-dashboard", "--scheduler-file", str(sched_file)], cwd=private,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+        try:
+            address = scheduler_address(sched_file)
+            dirs = []
+            for i, limit in enumerate(WORKER_LIMITS):
+                home = private / f"w{i}"
+                home.mkdir()
+                dirs.append(home)
+                procs.append(subprocess.Popen([*(hide or []), str(BIN / "dask"), "worker", address, "--nworkers", "1",
+                                               "--nthreads", "1", "--memory-limit", limit, "--no-dashboard",
+                                               "--name", f"s3w{i}", "--local-directory", str(home)],
+                                              cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                              env={**env, **WORKER_ENV}))
+            with Client(address, timeout="30s") as c:
+                c.wait_for_workers(2, timeout=60)
+            yield {"address": address, "opts": opts, "env": env, "trainer": trainer, "worker_dirs": dirs,
+                   "hidden": hide is not None}
+        finally:
+            stop_processes(procs)
+
+
+@pytest.mark.slow
+def test_workers_sharing_no_disk_train_through_s3_exactly_like_a_local_cluster(s3_cluster):
+    import fsspec
+    from distributed import Client
+
+    c, trainer = s3_cluster, s3_cluster["trainer"]
+    common = ["s3://shared/train.csv", *s3_cli_args(c["opts"]), "--epochs", "2", "--batch-size", "64",
+              "--hidden", "32", "--max-features", "5000", "--seed", "7"]
+    remote = _train([*common, "--scheduler", c["address"], "--out", str(trainer / "remote"), "--name", "r",
+                     "--cache", "s3://shared/cache"], env=c["env"])
+    assert remote.returncode == 0, remote.stderr
+    # Each worker's --memory-limit was read from the scheduler; the plan sizes by the smaller one.
+    assert "existing cluster: 2 workers × 1.1 GiB" in remote.stderr
+    m_remote = json.loads((trainer / "remote" / "r" / "metrics.json").read_text())
+    assert m_remote["memory"]["plan"]["external"] is True
+    assert m_remote["memory"]["plan"]["worker_limit"] == 1152 * 2**20
+
+    # Shards, features and manifest went to S3 and nowhere else.
+    fs = fsspec.filesystem("s3", **c["opts"])
+    manifests = fs.glob("shared/cache/*/manifest.json")
+    assert len(manifests) == 1
+    manifest = json.loads(fs.cat(manifests[0]))
+    shard_urls = [s["url"] for r in manifest["results"] for s in r["shards"]]
+    assert shard_urls and all(u.startswith("s3://shared/cache/") for u in shard_urls)
+    assert {s.rsplit(".", 2)[-2] for s in shard_urls} == {"train", "val"}
+    assert all(fs.exists(u) for u in shard_urls)
+    assert fs.glob("shared/cache/*/features.json")
+    for folder in (trainer, *c["worker_dirs"]):
+        assert not list(folder.rglob("*.npz")) and not list(folder.rglob("manifest.json")), folder
+    if c["hidden"]:
+        # The workers' view of the trainer's folder is an empty tmpfs: they never saw the run folder.
+        with Client(c["address"], timeout="30s") as client:
+            seen = client.run(os.listdir, str(trainer))
+        assert len(seen) == 2 and all(listing == [] for listing in seen.values()), seen
+        assert (trainer / "remote" / "r" / "model.safetensors").exists()
+
+    # The same data and seed on a LocalCluster of the same shape (2 workers × 1 thread): the same run.
+    # The shape matters: small inputs are cut into about 4 partitions per worker thread, and the
+    # partition order is part of the seeded batch order; so both runs must cut the data alike.
+    local = _train([*common, "--workers", "2", "--worker-threads", "1", "--memory-budget", "3GiB",
+                    "--out", str(trainer / "local"), "--name", "l", "--cache", "s3://shared/cache-local"],
+                   env=c["env"])
+    assert local.returncode == 0, local.stderr
+    m_local = json.loads((trainer / "local" / "l" / "metrics.json").read_text())
+    local_manifest = json.loads(fs.cat(fs.glob("shared/cache-local/*/manifest.json")[0]))
+    assert len(local_manifest["partitions"]["train"]) == len(manifest["partitions"]["train"])
+    assert m_remote["rows"] == m_local["rows"]
+    assert m_remote["rows"]["read"] == 4000
+    assert (json.loads((trainer / "remote" / "r" / "features.json").read_text())
+            == json.loads((trainer / "local" / "l" / "features.json").read_text()))
+    assert m_remote["vocabulary"] == m_local["vocabulary"]
+    for e_remote, e_local in zip(m_remote["epochs"], m_local["epochs"], strict=True):
+        assert e_remote["val_accuracy"] == e_local["val_accuracy"]
+        assert e_remote["val_loss"] == pytest.approx(e_local["val_loss"], rel=1e-6)
+        assert e_remote["train_loss"] == pytest.approx(e_local["train_loss"], rel=1e-6)
+    assert m_remote["val_accuracy"] == m_local["val_accuracy"] > 0.7
+    assert m_remote["val_loss"] == pytest.approx(m_local["val_loss"], rel=1e-6)

@@ -1,0 +1,271 @@
+"""Tokenisation options (issue 16): --analyzer word|char|char_wb and
+--ngram-range with scikit-learn's meaning, --stop-words, --no-lowercase,
+--normalize nfkc and a registered tokenizer — compared with scikit-learn's
+analyzers through the same hash, stored with the run and applied alike in
+training and prediction; the keys of words and word pairs are unchanged."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
+
+from lancetnic_flow import tokenizers
+from lancetnic_flow.config import ADDED_FIELDS, FeatureConfig, TrainConfig, ngram_options
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.features import kernels, register_tokenizer
+from lancetnic_flow.features.tokenize import terms_of, text_buffers
+from lancetnic_flow.features.vectorize import FittedFeatures
+
+from helpers import CLUSTER, cli, transform_in_worker
+
+TEXTS = [
+    "The quick brown fox -- jumps over the lazy dog!! The fox again.",
+    "Hello  world\t\tfoo\tbar   typo wrld helo wordl",
+    "日本語のテキストです。東京都に住んでいます",
+    "ภาษาไทยไม่มีช่องว่างระหว่างคำ",
+    "Café crème, naïve résumé; Straße über Öl",
+    "tabs\tand\nnewlines\r\n  and   runs of   spaces ",
+    "a", "", "  ", "x y z a b c the of and",
+]
+M64 = (1 << 64) - 1
+GOLD = 0x9E3779B97F4A7C15
+BIG = 2**31 - 1   # ids fit int32; no two of these terms share a bucket
+NONE_TABLE = (np.zeros(2, np.uint64), np.full(2, -1, np.int64))
+
+
+def mix(x: int) -> int:
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def key(s: str) -> int:
+    """FNV-1a 64 over the UTF-8 bytes, then the splitmix finaliser: a token's or a character n-gram's key."""
+    h = 0xCBF29CE484222325
+    for b in s.encode():
+        h = ((h ^ b) * 0x100000001B3) & M64
+    return mix(h)
+
+
+def word_key(ngram: str) -> int:
+    """A word n-gram's key: one word as itself, else the chain of its words' keys, then ^ GOLD."""
+    words = ngram.split(" ")
+    if len(words) == 1:
+        return key(words[0])
+    c = key(words[0])
+    for w in words[1:]:
+        c = mix((c * GOLD + key(w)) & M64)
+    return c ^ GOLD
+
+
+def rows_of(block) -> list[Counter]:
+    return [Counter({int(i): int(c) for i, c in zip(block.indices[block.offsets[r]:block.offsets[r + 1]],
+                                                   block.values[block.offsets[r]:block.offsets[r + 1]])})
+            for r in range(len(block.offsets) - 1)]
+
+
+def sklearn_rows(analyzer, texts, hasher, buckets=BIG) -> list[Counter]:
+    return [Counter(hasher(g) % buckets for g in analyzer(t)) for t in texts]
+
+
+@pytest.mark.parametrize("analyzer", ["char", "char_wb"])
+@pytest.mark.parametrize("low,high", [(1, 1), (1, 3), (2, 4), (3, 5), (5, 5)])
+def test_character_ngrams_are_scikit_learns_hashed(analyzer, low, high):
+    f = FittedFeatures(mode="hashing", analyzer=analyzer, ngram_min=low, ngrams=high, buckets=BIG)
+    want = sklearn_rows(CountVectorizer(analyzer=analyzer, ngram_range=(low, high)).build_analyzer(), TEXTS, key)
+    assert rows_of(f.counts(pa.array(TEXTS))) == want
+
+
+@pytest.mark.parametrize("low,high", [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (3, 4)])
+@pytest.mark.parametrize("stop", [None, "english"])
+def test_word_ngram_ranges_and_stop_words_are_scikit_learns_hashed(low, high, stop):
+    f = FittedFeatures(mode="hashing", ngram_min=low, ngrams=high, buckets=BIG,
+                       stop_words=sorted(ENGLISH_STOP_WORDS) if stop else None)
+    want = sklearn_rows(CountVectorizer(ngram_range=(low, high), stop_words=stop).build_analyzer(), TEXTS, word_key)
+    assert rows_of(f.counts(pa.array(TEXTS * 2))) == want * 2
+
+
+def test_the_keys_of_words_and_word_pairs_are_those_of_earlier_versions():
+    """bags (the old entry point) and word_bags over (1, 2) agree array for array, and a pair's key is
+    mix(key(a) * GOLD + key(b)) ^ GOLD as before; term_keys of 'a b' gives the same."""
+    data, offsets = text_buffers(pa.array(TEXTS))
+    old = kernels.bags(data, offsets, kernels.word_table(), 2, 2, 2**19, *NONE_TABLE)
+    new = kernels.word_bags(data, offsets, kernels.word_table(), 2, 1, 2, 2**19, *NONE_TABLE, *NONE_TABLE)
+    for a, b in zip(old, new):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    d, o = text_buffers(pa.array(["quick brown", "quick", "new york city"]), lowercase=False)
+    ks = kernels.term_keys(d, o)
+    assert int(ks[0]) == mix((key("quick") * GOLD + key("brown")) & M64) ^ GOLD
+    assert int(ks[1]) == key("quick") and int(ks[2]) == word_key("new york city")
+
+
+@pytest.mark.parametrize("low,high,stop", [(1, 3, None), (2, 2, "english"), (1, 2, "english")])
+def test_a_fitted_vocabulary_takes_ngram_ranges_and_stop_words_like_scikit_learn(low, high, stop):
+    words = sorted(ENGLISH_STOP_WORDS) if stop else None
+    terms = terms_of(pa.array(TEXTS), high, ngram_min=low, stop_words=words)
+    vocab = pa.array(sorted(set(terms.terms.to_pylist())), pa.string())
+    cv = CountVectorizer(ngram_range=(low, high), stop_words=stop)
+    X = cv.fit_transform(TEXTS)
+    assert set(cv.vocabulary_) == set(vocab.to_pylist())
+    f = FittedFeatures(mode="tfidf", vocabulary=vocab, ngram_min=low, ngrams=high, stop_words=words)
+    got = rows_of(f.counts(pa.array(TEXTS)))
+    index = {t: i for i, t in enumerate(vocab.to_pylist())}
+    want = [Counter({index[t]: int(X[r, j]) for t, j in cv.vocabulary_.items() if X[r, j]})
+            for r in range(len(TEXTS))]
+    assert got == want
+
+
+def test_nfkc_folds_full_width_letters_before_lower_casing():
+    texts = pa.array(["ＨＥＬＬＯ Ｗｏｒｌｄ ﬁne", "hello world fine"])
+    plain = rows_of(FittedFeatures(mode="hashing", buckets=BIG).counts(texts))
+    nfkc = rows_of(FittedFeatures(mode="hashing", buckets=BIG, normalize="nfkc").counts(texts))
+    assert plain[0] != plain[1] and nfkc[0] == nfkc[1]
+    raw = rows_of(FittedFeatures(mode="hashing", buckets=BIG, lowercase=False).counts(pa.array(["Hello"])))
+    assert raw[0] == Counter({key("Hello") % BIG: 1})
+
+
+def test_options_are_validated_naming_the_flag_and_stored_with_the_features(tmp_path):
+    for kw, needle in [({"analyzer": "chars"}, "--analyzer"), ({"ngram_min": 3, "ngrams": 2}, "--ngram-range"),
+                       ({"analyzer": "char", "stop_words": "english"}, "--stop-words"),
+                       ({"normalize": "nfkx"}, "--normalize")]:
+        with pytest.raises(UserError) as e:
+            FeatureConfig(**kw).validate()
+        # The command line names the flag; Python, the parameter (options.bad).
+        assert e.value.cli[0].startswith(needle) and e.value.message.startswith(needle[2:].replace("-", "_"))
+    cfg = TrainConfig.from_dict({"data": {"train": ["x.csv"]},
+                                 "features": {"mode": "tfidf", "analyzer": "char_wb"}})
+    with pytest.raises(UserError, match="features hashing"):
+        cfg.validate()
+    assert ngram_options("2,4", None) == {"ngram_min": 2, "ngrams": 4} and ngram_options(None, 1) == {"ngrams": 1}
+    with pytest.raises(UserError, match="one of them"):
+        ngram_options("1,3", 2)
+    words = tmp_path / "stop.txt"
+    words.write_text("foo\n\nbar \nfoo\n")
+    fcfg = FeatureConfig(mode="hashing", stop_words=str(words))
+    fcfg.validate()
+    assert fcfg.stop_words == ["bar", "foo"]      # read once: the run needs the file no more
+    words.unlink()
+    from lancetnic_flow.features.vectorize import text_options
+
+    f = FittedFeatures(mode="hashing", **text_options(fcfg))
+    back = FittedFeatures.from_json(f.to_json())
+    assert back.stop_words == ["bar", "foo"]
+    assert rows_of(back.counts(pa.array(["foo bar baz"]))) == rows_of(f.counts(pa.array(["baz"])))
+    # A default run's features.json holds none of the new keys; an old one reads as word unigrams/bigrams.
+    from lancetnic_flow.features.vectorize import TEXT_DEFAULTS
+
+    assert not set(TEXT_DEFAULTS) & set(json.loads(FittedFeatures(mode="hashing").to_json()))
+
+
+def test_new_options_count_in_the_cache_key_only_when_set():
+    from pathlib import Path
+
+    from lancetnic_flow.data.sources import Columns, plan_source
+    from lancetnic_flow.dataflow.manifest import entry_key
+
+    src = plan_source([str(Path(__file__))], format="text", blocksize=2**20)
+    cols = Columns(text=("text",))
+    default = FeatureConfig(mode="hashing").__dict__
+    before = {k: v for k, v in default.items() if k not in ADDED_FIELDS["features"] or k == "idf"}
+    assert entry_key(src, None, default, cols, 0.1) == entry_key(src, None, before, cols, 0.1)
+    assert entry_key(src, None, {**default, "analyzer": "char"}, cols, 0.1) != entry_key(src, None, default, cols, 0.1)
+
+
+# ---- a tokenizer of your own ------------------------------------------------
+def split_on_spaces(texts: pa.Array) -> pa.Array:
+    """A vectorised tokenizer: whitespace-separated pieces, punctuation kept."""
+    return pc.utf8_split_whitespace(texts)
+
+
+SPEC = register_tokenizer("spaces", split_on_spaces, batch=True)
+
+
+def test_a_registered_tokenizer_matches_scikit_learn_with_that_tokenizer_and_round_trips(client):
+    assert SPEC.endswith(":spaces") and SPEC.split(":")[0] in ("test_tokenisation", "tests.test_tokenisation")
+    fcfg = FeatureConfig(mode="hashing", tokenizer="spaces", ngram_min=1, ngrams=2, stop_words="english")
+    fcfg.validate()
+    assert fcfg.tokenizer == SPEC     # recorded with its module: workers import it
+    from lancetnic_flow.features.vectorize import text_options
+
+    f = FittedFeatures(mode="hashing", buckets=BIG, **text_options(fcfg))
+    cv = CountVectorizer(tokenizer=str.split, token_pattern=None, ngram_range=(1, 2), stop_words="english")
+    assert rows_of(f.counts(pa.array(TEXTS))) == sklearn_rows(cv.build_analyzer(), TEXTS, word_key)
+    back = FittedFeatures.from_json(f.to_json())
+    assert back.tokenizer == SPEC
+    here = back.transform_texts(pa.array(TEXTS))
+    there = client.submit(transform_in_worker, back, TEXTS, pure=False).result()
+    np.testing.assert_array_equal(here.indices, there.indices)
+    np.testing.assert_allclose(here.values, there.values)
+    per_text = register_tokenizer("spaces_per_text", str.split)
+    g = FittedFeatures(mode="hashing", buckets=BIG, tokenizer=per_text, ngrams=2, stop_words=f.stop_words)
+    assert rows_of(g.counts(pa.array(TEXTS))) == rows_of(f.counts(pa.array(TEXTS)))
+
+
+def test_a_run_whose_tokenizer_is_not_registered_is_a_clear_error():
+    f = FittedFeatures(mode="hashing", tokenizer="nowhere_to_be_found", buckets=64)
+    with pytest.raises(UserError, match="nowhere_to_be_found.*not registered") as e:
+        FittedFeatures.from_json(f.to_json())
+    assert "register_tokenizer" in e.value.hint
+    f.tokenizer = "no_such_module_xyz:mine"
+    with pytest.raises(UserError, match="no_such_module_xyz"):
+        FittedFeatures.from_json(f.to_json())
+    with pytest.raises(UserError, match="tokenizer splits words") as e:
+        FeatureConfig(tokenizer="spaces", analyzer="char").validate()
+    assert e.value.cli[0].startswith("--tokenizer splits words")
+    saved = tokenizers._TOKENIZERS.pop("spaces")
+    try:
+        with pytest.raises(UserError, match="importing .* did not register it"):
+            tokenizers.resolve("lancetnic_flow.errors:spaces")
+    finally:
+        tokenizers._TOKENIZERS["spaces"] = saved
+
+
+# ---- through the command line ---------------------------------------------
+def test_a_char_wb_run_trained_by_the_cli_predicts_as_the_predictor_does_after_reload(tmp_path):
+    from lancetnic_flow import Predictor
+
+    assert cli("make-data", "x.csv", "--rows", "1500", cwd=tmp_path).returncode == 0
+    p = cli("train", "x.csv", *CLUSTER, "--analyzer", "char_wb", "--ngram-range", "2,4", "--buckets", "65536",
+            "--stop-words", "english", "--epochs", "1", "--out", tmp_path / "runs", "--name", "chars",
+            cwd=tmp_path)
+    assert p.returncode == 2 and "--stop-words applies to words" in p.stdout + p.stderr
+    p = cli("train", "x.csv", *CLUSTER, "--analyzer", "char_wb", "--ngram-range", "2,4", "--buckets", "65536",
+            "--normalize", "nfkc", "--epochs", "2", "--out", tmp_path / "runs", "--name", "chars", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = tmp_path / "runs" / "chars"
+    stored = json.loads((run / "features.json").read_text())
+    assert (stored["analyzer"], stored["ngram_min"], stored["ngrams"], stored["normalize"]) == ("char_wb", 2, 4, "nfkc")
+    assert json.loads((run / "config.json").read_text())["features"]["analyzer"] == "char_wb"
+    texts = ["morani tesu kalop", "ＭＯＲＡＮＩ  tesu", "typo: moranni tsu"]
+    q = cli("predict", run, *[a for t in texts for a in ("--text", t)], cwd=tmp_path)
+    assert q.returncode == 0, q.stdout + q.stderr
+    by_cli = [json.loads(line) for line in q.stdout.splitlines() if line.strip()]
+    by_api = Predictor(str(run)).predict(texts)
+    assert [x["label"] for x in by_cli] == [x["label"] for x in by_api]
+    np.testing.assert_allclose([x["probability"] for x in by_cli], [x["probability"] for x in by_api], rtol=1e-5)
+    # NFKC: the full-width text reads as its plain form.
+    assert by_api[1]["probability"] == pytest.approx(Predictor(str(run)).predict(["MORANI tesu"])[0]["probability"])
+
+
+def test_a_tokenizer_reference_pickles_with_its_function():
+    import pickle
+
+    from lancetnic_flow.tokenizers import TokenizerRef, canonical
+
+    ref = canonical("spaces_per_text") if "spaces_per_text" in tokenizers._TOKENIZERS else \
+        canonical(register_tokenizer("spaces_per_text", str.split))
+    assert isinstance(ref, TokenizerRef) and json.dumps({"t": ref}) == json.dumps({"t": str(ref)})
+    blob = pickle.dumps(FeatureConfig(tokenizer=ref))
+    saved = tokenizers._TOKENIZERS.pop("spaces_per_text")
+    try:
+        back = pickle.loads(blob)     # as a worker that never registered it
+        assert back.tokenizer == ref and tokenizers.resolve(ref)[0] is str.split
+    finally:
+        tokenizers._TOKENIZERS["spaces_per_text"] = saved

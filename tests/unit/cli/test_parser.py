@@ -1,0 +1,71 @@
+"""The `train` and `tune` parsers are built from the declarations
+(lancetnic_flow/options.py), and parsed options map to the configuration
+through them: every declared flag reaches its field. Pure: no cluster."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow import options as opts
+from lancetnic_flow.cli.parser import CLUSTER, DATA, build_parser, with_negative_values
+from lancetnic_flow.config import DataConfig, TrainConfig, config_from_options
+
+# A value for each typed flag that differs from every default.
+SAMPLE = {int: ("7", 7), float: ("0.25", 0.25)}
+
+
+def _config(*argv: str) -> TrainConfig:
+    a = build_parser().parse_args(with_negative_values(["train", "x.csv", *argv]))
+    return config_from_options(vars(a))
+
+
+def _field(cfg: TrainConfig, field: str):
+    section, name = field.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
+@pytest.mark.parametrize("o", [o for o in opts.command_options("train") if o.field and o.type in SAMPLE],
+                         ids=lambda o: o.flag)
+def test_every_typed_flag_sets_its_declared_field(o):
+    text, value = SAMPLE[o.type]
+    assert _field(_config(o.flag, text), o.field) == value
+
+
+@pytest.mark.parametrize("o", [o for o in opts.command_options("train") if o.kind == "bool"], ids=lambda o: o.flag)
+def test_every_on_off_flag_sets_its_declared_field(o):
+    assert _field(_config(o.flag), o.field) is True
+    assert _field(_config("--no-" + o.flag[2:]), o.field) is False
+
+
+def test_text_options_are_parsed_as_declared():
+    cfg = _config("--text", "a", "--text", "b", "--numeric", "n1,n2", "--loss-weights", "1,0.5", "--min-df", "0.01",
+                  "--memory-budget", "2KiB", "--blocksize", "1KiB", "--storage-option", "a.b=true",
+                  "--ngram-range", "2,4", "--worker-threads", "3", "--track", "x", "--val", "v1", "v2")
+    assert cfg.data.text == ["a", "b"] and cfg.data.numeric == ["n1", "n2"] and cfg.data.val == ["v1", "v2"]
+    assert cfg.training.loss_weights == (1.0, 0.5) and cfg.features.min_df == 0.01
+    assert (cfg.cluster.memory_budget, cfg.cluster.blocksize, cfg.cluster.threads) == (2048, 1024, 3)
+    assert cfg.data.storage_options == {"a": {"b": True}} and cfg.output.track == ["x"]
+    assert (cfg.features.ngram_min, cfg.features.ngrams) == (2, 4)
+
+
+def test_no_options_mean_the_dataclass_defaults():
+    assert _config() == TrainConfig(data=DataConfig(train=["x.csv"]))
+
+
+def test_tune_takes_trains_options_but_resume_and_ddp():
+    a = build_parser().parse_args(["tune", "x.csv", "--lr", "0.5"])
+    assert a.lr == 0.5 and a.resume is None and a.ddp is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tune", "x.csv", "--ddp", "2"])
+
+
+def test_predict_and_evaluate_share_the_declared_data_and_cluster_options():
+    assert {o.field for o in DATA} == {"data.format", "data.storage_options", "data.encoding"}
+    assert {o.flag for o in CLUSTER} == {"--memory-budget", "--workers", "--worker-threads", "--scheduler",
+                                         "--blocksize"}
+    a = build_parser().parse_args(["predict", "run", "--text", "t", "--memory-budget", "1GiB"])
+    assert a.memory_budget == "1GiB" and a.storage_option == [] and a.format == "auto"
+
+
+def test_a_negative_value_reaches_its_check():
+    a = build_parser().parse_args(with_negative_values(["train", "x.csv", "--lr", "-1"]))
+    assert a.lr == -1.0

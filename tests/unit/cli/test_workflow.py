@@ -1,0 +1,111 @@
+"""Workflow files map their keys to the declared options directly (no
+command line in between), `--set key=value` is read by the declared type,
+and unknown keys are refused with close matches. Pure: no cluster."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.cli import commands
+from lancetnic_flow.cli.parser import build_parser
+from lancetnic_flow.cli.workflow import read_workflow, workflow_config
+from lancetnic_flow.config import config_from_options
+from lancetnic_flow.errors import UserError
+
+WORKFLOW = """\
+train: [a.csv, b.csv]
+data:
+  text: body
+  numeric: [n1, n2]
+  storage_option:
+    client_kwargs:
+      region_name: eu
+features:
+  ngram_range: [1, 3]
+  min_df: 2
+  lowercase: false
+model:
+  model: ScalpelMC
+  hidden: 32
+training:
+  loss_weights: [1, 0.5]
+  lr: 0.05
+  checkpoint_every: 500
+cluster:
+  memory_budget: 2GiB
+  worker_threads: 2
+"""
+ARGV = ["train", "--text", "body", "--numeric", "n1,n2", "--storage-option", "client_kwargs.region_name=eu",
+        "--ngram-range", "1,3", "--min-df", "2", "--no-lowercase", "--model", "ScalpelMC", "--hidden", "32",
+        "--loss-weights", "1,0.5", "--lr", "0.05", "--checkpoint-every", "500", "--memory-budget", "2GiB",
+        "--worker-threads", "2", "a.csv", "b.csv"]
+
+
+def _write(tmp_path, text: str = WORKFLOW) -> str:
+    p = tmp_path / "wf.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_a_workflow_means_what_its_command_line_means(tmp_path):
+    cli = config_from_options({**vars(build_parser().parse_args(ARGV)), "dashboard": True})
+    assert workflow_config(read_workflow(_write(tmp_path))) == cli
+
+
+def test_run_builds_the_configuration_without_a_command_line(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(commands, "build_parser", lambda: pytest.fail("a workflow went through argv"))
+    monkeypatch.setattr(commands, "train_config", lambda cfg, report: seen.append(cfg) or 0)
+    a = build_parser().parse_args(["run", _write(tmp_path), "--set", "epochs=3"])
+    assert commands.cmd_run(a, report=None) == 0
+    assert seen[0].training.epochs == 3 and seen[0].data.train == ["a.csv", "b.csv"]
+
+
+@pytest.mark.parametrize("item, dest, value", [
+    ("epochs=3", "epochs", 3), ("training.lr=1e-3", "lr", 0.001), ("lowercase=false", "lowercase", False),
+    ("text=title", "text", ["title"]), ("train=c.csv", "data", ["c.csv"]), ("label=1", "label", "1"),
+    ("loss_weights=1,2", "loss_weights", "1,2"), ("max-len=9", "max_len", 9),
+])
+def test_an_override_is_read_by_the_declared_type(tmp_path, item, dest, value):
+    values = read_workflow(_write(tmp_path), [item]).values
+    assert values[dest] == value and type(values[dest]) is type(value)
+
+
+@pytest.mark.parametrize("item, words", [("epochs=three", "expected an integer"), ("lr=fast", "expected a number"),
+                                         ("lowercase=maybe", "expected true or false")])
+def test_an_ill_typed_override_is_refused(tmp_path, item, words):
+    with pytest.raises(UserError) as e:
+        read_workflow(_write(tmp_path), [item])
+    assert words in str(e.value) and item.split("=")[0] in str(e.value)
+
+
+def test_an_unknown_override_is_refused_with_close_matches(tmp_path):
+    with pytest.raises(UserError) as e:
+        read_workflow(_write(tmp_path), ["epoch=3"])
+    assert "unknown field 'epoch'" in str(e.value) and "'epochs'" in str(e.value)
+
+
+def test_an_unknown_or_ill_typed_key_names_the_file_line_and_field(tmp_path):
+    path = _write(tmp_path, "train: x.csv\nfeatures:\n  max_featurez: 10\n")
+    with pytest.raises(UserError) as e:
+        read_workflow(path)
+    assert f"{path}:3" in str(e.value) and "features.max_featurez" in str(e.value) and "'max_features'" in str(e.value)
+    path = _write(tmp_path, "train: x.csv\ntraining:\n  epochs: 2.5\n  lowercase: 1\n")
+    with pytest.raises(UserError) as e:
+        read_workflow(path)
+    assert f"{path}:3" in str(e.value) and "an integer" in str(e.value)
+    path = _write(tmp_path, "train: x.csv\nlowercase: 1\n")
+    with pytest.raises(UserError, match="true or false"):
+        read_workflow(path)
+    path = _write(tmp_path, "train: x.csv\nlr: [1, 2]\n")
+    with pytest.raises(UserError, match="one value"):
+        read_workflow(path)
+
+
+def test_resume_is_not_a_workflow_field(tmp_path):
+    with pytest.raises(UserError, match="unknown field"):
+        read_workflow(_write(tmp_path, "train: x.csv\nresume: runs/a\n"))
+
+
+def test_nested_storage_option_overrides_merge(tmp_path):
+    values = read_workflow(_write(tmp_path), ["storage_option.anon=true"]).values
+    assert values["storage_option"] == {"client_kwargs": {"region_name": "eu"}, "anon": True}

@@ -1,0 +1,32 @@
+"""data/readers/csv.py: a header line read as column names (quotes, TSV), a
+header that is not UTF-8 or not CSV refused in words; blocks parsed into the
+named columns with bad rows counted as malformed."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.data.readers.csv import header_names, parse_csv
+from lancetnic_flow.data.sources import Columns
+from lancetnic_flow.errors import UserError
+
+
+def test_header_names_read_quoted_names_and_tabs():
+    assert header_names(b'text,"the label",score\r\n', ",") == ["text", "the label", "score"]
+    assert header_names(b"text\tlabel\n", "\t") == ["text", "label"]
+
+
+def test_a_header_that_is_not_utf8_text_is_refused_naming_the_file_and_encoding():
+    with pytest.raises(UserError, match="f.csv: the first line is not UTF-8") as e:
+        header_names("texte,étiquette\n".encode("latin-1"), ",", "f.csv")
+    assert "--encoding" in e.value.hint
+    with pytest.raises(UserError, match="cannot read the first line"):
+        header_names(b'text,"unclosed\n', ",", "f.csv")
+
+
+def test_a_csv_block_gives_the_named_columns_and_counts_wrong_field_counts_as_malformed():
+    header = b"text,label,extra\n"
+    body = b"good one,pos,x\nno fields\nsecond good,neg,y\ntoo,many,fields,here\n"
+    chunk = parse_csv(body, header, "csv", Columns(text=("text",), label="label"), "f.csv")
+    assert chunk.table.column("text").to_pylist() == ["good one", "second good"]
+    assert chunk.table.column("label").to_pylist() == ["pos", "neg"]
+    assert chunk.rows_read == 4 and chunk.skipped == {"malformed": 2}

@@ -1,0 +1,71 @@
+"""data/readers/table.py: what every reader shares — numbers (inf and nan are
+none), text from typed columns, UTF-8 checks, line splitting, undecodable
+lines dropped and counted, a header that names a used column twice or looks
+like another format, UTF-16 refused, and another encoding named from a block."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lancetnic_flow.data.readers.table import (check_names, check_not_wide, decoded, format_hint,
+                                               likely_encoding, split_lines, to_float, to_string, utf8_ok)
+from lancetnic_flow.data.sources import Columns
+from lancetnic_flow.errors import UserError
+
+
+def test_to_float_reads_numbers_and_makes_everything_else_null():
+    assert to_float(pa.array([" 2.5 ", "1e3", "x", "", "inf", "nan", None])).to_pylist() == \
+        [2.5, 1000.0, None, None, None, None, None]
+    assert to_float(pa.array([1, 2])).to_pylist() == [1.0, 2.0]
+    assert to_float(pa.array([1.0, float("inf")])).to_pylist() == [1.0, None]
+
+
+def test_to_string_reads_numbers_and_dictionaries_as_text_and_refuses_structs():
+    assert to_string(pa.array([1, 2])).to_pylist() == ["1", "2"]
+    assert to_string(pa.array(["a", "b"]).dictionary_encode()).to_pylist() == ["a", "b"]
+    with pytest.raises(UserError, match="cannot be read as text"):
+        to_string(pa.array([{"a": 1}]))
+
+
+def test_utf8_checks_and_line_splitting():
+    assert utf8_ok("héllo".encode()) and not utf8_ok(b"caf\xe9")
+    assert split_lines(b"a\r\nb\n\nc\n").to_pylist() == ["a", "b", "", "c"]
+    assert split_lines(b"").to_pylist() == []
+
+
+def test_undecodable_lines_are_dropped_and_counted_and_a_bom_removed():
+    data, skipped = decoded(b"\xef\xbb\xbfgood\nbad \xff line\nalso good")
+    assert data == b"good\nalso good" and skipped == {"undecodable": 1}
+    assert decoded(b"clean\n") == (b"clean\n", {})
+
+
+@pytest.mark.parametrize("fmt,have,hint", [
+    ("csv", ['{"text": "x"}'], "--format jsonl"), ("csv", ["text\tlabel"], "--format tsv"),
+    ("tsv", ["text,label"], "--format csv"), ("csv", ["text;label"], "semicolon"),
+    ("csv", ["3.5", "pos"], "looks like a row of data"), ("csv", ["text", "label"], None),
+    ("parquet", ["x"], None)])
+def test_a_header_that_looks_like_another_format_says_which(fmt, have, hint):
+    got = format_hint(fmt, have)
+    assert (got is None) if hint is None else (hint in got)
+
+
+def test_a_used_column_missing_or_named_twice_is_refused():
+    cols = Columns(text=("text",), label="label")
+    check_names("f.csv", ["text", "label", "other"], cols)
+    with pytest.raises(UserError, match="label") as e:
+        check_names("f.csv", ["text\tlabel"], cols, "csv")
+    assert "--format tsv" in e.value.hint
+    with pytest.raises(UserError, match="names the column 'text' 2 times"):
+        check_names("f.csv", ["text", "label", "text"], cols)
+
+
+def test_utf16_text_is_refused_with_how_to_convert():
+    with pytest.raises(UserError, match="UTF-16") as e:
+        check_not_wide("text,label\n".encode("utf-16"), "f.csv")
+    assert "iconv" in e.value.hint
+    check_not_wide(b"text,label\nplain,utf8\n", "f.csv")
+
+
+def test_the_likely_encoding_of_a_block_is_cp1252_when_it_uses_its_quotes_else_latin1():
+    assert likely_encoding("“quoted” café".encode("cp1252")) == "cp1252"
+    assert likely_encoding("café crème".encode("latin-1")) == "latin-1"

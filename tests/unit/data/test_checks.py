@@ -1,0 +1,60 @@
+"""data/checks.py: the up-front checks before any cluster starts — every
+file's columns against what the run reads (in listing order), empty inputs,
+the first block's encoding — and the block size that cuts a small input into
+enough partitions."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.data.checks import (check_columns, check_first_block, checked_source, file_columns,
+                                        split_blocksize)
+from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.errors import UserError
+
+COLS = Columns(text=("text",), label="label")
+
+
+def write(path, text: str, encoding: str = "utf-8"):
+    path.write_bytes(text.encode(encoding))
+    return str(path)
+
+
+def test_the_first_file_lacking_a_column_is_named(tmp_path):
+    good = write(tmp_path / "a.csv", "text,label\nhello,pos\n")
+    bad = write(tmp_path / "b.csv", "body,label\nhello,pos\n")
+    plan = plan_source([good, bad])
+    check_columns(plan_source([good]), COLS)
+    with pytest.raises(UserError, match="b.csv"):
+        check_columns(plan, COLS)
+    with pytest.raises(UserError, match="no text column"):
+        check_columns(plan, Columns(text=()))
+
+
+def test_file_columns_read_csv_tsv_and_jsonl_heads_and_nothing_for_line_formats(tmp_path):
+    plan = plan_source([write(tmp_path / "a.tsv", "text\tlabel\nx\ty\n"), write(tmp_path / "b.jsonl",
+                                                                                   '{"text": "x", "n": 1}\n'),
+                        write(tmp_path / "c.txt", "just lines\n")])
+    assert [file_columns(f) for f in plan.files] == [["text", "label"], ["text", "n"], None]
+
+
+def test_empty_inputs_are_refused_as_nothing_to_read(tmp_path):
+    plan = plan_source([write(tmp_path / "empty.csv", "")])
+    with pytest.raises(UserError, match="nothing to read: .*empty.csv is empty"):
+        check_columns(plan, COLS)
+
+
+def test_a_file_in_another_encoding_stops_up_front_and_reads_with_its_encoding(tmp_path):
+    rows = "".join(f"caf\u00e9 cr\u00e8me {i},pos\n" for i in range(200))
+    path = write(tmp_path / "latin.csv", "text,label\n" + rows, "latin-1")
+    with pytest.raises(UserError, match="latin"):
+        checked_source([path], "auto", {}, 2**20, COLS)
+    check_first_block(plan_source([path]), Columns(text=("text",), label="label", encoding="latin-1"))
+
+
+def test_split_blocksize_cuts_small_inputs_into_about_the_partitions_wanted(tmp_path):
+    path = write(tmp_path / "big.csv", "text,label\n" + "some words here,pos\n" * 200_000)   # ~4 MB
+    src = plan_source([path], blocksize=64 * 2**20)
+    size = src.files[0].size
+    assert split_blocksize(src, 64 * 2**20, 8, floor=1) == -(-size // 8)
+    assert split_blocksize(src, 64 * 2**20, 8) == 1 << 20                  # never below the floor
+    assert split_blocksize(src, 64 * 2**20, 1) == 64 * 2**20               # enough partitions already

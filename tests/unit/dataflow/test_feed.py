@@ -1,0 +1,74 @@
+"""dataflow/feed.py: a ShardFeed over a complete cache entry (no client, as a
+tune trial reads it) gives every training row once per epoch, in a seeded
+partition order, and the validation rows; an incomplete or stale entry is not
+complete."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lancetnic_flow.dataflow.feed import ShardFeed
+from lancetnic_flow.events import NULL_EVENTS
+from lancetnic_flow.features.rows import RowBlock
+from lancetnic_flow.features.split import validation_mask
+
+from .conftest import VAL_FRACTION, make_entry
+
+
+def row_set(blocks) -> list[tuple]:
+    block = RowBlock.concat(list(blocks))
+    return sorted((int(block.labels[i]), tuple(block.indices[block.offsets[i]:block.offsets[i + 1]].tolist()),
+                   tuple(np.round(block.values[block.offsets[i]:block.offsets[i + 1]], 5).tolist()))
+                  for i in range(len(block)))
+
+
+def expected(entry, val: bool) -> list[tuple]:
+    table = entry.table.select(["text", "label"])
+    mask = validation_mask(table, VAL_FRACTION)
+    return row_set([entry.spec.features.transform(table.filter(pa.array(mask if val else ~mask)))])
+
+
+def test_a_feed_over_a_finished_entry_is_complete_and_counts_its_training_rows(entry):
+    feed = ShardFeed(None, entry.spec, NULL_EVENTS)
+    assert feed.complete
+    mask = validation_mask(entry.table.select(["text"]), VAL_FRACTION)
+    assert feed.total_rows() == int((~mask).sum()) == sum(r.train_rows for r in entry.results)
+    assert feed.has_val()
+
+
+def test_an_entry_without_its_manifest_is_not_complete_and_counts_the_fit_pass_rows(tmp_path):
+    entry = make_entry(tmp_path, finish=False)
+    feed = ShardFeed(None, entry.spec, NULL_EVENTS)
+    assert not feed.complete
+    assert feed.total_rows() == entry.spec.features.docs
+
+
+def test_a_manifest_of_another_key_is_stale(tmp_path):
+    entry = make_entry(tmp_path)
+    other = ShardFeed(None, type(entry.spec)(**{**entry.spec.__dict__, "key": "another-key"}), NULL_EVENTS)
+    assert not other.complete
+
+
+def test_each_epoch_reads_every_training_row_once_from_the_cache(entry):
+    feed = ShardFeed(None, entry.spec, NULL_EVENTS)
+    want = expected(entry, val=False)
+    for epoch in range(3):
+        blocks, source = feed.train_blocks(epoch)
+        assert source == "cache"
+        assert row_set(blocks()) == want
+
+
+def test_epochs_visit_the_partitions_in_a_seeded_order_that_changes_per_epoch(entry):
+    assert len(entry.spec.train.partitions) >= 4
+    feed = ShardFeed(None, entry.spec, NULL_EVENTS)
+
+    def first_rows(epoch):
+        return [b.labels[:3].tolist() + b.indices[:3].tolist() for b in feed.train_blocks(epoch)[0]()]
+
+    assert first_rows(0) == first_rows(0)
+    assert first_rows(0) != first_rows(1)
+
+
+def test_the_validation_blocks_are_the_held_out_rows(entry):
+    feed = ShardFeed(None, entry.spec, NULL_EVENTS)
+    assert row_set(feed.val_blocks()) == expected(entry, val=True)

@@ -1,0 +1,91 @@
+"""dataflow/manifest.py: cache keys are stable hashes that change with what
+the entry depends on; the manifest and the fitted features round trip through
+the cache; an absent, damaged, stale or older manifest reads as none."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from lancetnic_flow.config import FeatureConfig
+from lancetnic_flow.data.sources import Columns
+from lancetnic_flow.dataflow.manifest import (CACHE_VERSION, MANIFEST, Manifest, cache_key, columns_key, entry_key,
+                                              read_features, read_manifest, write_features, write_manifest)
+from lancetnic_flow.storage import join, write_bytes
+
+from .conftest import COLUMNS, VAL_FRACTION
+
+
+def test_cache_key_is_a_stable_hash_that_ignores_dict_order_and_sees_every_value():
+    assert cache_key({"a": 1, "b": [1, 2]}) == cache_key({"b": [1, 2], "a": 1})
+    assert len(cache_key("x")) == 20
+    assert cache_key({"a": 1}) != cache_key({"a": 2}) != cache_key({"a": 1}, "more")
+
+
+def test_the_entry_key_changes_with_the_data_options_columns_and_split(entry):
+    s = entry.spec
+    base = entry_key(s.train, None, s.feature_config, COLUMNS, VAL_FRACTION)
+    assert base == entry_key(s.train, None, dict(s.feature_config), COLUMNS, VAL_FRACTION)
+    assert base != entry_key(s.train, None, {**s.feature_config, "ngrams": 3}, COLUMNS, VAL_FRACTION)
+    assert base != entry_key(s.train, None, s.feature_config, Columns(text=("text",)), VAL_FRACTION)
+    assert base != entry_key(s.train, None, s.feature_config, COLUMNS, 0.5)
+    assert base != entry_key(s.train, s.train, s.feature_config, COLUMNS, VAL_FRACTION)
+    assert base != entry_key(s.train, None, s.feature_config, COLUMNS, VAL_FRACTION, version=CACHE_VERSION - 1)
+
+
+def test_columns_added_later_count_in_the_key_only_when_set():
+    plain = Columns(text=("text",), label="label")
+    assert columns_key(plain) == (("text",), "label", None, ())
+    fields = [f for f in dataclasses.fields(Columns)[4:] if f.type in (bool, "bool")]
+    assert fields, "Columns has later boolean fields"
+    flag = fields[0].name
+    changed = columns_key(dataclasses.replace(plain, **{flag: not getattr(plain, flag)}))
+    assert changed[:4] == columns_key(plain) and changed[4] == {flag: not getattr(plain, flag)}
+
+
+def test_the_manifest_round_trips_with_its_shards_and_partitions(entry):
+    m = read_manifest(entry.spec.entry, entry.spec.key, {})
+    assert m is not None and m.version == CACHE_VERSION and m.key == entry.spec.key
+    assert Manifest.from_json(m.to_json()) == m
+    assert m.fingerprint == entry.spec.train.fingerprint()
+    assert [s.url for s in m.shards("train")] == [s.url for r in entry.results for s in r.shards
+                                                  if s.split == "train"]
+    for i, part in enumerate(entry.spec.train.partitions):
+        assert m.partition("train", i) == part
+
+
+@pytest.mark.parametrize("damage", ["absent", "garbage", "other key", "older version"])
+def test_a_manifest_that_is_absent_damaged_stale_or_older_reads_as_none(entry, damage):
+    s = entry.spec
+    url = join(s.entry, MANIFEST)
+    m = read_manifest(s.entry, s.key, {})
+    if damage == "absent":
+        assert read_manifest(s.entry + "-elsewhere", s.key, {}) is None
+        return
+    if damage == "garbage":
+        write_bytes(url, b"{not json", {})
+    elif damage == "other key":
+        assert read_manifest(s.entry, "another", {}) is None
+        return
+    else:
+        d = json.loads(m.to_json())
+        d["version"] = CACHE_VERSION - 1
+        write_bytes(url, json.dumps(d).encode(), {})
+    assert read_manifest(s.entry, s.key, {}) is None
+
+
+def test_write_manifest_then_read_gives_the_same_manifest_in_memory_storage(entry):
+    m = read_manifest(entry.spec.entry, entry.spec.key, {})
+    write_manifest("memory://unit-manifest/e1", m, {})
+    assert read_manifest("memory://unit-manifest/e1", m.key, {}) == m
+
+
+def test_fitted_features_round_trip_through_the_cache_entry(entry, tmp_path):
+    f = entry.spec.features
+    assert read_features(str(tmp_path / "none"), {}) is None
+    write_features(str(tmp_path / "e"), f, {})
+    back = read_features(str(tmp_path / "e"), {})
+    assert back.vocabulary.equals(f.vocabulary) and back.labels == f.labels
+    np.testing.assert_array_equal(back.idf, f.idf)

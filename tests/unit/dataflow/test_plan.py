@@ -1,0 +1,79 @@
+"""dataflow/plan.py: the memory plan splits the budget explicitly, partitions
+stay in their bounds, a too-small budget is refused with a budget that fits,
+and someone else's workers' limits and threads set the partition and window."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from lancetnic_flow.dataflow.plan import (MAX_PARTITION, MIN_WORKER, TRAINER_BASE, GiB, MiB, plan_for_workers,
+                                          plan_memory)
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.sizes import parse_size
+
+
+@pytest.mark.parametrize("budget", ["1.5GiB", "2GiB", "3GiB", "8GiB", "16GiB", "64GiB", "1TiB"])
+@pytest.mark.parametrize("workers", [None, 1, 2])
+def test_memory_plan_splits_add_up_to_at_most_the_budget(budget, workers):
+    b = parse_size(budget)
+    try:
+        plan = plan_memory(b, workers=workers)
+    except UserError:
+        assert b <= 2 * GiB  # only small budgets may be refused
+        return
+    assert plan.budget == b
+    assert plan.reserve + plan.trainer + plan.workers * plan.worker_limit <= b
+    assert plan.reserve > 0 and plan.trainer >= TRAINER_BASE and plan.worker_limit >= MIN_WORKER
+    assert 1 * MiB <= plan.partition <= 64 * MiB
+    assert plan.partition % MiB == 0
+    assert plan.in_flight >= 2
+    if workers:
+        assert plan.workers == workers
+    text = plan.describe()
+    assert "memory plan" in text and "partition" in text and len(text.splitlines()) == 2
+
+
+def test_memory_plan_accounts_for_the_model_and_shuffle_buffer_in_the_trainer():
+    plan = plan_memory(8 * GiB, workers=1, model_bytes=700 * MiB, shuffle_bytes=300 * MiB)
+    assert plan.trainer >= TRAINER_BASE + 1000 * MiB
+    assert plan.reserve + plan.trainer + plan.worker_limit <= 8 * GiB
+
+
+def test_explicit_blocksize_is_used_as_the_partition_size():
+    assert plan_memory(8 * GiB, workers=1, blocksize=3 * MiB).partition == 3 * MiB
+
+
+@pytest.mark.parametrize("kw", [{"budget": 10 * MiB}, {"budget": 4 * GiB, "model_bytes": 4 * GiB},
+                                {"budget": 2 * GiB, "workers": 8}])
+def test_memory_plan_refuses_a_budget_too_small_and_says_what_would_fit(kw):
+    budget = kw.pop("budget")
+    with pytest.raises(UserError) as err:
+        plan_memory(budget, **kw)
+    e = err.value
+    assert "too small" in e.message
+    assert e.hint and "--memory-budget" in e.hint
+    # the suggested budget is one the planner accepts
+    m = re.search(r"--memory-budget (\S+)", e.hint)
+    suggested = parse_size(m.group(1))
+    assert suggested > budget
+    plan = plan_memory(suggested, **kw)
+    assert plan.reserve + plan.trainer + plan.workers * plan.worker_limit <= suggested
+
+
+def test_a_plan_for_existing_workers_takes_the_smallest_limit_and_counts_every_thread():
+    workers = [{"memory_limit": 8 * GiB, "nthreads": 2}, {"memory_limit": 4 * GiB, "nthreads": 1}]
+    plan = plan_for_workers(workers, trainer=TRAINER_BASE)
+    assert plan.external and plan.workers == 2 and plan.worker_limit == 4 * GiB and plan.threads == 2
+    assert plan.in_flight == 6 and MiB <= plan.partition <= MAX_PARTITION
+    assert "existing cluster: 2 workers" in plan.describe()
+    assert plan_for_workers(workers, trainer=TRAINER_BASE, blocksize=5 * MiB).partition == 5 * MiB
+
+
+def test_a_larger_worker_gets_a_larger_partition_up_to_the_cap():
+    def partition(limit):
+        return plan_for_workers([{"memory_limit": limit, "nthreads": 1}], trainer=0).partition
+
+    assert partition(600 * MiB) == MiB                 # the floor
+    assert MiB < partition(800 * MiB) < MAX_PARTITION  # what the limit leaves after the bases, per peak byte
+    assert partition(64 * GiB) == MAX_PARTITION

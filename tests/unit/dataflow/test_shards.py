@@ -1,0 +1,119 @@
+"""dataflow/shards.py: a featurised partition's rows land in train and val
+shards whose size and CRC-32 the result records; a damaged or missing shard
+is refused and rebuilt by the repair given; the counting pass's raw shards
+finish into the same rows."""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lancetnic_flow.config import FeatureConfig
+from lancetnic_flow.data.readers import read_partition
+from lancetnic_flow.data.sources import plan_source
+from lancetnic_flow.dataflow.shards import (PartitionResult, ShardError, count_partition, featurize_partition,
+                                            load_or_repair, load_shard)
+from lancetnic_flow.features.fit import finish_fit
+from lancetnic_flow.features.split import validation_mask
+
+from .conftest import BLOCKSIZE, COLUMNS, VAL_FRACTION, write_rows
+
+
+def partition_table(part):
+    return pa.concat_tables([c.table for c in read_partition(part, COLUMNS, chunk_bytes=BLOCKSIZE)])
+
+
+def test_a_partitions_shards_hold_its_train_and_val_rows_and_their_counts(entry):
+    part = entry.spec.train.partitions[1]
+    res = entry.results[1]
+    table = partition_table(part)
+    mask = validation_mask(table, VAL_FRACTION)
+    assert res.partition == part.index and res.rows_read == table.num_rows
+    assert (res.train_rows, res.val_rows) == (int((~mask).sum()), int(mask.sum()))
+    train = [load_shard(s, {}) for s in res.shards if s.split == "train"]
+    want = entry.spec.features.transform(table.filter(pa.array(~mask)))
+    got = train[0] if len(train) == 1 else type(want).concat(train)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.labels, want.labels)
+    for s in res.shards:
+        assert os.path.getsize(s.url) == s.bytes and s.rows > 0
+
+
+def test_a_forced_split_puts_every_row_of_the_partition_in_it(entry, tmp_path):
+    part = entry.spec.train.partitions[0]
+    res = featurize_partition(part, "val", columns=COLUMNS, features=entry.spec.features,
+                              shard_dir=str(tmp_path / "forced"), storage_options={}, cache_options={},
+                              chunk_bytes=BLOCKSIZE, val_fraction=VAL_FRACTION)
+    assert res.train_rows == 0 and res.val_rows == res.rows_read > 0
+    assert {s.split for s in res.shards} == {"val"}
+
+
+def test_a_shard_whose_bytes_differ_from_the_manifest_is_refused(entry):
+    info = entry.results[0].shards[0]
+    with open(info.url, "r+b") as f:
+        f.seek(info.bytes // 2)
+        byte = f.read(1)
+        f.seek(info.bytes // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ShardError, match="damaged"):
+        load_shard(info, {})
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_load_or_repair_rebuilds_a_missing_or_damaged_shard_to_the_same_rows(entry, damage):
+    info = entry.results[0].shards[0]
+    before = load_shard(info, {})
+    if damage == "missing":
+        os.remove(info.url)
+    else:
+        with open(info.url, "r+b") as f:
+            f.truncate(info.bytes - 10)
+    spec = entry.spec
+    repaired = []
+
+    def repair(shard):   # what ShardFeed asks a worker to do: featurise the partition again
+        repaired.append(shard.url)
+        featurize_partition(spec.train.partitions[shard.partition], None, columns=COLUMNS,
+                            features=spec.features, shard_dir=os.path.dirname(shard.url), storage_options={},
+                            cache_options={}, chunk_bytes=BLOCKSIZE, val_fraction=VAL_FRACTION)
+
+    after = load_or_repair(info, {}, repair)
+    assert repaired == [info.url]
+    np.testing.assert_array_equal(after.indices, before.indices)
+    np.testing.assert_array_equal(after.values, before.values)
+
+
+def test_load_or_repair_does_not_repair_a_sound_shard(entry):
+    info = entry.results[0].shards[0]
+    load_or_repair(info, {}, lambda s: pytest.fail("repaired a sound shard"))
+
+
+def test_raw_shards_of_the_counting_pass_finish_into_the_rows_transform_gives(tmp_path):
+    data = write_rows(tmp_path / "d.csv")
+    fcfg = FeatureConfig(mode="hashing", buckets=2**10)
+    part = plan_source([str(data)], blocksize=2**30).partitions[0]
+    stats = count_partition(part, None, columns=COLUMNS, fcfg=fcfg, shard_dir=str(tmp_path / "raw"),
+                            storage_options={}, cache_options={}, chunk_bytes=2**30, val_fraction=VAL_FRACTION)
+    features = finish_fit(stats, fcfg, COLUMNS)
+    (res,) = stats.results
+    assert all(s.raw for s in res.shards)
+    table = partition_table(part)
+    mask = validation_mask(table, VAL_FRACTION)
+    want = features.transform(table.filter(pa.array(~mask)))
+    got = features.finish(load_shard(next(s for s in res.shards if s.split == "train"), {}))
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-6)
+    np.testing.assert_array_equal(got.labels, want.labels)
+    assert stats.docs == int((~mask).sum())
+
+
+def test_drop_unknown_counts_validation_rows_of_labels_training_never_saw_as_skipped():
+    res = PartitionResult(partition=0, val_rows=10, skipped={"malformed": 1}, val_labels={"a": 6, "zz": 4})
+    res.drop_unknown(["a", "b"])
+    assert res.val_rows == 6 and res.skipped == {"malformed": 1, "unknown_label": 4} and res.val_labels == {}
+    same = dataclasses.replace(res, val_labels={"a": 2})
+    same.drop_unknown(["a"])
+    assert same.val_rows == 6 and same.skipped["unknown_label"] == 4

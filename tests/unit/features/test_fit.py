@@ -1,0 +1,91 @@
+"""features/fit.py: a partition's fit statistics count its training rows'
+labels, numbers and terms; partials of any partitioning merge and finish
+into the same vocabulary, idf, labels (most frequent first) and scalers."""
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from lancetnic_flow.config import FeatureConfig
+from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.features.fit import bucket_frequencies, finish_fit, fit_partition, table_stats
+from lancetnic_flow.features.rows import RowBlock
+from lancetnic_flow.features.split import validation_mask
+from lancetnic_flow.features.vocab import FitStats, Moments, merge_stats
+
+COLS = Columns(text=("text",), label="label", target="target")
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "c.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label", "target"])
+        for i in range(300):
+            w.writerow([f"word{i % 13} word{i % 7} common row{i}", ["a", "b", "b", "c"][i % 4], i % 10])
+    return path
+
+
+def fit(path, blocksize, fcfg, val_fraction=0.2):
+    plan = plan_source([str(path)], blocksize=blocksize)
+    parts = [fit_partition(p, COLS, fcfg, {}, blocksize, val_fraction) for p in plan.partitions]
+    return plan, merge_stats(parts)
+
+
+def test_table_stats_count_training_labels_validation_labels_and_numbers():
+    table = pa.table({"text": ["x"] * 4, "label": ["a", "b", "a", "c"], "target": [1.0, 3.0, 5.0, 100.0]})
+    train = np.array([True, True, True, False])
+    s = table_stats(table, train, ())
+    assert s.docs == 3 and s.labels == {"a": 2, "b": 1} and s.val_labels == {"c": 1}
+    assert s.numeric["target"].mean == 3.0
+
+
+def test_bucket_frequencies_count_each_training_row_once_per_bucket():
+    counts = RowBlock(np.array([0, 2, 2, 3], np.int32), np.array([0, 2, 3, 4], np.int64),
+                      np.array([2, 1, 5, 1], np.float32))
+    assert bucket_frequencies(counts, np.array([True, True, False]), 4).tolist() == [1, 0, 2, 0]
+
+
+def test_the_fit_does_not_depend_on_how_the_file_is_partitioned(corpus):
+    fcfg = FeatureConfig(mode="tfidf", ngrams=2, min_df=2)
+    one_plan, one = fit(corpus, 2**30, fcfg)
+    many_plan, many = fit(corpus, 1_000, fcfg)
+    assert len(one_plan.partitions) == 1 and len(many_plan.partitions) > 5
+    a, b = finish_fit(one, fcfg, COLS), finish_fit(many, fcfg, COLS)
+    assert a.vocabulary.equals(b.vocabulary) and a.labels == b.labels and a.docs == b.docs
+    np.testing.assert_array_equal(a.idf, b.idf)
+    assert a.target == pytest.approx(b.target)
+
+
+def test_the_finished_vocabulary_and_idf_are_scikit_learns_on_the_training_rows(corpus):
+    fcfg = FeatureConfig(mode="tfidf", ngrams=2, min_df=2)
+    _, stats = fit(corpus, 1_000, fcfg)
+    f = finish_fit(stats, fcfg, COLS)
+    texts = [r["text"] for r in csv.DictReader(open(corpus))]
+    mask = validation_mask(pa.table({"text": pa.array(texts)}), 0.2)
+    train = [t for t, v in zip(texts, mask) if not v]
+    tv = TfidfVectorizer(ngram_range=(1, 2), min_df=2).fit(train)
+    assert f.vocabulary.to_pylist() == sorted(tv.vocabulary_)
+    np.testing.assert_allclose(f.idf, tv.idf_[[tv.vocabulary_[t] for t in f.vocabulary.to_pylist()]], rtol=1e-6)
+    assert f.docs == len(train)
+
+
+def test_labels_are_ranked_most_frequent_first_ties_by_name_and_scalers_come_from_training_rows():
+    stats = FitStats(docs=6, labels={"z": 2, "a": 2, "m": 5})
+    stats.numeric["target"] = Moments.of(np.array([1.0, 3.0]))
+    f = finish_fit(stats, FeatureConfig(mode="hashing", buckets=8), Columns(text=("text",), numeric=("n",)))
+    assert f.labels == ["m", "a", "z"] and f.label_counts == [5, 2, 2]
+    assert f.target == (2.0, 1.0) and f.numeric == {"n": (0.0, 1.0)}
+    assert f.idf is None   # hashing without bucket counts: no idf
+
+
+def test_max_features_defaults_to_100000_and_caps_the_vocabulary(corpus):
+    fcfg = FeatureConfig(mode="tfidf", ngrams=1, max_features=5)
+    _, stats = fit(corpus, 2**30, fcfg)
+    f = finish_fit(stats, fcfg, COLS)
+    assert len(f.vocabulary) == 5 and "common" in f.vocabulary.to_pylist()

@@ -1,0 +1,36 @@
+"""features/labelsets.py: label sets as multi-hot rows, in the run's label
+order; unseen labels left out; per-label row counts count a row once."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lancetnic_flow.features.labelsets import chunk_multi_hot, is_label_sets, multi_hot, remap, set_counts
+
+SETS = pa.array([["a", "b"], [], ["c"], ["b", "b", "zz"], None], pa.list_(pa.string()))
+
+
+def test_only_list_columns_are_label_sets():
+    assert is_label_sets(SETS) and is_label_sets(pa.chunked_array([SETS]))
+    assert not is_label_sets(pa.array(["a", "b"]))
+
+
+def test_multi_hot_has_a_column_per_known_label_and_leaves_unseen_labels_out():
+    hot = multi_hot(SETS, ["b", "a", "c"])
+    assert hot.dtype == np.uint8
+    assert hot.tolist() == [[1, 1, 0], [0, 0, 0], [0, 0, 1], [1, 0, 0], [0, 0, 0]]
+    assert multi_hot(pa.chunked_array([SETS[:2], SETS[2:]]), ["a"]).tolist() == [[1], [0], [0], [0], [0]]
+
+
+def test_set_counts_count_rows_per_label_once_each():
+    assert set_counts(SETS) == {"a": 1, "b": 2, "c": 1, "zz": 1}
+    assert set_counts(pa.array([[]], pa.list_(pa.string()))) == {}
+
+
+def test_a_chunks_own_multi_hot_remapped_to_the_run_labels_equals_multi_hot_over_them():
+    hot, names = chunk_multi_hot(SETS)
+    assert sorted(names.tolist()) == ["a", "b", "c", "zz"]
+    labels = ["c", "b", "a", "never"]
+    assert np.array_equal(remap(hot, names, labels), multi_hot(SETS, labels))
+    empty, none = chunk_multi_hot(pa.array([[], []], pa.list_(pa.string())))
+    assert empty.shape == (2, 0) and remap(empty, none, ["a"]).tolist() == [[0], [0]]

@@ -1,0 +1,89 @@
+"""features/rows.py: RowBlock (CSR rows with labels, targets, numbers) —
+take, slice and concat equal the dense reference, its bytes round trip, and
+reading bytes never unpickles."""
+from __future__ import annotations
+
+import io
+import pickle
+
+import numpy as np
+import pytest
+
+from lancetnic_flow.features import rows as rows_module
+from lancetnic_flow.features.rows import RowBlock
+
+from ..blocks import dense_of, random_block
+
+
+def test_rowblock_take_matches_dense_fancy_indexing():
+    block, dense = random_block(40, seed=1)
+    for rows in (np.array([3, 0, 39, 3, 17]), np.arange(40)[::-1], np.array([], np.int64),
+                 np.random.default_rng(2).permutation(40)):
+        got = block.take(rows)
+        assert len(got) == len(rows)
+        np.testing.assert_array_equal(dense_of(got), dense[rows])
+        np.testing.assert_array_equal(got.labels, block.labels[rows])
+        np.testing.assert_array_equal(got.targets, block.targets[rows])
+        np.testing.assert_array_equal(got.numeric, block.numeric[rows])
+        assert got.offsets[0] == 0 and (np.diff(got.offsets) >= 0).all()
+
+
+def test_rowblock_slice_and_concat_round_trip_to_the_dense_reference():
+    block, dense = random_block(50, seed=3)
+    pieces = [block.slice(0, 7), block.slice(7, 7), block.slice(7, 31), block.slice(31, 999)]
+    assert [len(p) for p in pieces] == [7, 0, 24, 19]
+    back = RowBlock.concat(pieces)
+    np.testing.assert_array_equal(dense_of(back), dense)
+    np.testing.assert_array_equal(back.labels, block.labels)
+    np.testing.assert_array_equal(back.numeric, block.numeric)
+    np.testing.assert_array_equal(back.offsets, block.offsets)
+    other, dense2 = random_block(9, seed=4, start_id=50)
+    both = RowBlock.concat([block, other])
+    np.testing.assert_array_equal(dense_of(both), np.concatenate([dense, dense2]))
+    np.testing.assert_array_equal(both.labels, np.arange(59))
+
+
+def test_rowblock_bytes_round_trip_keeps_every_array():
+    block, dense = random_block(30, seed=5)
+    back = RowBlock.from_bytes(block.to_bytes())
+    for name in ("indices", "offsets", "values", "labels", "targets", "numeric"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(block, name))
+        assert getattr(back, name).dtype == getattr(block, name).dtype
+    seq = RowBlock(np.array([5, 1, 2], np.int32), np.array([0, 2, 3], np.int64))
+    back = RowBlock.from_bytes(seq.to_bytes())
+    assert back.values is None and back.indices.tolist() == [5, 1, 2]
+
+
+class _Plant:
+    """Unpickling this would create ``path``."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_rowblock_from_bytes_refuses_pickled_data(tmp_path):
+    marker = tmp_path / "pwned"
+    # an .npz whose member is an object array: numpy would need pickle to read it
+    buf = io.BytesIO()
+    np.savez(buf, indices=np.array([_Plant(str(marker))], dtype=object), offsets=np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="pickle"):
+        RowBlock.from_bytes(buf.getvalue())
+    # a bare pickle
+    with pytest.raises(ValueError):
+        RowBlock.from_bytes(pickle.dumps(_Plant(str(marker))))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("step", [8192, 7, 1])
+def test_rowblock_take_in_several_gather_steps_matches_one(step, monkeypatch):
+    monkeypatch.setattr(rows_module, "GATHER_ROWS", step)
+    block, dense = random_block(60, seed=12)
+    rng = np.random.default_rng(4)
+    for rows in (rng.permutation(60), rng.integers(0, 60, 200), np.array([59, 30, 0]), np.zeros(0, np.int64)):
+        got = block.take(rows)
+        np.testing.assert_array_equal(dense_of(got), dense[rows])
+        np.testing.assert_array_equal(got.labels, block.labels[rows])
+        assert got.offsets[-1] == len(got.indices) == len(got.values)

@@ -1,0 +1,102 @@
+"""features/tokenize.py: the built-in tokenizer finds scikit-learn's tokens
+(\\b\\w\\w+\\b after lower-casing), n-grams join a row's adjacent tokens,
+stop words go before n-grams, and Unicode normalisation comes before
+lower-casing."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.features.tokenize import (Terms, add_bigrams, add_ngrams, drop_stop_words, prepare,
+                                              run_tokenizer, terms_of, text_buffers, tokenize)
+
+TEXTS = ["New York City is big", "", None, "Ünïcode wörds, and 42 numbers!", "a b c", "日本語 テキスト"]
+
+
+def sk_tokens(text: str | None) -> list[str]:
+    return re.findall(r"(?u)\b\w\w+\b", (text or "").lower())
+
+
+def by_row(terms: Terms) -> list[list[str]]:
+    out = [[] for _ in range(terms.n_rows)]
+    for t, r in zip(terms.terms.to_pylist(), terms.rows.tolist()):
+        out[r].append(t)
+    return out
+
+
+def test_tokenize_gives_scikit_learns_tokens_in_text_order_with_their_rows():
+    toks = tokenize(pa.array(TEXTS))
+    assert toks.n_rows == len(TEXTS)
+    assert by_row(toks) == [sk_tokens(t) for t in TEXTS]
+    assert (np.diff(toks.rows) >= 0).all()
+
+
+def test_tokenize_keeps_case_when_asked_and_min_len_sets_the_shortest_token():
+    assert tokenize(pa.array(["Ab c"]), lowercase=False).terms.to_pylist() == ["Ab"]
+    assert tokenize(pa.array(["Ab c"]), min_len=1).terms.to_pylist() == ["ab", "c"]
+
+
+def test_add_bigrams_appends_each_rows_adjacent_pairs_never_across_rows():
+    toks = tokenize(pa.array(["new york city", "san jose"]))
+    rows = by_row(add_bigrams(toks))
+    assert rows == [["new", "york", "city", "new york", "york city"], ["san", "jose", "san jose"]]
+
+
+def test_add_ngrams_from_min_to_max_joins_tokens_with_one_space():
+    toks = tokenize(pa.array(["one two three four", "solo"]))
+    rows = by_row(add_ngrams(toks, 2, 3))
+    assert rows == [["one two", "two three", "three four", "one two three", "two three four"], []]
+    assert by_row(add_ngrams(tokenize(pa.array(["x"])), 1, 2)) == [[]]
+
+
+def test_stop_words_are_dropped_before_the_pairs_are_formed():
+    rows = by_row(terms_of(pa.array(["the cat and the hat"]), 2, stop_words=["the", "and"]))
+    assert rows == [["cat", "hat", "cat hat"]]
+    toks = tokenize(pa.array(["the cat"]))
+    assert drop_stop_words(toks, None) is toks
+
+
+def test_normalisation_comes_before_lower_casing():
+    wide = pa.array(["ＡＢＣ ｆｕｌｌ"])   # full-width letters
+    assert prepare(wide, normalize="nfkc").to_pylist() == ["abc full"]
+    assert prepare(wide).to_pylist() == ["ａｂｃ ｆｕｌｌ"]
+    assert terms_of(wide, normalize="nfkc").terms.to_pylist() == ["abc", "full"]
+
+
+def test_text_buffers_are_the_utf8_bytes_and_offsets_with_nulls_as_empty():
+    data, offsets = text_buffers(pa.array(["Ab", None, "é"]))
+    assert offsets.tolist() == [0, 2, 2, 4]
+    assert bytes(data[:4]) == "abé".encode()
+    data, offsets = text_buffers(pa.array(["Ab"], pa.large_string()), lowercase=False)
+    assert bytes(data[offsets[0]:offsets[1]]) == b"Ab"
+
+
+def split_dashes(text: str) -> list[str]:
+    return text.split("-")
+
+
+def test_a_registered_tokenizers_lists_become_offsets_and_tokens_without_empty_ones():
+    from lancetnic_flow.tokenizers import register_tokenizer
+
+    spec = register_tokenizer("unit-dashes", split_dashes)
+    offsets, tokens = run_tokenizer(spec, pa.array(["a-b--c", "", "solo"]))
+    assert offsets.tolist() == [0, 3, 3, 4]
+    assert tokens.to_pylist() == ["a", "b", "c", "solo"]
+    rows = by_row(terms_of(pa.array(["New-York"]), 2, tokenizer=spec))
+    assert rows == [["new", "york", "new york"]]
+
+
+def spaced(text: str) -> list[str]:
+    return [text]
+
+
+def test_a_tokenizer_giving_a_token_with_a_space_is_refused_for_a_vocabulary():
+    from lancetnic_flow.tokenizers import register_tokenizer
+
+    spec = register_tokenizer("unit-whole", spaced)
+    with pytest.raises(UserError, match="space"):
+        terms_of(pa.array(["two words"]), 1, tokenizer=spec)

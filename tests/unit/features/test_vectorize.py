@@ -1,0 +1,128 @@
+"""features/vectorize.py: FittedFeatures' rows equal scikit-learn's
+(TfidfVectorizer over a fitted vocabulary; HashingVectorizer-style counts
+l2-normalised), ids keep token order with 0 padding and 1 unknown, labels map
+to class ids (-1 unseen), targets and numbers are standardised, raw shards
+finish into transform's rows, and the features round trip through JSON."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from lancetnic_flow.features import vectorize
+from lancetnic_flow.features.vectorize import PAD, UNK, FittedFeatures, text_options
+
+TEXTS = ["the cat sat on the mat", "the dog sat", "a cat and a dog", "dogs and cats", "", "mat mat cat"]
+
+
+def dense(block, dim) -> np.ndarray:
+    out = np.zeros((len(block), dim), np.float32)
+    for i in range(len(block)):
+        s, e = block.offsets[i], block.offsets[i + 1]
+        out[i, block.indices[s:e]] = block.values[s:e]
+    return out
+
+
+@pytest.mark.parametrize("sublinear", [False, True])
+@pytest.mark.parametrize("ngrams", [1, 2])
+def test_tfidf_rows_equal_scikit_learns_tfidf_vectorizer(ngrams, sublinear):
+    tv = TfidfVectorizer(ngram_range=(1, ngrams), sublinear_tf=sublinear).fit(TEXTS)
+    vocab = sorted(tv.vocabulary_)
+    f = FittedFeatures(mode="tfidf", ngrams=ngrams, sublinear_tf=sublinear, vocabulary=pa.array(vocab),
+                       idf=tv.idf_[[tv.vocabulary_[t] for t in vocab]].astype(np.float32))
+    got = dense(f.transform_texts(pa.array(TEXTS)), f.dim)
+    want = tv.transform(TEXTS).toarray()[:, [tv.vocabulary_[t] for t in vocab]]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_hashing_rows_are_l2_normalised_bucket_counts():
+    f = FittedFeatures(mode="hashing", ngrams=1, buckets=16)
+    counts = f.counts(pa.array(["cat cat dog", ""]))
+    block = f.transform_texts(pa.array(["cat cat dog", ""]))
+    assert sorted(counts.values[counts.offsets[0]:counts.offsets[1]].tolist()) == [1.0, 2.0]
+    row = block.values[block.offsets[0]:block.offsets[1]]
+    np.testing.assert_allclose(np.sort(row), np.array([1, 2]) / np.sqrt(5), rtol=1e-6)
+    assert block.offsets[2] == block.offsets[1] and f.dim == 16
+
+
+def test_ids_keep_token_order_map_unknown_to_1_and_truncate_at_max_len():
+    f = FittedFeatures(mode="ids", vocabulary=pa.array(["cat", "dog", "sat"]), max_len=3)
+    block = f.transform_texts(pa.array(["dog sat zebra cat", "cat", ""]))
+    assert block.values is None
+    assert block.offsets.tolist() == [0, 3, 4, 4]
+    assert block.indices.tolist() == [3, 4, UNK, 2]   # vocabulary ids start after PAD and UNK
+    assert f.dim == 5 and PAD == 0
+
+
+def test_transform_maps_labels_to_class_ids_and_standardises_targets_and_numbers():
+    f = FittedFeatures(mode="hashing", buckets=8, labels=["pos", "neg"], target=(10.0, 2.0),
+                       numeric={"n": (1.0, 0.5), "missing": (3.0, 1.0)})
+    table = pa.table({"text": ["a b", "c d", "e f"], "label": ["neg", "pos", "new"], "target": [12.0, 8.0, 10.0],
+                      "n": [1.5, None, 0.0]})
+    block = f.transform(table)
+    assert block.labels.tolist() == [1, 0, -1]
+    np.testing.assert_allclose(block.targets, [1.0, -1.0, 0.0])
+    np.testing.assert_allclose(block.numeric, [[1.0, 0.0], [0.0, 0.0], [-2.0, 0.0]])
+
+
+def test_a_raw_block_finished_equals_the_transform_and_drops_unseen_labels():
+    f = FittedFeatures(mode="hashing", ngrams=2, buckets=64, labels=["b", "a"], target=(1.0, 2.0),
+                       idf=np.linspace(1, 2, 64).astype(np.float32), sublinear_tf=True)
+    table = pa.table({"text": ["x y x", "y z", "z z z", "w"], "label": ["a", "b", "zz", "a"],
+                      "target": [1.0, 3.0, 5.0, -1.0]})
+    got = f.finish(f.raw(table))
+    want = f.transform(table).take(np.array([0, 1, 3]))
+    assert got.labels.tolist() == want.labels.tolist() == [1, 0, 1]
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-6)
+    np.testing.assert_allclose(got.targets, want.targets, rtol=1e-6)
+
+
+def test_label_sets_become_multi_hot_rows_in_the_run_label_order():
+    f = FittedFeatures(mode="hashing", buckets=8, labels=["x", "y"])
+    table = pa.table({"text": ["a b", "c d"], "label": pa.array([["y"], ["x", "q"]], pa.list_(pa.string()))})
+    assert f.transform(table).labels.tolist() == [[0, 1], [1, 0]]
+    assert f.finish(f.raw(table)).labels.tolist() == [[0, 1], [1, 0]]
+
+
+def test_many_rows_are_transformed_piece_by_piece_to_the_same_rows(monkeypatch):
+    f = FittedFeatures(mode="hashing", ngrams=2, buckets=32)
+    texts = pa.array([f"w{i % 7} w{i % 5} w{i % 3}" for i in range(50)])
+    whole = f.transform_texts(texts)
+    monkeypatch.setattr(vectorize, "PIECE_ROWS", 7)
+    pieces = f.transform_texts(texts)
+    np.testing.assert_array_equal(pieces.offsets, whole.offsets)
+    np.testing.assert_array_equal(pieces.indices, whole.indices)
+
+
+def test_fitted_features_survive_a_json_round_trip():
+    f = FittedFeatures(mode="tfidf", ngrams=2, vocabulary=pa.array(["a", "b"]), idf=np.array([1.5, 2.0], np.float32),
+                       labels=["x"], label_counts=[3], target=(1.0, 2.0), numeric={"n": (0.0, 1.0)}, docs=3,
+                       stop_words=["the"], ngram_min=2)
+    back = FittedFeatures.from_json(f.to_json())
+    assert back.vocabulary.equals(f.vocabulary) and back.idf.dtype == np.float32
+    np.testing.assert_array_equal(back.idf, f.idf)
+    for name in ("mode", "ngrams", "labels", "label_counts", "target", "numeric", "docs", "stop_words", "ngram_min"):
+        assert getattr(back, name) == getattr(f, name), name
+
+
+def test_features_json_from_before_format_2_reads_as_version_1_and_default_tokenisation():
+    old = '{"mode": "hashing", "ngrams": 1, "lowercase": true, "sublinear_tf": false, "buckets": 16, ' \
+          '"max_len": 256, "labels": [], "label_counts": [], "target": null, "numeric": {}, "docs": 0, ' \
+          '"vocabulary": null, "idf": [1.0, 2.0]}'
+    f = FittedFeatures.from_json(old)
+    assert f.version == 1 and f.analyzer == "word" and f.stop_words is None
+    assert f.idf.tolist() == [1.0, 2.0]
+    # format 1's hashing buckets come from legacy_hashes: the same counts, other buckets
+    assert f.counts(pa.array(["cat dog"])).values.sum() == 2
+
+
+def test_text_options_turn_the_english_stop_words_into_their_list():
+    class Options:
+        ngrams, lowercase, stop_words = 2, True, "english"
+
+    opts = text_options(Options())
+    assert "the" in opts["stop_words"] and opts["ngrams"] == 2 and opts["analyzer"] == "word"
+    Options.stop_words = ["b", "a", "b"]
+    assert text_options(Options())["stop_words"] == ["a", "b"]

@@ -1,0 +1,113 @@
+"""models/metrics.py: streaming classification scores equal scikit-learn's
+from the sparse confusion cells, merge and restart exactly; multi-label
+micro/macro F1 and subset accuracy; regression MAE, RMSE, R² in the target's
+units with a bounded seeded sample."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import (accuracy_score, confusion_matrix, f1_score, mean_absolute_error, precision_score,
+                             r2_score, recall_score)
+
+from lancetnic_flow.models import metrics as metrics_module
+from lancetnic_flow.models.metrics import (ClassificationMetrics, MultiLabelMetrics, RegressionMetrics, cells_of,
+                                           confusion_cells, dense_confusion)
+
+rng = np.random.default_rng(0)
+TRUE = rng.integers(0, 5, 400)
+PRED = np.where(rng.random(400) < 0.6, TRUE, rng.integers(0, 5, 400))
+TRUE[TRUE == 4] = 3        # class 4 is predicted but never true: left out of the macro averages
+
+
+def classification(batches=4, classes=5) -> ClassificationMetrics:
+    m = ClassificationMetrics(classes)
+    for t, p in zip(np.array_split(TRUE, batches), np.array_split(PRED, batches)):
+        m.update(t, p, loss_sum=float(len(t)))
+    return m
+
+
+def test_classification_scores_equal_scikit_learns():
+    r = classification().result()
+    present = np.unique(TRUE)
+    assert r["accuracy"] == pytest.approx(accuracy_score(TRUE, PRED))
+    assert r["macro_f1"] == pytest.approx(f1_score(TRUE, PRED, labels=present, average="macro"))
+    assert r["macro_precision"] == pytest.approx(precision_score(TRUE, PRED, labels=present, average="macro"))
+    assert r["macro_recall"] == pytest.approx(recall_score(TRUE, PRED, labels=present, average="macro"))
+    assert r["confusion"] == confusion_matrix(TRUE, PRED, labels=range(5)).tolist()
+    assert r["loss"] == 1.0 and r["rows"] == 400
+
+
+def test_merged_and_restarted_counts_give_the_scores_of_one_pass(monkeypatch):
+    monkeypatch.setattr(metrics_module, "_FOLD_AT", 7)   # fold pending codes often
+    whole = classification(batches=1).result()
+    a, b = ClassificationMetrics(5), ClassificationMetrics(5)
+    a.update(TRUE[:123], PRED[:123], 123.0)
+    b.update(TRUE[123:], PRED[123:], 277.0)
+    assert a.merge(b).result() == whole
+    restarted = ClassificationMetrics(5)
+    restarted.load_state(classification().state())
+    assert restarted.result() == whole
+    old = ClassificationMetrics(5)   # a checkpoint from before the sparse cells: the dense matrix
+    old.load_state({"confusion": whole["confusion"], "loss_sum": 400.0, "rows": 400})
+    assert old.result()["confusion_cells"] == whole["confusion_cells"]
+
+
+def test_many_classes_keep_only_the_sparse_cells():
+    m = ClassificationMetrics(metrics_module.DENSE_CONFUSION_MAX + 1)
+    m.update(np.array([0, 50, 50]), np.array([0, 50, 3]), 0.0)
+    r = m.result()
+    assert r["confusion"] is None and r["confusion_cells"] == [[0, 0, 1], [50, 3, 1], [50, 50, 1]]
+
+
+def test_confusion_cells_and_the_dense_matrix_convert_both_ways():
+    dense = np.array([[3, 0], [1, 2]])
+    cells = confusion_cells(dense)
+    assert cells == [[0, 0, 3], [1, 0, 1], [1, 1, 2]]
+    assert np.array_equal(dense_confusion(cells, 2), dense)
+    assert cells_of({"confusion": dense.tolist()}).tolist() == cells
+    assert cells_of({"confusion_cells": cells}).tolist() == cells and cells_of({}) is None
+
+
+def test_multilabel_scores_equal_scikit_learns_micro_macro_and_subset_accuracy():
+    true = rng.integers(0, 2, (60, 4))
+    true[:, 3] = 0
+    pred = np.where(rng.random((60, 4)) < 0.7, true, 1 - true)
+    m = MultiLabelMetrics(4)
+    m.update(true[:25], pred[:25], 1.0)
+    other = MultiLabelMetrics(4)
+    other.update(true[25:], pred[25:], 2.0)
+    r = m.merge(other).result()
+    assert r["micro_f1"] == pytest.approx(f1_score(true, pred, average="micro"))
+    assert r["macro_f1"] == pytest.approx(f1_score(true[:, :3], pred[:, :3], average="macro"))
+    assert r["subset_accuracy"] == pytest.approx(accuracy_score(true, pred))
+    assert r["loss"] == pytest.approx(3.0 / 60)
+    back = MultiLabelMetrics(4)
+    back.load_state(m.state())
+    assert back.result() == r
+    assert MultiLabelMetrics(2).result()["micro_f1"] is None
+
+
+def test_regression_scores_are_in_the_targets_units_and_equal_scikit_learns():
+    y = rng.normal(50, 10, 300)
+    p = y + rng.normal(0, 3, 300)
+    m = RegressionMetrics(mean=50.0, std=10.0, sample=100, seed=1)
+    for part in np.array_split(np.arange(300), 3):
+        m.update((y[part] - 50) / 10, (p[part] - 50) / 10, 0.0)
+    r = m.result()
+    assert r["mae"] == pytest.approx(mean_absolute_error(y, p))
+    assert r["rmse"] == pytest.approx(np.sqrt(((y - p) ** 2).mean()))
+    assert r["r2"] == pytest.approx(r2_score(y, p))
+    assert r["baseline_rmse"] == pytest.approx(y.std())
+    assert len(m.true) == 100 and set(np.round(m.true, 8)) <= set(np.round(y, 8))   # a bounded sample of the rows
+    assert RegressionMetrics().result()["rmse"] is None
+
+
+def test_a_restarted_regression_metric_keeps_sampling_as_if_never_stopped():
+    y = rng.normal(0, 1, 200)
+    a = RegressionMetrics(sample=50, seed=3)
+    a.update(y[:100], y[:100])
+    b = RegressionMetrics(sample=50, seed=3)
+    b.load_state(a.state())
+    a.update(y[100:], y[100:] + 1)
+    b.update(y[100:], y[100:] + 1)
+    assert np.array_equal(a.true, b.true) and a.result() == b.result()

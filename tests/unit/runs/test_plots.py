@@ -1,0 +1,71 @@
+"""runs/plots.py: the plots and tables that apply to a run are written as real
+PNG and CSV files (classification, multilabel, regression); past 60 classes a
+chart keeps the classes that matter most; non-finite regression rows are left
+out, and nothing is drawn for a sample without finite rows."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lancetnic_flow.models.metrics import ClassificationMetrics, MultiLabelMetrics
+from lancetnic_flow.runs.plots import SHOW_ALL, regression, top_classes, write_plots
+
+PNG = b"\x89PNG\r\n\x1a\n"
+HISTORY = [{"epoch": 1, "train_loss": 0.9, "val_loss": 1.0, "val_accuracy": 0.5, "train_micro_f1": None},
+           {"epoch": 2, "train_loss": 0.5, "val_loss": 0.7, "val_accuracy": 0.7}]
+
+
+def names(paths) -> list[str]:
+    return sorted(str(p).rsplit("/", 1)[-1] for p in paths)
+
+
+def test_a_classification_run_gets_curves_confusion_per_class_and_distribution(tmp_path):
+    m = ClassificationMetrics(3)
+    m.update(np.array([0, 1, 2, 2, 1]), np.array([0, 2, 2, 2, 1]), 1.0)
+    written = write_plots(str(tmp_path), history=HISTORY, metrics=m.result(), labels=["a", "b", "c"],
+                          label_counts=[10, 20, 30])
+    assert names(written) == ["accuracy.png", "class_distribution.png", "confusion_matrix.png", "loss.png",
+                              "per_class.csv", "per_class.png"]
+    for p in written:
+        if p.endswith(".png"):
+            assert (tmp_path / p.rsplit("/", 1)[-1]).read_bytes().startswith(PNG)
+    rows = (tmp_path / "per_class.csv").read_text().splitlines()
+    assert rows[0] == "label,precision,recall,f1,support" and rows[2] == "b,1.0000,0.5000,0.6667,2"
+
+
+def test_a_multilabel_run_gets_per_label_tables_instead_of_a_confusion_matrix(tmp_path):
+    m = MultiLabelMetrics(2)
+    m.update(np.array([[1, 0], [1, 1]]), np.array([[1, 0], [0, 1]]), 0.5)
+    history = [{"epoch": 1, "train_loss": 0.5, "val_micro_f1": 0.6}]
+    written = write_plots(str(tmp_path), history=history, metrics=m.result(), labels=["x", "y"], label_counts=[2, 1])
+    assert names(written) == ["label_distribution.png", "loss.png", "micro_f1.png", "per_label.csv", "per_label.png"]
+
+
+def test_a_regression_run_gets_a_scatter_and_residuals_of_its_finite_rows(tmp_path):
+    true = np.array([1.0, 2.0, np.nan, 4.0])
+    pred = np.array([1.5, np.inf, 3.0, 3.5])
+    written = write_plots(str(tmp_path), history=[{"epoch": 1, "train_loss": 0.2}], sample=(true, pred))
+    assert names(written) == ["loss.png", "regression_scatter.png", "residuals.png"]
+    assert regression(np.array([np.nan]), np.array([1.0]), str(tmp_path / "s.png"), str(tmp_path / "r.png"), {}) == []
+
+
+def test_curves_without_any_value_are_not_drawn(tmp_path):
+    assert names(write_plots(str(tmp_path), history=[{"epoch": 1, "train_loss": 0.3}])) == ["loss.png"]
+
+
+def test_past_show_all_classes_charts_keep_the_highest_scores_ties_by_id():
+    assert top_classes(np.zeros(10), 10, 3).tolist() == list(range(10))     # few classes: all of them
+    k = SHOW_ALL + 10
+    score = np.zeros(k)
+    score[[5, 40, 7]] = [3.0, 9.0, 3.0]
+    assert top_classes(score, k, 4).tolist() == [40, 5, 7, 0]
+
+
+@pytest.mark.parametrize("classes", [SHOW_ALL + 40])
+def test_many_classes_still_give_every_class_in_the_table(tmp_path, classes):
+    m = ClassificationMetrics(classes)
+    true = np.arange(classes)
+    m.update(true, (true + 1) % classes, 0.0)
+    labels = [f"c{i}" for i in range(classes)]
+    write_plots(str(tmp_path), metrics=m.result(), labels=labels)
+    assert len((tmp_path / "per_class.csv").read_text().splitlines()) == classes + 1

@@ -1,0 +1,71 @@
+"""runs/predict.py: a Predictor over a saved run gives one result per input
+row, in order — label and probability (softmax), value in the target's
+units, label sets by threshold for a multilabel run — and a status with
+empty results for a row without usable text."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.features.vectorize import FittedFeatures
+from lancetnic_flow.models.scalpel import ScalpelNet
+from lancetnic_flow.runs.folder import save_run
+from lancetnic_flow.runs.predict import Predictor
+
+
+def linear_run(path, *, classes=2, regress=True, task="multitask") -> str:
+    """A linear model whose scores are known: "cat" → class 0 and +1, "dog" → class 1 and -1."""
+    model = ScalpelNet(2, classes=classes, regress=regress, layers=0, dropout=0.0)
+    weight = [[3.0, -3.0, 1.0], [-3.0, 3.0, -1.0]]
+    with torch.no_grad():
+        model.input.weight.copy_(torch.tensor([row[:classes] + (row[2:] if regress else []) for row in weight]))
+        model.input.bias.zero_()
+    features = FittedFeatures(mode="tfidf", vocabulary=pa.array(["cat", "dog"]), idf=np.ones(2, np.float32),
+                              labels=["pos", "neg"][:classes], target=(10.0, 2.0) if regress else None)
+    save_run(str(path), config={"data": {"text": ["text"]}}, features=features, model=model,
+             model_meta={"net": "ScalpelNet", "kwargs": model.config, "task": task}, metrics={}, history=[])
+    return str(path)
+
+
+def test_each_row_gets_its_label_probability_and_value_in_order(tmp_path):
+    pred = Predictor(linear_run(tmp_path / "run"))
+    out = pred.predict(["a cat", "", "dog dog", None], top_k=2)
+    assert [o["status"] for o in out] == ["ok", "empty_text", "ok", "empty_text"]
+    assert out[0]["label"] == "pos" and out[2]["label"] == "neg"
+    want = float(torch.softmax(torch.tensor([3.0, -3.0]), 0)[0])
+    assert out[0]["probability"] == pytest.approx(want, rel=1e-5)
+    assert out[0]["value"] == pytest.approx(12.0, rel=1e-5) and out[2]["value"] == pytest.approx(8.0, rel=1e-5)
+    assert out[0]["top_labels"] == ["pos", "neg"] and out[1]["label"] is None and out[1]["top_labels"] is None
+
+
+def test_probabilities_sum_to_one_and_unpredictable_rows_are_nan(tmp_path):
+    pred = Predictor(linear_run(tmp_path / "run"))
+    proba = pred.predict_proba(["cat", "", "dog"])
+    np.testing.assert_allclose(proba[[0, 2]].sum(1), 1.0, rtol=1e-6)
+    assert np.isnan(proba[1]).all()
+    values = pred.predict_values(["cat", "dog", ""])
+    np.testing.assert_allclose(values[:2], [12.0, 8.0], rtol=1e-5)
+    assert np.isnan(values[2])
+
+
+def test_a_classifier_has_no_values_and_a_regressor_no_probabilities(tmp_path):
+    classifier = Predictor(linear_run(tmp_path / "c", regress=False, task="classify"))
+    with pytest.raises(UserError, match="no value head"):
+        classifier.predict_values(["cat"])
+    regressor = Predictor(linear_run(tmp_path / "r", classes=0, task="regress"))
+    with pytest.raises(UserError, match="regression model"):
+        regressor.predict_proba(["cat"])
+    assert regressor.predict(["dog"])[0]["value"] == pytest.approx(8.0, rel=1e-5)
+
+
+def test_a_multilabel_run_gives_every_label_at_or_above_the_threshold_most_likely_first(tmp_path):
+    pred = Predictor(linear_run(tmp_path / "m", regress=False, task="multilabel"))
+    out = pred.predict(["cat", "cat dog", ""])
+    assert out[0]["labels"] == ["pos"] and out[0]["probabilities"][0] == pytest.approx(float(torch.sigmoid(
+        torch.tensor(3.0))), rel=1e-5)
+    assert out[1]["labels"] == ["pos", "neg"]   # 0.5 each: both at the threshold, ties in label order
+    assert out[2] == {"status": "empty_text", "labels": None, "probabilities": None}
+    assert pred.predict(["cat"], threshold=0.999)[0]["labels"] == []

@@ -1,0 +1,36 @@
+"""events.py: every subscriber gets each event with its kind and a time from
+the bus' clock (unless the event brings its own), and a listener that fails
+is detached without stopping the run or the other listeners."""
+from __future__ import annotations
+
+import itertools
+
+from lancetnic_flow.events import Events
+
+
+def test_subscribers_get_every_event_in_order_with_a_time():
+    clock = itertools.count(1.0)
+    bus = Events(clock=lambda: next(clock))
+    seen, also = [], []
+    bus.subscribe(lambda kind, e: seen.append((kind, dict(e))))
+    bus.subscribe(lambda kind, e: also.append(kind))
+    bus.emit("stage", stage="fitting")
+    bus.emit("batch", rows=5, t=9.5)
+    assert seen == [("stage", {"stage": "fitting", "t": 1.0}), ("batch", {"rows": 5, "t": 9.5})]
+    assert also == ["stage", "batch"]
+
+
+def test_a_failing_listener_is_detached_and_the_others_keep_receiving(capsys):
+    bus = Events(clock=lambda: 0.0)
+    calls, seen = [], []
+
+    def broken(kind, e):
+        calls.append(kind)
+        raise RuntimeError("view crashed")
+
+    bus.subscribe(broken)
+    bus.subscribe(lambda kind, e: seen.append(kind))
+    bus.emit("a")
+    bus.emit("b")
+    assert calls == ["a"] and seen == ["a", "b"]
+    assert "view crashed" in capsys.readouterr().err

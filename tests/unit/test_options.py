@@ -1,0 +1,179 @@
+"""Each option is declared once (lancetnic_flow/options.py): the dataclass
+defaults, the parser's, the estimators' and the workflow keys come from the
+declaration and cannot drift; a validation error names its field, as a flag
+on the command line and as a parameter in Python. Pure: no cluster, no
+subprocess."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+
+import pytest
+
+from lancetnic_flow import options as opts
+from lancetnic_flow.api.estimators import TextClassifier, TextRegressor
+from lancetnic_flow.cli.main import cli_words
+from lancetnic_flow.cli.parser import build_parser
+from lancetnic_flow.config import (ADDED_FIELDS, DataConfig, FeatureConfig, ModelConfig, TrainConfig, TrainingConfig,
+                                   config_from_options)
+from lancetnic_flow.errors import UserError
+
+SECTION_CLASSES = {"data": DataConfig, "features": FeatureConfig, "model": ModelConfig, "training": TrainingConfig,
+                   **{s: type(getattr(TrainConfig(data=DataConfig(train=["x"])), s)) for s in ("cluster", "output")}}
+
+
+def _train_parser():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sub.choices["train"], sub.choices["tune"]
+
+
+def _dataclass_default(f: dataclasses.Field):
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def _same(declared, value) -> bool:
+    """A declared tuple stands for the list a dataclass field builds anew."""
+    return (list(declared) if isinstance(declared, tuple) and isinstance(value, list) else declared) == value
+
+
+def test_every_dataclass_field_is_declared_and_takes_the_declared_default():
+    for section, cls in SECTION_CLASSES.items():
+        for f in dataclasses.fields(cls):
+            o = opts.option(f"{section}.{f.name}")
+            assert f.metadata.get("option") is o, f"{section}.{f.name}: its default is not default(...)"
+            if o.default is opts.REQUIRED:
+                assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            else:
+                assert _same(o.default, _dataclass_default(f)), f"{section}.{f.name}"
+
+
+def test_every_declared_field_is_a_dataclass_field():
+    for field in opts.BY_FIELD:
+        section, name = field.split(".")
+        assert name in {f.name for f in dataclasses.fields(SECTION_CLASSES[section])}, field
+
+
+def test_parser_defaults_are_the_declared_ones_and_build_the_default_config():
+    train, tune = _train_parser()
+    for o in opts.command_options("train"):
+        action = next(a for a in train._actions if o.flag in a.option_strings)
+        assert action.default == o.parser_default, o.flag
+        assert o.kind != "value" or o.parser_default in (None, o.default) or o.cli_default is not opts.SAME
+    # What `train x.csv` means is the dataclasses' defaults, field by field.
+    parsed = config_from_options(vars(build_parser().parse_args(["train", "x.csv"])))
+    assert parsed == TrainConfig(data=DataConfig(train=["x.csv"]))
+
+
+def test_every_train_and_tune_flag_is_declared_once():
+    train, tune = _train_parser()
+    declared = {o.flag for o in opts.OPTIONS if o.flag}
+    for parser, command in ((train, "train"), (tune, "tune")):
+        flags = [s for a in parser._actions for s in a.option_strings
+                 if s.startswith("--") and not s.startswith("--no-")]
+        own = {"--help", "--debug", "--quiet", "--json-log", "--time-budget", "--trials"}
+        assert set(flags) - own == {o.flag for o in opts.command_options(command)}, command
+        assert set(flags) - own <= declared
+    flags = [o.flag for o in opts.OPTIONS if o.flag]
+    assert len(flags) == len(set(flags))
+    assert {"--resume", "--ddp"} == {o.flag for o in opts.command_options("train")} - \
+        {o.flag for o in opts.command_options("tune")}
+
+
+def test_help_shows_the_declared_default():
+    train, _ = _train_parser()
+    helps = {s: a.help for a in train._actions for s in a.option_strings}
+    assert "(default 0.2)" in helps["--dropout"] and "(default 0.01)" in helps["--lr"]
+    assert "{default}" not in " ".join(h or "" for h in helps.values())
+
+
+@pytest.mark.parametrize("cls", [TextClassifier, TextRegressor])
+def test_estimator_defaults_are_the_declared_ones(cls):
+    params = inspect.signature(cls.__init__).parameters
+    for o in opts.api_options():
+        assert o.api in params, o.api
+        assert params[o.api].default == o.estimator_default, o.api
+    # The one that stands for two fields agrees with both.
+    assert opts.api_default("ngram_range") == (FeatureConfig().ngram_min, FeatureConfig().ngrams)
+    assert opts.api_default("random_state") == TrainingConfig().seed
+
+
+def test_estimator_parameters_set_their_declared_fields():
+    est = TextClassifier(epochs=3, lr=0.5, random_state=7, ngram_range=(1, 3), memory_budget="1KiB", dropout=0.1)
+    cfg = est._config(DataConfig(train=["x"]), "classify", "out")
+    assert (cfg.training.epochs, cfg.training.lr, cfg.training.seed) == (3, 0.5, 7)
+    assert (cfg.features.ngram_min, cfg.features.ngrams, cfg.model.dropout) == (1, 3, 0.1)
+    assert cfg.cluster.memory_budget == 1024 and cfg.output.out == "out" and cfg.model.name == "auto"
+
+
+def test_values_as_written_are_parsed_by_their_declaration():
+    cfg = config_from_options({"data": ["x"], "loss_weights": "1,0.5", "numeric": "a, b", "min_df": "2",
+                               "max_df": "0.9", "memory_budget": "2KiB", "storage_option": ["a.b=1"],
+                               "ngram_range": "2,4"})
+    assert cfg.training.loss_weights == (1.0, 0.5) and cfg.data.numeric == ["a", "b"]
+    assert (cfg.features.min_df, cfg.features.max_df) == (2, 0.9) and cfg.cluster.memory_budget == 2048
+    assert cfg.data.storage_options == {"a": {"b": 1}}
+    assert (cfg.features.ngram_min, cfg.features.ngrams) == (2, 4)
+
+
+def test_saved_configs_still_load():
+    old = TrainConfig(data=DataConfig(train=["x"])).to_dict()
+    for section, names in ADDED_FIELDS.items():
+        for name in names:
+            old[section].pop(name)
+    cfg = TrainConfig.from_dict(old)
+    assert cfg.features.idf is False and cfg.training.sparse_optimizer == "adam"
+
+
+# ---------------------------------------------------------------- errors name the field
+
+
+@pytest.mark.parametrize("make, field, python, flag", [
+    (lambda: TrainingConfig(lr=-1).validate(), "training.lr", "lr: must be > 0", "--lr: must be > 0"),
+    (lambda: TrainingConfig(seed=0, early_stopping=-1).validate(), "training.early_stopping", "early_stopping:",
+     "--early-stopping:"),
+    (lambda: ModelConfig(dropout=2).validate(), "model.dropout", "dropout: must be in [0, 1)", "--dropout: must"),
+    (lambda: FeatureConfig(analyzer="chars").validate(), "features.analyzer", "analyzer: 'chars'", "--analyzer: "),
+    (lambda: FeatureConfig(ngram_min=3, ngrams=1).validate(), "features.ngram_min", "ngram_range 3,1",
+     "--ngram-range 3,1"),
+    (lambda: config_from_options({"data": ["x"], "workers": 0, "dashboard": True}).validate(), "cluster.workers",
+     "workers: must be > 0", "--workers: must be > 0"),
+    (lambda: config_from_options({"data": ["x"], "worker_threads": 0}).validate(), "cluster.threads",
+     "threads: must be > 0", "--worker-threads: must be > 0"),
+    (lambda: config_from_options({"data": ["x"], "memory_budget": "8XB"}), "cluster.memory_budget",
+     "memory_budget: cannot read '8XB'", "--memory-budget: cannot read '8XB'"),
+    (lambda: DataConfig(train=["x"], val_fraction=2).validate(), "data.val_fraction", "val_fraction: must",
+     "--val-fraction: must"),
+])
+def test_a_validation_error_names_its_field_as_a_flag_and_as_a_parameter(make, field, python, flag):
+    with pytest.raises(UserError) as e:
+        make()
+    assert e.value.field == field
+    assert str(e.value).startswith(python) and "--" not in e.value.message
+    message, hint = cli_words(e.value)
+    assert message.startswith(flag)
+
+
+def test_hints_name_other_options_in_each_audience():
+    with pytest.raises(UserError) as e:
+        FeatureConfig(analyzer="char", stop_words="english").validate()
+    assert e.value.message == "stop_words applies to words, not to analyzer char"
+    assert e.value.cli[0] == "--stop-words applies to words, not to --analyzer char"
+    assert "--analyzer word" in e.value.cli[1] and "analyzer word" in e.value.hint
+    with pytest.raises(UserError) as e:
+        TextClassifier(random_state=0)._config(DataConfig(train=["x"], val_fraction=3), "classify", "o").validate()
+    assert e.value.message.startswith("val_fraction:") and e.value.cli[1].startswith("e.g. --val-fraction 0.1")
+
+
+def test_a_field_error_keeps_its_field_and_both_renderings_through_pickle():
+    err = opts.bad("training.seed", "{name}: bad", "try {training.lr}")
+    assert (err.message, err.hint, err.cli) == ("random_state: bad", "try lr", ("--seed: bad", "try --lr"))
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.message, back.hint, back.field, back.cli) == (err.message, err.hint, err.field, err.cli)
+
+
+def test_an_error_without_a_field_still_names_its_flag_on_the_command_line():
+    assert cli_words(UserError("max_features: must be > 0, got -1")) == ("--max-features: must be > 0, got -1", None)

@@ -1,0 +1,162 @@
+"""resolve.py: every auto choice and model default taken in two pure
+functions, from the model's spec, never mutating what was asked."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, TrainConfig, TrainingConfig
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.registry import MODELS, ModelSpec, Refusal
+from lancetnic_flow.resolve import FitCounts, LEARN_VAL_MAX_ROWS, choose_model, resolve, resolve_counts
+
+
+def config(name: str = "auto", task: str | None = None, target: str | None = None, **training) -> TrainConfig:
+    return TrainConfig(data=DataConfig(train=["x.csv"], target=target), model=ModelConfig(name=name),
+                       training=TrainingConfig(task=task, **training))
+
+
+def every_model_and_task():
+    for name, spec in MODELS.items():
+        for task in spec.every_task:
+            yield name, task
+
+
+@pytest.mark.parametrize("name,task", list(every_model_and_task()))
+def test_resolving_a_resolved_configuration_changes_nothing_and_the_given_one_is_left_as_it_was(name, task):
+    given = config(name, task, target="y" if task in ("regress", "multitask") else None)
+    before = copy.deepcopy(given)
+    once = resolve(given)
+    assert given == before                                        # nothing was mutated
+    assert resolve(once) == once                                  # a fixed point: config.json resumes as it ran
+    assert resolve(TrainConfig.from_dict(once.to_dict())) == once  # through the run folder's JSON too
+    assert once.training.task == task and once.model.name == name
+
+
+def test_each_model_gets_the_defaults_its_spec_declares():
+    for name, spec in MODELS.items():
+        task = "regress" if spec.task == "regress" else None
+        r = resolve(config(name, task, target="y" if spec.task in ("regress", "multitask") else None))
+        t = r.training
+        assert r.model.hidden == spec.hidden, name
+        assert t.early_stopping == spec.early_stopping, name
+        assert t.sparse_optimizer == spec.sparse_optimizer, name
+        assert t.sparse_lr == spec.default_sparse_lr(spec.sparse_optimizer, t.task), name
+        assert r.features.mode == spec.features[0], name
+        for key, value in spec.sets.items():
+            section, option = key.split(".")
+            assert getattr(getattr(r, section), option) == value, (name, key)
+
+
+def test_a_model_registered_from_outside_gets_its_own_specs_defaults_not_a_built_in_familys(monkeypatch):
+    monkeypatch.setitem(MODELS, "MyBag", ModelSpec("MyNet", hidden=48, sparse_optimizer="sgd", sparse_lr=0.7,
+                                                   early_stopping=5, tasks=("classify",)))
+    r = resolve(config("MyBag"))
+    assert (r.model.hidden, r.training.sparse_optimizer, r.training.sparse_lr, r.training.early_stopping) == \
+           (48, "sgd", 0.7, 5)
+
+
+def test_a_registered_models_refusal_is_an_error_when_named_and_a_pass_for_auto(monkeypatch):
+    refuse = Refusal("data.numeric", lambda c: bool(c.data.numeric), "it reads text only")
+    monkeypatch.setitem(MODELS, "TextOnly", ModelSpec("ScalpelNet", refuses=(refuse,)))
+    cfg = config("TextOnly")
+    cfg.data.numeric = ["n"]
+    with pytest.raises(UserError, match="numeric does not apply to TextOnly: it reads text only"):
+        resolve(cfg)
+    monkeypatch.setattr("lancetnic_flow.resolve.AUTO_CHOICES", ("TextOnly", "ScalpelMC"))
+    cfg.model.name = "auto"
+    assert resolve(cfg).model.name == "ScalpelMC"
+
+
+@pytest.mark.parametrize("change,model", [
+    ({}, "LinearSVM"),
+    ({"task": "multilabel"}, "ScalpelMC"),
+    ({"target": "y"}, "ScalpelMC"),
+    ({"ddp": 2}, "ScalpelMC"),
+    ({"numeric": ["n"]}, "ScalpelMC"),
+    ({"hidden": 128}, "ScalpelMC"),
+    ({"layers": 2}, "ScalpelMC"),
+    ({"dropout": 0.5}, "ScalpelMC"),
+    ({"class_weights": "balanced"}, "ScalpelMC"),
+    ({"device": "cuda"}, "ScalpelMC"),
+    ({"features": "ids"}, "ScalpelMC"),
+])
+def test_auto_takes_the_first_choice_that_accepts_every_option(change, model):
+    cfg = config()
+    for key, value in change.items():
+        section = {"target": cfg.data, "numeric": cfg.data, "hidden": cfg.model, "layers": cfg.model,
+                   "dropout": cfg.model, "features": cfg.features}.get(key, cfg.training)
+        setattr(section, "mode" if key == "features" else key, value)
+    if change.get("features") == "ids":
+        assert choose_model(cfg) == "ScalpelMC"   # the fallback, which then refuses ids itself
+        return
+    assert resolve(cfg).model.name == model
+
+
+def test_auto_with_a_target_regresses_and_a_named_model_keeps_its_own_task():
+    assert resolve(config(target="y")).training.task == "regress"
+    assert resolve(config("ScalpelMC", target="y")).training.task == "classify"
+
+
+def test_the_legacy_hinge_optimiser_of_old_run_folders_resolves_to_the_rule_and_is_refused_elsewhere():
+    old = resolve(config("LinearSVM", sparse_optimizer="hinge"))
+    assert old.training.sparse_optimizer is None
+    with pytest.raises(UserError, match="own step"):
+        resolve(config("ScalpelMC", sparse_optimizer="hinge"))
+
+
+def test_resolve_counts_turns_auto_to_its_next_choice_when_classes_outgrow_the_first():
+    given = config(lr=0.02)
+    first = resolve(given)
+    assert first.model.name == "LinearSVM"
+    limit = MODELS["LinearSVM"].max_classes
+    kept, _ = resolve_counts(given, first, FitCounts(rows=100, classes=limit), lambda c: True)
+    moved, _ = resolve_counts(given, first, FitCounts(rows=100, classes=limit + 1), lambda c: True)
+    assert kept.model.name == "LinearSVM"
+    assert moved == dataclasses.replace(resolve(dataclasses.replace(given, model=ModelConfig(name="ScalpelMC"))))
+    assert given.model.name == "auto" and first.model.name == "LinearSVM"   # neither was changed
+
+
+def test_resolve_counts_turns_auto_to_its_next_choice_when_the_first_does_not_fit_the_plan():
+    given = config()
+    linear_fits = lambda c: c.model.name != "LinearSVM"   # noqa: E731 — the plan holds the MLP only
+    cfg, _ = resolve_counts(given, resolve(given), FitCounts(rows=100, classes=4), linear_fits)
+    assert cfg.model.name == "ScalpelMC"
+
+
+def test_a_named_model_never_falls_back():
+    given = config("LinearSVM")
+    cfg, _ = resolve_counts(given, resolve(given), FitCounts(rows=100, classes=10_000), lambda c: True)
+    assert cfg.model.name == "LinearSVM"
+
+
+def test_learning_the_validation_rows_is_decided_by_the_rows_and_the_room_for_the_twin():
+    given = config()
+    r = resolve(given)
+    assert r.training.learn_val is None   # not before the counts
+    few = FitCounts(rows=LEARN_VAL_MAX_ROWS, classes=4)
+    many = FitCounts(rows=LEARN_VAL_MAX_ROWS + 1, classes=4)
+    assert resolve_counts(given, r, few, lambda c: True)[0].training.learn_val is True
+    assert resolve_counts(given, r, many, lambda c: True)[0].training.learn_val is False
+    no_twin = lambda c: c.training.learn_val is False   # noqa: E731 — the model fits, its twin does not
+    cfg, notes = resolve_counts(given, r, few, no_twin)
+    assert cfg.model.name == "LinearSVM" and cfg.training.learn_val is False
+    assert len(notes) == 1 and "--memory-budget" in notes[0]
+
+
+def test_a_validation_file_stays_held_out_and_a_model_without_a_twin_refuses_learn_val():
+    cfg = config()
+    cfg.data.val = ["v.csv"]
+    assert resolve(cfg).training.learn_val is False
+    with pytest.raises(UserError, match="learn_val") as e:
+        resolve(config("ScalpelMC", learn_val=True))
+    assert "LinearSVM" in e.value.hint
+
+
+def test_a_vocabulary_cap_asks_for_a_fitted_vocabulary_and_ids_read_single_words():
+    cfg = config("ScalpelMC")
+    cfg.features = FeatureConfig(max_features=5000)
+    assert resolve(cfg).features.mode == "tfidf"
+    assert resolve(config("LancetMC")).features.ngrams == 1

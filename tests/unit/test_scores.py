@@ -1,0 +1,34 @@
+"""scores.py: each validation score's key, its direction for monitoring, and
+which --monitor fits which task."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.scores import BY_KEY, MONITORS, SCORES, lower_is_better, monitor_fits, val_scores
+
+
+def test_val_scores_rename_a_tasks_metrics_to_their_val_keys_with_none_where_absent():
+    got = val_scores({"loss": 0.5, "accuracy": 0.9, "macro_precision": 0.7})
+    assert got["val_loss"] == 0.5 and got["val_accuracy"] == 0.9 and got["val_precision"] == 0.7
+    assert got["val_r2"] is None and set(got) == {s.key for s in SCORES}
+
+
+def test_lower_is_better_turns_higher_is_better_scores_negative():
+    scores = {"val_loss": 0.3, "val_accuracy": 0.8, "val_rmse": 2.0}
+    assert lower_is_better(scores, "val_loss") == 0.3
+    assert lower_is_better(scores, "val_accuracy") == -0.8
+    assert lower_is_better(scores, "val_rmse") == 2.0
+    assert lower_is_better(scores, "val_r2") is None
+
+
+@pytest.mark.parametrize("monitor,task,fits", [
+    ("val_loss", "regress", True), ("val_accuracy", "classify", True), ("val_accuracy", "regress", False),
+    ("val_macro_f1", "multilabel", True), ("val_micro_f1", "classify", False), ("val_r2", "multitask", True),
+    ("val_accuracy", "multitask", True), ("val_micro_f1", "multitask", False)])
+def test_a_monitor_fits_the_tasks_that_produce_its_score(monitor, task, fits):
+    assert monitor_fits(monitor, task) is fits
+
+
+def test_monitors_are_the_loss_and_the_task_scores_only():
+    assert "val_loss" in MONITORS and "val_precision" not in MONITORS and "val_baseline_rmse" not in MONITORS
+    assert all(BY_KEY[m].key == m for m in MONITORS)

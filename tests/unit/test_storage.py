@@ -1,0 +1,83 @@
+"""storage.py: URL joins and protocols, which storage options open which URL,
+atomic whole-file writes (no half file under the real name, no temporary
+file left), writable checks, and fixable OS errors as WriteErrors — on local
+paths and memory://."""
+from __future__ import annotations
+
+import errno
+import os
+
+import fsspec
+import pytest
+
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.storage import (HTTP_TIMEOUT_S, WriteError, check_writable, join, open_atomic, open_options,
+                                    options_for, protocol, read_bytes, write_bytes, write_reason, writing)
+
+
+def test_join_and_protocol_treat_urls_and_plain_paths_alike():
+    assert join("s3://b/runs/", "/x/", "model.json") == "s3://b/runs/x/model.json"
+    assert join("/tmp/a", "b") == "/tmp/a/b"
+    assert protocol("S3://b/k") == "s3" and protocol("/tmp/x") == "file" and protocol("memory://x") == "memory"
+
+
+def test_storage_options_go_only_to_urls_of_the_datas_protocol():
+    so = {"key": "k"}
+    assert options_for("s3://b/cache", so) == so
+    assert options_for("/local/cache", so) == {}
+    assert options_for("gs://b/cache", so, like="s3://b/data") == {}
+    assert options_for("s3://b/cache", so, like="s3://other/data") == so
+
+
+def test_http_urls_get_a_connect_and_read_timeout_and_a_bad_one_is_refused():
+    so = open_options("https://example.org/x.csv", {})
+    timeout = so["client_kwargs"]["timeout"]
+    assert timeout.sock_connect == timeout.sock_read == HTTP_TIMEOUT_S
+    assert open_options("https://e/x", {"client_kwargs": {"timeout": 5}})["client_kwargs"]["timeout"].sock_read == 5
+    assert open_options("/x", {"a": 1}) == {"a": 1}
+    with pytest.raises(UserError, match="positive"):
+        open_options("http://e/x", {"client_kwargs": {"timeout": 0}})
+
+
+@pytest.mark.parametrize("base", ["local", "memory"])
+def test_write_bytes_then_read_bytes_round_trips_and_makes_the_folders(tmp_path, base):
+    url = str(tmp_path / "a" / "b" / "f.bin") if base == "local" else "memory://unit-storage/a/b/f.bin"
+    write_bytes(url, b"first", {})
+    write_bytes(url, b"second", {})
+    assert read_bytes(url, {}) == b"second"
+    fs, path = fsspec.core.url_to_fs(url)
+    assert [p.rsplit("/", 1)[-1] for p in fs.ls(path.rsplit("/", 1)[0], detail=False)] == ["f.bin"]   # no temp file
+
+
+def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    url = str(tmp_path / "f.bin")
+    write_bytes(url, b"old", {})
+    with pytest.raises(RuntimeError):
+        with open_atomic(url, {}) as f:
+            f.write(b"half")
+            raise RuntimeError("writer died")
+    assert read_bytes(url, {}) == b"old"
+    assert os.listdir(tmp_path) == ["f.bin"]
+
+
+def test_fixable_os_errors_become_write_errors_naming_the_place():
+    assert write_reason(OSError(errno.ENOSPC, "full"))[0] == "no space left on device"
+    assert write_reason(ValueError("x")) is None and write_reason(OSError(errno.EIO, "io")) is None
+    with pytest.raises(WriteError, match="read-only file system at /x/y"):
+        with writing("/x/y"):
+            raise OSError(errno.EROFS, "ro")
+    with pytest.raises(OSError):   # not among the errnos asked for: raised as it is
+        with writing("/x/y", only=(errno.ENOSPC,)):
+            raise OSError(errno.EROFS, "ro")
+
+
+def test_check_writable_probes_the_nearest_existing_folder_and_leaves_nothing(tmp_path):
+    check_writable(str(tmp_path / "new" / "deeper"), {}, "--out")
+    assert os.listdir(tmp_path) == []
+    check_writable("memory://unit-storage/out", {}, "--out")
+
+
+def test_check_writable_refuses_a_path_under_a_file(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(WriteError, match="--cache .*cannot write there"):
+        check_writable(str(tmp_path / "file" / "sub"), {}, "--cache")

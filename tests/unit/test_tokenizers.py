@@ -1,0 +1,47 @@
+"""tokenizers.py: registering a tokenizer by name, resolving it here or by
+importing its module, refusing unknown names in words, and a TokenizerRef
+that carries its function through pickle."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from lancetnic_flow import tokenizers
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.tokenizers import TokenizerRef, canonical, register_tokenizer, resolve
+
+
+def by_commas(text: str) -> list[str]:
+    return text.split(",")
+
+
+def test_a_registered_tokenizer_is_named_with_its_importable_module_and_resolves():
+    spec = register_tokenizer("unit-commas", by_commas, batch=False)
+    assert spec == f"{__name__}:unit-commas"
+    assert resolve(spec) == (by_commas, False) and resolve("unit-commas") == (by_commas, False)
+    assert isinstance(canonical("unit-commas"), TokenizerRef) and canonical("unit-commas") == spec
+
+
+@pytest.mark.parametrize("name", ["", "has space", "a/b"])
+def test_a_bad_name_or_a_non_function_is_refused(name):
+    with pytest.raises(UserError, match="tokenizer name"):
+        register_tokenizer(name, by_commas)
+    with pytest.raises(UserError, match="not a function"):
+        register_tokenizer("ok-name", "not callable")
+
+
+def test_an_unknown_name_or_module_is_a_user_error_saying_how_to_register():
+    with pytest.raises(UserError, match="not registered") as e:
+        resolve("never-registered")
+    assert "register_tokenizer" in e.value.hint
+    with pytest.raises(UserError, match="cannot be imported"):
+        resolve("no_such_module_here:name")
+
+
+def test_a_tokenizer_ref_pickles_with_its_function_and_registers_it_where_missing(monkeypatch):
+    register_tokenizer("unit-carried", by_commas)
+    data = pickle.dumps(TokenizerRef("unit-carried"))
+    monkeypatch.delitem(tokenizers._TOKENIZERS, "unit-carried")
+    back = pickle.loads(data)
+    assert back == "unit-carried" and resolve("unit-carried")[0] is by_commas

@@ -1,0 +1,116 @@
+"""training/rules.py: the training rule is chosen from the model's spec, and
+each rule trains: a batch step changes the weights the way its loss says."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lancetnic_flow.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
+from lancetnic_flow.features.rows import RowBlock
+from lancetnic_flow.models import create_model
+from lancetnic_flow.models.margin import has_twin
+from lancetnic_flow.models.tasks import Task
+from lancetnic_flow.registry import MODELS, ModelSpec
+from lancetnic_flow.training.rules import GradientRule, HingeRule, rule_for
+from lancetnic_flow.training.step import evaluate_blocks
+
+CPU = torch.device("cpu")
+
+
+def resolved(name: str, **training) -> TrainConfig:
+    return TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name=name),
+                       training=TrainingConfig(**training)).validate()
+
+
+def separable(n: int = 240, dim: int = 30, classes: int = 3, seed: int = 0) -> RowBlock:
+    """Rows whose first term names their class: a linear model learns them."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, n).astype(np.int32)
+    noise = rng.integers(classes, dim, (n, 3))
+    indices = np.concatenate([labels[:, None], noise], axis=1).astype(np.int32).ravel()
+    offsets = np.arange(0, 4 * n + 1, 4, dtype=np.int64)
+    return RowBlock(indices, offsets, np.ones(4 * n, np.float32), labels)
+
+
+def model_for(cfg: TrainConfig, dim: int = 30, classes: int = 3):
+    m = cfg.model
+    model, _ = create_model(m.name, dim=dim, classes=classes, regress=False, hidden=m.hidden, layers=m.layers,
+                            dropout=m.dropout, embed=m.embed, numeric=0)
+    return model
+
+
+def test_the_rule_comes_from_the_models_spec():
+    assert isinstance(rule_for(resolved("LinearSVM")), HingeRule)
+    assert isinstance(rule_for(resolved("auto")), HingeRule)
+    for name in ("ScalpelMC", "FastTextBag", "LancetMC"):
+        assert isinstance(rule_for(resolved(name)), GradientRule), name
+
+
+def test_a_registered_model_with_the_hinge_rule_gets_the_hinge_step(monkeypatch):
+    monkeypatch.setitem(MODELS, "MyLinear", ModelSpec("ScalpelNet", {"margin": True}, tasks=("classify",),
+                                                      rule="hinge", sparse_optimizer=None, sparse_lr=0.2,
+                                                      sets={"model.layers": 0}, label_sets=False))
+    assert isinstance(rule_for(resolved("MyLinear")), HingeRule)
+
+
+@pytest.mark.parametrize("name", ["LinearSVM", "ScalpelMC"])
+def test_each_rules_batch_steps_move_the_weights_and_learn_a_separable_block(name):
+    cfg = resolved(name, learn_val=False) if name == "LinearSVM" else resolved(name)
+    torch.manual_seed(0)
+    model, rule = model_for(cfg), rule_for(cfg)
+    task = Task("classify", classes=3, class_loss=cfg.training.class_loss, device=CPU)
+    opts = rule.optimizers(model)
+    block = separable()
+    before = model.input.weight.detach().clone()
+    start = evaluate_blocks(model, [block], task, CPU).result()["accuracy"]
+    for _ in range(5):
+        for i in range(0, len(block), 32):
+            rule.train_batch(model, task, opts, block.slice(i, i + 32), CPU, cfg.training.lr)
+    assert not torch.equal(before, model.input.weight.detach())   # a rule that never steps fails here
+    assert evaluate_blocks(model, [block], task, CPU).result()["accuracy"] > max(0.9, start)
+
+
+def test_the_hinge_steps_rate_is_the_sparse_rate_at_the_schedules_share_of_lr():
+    cfg = resolved("LinearSVM", learn_val=False, lr=0.01, sparse_lr=0.3)
+    rule = rule_for(cfg)
+    assert rule.scale == pytest.approx(30.0) and rule.optimizers(None) == []
+
+
+def test_the_twin_learns_the_validation_rows_and_becomes_the_saved_model():
+    cfg = resolved("LinearSVM", learn_val=True)
+    model, rule = model_for(cfg), rule_for(cfg)
+    rule.prepare(model)
+    assert has_twin(model)
+    task = Task("classify", classes=3, class_loss="hinge", device=CPU)
+    train, val = separable(seed=1), separable(seed=2)
+    rule.train_batch(model, task, [], train, CPU, cfg.training.lr)
+    hook = rule.while_validating(model, cfg.training.lr, seed=0, epoch=0)
+    evaluate_blocks(model, [val], task, CPU, then=hook)
+    model_w, twin_w = model.input.weight.detach().clone(), model.twin_weight.clone()
+    assert not torch.equal(model_w, twin_w)          # the twin saw rows the model never did
+    seconds = rule.finish(model, lambda: iter([val]))
+    assert "calibrate" in seconds and not has_twin(model)
+    assert torch.equal(model.input.weight.detach(), twin_w)
+    assert float(model.logit_scale) != 1.0
+
+
+def test_gradient_rules_keep_the_best_epoch_and_the_hinge_rule_the_last_without_early_stopping():
+    assert rule_for(resolved("ScalpelMC")).keeps_last_epoch() is False
+    assert rule_for(resolved("LinearSVM")).keeps_last_epoch() is True
+    assert rule_for(resolved("LinearSVM", early_stopping=2)).keeps_last_epoch() is False
+
+
+def test_memory_facts_follow_the_rule_and_its_options():
+    sgd, adam = rule_for(resolved("ScalpelMC")), rule_for(resolved("ScalpelMC", sparse_optimizer="adam"))
+    assert sgd.weight_copies() < adam.weight_copies()
+    twin, alone = rule_for(resolved("LinearSVM", learn_val=True)), rule_for(resolved("LinearSVM", learn_val=False))
+    assert twin.weight_copies() == pytest.approx(2 * alone.weight_copies())
+    assert twin.extra_bytes() > 0 and sgd.extra_bytes() == 0
+
+
+def test_a_checkpoint_without_a_twin_resumes_without_learning_the_validation_rows():
+    rule = rule_for(resolved("LinearSVM", learn_val=True))
+    assert rule.resume_options({"input.weight": None}) == {"learn_val": False}
+    assert rule.resume_options({"input.weight": None, "twin_weight": None}) == {}
+    assert rule_for(resolved("ScalpelMC")).resume_options({}) == {}

@@ -1,0 +1,42 @@
+"""training/search.py: what tune searches comes from the model's spec, and
+trial 0 trains exactly the defaults."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
+from lancetnic_flow.registry import MODELS, ModelSpec
+from lancetnic_flow.training import search
+
+
+def space_of(name: str, **training) -> dict:
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name=name),
+                      training=TrainingConfig(**training)).validate()
+    space = search.search_space(cfg)
+    first = search.initial(cfg, space)
+    for p in space:
+        v = first[p.name]
+        assert (v in p.choices) if p.kind == "choice" else (p.low <= v <= p.high), (name, p, v)
+    assert search.apply(cfg, first) == cfg   # trial 0 trains exactly the defaults
+    return {p.name: p for p in space}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in MODELS.items() if s.task == "classify"))
+def test_every_built_in_model_searches_only_what_its_spec_names(name):
+    assert set(space_of(name)) <= set(MODELS[name].search)
+
+
+def test_the_linear_models_rate_is_searched_over_its_specs_range():
+    p = space_of("LinearSVM")["sparse_lr"]
+    assert (p.low, p.high) == MODELS["LinearSVM"].search_ranges["sparse_lr"]
+    assert "lr" not in space_of("LinearSVM")
+
+
+def test_a_registered_model_searches_what_its_spec_declares(monkeypatch):
+    monkeypatch.setitem(MODELS, "Tiny", ModelSpec("ScalpelNet", search=("lr", "epochs")))
+    assert set(space_of("Tiny")) == {"lr", "epochs"}
+
+
+def test_given_values_widen_the_ranges():
+    p = space_of("ScalpelMC", lr=0.2)["lr"]
+    assert p.high == 0.2

@@ -1,0 +1,49 @@
+"""ui/dashboard/live.py: the dashboard renders every panel within the
+terminal width, and handling an event only updates state."""
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from lancetnic_flow.ui.dashboard import LiveDashboard, render
+
+from ..events import record, script, state_after
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_dashboard_renders_progress_model_and_memory_within_the_width(width):
+    s = state_after(script(until_epoch=1))   # mid-epoch 2, after epoch 1's validation
+    text, _ = record(render(s, width), width)
+    for needle in ("lancetnic-flow", "planning", "fitting", "training epoch 2/2", "evaluating", "saving",
+                   "fit", "featurise", "rows", "epochs", "/s", "ETA", "throughput", "rows/s", "tokens/s",
+                   "MB/s read", "model", "train loss", "last val", "acc 0.9080", "F1 0.9050", "best",
+                   "loss 0.3400", "memory", "trainer", "worker 0", "worker 1", "machine", "available",
+                   "budget 6.0G = OS 1.5G + trainer 768M + 2 × 2.0G", "dask dashboard",
+                   "http://127.0.0.1:8787/status", "spill at 70%", "pause at 80%", "warning:"):
+        assert needle in text, (needle, text)
+    assert "━" in text and "█" in text and "▒" in text and "░" in text and "┊" in text   # bars, segments, ticks
+    assert "8,960/9,000" in text or "8,960" in text or "8.960" in text or "/9,000" in text
+    lines = text.splitlines()
+    assert all(cell_len(line) <= width for line in lines), max(lines, key=cell_len)
+    if width >= 120:
+        assert "managed" in text and "unmanaged" in text and "spilled" in text  # the wide worker legend in full
+        assert any("lancetnic-flow" in line and "model" in line for line in lines)  # side by side
+    else:
+        assert not any("lancetnic-flow" in line and "model" in line for line in lines)
+
+
+def test_event_handling_is_cheap():
+    """The listener only updates state: many thousands of batch events a second."""
+    dash = LiveDashboard(Console(file=io.StringIO(), force_terminal=True, width=120))
+    e = {"epoch": 1, "rows": 0, "total_rows": 10**6, "loss": 0.5, "tokens": 5000}
+    n, t0 = 20_000, time.perf_counter()
+    for i in range(n):
+        e["rows"], e["t"] = i * 256, t0 + i * 1e-3
+        dash("batch", e)
+    rate = n / (time.perf_counter() - t0)
+    assert rate > 20_000, rate
+    assert not dash.started   # a batch alone does not start the display

@@ -1,0 +1,33 @@
+"""ui/dashboard/state.py: the state follows the run's events, rates come
+from event times and decay when a counter stalls, and a JSON log replays into it."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.ui.dashboard import Meter
+
+from ..events import memory, script, state_after
+
+
+def test_the_state_follows_the_run_and_rates_come_from_event_times():
+    s = state_after(script(until_epoch=1))
+    assert s.stage == "training" and s.epoch == 2 and s.epochs_done == 1
+    assert s.fit_done == s.fit_total == 4 and s.feat_done == s.feat_total == 4
+    assert s.bytes_read == 8 * 2_000_000
+    assert s.best["epoch"] == 1 and s.last_epoch["epoch"] == 1
+    assert [w["name"] for w in s.workers] == ["0", "1"]
+    # 256 rows per 0.1 s of event time
+    assert s.rows_rate() == pytest.approx(2560, rel=0.1)
+    assert s.tokens_meter.rate(s.now()) == pytest.approx(90_000, rel=0.1)
+    # a stalled counter decays to 0 instead of showing its last rate forever
+    assert s.rows_meter.rate(s.now() + 60) == 0.0
+    # the monitor sends an empty worker list every other sample: the last list stays
+    s.update(*memory(100.0, workers=[]))
+    assert len(s.workers) == 2
+
+
+def test_a_meter_gives_the_rate_over_its_window():
+    m = Meter(window=10, every=0.5)
+    for i in range(40):
+        m.add(i * 0.25, i * 100)
+    assert m.rate(39 * 0.25) == pytest.approx(400, rel=0.05)

@@ -1,0 +1,29 @@
+"""ui/dashboard/summary.py: the final summary shows the scores, rows, times,
+memory, the run and how to predict with it, within the width."""
+from __future__ import annotations
+
+from rich.cells import cell_len
+
+from lancetnic_flow.ui.dashboard import render_summary
+
+from ..events import GiB, MiB, PLAN, record
+
+
+def test_summary_has_metrics_rows_time_memory_run_and_predict():
+    metrics = {"val_accuracy": 0.9078, "val_macro_f1": 0.9057, "val_loss": 0.3252, "best_epoch": 1,
+               "monitor": "val_loss", "model": "ScalpelMC", "vocabulary": 19_951,
+               "rows": {"read": 60_000, "trained": 53_900, "validated": 5_973, "skipped": {"empty_text": 120,
+                                                                                          "malformed": 7}},
+               "stage_seconds": {"cluster_start": 4.2, "fit": 10.1, "train": 16.5, "save": 2.0}, "seconds": 33.0,
+               "epochs": [{}, {}],
+               "memory": {"budget_bytes": 6 * GiB, "trainer_peak_rss_bytes": 436 * MiB,
+                          "workers_peak_bytes": 900 * MiB, "plan": PLAN}}
+    for width in (80, 200):
+        text, _ = record(render_summary({"run": "/runs/20260101-000000", "metrics": metrics}, width), width)
+        for needle in ("training finished", "accuracy", "0.9078", "macro-F1", "read", "60,000", "trained",
+                       "validated", "skipped", "empty_text", "malformed", "cluster start", "fit", "train",
+                       "save", "total", "33.0s", "peak memory", "trainer", "436M", "57% of its 768M",
+                       "workers", "900M", "budget", "6.0G", "run      /runs/20260101-000000",
+                       "lancetnic-flow predict /runs/20260101-000000 --text '...'"):
+            assert needle in text, (width, needle, text)
+        assert all(cell_len(line) <= width for line in text.splitlines())

@@ -1,0 +1,22 @@
+"""ui/dashboard/widgets.py: memory colours by how near spill and pause a
+process is, on the workers' lines too."""
+from __future__ import annotations
+
+from lancetnic_flow.ui.dashboard import mem_style, render
+
+from ..events import memory, script, state_after, worker
+
+
+def test_workers_are_coloured_as_they_near_spill_and_pause():
+    s = state_after(script(until_epoch=0))
+    for frac, colour in ((0.3, "green"), (0.75, "dark_orange"), (0.85, "bold red")):
+        s.update(*memory(20.0, workers=[worker(0, frac, 0.6 * frac)]))
+        frame = render(s, 80)
+        line = next(line for line in frame.lines if "worker 0" in line.plain)
+        assert any(str(span.style) == colour for span in line.spans), (frac, line.spans)
+        assert f"{frac:.0%}" in line.plain
+
+
+def test_memory_colours_go_green_yellow_orange_red():
+    assert mem_style(0.3) == "green" and mem_style(0.65) == "yellow"
+    assert mem_style(0.75) == "dark_orange" and mem_style(0.85) == "bold red"
