@@ -102,3 +102,15 @@ def test_a_run_folder_prints_as_its_url_and_pickles_with_its_options():
     assert isinstance(back, RunFolder) and back.storage_options == {"key": "secret"}
     assert folder_options(run) == {"key": "secret"} and folder_options(run, {"a": 1}) == {"a": 1}
     assert folder_options("/plain/path") == {}
+
+
+def test_a_run_of_a_network_this_process_never_registered_is_a_user_error_naming_it(tmp_path):
+    """A model registered by the user's own script, loaded where that script never ran (the
+    command line, a server): what to import, not an internal KeyError."""
+    run = str(tmp_path / "run")
+    save_small_run(run)
+    meta = json.loads((tmp_path / "run" / "model.json").read_text())
+    write_bytes(join(run, "model.json"), json.dumps({**meta, "net": "GatedBag"}).encode(), {})
+    with pytest.raises(UserError, match="'GatedBag' is not registered in this process") as e:
+        load_run(run)
+    assert "import the module that registers it" in e.value.hint
