@@ -201,6 +201,12 @@ def test_resume_after_a_ctrl_c_ends_with_the_uninterrupted_metrics(trained, corp
     res = train(resume_config(run), client=client, resume=run)
     for key in ("val_loss", "val_accuracy"):
         assert res.metrics[key] == pytest.approx(ref.metrics[key], rel=1e-6, abs=1e-9), key
+    import safetensors.torch
+
+    got, want = (safetensors.torch.load_file(f"{r}/model.safetensors") for r in (res.run, ref.run))
+    assert got.keys() == want.keys()   # the linear model's saved weights are its twin's, resumed with it
+    for k in got:
+        torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6, msg=k)
 
 
 def test_tune_trial_0_scores_what_train_scores(trained, corpus, client):
@@ -211,7 +217,13 @@ def test_tune_trial_0_scores_what_train_scores(trained, corpus, client):
     result = tune(config(corpus, f"tuned-{model}", model), time_budget=90, trials=1, client=client)
     trial0 = result.trials[0]
     assert trial0["defaults"] and trial0["state"] == "complete", trial0
-    assert trial0["value"] == pytest.approx(ref.metrics["val_accuracy"], abs=0.02)   # the trainer's threads differ
+    # A trial that never stepped (the default model's trials once did not) scores the constant answer, ~0.3.
+    assert trial0["value"] > 0.5
+    # Trial 0 scores what train scores: the same rule, rows and epoch kept (the linear model to the last
+    # digit; the others within the noise of the trainer's threads, which a worker's trial does not share).
+    tolerance = 0 if MODELS[model].rule == "hinge" else 0.02
+    assert trial0["value"] == pytest.approx(ref.metrics["val_accuracy"], abs=tolerance)
+    assert trial0["curve"] == pytest.approx([e["val_accuracy"] for e in ref.metrics["epochs"]], abs=tolerance)
 
 
 def test_ddp_trains_where_the_rule_exchanges_gradients_and_is_refused_where_it_cannot(trained, corpus, client):

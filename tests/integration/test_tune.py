@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from lancetnic_flow.config import DataConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
+from lancetnic_flow.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.training import search
 
@@ -88,31 +88,6 @@ def test_a_bad_time_budget_is_exit_2(tmp_path, small_corpus, budget):
 
 def test_a_bad_trial_cap_is_exit_2(tmp_path, small_corpus):
     assert_user_error(cli("tune", small_corpus, "--trials", "0", cwd=tmp_path, timeout=60), "--trials")
-
-
-def test_trial_0_of_the_default_model_scores_what_train_scores_and_the_trials_search(client, tmp_path):
-    """The default model's trials step (they once trained nothing, all six scoring the constant
-    answer), trial 0 scores exactly what `train` with the same options scores (the epoch kept by
-    its rule: the last, for the linear model), and the options move the score."""
-    from lancetnic_flow.data.synth import write_corpus
-    from lancetnic_flow.training.orchestrator import train
-    from lancetnic_flow.training.tune import tune
-
-    data = tmp_path / "d.csv"
-    write_corpus(str(data), 3000, classes=4, seed=5)
-
-    def cfg(name):
-        return TrainConfig(data=DataConfig(train=[str(data)]), training=TrainingConfig(epochs=4),
-                           output=OutputConfig(out=str(tmp_path / "runs"), name=name, cache=str(tmp_path / "c")))
-
-    plain = train(cfg("plain"), client=client)
-    result = tune(cfg("tuned"), time_budget=60, trials=4, client=client)
-    trials = sorted(result.trials, key=lambda t: t["number"])
-    assert trials[0]["defaults"] and trials[0]["value"] == plain.metrics["val_accuracy"]
-    assert trials[0]["curve"] == [e["val_accuracy"] for e in plain.metrics["epochs"]]
-    values = {t["value"] for t in trials if t["state"] == "complete"}
-    # Four classes (the constant answer scores about 0.3): every trial learned, and the options moved it.
-    assert len(values) > 1 and min(values) > 0.6, values
 
 
 def test_the_space_fits_the_model_and_holds_the_defaults():
