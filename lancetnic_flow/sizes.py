@@ -22,6 +22,9 @@ def parse_size(text: str | int | float, what: str = "size") -> int:
         n = int(text)
     else:
         s = str(text)
+        if not re.search(r"\d", s):
+            # Dask reads "" as 1 byte and a bare unit ("GiB") as one of it: a typo, not a size.
+            raise UserError(f"{what}: {text!r} has no number", "write e.g. 4GiB, 512MiB, 1.5GB or a number of bytes")
         m = _BINARY_LETTER.match(s)
         if m:
             s = f"{m.group(1)}{m.group(2).upper()}iB"

@@ -14,7 +14,7 @@ def test_parse_size_reads_units_and_a_bare_letter_as_binary(text, n):
     assert parse_size(text) == n
 
 
-@pytest.mark.parametrize("text", ["lots", "-1GiB", -5, "4 GiBs"])
+@pytest.mark.parametrize("text", ["lots", "-1GiB", -5, "4 GiBs", "", " ", "GiB", "MB"])
 def test_parse_size_refuses_nonsense_and_negatives_naming_the_option(text):
     with pytest.raises(UserError) as e:
         parse_size(text, "--memory-budget")
