@@ -61,6 +61,7 @@ class ModelSpec:
     rule: str = "gradient"          # the training rule (training/rules.py): "gradient" or "hinge"
     sets: dict[str, Any] = field(default_factory=dict)
     refuses: tuple[Refusal, ...] = ()
+    auto_avoids: tuple[Refusal, ...] = ()   # options that make --model auto pass it by, though it takes them
     learns_val: bool = False        # whether the saved model may also learn the validation rows (--learn-val)
     max_classes: int | None = None  # past this many classes --model auto takes its fallback instead
     input_width: str = "hidden"
@@ -81,6 +82,10 @@ class ModelSpec:
     def refusals(self, cfg: Any) -> list[Refusal]:
         """The options of ``cfg`` this model cannot honour."""
         return [r for r in self.refuses if r.applies(cfg)]
+
+    def accepts_for_auto(self, cfg: Any) -> bool:
+        """Whether ``--model auto`` may choose this model for ``cfg``'s options."""
+        return not self.refusals(cfg) and not any(r.applies(cfg) for r in self.auto_avoids)
 
     def default_sparse_lr(self, optimizer: str | None, task: str) -> float | None:
         """The input rows' rate for ``optimizer`` (the model's own, or one the user named) and ``task``."""
@@ -142,7 +147,10 @@ MODELS: dict[str, ModelSpec] = {
                                    "(hinge loss); --model auto's choice for one label per row",
                            hidden=64, rule="hinge", sparse_optimizer=None, sparse_lr=0.3, early_stopping=0,
                            sets={"training.class_loss": "hinge", "training.device": "cpu", "model.layers": 0},
-                           refuses=LINEAR_REFUSES, learns_val=True, max_classes=256, input_width="outputs",
+                           refuses=LINEAR_REFUSES, learns_val=True,
+                           auto_avoids=(Refusal("model.layers", lambda c: c.model.layers != 1,
+                                                "--layers 0 asks for the MLP's own linear form"),),
+                           max_classes=256, input_width="outputs",
                            search=("sparse_lr", "epochs", "batch_size", "ngrams"),
                            search_ranges={"sparse_lr": (0.03, 3.0)}),
     "ScalpelMC": ModelSpec("ScalpelNet", summary="MLP over sparse TF-IDF or hashed rows", **BAG),

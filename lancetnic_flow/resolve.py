@@ -72,7 +72,7 @@ def choose_model(cfg: TrainConfig, after: str | None = None) -> str:
         spec = MODELS[name]
         task = cfg.training.task or ("regress" if cfg.data.target else spec.task)
         mode = cfg.features.mode
-        if (task in spec.every_task and (mode is None or mode in spec.features) and not spec.refusals(cfg)
+        if (task in spec.every_task and (mode is None or mode in spec.features) and spec.accepts_for_auto(cfg)
                 and (task != "classify" or cfg.data.label) and cfg.data.label_sep is None):
             return name
     return names[-1]

@@ -78,6 +78,7 @@ def test_a_registered_models_refusal_is_an_error_when_named_and_a_pass_for_auto(
     ({"numeric": ["n"]}, "ScalpelMC"),
     ({"hidden": 128}, "ScalpelMC"),
     ({"layers": 2}, "ScalpelMC"),
+    ({"layers": 0}, "ScalpelMC"),   # the MLP's linear form, trained by gradients, as asked
     ({"dropout": 0.5}, "ScalpelMC"),
     ({"class_weights": "balanced"}, "ScalpelMC"),
     ({"device": "cuda"}, "ScalpelMC"),
