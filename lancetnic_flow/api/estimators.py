@@ -54,7 +54,7 @@ class _TextEstimator:
     """What :class:`TextClassifier` and :class:`TextRegressor` share."""
 
     _task = "classify"
-    _default_model = "auto"   # LinearSVM for one label per row (config.TrainConfig.validate)
+    _default_model = "auto"   # LinearSVM for one label per row (resolve.choose_model)
 
     # Each parameter that sets an option takes the option's declared default
     # (lancetnic_flow/options.py: ``d("lr")`` is training.lr's, ``d("random_state")``
