@@ -5,6 +5,9 @@ labelled by the package's section (``admin``, ``libs``, ``python``, ``games`` �
     sudo apt-get update -o Acquire::Languages=en          # the English long descriptions (a plain
                                                           # apt-get update, as the image check runs, drops them)
     .venv/bin/python benchmarks/debian_corpus.py          # → benchmarks/out/data/debian-{train,test}.csv
+    sudo apt-get update -o Acquire::Languages=en,ja,zh_CN # and the Japanese and Chinese translations
+    .venv/bin/python benchmarks/debian_corpus.py --language ja      # → debian-ja-{train,test}.csv
+    .venv/bin/python benchmarks/debian_corpus.py --language zh_CN   # → debian-zh_CN-{train,test}.csv
 
 The text is what ``apt-cache show`` prints as a package's description: its
 one-line summary and its long description (from the ``Translation-en``
@@ -66,33 +69,42 @@ def clean(text: str) -> str:
     return re.sub(r"\s+", " ", " ".join(lines)).strip()
 
 
-def long_descriptions() -> tuple[dict[str, str], list[str]]:
-    """Each package description's text by its md5, from the English
-    translation lists, and those lists. Refused when apt has none: an
+def translation_lists(language: str) -> list[str]:
+    """apt's description lists in ``language`` (``en``, ``ja``, ``zh_CN``: apt writes ``zh%5fCN``)."""
+    return sorted(glob.glob(f"{LISTS}/*_i18n_Translation-{language.replace('_', '%5f')}*"))
+
+
+def long_descriptions(language: str = "en") -> tuple[dict[str, str], list[str]]:
+    """Each package description's text by its md5, from the translation
+    lists in ``language``, and those lists. Refused when apt has none: an
     ``apt-get update`` without ``-o Acquire::Languages=en`` drops them, and
     the corpus would silently become the one-line summaries."""
     long_text: dict[str, str] = {}
-    translations = sorted(glob.glob(f"{LISTS}/*_i18n_Translation-en*"))
+    translations = translation_lists(language)
     if not translations:
-        raise SystemExit(f"no English description lists in {LISTS}: run "
-                         "apt-get update -o Acquire::Languages=en (a plain apt-get update removes them)")
+        raise SystemExit(f"no {language} description lists in {LISTS}: run "
+                         f"apt-get update -o Acquire::Languages={language} (a plain apt-get update removes them)")
+    field = f"Description-{language}"
     for path in translations:
         for st in stanzas(read_list(path)):
-            if "Description-md5" in st and "Description-en" in st:
-                summary, _, body = st["Description-en"].partition("\n")
+            if "Description-md5" in st and field in st:
+                summary, _, body = st[field].partition("\n")
                 long_text[st["Description-md5"]] = clean(summary + "\n" + body)
     return long_text, translations
 
 
-def build(min_rows: int, test_share: float) -> tuple[list[tuple[str, str]], dict]:
-    long_text, translations = long_descriptions()
+def build(min_rows: int, test_share: float, language: str = "en") -> tuple[list[tuple[str, str]], dict]:
+    long_text, translations = long_descriptions(language)
     packages = sorted(glob.glob(f"{LISTS}/*_binary-*_Packages*"))
     rows: list[tuple[str, str, str]] = []   # package, text, label
     for path in packages:
         for st in stanzas(read_list(path)):
             if "Package" not in st or "Section" not in st or "Description" not in st:
                 continue
-            text = long_text.get(st.get("Description-md5", "")) or clean(st["Description"])
+            text = long_text.get(st.get("Description-md5", ""))
+            if text is None and language != "en":
+                continue   # another language: only the packages translated into it
+            text = text or clean(st["Description"])
             rows.append((st["Package"], text, st["Section"].rsplit("/", 1)[-1]))
     rows.sort(key=lambda r: r[0])
     labels_of: dict[str, set] = {}
@@ -108,7 +120,7 @@ def build(min_rows: int, test_share: float) -> tuple[list[tuple[str, str]], dict
     kept = [(t, lab) for t, lab in kept if counts[lab] >= min_rows]
     meta = {"lists": [Path(p).name for p in translations + packages], "rows": len(kept),
             "classes": len({lab for _, lab in kept}), "mean_chars": sum(len(t) for t, _ in kept) / max(1, len(kept)),
-            "packages_read": len(rows), "test_share": test_share, "min_rows": min_rows}
+            "packages_read": len(rows), "test_share": test_share, "min_rows": min_rows, "language": language}
     return kept, meta
 
 
@@ -122,24 +134,29 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(HERE / "out" / "data"))
     p.add_argument("--test-share", type=float, default=0.2)
     p.add_argument("--min-rows", type=int, default=20, help="drop sections with fewer rows")
+    p.add_argument("--language", default="en",
+                   help="the descriptions' language: en, or a translation apt fetched (ja, zh_CN, zh_TW, …); "
+                        "other than en, only the packages translated into it, as debian-LANG-{train,test}.csv")
     a = p.parse_args(argv)
-    if not glob.glob(f"{LISTS}/*_i18n_Translation-en*"):
-        raise SystemExit("no English long descriptions in /var/lib/apt/lists: run "
-                         "`apt-get update -o Acquire::Languages=en` once (summaries alone are a weaker corpus)")
-    rows, meta = build(a.min_rows, a.test_share)
+    if not translation_lists(a.language):
+        raise SystemExit(f"no {a.language} long descriptions in /var/lib/apt/lists: run "
+                         f"`apt-get update -o Acquire::Languages={a.language}` once "
+                         "(summaries alone are a weaker corpus)")
+    rows, meta = build(a.min_rows, a.test_share, a.language)
+    stem = "debian" if a.language == "en" else f"debian-{a.language}"
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     split = {"train": [r for r in rows if not is_test(r[0], a.test_share)],
              "test": [r for r in rows if is_test(r[0], a.test_share)]}
     for name, part in split.items():
-        path = out / f"debian-{name}.csv"
+        path = out / f"{stem}-{name}.csv"
         with open(path, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, quoting=csv.QUOTE_ALL)
             w.writerow(["text", "label"])
             w.writerows(part)
         meta[f"{name}_rows"] = len(part)
         meta[f"{name}_sha1"] = hashlib.sha1(path.read_bytes()).hexdigest()
-    (out / "debian-meta.json").write_text(json.dumps(meta, indent=1))
+    (out / f"{stem}-meta.json").write_text(json.dumps(meta, indent=1))
     print(json.dumps({k: v for k, v in meta.items() if k != "lists"}, indent=1))
     return 0
 

@@ -20,7 +20,7 @@ from .scores import MONITORS
 from .sizes import parse_size
 
 FEATURE_MODES = ("tfidf", "hashing", "ids")
-ANALYZERS = ("word", "char", "char_wb")
+ANALYZERS = ("auto", "word", "char", "char_wb")
 NORMALIZATIONS = ("none", "nfkc", "nfc", "nfkd", "nfd")
 MAX_NGRAM = 32   # a sanity bound: the kernels' working arrays grow with the number of n-gram lengths
 TASKS = ("classify", "regress", "multitask", "multilabel")
@@ -83,7 +83,7 @@ class FeatureConfig:
     buckets: int = default("features.buckets")      # hashed columns (--features hashing)
     max_len: int = default("features.max_len")
     idf: bool = default("features.idf")             # hashing: weight buckets by inverse document frequency
-    analyzer: str = default("features.analyzer")    # word | char | char_wb: scikit-learn's analyzers
+    analyzer: str = default("features.analyzer")    # auto | word | char | char_wb: scikit-learn's analyzers
     ngram_min: int = default("features.ngram_min")  # the shortest n-gram (--ngram-range's MIN)
     stop_words: str | list[str] | None = default("features.stop_words")   # "english", or a FILE's words (read once)
     normalize: str = default("features.normalize")  # Unicode normalisation before lower-casing
@@ -110,7 +110,7 @@ class FeatureConfig:
         if self.ngrams > MAX_NGRAM:
             raise bad("features.ngram_min", f"{{name}}: n-grams of up to {MAX_NGRAM}, got {self.ngrams}",
                       "e.g. 1,3 or 2,5")
-        word = self.analyzer == "word"
+        word = self.analyzer in ("word", "auto")   # auto with stop words or a tokenizer reads words (resolve.py)
         if self.stop_words is not None and not word:
             raise bad("features.stop_words", f"{{name}} applies to words, not to {{features.analyzer}} {self.analyzer}",
                       "drop {name}, or use {features.analyzer} word (scikit-learn ignores them there too)")
@@ -122,6 +122,17 @@ class FeatureConfig:
             from .tokenizers import canonical
 
             self.tokenizer = canonical(self.tokenizer)   # registered here, recorded with its module
+
+    def known_analyzer(self) -> str | None:
+        """The analyzer, with ``auto`` settled where only words can be read (a
+        feature mode other than ``hashing``, stop words, a tokenizer of words);
+        None while ``auto`` waits for a sample of the text (resolve.resolve_sample)."""
+        if self.analyzer != "auto":
+            return self.analyzer
+        if (self.mode is not None and self.mode != "hashing") or self.stop_words is not None \
+                or self.tokenizer is not None:
+            return "word"
+        return None
 
     def read_stop_words(self, storage_options: dict) -> None:
         """--stop-words FILE (one word a line, any fsspec URL) → its words, read
@@ -271,8 +282,10 @@ class ClusterConfig:
     scheduler: str | None = default("cluster.scheduler")
     blocksize: int | None = default("cluster.blocksize")
     dashboard: bool = default("cluster.dashboard")
+    run_on: str = default("cluster.run_on")
 
     def validate(self) -> None:
+        _choice("cluster.run_on", self.run_on, ("auto", "process", "cluster"))
         _positive("cluster.workers", self.workers)
         _positive("cluster.threads", self.threads)
         _positive("cluster.memory_budget", self.memory_budget)

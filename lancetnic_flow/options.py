@@ -214,9 +214,10 @@ OPTIONS: list[Option] = [
           parse=parse_ngram_range, api="ngram_range", cli_default=None),
         O(None, "the shortest n-gram (--ngram-range's MIN)", type=int, default=1, field="features.ngram_min",
           name="--ngram-range", api="ngram_range"),
-        O("--analyzer", "word|char|char_wb, scikit-learn's: word n-grams, character n-grams of the text, or of "
-          "each word padded with spaces (text without spaces, typos; hashed features) (default {default})", "NAME",
-          default="word", field="features.analyzer", api="analyzer"),
+        O("--analyzer", "auto|word|char|char_wb, scikit-learn's: word n-grams, character n-grams of the text, or of "
+          "each word padded with spaces (text without spaces, typos; hashed features); auto: char_wb 1,3 when at "
+          "least 30%% of a sample's letters are in scripts written without spaces (Chinese, Japanese, Thai, ...), "
+          "else word (default {default})", "NAME", default="auto", field="features.analyzer", api="analyzer"),
         O("--stop-words", "leave these words out before n-grams: english (scikit-learn's list) or FILE, one word "
           "a line, any URL; read once and stored with the run", "english|FILE", field="features.stop_words",
           api="stop_words"),
@@ -309,6 +310,9 @@ OPTIONS: list[Option] = [
           field="cluster.scheduler", api="scheduler"),
         O("--blocksize", "partition size (default: from the memory plan)", "SIZE", field="cluster.blocksize",
           parse=_size),
+        O("--run-on", "where the data is read and featurised: process (here, no cluster), cluster (a "
+          "LocalCluster, or --scheduler's), or auto: here when the inputs are small and no option needs a cluster "
+          "(default {default}; docs/memory.md)", "WHERE", default="auto", field="cluster.run_on", api="run_on"),
         O(None, "the live dashboard's link in events (the command line's views show it)", default=False,
           field="cluster.dashboard"),
     ]),

@@ -84,6 +84,8 @@ def share(client: Any, data: Any, *, attempts: int = 5, timeout: float = 60.0, *
     worker holding the copy die later, the tasks needing it are cancelled:
     :class:`~lancetnic_flow.dataflow.window.OrderedWindow` shares it again
     (see :func:`scattered_data_lost`)."""
+    if getattr(client, "in_process", False):   # tasks run here: they read the object itself
+        return data
     for attempt in range(attempts):
         try:
             return client.sync(lambda: client.scatter(data, asynchronous=True, **kwargs), callback_timeout=timeout)

@@ -123,12 +123,13 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
             f.mode = "tfidf"   # a vocabulary cap asks for a fitted vocabulary
         if spec.ngrams:
             f.ngrams = max(f.ngrams, spec.ngrams)
+    f.analyzer = f.known_analyzer() or AUTO   # only hashed features read characters; stop words are words
     if f.mode == "ids" and (f.ngram_min > 1 or f.analyzer != "word"):
         raise bad("features.mode", f"{{name}} ids reads word tokens in order, not {f.analyzer} n-grams "
                   f"{f.ngram_min},{f.ngrams}", "drop {features.ngram_min}/{features.analyzer}, or pick a bag model")
     if f.mode == "ids":
         f.ngrams = 1   # token ids in order: no word pairs
-    if f.analyzer != "word" and f.mode != "hashing":
+    if f.analyzer not in ("word", AUTO) and f.mode != "hashing":
         raise bad("features.analyzer", f"{{name}} {f.analyzer}: character n-grams are hashed, not a fitted "
                   f"vocabulary ({{features.mode}} {f.mode})", "use {features.mode} hashing (ScalpelMC's default)")
     if f.mode == "hashing" and f.max_features is not None:
@@ -171,6 +172,47 @@ def _check_multilabel(cfg: TrainConfig) -> None:
     if t.task == "multilabel" and t.class_loss != "cross_entropy":
         raise bad("training.class_loss", f"{{name}} {t.class_loss}: {{training.task}} multilabel always trains a "
                   "binary cross entropy per label", "drop {name}")
+
+
+#: --analyzer auto reads character n-grams from this share of spaceless word characters
+#: up (features/scripts.py measures it): below it a corpus is mostly words; above it,
+#: character n-grams still read its space-separated words well, while words lose
+#: every spaceless clause.
+SPACELESS_SHARE = 0.3
+# --analyzer auto's character n-grams, chosen on the validation rows of real
+# Japanese and Chinese text (docs/benchmarks.md).
+AUTO_CHAR_ANALYZER, AUTO_CHAR_NGRAMS = "char_wb", (1, 3)
+# The n-gram range auto keeps as given: the default one stands for words.
+DEFAULT_NGRAMS = (1, 2)
+
+
+def resolve_sample(given: TrainConfig, resolved: TrainConfig, spaceless: float, letters: int
+                   ) -> tuple[TrainConfig, TrainConfig, str | None]:
+    """``--analyzer auto`` decided from a sample of the training text, before
+    the fit pass: ``spaceless`` is the share of its ``letters`` word
+    characters in scripts written without spaces
+    (:func:`~lancetnic_flow.features.scripts.spaceless_share`). From
+    :data:`SPACELESS_SHARE` up the features are
+    character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range other
+    than the default was given), else words. The choice goes into both
+    configurations, as if given, so a later re-resolution (``--model auto``'s
+    fallback, ``--resume``) keeps it. Returns them and the line the run prints
+    (None when there was nothing to decide)."""
+    if resolved.features.analyzer != AUTO:
+        return given, resolved, None
+    chars = letters > 0 and spaceless >= SPACELESS_SHARE
+    char_range = chars and (given.features.ngram_min, given.features.ngrams) == DEFAULT_NGRAMS
+    given, resolved = copy.deepcopy(given), copy.deepcopy(resolved)
+    for f in (given.features, resolved.features):
+        f.analyzer = AUTO_CHAR_ANALYZER if chars else "word"
+        if char_range:
+            f.ngram_min, f.ngrams = AUTO_CHAR_NGRAMS
+    f = resolved.features
+    if not chars:
+        return given, resolved, None
+    return given, resolved, (f"analyzer {f.analyzer} {f.ngram_min},{f.ngrams}: {spaceless:.0%} of the sampled "
+                             f"letters are in scripts written without spaces (Chinese, Japanese, Thai, …); "
+                             "--analyzer word keeps words")
 
 
 @dataclass(frozen=True)

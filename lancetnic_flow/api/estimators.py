@@ -5,7 +5,8 @@ stores the train options as given (``get_params``/``set_params``, so
 ``sklearn.base.clone`` and grid searches work); ``fit`` writes in-memory
 data to a temporary Parquet file (or reads files and URLs as they are) and
 runs :func:`~lancetnic_flow.api.progress.train` with the same memory plan as
-the command line; prediction keeps one result per input row, in order.
+the command line; data in memory is featurised in this process (no cluster
+starts, ``run_on="cluster"`` asks for one), files as the command line does; prediction keeps one result per input row, in order.
 scikit-learn itself is not needed.
 """
 from __future__ import annotations
@@ -69,7 +70,7 @@ class _TextEstimator:
                  early_stopping: int | None = d("early_stopping"), learn_val: bool | None = d("learn_val"),
                  class_weights: str = d("class_weights"), random_state: int = d("random_state"),
                  memory_budget: str | int | None = d("memory_budget"), workers: int | None = d("workers"),
-                 scheduler: str | None = d("scheduler"), text_column: str = "text", out: str | None = d("out"),
+                 scheduler: str | None = d("scheduler"), run_on: str = d("run_on"), text_column: str = "text", out: str | None = d("out"),
                  progress: bool = True, track: str | list[str] | None = d("track")):
         self.model = model
         self.epochs = epochs
@@ -93,6 +94,7 @@ class _TextEstimator:
         self.memory_budget = memory_budget
         self.workers = workers
         self.scheduler = scheduler
+        self.run_on = run_on
         self.text_column = text_column
         self.out = out
         self.progress = progress
@@ -204,7 +206,11 @@ class _TextEstimator:
                 data.label, data.target = None, answer
             else:
                 data.label = answer
-            self._fit_config(self._config(data, task, self.out or self._run_parent()))
+            cfg = self._config(data, task, self.out or self._run_parent())
+            if not _is_files(X) and cfg.cluster.run_on == "auto" and not cfg.cluster.scheduler:
+                # Already in memory, whatever its size: featurised here, never shipped to workers.
+                cfg.cluster.run_on = "process"
+            self._fit_config(cfg)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return self

@@ -93,13 +93,26 @@ def train_config(given, report) -> int:
     return 0
 
 
-def _cluster_for(a: argparse.Namespace):
-    from ..dataflow.cluster import open_cluster
+def _plan_for(a: argparse.Namespace):
     from ..dataflow.plan import plan_memory
 
-    plan = plan_memory(_size(a.memory_budget, "--memory-budget"), workers=a.workers, threads=a.worker_threads,
+    return plan_memory(_size(a.memory_budget, "--memory-budget"), workers=a.workers, threads=a.worker_threads,
                        blocksize=_size(a.blocksize, "--blocksize"))
-    return plan, open_cluster(plan, scheduler=a.scheduler)
+
+
+def _client_for(a: argparse.Namespace, plan, src):
+    """The client that runs predict's or evaluate's partitions (this process's threads
+    for small inputs, by dataflow/inprocess.py's rule, as train's; else a cluster),
+    and where, in words."""
+    from ..dataflow.cluster import open_cluster, scheduler_address
+    from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
+    from ..dataflow.plan import TRAINER_BASE
+
+    threads = plan.workers * plan.threads
+    here, where = choose_where(a.run_on, input_bytes=input_bytes(src),
+                               needs_cluster="an existing cluster (--scheduler)" if scheduler_address(a.scheduler)
+                               else None, plan=plan, trainer_need=TRAINER_BASE, threads=threads)
+    return (InProcessClient(threads) if here else open_cluster(plan, scheduler=a.scheduler)), where
 
 
 def _keep(text: str | None) -> tuple[tuple[str, ...], bool]:
@@ -144,7 +157,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     data = config["data"]
     cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()),
                    keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
-    plan, cluster = _cluster_for(a)
+    plan = _plan_for(a)
     src = checked_source(a.input, a.format, so, plan.partition, cols)
     from ..data.checks import first_columns
     from ..runs.predict import Predictor, predict_files
@@ -153,10 +166,12 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     if a.top_k and not pred.classifies:
         raise UserError("--top-k ranks labels: this run is a regression model", "drop --top-k")
     _check_kept_names(cols, first_columns(src, so, cols.encoding), pred.output_names(a.top_k))
+    cluster, where = _client_for(a, plan, src)
     with cluster as client:
         out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight, top_k=a.top_k,
                             threshold=a.threshold)
+    out["where"] = where
     if report.json is not None:
         report.json("predicted", out)
     report.console.print(predicted_line(out), markup=False, highlight=False, soft_wrap=True)
@@ -199,16 +214,18 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    numeric=tuple(data.get("numeric") or ()), multilabel=kind == "multilabel",
                    label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None,
                    encoding=text_encoding(a.encoding or data.get("encoding")))
-    plan, cluster = _cluster_for(a)
+    plan = _plan_for(a)
     src = checked_source(a.data, a.format, so, plan.partition, cols)
     from ..runs.evaluate import evaluate_files
     from ..runs.folder import load_run
 
     run = load_run(a.run, run_so)
     task = run.task()
+    cluster, where = _client_for(a, plan, src)
     with cluster as client:
         out, merged = evaluate_files(client, a.run, src, cols, storage_options=so, run_options=run_so,
                                      chunk_bytes=plan.partition, window=plan.in_flight)
+    out["where"] = where
     if a.plots:
         from ..runs.plots import write_plots
 

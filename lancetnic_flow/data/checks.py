@@ -122,6 +122,34 @@ def check_first_block(plan: SourcePlan, columns: Columns, storage_options=None) 
         chunks.close()
 
 
+# What --analyzer auto reads of the training text: this many bytes in all,
+# from up to SAMPLE_PARTS partitions spread over the input (a sorted file's
+# first block may be one kind of text).
+SAMPLE_BYTES, SAMPLE_PARTS = 1 << 20, 4
+
+
+def sample_texts(plan: SourcePlan, columns: Columns, storage_options=None) -> list[str]:
+    """Texts from the start of up to :data:`SAMPLE_PARTS` partitions spread over
+    ``plan``, about :data:`SAMPLE_BYTES` in all, read as a worker reads them."""
+    parts = plan.partitions
+    if not parts:
+        return []
+    step = max(1, len(parts) // SAMPLE_PARTS)
+    each = SAMPLE_BYTES // min(SAMPLE_PARTS, len(parts))
+    texts: list[str] = []
+    for p in parts[::step][:SAMPLE_PARTS]:
+        if p.length > 0 and format_named(p.file.format).splits_by_bytes:
+            p = Partition(p.index, p.file, p.start, min(p.length, each))
+        chunks = read_partition(p, columns, storage_options=storage_options, chunk_bytes=each)
+        try:
+            chunk = next(chunks, None)
+        finally:
+            chunks.close()
+        if chunk is not None and chunk.table.num_rows:
+            texts.extend(t for t in chunk.table.column("text").to_pylist() if t)
+    return texts
+
+
 def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
                           ) -> tuple[SourcePlan, SourcePlan | None]:
     """Partitions of the training (and validation) data, columns checked.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import psutil
 
@@ -56,11 +56,16 @@ class MemoryPlan:
     partition: int
     in_flight: int
     external: bool = False   # workers belong to an existing cluster
+    in_process: bool = False  # no workers: the trainer's process featurises too (dataflow/inprocess.py)
 
     def describe(self) -> str:
         """Two human lines, printed at start."""
         g = lambda n: f"{n / GiB:.1f}"  # noqa: E731
-        if self.external:
+        if self.in_process:
+            head = (f"memory plan  budget {g(self.budget)} GiB · OS/other apps {g(self.reserve)} · trainer "
+                    f"{g(self.trainer)}, featurising in this process ({self.threads} thread"
+                    f"{'s' if self.threads > 1 else ''}, no workers)")
+        elif self.external:
             head = (f"memory plan  trainer {g(self.trainer)} GiB · existing cluster: {self.workers} workers × "
                     f"{format_size(self.worker_limit)}")
         else:
@@ -127,3 +132,10 @@ def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None
     partition = blocksize or _partition_for(limit, threads)
     return MemoryPlan(budget=0, reserve=0, trainer=trainer, workers=len(workers), threads=threads,
                       worker_limit=limit, partition=partition, in_flight=max(2, 2 * total_threads), external=True)
+
+
+def plan_in_process(plan: MemoryPlan, threads: int) -> MemoryPlan:
+    """``plan`` with no workers: their share goes to the trainer's process,
+    which runs the featurising tasks on ``threads`` threads."""
+    return replace(plan, trainer=plan.trainer + plan.workers * plan.worker_limit, workers=0, threads=threads,
+                   worker_limit=0, in_flight=max(2, 2 * threads), in_process=True)

@@ -111,6 +111,15 @@ def _finish_on_worker(stats: FitStats, fcfg: FeatureConfig, columns: Columns) ->
     return fitted, stats
 
 
+def _as_completed(client: Any, futures: list) -> Any:
+    """``futures`` as they finish: the client's own order when it runs tasks here, else Dask's."""
+    if getattr(client, "in_process", False):
+        return client.as_completed(futures)
+    from distributed import as_completed
+
+    return as_completed(futures)
+
+
 def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcfg: FeatureConfig, *,
                  storage_options: dict, chunk_bytes: int, val_fraction: float, task: Callable = fit_partition,
                  splits: list | None = None, events: Events = NULL_EVENTS, split_every: int = 8,
@@ -123,8 +132,6 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
     :class:`FitStats`: :func:`fit_partition` for the vocabulary modes, or a
     task that also writes the partition's term counts as shards (``splits``:
     each partition's forced split, e.g. "val" for a separate validation source)."""
-    from distributed import as_completed
-
     t0 = time.monotonic()
     events.emit("stage", stage="fitting", total=len(partitions))
     args = [partitions] if splits is None else [partitions, splits]
@@ -142,7 +149,7 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
     progress = [client.submit(_progress_of, leaf, pure=False, priority=20) for leaf in leaves]
     del leaves
     done = 0
-    for fut in as_completed(progress):
+    for fut in _as_completed(client, progress):
         rows, nbytes = fut.result()  # surfaces a task's error here, with its own message
         done += 1
         events.emit("progress", stage="fitting", done=done, total=len(partitions), rows=rows, bytes_read=nbytes)

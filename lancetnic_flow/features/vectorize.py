@@ -308,8 +308,11 @@ def text_options(fcfg) -> dict:
     """A ``FeatureConfig``'s tokenisation options as :class:`FittedFeatures`'
     fields: the stop words as their list (``"english"``: scikit-learn's), so
     a run predicts without the file or the name's list."""
+    analyzer = fcfg.known_analyzer() if hasattr(fcfg, "known_analyzer") else getattr(fcfg, "analyzer", "word")
+    if analyzer is None:   # decided from the data before the fit (resolve.resolve_sample)
+        raise RuntimeError("--analyzer auto reached the features undecided")
     stop = getattr(fcfg, "stop_words", None)
     words = list(ENGLISH) if stop == "english" else (sorted(set(stop)) if stop else None)
-    return dict(analyzer=getattr(fcfg, "analyzer", "word"), ngram_min=getattr(fcfg, "ngram_min", 1),
+    return dict(analyzer=analyzer, ngram_min=getattr(fcfg, "ngram_min", 1),
                 ngrams=fcfg.ngrams, lowercase=fcfg.lowercase, normalize=getattr(fcfg, "normalize", "none"),
                 stop_words=words, tokenizer=getattr(fcfg, "tokenizer", None))

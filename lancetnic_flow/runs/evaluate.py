@@ -13,13 +13,14 @@ from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..models.inputs import answers, model_inputs
 from ..models.tasks import TaskMetrics
+from .folder import weights_stamp
 from .predict import BATCH_ROWS, predictor
 
 
 def evaluate_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,
-                       chunk_bytes: int) -> tuple[TaskMetrics, int, dict]:
+                       chunk_bytes: int, stamp: str = "") -> tuple[TaskMetrics, int, dict]:
     """Worker task: the streaming metrics of one partition."""
-    pred = predictor(run, run_options)
+    pred = predictor(run, run_options, stamp)
     task = pred.run.task()
     m = task.new_metrics()
     rows, skipped = 0, {}
@@ -46,7 +47,8 @@ def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_opt
     """Metrics of a saved run on labelled data, computed on the workers;
     also the merged :class:`TaskMetrics` (for plots)."""
     feed = OrderedWindow(client, evaluate_partition, [(p,) for p in plan.partitions], window, columns=columns,
-                      run=run, run_options=run_options, storage_options=storage_options, chunk_bytes=chunk_bytes)
+                      run=run, run_options=run_options, storage_options=storage_options, chunk_bytes=chunk_bytes,
+                      stamp=weights_stamp(run, run_options))
     total: TaskMetrics | None = None
     rows, skipped = 0, {}
     for m, n, sk in feed:

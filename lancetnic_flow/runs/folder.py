@@ -186,6 +186,20 @@ def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, 
     return meta, config
 
 
+def weights_stamp(run: str, storage_options: dict | None = None) -> str:
+    """What tells one saved ``model.safetensors`` in ``run`` from the next one written
+    there (size and modification time, or the store's ETag): the key under which a
+    worker may keep the loaded run between tasks."""
+    so = folder_options(run, storage_options)
+    fs, path = fsspec.core.url_to_fs(join(run, "model.safetensors"), **so)
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        return ""
+    when = info.get("mtime") or info.get("ETag") or info.get("LastModified") or info.get("created") or ""
+    return f"{info.get('size')}:{when}"
+
+
 def load_run(run: str, storage_options: dict | None = None, device: str = "cpu") -> LoadedRun:
     """Load a run folder: JSON and safetensors only. ``storage_options``
     default to those ``run`` carries when it is a :class:`RunFolder`."""

@@ -13,6 +13,7 @@ undecodable line) is never dropped: it gets empty prediction columns and a
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -28,7 +29,7 @@ from ..errors import UserError
 from ..features.rows import RowBlock
 from ..models.inputs import model_inputs
 from ..registry import task_kind
-from .folder import LoadedRun, load_run
+from .folder import LoadedRun, load_run, weights_stamp
 from .outputs import OutputFile, output_format, output_names
 
 BATCH_ROWS = 4096
@@ -279,21 +280,29 @@ class Predictor:
         return out.to_pandas() if frame else out
 
 
-_PREDICTORS: dict[str, Predictor] = {}
+_PREDICTORS: dict[tuple[str, str], Predictor] = {}
+_LOADING = threading.Lock()
 
 
-def predictor(run: str, storage_options: dict) -> Predictor:
-    """One loaded run per worker process, reused by every task."""
-    if run not in _PREDICTORS:
-        torch.set_num_threads(1)
-        _PREDICTORS[run] = Predictor(run, storage_options)
-    return _PREDICTORS[run]
+def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
+    """One loaded run per worker process, reused by every task while ``stamp``
+    (:func:`~.folder.weights_stamp`) says the weights in ``run`` are the same:
+    a run folder written again is loaded again, by a long-lived worker too."""
+    key = (run, stamp)
+    with _LOADING:   # tasks on threads of one process (a worker's, or dataflow/inprocess.py's) load it once
+        if key not in _PREDICTORS:
+            torch.set_num_threads(1)
+            for old in [k for k in _PREDICTORS if k[0] == run]:
+                del _PREDICTORS[old]
+            _PREDICTORS[key] = Predictor(run, storage_options)
+        return _PREDICTORS[key]
 
 
 def predict_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,
-                      chunk_bytes: int, top_k: int | None, threshold: float = 0.5) -> tuple[list[pa.Table], int, dict]:
+                      chunk_bytes: int, top_k: int | None, threshold: float = 0.5, stamp: str = ""
+                      ) -> tuple[list[pa.Table], int, dict]:
     """Worker task: one partition's output tables (every row, in order), rows read, statuses."""
-    pred = predictor(run, run_options)
+    pred = predictor(run, run_options, stamp)
     out, rows, statuses = [], 0, {}
     for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
         rows += chunk.rows_read
@@ -314,7 +323,8 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
                       all_rows=True, encoding=columns.encoding)
     feed = OrderedWindow(client, predict_partition, [(p,) for p in plan.partitions], window, columns=columns,
                          run=run, run_options=run_options, storage_options=storage_options,
-                         chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold)
+                         chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold,
+                         stamp=weights_stamp(run, run_options))
     rows, written, statuses = 0, 0, {}
     with OutputFile(output, storage_options) as f:
         for tables, n, st in feed:

@@ -24,13 +24,14 @@ import numpy as np
 import torch
 
 from ..config import CheckpointEvery, TrainConfig
-from ..data.checks import plan_training_sources, training_columns
+from ..data.checks import plan_training_sources, sample_texts, training_columns
 from ..data.sources import Columns
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
+from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.manifest import entry_key, read_features, write_features
 from ..dataflow.monitor import MemoryMonitor
-from ..dataflow.plan import TRAINER_BASE, plan_memory
+from ..dataflow.plan import TRAINER_BASE, plan_in_process, plan_memory
 from ..dataflow.shards import count_partition
 from ..errors import UserError
 from ..events import NULL_EVENTS, Events
@@ -40,7 +41,7 @@ from ..features.vectorize import FittedFeatures
 from ..models import create_model, registration
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import FitCounts, resolve, resolve_counts
+from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample
 from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_json
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import write_plots
@@ -206,6 +207,9 @@ class Training:
         self.columns = training_columns(cfg)
         self.model_bytes = estimate_model_bytes(cfg)
         self.shuffle_bytes = self.tc.shuffle_buffer * ROW_BYTES_ESTIMATE
+        self.needs_cluster: str | None = None   # the caller's reason to run on one (tune: its trials)
+        self.in_process, self.where = False, ""
+        self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         rule_for(cfg).warm()
 
     def _load_checkpoint(self) -> TrainState:
@@ -228,6 +232,19 @@ class Training:
         self.external = external or bool(scheduler_address(c.scheduler))
         # Bad paths and columns fail before a cluster starts, where we can.
         self.sources = None if self.external else self._plan_sources()
+        self.in_process, self.where = self._where()
+        if self.in_process:
+            self.memory = plan_in_process(self.memory, self.memory.workers * self.memory.threads)
+
+    def _where(self) -> tuple[bool, str]:
+        """In this process or on a cluster (:func:`~lancetnic_flow.dataflow.inprocess.choose_where`), and why."""
+        c, tc = self.cfg.cluster, self.tc
+        needs = ("an existing cluster (--scheduler)" if self.external else "--ddp trains on workers" if tc.ddp
+                 else self.needs_cluster)
+        size = None if self.sources is None else input_bytes(*self.sources)
+        return choose_where(c.run_on, input_bytes=size, needs_cluster=needs, plan=self.memory,
+                            trainer_need=TRAINER_BASE + self.model_bytes + self.shuffle_bytes,
+                            threads=self.memory.workers * self.memory.threads)
 
     def after_write_error(self, exc: WriteError) -> WriteError:
         """``exc`` with what to do once the place is writable again: resume from the checkpoint, or run again."""
@@ -252,8 +269,13 @@ class Training:
         """The Dask client: ``client`` as given, an existing scheduler's, or a
         LocalCluster's (shut down through ``closer``, an executor, when given)."""
         ts = time.monotonic()
-        cm = contextlib.nullcontext(client) if client is not None else open_cluster(
-            self.memory, scheduler=self.cfg.cluster.scheduler, dashboard=self.cfg.cluster.dashboard, closer=closer)
+        if client is not None:
+            cm = contextlib.nullcontext(client)
+        elif self.in_process:
+            cm = InProcessClient(self.memory.threads)
+        else:
+            cm = open_cluster(self.memory, scheduler=self.cfg.cluster.scheduler, dashboard=self.cfg.cluster.dashboard,
+                              closer=closer)
         with cm as c:
             self.stage_seconds["cluster_start"] = time.monotonic() - ts
             self.client = c
@@ -270,16 +292,34 @@ class Training:
         # Local workers own their cores; an OpenMP team spinning on a busy
         # core is several times slower than one thread.
         busy = local_worker_threads(client) if plan.external else plan.workers * plan.threads
+        # In this process the featurising threads and torch's take turns (the fit pass, then epochs).
         torch.set_num_threads(tc.threads or max(1, (os.cpu_count() or 1) - busy))
-        self.events.emit("plan", plan=plan.to_dict(), text=plan.describe(),
+        self.events.emit("plan", plan=plan.to_dict(), text=plan.describe() + (f"\nfeaturising  {self.where}" if self.where else ""),
+                         where=self.where,
                          dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
         self.train_src, self.val_src = self.sources or self._plan_sources()
+        self._decide_analyzer()
+        cfg = self.cfg   # with the analyzer decided: the cache key and the shards read it
         self.val_fraction = 0.0 if self.val_src else cfg.data.val_fraction
         cache = cfg.output.cache or join(cfg.output.out, ".cache")
         self.cache_so = options_for(cache, cfg.data.storage_options, like=cfg.data.train[0])
         self.key = entry_key(self.train_src, self.val_src, dataclasses.asdict(cfg.features), self.columns,
                              self.val_fraction)
         self.entry = join(cache, self.key)
+
+    def _decide_analyzer(self) -> None:
+        """``--analyzer auto``: words, or character n-grams for text written
+        without spaces, from a sample of the training text (resolve_sample)."""
+        if self.cfg.features.analyzer != "auto":
+            return
+        from ..features.scripts import spaceless_share
+
+        share, letters = spaceless_share(sample_texts(self.train_src, self.columns, self.cfg.data.storage_options))
+        self.given, self.cfg, note = resolve_sample(self.given, self.cfg, share, letters)
+        self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "spaceless_share": round(share, 4),
+                                      "letters_sampled": letters}
+        if note:
+            self.events.emit("decided", what="analyzer", message=note)
 
     # ---- fit
     def fit(self) -> None:
@@ -518,7 +558,7 @@ class Training:
             "best_epoch": (len(state.history) if self.rule.keeps_last_epoch() and state.history else
                            state.best["epoch"] if state.best else None), "monitor": tc.monitor,
             "kept": "last" if self.rule.keeps_last_epoch() else "best",
-            "stage_seconds": self.stage_seconds,
+            "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),
         }
         if getattr(self, "ddp_info", None):

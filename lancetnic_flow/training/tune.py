@@ -293,6 +293,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
                         "the time budget is spent")
     t0 = time.monotonic()
     base = Training(cfg, events, None)   # resolves cfg; its decide() after the fit gives what the trials train
+    base.needs_cluster = "tune's trials run on Dask workers"
     base.plan(external=client is not None)
     with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, base.cluster(client, closer) as c:
         space, records, entries = _search(base, events, t0 + budget, trials, optuna)

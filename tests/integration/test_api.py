@@ -153,20 +153,36 @@ def test_guard_detection_reads_the_calling_line_of_the_script(source, line, expe
     assert guarded(source, line) is expected
 
 
-def test_a_script_without_a_main_guard_stops_at_once_with_the_fix(tmp_path):
+def test_a_script_without_a_main_guard_stops_at_once_with_the_fix_when_its_run_starts_a_cluster(tmp_path):
     data = tmp_path / "d.csv"
     write_corpus(str(data), 500, seed=0)
     script = tmp_path / "noguard.py"
     script.write_text(textwrap.dedent(f"""\
         from lancetnic_flow import TextClassifier
 
-        clf = TextClassifier(epochs=1).fit({str(data)!r}, "label")
+        clf = TextClassifier(epochs=1, run_on="cluster").fit({str(data)!r}, "label")
         print("FITTED")
     """))
     p, took = run_script(script, tmp_path, timeout=120)
     assert p.returncode != 0 and "FITTED" not in p.stdout
     assert "noguard.py, line 3" in p.stderr and 'if __name__ == "__main__":' in p.stderr
     assert took < 30, f"took {took:.0f} s"
+
+
+def test_a_script_without_a_main_guard_fits_small_data_in_process(tmp_path):
+    # No cluster starts, so no worker process re-imports the script: the guard is not needed.
+    data = tmp_path / "d.csv"
+    write_corpus(str(data), 500, seed=0)
+    script = tmp_path / "noguard.py"
+    script.write_text(textwrap.dedent(f"""\
+        from lancetnic_flow import TextClassifier
+
+        clf = TextClassifier(epochs=1, progress=False).fit({str(data)!r}, "label")
+        print("FITTED", len(clf.predict(["a text", "another"])))
+    """))
+    p, _ = run_script(script, tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "FITTED 2" in p.stdout
 
 
 def test_the_readme_python_example_runs_as_a_script(tmp_path):

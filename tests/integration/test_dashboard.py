@@ -65,8 +65,9 @@ def cli_runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("dash")
     write_corpus(str(d / "c.csv"), 3000, classes=4, seed=3)
     # A fitted vocabulary: its epoch 1 featurises live, so every kind of event occurs.
-    base = [sys.executable, "-m", "lancetnic_flow", "train", str(d / "c.csv"), *CLUSTER, "--epochs", "1",
-            "--features", "tfidf", "--out", str(d / "runs")]
+    # On a LocalCluster (3,000 rows would run in this process): the memory panel's worker rows.
+    base = [sys.executable, "-m", "lancetnic_flow", "train", str(d / "c.csv"), *CLUSTER, "--run-on", "cluster",
+            "--epochs", "1", "--features", "tfidf", "--out", str(d / "runs")]
     t0 = time.monotonic()
     piped = subprocess.Popen([*base, "--cache", str(d / "cache1"), "--name", "json", "--json-log"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cli_env())

@@ -309,7 +309,7 @@ def test_fitted_features_survive_a_json_round_trip():
 
 def _fit(client, path, blocksize, **kw):
     plan = plan_source([str(path)], blocksize=blocksize)
-    fcfg = FeatureConfig(**kw)
+    fcfg = FeatureConfig(**{"analyzer": "word", **kw})   # as a run decides it for words
     fitted, stats = fit_features(client, plan.partitions, COLUMNS, fcfg, storage_options={},
                                  chunk_bytes=64 * 2**20, val_fraction=0.1)
     return plan, fitted, stats

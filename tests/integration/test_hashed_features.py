@@ -113,7 +113,7 @@ def test_a_raw_shard_finished_equals_the_transform_of_its_rows(tmp_path):
     data = tmp_path / "d.csv"
     write_corpus(str(data), 3000, classes=4, seed=5)
     cols = Columns(text=("text",), label="label", target="target")
-    fc = FeatureConfig(mode="hashing", buckets=2**14)
+    fc = FeatureConfig(mode="hashing", buckets=2**14, analyzer="word")
     part = plan_source([str(data)], blocksize=2**30).partitions[0]
     stats = count_partition(part, None, columns=cols, fcfg=fc, shard_dir=str(tmp_path / "shards"),
                             storage_options={}, cache_options={}, chunk_bytes=2**30, val_fraction=0.1)

@@ -172,7 +172,7 @@ def test_new_options_count_in_the_cache_key_only_when_set():
 
     src = plan_source([str(Path(__file__))], format="text", blocksize=2**20)
     cols = Columns(text=("text",))
-    default = FeatureConfig(mode="hashing").__dict__
+    default = FeatureConfig(mode="hashing", analyzer="word").__dict__   # what --analyzer auto decides for words
     before = {k: v for k, v in default.items() if k not in ADDED_FIELDS["features"] or k == "idf"}
     assert entry_key(src, None, default, cols, 0.1) == entry_key(src, None, before, cols, 0.1)
     assert entry_key(src, None, {**default, "analyzer": "char"}, cols, 0.1) != entry_key(src, None, default, cols, 0.1)
@@ -252,6 +252,48 @@ def test_a_char_wb_run_trained_by_the_cli_predicts_as_the_predictor_does_after_r
     np.testing.assert_allclose([x["probability"] for x in by_cli], [x["probability"] for x in by_api], rtol=1e-5)
     # NFKC: the full-width text reads as its plain form.
     assert by_api[1]["probability"] == pytest.approx(Predictor(str(run)).predict(["MORANI tesu"])[0]["probability"])
+
+
+def _spaceless_corpus(path, rows: int, seed: int) -> None:
+    """Two classes of Japanese-like text: no spaces, each class its own characters among shared ones."""
+    rng = np.random.default_rng(seed)
+    shared, own = "のはをにがでとしたするです", {"games": "戦略遊戯盤駒勝負", "libs": "関数処理共有実行"}
+    lines = ["text,label"]
+    for i in range(rows):
+        label = "games" if i % 2 else "libs"
+        pool = shared + own[label] * 2
+        lines.append("".join(rng.choice(list(pool), 24)) + "," + label)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_text_without_spaces_trains_on_character_ngrams_by_default_and_the_run_says_so(tmp_path):
+    _spaceless_corpus(tmp_path / "ja.csv", 800, seed=1)
+    out = {}
+    for name, extra in (("auto", []), ("word", ["--analyzer", "word"])):
+        p = cli("train", "ja.csv", *CLUSTER, "--epochs", "3", "--out", tmp_path / "runs", "--name", name, *extra,
+                cwd=tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+        out[name] = (p.stdout + p.stderr, json.loads((tmp_path / "runs" / name / "metrics.json").read_text()))
+    text, metrics = out["auto"]
+    assert "decided  analyzer char_wb 1,3:" in text and "written without spaces" in text
+    stored = json.loads((tmp_path / "runs" / "auto" / "features.json").read_text())
+    assert (stored["analyzer"], stored.get("ngram_min", 1), stored["ngrams"]) == ("char_wb", 1, 3)
+    assert metrics["decided"]["analyzer"]["spaceless_share"] > 0.9
+    assert metrics["val_accuracy"] > 0.9
+    # The user's --analyzer wins: no decision, and words (each line one token) learn nothing here.
+    text, metrics = out["word"]
+    assert "decided" not in text and not metrics["decided"]
+    assert json.loads((tmp_path / "runs" / "word" / "config.json").read_text())["features"]["analyzer"] == "word"
+    assert metrics["val_accuracy"] < 0.7
+
+
+def test_english_text_keeps_words_by_default_with_nothing_said(tmp_path):
+    assert cli("make-data", "en.csv", "--rows", "800", cwd=tmp_path).returncode == 0
+    p = cli("train", "en.csv", *CLUSTER, "--epochs", "1", "--out", tmp_path / "runs", "--name", "en", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "decided" not in p.stdout + p.stderr
+    cfg = json.loads((tmp_path / "runs" / "en" / "config.json").read_text())
+    assert (cfg["features"]["analyzer"], cfg["features"]["ngram_min"], cfg["features"]["ngrams"]) == ("word", 1, 2)
 
 
 def test_a_tokenizer_reference_pickles_with_its_function():

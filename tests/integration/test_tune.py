@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from lancetnic_flow.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
+from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.training import search
 
@@ -91,9 +91,10 @@ def test_a_bad_trial_cap_is_exit_2(tmp_path, small_corpus):
 
 
 def test_the_space_fits_the_model_and_holds_the_defaults():
-    def space_of(name, **training):
+    def space_of(name, analyzer="word", **training):
+        # The space is built once the sample decided --analyzer auto (tune.py's base run): words here.
         cfg = TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name=name),
-                          training=TrainingConfig(**training)).validate()
+                          features=FeatureConfig(analyzer=analyzer), training=TrainingConfig(**training)).validate()
         space = search.search_space(cfg)
         first = search.initial(cfg, space)
         for p in space:   # trial 0's values are inside their ranges
@@ -108,6 +109,7 @@ def test_the_space_fits_the_model_and_holds_the_defaults():
     assert space_of("LinearSVM") == {"sparse_lr", "epochs", "batch_size", "ngrams"}   # --lr does not move its step
     assert space_of("auto") == space_of("LinearSVM")
     assert "sparse_lr" in space_of("ScalpelMC", lr=0.2, epochs=40)   # given values widen the ranges
+    assert "ngrams" not in space_of("LinearSVM", analyzer="char_wb")    # word pairs mean nothing to characters
 
 
 def test_without_optuna_the_error_names_the_extra(monkeypatch):

@@ -12,6 +12,12 @@ import subprocess
 
 import pytest
 
+# Matplotlib lists the system's fonts (fc-list, a subprocess) the first time it
+# runs on a machine; that happens here, once, before the guard below.
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.font_manager  # noqa: E402,F401
+
 
 class OutOfUnitLayer(AssertionError):
     pass

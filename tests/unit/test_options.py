@@ -147,6 +147,8 @@ def test_saved_configs_still_load():
      "memory_budget: cannot read '8XB'", "--memory-budget: cannot read '8XB'"),
     (lambda: DataConfig(train=["x"], val_fraction=2).validate(), "data.val_fraction", "val_fraction: must",
      "--val-fraction: must"),
+    (lambda: config_from_options({"data": ["x"], "run_on": "here"}).validate(), "cluster.run_on",
+     "run_on: 'here' is not one of auto, process, cluster", "--run-on: 'here'"),
 ])
 def test_a_validation_error_names_its_field_as_a_flag_and_as_a_parameter(make, field, python, flag):
     with pytest.raises(UserError) as e:

@@ -161,3 +161,57 @@ def test_a_vocabulary_cap_asks_for_a_fitted_vocabulary_and_ids_read_single_words
     cfg.features = FeatureConfig(max_features=5000)
     assert resolve(cfg).features.mode == "tfidf"
     assert resolve(config("LancetMC")).features.ngrams == 1
+
+
+# ---------------------------------------------------------------- --analyzer auto, from a sample
+
+from lancetnic_flow.resolve import AUTO_CHAR_NGRAMS, resolve_sample  # noqa: E402
+
+
+def test_analyzer_auto_stays_undecided_until_the_sample_for_hashed_features():
+    cfg = resolve(config())
+    assert cfg.features.mode == "hashing" and cfg.features.analyzer == "auto"
+
+
+@pytest.mark.parametrize("features", [dict(mode="tfidf"), dict(stop_words="english"), dict(mode="ids")])
+def test_analyzer_auto_reads_words_where_only_words_can_be_read(features):
+    name = "LancetMC" if features.get("mode") == "ids" else "auto"
+    given = config(name)
+    given.features = FeatureConfig(**features)
+    assert resolve(given).features.analyzer == "word"
+
+
+def test_text_without_spaces_turns_auto_to_character_ngrams_in_both_configurations_and_says_so():
+    given = config()
+    resolved = resolve(given)
+    g, r, note = resolve_sample(given, resolved, spaceless=0.8, letters=5000)
+    assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("char_wb", *AUTO_CHAR_NGRAMS)
+    assert (g.features.analyzer, g.features.ngram_min, g.features.ngrams) == ("char_wb", *AUTO_CHAR_NGRAMS)
+    assert note.startswith("analyzer char_wb 1,3: 80% of the sampled letters") and "--analyzer word" in note
+    assert given.features.analyzer == "auto" and resolved.features.analyzer == "auto"   # not mutated
+    assert resolve(g) == r and resolve(r) == r          # --model auto's retries and --resume keep the choice
+
+
+def test_text_with_spaces_turns_auto_to_words_with_the_range_as_given_and_says_nothing():
+    given = config()
+    g, r, note = resolve_sample(given, resolve(given), spaceless=0.01, letters=5000)
+    assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("word", 1, 2) and note is None
+    _, r, _ = resolve_sample(given, resolve(given), spaceless=0.9, letters=0)   # no letters: no evidence
+    assert r.features.analyzer == "word"
+
+
+def test_an_explicit_ngram_range_is_kept_when_auto_turns_to_characters():
+    given = config()
+    given.features = FeatureConfig(ngram_min=2, ngrams=5)
+    _, r, note = resolve_sample(given, resolve(given), spaceless=0.9, letters=100)
+    assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("char_wb", 2, 5)
+    assert "char_wb 2,5" in note
+
+
+@pytest.mark.parametrize("analyzer", ["word", "char", "char_wb"])
+def test_an_explicit_analyzer_always_wins_over_the_sample(analyzer):
+    given = config()
+    given.features = FeatureConfig(analyzer=analyzer)
+    resolved = resolve(given)
+    g, r, note = resolve_sample(given, resolved, spaceless=1.0 if analyzer == "word" else 0.0, letters=100)
+    assert r is resolved and g is given and note is None and r.features.analyzer == analyzer

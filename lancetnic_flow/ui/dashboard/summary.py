@@ -124,8 +124,9 @@ def render_summary(done: dict, width: int = 80) -> Group:
     share = plan.get("trainer")
     mem.add_row("trainer", short_size(tp), f"{tp / share:.0%} of its {short_size(share)}" if share and tp else "")
     wlimit = (plan.get("worker_limit") or 0) * (plan.get("workers") or 0)
-    mem.add_row("workers", short_size(wp), f"{wp / wlimit:.0%} of {plan.get('workers')} × {short_size(plan.get('worker_limit'))}"
-                if wlimit and wp is not None else "")
+    if not plan.get("in_process"):   # featurised in the trainer's process: no workers to show
+        mem.add_row("workers", short_size(wp), f"{wp / wlimit:.0%} of {plan.get('workers')} × "
+                    f"{short_size(plan.get('worker_limit'))}" if wlimit and wp is not None else "")
     if mm.get("budget_bytes"):
         tot = (tp or 0) + (wp or 0)
         mem.add_row("budget", short_size(mm["budget_bytes"]), f"{tot / mm['budget_bytes']:.0%} used at peak")
@@ -163,6 +164,7 @@ def early_stop_line(e: dict) -> str:
 
 
 _MILESTONES = {"plan": lambda e: e["text"], "warning": lambda e: f"warning: {e['message']}",
+               "decided": lambda e: f"decided  {e['message']}",
                "fitted": fitted_line, "epoch": epoch_line, "early_stop": early_stop_line, "resumed": resumed_line,
                **TUNE_MILESTONES}   # `tune`: the search's start, each finished trial, the outcome
 

@@ -325,7 +325,10 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
         foot.append(f"{short_size(m['available'])} available")
     if plan:
         foot.append("  budget ", "bold")
-        if plan.get("external"):
+        if plan.get("in_process"):
+            foot.append(f"{short_size(plan['budget'])} = OS {short_size(plan['reserve'])} + trainer "
+                        f"{short_size(plan['trainer'])} (featurising here, no workers)")
+        elif plan.get("external"):
             foot.append(f"trainer {short_size(plan['trainer'])} · existing cluster {plan['workers']} × "
                         f"{short_size(plan['worker_limit'])}")
         else:

@@ -58,3 +58,24 @@ def test_split_blocksize_cuts_small_inputs_into_about_the_partitions_wanted(tmp_
     assert split_blocksize(src, 64 * 2**20, 8, floor=1) == -(-size // 8)
     assert split_blocksize(src, 64 * 2**20, 8) == 1 << 20                  # never below the floor
     assert split_blocksize(src, 64 * 2**20, 1) == 64 * 2**20               # enough partitions already
+
+
+def test_the_text_sample_reads_partitions_spread_over_the_input_not_only_its_first_block(tmp_path):
+    from lancetnic_flow.data.checks import SAMPLE_BYTES, sample_texts
+
+    # A sorted export: English rows first, Japanese rows after them.
+    rows = [f"english words number {i},a" for i in range(3000)] + [f"日本語の文章その{i},b" for i in range(3000)]
+    path = write(tmp_path / "sorted.csv", "text,label\n" + "\n".join(rows) + "\n")
+    plan = plan_source([path], blocksize=32 * 1024)
+    assert len(plan.partitions) >= 4
+    texts = sample_texts(plan, COLS)
+    assert any(t.startswith("english") for t in texts) and any(t.startswith("日本語") for t in texts)
+    assert sum(len(t.encode()) for t in texts) <= SAMPLE_BYTES
+    assert set(texts) <= {r.rsplit(",", 1)[0] for r in rows}   # whole rows only, as a worker reads them
+
+
+def test_the_text_sample_of_a_small_file_is_its_rows(tmp_path):
+    from lancetnic_flow.data.checks import sample_texts
+
+    path = write(tmp_path / "s.jsonl", '{"text": "一つ", "label": "a"}\n{"text": "two", "label": "b"}\n')
+    assert sample_texts(plan_source([path]), COLS) == ["一つ", "two"]

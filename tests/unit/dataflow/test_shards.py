@@ -93,7 +93,7 @@ def test_load_or_repair_does_not_repair_a_sound_shard(entry):
 
 def test_raw_shards_of_the_counting_pass_finish_into_the_rows_transform_gives(tmp_path):
     data = write_rows(tmp_path / "d.csv")
-    fcfg = FeatureConfig(mode="hashing", buckets=2**10)
+    fcfg = FeatureConfig(mode="hashing", buckets=2**10, analyzer="word")
     part = plan_source([str(data)], blocksize=2**30).partitions[0]
     stats = count_partition(part, None, columns=COLUMNS, fcfg=fcfg, shard_dir=str(tmp_path / "raw"),
                             storage_options={}, cache_options={}, chunk_bytes=2**30, val_fraction=VAL_FRACTION)

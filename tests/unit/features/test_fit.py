@@ -52,7 +52,7 @@ def test_bucket_frequencies_count_each_training_row_once_per_bucket():
 
 
 def test_the_fit_does_not_depend_on_how_the_file_is_partitioned(corpus):
-    fcfg = FeatureConfig(mode="tfidf", ngrams=2, min_df=2)
+    fcfg = FeatureConfig(mode="tfidf", ngrams=2, min_df=2, analyzer="word")
     one_plan, one = fit(corpus, 2**30, fcfg)
     many_plan, many = fit(corpus, 1_000, fcfg)
     assert len(one_plan.partitions) == 1 and len(many_plan.partitions) > 5
@@ -63,7 +63,7 @@ def test_the_fit_does_not_depend_on_how_the_file_is_partitioned(corpus):
 
 
 def test_the_finished_vocabulary_and_idf_are_scikit_learns_on_the_training_rows(corpus):
-    fcfg = FeatureConfig(mode="tfidf", ngrams=2, min_df=2)
+    fcfg = FeatureConfig(mode="tfidf", ngrams=2, min_df=2, analyzer="word")
     _, stats = fit(corpus, 1_000, fcfg)
     f = finish_fit(stats, fcfg, COLS)
     texts = [r["text"] for r in csv.DictReader(open(corpus))]
@@ -78,14 +78,14 @@ def test_the_finished_vocabulary_and_idf_are_scikit_learns_on_the_training_rows(
 def test_labels_are_ranked_most_frequent_first_ties_by_name_and_scalers_come_from_training_rows():
     stats = FitStats(docs=6, labels={"z": 2, "a": 2, "m": 5})
     stats.numeric["target"] = Moments.of(np.array([1.0, 3.0]))
-    f = finish_fit(stats, FeatureConfig(mode="hashing", buckets=8), Columns(text=("text",), numeric=("n",)))
+    f = finish_fit(stats, FeatureConfig(mode="hashing", buckets=8, analyzer="word"), Columns(text=("text",), numeric=("n",)))
     assert f.labels == ["m", "a", "z"] and f.label_counts == [5, 2, 2]
     assert f.target == (2.0, 1.0) and f.numeric == {"n": (0.0, 1.0)}
     assert f.idf is None   # hashing without bucket counts: no idf
 
 
 def test_max_features_defaults_to_100000_and_caps_the_vocabulary(corpus):
-    fcfg = FeatureConfig(mode="tfidf", ngrams=1, max_features=5)
+    fcfg = FeatureConfig(mode="tfidf", ngrams=1, max_features=5, analyzer="word")
     _, stats = fit(corpus, 2**30, fcfg)
     f = finish_fit(stats, fcfg, COLS)
     assert len(f.vocabulary) == 5 and "common" in f.vocabulary.to_pylist()

@@ -27,3 +27,16 @@ def test_summary_has_metrics_rows_time_memory_run_and_predict():
                        "lancetnic-flow predict /runs/20260101-000000 --text '...'"):
             assert needle in text, (width, needle, text)
         assert all(cell_len(line) <= width for line in text.splitlines())
+
+
+def test_summary_of_a_run_featurised_in_process_has_no_workers_row():
+    from lancetnic_flow.dataflow.plan import plan_in_process, plan_memory
+
+    plan = plan_in_process(plan_memory(6 * GiB, workers=2), 2).to_dict()
+    metrics = {"val_accuracy": 0.9, "rows": {"read": 1000, "trained": 900, "validated": 100, "skipped": {}},
+               "stage_seconds": {"cluster_start": 0.0, "fit": 0.4, "train": 0.6, "save": 0.4}, "seconds": 1.6,
+               "epochs": [{}], "memory": {"budget_bytes": 6 * GiB, "trainer_peak_rss_bytes": 436 * MiB,
+                                          "workers_peak_bytes": 0, "plan": plan}}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 100), 100)
+    assert "trainer" in text and "436M" in text
+    assert not any(line.strip().startswith("workers") for line in text.splitlines())

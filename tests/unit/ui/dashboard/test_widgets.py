@@ -20,3 +20,15 @@ def test_workers_are_coloured_as_they_near_spill_and_pause():
 def test_memory_colours_go_green_yellow_orange_red():
     assert mem_style(0.3) == "green" and mem_style(0.65) == "yellow"
     assert mem_style(0.75) == "dark_orange" and mem_style(0.85) == "bold red"
+
+
+def test_a_run_featurised_in_process_shows_no_worker_rows_and_says_where_in_its_budget():
+    from lancetnic_flow.dataflow.plan import plan_in_process, plan_memory
+
+    plan = plan_in_process(plan_memory(6 * 2**30, workers=2), 2).to_dict()
+    events = [(k, {**v, "plan": plan}) if k == "plan" else memory(v["t"], workers=[]) if k == "memory" else (k, v)
+              for k, v in script(until_epoch=0)]
+    s = state_after(events)
+    text = "\n".join(line.plain for line in render(s, 120).lines)
+    assert "worker 0" not in text
+    assert "featurising here, no workers" in text and "trainer" in text

@@ -1,0 +1,64 @@
+"""How much of a text sample is written without spaces between words.
+
+Chinese, Japanese, Thai, Lao, Khmer, Myanmar and Tibetan put no separator
+between words: the word analyzer reads a whole clause as one token, seen
+once, and learns nothing from it. :func:`spaceless_share` measures, on a
+sample of the corpus, the share of word characters (Unicode letters and
+digits, :mod:`.wordchars`) in those scripts; ``--analyzer auto`` turns to
+character n-grams when it is at least ``resolve.SPACELESS_SHARE``.
+
+Korean (Hangul) separates words with spaces and is not counted. Vectorised
+over the sample's code points: no Python object per character.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from .wordchars import RANGES
+
+# Half-open code point ranges of scripts written without word separators.
+SPACELESS = (
+    (0x0E00, 0x0E80),   # Thai
+    (0x0E80, 0x0F00),   # Lao
+    (0x0F00, 0x1000),   # Tibetan
+    (0x1000, 0x10A0),   # Myanmar
+    (0x1780, 0x1800),   # Khmer
+    (0x19E0, 0x1A00),   # Khmer symbols
+    (0x3040, 0x30A0),   # Hiragana
+    (0x30A0, 0x3100),   # Katakana
+    (0x3100, 0x3130),   # Bopomofo
+    (0x31A0, 0x31C0),   # Bopomofo extended
+    (0x31F0, 0x3200),   # Katakana phonetic extensions
+    (0x3400, 0x4DC0),   # CJK unified ideographs, extension A
+    (0x4E00, 0xA000),   # CJK unified ideographs
+    (0xF900, 0xFB00),   # CJK compatibility ideographs
+    (0xFF66, 0xFFA0),   # half-width katakana
+    (0x20000, 0x32000),  # CJK unified ideographs, extensions B–H
+)
+
+_WORD = np.array(RANGES, dtype=np.int64)
+_SPACELESS = np.array(SPACELESS, dtype=np.int64)
+
+
+def _in_ranges(points: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    """Which of ``points`` fall in the sorted, disjoint half-open ``ranges``."""
+    i = np.searchsorted(ranges[:, 0], points, side="right") - 1
+    ok = i >= 0
+    ok[ok] = points[ok] < ranges[i[ok], 1]
+    return ok
+
+
+def spaceless_share(texts: Iterable[str]) -> tuple[float, int]:
+    """The share of the word characters of ``texts`` in scripts without word
+    separators, and how many word characters were looked at (0: no letters)."""
+    joined = "\n".join(t for t in texts if t)
+    if not joined:
+        return 0.0, 0
+    points = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    word = _in_ranges(points, _WORD)
+    n = int(word.sum())
+    if not n:
+        return 0.0, 0
+    return float(_in_ranges(points[word], _SPACELESS).sum()) / n, n

@@ -1,0 +1,129 @@
+"""Small data runs in the calling process: `train`, `evaluate` and `predict`
+on a small file start no cluster and say so, and give the same model bytes,
+metrics and predictions as on a LocalCluster; the estimators fit in-memory
+data here, so joblib workers can run them (GridSearchCV with n_jobs=2); a
+long-lived worker predicts with the weights a run folder holds now."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lancetnic_flow import TextClassifier, write_corpus
+
+from helpers import assert_user_error, cli, make_config
+
+SEED = ["--seed", "0", "--epochs", "2", "--workers", "1", "--memory-budget", "3GiB"]
+
+
+def _events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, small_corpus):
+    """The same small corpus trained in this process (auto) and on a LocalCluster."""
+    d = tmp_path_factory.mktemp("where")
+    out = {}
+    for name, extra in (("here", []), ("cluster", ["--run-on", "cluster"])):
+        p = cli("train", small_corpus, *SEED, *extra, "--out", d / "runs", "--name", name, "--cache",
+                d / f"cache-{name}", "--json-log", cwd=d)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+        out[name] = _events(p.stdout)
+    out["dir"] = d
+    return out
+
+
+def test_a_small_train_runs_in_this_process_and_says_so(runs):
+    plan = next(e for e in runs["here"] if e["event"] == "plan")
+    assert plan["where"].startswith("in this process") and "--run-on cluster" in plan["where"]
+    assert plan["plan"]["in_process"] is True and plan["plan"]["workers"] == 0
+    assert "featurising  in this process" in plan["text"]
+    done = runs["here"][-1]
+    assert done["event"] == "done" and done["metrics"]["memory"]["plan"]["in_process"] is True
+    # no worker reported memory: nothing ran outside this process
+    assert all(not e.get("workers") for e in runs["here"] if e["event"] == "memory")
+    other = next(e for e in runs["cluster"] if e["event"] == "plan")
+    assert other["where"] == "on a LocalCluster (--run-on cluster)" and other["plan"]["workers"] == 1
+    assert any(e.get("workers") for e in runs["cluster"] if e["event"] == "memory")
+
+
+def test_in_process_and_cluster_runs_save_the_same_model_bytes_and_metrics(runs):
+    d = runs["dir"] / "runs"
+    assert (d / "here" / "model.safetensors").read_bytes() == (d / "cluster" / "model.safetensors").read_bytes()
+    a, b = runs["here"][-1]["metrics"], runs["cluster"][-1]["metrics"]
+    assert a["val_accuracy"] == b["val_accuracy"] and a["rows"] == b["rows"]
+
+
+def test_evaluate_and_predict_of_a_small_file_run_in_this_process_with_the_cluster_s_answers(runs, small_corpus):
+    d = runs["dir"]
+    run = d / "runs" / "here"
+    got = {}
+    for where in ("auto", "cluster"):
+        p = cli("evaluate", run, small_corpus, "--json", "--run-on", where, "--workers", "1", cwd=d)
+        assert p.returncode == 0, p.stderr[-3000:]
+        got[where] = json.loads(p.stdout)
+        p = cli("predict", run, "--input", small_corpus, "--output", d / f"pred-{where}.csv", "--run-on", where,
+                "--workers", "1", cwd=d)
+        assert p.returncode == 0, p.stderr[-3000:]
+    assert got["auto"]["where"].startswith("in this process")
+    assert got["cluster"]["where"].startswith("on a LocalCluster")
+    assert {k: v for k, v in got["auto"].items() if k != "where"} == \
+        {k: v for k, v in got["cluster"].items() if k != "where"}
+    here, there = pd.read_csv(d / "pred-auto.csv"), pd.read_csv(d / "pred-cluster.csv")
+    assert len(here) == 2000 and here.equals(there)
+
+
+def test_run_on_process_with_ddp_is_refused_before_any_work(tmp_path, small_corpus):
+    p = cli("train", small_corpus, "--run-on", "process", "--ddp", "2", "--model", "ScalpelMC", "--out", tmp_path,
+            cwd=tmp_path)
+    assert_user_error(p, "--run-on process", "--ddp")
+
+
+def test_a_long_lived_worker_predicts_with_the_weights_the_run_folder_holds_now(client, trained_run, data_dir,
+                                                                               tmp_path):
+    from lancetnic_flow.data.sources import Columns, plan_source
+    from lancetnic_flow.runs.predict import Predictor, predict_files
+    from lancetnic_flow.training.orchestrator import train
+
+
+
+    two = data_dir / "two-classes.csv"
+    write_corpus(str(two), 600, classes=2, seed=11)
+    other = train(make_config(two, tmp_path / "b", epochs=1), client=client)
+    folder = tmp_path / "run"
+    shutil.copytree(trained_run.run, folder)
+    # Small partitions: every worker of the shared cluster loads the first run.
+    src = plan_source([str(two)], format="auto", storage_options={}, blocksize=4096)
+    assert len(src.partitions) >= 8
+    cols = Columns(text=("text",), all_rows=True)
+
+    def predicted() -> list:
+        out = tmp_path / "p.csv"
+        predict_files(client, str(folder), src, cols, str(out), storage_options={}, run_options={},
+                      chunk_bytes=1 << 20, window=4)
+        return pd.read_csv(out)["predicted"].tolist()
+
+    assert set(predicted()) <= set(Predictor(trained_run.run).labels)
+    for f in ("model.json", "config.json", "features.json", "model.safetensors"):
+        shutil.copyfile(f"{other.run}/{f}", folder / f)
+    texts = pd.read_csv(two)["text"].tolist()
+    assert predicted() == [p["label"] for p in Predictor(other.run).predict(texts)]
+
+
+def test_grid_search_with_two_joblib_workers_fits_every_candidate(tmp_path):
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    path = tmp_path / "c.csv"
+    write_corpus(str(path), 1200, classes=3, seed=5)
+    frame = pd.read_csv(path)
+    X, y = frame["text"].to_numpy(), frame["label"].to_numpy()
+    est = TextClassifier(epochs=2, progress=False, out=str(tmp_path / "runs"))
+    gs = GridSearchCV(est, {"hidden": [16, 32]}, cv=2, n_jobs=2, error_score="raise").fit(X, y)
+    assert np.isfinite(gs.cv_results_["mean_test_score"]).all() and 0.4 < gs.best_score_ <= 1
+    scores = cross_val_score(TextClassifier(epochs=2, progress=False, out=str(tmp_path / "cv")), X, y, cv=3,
+                             n_jobs=2, error_score="raise")
+    assert len(scores) == 3 and (scores > 0.4).all()
