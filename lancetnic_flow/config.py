@@ -297,6 +297,7 @@ class OutputConfig:
     out: str = default("output.out")
     name: str | None = default("output.name")
     cache: str | None = default("output.cache")
+    plots: bool = default("output.plots")   # the charts (runs/plots.py); the CSV tables are always written
     track: list[str] = default("output.track")   # experiment trackers (TRACKERS), training/tracking.py
     experiment: str | None = default("output.experiment")   # --track mlflow: None → MLFLOW_EXPERIMENT_NAME, else
                                                             # --out's folder name

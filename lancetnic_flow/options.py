@@ -321,6 +321,9 @@ OPTIONS: list[Option] = [
           api="out", api_default=None),
         O("--name", "run folder name (default: a timestamp)", "NAME", field="output.name"),
         O("--cache", "shard cache (default OUT/.cache)", "URL", field="output.cache"),
+        O("--plots", "draw the run's charts (PNG: curves, confusion matrix, per-class bars) beside its tables; "
+          "--no-plots writes the tables alone and skips matplotlib (default on; the estimators draw them only "
+          "with out=)", kind="bool", default=True, field="output.plots", api="plots", api_default=None),
         O("--track", "log each epoch's metrics, the options and the run folder to tensorboard (RUN/tensorboard/) "
           "or mlflow (MLFLOW_TRACKING_URI, else MLflow's local default); repeatable or a comma list; needs "
           "pip install 'lancetnic_flow[track]' (docs/tracking.md)", "NAME", kind="append", default=(),

@@ -71,6 +71,7 @@ class _TextEstimator:
                  class_weights: str = d("class_weights"), random_state: int = d("random_state"),
                  memory_budget: str | int | None = d("memory_budget"), workers: int | None = d("workers"),
                  scheduler: str | None = d("scheduler"), run_on: str = d("run_on"), text_column: str = "text", out: str | None = d("out"),
+                 plots: bool | None = d("plots"),
                  progress: bool = True, track: str | list[str] | None = d("track")):
         self.model = model
         self.epochs = epochs
@@ -97,6 +98,7 @@ class _TextEstimator:
         self.run_on = run_on
         self.text_column = text_column
         self.out = out
+        self.plots = plots
         self.progress = progress
         self.track = track
 
@@ -148,7 +150,9 @@ class _TextEstimator:
         """The parameters → a TrainConfig, each by its declared option (``random_state`` → training.seed);
         ``data`` is built by :meth:`fit` (it holds ``val_fraction`` and ``text_column``)."""
         values = {o.dest: getattr(self, o.api) for o in api_options()}
-        values.update(model=self.model or self._default_model, out=out, task=task, experiment=self._experiment())
+        values.update(model=self.model or self._default_model, out=out, task=task, experiment=self._experiment(),
+                      # charts nobody asked for: a temporary run folder's are not drawn
+                      plots=self.plots if self.plots is not None else self.out is not None)
         return config_from_options(values, data=data)
 
     def _experiment(self) -> str | None:

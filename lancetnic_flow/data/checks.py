@@ -125,7 +125,7 @@ def check_first_block(plan: SourcePlan, columns: Columns, storage_options=None) 
 # What --analyzer auto reads of the training text: this many bytes in all,
 # from up to SAMPLE_PARTS partitions spread over the input (a sorted file's
 # first block may be one kind of text).
-SAMPLE_BYTES, SAMPLE_PARTS = 1 << 20, 4
+SAMPLE_BYTES, SAMPLE_PARTS = 256 * 1024, 4
 
 
 def sample_texts(plan: SourcePlan, columns: Columns, storage_options=None) -> list[str]:

@@ -203,37 +203,43 @@ def regression(true: np.ndarray, pred: np.ndarray, scatter_url: str, residual_ur
 
 def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict | None = None,
                 labels: list[str] | None = None, label_counts: list[int] | None = None,
-                sample: tuple[np.ndarray, np.ndarray] | None = None, options: dict | None = None) -> list[str]:
+                sample: tuple[np.ndarray, np.ndarray] | None = None, options: dict | None = None,
+                charts: bool = True) -> list[str]:
     """Every plot that applies to what is given; returns the files written.
+    ``charts=False`` writes the tables (CSV) alone: no matplotlib.
     ``options`` default to those ``folder`` carries when it is a run folder."""
     o = folder_options(folder, options)
     out: list[Any] = []
-    if history:
+    if history and charts:
         out.append(curves(history, "loss", "loss per epoch", join(folder, "loss.png"), o))
         out.append(curves(history, "accuracy", "accuracy per epoch", join(folder, "accuracy.png"), o))
     m = metrics or {}
     if labels and m.get("per_label"):
-        return [u for u in out + label_set_plots(folder, history, m, labels, label_counts, o) if u]
-    cells = cells_of(m) if labels else None
+        return [u for u in out + label_set_plots(folder, history, m, labels, label_counts, o, charts) if u]
+    cells = cells_of(m) if labels and charts else None
     if cells is not None:
         out.append(confusion_chart(cells, labels, join(folder, "confusion_matrix.png"), o))
     if labels and m.get("per_class"):
         out.append(per_class_table(m["per_class"], labels, join(folder, "per_class.csv"), o))
-        out.append(per_class_chart(m["per_class"], labels, join(folder, "per_class.png"), o))
-    if labels and label_counts:
+        if charts:
+            out.append(per_class_chart(m["per_class"], labels, join(folder, "per_class.png"), o))
+    if labels and label_counts and charts:
         out.append(class_distribution(labels, label_counts, join(folder, "class_distribution.png"), o))
-    if sample is not None and len(sample[0]):
+    if sample is not None and len(sample[0]) and charts:
         out += regression(sample[0], sample[1], join(folder, "regression_scatter.png"),
                           join(folder, "residuals.png"), o)
     return [u for u in out if u]
 
 
 def label_set_plots(folder: str, history: list[dict] | None, m: dict, labels: list[str],
-                    label_counts: list[int] | None, o: dict) -> list[str | None]:
+                    label_counts: list[int] | None, o: dict, charts: bool = True) -> list[str | None]:
     """A multilabel run's plots: micro-F1 per epoch, per-label precision/recall/F1
     (CSV and bars: a confusion matrix has no meaning for label sets) and rows per label."""
-    out = [curves(history, "micro_f1", "micro-F1 per epoch", join(folder, "micro_f1.png"), o)] if history else []
+    out = [curves(history, "micro_f1", "micro-F1 per epoch", join(folder, "micro_f1.png"), o)] \
+        if history and charts else []
     out.append(per_class_table(m["per_label"], labels, join(folder, "per_label.csv"), o))
+    if not charts:
+        return out
     out.append(per_class_chart(m["per_label"], labels, join(folder, "per_label.png"), o, noun="label"))
     if label_counts:
         out.append(class_distribution(labels, label_counts, join(folder, "label_distribution.png"), o, noun="label"))

@@ -469,7 +469,8 @@ class Training:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
         (the best epoch's, whose weights the model then holds, or LinearSVM's last epoch's)."""
         state = self._start_state(self.feed)
-        threading.Thread(target=preload_plots, name="lancetnic-matplotlib", daemon=True).start()
+        if self.cfg.output.plots:
+            threading.Thread(target=preload_plots, name="lancetnic-matplotlib", daemon=True).start()
         ts = time.monotonic()
         with StopRequest() as stop:
             if self.tc.ddp:
@@ -568,7 +569,7 @@ class Training:
             plots = pool.submit(write_plots, self.run, history=state.history, metrics=final_val,
                                 labels=self.features.labels if self.task.classifies else None,
                                 label_counts=self.features.label_counts,
-                                sample=state.best["sample"] if state.best else None)
+                                sample=state.best["sample"] if state.best else None, charts=cfg.output.plots)
             save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
                      model_meta=self.model_meta, metrics=None, history=state.history, storage_options=self.out_so,
                      finish=False)

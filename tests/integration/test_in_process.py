@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,7 +29,7 @@ def runs(tmp_path_factory, small_corpus):
     """The same small corpus trained in this process (auto) and on a LocalCluster."""
     d = tmp_path_factory.mktemp("where")
     out = {}
-    for name, extra in (("here", []), ("cluster", ["--run-on", "cluster"])):
+    for name, extra in (("here", []), ("cluster", ["--run-on", "cluster", "--no-plots"])):
         p = cli("train", small_corpus, *SEED, *extra, "--out", d / "runs", "--name", name, "--cache",
                 d / f"cache-{name}", "--json-log", cwd=d)
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
@@ -49,6 +50,13 @@ def test_a_small_train_runs_in_this_process_and_says_so(runs):
     other = next(e for e in runs["cluster"] if e["event"] == "plan")
     assert other["where"] == "on a LocalCluster (--run-on cluster)" and other["plan"]["workers"] == 1
     assert any(e.get("workers") for e in runs["cluster"] if e["event"] == "memory")
+
+
+def test_no_plots_writes_the_tables_without_charts(runs):
+    d = runs["dir"] / "runs"
+    assert (d / "here" / "confusion_matrix.png").exists() and (d / "here" / "per_class.csv").exists()
+    assert not list((d / "cluster").glob("*.png")) and (d / "cluster" / "per_class.csv").exists()
+    assert runs["cluster"][-1]["metrics"]["plots"] == ["per_class.csv"]
 
 
 def test_in_process_and_cluster_runs_save_the_same_model_bytes_and_metrics(runs):
@@ -121,9 +129,12 @@ def test_grid_search_with_two_joblib_workers_fits_every_candidate(tmp_path):
     write_corpus(str(path), 1200, classes=3, seed=5)
     frame = pd.read_csv(path)
     X, y = frame["text"].to_numpy(), frame["label"].to_numpy()
-    est = TextClassifier(epochs=2, progress=False, out=str(tmp_path / "runs"))
+    est = TextClassifier(epochs=2, progress=False)
     gs = GridSearchCV(est, {"hidden": [16, 32]}, cv=2, n_jobs=2, error_score="raise").fit(X, y)
     assert np.isfinite(gs.cv_results_["mean_test_score"]).all() and 0.4 < gs.best_score_ <= 1
+    # a temporary run folder gets no charts nobody would see; the estimator predicts all the same
+    run = Path(gs.best_estimator_.run_)
+    assert not list(run.glob("*.png")) and (run / "per_class.csv").exists()
     scores = cross_val_score(TextClassifier(epochs=2, progress=False, out=str(tmp_path / "cv")), X, y, cv=3,
                              n_jobs=2, error_score="raise")
     assert len(scores) == 3 and (scores > 0.4).all()

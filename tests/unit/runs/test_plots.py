@@ -41,6 +41,19 @@ def test_a_multilabel_run_gets_per_label_tables_instead_of_a_confusion_matrix(tm
     assert names(written) == ["label_distribution.png", "loss.png", "micro_f1.png", "per_label.csv", "per_label.png"]
 
 
+def test_without_charts_only_the_tables_are_written(tmp_path):
+    m = ClassificationMetrics(3)
+    m.update(np.array([0, 1, 2, 2, 1]), np.array([0, 2, 2, 2, 1]), 1.0)
+    written = write_plots(str(tmp_path / "c"), history=HISTORY, metrics=m.result(), labels=["a", "b", "c"],
+                          label_counts=[10, 20, 30], sample=(np.ones(3), np.ones(3)), charts=False)
+    assert names(written) == ["per_class.csv"] and sorted(p.name for p in (tmp_path / "c").iterdir()) == ["per_class.csv"]
+    ml = MultiLabelMetrics(2)
+    ml.update(np.array([[1, 0], [1, 1]]), np.array([[1, 0], [0, 1]]), 0.5)
+    written = write_plots(str(tmp_path / "m"), history=HISTORY, metrics=ml.result(), labels=["x", "y"],
+                          label_counts=[2, 1], charts=False)
+    assert names(written) == ["per_label.csv"]
+
+
 def test_a_regression_run_gets_a_scatter_and_residuals_of_its_finite_rows(tmp_path):
     true = np.array([1.0, 2.0, np.nan, 4.0])
     pred = np.array([1.5, np.inf, 3.0, 3.5])
