@@ -34,6 +34,34 @@ class UserError(Exception):
         return (rebuild_user_error, (type(self), self.message, self.hint, self.field, self.cli))
 
 
+class NotFittedError(UserError, ValueError, AttributeError):
+    """An estimator used before ``fit`` (or ``load``): scikit-learn's meaning of
+    ``sklearn.exceptions.NotFittedError`` (a ValueError and an AttributeError).
+    Where scikit-learn is loaded, :func:`not_fitted` raises a subclass of its
+    class too, so ``except NotFittedError`` of either package catches it."""
+
+
+def not_fitted(message: str, hint: str | None = None) -> NotFittedError:
+    """The error to raise for an estimator used before it was fitted."""
+    import sys
+
+    sk = sys.modules.get("sklearn.exceptions")
+    if sk is None and "sklearn" in sys.modules:   # scikit-learn is in use here: its class is cheap to load
+        import sklearn.exceptions as sk
+    if sk is None:
+        return NotFittedError(message, hint)
+    return _with_sklearn(sk.NotFittedError)(message, hint)
+
+
+_BOTH: dict[type, type] = {}
+
+
+def _with_sklearn(theirs: type) -> type:
+    if theirs not in _BOTH:
+        _BOTH[theirs] = type("NotFittedError", (NotFittedError, theirs), {"__module__": __name__})
+    return _BOTH[theirs]
+
+
 def rebuild_user_error(cls: type, message: str, hint: str | None, field: str | None, cli: tuple | None) -> UserError:
     """A pickled UserError again (its subclasses take message and hint)."""
     exc = cls(message, hint)

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from ..config import DataConfig, TrainConfig, config_from_options
 from ..data.frames import SUPPORTED, as_table, is_table, text_columns_of
-from ..errors import UserError
+from ..errors import UserError, not_fitted
 from ..options import api_default as d
 from ..options import api_options
 
@@ -245,8 +245,12 @@ class _TextEstimator:
 
     def _fitted(self):
         if not hasattr(self, "predictor_"):
-            raise UserError(f"this {type(self).__name__} is not fitted yet", "call fit(X, y) first, or load(path)")
+            raise not_fitted(f"this {type(self).__name__} is not fitted yet", "call fit(X, y) first, or load(path)")
         return self.predictor_
+
+    def __sklearn_is_fitted__(self) -> bool:
+        """scikit-learn's ``check_is_fitted`` asks this."""
+        return hasattr(self, "predictor_")
 
     def _rows(self, X: Any):
         if _is_files(X):

@@ -111,6 +111,9 @@ class Chunk:
     table: pa.Table
     rows_read: int
     skipped: dict[str, int]
+    # Rows kept but read differently from what the file holds, by reason
+    # ("repeated_label": a label set naming a label twice, kept once).
+    noted: dict[str, int] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- errors

@@ -47,6 +47,7 @@ class PartitionResult:
     shards: list[ShardInfo] = field(default_factory=list)
     rows_read: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    noted: dict[str, int] = field(default_factory=dict)   # rows kept but read changed, by reason (Chunk.noted)
     train_rows: int = 0
     val_rows: int = 0
     tokens: int = 0
@@ -100,6 +101,8 @@ def count_partition(part: Partition, split: str | None, *, columns: Columns, fcf
         res.rows_read += chunk.rows_read
         for k, v in chunk.skipped.items():
             res.skipped[k] = res.skipped.get(k, 0) + v
+        for k, v in chunk.noted.items():
+            res.noted[k] = res.noted.get(k, 0) + v
         table = chunk.table
         is_val = np.full(table.num_rows, split == "val") if split is not None else \
             validation_mask(table, val_fraction)
@@ -136,6 +139,8 @@ def featurize_partition(part: Partition, split: str | None, *, columns: Columns,
         res.rows_read += chunk.rows_read
         for k, v in chunk.skipped.items():
             res.skipped[k] = res.skipped.get(k, 0) + v
+        for k, v in chunk.noted.items():
+            res.noted[k] = res.noted.get(k, 0) + v
         table = chunk.table
         block = features.transform(table)
         res.tokens += int(block.offsets[-1])

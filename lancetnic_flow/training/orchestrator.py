@@ -180,13 +180,24 @@ def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, r
 
 
 def sum_rows(results: list) -> dict:
-    """Row accounting over partition results: read, trained, validated, skipped by reason."""
+    """Row accounting over partition results: read, trained, validated, skipped by
+    reason, and (when any) the rows kept but read changed, by reason (``noted``)."""
     skipped: dict[str, int] = {}
+    noted: dict[str, int] = {}
     for r in results:
         for k, v in r.skipped.items():
             skipped[k] = skipped.get(k, 0) + v
-    return {"read": sum(r.rows_read for r in results), "trained": sum(r.train_rows for r in results),
+        for k, v in getattr(r, "noted", {}).items():
+            noted[k] = noted.get(k, 0) + v
+    rows = {"read": sum(r.rows_read for r in results), "trained": sum(r.train_rows for r in results),
             "validated": sum(r.val_rows for r in results), "skipped": skipped}
+    if noted:
+        rows["noted"] = noted
+    return rows
+
+
+# What a noted row was changed to, for the run's warning.
+NOTED = {"repeated_label": "row(s) named a label twice in their label set; each label counts once"}
 
 
 class Training:
@@ -553,7 +564,7 @@ class Training:
             "confusion": final_val.get("confusion"), "confusion_cells": final_val.get("confusion_cells"),
             "per_class": final_val.get("per_class"),
             **({"per_label": final_val.get("per_label")} if self.task.multilabel else {}),
-            "labels": self.features.labels, "rows": sum_rows(self.feed.manifest.results),
+            "labels": self.features.labels, "rows": (rows := sum_rows(self.feed.manifest.results)),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
             # The epoch whose weights were saved: the best by --monitor, or the last (the rule's keeps_last_epoch).
             "best_epoch": (len(state.history) if self.rule.keeps_last_epoch() and state.history else
@@ -562,6 +573,8 @@ class Training:
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),
         }
+        for reason, n in rows.get("noted", {}).items():
+            self.events.emit("warning", message=f"{n:,} {NOTED.get(reason, reason)} ({reason} in metrics.json)")
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
         # Plots (matplotlib, a second or two) draw beside the weights' write; metrics.json, naming them, goes last.

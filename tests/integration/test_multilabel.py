@@ -240,3 +240,24 @@ def test_predict_input_of_a_multilabel_run_writes_label_lists_in_jsonl_and_joine
     table = pacsv.read_csv(corpus / "pred.csv", convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
     joined = ["|".join(e["labels"]) for e in expected]
     assert [x or "" for x in table["predicted"].to_pylist()] == joined
+
+
+@pytest.mark.parametrize("features", ["hashing", "tfidf"])
+def test_rows_whose_label_set_repeats_a_label_are_kept_counted_and_named(tmp_path, features):
+    lines = ["text,label"]
+    for i in range(300):
+        labels = ["sports", "tech"] if i % 3 else ["sports"]
+        if i % 25 == 0:
+            labels = labels + labels[:1]      # a label named twice: 12 rows
+        lines.append(f"{' '.join(labels)} story number {i % 17},{'|'.join(labels)}")
+    (tmp_path / "rep.csv").write_text("\n".join(lines) + "\n")
+    p = cli("train", "rep.csv", "--task", "multilabel", "--label-sep", "|", "--features", features, "--epochs", "1",
+            "--out", tmp_path / "runs", "--name", "r", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())["rows"]
+    assert rows["noted"] == {"repeated_label": 12} and rows["read"] == 300 and not rows["skipped"]
+    assert rows["trained"] + rows["validated"] == 300
+    assert "12 row(s) named a label twice in their label set" in p.stdout + p.stderr
+    e = cli("evaluate", tmp_path / "runs" / "r", "rep.csv", "--json", cwd=tmp_path)
+    assert e.returncode == 0, e.stderr
+    assert json.loads(e.stdout)["rows"]["noted"] == {"repeated_label": 12}

@@ -1,8 +1,11 @@
 """errors.py: a UserError prints its message and hint, survives pickling (as
-Dask ships a worker's error back) with both, and close matches suggest names."""
+Dask ships a worker's error back) with both, close matches suggest names, and an estimator
+used before fit raises what scikit-learn catches."""
 from __future__ import annotations
 
 import pickle
+
+import pytest
 
 from lancetnic_flow.errors import UserError, close_matches
 from lancetnic_flow.storage import WriteError
@@ -22,3 +25,21 @@ def test_a_user_error_and_its_subclasses_keep_message_and_hint_through_pickle():
 def test_close_matches_suggest_the_nearest_names_or_nothing():
     assert close_matches("jsonl", ["csv", "json", "parquet"]) == " (did you mean 'json'?)"
     assert close_matches("zzz", ["csv", "json"]) == ""
+
+
+def test_an_estimator_used_before_fit_raises_not_fitted_as_scikit_learn_expects():
+    from sklearn.exceptions import NotFittedError as SklearnNotFitted
+    from sklearn.utils.validation import check_is_fitted
+
+    from lancetnic_flow import TextClassifier, TextRegressor
+    from lancetnic_flow.errors import NotFittedError, UserError
+
+    for est in (TextClassifier(), TextRegressor()):
+        with pytest.raises(SklearnNotFitted) as e:
+            est.predict(["a text"])
+        assert isinstance(e.value, NotFittedError) and isinstance(e.value, UserError)
+        assert isinstance(e.value, ValueError) and isinstance(e.value, AttributeError)
+        assert "not fitted yet" in e.value.message and "fit(X, y)" in e.value.hint
+        with pytest.raises(SklearnNotFitted):
+            check_is_fitted(est)
+        assert est.__sklearn_is_fitted__() is False

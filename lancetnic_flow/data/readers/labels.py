@@ -142,6 +142,18 @@ def _with_json_lists(text: pa.Array, is_json: pa.Array, parts: pa.ListArray) -> 
     return pa.ListArray.from_arrays(pa.array(offsets), merged.take(pa.array(order)))
 
 
+def repeated_rows(sets: pa.ListArray) -> int:
+    """Rows whose label set names a label more than once (a set keeps it once)."""
+    values = pc.list_flatten(sets)
+    if not len(values):
+        return 0
+    ids = np.asarray(values.dictionary_encode().indices.to_numpy(zero_copy_only=False), np.int64)
+    rows = np.asarray(pc.list_parent_indices(sets).to_numpy(), np.int64)
+    pairs = rows * (int(ids.max()) + 1) + ids
+    uniq, counts = np.unique(pairs, return_counts=True)
+    return len(np.unique(uniq[counts > 1] // (int(ids.max()) + 1)))
+
+
 def _rebuild(n: int, parents, values: pa.Array) -> pa.ListArray:
     """``n`` label sets from flat ``values`` and the row each belongs to
     (rows in order), labels trimmed and empty ones dropped."""

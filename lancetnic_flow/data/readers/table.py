@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ...errors import UserError
 from ...storage import open_options
 from ..sources import Chunk, Columns, missing_column_error
-from .labels import check_single, is_list_type, label_sets
+from .labels import check_single, is_list_type, label_sets, repeated_rows
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -149,7 +149,12 @@ def finish(columns: Columns, get, n: int, rows_read: int,
     table = pa.Table.from_arrays(
         [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
         names=names)
-    return Chunk(table.cast(schema), rows_read, skipped)
+    noted = {}
+    if columns.multilabel and label is not None:
+        repeated = repeated_rows(table.column("label").combine_chunks())
+        if repeated:
+            noted["repeated_label"] = repeated
+    return Chunk(table.cast(schema), rows_read, skipped, noted)
 
 
 def label_column(columns: Columns, raw) -> tuple:

@@ -46,3 +46,31 @@ def test_plain_labels_and_bracketed_names_pass_a_single_label_task():
     check_single(pa.array(["pos", "[deleted]", "[draft]", None]))
     check_single(pa.array([1, 2]))
     check_single(pa.array([None, None], pa.list_(pa.string())))
+
+
+def test_rows_naming_a_label_twice_are_counted_once_each():
+    from lancetnic_flow.data.readers.labels import repeated_rows
+
+    sets = pa.array([["a", "a"], ["a", "b"], [], ["b", "b", "b", "c", "c"], ["c"], ["a", "c", "a"]],
+                    pa.list_(pa.string()))
+    assert repeated_rows(sets) == 3
+    assert repeated_rows(pa.array([["a"], ["b", "a"], []], pa.list_(pa.string()))) == 0
+    assert repeated_rows(pa.array([], pa.list_(pa.string()))) == 0
+
+
+@pytest.mark.parametrize("name,content", [
+    ("r.jsonl", '{"text": "one", "label": ["a", "a"]}\n{"text": "two", "label": ["a", "b"]}\n'
+                '{"text": "three", "label": ["b", " b", "c"]}\n'),
+    ("r.csv", "text,label\none,a|a\ntwo,a|b\nthree,b| b|c\n"),
+    ("r.ft", "__label__a __label__a one\n__label__a __label__b two\n__label__b __label__b __label__c three\n"),
+])
+def test_a_read_chunk_notes_the_rows_whose_label_set_repeats_a_label_and_keeps_them(tmp_path, name, content):
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import Columns, plan_source
+
+    path = tmp_path / name
+    path.write_text(content)
+    cols = Columns(text=("text",), label="label", multilabel=True, label_sep="|" if name.endswith("csv") else None)
+    chunks = list(read_partition(plan_source([str(path)]).partitions[0], cols))
+    assert sum(c.table.num_rows for c in chunks) == 3 and not any(c.skipped for c in chunks)
+    assert [c.noted for c in chunks] == [{"repeated_label": 2}]
