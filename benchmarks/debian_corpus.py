@@ -93,7 +93,8 @@ def long_descriptions(language: str = "en") -> tuple[dict[str, str], list[str]]:
     return long_text, translations
 
 
-def build(min_rows: int, test_share: float, language: str = "en") -> tuple[list[tuple[str, str]], dict]:
+def build(min_rows: int, test_share: float, language: str = "en", summaries: bool = False
+          ) -> tuple[list[tuple[str, str]], dict]:
     long_text, translations = long_descriptions(language)
     packages = sorted(glob.glob(f"{LISTS}/*_binary-*_Packages*"))
     rows: list[tuple[str, str, str]] = []   # package, text, label
@@ -105,6 +106,8 @@ def build(min_rows: int, test_share: float, language: str = "en") -> tuple[list[
             if text is None and language != "en":
                 continue   # another language: only the packages translated into it
             text = text or clean(st["Description"])
+            if summaries:   # the one-line summary alone: a short-text corpus
+                text = clean(st["Description"].split("\n", 1)[0])
             rows.append((st["Package"], text, st["Section"].rsplit("/", 1)[-1]))
     rows.sort(key=lambda r: r[0])
     labels_of: dict[str, set] = {}
@@ -120,7 +123,8 @@ def build(min_rows: int, test_share: float, language: str = "en") -> tuple[list[
     kept = [(t, lab) for t, lab in kept if counts[lab] >= min_rows]
     meta = {"lists": [Path(p).name for p in translations + packages], "rows": len(kept),
             "classes": len({lab for _, lab in kept}), "mean_chars": sum(len(t) for t, _ in kept) / max(1, len(kept)),
-            "packages_read": len(rows), "test_share": test_share, "min_rows": min_rows, "language": language}
+            "packages_read": len(rows), "test_share": test_share, "min_rows": min_rows, "language": language,
+            "summaries": summaries}
     return kept, meta
 
 
@@ -137,13 +141,17 @@ def main(argv=None) -> int:
     p.add_argument("--language", default="en",
                    help="the descriptions' language: en, or a translation apt fetched (ja, zh_CN, zh_TW, …); "
                         "other than en, only the packages translated into it, as debian-LANG-{train,test}.csv")
+    p.add_argument("--summaries", action="store_true",
+                   help="the one-line summaries alone (about 45 characters): a short-text corpus, "
+                        "as debian-summaries-{train,test}.csv")
     a = p.parse_args(argv)
     if not translation_lists(a.language):
         raise SystemExit(f"no {a.language} long descriptions in /var/lib/apt/lists: run "
                          f"`apt-get update -o Acquire::Languages={a.language}` once "
                          "(summaries alone are a weaker corpus)")
-    rows, meta = build(a.min_rows, a.test_share, a.language)
+    rows, meta = build(a.min_rows, a.test_share, a.language, a.summaries)
     stem = "debian" if a.language == "en" else f"debian-{a.language}"
+    stem += "-summaries" if a.summaries else ""
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     split = {"train": [r for r in rows if not is_test(r[0], a.test_share)],

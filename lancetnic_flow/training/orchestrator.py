@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import sys
 import threading
@@ -31,9 +32,10 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.manifest import entry_key, read_features, write_features
 from ..dataflow.monitor import MemoryMonitor
-from ..dataflow.plan import TRAINER_BASE, plan_in_process, plan_memory
+from ..dataflow.plan import TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import count_partition
 from ..errors import UserError
+from ..options import BY_FIELD
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..reconnect import retrying
@@ -409,9 +411,7 @@ class Training:
         label_sets = tc.shuffle_buffer * max(0, classes - LABEL_SET_SLACK) if self.task.multilabel else 0
         self.need = self._trainer_need(classes) + label_sets
         if not self._fits(self.need):
-            raise UserError(f"the model needs {format_size(self.need)} in the trainer, the plan gives it "
-                            f"{format_size(self.memory.trainer)}",
-                            "lower --max-features or --hidden, or raise --memory-budget")
+            self._fit_shuffle_buffer(classes)
         m = cfg.model
         self.model, self.model_meta = create_model(m.name, dim=self.features.dim, classes=classes,
                                                    regress=self.task.regresses, hidden=m.hidden, layers=m.layers,
@@ -429,6 +429,66 @@ class Training:
         else:
             self.run = new_run_dir(cfg.output.out, cfg.output.name, self.out_so)
             write_json(join(self.run, "config.json"), cfg.to_dict(), self.out_so)
+
+    def _fit_shuffle_buffer(self, classes: int) -> None:
+        """The model with the real classes outgrew the trainer's share, planned
+        before the fit for :data:`PLANNED_CLASSES`: a default shuffle buffer gives
+        up to half its rows to make room (said in a warning, kept in config.json);
+        otherwise the run is refused naming only options that change what was
+        short, each with a value that fits."""
+        tc, plan = self.tc, self.memory
+        per_row = ROW_BYTES_ESTIMATE + (max(0, classes - LABEL_SET_SLACK) if self.task.multilabel else 0)
+        short = self.need - plan.trainer
+        rows = (tc.shuffle_buffer - -(-short // per_row)) // 1000 * 1000
+        default = BY_FIELD["training.shuffle_buffer"].default
+        if tc.shuffle_buffer == default and rows >= default // 2:
+            tenths = next((t for t in range(math.ceil(plan.budget * 10 / GiB) + 1, 10 * 4096)
+                           if self._rerun_fits(classes, budget=t * GiB // 10)), None)
+            self.events.emit("warning", message=(
+                f"the model with {classes:,} classes needs {format_size(self.need)} in the trainer, the plan "
+                f"gives it {format_size(plan.trainer)}: the shuffle buffer holds {rows:,} rows instead of "
+                f"{tc.shuffle_buffer:,}" + (f" (--memory-budget {tenths / 10:.1f}GiB keeps them all)" if tenths else "")))
+            self.need -= (tc.shuffle_buffer - rows) * per_row
+            tc.shuffle_buffer, self.shuffle_bytes = rows, rows * ROW_BYTES_ESTIMATE
+            return
+        # Each fix as a rerun would plan it: before the fit, for PLANNED_CLASSES.
+        fixes = []
+        rows = next((r for r in range(tc.shuffle_buffer // 1000 * 1000, 999, -1000)
+                     if r < tc.shuffle_buffer and self._rerun_fits(classes, rows=r)), None)
+        if rows:
+            fixes.append(f"--shuffle-buffer {rows}")
+        if self.cfg.features.mode == "hashing":
+            buckets = next((b for b in (self.cfg.features.buckets >> k for k in range(1, 8))
+                            if self._rerun_fits(classes, buckets=b)), None)
+            if buckets:
+                fixes.append(f"--buckets {buckets}")
+        tenths = next((t for t in range(math.ceil(plan.budget * 10 / GiB) + 1, 10 * 4096)
+                       if self._rerun_fits(classes, budget=t * GiB // 10)), None)
+        if tenths:
+            fixes.append(f"--memory-budget {tenths / 10:.1f}GiB")
+        if self.cfg.model.hidden and self.cfg.model.name != "LinearSVM":
+            fixes.append("a smaller --hidden")
+        raise UserError(f"the model with {classes:,} classes needs {format_size(self.need)} in the trainer, "
+                        f"the plan gives it {format_size(plan.trainer)}", "use " + ", or ".join(fixes))
+
+    def _rerun_fits(self, classes: int, *, rows: int | None = None, buckets: int | None = None,
+                    budget: int | None = None) -> bool:
+        """Whether a run with these changes would hold this model: its plan made as
+        before the fit (the model for PLANNED_CLASSES), its need with ``classes``."""
+        cfg, c = self.cfg, self.cfg.cluster
+        if buckets:
+            cfg = dataclasses.replace(cfg, features=dataclasses.replace(cfg.features, buckets=buckets))
+        rows = rows or self.tc.shuffle_buffer
+        labels = max(0, classes - LABEL_SET_SLACK) if self.task.multilabel else 0
+        try:
+            rerun = plan_memory(budget or self.memory.budget, workers=c.workers, threads=c.threads,
+                                model_bytes=estimate_model_bytes(cfg), shuffle_bytes=rows * ROW_BYTES_ESTIMATE)
+        except UserError:
+            return False
+        share = rerun.trainer + (rerun.workers * rerun.worker_limit if self.memory.in_process else 0)
+        need = TRAINER_BASE + estimate_model_bytes(cfg, buckets or self.features.dim, classes) \
+            + rows * (ROW_BYTES_ESTIMATE + labels)
+        return need <= share
 
     def _trainer_need(self, classes: int, cfg: TrainConfig | None = None) -> int:
         """The trainer's bytes for ``cfg``'s model (this run's by default) with ``classes`` classes:

@@ -261,3 +261,40 @@ def test_rows_whose_label_set_repeats_a_label_are_kept_counted_and_named(tmp_pat
     e = cli("evaluate", tmp_path / "runs" / "r", "rep.csv", "--json", cwd=tmp_path)
     assert e.returncode == 0, e.stderr
     assert json.loads(e.stdout)["rows"]["noted"] == {"repeated_label": 12}
+
+
+@pytest.fixture(scope="module")
+def many_labels(tmp_path_factory):
+    """135 labels: past the 64 classes the plan is made for before the fit."""
+    d = tmp_path_factory.mktemp("labels135")
+    assert cli("make-data", "m.csv", "--rows", "3000", "--classes", "135", "--multilabel", cwd=d).returncode == 0
+    return d
+
+
+LABELS135 = ["--task", "multilabel", "--label-sep", "|", "--workers", "2", "--run-on", "cluster", "--epochs", "1"]
+AT_4GIB = [*LABELS135, "--memory-budget", "4GiB"]
+
+
+def test_a_model_a_little_over_its_planned_share_takes_rows_from_the_default_shuffle_buffer_and_says_so(
+        many_labels):
+    p = cli("train", "m.csv", *AT_4GIB, "--out", "runs", "--name", "fits", cwd=many_labels)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert "the model with 135 classes needs" in out and "the shuffle buffer holds 19,000 rows instead of 20,000" in out
+    cfg = json.loads((many_labels / "runs" / "fits" / "config.json").read_text())
+    assert cfg["training"]["shuffle_buffer"] == 19_000    # what ran, so --resume runs it the same
+
+
+def test_a_refused_model_names_only_options_that_change_what_was_short_each_with_a_value_that_fits(many_labels):
+    import re
+
+    p = cli("train", "m.csv", *AT_4GIB, "--shuffle-buffer", "19999", "--out", "runs", cwd=many_labels)
+    out = assert_user_error(p, "the model with 135 classes needs", "--memory-budget 6.0GiB", "--buckets ")
+    assert "--max-features" not in out    # hashed features have no vocabulary to cap
+    fixes = re.findall(r"(--[a-z-]+) ([0-9][0-9.]*(?:GiB)?)", out.split("hint:")[1])
+    assert len(fixes) >= 2
+    for flag, value in fixes:             # each value named fits when the run is started again with it
+        given = {"--shuffle-buffer": "19999", "--memory-budget": "4GiB", flag: value}
+        args = [*LABELS135, *(a for kv in given.items() for a in kv)]
+        q = cli("train", "m.csv", *args, "--out", "runs", cwd=many_labels)
+        assert q.returncode == 0, (flag, value, q.stdout[-1500:] + q.stderr[-1500:])
