@@ -442,8 +442,7 @@ class Training:
         rows = (tc.shuffle_buffer - -(-short // per_row)) // 1000 * 1000
         default = BY_FIELD["training.shuffle_buffer"].default
         if tc.shuffle_buffer == default and rows >= default // 2:
-            tenths = next((t for t in range(math.ceil(plan.budget * 10 / GiB) + 1, 10 * 4096)
-                           if self._rerun_fits(classes, budget=t * GiB // 10)), None)
+            tenths = self._budget_tenths(classes)
             self.events.emit("warning", message=(
                 f"the model with {classes:,} classes needs {format_size(self.need)} in the trainer, the plan "
                 f"gives it {format_size(plan.trainer)}: the shuffle buffer holds {rows:,} rows instead of "
@@ -462,14 +461,18 @@ class Training:
                             if self._rerun_fits(classes, buckets=b)), None)
             if buckets:
                 fixes.append(f"--buckets {buckets}")
-        tenths = next((t for t in range(math.ceil(plan.budget * 10 / GiB) + 1, 10 * 4096)
-                       if self._rerun_fits(classes, budget=t * GiB // 10)), None)
+        tenths = self._budget_tenths(classes)
         if tenths:
             fixes.append(f"--memory-budget {tenths / 10:.1f}GiB")
         if self.cfg.model.hidden and self.cfg.model.name != "LinearSVM":
             fixes.append("a smaller --hidden")
         raise UserError(f"the model with {classes:,} classes needs {format_size(self.need)} in the trainer, "
                         f"the plan gives it {format_size(plan.trainer)}", "use " + ", or ".join(fixes))
+
+    def _budget_tenths(self, classes: int) -> int | None:
+        """The smallest budget, in tenths of a GiB, above this one whose rerun holds the model (None: none to 4 TiB)."""
+        start = math.ceil(self.memory.budget * 10 / GiB) + 1
+        return next((t for t in range(start, 10 * 4096) if self._rerun_fits(classes, budget=t * GiB // 10)), None)
 
     def _rerun_fits(self, classes: int, *, rows: int | None = None, buckets: int | None = None,
                     budget: int | None = None) -> bool:
