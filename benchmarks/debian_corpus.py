@@ -8,6 +8,7 @@ labelled by the package's section (``admin``, ``libs``, ``python``, ``games`` �
     sudo apt-get update -o Acquire::Languages=en,ja,zh_CN # and the Japanese and Chinese translations
     .venv/bin/python benchmarks/debian_corpus.py --language ja      # → debian-ja-{train,test}.csv
     .venv/bin/python benchmarks/debian_corpus.py --language zh_CN   # → debian-zh_CN-{train,test}.csv
+    .venv/bin/python benchmarks/debian_corpus.py --tags     # multi-label: debtags, → debian-tags-{train,test}.csv
 
 The text is what ``apt-cache show`` prints as a package's description: its
 one-line summary and its long description (from the ``Translation-en``
@@ -22,6 +23,11 @@ with ``apt-helper cat-file``).
   file, as real exports often are, so the stream's shuffle is tested too.
 * Split: by a stable hash of the text (sha1), ``--test-share`` to test.
 * Classes with fewer than ``--min-rows`` rows are dropped.
+* ``--tags``: a multi-label corpus instead. A package's labels are its
+  debtags (``Tag:``, e.g. ``devel::library|role::shared-lib``), joined with
+  ``|``; tags on fewer than ``--min-rows`` packages (100 by default here)
+  are dropped, then packages left without a tag. Packages without a
+  ``Tag:`` field are not in it.
 
 The lists' dates go to ``debian-meta.json`` (other lists, another corpus).
 The data is never committed: ``benchmarks/out`` is git-ignored.
@@ -93,7 +99,25 @@ def long_descriptions(language: str = "en") -> tuple[dict[str, str], list[str]]:
     return long_text, translations
 
 
-def build(min_rows: int, test_share: float, language: str = "en", summaries: bool = False
+def tag_set(stanza: dict) -> str | None:
+    """A package's debtags as one ``|``-joined, sorted label string; None without a ``Tag:`` field."""
+    if "Tag" not in stanza:
+        return None
+    return "|".join(sorted({t.strip() for t in stanza["Tag"].replace("\n", " ").split(",") if t.strip()}))
+
+
+def prune_tags(kept: list[tuple[str, str]], min_rows: int) -> list[tuple[str, str]]:
+    """Tags on fewer than ``min_rows`` rows dropped from every row, then the rows left with none."""
+    counts = Counter(t for _, labels in kept for t in labels.split("|"))
+    out = []
+    for text, labels in kept:
+        left = [t for t in labels.split("|") if counts[t] >= min_rows]
+        if left:
+            out.append((text, "|".join(left)))
+    return out
+
+
+def build(min_rows: int, test_share: float, language: str = "en", summaries: bool = False, tags: bool = False
           ) -> tuple[list[tuple[str, str]], dict]:
     long_text, translations = long_descriptions(language)
     packages = sorted(glob.glob(f"{LISTS}/*_binary-*_Packages*"))
@@ -108,7 +132,9 @@ def build(min_rows: int, test_share: float, language: str = "en", summaries: boo
             text = text or clean(st["Description"])
             if summaries:   # the one-line summary alone: a short-text corpus
                 text = clean(st["Description"].split("\n", 1)[0])
-            rows.append((st["Package"], text, st["Section"].rsplit("/", 1)[-1]))
+            label = tag_set(st) if tags else st["Section"].rsplit("/", 1)[-1]
+            if label:
+                rows.append((st["Package"], text, label))
     rows.sort(key=lambda r: r[0])
     labels_of: dict[str, set] = {}
     for _, text, label in rows:
@@ -119,12 +145,17 @@ def build(min_rows: int, test_share: float, language: str = "en", summaries: boo
         if len(labels_of[text]) == 1 and text not in seen and len(text) >= 20:
             seen.add(text)
             kept.append((text, label))
-    counts = Counter(label for _, label in kept)
-    kept = [(t, lab) for t, lab in kept if counts[lab] >= min_rows]
+    if tags:
+        kept = prune_tags(kept, min_rows)
+    else:
+        counts = Counter(label for _, label in kept)
+        kept = [(t, lab) for t, lab in kept if counts[lab] >= min_rows]
+    labels = {t for _, lab in kept for t in lab.split("|")} if tags else {lab for _, lab in kept}
     meta = {"lists": [Path(p).name for p in translations + packages], "rows": len(kept),
-            "classes": len({lab for _, lab in kept}), "mean_chars": sum(len(t) for t, _ in kept) / max(1, len(kept)),
+            "classes": len(labels),
+            "labels_per_row": sum(lab.count("|") + 1 for _, lab in kept) / max(1, len(kept)) if tags else 1, "mean_chars": sum(len(t) for t, _ in kept) / max(1, len(kept)),
             "packages_read": len(rows), "test_share": test_share, "min_rows": min_rows, "language": language,
-            "summaries": summaries}
+            "summaries": summaries, "tags": tags}
     return kept, meta
 
 
@@ -137,21 +168,30 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(HERE / "out" / "data"))
     p.add_argument("--test-share", type=float, default=0.2)
-    p.add_argument("--min-rows", type=int, default=20, help="drop sections with fewer rows")
+    p.add_argument("--min-rows", type=int, default=None,
+                   help="drop sections (tags, with --tags) on fewer rows (default 20; 100 with --tags)")
     p.add_argument("--language", default="en",
                    help="the descriptions' language: en, or a translation apt fetched (ja, zh_CN, zh_TW, …); "
                         "other than en, only the packages translated into it, as debian-LANG-{train,test}.csv")
     p.add_argument("--summaries", action="store_true",
                    help="the one-line summaries alone (about 45 characters): a short-text corpus, "
                         "as debian-summaries-{train,test}.csv")
+    p.add_argument("--tags", action="store_true",
+                   help="multi-label: each package's debtags as its labels (joined with |), "
+                        "as debian-tags-{train,test}.csv")
     a = p.parse_args(argv)
+    default_min = 100 if a.tags else 20
+    if a.min_rows is None:
+        a.min_rows = default_min
     if not translation_lists(a.language):
         raise SystemExit(f"no {a.language} long descriptions in /var/lib/apt/lists: run "
                          f"`apt-get update -o Acquire::Languages={a.language}` once "
                          "(summaries alone are a weaker corpus)")
-    rows, meta = build(a.min_rows, a.test_share, a.language, a.summaries)
+    rows, meta = build(a.min_rows, a.test_share, a.language, a.summaries, a.tags)
     stem = "debian" if a.language == "en" else f"debian-{a.language}"
     stem += "-summaries" if a.summaries else ""
+    stem += "-tags" if a.tags else ""
+    stem += f"-min{a.min_rows}" if a.min_rows != default_min else ""
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     split = {"train": [r for r in rows if not is_test(r[0], a.test_share)],

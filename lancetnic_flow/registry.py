@@ -64,6 +64,7 @@ class ModelSpec:
     auto_avoids: tuple[Refusal, ...] = ()   # options that make --model auto pass it by, though it takes them
     learns_val: bool = False        # whether the saved model may also learn the validation rows (--learn-val)
     max_classes: int | None = None  # past this many classes --model auto takes its fallback instead
+    max_labels: int | None = None   # the same for the labels of label sets (multilabel)
     input_width: str = "hidden"
     layer_weights: int = 1
     search: tuple[str, ...] = SEARCHABLE
@@ -82,6 +83,11 @@ class ModelSpec:
     def refusals(self, cfg: Any) -> list[Refusal]:
         """The options of ``cfg`` this model cannot honour."""
         return [r for r in self.refuses if r.applies(cfg)]
+
+    def takes_classes(self, task: str, classes: int) -> bool:
+        """Whether ``--model auto`` keeps this model for ``classes`` classes (labels, for ``multilabel``)."""
+        limit = self.max_labels if task == "multilabel" else self.max_classes
+        return limit is None or classes <= limit
 
     def accepts_for_auto(self, cfg: Any) -> bool:
         """Whether ``--model auto`` may choose this model for ``cfg``'s options."""
@@ -142,15 +148,16 @@ AUTO = "auto"
 AUTO_CHOICES = ("LinearSVM", "ScalpelMC")
 
 MODELS: dict[str, ModelSpec] = {
-    "LinearSVM": ModelSpec("ScalpelNet", {"layers": 0, "margin": True}, tasks=("classify",), label_sets=False,
+    "LinearSVM": ModelSpec("ScalpelNet", {"layers": 0, "margin": True}, tasks=("classify",),
                            summary="linear one-vs-rest SVM over sparse rows, trained one example at a time "
-                                   "(hinge loss); --model auto's choice for one label per row",
+                                   "(hinge loss, one margin per label for label sets); --model auto's choice "
+                                   "for classes and label sets",
                            hidden=64, rule="hinge", sparse_optimizer=None, sparse_lr=0.3, early_stopping=0,
                            sets={"training.class_loss": "hinge", "training.device": "cpu", "model.layers": 0},
                            refuses=LINEAR_REFUSES, learns_val=True,
                            auto_avoids=(Refusal("model.layers", lambda c: c.model.layers != 1,
                                                 "--layers 0 asks for the MLP's own linear form"),),
-                           max_classes=256, input_width="outputs",
+                           max_classes=256, max_labels=1024, input_width="outputs",
                            search=("sparse_lr", "epochs", "batch_size", "ngrams"),
                            search_ranges={"sparse_lr": (0.03, 3.0)}),
     "ScalpelMC": ModelSpec("ScalpelNet", summary="MLP over sparse TF-IDF or hashed rows", **BAG),

@@ -73,7 +73,7 @@ def choose_model(cfg: TrainConfig, after: str | None = None) -> str:
         task = cfg.training.task or ("regress" if cfg.data.target else spec.task)
         mode = cfg.features.mode
         if (task in spec.every_task and (mode is None or mode in spec.features) and spec.accepts_for_auto(cfg)
-                and (task != "classify" or cfg.data.label) and cfg.data.label_sep is None):
+                and (task != "classify" or cfg.data.label)):
             return name
     return names[-1]
 
@@ -162,16 +162,17 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
 
 
 def _check_multilabel(cfg: TrainConfig) -> None:
-    """--label-sep belongs to --task multilabel; multilabel has one loss (BCE per label)."""
+    """--label-sep belongs to --task multilabel; multilabel trains a loss per label: BCE, or the hinge."""
     t = cfg.training
     if cfg.data.label_sep is not None and t.task != "multilabel":
         raise bad("data.label_sep", f"{{name}} splits a row's labels for {{training.task}} multilabel, not "
                   f"{{training.task}} {t.task}", "add {training.task} multilabel, or drop {name}")
     if cfg.data.label_sep == "":
         raise bad("data.label_sep", "{name}: an empty separator", 'e.g. {name} "|" or {name} ","')
-    if t.task == "multilabel" and t.class_loss != "cross_entropy":
-        raise bad("training.class_loss", f"{{name}} {t.class_loss}: {{training.task}} multilabel always trains a "
-                  "binary cross entropy per label", "drop {name}")
+    if t.task == "multilabel" and t.class_loss not in ("cross_entropy", "hinge"):
+        raise bad("training.class_loss", f"{{name}} {t.class_loss}: {{training.task}} multilabel trains a binary "
+                  "cross entropy per label (cross_entropy) or a hinge per label (hinge)",
+                  "drop {name}, or pass {name} hinge")
 
 
 #: --analyzer auto reads character n-grams from this share of spaceless word characters
@@ -231,7 +232,7 @@ def resolve_counts(given: TrainConfig, resolved: TrainConfig, counts: FitCounts,
     holds that configuration's model with these classes.
 
     * ``--model auto`` moves to its next choice when the chosen model's
-      weights do not fit, or it has more classes than it takes;
+      weights do not fit, or it has more classes (labels) than it takes;
     * a model that can learn the validation rows (``--learn-val`` unset)
       does when the training rows are at most :data:`LEARN_VAL_MAX_ROWS` and
       its twin fits; one that asked to but does not fit learns without it."""
@@ -239,7 +240,7 @@ def resolve_counts(given: TrainConfig, resolved: TrainConfig, counts: FitCounts,
     while given.model.name == AUTO and cfg.model.name != AUTO_CHOICES[-1]:
         spec = MODELS[cfg.model.name]
         alone = _with_learn_val(cfg, False) if spec.learns_val else cfg
-        if (spec.max_classes is None or counts.classes <= spec.max_classes) and fits(alone):
+        if spec.takes_classes(cfg.training.task, counts.classes) and fits(alone):
             break
         retry = copy.deepcopy(given)
         retry.model.name = choose_model(given, after=cfg.model.name)

@@ -318,9 +318,10 @@ class TextClassifier(_TextEstimator):
         no usable text is all NaN."""
         return self._fitted().predict_proba(self._rows(X))
 
-    def predict(self, X: Any, threshold: float = 0.5) -> np.ndarray:
-        """The label of each row (multi-label: a list of labels at or above
-        ``threshold``); None for a row with no usable text."""
+    def predict(self, X: Any, threshold: float | None = None) -> np.ndarray:
+        """The label of each row (multi-label: a list of the labels at or above
+        their threshold: ``threshold`` for every label, by default each label's
+        own, chosen on the validation rows); None for a row with no usable text."""
         pred = self._fitted()
         rows = self._rows(X)
         if pred.multilabel:

@@ -135,7 +135,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl, .csv or .parquet")
     if a.top_k is not None and a.top_k < 1:
         raise UserError(f"--top-k must be ≥ 1, got {a.top_k}")
-    if not 0.0 < a.threshold < 1.0:
+    if a.threshold is not None and not 0.0 < a.threshold < 1.0:
         raise UserError(f"--threshold must be between 0 and 1, got {a.threshold}", "e.g. --threshold 0.3")
     keep, keep_all = _keep(a.keep)
     so = parse_storage_options(a.storage_option)

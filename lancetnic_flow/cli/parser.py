@@ -60,7 +60,8 @@ PREDICT = [
     O("--keep", "input columns to carry into the output, e.g. --keep id,source; all = every column "
       "(default: the text)", "COL,...|all"),
     O("--top-k", "also write the K most probable labels and their probabilities", "K", int),
-    O("--threshold", "a multilabel run: predict every label with probability ≥ P (default 0.5)", "P", float, 0.5),
+    O("--threshold", "a multilabel run: predict every label with probability ≥ P (default: each label's own "
+      "threshold, chosen on the run's validation rows; 0.5 for a run without them)", "P", float, None),
 ]
 EVALUATE = [
     O("--json", "print the metrics as one JSON object", kind="flag"),

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..config import TrainConfig
 from ..errors import UserError
 from ..formats import format_named, text_encoding
@@ -128,15 +131,16 @@ def check_first_block(plan: SourcePlan, columns: Columns, storage_options=None) 
 SAMPLE_BYTES, SAMPLE_PARTS = 256 * 1024, 4
 
 
-def sample_texts(plan: SourcePlan, columns: Columns, storage_options=None) -> list[str]:
-    """Texts from the start of up to :data:`SAMPLE_PARTS` partitions spread over
-    ``plan``, about :data:`SAMPLE_BYTES` in all, read as a worker reads them."""
+def sample_rows(plan: SourcePlan, columns: Columns, storage_options=None) -> pa.Table | None:
+    """Rows from the start of up to :data:`SAMPLE_PARTS` partitions spread over
+    ``plan``, about :data:`SAMPLE_BYTES` in all, read as a worker reads them
+    (``columns``' text, and label when it has one); None when there are none."""
     parts = plan.partitions
     if not parts:
-        return []
+        return None
     step = max(1, len(parts) // SAMPLE_PARTS)
     each = SAMPLE_BYTES // min(SAMPLE_PARTS, len(parts))
-    texts: list[str] = []
+    tables: list[pa.Table] = []
     for p in parts[::step][:SAMPLE_PARTS]:
         if p.length > 0 and format_named(p.file.format).splits_by_bytes:
             p = Partition(p.index, p.file, p.start, min(p.length, each))
@@ -146,8 +150,25 @@ def sample_texts(plan: SourcePlan, columns: Columns, storage_options=None) -> li
         finally:
             chunks.close()
         if chunk is not None and chunk.table.num_rows:
-            texts.extend(t for t in chunk.table.column("text").to_pylist() if t)
-    return texts
+            tables.append(chunk.table.select([c for c in ("text", "label") if c in chunk.table.column_names]))
+    return pa.concat_tables(tables) if tables else None
+
+
+def sample_texts(plan: SourcePlan, columns: Columns, storage_options=None,
+                 sample: pa.Table | None = None) -> list[str]:
+    """The texts of :func:`sample_rows` (``sample``, when already read)."""
+    sample = sample if sample is not None else sample_rows(plan, columns, storage_options)
+    return [] if sample is None else [t for t in sample.column("text").to_pylist() if t]
+
+
+def sample_label_count(sample: pa.Table | None) -> int:
+    """How many distinct labels (label set members, for label sets) a sample holds."""
+    if sample is None or "label" not in sample.column_names:
+        return 0
+    labels = sample.column("label")
+    if pa.types.is_list(labels.type) or pa.types.is_large_list(labels.type):
+        labels = pc.list_flatten(labels)
+    return len(pc.unique(pc.drop_null(labels)))
 
 
 def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0

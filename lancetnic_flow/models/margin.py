@@ -19,12 +19,12 @@ hold as for every other model.
 """
 from __future__ import annotations
 
-import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 from numba import njit
+from numba.extending import overload
 
 # The bias moves a hundredth of a weight's step, as scikit-learn's intercept
 # on sparse rows: every row touches it, and at full rate it would swing with
@@ -32,10 +32,44 @@ from numba import njit
 BIAS_RATE = 0.01
 
 
+def _targets(labels, r, t):
+    """Row ``r``'s target per class into ``t`` (+1 or -1); False for a row with no label.
+    Compiled per labels' shape by the overload below."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(_targets, jit_options={"cache": True, "nogil": True})
+def _targets_compiled(labels, r, t):
+    if labels.ndim == 1:
+        # One label a row (an id; -1: none): +1 for its class, -1 for every other.
+        def one(labels, r, t):
+            y = labels[r]
+            if y < 0:
+                return False
+            for k in range(t.shape[0]):
+                t[k] = 1.0 if k == y else -1.0
+            return True
+        return one
+
+    # A set of labels a row (rows × labels, 1 where the row has it): +1 for each
+    # label in the set, -1 for the others; an empty set is no label.
+    def sets(labels, r, t):
+        found = False
+        for k in range(t.shape[0]):
+            if labels[r, k]:
+                t[k] = 1.0
+                found = True
+            else:
+                t[k] = -1.0
+        return found
+    return sets
+
+
 @njit(cache=True, nogil=True)
-def _hinge_row(r, indices, offsets, values, labels, weight, bias, lr, s):
-    """Score row ``r`` into ``s`` and train on it; returns its hinge loss, or
-    -1.0 for a row without a label (scored, not trained)."""
+def _hinge_row(r, indices, offsets, values, labels, weight, bias, lr, s, t):
+    """Score row ``r`` into ``s`` and train on it (``t``: scratch for its
+    targets); returns its hinge loss, or -1.0 for a row without a label
+    (scored, not trained)."""
     classes = weight.shape[1]
     a, e = offsets[r], offsets[r + 1]
     for k in range(classes):
@@ -45,16 +79,14 @@ def _hinge_row(r, indices, offsets, values, labels, weight, bias, lr, s):
         v = values[p]
         for k in range(classes):
             s[k] += row[k] * v
-    y = labels[r]
-    if y < 0:
+    if not _targets(labels, r, t):
         return -1.0
     total = 0.0
     for k in range(classes):
-        t = 1.0 if k == y else -1.0
-        short = 1.0 - t * s[k]
+        short = 1.0 - t[k] * s[k]
         if short > 0.0:
             total += short
-            g = lr * t
+            g = lr * t[k]
             for p in range(a, e):
                 weight[indices[p], k] += g * values[p]
             bias[k] += g * BIAS_RATE
@@ -68,8 +100,9 @@ def hinge_pass(indices, offsets, values, labels, weight, bias, lr, scores):
     summed hinge loss (over rows and classes) and the rows it trained on."""
     total = 0.0
     used = 0
+    t = np.empty(weight.shape[1], np.float64)   # float64, as the literals ±1.0 the step was first written with
     for r in range(offsets.shape[0] - 1):
-        loss = _hinge_row(r, indices, offsets, values, labels, weight, bias, lr, scores[r])
+        loss = _hinge_row(r, indices, offsets, values, labels, weight, bias, lr, scores[r], t)
         if loss >= 0.0:
             total += loss
             used += 1
@@ -81,9 +114,10 @@ def hinge_rows(indices, offsets, values, labels, weight, bias, lr, order):
     """Train on the CSR block's rows in ``order`` (the twin's pass over the
     validation rows, shuffled); returns how many it trained on."""
     s = np.empty(weight.shape[1], np.float32)
+    t = np.empty(weight.shape[1], np.float64)   # float64, as the literals ±1.0 the step was first written with
     used = 0
     for i in range(order.shape[0]):
-        if _hinge_row(order[i], indices, offsets, values, labels, weight, bias, lr, s) >= 0.0:
+        if _hinge_row(order[i], indices, offsets, values, labels, weight, bias, lr, s, t) >= 0.0:
             used += 1
     return used
 
@@ -156,56 +190,6 @@ def adopt_twin(model: torch.nn.Module) -> None:
         model.input.weight.copy_(model.twin_weight)
         model.input.bias.copy_(model.twin_bias)
     del model._buffers["twin_weight"], model._buffers["twin_bias"]
-
-
-def fit_logit_scale(model: torch.nn.Module, blocks, max_rows: int = 20_000) -> float:
-    """Set ``model.logit_scale`` to the factor whose softmax of the scores
-    best predicts the labels of (the first ``max_rows`` of) the validation
-    rows — temperature scaling: a hinge model's scores rank the classes but
-    are not probabilities. Argmax, and so every accuracy, is unchanged.
-    Returns the scale (1.0 when there is nothing to fit it on)."""
-    from .inputs import model_inputs
-
-    model.logit_scale.fill_(1.0)
-    scores, labels, n = [], [], 0
-    model.eval()
-    rows = iter(blocks)
-    with torch.no_grad(), contextlib.ExitStack() as done:
-        done.callback(getattr(rows, "close", lambda: None))   # a generator's close stops its read-ahead thread
-        for block in rows:
-            b = block.slice(0, max_rows - n)
-            keep = b.labels >= 0
-            if keep.any():
-                out = model(**model_inputs(b, torch.device("cpu")))["logits"]
-                scores.append(out[torch.from_numpy(keep)])
-                labels.append(torch.from_numpy(b.labels[keep].astype(np.int64)))
-                n += int(keep.sum())
-            if n >= max_rows:
-                break
-    model.train()
-    if not scores:
-        return 1.0
-    s, y = torch.cat(scores).double(), torch.cat(labels)
-
-    def nll(log_scale: float) -> float:
-        return float(torch.nn.functional.cross_entropy(s * np.exp(log_scale), y))
-
-    lo, hi = np.log(0.05), np.log(500.0)      # golden-section search: the loss is convex in the scale
-    g = (np.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = nll(a), nll(b)
-    for _ in range(40):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = nll(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = nll(b)
-    scale = float(np.exp((lo + hi) / 2))
-    model.logit_scale.fill_(scale)
-    return scale
 
 
 def warm() -> None:

@@ -22,8 +22,10 @@ for the sequence models), never by the vocabulary.
   run's features do) when the run has numeric input columns.
 
 The outputs: ``logits`` (batch × labels) and ``probabilities`` (softmax, or
-a sigmoid per label for a multilabel run) when the model classifies,
-``value`` (batch, in the target's units) when it regresses.
+a sigmoid per label for a multilabel run) when the model classifies, and for
+a multilabel run ``predicted`` (bool, batch × labels: each probability at or
+above its label's threshold, the run's own), ``value`` (batch, in the
+target's units) when it regresses.
 """
 from __future__ import annotations
 
@@ -40,16 +42,23 @@ from .scalpel import ScalpelNet
 class _Outputs(nn.Module):
     """A network's output dict as the graph's outputs, in :func:`output_names`' order."""
 
-    def __init__(self, multilabel: bool, target: tuple[float, float] | None):
+    def __init__(self, multilabel: bool, target: tuple[float, float] | None, thresholds: np.ndarray | None = None):
         super().__init__()
         self.multilabel = multilabel
         self.mean, self.std = target or (0.0, 1.0)
+        if multilabel:
+            self.register_buffer("thresholds", torch.as_tensor(np.asarray(thresholds if thresholds is not None
+                                                                          else 0.5), dtype=torch.float32))
 
     def forward(self, out: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         res: list[torch.Tensor] = []
         if "logits" in out:
             logits = out["logits"]
-            res += [logits, torch.sigmoid(logits) if self.multilabel else torch.softmax(logits, dim=1)]
+            if self.multilabel:
+                proba = torch.sigmoid(logits)
+                res += [logits, proba, proba >= self.thresholds]
+            else:
+                res += [logits, torch.softmax(logits, dim=1)]
         if "value" in out:
             # The value head learns the standardised target: the graph answers in the target's units.
             res.append(out["value"] * self.std + self.mean)
@@ -74,9 +83,9 @@ class BagGraph(nn.Module):
         weights[row, pos] = values
         return weights
 
-    def __init__(self, net: ScalpelNet, multilabel: bool = False, target: tuple[float, float] | None = None):
+    def __init__(self, net: ScalpelNet, outputs: _Outputs):
         super().__init__()
-        self.net, self.outputs = net, _Outputs(multilabel, target)
+        self.net, self.outputs = net, outputs
 
     def forward(self, indices: torch.Tensor, weights: torch.Tensor,
                 numeric: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
@@ -95,9 +104,9 @@ class SequenceGraph(nn.Module):
                      width: int) -> np.ndarray:
         return lengths
 
-    def __init__(self, net: SequenceNet, multilabel: bool = False, target: tuple[float, float] | None = None):
+    def __init__(self, net: SequenceNet, outputs: _Outputs):
         super().__init__()
-        self.net, self.outputs = net, _Outputs(multilabel, target)
+        self.net, self.outputs = net, outputs
 
     def forward(self, indices: torch.Tensor, lengths: torch.Tensor,
                 numeric: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
@@ -123,12 +132,13 @@ def exportable(model: nn.Module) -> bool:
     return type(model) in GRAPHS
 
 
-def graph_for(model: nn.Module, multilabel: bool = False,
-              target: tuple[float, float] | None = None) -> nn.Module:
+def graph_for(model: nn.Module, multilabel: bool = False, target: tuple[float, float] | None = None,
+              thresholds: np.ndarray | None = None) -> nn.Module:
     """``model`` as the module that torch.onnx exports, in eval mode: the exporter
     restores the mode it found, and a graph left in training mode would put the
-    network back in it (dropout on) after the export."""
-    return GRAPHS[type(model)](model, multilabel, target).eval()
+    network back in it (dropout on) after the export. ``thresholds``: a multilabel
+    run's probability threshold per label (default 0.5)."""
+    return GRAPHS[type(model)](model, _Outputs(multilabel, target, thresholds)).eval()
 
 
 def input_names(model: nn.Module) -> list[str]:
@@ -136,10 +146,11 @@ def input_names(model: nn.Module) -> list[str]:
     return ["indices", GRAPHS[type(model)].second] + (["numeric"] if model.numeric is not None else [])
 
 
-def output_names(model: nn.Module) -> list[str]:
+def output_names(model: nn.Module, multilabel: bool = False) -> list[str]:
     """The graph's outputs, in the order its ``forward`` returns them."""
     kw = model.config
-    return (["logits", "probabilities"] if kw.get("classes") else []) + (["value"] if kw.get("regress") else [])
+    classes = ["logits", "probabilities"] + (["predicted"] if multilabel else [])
+    return (classes if kw.get("classes") else []) + (["value"] if kw.get("regress") else [])
 
 
 def graph_inputs(model: nn.Module, block: RowBlock) -> dict[str, np.ndarray]:

@@ -81,7 +81,8 @@ class SparseInput(nn.Module):
         super().__init__()
         # Rows are l2-normalised, so a row's sum has the scale of one weight:
         # N(0, 1) would saturate the next ReLU; Linear's fan-in rule would vanish.
-        self.weight = nn.Parameter(torch.randn(max(dim, 1), width) * init_std)
+        # Scaled in place: ``randn(...) * std`` held two copies of the largest tensor at once.
+        self.weight = nn.Parameter(torch.randn(max(dim, 1), width).mul_(init_std))
         self.bias = nn.Parameter(torch.zeros(width))
         self.active: tuple[torch.Tensor, torch.Tensor] | None = None
         self.row_wise = True   # False: dense gradients, for optimisers without a row-wise form
@@ -105,7 +106,7 @@ class SparseEmbedding(nn.Module):
 
     def __init__(self, dim: int, width: int, init_std: float = 0.1):
         super().__init__()
-        w = torch.randn(max(dim, 1), width) * init_std
+        w = torch.randn(max(dim, 1), width).mul_(init_std)
         w[0] = 0.0
         self.weight = nn.Parameter(w)
         self.active: tuple[torch.Tensor, torch.Tensor] | None = None

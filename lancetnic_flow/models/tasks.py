@@ -4,7 +4,8 @@ A :class:`Task` turns a model's outputs and a batch into a loss, and keeps
 the streaming metrics of an epoch. Losses are lancetnic's: cross entropy or
 BCE (two classes) or the one-vs-rest hinge (LinearSVM's) for classes; MSE, L1 or smooth L1 for values (on the
 standardised target); multi-task adds them with ``loss_weights``;
-multilabel takes a binary cross entropy per label (sigmoid, not softmax).
+multilabel takes a binary cross entropy per label (sigmoid, not softmax), or
+a hinge per label.
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ class Task:
     target: tuple[float, float] = (0.0, 1.0)     # mean, std of the original target
     seed: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    # Multilabel: the logit from which each label is predicted (a run's thresholds; None: 0, probability 0.5).
+    label_cuts: np.ndarray | None = None
 
     @property
     def classifies(self) -> bool:
@@ -74,30 +77,44 @@ class Task:
 
     def _label_set_loss(self, logits: torch.Tensor, hot: torch.Tensor, reduction: str) -> torch.Tensor:
         """A binary cross entropy per label (on its logit, through a sigmoid),
-        summed over a row's labels: each label learns as its own yes/no
-        classifier, at the same scale however many labels there are.
-        ``class_weights`` here weigh each label's positive rows (``pos_weight``)."""
-        per_row = F.binary_cross_entropy_with_logits(logits, hot, pos_weight=self.class_weights,
-                                                     reduction="none").sum(1)
+        or with ``class_loss="hinge"`` a hinge per label (``max(0, 1 - t·s)``,
+        ``t = ±1``: LinearSVM's), summed over a row's labels: each label learns
+        as its own yes/no classifier, at the same scale however many labels
+        there are. ``class_weights`` here weigh each label's positive rows (``pos_weight``)."""
+        if self.class_loss == "hinge":
+            per_row = torch.relu(1.0 - (2.0 * hot - 1.0) * logits).sum(1)
+        else:
+            per_row = F.binary_cross_entropy_with_logits(logits, hot, pos_weight=self.class_weights,
+                                                         reduction="none").sum(1)
         return per_row.mean() if reduction == "mean" else per_row.sum() if reduction == "sum" else per_row
 
     def new_metrics(self) -> "TaskMetrics":
         if self.multilabel:
-            return TaskMetrics(MultiLabelMetrics(self.classes), None)
+            return TaskMetrics(MultiLabelMetrics(self.classes), None, self.label_cuts)
         return TaskMetrics(ClassificationMetrics(self.classes) if self.classifies else None,
                            RegressionMetrics(*self.target, seed=self.seed) if self.regresses else None)
+
+
+def label_cuts(thresholds: list[float] | None) -> np.ndarray | None:
+    """Probability thresholds per label as the logits they are reached at (None stays None)."""
+    if not thresholds:
+        return None
+    p = np.clip(np.asarray(thresholds, np.float64), 1e-12, 1 - 1e-12)
+    return np.log(p / (1 - p)).astype(np.float32)
 
 
 @dataclass
 class TaskMetrics:
     cls: ClassificationMetrics | MultiLabelMetrics | None
     reg: RegressionMetrics | None
+    cuts: np.ndarray | None = None   # multilabel: each label's logit threshold (None: 0)
 
     def update(self, out: dict[str, torch.Tensor], labels: np.ndarray | None, targets: np.ndarray | None,
                loss_sum: float) -> None:
         if isinstance(self.cls, MultiLabelMetrics):
-            # A label is predicted at probability ≥ 0.5: a logit ≥ 0.
-            self.cls.update(labels, (out["logits"].detach() >= 0).cpu().numpy(), loss_sum)
+            # A label is predicted from its threshold on: probability ≥ 0.5 (a logit ≥ 0) unless the run chose one.
+            logits = out["logits"].detach().cpu().numpy()
+            self.cls.update(labels, logits >= (0.0 if self.cuts is None else self.cuts), loss_sum)
         elif self.cls is not None:
             self.cls.update(labels.astype(np.int64), out["logits"].detach().argmax(1).cpu().numpy(), loss_sum)
         if self.reg is not None:

@@ -3,9 +3,10 @@
 The graph (:mod:`lancetnic_flow.models.onnx_graph`) takes padded matrices:
 :meth:`~.predict.Predictor.featurize` turns texts into them, keyed by the
 graph's input names, so any ONNX runtime reproduces
-:class:`~.predict.Predictor`'s outputs. The file's metadata carries the
-labels in the order of the ``logits`` columns, the task and the input
-names. Every export is checked before it is written: onnxruntime runs the
+:class:`~.predict.Predictor`'s outputs, a multilabel run's decisions at its
+thresholds included (the ``predicted`` output). The file's metadata carries
+the labels in the order of the ``logits`` columns, the task, the input
+names and a multilabel run's thresholds. Every export is checked before it is written: onnxruntime runs the
 graph on sample texts and its answers must equal the Predictor's.
 
 torch's TorchScript exporter (``dynamo=False``) is used: the newer
@@ -57,9 +58,10 @@ def _export_bytes(pred) -> bytes:
     from ..models import onnx_graph
 
     model = pred.run.model
-    graph = onnx_graph.graph_for(model, pred.multilabel, pred.run.features.target if pred.regresses else None)
+    graph = onnx_graph.graph_for(model, pred.multilabel, pred.run.features.target if pred.regresses else None,
+                                 pred.thresholds if pred.multilabel else None)
     example = pred.featurize(sample_texts(pred))
-    names, outputs = onnx_graph.input_names(model), onnx_graph.output_names(model)
+    names, outputs = onnx_graph.input_names(model), onnx_graph.output_names(model, pred.multilabel)
     axes: dict[str, dict[int, str]] = {n: {0: "batch"} for n in names + outputs}
     for padded in ("indices", "weights"):
         if padded in names:
@@ -82,10 +84,12 @@ def _with_metadata(data: bytes, pred) -> bytes:
 
     proto = onnx.load_from_string(data)
     meta = pred.run.meta
-    onnx.helper.set_model_props(proto, {
-        "lancetnic_flow.labels": json.dumps(list(pred.labels)), "lancetnic_flow.task": task_kind(meta),
-        "lancetnic_flow.model": str(meta.get("model", meta.get("net", ""))),
-        "lancetnic_flow.inputs": json.dumps([i.name for i in proto.graph.input])})
+    props = {"lancetnic_flow.labels": json.dumps(list(pred.labels)), "lancetnic_flow.task": task_kind(meta),
+             "lancetnic_flow.model": str(meta.get("model", meta.get("net", ""))),
+             "lancetnic_flow.inputs": json.dumps([i.name for i in proto.graph.input])}
+    if pred.multilabel:   # what the graph's ``predicted`` compares ``probabilities`` with
+        props["lancetnic_flow.thresholds"] = json.dumps(pred.thresholds.tolist())
+    onnx.helper.set_model_props(proto, props)
     return proto.SerializeToString()
 
 
@@ -106,12 +110,18 @@ def check_graph(data: bytes, pred, texts: list[str]) -> float:
     from ..models.inputs import model_inputs
 
     session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-    got = dict(zip(onnx_graph.output_names(pred.run.model), session.run(None, pred.featurize(texts))))
+    got = dict(zip(onnx_graph.output_names(pred.run.model, pred.multilabel),
+                   session.run(None, pred.featurize(texts))))
     with torch.no_grad():
         want = {k: v.numpy() for k, v in pred.run.model(**model_inputs(pred.feature_rows(texts), pred.device)).items()}
     worst = 0.0
     if "logits" in want:
         worst = difference(got["logits"], want["logits"])
+    if "predicted" in got:   # the labels the Predictor takes: the same decisions, bar a probability on a threshold
+        p = 1.0 / (1.0 + np.exp(-want["logits"].astype(np.float64)))
+        clear = np.abs(p - pred.thresholds) > TOLERANCE
+        if (got["predicted"][clear] != (p >= pred.thresholds)[clear]).any():
+            raise RuntimeError("the exported graph's predicted labels differ from the model's: please report this")
     if "value" in want:
         mean, std = pred.run.features.target or (0.0, 1.0)
         worst = max(worst, difference(got["value"], want["value"].astype(np.float64) * std + mean))
@@ -143,7 +153,8 @@ def export_onnx(run: Any, out: str, storage_options: dict | None = None, run_opt
     difference = check_graph(data, pred, sample_texts(pred))
     write_bytes(out, data, options_for(out, storage_options or {}))
     return {"onnx": out, "bytes": len(data), "inputs": onnx_graph.input_names(model),
-            "outputs": onnx_graph.output_names(model), "labels": list(pred.labels), "difference": difference}
+            "outputs": onnx_graph.output_names(model, pred.multilabel), "labels": list(pred.labels),
+            "difference": difference}
 
 
 __all__ = ["export_onnx", "check_graph", "difference", "require_onnx", "sample_texts", "OPSET", "TOLERANCE"]

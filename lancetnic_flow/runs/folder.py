@@ -144,13 +144,14 @@ class LoadedRun:
 
     def task(self):
         """The :class:`~lancetnic_flow.models.tasks.Task` this run was trained for, rebuilt from its JSON files."""
-        from ..models.tasks import Task
+        from ..models.tasks import Task, label_cuts
 
         kw, tc = self.meta["kwargs"], self.config.get("training", {})
         return Task(task_kind(self.meta), classes=kw.get("classes", 0),
                     class_loss=tc.get("class_loss", "cross_entropy"), value_loss=tc.get("value_loss", "mse"),
                     loss_weights=tuple(tc.get("loss_weights", (1.0, 1.0))),
-                    target=tuple(self.features.target or (0.0, 1.0)))
+                    target=tuple(self.features.target or (0.0, 1.0)),
+                    label_cuts=label_cuts(self.meta.get("thresholds")))
 
 
 def _not_a_run(run: str, missing: str) -> UserError:

@@ -50,8 +50,11 @@ class Predictor:
         kw = self.run.meta["kwargs"]
         self.classifies = bool(kw.get("classes"))
         self.regresses = bool(kw.get("regress"))
-        # A multilabel run: a sigmoid probability per label, every label at or above a threshold.
+        # A multilabel run: a sigmoid probability per label, every label at or above its threshold
+        # (the run's own, chosen per label on its validation rows; 0.5 for a run without them).
         self.multilabel = task_kind(self.run.meta) == "multilabel"
+        saved = self.run.meta.get("thresholds") if self.multilabel else None
+        self.thresholds = np.asarray(saved if saved else [0.5] * len(self.labels), np.float64)
         data = self.run.config.get("data", {})
         self.text_columns = tuple(data.get("text") or ("text",))
         self.numeric = tuple(data.get("numeric") or ())
@@ -143,12 +146,19 @@ class Predictor:
         full[ok] = scored["value"]
         return full
 
+    def cuts(self, threshold: float | None = None) -> np.ndarray:
+        """A multilabel run's probability threshold per label: ``threshold`` for
+        every label when given, else the run's own (:attr:`thresholds`)."""
+        return self.thresholds if threshold is None else np.full(len(self.labels), float(threshold))
+
     def predict(self, data: Any, top_k: int | None = None,
-                text_column: str | Sequence[str] | None = None, threshold: float = 0.5) -> list[dict[str, Any]]:
+                text_column: str | Sequence[str] | None = None, threshold: float | None = None
+                ) -> list[dict[str, Any]]:
         """One dict per input row: ``status``, then ``label`` and ``probability``
         (with ``top_k``, also ``top_labels`` and ``top_probabilities``) and/or
         ``value``; None where the row cannot be predicted. A multilabel run
-        gives ``labels`` (those with probability ≥ ``threshold``, most likely
+        gives ``labels`` (those with probability ≥ their threshold: ``threshold``
+        for every label, or by default the run's own per label; most likely
         first) and their ``probabilities``."""
         rows = self.rows(data, text_column=text_column)
         if self.multilabel:
@@ -168,30 +178,32 @@ class Predictor:
                 d["top_probabilities"] = None if d["status"] != "ok" else [p[j] for p in probs if p[j] is not None]
         return out
 
-    def label_sets(self, rows: pa.Table, threshold: float = 0.5) -> list[dict[str, Any]]:
+    def _ranked(self, p: np.ndarray, threshold: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(label ids most likely first, their probabilities, whether each is taken) per row of ``p``."""
+        order = np.argsort(-p, axis=1, kind="stable")
+        ranked = np.take_along_axis(p, order, axis=1)
+        return order, ranked, ranked >= self.cuts(threshold)[order]
+
+    def label_sets(self, rows: pa.Table, threshold: float | None = None) -> list[dict[str, Any]]:
         """A multilabel run's predictions for ``rows``: per row ``status``,
-        ``labels`` at or above ``threshold`` (most likely first) and their
-        ``probabilities``; None for a row that cannot be predicted."""
+        ``labels`` at or above their threshold (see :meth:`predict`; most likely
+        first) and their ``probabilities``; None for a row that cannot be predicted."""
         ok, scored = self.scores(rows)
         out: list[dict[str, Any]] = [{"status": s, "labels": None, "probabilities": None}
                                      for s in rows["status"].to_pylist()]
-        p = scored["proba"]
-        order = np.argsort(-p, axis=1, kind="stable")
-        ranked = np.take_along_axis(p, order, axis=1)
-        taken = (ranked >= threshold).sum(1)
+        order, ranked, taken = self._ranked(scored["proba"], threshold)
         # One list per row of the output, which is what the caller asks for; the scoring above is batched.
         names = np.asarray(self.labels, dtype=object)
         for i, row in enumerate(ok.tolist()):
-            k = int(taken[i])
-            out[row]["labels"] = names[order[i, :k]].tolist()
-            out[row]["probabilities"] = ranked[i, :k].astype(float).tolist()
+            out[row]["labels"] = names[order[i][taken[i]]].tolist()
+            out[row]["probabilities"] = ranked[i][taken[i]].astype(float).tolist()
         return out
 
     def prediction_columns(self, rows: pa.Table, top_k: int | None = None,
-                           threshold: float = 0.5) -> dict[str, pa.Array]:
+                           threshold: float | None = None) -> dict[str, pa.Array]:
         """The prediction columns for ``rows`` (see :func:`~.outputs.output_names`), null where
         the status is not ok. A multilabel run's ``predicted`` and ``probabilities``
-        are lists: the labels at or above ``threshold``, most likely first."""
+        are lists: the labels at or above their threshold (see :meth:`predict`), most likely first."""
         ok, scored = self.scores(rows)
         n = rows.num_rows
         cols: dict[str, pa.Array] = {}
@@ -222,12 +234,11 @@ class Predictor:
             cols["predicted_value"] = spread(scored["value"], pa.float64())
         return cols
 
-    def _label_set_columns(self, n: int, ok: np.ndarray, p: np.ndarray, threshold: float) -> dict[str, pa.Array]:
-        """List columns of the labels at or above ``threshold`` per row, most likely first
+    def _label_set_columns(self, n: int, ok: np.ndarray, p: np.ndarray, threshold: float | None
+                           ) -> dict[str, pa.Array]:
+        """List columns of the labels at or above their threshold per row, most likely first
         (vectorised: one sort, one mask, list offsets from the counts)."""
-        order = np.argsort(-p, axis=1, kind="stable")
-        ranked = np.take_along_axis(p, order, axis=1)
-        taken = ranked >= threshold
+        order, ranked, taken = self._ranked(p, threshold)
         counts = np.zeros(n, np.int64)
         counts[ok] = taken.sum(1)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
@@ -240,7 +251,7 @@ class Predictor:
                 "probabilities": pa.ListArray.from_arrays(pa.array(offsets), probs, mask=missing)}
 
     def output_table(self, rows: pa.Table, top_k: int | None = None, inputs: pa.Table | None = None,
-                     threshold: float = 0.5) -> pa.Table:
+                     threshold: float | None = None) -> pa.Table:
         """What prediction writes: the input columns (``inputs``; else the kept
         ``keep:NAME`` columns of ``rows``, or its ``text``), ``status`` and the
         prediction columns."""
@@ -261,7 +272,7 @@ class Predictor:
         return output_names(self.classifies, self.regresses, top_k, self.multilabel)
 
     def predict_table(self, data: Any, keep: Sequence[str] | str | None = "all", top_k: int | None = None,
-                      text_column: str | Sequence[str] | None = None, threshold: float = 0.5):
+                      text_column: str | Sequence[str] | None = None, threshold: float | None = None):
         """``data``'s columns (``keep``: "all", a list of names, or None for
         just the text), as they are, plus ``status`` and the prediction
         columns; a pandas DataFrame for pandas input, an Arrow table otherwise."""
@@ -299,7 +310,7 @@ def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
 
 
 def predict_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,
-                      chunk_bytes: int, top_k: int | None, threshold: float = 0.5, stamp: str = ""
+                      chunk_bytes: int, top_k: int | None, threshold: float | None = None, stamp: str = ""
                       ) -> tuple[list[pa.Table], int, dict]:
     """Worker task: one partition's output tables (every row, in order), rows read, statuses."""
     pred = predictor(run, run_options, stamp)
@@ -315,7 +326,7 @@ def predict_partition(part: Partition, columns: Columns, run: str, run_options: 
 
 def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *, storage_options: dict,
                   run_options: dict, chunk_bytes: int, window: int, top_k: int | None = None,
-                  threshold: float = 0.5) -> dict:
+                  threshold: float | None = None) -> dict:
     """Predict every row of ``plan`` into ``output`` (CSV, JSON Lines or Parquet by
     its name), one output row per input row, in input order. Returns the counts:
     ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason."""

@@ -80,7 +80,8 @@ def parse_request(body: bytes, max_batch: int, classifies: bool = True) -> tuple
                          else "top_k ranks labels: this run is a regression model")
     if threshold is not None and not 0.0 < threshold < 1.0:
         raise BadRequest(422, f"threshold must be between 0 and 1, got {threshold}")
-    return texts, {"top_k": top_k, "threshold": 0.5 if threshold is None else float(threshold)}
+    # No threshold: the run's own per label (0.5 for a run without them).
+    return texts, {"top_k": top_k, "threshold": None if threshold is None else float(threshold)}
 
 
 async def read_body(request: Any, limit: int) -> bytes:

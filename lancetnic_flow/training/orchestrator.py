@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..config import CheckpointEvery, TrainConfig
-from ..data.checks import plan_training_sources, sample_texts, training_columns
+from ..data.checks import plan_training_sources, sample_label_count, sample_rows, sample_texts, training_columns
 from ..data.sources import Columns
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
@@ -41,6 +41,7 @@ from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..reconnect import retrying
 from ..features.vectorize import FittedFeatures
 from ..models import create_model, registration
+from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
 from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample
@@ -68,8 +69,10 @@ class TrainResult:
     metrics: dict
 
 
-# Before the fit the classes are unknown: plan for this many (a hidden layer's head is small either way).
+# Before the fit the classes are unknown: plan for this many (a hidden layer's head is small either way),
+# or for the classes a sample of the rows shows, and this many times over (rare ones are missing from it).
 PLANNED_CLASSES = 64
+SAMPLED_CLASSES_MARGIN = 1.25
 
 
 def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int = PLANNED_CLASSES) -> int:
@@ -245,9 +248,42 @@ class Training:
         self.external = external or bool(scheduler_address(c.scheduler))
         # Bad paths and columns fail before a cluster starts, where we can.
         self.sources = None if self.external else self._plan_sources()
+        self.sample = None
+        if self.sources is not None:
+            self._plan_for_sampled_labels()
         self.in_process, self.where = self._where()
         if self.in_process:
             self.memory = plan_in_process(self.memory, self.memory.workers * self.memory.threads)
+
+    def _plan_for_sampled_labels(self) -> None:
+        """The plan made for the classes a sample of the training rows shows, when
+        more than :data:`PLANNED_CLASSES`: the trainer's share then holds the
+        model the data needs (a linear model's weights are terms × classes), where
+        a plan for too few classes would pass it by for a smaller model after the
+        fit. A model whose weights would leave the workers too little is planned
+        without the copies it can do without (its twin), or as before."""
+        cfg, c, data = self.cfg, self.cfg.cluster, self.cfg.data
+        if not self.columns.label:
+            return
+        self.sample = sample_rows(self.sources[0], self.columns, data.storage_options)
+        seen = sample_label_count(self.sample)
+        if seen <= PLANNED_CLASSES:
+            return
+        classes = math.ceil(seen * SAMPLED_CLASSES_MARGIN)
+        for candidate in (cfg, dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, learn_val=False))):
+            model_bytes = estimate_model_bytes(candidate, classes=classes)
+            try:
+                memory = plan_memory(c.memory_budget, workers=c.workers, threads=c.threads, model_bytes=model_bytes,
+                                     shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize)
+            except UserError:
+                continue
+            self.memory, self.model_bytes = memory, model_bytes
+            self.sources = self._plan_sources()   # the partition size follows the workers' new share
+            self.decisions["planned_classes"] = {"classes": classes, "sampled": seen}
+            self.planned_note = (f"memory plan for {classes:,} classes: a sample of the training rows shows "
+                                 f"{seen:,} labels" + (" (without the twin that learns the validation rows)"
+                                                       if candidate is not cfg else ""))
+            return
 
     def _where(self) -> tuple[bool, str]:
         """In this process or on a cluster (:func:`~lancetnic_flow.dataflow.inprocess.choose_where`), and why."""
@@ -310,6 +346,8 @@ class Training:
         self.events.emit("plan", plan=plan.to_dict(), text=plan.describe() + (f"\nfeaturising  {self.where}" if self.where else ""),
                          where=self.where,
                          dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
+        if getattr(self, "planned_note", None):
+            self.events.emit("decided", what="plan", message=self.planned_note)
         self.train_src, self.val_src = self.sources or self._plan_sources()
         self._decide_analyzer()
         cfg = self.cfg   # with the analyzer decided: the cache key and the shards read it
@@ -327,7 +365,8 @@ class Training:
             return
         from ..features.scripts import spaceless_share
 
-        share, letters = spaceless_share(sample_texts(self.train_src, self.columns, self.cfg.data.storage_options))
+        share, letters = spaceless_share(sample_texts(self.train_src, self.columns, self.cfg.data.storage_options,
+                                                      sample=getattr(self, "sample", None)))
         self.given, self.cfg, note = resolve_sample(self.given, self.cfg, share, letters)
         self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "spaceless_share": round(share, 4),
                                       "letters_sampled": letters}
@@ -561,8 +600,22 @@ class Training:
         if state.best is not None and "state" in state.best:
             self.model.load_state_dict(state.best.pop("state"))
             val = state.best["val"]
-        self.stage_seconds.update(self.rule.finish(self.model, self.feed.val_blocks if self.feed.has_val() else None))
+        self._calibrate()
+        self.rule.finish(self.model)
         return val
+
+    def _calibrate(self) -> None:
+        """On the validation rows, before the rule's finish (a twin that learned them
+        would flatter its own scores): the probability scale of a margin model's
+        scores, and a multilabel run's threshold per label (model.json keeps them)."""
+        self.calibration = Calibration()
+        if not self.feed.has_val() or not (self.rule.scales_logits or self.task.multilabel):
+            return
+        ts = time.monotonic()
+        self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits)
+        self.stage_seconds["calibrate"] = time.monotonic() - ts
+        if self.calibration.thresholds is not None:
+            self.model_meta["thresholds"] = [round(float(t), 6) for t in self.calibration.thresholds]
 
     def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:
         """``--ddp N``: featurise first, then train on N workers; rank 0's weights end up in ``self.model``."""

@@ -18,8 +18,7 @@ in memory.
 from __future__ import annotations
 
 import threading
-import time
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
@@ -38,6 +37,7 @@ class TrainingRule(Protocol):
     """What the loop, the trials and the ranks ask of a way of training."""
 
     exchanges_gradients: bool   # whether --ddp ranks can run it (backward, exchange, update)
+    scales_logits: bool         # whether its scores need a probability scale fitted after training
 
     def optimizers(self, model: torch.nn.Module) -> list: ...
 
@@ -49,8 +49,7 @@ class TrainingRule(Protocol):
     def while_validating(self, model: torch.nn.Module, lr: float, seed: int, epoch: int
                          ) -> Callable[[RowBlock], object] | None: ...
 
-    def finish(self, model: torch.nn.Module, val_blocks: Callable[[], Iterable[RowBlock]] | None
-               ) -> dict[str, float]: ...
+    def finish(self, model: torch.nn.Module) -> None: ...
 
     def keeps_last_epoch(self) -> bool: ...
 
@@ -68,6 +67,7 @@ class GradientRule:
     parameters, ``--sparse-optimizer`` for the input rows)."""
 
     exchanges_gradients = True
+    scales_logits = False
 
     def __init__(self, tc: TrainingConfig):
         self.tc = tc
@@ -102,9 +102,8 @@ class GradientRule:
     def while_validating(self, model: torch.nn.Module, lr: float, seed: int, epoch: int) -> None:
         return None
 
-    def finish(self, model: torch.nn.Module, val_blocks: Callable[[], Iterable[RowBlock]] | None
-               ) -> dict[str, float]:
-        return {}
+    def finish(self, model: torch.nn.Module) -> None:
+        return None
 
     def keeps_last_epoch(self) -> bool:
         return False
@@ -136,6 +135,7 @@ class HingeRule:
     model is the twin."""
 
     exchanges_gradients = False
+    scales_logits = True   # hinge scores rank the classes; a fitted factor makes them probabilities
 
     def __init__(self, tc: TrainingConfig):
         self.tc = tc
@@ -170,19 +170,13 @@ class HingeRule:
         rng = np.random.default_rng([seed, epoch, 0x7A1])
         return lambda block: twin_learns(model, block, rate, rng)
 
-    def finish(self, model: torch.nn.Module, val_blocks: Callable[[], Iterable[RowBlock]] | None
-               ) -> dict[str, float]:
-        """The softmax scale fitted on the validation rows; the twin becomes the model."""
-        from ..models.margin import adopt_twin, fit_logit_scale, has_twin
+    def finish(self, model: torch.nn.Module) -> None:
+        """The twin becomes the model (after the calibration, which the model's
+        own scores of the validation rows it never learned give)."""
+        from ..models.margin import adopt_twin, has_twin
 
-        seconds = {}
-        if val_blocks is not None:
-            t0 = time.monotonic()
-            fit_logit_scale(model, val_blocks())
-            seconds["calibrate"] = time.monotonic() - t0
         if has_twin(model):
             adopt_twin(model)
-        return seconds
 
     def keeps_last_epoch(self) -> bool:
         """Without early stopping the last epoch's weights are kept, not the best

@@ -60,6 +60,7 @@ def make_config(train, tmp: Path, *, val=None, epochs=3, seed=0, blocksize=None,
 
 WORDS = [f"w{i}" for i in range(60)]
 LABELS = ["sports", "tech", "politics"]
+THRESHOLDS = [0.35, 0.6, 0.2]    # a multilabel run's, one per label
 
 
 def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path | None = None):
@@ -88,6 +89,8 @@ def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path |
             p.mul_(3.0)
     config = {"data": {"text": ["text"], "numeric": [f"n{i}" for i in range(numeric)]}}
     meta = {**meta, "task": task}
+    if task == "multilabel":   # thresholds of its own per label, as training chooses them
+        meta["thresholds"] = THRESHOLDS
     if out is not None:
         save_run(str(out), config=config, features=features, model=model, model_meta=meta, metrics={}, history=[])
     return Predictor(LoadedRun(str(out or "memory"), config, features, model.eval(), meta, {}))

@@ -25,7 +25,7 @@ from lancetnic_flow.models.inputs import model_inputs  # noqa: E402
 from lancetnic_flow.runs.export import export_onnx  # noqa: E402
 from lancetnic_flow.runs.predict import Predictor  # noqa: E402
 
-from helpers import WORDS, assert_user_error, built_run, cli, model_task_pairs  # noqa: E402
+from helpers import THRESHOLDS, WORDS, assert_user_error, built_run, cli, model_task_pairs  # noqa: E402
 
 TOL = 1e-4
 CASES = model_task_pairs() + [("ScalpelMC", "multilabel"), ("LancetMCA_gru", "multilabel")]
@@ -64,6 +64,10 @@ def assert_same_answers(pred: Predictor, session, data) -> None:
         if not pred.multilabel:
             best = [pred.labels[i] for i in got["logits"].argmax(1)]
             assert [b for b, o in zip(best, ok) if o] == [p["label"] for p in pred.predict(data) if p["status"] == "ok"]
+        else:   # the run's own thresholds decide the labels, in the graph as in the Predictor
+            taken = [{pred.labels[i] for i in np.flatnonzero(row)} for row in got["predicted"]]
+            assert [t for t, o in zip(taken, ok) if o] == [set(p["labels"]) for p in pred.predict(data)
+                                                         if p["status"] == "ok"]
     if pred.regresses:
         want = pred.predict_values(data)
         np.testing.assert_allclose(got["value"][ok], want[ok], rtol=1e-6, atol=TOL)
@@ -78,6 +82,9 @@ def test_every_model_and_task_exports_and_onnxruntime_gives_the_predictors_answe
         assert_same_answers(pred, session, texts(n, seed))
     meta = session.get_modelmeta().custom_metadata_map
     assert json.loads(meta["lancetnic_flow.labels"]) == pred.labels and meta["lancetnic_flow.task"] == task
+    if task == "multilabel":
+        assert [o.name for o in session.get_outputs()] == ["logits", "probabilities", "predicted"]
+        assert json.loads(meta["lancetnic_flow.thresholds"]) == pred.thresholds.tolist() == THRESHOLDS
 
 
 @pytest.mark.parametrize("name", ["ScalpelMTSK", "LancetMCA"])

@@ -18,7 +18,8 @@ from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.rows import RowBlock
 from lancetnic_flow.models import create_model
-from lancetnic_flow.models.margin import BIAS_RATE, fit_logit_scale, hinge_pass
+from lancetnic_flow.models.calibrate import calibrate
+from lancetnic_flow.models.margin import BIAS_RATE, hinge_pass
 from lancetnic_flow.resolve import FitCounts, resolve_counts
 from lancetnic_flow.training.rules import rule_for
 
@@ -146,7 +147,7 @@ def test_scores_become_probabilities_at_a_fitted_scale_and_no_prediction_changes
 
     model.eval()
     before = model(**model_inputs(block, torch.device("cpu")))["logits"].detach()
-    scale = fit_logit_scale(model, [block])
+    scale = calibrate(model, [block], scale=True).scale
     after = model(**model_inputs(block, torch.device("cpu")))["logits"].detach()
     y = torch.from_numpy(labels.astype(np.int64))
     assert scale != 1.0

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 import torch
@@ -194,21 +195,27 @@ def test_a_learnable_multilabel_corpus_trains_through_the_cli_and_beats_the_most
     assert "confusion_matrix.png" not in metrics["plots"]
 
 
-def test_predictor_of_a_multilabel_run_returns_the_labels_at_or_above_the_threshold_with_sigmoid_probabilities(run):
+def test_predictor_of_a_multilabel_run_returns_the_labels_at_or_above_their_thresholds_with_sigmoid_probabilities(
+        run):
     from lancetnic_flow.runs.folder import load_run
     from lancetnic_flow.runs.predict import Predictor
 
     assert load_run(str(run)).task().kind == "multilabel"
     pred = Predictor(str(run))
     assert pred.multilabel
+    saved = json.loads((run / "model.json").read_text())["thresholds"]
+    assert len(saved) == 4 and pred.thresholds.tolist() == saved and all(0 < t < 1 for t in saved)
     texts = pacsv.read_csv(run.parent.parent / "test.csv")["text"].to_pylist()[:20]
     proba = pred.predict_proba(texts)
     assert proba.shape == (20, 4) and ((proba >= 0) & (proba <= 1)).all()
     assert not np.allclose(proba.sum(1), 1.0)     # a probability per label, not a distribution
+    for threshold, cut in ((None, np.asarray(saved)), (0.5, np.full(4, 0.5))):   # the run's own, or one for all
+        out = pred.predict(texts, threshold=threshold)
+        for row, p in zip(out, proba):
+            taken = [i for i in np.argsort(-p, kind="stable") if p[i] >= cut[i]]
+            assert row["labels"] == [pred.labels[i] for i in taken]
+            assert row["probabilities"] == pytest.approx([p[i] for i in taken])
     out = pred.predict(texts)
-    for row, p in zip(out, proba):
-        want = [pred.labels[i] for i in np.argsort(-p, kind="stable") if p[i] >= 0.5]
-        assert row["labels"] == want and row["probabilities"] == pytest.approx(sorted(p[p >= 0.5], reverse=True))
     assert sum(len(r["labels"]) for r in out) > 20      # some texts get several labels
     assert all(len(r["labels"]) == 4 for r in pred.predict(texts[:3], threshold=0.0))
     assert pred.predict([""])[0] == {"status": "empty_text", "labels": None, "probabilities": None}
@@ -265,13 +272,17 @@ def test_rows_whose_label_set_repeats_a_label_are_kept_counted_and_named(tmp_pat
 
 @pytest.fixture(scope="module")
 def many_labels(tmp_path_factory):
-    """135 labels: past the 64 classes the plan is made for before the fit."""
+    """135 labels in a file sorted by label: the sample the plan reads before the
+    fit sees fewer than 64 of them, so the plan is made for 64 classes."""
     d = tmp_path_factory.mktemp("labels135")
-    assert cli("make-data", "m.csv", "--rows", "3000", "--classes", "135", "--multilabel", cwd=d).returncode == 0
+    assert cli("make-data", "all.csv", "--rows", "6000", "--classes", "135", cwd=d).returncode == 0
+    table = pacsv.read_csv(d / "all.csv")
+    pacsv.write_csv(table.take(pc.sort_indices(table, [("label", "ascending")])), d / "m.csv")
     return d
 
 
-LABELS135 = ["--task", "multilabel", "--label-sep", "|", "--workers", "2", "--run-on", "cluster", "--epochs", "1"]
+LABELS135 = ["--task", "multilabel", "--label-sep", "|", "--workers", "2", "--run-on", "cluster", "--epochs", "1",
+             "--model", "ScalpelMC"]
 AT_4GIB = [*LABELS135, "--memory-budget", "4GiB"]
 
 
@@ -298,3 +309,44 @@ def test_a_refused_model_names_only_options_that_change_what_was_short_each_with
         args = [*LABELS135, *(a for kv in given.items() for a in kv)]
         q = cli("train", "m.csv", *args, "--out", "runs", cwd=many_labels)
         assert q.returncode == 0, (flag, value, q.stdout[-1500:] + q.stderr[-1500:])
+
+
+def test_the_plan_is_made_for_the_labels_a_sample_shows_so_135_labels_keep_the_linear_model_at_4gib(tmp_path):
+    assert cli("make-data", "m.csv", "--rows", "3000", "--classes", "135", "--multilabel", cwd=tmp_path).returncode == 0
+    args = [a for a in AT_4GIB if a not in ("--model", "ScalpelMC")]
+    p = cli("train", "m.csv", *args, "--out", "runs", "--name", "planned", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert "decided  memory plan for " in out and "a sample of the training rows shows" in out
+    metrics = json.loads((tmp_path / "runs" / "planned" / "metrics.json").read_text())
+    assert metrics["model"] == "LinearSVM" and len(metrics["labels"]) == 135
+    planned = metrics["decided"]["planned_classes"]
+    assert planned["classes"] >= 135 and planned["classes"] > planned["sampled"] > 64
+    assert metrics["memory"]["trainer_peak_rss_bytes"] <= metrics["memory"]["plan"]["trainer"]
+
+
+def test_a_linear_multilabel_run_saves_a_threshold_per_label_that_predict_and_evaluate_use(tmp_path):
+    """The default model for label sets is the linear SVM with one margin per label; the
+    thresholds chosen on its validation rows go into model.json and decide every label."""
+    from lancetnic_flow.runs.predict import Predictor
+
+    assert cli("make-data", "all.csv", "--rows", "3000", "--multilabel", cwd=tmp_path).returncode == 0
+    p = cli("train", "all.csv", "--task", "multilabel", "--label-sep", "|", "--epochs", "3", "--out", "runs",
+            "--name", "svm", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = tmp_path / "runs" / "svm"
+    meta = json.loads((run / "model.json").read_text())
+    assert meta["model"] == "LinearSVM" and len(meta["thresholds"]) == 4
+    assert len(set(meta["thresholds"])) > 1 and all(0 < t < 1 for t in meta["thresholds"])
+    pred = Predictor(str(run))
+    table = pacsv.read_csv(tmp_path / "all.csv")
+    cuts = np.asarray(meta["thresholds"])
+    proba = pred.predict_proba(table["text"].to_pylist())
+    own = [{pred.labels[i] for i in np.flatnonzero(p >= cuts)} for p in proba]
+    assert own != [{pred.labels[i] for i in np.flatnonzero(p >= 0.5)} for p in proba]   # the thresholds decide
+    assert [set(r["labels"]) for r in pred.predict(table["text"].to_pylist()[:300])] == own[:300]
+    e = cli("evaluate", run, "all.csv", "--json", cwd=tmp_path)
+    assert e.returncode == 0, e.stderr
+    truth = [set(s.split("|")) for s in table["label"].to_pylist()]
+    tp = sum(len(t & g) for t, g in zip(truth, own))
+    assert json.loads(e.stdout)["micro_f1"] == pytest.approx(2 * tp / (sum(map(len, truth)) + sum(map(len, own))))

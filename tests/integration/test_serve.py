@@ -154,15 +154,19 @@ def test_concurrent_requests_each_get_their_own_answers_and_health_stays_answere
     assert healthy == [200] * 5
 
 
-def test_a_multilabel_run_answers_label_sets_and_its_threshold(tmp_path):
+def test_a_multilabel_run_answers_label_sets_at_its_own_thresholds_or_the_one_asked_for(tmp_path):
     pred = built_run("ScalpelMC", "multilabel", out=tmp_path / "run")
     s = Server(tmp_path / "run", "--quiet", cwd=tmp_path)
     try:
         texts = [" ".join(WORDS[i:i + 9]) for i in range(0, 50, 7)] + [None]
-        for threshold in (0.5, 0.1):
-            status, got = request(s.url + "/predict", {"texts": texts, "threshold": threshold})
+        answers = {}
+        for threshold in (None, 0.5, 0.1):
+            ask = {"texts": texts, **({"threshold": threshold} if threshold is not None else {})}
+            status, got = request(s.url + "/predict", ask)
             assert status == 200
             assert got["predictions"] == json.loads(json.dumps(pred.predict(texts, threshold=threshold)))
+            answers[threshold] = got["predictions"]
+        assert answers[None] != answers[0.5]     # the run's own thresholds (helpers.THRESHOLDS) decide
         assert any(len(p["labels"] or []) > 1 for p in got["predictions"])
         assert request(s.url + "/health")[1]["task"] == "multilabel"
     finally:
@@ -183,7 +187,7 @@ def test_a_bad_run_a_taken_port_or_a_bad_max_batch_is_exit_2_before_it_listens(t
 def test_parse_request_reads_the_options_and_refuses_top_k_for_a_regression_run():
     assert parse_request(b'{"texts": ["a", null], "top_k": 2, "threshold": 0.25}', 10) == \
         (["a", None], {"top_k": 2, "threshold": 0.25})
-    assert parse_request(b'{"texts": []}', 10) == ([], {"top_k": None, "threshold": 0.5})
+    assert parse_request(b'{"texts": []}', 10) == ([], {"top_k": None, "threshold": None})   # the run's own
     with pytest.raises(BadRequest, match="regression") as e:
         parse_request(b'{"texts": ["a"], "top_k": 1}', 10, classifies=False)
     assert e.value.status == 422

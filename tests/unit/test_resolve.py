@@ -72,7 +72,8 @@ def test_a_registered_models_refusal_is_an_error_when_named_and_a_pass_for_auto(
 
 @pytest.mark.parametrize("change,model", [
     ({}, "LinearSVM"),
-    ({"task": "multilabel"}, "ScalpelMC"),
+    ({"task": "multilabel"}, "LinearSVM"),   # one margin per label
+    ({"task": "multilabel", "class_weights": "balanced"}, "ScalpelMC"),
     ({"target": "y"}, "ScalpelMC"),
     ({"ddp": 2}, "ScalpelMC"),
     ({"numeric": ["n"]}, "ScalpelMC"),
@@ -118,6 +119,16 @@ def test_resolve_counts_turns_auto_to_its_next_choice_when_classes_outgrow_the_f
     assert kept.model.name == "LinearSVM"
     assert moved == dataclasses.replace(resolve(dataclasses.replace(given, model=ModelConfig(name="ScalpelMC"))))
     assert given.model.name == "auto" and first.model.name == "LinearSVM"   # neither was changed
+
+
+def test_label_sets_keep_the_linear_model_past_its_class_limit_up_to_its_label_limit():
+    given = config(task="multilabel")
+    first = resolve(given)
+    spec = MODELS["LinearSVM"]
+    assert first.model.name == "LinearSVM" and spec.max_labels > spec.max_classes
+    past_classes, _ = resolve_counts(given, first, FitCounts(rows=100, classes=spec.max_classes + 1), lambda c: True)
+    past_labels, _ = resolve_counts(given, first, FitCounts(rows=100, classes=spec.max_labels + 1), lambda c: True)
+    assert past_classes.model.name == "LinearSVM" and past_labels.model.name == "ScalpelMC"
 
 
 def test_resolve_counts_turns_auto_to_its_next_choice_when_the_first_does_not_fit_the_plan():

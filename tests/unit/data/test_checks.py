@@ -79,3 +79,14 @@ def test_the_text_sample_of_a_small_file_is_its_rows(tmp_path):
 
     path = write(tmp_path / "s.jsonl", '{"text": "一つ", "label": "a"}\n{"text": "two", "label": "b"}\n')
     assert sample_texts(plan_source([path]), COLS) == ["一つ", "two"]
+
+
+def test_the_sample_counts_the_distinct_labels_and_the_members_of_label_sets(tmp_path):
+    from lancetnic_flow.data.checks import sample_label_count, sample_rows
+
+    path = write(tmp_path / "l.csv", "text,label\none,a\ntwo,b\nthree,a\nfour,\n")
+    assert sample_label_count(sample_rows(plan_source([path]), Columns(text=("text",), label="label"))) == 2
+    sets = write(tmp_path / "m.csv", "text,label\none,a|b\ntwo,c|a\nthree,d\n")
+    cols = Columns(text=("text",), label="label", multilabel=True, label_sep="|")
+    assert sample_label_count(sample_rows(plan_source([sets]), cols)) == 4
+    assert sample_label_count(sample_rows(plan_source([sets]), Columns(text=("text",)))) == 0   # no label column

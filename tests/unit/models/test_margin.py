@@ -18,13 +18,13 @@ VALUES = np.array([0.6, 0.8, 1.0, 0.5, 1.0], np.float32)
 
 
 def reference_step(weight, bias, r, label, lr):
-    """The formula, one row, in plain numpy."""
+    """The formula, one row, in plain numpy; ``label``: a class id, or the row's set as 0/1 per label."""
     a, e = OFFSETS[r], OFFSETS[r + 1]
     idx, val = INDICES[a:e], VALUES[a:e]
     s = bias + (weight[idx] * val[:, None]).sum(0)
     loss = 0.0
     for k in range(weight.shape[1]):
-        t = 1.0 if k == label else -1.0
+        t = (1.0 if label[k] else -1.0) if np.ndim(label) else (1.0 if k == label else -1.0)
         if 1 - t * s[k] > 0:
             loss += 1 - t * s[k]
             weight[idx, k] += lr * t * val
@@ -48,6 +48,27 @@ def test_one_example_step_equals_the_hinge_formula():
     np.testing.assert_allclose(weight, w_ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(bias, b_ref, rtol=1e-5, atol=1e-6)
     assert used == 3 and abs(total - want_loss) < 1e-4
+
+
+def test_a_label_set_row_steps_each_label_by_its_own_margin_and_an_empty_set_is_only_scored():
+    rng = np.random.default_rng(1)
+    weight = rng.normal(0, 0.5, (4, 3)).astype(np.float32)
+    bias = np.array([0.1, -0.2, 0.0], np.float32)
+    w_ref, b_ref = weight.copy(), bias.copy()
+    hot = np.array([[1, 0, 1], [0, 0, 0], [0, 1, 1]], np.uint8)   # two labels, none, two labels
+    scores = np.empty((3, 3), np.float32)
+    total, used = hinge_pass(INDICES, OFFSETS, VALUES, hot, weight, bias, np.float32(0.5), scores)
+    want_loss = 0.0
+    for r in (0, 2):
+        s, loss = reference_step(w_ref, b_ref, r, hot[r], 0.5)
+        np.testing.assert_allclose(scores[r], s, rtol=1e-5, atol=1e-6)
+        want_loss += loss
+        if r == 0:   # the empty set is scored with row 0's weights and trains nothing
+            np.testing.assert_allclose(scores[1], b_ref + (w_ref[INDICES[2:4]] * VALUES[2:4, None]).sum(0),
+                                       rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weight, w_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bias, b_ref, rtol=1e-5, atol=1e-6)
+    assert used == 2 and abs(total - want_loss) < 1e-4
 
 
 def test_a_row_beyond_every_margin_changes_nothing_and_an_unlabelled_row_is_only_scored():

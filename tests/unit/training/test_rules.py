@@ -9,6 +9,7 @@ import torch
 from lancetnic_flow.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.features.rows import RowBlock
 from lancetnic_flow.models import create_model
+from lancetnic_flow.models.calibrate import calibrate
 from lancetnic_flow.models.margin import has_twin
 from lancetnic_flow.models.tasks import Task
 from lancetnic_flow.registry import MODELS, ModelSpec
@@ -89,10 +90,11 @@ def test_the_twin_learns_the_validation_rows_and_becomes_the_saved_model():
     evaluate_blocks(model, [val], task, CPU, then=hook)
     model_w, twin_w = model.input.weight.detach().clone(), model.twin_weight.clone()
     assert not torch.equal(model_w, twin_w)          # the twin saw rows the model never did
-    seconds = rule.finish(model, lambda: iter([val]))
-    assert "calibrate" in seconds and not has_twin(model)
+    assert calibrate(model, [val], scale=rule.scales_logits).scale != 1.0   # on the model's own scores
+    assert float(model.logit_scale) != 1.0 and has_twin(model)
+    rule.finish(model)
+    assert not has_twin(model)
     assert torch.equal(model.input.weight.detach(), twin_w)
-    assert float(model.logit_scale) != 1.0
 
 
 def test_gradient_rules_keep_the_best_epoch_and_the_hinge_rule_the_last_without_early_stopping():

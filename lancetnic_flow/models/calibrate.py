@@ -1,0 +1,178 @@
+"""After training, on the validation rows: what turns a model's scores into answers.
+
+* **The probability scale** of a margin model (LinearSVM): its scores rank
+  the classes but are not probabilities. One factor, fitted by temperature
+  scaling (the negative log-likelihood, convex in the factor), makes them
+  so: a softmax over the classes for one label a row, a sigmoid per label
+  for label sets. Every argmax, so every accuracy, is unchanged.
+* **A threshold per label** (``--task multilabel``): the probability from
+  which each label is predicted, chosen where that label's F1 on the
+  validation rows is highest. A fixed 0.5 suits neither a rare label (its
+  probabilities rarely reach it: high precision, low recall) nor a margin
+  model's scale. A few validation rows choose a threshold badly, so each
+  label's is drawn towards the pooled one (the threshold that maximises the
+  F1 of every label's decisions together, micro-F1's), in logits, as
+  ``n / (n + 1)`` of its own and ``1 / (n + 1)`` of the pooled one for a
+  label with ``n`` positive rows: a label never seen in them takes the
+  pooled threshold. Chosen on a development split of a real multi-label
+  corpus (docs/benchmarks.md, "Multi-label"): it beat both each label's
+  own threshold and the pooled one alone on the sum of micro- and macro-F1.
+
+Both read the validation rows once, at most :data:`MAX_CELLS` scores
+(rows × labels) of them: memory is bounded by that, not by the rows.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import torch
+
+from ..features.rows import RowBlock
+from .inputs import model_inputs
+
+# Scores kept to calibrate on (rows × labels, float32: 40 MiB, and twice that
+# while the scale is fitted in float64); 20,000 rows at least.
+MAX_CELLS = 10_000_000
+MIN_ROWS = 20_000
+# A label's own threshold weighs n / (n + SHRINK) against the pooled one (n: its positive rows).
+SHRINK = 1.0
+# The thresholds stay inside (0, 1): a label predicted always or never is a decision no data made.
+THRESHOLD_RANGE = (0.01, 0.99)
+
+
+@dataclass
+class Scores:
+    """Validation rows' scores (rows × classes, float32) and answers: class ids, or a multi-hot matrix."""
+
+    scores: np.ndarray
+    labels: np.ndarray
+
+    @property
+    def label_sets(self) -> bool:
+        return self.labels.ndim == 2
+
+
+def read_scores(model: torch.nn.Module, blocks: Iterable[RowBlock]) -> Scores | None:
+    """The model's logits on the labelled validation rows, up to :data:`MAX_CELLS`
+    scores; None when no row has a label."""
+    scores, labels, n, cap = [], [], 0, None
+    model.eval()
+    rows = iter(blocks)
+    with torch.no_grad(), contextlib.ExitStack() as done:
+        done.callback(getattr(rows, "close", lambda: None))   # a generator's close stops its read-ahead thread
+        for block in rows:
+            b = block.slice(0, (cap or MIN_ROWS) - n)
+            keep = b.labels.any(1) if b.labels.ndim == 2 else b.labels >= 0
+            if keep.any():
+                out = model(**model_inputs(b, torch.device("cpu")))["logits"]
+                cap = cap or max(MIN_ROWS, MAX_CELLS // max(1, out.shape[1]))
+                scores.append(out[torch.from_numpy(keep)].float().numpy())
+                labels.append(b.labels[keep])
+                n += int(keep.sum())
+            if n >= (cap or MIN_ROWS):
+                break
+    model.train()
+    if not scores:
+        return None
+    return Scores(np.concatenate(scores), np.concatenate(labels))
+
+
+def _nll(s: torch.Tensor, y: torch.Tensor, label_sets: bool, log_scale: float) -> float:
+    z = s * np.exp(log_scale)
+    if label_sets:
+        return float(torch.nn.functional.binary_cross_entropy_with_logits(z, y))
+    return float(torch.nn.functional.cross_entropy(z, y))
+
+
+def fit_scale(val: Scores) -> float:
+    """The factor whose softmax (or sigmoid per label, for label sets) of the
+    scores best predicts the answers: golden-section search on the log of it,
+    the loss being convex in the factor."""
+    s = torch.from_numpy(val.scores).double()
+    y = torch.from_numpy(val.labels.astype(np.float64 if val.label_sets else np.int64))
+    lo, hi = np.log(0.05), np.log(500.0)
+    g = (np.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = _nll(s, y, val.label_sets, a), _nll(s, y, val.label_sets, b)
+    for _ in range(40):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = _nll(s, y, val.label_sets, a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = _nll(s, y, val.label_sets, b)
+    return float(np.exp((lo + hi) / 2))
+
+
+def best_cut(proba: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
+    """(threshold, F1) of predicting ``proba >= threshold`` against ``truth``
+    (flat arrays), at the threshold of the highest F1: midway between the
+    lowest probability taken and the highest one left. With no positive, or
+    no cut that finds one, F1 is 0 and the threshold the top of the range."""
+    positives = int(truth.sum())
+    if positives == 0 or not len(proba):
+        return THRESHOLD_RANGE[1], 0.0
+    order = np.argsort(-proba, kind="stable")
+    p, t = proba[order], truth[order].astype(np.int64)
+    tp = np.cumsum(t)
+    taken = np.arange(1, len(p) + 1)
+    # Only cuts between different probabilities can be made: the last of each run of ties.
+    ends = np.flatnonzero(np.append(p[1:] != p[:-1], True))
+    f1 = 2.0 * tp[ends] / (taken[ends] + positives)
+    i = ends[int(np.argmax(f1))]
+    below = p[i + 1] if i + 1 < len(p) else 0.0
+    cut = float(np.clip((p[i] + below) / 2, *THRESHOLD_RANGE))
+    return cut, float(f1.max())
+
+
+def _logit(p: np.ndarray | float) -> np.ndarray:
+    return np.log(p) - np.log1p(-np.asarray(p))
+
+
+def label_thresholds(proba: np.ndarray, hot: np.ndarray) -> tuple[np.ndarray, float]:
+    """Per label, the probability threshold of its best F1 on these rows
+    (rows × labels), drawn towards the pooled threshold (every label's
+    decisions together) by how few positive rows it has (:data:`SHRINK`).
+    Returns the thresholds and the pooled one."""
+    pooled, _ = best_cut(proba.ravel(), hot.ravel())
+    positives = hot.sum(0).astype(np.float64)
+    own = np.array([best_cut(proba[:, k], hot[:, k])[0] if positives[k] else pooled
+                    for k in range(proba.shape[1])])
+    w = positives / (positives + SHRINK)
+    z = w * _logit(own) + (1 - w) * _logit(pooled)
+    return 1.0 / (1.0 + np.exp(-z)), pooled
+
+
+@dataclass
+class Calibration:
+    """What :func:`calibrate` fitted: the scale (1.0 if none was fitted), the
+    per-label thresholds (None for one label a row) and the rows it read."""
+
+    scale: float = 1.0
+    thresholds: np.ndarray | None = None
+    pooled_threshold: float | None = None
+    rows: int = 0
+
+
+def calibrate(model: torch.nn.Module, blocks: Iterable[RowBlock], scale: bool) -> Calibration:
+    """Fit, on the validation ``blocks``: the model's probability scale
+    (``scale``: the model has a ``logit_scale``, which is set) and, for label
+    sets, a threshold per label on the probabilities at that scale."""
+    if scale:
+        model.logit_scale.fill_(1.0)
+    val = read_scores(model, blocks)
+    if val is None:
+        return Calibration()
+    out = Calibration(rows=len(val.scores))
+    if scale:
+        out.scale = fit_scale(val)
+        model.logit_scale.fill_(out.scale)
+    if val.label_sets:
+        proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)
+        out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels)
+    return out

@@ -1,0 +1,95 @@
+"""models/calibrate.py: after training, on the validation rows, the probability
+scale of a margin model's scores (softmax, or a sigmoid per label) and a
+multilabel run's threshold per label, drawn towards the pooled one by how few
+positive rows a label has."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lancetnic_flow.features.rows import RowBlock
+from lancetnic_flow.models import create_model
+from lancetnic_flow.models.calibrate import (SHRINK, THRESHOLD_RANGE, Scores, best_cut, calibrate, fit_scale,
+                                             label_thresholds)
+
+
+def f1(proba: np.ndarray, truth: np.ndarray, cut: float) -> float:
+    pred = proba >= cut
+    tp = int((pred & (truth == 1)).sum())
+    return 2 * tp / (pred.sum() + truth.sum())
+
+
+def test_best_cut_is_the_threshold_of_the_highest_f1_midway_between_the_probabilities_it_separates():
+    proba = np.array([0.9, 0.8, 0.7, 0.4, 0.3, 0.1])
+    truth = np.array([1, 1, 0, 1, 0, 0])
+    cut, best = best_cut(proba, truth)
+    assert cut == pytest.approx(0.35) and best == pytest.approx(f1(proba, truth, cut))
+    for other in np.linspace(0.0, 1.0, 101):       # no threshold does better
+        assert f1(proba, truth, other) <= best + 1e-12
+
+
+def test_best_cut_never_splits_tied_probabilities_and_keeps_inside_its_range():
+    proba = np.array([0.6, 0.6, 0.6, 0.2])
+    truth = np.array([1, 0, 0, 1])
+    cut, _ = best_cut(proba, truth)
+    assert not 0.2 < cut < 0.6 or cut == pytest.approx(0.4)   # all three 0.6s are taken together, or none
+    assert best_cut(np.array([0.2, 0.1]), np.array([0, 0])) == (THRESHOLD_RANGE[1], 0.0)   # no positive
+    assert best_cut(np.array([0.999, 0.998]), np.array([1, 1]))[0] >= THRESHOLD_RANGE[0]
+
+
+def test_label_thresholds_draw_a_label_with_few_positives_towards_the_pooled_threshold():
+    rng = np.random.default_rng(0)
+    rows = 400
+    hot = np.zeros((rows, 3), np.uint8)
+    hot[:200, 0] = 1                     # many positives
+    hot[[5, 50, 300], 1] = 1             # three
+    proba = np.clip(rng.normal(0.3, 0.15, (rows, 3)) + 0.4 * hot, 0.001, 0.999)
+    cuts, pooled = label_thresholds(proba, hot)
+    assert pooled == pytest.approx(best_cut(proba.ravel(), hot.ravel())[0])
+    assert cuts[2] == pytest.approx(pooled)          # never positive: the pooled threshold
+
+    def logit(p):
+        return np.log(p / (1 - p))
+
+    for k, n in ((0, 200), (1, 3)):
+        own = best_cut(proba[:, k], hot[:, k])[0]
+        w = n / (n + SHRINK)
+        assert logit(cuts[k]) == pytest.approx(w * logit(own) + (1 - w) * logit(pooled))
+    # the many-positive label keeps nearly its own threshold; the 3-positive one moves a quarter of the way
+    assert abs(cuts[0] - best_cut(proba[:, 0], hot[:, 0])[0]) < 0.01
+
+
+def test_fit_scale_minimises_the_sigmoid_loss_for_label_sets_and_the_softmax_loss_for_classes():
+    rng = np.random.default_rng(1)
+    s = rng.normal(0, 1, (500, 4)).astype(np.float32)
+    hot = (rng.random((500, 4)) < 1 / (1 + np.exp(-3 * s))).astype(np.uint8)   # the labels follow 3 × the scores
+    scale = fit_scale(Scores(s, hot))
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+
+    def loss(c):
+        return float(bce(torch.from_numpy(s).double() * c, torch.from_numpy(hot).double()))
+
+    assert 2.0 < scale < 4.5 and all(loss(scale) <= loss(c) + 1e-6 for c in (0.5, 1, 2, 4, 8))
+    ids = (s * 3 + rng.gumbel(size=s.shape)).argmax(1)
+    assert 1.5 < fit_scale(Scores(s, ids)) < 5.0
+
+
+def test_calibrate_sets_a_margin_models_scale_and_gives_label_sets_their_thresholds():
+    model, _ = create_model("LinearSVM", dim=20, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
+                            embed=8, numeric=0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.randn(20, 3, generator=torch.Generator().manual_seed(0)))
+    rng = np.random.default_rng(2)
+    indices = rng.integers(0, 20, 600).astype(np.int32)
+    offsets = np.arange(0, 601, 3, dtype=np.int64)
+    values = np.ones(600, np.float32)
+    scores = model.input.weight.detach().numpy()[indices].reshape(200, 3, 3).sum(1)
+    hot = (scores + rng.normal(0, 0.5, scores.shape) > 0.5).astype(np.uint8)
+    hot[:10] = 0                                           # rows without a label are not read
+    block = RowBlock(indices, offsets, values, hot)
+    out = calibrate(model, [block], scale=True)
+    assert out.rows == int(hot.any(1).sum()) < 190 and out.scale != 1.0 and float(model.logit_scale) == pytest.approx(out.scale)
+    assert out.thresholds.shape == (3,) and ((out.thresholds > 0) & (out.thresholds < 1)).all()
+    single = RowBlock(indices, offsets, values, scores.argmax(1).astype(np.int32))
+    assert calibrate(model, [single], scale=True).thresholds is None        # one label a row: a scale only
