@@ -73,7 +73,7 @@ def _config(**kw) -> TrainConfig:
     ({}, "LinearSVM"),
     ({"task": "classify"}, "LinearSVM"),
     ({"numeric": ["x"]}, "ScalpelMC"),
-    ({"task": "multilabel"}, "ScalpelMC"),
+    ({"task": "multilabel"}, "LinearSVM"),   # one margin per label
     ({"target": "y", "task": "multitask"}, "ScalpelMC"),
     ({"ddp": 2}, "ScalpelMC"),
     ({"hidden": 128}, "ScalpelMC"),
@@ -83,7 +83,7 @@ def _config(**kw) -> TrainConfig:
     ({"sparse_optimizer": "adam"}, "ScalpelMC"),
     ({"device": "cuda"}, "ScalpelMC"),
 ])
-def test_auto_picks_linear_svm_for_one_label_per_row_and_the_mlp_for_what_only_it_has(kw, model):
+def test_auto_picks_linear_svm_for_classes_and_label_sets_and_the_mlp_for_what_only_it_has(kw, model):
     cfg = _config(**kw)
     assert cfg.model.name == model
     if model == "LinearSVM":
