@@ -238,10 +238,21 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     else:
         shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
                                                 "r2", "loss") if out.get(k) is not None]
-        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows", markup=False)
+        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + unseen_note(out),
+                             markup=False)
         if out.get("plots"):
             report.console.print(f"plots in {a.plots}", markup=False)
     return 0
+
+
+def unseen_note(out: dict) -> str:
+    """`` (12 with a label the run never saw, scored as wrong: 'x' 9, 'y' 3)``, or nothing."""
+    labels = out.get("unseen_labels") or {}
+    if not labels:
+        return ""
+    named = ", ".join(f"{k!r} {v:,}" for k, v in list(labels.items())[:5]) + (", …" if len(labels) > 5 else "")
+    return (f" ({out['rows'].get('unseen_label', 0):,} with a label the run never saw, scored as "
+            f"{'missed' if 'micro_f1' in out else 'wrong'}: {named})")
 
 
 def cmd_make_data(a: argparse.Namespace, report) -> int:

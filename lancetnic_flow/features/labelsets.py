@@ -73,3 +73,21 @@ def remap(hot: np.ndarray, names: np.ndarray, labels: list[str]) -> np.ndarray:
         known = ids >= 0
         out[:, ids[known]] = hot[:, known]
     return out
+
+
+def unseen(labels, names: list[str]) -> tuple[np.ndarray, dict[str, int]]:
+    """Labels outside ``names`` (the run's) in a ``label`` column, one label or a
+    set a row: (the rows holding one, how many rows hold each such label)."""
+    if is_label_sets(labels):
+        values, rows, n = _flat(labels)
+    else:
+        values = labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels
+        rows, n = np.arange(len(values)), len(values)
+    flags = np.zeros(n, bool)
+    if not len(values):
+        return flags, {}
+    known = pc.fill_null(pc.is_in(values, value_set=pa.array(names, pa.string())), True).to_numpy(
+        zero_copy_only=False)
+    flags[rows[~known]] = True
+    counts = pc.value_counts(values.filter(pa.array(~known))).to_pylist()
+    return flags, {str(c["values"]): int(c["counts"]) for c in counts}

@@ -2,7 +2,16 @@
 grow batch by batch, every score is derived from them at the end (memory:
 at most one cell per validated row, never classes², so thousands of classes
 cost what their rows do). Multi-label: per-label counts (3 × labels
-integers). Regression: sums."""
+integers). Regression: sums.
+
+The scores mean what ``sklearn.metrics`` means on the same predictions:
+macro averages run over every label that is true or predicted in the rows
+(scikit-learn's ``unique_labels(y_true, y_pred)``), a label with no
+predicted (or no true) row scoring 0; weighted averages weigh each label by
+its true rows. Rows whose label the run never saw (``evaluate`` on data with
+new labels) are scored as wrong — in accuracy, in their label's recall and
+in the precision of the label predicted for them — and counted apart, by
+label, under ``unseen_labels``."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,6 +48,24 @@ def cells_of(metrics: dict) -> np.ndarray | None:
     return None
 
 
+def _add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
+    for k, v in counts.items():
+        into[k] = into.get(k, 0) + int(v)
+
+
+def _averages(f1: np.ndarray, precision: np.ndarray, recall: np.ndarray, support: np.ndarray, present: np.ndarray,
+              unseen: dict[str, int]) -> dict:
+    """Macro averages over the ``present`` labels and the unseen ones (which score 0),
+    weighted averages by true rows (the unseen ones' in the total); None without labels."""
+    labels = int(present.sum()) + len(unseen)
+    weight = float(support.sum()) + sum(unseen.values())
+    out = {}
+    for name, a in (("f1", f1), ("precision", precision), ("recall", recall)):
+        out[f"macro_{name}"] = float(a[present].sum() / labels) if labels else None
+        out[f"weighted_{name}"] = float((a * support).sum() / weight) if weight else None
+    return out
+
+
 class ClassificationMetrics:
     def __init__(self, classes: int):
         self.classes = classes
@@ -49,6 +76,9 @@ class ClassificationMetrics:
         self._pending_n = 0
         self.loss_sum = 0.0
         self.rows = 0
+        # Rows whose label the run never saw: how many per label, and the classes predicted for them.
+        self.unseen: dict[str, int] = {}
+        self.unseen_pred = np.zeros(classes, np.int64)
 
     def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float) -> None:
         self._pending.append(np.asarray(true, np.int64) * self.classes + np.asarray(pred, np.int64))
@@ -57,6 +87,16 @@ class ClassificationMetrics:
             self._fold()
         self.loss_sum += float(loss_sum)
         self.rows += len(true)
+
+    @property
+    def unseen_rows(self) -> int:
+        return sum(self.unseen.values())
+
+    def update_unseen(self, labels: dict[str, int], pred: np.ndarray) -> None:
+        """Rows whose label is none of the run's (``labels``: how many per label)
+        and the classes predicted for them: each is wrong, and counted apart."""
+        _add_counts(self.unseen, labels)
+        self.unseen_pred += np.bincount(np.asarray(pred, np.int64), minlength=self.classes)
 
     def _fold(self, codes: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
         """Count the pending codes (and ``codes`` × ``counts``) into the cells."""
@@ -74,6 +114,8 @@ class ClassificationMetrics:
         self._fold(other.codes, other.counts)
         self.loss_sum += other.loss_sum
         self.rows += other.rows
+        _add_counts(self.unseen, other.unseen)
+        self.unseen_pred = self.unseen_pred + other.unseen_pred
         return self
 
     def cells(self) -> np.ndarray:
@@ -88,7 +130,8 @@ class ClassificationMetrics:
 
     def state(self) -> dict:
         """Everything to continue counting after a restart (see checkpoints)."""
-        return {"cells": self.cells(), "loss_sum": self.loss_sum, "rows": self.rows}
+        return {"cells": self.cells(), "loss_sum": self.loss_sum, "rows": self.rows, "unseen": dict(self.unseen),
+                "unseen_pred": self.unseen_pred}
 
     def load_state(self, d: dict) -> None:
         # A checkpoint from before the sparse cells holds the dense matrix.
@@ -98,25 +141,29 @@ class ClassificationMetrics:
         self.codes, self.counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self._fold(cells[:, 0] * self.classes + cells[:, 1], cells[:, 2])
         self.loss_sum, self.rows = d["loss_sum"], d["rows"]
+        self.unseen = dict(d.get("unseen") or {})
+        self.unseen_pred = np.asarray(d.get("unseen_pred", np.zeros(self.classes)), np.int64).copy()
 
     def result(self) -> dict:
         cells, k = self.cells(), self.classes
         tp = np.bincount(cells[:, 0], weights=np.where(cells[:, 0] == cells[:, 1], cells[:, 2], 0), minlength=k)
         support = np.bincount(cells[:, 0], weights=cells[:, 2], minlength=k)
-        predicted = np.bincount(cells[:, 1], weights=cells[:, 2], minlength=k)
+        predicted = np.bincount(cells[:, 1], weights=cells[:, 2], minlength=k) + self.unseen_pred
         with np.errstate(invalid="ignore", divide="ignore"):
             precision = np.where(predicted > 0, tp / predicted, 0.0)
             recall = np.where(support > 0, tp / support, 0.0)
             f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
-        present = support > 0   # macro averages over classes present in the data
-        n = max(self.rows, 1)
+        # scikit-learn's labels: every class true or predicted in these rows, and the unseen ones.
+        present = (support > 0) | (predicted > 0)
+        scored = self.rows + sum(self.unseen.values())
         return {
-            "loss": self.loss_sum / n if self.rows else None,
-            "accuracy": float(tp.sum() / n) if self.rows else None,
-            "macro_f1": float(f1[present].mean()) if present.any() else None,
-            "macro_precision": float(precision[present].mean()) if present.any() else None,
-            "macro_recall": float(recall[present].mean()) if present.any() else None,
-            "rows": self.rows,
+            # The loss needs a class: rows with an unseen label have none, so it is over the others.
+            "loss": self.loss_sum / self.rows if self.rows else None,
+            "accuracy": float(tp.sum() / scored) if scored else None,
+            **_averages(f1, precision, recall, support, present, self.unseen if scored else {}),
+            "rows": scored,
+            **({"unseen_labels": dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}
+               if self.unseen else {}),
             # Six digits: thousands of classes' scores stay a few tens of kilobytes.
             "per_class": {"precision": _rounded(precision), "recall": _rounded(recall), "f1": _rounded(f1),
                           "support": support.astype(int).tolist()},
@@ -153,18 +200,29 @@ class MultiLabelMetrics:
         self.exact = 0
         self.loss_sum = 0.0
         self.rows = 0
+        self.unseen: dict[str, int] = {}   # labels the run never saw, by rows carrying them (never predicted)
+        self.unseen_rows = 0               # rows whose set held one
 
     _COUNTS = ("tp", "fp", "fn")
 
-    def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float) -> None:
-        """``true``, ``pred``: rows × labels, 0/1."""
+    def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float, unseen: np.ndarray | None = None) -> None:
+        """``true``, ``pred``: rows × labels, 0/1. ``unseen``: the rows whose set also
+        held a label the run never saw (left out of ``true``): never an exact match."""
         t, p = true.astype(bool), pred.astype(bool)
         self.tp += (t & p).sum(0)
         self.fp += (~t & p).sum(0)
         self.fn += (t & ~p).sum(0)
-        self.exact += int((t == p).all(1).sum())
+        exact = (t == p).all(1)
+        if unseen is not None:
+            exact &= ~unseen
+            self.unseen_rows += int(unseen.sum())
+        self.exact += int(exact.sum())
         self.loss_sum += float(loss_sum)
         self.rows += len(t)
+
+    def update_unseen(self, labels: dict[str, int]) -> None:
+        """Labels of the rows' sets that the run never saw (how many rows each): false negatives."""
+        _add_counts(self.unseen, labels)
 
     def merge(self, other: "MultiLabelMetrics") -> "MultiLabelMetrics":
         for k in self._COUNTS:
@@ -172,38 +230,42 @@ class MultiLabelMetrics:
         self.exact += other.exact
         self.loss_sum += other.loss_sum
         self.rows += other.rows
+        _add_counts(self.unseen, other.unseen)
+        self.unseen_rows += other.unseen_rows
         return self
 
     def state(self) -> dict:
         """Everything to continue counting after a restart (see checkpoints)."""
         return {**{k: getattr(self, k) for k in self._COUNTS}, "exact": self.exact, "loss_sum": self.loss_sum,
-                "rows": self.rows}
+                "rows": self.rows, "unseen": dict(self.unseen), "unseen_rows": self.unseen_rows}
 
     def load_state(self, d: dict) -> None:
         for k in self._COUNTS:
             setattr(self, k, np.asarray(d[k], np.int64).copy())
         self.exact, self.loss_sum, self.rows = d["exact"], d["loss_sum"], d["rows"]
+        self.unseen = dict(d.get("unseen") or {})
+        self.unseen_rows = int(d.get("unseen_rows", 0))
 
     def result(self) -> dict:
         """micro-F1 (every label decision pooled), macro-F1 (the mean over labels
-        present in the data), subset accuracy (the whole set right), per-label scores."""
+        true or predicted in the rows), subset accuracy (the whole set right), per-label scores."""
         precision, recall, f1 = _f1(self.tp, self.fp, self.fn)
-        micro_p, micro_r, micro_f1 = _f1(self.tp.sum(), self.fp.sum(), self.fn.sum())
+        missed = sum(self.unseen.values())
+        micro_p, micro_r, micro_f1 = _f1(self.tp.sum(), self.fp.sum(), self.fn.sum() + missed)
         support = self.tp + self.fn
-        present = support > 0
+        present = (support > 0) | (self.tp + self.fp > 0)
         rows = self.rows
-
-        def mean(a):
-            return float(a[present].mean()) if rows and present.any() else None
-
         return {
             "loss": self.loss_sum / rows if rows else None,
             "micro_f1": float(micro_f1) if rows else None,
             "micro_precision": float(micro_p) if rows else None,
             "micro_recall": float(micro_r) if rows else None,
-            "macro_f1": mean(f1), "macro_precision": mean(precision), "macro_recall": mean(recall),
+            **{k: (v if rows else None) for k, v in
+               _averages(f1, precision, recall, support, present, self.unseen).items()},
             "subset_accuracy": self.exact / rows if rows else None,
             "rows": rows,
+            **({"unseen_labels": dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}
+               if self.unseen else {}),
             "per_label": {"precision": precision.tolist(), "recall": recall.tolist(), "f1": f1.tolist(),
                           "support": support.astype(int).tolist()},
         }

@@ -110,11 +110,12 @@ class TaskMetrics:
     cuts: np.ndarray | None = None   # multilabel: each label's logit threshold (None: 0)
 
     def update(self, out: dict[str, torch.Tensor], labels: np.ndarray | None, targets: np.ndarray | None,
-               loss_sum: float) -> None:
+               loss_sum: float, unseen: np.ndarray | None = None) -> None:
+        """Count a batch. ``unseen`` (label sets): the rows whose set also held a label the run never saw."""
         if isinstance(self.cls, MultiLabelMetrics):
             # A label is predicted from its threshold on: probability ≥ 0.5 (a logit ≥ 0) unless the run chose one.
             logits = out["logits"].detach().cpu().numpy()
-            self.cls.update(labels, logits >= (0.0 if self.cuts is None else self.cuts), loss_sum)
+            self.cls.update(labels, logits >= (0.0 if self.cuts is None else self.cuts), loss_sum, unseen)
         elif self.cls is not None:
             self.cls.update(labels.astype(np.int64), out["logits"].detach().argmax(1).cpu().numpy(), loss_sum)
         if self.reg is not None:
@@ -123,6 +124,11 @@ class TaskMetrics:
     @property
     def rows(self) -> int:
         return self.cls.rows if self.cls is not None else self.reg.n
+
+    @property
+    def unseen_rows(self) -> int:
+        """Rows whose label (or a label of whose set) the run never saw."""
+        return self.cls.unseen_rows if self.cls is not None else 0
 
     def merge(self, other: "TaskMetrics") -> "TaskMetrics":
         if self.cls is not None:

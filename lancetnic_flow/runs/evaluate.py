@@ -1,6 +1,10 @@
 """Evaluation of a saved run on labelled data, over Dask partitions: each
 task loads the run once per worker process, reads its partition and returns
-only its streaming metrics, merged here."""
+only its streaming metrics, merged here.
+
+A row whose label the run never saw is scored, as scikit-learn would score
+the same predictions: wrong, and counted apart by label (``unseen_labels``);
+in a label set, such a label is a false negative."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,6 +15,7 @@ import torch
 from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
+from ..features.labelsets import unseen
 from ..models.inputs import answers, model_inputs
 from ..models.tasks import TaskMetrics
 from .folder import weights_stamp
@@ -32,16 +37,28 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
             for k, v in chunk.noted.items():
                 noted[k] = noted.get(k, 0) + v
             block = pred.run.features.transform(chunk.table)
-            if block.labels is not None and (block.labels < 0).any():
-                unknown = block.labels < 0
-                skipped["unknown_label"] = skipped.get("unknown_label", 0) + int(unknown.sum())
-                block = block.take(np.flatnonzero(~unknown))
+            flags = None
+            if block.labels is not None:
+                flags, counts = unseen(chunk.table.column("label"), pred.run.features.labels)
+                if task.multilabel:
+                    m.cls.update_unseen(counts)
+                elif flags.any():   # one label a row: the row has no class to score a loss with
+                    m.cls.update_unseen(counts, _predicted(pred, block.take(np.flatnonzero(flags))))
+                    block, flags = block.take(np.flatnonzero(~flags)), None
             for start in range(0, len(block), BATCH_ROWS):
                 b = block.slice(start, start + BATCH_ROWS)
                 labels, targets = answers(b, pred.device)
                 out = pred.run.model(**model_inputs(b, pred.device))
-                m.update(out, b.labels, b.targets, task.loss(out, labels, targets, reduction="sum").item())
+                m.update(out, b.labels, b.targets, task.loss(out, labels, targets, reduction="sum").item(),
+                         None if flags is None else flags[start:start + BATCH_ROWS])
     return m, rows, skipped, noted
+
+
+def _predicted(pred, block) -> np.ndarray:
+    """The class the model predicts for each row of ``block``."""
+    out = [pred.run.model(**model_inputs(block.slice(s, s + BATCH_ROWS), pred.device))["logits"].argmax(1).numpy()
+           for s in range(0, len(block), BATCH_ROWS)]
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
 def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_options: dict, run_options: dict,
@@ -61,6 +78,7 @@ def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_opt
         for k, v in nt.items():
             noted[k] = noted.get(k, 0) + v
     out = total.result() if total is not None else {}
-    out["rows"] = {"read": rows, "evaluated": total.rows if total is not None else 0, "skipped": skipped,
-                   **({"noted": noted} if noted else {})}
+    unseen_rows = total.unseen_rows if total is not None else 0
+    out["rows"] = {"read": rows, "evaluated": out.get("rows", 0), "skipped": skipped,
+                   **({"noted": noted} if noted else {}), **({"unseen_label": unseen_rows} if unseen_rows else {})}
     return out, total

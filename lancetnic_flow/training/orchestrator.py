@@ -184,6 +184,20 @@ def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, r
                         "lower --min-df, raise --max-df, or check the --text column")
 
 
+def numeric_labels_note(labels: list[str], column: str | None) -> str | None:
+    """Words for a label column whose every value is a number (each is trained as a
+    class, as written: ``1`` and ``1.0`` are two), or None."""
+    if not labels:
+        return None
+    try:
+        [float(x) for x in labels]
+    except ValueError:
+        return None
+    shown = ", ".join(labels[:5]) + (", …" if len(labels) > 5 else "")
+    return (f"the label column {column!r} holds numbers ({len(labels):,} values: {shown}): each value is a class, "
+            f"as written; to predict a number, use --target {column}")
+
+
 def sum_rows(results: list) -> dict:
     """Row accounting over partition results: read, trained, validated, skipped by
     reason, and (when any) the rows kept but read changed, by reason (``noted``)."""
@@ -390,6 +404,10 @@ class Training:
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                              labels=len(features.labels))
         self.features = features
+        note = numeric_labels_note(features.labels, self.cfg.data.label)
+        if note:
+            self.decisions["numeric_labels"] = len(features.labels)
+            self.events.emit("warning", message=note)
         plan = self.memory
         spec = FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, features,
                         dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,

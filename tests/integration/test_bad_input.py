@@ -306,3 +306,42 @@ def test_a_server_that_never_answers_ends_the_run_in_bounded_time_naming_the_url
     # (5 minutes per request) it would still be waiting.
     user_error(errors, "silent_server", silent_url, "did not answer in time", "client_kwargs.timeout")
     user_error(errors, "refused_connection", closed_url, "cannot reach the server")
+
+
+def test_labels_that_are_numbers_train_as_classes_as_written_and_the_run_says_so(tmp_path):
+    rows = "".join(f"{t},{n}\n" for n, t in zip((1, 2, 3) * 80, [r[0] for r in good_rows(240)]))
+    (tmp_path / "n.csv").write_text("text,label\n" + rows)
+    p = cli("train", "n.csv", "--epochs", "1", "--out", "runs", "--name", "n", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    assert "the label column 'label' holds numbers (3 values:" in out and "--target label" in out
+    m = json.loads((tmp_path / "runs" / "n" / "metrics.json").read_text())
+    assert sorted(m["labels"]) == ["1", "2", "3"] and m["decided"]["numeric_labels"] == 3
+
+
+def test_evaluate_scores_rows_with_labels_the_run_never_saw_as_wrong_and_names_them(tmp_path):
+    """Accuracy and F1 as scikit-learn computes them on the same predictions: a row
+    whose label is new to the run counts as wrong (it was left out before, which
+    reported 1.0 here), and the new labels are counted by name."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    from lancetnic_flow.runs.predict import Predictor
+
+    (tmp_path / "train.csv").write_text("text,label\n" + lines(good_rows(400), ",").decode())
+    test = good_rows(60, 1000) + [(f"row {i} about weather rain sun", "weather") for i in range(15)] \
+        + [(f"row {i} about match goal", "football") for i in range(5)]
+    (tmp_path / "test.csv").write_text("text,label\n" + lines(test, ",").decode())
+    assert cli("train", "train.csv", "--epochs", "2", "--out", "runs", "--name", "r", cwd=tmp_path).returncode == 0
+    e = cli("evaluate", "runs/r", "test.csv", "--json", cwd=tmp_path)
+    assert e.returncode == 0, e.stderr
+    got = json.loads(e.stdout)
+    pred = [p["label"] for p in Predictor(str(tmp_path / "runs" / "r")).predict([t for t, _ in test])]
+    true = [lab for _, lab in test]
+    assert got["accuracy"] == pytest.approx(accuracy_score(true, pred)) and got["accuracy"] <= 60 / 80
+    assert got["macro_f1"] == pytest.approx(f1_score(true, pred, average="macro", zero_division=0))
+    assert got["weighted_f1"] == pytest.approx(f1_score(true, pred, average="weighted", zero_division=0))
+    assert got["unseen_labels"] == {"weather": 15, "football": 5}
+    assert got["rows"]["evaluated"] == 80 and got["rows"]["unseen_label"] == 20 and not got["rows"]["skipped"]
+    line = cli("evaluate", "runs/r", "test.csv", cwd=tmp_path)
+    assert "80 rows (20 with a label the run never saw, scored as wrong: 'weather' 15, 'football' 5)" in \
+        line.stdout + line.stderr

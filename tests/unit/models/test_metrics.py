@@ -28,13 +28,75 @@ def classification(batches=4, classes=5) -> ClassificationMetrics:
 
 def test_classification_scores_equal_scikit_learns():
     r = classification().result()
-    present = np.unique(TRUE)
     assert r["accuracy"] == pytest.approx(accuracy_score(TRUE, PRED))
-    assert r["macro_f1"] == pytest.approx(f1_score(TRUE, PRED, labels=present, average="macro"))
-    assert r["macro_precision"] == pytest.approx(precision_score(TRUE, PRED, labels=present, average="macro"))
-    assert r["macro_recall"] == pytest.approx(recall_score(TRUE, PRED, labels=present, average="macro"))
+    for avg in ("macro", "weighted"):   # scikit-learn's labels: class 4, predicted but never true, scores 0
+        assert r[f"{avg}_f1"] == pytest.approx(f1_score(TRUE, PRED, average=avg, zero_division=0))
+        assert r[f"{avg}_precision"] == pytest.approx(precision_score(TRUE, PRED, average=avg, zero_division=0))
+        assert r[f"{avg}_recall"] == pytest.approx(recall_score(TRUE, PRED, average=avg, zero_division=0))
     assert r["confusion"] == confusion_matrix(TRUE, PRED, labels=range(5)).tolist()
     assert r["loss"] == 1.0 and r["rows"] == 400
+
+
+def _sk(true, pred, **kw) -> dict:
+    out = {"accuracy": accuracy_score(true, pred)} if not kw.get("sets") else {}
+    for avg in ("macro", "weighted") + (("micro",) if kw.get("sets") else ()):
+        for name, fn in (("f1", f1_score), ("precision", precision_score), ("recall", recall_score)):
+            out[f"{avg}_{name}"] = fn(true, pred, average=avg, zero_division=0)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_classification_with_labels_the_run_never_saw_scores_as_scikit_learn_on_the_same_predictions(seed):
+    """Rows whose label is not one of the run's are wrong, in accuracy, in their
+    label's recall and in the precision of what was predicted for them."""
+    r = np.random.default_rng(seed)
+    k, n = int(r.integers(2, 7)), int(r.integers(5, 300))
+    names = [f"c{i}" for i in range(k)]
+    new = [f"new{i}" for i in range(int(r.integers(0, 3)))]
+    true = r.choice(names + new, n)
+    pred = np.where(r.random(n) < 0.5, true, r.choice(names, n))
+    pred = np.where(np.isin(pred, names), pred, r.choice(names, n))     # the model predicts its own classes
+    m = ClassificationMetrics(k)
+    known = np.isin(true, names)
+    ids = {c: i for i, c in enumerate(names)}
+    m.update(np.array([ids[t] for t in true[known]], np.int64), np.array([ids[p] for p in pred[known]], np.int64), 0.0)
+    m.update_unseen({str(c): int((true == c).sum()) for c in new if (true == c).any()},
+                    np.array([ids[p] for p in pred[~known]], np.int64))
+    got, want = m.result(), _sk(true, pred)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value), key
+    assert got["rows"] == n and sum(got.get("unseen_labels", {}).values()) == (~known).sum()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_multilabel_with_labels_the_run_never_saw_scores_as_scikit_learn_on_the_same_predictions(seed):
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    r = np.random.default_rng(seed)
+    k, n = int(r.integers(2, 6)), int(r.integers(5, 200))
+    names = [f"l{i}" for i in range(k)]
+    new = [f"new{i}" for i in range(int(r.integers(0, 3)))]
+    true_sets = [set(r.choice(names + new, int(r.integers(1, 4)))) for _ in range(n)]
+    pred_sets = [{x for x in names if r.random() < (0.7 if x in t else 0.2)} for t in true_sets]
+    m = MultiLabelMetrics(k)
+    hot = np.array([[x in t for x in names] for t in true_sets], np.uint8)
+    got_pred = np.array([[x in p for x in names] for p in pred_sets], np.uint8)
+    lost = np.array([bool(t - set(names)) for t in true_sets])
+    m.update(hot[: n // 2], got_pred[: n // 2], 0.0, lost[: n // 2])
+    other = MultiLabelMetrics(k)
+    other.update(hot[n // 2:], got_pred[n // 2:], 0.0, lost[n // 2:])
+    counts = {}
+    for t in true_sets:
+        for x in t - set(names):
+            counts[x] = counts.get(x, 0) + 1
+    other.update_unseen(counts)
+    got = m.merge(other).result()
+    occurring = sorted(set().union(*true_sets, *pred_sets))           # the labels true or predicted somewhere
+    mlb = MultiLabelBinarizer(classes=occurring)
+    t, p = mlb.fit_transform(true_sets), mlb.transform(pred_sets)
+    for key, value in _sk(t, p, sets=True).items():
+        assert got[key] == pytest.approx(value), key
+    assert got["subset_accuracy"] == pytest.approx(accuracy_score(t, p))
 
 
 def test_merged_and_restarted_counts_give_the_scores_of_one_pass(monkeypatch):
@@ -78,7 +140,9 @@ def test_multilabel_scores_equal_scikit_learns_micro_macro_and_subset_accuracy()
     other.update(true[25:], pred[25:], 2.0)
     r = m.merge(other).result()
     assert r["micro_f1"] == pytest.approx(f1_score(true, pred, average="micro"))
-    assert r["macro_f1"] == pytest.approx(f1_score(true[:, :3], pred[:, :3], average="macro"))
+    # label 3, never true but predicted, is one of scikit-learn's labels: it scores 0 in the mean
+    assert r["macro_f1"] == pytest.approx(f1_score(true, pred, average="macro", zero_division=0))
+    assert r["weighted_f1"] == pytest.approx(f1_score(true, pred, average="weighted", zero_division=0))
     assert r["subset_accuracy"] == pytest.approx(accuracy_score(true, pred))
     assert r["loss"] == pytest.approx(3.0 / 60)
     back = MultiLabelMetrics(4)
