@@ -39,7 +39,14 @@ class Format:
     ``header``: the first line names the columns (a range past the start is
     read with it). ``compressible``: may end in a compression suffix (Parquet
     compresses its pages itself). ``holds_line_ends``: a text may hold a line
-    end (a quoted CSV field, a JSON string), not so in a line format."""
+    end (a quoted CSV field, a JSON string), not so in a line format.
+    ``sniff``: ``(head: Head, fmt) -> str | None``, why the start of a file
+    reads as this format ("lines start with __label__"), None when it does
+    not; asked for a file whose name does not settle its format.
+    ``vague``: its extensions do not settle a file's format (fastText's
+    tutorials name their files ``train.txt``), so such a file, and one with
+    no extension, is read as the format its start shows, this one when none
+    claims it (:func:`sniffed_from`)."""
 
     name: str
     extensions: tuple[str, ...]
@@ -54,6 +61,8 @@ class Format:
     compressible: bool = True
     holds_line_ends: bool = True
     title: str = ""
+    sniff: str | None = None
+    vague: bool = False
 
     @property
     def shown(self) -> str:
@@ -72,6 +81,9 @@ class Format:
 
     def head_columns(self):
         return _load(self.head) if self.head else None
+
+    def sniffer(self):
+        return _load(self.sniff) if self.sniff else None
 
     def open_writer(self, sink, schema):
         """A writer of tables with ``schema`` to the open binary file ``sink``."""
@@ -170,6 +182,54 @@ def format_for_path(url: str) -> tuple[Format | None, str | None]:
     return (_REGISTRY[name] if name else None), comp
 
 
+@dataclass(frozen=True)
+class Head:
+    """The start of a file as the sniffers read it: ``data``, its first bytes
+    (decompressed, no UTF-8 byte-order mark); ``lines``, the non-blank lines
+    that end in it, decoded as UTF-8 and stripped; ``cut``, the line the head
+    cut short ("" when the file ended); ``names``, the columns the run reads."""
+
+    data: bytes
+    lines: tuple[str, ...]
+    cut: str = ""
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, data: bytes, ended: bool, names=()) -> "Head":
+        """The head of a file whose first bytes are ``data`` (all of it when ``ended``)."""
+        data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+        # Replaced, not refused: a file in latin-1 still shows its commas and braces.
+        text = data.decode("utf-8", errors="replace")
+        whole, _, cut = text.rpartition("\n") if not ended else (text, "", "")
+        lines = tuple(s for s in (line.strip() for line in whole.split("\n")) if s)
+        return cls(data, lines, cut.strip(), tuple(names))
+
+
+def sniffed_from(url: str) -> Format | None:
+    """The format a file is read as when its start shows no other, for a name
+    that does not settle its format: an extension of a ``vague`` format
+    (``train.txt``, ``train.txt.gz``) or none (``part-00000``, ``data.gz``).
+    None when the extension settles it or names no format (``notes.md``)."""
+    ext = extension_of(url)
+    if not ext:
+        return next((f for f in _REGISTRY.values() if f.vague), None)
+    fmt = _REGISTRY.get(extensions().get(ext, ""))
+    return fmt if fmt is not None and fmt.vague else None
+
+
+def sniff(head: Head, fallback: Format) -> tuple[Format, str]:
+    """The format ``head`` shows and why: the first registered format whose
+    ``sniff`` claims it, else ``fallback`` (a ``vague`` format)."""
+    claims = [f for f in _REGISTRY.values() if f.sniff]
+    for fmt in claims:
+        why = fmt.sniffer()(head, fmt)
+        if why:
+            return fmt, why
+    if not head.lines and not head.cut:
+        return fallback, "start holds no line"
+    return fallback, f"start fits none of {', '.join(f.shown for f in claims)}"
+
+
 def __getattr__(name: str):
     # Derived from the registry when read, so a format registered later is in them.
     if name == "FORMATS":
@@ -185,17 +245,18 @@ _R = "lancetnic_flow.data.readers."
 _W = "lancetnic_flow.data.writers:"
 for _f in (
     Format("csv", (".csv",), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter", head=_R + "csv:head_columns",
-           header=True, delimiter=",", title="CSV"),
+           header=True, delimiter=",", title="CSV", sniff=_R + "csv:sniff_header"),
     Format("tsv", (".tsv", ".tab"), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter",
-           head=_R + "csv:head_columns", header=True, delimiter="\t", title="TSV"),
+           head=_R + "csv:head_columns", header=True, delimiter="\t", title="TSV", sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
-           head=_R + "jsonl:head_columns", title="JSON Lines"),
+           head=_R + "jsonl:head_columns", title="JSON Lines", sniff=_R + "jsonl:sniff"),
     Format("parquet", (".parquet", ".pq"), False, _R + "parquet:read_parquet", writer=_W + "ParquetTableWriter",
-           head=_R + "parquet:head_columns", pieces=_R + "parquet:row_groups", compressible=False, title="Parquet"),
+           head=_R + "parquet:head_columns", pieces=_R + "parquet:row_groups", compressible=False, title="Parquet",
+           sniff=_R + "parquet:sniff"),
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
-           holds_line_ends=False),
+           holds_line_ends=False, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
-           writer=_W + "FastTextWriter", holds_line_ends=False, title="fastText"),
+           writer=_W + "FastTextWriter", holds_line_ends=False, title="fastText", sniff=_R + "lines:sniff_fasttext"),
 ):
     register_format(_f)
 del _f

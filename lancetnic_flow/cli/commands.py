@@ -159,6 +159,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
                    keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
     plan = _plan_for(a)
     src = checked_source(a.input, a.format, so, plan.partition, cols)
+    say_decided(report, src)
     from ..data.checks import first_columns
     from ..runs.predict import Predictor, predict_files
 
@@ -176,6 +177,17 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         report.json("predicted", out)
     report.console.print(predicted_line(out), markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def say_decided(report, src) -> None:
+    """The formats the inputs' starts decided, in train's words (``decided  format fasttext: …``), on stderr."""
+    for s in src.sniffed:
+        if not s.news:
+            continue
+        if report.json is not None:
+            report.json("decided", {"what": "format", "message": s.message()})
+        if not report.quiet:
+            report.console.print(f"decided  {s.message()}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _check_kept_names(cols, have: list[str] | None, outputs: list[str]) -> None:
@@ -216,6 +228,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    encoding=text_encoding(a.encoding or data.get("encoding")))
     plan = _plan_for(a)
     src = checked_source(a.data, a.format, so, plan.partition, cols)
+    say_decided(report, src)
     from ..runs.evaluate import evaluate_files
     from ..runs.folder import load_run
 

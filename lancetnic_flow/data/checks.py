@@ -99,7 +99,7 @@ def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 <
 def checked_source(urls: list[str], fmt: str, storage_options: dict, blocksize: int, columns: Columns
                    ) -> SourcePlan:
     """``urls`` planned into partitions, with the columns ``columns`` names checked in the first file."""
-    src = plan_source(urls, format=fmt, storage_options=storage_options, blocksize=blocksize)
+    src = plan_source(urls, format=fmt, storage_options=storage_options, blocksize=blocksize, names=columns.names())
     check_columns(src, columns, storage_options=storage_options)
     check_first_block(src, columns, storage_options)
     return src
@@ -183,7 +183,8 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
     if threads and not cfg.cluster.blocksize:
         small = split_blocksize(train_src, blocksize, 4 * threads)
         if small < blocksize:
-            train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small)
+            train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small,
+                                    names=columns.names())
     val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None
     return train_src, val_src
 

@@ -11,7 +11,10 @@ Any fsspec protocol works (local paths, ``file://``, ``memory://``, ``s3://``,
 * a Parquet file gives one partition per row group.
 
 Which of these a file is follows its format's record in the format registry
-(:mod:`lancetnic_flow.formats`: ``splits_by_bytes``, ``pieces``).
+(:mod:`lancetnic_flow.formats`: ``splits_by_bytes``, ``pieces``). A file's
+format is ``--format``'s, else its extension's; a name that does not settle
+it (``train.txt``, no extension) gets the format the start of its files shows
+(:func:`sniff_formats`), one for all the files of a path or glob.
 
 Reading a partition into Arrow tables is :mod:`lancetnic_flow.data.readers`.
 """
@@ -21,15 +24,18 @@ import errno
 import hashlib
 import json
 import posixpath
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import pyarrow as pa
+from fsspec.compression import compr
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
 from ..errors import UserError, close_matches
-from ..formats import COMPRESSIONS, Format, extension_of, extensions, format_for_path, format_named, format_names, split_compression
+from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
+                       format_names, sniff, sniffed_from, split_compression)
 from ..storage import open_options
 
 # ---------------------------------------------------------------- data types
@@ -92,11 +98,43 @@ class Partition:
     length: int  # bytes; -1 = whole file (compressed file, parquet row group)
 
 
+@dataclass(frozen=True)
+class Sniffed:
+    """The format the files of one input were given by their start, their names
+    not settling it: ``file``'s ``reason`` ("lines start with __label__")
+    decided for the ``files`` files of ``input`` (a path, glob or folder as
+    given). ``named``: the format the extension alone names (text for
+    ``.txt``), None for a file without one."""
+
+    input: str
+    file: str
+    files: int
+    format: str
+    reason: str
+    named: str | None
+
+    @property
+    def news(self) -> bool:
+        """Whether the files are read otherwise than their names alone would have it (worth a line)."""
+        return self.format != self.named
+
+    def message(self) -> str:
+        """``format fasttext: data/train.txt's lines start with __label__ (--format text reads it as plain text)``"""
+        it = "it" if self.files == 1 else "them"
+        who = f"{self.input}'s" if self.files == 1 and _same_file(self.input, self.file) else \
+            f"{self.input} ({self.files} file{'s' * (self.files > 1)}): {file_name(self.file)}'s"
+        other = (f"--format {self.named} reads {it} as {format_named(self.named).shown}" if self.named
+                 else f"--format NAME reads {it} as another format")
+        return f"format {self.format}: {who} {self.reason} ({other})"
+
+
 @dataclass
 class SourcePlan:
     files: list[FileInfo]
     partitions: list[Partition]
     warnings: list[str] = field(default_factory=list)
+    # The inputs whose format their files' start decided (their names did not).
+    sniffed: list[Sniffed] = field(default_factory=list)
 
     def fingerprint(self) -> str:
         """Identity of the input data (not of its partitioning)."""
@@ -180,17 +218,24 @@ def _compression_of(name: str) -> tuple[str, str | None]:
     return base, comp
 
 
-def _data_files(urls: Sequence[str], so: dict, format: str) -> tuple[dict[str, tuple[dict, object]], list[str]]:
-    """Every file ``urls`` name, and those left out of a folder or glob because
-    their extension names no format (a README in a data folder)."""
-    seen: dict[str, tuple[dict, object]] = {}
+def _data_files(urls: Sequence[str], so: dict, format: str) -> tuple[dict[str, tuple[dict, object, str]], list[str]]:
+    """Every file ``urls`` name (its info, filesystem and the input that named
+    it), and those left out of a folder or glob because their extension names
+    no format (a README in a data folder)."""
+    seen: dict[str, tuple[dict, object, str]] = {}
     named: set[str] = set()
+    by_input: dict[str, list[str]] = {}
     for url in urls:
         for full, info, fs in _expand(url, so):
-            seen.setdefault(full, (info, fs))
+            if full not in seen:
+                seen[full] = (info, fs, url)
+                by_input.setdefault(url, []).append(full)
             if not any(c in url for c in "*?[") and _same_file(url, full):
                 named.add(full)
-    unknown = [f for f in sorted(seen) if format == "auto" and f not in named and not _known(f)]
+    # A folder of part-00000 files (Spark, Hadoop) has no name with a data extension:
+    # their starts say what they are. Beside data files, a file without one is a README.
+    keep = named | {f for files in by_input.values() if not any(map(_known, files)) for f in files if sniffed_from(f)}
+    unknown = [f for f in sorted(seen) if format == "auto" and f not in keep and not _known(f)]
     for f in unknown:
         del seen[f]
     if not seen:
@@ -207,6 +252,62 @@ def _same_file(url: str, full: str) -> bool:
 
 def _known(full: str) -> bool:
     return format_for_path(full)[0] is not None
+
+
+# How much of a file's start (decompressed) shows its format when its name does not.
+SNIFF_BYTES = 8 * 1024
+# Starts read at once while sniffing many files (remote stores answer in parallel).
+SNIFF_THREADS = 16
+
+
+def sniff_formats(seen: dict[str, tuple], storage_options: dict, names: Sequence[str] = ()
+                  ) -> tuple[dict[str, Format], list[Sniffed]]:
+    """The format of every file of ``seen`` (url → (info, fs, input)) whose name
+    does not settle it (:func:`~lancetnic_flow.formats.sniffed_from`), from
+    the first :data:`SNIFF_BYTES` of each; ``names``: the columns the run reads
+    (a first line naming one is a header). One format for all such files of an
+    input: a UserError naming two files when their starts disagree."""
+    groups: dict[str, list[str]] = {}
+    for full, (_, _, url) in sorted(seen.items()):
+        if sniffed_from(full) is not None:
+            groups.setdefault(url, []).append(full)
+    todo = [f for files in groups.values() for f in files if int(seen[f][0].get("size") or 0)]
+    found: dict[str, tuple[Format, str]] = {}
+    if todo:
+        with ThreadPoolExecutor(min(SNIFF_THREADS, len(todo)), thread_name_prefix="lancetnic-sniff") as pool:
+            found = dict(zip(todo, pool.map(lambda f: _sniff_file(f, storage_options, tuple(names)), todo)))
+    out: dict[str, Format] = {}
+    decided: list[Sniffed] = []
+    for url, files in groups.items():
+        read = [f for f in files if f in found]
+        if not read:   # empty files: nothing to read, whatever their format
+            out.update({f: sniffed_from(f) for f in files})
+            continue
+        fmt, why = found[read[0]]
+        other = next((f for f in read if found[f][0] is not fmt), None)
+        if other is not None:
+            raise UserError(f"{url}: its files hold different formats: {read[0]} reads as {fmt.name} (its {why}), "
+                            f"{other} as {found[other][0].name} (its {found[other][1]})",
+                            "pass --format NAME to read them all as one format, or give the files of each "
+                            "format as a path or glob of their own")
+        out.update(dict.fromkeys(files, fmt))
+        ext = format_for_path(read[0])[0]
+        decided.append(Sniffed(url, read[0], len(files), fmt.name, why, ext.name if ext else None))
+    return out, decided
+
+
+def _sniff_file(full: str, so: dict, names: tuple[str, ...]) -> tuple[Format, str]:
+    _, comp = _compression_of(file_name(full))
+    try:
+        fs, path = url_to_fs(full, **open_options(full, so))
+        # A small block: a remote store sends the start, not its default read-ahead of megabytes.
+        with fs.open(path, "rb", block_size=SNIFF_BYTES) as raw:
+            data = (compr[comp](raw, mode="rb") if comp else raw).read(SNIFF_BYTES + 1)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - translated for the user
+        raise open_error(full, exc) from exc
+    return sniff(Head.of(data[:SNIFF_BYTES], len(data) <= SNIFF_BYTES, names), sniffed_from(full))
 
 
 def _infer_format(url: str) -> Format:
@@ -343,8 +444,9 @@ def _own_outputs(found: dict) -> set[str]:
 
 def plan_source(urls: Sequence[str], *, format: str = "auto",
                 storage_options: dict | None = None,
-                blocksize: int = 64 * 2**20) -> SourcePlan:
-    """Expand ``urls`` into files and partitions."""
+                blocksize: int = 64 * 2**20, names: Sequence[str] = ()) -> SourcePlan:
+    """Expand ``urls`` into files and partitions. ``names``: the columns the
+    run reads, for a file whose format its start decides (:func:`sniff_formats`)."""
     if isinstance(urls, str):
         urls = [urls]
     if not urls:
@@ -355,15 +457,16 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
     so = dict(storage_options or {})
 
     seen, unknown = _data_files(urls, so, format)
+    sniffed, decided = sniff_formats(seen, so, names) if named is None else ({}, [])
 
     files: list[FileInfo] = []
     partitions: list[Partition] = []
     compressed: list[str] = []
     for full in sorted(seen):
-        info, fs = seen[full]
+        info, fs, _ = seen[full]
         name = posixpath.basename(full.split("?", 1)[0])
         _, comp = _compression_of(name)
-        fmt = named or _infer_format(full)
+        fmt = named or sniffed.get(full) or _infer_format(full)
         size = int(info.get("size") or 0)
         fi = FileInfo(url=full, size=size, version=_version(info), format=fmt.name,
                       compression=comp)
@@ -398,4 +501,4 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
             f"Compressed input ({shown}): a compressed file cannot be split by byte range, "
             f"so each one is read by one worker at a time as a stream; split it into "
             f"several files for parallelism.")
-    return SourcePlan(files=files, partitions=partitions, warnings=warnings)
+    return SourcePlan(files=files, partitions=partitions, warnings=warnings, sniffed=decided)

@@ -324,6 +324,12 @@ class Training:
         train_src, val_src = plan_training_sources(self.cfg, plan.partition, threads=plan.workers * plan.threads)
         for w in train_src.warnings + (val_src.warnings if val_src else []):
             self.events.emit("warning", message=w)
+        sniffed = train_src.sniffed + (val_src.sniffed if val_src else [])
+        if sniffed and "format" not in self.decisions:   # planned again for the workers' share: said once
+            self.decisions["format"] = [dataclasses.asdict(s) for s in sniffed]
+            for s in sniffed:
+                if s.news:
+                    self.events.emit("decided", what="format", message=s.message())
         return train_src, val_src
 
     # ---- cluster

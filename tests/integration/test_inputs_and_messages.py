@@ -4,13 +4,14 @@ outputs), every file of a glob checked before the fit, option errors named
 by their flag, hints for CSV files that are not what they seem."""
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
 import time
 
 import pytest
-from helpers import assert_user_error, cli
+from helpers import CLUSTER, assert_user_error, cli
 
 from lancetnic_flow.data.sources import plan_source
 from lancetnic_flow.data.synth import write_corpus
@@ -170,3 +171,22 @@ def test_input_checks_and_reads_start_no_arrow_thread_pool_that_could_abort_the_
     assert rows == 3 * 3000
     assert refused == before, f"{refused - before} threads started by refusing an input"
     assert after <= before + 1, f"{after - before} threads started by reading"
+
+
+def test_a_fasttext_train_txt_is_trained_evaluated_and_predicted_as_fasttext_and_the_run_says_so(tmp_path):
+    """fastText's tutorials name their files train.txt: the start of the file,
+    not its extension, decides; --format text still reads it as plain text."""
+    write_corpus(str(tmp_path / "corpus.ft"), 600, seed=0)
+    (tmp_path / "corpus.ft").rename(tmp_path / "train.txt")
+    said = "decided  format fasttext: train.txt's lines start with __label__ (--format text reads it as plain text)"
+    p = cli("train", "train.txt", "--epochs", "1", "--out", "runs", "--name", "r", *CLUSTER, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stderr.count(said) == 1, p.stderr[-2000:]
+    (decided,) = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())["decided"]["format"]
+    assert (decided["format"], decided["named"], decided["reason"]) == ("fasttext", "text", "lines start with __label__")
+    e = cli("evaluate", "runs/r", "train.txt", "--json", cwd=tmp_path)
+    assert e.returncode == 0 and said in e.stderr, e.stderr[-2000:]
+    assert json.loads(e.stdout)["rows"]["evaluated"] > 500
+    q = cli("predict", "runs/r", "--input", "train.txt", "--output", "p.csv", cwd=tmp_path)
+    assert q.returncode == 0 and said in q.stderr and "wrote 600 rows" in q.stderr, q.stderr[-2000:]
+    assert_user_error(cli("train", "train.txt", "--format", "text", cwd=tmp_path), "the text format has no labels")

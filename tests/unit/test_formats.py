@@ -6,6 +6,7 @@ registered here is read, written by make-data and by prediction outputs,
 with nothing else to change. Pure unit tests: files in tmp_path, no cluster."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -204,3 +205,62 @@ def test_a_registered_format_is_read_written_by_make_data_and_by_predictions(tmp
     assert back.column("text").to_pylist() == table.column("text").to_pylist()
     with pytest.raises(ValueError, match="belongs to 'csv'"):
         register_format(Format("csv2", (".csv",), True, psv.reader))
+
+
+# ---------------------------------------------------------------- sniffing: a name that does not settle the format
+
+
+def head(text: str, names=()) -> formats.Head:
+    return formats.Head.of(text.encode(), True, names)
+
+
+@pytest.mark.parametrize("text,names,want,why", [
+    ("__label__a __label__b some text\n__label__c more text\n", (), "fasttext", "lines start with __label__"),
+    ("__label__a one\nno label on this line\n__label__b two\n", (), "fasttext", "lines start with __label__"),
+    ('{"text": "a, b", "label": "x"}\n{"text": "c", "label": "y"}\n', (), "jsonl", "lines are JSON objects"),
+    ("text,label\nhello there,a\n", ("text", "label"), "csv", "names the columns text, label, split by commas"),
+    ("id,body,tag\n1,hello,a\n2,bye,b\n", (), "csv", "names 3 columns (id, body, tag)"),
+    ("text\tlabel\nhello, there\ta\n", ("text",), "tsv", "names the column text, split by tabs"),
+    ("PAR1\x15\x04\x15\x10", (), "parquet", "PAR1"),
+    ("the match ended, late\nshares fell\n", ("text", "label"), "text", "fits none of CSV, TSV, JSON Lines"),
+    ("one line, then a comma\nanother, with one\nand a third, too\nfour, more\n", (), "text", "fits none"),
+    ("[1, 2]\n[3, 4]\n", (), "text", "fits none"),
+    ("the label __label__a is inside\n__label__b\n", (), "text", "fits none"),
+    ("", (), "text", "holds no line"),
+])
+def test_the_start_of_a_file_shows_its_format(text, names, want, why):
+    fmt, reason = formats.sniff(head(text, names), format_named("text"))
+    assert (fmt.name, why in reason) == (want, True), reason
+
+
+def test_a_head_keeps_only_whole_lines_unless_the_file_ended_in_it():
+    cut = formats.Head.of(b"\xef\xbb\xbf__label__a one\n__label__b tw", False)
+    assert cut.lines == ("__label__a one",) and cut.cut == "__label__b tw" and cut.data.startswith(b"__label__")
+    assert formats.Head.of(b"first\nsecond", True).lines == ("first", "second")
+    long = formats.Head.of(b'{"text": "' + b"x" * 100, False)   # one JSON line longer than the head
+    assert formats.sniff(long, format_named("text"))[0].name == "jsonl"
+
+
+@pytest.mark.parametrize("url,want", [
+    ("train.txt", "text"), ("s3://b/TRAIN.TXT.gz", "text"), ("data/part-00000", "text"), ("data.zst", "text"),
+    ("https://host/corpus?v=2", "text"), ("a.csv", None), ("a.ft", None), ("notes.md", None), ("a.tar.gz", None),
+])
+def test_a_txt_name_or_no_extension_is_sniffed_and_any_other_keeps_its_format(url, want):
+    fmt = formats.sniffed_from(url)
+    assert (fmt.name if fmt else None) == want
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f.sniff or f.vague], ids=lambda f: f.name)
+def test_every_sniffed_format_is_found_in_what_its_writer_wrote_under_no_extension(tmp_path, fmt):
+    table = sample(fmt)
+    path = tmp_path / "data"
+    path.write_bytes(encode(table, fmt.name))
+    plan = plan_source([str(path)], names=columns_for(table).names())
+    assert plan.files[0].format == fmt.name and plan.sniffed[0].format == fmt.name
+
+
+def test_a_registered_format_with_a_sniff_is_found_by_its_start(tmp_path, psv):
+    register_format(dataclasses.replace(psv, sniff="lancetnic_flow.data.readers.csv:sniff_header"), replace=True)
+    (tmp_path / "corpus.txt").write_text("id|text|label\n1|some words|a\n2|more words|b\n")
+    plan = plan_source([str(tmp_path / "corpus.txt")])
+    assert plan.files[0].format == "psv" and "split by '|'" in plan.sniffed[0].reason

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.csv as pv
 
 from ...errors import UserError
-from ...formats import format_named, format_names, to_utf8
+from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..sources import Chunk, Columns
-from .table import (BOM, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content, open_head,
-                    strip_bom, utf8_ok)
+from .table import (BOM, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
+                    looks_like_data, open_head, strip_bom, utf8_ok)
 
 _HEADER_BYTES = 2**20
 _ESCAPED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
@@ -279,3 +279,39 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
     """The registry's ``head`` for CSV and TSV: the columns the file ``fi``'s header names."""
     with open_head(fi, storage_options) as f:
         return columns_of(f, fi.url, fi.format, encoding)
+
+
+# Rows after a header that must have its number of fields before a head
+# without the run's column names reads as CSV/TSV: one such row is any text.
+SNIFF_ROWS = 2
+_SPLIT_BY = {",": "commas", "\t": "tabs"}
+_WORD = re.compile(r"[\w.\-]+")
+
+
+def sniff_header(head: Head, fmt: Format) -> str | None:
+    """The registry's ``sniff`` for CSV and TSV: a first line of column names
+    split by the format's delimiter, naming a column the run reads, or with
+    :data:`SNIFF_ROWS` rows or more after it of as many fields."""
+    try:
+        rows = list(csv.reader(head.lines, delimiter=fmt.delimiter or ","))
+    except csv.Error:
+        return None
+    names = [n.strip() for n in rows[0]] if rows else []
+    if len(names) < 2 or not all(_name_like(n) for n in names):
+        return None
+    split = _SPLIT_BY.get(fmt.delimiter or ",", repr(fmt.delimiter))
+    asked = [n for n in names if n in head.names]
+    if asked:
+        return f"first line names the column{'s' * (len(asked) > 1)} {', '.join(asked)}, split by {split}"
+    # Without the run's names, prose with a comma a line would pass the count: only words without spaces name columns.
+    body = rows[1:]
+    if len(body) >= SNIFF_ROWS and all(map(_WORD.fullmatch, names)) and all(len(r) == len(names) for r in body):
+        return f"first line names {len(names)} columns ({', '.join(names)}) and the rows after it have as many, " \
+               f"split by {split}"
+    return None
+
+
+def _name_like(name: str) -> bool:
+    # A JSON object or a fastText line split at its commas is no header, nor are binary bytes.
+    return bool(name) and not looks_like_data(name) and name.isprintable() \
+        and not name.startswith(("{", "[", "__label__"))

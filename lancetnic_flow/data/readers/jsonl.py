@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from ...errors import UserError
-from ...formats import to_utf8
+from ...formats import Format, Head, to_utf8
 from ..sources import Chunk, Columns, missing_column_error
 from .table import BOM, decoded, empty_table, finish, open_head, strip_bom, text_kinds, utf8_ok
 
@@ -171,3 +171,17 @@ def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
                                 '{"text": "...", "label": "..."}')
             return list(obj)
     return None
+
+
+def sniff(head: Head, fmt: Format) -> str | None:
+    """The registry's ``sniff`` for JSON Lines: every line of the head is a
+    JSON object (or the one line it cut short opens one)."""
+    if not head.lines:
+        return "first line opens a JSON object" if head.cut.startswith('{"') else None
+    for line in head.lines:
+        try:
+            if not isinstance(json.loads(line), dict):
+                return None
+        except ValueError:
+            return None
+    return "lines are JSON objects"

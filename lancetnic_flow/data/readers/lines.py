@@ -5,6 +5,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import UserError
+from ...formats import Format, Head
 from ..sources import Chunk, Columns
 from .labels import fasttext_sets, several_labels, tag_counts
 from .table import decoded, finish, split_lines, strip_bom, utf8_ok
@@ -79,6 +80,16 @@ def fasttext_columns(lines: pa.Array, columns: Columns, url: str) -> tuple[dict,
     cols = Columns(text=("text",), label="label" if columns.label else None,
                    multilabel=columns.multilabel and not columns.all_rows)
     return get, cols
+
+
+def sniff_fasttext(head: Head, fmt: Format) -> str | None:
+    """The registry's ``sniff`` for fastText: the first line and at least half
+    of the head's lines start with a ``__label__`` tag (a few unlabelled lines
+    are skipped rows, not another format)."""
+    lines = head.lines or ((head.cut,) if head.cut else ())
+    tagged = sum(line.startswith("__label__") for line in lines)
+    return "lines start with __label__" if lines and lines[0].startswith("__label__") and 2 * tagged >= len(lines) \
+        else None
 
 
 def _lines_in_order(data: bytes) -> tuple[pa.Array, pa.Array]:

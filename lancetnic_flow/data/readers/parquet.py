@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
+from ...formats import Format, Head
 from ...storage import open_options
 from ..sources import Chunk, Columns, Partition, open_error
 from .table import check_names, finish
@@ -45,3 +46,8 @@ def columns_of(url: str, storage_options: dict | None) -> list[str]:
     fs, path = _fs_path(url, storage_options)
     with fs.open(path, "rb") as f:
         return pq.ParquetFile(f).schema_arrow.names
+
+
+def sniff(head: Head, fmt: Format) -> str | None:
+    """The registry's ``sniff`` for Parquet: the magic bytes a Parquet file starts with."""
+    return "first bytes are PAR1, Parquet's mark" if head.data.startswith(b"PAR1") else None

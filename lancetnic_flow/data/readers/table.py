@@ -286,13 +286,13 @@ def format_hint(fmt: str, have: list[str]) -> str | None:
     if len(have) == 1 and ";" in have[0]:
         return ("the header line is split by ';' (a semicolon-separated file): save it with ',' as the "
                 "delimiter, or as TSV or Parquet")
-    if any(_looks_like_data(h) for h in have):
+    if any(looks_like_data(h) for h in have):
         return ("the first line looks like a row of data, not column names: the file needs a header line "
                 "naming its columns, e.g. text,label")
     return None
 
 
-def _looks_like_data(name: str) -> bool:
+def looks_like_data(name: str) -> bool:
     """A header cell that reads as a value: a number, or a sentence rather than a name."""
     name = name.strip()
     try:

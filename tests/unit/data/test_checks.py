@@ -90,3 +90,18 @@ def test_the_sample_counts_the_distinct_labels_and_the_members_of_label_sets(tmp
     cols = Columns(text=("text",), label="label", multilabel=True, label_sep="|")
     assert sample_label_count(sample_rows(plan_source([sets]), cols)) == 4
     assert sample_label_count(sample_rows(plan_source([sets]), Columns(text=("text",)))) == 0   # no label column
+
+
+def test_a_txt_file_whose_first_line_names_the_runs_columns_is_csv_in_every_plan_of_the_run(tmp_path):
+    """A CSV whose texts span lines passes no count of fields a line: the
+    columns the run reads decide, in the first plan and in the one cut for the workers."""
+    from lancetnic_flow.config import DataConfig, TrainConfig
+    from lancetnic_flow.data.checks import plan_training_sources
+
+    rows = "".join(f'"row {i} first line\nand its second line",{"ab"[i % 2]}\n' for i in range(40_000))
+    path = write(tmp_path / "train.txt", "text,label\n" + rows)   # ~1.7 MB: cut into smaller partitions
+    assert plan_source([path]).files[0].format == "text"
+    assert checked_source([path], "auto", {}, 64 * 2**20, COLS).files[0].format == "csv"
+    train, _ = plan_training_sources(TrainConfig(data=DataConfig(train=[path])).validate(), 64 * 2**20, threads=4)
+    assert len(train.partitions) > 1 and train.files[0].format == "csv"
+    assert train.sniffed[0].reason == "first line names the columns text, label, split by commas"

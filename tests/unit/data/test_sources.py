@@ -193,6 +193,118 @@ def test_one_warning_for_several_compressed_files(tmp_path):
     assert len(plan.warnings) == 1 and all(f"p{i}" in plan.warnings[0] for i in range(3))
 
 
+# ---------------------------------------------------------------- a name that does not settle the format
+
+
+KINDS = {   # content -> (bytes, the columns a run reads from it)
+    "fasttext": (fasttext_bytes, Columns(text=("text",), label="label")),
+    "jsonl": (jsonl_bytes, COLS),
+    "csv": (csv_bytes, COLS),
+    "tsv": (lambda rs: csv_bytes(rs, "\t"), COLS),
+    "text": (text_bytes, Columns(text=("text",))),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_txt_file_is_read_as_the_format_its_start_shows(tmp_path, kind):
+    data, cols = KINDS[kind]
+    path = tmp_path / "train.txt"
+    path.write_bytes(data(rows(150)))
+    plan = plan_source([str(path)], blocksize=500, names=cols.names())
+    assert plan.files[0].format == kind and len(plan.partitions) > 10
+    (s,) = plan.sniffed
+    assert (s.format, s.named, s.files, s.news) == (kind, "text", 1, kind != "text")
+    table, skipped, n = read_all(plan, cols)
+    assert n == table.num_rows == 150 and skipped == {}
+    if cols.label:
+        assert table.column("label").to_pylist() == [r["label"] for r in rows(150)]
+
+
+def test_the_decision_says_what_the_start_shows_and_how_to_read_it_otherwise(tmp_path):
+    (tmp_path / "train.txt").write_bytes(fasttext_bytes(rows(5)))
+    (s,) = plan_source([str(tmp_path / "train.txt")]).sniffed
+    assert s.message() == (f"format fasttext: {tmp_path}/train.txt's lines start with __label__ "
+                           "(--format text reads it as plain text)")
+    (tmp_path / "corpus").write_bytes(jsonl_bytes(rows(5)))
+    (s,) = plan_source([str(tmp_path / "corpus")]).sniffed
+    assert s.named is None and s.message().endswith("'s lines are JSON objects (--format NAME reads it as another format)")
+
+
+@pytest.mark.parametrize("ext", ["gz", "zst"])
+def test_a_compressed_txt_file_is_sniffed_from_its_decompressed_start(tmp_path, ext):
+    path = tmp_path / f"train.txt.{ext}"
+    path.write_bytes(COMPRESSORS[ext](fasttext_bytes(rows(40))))
+    plan = plan_source([str(path)])
+    assert plan.files[0].format == "fasttext" and plan.files[0].compression == {"gz": "gzip", "zst": "zstd"}[ext]
+    table, _, n = read_all(plan, Columns(text=("text",), label="label"))
+    assert n == 40 and table.column("label").to_pylist()[:3] == LABELS
+
+
+def test_only_the_start_of_a_file_is_read_to_tell_its_format(tmp_path):
+    from lancetnic_flow.data.sources import SNIFF_BYTES
+
+    # Cut in half, the gzip stream fails where a reader reaches the cut: sniffing never gets there.
+    packed = gzip.compress(fasttext_bytes(rows(40_000)), compresslevel=1)
+    (tmp_path / "cut.txt.gz").write_bytes(packed[: len(packed) // 2])
+    plan = plan_source([str(tmp_path / "cut.txt.gz")])
+    assert plan.files[0].format == "fasttext"
+    with pytest.raises(UserError, match="corrupt, truncated"):
+        read_all(plan, Columns(text=("text",), label="label"))
+    # What follows the first SNIFF_BYTES does not count.
+    (tmp_path / "mixed.txt").write_bytes(fasttext_bytes(rows(SNIFF_BYTES // 40)) + jsonl_bytes(rows(400)))
+    assert plan_source([str(tmp_path / "mixed.txt")]).files[0].format == "fasttext"
+
+
+def test_a_file_without_an_extension_is_sniffed_on_any_filesystem(tmp_path):
+    (tmp_path / "corpus").write_bytes(jsonl_bytes(rows(5)))
+    (tmp_path / "data.gz").write_bytes(gzip.compress(csv_bytes(rows(5))))
+    assert plan_source([str(tmp_path / "corpus")]).files[0].format == "jsonl"
+    assert plan_source([str(tmp_path / "data.gz")], names=("text",)).files[0].format == "csv"
+    fsspec.filesystem("memory").pipe("/in/train", fasttext_bytes(rows(5)))
+    assert plan_source(["memory://in/train"]).files[0].format == "fasttext"
+
+
+def test_a_folder_of_files_without_extensions_is_sniffed_and_beside_data_files_they_stay_out(tmp_path):
+    d = tmp_path / "spark"
+    d.mkdir()
+    for i in range(3):
+        (d / f"part-0000{i}").write_bytes(fasttext_bytes(rows(10)))
+    (d / "_SUCCESS").write_bytes(b"")
+    plan = plan_source([str(d)])
+    assert [f.format for f in plan.files] == ["fasttext"] * 3 and plan.warnings == []
+    assert plan.sniffed[0].files == 3 and "(3 files): part-00000's lines" in plan.sniffed[0].message()
+    (d / "extra.csv").write_bytes(csv_bytes(rows(3)))
+    plan = plan_source([str(d)])
+    assert [f.format for f in plan.files] == ["csv"] and "part-00000" in plan.warnings[0]
+
+
+def test_the_format_named_or_a_settling_extension_wins_over_the_start(tmp_path):
+    (tmp_path / "train.txt").write_bytes(fasttext_bytes(rows(5)))
+    plan = plan_source([str(tmp_path / "train.txt")], format="text")
+    assert plan.files[0].format == "text" and plan.sniffed == []
+    (tmp_path / "tagged.csv").write_bytes(fasttext_bytes(rows(5)))
+    plan = plan_source([str(tmp_path / "tagged.csv")])
+    assert plan.files[0].format == "csv" and plan.sniffed == []
+
+
+def test_the_files_of_a_glob_get_one_format_and_a_glob_whose_files_disagree_is_refused(tmp_path):
+    for i in range(3):
+        (tmp_path / f"part-{i}.txt").write_bytes(fasttext_bytes(rows(5)))
+    (tmp_path / "part-3.txt").write_bytes(b"")
+    (tmp_path / "part-4.ft").write_bytes(fasttext_bytes(rows(5)))
+    plan = plan_source([str(tmp_path / "part-*")])
+    assert [f.format for f in plan.files] == ["fasttext"] * 5 and len(plan.sniffed) == 1
+    assert plan.sniffed[0].files == 4 and plan.sniffed[0].input == str(tmp_path / "part-*")
+    (tmp_path / "part-2.txt").write_bytes(jsonl_bytes(rows(5)))
+    with pytest.raises(UserError) as e:
+        plan_source([str(tmp_path / "part-*")])
+    msg = str(e.value)
+    assert "part-0.txt reads as fasttext" in msg and "part-2.txt as jsonl" in msg and "--format" in e.value.hint
+    # Each input decides for its own files.
+    plan = plan_source([str(tmp_path / "part-[01].txt"), str(tmp_path / "part-2.txt")])
+    assert [f.format for f in plan.files] == ["fasttext", "fasttext", "jsonl"] and len(plan.sniffed) == 2
+
+
 # ---------------------------------------------------------------- memory, globs, fingerprint
 
 
