@@ -16,7 +16,6 @@ import os
 import shutil
 import tempfile
 import weakref
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -261,17 +260,11 @@ class _TextEstimator:
 
     def save(self, path: str | os.PathLike, storage_options: dict | None = None) -> str:
         """Copy the trained run folder to ``path`` (a local folder or any fsspec
-        URL); :meth:`load` reads it, as does ``lancetnic-flow predict``."""
-        import fsspec
+        URL); :meth:`load` reads it, as does ``lancetnic-flow predict``. Saved over
+        another run, a save stopped mid-way leaves an unfinished run, never half of each."""
+        from ..runs.folder import copy_run
 
-        run = self._fitted().run.url
-        fs, target = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
-        src_fs, src = fsspec.core.url_to_fs(run)
-        fs.makedirs(target, exist_ok=True)
-        for name in src_fs.ls(src, detail=False):
-            if src_fs.isfile(name):
-                with src_fs.open(name, "rb") as f:
-                    fs.pipe_file(f"{target.rstrip('/')}/{Path(name).name}", f.read())
+        copy_run(self._fitted().run.url, str(path), dst_options=storage_options or {})
         return str(path)
 
     @classmethod

@@ -154,9 +154,9 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     output_format(a.output)
     # An unwritable --output: exit 2 now, not after every row is predicted.
     check_writable(a.output, options_for(a.output, so), "--output", folder=False)
-    data = config["data"]
-    cols = Columns(text=tuple(a.text_column or data["text"]), numeric=tuple(data.get("numeric") or ()),
-                   keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
+    data = config.get("data") or {}
+    cols = Columns(text=tuple(a.text_column or data.get("text") or ("text",)),
+                   numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
     plan = _plan_for(a)
     src = checked_source(a.input, a.format, so, plan.partition, cols)
     say_decided(report, src)
@@ -219,9 +219,9 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     run_so = options_for(a.run, so)
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
-    kind, data = task_kind(meta), config["data"]
-    cols = Columns(text=tuple(a.text or data["text"]),
-                   label=(a.label or data["label"]) if kind != "regress" else None,
+    kind, data = task_kind(meta), config.get("data") or {}
+    cols = Columns(text=tuple(a.text or data.get("text") or ("text",)),
+                   label=(a.label or data.get("label") or "label") if kind != "regress" else None,
                    target=(a.target or data.get("target")) if kind in ("regress", "multitask") else None,
                    numeric=tuple(data.get("numeric") or ()), multilabel=kind == "multilabel",
                    label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None,

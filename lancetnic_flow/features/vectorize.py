@@ -280,7 +280,12 @@ class FittedFeatures:
 
     @classmethod
     def from_json(cls, text: str) -> "FittedFeatures":
-        d = json.loads(text)
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> "FittedFeatures":
+        """Features from :meth:`to_json`'s object, read (a run folder checks its fields first)."""
+        d = dict(doc)
         vocab = d.pop("vocabulary")
         idf = d.pop("idf")
         d.setdefault("version", 1)   # written before feature format 2

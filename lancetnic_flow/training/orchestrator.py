@@ -45,7 +45,7 @@ from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
 from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample
-from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_json
+from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_config, write_json
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import write_plots
 from ..scores import val_scores
@@ -491,7 +491,7 @@ class Training:
             self.run = RunFolder(self.resume, self.out_so)
         else:
             self.run = new_run_dir(cfg.output.out, cfg.output.name, self.out_so)
-            write_json(join(self.run, "config.json"), cfg.to_dict(), self.out_so)
+            write_config(self.run, cfg.to_dict(), self.out_so)
 
     def _fit_shuffle_buffer(self, classes: int) -> None:
         """The model with the real classes outgrew the trainer's share, planned
@@ -723,9 +723,9 @@ class Training:
                                 labels=self.features.labels if self.task.classifies else None,
                                 label_counts=self.features.label_counts,
                                 sample=state.best["sample"] if state.best else None, charts=cfg.output.plots)
-            save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
-                     model_meta=self.model_meta, metrics=None, history=state.history, storage_options=self.out_so,
-                     finish=False)
+            weights = save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
+                               model_meta=self.model_meta, metrics=None, history=state.history,
+                               storage_options=self.out_so, finish=False)
             metrics["plots"] = [u.rsplit("/", 1)[-1] for u in plots.result()]
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
@@ -735,7 +735,7 @@ class Training:
                        seconds=time.monotonic() - self.t0)
         write_json(join(self.run, "metrics.json"), metrics, self.out_so)
         # model.json last: until it is written the folder is an unfinished run, resumable from its checkpoint.
-        finish_run(self.run, self.model_meta, self.out_so)
+        finish_run(self.run, self.model_meta, self.out_so, weights)
         remove_checkpoint(self.run, self.out_so)
         self.events.emit("done", run=self.run, metrics={k: v for k, v in metrics.items()
                                                         if k not in ("confusion", "confusion_cells", "per_class",

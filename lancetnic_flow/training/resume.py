@@ -1,11 +1,9 @@
 """``--resume``: the configuration an interrupted run was started with."""
 from __future__ import annotations
 
-import json
-
 from ..config import TrainConfig
 from ..errors import UserError
-from ..storage import join, read_bytes
+from ..runs.folder import read_config
 
 
 def resume_config(run: str, *, storage_options: dict | None = None, memory_budget: int | None = None,
@@ -17,7 +15,7 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     given here are merged over the saved ones; the cluster may differ."""
     so = storage_options or {}
     try:
-        saved = json.loads(read_bytes(join(run, "config.json"), so))
+        saved = read_config(run, so)   # damaged, or of a newer run format: refused in words
     except FileNotFoundError:
         raise UserError(f"{run} is not a run folder (no config.json)",
                         "pass the folder named by the interrupted run, e.g. runs/20261130-101500") from None

@@ -2,11 +2,19 @@
 from JSON and safetensors only; a folder that is not a run, an unfinished run
 (with or without a checkpoint), another format version or damaged weights are
 refused in words; fresh names never reuse a run; a RunFolder carries its
-storage options through pickle without printing them."""
+storage options through pickle without printing them.
+
+Damage, file by file: every way a file of a run folder can be wrong is one
+UserError naming the file and what to do (a damaged metrics.json only a
+warning); every state a save killed mid-way can leave loads whole or is
+refused."""
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -16,13 +24,13 @@ import torch
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.models.scalpel import ScalpelNet
-from lancetnic_flow.runs.folder import (CHECKPOINT_FILE, RunFolder, folder_options, load_run, new_run_dir,
-                                        read_run_json, save_run)
+from lancetnic_flow.runs.folder import (CHECKPOINT_FILE, RunFolder, copy_run, finish_run, folder_options, load_run,
+                                        new_run_dir, read_run_json, save_run, written_by)
 from lancetnic_flow.storage import join, write_bytes
 
 
-def save_small_run(run: str, finish: bool = True) -> ScalpelNet:
-    torch.manual_seed(0)
+def save_small_run(run: str, finish: bool = True, seed: int = 0) -> ScalpelNet:
+    torch.manual_seed(seed)
     model = ScalpelNet(5, classes=2, hidden=3)
     features = FittedFeatures(mode="tfidf", vocabulary=pa.array(list("abcde")), idf=np.ones(5, np.float32),
                               labels=["pos", "neg"])
@@ -44,6 +52,13 @@ def test_a_saved_run_loads_back_with_the_same_weights_features_and_metrics(tmp_p
     assert loaded.meta["format_version"] == 1 and not loaded.model.training
     task = loaded.task()
     assert task.kind == "classify" and task.classes == 2
+    if where == "local":   # model.json records the weights it was saved with; config.json its format
+        weights = (tmp_path / "run" / "model.safetensors").read_bytes()
+        assert loaded.meta["weights"] == {"file": "model.safetensors", "bytes": len(weights),
+                                          "sha256": hashlib.sha256(weights).hexdigest()}
+        saved = json.loads((tmp_path / "run" / "config.json").read_text())
+        assert saved["format_version"] == 1 and saved["written_by"].startswith("lancetnic_flow ")
+        assert loaded.config == {"training": {"class_loss": "cross_entropy"}}
 
 
 def test_a_folder_without_config_json_is_not_a_run(tmp_path):
@@ -62,18 +77,6 @@ def test_an_unfinished_run_says_to_resume_from_its_checkpoint_or_to_train_again(
     with pytest.raises(UserError) as e:
         load_run(run)
     assert f"--resume {run}" in e.value.hint
-
-
-def test_another_format_version_and_damaged_weights_are_refused(tmp_path):
-    run = str(tmp_path / "run")
-    save_small_run(run)
-    write_bytes(join(run, "model.safetensors"), b"not safetensors", {})
-    with pytest.raises(UserError, match="not a valid safetensors file"):
-        load_run(run)
-    meta = json.loads((tmp_path / "run" / "model.json").read_text())
-    write_bytes(join(run, "model.json"), json.dumps({**meta, "format_version": 99}).encode(), {})
-    with pytest.raises(UserError, match="incompatible version"):
-        read_run_json(run)
 
 
 def test_history_is_written_as_csv_with_every_key(tmp_path):
@@ -114,3 +117,257 @@ def test_a_run_of_a_network_this_process_never_registered_is_a_user_error_naming
     with pytest.raises(UserError, match="'GatedBag' is not registered in this process") as e:
         load_run(run)
     assert "import the module that registers it" in e.value.hint
+
+
+# ---------------------------------------------------------------- damage, file by file
+
+
+def finished_run(tmp_path, name: str = "run", seed: int = 0) -> str:
+    run = str(tmp_path / name)
+    save_small_run(run, seed=seed)
+    return run
+
+
+def edit_json(run: str, name: str, change) -> None:
+    path = f"{run}/{name}"
+    with open(path) as f:
+        doc = json.load(f)
+    change(doc)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def remove(run: str, name: str) -> None:
+    Path(run, name).unlink()
+
+
+def cut(run: str, name: str, keep) -> None:
+    """Truncate ``run/name`` to ``keep(size)`` bytes, as a copy or a disk stopped mid-write leaves it."""
+    with open(f"{run}/{name}", "rb") as f:
+        data = f.read()
+    with open(f"{run}/{name}", "wb") as f:
+        f.write(data[:keep(len(data))])
+
+
+def refused(run: str, *needles: str) -> UserError:
+    """load_run refuses ``run``, its message naming each of ``needles``."""
+    with pytest.raises(UserError) as e:
+        load_run(run)
+    for n in needles:
+        assert n in str(e.value), str(e.value)
+    return e.value
+
+
+@pytest.mark.parametrize("keep", [lambda n: 0, lambda n: 5, lambda n: 40, lambda n: n // 2, lambda n: n - 1],
+                         ids=["empty", "5 bytes", "inside the header", "half", "one byte short"])
+def test_truncated_weights_are_refused_as_truncated_naming_the_file(tmp_path, keep):
+    run = finished_run(tmp_path)
+    cut(run, "model.safetensors", keep)
+    e = refused(run, f"{run}/model.safetensors is damaged: it is truncated")
+    assert "restore the run folder" in e.hint
+
+
+def test_weights_that_are_not_safetensors_or_missing_are_refused_naming_the_file(tmp_path):
+    run = finished_run(tmp_path)
+    write_bytes(join(run, "model.safetensors"), b"not safetensors at all, just some words", {})
+    e = refused(run, f"{run}/model.safetensors is not a valid safetensors file")
+    assert "never from a pickle" in e.hint
+    (tmp_path / "run" / "model.safetensors").unlink()
+    refused(run, f"{run} is a damaged run folder", "model.safetensors is missing")
+
+
+def test_weights_of_another_save_beside_model_json_are_refused_by_their_digest(tmp_path):
+    """Same network, other weights (another run, or a save that stopped after its weights):
+    the shapes fit, so only the size and SHA-256 model.json records tell them apart."""
+    run, other = finished_run(tmp_path), finished_run(tmp_path, "other", seed=1)
+    shutil.copy(f"{other}/model.safetensors", f"{run}/model.safetensors")
+    e = refused(run, f"{run}/model.safetensors is not the file {run}/model.json was saved with",
+                "different saves")
+    assert "of one run together" in e.hint
+
+
+def test_weights_that_do_not_fit_model_json_are_refused_in_words_not_load_state_dicts_error(tmp_path):
+    """A run saved before model.json recorded its weights: the tensors' names and shapes
+    are checked against the network model.json describes."""
+    import safetensors.torch
+
+    run = finished_run(tmp_path)
+    edit_json(run, "model.json", lambda m: m.pop("weights"))
+    safetensors.torch.save_file(ScalpelNet(7, classes=3, hidden=4).state_dict(), f"{run}/model.safetensors")
+    e = refused(run, f"{run}/model.safetensors does not hold the weights of the network {run}/model.json",
+                "input.weight is [7, 4] there, [5, 3] in the network", "different runs")
+    assert "Error(s) in loading state_dict" not in str(e)
+    safetensors.torch.save_file({"embedding": torch.zeros(3)}, f"{run}/model.safetensors")
+    refused(run, "it lacks input.weight, input.bias, heads.classify.weight and 1 more",
+            "it has no place for embedding")
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda run: remove(run, "features.json"), "is a damaged run folder: {run}/features.json is missing"),
+    (lambda run: cut(run, "features.json", lambda n: n // 2), "{run}/features.json is damaged: it is truncated"),
+    (lambda run: write_bytes(f"{run}/features.json", b"vocabulary: a b c", {}),
+     "{run}/features.json is damaged: it is not JSON"),
+    (lambda run: write_bytes(f"{run}/features.json", b"[1, 2]", {}),
+     "{run}/features.json is damaged: it holds a JSON list"),
+    (lambda run: edit_json(run, "features.json", lambda f: f.pop("mode")),
+     "{run}/features.json is damaged: it lacks 'mode'"),
+    (lambda run: edit_json(run, "features.json", lambda f: f.pop("vocabulary")), "it lacks 'vocabulary'"),
+    (lambda run: edit_json(run, "features.json", lambda f: f.update(labels="pos")), "its labels is \"pos\""),
+    (lambda run: edit_json(run, "features.json", lambda f: f.update(mode="words")), "its mode is 'words'"),
+    (lambda run: edit_json(run, "features.json", lambda f: f.update(idf={"float32_base64": "?!"})),
+     "{run}/features.json is damaged: its idf has 0 weights for 5 terms"),
+], ids=["missing", "truncated", "not JSON", "a list", "no mode", "no vocabulary", "labels not a list", "unknown mode",
+        "idf not base64"])
+def test_a_damaged_features_json_is_refused_naming_it(tmp_path, damage, needle):
+    run = finished_run(tmp_path)
+    damage(run)
+    e = refused(run, needle.format(run=run))
+    assert "restore the run folder" in e.hint
+
+
+def test_features_json_of_another_run_is_refused_as_not_fitting_the_network(tmp_path):
+    run = finished_run(tmp_path)
+    edit_json(run, "features.json",
+              lambda f: f.update(labels=["a", "b", "c"], vocabulary=list("abcdefg"), idf=[1.0] * 7))
+    refused(run, f"{run}/features.json does not fit the network {run}/model.json describes",
+            "7 input ids, the network takes 5", "3 labels, the network has 2 classes")
+
+
+def newer(doc: dict, version: int = 2) -> None:
+    doc.update(format_version=version, written_by="lancetnic_flow 9.0.0")
+
+
+@pytest.mark.parametrize("name", ["model.json", "config.json"])
+def test_model_and_config_json_truncated_or_not_json_are_refused_naming_them(tmp_path, name):
+    run = finished_run(tmp_path)
+    cut(run, name, lambda n: n - 3)
+    refused(run, f"{run}/{name} is damaged: it is truncated")
+    write_bytes(join(run, name), b"\xff\xfe not text", {})
+    refused(run, f"{run}/{name} is damaged: it is not JSON")
+    write_bytes(join(run, name), b'"a string"', {})
+    refused(run, f"{run}/{name} is damaged: it holds a JSON str")
+
+
+@pytest.mark.parametrize("name", ["model.json", "config.json"])
+def test_a_file_of_a_newer_run_format_says_which_version_wrote_it_and_to_upgrade(tmp_path, name):
+    run = finished_run(tmp_path)
+    edit_json(run, name, newer)
+    e = refused(run, f"{run}/{name} was written by lancetnic_flow 9.0.0 in run format 2",
+                f"this {written_by()} reads run format 1")
+    assert "upgrade lancetnic_flow" in e.hint and "pip install -U lancetnic_flow" in e.hint
+
+
+def test_an_older_or_unknown_run_format_is_said_as_such(tmp_path):
+    run = finished_run(tmp_path)
+    edit_json(run, "model.json", lambda m: newer(m, 0))
+    e = refused(run, f"{run}/model.json is in run format 0, older than this {written_by()} reads (format 1)")
+    assert "train the run again" in e.hint
+    for version in (None, "one", True):
+        edit_json(run, "model.json", lambda m: m.update(format_version=version))
+        refused(run, f"{run}/model.json is damaged: its format_version is {json.dumps(version)}")
+    edit_json(run, "model.json", lambda m: m.update(format_version=3, written_by=written_by()))   # changed since
+    refused(run, f"{run}/model.json is damaged: its format_version is 3, yet {written_by()}")
+
+
+def test_a_config_json_written_before_it_carried_its_format_still_loads(tmp_path):
+    run = finished_run(tmp_path)
+    edit_json(run, "config.json", lambda c: [c.pop("format_version"), c.pop("written_by")])
+    assert load_run(run).config == {"training": {"class_loss": "cross_entropy"}}
+
+
+def test_features_of_a_newer_feature_format_say_to_upgrade(tmp_path):
+    run = finished_run(tmp_path)
+    edit_json(run, "model.json", lambda m: m.update(written_by="lancetnic_flow 9.0.0"))
+    edit_json(run, "features.json", lambda f: f.update(version=3))
+    e = refused(run, f"{run}/features.json was written by lancetnic_flow 9.0.0 with feature format 3")
+    assert "upgrade lancetnic_flow" in e.hint
+    edit_json(run, "features.json", lambda f: f.update(version=2, subwords=True))
+    refused(run, "with fields this version does not know (subwords)")
+
+
+def test_model_json_without_the_network_or_with_sizes_that_build_none_is_refused(tmp_path):
+    run = finished_run(tmp_path)
+    edit_json(run, "model.json", lambda m: m["kwargs"].update(depth=3))
+    refused(run, f"{run}/model.json is damaged: its sizes do not build a ScalpelNet")
+    edit_json(run, "model.json", lambda m: m.pop("kwargs"))
+    refused(run, f"{run}/model.json is damaged: it lacks the network's name and sizes")
+
+
+def test_a_missing_config_json_beside_model_json_is_damage_not_a_foreign_folder(tmp_path):
+    run = finished_run(tmp_path)
+    (tmp_path / "run" / "config.json").unlink()
+    refused(run, f"{run} is a damaged run folder: {run}/config.json is missing")
+
+
+def test_a_damaged_metrics_json_is_only_warned_about_and_the_run_predicts(tmp_path):
+    run = finished_run(tmp_path)
+    cut(run, "metrics.json", lambda n: n // 2)
+    with pytest.warns(RuntimeWarning, match=f"{run}/metrics.json is damaged.*metrics are left out"):
+        loaded = load_run(run)
+    assert loaded.metrics == {} and loaded.features.labels == ["pos", "neg"]
+
+
+# ---------------------------------------------------------------- a save killed at any moment
+
+# save_run's files in the order it writes them, after it removes an existing model.json.
+SAVE_ORDER = ["config.json", "features.json", "model.safetensors", "metrics.json", "history.csv", "model.json"]
+
+
+def first_weight(run: str) -> float:
+    return float(load_run(run).model.state_dict()["input.weight"].flatten()[0])
+
+
+def test_every_state_a_save_over_a_finished_run_can_be_killed_in_loads_whole_or_is_refused(tmp_path):
+    """A folder saved again (`train --resume` of a run whose checkpoint outlived its model.json):
+    each file is renamed into place whole, so a kill leaves the old run's files with the
+    first k of the new save's. With model.json removed first, each such state is the old
+    run, the new one, or an unfinished run; never the old model.json over new weights."""
+    old, new = finished_run(tmp_path, "old"), finished_run(tmp_path, "new", seed=1)
+    assert first_weight(old) != first_weight(new)
+    for k in range(len(SAVE_ORDER) + 1):
+        state = str(tmp_path / f"killed-after-{k}")
+        shutil.copytree(old, state)
+        if k:
+            (tmp_path / f"killed-after-{k}" / "model.json").unlink()
+        for name in SAVE_ORDER[:k]:
+            shutil.copy(f"{new}/{name}", f"{state}/{name}")
+        if k == 0:
+            assert first_weight(state) == first_weight(old)
+        elif k == len(SAVE_ORDER):
+            assert first_weight(state) == first_weight(new)
+        else:
+            refused(state, "unfinished run")
+
+
+def test_a_save_into_a_finished_folder_unfinishes_it_before_writing_anything(tmp_path):
+    run = finished_run(tmp_path)
+    save_small_run(run, finish=False, seed=1)   # the orchestrator's save, before metrics.json and model.json
+    refused(run, "unfinished run")
+    finish_run(run, {"net": "ScalpelNet", "kwargs": ScalpelNet(5, classes=2, hidden=3).config, "task": "classify"})
+    weights = (tmp_path / "run" / "model.safetensors").read_bytes()
+    assert load_run(run).meta["weights"]["sha256"] == hashlib.sha256(weights).hexdigest()   # read back to record
+
+
+def test_the_old_model_json_beside_a_new_saves_files_is_refused_naming_both(tmp_path):
+    """The states a save that did not remove model.json first would leave: refused by the digest."""
+    old, new = finished_run(tmp_path, "old"), finished_run(tmp_path, "new", seed=1)
+    for k in (3, 4, 5):   # the new weights written, the old model.json still there
+        state = str(tmp_path / f"unremoved-{k}")
+        shutil.copytree(old, state)
+        for name in SAVE_ORDER[:k]:
+            shutil.copy(f"{new}/{name}", f"{state}/{name}")
+        refused(state, f"{state}/model.safetensors is not the file {state}/model.json was saved with")
+
+
+def test_copy_run_over_another_run_gives_the_copied_run_and_never_half_of_each(tmp_path):
+    """An estimator's save() over another run: the copy unfinishes the folder first, so a
+    copy of an unfinished run (as a copy stopped before its model.json leaves) is refused."""
+    src, dst = finished_run(tmp_path, "src", seed=1), finished_run(tmp_path, "dst")
+    save_small_run(str(tmp_path / "unfinished"), finish=False, seed=2)
+    copy_run(str(tmp_path / "unfinished"), dst)
+    refused(dst, "unfinished run")
+    copy_run(src, dst)
+    assert first_weight(dst) == first_weight(src)
+    assert sorted(p.name for p in (tmp_path / "dst").iterdir()) == sorted(p.name for p in (tmp_path / "src").iterdir())
+    copy_run(src, "memory://unit-runs/copied")
+    assert first_weight("memory://unit-runs/copied") == first_weight(src)

@@ -1,0 +1,42 @@
+"""training/resume.py: ``--resume`` reads the configuration a run was started
+with from its config.json, stamped with its run format or written before it
+was, and refuses a damaged one, or one of a newer run format, in words."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lancetnic_flow.config import DataConfig, TrainConfig
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.runs.folder import write_config, write_json
+from lancetnic_flow.storage import join
+from lancetnic_flow.training.resume import resume_config
+
+
+def test_resume_reads_config_json_with_or_without_its_format_stamp(tmp_path):
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"]))
+    run = str(tmp_path / "run")
+    write_config(run, cfg.to_dict())
+    assert "format_version" in json.loads((tmp_path / "run" / "config.json").read_text())
+    want = json.loads(json.dumps(cfg.to_dict()))   # as JSON holds it: tuples are lists
+    assert json.loads(json.dumps(resume_config(run).to_dict())) == want
+    write_json(join(run, "config.json"), cfg.to_dict())   # a run started before config.json carried its format
+    assert json.loads(json.dumps(resume_config(run).to_dict())) == want
+
+
+def test_resume_refuses_a_truncated_or_newer_config_json_naming_it(tmp_path):
+    run = str(tmp_path / "run")
+    write_config(run, TrainConfig(data=DataConfig(train=["x.csv"])).to_dict())
+    path = tmp_path / "run" / "config.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "format_version": 2, "written_by": "lancetnic_flow 9.0.0"}))
+    with pytest.raises(UserError, match=f"{path} was written by lancetnic_flow 9.0.0 in run format 2") as e:
+        resume_config(run)
+    assert "upgrade lancetnic_flow" in e.value.hint
+    path.write_text(json.dumps(doc)[:50])
+    with pytest.raises(UserError, match=f"{path} is damaged: it is truncated"):
+        resume_config(run)
+    path.unlink()
+    with pytest.raises(UserError, match="not a run folder"):
+        resume_config(run)
