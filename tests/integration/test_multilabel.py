@@ -106,9 +106,9 @@ def test_multilabel_metrics_give_micro_and_macro_f1_subset_accuracy_and_per_labe
     half.update(true[:2], pred[:2], 1.0)
     m.update(true[2:], pred[2:], 2.0)
     r = m.merge(half).result()
-    # tp 3, fp 1, fn 1 pooled; label 0: F1 1, label 1: P 1 R .5, label 2: no support (left out of macro)
+    # tp 3, fp 1, fn 1 pooled; label 0: F1 1, label 1: P 1 R .5, label 2: predicted, never true (F1 0, in macro)
     assert r["micro_f1"] == pytest.approx(0.75)
-    assert r["macro_f1"] == pytest.approx((1.0 + 2 / 3) / 2)
+    assert r["macro_f1"] == pytest.approx((1.0 + 2 / 3 + 0.0) / 3)
     assert r["subset_accuracy"] == pytest.approx(0.5) and r["loss"] == pytest.approx(0.75)
     assert r["per_label"]["support"] == [2, 2, 0] and r["per_label"]["precision"][2] == 0.0
 
