@@ -29,7 +29,7 @@ _EXPORTS = {
     "ClusterConfig": "lancetnic_flow.config",
     "OutputConfig": "lancetnic_flow.config",
     "Predictor": "lancetnic_flow.runs.predict",
-    "load_run": "lancetnic_flow.runs.folder",
+    "load_run": "lancetnic_flow.runs.loading",
     "write_corpus": "lancetnic_flow.data.synth",
     "Events": "lancetnic_flow.events",
     "UserError": "lancetnic_flow.errors",

@@ -127,7 +127,7 @@ def _keep(text: str | None) -> tuple[tuple[str, ...], bool]:
 def cmd_predict(a: argparse.Namespace, report) -> int:
     from ..data.checks import checked_source
     from ..data.sources import Columns
-    from ..runs.folder import read_run_json
+    from ..runs.loading import read_run_json
 
     if bool(a.text) == bool(a.input):
         raise UserError("predict needs either --text TEXT... or --input DATA --output URL")
@@ -213,7 +213,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     from ..data.checks import checked_source
     from ..data.sources import Columns
     from ..registry import task_kind
-    from ..runs.folder import read_run_json
+    from ..runs.loading import read_run_json
 
     so = parse_storage_options(a.storage_option)
     run_so = options_for(a.run, so)
@@ -230,7 +230,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     src = checked_source(a.data, a.format, so, plan.partition, cols)
     say_decided(report, src)
     from ..runs.evaluate import evaluate_files
-    from ..runs.folder import load_run
+    from ..runs.loading import load_run
 
     run = load_run(a.run, run_so)
     task = run.task()
@@ -318,7 +318,7 @@ def cmd_run(a: argparse.Namespace, report) -> int:
 
 
 def cmd_serve(a: argparse.Namespace, report) -> int:
-    from ..runs.folder import read_run_json
+    from ..runs.loading import read_run_json
     from ..runs.serve import require_serve
 
     if a.max_batch < 1:
@@ -348,7 +348,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
 
 def cmd_export(a: argparse.Namespace, report) -> int:
     from ..runs.export import require_onnx
-    from ..runs.folder import read_run_json
+    from ..runs.loading import read_run_json
 
     require_onnx()
     so = parse_storage_options(a.storage_option)

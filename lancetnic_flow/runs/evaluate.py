@@ -18,7 +18,7 @@ from ..dataflow.window import OrderedWindow
 from ..features.labelsets import unseen
 from ..models.inputs import answers, model_inputs
 from ..models.tasks import TaskMetrics
-from .folder import weights_stamp
+from .loading import weights_stamp
 from .predict import BATCH_ROWS, predictor
 
 

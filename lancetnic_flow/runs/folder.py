@@ -3,8 +3,8 @@
 ``DIR/<name>/`` holds ``config.json`` (resolved, secrets masked),
 ``features.json`` (vocabulary, idf, labels, scalers), ``model.json``
 (architecture name and sizes), ``model.safetensors`` (weights),
-``metrics.json`` and ``history.csv``. Loading reads JSON and safetensors
-only: no pickle, so a planted file cannot run code.
+``metrics.json`` and ``history.csv``: JSON and safetensors only, so loading
+it (:mod:`.loading`) never unpickles code.
 
 ``model.json`` is written last, after every other file: it is what makes a
 folder a finished run. A run stopped while training or saving (Ctrl-C, a
@@ -16,14 +16,6 @@ moment leaves either the old run, the new one, or an unfinished one.
 ``model.json`` records the size and SHA-256 of the weights it was saved with
 (``"weights"``): weights from another save beside it are refused.
 
-:func:`load_run` is the one loading path (``predict``, ``evaluate``,
-``serve``, ``export``, :class:`~.predict.Predictor`, the estimators): a
-damaged file (truncated, not JSON or not safetensors, a field missing,
-weights that do not fit ``model.json``'s network, features that do not fit
-its sizes, a format newer than this version reads) is a :class:`UserError`
-naming the file and what to do. A damaged ``metrics.json`` is only warned
-about: prediction does not read it.
-
 The folder may be any fsspec URL (``s3://bucket/runs/NAME``): ``train``
 hands back a :class:`RunFolder`, which carries the storage options that
 open it, so the files written into it and a ``Predictor(result.run)``
@@ -32,22 +24,17 @@ reach it without being given them again.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import io
 import json
 import re
 import time
-import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import fsspec
 
 from ..errors import UserError
-from ..features.vectorize import VERSION as FEATURES_VERSION
 from ..features.vectorize import FittedFeatures
-from ..registry import task_kind
 from ..storage import check_writable, join, open_atomic, options_for, read_bytes, write_bytes, writing
 
 FORMAT_VERSION = 1
@@ -55,13 +42,6 @@ CHECKPOINT_FILE = "checkpoint.safetensors"   # written by training while the run
 WEIGHTS_FILE = "model.safetensors"
 # What model.json and config.json say about who wrote them; not configuration.
 STAMP_KEYS = ("format_version", "written_by")
-# features.json's fields since the first release: without one, a run would turn texts into other inputs.
-FEATURES_REQUIRED = ("mode", "ngrams", "lowercase", "sublinear_tf", "buckets", "max_len", "labels", "target",
-                     "numeric", "vocabulary", "idf")
-RESTORE = "restore the run folder from a copy, or train it again (what was fitted and featurised is cached)"
-SAME_RUN = ("keep model.json, model.safetensors and features.json of one run together: restore the folder from a "
-            "copy, or train it again")
-UPGRADE = "upgrade lancetnic_flow to read it (pip install -U lancetnic_flow), or train the run again with this one"
 
 
 class RunFolder(str):
@@ -230,338 +210,3 @@ def copy_run(src: str, dst: str, src_options: dict | None = None, dst_options: d
     unfinish(dst, dso)
     for name in sorted(names, key=lambda n: n == "model.json"):
         write_bytes(join(dst, name), read_bytes(join(src, name), sso), dso)
-
-
-@dataclass
-class LoadedRun:
-    url: str
-    config: dict
-    features: FittedFeatures
-    model: Any
-    meta: dict
-    metrics: dict
-
-    def task(self):
-        """The :class:`~lancetnic_flow.models.tasks.Task` this run was trained for, rebuilt from its JSON files."""
-        from ..models.tasks import Task, label_cuts
-
-        kw, tc = self.meta["kwargs"], self.config.get("training", {})
-        return Task(task_kind(self.meta), classes=kw.get("classes", 0),
-                    class_loss=tc.get("class_loss", "cross_entropy"), value_loss=tc.get("value_loss", "mse"),
-                    loss_weights=tuple(tc.get("loss_weights", (1.0, 1.0))),
-                    target=tuple(self.features.target or (0.0, 1.0)),
-                    label_cuts=label_cuts(self.meta.get("thresholds")))
-
-
-# ---------------------------------------------------------------- loading, and what a damaged file says
-
-
-def _not_a_run(run: str, missing: str) -> UserError:
-    return UserError(f"{run} is not a lancetnic_flow run folder ({missing} missing)",
-                     "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500")
-
-
-def _unfinished(run: str, storage_options: dict) -> UserError:
-    """A folder with config.json and no model.json: a run stopped before it was saved."""
-    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT_FILE), **storage_options)
-    if fs.exists(path):
-        return UserError(f"{run} is an unfinished run: it stopped before its model was saved (no model.json)",
-                         f"continue it from its checkpoint with `lancetnic-flow train --resume {run}`")
-    return UserError(f"{run} is an unfinished run: it stopped before its model was saved (no model.json) "
-                     "and has no checkpoint to continue from",
-                     "train it again with the same command (what was fitted and featurised is cached)")
-
-
-def _damaged(url: str, what: str, hint: str = RESTORE) -> UserError:
-    return UserError(f"{url} is damaged: {what}", hint)
-
-
-def _missing(run: str, name: str, holds: str) -> UserError:
-    return UserError(f"{run} is a damaged run folder: {join(run, name)} is missing ({holds})", RESTORE)
-
-
-def _exists(url: str, storage_options: dict) -> bool:
-    fs, path = fsspec.core.url_to_fs(url, **storage_options)
-    return fs.exists(path)
-
-
-def _json_problem(raw: bytes, exc: Exception) -> str:
-    """Why ``raw`` is not JSON, in words. A run's JSON files end with a closing
-    bracket: one that does not was most likely cut short."""
-    if not raw.strip():
-        return f"it is empty ({len(raw)} bytes)"
-    if isinstance(exc, UnicodeDecodeError):
-        return "it is not JSON (not UTF-8 text)"
-    if raw.lstrip().startswith((b"{", b"[")) and not raw.rstrip().endswith((b"}", b"]")):
-        return f"it is truncated: its JSON stops after {len(raw):,} bytes, mid-document ({exc})"
-    return f"it is not JSON ({exc})"
-
-
-def _read_doc(url: str, storage_options: dict) -> dict:
-    """The JSON object in the file ``url`` (FileNotFoundError when there is none); anything else is damage."""
-    raw = read_bytes(url, storage_options)
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:   # a JSONDecodeError is a ValueError
-        raise _damaged(url, _json_problem(raw, exc)) from None
-    if not isinstance(doc, dict):
-        raise _damaged(url, f"it holds a JSON {type(doc).__name__}, not the object a run writes there")
-    return doc
-
-
-def check_format(url: str, doc: dict, required: bool = True) -> None:
-    """Refuse a file in a run format this version does not read, saying which version wrote it.
-    ``required``: a file written before it carried its format (config.json) may have none."""
-    v = doc.get("format_version")
-    known = isinstance(v, int) and not isinstance(v, bool)
-    if (known and v == FORMAT_VERSION) or (v is None and not required):
-        return
-    by = doc.get("written_by") or "a lancetnic_flow that does not say which version"
-    if known and by == written_by():   # this very version writes FORMAT_VERSION: the file was changed since
-        raise _damaged(url, f"its format_version is {v}, yet {by} (this version, format {FORMAT_VERSION}) wrote it")
-    if known and v > FORMAT_VERSION:
-        raise UserError(f"{url} was written by {by} in run format {v}; this {written_by()} reads run format "
-                        f"{FORMAT_VERSION}", UPGRADE)
-    if known:
-        raise UserError(f"{url} is in run format {v}, older than this {written_by()} reads (format "
-                        f"{FORMAT_VERSION}); it was written by {by}", "train the run again with this version")
-    raise _damaged(url, f"its format_version is {json.dumps(v)}, not a run format this {written_by()} knows "
-                        f"(it reads format {FORMAT_VERSION})")
-
-
-def read_config(run: str, storage_options: dict | None = None) -> dict:
-    """``run``'s ``config.json``, checked (JSON, an object of sections, a format this version
-    reads), without its stamp: the configuration as the run ran. FileNotFoundError when there is none."""
-    url = join(run, "config.json")
-    doc = _read_doc(url, folder_options(run, storage_options))
-    check_format(url, doc, required=False)   # config.json carries its format since runs are checked on loading
-    config = {k: v for k, v in doc.items() if k not in STAMP_KEYS}
-    odd = [k for k, v in config.items() if not isinstance(v, dict)]
-    if odd:
-        raise _damaged(url, f"its section {odd[0]!r} is not an object")
-    return config
-
-
-def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, dict]:
-    """A run folder's ``model.json`` and ``config.json``, checked, without
-    torch: commands call it first, so a wrong folder is exit 2 at once."""
-    so = folder_options(run, storage_options)
-    try:
-        config = read_config(run, so)
-    except FileNotFoundError:
-        if _exists(join(run, "model.json"), so):
-            raise _missing(run, "config.json", "the configuration the run was trained with") from None
-        raise _not_a_run(run, "model.json or config.json") from None
-    url = join(run, "model.json")
-    try:
-        meta = _read_doc(url, so)
-    except FileNotFoundError:
-        raise _unfinished(run, so) from None
-    check_format(url, meta)
-    if not isinstance(meta.get("kwargs"), dict) or not isinstance(meta.get("net", ""), str):
-        raise _damaged(url, 'it lacks the network\'s name and sizes ("net" and "kwargs")')
-    return meta, config
-
-
-# features.json's fields and the JSON kinds they hold; a wrong kind fails only later, mid-prediction.
-FEATURE_KINDS = {"mode": str, "ngrams": int, "buckets": int, "max_len": int, "labels": list, "numeric": dict,
-                 "vocabulary": (list, type(None)), "idf": (dict, list, type(None)), "target": (list, type(None))}
-
-
-def _newer_features(url: str, doc: dict, meta: dict) -> UserError | None:
-    """A features.json in a feature format, or with fields, this version does not know."""
-    version = doc.get("version", 1)   # written before features carried a version
-    unknown = sorted(set(doc) - {f.name for f in dataclasses.fields(FittedFeatures)})
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        return _damaged(url, f"its version is {json.dumps(version)}, not a feature format")
-    if version <= FEATURES_VERSION and not unknown:
-        return None
-    what = (f"feature format {version}" if version > FEATURES_VERSION
-            else f"fields this version does not know ({', '.join(unknown[:3])})")
-    by = meta.get("written_by") or "a newer lancetnic_flow"
-    if by == written_by():   # this very version wrote the run: the file was changed since
-        return _damaged(url, f"it has {what}, yet {by}, this version (feature format {FEATURES_VERSION}), "
-                             "wrote the run")
-    return UserError(f"{url} was written by {by} with {what}; this {written_by()} reads feature format "
-                     f"{FEATURES_VERSION}", UPGRADE)
-
-
-def read_features(run: str, storage_options: dict | None = None, meta: dict | None = None) -> FittedFeatures:
-    """``run``'s ``features.json``, checked: JSON, every field a run has always written,
-    of its kind, in a feature format this version reads."""
-    from ..config import FEATURE_MODES
-
-    url = join(run, "features.json")
-    try:
-        doc = _read_doc(url, folder_options(run, storage_options))
-    except FileNotFoundError:
-        raise _missing(run, "features.json", "the vocabulary, idf and labels that turn texts into the model's "
-                                             "inputs") from None
-    lacking = [k for k in FEATURES_REQUIRED if k not in doc]
-    if lacking:
-        raise _damaged(url, f"it lacks {', '.join(map(repr, lacking))}")
-    newer = _newer_features(url, doc, meta or {})
-    if newer is not None:
-        raise newer
-    wrong = [k for k, kind in FEATURE_KINDS.items() if not isinstance(doc[k], kind)]
-    if wrong or doc["mode"] not in FEATURE_MODES:
-        what = f"{wrong[0]} is {json.dumps(doc[wrong[0]])[:40]}" if wrong else f"mode is {doc['mode']!r}"
-        raise _damaged(url, f"its {what}, not what a run writes there")
-    try:
-        features = FittedFeatures.from_dict(doc)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise _damaged(url, f"a field holds a value it cannot hold ({type(exc).__name__}: {exc})") from None
-    # idf weighs each vocabulary term (tfidf) or bucket (hashing): a short one fails mid-prediction.
-    terms = features.buckets if features.mode == "hashing" else features.dim
-    if features.idf is not None and features.mode != "ids" and len(features.idf) != terms:
-        raise _damaged(url, f"its idf has {len(features.idf):,} weights for {terms:,} "
-                            f"{'buckets' if features.mode == 'hashing' else 'terms'}")
-    return features
-
-
-def _check_pair(run: str, features: FittedFeatures, meta: dict) -> None:
-    """features.json must give the inputs and labels model.json's network takes:
-    files copied in from another run would predict nonsense, or fail mid-way."""
-    kw, labels, found = meta["kwargs"], len(features.labels), []
-    if "dim" in kw and kw["dim"] != features.dim:
-        found.append(f"{features.dim:,} input ids, the network takes {kw['dim']:,}")
-    if kw.get("classes") and kw["classes"] != labels:
-        found.append(f"{labels:,} labels, the network has {kw['classes']:,} classes")
-    if "numeric" in kw and (kw["numeric"] or 0) != len(features.numeric):
-        found.append(f"{len(features.numeric)} numeric columns, the network takes {kw['numeric'] or 0}")
-    if isinstance(meta.get("thresholds"), list) and len(meta["thresholds"]) != labels:
-        found.append(f"{labels:,} labels, model.json has {len(meta['thresholds']):,} thresholds")
-    if found:
-        raise UserError(f"{join(run, 'features.json')} does not fit the network {join(run, 'model.json')} "
-                        f"describes ({'; '.join(found)}): the two come from different runs", SAME_RUN)
-
-
-# safetensors' own limit on its header; a first 8 bytes that say more are not a safetensors file.
-MAX_HEADER = 100_000_000
-
-
-def _safetensors_problem(data: bytes) -> tuple[str, str] | None:
-    """("truncated" or "format", why) when ``data`` cannot be a whole safetensors file, read from its header."""
-    n = len(data)
-    if n < 8:
-        return "truncated", f"{n} bytes, fewer than the 8 a safetensors file starts with"
-    size = int.from_bytes(data[:8], "little")
-    if size > MAX_HEADER or data[8:9] not in (b"{", b""):
-        return "format", "it does not start with a safetensors header"
-    if 8 + size > n:
-        return "truncated", f"{n:,} bytes, ending inside its {8 + size:,}-byte header"
-    try:
-        header = json.loads(data[8:8 + size])
-        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        return "format", f"its header does not describe tensors ({type(exc).__name__}: {exc})"
-    if 8 + size + end > n:
-        return "truncated", f"{n:,} bytes of the {8 + size + end:,} its header describes"
-    return None
-
-
-def _check_digest(run: str, data: bytes, meta: dict) -> None:
-    """The weights must be the file model.json was saved with (a save records their size and SHA-256)."""
-    saved = meta.get("weights")
-    if not isinstance(saved, dict):   # a run saved before model.json recorded its weights
-        return
-    got = hashlib.sha256(data).hexdigest()
-    if len(data) == saved.get("bytes") and got == saved.get("sha256"):
-        return
-    raise UserError(f"{join(run, WEIGHTS_FILE)} is not the file {join(run, 'model.json')} was saved with "
-                    f"({len(data):,} bytes, SHA-256 {got[:12]}…; model.json records {saved.get('bytes')} bytes, "
-                    f"SHA-256 {str(saved.get('sha256'))[:12]}…): the two come from different saves", SAME_RUN)
-
-
-def read_weights(run: str, storage_options: dict | None = None, meta: dict | None = None) -> dict:
-    """``run``'s weights as tensors, checked: safetensors (never a pickle), whole, and the
-    file ``meta`` (model.json) was saved with."""
-    import safetensors.torch
-
-    url = join(run, WEIGHTS_FILE)
-    try:
-        data = read_bytes(url, folder_options(run, storage_options))
-    except FileNotFoundError:
-        raise _missing(run, WEIGHTS_FILE, "the model's weights") from None
-    problem = _safetensors_problem(data)
-    not_safetensors = "weights are only loaded from safetensors, never from a pickle; " + RESTORE
-    if problem is not None and problem[0] == "truncated":
-        raise _damaged(url, f"it is truncated: {problem[1]}")
-    if problem is not None:
-        raise UserError(f"{url} is not a valid safetensors file ({problem[1]})", not_safetensors)
-    _check_digest(run, data, meta or {})
-    try:
-        return safetensors.torch.load(data)
-    except Exception as exc:   # the library's own SafetensorError, among others
-        raise UserError(f"{url} is not a valid safetensors file ({exc})", not_safetensors) from None
-
-
-def _misfit(want: dict, have: dict) -> str:
-    """How the tensors in a file (``have``) differ from those a network needs (``want``), in words; '' if not."""
-    def some(names: list[str]) -> str:
-        return ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
-
-    missing = [k for k in want if k not in have]
-    extra = [k for k in have if k not in want]
-    shapes = [f"{k} is {list(have[k].shape)} there, {list(want[k].shape)} in the network" for k in want
-              if k in have and tuple(have[k].shape) != tuple(want[k].shape)]
-    return "; ".join(([f"it lacks {some(missing)}"] if missing else []) + ([f"it has no place for {some(extra)}"]
-                     if extra else []) + ([some(shapes)] if shapes else []))
-
-
-def build_network(run: str, meta: dict, state: dict) -> Any:
-    """The network model.json describes, holding the weights ``state``; weights of another
-    network are refused in words (load_state_dict's error names tensors, not files)."""
-    from ..models import build_model
-
-    url, net = join(run, "model.json"), meta.get("net", "ScalpelNet")
-    try:
-        model = build_model(net, **meta["kwargs"])
-    except (TypeError, ValueError, RuntimeError) as exc:
-        raise _damaged(url, f"its sizes do not build a {net} ({type(exc).__name__}: {exc})") from None
-    misfit = _misfit(model.state_dict(), state)
-    if misfit:
-        raise UserError(f"{join(run, WEIGHTS_FILE)} does not hold the weights of the network {url} describes "
-                        f"({misfit}): the two come from different runs", SAME_RUN)
-    model.load_state_dict(state)
-    return model
-
-
-def read_metrics(run: str, storage_options: dict | None = None) -> dict:
-    """``metrics.json``, or {} when it is missing or damaged (then with a warning): what a
-    run measured is for reading, and prediction never needs it."""
-    try:
-        return _read_doc(join(run, "metrics.json"), folder_options(run, storage_options))
-    except FileNotFoundError:
-        return {}
-    except UserError as exc:
-        warnings.warn(f"{exc.message}; the run's metrics are left out (prediction does not read them)",
-                      RuntimeWarning, stacklevel=3)
-        return {}
-
-
-def weights_stamp(run: str, storage_options: dict | None = None) -> str:
-    """What tells one saved ``model.safetensors`` in ``run`` from the next one written
-    there (size and modification time, or the store's ETag): the key under which a
-    worker may keep the loaded run between tasks."""
-    so = folder_options(run, storage_options)
-    fs, path = fsspec.core.url_to_fs(join(run, WEIGHTS_FILE), **so)
-    try:
-        info = fs.info(path)
-    except FileNotFoundError:
-        return ""
-    when = info.get("mtime") or info.get("ETag") or info.get("LastModified") or info.get("created") or ""
-    return f"{info.get('size')}:{when}"
-
-
-def load_run(run: str, storage_options: dict | None = None, device: str = "cpu") -> LoadedRun:
-    """Load a run folder: JSON and safetensors only, each file checked (see the module's
-    notes), a damaged one a :class:`UserError` naming it. ``storage_options``
-    default to those ``run`` carries when it is a :class:`RunFolder`."""
-    so = folder_options(run, storage_options)
-    meta, config = read_run_json(run, so)
-    features = read_features(run, so, meta)
-    _check_pair(run, features, meta)
-    model = build_network(run, meta, read_weights(run, so, meta))
-    model.to(device).eval()
-    return LoadedRun(run, config, features, model, meta, read_metrics(run, so))

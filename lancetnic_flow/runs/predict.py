@@ -29,7 +29,7 @@ from ..errors import UserError
 from ..features.rows import RowBlock
 from ..models.inputs import model_inputs
 from ..registry import task_kind
-from .folder import LoadedRun, load_run, weights_stamp
+from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import OutputFile, output_format, output_names
 
 BATCH_ROWS = 4096
@@ -297,7 +297,7 @@ _LOADING = threading.Lock()
 
 def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
     """One loaded run per worker process, reused by every task while ``stamp``
-    (:func:`~.folder.weights_stamp`) says the weights in ``run`` are the same:
+    (:func:`~.loading.weights_stamp`) says the weights in ``run`` are the same:
     a run folder written again is loaded again, by a long-lived worker too."""
     key = (run, stamp)
     with _LOADING:   # tasks on threads of one process (a worker's, or dataflow/inprocess.py's) load it once

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..config import TrainConfig
 from ..errors import UserError
-from ..runs.folder import read_config
+from ..runs.loading import read_config
 
 
 def resume_config(run: str, *, storage_options: dict | None = None, memory_budget: int | None = None,

@@ -72,7 +72,8 @@ def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path |
 
     from lancetnic_flow.features.vectorize import FittedFeatures
     from lancetnic_flow.models import MODELS, create_model
-    from lancetnic_flow.runs.folder import LoadedRun, save_run
+    from lancetnic_flow.runs.folder import save_run
+    from lancetnic_flow.runs.loading import LoadedRun
     from lancetnic_flow.runs.predict import Predictor
 
     torch.manual_seed(seed)

@@ -197,7 +197,7 @@ def test_a_learnable_multilabel_corpus_trains_through_the_cli_and_beats_the_most
 
 def test_predictor_of_a_multilabel_run_returns_the_labels_at_or_above_their_thresholds_with_sigmoid_probabilities(
         run):
-    from lancetnic_flow.runs.folder import load_run
+    from lancetnic_flow.runs.loading import load_run
     from lancetnic_flow.runs.predict import Predictor
 
     assert load_run(str(run)).task().kind == "multilabel"

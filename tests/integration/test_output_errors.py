@@ -234,7 +234,8 @@ def test_a_disk_full_while_saving_leaves_no_model_json_so_load_run_refuses_the_u
     import torch
 
     from lancetnic_flow.features.vectorize import FittedFeatures
-    from lancetnic_flow.runs.folder import load_run, save_run
+    from lancetnic_flow.runs.folder import save_run
+    from lancetnic_flow.runs.loading import load_run
     from lancetnic_flow.storage import WriteError
 
     disk = tmpfs("save", "256k")

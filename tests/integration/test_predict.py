@@ -15,7 +15,7 @@ import torch
 from lancetnic_flow.data.sources import Columns, plan_source
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.runs.evaluate import evaluate_files
-from lancetnic_flow.runs.folder import load_run
+from lancetnic_flow.runs.loading import load_run
 from lancetnic_flow.runs.predict import Predictor, predict_files
 
 

@@ -30,7 +30,7 @@ from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.runs import plots
 from lancetnic_flow.runs.evaluate import evaluate_files
-from lancetnic_flow.runs.folder import load_run
+from lancetnic_flow.runs.loading import load_run
 from lancetnic_flow.runs.predict import Predictor
 from lancetnic_flow.training.orchestrator import make_task, train
 

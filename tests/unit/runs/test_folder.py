@@ -24,8 +24,9 @@ import torch
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.models.scalpel import ScalpelNet
-from lancetnic_flow.runs.folder import (CHECKPOINT_FILE, RunFolder, copy_run, finish_run, folder_options, load_run,
-                                        new_run_dir, read_run_json, save_run, written_by)
+from lancetnic_flow.runs.folder import (CHECKPOINT_FILE, RunFolder, copy_run, finish_run, folder_options, new_run_dir,
+                                        save_run, written_by)
+from lancetnic_flow.runs.loading import load_run, read_run_json
 from lancetnic_flow.storage import join, write_bytes
 
 
