@@ -24,7 +24,9 @@ MANIFEST = "manifest.json"
 FEATURES = "features.json"
 # 3: the validation split hashes the whole text (features/hashing.py). Entries
 # of version 2 may hold the split of the first and last 64 bytes: never reused.
-CACHE_VERSION = 3
+# 4: shards are packed (features/packing.py), which a version-3 reader cannot
+# decode; this version still reads the plain .npz shards of version 3.
+CACHE_VERSION = 4
 
 
 def cache_key(*parts: Any) -> str:

@@ -199,7 +199,7 @@ def _grow(arr, need):
 def _bag_row(terms, n, buckets, table_keys, table_values, set_keys, set_counts, set_slots, out_ids, out_counts,
              nnz):
     """Count one row's ``n`` term keys into ``out_ids``/``out_counts`` from
-    ``nnz`` on: ids distinct, in first-occurrence order. Returns the new nnz."""
+    ``nnz`` on: ids distinct, ascending. Returns the new nnz."""
     set_mask = len(set_keys) - 1
     nb = np.uint64(max(buckets, 1))
     mask = nb - np.uint64(1)
@@ -222,8 +222,18 @@ def _bag_row(terms, n, buckets, table_keys, table_values, set_keys, set_counts, 
             used += 1
         else:
             set_counts[slot] += 1.0
+    # Ids ascending: a shard stores a row as gaps between its ids (features/packing.py), and a
+    # row's sum is taken in one order wherever the row is built. Sorting (id, slot) pairs packed
+    # in one integer orders the slots by id with one in-place sort and no allocation.
+    shift = 1
+    while (1 << shift) <= set_mask:
+        shift += 1
     for u in range(used):
         slot = set_slots[u]
+        set_slots[u] = ((set_keys[slot] - 1) << shift) | slot
+    set_slots[:used].sort()
+    for u in range(used):
+        slot = set_slots[u] & set_mask
         out_ids[nnz] = set_keys[slot] - 1
         out_counts[nnz] = set_counts[slot]
         set_keys[slot] = 0
@@ -264,8 +274,8 @@ def word_bags(data, offsets, word, min_chars, min_n, max_n, buckets, table_keys,
 
     A term's id is its key modulo ``buckets`` (``buckets > 0``), or its value
     in the lookup table (terms not in it are dropped). Ids within a row are
-    distinct, in the order they first occur; counts are how often each occurs
-    in the row (a small open-addressing set per row: no sort). The working
+    distinct and ascending; counts are how often each occurs in the row (a
+    small open-addressing set per row, its ids sorted once at the row's end). The working
     arrays are the block's: its longest row × the number of n-gram lengths."""
     n_rows = len(offsets) - 1
     base = offsets[0]

@@ -110,12 +110,17 @@ class RowBlock:
         return out
 
     def to_bytes(self) -> bytes:
-        buf = io.BytesIO()
-        np.savez(buf, **self._arrays())
-        return buf.getvalue()
+        """The block as a shard's bytes: compact (:mod:`.packing`), a row's terms in id order."""
+        from .packing import pack
+
+        return pack(self)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "RowBlock":
-        # allow_pickle=False: a shard is numbers only, never code.
+        from .packing import is_packed, unpack
+
+        if is_packed(data):
+            return cls(**unpack(data))
+        # A shard of an earlier cache: a plain .npz. allow_pickle=False: a shard is numbers only, never code.
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             return cls(**{k: z[k] for k in z.files})
