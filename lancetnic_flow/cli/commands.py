@@ -350,6 +350,12 @@ def cmd_export(a: argparse.Namespace, report) -> int:
     from ..runs.export import require_onnx
     from ..runs.loading import read_run_json
 
+    if (a.onnx is None) == (a.compact is None):
+        raise UserError("export writes one thing: " + ("--onnx FILE or --compact DIR, not both" if a.onnx else
+                        "say which: --onnx FILE (an ONNX graph) or --compact DIR (a copy with 8-bit weights)"),
+                        f"lancetnic-flow export {a.run} --onnx model.onnx")
+    if a.compact is not None:
+        return _export_compact(a, report)
     require_onnx()
     so = parse_storage_options(a.storage_option)
     run_so = options_for(a.run, so)
@@ -363,6 +369,33 @@ def cmd_export(a: argparse.Namespace, report) -> int:
     report.console.print(f"wrote {out['onnx']} ({out['bytes']:,} bytes): inputs {', '.join(out['inputs'])}; "
                          f"outputs {', '.join(out['outputs'])}; onnxruntime agrees with the model to "
                          f"{out['difference']:.1g}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _export_compact(a: argparse.Namespace, report) -> int:
+    import fsspec
+
+    from ..runs.compact import compact_run
+    from ..runs.loading import read_run_json
+
+    so = parse_storage_options(a.storage_option)
+    run_so, out_so = options_for(a.run, so), options_for(a.compact, so)
+    read_run_json(a.run, run_so)
+    if a.compact.rstrip("/") == a.run.rstrip("/"):
+        raise UserError(f"--compact {a.compact} is the run itself; the copy goes to a folder of its own",
+                        f"lancetnic-flow export {a.run} --compact {a.run.rstrip('/')}-int8")
+    fs, path = fsspec.core.url_to_fs(a.compact, **out_so)
+    if fs.exists(path) and (not fs.isdir(path) or fs.ls(path, detail=False)):
+        raise UserError(f"--compact {a.compact} exists and is not an empty folder; the copy is written to a new one",
+                        "name a folder that does not exist yet")
+    check_writable(a.compact, out_so, "--compact", folder=True)
+    out = compact_run(a.run, a.compact, run_so, out_so)
+    if report.json is not None:
+        report.json("exported", out)
+    report.console.print(f"wrote {out['run']}: weights {out['bytes']:,} bytes (the run's: {out['source_bytes']:,}); "
+                         f"{', '.join(out['matrices'])} in 8 bits, each weight within {out['max_error']:.2%} of its "
+                         f"class's largest; measure the accuracy with `lancetnic-flow evaluate {out['run']} DATA`",
+                         markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

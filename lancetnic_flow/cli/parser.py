@@ -95,7 +95,9 @@ SERVE = [
     O("--storage-option", "fsspec storage option of the run's URL, repeatable", "K=V", default=[], kind="append"),
 ]
 EXPORT = [
-    O("--onnx", "write the network as an ONNX graph to FILE (a path or any fsspec URL)", "FILE", required=True),
+    O("--onnx", "write the network as an ONNX graph to FILE (a path or any fsspec URL)", "FILE"),
+    O("--compact", "write a copy of the run with 8-bit weights to DIR (a run folder: predict, evaluate and serve "
+      "read it; about a quarter of the weights' bytes, the accuracy cost in docs/benchmarks.md)", "DIR"),
     O("--storage-option", "fsspec storage option of the run's and FILE's URLs, repeatable", "K=V", default=[],
       kind="append"),
 ]
@@ -215,8 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
                  {"": SERVE}, epilog="examples:\n  lancetnic-flow serve runs/demo --port 8000\n"
                  "  curl -s localhost:8000/predict -d '{\"texts\": [\"a great match\"], \"top_k\": 2}'")
     v.add_argument("run", metavar="RUN", help="run folder")
-    x = _command(sub, "export", "export a trained run's network (ONNX; docs/serving.md)", {"": EXPORT},
-                 epilog="examples:\n  lancetnic-flow export runs/demo --onnx model.onnx")
+    x = _command(sub, "export", "export a trained run's network (ONNX, or a copy with 8-bit weights; docs/serving.md)", {"": EXPORT},
+                 epilog="examples:\n  lancetnic-flow export runs/demo --onnx model.onnx\n"
+                        "  lancetnic-flow export runs/demo --compact runs/demo-int8")
     x.add_argument("run", metavar="RUN", help="run folder")
     _tune_command(sub)
     return parser

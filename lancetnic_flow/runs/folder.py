@@ -37,7 +37,10 @@ from ..errors import UserError
 from ..features.vectorize import FittedFeatures
 from ..storage import check_writable, join, open_atomic, options_for, read_bytes, write_bytes, writing
 
-FORMAT_VERSION = 1
+# 2: model.safetensors may hold a matrix as its entries (stored_weights.py), which
+# a reader of format 1 would take for another network's weights.
+FORMAT_VERSION = 2
+READS_FORMATS = (1, 2)   # format 1's dense weights read as they are
 CHECKPOINT_FILE = "checkpoint.safetensors"   # written by training while the run is unfinished
 WEIGHTS_FILE = "model.safetensors"
 # What model.json and config.json say about who wrote them; not configuration.
@@ -167,7 +170,7 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
     ``metrics=None, finish=False``: all but metrics.json and model.json, for the
     caller to write metrics.json and then call :func:`finish_run` with the weights'
     record this returns (their size and SHA-256)."""
-    from .tensor_file import write_safetensors
+    from .stored_weights import encode
 
     so = folder_options(run, storage_options)
     # A folder saved into again (`train --resume` of a run killed after its model.json, before its
@@ -175,9 +178,7 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
     unfinish(run, so)
     write_config(run, config, so)
     write_bytes(join(run, "features.json"), features.to_json().encode(), so)
-    with open_atomic(join(run, WEIGHTS_FILE), so) as f:
-        digest = _Digesting(f)
-        write_safetensors(digest, model.state_dict())
+    weights = write_weights(run, encode(model.state_dict()), so)
     if metrics is not None:
         write_json(join(run, "metrics.json"), metrics, so)
     if history:
@@ -188,7 +189,18 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
         w.writerows(history)
         write_bytes(join(run, "history.csv"), buf.getvalue().encode(), so)
     if finish:
-        finish_run(run, model_meta, so, digest.record())
+        finish_run(run, model_meta, so, weights)
+    return weights
+
+
+def write_weights(run: str, tensors: dict, storage_options: dict | None = None) -> dict:
+    """Write ``tensors`` (as :func:`.stored_weights.encode` gives them) as ``run``'s
+    weights file, renamed into place when whole; returns the record model.json keeps."""
+    from .tensor_file import write_safetensors
+
+    with open_atomic(join(run, WEIGHTS_FILE), folder_options(run, storage_options)) as f:
+        digest = _Digesting(f)
+        write_safetensors(digest, tensors)
     return digest.record()
 
 

@@ -25,7 +25,7 @@ from ..features.vectorize import VERSION as FEATURES_VERSION
 from ..features.vectorize import FittedFeatures
 from ..registry import task_kind
 from ..storage import join, read_bytes
-from .folder import CHECKPOINT_FILE, FORMAT_VERSION, STAMP_KEYS, WEIGHTS_FILE, folder_options, written_by
+from .folder import CHECKPOINT_FILE, FORMAT_VERSION, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE, folder_options, written_by
 
 # features.json's fields since the first release: without one, a run would turn texts into other inputs.
 FEATURES_REQUIRED = ("mode", "ngrams", "lowercase", "sublinear_tf", "buckets", "max_len", "labels", "target",
@@ -118,7 +118,7 @@ def check_format(url: str, doc: dict, required: bool = True) -> None:
     ``required``: a file written before it carried its format (config.json) may have none."""
     v = doc.get("format_version")
     known = isinstance(v, int) and not isinstance(v, bool)
-    if (known and v == FORMAT_VERSION) or (v is None and not required):
+    if (known and v in READS_FORMATS and v <= FORMAT_VERSION) or (v is None and not required):
         return
     by = doc.get("written_by") or "a lancetnic_flow that does not say which version"
     if known and by == written_by():   # this very version writes FORMAT_VERSION: the file was changed since
@@ -294,10 +294,16 @@ def read_weights(run: str, storage_options: dict | None = None, meta: dict | Non
     if problem is not None:
         raise UserError(f"{url} is not a valid safetensors file ({problem[1]})", not_safetensors)
     _check_digest(run, data, meta or {})
+    from .stored_weights import decode
+
     try:
-        return safetensors.torch.load(data)
+        stored = safetensors.torch.load(data)
     except Exception as exc:   # the library's own SafetensorError, among others
         raise UserError(f"{url} is not a valid safetensors file ({exc})", not_safetensors) from None
+    try:
+        return decode(stored)
+    except ValueError as exc:
+        raise _damaged(url, str(exc)) from None
 
 
 def _misfit(want: dict, have: dict) -> str:

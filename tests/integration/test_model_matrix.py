@@ -203,7 +203,9 @@ def test_resume_after_a_ctrl_c_ends_with_the_uninterrupted_metrics(trained, corp
         assert res.metrics[key] == pytest.approx(ref.metrics[key], rel=1e-6, abs=1e-9), key
     import safetensors.torch
 
-    got, want = (safetensors.torch.load_file(f"{r}/model.safetensors") for r in (res.run, ref.run))
+    from lancetnic_flow.runs.stored_weights import decode
+
+    got, want = (decode(safetensors.torch.load_file(f"{r}/model.safetensors")) for r in (res.run, ref.run))
     assert got.keys() == want.keys()   # the linear model's saved weights are its twin's, resumed with it
     for k in got:
         torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6, msg=k)

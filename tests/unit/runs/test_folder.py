@@ -50,7 +50,7 @@ def test_a_saved_run_loads_back_with_the_same_weights_features_and_metrics(tmp_p
     for name, value in model.state_dict().items():
         assert torch.equal(loaded.model.state_dict()[name], value), name
     assert loaded.features.labels == ["pos", "neg"] and loaded.metrics == {"val_accuracy": 0.75}
-    assert loaded.meta["format_version"] == 1 and not loaded.model.training
+    assert loaded.meta["format_version"] == 2 and not loaded.model.training
     task = loaded.task()
     assert task.kind == "classify" and task.classes == 2
     if where == "local":   # model.json records the weights it was saved with; config.json its format
@@ -58,8 +58,36 @@ def test_a_saved_run_loads_back_with_the_same_weights_features_and_metrics(tmp_p
         assert loaded.meta["weights"] == {"file": "model.safetensors", "bytes": len(weights),
                                           "sha256": hashlib.sha256(weights).hexdigest()}
         saved = json.loads((tmp_path / "run" / "config.json").read_text())
-        assert saved["format_version"] == 1 and saved["written_by"].startswith("lancetnic_flow ")
+        assert saved["format_version"] == 2 and saved["written_by"].startswith("lancetnic_flow ")
         assert loaded.config == {"training": {"class_loss": "cross_entropy"}}
+
+
+def test_a_run_of_format_1_its_weights_dense_still_loads_with_the_same_weights(tmp_path):
+    import io
+
+    from lancetnic_flow.runs.tensor_file import write_safetensors
+
+    run = tmp_path / "run"
+    torch.manual_seed(0)
+    model = ScalpelNet(2**17, classes=3, hidden=2)    # a matrix large enough to be stored as entries
+    with torch.no_grad():
+        model.input.weight[2**10:] = 0
+    features = FittedFeatures(mode="hashing", buckets=2**17, labels=["a", "b", "c"])
+    save_run(str(run), config={}, features=features, model=model,
+             model_meta={"model": "ScalpelMC", "net": "ScalpelNet", "kwargs": model.config, "task": "classify"},
+             metrics={}, history=[])
+    from safetensors.torch import load_file
+    assert "input.weight:values" in load_file(str(run / "model.safetensors"))
+    buf = io.BytesIO()                               # as format 1 wrote them: every tensor dense
+    write_safetensors(buf, model.state_dict())
+    (run / "model.safetensors").write_bytes(buf.getvalue())
+    for name in ("model.json", "config.json"):
+        edit_json(str(run), name, lambda d: d.update(format_version=1, written_by="lancetnic_flow 0.9.0"))
+    edit_json(str(run), "model.json", lambda d: d.update(weights={"file": "model.safetensors", "bytes": len(
+        buf.getvalue()), "sha256": hashlib.sha256(buf.getvalue()).hexdigest()}))
+    loaded = load_run(str(run))
+    for name, value in model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name], value), name
 
 
 def test_a_folder_without_config_json_is_not_a_run(tmp_path):
@@ -234,7 +262,7 @@ def test_features_json_of_another_run_is_refused_as_not_fitting_the_network(tmp_
             "7 input ids, the network takes 5", "3 labels, the network has 2 classes")
 
 
-def newer(doc: dict, version: int = 2) -> None:
+def newer(doc: dict, version: int = 3) -> None:
     doc.update(format_version=version, written_by="lancetnic_flow 9.0.0")
 
 
@@ -253,21 +281,21 @@ def test_model_and_config_json_truncated_or_not_json_are_refused_naming_them(tmp
 def test_a_file_of_a_newer_run_format_says_which_version_wrote_it_and_to_upgrade(tmp_path, name):
     run = finished_run(tmp_path)
     edit_json(run, name, newer)
-    e = refused(run, f"{run}/{name} was written by lancetnic_flow 9.0.0 in run format 2",
-                f"this {written_by()} reads run format 1")
+    e = refused(run, f"{run}/{name} was written by lancetnic_flow 9.0.0 in run format 3",
+                f"this {written_by()} reads run format 2")
     assert "upgrade lancetnic_flow" in e.hint and "pip install -U lancetnic_flow" in e.hint
 
 
 def test_an_older_or_unknown_run_format_is_said_as_such(tmp_path):
     run = finished_run(tmp_path)
     edit_json(run, "model.json", lambda m: newer(m, 0))
-    e = refused(run, f"{run}/model.json is in run format 0, older than this {written_by()} reads (format 1)")
+    e = refused(run, f"{run}/model.json is in run format 0, older than this {written_by()} reads (format 2)")
     assert "train the run again" in e.hint
     for version in (None, "one", True):
         edit_json(run, "model.json", lambda m: m.update(format_version=version))
         refused(run, f"{run}/model.json is damaged: its format_version is {json.dumps(version)}")
-    edit_json(run, "model.json", lambda m: m.update(format_version=3, written_by=written_by()))   # changed since
-    refused(run, f"{run}/model.json is damaged: its format_version is 3, yet {written_by()}")
+    edit_json(run, "model.json", lambda m: m.update(format_version=4, written_by=written_by()))   # changed since
+    refused(run, f"{run}/model.json is damaged: its format_version is 4, yet {written_by()}")
 
 
 def test_a_config_json_written_before_it_carried_its_format_still_loads(tmp_path):

@@ -30,8 +30,8 @@ def test_resume_refuses_a_truncated_or_newer_config_json_naming_it(tmp_path):
     write_config(run, TrainConfig(data=DataConfig(train=["x.csv"])).to_dict())
     path = tmp_path / "run" / "config.json"
     doc = json.loads(path.read_text())
-    path.write_text(json.dumps({**doc, "format_version": 2, "written_by": "lancetnic_flow 9.0.0"}))
-    with pytest.raises(UserError, match=f"{path} was written by lancetnic_flow 9.0.0 in run format 2") as e:
+    path.write_text(json.dumps({**doc, "format_version": 3, "written_by": "lancetnic_flow 9.0.0"}))
+    with pytest.raises(UserError, match=f"{path} was written by lancetnic_flow 9.0.0 in run format 3") as e:
         resume_config(run)
     assert "upgrade lancetnic_flow" in e.value.hint
     path.write_text(json.dumps(doc)[:50])
