@@ -318,30 +318,59 @@ def cmd_run(a: argparse.Namespace, report) -> int:
 
 
 def cmd_serve(a: argparse.Namespace, report) -> int:
+    import math
+
     from ..runs.loading import read_run_json
     from ..runs.serve import require_serve
+    from ..sizes import parse_size
 
     if a.max_batch < 1:
         raise UserError(f"--max-batch must be ≥ 1, got {a.max_batch}", "e.g. --max-batch 1000")
+    if a.max_queue < 1:
+        raise UserError(f"--max-queue must be ≥ 1, got {a.max_queue}", "e.g. --max-queue 100")
+    if not (a.body_timeout > 0 and math.isfinite(a.body_timeout)):
+        raise UserError(f"--body-timeout must be a number of seconds > 0, got {a.body_timeout}",
+                        "e.g. --body-timeout 30")
+    max_body = parse_size(a.max_body, "--max-body")
+    if max_body < 1:
+        raise UserError(f"--max-body must be at least 1 byte, got {a.max_body}", "e.g. --max-body 64MiB")
     if not 0 <= a.port <= 65535:
         raise UserError(f"--port must be between 0 and 65535, got {a.port}", "e.g. --port 8000")
     require_serve()
     run_so = options_for(a.run, parse_storage_options(a.storage_option))
-    # A wrong run folder is exit 2 before torch loads; damaged weights, before the server listens.
+    # A wrong run folder is exit 2 before the port opens; damaged weights, once loading finds them.
     read_run_json(a.run, run_so)
-    from ..runs.serve import app, listen, serve
+    from ..runs.serve import Model, app, listen, serve
 
-    application = app(a.run, run_so, max_batch=a.max_batch)
     sock = listen(a.host, a.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     if report.json is not None:
-        report.json("serving", {"run": str(a.run), "url": url, "max_batch": a.max_batch})
-    report.console.print(f"serving {a.run} at {url} (POST /predict, GET /health; Ctrl-C stops)", markup=False,
-                         highlight=False, soft_wrap=True)
+        report.json("serving", {"run": str(a.run), "url": url, "max_batch": a.max_batch, "max_body": max_body,
+                                "max_queue": a.max_queue})
+    report.console.print(f"serving {a.run} at {url} (POST /predict, GET /health; Ctrl-C stops), loading the run",
+                         markup=False, highlight=False, soft_wrap=True)
     # Whoever waits for the line (a supervisor, a test) reads it before the first request.
     report.console.file.flush()
-    serve(application, sock, log_level="warning" if getattr(a, "quiet", False) else "info")
+    # The port is open (connections wait in its backlog) and the run loads in a thread:
+    # GET /health answers 503 "loading" meanwhile, so a supervisor can tell a server
+    # loading a large run from a dead one.
+    model = Model(a.run, run_so)
+    application = app(model, max_batch=a.max_batch, max_body=max_body, max_queue=a.max_queue,
+                      body_timeout=a.body_timeout, wait=False)
+
+    def ready(m) -> None:
+        if m.error is None:
+            if report.json is not None:
+                report.json("ready", {"run": str(a.run), "seconds": round(m.seconds, 3)})
+            report.console.print(f"ready: {a.run} loaded in {m.seconds:.1f} s", markup=False, highlight=False,
+                                 soft_wrap=True)
+            report.console.file.flush()
+
+    model.when_done(ready)
+    serve(application, sock, log_level="warning" if getattr(a, "quiet", False) else "info", model=model)
+    if model.error is not None:
+        raise model.error
     report.console.print(f"stopped serving {a.run}", markup=False, highlight=False, soft_wrap=True)
     return 0
 

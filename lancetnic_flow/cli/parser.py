@@ -92,6 +92,12 @@ SERVE = [
       default="127.0.0.1"),
     O("--port", "port to listen on (default 8000; 0: any free port, printed at start)", "PORT", int, 8000),
     O("--max-batch", "most texts in one request; a larger one is refused with 413 (default 1000)", "N", int, 1000),
+    O("--max-body", "largest request body, e.g. 16MiB; a larger one is refused with 413 (default 64MiB)", "SIZE",
+      default="64MiB"),
+    O("--max-queue", "most /predict requests held at once, answered or waiting; past it a request is refused "
+      "with 503 and Retry-After (default 100)", "N", int, 100),
+    O("--body-timeout", "seconds a request body may stall before it is refused with 408 (default 30)", "SECONDS",
+      float, 30.0),
     O("--storage-option", "fsspec storage option of the run's URL, repeatable", "K=V", default=[], kind="append"),
 ]
 EXPORT = [

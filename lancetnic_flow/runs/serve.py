@@ -2,26 +2,51 @@
 
 ``POST /predict`` with ``{"texts": [...], "top_k": K, "threshold": P}``
 answers ``{"predictions": [...]}``, one :meth:`Predictor.predict
-<.predict.Predictor.predict>` dict per text, in order; ``GET /health``
-answers the run, its task and labels. The model is loaded once, before the
-server listens. A request is bounded: at most ``max_batch`` texts (more is
-413) and ``max_body`` bytes; a malformed one is a 4xx with
-``{"error": "..."}``. Prediction runs in a worker thread, one batch at a
-time, so the event loop keeps answering (``/health`` among them) and memory
-holds one batch. Starlette + uvicorn: ``pip install 'lancetnic_flow[serve]'``.
+<.predict.Predictor.predict>` dict per text, in order. ``GET /health`` is
+a readiness probe: 503 ``{"status": "loading"}`` while the run loads, then
+200 ``{"status": "ready", ...}`` with the run, its task and labels.
+
+The command opens its port before it loads the run (in a thread, see
+:class:`Model`), so a supervisor can tell a server that is loading a large
+run from one that is not there; a run that fails to load stops the server
+with the loading error (exit 2). Every request is bounded: at most
+``max_batch`` texts and ``max_body`` bytes (413), a body whose bytes stop
+for ``body_timeout`` seconds is 408, and past ``max_queue`` requests held
+at once a new one is 503 with Retry-After. A malformed request is a 4xx
+with ``{"error": "..."}``, never a 500.
+
+At most :data:`SLOTS` requests read, parse and predict at once, in worker
+threads, and prediction runs one batch at a time: the event loop keeps
+answering (``/health`` among them), memory holds a few bodies and one
+batch, and the other requests wait without reading their bodies.
+Starlette + uvicorn: ``pip install 'lancetnic_flow[serve]'``.
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import signal
 import socket
 import threading
-from typing import Any
+import time
+from typing import Any, Callable
 
 from ..errors import UserError
 
 MAX_BATCH = 1000
 MAX_BODY = 64 * 2**20
+MAX_QUEUE = 100
+BODY_TIMEOUT = 30.0
+# Prediction is one batch at a time, so more slots only overlap reading and parsing the
+# next bodies with it; each slot may hold a body of max_body bytes. Four, not two, so a
+# client or two that send slowly (until body_timeout) do not stop the others.
+SLOTS = 4
+# A refused body up to this much past the limit is still read and dropped before the
+# 413: a client that sends the whole body before it reads (urllib, `Connection: close`)
+# would otherwise see the connection reset instead of the answer.
+DRAIN = 64 * 2**20
+RETRY = {"Retry-After": "1"}
 FIELDS = ("texts", "top_k", "threshold")
 
 
@@ -36,11 +61,12 @@ def require_serve() -> None:
 
 
 class BadRequest(Exception):
-    """A request the server refuses: its HTTP status and the message it answers with."""
+    """A request the server refuses: its HTTP status, the message it answers
+    with, and headers (Retry-After when asking again later will do)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict | None = None):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.headers = status, message, headers
 
 
 def _number(doc: dict, key: str, kind: Any) -> Any:
@@ -52,108 +78,307 @@ def _number(doc: dict, key: str, kind: Any) -> Any:
     return value
 
 
-def parse_request(body: bytes, max_batch: int, classifies: bool = True) -> tuple[list, dict]:
-    """A ``/predict`` body → (texts, keyword arguments of ``Predictor.predict``); a
-    :class:`BadRequest` (413 for too many texts, else 400/422) saying what is wrong."""
+def _kind(value: Any) -> str:
+    """A JSON value's kind, in JSON's words."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def _json(body: bytes) -> Any:
+    """The body as JSON, or a 400 saying why it is not."""
+    send = ': send {"texts": ["a text", ...]}'
     try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest(400, 'the body is not JSON: send {"texts": ["a text", ...]}') from None
+        return json.loads(body)
+    except UnicodeDecodeError as exc:
+        raise BadRequest(400, f"the body is not UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+                              f"{send} in UTF-8") from None
+    except RecursionError:
+        raise BadRequest(400, f"the body nests lists or objects too deeply to read{send}") from None
+    except ValueError as exc:    # JSONDecodeError, or an integer of more digits than Python converts
+        if not body.strip():
+            raise BadRequest(400, f"the body is empty{send}") from None
+        why = f"{exc.msg}, line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) \
+            else str(exc).split(":")[0][:80]
+        raise BadRequest(400, f"the body is not JSON ({why}){send}") from None
+
+
+def parse_request(body: bytes, max_batch: int, classifies: bool = True,
+                  labels: int | None = None) -> tuple[list, dict]:
+    """A ``/predict`` body → (texts, keyword arguments of ``Predictor.predict``); a
+    :class:`BadRequest` (413 for too many texts, else 400/422) saying what is wrong.
+    ``top_k`` past the run's number of ``labels`` ranks them all."""
+    doc = _json(body)
     if not isinstance(doc, dict):
-        raise BadRequest(422, 'the body must be a JSON object: {"texts": ["a text", ...]}')
+        raise BadRequest(422, f'the body must be a JSON object, got {_kind(doc)}: {{"texts": ["a text", ...]}}')
     unknown = sorted(set(doc) - set(FIELDS))
     if unknown:
         raise BadRequest(422, f"unknown field {unknown[0]!r} (the fields: {', '.join(FIELDS)})")
     texts = doc.get("texts")
     if not isinstance(texts, list):
         raise BadRequest(422, 'no "texts" list: send {"texts": ["a text", ...]}' if texts is None
-                         else f"texts must be a list of strings, got {type(texts).__name__}")
+                         else f"texts must be a list of strings, got {_kind(texts)}")
     if len(texts) > max_batch:
         raise BadRequest(413, f"{len(texts):,} texts in one request; this server takes at most {max_batch:,} "
                               "(send smaller batches, or start it with a larger --max-batch)")
     for i, t in enumerate(texts):
         if t is not None and not isinstance(t, str):
             raise BadRequest(422, f"texts[{i}] is {json.dumps(t)[:40]}: each text must be a string or null")
+        if t is not None and not t.isascii():
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError as exc:   # JSON's "\ud800" escape: no character, and Arrow refuses it
+                raise BadRequest(422, f"texts[{i}] holds a lone surrogate (\\u{ord(t[exc.start]):04x} at "
+                                      f"{exc.start}): each text must be valid Unicode") from None
     top_k, threshold = _number(doc, "top_k", int), _number(doc, "threshold", (int, float))
     if top_k is not None and (top_k < 1 or not classifies):
         raise BadRequest(422, f"top_k must be ≥ 1, got {top_k}" if classifies
                          else "top_k ranks labels: this run is a regression model")
+    if top_k is not None and labels:
+        # The work grows with top_k, not with the labels: top_k 10**9 held the server for good.
+        top_k = min(top_k, labels)
     if threshold is not None and not 0.0 < threshold < 1.0:
         raise BadRequest(422, f"threshold must be between 0 and 1, got {threshold}")
     # No threshold: the run's own per label (0.5 for a run without them).
     return texts, {"top_k": top_k, "threshold": None if threshold is None else float(threshold)}
 
 
-async def read_body(request: Any, limit: int) -> bytes:
-    """The request's body, refused with 413 past ``limit`` bytes before it is all read."""
+async def _next(stream: Any, timeout: float | None) -> bytes | None:
+    """The body's next chunk (None at its end); a 408 when none comes within ``timeout`` s."""
+    try:
+        return await asyncio.wait_for(stream.__anext__(), timeout)
+    except StopAsyncIteration:
+        return None
+    except asyncio.TimeoutError:
+        raise BadRequest(408, f"no byte of the body came for {timeout:g} s: send the body whole",
+                         {"Connection": "close"}) from None
+
+
+async def _drop(stream: Any, timeout: float | None, most: int) -> None:
+    """Read on and drop up to ``most`` bytes of the body, so its sender reads the answer."""
+    try:
+        while most > 0 and (chunk := await _next(stream, timeout)) is not None:
+            most -= len(chunk)
+    except BadRequest:
+        pass
+
+
+async def read_body(request: Any, limit: int, timeout: float | None = None) -> bytes:
+    """The request's body: 413 past ``limit`` bytes (never held past it), 408 when
+    its bytes stop for ``timeout`` seconds, 400 when the client leaves mid-way."""
+    from starlette.requests import ClientDisconnect
+
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise BadRequest(413, f"the body is {int(declared):,} bytes; this server takes at most {limit:,}")
+    stream = request.stream().__aiter__()
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(413, f"the body is over {limit:,} bytes, the most this server takes")
-        chunks.append(chunk)
+    try:
+        if declared.isdigit() and int(declared) > limit:
+            if int(declared) <= limit + DRAIN:
+                await _drop(stream, timeout, int(declared))
+            raise BadRequest(413, f"the body is {int(declared):,} bytes; this server takes at most {limit:,} "
+                                  "(send smaller batches, or start it with a larger --max-body)")
+        while (chunk := await _next(stream, timeout)) is not None:
+            size += len(chunk)
+            if size > limit:
+                await _drop(stream, timeout, DRAIN)
+                raise BadRequest(413, f"the body is over {limit:,} bytes, the most this server takes "
+                                      "(send smaller batches, or start it with a larger --max-body)")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise BadRequest(400, "the client closed the connection before the body ended") from None
     return b"".join(chunks)
 
 
 def health(pred: Any, max_batch: int) -> dict:
-    """What ``GET /health`` answers."""
+    """What ``GET /health`` answers once the run is loaded."""
     from ..registry import task_kind
 
     meta = pred.run.meta
-    return {"status": "ok", "run": str(pred.run.url), "model": meta.get("model", meta.get("net")),
+    return {"status": "ready", "run": str(pred.run.url), "model": meta.get("model", meta.get("net")),
             "task": task_kind(meta), "labels": list(pred.labels), "max_batch": max_batch}
 
 
-def app(run: Any, storage_options: dict | None = None, max_batch: int = MAX_BATCH, max_body: int = MAX_BODY):
-    """The Starlette app serving ``run`` (a run folder, or a loaded :class:`~.predict.Predictor`);
-    run it with any ASGI server, e.g. ``uvicorn.run(app("runs/x"), port=8000)``."""
+def _said(error: BaseException) -> str:
+    return error.message if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+
+
+class Model:
+    """The run behind a server, loaded once, now or in a thread (:meth:`start`):
+    :attr:`status` is ``loading``, then ``ready`` (:attr:`pred`, a Predictor) or
+    ``failed`` (:attr:`error`). ``run``: a run folder or URL, or a loaded Predictor."""
+
+    def __init__(self, run: Any, storage_options: dict | None = None):
+        self.run, self.storage_options = run, storage_options
+        self.pred: Any = None
+        self.error: BaseException | None = None
+        self.seconds: float | None = None
+        self._lock, self._then, self._started = threading.Lock(), [], False
+        if not isinstance(run, (str, os.PathLike)):
+            self.pred, self._started, self.seconds = run, True, 0.0
+
+    @property
+    def status(self) -> str:
+        return "ready" if self.pred is not None else "failed" if self.error is not None else "loading"
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def load(self) -> Any:
+        """Load the run in this thread and return its Predictor; an error is kept
+        (``/health`` says it) and raised."""
+        with self._lock:
+            if self._started:
+                raise RuntimeError("the run is loaded, or being loaded, already")
+            self._started = True
+        t0 = time.monotonic()
+        try:
+            from .predict import Predictor   # torch: imported here, after the port opened
+
+            pred = Predictor(os.fspath(self.run), self.storage_options)
+            self.seconds = time.monotonic() - t0
+            self.pred = pred
+            return pred
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            with self._lock:
+                then, self._then = self._then, None
+            for fn in then:
+                fn(self)
+
+    def start(self) -> None:
+        """Load in a daemon thread; meanwhile ``/health`` answers ``loading``."""
+        def load() -> None:
+            try:
+                self.load()
+            except BaseException:   # kept in self.error: /health says it, the command raises it
+                pass
+
+        threading.Thread(target=load, name="lancetnic-flow-load", daemon=True).start()
+
+    def when_done(self, fn: Callable[[Model], Any]) -> None:
+        """Call ``fn(self)`` once loaded or failed: at once if it is, else from the loading thread."""
+        with self._lock:
+            if self._then is not None and self.status == "loading":
+                self._then.append(fn)
+                return
+        fn(self)
+
+
+class Service:
+    """The endpoints of :func:`app`, and the bounds they keep."""
+
+    def __init__(self, model: Model, max_batch: int, max_body: int, max_queue: int, body_timeout: float | None):
+        self.model, self.max_batch, self.max_body = model, max_batch, max_body
+        self.max_queue, self.body_timeout = max_queue, body_timeout
+        self.held = 0                       # requests taken and not yet answered; only the event loop counts
+        self.slots = asyncio.Semaphore(SLOTS)
+        self.lock = threading.Lock()        # one batch at a time: torch already uses every core for one
+        self.about: dict | None = None
+
+    def unready(self) -> BadRequest:
+        if self.model.error is not None:
+            return BadRequest(503, f"the run failed to load: {_said(self.model.error)}")
+        return BadRequest(503, "the run is still loading: GET /health answers 200 once it is ready", RETRY)
+
+    def answer(self, body: bytes, content_type: str) -> bytes:
+        """The answer to a ``/predict`` body, as JSON bytes (in a worker thread)."""
+        pred = self.model.pred
+        try:
+            texts, kw = parse_request(body, self.max_batch, pred.classifies, len(pred.labels))
+        except BadRequest as exc:
+            if exc.status == 400 and content_type and "json" not in content_type:
+                exc.message += f" (it came as Content-Type: {content_type[:60]})"
+            raise
+        with self.lock:
+            predictions = pred.predict(texts, **kw) if texts else []
+        return json.dumps({"predictions": predictions}, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode()
+
+    async def predict(self, request: Any) -> Any:
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import Response
+
+        if self.model.pred is None:
+            raise self.unready()
+        if self.held >= self.max_queue:
+            raise BadRequest(503, f"busy: {self.held} requests are being answered or waiting, the most this server "
+                                  "holds (--max-queue); retry", RETRY)
+        self.held += 1
+        try:
+            # Waiting for a slot before reading: a queued request holds no body, only its connection.
+            async with self.slots:
+                body = await read_body(request, self.max_body, self.body_timeout)
+                content = await run_in_threadpool(self.answer, body, request.headers.get("content-type", ""))
+        finally:
+            self.held -= 1
+        return Response(content, media_type="application/json")
+
+    async def health(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        model = self.model
+        if model.pred is not None:
+            self.about = self.about or health(model.pred, self.max_batch)
+            return JSONResponse({**self.about, "queued": self.held, "max_queue": self.max_queue})
+        doc = {"status": model.status, "run": str(model.run)}
+        if model.error is not None:
+            return JSONResponse({**doc, "error": _said(model.error)}, status_code=503)
+        return JSONResponse(doc, status_code=503, headers=RETRY)
+
+
+async def _refused(request: Any, exc: BadRequest) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+
+async def _http_error(request: Any, exc: Any) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path} (POST /predict, GET /health)"},
+                        status_code=exc.status_code, headers=exc.headers)
+
+
+async def _crashed(request: Any, exc: Exception) -> Any:
+    from starlette.responses import JSONResponse
+
+    # A bug, not the request: the client gets JSON, the server's log the traceback.
+    return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the traceback"},
+                        status_code=500)
+
+
+def app(run: Any, storage_options: dict | None = None, max_batch: int = MAX_BATCH, max_body: int = MAX_BODY,
+        max_queue: int = MAX_QUEUE, body_timeout: float | None = BODY_TIMEOUT, wait: bool = True):
+    """The Starlette app serving ``run`` (a run folder, a loaded :class:`~.predict.Predictor`,
+    or a :class:`Model`); run it with any ASGI server, e.g. ``uvicorn.run(app("runs/x"), port=8000)``.
+    ``wait``: load the run before returning (an error is raised here); ``wait=False`` loads it
+    in a thread, ``/health`` answering 503 ``loading`` until it is ready."""
     require_serve()
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException
-    from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from .predict import Predictor
-
-    pred = run if isinstance(run, Predictor) else Predictor(run, storage_options)
-    lock = threading.Lock()
-    about = health(pred, max_batch)
-
-    def predict_now(texts: list, kw: dict) -> list[dict]:
-        # One batch at a time: torch already uses every core for one, and memory holds one.
-        with lock:
-            return pred.predict(texts, **kw) if texts else []
-
-    async def predict(request):
-        texts, kw = parse_request(await read_body(request, max_body), max_batch, pred.classifies)
-        return JSONResponse({"predictions": await run_in_threadpool(predict_now, texts, kw)})
-
-    async def alive(request):
-        return JSONResponse(about)
-
-    async def refused(request, exc: BadRequest):
-        return JSONResponse({"error": exc.message}, status_code=exc.status)
-
-    async def http_error(request, exc: HTTPException):
-        return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path} (POST /predict, "
-                                      "GET /health)"}, status_code=exc.status_code)
-
-    routes = [Route("/predict", predict, methods=["POST"]), Route("/health", alive, methods=["GET"])]
-    return Starlette(routes=routes, exception_handlers={BadRequest: refused, HTTPException: http_error})
+    model = run if isinstance(run, Model) else Model(run, storage_options)
+    if not model.started:
+        model.load() if wait else model.start()
+    service = Service(model, max_batch, max_body, max_queue, body_timeout)
+    routes = [Route("/predict", service.predict, methods=["POST"]), Route("/health", service.health, methods=["GET"])]
+    return Starlette(routes=routes, exception_handlers={BadRequest: _refused, HTTPException: _http_error,
+                                                        Exception: _crashed})
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host``:``port`` (0: any free port), or a UserError saying why not."""
+    """A socket bound to ``host``:``port`` (0: any free port) and listening, or a
+    UserError saying why not. Connections made before the server runs wait in its backlog."""
     sock = None
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)   # uvicorn's backlog
     except OSError as exc:
         if sock is not None:
             sock.close()
@@ -171,12 +396,15 @@ def _stop(signum: int, frame: Any) -> None:
     raise _Stopped
 
 
-def serve(application: Any, sock: socket.socket, log_level: str = "info") -> None:
+def serve(application: Any, sock: socket.socket, log_level: str = "info", model: Model | None = None) -> None:
     """Run ``application`` with uvicorn on the bound ``sock``; return once Ctrl-C or
-    SIGTERM has stopped it gracefully (answers in flight are sent first)."""
+    SIGTERM has stopped it gracefully (answers in flight are sent first), or once
+    ``model`` has failed to load (its ``error`` says why)."""
     import uvicorn
 
     server = uvicorn.Server(uvicorn.Config(application, log_level=log_level, lifespan="off"))
+    if model is not None:
+        model.when_done(lambda m: m.error is not None and setattr(server, "should_exit", True))
     # uvicorn shuts down on the signal, then raises it again for its caller: SIGTERM's
     # default would kill the process there, so a stop by either signal is a plain return.
     main = threading.current_thread() is threading.main_thread()
@@ -191,5 +419,5 @@ def serve(application: Any, sock: socket.socket, log_level: str = "info") -> Non
         sock.close()
 
 
-__all__ = ["app", "serve", "listen", "parse_request", "health", "require_serve", "BadRequest", "MAX_BATCH",
-           "MAX_BODY"]
+__all__ = ["app", "serve", "listen", "parse_request", "read_body", "health", "require_serve", "BadRequest", "Model",
+           "MAX_BATCH", "MAX_BODY", "MAX_QUEUE", "BODY_TIMEOUT", "SLOTS"]

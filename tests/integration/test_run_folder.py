@@ -4,7 +4,8 @@
 ``export`` refuse a damaged run folder (truncated weights, a missing
 features.json, a config.json of a newer run format, another run's weights
 beside model.json, a model.json that is not JSON) with exit 2, no traceback
-and one message naming the file, before writing anything or listening;
+and one message naming the file, before writing anything (serve: before it
+is ever ready, its port open while the run loads);
 ``Predictor`` and ``TextClassifier.load`` raise the same UserError. A process
 SIGKILLed while it saves a run over a finished one leaves a folder that is
 refused as unfinished, never one that loads half (docs/reliability.md).
