@@ -163,6 +163,7 @@ class Predictor:
         rows = self.rows(data, text_column=text_column)
         if self.multilabel:
             return self.label_sets(rows, threshold)
+        top_k = self.top(top_k)
         cols = self.prediction_columns(rows, top_k)
         out: list[dict[str, Any]] = [{"status": s} for s in rows["status"].to_pylist()]
         names = {"predicted": "label", "probability": "probability", "predicted_value": "value"}
@@ -177,6 +178,11 @@ class Predictor:
                 d["top_labels"] = None if d["status"] != "ok" else [lab[j] for lab in labels if lab[j] is not None]
                 d["top_probabilities"] = None if d["status"] != "ok" else [p[j] for p in probs if p[j] is not None]
         return out
+
+    def top(self, top_k: int | None) -> int | None:
+        """``top_k`` capped at the run's labels: ranks past the last label hold
+        nothing (asking for more gives every label, once each)."""
+        return min(int(top_k), len(self.labels)) if top_k and self.labels else top_k
 
     def _ranked(self, p: np.ndarray, threshold: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(label ids most likely first, their probabilities, whether each is taken) per row of ``p``."""
@@ -207,6 +213,7 @@ class Predictor:
         ok, scored = self.scores(rows)
         n = rows.num_rows
         cols: dict[str, pa.Array] = {}
+        top_k = self.top(top_k)
 
         def spread(values: np.ndarray, type_: pa.DataType, labels: bool = False) -> pa.Array:
             mask = np.ones(n, bool)
@@ -227,7 +234,7 @@ class Predictor:
                 cols["predicted"] = spread(best, pa.string(), labels=True)
                 cols["probability"] = spread(p[np.arange(len(p)), best], pa.float64())
             for i in range(1, (top_k or 0) + 1):
-                k = min(i, p.shape[1]) - 1
+                k = i - 1
                 cols[f"label_{i}"] = spread(order[:, k], pa.string(), labels=True)
                 cols[f"probability_{i}"] = spread(p[np.arange(len(p)), order[:, k]], pa.float64())
         if self.regresses:
@@ -269,7 +276,7 @@ class Predictor:
 
     def output_names(self, top_k: int | None = None) -> list[str]:
         """The columns prediction adds to the input's."""
-        return output_names(self.classifies, self.regresses, top_k, self.multilabel)
+        return output_names(self.classifies, self.regresses, self.top(top_k), self.multilabel)
 
     def predict_table(self, data: Any, keep: Sequence[str] | str | None = "all", top_k: int | None = None,
                       text_column: str | Sequence[str] | None = None, threshold: float | None = None):

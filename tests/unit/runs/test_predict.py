@@ -41,6 +41,15 @@ def test_each_row_gets_its_label_probability_and_value_in_order(tmp_path):
     assert out[0]["top_labels"] == ["pos", "neg"] and out[1]["label"] is None and out[1]["top_labels"] is None
 
 
+def test_top_k_past_the_labels_gives_each_label_once_and_no_column_past_the_last(tmp_path):
+    pred = Predictor(linear_run(tmp_path / "run"))
+    out = pred.predict(["a cat", "dog"], top_k=10**9)      # a huge k neither repeats a label nor hangs
+    assert [o["top_labels"] for o in out] == [["pos", "neg"], ["neg", "pos"]]
+    table = pred.predict_table(["a cat"], top_k=5)
+    assert [c for c in table.column_names if c.startswith("label_")] == ["label_1", "label_2"]
+    assert pred.output_names(5) == pred.output_names(2)
+
+
 def test_probabilities_sum_to_one_and_unpredictable_rows_are_nan(tmp_path):
     pred = Predictor(linear_run(tmp_path / "run"))
     proba = pred.predict_proba(["cat", "", "dog"])
