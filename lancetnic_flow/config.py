@@ -280,6 +280,7 @@ class ClusterConfig:
     workers: int | None = default("cluster.workers")
     threads: int | None = default("cluster.threads")
     scheduler: str | None = default("cluster.scheduler")
+    scheduler_wait: str = default("cluster.scheduler_wait")   # "60s": a lost scheduler's wait (reconnect.py)
     blocksize: int | None = default("cluster.blocksize")
     dashboard: bool = default("cluster.dashboard")
     run_on: str = default("cluster.run_on")
@@ -290,6 +291,16 @@ class ClusterConfig:
         _positive("cluster.threads", self.threads)
         _positive("cluster.memory_budget", self.memory_budget)
         _positive("cluster.blocksize", self.blocksize)
+        self.scheduler_wait = str(self.scheduler_wait)
+        self.wait_seconds()
+
+    def wait_seconds(self) -> float:
+        """``scheduler_wait`` in seconds."""
+        try:
+            return parse_duration(self.scheduler_wait)
+        except UserError:
+            raise bad("cluster.scheduler_wait", f"{{name}}: {self.scheduler_wait!r} is not a duration above zero",
+                      "e.g. {name} 60s, 5m, or seconds: 120") from None
 
 
 @dataclass

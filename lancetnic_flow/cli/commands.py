@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 
-from ..config import parse_storage_options
+from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError
 from ..formats import text_encoding
 from ..storage import check_writable, options_for
@@ -32,8 +32,8 @@ def _train_config(a: argparse.Namespace):
 
 # Options that may be given again with --resume: where the data and the
 # cluster are, not what is trained.
-RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads", "scheduler", "resume",
-                  "debug", "quiet", "json_log", "command")
+RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads", "scheduler", "scheduler_wait",
+                  "resume", "debug", "quiet", "json_log", "command")
 
 
 def cmd_train(a: argparse.Namespace, report) -> int:
@@ -52,7 +52,7 @@ def cmd_train(a: argparse.Namespace, report) -> int:
                             "drop them, or start a new run (cached shards are reused)")
         cfg = resume_config(a.resume, storage_options=parse_storage_options(a.storage_option),
                             memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
-                            threads=a.worker_threads, scheduler=a.scheduler)
+                            threads=a.worker_threads, scheduler=a.scheduler, scheduler_wait=a.scheduler_wait)
         check_output_places(cfg, a.resume)
         train(cfg, _events(report), resume=a.resume)
         return 0
@@ -112,7 +112,8 @@ def _client_for(a: argparse.Namespace, plan, src):
     here, where = choose_where(a.run_on, input_bytes=input_bytes(src),
                                needs_cluster="an existing cluster (--scheduler)" if scheduler_address(a.scheduler)
                                else None, plan=plan, trainer_need=TRAINER_BASE, threads=threads)
-    return (InProcessClient(threads) if here else open_cluster(plan, scheduler=a.scheduler)), where
+    wait = ClusterConfig(**({"scheduler_wait": a.scheduler_wait} if a.scheduler_wait else {})).wait_seconds()
+    return (InProcessClient(threads) if here else open_cluster(plan, scheduler=a.scheduler, wait=wait)), where
 
 
 def _keep(text: str | None) -> tuple[tuple[str, ...], bool]:

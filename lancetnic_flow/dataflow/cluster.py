@@ -102,13 +102,30 @@ def refuse_if_nothing_listens(scheduler: str, patience: float = 2.0) -> None:
                     f"{host}:{port}", "check the address (tcp://HOST:8786) and that `dask scheduler` runs there")
 
 
+class LostSchedulerNoise(logging.Filter):
+    """Dask's client logs a scheduler it cannot reach again as an error, and
+    the reconnect attempt its close cancels as a traceback. The run says it
+    once, in words (reconnect.SchedulerLost); while the client is not
+    connected, the client's own records of it are dropped."""
+
+    def __init__(self, client: Any):
+        super().__init__()
+        self.client = client
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(self.client, "status", "running") == "running" and \
+            not record.getMessage().startswith("Failed to reconnect to scheduler")
+
+
 @contextlib.contextmanager
 def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: bool = False,
-                 closer: Any = None) -> Iterator["object"]:
+                 closer: Any = None, wait: float = RECONNECT_S) -> Iterator["object"]:
     """Yield a ``distributed.Client``: to ``scheduler`` if given (or
     ``DASK_SCHEDULER_ADDRESS``), else to a LocalCluster sized by ``plan``.
     ``closer`` (an executor): the LocalCluster shuts down there, so the caller
-    goes on at once and waits for it when the executor closes."""
+    goes on at once and waits for it when the executor closes. ``wait``:
+    seconds a lost ``scheduler`` is tried again before the work needing it
+    stops (reconnect.SchedulerLost)."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -135,9 +152,15 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
                                 "Dask's config, or the DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
                                 "…__CLIENT__CERT and …__CLIENT__KEY variables (docs/cluster.md §6)") from None
             # Reconnecting after a dropped link may take longer than the 10 s first connect.
-            client._timeout = RECONNECT_S
-            with client:
-                yield client
+            client._timeout = wait
+            noise = LostSchedulerNoise(client)
+            log = logging.getLogger("distributed.client")
+            log.addFilter(noise)
+            try:
+                with client:
+                    yield client
+            finally:
+                log.removeFilter(noise)
             return
         refuse_unguarded_script()
         cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=plan.threads,

@@ -20,6 +20,7 @@ from ..features.rows import RowBlock
 from ..features.vectorize import FittedFeatures
 from ..reconnect import retrying, share
 from ..storage import join
+from .entry_lock import EntryLock
 from .manifest import Manifest, read_manifest, write_manifest
 from .shards import PartitionResult, ShardInfo, count_partition, featurize_partition, load_or_repair
 from .stream import cached_blocks, epoch_order, live_blocks, prefetch
@@ -48,10 +49,17 @@ class FeedSpec:
 class ShardFeed:
     """Row blocks of each epoch, and the validation blocks, for one cache entry."""
 
-    def __init__(self, client: Any, spec: FeedSpec, events: Events):
+    def __init__(self, client: Any, spec: FeedSpec, events: Events, lock: EntryLock | None = None):
         self.client, self.spec, self.events = client, spec, events
         self.manifest: Manifest | None = read_manifest(spec.entry, spec.key, spec.cache_options)
         self._features: Any = None
+        # The entry's writer lock (dataflow/entry_lock.py), held until the manifest is written.
+        self.lock = lock
+
+    def release(self) -> None:
+        """Let the next writer of this entry in (the entry is complete, or this run stops)."""
+        if self.lock is not None:
+            self.lock.release()
 
     @property
     def complete(self) -> bool:
@@ -106,6 +114,7 @@ class ShardFeed:
                                  sorted(results, key=lambda r: r.partition), partitions=parts)
         write_manifest(s.entry, self.manifest, s.cache_options)
         self._features = None
+        self.release()
 
     # ---- epochs
     def train_blocks(self, epoch: int) -> tuple[Callable[[], Iterator[RowBlock]], str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from ..reconnect import connection_lost, scattered_data_lost, wait_reconnected
+from ..reconnect import connection_lost, reconnected, scattered_data_lost
 
 
 class OrderedWindow:
@@ -64,5 +64,6 @@ class OrderedWindow:
 
     def _renewable(self, exc: BaseException) -> bool:
         if connection_lost(exc):
-            return wait_reconnected(self.client)
+            reconnected(self.client)   # or SchedulerLost: the jobs cannot run without it
+            return True
         return self.renew is not None and scattered_data_lost(exc)

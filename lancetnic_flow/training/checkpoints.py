@@ -155,7 +155,7 @@ def remove_checkpoint(run: str, storage_options: dict | None = None) -> None:
 
 def write_checkpoint(run: str, state: TrainState, storage_options: dict, events: Events, reason: str) -> None:
     """Write ``state`` as the run's checkpoint and tell the views (``reason``:
-    periodic, epoch or interrupt)."""
+    periodic, epoch, interrupt or scheduler_lost)."""
     seconds = save_checkpoint(run, state.to_checkpoint(), storage_options)
     events.emit("checkpoint", run=str(run), epoch=state.epoch + 1, batches=state.batches, reason=reason,
                 seconds=seconds)

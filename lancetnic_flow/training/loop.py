@@ -22,6 +22,7 @@ from ..dataflow.feed import ShardFeed
 from ..dataflow.stream import BatchStream
 from ..events import Events
 from ..models.tasks import Task, TaskMetrics
+from ..reconnect import SchedulerLost
 from . import step as steps
 from .rules import TrainingRule
 from .state import TrainState
@@ -46,6 +47,7 @@ class EpochLoop:
                  checkpoint: Callable[[TrainState, str], None], run: str):
         self.t, self.feed, self.tc, self.events = trainee, feed, tc, events
         self.checkpoint, self.run = checkpoint, run
+        self.at: tuple = (0, 0, 0, None)   # (epoch, batches trained, rows, metrics): where a checkpoint would resume
 
     def run_epochs(self, state: TrainState, stop: StopRequest, every: CheckpointEvery) -> dict:
         """Train from ``state`` (updated in place) to the last epoch or an early
@@ -54,8 +56,11 @@ class EpochLoop:
         self.last_save = time.monotonic()
         val: dict = {}
         for epoch in range(start_epoch, self.tc.epochs):
-            train_m, clock = self._train_epoch(state, epoch, skip if epoch == start_epoch else 0, stop, every)
-            val = self._validate(state, epoch, train_m, clock)
+            try:
+                train_m, clock = self._train_epoch(state, epoch, skip if epoch == start_epoch else 0, stop, every)
+                val = self._validate(state, epoch, train_m, clock)
+            except SchedulerLost as lost:
+                raise self._stopped(state, lost) from None
             if self.tc.early_stopping and state.stale >= self.tc.early_stopping:
                 self.events.emit("early_stop", epoch=epoch + 1, best_epoch=state.best["epoch"],
                                  monitor=self.tc.monitor)
@@ -84,6 +89,7 @@ class EpochLoop:
             clock.rows = state.rows
             train_m.load_state(state.train_metrics)
         last_ckpt = skip
+        self.at = (epoch, skip, clock.rows, train_m)
         for i, batch in enumerate(stream):
             if i < skip:
                 continue   # trained before the checkpoint: the stream is replayed, not retrained
@@ -91,6 +97,7 @@ class EpochLoop:
             state.step += 1
             clock.rows += len(batch)
             steps.count(train_m, out, batch, loss)
+            self.at = (epoch, i + 1, clock.rows, train_m)
             self.events.emit("batch", epoch=epoch + 1, rows=clock.rows, total_rows=state.total_rows,
                              loss=loss.item(), tokens=int(batch.offsets[-1]))
             if stop.requested or every.due(i + 1 - last_ckpt, time.monotonic() - self.last_save):
@@ -117,6 +124,20 @@ class EpochLoop:
         state.best, state.stale = steps.keep_best(state.best, state.stale, val, val_m, t.model, epoch + 1,
                                                   self.tc.monitor, copy=not t.rule.keeps_last_epoch())
         return val
+
+    def _stopped(self, state: TrainState, lost: SchedulerLost) -> SchedulerLost:
+        """The scheduler went away while this epoch needed it (featurising live,
+        rebuilding a shard): checkpoint where training is — every batch trained
+        so far, validation to do again — and say how to go on."""
+        epoch, batches, rows, train_m = self.at
+        if not state.step:
+            return lost   # nothing trained: nothing to resume
+        self._save(state, epoch, batches, rows, train_m, "scheduler_lost")
+        return SchedulerLost(f"{lost.message}; stopped in epoch {epoch + 1} after batch {batches}, checkpoint "
+                             f"saved in {self.run}",
+                             f"start `dask scheduler` and its workers again, then continue: lancetnic-flow train "
+                             f"--resume {self.run} (with --scheduler ADDRESS if its address changed)",
+                             address=lost.address)
 
     def _save(self, state: TrainState, epoch: int, batches: int, rows: int, train_m: TaskMetrics | None,
               reason: str) -> None:

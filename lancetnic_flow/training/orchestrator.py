@@ -30,7 +30,8 @@ from ..data.sources import Columns
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
-from ..dataflow.manifest import entry_key, read_features, write_features
+from ..dataflow.entry_lock import EntryLock, lock_entry
+from ..dataflow.manifest import entry_key, read_features, read_manifest, write_features
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import count_partition
@@ -240,6 +241,7 @@ class Training:
         self.needs_cluster: str | None = None   # the caller's reason to run on one (tune: its trials)
         self.in_process, self.where = False, ""
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
+        self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
         rule_for(cfg).warm()
 
     def _load_checkpoint(self) -> TrainState:
@@ -344,7 +346,7 @@ class Training:
             cm = InProcessClient(self.memory.threads)
         else:
             cm = open_cluster(self.memory, scheduler=self.cfg.cluster.scheduler, dashboard=self.cfg.cluster.dashboard,
-                              closer=closer)
+                              closer=closer, wait=self.cfg.cluster.wait_seconds())
         with cm as c:
             self.stage_seconds["cluster_start"] = time.monotonic() - ts
             self.client = c
@@ -401,6 +403,11 @@ class Training:
         their shards while the first epoch trains."""
         ts = time.monotonic()
         features = read_features(self.entry, self.cache_so)
+        if features is None or read_manifest(self.entry, self.key, self.cache_so) is None:
+            # This run may write the entry: one writer at a time. A run that held it
+            # may have completed it meanwhile, so what is there is read again.
+            self.entry_lock = lock_entry(self.entry, self.cache_so, on_wait=self._waiting_for_entry)
+            features = read_features(self.entry, self.cache_so)
         results = None
         if features is None:
             features, results, totals = self._fit_pass()
@@ -418,10 +425,22 @@ class Training:
         spec = FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, features,
                         dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,
                         plan.partition, self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
-        self.feed = ShardFeed(self.client, spec, self.events)
+        self.feed = ShardFeed(self.client, spec, self.events, lock=self.entry_lock)
         if results is not None and not self.feed.complete:
             self.feed.finish_entry(results)
+        if self.feed.complete:
+            self.feed.release()
         self.stage_seconds["fit"] = time.monotonic() - ts
+
+    def _waiting_for_entry(self, holder: str) -> None:
+        self.events.emit("waiting", what="cache_entry", entry=self.entry, holder=holder,
+                         message=f"{holder} is writing the cache entry {self.entry}; this run reads it once it is "
+                                 "complete")
+
+    def release_entry(self) -> None:
+        """The entry's writer lock, if this run still holds it (it stops before the manifest)."""
+        if self.entry_lock is not None:
+            self.entry_lock.release()
 
     def _fit_pass(self) -> tuple[FittedFeatures, list | None, Any]:
         """The pass over the data on the cluster: fitted features, the shards it
@@ -773,5 +792,6 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     except WriteError as exc:   # a full disk, here or on a worker
         raise run.after_write_error(exc) from None
     finally:
+        run.release_entry()
         if tracking is not None:   # a run that ended without `done` (interrupted or failed) ends its tracked run
             tracking.end(sys.exc_info()[1])

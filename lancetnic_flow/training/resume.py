@@ -7,8 +7,8 @@ from ..runs.loading import read_config
 
 
 def resume_config(run: str, *, storage_options: dict | None = None, memory_budget: int | None = None,
-                  workers: int | None = None, threads: int | None = None, scheduler: str | None = None
-                  ) -> TrainConfig:
+                  workers: int | None = None, threads: int | None = None, scheduler: str | None = None,
+                  scheduler_wait: str | None = None) -> TrainConfig:
     """The configuration ``run`` was started with, to continue it with :func:`train` (``resume=run``).
 
     Secrets were masked when the configuration was saved, so storage options
@@ -30,6 +30,7 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     c.workers = workers or c.workers
     c.threads = threads or c.threads
     c.scheduler = scheduler or c.scheduler
+    c.scheduler_wait = scheduler_wait or c.scheduler_wait
     return cfg
 
 

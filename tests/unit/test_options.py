@@ -149,6 +149,8 @@ def test_saved_configs_still_load():
      "--val-fraction: must"),
     (lambda: config_from_options({"data": ["x"], "run_on": "here"}).validate(), "cluster.run_on",
      "run_on: 'here' is not one of auto, process, cluster", "--run-on: 'here'"),
+    (lambda: config_from_options({"data": ["x"], "scheduler_wait": "soon"}).validate(), "cluster.scheduler_wait",
+     "scheduler_wait: 'soon' is not a duration", "--scheduler-wait: 'soon'"),
 ])
 def test_a_validation_error_names_its_field_as_a_flag_and_as_a_parameter(make, field, python, flag):
     with pytest.raises(UserError) as e:

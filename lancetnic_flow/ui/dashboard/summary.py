@@ -164,7 +164,7 @@ def early_stop_line(e: dict) -> str:
 
 
 _MILESTONES = {"plan": lambda e: e["text"], "warning": lambda e: f"warning: {e['message']}",
-               "decided": lambda e: f"decided  {e['message']}",
+               "decided": lambda e: f"decided  {e['message']}", "waiting": lambda e: f"waiting  {e['message']}",
                "fitted": fitted_line, "epoch": epoch_line, "early_stop": early_stop_line, "resumed": resumed_line,
                **TUNE_MILESTONES}   # `tune`: the search's start, each finished trial, the outcome
 
