@@ -235,6 +235,8 @@ class TrainingConfig:
     threads: int | None = default("training.threads")
     checkpoint_every: str = default("training.checkpoint_every")   # batches ("500"), a duration ("10m") or "off"
     ddp: int | None = default("training.ddp")    # data-parallel ranks on Dask workers (ddp.py)
+    # Ranks of a rule that averages weights (LinearSVM) average every N of their steps too; None: at epochs' ends.
+    sync_every: int | None = default("training.sync_every")
     # A model that can (ModelSpec.learns_val): the saved model also learns the
     # validation rows (a twin trained without them gives the validation
     # figures); None: when they are split from the training data and the
@@ -266,6 +268,9 @@ class TrainingConfig:
         _positive(t + "threads", self.threads)
         self.checkpoint_every = str(self.checkpoint_every)
         CheckpointEvery.parse(self.checkpoint_every)
+        if self.sync_every is not None and self.sync_every < 1:
+            raise bad(t + "sync_every", f"{{name}} must be ≥ 1 step, got {self.sync_every}",
+                      "e.g. {name} 20, or drop it to average at each epoch's end")
         if self.ddp is not None and self.ddp < 2:
             raise bad(t + "ddp", f"{{name}}: {self.ddp} rank(s) is not data-parallel training",
                       "use {name} 2 or more, or drop it")

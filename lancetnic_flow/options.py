@@ -294,8 +294,11 @@ OPTIONS: list[Option] = [
         O("--checkpoint-every", "write a checkpoint every N batches (and at each epoch's end) or every TIME (90s, "
           "10m, 1h), and on Ctrl-C; off = only on Ctrl-C (default {default})", "N|TIME", default="10m",
           field="training.checkpoint_every"),
-        O("--ddp", "data-parallel training: N ranks on N Dask workers, gradients averaged (torch.distributed)", "N",
-          int, field="training.ddp", commands=("train",)),
+        O("--ddp", "data-parallel training: N ranks on N Dask workers, gradients averaged (torch.distributed; "
+          "LinearSVM averages its weights instead)", "N", int, field="training.ddp", commands=("train",)),
+        O("--sync-every", "with --ddp, LinearSVM's ranks average their weights every N of their steps as well as "
+          "at each epoch's end (default: at each epoch's end only)", "N", int, field="training.sync_every",
+          commands=("train",)),
         O("--resume", "continue the run folder RUN from its checkpoint, with its own options (only "
           "--storage-option and the memory and cluster options may be given again)", "RUN", commands=("train",)),
         O(None, "batches prepared ahead of the trainer (default: planned)", type=int, field="training.in_flight"),

@@ -127,7 +127,6 @@ def _mlp_option(section: str, name: str, default: Any) -> Callable[[Any], bool]:
 # LinearSVM trains one example at a time on the CPU with its own hinge step
 # (models/margin.py): options that cannot apply are refused, not ignored.
 LINEAR_REFUSES = (
-    Refusal("training.ddp", lambda c: bool(c.training.ddp), "ranks exchange gradients of batches"),
     Refusal("data.numeric", lambda c: bool(c.data.numeric), "its step reads the sparse rows only"),
     Refusal("training.class_weights", lambda c: c.training.class_weights != "none",
             "its hinge step weighs every row alike"),

@@ -95,14 +95,23 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
     for key, value in spec.sets.items():
         section, option = key.split(".")
         setattr(getattr(cfg, section), option, value)
+    if t.sync_every and not (t.ddp and spec.rule == "hinge"):   # the rule whose ranks average weights
+        raise bad("training.sync_every", "{name} sets how often --ddp ranks of LinearSVM average their weights" + (
+                  f"; {name}'s ranks exchange gradients every step" if t.ddp else ", and this run has no --ddp"),
+                  "drop {name}" + ("" if t.ddp else ", or add --ddp N"))
     if not spec.learns_val:
         if t.learn_val:
             learners = ", ".join(n for n, m in MODELS.items() if m.learns_val)
             raise bad("training.learn_val", f"{{name}}: {name} does not learn the validation rows",
                       f"drop {{name}}, or pass {{model.name}} {learners} (or auto)")
         t.learn_val = False
-    elif t.learn_val is None and (cfg.data.val or not cfg.data.val_fraction):
-        t.learn_val = False   # a validation file stays held out; None is decided by the rows (resolve_counts)
+    elif t.learn_val and t.ddp:
+        raise bad("training.learn_val", "{name}: under --ddp the ranks average their weights, and only rank 0 "
+                  "scores the validation rows, so no twin can learn them there", "drop {name}, or --ddp")
+    elif t.learn_val is None and (cfg.data.val or not cfg.data.val_fraction or t.ddp):
+        # A validation file stays held out; under --ddp only rank 0 scores the validation rows (no twin there).
+        # Else None is decided by the rows (resolve_counts).
+        t.learn_val = False
     if t.sparse_optimizer == "hinge":   # the linear model's own step, as configurations before 0.2 named it
         if spec.sparse_optimizer is not None:
             raise bad("training.sparse_optimizer", f"{{name}} hinge is a linear model's own step, not {name}'s",

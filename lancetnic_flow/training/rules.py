@@ -36,7 +36,8 @@ Step = tuple[dict[str, torch.Tensor], torch.Tensor]
 class TrainingRule(Protocol):
     """What the loop, the trials and the ranks ask of a way of training."""
 
-    exchanges_gradients: bool   # whether --ddp ranks can run it (backward, exchange, update)
+    exchanges_gradients: bool   # --ddp ranks run it as backward, gradient exchange, update
+    averages_weights: bool      # --ddp ranks run it as local steps, the weights averaged at each sync
     scales_logits: bool         # whether its scores need a probability scale fitted after training
 
     def optimizers(self, model: torch.nn.Module) -> list: ...
@@ -67,6 +68,7 @@ class GradientRule:
     parameters, ``--sparse-optimizer`` for the input rows)."""
 
     exchanges_gradients = True
+    averages_weights = False
     scales_logits = False
 
     def __init__(self, tc: TrainingConfig):
@@ -135,6 +137,10 @@ class HingeRule:
     model is the twin."""
 
     exchanges_gradients = False
+    # Under --ddp each rank steps on its own share and the ranks average their
+    # weights at every sync (iterative parameter mixing: McDonald, Hall and
+    # Mann, 2010): per epoch, and at a pause.
+    averages_weights = True
     scales_logits = True   # hinge scores rank the classes; a fitted factor makes them probabilities
 
     def __init__(self, tc: TrainingConfig):

@@ -366,3 +366,74 @@ def test_a_diverging_ddp_run_ends_in_the_ranks_words_not_a_peers_broken_connecti
     cfg.training.sparse_optimizer, cfg.training.sparse_lr = "sgd", 100.0
     with pytest.raises(UserError, match="training diverged"):
         train(cfg, Events(), client=client)
+
+
+def _linear_config(corpus, tmp_path, name: str, every: str = "off", ddp: int = 2, epochs: int = 3):
+    """The default model, its own defaults, on hashed buckets (2^16: small replicas to average)."""
+    from lancetnic_flow.config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig,
+                                       TrainConfig, TrainingConfig)
+
+    return TrainConfig(
+        data=DataConfig(train=[str(corpus)]), features=FeatureConfig(buckets=2**16),
+        model=ModelConfig(name="LinearSVM"),
+        training=TrainingConfig(epochs=epochs, ddp=ddp or None, checkpoint_every=every, device="cpu"),
+        cluster=ClusterConfig(blocksize=256 * 1024),
+        output=OutputConfig(out=str(tmp_path / "runs"), name=name, cache=str(tmp_path / "cache")))
+
+
+@pytest.fixture(scope="module")
+def linear_reference(client, corpus4, tmp_path_factory) -> dict:
+    """One undisturbed LinearSVM --ddp 2 run on corpus4, and the same model in one process."""
+    tmp = tmp_path_factory.mktemp("ddp-linear")
+    single = train(_linear_config(corpus4, tmp, "single", ddp=0), client=client).metrics
+    return {"single": single, "ddp": train(_linear_config(corpus4, tmp, "ref"), client=client).metrics}
+
+
+def test_linear_svm_under_ddp_averages_its_ranks_to_one_model_near_the_single_process_accuracy(linear_reference):
+    single, ddp = linear_reference["single"], linear_reference["ddp"]
+    assert ddp["model"] == "LinearSVM" and single["model"] == "LinearSVM"
+    info = ddp["ddp"]
+    assert info["averaged"] and info["ranks"] == 2 and len(set(info["replica_digests"])) == 1
+    assert ddp["val_accuracy"] >= single["val_accuracy"] - 0.02, (ddp["val_accuracy"], single["val_accuracy"])
+    # Each epoch's sync sends about the replica's bytes (weights + bias, float32) per rank.
+    replica = 2**16 * 4 * 4 + 4 * 4
+    assert all(3 * replica * 0.9 <= sent <= 3 * replica * 1.1 + 64 for sent in info["rank_sent_bytes"])
+    assert ddp["rows"]["trained"] == single["rows"]["trained"]
+
+
+def test_linear_svm_under_ddp_gives_the_same_weights_for_the_same_seed(client, corpus4, tmp_path, linear_reference):
+    again = train(_linear_config(corpus4, tmp_path, "again"), client=client).metrics
+    _same_run(linear_reference["ddp"], again)
+
+
+def test_linear_svm_under_ddp_checkpoints_at_its_syncs_only_and_pausing_leaves_the_result_unchanged(
+        client, corpus4, tmp_path, linear_reference):
+    seen: list[dict] = []
+    events = Events()
+    events.subscribe(lambda kind, e: seen.append(e) if kind == "checkpoint" else None)
+    paused = train(_linear_config(corpus4, tmp_path, "paused", every="5"), events, client=client).metrics
+    assert seen and {e["reason"] for e in seen} == {"epoch"}   # every 5 steps asked: the epochs' ends given
+    _same_run(linear_reference["ddp"], paused)
+
+
+def test_linear_svm_ranks_syncing_every_few_steps_stay_equal_and_send_a_replica_per_sync(
+        client, corpus4, tmp_path, linear_reference):
+    cfg = _linear_config(corpus4, tmp_path, "often")
+    cfg.training.sync_every = 2
+    often = train(cfg, client=client).metrics
+    info, ref = often["ddp"], linear_reference["ddp"]["ddp"]
+    assert len(set(info["replica_digests"])) == 1 and info["replica_digests"] != ref["replica_digests"]
+    syncs = info["steps"] // 2 + len(often["epochs"])     # every 2 steps, and each epoch's end
+    replica = 2**16 * 4 * 4 + 4 * 4
+    assert all(syncs * replica * 0.9 <= sent <= syncs * replica * 1.1 for sent in info["rank_sent_bytes"])
+    assert often["val_accuracy"] >= linear_reference["single"]["val_accuracy"] - 0.02
+
+
+def test_a_linear_svm_rank_whose_worker_is_killed_restarts_from_the_last_sync_and_the_run_ends_the_same(
+        own_cluster, corpus4, tmp_path, linear_reference):
+    pids = own_cluster.run(os.getpid)
+    events, killed, warnings = _lose_rank_0_after_epoch_1(lambda w: os.kill(pids[w], signal.SIGKILL))
+    res = train(_linear_config(corpus4, tmp_path, "killed", every="5"), events, client=own_cluster)
+    assert killed and any(re.search(f"worker {re.escape(killed[0])} left during --ddp training; restarting the "
+                                    r"ranks from (epoch [23], step 0|the start of training)", w) for w in warnings), warnings
+    _same_run(linear_reference["ddp"], res.metrics)

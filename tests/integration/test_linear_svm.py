@@ -75,7 +75,7 @@ def _config(**kw) -> TrainConfig:
     ({"numeric": ["x"]}, "ScalpelMC"),
     ({"task": "multilabel"}, "LinearSVM"),   # one margin per label
     ({"target": "y", "task": "multitask"}, "ScalpelMC"),
-    ({"ddp": 2}, "ScalpelMC"),
+    ({"ddp": 2}, "LinearSVM"),   # its ranks average their weights
     ({"hidden": 128}, "ScalpelMC"),
     ({"layers": 2}, "ScalpelMC"),
     ({"class_weights": "balanced"}, "ScalpelMC"),
@@ -95,7 +95,6 @@ def test_auto_picks_linear_svm_for_classes_and_label_sets_and_the_mlp_for_what_o
 
 
 @pytest.mark.parametrize("kw,flag", [
-    ({"ddp": 2}, "--ddp"),
     ({"numeric": ["x"]}, "--numeric"),
     ({"class_weights": "balanced"}, "--class-weights"),
     ({"device": "cuda"}, "--device"),

@@ -75,7 +75,7 @@ def test_a_registered_models_refusal_is_an_error_when_named_and_a_pass_for_auto(
     ({"task": "multilabel"}, "LinearSVM"),   # one margin per label
     ({"task": "multilabel", "class_weights": "balanced"}, "ScalpelMC"),
     ({"target": "y"}, "ScalpelMC"),
-    ({"ddp": 2}, "ScalpelMC"),
+    ({"ddp": 2}, "LinearSVM"),            # its ranks average their weights
     ({"numeric": ["n"]}, "ScalpelMC"),
     ({"hidden": 128}, "ScalpelMC"),
     ({"layers": 2}, "ScalpelMC"),
@@ -100,6 +100,22 @@ def test_auto_takes_the_first_choice_that_accepts_every_option(change, model):
 def test_auto_with_a_target_regresses_and_a_named_model_keeps_its_own_task():
     assert resolve(config(target="y")).training.task == "regress"
     assert resolve(config("ScalpelMC", target="y")).training.task == "classify"
+
+
+def test_ddp_turns_the_twin_off_by_default_and_refuses_it_when_asked():
+    assert resolve(config(ddp=2)).training.learn_val is False
+    with pytest.raises(UserError, match="learn_val: under --ddp"):
+        resolve(config("LinearSVM", ddp=2, learn_val=True))
+
+
+def test_sync_every_applies_to_linear_svm_ranks_only_and_is_refused_where_it_would_do_nothing():
+    assert resolve(config(ddp=2, sync_every=20)).training.sync_every == 20
+    with pytest.raises(UserError, match="this run has no --ddp"):
+        resolve(config(sync_every=20))
+    with pytest.raises(UserError, match="ScalpelMC's ranks exchange gradients"):
+        resolve(config("ScalpelMC", ddp=2, sync_every=20))
+    with pytest.raises(UserError, match="≥ 1"):
+        config(ddp=2, sync_every=0).training.validate()
 
 
 def test_the_legacy_hinge_optimiser_of_old_run_folders_resolves_to_the_rule_and_is_refused_elsewhere():

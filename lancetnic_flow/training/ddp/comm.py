@@ -123,6 +123,29 @@ def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: flo
     return active, flag
 
 
+def sync_flags(has_batch: bool, dist: Any, flag: float = 0.0, device: Any = "cpu") -> tuple[int, int]:
+    """A step of a rule that averages weights: only whether any rank still has
+    a batch and rank 0's flag are agreed on (one ``all_reduce`` of two numbers)."""
+    tail = torch.tensor([1.0 if has_batch else 0.0, flag], device=device)
+    dist.all_reduce(tail)
+    return int(round(tail[0].item())), int(round(tail[1].item()))
+
+
+def average_weights(model: torch.nn.Module, dist: Any) -> int:
+    """Make every replica's weights (parameters and floating buffers) the mean
+    over the ranks: one ``all_reduce`` per tensor, summed then divided on every
+    rank alike, so the replicas come out bit for bit equal. Returns the bytes
+    this rank sent (a ring all-reduce sends about twice a tensor's bytes)."""
+    world = dist.get_world_size()
+    sent = 0
+    tensors = [p.data for p in model.parameters()] + [b for b in model.buffers() if b.is_floating_point()]
+    for t in tensors:
+        dist.all_reduce(t)
+        t.div_(world)
+        sent += 2 * t.numel() * t.element_size() * (world - 1) // world
+    return sent
+
+
 def to_cpu(obj: Any) -> Any:
     """A state (nested dicts/lists of tensors) with every tensor copied to the CPU, for shipping."""
     if isinstance(obj, torch.Tensor):

@@ -25,6 +25,7 @@ from ...dataflow.plan import THRESHOLDS
 from ...errors import UserError
 from ...reconnect import share, worker_lost_in_transfer
 from ...sizes import format_size
+from ..rules import RULES
 from ..state import TrainState
 from .comm import worker_host
 from .rank import EVENT_TOPIC, RankJob, run_rank
@@ -221,6 +222,7 @@ class RankDriver:
         self.stop_name = f"lancetnic-flow-stop-{uuid.uuid4().hex}"
         self.stop_event = Event(self.stop_name, client=client)
         self.clocks: list[dict] = [{} for _ in range(job.world)]   # per rank, summed over segments
+        self.sent: list[int] = [0] * job.world                        # weight bytes each rank sent averaging
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
         self.restarts = 0
 
@@ -283,6 +285,7 @@ class RankDriver:
         for r, c in zip(results, self.clocks):
             for k, v in r["clock"].items():
                 c[k] = c.get(k, 0.0) + v
+        self.sent = [a + r.get("sent_bytes", 0) for a, r in zip(self.sent, results)]
         self.digests = [r["digest"] for r in results]
         if len(set(self.digests)) != 1:
             raise RuntimeError(f"the --ddp replicas diverged (weight digests {self.digests})")
@@ -344,4 +347,5 @@ class RankDriver:
         return RanksDone(head["weights"], head["history"], head["confusions"], head["best"], head["last_val"],
                          info={"ranks": self.job.world, "backend": self.job.backend, "device": self.job.device,
                                "workers": self.chosen, "steps": head["steps"], "replica_digests": self.digests,
-                               "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks]})
+                               "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks],
+                               "rank_sent_bytes": self.sent, "averaged": RULES[self.job.rule].averages_weights})

@@ -4,7 +4,11 @@ Every rank holds a replica of the model and streams a disjoint, seeded share
 of the cached shards (:func:`share`); each step is the shared training step
 (:mod:`..step`) with the gradient exchange (:func:`.comm.sync_gradients`)
 between the backward pass and the update, so the replicas stay equal without
-broadcasting weights. Ranks run out of data at different steps; a rank
+broadcasting weights. A rule that averages weights instead (the linear
+model's hinge step, ``TrainingRule.averages_weights``) steps on its own share
+alone and the ranks average their weights (:func:`.comm.average_weights`)
+at every sync: each epoch's end, and a pause; its checkpoints fall at syncs
+only, where every replica holds the same weights. Ranks run out of data at different steps; a rank
 without a batch contributes nothing, and the epoch ends when no rank has one.
 Rank 0 evaluates on the validation shards and reports progress to the
 trainer as Dask worker events (topic ``EVENT_TOPIC``).
@@ -26,7 +30,8 @@ from ...allocator import trim_allocator
 from ...config import CheckpointEvery, TrainingConfig
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
-from .comm import pin_interface, rendezvous, rng_state, set_rng_state, sync_gradients, to_cpu, worker_host
+from .comm import (average_weights, pin_interface, rendezvous, rng_state, set_rng_state, sync_flags, sync_gradients,
+                   to_cpu, worker_host)
 
 EVENT_TOPIC = "lancetnic-flow-rank"
 PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
@@ -137,6 +142,7 @@ class RankRun:
         self.stop_event = Event(job.stop_event) if job.stop_event and rank == 0 else None
         # Where a rank's time goes: reading batches, its own forward/backward/step, the gradient exchange.
         self.clock = {"data": 0.0, "compute": 0.0, "exchange": 0.0}
+        self.sent_bytes = 0               # weights this rank sent averaging them (rules that average)
         self.polled, self.sent = 0.0, 0   # events this rank sent in this segment: the trainer waits for all
         self.t0 = time.monotonic()        # the segment's start: the last checkpoint
         self._last_val: dict = {}
@@ -150,8 +156,10 @@ class RankRun:
             register(self.job.model_entry)
 
         self.rule = RULES[self.job.rule](self.tc)
-        if not self.rule.exchanges_gradients:
-            raise RuntimeError(f"the {self.job.rule} rule has no gradients to exchange: its spec refuses --ddp")
+        if not (self.rule.exchanges_gradients or self.rule.averages_weights):
+            raise RuntimeError(f"the {self.job.rule} rule neither exchanges gradients nor averages weights: its "
+                               "spec refuses --ddp")
+        self.averaging = not self.rule.exchanges_gradients
         torch.manual_seed(self.tc.seed)   # the same initial weights on every rank
         self.model = build_model(self.job.net, **self.job.model_kwargs).to(self.device)
         self.opts = self.rule.optimizers(self.model)
@@ -199,7 +207,7 @@ class RankRun:
         """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
         s = self.state
         out = {"reason": reason, "rng": to_cpu(rng_state(self.device)), "step": s.step, "digest": self.digest(),
-               "clock": self.clock, "events": self.sent}
+               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes}
         if self.rank == 0:
             out["state"] = TrainState(
                 epoch=epoch, batches=batches, rows=rows, step=s.step, stale=s.stale, history=s.history,
@@ -220,10 +228,12 @@ class RankRun:
             if epoch + 1 < self.tc.epochs and (asked or due):
                 return self.pause("interrupt" if asked else "epoch", epoch + 1, 0, 0, None)
         out = {"reason": "done", "digest": self.digest(), "steps": self.state.step, "rng": None,
-               "clock": self.clock, "events": self.sent}
+               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes}
         if self.rank == 0:
             s = self.state
-            weights = s.best.pop("state") if s.best is not None else self.model.state_dict()
+            # The best epoch's copy, or the last epoch's weights (a rule that keeps the last keeps no copy).
+            kept = s.best.pop("state", None) if s.best is not None else None
+            weights = kept if kept is not None else self.model.state_dict()
             out.update(weights=to_cpu(weights), history=s.history, confusions=s.confusions, best=to_cpu(s.best),
                        last_val=self._last_val)
         return out
@@ -242,6 +252,8 @@ class RankRun:
             return 0
         if self.stop_asked():
             return PAUSE_STOP
+        if self.averaging:   # replicas differ between syncs: checkpoints wait for the epoch's end
+            return 0
         return PAUSE_CHECKPOINT if self.job.every.due(done + 1 - since_batches, time.monotonic() - since_t) else 0
 
     def _epoch(self, epoch: int) -> dict | None:
@@ -264,23 +276,37 @@ class RankRun:
             batch = next(stream, None)
             self.clock["data"] += time.perf_counter() - tick
             tick = time.perf_counter()
-            if batch is not None:
-                out, loss = self.rule.backward(self.model, self.task, self.opts, batch, self.device)
+            if self.averaging:
+                if batch is not None:
+                    out, loss = self.rule.train_batch(self.model, self.task, self.opts, batch, self.device,
+                                                      self.schedule(self.state.step))
+                flag = self._flag(done, since_batches, since_t)
+                self.clock["compute"] += time.perf_counter() - tick
+                tick = time.perf_counter()
+                active, flag = sync_flags(batch is not None, self.dist, flag, self.device)
+                self.clock["exchange"] += time.perf_counter() - tick
+                if not active:
+                    break
             else:
-                optim.zero_grad(self.opts)
-                self.model.input.active = None
-            flag = self._flag(done, since_batches, since_t)
-            self.clock["compute"] += time.perf_counter() - tick
-            tick = time.perf_counter()
-            active, flag = sync_gradients(self.model, batch is not None, self.dist, flag)
-            self.clock["exchange"] += time.perf_counter() - tick
-            if not active:
-                break
-            tick = time.perf_counter()
-            self.rule.update(self.opts, self.model, self.schedule(self.state.step))
-            self.clock["compute"] += time.perf_counter() - tick
+                if batch is not None:
+                    out, loss = self.rule.backward(self.model, self.task, self.opts, batch, self.device)
+                else:
+                    optim.zero_grad(self.opts)
+                    self.model.input.active = None
+                flag = self._flag(done, since_batches, since_t)
+                self.clock["compute"] += time.perf_counter() - tick
+                tick = time.perf_counter()
+                active, flag = sync_gradients(self.model, batch is not None, self.dist, flag)
+                self.clock["exchange"] += time.perf_counter() - tick
+                if not active:
+                    break
+                tick = time.perf_counter()
+                self.rule.update(self.opts, self.model, self.schedule(self.state.step))
+                self.clock["compute"] += time.perf_counter() - tick
             self.state.step += 1
             done += 1
+            if self.averaging and self.tc.sync_every and done % self.tc.sync_every == 0:
+                self._average()   # every rank is at the same step: the steps go in lockstep
             if batch is not None:
                 clock.rows += len(batch)
                 steps.count(train_m, out, batch, loss)
@@ -289,11 +315,27 @@ class RankRun:
                     last = time.monotonic()
             if flag:
                 self._progress(epoch, clock, loss=train_m.result().get("loss"))
+                self._average()   # a pause is a sync: the checkpoint holds the replicas' one set of weights
                 return self.pause("interrupt" if flag == PAUSE_STOP else "periodic", epoch, done, clock.rows, train_m)
+        self._average()
         clock.stop()
         self._progress(epoch, clock, loss=train_m.result().get("loss"), done=True)
         self._train_m, self._epoch_clock = train_m, clock
         return None
+
+    def _average(self) -> None:
+        """A rule that averages weights: the replicas become their mean (a no-op for gradient rules)."""
+        if self.averaging:
+            tick = time.perf_counter()
+            self.sent_bytes += average_weights(self.model, self.dist)
+            # Averaged replicas are equal bit for bit; one that is not (a bug) is not trained on.
+            d = self.digest()
+            spread = torch.tensor([d, -d], dtype=torch.float64, device=self.device)
+            self.dist.all_reduce(spread, op=self.dist.ReduceOp.MAX)
+            if spread[0].item() != -spread[1].item():
+                raise RuntimeError(f"the --ddp replicas differ after averaging their weights (weight digests from "
+                                   f"{-spread[1].item()!r} to {spread[0].item()!r})")
+            self.clock["exchange"] += time.perf_counter() - tick
 
     def _progress(self, epoch: int, clock: Any, **data: Any) -> None:
         self.report("progress", epoch=epoch + 1, epochs=self.tc.epochs, rows=clock.rows, rows_per_s=clock.rate(),
@@ -316,7 +358,8 @@ class RankRun:
             s.confusions.append(val.get("confusion"))
             self._last_val = val
             self.report("epoch", record=record)
-            s.best, s.stale = steps.keep_best(s.best, s.stale, val, val_m, self.model, epoch + 1, self.tc.monitor)
+            s.best, s.stale = steps.keep_best(s.best, s.stale, val, val_m, self.model, epoch + 1, self.tc.monitor,
+                                              copy=not self.rule.keeps_last_epoch())
             if self.tc.early_stopping and s.stale >= self.tc.early_stopping:
                 stop[0] = 1.0
             self.polled = 0.0

@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""The default model (LinearSVM) trained data-parallel: test accuracy, rate
+and bytes sent by ranks.
+
+    .venv/bin/python benchmarks/debian_corpus.py
+    .venv/bin/python benchmarks/linear_ranks.py [--ranks 1,2,4] [--sync epoch,8] [--corpus debian]
+
+Every configuration trains the same corpus through the CLI with the
+defaults and one shared shard cache (the first run featurises it): ranks 1
+is the single process, with and without the twin that learns the
+validation rows (``--ddp`` runs go without it); ranks N is ``--ddp N
+--workers N``, weights averaged at each epoch's end, or also every
+``--sync-every`` steps (``--sync``). On a 2-core machine
+more ranks than cores measure accuracy and weights, not speed. Each run is
+then scored with ``evaluate --json`` on the corpus's test file. Writes
+``benchmarks/out/linear-ranks-<time>.json`` and prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "out" / "data"
+
+
+def cli(*args: str) -> str:
+    p = subprocess.run([sys.executable, "-m", "lancetnic_flow", *args], capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"lancetnic-flow {' '.join(args[:3])} … failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", default="debian")
+    ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--sync", default="epoch,8", help="cadences for ranks > 1: 'epoch' (each epoch's end) "
+                    "and/or N (--sync-every N steps)")
+    ap.add_argument("--args", default="", help="more options for every train")
+    ap.add_argument("--out", default=str(HERE / "out"))
+    a = ap.parse_args(argv)
+    from scaling import machine_info
+
+    train, test = DATA / f"{a.corpus}-train.csv", DATA / f"{a.corpus}-test.csv"
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = str(Path(tmp) / "cache")
+        cli("train", str(train), "--out", tmp, "--name", "warm", "--cache", cache, "--epochs", "1", "--no-plots",
+            "--quiet")
+        configs = []
+        for n in (int(x) for x in a.ranks.split(",")):
+            if n == 1:
+                configs += [("1 (twin)", []), ("1", ["--no-learn-val"])]
+            else:
+                for sync in a.sync.split(","):
+                    every = [] if sync == "epoch" else ["--sync-every", sync]
+                    configs.append((f"{n}, sync {'each epoch' if sync == 'epoch' else f'every {sync} steps'}",
+                                    ["--ddp", str(n), "--workers", str(n), *every]))
+        for name, extra in configs:
+            run = Path(tmp) / f"r{len(rows)}"
+            cli("train", str(train), "--out", tmp, "--name", run.name, "--cache", cache, "--no-plots", "--quiet",
+                "--model", "LinearSVM", *extra, *a.args.split())
+            m = json.loads((run / "metrics.json").read_text())
+            ev = json.loads(cli("evaluate", str(run), str(test), "--json"))
+            ddp = m.get("ddp") or {}
+            epochs = len(m["epochs"])
+            rows.append({"ranks": name, "epochs": epochs, "val_accuracy": m.get("val_accuracy"),
+                         "test_accuracy": ev.get("accuracy"), "test_macro_f1": ev.get("macro_f1"),
+                         "train_seconds": m["stage_seconds"].get("train"),
+                         "rows_per_s": m["rows"]["trained"] * epochs / max(m["stage_seconds"].get("train") or 1, 1e-9),
+                         "sent_bytes_per_rank_epoch": (max(ddp["rank_sent_bytes"]) / epochs
+                                                       if ddp.get("rank_sent_bytes") else 0),
+                         "replicas_equal": len(set(ddp.get("replica_digests") or [0])) == 1})
+    stamp = dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
+    doc = {"benchmark": "linear_ranks", "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+           "date": stamp, "machine": machine_info(), "results": rows}
+    out = Path(a.out) / f"linear-ranks-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1))
+    print("| ranks | epochs | val accuracy | test accuracy | test macro-F1 | train s | rows/s | MB sent per rank per epoch |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['ranks']} | {r['epochs']} | {r['val_accuracy']:.4f} | {r['test_accuracy']:.4f} | "
+              f"{r['test_macro_f1']:.4f} | {r['train_seconds']:.1f} | {r['rows_per_s']:,.0f} | "
+              f"{r['sent_bytes_per_rank_epoch'] / 1e6:.1f} |")
+    print(f"\nresults: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    raise SystemExit(main())
