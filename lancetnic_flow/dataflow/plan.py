@@ -92,11 +92,15 @@ def _partition_for(worker_limit: int, threads: int) -> int:
 
 
 def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
-                model_bytes: int = 0, shuffle_bytes: int = 0, blocksize: int | None = None) -> MemoryPlan:
+                model_bytes: int = 0, shuffle_bytes: int = 0, blocksize: int | None = None,
+                model_options: str = "") -> MemoryPlan:
     """Split ``budget`` between OS headroom, the trainer and local workers.
 
     Refuses (``UserError``) when the trainer's needs or the workers' minimum
-    do not fit, saying what would.
+    do not fit, naming only what would change that, each with a value that
+    fits: the budget, fewer workers when more than one would not fit, and —
+    when ``model_options`` names the options that shrink this run's model
+    (the caller knows its features and network) — the model's size that fits.
     """
     budget = budget or default_budget()
     reserve = budget // 4
@@ -111,12 +115,19 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
         # (headroom and trainer grow with B), rounded up to a tenth of a GiB.
         fixed, floor = TRAINER_BASE + model_bytes + shuffle_bytes, workers * MIN_WORKER
         need = math.ceil(max((floor + fixed) * 4 / 3, floor * 8 / 5) * 1.02 / GiB * 10) / 10
+        ways = [f"--memory-budget {need:.1f}GiB or more"]
+        fit_workers = (budget - reserve - trainer) // MIN_WORKER
+        if 1 <= fit_workers < workers:
+            ways.append(f"--workers {fit_workers}")
+        # The model that would leave the workers their minimum (the trainer's share grows with it past budget/8).
+        fit_model = budget - reserve - workers * MIN_WORKER - TRAINER_BASE - shuffle_bytes
+        if model_options and model_bytes > 0 and fit_model > 0 and budget - reserve - budget // 8 >= floor:
+            ways.append(f"a model of at most {format_size(fit_model)} ({model_options})")
         raise UserError(
             f"memory budget {format_size(budget)} is too small: the trainer needs {format_size(trainer)} "
             f"(model and optimiser {format_size(model_bytes)}) and {workers} worker(s) need "
             f"{format_size(workers * MIN_WORKER)} after {format_size(reserve)} of OS headroom",
-            f"use --memory-budget {need:.1f}GiB or more, fewer --workers, "
-            "or a smaller model (--max-features, --hidden)")
+            "use " + (", ".join(ways[:-1]) + ", or " + ways[-1] if len(ways) > 1 else ways[0]))
     worker_limit = worker_share // workers
     partition = blocksize or _partition_for(worker_limit, threads)
     return MemoryPlan(budget, reserve, trainer, workers, threads, worker_limit, partition,

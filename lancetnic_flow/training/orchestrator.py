@@ -260,7 +260,8 @@ class Training:
         # Unwritable --out or --cache: refused before the cluster starts, not when the first file is due.
         check_output_places(self.cfg, self.resume)
         self.memory = plan_memory(c.memory_budget, workers=c.workers, threads=c.threads, model_bytes=self.model_bytes,
-                                  shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize)
+                                  shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize,
+                                  model_options=self._model_options())
         self.external = external or bool(scheduler_address(c.scheduler))
         # Bad paths and columns fail before a cluster starts, where we can.
         self.sources = None if self.external else self._plan_sources()
@@ -270,6 +271,15 @@ class Training:
         self.in_process, self.where = self._where()
         if self.in_process:
             self.memory = plan_in_process(self.memory, self.memory.workers * self.memory.threads)
+
+    def _model_options(self) -> str:
+        """The options that make this run's model smaller, as a refused plan names them:
+        the input width its features have (buckets or the vocabulary), and a hidden layer's."""
+        f, m = self.cfg.features, self.cfg.model
+        opts = ["fewer --buckets" if f.mode == "hashing" else "a smaller --max-features"]
+        if m.layers != 0:
+            opts.append("a smaller --hidden")
+        return ", ".join(opts)
 
     def _plan_for_sampled_labels(self) -> None:
         """The plan made for the classes a sample of the training rows shows, when

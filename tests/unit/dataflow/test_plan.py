@@ -61,6 +61,23 @@ def test_memory_plan_refuses_a_budget_too_small_and_says_what_would_fit(kw):
     assert plan.reserve + plan.trainer + plan.workers * plan.worker_limit <= suggested
 
 
+def test_a_refused_plan_names_only_what_would_fit_each_with_a_value_the_planner_accepts():
+    # Too many workers for the budget: --workers K that fits is named; no model option was given, none is named.
+    with pytest.raises(UserError) as err:
+        plan_memory(2 * GiB, workers=8)
+    hint = err.value.hint
+    k = int(re.search(r"--workers (\d+)", hint).group(1))
+    assert 1 <= k < 8 and plan_memory(2 * GiB, workers=k).workers == k
+    assert "--max-features" not in hint and "--hidden" not in hint and "--buckets" not in hint
+    # One worker and a model too large: the options that shrink this model, with the size that fits.
+    with pytest.raises(UserError) as err:
+        plan_memory(4 * GiB, workers=1, model_bytes=4 * GiB, model_options="fewer --buckets")
+    hint = err.value.hint
+    assert "--workers" not in hint and "fewer --buckets" in hint and "--max-features" not in hint
+    fits = parse_size(re.search(r"a model of at most (\S+ \S+|\S+)", hint).group(1).replace(" ", ""))
+    assert plan_memory(4 * GiB, workers=1, model_bytes=int(fits * 0.99)).workers == 1
+
+
 def test_a_plan_for_existing_workers_takes_the_smallest_limit_and_counts_every_thread():
     workers = [{"memory_limit": 8 * GiB, "nthreads": 2}, {"memory_limit": 4 * GiB, "nthreads": 1}]
     plan = plan_for_workers(workers, trainer=TRAINER_BASE)
