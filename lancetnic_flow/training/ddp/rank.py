@@ -136,7 +136,11 @@ class RankRun:
 
         total = sum(steps_in(job.train_shards, job.world, self.tc.seed, e, self.rank_batch)
                     for e in range(self.tc.epochs))
-        self.schedule = lr_schedule(self.tc.lr_schedule, self.tc.lr, max(1, total))
+        # Averaging N replicas divides each row's step by N: a rule that averages steps at N × the
+        # rate, so a row moves the averaged weights as far as in one process (measured in
+        # docs/benchmarks.md: at the plain rate 2 ranks lost 0.7 points, 4 ranks 1.8).
+        rate = self.tc.lr * (job.world if not self.rule.exchanges_gradients else 1)
+        self.schedule = lr_schedule(self.tc.lr_schedule, rate, max(1, total))
         self.state = TrainState(step=start.step, stale=start.stale, best=start.best, history=list(start.history),
                                 confusions=list(start.confusions))
         self.stop_event = Event(job.stop_event) if job.stop_event and rank == 0 else None
