@@ -424,7 +424,7 @@ def _export_compact(a: argparse.Namespace, report) -> int:
         report.json("exported", out)
     report.console.print(f"wrote {out['run']}: weights {out['bytes']:,} bytes (the run's: {out['source_bytes']:,}); "
                          f"{', '.join(out['matrices'])} in 8 bits, each weight within {out['max_error']:.2%} of its "
-                         f"class's largest; measure the accuracy with `lancetnic-flow evaluate {out['run']} DATA`",
+                         f"column's largest; measure the accuracy with `lancetnic-flow evaluate {out['run']} DATA`",
                          markup=False, highlight=False, soft_wrap=True)
     return 0
 

@@ -13,7 +13,9 @@ A matrix is stored as five tensors beside the others (``NAME:shape``,
 ``NAME:cols`` their columns, ``NAME:values``), in the narrowest integer type
 that holds them; with ``int8`` the values are integers with a scale per
 column (``NAME:scale``, symmetric: the column's largest magnitude is 127),
-and an entry that rounds to zero is dropped. Everything is a plain tensor
+and an entry that rounds to zero is dropped; a quantised matrix mostly
+non-zero (an MLP's, which starts from random weights) is kept as a plain
+8-bit matrix (``NAME:int8``) with its scales instead, a byte an entry. Everything is a plain tensor
 in a safetensors file: reading unpickles nothing, and a reader that knows
 only safetensors sees named integer and float arrays.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-SUFFIXES = ("shape", "rows", "counts", "cols", "values", "scale")
+SUFFIXES = ("shape", "rows", "counts", "cols", "values", "scale", "int8")
 # Matrices smaller than this are stored as they are: a few KiB, not worth a second format.
 MIN_ELEMENTS = 1 << 16
 # Sparse storage takes about 5 bytes an entry (4 with the dense layout): past this share of
@@ -61,6 +63,13 @@ def sparse_parts(name: str, t: torch.Tensor, int8: bool = False) -> dict[str, to
         scale = torch.where(top > 0, top / 127, torch.ones_like(top))
     elif int((t != 0).sum()) > MAX_DENSITY * t.numel():
         return None
+    if scale is not None:
+        q = torch.round(t / scale).clamp_(-127, 127).to(torch.int8)
+        if int((q != 0).sum()) > 0.5 * q.numel():
+            # Mostly non-zero (a network that starts from random weights): a byte an entry
+            # as a plain matrix, where entries would take two.
+            return {f"{name}:int8": q, f"{name}:scale": scale.to(torch.float32)}
+        del q
     rows, counts, cols, values = [], [], [], []
     col_type, count_type = _narrow(n_cols - 1), _narrow(n_cols)
     for start in range(0, n_rows, CHUNK):
@@ -119,6 +128,12 @@ def decode(stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def _dense(name: str, p: dict[str, torch.Tensor]) -> torch.Tensor:
+    if "int8" in p:   # a plain 8-bit matrix and its scale per column
+        q, scale = p["int8"], p.get("scale")
+        if q.ndim != 2 or scale is None or scale.shape != (q.shape[1],):
+            raise ValueError(f"the stored matrix {name} has an 8-bit matrix of shape {list(q.shape)} and "
+                             f"{'no scale' if scale is None else f'{scale.numel():,} scales'}")
+        return q.to(torch.float32) * scale.to(torch.float32)
     missing = [s for s in SUFFIXES[:5] if s not in p]
     if missing:
         raise ValueError(f"the stored matrix {name} lacks its {', '.join(missing)}")

@@ -91,6 +91,17 @@ def test_int8_keeps_each_weight_within_half_a_step_of_its_columns_scale():
     assert not is_quantised(encode({"w": w}))
 
 
+def test_int8_of_a_mostly_nonzero_matrix_is_a_plain_byte_matrix_within_half_a_step():
+    w = torch.randn(2**14, 16, generator=torch.Generator().manual_seed(2))   # an MLP's random start
+    stored = encode({"w": w}, int8=True)
+    assert set(stored) == {"w:int8", "w:scale"} and stored["w:int8"].dtype == torch.int8
+    back = round_trip(stored)["w"]
+    assert torch.all((back - w).abs() <= w.abs().amax(dim=0) / 254 + 1e-7)
+    assert file_bytes(stored) < file_bytes({"w": w}) / 3.5
+    with pytest.raises(ValueError, match="no scale"):
+        decode({"w:int8": stored["w:int8"]})
+
+
 @pytest.mark.parametrize("damage, match", [
     (lambda s: s.pop("w:cols"), "lacks its cols"),
     (lambda s: s.__setitem__("w:counts", s["w:counts"][:-1]), "counts"),
