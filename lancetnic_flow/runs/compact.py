@@ -19,7 +19,7 @@ from ..errors import UserError
 from ..storage import join, read_bytes, write_bytes
 from .folder import CHECKPOINT_FILE, STAMP_KEYS, WEIGHTS_FILE, finish_run, folder_options, unfinish, write_weights
 from .loading import load_run
-from .stored_weights import decode, encode
+from .stored_weights import decode, encode, materialize
 
 # Files a finished run holds besides these are copied as they are (features.json, metrics.json, plots, …).
 REWRITTEN = ("model.json", WEIGHTS_FILE, CHECKPOINT_FILE)
@@ -42,7 +42,7 @@ def compact_run(src: str, dst: str, src_options: dict | None = None, dst_options
     if not matrices:
         raise UserError(f"{src}: its network has no weight matrix large enough to store in 8 bits",
                         "it is small already; copy the folder as it is")
-    back = decode(stored)   # what a load of the copy will hold: the error measured, not assumed
+    back = decode(materialize(stored))   # what a load of the copy will hold: the error measured, not assumed
     max_error = max(float(((back[n] - state[n]).abs() / state[n].abs().amax(dim=0).clamp_min(1e-30)).max())
                     for n in matrices)
     del back

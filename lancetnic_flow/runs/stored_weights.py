@@ -19,14 +19,19 @@ non-zero (an MLP's, which starts from random weights) is kept as a plain
 in a safetensors file: reading unpickles nothing, and a reader that knows
 only safetensors sees named integer and float arrays.
 
-Memory: writing works on ``CHUNK`` rows of a matrix at a time (its mask and
-entry indices) and holds the stored entries (5 bytes each with float values,
-2 with ``int8``); reading holds them and the dense matrix, plus one 64-bit
-index per entry while they are scattered in.
+Memory: writing makes the entries chunk by chunk (``CHUNK`` rows: their mask,
+entry indices and values) as each part is written, so a save holds no more
+than one chunk's beyond the weights (``int8`` of a mostly non-zero matrix:
+the 8-bit matrix, a quarter of it); reading holds the entries and the dense
+matrix, plus one 64-bit index per entry while they are scattered in.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+
+from .tensor_file import Streamed
 
 SUFFIXES = ("shape", "rows", "counts", "cols", "values", "scale", "int8")
 # Matrices smaller than this are stored as they are: a few KiB, not worth a second format.
@@ -34,7 +39,7 @@ MIN_ELEMENTS = 1 << 16
 # Sparse storage takes about 5 bytes an entry (4 with the dense layout): past this share of
 # non-zero entries it would not be smaller.
 MAX_DENSITY = 0.6
-CHUNK = 1 << 16
+CHUNK = 1 << 13
 
 
 def _narrow(top: int) -> torch.dtype:
@@ -50,9 +55,20 @@ def _eligible(t: torch.Tensor) -> bool:
     return t.ndim == 2 and t.dtype == torch.float32 and t.numel() >= MIN_ELEMENTS
 
 
-def sparse_parts(name: str, t: torch.Tensor, int8: bool = False) -> dict[str, torch.Tensor] | None:
+def _chunks(t: torch.Tensor, scale: torch.Tensor | None):
+    """``t`` in CHUNK rows at a time: (first row, the rows — 8-bit integers as floats
+    with ``scale`` —, their non-zero mask)."""
+    for start in range(0, t.shape[0], CHUNK):
+        block = t[start:start + CHUNK]
+        if scale is not None:
+            block = torch.round(block / scale).clamp_(-127, 127)
+        yield start, block, block != 0
+
+
+def sparse_parts(name: str, t: torch.Tensor, int8: bool = False) -> dict[str, Any] | None:
     """``t``'s stored tensors under ``name``, or None when storing it dense is as small (or ``t`` is not
-    a float32 matrix large enough to matter) and it is not to be quantised."""
+    a float32 matrix large enough to matter) and it is not to be quantised. The entries are
+    :class:`~.tensor_file.Streamed`: made chunk by chunk as the file is written, never whole."""
     if not _eligible(t):
         return None
     t = t.detach().cpu()
@@ -61,48 +77,62 @@ def sparse_parts(name: str, t: torch.Tensor, int8: bool = False) -> dict[str, to
     if int8:
         top = t.abs().amax(dim=0)
         scale = torch.where(top > 0, top / 127, torch.ones_like(top))
-    elif int((t != 0).sum()) > MAX_DENSITY * t.numel():
+    held = entries = 0
+    for _, _, mask in _chunks(t, scale):   # a first pass counts: the header needs the sizes
+        held += int(mask.any(dim=1).sum())
+        entries += int(mask.sum())
+    if scale is None and entries > MAX_DENSITY * t.numel():
         return None
-    if scale is not None:
+    if scale is not None and entries > 0.5 * t.numel():
+        # Mostly non-zero (a network that starts from random weights): a byte an entry
+        # as a plain matrix, where entries would take two.
         q = torch.round(t / scale).clamp_(-127, 127).to(torch.int8)
-        if int((q != 0).sum()) > 0.5 * q.numel():
-            # Mostly non-zero (a network that starts from random weights): a byte an entry
-            # as a plain matrix, where entries would take two.
-            return {f"{name}:int8": q, f"{name}:scale": scale.to(torch.float32)}
-        del q
-    rows, counts, cols, values = [], [], [], []
+        return {f"{name}:int8": q, f"{name}:scale": scale.to(torch.float32)}
     col_type, count_type = _narrow(n_cols - 1), _narrow(n_cols)
-    for start in range(0, n_rows, CHUNK):
-        block = t[start:start + CHUNK]
-        if scale is not None:
-            block = torch.round(block / scale).clamp_(-127, 127)
-        mask = block != 0
-        per_row = mask.sum(dim=1)
-        held = per_row.nonzero().squeeze(1)
-        if not len(held):
-            continue
-        rows.append((held + start).to(torch.int32))
-        counts.append(per_row[held].to(count_type))
-        r, c = mask.nonzero(as_tuple=True)   # row-major: each row's entries together, columns ascending
-        cols.append(c.to(col_type))
-        values.append(block[r, c].to(torch.int8 if scale is not None else torch.float32))
-    def cat(parts: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
-        return torch.cat(parts) if parts else torch.zeros(0, dtype=dtype)
+    value_type = torch.int8 if scale is not None else torch.float32
 
-    out = {f"{name}:shape": torch.tensor([n_rows, n_cols], dtype=torch.int64),
-           f"{name}:rows": cat(rows, torch.int32), f"{name}:counts": cat(counts, count_type),
-           f"{name}:cols": cat(cols, col_type),
-           f"{name}:values": cat(values, torch.int8 if scale is not None else torch.float32)}
+    def rows():
+        for start, _, mask in _chunks(t, scale):
+            yield (mask.any(dim=1).nonzero().squeeze(1) + start).to(torch.int32)
+
+    def counts():
+        for _, _, mask in _chunks(t, scale):
+            per_row = mask.sum(dim=1)
+            yield per_row[per_row > 0].to(count_type)
+
+    def cols():
+        for _, _, mask in _chunks(t, scale):
+            yield mask.nonzero(as_tuple=True)[1].to(col_type)   # row-major: a row's entries together
+
+    def values():
+        for _, block, mask in _chunks(t, scale):
+            yield block[mask].to(value_type)                    # the same row-major order
+
+    out: dict[str, Any] = {
+        f"{name}:shape": torch.tensor([n_rows, n_cols], dtype=torch.int64),
+        f"{name}:rows": Streamed(torch.int32, (held,), rows), f"{name}:counts": Streamed(count_type, (held,), counts),
+        f"{name}:cols": Streamed(col_type, (entries,), cols), f"{name}:values": Streamed(value_type, (entries,), values)}
     if scale is not None:
         out[f"{name}:scale"] = scale.to(torch.float32)
     return out
 
 
-def encode(state: dict[str, torch.Tensor], int8: bool = False) -> dict[str, torch.Tensor]:
+def materialize(stored: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """:func:`encode`'s tensors with every streamed one made whole (for checks, not the trainer)."""
+    def whole(t: Any) -> torch.Tensor:
+        if not isinstance(t, Streamed):
+            return t
+        pieces = [torch.as_tensor(p) for p in t.pieces()]
+        return torch.cat(pieces) if pieces else torch.zeros(t.shape, dtype=t.dtype)
+
+    return {k: whole(v) for k, v in stored.items()}
+
+
+def encode(state: dict[str, torch.Tensor], int8: bool = False) -> dict[str, Any]:
     """The tensors to write for the model state ``state``: each large float
     matrix as its entries when that is smaller (always with ``int8``), every
     other tensor as it is."""
-    out: dict[str, torch.Tensor] = {}
+    out: dict[str, Any] = {}
     for name, t in state.items():
         if ":" in name:
             raise ValueError(f"a tensor name with ':' ({name}) would read back as stored parts")
@@ -167,4 +197,4 @@ def is_quantised(stored_names: list[str] | set[str]) -> bool:
     return any(n.endswith(":scale") for n in stored_names)
 
 
-__all__ = ["encode", "decode", "sparse_parts", "is_quantised"]
+__all__ = ["encode", "decode", "materialize", "sparse_parts", "is_quantised"]

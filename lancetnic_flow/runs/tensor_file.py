@@ -18,21 +18,46 @@ _DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", tor
            torch.bool: "BOOL"}
 
 
-def write_safetensors(f: Any, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` (CPU, contiguous or not) to the binary file ``f`` in the safetensors layout."""
+class Streamed:
+    """A tensor written in pieces: its ``dtype`` and ``shape`` known up front,
+    its bytes made by ``pieces()`` (arrays or tensors, in order) only while it
+    is written, so a large derived tensor never exists whole in memory."""
+
+    def __init__(self, dtype: torch.dtype, shape: tuple[int, ...], pieces: Any):
+        self.dtype, self.shape, self.pieces = dtype, tuple(shape), pieces
+
+    def nbytes(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * torch.empty(0, dtype=self.dtype).element_size()
+
+
+def write_safetensors(f: Any, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
+    """Write ``tensors`` (CPU, contiguous or not, or :class:`Streamed`) to the
+    binary file ``f`` in the safetensors layout."""
     header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
     offset = 0
     for name, t in tensors.items():
         if t.dtype not in _DTYPES:
             raise TypeError(f"cannot write a {t.dtype} tensor ({name}) as safetensors")
-        n = t.numel() * t.element_size()
+        n = t.nbytes() if isinstance(t, Streamed) else t.numel() * t.element_size()
         header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + n]}
         offset += n
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     f.write(len(raw).to_bytes(8, "little"))
     f.write(raw)
-    for t in tensors.values():
+    for name, t in tensors.items():
+        if isinstance(t, Streamed):
+            written = 0
+            for piece in t.pieces():
+                arr = piece.detach().cpu().contiguous().numpy() if isinstance(piece, torch.Tensor) else piece
+                f.write(memoryview(arr).cast("B"))
+                written += arr.nbytes
+            if written != t.nbytes():
+                raise RuntimeError(f"{name} wrote {written:,} bytes, its header says {t.nbytes():,}")
+            continue
         if t.numel():
             t = t.detach().cpu().contiguous()
             # bfloat16 has no numpy dtype: write its bytes through a same-size integer view.
