@@ -62,32 +62,6 @@ def _unplanes(planes: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return out
 
 
-MAGIC = b"\x28\xb5\x2f\xfd"
-LEVEL = 3
-# Arrays of a block besides the CSR ones, stored as they are (labels, targets, numeric columns, label names).
-EXTRA = ("labels", "targets", "numeric", "label_names")
-
-
-def _planes(a: np.ndarray) -> tuple[np.ndarray, int]:
-    """An unsigned integer array as its low byte planes (the high all-zero ones
-    dropped); returns the planes (bytes × n) and how many there are."""
-    a = np.ascontiguousarray(a)
-    width = a.dtype.itemsize
-    top = int(a.max()) if len(a) else 0
-    keep = max(1, min(width, (top.bit_length() + 7) // 8))
-    planes = a.view(np.uint8).reshape(-1, width)[:, :keep]   # little-endian: low bytes first
-    return np.ascontiguousarray(planes.T), keep
-
-
-def _unplanes(planes: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    # Shifts and ors of whole planes: contiguous passes, where filling a bytes × n
-    # array through its transpose writes with a stride.
-    out = planes[0].astype(dtype)
-    for i in range(1, planes.shape[0]):
-        out |= planes[i].astype(dtype) << (8 * i)
-    return out
-
-
 MAGIC = b"LFPK"
 KINDS = "biufU"   # booleans, integers, floats and fixed-width strings: never objects
 
