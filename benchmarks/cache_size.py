@@ -18,7 +18,6 @@ and prints a Markdown table.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shlex
@@ -94,15 +93,10 @@ def main(argv=None) -> int:
     p.add_argument("--args", default="", help="more options for lancetnic-flow train")
     p.add_argument("--out", default=str(HERE / "out"))
     a = p.parse_args(argv)
-    from scaling import machine_info
+    from scaling import write_record
 
     rows = [measure(Path(c), shlex.split(a.args)) for c in a.corpora.split(",")]
-    stamp = dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
-    doc = {"benchmark": "cache_size", "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-           "date": stamp, "machine": machine_info(), "results": rows}
-    out = Path(a.out) / f"cache-size-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
+    out = write_record(a.out, "cache-size", argv, rows)
     print("| corpus | text MB | cache MB (shards) | cache bytes per text byte | shards as plain .npz MB | "
           "shard reads rows/s packed / plain | median epoch rows/s | val accuracy |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -18,23 +18,17 @@ then scored with ``evaluate --json`` on the corpus's test file. Writes
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scaling import run_cli as cli, write_record  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "out" / "data"
-
-
-def cli(*args: str) -> str:
-    p = subprocess.run([sys.executable, "-m", "lancetnic_flow", *args], capture_output=True, text=True)
-    if p.returncode:
-        raise SystemExit(f"lancetnic-flow {' '.join(args[:3])} … failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-    return p.stdout
 
 
 def main(argv=None) -> int:
@@ -46,7 +40,6 @@ def main(argv=None) -> int:
     ap.add_argument("--args", default="", help="more options for every train")
     ap.add_argument("--out", default=str(HERE / "out"))
     a = ap.parse_args(argv)
-    from scaling import machine_info
 
     train, test = DATA / f"{a.corpus}-train.csv", DATA / f"{a.corpus}-test.csv"
     rows = []
@@ -78,12 +71,7 @@ def main(argv=None) -> int:
                          "sent_bytes_per_rank_epoch": (max(ddp["rank_sent_bytes"]) / epochs
                                                        if ddp.get("rank_sent_bytes") else 0),
                          "replicas_equal": len(set(ddp.get("replica_digests") or [0])) == 1})
-    stamp = dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
-    doc = {"benchmark": "linear_ranks", "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-           "date": stamp, "machine": machine_info(), "results": rows}
-    out = Path(a.out) / f"linear-ranks-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
+    out = write_record(a.out, "linear-ranks", argv, rows)
     print("| ranks | epochs | val accuracy | test accuracy | test macro-F1 | train s | rows/s | MB sent per rank per epoch |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:

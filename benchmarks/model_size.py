@@ -15,24 +15,18 @@ and ``evaluate`` of both on the test file. Writes
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scaling import run_cli as run, write_record  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "out" / "data"
-
-
-def run(*args: str) -> str:
-    p = subprocess.run([sys.executable, "-m", "lancetnic_flow", *args], capture_output=True, text=True)
-    if p.returncode:
-        raise SystemExit(f"lancetnic-flow {' '.join(args)} failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-    return p.stdout
 
 
 def accuracy(run_dir: Path, test: Path) -> dict:
@@ -70,15 +64,9 @@ def main(argv=None) -> int:
     p.add_argument("--args", default="", help="more options for lancetnic-flow train")
     p.add_argument("--out", default=str(HERE / "out"))
     a = p.parse_args(argv)
-    from scaling import machine_info
 
     rows = [measure(n, shlex.split(a.args)) for n in a.corpora.split(",") if n]
-    stamp = dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
-    doc = {"benchmark": "model_size", "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-           "date": stamp, "machine": machine_info(), "results": rows}
-    out = Path(a.out) / f"model-size-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
+    out = write_record(a.out, "model-size", argv, rows)
     print("| corpus | model, classes | dense MB | model file MB | 8-bit copy MB | test accuracy | 8-bit | "
           "macro-F1 | 8-bit |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

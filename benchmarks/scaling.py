@@ -354,6 +354,25 @@ def machine_info() -> dict:
 
 # --------------------------------------------------------------------------- corpora
 
+def run_cli(*args: str) -> str:
+    """``lancetnic-flow ARGS`` in this interpreter; its stdout, or exit naming the command on failure."""
+    p = subprocess.run([*cli_cmd(), *args], capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"lancetnic-flow {' '.join(args[:3])} … failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def write_record(out: str | Path, name: str, argv: list[str] | None, results: list[dict]) -> Path:
+    """A benchmark's JSON record (command, date, machine, results) as ``OUT/NAME-<time>.json``."""
+    stamp = _dt.datetime.now().strftime("%Y-%m-%dT%H%M%S")
+    doc = {"benchmark": name.replace("-", "_"), "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+           "date": stamp, "machine": machine_info(), "results": results}
+    path = Path(out) / f"{name}-{stamp}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
 def cli_cmd() -> list[str]:
     exe = Path(sys.executable).parent / "lancetnic-flow"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "lancetnic_flow"]
