@@ -31,9 +31,14 @@ and prints a Markdown table: each model's rows/s over the reference's
 """
 from __future__ import annotations
 
+import os
+
+# Tuned as lancetnic-flow's own trainer is: torch's OpenMP threads sleep
+# while they wait (set before torch loads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -131,9 +136,10 @@ def reference(run: Path, cell: str, attention: bool, epochs: int, threads: int) 
         for b in rng.permutation(len(batches)):
             members = batches[b]
             width = int(lengths[members].max())
-            ids = torch.zeros(len(members), width, dtype=torch.long)
+            ids = np.zeros((len(members), width), np.int64)
             for j, r in enumerate(members):
-                ids[j, :len(rows[r])] = torch.from_numpy(rows[r])
+                ids[j, :len(rows[r])] = rows[r]
+            ids = torch.from_numpy(ids)
             loss = nn.functional.cross_entropy(net(ids, torch.from_numpy(lengths[members])),
                                                labels_t[torch.from_numpy(members)])
             sparse.zero_grad()

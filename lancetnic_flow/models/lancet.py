@@ -47,6 +47,10 @@ def length_groups(steps: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]
 
 
 class SequenceNet(nn.Module):
+    # Its rows are sequences: a batch of rows of similar length pads little
+    # (dataflow/stream.py batches them so).
+    batches_by_length = True
+
     def __init__(self, dim: int, classes: int = 0, regress: bool = False, embed: int = 128, hidden: int = 128,
                  layers: int = 1, dropout: float = 0.2, cell: str = "lstm", attention: bool = False,
                  numeric: int = 0):

@@ -250,7 +250,8 @@ class RankRun:
         job, tc = self.job, self.tc
         mine = share(job.train_shards, self.rank, job.world, tc.seed, epoch)
         return iter(BatchStream(lambda: (self.load(s) for s in mine), batch_size=self.rank_batch,
-                                shuffle_buffer=tc.shuffle_buffer, seed=tc.seed * 1000 + self.rank, epoch=epoch))
+                                shuffle_buffer=tc.shuffle_buffer, seed=tc.seed * 1000 + self.rank, epoch=epoch,
+                                by_length=getattr(self.model, "batches_by_length", False)))
 
     def _flag(self, done: int, since_batches: int, since_t: float) -> int:
         """Rank 0's word to every rank this step: go on, pause for a checkpoint, or stop."""
