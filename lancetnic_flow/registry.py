@@ -179,8 +179,10 @@ MODELS: dict[str, ModelSpec] = {
                            summary="LSTM with attention pooling", **SEQUENCE),
     "LancetMCA_gru": ModelSpec("SequenceNet", {"cell": "gru", "attention": True}, features=("ids",),
                                summary="GRU with attention pooling", **SEQUENCE),
+    # A value's squared error wants the rate to decay over a short run too.
     "LancetReg": ModelSpec("SequenceNet", {"cell": "lstm", "attention": False}, features=("ids",),
-                           tasks=("regress", "classify", "multitask"), summary="LSTM regressor", **SEQUENCE),
+                           tasks=("regress", "classify", "multitask"), summary="LSTM regressor",
+                           **{**SEQUENCE, "decay_steps": 0}),
 }
 
 

@@ -47,9 +47,6 @@ def length_groups(steps: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]
 
 
 class SequenceNet(nn.Module):
-    # Its rows are sequences: a batch of rows of similar length pads little
-    # (dataflow/stream.py batches them so).
-    batches_by_length = True
 
     def __init__(self, dim: int, classes: int = 0, regress: bool = False, embed: int = 128, hidden: int = 128,
                  layers: int = 1, dropout: float = 0.2, cell: str = "lstm", attention: bool = False,
@@ -67,6 +64,15 @@ class SequenceNet(nn.Module):
         self.numeric = nn.Linear(numeric, hidden, bias=False) if numeric else None
         self.drop = nn.Dropout(dropout)
         self.heads = Heads(hidden, classes, regress)
+
+    @property
+    def batches_by_length(self) -> bool:
+        """Whether its batches should hold rows of similar length
+        (dataflow/stream.py), which pad little. Not when it learns a value:
+        where the value goes with the length, such batches are each of like
+        values, and a 4,000-row LancetReg run then learned nothing (its RMSE
+        that of the mean)."""
+        return not self.config["regress"]
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None = None,
                 numeric: torch.Tensor | None = None) -> dict[str, torch.Tensor]:

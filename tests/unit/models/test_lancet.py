@@ -128,3 +128,9 @@ def test_sequence_net_training_forward_gathers_rows_yet_equals_the_eval_forward_
     assert model.input.active is not None and model.input.active[0].tolist() == [2, 3, 7, 9, 40, 41]
     eval_out = model.eval()(idx, off)["logits"]
     assert torch.allclose(train_out, eval_out, atol=TOL)
+
+
+def test_a_classifier_takes_batches_of_like_lengths_and_a_model_learning_a_value_does_not():
+    assert SequenceNet(dim=10, classes=3).batches_by_length
+    assert not SequenceNet(dim=10, classes=0, regress=True).batches_by_length
+    assert not SequenceNet(dim=10, classes=3, regress=True).batches_by_length

@@ -26,9 +26,9 @@ def test_a_run_shorter_than_the_models_decay_steps_keeps_most_of_its_rate():
     assert lr_schedule("constant", 0.01, 168, decay_steps=1000)(167) == 0.01
 
 
-@pytest.mark.parametrize("name,steps", [("LancetMC", 1000), ("LancetMCA_gru", 1000), ("LinearSVM", 0),
-                                        ("ScalpelMC", 0)])
+@pytest.mark.parametrize("name,steps", [("LancetMC", 1000), ("LancetMCA_gru", 1000), ("LancetReg", 0),
+                                        ("LinearSVM", 0), ("ScalpelMC", 0)])
 def test_each_models_rule_carries_its_specs_decay_steps(name, steps):
-    cfg = resolve(TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name=name),
+    cfg = resolve(TrainConfig(data=DataConfig(train=["x.csv"], target="y"), model=ModelConfig(name=name),
                               training=TrainingConfig()))
     assert rule_for(cfg).decay_steps == steps
