@@ -10,7 +10,18 @@ data never import torch)::
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
+
+# torch's OpenMP threads wait for work by spinning. When anything else wants
+# the same cores (Dask workers featurising, a second run, the user's own
+# processes) a spinning team is many times slower than one thread: the
+# sequence models trained ten to seventeen times slower on two busy cores
+# (docs/benchmarks.md, "The sequence models"). Sleeping waits cost little
+# when the cores are free. OpenMP reads this when torch loads, so it is set
+# here, before any of this package imports torch, and never over a choice
+# the user made.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
 

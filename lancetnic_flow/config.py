@@ -212,7 +212,7 @@ class CheckpointEvery:
 @dataclass
 class TrainingConfig:
     epochs: int = default("training.epochs")     # at most: early stopping usually ends the run sooner
-    batch_size: int = default("training.batch_size")
+    batch_size: int | None = default("training.batch_size")   # None: the model's (ModelSpec.batch_size)
     lr: float = default("training.lr")
     lr_schedule: str = default("training.lr_schedule")
     optimizer: str = default("training.optimizer")
@@ -246,7 +246,8 @@ class TrainingConfig:
     def validate(self) -> None:
         t = "training."
         _positive(t + "epochs", self.epochs)
-        _positive(t + "batch_size", self.batch_size)
+        if self.batch_size is not None:   # None: the model's (resolve)
+            _positive(t + "batch_size", self.batch_size)
         _positive(t + "lr", self.lr)
         _positive(t + "shuffle_buffer", self.shuffle_buffer, allow_zero=True)
         _positive(t + "in_flight", self.in_flight)

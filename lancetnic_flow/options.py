@@ -261,8 +261,8 @@ OPTIONS: list[Option] = [
           api="dropout"),
         O("--epochs", "passes over the training data, at most (default {default}; early stopping usually ends "
           "sooner)", "N", int, 10, field="training.epochs", api="epochs"),
-        O("--batch-size", "rows per optimiser step (default {default})", "N", int, 512, field="training.batch_size",
-          api="batch_size"),
+        O("--batch-size", "rows per optimiser step (default 512; 128 for Lancet*)", "N", int,
+          field="training.batch_size", api="batch_size"),
         O("--lr", "peak learning rate (default {default})", "X", float, 1e-2, field="training.lr", api="lr"),
         O("--lr-schedule", "linear (decay to 5%% of --lr over the run) or constant (default {default})", "NAME",
           default="linear", field="training.lr_schedule"),

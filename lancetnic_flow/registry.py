@@ -54,6 +54,8 @@ class ModelSpec:
     summary: str = ""
     label_sets: bool = True         # whether it can also learn a set of labels per row (multilabel)
     hidden: int = 64                # --hidden's default
+    batch_size: int = 512           # --batch-size's default
+    decay_steps: int = 0            # the linear schedule decays over this many steps at least (training/step.py)
     sparse_optimizer: str | None = "adam"   # None: the rule steps the rows itself (no optimiser)
     sparse_lr: float | None = None
     value_sparse_lr: float | None = None
@@ -116,8 +118,12 @@ BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPAR
                            search_ranges={"sparse_lr": (0.25, 25.0)})
 # Sequence models (Lancet*): lazy Adam for the token embeddings; an LSTM layer
 # holds eight hidden × hidden matrices (four gates, input and recurrent).
-SEQUENCE: dict[str, Any] = dict(hidden=128, sparse_optimizer="adam", input_width="embed", layer_weights=8,
-                                search=("lr", "hidden", "epochs", "batch_size", "dropout"))
+# A recurrent network learns per step: batches of 128 (a row costs about the
+# same as at 512) and a linear schedule that decays over 1,000 steps at
+# least, so a short run is not at a tenth of its rate by its second epoch
+# (docs/benchmarks.md, "The sequence models").
+SEQUENCE: dict[str, Any] = dict(hidden=128, batch_size=128, decay_steps=1000, sparse_optimizer="adam",
+                                input_width="embed", layer_weights=8, search=("lr", "hidden", "epochs", "batch_size", "dropout"))
 
 
 def _mlp_option(section: str, name: str, default: Any) -> Callable[[Any], bool]:
@@ -173,8 +179,10 @@ MODELS: dict[str, ModelSpec] = {
                            summary="LSTM with attention pooling", **SEQUENCE),
     "LancetMCA_gru": ModelSpec("SequenceNet", {"cell": "gru", "attention": True}, features=("ids",),
                                summary="GRU with attention pooling", **SEQUENCE),
+    # A value's squared error wants the rate to decay over a short run too.
     "LancetReg": ModelSpec("SequenceNet", {"cell": "lstm", "attention": False}, features=("ids",),
-                           tasks=("regress", "classify", "multitask"), summary="LSTM regressor", **SEQUENCE),
+                           tasks=("regress", "classify", "multitask"), summary="LSTM regressor",
+                           **{**SEQUENCE, "decay_steps": 0}),
 }
 
 

@@ -90,6 +90,7 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
     # --model auto with a target: a value is asked for (the MLP's own task, classify, would leave it unread).
     t.task = t.task or ("regress" if value_asked else spec.task)
     cfg.model.hidden = cfg.model.hidden or spec.hidden
+    t.batch_size = t.batch_size or spec.batch_size
     if t.early_stopping is None:
         t.early_stopping = spec.early_stopping
     for key, value in spec.sets.items():

@@ -39,9 +39,11 @@ MIN_WORKER = 384 * MiB
 # every large array, which the nanny's MALLOC_TRIM_THRESHOLD_=65536 implies,
 # made featurising ~30 % slower (docs/benchmarks.md). Set these for workers you
 # start yourself. Arrow tables that crossed processes may be unaligned; Acero
-# (group_by) then warns on every merge though the result is right.
+# (group_by) then warns on every merge though the result is right. torch's
+# OpenMP threads sleep rather than spin while they wait (see lancetnic_flow/__init__.py).
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_TRIM_THRESHOLD_": "33554432",
-              "MALLOC_MMAP_THRESHOLD_": "33554432", "ACERO_ALIGNMENT_HANDLING": "ignore"}
+              "MALLOC_MMAP_THRESHOLD_": "33554432", "ACERO_ALIGNMENT_HANDLING": "ignore",
+              "OMP_WAIT_POLICY": "PASSIVE"}
 THRESHOLDS = {"target": 0.60, "spill": 0.70, "pause": 0.80, "terminate": 0.95}
 
 

@@ -85,8 +85,24 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
         stop.set()
 
 
+def _cut(buf: RowBlock, rows: np.ndarray, batch_size: int, rng: np.random.Generator,
+         by_length: bool) -> Iterator[RowBlock]:
+    """``rows`` of ``buf`` (in their shuffled order) as batches; ``by_length``:
+    the rows sorted by length first, so each batch holds rows of similar
+    length, and the batches in a shuffled order."""
+    if not by_length:
+        for first in range(0, len(rows), batch_size):
+            yield buf.take(rows[first:first + batch_size])
+        return
+    lengths = np.diff(buf.offsets)[rows]
+    rows = rows[np.argsort(lengths, kind="stable")]
+    firsts = np.arange(0, len(rows), batch_size)
+    for first in firsts[rng.permutation(len(firsts))]:
+        yield buf.take(rows[first:first + batch_size])
+
+
 def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: int,
-                     rng: np.random.Generator | None) -> Iterator[RowBlock]:
+                     rng: np.random.Generator | None, by_length: bool = False) -> Iterator[RowBlock]:
     """Cut blocks into batches; with ``rng``, rows pass a bounded shuffle buffer.
 
     The buffer holds at most ``buffer_rows`` rows plus one incoming block:
@@ -95,7 +111,11 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
     on its own (vectorised CSR gathers, never row by row), and the rows that
     stay are gathered into a new buffer. So no batch holds on to the buffer,
     and the stream holds at most twice the buffer and one block. Rows come
-    out exactly as if the buffer were permuted in place every time."""
+    out exactly as if the buffer were permuted in place every time.
+
+    ``by_length`` (rows that are sequences): the rows let out at once are
+    batched by length, in a shuffled batch order; a sequence model then pads
+    a batch's rows to about their own length (models/lancet.py)."""
     if rng is None:
         yield from _batches_in_order(blocks, batch_size)
         return
@@ -111,8 +131,7 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
         order = order[rng.permutation(len(order))]
         n_out = (len(order) - buffer_rows) // batch_size * batch_size
         if n_out > 0:
-            for first in range(0, n_out, batch_size):
-                yield buf.take(order[first:first + batch_size])
+            yield from _cut(buf, order[:n_out], batch_size, rng, by_length)
             # The rows that stay, in the buffer's own order: a gather that
             # reads memory front to back (a permuted one misses the cache
             # on every row); ``order`` keeps their permuted order.
@@ -122,8 +141,8 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
             order = np.empty(len(rest), np.int64)
             order[by_place] = np.arange(len(rest), dtype=np.int64)
     order = order[rng.permutation(len(order))]
-    for first in range(0, len(order), batch_size):
-        yield buf.take(order[first:first + batch_size])
+    if buf is not None:
+        yield from _cut(buf, order, batch_size, rng, by_length)
 
 
 def _batches_in_order(blocks: Iterable[RowBlock], batch_size: int) -> Iterator[RowBlock]:
@@ -148,15 +167,16 @@ class BatchStream(torch.utils.data.IterableDataset):
     """Batches of one epoch, as :class:`RowBlock`; ``blocks`` is called once per iteration."""
 
     def __init__(self, blocks: Callable[[], Iterator[RowBlock]], *, batch_size: int, shuffle_buffer: int,
-                 seed: int, epoch: int, shuffle: bool = True, prefetch_depth: int = 2):
+                 seed: int, epoch: int, shuffle: bool = True, prefetch_depth: int = 2, by_length: bool = False):
         super().__init__()
         self.blocks, self.batch_size, self.shuffle_buffer = blocks, batch_size, shuffle_buffer
         self.seed, self.epoch, self.shuffle, self.prefetch_depth = seed, epoch, shuffle, prefetch_depth
+        self.by_length = by_length
 
     def __iter__(self) -> Iterator[RowBlock]:
         rng = np.random.default_rng([self.seed, self.epoch, 0x5B]) if self.shuffle else None
         # Two threads ahead of the training loop: one reads shards, one shuffles
         # them into batches; the loop itself only trains.
         batches = shuffled_batches(prefetch(self.blocks(), self.prefetch_depth), self.batch_size,
-                                   self.shuffle_buffer, rng)
+                                   self.shuffle_buffer, rng, self.by_length)
         return prefetch(batches, BATCHES_AHEAD)

@@ -80,7 +80,7 @@ class EpochLoop:
         if source == "cache" and t.cached_threads:
             torch.set_num_threads(t.cached_threads)
         stream = BatchStream(blocks, batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer, seed=tc.seed,
-                             epoch=epoch)
+                             epoch=epoch, by_length=getattr(t.model, "batches_by_length", False))
         self.events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=state.total_rows,
                          source=source, monitor=tc.monitor)
         train_m = t.task.new_metrics()

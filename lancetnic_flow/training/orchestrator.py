@@ -93,7 +93,7 @@ def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int 
              "hidden": m.hidden if m.layers > 0 else outputs_width}[spec.input_width]
     h = m.hidden
     dense = max(m.layers, 1) * spec.layer_weights * h * h + h * outputs_width
-    outputs = 3 * max(cfg.training.batch_size, EVAL_BATCH) * outputs_width
+    outputs = 3 * max(cfg.training.batch_size or spec.batch_size, EVAL_BATCH) * outputs_width
     return int((dim * width * rule.weight_copies() + dense * 4.2 + outputs) * 4) + rule.extra_bytes()
 
 
@@ -645,7 +645,8 @@ class Training:
                 # Reading the cache, local workers sit idle: the trainer may take every core.
                 cached = 0 if self.tc.threads or self.memory.external else (os.cpu_count() or 1)
                 trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
-                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1), cached)
+                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
+                                              self.rule.decay_steps), cached)
                 val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                                 ).run_epochs(state, stop, self.every)
         self.stage_seconds["train"] = time.monotonic() - ts
@@ -696,6 +697,7 @@ class Training:
                                 target=task.target, seed=task.seed),
                       train_shards=m.shards("train"), val_shards=m.shards("val"), cache_options=self.cache_so,
                       every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule,
+                      decay_steps=MODELS[self.cfg.model.name].decay_steps,
                       model_entry=registration(self.cfg.model.name))
         self.events.emit("stage", stage="training", epoch=state.epoch + 1, epochs=self.tc.epochs,
                          total_rows=state.total_rows, source="ddp", ranks=self.tc.ddp, monitor=self.tc.monitor)

@@ -37,6 +37,7 @@ class TrainingRule(Protocol):
     """What the loop, the trials and the ranks ask of a way of training."""
 
     exchanges_gradients: bool   # --ddp ranks run it as backward, gradient exchange, update
+    decay_steps: int            # the model's least steps of a linear decay (ModelSpec.decay_steps)
     averages_weights: bool      # --ddp ranks run it as local steps, the weights averaged at each sync
     scales_logits: bool         # whether its scores need a probability scale fitted after training
 
@@ -70,6 +71,7 @@ class GradientRule:
     exchanges_gradients = True
     averages_weights = False
     scales_logits = False
+    decay_steps = 0
 
     def __init__(self, tc: TrainingConfig):
         self.tc = tc
@@ -137,6 +139,7 @@ class HingeRule:
     model is the twin."""
 
     exchanges_gradients = False
+    decay_steps = 0
     # Under --ddp each rank steps on its own share and the ranks average their
     # weights at every sync (iterative parameter mixing: McDonald, Hall and
     # Mann, 2010): per epoch, and at a pause.
@@ -214,4 +217,7 @@ RULES: dict[str, type] = {"gradient": GradientRule, "hinge": HingeRule}
 
 def rule_for(cfg: TrainConfig) -> Any:
     """The training rule of ``cfg``'s model (resolved), for its training options."""
-    return RULES[MODELS[cfg.model.name].rule](cfg.training)
+    spec = MODELS[cfg.model.name]
+    rule = RULES[spec.rule](cfg.training)
+    rule.decay_steps = spec.decay_steps
+    return rule

@@ -22,11 +22,13 @@ from ..scores import lower_is_better, val_scores
 EVAL_BATCH = 2048
 
 
-def lr_schedule(kind: str, lr: float, total_steps: int) -> Callable[[int], float]:
-    """The learning rate at step t: constant, or a linear decay to 5 % of ``lr`` over ``total_steps``."""
+def lr_schedule(kind: str, lr: float, total_steps: int, decay_steps: int = 0) -> Callable[[int], float]:
+    """The learning rate at step t: constant, or a linear decay to 5 % of
+    ``lr`` over ``total_steps`` — over ``decay_steps`` at least, so a run of
+    fewer steps keeps most of its rate (ModelSpec.decay_steps)."""
     if kind == "constant":
         return lambda t: lr
-    total = max(1, total_steps)
+    total = max(1, total_steps, decay_steps)
     return lambda t: lr * max(0.05, 1.0 - t / total)
 
 

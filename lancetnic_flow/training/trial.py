@@ -79,7 +79,7 @@ def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = Non
     rule = rule_for(dataclasses.replace(cfg, training=dataclasses.replace(tc, learn_val=False)))
     rule.prepare(model)
     trainee = Trainee(model, task, rule, rule.optimizers(model), device,
-                      lr_schedule(tc.lr_schedule, tc.lr, state.total_steps))
+                      lr_schedule(tc.lr_schedule, tc.lr, state.total_steps, rule.decay_steps))
     loop = EpochLoop(trainee, feed, tc, NULL_EVENTS, lambda *_: None, "")
     stopped = False
     try:

@@ -41,6 +41,7 @@ def test_each_model_gets_the_defaults_its_spec_declares():
         r = resolve(config(name, task, target="y" if spec.task in ("regress", "multitask") else None))
         t = r.training
         assert r.model.hidden == spec.hidden, name
+        assert t.batch_size == spec.batch_size, name
         assert t.early_stopping == spec.early_stopping, name
         assert t.sparse_optimizer == spec.sparse_optimizer, name
         assert t.sparse_lr == spec.default_sparse_lr(spec.sparse_optimizer, t.task), name
@@ -242,3 +243,10 @@ def test_an_explicit_analyzer_always_wins_over_the_sample(analyzer):
     resolved = resolve(given)
     g, r, note = resolve_sample(given, resolved, spaceless=1.0 if analyzer == "word" else 0.0, letters=100)
     assert r is resolved and g is given and note is None and r.features.analyzer == analyzer
+
+
+def test_the_sequence_models_take_batches_of_128_and_the_others_512_unless_the_user_gives_one():
+    assert resolve(config("LancetMCA")).training.batch_size == 128
+    assert resolve(config("LinearSVM")).training.batch_size == 512
+    assert resolve(config("ScalpelMC")).training.batch_size == 512
+    assert resolve(config("LancetMCA", batch_size=512)).training.batch_size == 512

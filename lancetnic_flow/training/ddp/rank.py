@@ -59,6 +59,7 @@ class RankJob:
     local_ranks: list = field(default_factory=list)   # each rank's index among the ranks on its machine
     stop_event: str | None = None             # a distributed.Event the trainer sets on Ctrl-C
     rule: str = "gradient"                    # the model's training rule (registry.ModelSpec.rule)
+    decay_steps: int = 0                      # registry.ModelSpec.decay_steps
     model_entry: tuple | None = None          # models.registration: a model the user's script registered
 
 
@@ -140,7 +141,7 @@ class RankRun:
         # rate, so a row moves the averaged weights as far as in one process (measured in
         # docs/benchmarks.md: at the plain rate 2 ranks lost 0.7 points, 4 ranks 1.8).
         rate = self.tc.lr * (job.world if not self.rule.exchanges_gradients else 1)
-        self.schedule = lr_schedule(self.tc.lr_schedule, rate, max(1, total))
+        self.schedule = lr_schedule(self.tc.lr_schedule, rate, max(1, total), self.job.decay_steps)
         self.state = TrainState(step=start.step, stale=start.stale, best=start.best, history=list(start.history),
                                 confusions=list(start.confusions))
         self.stop_event = Event(job.stop_event) if job.stop_event and rank == 0 else None
@@ -160,6 +161,7 @@ class RankRun:
             register(self.job.model_entry)
 
         self.rule = RULES[self.job.rule](self.tc)
+        self.rule.decay_steps = self.job.decay_steps
         if not (self.rule.exchanges_gradients or self.rule.averages_weights):
             raise RuntimeError(f"the {self.job.rule} rule neither exchanges gradients nor averages weights: its "
                                "spec refuses --ddp")
@@ -248,7 +250,8 @@ class RankRun:
         job, tc = self.job, self.tc
         mine = share(job.train_shards, self.rank, job.world, tc.seed, epoch)
         return iter(BatchStream(lambda: (self.load(s) for s in mine), batch_size=self.rank_batch,
-                                shuffle_buffer=tc.shuffle_buffer, seed=tc.seed * 1000 + self.rank, epoch=epoch))
+                                shuffle_buffer=tc.shuffle_buffer, seed=tc.seed * 1000 + self.rank, epoch=epoch,
+                                by_length=getattr(self.model, "batches_by_length", False)))
 
     def _flag(self, done: int, since_batches: int, since_t: float) -> int:
         """Rank 0's word to every rank this step: go on, pause for a checkpoint, or stop."""

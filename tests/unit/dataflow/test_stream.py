@@ -133,3 +133,27 @@ def test_shuffle_buffer_gives_exactly_the_rows_of_concatenating_and_permuting(si
     for g, w in zip(got, want):
         for name in ("indices", "offsets", "values", "labels", "targets", "numeric"):
             np.testing.assert_array_equal(getattr(g, name), getattr(w, name))
+
+
+def test_batches_by_length_hold_every_row_once_in_as_many_batches_each_of_similar_lengths():
+    total = sum(SIZES)
+    plain = list(shuffled_batches(blocks_of(SIZES), 32, 100, np.random.default_rng(3)))
+    bucketed = list(shuffled_batches(blocks_of(SIZES), 32, 100, np.random.default_rng(3), by_length=True))
+    ids = np.concatenate([b.labels for b in bucketed])
+    assert sorted(ids.tolist()) == list(range(total))
+    assert sorted(len(b) for b in bucketed) == sorted(len(b) for b in plain)
+    # rows stay whole
+    ref = {int(l): d for blk in blocks_of(SIZES) for l, d in zip(blk.labels, dense_of(blk))}
+    for b in bucketed[:3]:
+        for l, d in zip(b.labels, dense_of(b)):
+            np.testing.assert_array_equal(d, ref[int(l)])
+
+    def padding(batches):   # the steps a padded batch spends on padding
+        return sum(len(b) * np.diff(b.offsets).max() - np.diff(b.offsets).sum() for b in batches)
+
+    assert padding(bucketed) < 0.5 * padding(plain)
+    # the batch order is shuffled, not shortest first
+    longest = [np.diff(b.offsets).max() for b in bucketed]
+    assert longest != sorted(longest)
+    again = list(shuffled_batches(blocks_of(SIZES), 32, 100, np.random.default_rng(3), by_length=True))
+    assert [b.labels.tolist() for b in again] == [b.labels.tolist() for b in bucketed]

@@ -1,36 +1,79 @@
-"""models/lancet.py: pad_rows lays CSR rows out as padded sequences, and a
-sequence network's output for a row does not depend on the padding its batch adds."""
+"""models/lancet.py: a batch's rows run in groups of similar length, and a
+sequence network's output for a row does not depend on the padding or the
+grouping its batch adds: it equals a packed RNN's, forward and backward."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from lancetnic_flow.models.lancet import SequenceNet, pad_rows
+from lancetnic_flow.models.lancet import GROUP_ROWS, PAD_SHARE, SequenceNet, length_groups
 
 from .conftest import TOL, csr
 
 
-# ---------------------------------------------------------------- pad_rows
+# ---------------------------------------------------------------- length_groups
 
 
-def test_pad_rows_lays_each_csr_row_left_aligned_with_zero_padding_and_its_length():
-    rows = [[5, 6, 7], [], [9], [3, 4, 8, 2, 11]]
-    indices, offsets = csr(rows)
-    padded, lengths = pad_rows(indices, offsets)
-    assert padded.shape == (4, 5)
-    assert lengths.tolist() == [3, 0, 1, 5]
-    expected = torch.zeros(4, 5, dtype=torch.long)
-    for i, r in enumerate(rows):
-        expected[i, :len(r)] = torch.tensor(r, dtype=torch.long) if r else expected[i, :0]
-    assert torch.equal(padded, expected)
+def test_length_groups_hold_every_row_once_longest_last_and_bound_their_padding():
+    steps = torch.from_numpy(np.random.default_rng(3).integers(1, 257, 700))
+    order, groups = length_groups(steps)
+    assert sorted(torch.cat(groups).tolist()) == list(range(700))
+    assert torch.equal(torch.cat(groups), order)
+    assert len(groups) > 3
+    for g in groups:
+        lengths = steps[g]
+        assert int(lengths[-1]) == int(lengths.max())
+        # a group was closed as soon as one more row would pad past the bound
+        if len(g) > GROUP_ROWS + 1:
+            assert (len(g) - 1) * int(lengths[-2]) <= (1 + PAD_SHARE) * int(lengths[:-1].sum())
 
 
-def test_pad_rows_of_only_empty_rows_is_one_padding_column():
-    padded, lengths = pad_rows(torch.zeros(0, dtype=torch.long), torch.zeros(3, dtype=torch.long))
-    assert padded.shape == (3, 1) and not padded.any()
-    assert lengths.tolist() == [0, 0, 0]
+def test_rows_of_one_length_are_one_group():
+    order, groups = length_groups(torch.full((300,), 17))
+    assert len(groups) == 1 and groups[0].tolist() == list(range(300))
+
+
+def packed_reference(model: SequenceNet, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """The pooled states as a packed RNN gives them (the model's forward before groups)."""
+    nnz, n = indices.numel(), offsets.numel()
+    lengths = torch.diff(offsets, append=torch.tensor([nnz]))
+    width = max(int(lengths.max()), 1)
+    padded = torch.zeros(n, width, dtype=torch.long)
+    row = torch.repeat_interleave(torch.arange(n), lengths)
+    padded[row, torch.arange(nnz) - offsets[row]] = indices
+    x = model.input(padded)
+    packed = pack_padded_sequence(x, lengths.clamp(min=1), batch_first=True, enforce_sorted=False)
+    out, state = model.rnn(packed)
+    if model.score is not None:
+        seq, _ = pad_packed_sequence(out, batch_first=True, total_length=width)
+        mask = torch.arange(width)[None, :] < lengths.clamp(min=1)[:, None]
+        scores = model.score(torch.tanh(seq)).squeeze(-1).masked_fill(~mask, float("-inf"))
+        h = (torch.softmax(scores, dim=1).unsqueeze(-1) * seq).sum(1)
+    else:
+        h = (state[0] if model.cell == "lstm" else state)[-1]
+    return model.finish(h)["logits"]
+
+
+@pytest.mark.parametrize("cell,attention,layers", [("lstm", False, 1), ("gru", True, 1), ("lstm", True, 2)])
+def test_grouped_rows_give_a_packed_rnn_s_outputs_and_gradients(cell, attention, layers):
+    torch.manual_seed(0)
+    model = SequenceNet(dim=300, classes=4, embed=8, hidden=8, layers=layers, dropout=0.0, cell=cell,
+                        attention=attention).eval()
+    model.input.row_wise = False
+    rng = np.random.default_rng(5)
+    rows = [rng.integers(2, 300, rng.integers(0, 90)).tolist() for _ in range(200)]
+    idx, off = csr(rows)
+    assert len(length_groups(torch.diff(off, append=torch.tensor([idx.numel()])).clamp(min=1))[1]) > 2
+    ours = model(idx, off)["logits"]
+    grads = torch.autograd.grad(ours.square().sum(), list(model.parameters()))
+    ref = packed_reference(model, idx, off)
+    ref_grads = torch.autograd.grad(ref.square().sum(), list(model.parameters()))
+    assert torch.allclose(ours, ref, atol=TOL)
+    for g, r in zip(grads, ref_grads):
+        assert torch.allclose(g, r, atol=1e-4, rtol=1e-4)
 
 
 # ---------------------------------------------------------------- padding invariance
@@ -81,7 +124,13 @@ def test_sequence_net_training_forward_gathers_rows_yet_equals_the_eval_forward_
     model = SequenceNet(dim=80, classes=3, regress=False, embed=8, hidden=8, dropout=0.0, attention=True)
     idx, off = csr([[2, 3, 9, 2], [40, 41], [7]])
     train_out = model.train()(idx, off)["logits"]
-    # the rows a padded batch uses: its tokens and the padding id 0 (which stays zero)
-    assert model.input.active is not None and model.input.active[0].tolist() == [0, 2, 3, 7, 9, 40, 41]
+    # the rows the batch's tokens use, each once
+    assert model.input.active is not None and model.input.active[0].tolist() == [2, 3, 7, 9, 40, 41]
     eval_out = model.eval()(idx, off)["logits"]
     assert torch.allclose(train_out, eval_out, atol=TOL)
+
+
+def test_a_classifier_takes_batches_of_like_lengths_and_a_model_learning_a_value_does_not():
+    assert SequenceNet(dim=10, classes=3).batches_by_length
+    assert not SequenceNet(dim=10, classes=0, regress=True).batches_by_length
+    assert not SequenceNet(dim=10, classes=3, regress=True).batches_by_length
