@@ -243,7 +243,8 @@ class Training:
         self.in_process, self.where = False, ""
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
-        rule_for(cfg).warm()
+        if not self.tc.ddp:   # the margin kernel compiles where the model trains
+            rule_for(cfg).warm()
 
     def _load_checkpoint(self) -> TrainState:
         saved = load_checkpoint(self.resume, self.out_so)
@@ -711,10 +712,12 @@ class Training:
                             own_workers=own)
         done = driver.run(state if self.saved is not None else None, self._ddp_pause)
         self.model.load_state_dict(done.weights)
+        done.weights = None   # the copy sent back goes once it is in the model
         self.ranks_calibration = (done.calibration, done.calibrate_seconds)
         state.history, state.confusions, state.best = done.history, done.confusions, done.best
         if state.best is not None:
-            state.best["state"] = self.model.state_dict()
+            if not self.rule.keeps_last_epoch():   # the weights sent are the best epoch's: its figures are the run's
+                state.best["state"] = self.model.state_dict()
             if state.best.get("sample") is not None:
                 state.best["sample"] = tuple(np.asarray(x) for x in state.best["sample"])
         if state.best is not None and self.tc.early_stopping and len(state.history) < self.tc.epochs:

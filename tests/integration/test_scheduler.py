@@ -324,3 +324,26 @@ def test_a_run_trained_on_the_cluster_stops_on_ctrl_c_and_resumes_to_the_uninter
         assert e_resumed["val_accuracy"] == e_whole["val_accuracy"]
         assert e_resumed["val_loss"] == pytest.approx(e_whole["val_loss"], rel=1e-6)
     assert m["val_accuracy"] == whole["val_accuracy"]
+
+
+@pytest.mark.slow
+def test_the_same_seed_trains_the_same_model_on_the_cluster_as_in_the_trainer_process(s3_cluster, cluster_trained):
+    """One trainer task draws the batches the loop in the trainer's process draws
+    from the cache (the run's seed, the partitions' seeded order): the same
+    epochs, the same model. The trainer's own run reads every shard, and says so."""
+    c, (_, whole) = s3_cluster, cluster_trained
+    args = _cluster_args(c, "client")
+    r = _train([*args, "--train-on", "client"], env=c["env"])
+    assert r.returncode == 0, r.stderr
+    m = json.loads((c["trainer"] / "on-cluster" / "client" / "metrics.json").read_text())
+    assert m["trained_on"] == "client" and "ddp" not in m
+    config = json.loads((c["trainer"] / "on-cluster" / "client" / "config.json").read_text())
+    assert config["cluster"]["train_on"] == "client" and config["training"]["learn_val"] is True
+    # Every epoch reads the training shards, and each epoch's evaluation and the calibration the validation ones.
+    assert m["client_shard_reads"] >= 5 * 2 and m["client_shard_bytes"] > 0
+    assert m["rows"] == whole["rows"]
+    for e_client, e_cluster in zip(m["epochs"], whole["epochs"], strict=True):
+        assert e_client["val_accuracy"] == e_cluster["val_accuracy"]
+        assert e_client["val_loss"] == pytest.approx(e_cluster["val_loss"], rel=1e-5)
+        assert e_client["train_loss"] == pytest.approx(e_cluster["train_loss"], rel=1e-5)
+    assert m["val_accuracy"] == whole["val_accuracy"]

@@ -132,6 +132,9 @@ class RankRun:
         # The global batch is --batch-size, as in a single-process run, so the
         # same learning rate and schedule apply; each rank takes its part.
         self.rank_batch = max(1, self.tc.batch_size // job.world)
+        # Each rank shuffles with its own seed; one trainer task with the run's, so that it draws the batches
+        # (and dropout) a run in the trainer's process draws from the cache: the same seed, the same model.
+        self.stream_seed = self.tc.seed if job.world == 1 else self.tc.seed * 1000 + rank
         from ..step import lr_schedule
 
         total = sum(steps_in(job.train_shards, job.world, self.tc.seed, e, self.rank_batch)
@@ -171,7 +174,8 @@ class RankRun:
         self.rule.prepare(self.model)   # LinearSVM's twin with --learn-val (a world of one only: resolve.py)
         self.model.to(self.device)
         self.opts = self.rule.optimizers(self.model)
-        torch.manual_seed(self.tc.seed * 1000 + self.rank)   # but each rank its own dropout
+        if self.job.world > 1:
+            torch.manual_seed(self.tc.seed * 1000 + self.rank)   # but each rank its own dropout
         if start.model is None and start.step:
             # Never train on from fresh weights in the middle of a run.
             raise RuntimeError(f"rank {self.rank} was given the state of step {start.step} without its weights")
@@ -269,7 +273,7 @@ class RankRun:
         job, tc = self.job, self.tc
         mine = share(job.train_shards, self.rank, job.world, tc.seed, epoch)
         return iter(BatchStream(lambda: (self.load(s) for s in mine), batch_size=self.rank_batch,
-                                shuffle_buffer=tc.shuffle_buffer, seed=tc.seed * 1000 + self.rank, epoch=epoch))
+                                shuffle_buffer=tc.shuffle_buffer, seed=self.stream_seed, epoch=epoch))
 
     def _flag(self, done: int, since_batches: int, since_t: float) -> int:
         """Rank 0's word to every rank this step: go on, pause for a checkpoint, or stop."""
