@@ -39,7 +39,7 @@ from ..errors import UserError
 from ..options import BY_FIELD
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
-from ..reconnect import retrying
+from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
 from ..features.vectorize import FittedFeatures
 from ..models import create_model, registration
 from ..models.calibrate import Calibration, calibrate
@@ -710,7 +710,15 @@ class Training:
         # Rank 0 reports each epoch's stages (training, evaluating) itself, as the loop here would.
         driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop,
                             own_workers=own)
-        done = driver.run(state if self.saved is not None else None, self._ddp_pause)
+        address = scheduler_of(self.client)   # a client that gives up forgets it
+        try:
+            done = driver.run(state if self.saved is not None else None, self._ddp_pause)
+        except (UserError, TrainingInterrupted):
+            raise
+        except Exception as exc:
+            if getattr(self.client, "status", "running") == "running" and not connection_lost(exc):
+                raise
+            raise self._ranks_lost_scheduler(address) from None
         self.model.load_state_dict(done.weights)
         done.weights = None   # the copy sent back goes once it is in the model
         self.ranks_calibration = (done.calibration, done.calibrate_seconds)
@@ -725,6 +733,21 @@ class Training:
                              monitor=self.tc.monitor)
         self.ddp_info = done.info
         return done.last_val
+
+    def _ranks_lost_scheduler(self, address: str) -> SchedulerLost:
+        """The scheduler went away while the model trained on the workers: what they
+        trained since the last pause went with it (their results come through it).
+        Waits ``--scheduler-wait`` for it, then says how to go on: from the last
+        checkpoint, or the same command again (the cache is kept)."""
+        why = lost_why(self.client) or "the trainer's tasks were lost with it"
+        message = f"lost the Dask scheduler at {address}: {why}"
+        if has_checkpoint(self.run, self.out_so):
+            return SchedulerLost(f"{message}; training on the workers stopped, the last checkpoint is in {self.run}",
+                                 f"start `dask scheduler` and its workers again, then continue: lancetnic-flow train "
+                                 f"--resume {self.run} (with --scheduler ADDRESS if its address changed)",
+                                 address=address)
+        return SchedulerLost(f"{message}; training on the workers stopped before its first checkpoint",
+                             address=address)
 
     def _ddp_pause(self, reason: str, at: TrainState) -> None:
         """A --ddp segment paused at ``at``: write it as this run's checkpoint."""

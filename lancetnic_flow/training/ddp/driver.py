@@ -350,7 +350,8 @@ class RankDriver:
                     on_pause(reason, start)   # writes the checkpoint; raises when the trainer was asked to stop
             finished = True
         finally:
-            self.client.unsubscribe_topic(EVENT_TOPIC)
+            with contextlib.suppress(Exception):   # a lost scheduler: the error that ended the run is the one to say
+                self.client.unsubscribe_topic(EVENT_TOPIC)
             if finished:
                 self.stop_event.clear()
             else:
