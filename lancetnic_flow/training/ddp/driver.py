@@ -228,6 +228,7 @@ class RankDriver:
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
         self.restarts = 0
         self.total_rows = sum(s.rows for s in job.train_shards)
+        self.segments: set[str] = set()   # this run's segments: the only ones whose events are relayed
 
     def place(self) -> None:
         """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
@@ -245,6 +246,8 @@ class RankDriver:
         ``stage``; progress as ``batch`` from a single trainer task (a world of
         one), else as ``rank`` (the dashboard's box of ranks)."""
         _, msg = event
+        if msg.get("segment") not in self.segments:
+            return   # the topic is the cluster's: another run's ranks (or an earlier run's) report there too
         key = (msg.pop("segment"), msg["rank"])
         self.received[key] = self.received.get(key, 0) + 1
         kind = msg.pop("kind")
@@ -265,6 +268,7 @@ class RankDriver:
         rank's worker was lost (the segment must run again)."""
         client, job = self.client, self.job
         segment = f"lancetnic-flow-ddp-{uuid.uuid4().hex}"   # a fresh rendezvous each segment
+        self.segments.add(segment)
         seg = dataclasses.replace(job, segment=segment)
         # The start state (weights, optimiser moments) goes to one rank's worker once, not with each
         # task; the other ranks fetch it from there. Should that worker die, the scheduler cancels

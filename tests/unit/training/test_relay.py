@@ -17,11 +17,12 @@ def driver(world: int) -> tuple[RankDriver, list]:
     events.subscribe(lambda kind, e: seen.append((kind, e)))
     d = RankDriver.__new__(RankDriver)   # the relay alone: no cluster
     d.job, d.events, d.received, d.total_rows = SimpleNamespace(world=world), events, {}, 1000
+    d.segments = {"s"}
     return d, seen
 
 
-def msg(kind: str, rank: int = 0, world: int = 1, **data) -> tuple:
-    return ("t", {"kind": kind, "rank": rank, "world": world, "segment": "s", "worker": "tcp://w:1", **data})
+def msg(kind: str, rank: int = 0, world: int = 1, segment: str = "s", **data) -> tuple:
+    return ("t", {"kind": kind, "rank": rank, "world": world, "segment": segment, "worker": "tcp://w:1", **data})
 
 
 def test_a_single_trainer_tasks_events_look_like_a_local_runs_to_the_dashboard():
@@ -52,3 +53,12 @@ def test_the_ddp_milestone_says_where_the_model_trains():
         "training on the cluster: one trainer task on tcp://w:1 (cpu)")
     assert "2 ranks on tcp://a:1, tcp://b:1" in milestone("ddp", {"ranks": 2, "workers": ["tcp://a:1", "tcp://b:1"],
                                                                 "backend": "gloo", "device": "cpu"})
+
+
+def test_events_of_another_runs_ranks_on_the_same_cluster_are_not_relayed():
+    """The event topic is the cluster's: runs sharing a cluster must not show
+    each other's epochs (a regression's val_loss in a classifier's dashboard)."""
+    d, seen = driver(1)
+    d.relay(msg("epoch", segment="another-run", record={"epoch": 1, "val_loss": 0.3}))
+    d.relay(msg("progress", segment="another-run", epoch=1, epochs=2, rows=10, rows_per_s=5.0))
+    assert seen == [] and d.received == {}
