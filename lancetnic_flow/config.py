@@ -272,9 +272,9 @@ class TrainingConfig:
         if self.sync_every is not None and self.sync_every < 1:
             raise bad(t + "sync_every", f"{{name}} must be ≥ 1 step, got {self.sync_every}",
                       "e.g. {name} 20, or drop it to average at each epoch's end")
-        if self.ddp is not None and self.ddp < 2:
-            raise bad(t + "ddp", f"{{name}}: {self.ddp} rank(s) is not data-parallel training",
-                      "use {name} 2 or more, or drop it")
+        if self.ddp is not None and self.ddp < 1:
+            raise bad(t + "ddp", f"{{name}}: {self.ddp} ranks", "use {name} 1 (one trainer task on a worker) or more, "
+                      "or drop it")
         if len(self.loss_weights) != 2 or min(self.loss_weights) < 0:
             raise bad(t + "loss_weights", f"{{name}}: two non-negative numbers (class, value), got {self.loss_weights}",
                       "e.g. {name} 1,0.5")
@@ -290,9 +290,11 @@ class ClusterConfig:
     blocksize: int | None = default("cluster.blocksize")
     dashboard: bool = default("cluster.dashboard")
     run_on: str = default("cluster.run_on")
+    train_on: str = default("cluster.train_on")   # "auto" until resolved: where the trainer runs (resolve.py)
 
     def validate(self) -> None:
         _choice("cluster.run_on", self.run_on, ("auto", "process", "cluster"))
+        _choice("cluster.train_on", self.train_on, ("auto", "cluster", "client"))
         _positive("cluster.workers", self.workers)
         _positive("cluster.threads", self.threads)
         _positive("cluster.memory_budget", self.memory_budget)

@@ -296,6 +296,10 @@ OPTIONS: list[Option] = [
           field="training.checkpoint_every"),
         O("--ddp", "data-parallel training: N ranks on N Dask workers, gradients averaged (torch.distributed; "
           "LinearSVM averages its weights instead)", "N", int, field="training.ddp", commands=("train",)),
+        O("--train-on", "where the model trains: cluster (one trainer task on a Dask worker, or the --ddp ranks; "
+          "the client reads no shard), client (this process, reading every shard), or auto: cluster with --scheduler "
+          "or --ddp, else client (default {default}; docs/cluster.md)", "WHERE", default="auto",
+          field="cluster.train_on", commands=("train",)),
         O("--sync-every", "with --ddp, LinearSVM's ranks average their weights every N of their steps as well as "
           "at each epoch's end (default: at each epoch's end only)", "N", int, field="training.sync_every",
           commands=("train",)),

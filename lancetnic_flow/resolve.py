@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -54,6 +55,7 @@ def resolve(given: TrainConfig) -> TrainConfig:
         cfg.model.name = choose_model(cfg)
     spec = MODELS[cfg.model.name]
     _refuse(cfg, spec)
+    _train_on(cfg)
     _training(cfg, spec, value_asked=auto and bool(cfg.data.target))
     _features(cfg, spec)
     _check_task(cfg, spec)
@@ -84,6 +86,24 @@ def _refuse(cfg: TrainConfig, spec: ModelSpec) -> None:
                   f"drop {{name}}, or pass {{model.name}} {AUTO_CHOICES[-1]}")
 
 
+def _train_on(cfg: TrainConfig) -> None:
+    """Where the model trains (``--train-on``): ``auto`` is the cluster with an
+    existing one (``--scheduler`` or ``DASK_SCHEDULER_ADDRESS``) or ``--ddp``,
+    else this process. On the cluster the rank machinery trains it: ``--ddp``'s
+    ranks, or one trainer task (``--ddp 1``) when no ``--ddp`` was given."""
+    c, t = cfg.cluster, cfg.training
+    if c.train_on == "client" and t.ddp:
+        raise bad("cluster.train_on", f"{{name}} client trains in this process; {{training.ddp}} {t.ddp} trains "
+                  "on Dask workers", "drop {name} client, or drop {training.ddp}")
+    if c.train_on == "auto":
+        c.train_on = "cluster" if t.ddp or c.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") else "client"
+    if c.train_on == "cluster" and c.run_on == "process":
+        raise bad("cluster.train_on", "{name} cluster trains on a Dask worker; {cluster.run_on} process starts "
+                  "no cluster", "drop {cluster.run_on} process, or pass {name} client")
+    if c.train_on == "cluster" and not t.ddp:
+        t.ddp = 1   # one trainer task: the rank machinery with a world of one
+
+
 def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
     """The model's training defaults: task, width, patience, what it fixes, the input rows' step."""
     t, name = cfg.training, cfg.model.name
@@ -106,11 +126,12 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
             raise bad("training.learn_val", f"{{name}}: {name} does not learn the validation rows",
                       f"drop {{name}}, or pass {{model.name}} {learners} (or auto)")
         t.learn_val = False
-    elif t.learn_val and t.ddp:
+    elif t.learn_val and (t.ddp or 0) > 1:
         raise bad("training.learn_val", "{name}: under --ddp the ranks average their weights, and only rank 0 "
                   "scores the validation rows, so no twin can learn them there", "drop {name}, or --ddp")
-    elif t.learn_val is None and (cfg.data.val or not cfg.data.val_fraction or t.ddp):
-        # A validation file stays held out; under --ddp only rank 0 scores the validation rows (no twin there).
+    elif t.learn_val is None and (cfg.data.val or not cfg.data.val_fraction or (t.ddp or 0) > 1):
+        # A validation file stays held out; under --ddp N > 1 only rank 0 scores the validation rows (no twin
+        # there); one trainer task on the cluster (--ddp 1) keeps the twin, as in this process.
         # Else None is decided by the rows (resolve_counts).
         t.learn_val = False
     if t.sparse_optimizer == "hinge":   # the linear model's own step, as configurations before 0.2 named it

@@ -8,6 +8,7 @@ and rebuilt from its partition.
 """
 from __future__ import annotations
 
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -168,8 +169,30 @@ class ShardError(Exception):
     """A shard in the cache is missing or damaged."""
 
 
+class ShardReads:
+    """Shards this process has read (:func:`load_shard`), and their bytes: a
+    run records the trainer's own (``client_shard_reads`` in metrics.json), so
+    a run that trains on the cluster shows it read none."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = self.bytes = 0
+
+    def add(self, size: int) -> None:
+        with self.lock:
+            self.count += 1
+            self.bytes += size
+
+    def now(self) -> tuple[int, int]:
+        return self.count, self.bytes
+
+
+SHARD_READS = ShardReads()
+
+
 def load_shard(info: ShardInfo, cache_options: dict) -> RowBlock:
     data = read_bytes(info.url, cache_options)
+    SHARD_READS.add(len(data))
     if len(data) != info.bytes or zlib.crc32(data) != info.crc32:
         raise ShardError(f"shard {info.url} is damaged (size or checksum differs from the manifest)")
     return RowBlock.from_bytes(data)

@@ -34,12 +34,12 @@ from ..dataflow.entry_lock import EntryLock, lock_entry
 from ..dataflow.manifest import entry_key, read_features, read_manifest, write_features
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import TRAINER_BASE, GiB, plan_in_process, plan_memory
-from ..dataflow.shards import count_partition
+from ..dataflow.shards import SHARD_READS, count_partition
 from ..errors import UserError
 from ..options import BY_FIELD
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
-from ..reconnect import retrying
+from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
 from ..features.vectorize import FittedFeatures
 from ..models import create_model, registration
 from ..models.calibrate import Calibration, calibrate
@@ -230,6 +230,7 @@ class Training:
         self.tc = cfg.training
         self.every = CheckpointEvery.parse(self.tc.checkpoint_every)
         self.t0, self.stage_seconds = time.monotonic(), {}
+        self.reads_at_start = SHARD_READS.now()   # shards this process reads from here on go into metrics.json
         torch.manual_seed(self.tc.seed)
         # With --ddp the ranks pick their own device on their workers; the trainer only keeps the result.
         self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
@@ -242,7 +243,8 @@ class Training:
         self.in_process, self.where = False, ""
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
-        rule_for(cfg).warm()
+        if not self.tc.ddp:   # the margin kernel compiles where the model trains
+            rule_for(cfg).warm()
 
     def _load_checkpoint(self) -> TrainState:
         saved = load_checkpoint(self.resume, self.out_so)
@@ -314,8 +316,8 @@ class Training:
     def _where(self) -> tuple[bool, str]:
         """In this process or on a cluster (:func:`~lancetnic_flow.dataflow.inprocess.choose_where`), and why."""
         c, tc = self.cfg.cluster, self.tc
-        needs = ("an existing cluster (--scheduler)" if self.external else "--ddp trains on workers" if tc.ddp
-                 else self.needs_cluster)
+        needs = ("an existing cluster (--scheduler)" if self.external else
+                 "the model trains on a Dask worker (--train-on cluster, --ddp)" if tc.ddp else self.needs_cluster)
         size = None if self.sources is None else input_bytes(*self.sources)
         return choose_where(c.run_on, input_bytes=size, needs_cluster=needs, plan=self.memory,
                             trainer_need=TRAINER_BASE + self.model_bytes + self.shuffle_bytes,
@@ -490,7 +492,7 @@ class Training:
         for note in notes:
             self.events.emit("warning", message=note)
         if self.cfg.model.name != before:   # --model auto's next choice: terms × classes outgrew the plan
-            self.device = pick_device(self.tc.device)
+            self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
         self.rule = rule_for(self.cfg)
 
     def build_model(self) -> None:
@@ -621,6 +623,9 @@ class Training:
         if bool(saved.ddp) != bool(self.tc.ddp):
             raise UserError(f"{self.resume} was checkpointed by a run {'with' if saved.ddp else 'without'} "
                             "--ddp and cannot continue in the other mode", "start a new run instead")
+        if saved.ddp and saved.ddp.get("ranks", self.tc.ddp) != self.tc.ddp:
+            raise UserError(f"{self.resume} was checkpointed by {saved.ddp['ranks']} rank(s) and cannot continue "
+                            f"with {self.tc.ddp}", "resume with the run's own --ddp, or start a new run")
         self.model.load_state_dict(saved.model)
         for o, st in zip(self.opts, saved.optimizers):
             o.load_state_dict(st)
@@ -661,13 +666,18 @@ class Training:
     def _calibrate(self) -> None:
         """On the validation rows, before the rule's finish (a twin that learned them
         would flatter its own scores): the probability scale of a margin model's
-        scores, and a multilabel run's threshold per label (model.json keeps them)."""
+        scores, and a multilabel run's threshold per label (model.json keeps them).
+        Trained on the cluster, rank 0 fitted them there (the weights it sent hold
+        the scale): this process reads no shard."""
         self.calibration = Calibration()
-        if not self.feed.has_val() or not (self.rule.scales_logits or self.task.multilabel):
-            return
-        ts = time.monotonic()
-        self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits)
-        self.stage_seconds["calibrate"] = time.monotonic() - ts
+        if self.tc.ddp:
+            self.calibration, seconds = self.ranks_calibration
+            if seconds:
+                self.stage_seconds["calibrate"] = seconds
+        elif self.feed.has_val() and (self.rule.scales_logits or self.task.multilabel):
+            ts = time.monotonic()
+            self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits)
+            self.stage_seconds["calibrate"] = time.monotonic() - ts
         if self.calibration.thresholds is not None:
             self.model_meta["thresholds"] = [round(float(t), 6) for t in self.calibration.thresholds]
 
@@ -699,15 +709,25 @@ class Training:
                       every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule,
                       decay_steps=MODELS[self.cfg.model.name].decay_steps,
                       model_entry=registration(self.cfg.model.name))
-        self.events.emit("stage", stage="training", epoch=state.epoch + 1, epochs=self.tc.epochs,
-                         total_rows=state.total_rows, source="ddp", ranks=self.tc.ddp, monitor=self.tc.monitor)
+        # Rank 0 reports each epoch's stages (training, evaluating) itself, as the loop here would.
         driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop,
                             own_workers=own)
-        done = driver.run(state if self.saved is not None else None, self._ddp_pause)
+        address = scheduler_of(self.client)   # a client that gives up forgets it
+        try:
+            done = driver.run(state if self.saved is not None else None, self._ddp_pause)
+        except (UserError, TrainingInterrupted):
+            raise
+        except Exception as exc:
+            if getattr(self.client, "status", "running") == "running" and not connection_lost(exc):
+                raise
+            raise self._ranks_lost_scheduler(address) from None
         self.model.load_state_dict(done.weights)
+        done.weights = None   # the copy sent back goes once it is in the model
+        self.ranks_calibration = (done.calibration, done.calibrate_seconds)
         state.history, state.confusions, state.best = done.history, done.confusions, done.best
         if state.best is not None:
-            state.best["state"] = self.model.state_dict()
+            if not self.rule.keeps_last_epoch():   # the weights sent are the best epoch's: its figures are the run's
+                state.best["state"] = self.model.state_dict()
             if state.best.get("sample") is not None:
                 state.best["sample"] = tuple(np.asarray(x) for x in state.best["sample"])
         if state.best is not None and self.tc.early_stopping and len(state.history) < self.tc.epochs:
@@ -715,6 +735,21 @@ class Training:
                              monitor=self.tc.monitor)
         self.ddp_info = done.info
         return done.last_val
+
+    def _ranks_lost_scheduler(self, address: str) -> SchedulerLost:
+        """The scheduler went away while the model trained on the workers: what they
+        trained since the last pause went with it (their results come through it).
+        Waits ``--scheduler-wait`` for it, then says how to go on: from the last
+        checkpoint, or the same command again (the cache is kept)."""
+        why = lost_why(self.client) or "the trainer's tasks were lost with it"
+        message = f"lost the Dask scheduler at {address}: {why}"
+        if has_checkpoint(self.run, self.out_so):
+            return SchedulerLost(f"{message}; training on the workers stopped, the last checkpoint is in {self.run}",
+                                 f"start `dask scheduler` and its workers again, then continue: lancetnic-flow train "
+                                 f"--resume {self.run} (with --scheduler ADDRESS if its address changed)",
+                                 address=address)
+        return SchedulerLost(f"{message}; training on the workers stopped before its first checkpoint",
+                             address=address)
 
     def _ddp_pause(self, reason: str, at: TrainState) -> None:
         """A --ddp segment paused at ``at``: write it as this run's checkpoint."""
@@ -743,6 +778,10 @@ class Training:
             "kept": "last" if self.rule.keeps_last_epoch() else "best",
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),
+            # Where the model trained, and the shards this process read (none when the cluster trained it).
+            "trained_on": "cluster" if tc.ddp else "client",
+            "client_shard_reads": SHARD_READS.now()[0] - self.reads_at_start[0],
+            "client_shard_bytes": SHARD_READS.now()[1] - self.reads_at_start[1],
         }
         for reason, n in rows.get("noted", {}).items():
             self.events.emit("warning", message=f"{n:,} {NOTED.get(reason, reason)} ({reason} in metrics.json)")

@@ -26,6 +26,8 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
         raise UserError(f"the run's storage options {', '.join(masked)} were masked when it was saved",
                         "give them again: " + " ".join(f"--storage-option {k}=..." for k in masked))
     c = cfg.cluster
+    if "train_on" not in saved.get("cluster", {}):   # a run of a version that trained in the client unless --ddp
+        c.train_on = "cluster" if cfg.training.ddp else "client"
     c.memory_budget = memory_budget or c.memory_budget
     c.workers = workers or c.workers
     c.threads = threads or c.threads

@@ -292,6 +292,9 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
         raise UserError(f"trials: must be ≥ 1, got {trials}", "e.g. --trials 20, or drop it to search until "
                         "the time budget is spent")
     t0 = time.monotonic()
+    if cfg.cluster.train_on == "auto":
+        # The trials train on the workers their own way; the final run trains here, as before (docs/cluster.md).
+        cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, train_on="client"))
     base = Training(cfg, events, None)   # resolves cfg; its decide() after the fit gives what the trials train
     base.needs_cluster = "tune's trials run on Dask workers"
     base.plan(external=client is not None)

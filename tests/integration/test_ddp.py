@@ -243,7 +243,7 @@ def test_a_ddp_checkpoint_cannot_resume_without_ddp(client, corpus4, tmp_path):
     with pytest.raises(TrainingInterrupted):
         train(_ddp_config(corpus4, tmp_path, "d", "off"), _ctrl_c_in_epoch_1(), client=client)
     cfg = resume_config(str(tmp_path / "runs" / "d"))
-    cfg.training.ddp = None
+    cfg.training.ddp, cfg.cluster.train_on = None, "client"   # config.json says where it trained: the cluster
     with pytest.raises(UserError, match="with --ddp and cannot continue in the other mode"):
         train(cfg, client=client, resume=str(tmp_path / "runs" / "d"))
 

@@ -209,7 +209,8 @@ def test_workers_sharing_no_disk_train_through_s3_exactly_like_a_local_cluster(s
     # The same data and seed on a LocalCluster of the same shape (2 workers × 1 thread): the same run.
     # The shape matters: small inputs are cut into about 4 partitions per worker thread, and the
     # partition order is part of the seeded batch order; so both runs must cut the data alike.
-    local = _train([*common, "--workers", "2", "--worker-threads", "1", "--memory-budget", "3GiB",
+    # Both train on a worker (--scheduler's default; asked for here): the same trainer task, the same weights.
+    local = _train([*common, "--workers", "2", "--worker-threads", "1", "--memory-budget", "3GiB", "--train-on", "cluster",
                     "--out", str(trainer / "local"), "--name", "l", "--cache", "s3://shared/cache-local"],
                    env=c["env"])
     assert local.returncode == 0, local.stderr
@@ -227,3 +228,122 @@ def test_workers_sharing_no_disk_train_through_s3_exactly_like_a_local_cluster(s
         assert e_remote["train_loss"] == pytest.approx(e_local["train_loss"], rel=1e-6)
     assert m_remote["val_accuracy"] == m_local["val_accuracy"] > 0.7
     assert m_remote["val_loss"] == pytest.approx(m_local["val_loss"], rel=1e-6)
+
+
+# ---------------------------------------------------------------- the trainer on the cluster
+# With --scheduler the model trains on a worker (one trainer task, the rank
+# machinery with a world of one): the trainer process plans, submits, relays
+# the task's events and saves what it sends back; the shards it would read are
+# on S3, and it reads none of them (metrics.json counts every shard this
+# process loads, dataflow/shards.py SHARD_READS).
+
+def _cluster_args(c: dict, name: str, epochs: int = 5) -> list[str]:
+    return ["s3://shared/train.csv", *s3_cli_args(c["opts"]), "--epochs", str(epochs), "--seed", "5",
+            "--scheduler", c["address"], "--cache", "s3://shared/cache-trainer", "--checkpoint-every", "off",
+            "--out", str(c["trainer"] / "on-cluster"), "--name", name, "--json-log", str(c["trainer"] / f"{name}.jsonl")]
+
+
+def _events(c: dict, name: str) -> list[dict]:
+    return [json.loads(line) for line in (c["trainer"] / f"{name}.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def cluster_trained(s3_cluster):
+    r = _train(_cluster_args(s3_cluster, "whole"), env=s3_cluster["env"])
+    assert r.returncode == 0, r.stderr
+    return r, json.loads((s3_cluster["trainer"] / "on-cluster" / "whole" / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_with_a_scheduler_the_model_trains_on_a_worker_and_the_trainer_process_reads_no_shard(s3_cluster,
+                                                                                             cluster_trained):
+    r, m = cluster_trained
+    assert m["trained_on"] == "cluster"
+    assert m["client_shard_reads"] == 0 and m["client_shard_bytes"] == 0   # not one shard, not the validation ones
+    assert m["ddp"]["ranks"] == 1 and len(m["ddp"]["workers"]) == 1
+    assert "training on the cluster: one trainer task on tcp://127.0.0.1:" in r.stderr
+    # The default model, its twin learning the validation rows and its probability scale, as in this process.
+    assert m["model"] == "LinearSVM" and m["rows"]["read"] == 4000 and m["val_accuracy"] > 0.7
+    config = json.loads((s3_cluster["trainer"] / "on-cluster" / "whole" / "config.json").read_text())
+    assert config["cluster"]["train_on"] == "cluster" and config["training"]["learn_val"] is True
+    assert m["stage_seconds"]["calibrate"] > 0
+    # The dashboard's events are a local run's: each epoch's stages, batches, epoch records; no box of ranks.
+    events = _events(s3_cluster, "whole")
+    kinds = [e["event"] for e in events]
+    stages = [(e["stage"], e.get("epoch")) for e in events if e["event"] == "stage"]
+    for epoch in (1, 2, 3, 4, 5):
+        assert ("training", epoch) in stages and ("evaluating", epoch) in stages
+    assert stages.index(("training", 1)) < stages.index(("evaluating", 1)) < stages.index(("training", 2))
+    assert ("calibrating", None) in stages and stages[-1] == ("saving", None)
+    assert kinds.count("epoch") == 5 and "rank" not in kinds
+    batches = [e for e in events if e["event"] == "batch"]
+    assert batches and all(e["total_rows"] == m["rows"]["trained"] for e in batches)
+    assert max(e["rows"] for e in batches if e["epoch"] == 5) == m["rows"]["trained"]
+
+
+@pytest.mark.slow
+def test_a_run_trained_on_the_cluster_stops_on_ctrl_c_and_resumes_to_the_uninterrupted_result(s3_cluster,
+                                                                                             cluster_trained):
+    import signal
+    import time
+
+    from lancetnic_flow.training.checkpoints import load_checkpoint
+
+    c, (_, whole) = s3_cluster, cluster_trained
+    log = c["trainer"] / "stopped.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "train", *_cluster_args(c, "stopped")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=c["env"])
+    try:
+        deadline = time.monotonic() + 200
+        while time.monotonic() < deadline and proc.poll() is None:
+            if log.exists() and any('"event": "epoch"' in line for line in log.read_text().splitlines()):
+                proc.send_signal(signal.SIGINT)   # a Ctrl-C once the trainer task has trained epoch 1
+                break
+            time.sleep(0.1)
+        _, err = proc.communicate(timeout=200)
+    finally:
+        proc.kill()
+    run = c["trainer"] / "on-cluster" / "stopped"
+    assert proc.returncode == 130, err
+    assert f"--resume {run}" in err
+    assert (run / "checkpoint.safetensors").exists() and not (run / "model.safetensors").exists()
+    saved = load_checkpoint(str(run))
+    assert saved["ddp"]["ranks"] == 1 and 1 <= saved["epoch"] < 5   # after epoch 1, before the end
+
+    resumed_log = c["trainer"] / "resumed.jsonl"
+    r = _train(["--resume", str(run), "--scheduler", c["address"], *s3_cli_args(c["opts"]),
+                "--json-log", str(resumed_log)], env=c["env"])
+    assert r.returncode == 0, r.stderr
+    # It went on from the checkpoint, not from the start: its first epoch is the checkpoint's.
+    stages = [e for e in map(json.loads, resumed_log.read_text().splitlines()) if e.get("stage") == "training"]
+    assert stages[0]["epoch"] == saved["epoch"] + 1
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["trained_on"] == "cluster" and m["client_shard_reads"] == 0
+    assert m["rows"] == whole["rows"]
+    for e_resumed, e_whole in zip(m["epochs"], whole["epochs"], strict=True):
+        assert e_resumed["val_accuracy"] == e_whole["val_accuracy"]
+        assert e_resumed["val_loss"] == pytest.approx(e_whole["val_loss"], rel=1e-6)
+    assert m["val_accuracy"] == whole["val_accuracy"]
+
+
+@pytest.mark.slow
+def test_the_same_seed_trains_the_same_model_on_the_cluster_as_in_the_trainer_process(s3_cluster, cluster_trained):
+    """One trainer task draws the batches the loop in the trainer's process draws
+    from the cache (the run's seed, the partitions' seeded order): the same
+    epochs, the same model. The trainer's own run reads every shard, and says so."""
+    c, (_, whole) = s3_cluster, cluster_trained
+    args = _cluster_args(c, "client")
+    r = _train([*args, "--train-on", "client"], env=c["env"])
+    assert r.returncode == 0, r.stderr
+    m = json.loads((c["trainer"] / "on-cluster" / "client" / "metrics.json").read_text())
+    assert m["trained_on"] == "client" and "ddp" not in m
+    config = json.loads((c["trainer"] / "on-cluster" / "client" / "config.json").read_text())
+    assert config["cluster"]["train_on"] == "client" and config["training"]["learn_val"] is True
+    # Every epoch reads the training shards, and each epoch's evaluation and the calibration the validation ones.
+    assert m["client_shard_reads"] >= 5 * 2 and m["client_shard_bytes"] > 0
+    assert m["rows"] == whole["rows"]
+    for e_client, e_cluster in zip(m["epochs"], whole["epochs"], strict=True):
+        assert e_client["val_accuracy"] == e_cluster["val_accuracy"]
+        assert e_client["val_loss"] == pytest.approx(e_cluster["val_loss"], rel=1e-5)
+        assert e_client["train_loss"] == pytest.approx(e_cluster["train_loss"], rel=1e-5)
+    assert m["val_accuracy"] == whole["val_accuracy"]

@@ -79,8 +79,10 @@ def test_a_lost_scheduler_ends_the_run_in_seconds_with_exit_2_and_a_checkpoint_r
     run, log = tmp_path / "run", tmp_path / "lost.jsonl"
     with scheduler_and_worker(tmp_path / "first") as (address, scheduler):
         # A fitted vocabulary: epoch 1 featurises on the cluster while it trains, so the
-        # scheduler is still needed after the first checkpoints (every 2 batches).
+        # scheduler is still needed after the first checkpoints (every 2 batches). The model
+        # trains in this process (--train-on client): it holds every batch trained so far.
         p = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "train", str(corpus), "--scheduler", address,
+                              "--train-on", "client",
                               "--scheduler-wait", f"{WAIT_S}s", "--features", "tfidf", "--blocksize", "128KiB",
                               "--shuffle-buffer", "1000", "--checkpoint-every", "2", "--epochs", "2",
                               "--early-stopping", "0", "--out", str(tmp_path), "--name", "run",
@@ -114,3 +116,40 @@ def test_a_lost_scheduler_ends_the_run_in_seconds_with_exit_2_and_a_checkpoint_r
     metrics = json.loads((run / "metrics.json").read_text())
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2]
     assert (run / "model.json").exists() and load_checkpoint(str(run)) is None
+
+
+def test_a_scheduler_lost_while_the_model_trains_on_a_worker_ends_in_seconds_and_resume_goes_on_from_the_last_sync(
+        corpus, tmp_path):
+    """The default with --scheduler: one trainer task on the worker. Its results
+    travel through the scheduler, so what it trained since its last pause (an
+    epoch's end) goes with it: one message, exit 2, the checkpoint of that pause
+    kept, and --resume on a new scheduler continues from it."""
+    run, log = tmp_path / "run", tmp_path / "lost.jsonl"
+    with scheduler_and_worker(tmp_path / "first") as (address, scheduler):
+        p = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "train", str(corpus), "--scheduler", address,
+                              "--scheduler-wait", f"{WAIT_S}s", "--checkpoint-every", "2", "--epochs", "6",
+                              "--out", str(tmp_path), "--name", "run", "--json-log", str(log)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(log, "checkpoint")   # epoch 1's end: the task paused there and went on
+        scheduler.kill()
+        lost_at = time.monotonic()
+        out, err = p.communicate(timeout=120)
+        took = time.monotonic() - lost_at
+    said = out + err
+    assert p.returncode == 2, said[-3000:]
+    assert took < WAIT_S + 30, f"the run took {took:.0f} s to end after its scheduler was killed"
+    assert "Traceback" not in said and said.count("error:") == 1, said[-3000:]
+    assert f"lost the Dask scheduler at {address}" in said and f"lancetnic-flow train --resume {run}" in said, said
+    saved = load_checkpoint(str(run))
+    assert saved["ddp"]["ranks"] == 1 and 1 <= saved["epoch"] < 6 and saved["batches"] == 0
+
+    log2 = tmp_path / "resumed.jsonl"
+    with scheduler_and_worker(tmp_path / "second") as (address2, _):
+        r = cli("train", "--resume", run, "--scheduler", address2, "--json-log", log2, "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    resumed = events(log2)
+    assert [e["epoch"] for e in resumed if e["event"] == "resumed"] == [saved["epoch"] + 1]
+    assert [e["epoch"] for e in resumed if e.get("stage") == "training"][0] == saved["epoch"] + 1
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3, 4, 5, 6]
+    assert metrics["trained_on"] == "cluster" and metrics["client_shard_reads"] == 0

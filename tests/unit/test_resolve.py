@@ -109,6 +109,43 @@ def test_ddp_turns_the_twin_off_by_default_and_refuses_it_when_asked():
         resolve(config("LinearSVM", ddp=2, learn_val=True))
 
 
+def with_cluster(cfg: TrainConfig, **cluster) -> TrainConfig:
+    return dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, **cluster))
+
+
+def test_train_on_auto_trains_on_the_cluster_with_a_scheduler_or_ddp_as_one_trainer_task(monkeypatch):
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    local = resolve(config())
+    assert (local.cluster.train_on, local.training.ddp) == ("client", None)
+    ext = resolve(with_cluster(config(), scheduler="tcp://10.0.0.1:8786"))
+    assert (ext.cluster.train_on, ext.training.ddp) == ("cluster", 1)   # one trainer task on a worker
+    assert resolve(ext) == ext
+    assert resolve(config(ddp=2)).cluster.train_on == "cluster"
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://10.0.0.1:8786")
+    assert resolve(config()).training.ddp == 1
+    # Asked for: the client, even with a scheduler; or the cluster, with a LocalCluster.
+    assert resolve(with_cluster(config(), train_on="client")).training.ddp is None
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS")
+    assert resolve(with_cluster(config(), train_on="cluster")).training.ddp == 1
+
+
+def test_train_on_refuses_what_contradicts_it_naming_both_options():
+    with pytest.raises(UserError, match="train_on client trains in this process; ddp 2 trains on Dask workers"):
+        resolve(with_cluster(config(ddp=2), train_on="client"))
+    with pytest.raises(UserError, match="train_on cluster trains on a Dask worker; run_on process starts no cluster"):
+        resolve(with_cluster(config(), train_on="cluster", run_on="process"))
+    with pytest.raises(UserError, match="train_on"):
+        with_cluster(config(), train_on="gpu").cluster.validate()
+
+
+def test_one_trainer_task_keeps_linear_svms_twin_that_several_ranks_cannot_have():
+    one = resolve(with_cluster(config("LinearSVM"), train_on="cluster"))
+    assert one.training.learn_val is None   # decided by the rows, as in this process
+    assert resolve(config("LinearSVM", ddp=1, learn_val=True)).training.learn_val is True
+    with pytest.raises(UserError, match="ddp: 0 ranks"):
+        config(ddp=0).training.validate()
+
+
 def test_sync_every_applies_to_linear_svm_ranks_only_and_is_refused_where_it_would_do_nothing():
     assert resolve(config(ddp=2, sync_every=20)).training.sync_every == 20
     with pytest.raises(UserError, match="this run has no --ddp"):

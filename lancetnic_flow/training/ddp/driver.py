@@ -206,6 +206,8 @@ class RanksDone:
     confusions: list
     best: dict | None
     last_val: dict
+    calibration: Any   # models.calibrate.Calibration: fitted on rank 0, on the validation shards
+    calibrate_seconds: float
     info: dict       # ranks, backend, device, workers, steps, replica_digests, rank_seconds
 
 
@@ -225,6 +227,8 @@ class RankDriver:
         self.sent: list[int] = [0] * job.world                        # weight bytes each rank sent averaging
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
         self.restarts = 0
+        self.total_rows = sum(s.rows for s in job.train_shards)
+        self.segments: set[str] = set()   # this run's segments: the only ones whose events are relayed
 
     def place(self) -> None:
         """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
@@ -237,12 +241,25 @@ class RankDriver:
         self.events.emit("ddp", ranks=world, workers=self.chosen, backend=self.job.backend, device=kind)
 
     def relay(self, event: tuple) -> None:
-        """A rank's event, re-emitted here: epoch records as ``epoch``, the rest as ``rank``."""
+        """A rank's event, re-emitted here as a run in the trainer's process
+        would emit it: epoch records as ``epoch``, rank 0's stages as
+        ``stage``; progress as ``batch`` from a single trainer task (a world of
+        one), else as ``rank`` (the dashboard's box of ranks)."""
         _, msg = event
+        if msg.get("segment") not in self.segments:
+            return   # the topic is the cluster's: another run's ranks (or an earlier run's) report there too
         key = (msg.pop("segment"), msg["rank"])
         self.received[key] = self.received.get(key, 0) + 1
-        if msg.pop("kind") == "epoch":
+        kind = msg.pop("kind")
+        if kind == "epoch":
             self.events.emit("epoch", **msg["record"])
+        elif kind == "stage":
+            for k in ("rank", "world", "worker"):
+                msg.pop(k, None)
+            self.events.emit("stage", **msg)
+        elif self.job.world == 1:
+            self.events.emit("batch", epoch=msg["epoch"], rows=msg["rows"], total_rows=self.total_rows,
+                             loss=msg.get("loss"), tokens=msg.get("tokens", 0))
         else:
             self.events.emit("rank", **msg)
 
@@ -251,6 +268,7 @@ class RankDriver:
         rank's worker was lost (the segment must run again)."""
         client, job = self.client, self.job
         segment = f"lancetnic-flow-ddp-{uuid.uuid4().hex}"   # a fresh rendezvous each segment
+        self.segments.add(segment)
         seg = dataclasses.replace(job, segment=segment)
         # The start state (weights, optimiser moments) goes to one rank's worker once, not with each
         # task; the other ranks fetch it from there. Should that worker die, the scheduler cancels
@@ -336,7 +354,8 @@ class RankDriver:
                     on_pause(reason, start)   # writes the checkpoint; raises when the trainer was asked to stop
             finished = True
         finally:
-            self.client.unsubscribe_topic(EVENT_TOPIC)
+            with contextlib.suppress(Exception):   # a lost scheduler: the error that ended the run is the one to say
+                self.client.unsubscribe_topic(EVENT_TOPIC)
             if finished:
                 self.stop_event.clear()
             else:
@@ -345,7 +364,8 @@ class RankDriver:
                 with contextlib.suppress(Exception):   # the scheduler may be what failed
                     self.stop_event.set()
         return RanksDone(head["weights"], head["history"], head["confusions"], head["best"], head["last_val"],
-                         info={"ranks": self.job.world, "backend": self.job.backend, "device": self.job.device,
+                         head["calibration"], head["calibrate_seconds"],
+                         info={"rank_bytes": self.rank_bytes, "ranks": self.job.world, "backend": self.job.backend, "device": self.job.device,
                                "workers": self.chosen, "steps": head["steps"], "replica_digests": self.digests,
                                "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks],
                                "rank_sent_bytes": self.sent, "averaged": RULES[self.job.rule].averages_weights})

@@ -133,6 +133,9 @@ class RankRun:
         # The global batch is --batch-size, as in a single-process run, so the
         # same learning rate and schedule apply; each rank takes its part.
         self.rank_batch = max(1, self.tc.batch_size // job.world)
+        # Each rank shuffles with its own seed; one trainer task with the run's, so that it draws the batches
+        # (and dropout) a run in the trainer's process draws from the cache: the same seed, the same model.
+        self.stream_seed = self.tc.seed if job.world == 1 else self.tc.seed * 1000 + rank
         from ..step import lr_schedule
 
         total = sum(steps_in(job.train_shards, job.world, self.tc.seed, e, self.rank_batch)
@@ -148,6 +151,7 @@ class RankRun:
         # Where a rank's time goes: reading batches, its own forward/backward/step, the gradient exchange.
         self.clock = {"data": 0.0, "compute": 0.0, "exchange": 0.0}
         self.sent_bytes = 0               # weights this rank sent averaging them (rules that average)
+        self.tokens = 0                   # tokens trained since the last progress report
         self.polled, self.sent = 0.0, 0   # events this rank sent in this segment: the trainer waits for all
         self.t0 = time.monotonic()        # the segment's start: the last checkpoint
         self._last_val: dict = {}
@@ -162,14 +166,18 @@ class RankRun:
 
         self.rule = RULES[self.job.rule](self.tc)
         self.rule.decay_steps = self.job.decay_steps
+        self.rule.warm()   # the margin kernel compiles while the first shards load
         if not (self.rule.exchanges_gradients or self.rule.averages_weights):
             raise RuntimeError(f"the {self.job.rule} rule neither exchanges gradients nor averages weights: its "
                                "spec refuses --ddp")
         self.averaging = not self.rule.exchanges_gradients
         torch.manual_seed(self.tc.seed)   # the same initial weights on every rank
-        self.model = build_model(self.job.net, **self.job.model_kwargs).to(self.device)
+        self.model = build_model(self.job.net, **self.job.model_kwargs)
+        self.rule.prepare(self.model)   # LinearSVM's twin with --learn-val (a world of one only: resolve.py)
+        self.model.to(self.device)
         self.opts = self.rule.optimizers(self.model)
-        torch.manual_seed(self.tc.seed * 1000 + self.rank)   # but each rank its own dropout
+        if self.job.world > 1:
+            torch.manual_seed(self.tc.seed * 1000 + self.rank)   # but each rank its own dropout
         if start.model is None and start.step:
             # Never train on from fresh weights in the middle of a run.
             raise RuntimeError(f"rank {self.rank} was given the state of step {start.step} without its weights")
@@ -239,10 +247,27 @@ class RankRun:
             s = self.state
             # The best epoch's copy, or the last epoch's weights (a rule that keeps the last keeps no copy).
             kept = s.best.pop("state", None) if s.best is not None else None
-            weights = kept if kept is not None else self.model.state_dict()
-            out.update(weights=to_cpu(weights), history=s.history, confusions=s.confusions, best=to_cpu(s.best),
-                       last_val=self._last_val)
+            if kept is not None:
+                self.model.load_state_dict(kept)
+                del kept
+            calibration, seconds = self._calibrate()
+            out.update(weights=to_cpu(self.model.state_dict()), history=s.history, confusions=s.confusions,
+                       best=to_cpu(s.best), last_val=self._last_val, calibration=calibration,
+                       calibrate_seconds=seconds)
         return out
+
+    def _calibrate(self) -> tuple[Any, float]:
+        """Rank 0, after the last epoch, on the kept weights: the probability scale
+        of a margin model's scores and a multilabel run's thresholds, fitted on
+        the validation shards here, so the trainer reads none (models/calibrate.py)."""
+        from ...models.calibrate import Calibration, calibrate
+
+        if not self.job.val_shards or not (self.rule.scales_logits or self.task.multilabel):
+            return Calibration(), 0.0
+        self.report("stage", stage="calibrating")
+        tick = time.monotonic()
+        out = calibrate(self.model, _prefetched(self.load, self.job.val_shards), scale=self.rule.scales_logits)
+        return out, time.monotonic() - tick
 
     def _stream(self, epoch: int):
         from ...dataflow.stream import BatchStream
@@ -250,7 +275,7 @@ class RankRun:
         job, tc = self.job, self.tc
         mine = share(job.train_shards, self.rank, job.world, tc.seed, epoch)
         return iter(BatchStream(lambda: (self.load(s) for s in mine), batch_size=self.rank_batch,
-                                shuffle_buffer=tc.shuffle_buffer, seed=tc.seed * 1000 + self.rank, epoch=epoch,
+                                shuffle_buffer=tc.shuffle_buffer, seed=self.stream_seed, epoch=epoch,
                                 by_length=getattr(self.model, "batches_by_length", False)))
 
     def _flag(self, done: int, since_batches: int, since_t: float) -> int:
@@ -269,6 +294,10 @@ class RankRun:
         from .. import step as steps
 
         stream = self._stream(epoch)
+        if self.rank == 0:   # the dashboard's stage, as a run in the trainer's process shows it
+            self.report("stage", stage="training", epoch=epoch + 1, epochs=self.tc.epochs,
+                        total_rows=sum(s.rows for s in self.job.train_shards), source="cluster",
+                        ranks=self.job.world, monitor=self.tc.monitor)
         train_m = self.task.new_metrics()
         clock = steps.EpochClock()
         done = self.start.batches if epoch == self.start.epoch else 0   # steps of this epoch already trained
@@ -316,6 +345,7 @@ class RankRun:
                 self._average()   # every rank is at the same step: the steps go in lockstep
             if batch is not None:
                 clock.rows += len(batch)
+                self.tokens += int(batch.offsets[-1])
                 steps.count(train_m, out, batch, loss)
                 if time.monotonic() - last >= 0.5:
                     self._progress(epoch, clock, loss=loss.item())
@@ -332,7 +362,7 @@ class RankRun:
 
     def _average(self) -> None:
         """A rule that averages weights: the replicas become their mean (a no-op for gradient rules)."""
-        if self.averaging:
+        if self.averaging and self.job.world > 1:   # one trainer task has nothing to average with
             tick = time.perf_counter()
             self.sent_bytes += average_weights(self.model, self.dist)
             # Averaged replicas are equal bit for bit; one that is not (a bug) is not trained on.
@@ -346,7 +376,8 @@ class RankRun:
 
     def _progress(self, epoch: int, clock: Any, **data: Any) -> None:
         self.report("progress", epoch=epoch + 1, epochs=self.tc.epochs, rows=clock.rows, rows_per_s=clock.rate(),
-                    **data)
+                    tokens=self.tokens, **data)
+        self.tokens = 0   # tokens since the last report
 
     def _end_epoch(self, epoch: int) -> tuple[bool, bool, bool]:
         """Rank 0 evaluates and keeps the best weights; every rank learns
@@ -357,7 +388,11 @@ class RankRun:
         stop = torch.zeros(3, device=self.device)   # [early stop, the trainer asked to stop, checkpoint due]
         if self.rank == 0:
             s, job = self.state, self.job
-            val_m = (steps.evaluate_blocks(self.model, _prefetched(self.load, job.val_shards), self.task, self.device)
+            self.report("stage", stage="evaluating", epoch=epoch + 1, epochs=self.tc.epochs)
+            # With --learn-val (one rank only) the twin learns the validation rows as they are scored.
+            then = self.rule.while_validating(self.model, self.schedule(s.step), self.tc.seed, epoch)
+            val_m = (steps.evaluate_blocks(self.model, _prefetched(self.load, job.val_shards), self.task, self.device,
+                                           then=then)
                      if job.val_shards else None)
             val = val_m.result() if val_m is not None else {}
             record = steps.epoch_record(epoch + 1, self._train_m, val, self._epoch_clock, self.schedule(s.step))

@@ -163,7 +163,15 @@ def early_stop_line(e: dict) -> str:
             "(its weights are kept)")
 
 
-_MILESTONES = {"plan": lambda e: e["text"], "warning": lambda e: f"warning: {e['message']}",
+def ddp_line(e: dict) -> str:
+    """Where the model trains on the cluster: one trainer task, or --ddp's ranks."""
+    workers = ", ".join(e.get("workers") or [])
+    if e.get("ranks") == 1:
+        return f"training on the cluster: one trainer task on {workers} ({e.get('device', 'cpu')})"
+    return f"training on the cluster: {e['ranks']} ranks on {workers} ({e.get('backend')}, {e.get('device')})"
+
+
+_MILESTONES = {"plan": lambda e: e["text"], "ddp": ddp_line, "warning": lambda e: f"warning: {e['message']}",
                "decided": lambda e: f"decided  {e['message']}", "waiting": lambda e: f"waiting  {e['message']}",
                "fitted": fitted_line, "epoch": epoch_line, "early_stop": early_stop_line, "resumed": resumed_line,
                **TUNE_MILESTONES}   # `tune`: the search's start, each finished trial, the outcome

@@ -15,7 +15,7 @@ from lancetnic_flow.config import FeatureConfig
 from lancetnic_flow.data.readers import read_partition
 from lancetnic_flow.data.sources import plan_source
 from lancetnic_flow.dataflow.shards import (PartitionResult, ShardError, count_partition, featurize_partition,
-                                            load_or_repair, load_shard)
+                                            SHARD_READS, load_or_repair, load_shard)
 from lancetnic_flow.features.fit import finish_fit
 from lancetnic_flow.features.split import validation_mask
 
@@ -117,3 +117,15 @@ def test_drop_unknown_counts_validation_rows_of_labels_training_never_saw_as_ski
     same = dataclasses.replace(res, val_labels={"a": 2})
     same.drop_unknown(["a"])
     assert same.val_rows == 6 and same.skipped["unknown_label"] == 4
+
+
+def test_every_shard_this_process_loads_is_counted_with_its_bytes(entry):
+    """The trainer's metrics.json reports ``client_shard_reads`` from this
+    counter: a run that trains on the cluster must show 0, so a read here must count."""
+    shards = [s for r in entry.results for s in r.shards][:2]
+    before = SHARD_READS.now()
+    for s in shards:
+        load_shard(s, {})
+    count, size = SHARD_READS.now()
+    assert count - before[0] == 2
+    assert size - before[1] == sum(s.bytes for s in shards)
