@@ -97,6 +97,12 @@ def _train_on(cfg: TrainConfig) -> None:
                   "on Dask workers", "drop {name} client, or drop {training.ddp}")
     if c.train_on == "auto":
         c.train_on = "cluster" if t.ddp or c.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") else "client"
+        if c.train_on == "cluster" and c.run_on == "process":
+            # Name what asked for the cluster: the user never gave --train-on.
+            cause = (f"{{training.ddp}} {t.ddp}" if t.ddp else "{cluster.scheduler}" if c.scheduler
+                     else "DASK_SCHEDULER_ADDRESS")
+            raise bad("cluster.run_on", f"{{name}} process starts no cluster, and {cause} trains on Dask workers",
+                      f"drop {{name}} process, or drop {cause.split()[0]}")
     if c.train_on == "cluster" and c.run_on == "process":
         raise bad("cluster.train_on", "{name} cluster trains on a Dask worker; {cluster.run_on} process starts "
                   "no cluster", "drop {cluster.run_on} process, or pass {name} client")

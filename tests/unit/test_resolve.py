@@ -287,3 +287,11 @@ def test_the_sequence_models_take_batches_of_128_and_the_others_512_unless_the_u
     assert resolve(config("LinearSVM")).training.batch_size == 512
     assert resolve(config("ScalpelMC")).training.batch_size == 512
     assert resolve(config("LancetMCA", batch_size=512)).training.batch_size == 512
+
+
+def test_run_on_process_with_what_asks_for_a_cluster_names_that_option_not_train_on():
+    with pytest.raises(UserError, match="run_on process starts no cluster, and ddp 2 trains on Dask workers") as e:
+        resolve(with_cluster(config(ddp=2), run_on="process"))
+    assert "train_on" not in str(e.value) and "drop ddp" in str(e.value)
+    with pytest.raises(UserError, match="run_on process starts no cluster, and scheduler trains on Dask workers"):
+        resolve(with_cluster(config(), run_on="process", scheduler="tcp://10.0.0.1:8786"))
