@@ -75,6 +75,22 @@ def wait_for(log: Path, kind: str, timeout: float = 180) -> dict:
     raise AssertionError(f"no {kind} event within {timeout} s")
 
 
+def lose_the_scheduler(p: subprocess.Popen, log: Path, scheduler: subprocess.Popen, address: str, run: Path) -> None:
+    """Kill the scheduler of the run ``p`` once it has written a checkpoint; the
+    run must end within seconds in one message naming the scheduler and the
+    resume command, with exit 2 and no traceback."""
+    wait_for(log, "checkpoint")
+    scheduler.kill()
+    lost_at = time.monotonic()
+    out, err = p.communicate(timeout=120)
+    took = time.monotonic() - lost_at
+    said = out + err
+    assert p.returncode == 2, said[-3000:]
+    assert took < WAIT_S + 30, f"the run took {took:.0f} s to end after its scheduler was killed"
+    assert "Traceback" not in said and said.count("error:") == 1, said[-3000:]
+    assert f"lost the Dask scheduler at {address}" in said and f"lancetnic-flow train --resume {run}" in said, said
+
+
 def test_a_lost_scheduler_ends_the_run_in_seconds_with_exit_2_and_a_checkpoint_resume_continues(corpus, tmp_path):
     run, log = tmp_path / "run", tmp_path / "lost.jsonl"
     with scheduler_and_worker(tmp_path / "first") as (address, scheduler):
@@ -87,16 +103,7 @@ def test_a_lost_scheduler_ends_the_run_in_seconds_with_exit_2_and_a_checkpoint_r
                               "--shuffle-buffer", "1000", "--checkpoint-every", "2", "--epochs", "2",
                               "--early-stopping", "0", "--out", str(tmp_path), "--name", "run",
                               "--json-log", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(log, "checkpoint")
-        scheduler.kill()
-        lost_at = time.monotonic()
-        out, err = p.communicate(timeout=120)
-        took = time.monotonic() - lost_at
-    said = out + err
-    assert p.returncode == 2, said[-3000:]
-    assert took < WAIT_S + 30, f"the run took {took:.0f} s to end after its scheduler was killed"
-    assert "Traceback" not in said and said.count("error:") == 1, said[-3000:]
-    assert f"lost the Dask scheduler at {address}" in said and f"lancetnic-flow train --resume {run}" in said, said
+        lose_the_scheduler(p, log, scheduler, address, run)
     assert [e for e in events(log) if e["event"] == "featurized"][-1]["done"] < 45, "epoch 1 had finished featurising"
     last = [e for e in events(log) if e["event"] == "checkpoint"][-1]
     assert last["reason"] == "scheduler_lost" and last["epoch"] == 1 and last["batches"] >= 2, last
@@ -130,16 +137,7 @@ def test_a_scheduler_lost_while_the_model_trains_on_a_worker_ends_in_seconds_and
                               "--scheduler-wait", f"{WAIT_S}s", "--checkpoint-every", "2", "--epochs", "6",
                               "--out", str(tmp_path), "--name", "run", "--json-log", str(log)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(log, "checkpoint")   # epoch 1's end: the task paused there and went on
-        scheduler.kill()
-        lost_at = time.monotonic()
-        out, err = p.communicate(timeout=120)
-        took = time.monotonic() - lost_at
-    said = out + err
-    assert p.returncode == 2, said[-3000:]
-    assert took < WAIT_S + 30, f"the run took {took:.0f} s to end after its scheduler was killed"
-    assert "Traceback" not in said and said.count("error:") == 1, said[-3000:]
-    assert f"lost the Dask scheduler at {address}" in said and f"lancetnic-flow train --resume {run}" in said, said
+        lose_the_scheduler(p, log, scheduler, address, run)
     saved = load_checkpoint(str(run))
     assert saved["ddp"]["ranks"] == 1 and 1 <= saved["epoch"] < 6 and saved["batches"] == 0
 
