@@ -311,6 +311,10 @@ class ClusterConfig:
                       "e.g. {name} 60s, 5m, or seconds: 120") from None
 
 
+# The --cache value that asks for no shard cache.
+NO_CACHE = "none"
+
+
 @dataclass
 class OutputConfig:
     out: str = default("output.out")
@@ -327,6 +331,13 @@ class OutputConfig:
             raise bad("output.name", f"{{name}}: {self.name!r} is not a plain folder name",
                       "use letters, digits, '-', '_' and '.', without '/' or '..'")
         self.track = parse_trackers(self.track)
+        if self.no_cache:
+            self.cache = NO_CACHE   # reserved, in any case: a folder of that name is ./none
+
+    @property
+    def no_cache(self) -> bool:
+        """``--cache none``: every epoch featurised afresh, no shard written (dataflow/fresh.py)."""
+        return self.cache is not None and self.cache.strip().lower() == NO_CACHE
 
 
 # --track's names and the module each needs (an optional extra: lancetnic_flow[track]).

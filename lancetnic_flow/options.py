@@ -330,7 +330,8 @@ OPTIONS: list[Option] = [
         O("--out", "parent of the run folder (default {default}/)", "DIR", default="runs", field="output.out",
           api="out", api_default=None),
         O("--name", "run folder name (default: a timestamp)", "NAME", field="output.name"),
-        O("--cache", "shard cache (default OUT/.cache)", "URL", field="output.cache"),
+        O("--cache", "shard cache (default OUT/.cache); none: no cache, the workers featurise every epoch afresh "
+          "(for data read once or that no disk holds; a folder named none is ./none)", "URL", field="output.cache"),
         O("--plots", "draw the run's charts (PNG: curves, confusion matrix, per-class bars) beside its tables; "
           "--no-plots writes the tables alone and skips matplotlib (default on; the estimators draw them only "
           "with out=)", kind="bool", default=True, field="output.plots", api="plots", api_default=None),

@@ -66,6 +66,10 @@ class ShardFeed:
         """Every shard is in the cache (a finished live epoch, or an earlier run)."""
         return self.manifest is not None
 
+    def results(self) -> list[PartitionResult]:
+        """Every partition's row accounting (the manifest's)."""
+        return self.manifest.results
+
     def total_rows(self) -> int:
         """Training rows per epoch: the manifest's count, else the fit pass's."""
         return sum(r.train_rows for r in self.manifest.results) if self.manifest else self.spec.features.docs

@@ -5,6 +5,10 @@ The worker that featurises a partition writes its rows straight to the cache
 so no feature array crosses the scheduler. Each shard's size and CRC-32 go
 into the manifest (:mod:`.manifest`): a damaged shard is detected on read
 and rebuilt from its partition.
+
+Without a cache (``--cache none``, ``shard_dir=None``) the same tasks return
+the packed bytes of the splits asked for (``keep``) in the result instead of
+writing them: the trainer decodes exactly the bytes a cached run would read.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +44,7 @@ class ShardInfo:
     bytes: int
     crc32: int
     raw: bool = False   # term counts of the counting fit pass: FittedFeatures.finish makes them model rows
+    data: bytes | None = None   # the shard's bytes, carried in the result when there is no cache (url is "")
 
 
 @dataclass
@@ -67,29 +72,60 @@ class PartitionResult:
         self.val_labels = {}
 
 
-def _write_split(parts: dict[str, RowBlock], shard_dir: str, part: Partition, chunk: int, cache_options: dict,
-                 res: "PartitionResult", raw: bool) -> None:
-    """Write a chunk's train and val rows as shards; count them in ``res``."""
+SPLITS = ("train", "val")
+
+
+def _write_split(parts: dict[str, RowBlock], shard_dir: str | None, part: Partition, chunk: int,
+                 cache_options: dict, res: "PartitionResult", raw: bool, keep: tuple[str, ...] = SPLITS) -> None:
+    """Write a chunk's train and val rows as shards; count them in ``res``.
+
+    Every split is counted; only those in ``keep`` are stored: written under
+    ``shard_dir``, or with no cache (``shard_dir`` None) carried in the result."""
     for name, rows in parts.items():
         if not len(rows):
             continue
-        data = rows.to_bytes()
-        url = join(shard_dir, f"part-{part.index:06d}-{chunk:04d}.{name}.npz")
-        write_bytes(url, data, cache_options)
-        res.shards.append(ShardInfo(url, name, part.index, chunk, len(rows), int(rows.offsets[-1]),
-                                    len(data), zlib.crc32(data), raw))
         if name == "train":
             res.train_rows += len(rows)
         else:
             res.val_rows += len(rows)
+        if name not in keep:
+            continue
+        data = rows.to_bytes()
+        url = "" if shard_dir is None else join(shard_dir, f"part-{part.index:06d}-{chunk:04d}.{name}.npz")
+        if shard_dir is not None:
+            write_bytes(url, data, cache_options)
+        res.shards.append(ShardInfo(url, name, part.index, chunk, len(rows), int(rows.offsets[-1]),
+                                    len(data), zlib.crc32(data), raw, data=None if shard_dir is not None else data))
+
+
+def _tables(part: Partition, columns: Columns, storage_options: dict, chunk_bytes: int,
+            res: "PartitionResult") -> Iterator[pa.Table]:
+    """A partition's chunks as tables, their rows read, skipped and noted counted in ``res``."""
+    for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
+        res.rows_read += chunk.rows_read
+        for k, v in chunk.skipped.items():
+            res.skipped[k] = res.skipped.get(k, 0) + v
+        for k, v in chunk.noted.items():
+            res.noted[k] = res.noted.get(k, 0) + v
+        yield chunk.table
+
+
+def _val_mask(table: pa.Table, split: str | None, val_fraction: float) -> np.ndarray:
+    """Which rows are validation rows: all or none for a forced ``split``, else by hash."""
+    return np.full(table.num_rows, split == "val") if split is not None else validation_mask(table, val_fraction)
+
+
+def _by_split(block: RowBlock, is_val: np.ndarray) -> dict[str, RowBlock]:
+    return {"train": block.take(np.flatnonzero(~is_val)), "val": block.take(np.flatnonzero(is_val))}
 
 
 def count_partition(part: Partition, split: str | None, *, columns: Columns, fcfg: FeatureConfig,
-                    shard_dir: str, storage_options: dict, cache_options: dict, chunk_bytes: int,
-                    val_fraction: float) -> FitStats:
+                    shard_dir: str | None, storage_options: dict, cache_options: dict, chunk_bytes: int,
+                    val_fraction: float, keep: tuple[str, ...] = SPLITS) -> FitStats:
     """Worker task of the hashing features' fit pass: one partition's fit
     statistics, with its term counts written as raw shards on the way — the
-    corpus is tokenised once, and every epoch reads these shards.
+    corpus is tokenised once, and every epoch reads these shards. With no
+    cache (``shard_dir`` None, ``keep`` empty) the rows are only counted.
 
     ``split`` forces every row into one split (a separate validation source);
     otherwise rows go to train or val by :func:`validation_mask`."""
@@ -97,23 +133,14 @@ def count_partition(part: Partition, split: str | None, *, columns: Columns, fcf
     counter = FittedFeatures(mode="hashing", **text_options(fcfg), buckets=fcfg.buckets)
     res = PartitionResult(partition=part.index)
     stats: list[FitStats] = []
-    for ci, chunk in enumerate(read_partition(part, columns, storage_options=storage_options,
-                                              chunk_bytes=chunk_bytes)):
-        res.rows_read += chunk.rows_read
-        for k, v in chunk.skipped.items():
-            res.skipped[k] = res.skipped.get(k, 0) + v
-        for k, v in chunk.noted.items():
-            res.noted[k] = res.noted.get(k, 0) + v
-        table = chunk.table
-        is_val = np.full(table.num_rows, split == "val") if split is not None else \
-            validation_mask(table, val_fraction)
+    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res)):
+        is_val = _val_mask(table, split, val_fraction)
         block = counter.raw(table)
         res.tokens += int(block.values.sum())
         s = table_stats(table, ~is_val, columns.numeric)
         s.buckets = bucket_frequencies(block, ~is_val, fcfg.buckets)
         stats.append(s)
-        _write_split({"train": block.take(np.flatnonzero(~is_val)), "val": block.take(np.flatnonzero(is_val))},
-                     shard_dir, part, ci, cache_options, res, raw=True)
+        _write_split(_by_split(block, is_val), shard_dir, part, ci, cache_options, res, raw=True, keep=keep)
         del block, table
     out = merge_stats(stats) if stats else FitStats()
     out.rows_read, out.skipped, out.tokens = res.rows_read, dict(res.skipped), res.tokens
@@ -126,23 +153,61 @@ def count_partition(part: Partition, split: str | None, *, columns: Columns, fcf
     return out
 
 
+def _one_split(table: pa.Table, is_val: np.ndarray, name: str, res: "PartitionResult",
+               unknown: Callable[[pa.Table], int] | None = None) -> pa.Table:
+    """No cache, one split wanted: that split's rows, the only ones worth
+    tokenising (a validation pass reads a tenth of the rows it would); the
+    other split's rows are counted untokenised, validation rows whose label
+    training never had (``unknown``) as the skip a tokenised pass would count."""
+    mine = is_val if name == "val" else ~is_val
+    other = int((~mine).sum())
+    if name == "val":
+        res.train_rows += other
+    elif other:
+        dropped = unknown(table.filter(pa.array(~mine))) if unknown is not None else 0
+        res.val_rows += other - dropped
+        if dropped:
+            res.skipped["unknown_label"] = res.skipped.get("unknown_label", 0) + dropped
+    return table if mine.all() else table.filter(pa.array(mine))
+
+
+def recount_partition(part: Partition, split: str | None, *, columns: Columns, fcfg: FeatureConfig,
+                      storage_options: dict, chunk_bytes: int, val_fraction: float,
+                      keep: tuple[str]) -> PartitionResult:
+    """Worker task of an epoch without a cache, hashing features: the raw
+    shards of split ``keep`` that :func:`count_partition` would have written,
+    carried in the result. Made from that split's rows alone: a row's counts
+    are its own, and the labels go by name, so the finished rows are the same."""
+    t0 = time.monotonic()
+    res = PartitionResult(partition=part.index)
+    counter = FittedFeatures(mode="hashing", **text_options(fcfg), buckets=fcfg.buckets)
+    (name,) = keep
+    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res)):
+        block = counter.raw(_one_split(table, _val_mask(table, split, val_fraction), name, res))
+        res.tokens += int(block.values.sum())
+        _write_split({name: block}, None, part, ci, {}, res, raw=True, keep=keep)
+        del block, table
+    res.bytes_read = part.length if part.length > 0 else part.file.size
+    res.seconds = time.monotonic() - t0
+    trim_allocator()
+    return res
+
+
 def featurize_partition(part: Partition, split: str | None, *, columns: Columns, features: FittedFeatures,
-                        shard_dir: str, storage_options: dict, cache_options: dict, chunk_bytes: int,
-                        val_fraction: float) -> PartitionResult:
-    """Worker task: read one partition, featurise it chunk by chunk, write shards.
+                        shard_dir: str | None, storage_options: dict, cache_options: dict, chunk_bytes: int,
+                        val_fraction: float, keep: tuple[str, ...] = SPLITS) -> PartitionResult:
+    """Worker task: read one partition, featurise it chunk by chunk, write shards
+    (with no cache, ``shard_dir`` None: carry those of the one split in ``keep``
+    in the result, featurising that split's rows alone).
 
     ``split`` forces every row into one split (a separate validation source);
     otherwise rows go to train or val by :func:`validation_mask`."""
     t0 = time.monotonic()
     res = PartitionResult(partition=part.index)
-    for ci, chunk in enumerate(read_partition(part, columns, storage_options=storage_options,
-                                              chunk_bytes=chunk_bytes)):
-        res.rows_read += chunk.rows_read
-        for k, v in chunk.skipped.items():
-            res.skipped[k] = res.skipped.get(k, 0) + v
-        for k, v in chunk.noted.items():
-            res.noted[k] = res.noted.get(k, 0) + v
-        table = chunk.table
+    one = keep[0] if shard_dir is None and split is None and len(keep) == 1 else None
+    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res)):
+        if one is not None:   # the mask is the rows' own hash: the same taken before or after
+            table = _one_split(table, validation_mask(table, val_fraction), one, res, features.unknown_labels)
         block = features.transform(table)
         res.tokens += int(block.offsets[-1])
         if block.labels is not None:
@@ -151,14 +216,11 @@ def featurize_partition(part: Partition, split: str | None, *, columns: Columns,
                 # A label the fit never saw (only possible in validation data).
                 n = int(unknown.sum())
                 res.skipped["unknown_label"] = res.skipped.get("unknown_label", 0) + n
-                keep = np.flatnonzero(~unknown)
-                block, table = block.take(keep), table.take(pa.array(keep))
-        if split is not None:
-            parts = {split: block}
-        else:
-            is_val = validation_mask(table, val_fraction)
-            parts = {"train": block.take(np.flatnonzero(~is_val)), "val": block.take(np.flatnonzero(is_val))}
-        _write_split(parts, shard_dir, part, ci, cache_options, res, raw=False)
+                keep_rows = np.flatnonzero(~unknown)
+                block, table = block.take(keep_rows), table.take(pa.array(keep_rows))
+        parts = ({split or one: block} if split is not None or one is not None else
+                 _by_split(block, validation_mask(table, val_fraction)))
+        _write_split(parts, shard_dir, part, ci, cache_options, res, raw=False, keep=keep)
     res.bytes_read = part.length if part.length > 0 else part.file.size
     res.seconds = time.monotonic() - t0
     trim_allocator()   # this task's tables are freed: hand their heap back before the next one
@@ -191,8 +253,11 @@ SHARD_READS = ShardReads()
 
 
 def load_shard(info: ShardInfo, cache_options: dict) -> RowBlock:
-    data = read_bytes(info.url, cache_options)
-    SHARD_READS.add(len(data))
+    if info.data is not None:   # no cache: the bytes came in the task's result, nothing is read
+        data = info.data
+    else:
+        data = read_bytes(info.url, cache_options)
+        SHARD_READS.add(len(data))
     if len(data) != info.bytes or zlib.crc32(data) != info.crc32:
         raise ShardError(f"shard {info.url} is damaged (size or checksum differs from the manifest)")
     return RowBlock.from_bytes(data)

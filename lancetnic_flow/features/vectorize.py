@@ -260,6 +260,13 @@ class FittedFeatures:
             block.numeric = np.stack(cols, axis=1).astype(np.float32)
         return block
 
+    def unknown_labels(self, table: pa.Table) -> int:
+        """Rows of ``table`` that :meth:`transform` gives a label training never
+        had (-1): a label set only leaves such a label out, and keeps the row."""
+        if "label" not in table.column_names or not table.num_rows or is_label_sets(table["label"]):
+            return 0
+        return int((self.label_ids(table["label"]) < 0).sum())
+
     def label_ids(self, labels: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Label strings → class index; -1 for a label unseen in training."""
         found = pc.index_in(labels, value_set=pa.array(self.labels, pa.string()))

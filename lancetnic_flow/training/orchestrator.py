@@ -29,6 +29,7 @@ from ..data.checks import plan_training_sources, sample_label_count, sample_rows
 from ..data.sources import Columns
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
+from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
 from ..dataflow.manifest import entry_key, read_features, read_manifest, write_features
@@ -386,10 +387,18 @@ class Training:
         self._decide_analyzer()
         cfg = self.cfg   # with the analyzer decided: the cache key and the shards read it
         self.val_fraction = 0.0 if self.val_src else cfg.data.val_fraction
-        cache = cfg.output.cache or join(cfg.output.out, ".cache")
-        self.cache_so = options_for(cache, cfg.data.storage_options, like=cfg.data.train[0])
+        # The key names the data and options a checkpoint belongs to, with a cache or without.
         self.key = entry_key(self.train_src, self.val_src, dataclasses.asdict(cfg.features), self.columns,
                              self.val_fraction)
+        if cfg.output.no_cache:
+            self.cache_so, self.entry = {}, None
+            self.decisions["cache"] = "none"
+            self.events.emit("decided", what="cache", message=(
+                "no shard cache (--cache none): the workers featurise every epoch and validation pass afresh, "
+                f"{self.tc.in_flight or plan.in_flight} partitions in flight"))
+            return
+        cache = cfg.output.cache or join(cfg.output.out, ".cache")
+        self.cache_so = options_for(cache, cfg.data.storage_options, like=cfg.data.train[0])
         self.entry = join(cache, self.key)
 
     def _decide_analyzer(self) -> None:
@@ -414,6 +423,10 @@ class Training:
         the same pass, so the corpus is tokenised once; the other modes write
         their shards while the first epoch trains."""
         ts = time.monotonic()
+        if self.entry is None:
+            self._fit_without_cache()
+            self.stage_seconds["fit"] = time.monotonic() - ts
+            return
         features = read_features(self.entry, self.cache_so)
         if features is None or read_manifest(self.entry, self.key, self.cache_so) is None:
             # This run may write the entry: one writer at a time. A run that held it
@@ -428,21 +441,36 @@ class Training:
         else:
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                              labels=len(features.labels))
-        self.features = features
-        note = numeric_labels_note(features.labels, self.cfg.data.label)
-        if note:
-            self.decisions["numeric_labels"] = len(features.labels)
-            self.events.emit("warning", message=note)
-        plan = self.memory
-        spec = FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, features,
-                        dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,
-                        plan.partition, self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
-        self.feed = ShardFeed(self.client, spec, self.events, lock=self.entry_lock)
+        self._fitted(features)
+        self.feed = ShardFeed(self.client, self._feed_spec(), self.events, lock=self.entry_lock)
         if results is not None and not self.feed.complete:
             self.feed.finish_entry(results)
         if self.feed.complete:
             self.feed.release()
         self.stage_seconds["fit"] = time.monotonic() - ts
+
+    def _fit_without_cache(self) -> None:
+        """``--cache none``: the fit pass counts rows without writing a shard, every
+        run (a resumed one too: the pass is deterministic), and the feed featurises
+        each epoch afresh (dataflow/fresh.py)."""
+        features, results, totals = self._fit_pass()
+        check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
+        self._fitted(features)
+        self.feed = FreshFeed(self.client, self._feed_spec(), self.events, trained=totals.results,
+                              results=results)
+
+    def _fitted(self, features: FittedFeatures) -> None:
+        self.features = features
+        note = numeric_labels_note(features.labels, self.cfg.data.label)
+        if note:
+            self.decisions["numeric_labels"] = len(features.labels)
+            self.events.emit("warning", message=note)
+
+    def _feed_spec(self) -> FeedSpec:
+        plan = self.memory
+        return FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, self.features,
+                        dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,
+                        plan.partition, self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
 
     def _waiting_for_entry(self, holder: str) -> None:
         self.events.emit("waiting", what="cache_entry", entry=self.entry, holder=holder,
@@ -464,14 +492,18 @@ class Training:
         again = dict(on_retry=lambda: self.events.emit(
             "warning", message="lost the connection to the Dask scheduler; reconnected, fitting again"))
         if fc.mode != "hashing":
+            # Without a cache each partition's training rows are counted: the epochs visit those that have some.
+            task = dict(task=fit_partition_counted) if self.entry is None else {}
             features, stats = retrying(self.client, fit_features, self.client, self.train_src.partitions, self.columns,
-                                       fc, **again, **opts)
+                                       fc, **task, **again, **opts)
             return features, None, stats
         val = self.val_src.partitions if self.val_src else []
+        # Without a cache the pass counts the rows and writes nothing.
+        shards = dict(shard_dir=None, keep=()) if self.entry is None else dict(shard_dir=join(self.entry, "shards"))
         features, stats = retrying(self.client, fit_features, self.client, self.train_src.partitions + val,
                                    self.columns, fc, task=count_partition,
                                    splits=[None] * len(self.train_src.partitions) + ["val"] * len(val),
-                                   shard_dir=join(self.entry, "shards"), cache_options=self.cache_so, **again, **opts)
+                                   cache_options=self.cache_so, **shards, **again, **opts)
         for r in stats.results:
             r.drop_unknown(features.labels)
         return features, stats.results, stats
@@ -770,7 +802,7 @@ class Training:
             "confusion": final_val.get("confusion"), "confusion_cells": final_val.get("confusion_cells"),
             "per_class": final_val.get("per_class"),
             **({"per_label": final_val.get("per_label")} if self.task.multilabel else {}),
-            "labels": self.features.labels, "rows": (rows := sum_rows(self.feed.manifest.results)),
+            "labels": self.features.labels, "rows": (rows := sum_rows(self.feed.results())),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
             # The epoch whose weights were saved: the best by --monitor, or the last (the rule's keeps_last_epoch).
             "best_epoch": (len(state.history) if self.rule.keeps_last_epoch() and state.history else
@@ -780,6 +812,8 @@ class Training:
             "vocabulary": self.features.dim, "device": str(self.device),
             # Where the model trained, and the shards this process read (none when the cluster trained it).
             "trained_on": "cluster" if tc.ddp else "client",
+            # Where the shards were: the cache entry, or "none" (featurised afresh every epoch, never stored).
+            "cache": "none" if self.entry is None else self.entry,
             "client_shard_reads": SHARD_READS.now()[0] - self.reads_at_start[0],
             "client_shard_bytes": SHARD_READS.now()[1] - self.reads_at_start[1],
         }

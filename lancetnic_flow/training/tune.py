@@ -29,6 +29,7 @@ from ..dataflow.cluster import workers_info
 from ..dataflow.manifest import read_features
 from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
 from ..errors import UserError
+from ..options import bad
 from ..events import NULL_EVENTS, Events
 from ..models import registration
 from ..reconnect import share
@@ -286,6 +287,9 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
 
     ``client``: an existing ``distributed.Client`` (else a LocalCluster is
     started, or ``cfg.cluster.scheduler`` is used)."""
+    if cfg.output.no_cache:   # every trial reads every epoch's shards on a worker
+        raise bad("output.cache", "{name} none: tune's trials read the featurised shards from the cache, each "
+                  "trial every epoch", "give {name} a URL, or leave it out (OUT/.cache)")
     optuna = require_optuna()
     budget = budget_seconds(time_budget)
     if trials is not None and trials < 1:

@@ -50,8 +50,8 @@ class PlainLog:
         if kind == "stage":
             stage = e["stage"]
             if stage == "training":
-                src = " (featurising live)" if e.get("source") == "live" else (
-                    " (from the shard cache)" if e.get("source") == "cache" else "")
+                src = {"live": " (featurising live)", "cache": " (from the shard cache)",
+                       "fresh": " (featurising afresh: no cache)"}.get(e.get("source"), "")
                 self._print(f"training epoch {e['epoch']}/{e['epochs']}{src}")
             elif stage == "fitting":
                 self._print(f"fitting features over {e.get('total', 0)} partitions")

@@ -295,3 +295,27 @@ def test_run_on_process_with_what_asks_for_a_cluster_names_that_option_not_train
     assert "train_on" not in str(e.value) and "drop ddp" in str(e.value)
     with pytest.raises(UserError, match="run_on process starts no cluster, and scheduler trains on Dask workers"):
         resolve(with_cluster(config(), run_on="process", scheduler="tcp://10.0.0.1:8786"))
+
+
+def with_cache(cfg: TrainConfig, cache: str) -> TrainConfig:
+    return dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, cache=cache))
+
+
+def test_cache_none_trains_here_and_refuses_what_trains_on_workers_naming_it(monkeypatch):
+    """The ranks, and --scheduler's trainer task, read the shards from the cache by address."""
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    cfg = resolve(with_cache(config(), "None "))
+    assert cfg.output.cache == "none" and cfg.output.no_cache and cfg.training.ddp is None
+    assert resolve(cfg) == cfg
+    assert not resolve(with_cache(config(), "./none")).output.no_cache   # a folder of that name
+    for given, cause, fix in [
+            (config(ddp=2), "ddp 2 trains on Dask workers", "drop ddp"),
+            (with_cluster(config(), train_on="cluster"), "train_on cluster trains on Dask workers", "train_on client"),
+            (with_cluster(config(), scheduler="tcp://10.0.0.1:8786"), "scheduler trains on Dask workers",
+             "train_on client")]:
+        with pytest.raises(UserError, match="cache none: " + cause) as refused:
+            resolve(with_cache(given, "none"))
+        assert fix in refused.value.hint and refused.value.cli[0].startswith("--cache none: ")
+    # The workers featurise, this process trains: allowed with an existing cluster.
+    ok = resolve(with_cache(with_cluster(config(), scheduler="tcp://10.0.0.1:8786", train_on="client"), "none"))
+    assert ok.training.ddp is None and ok.output.no_cache

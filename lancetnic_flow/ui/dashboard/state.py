@@ -135,6 +135,8 @@ class DashboardState:
         self.fit_cached = bool(e.get("cached"))
 
     def _on_featurized(self, e: dict, t: float) -> None:
+        if e["done"] < self.feat_done:   # a new pass: without a cache every epoch featurises afresh
+            self.feat_meter = Meter()
         self.feat_done, self.feat_total = e["done"], e["total"]
         self.feat_meter.add(t, self.feat_done)
         self._count_bytes(e, t)

@@ -35,7 +35,7 @@ def status_line(s: DashboardState, now: float | None = None) -> str:
     elif s.stage == "training":
         pct = f" ({s.rows / s.total_rows:.0%})" if s.total_rows else ""
         out.append(f"training epoch {s.epoch}/{s.epochs} · rows {s.rows:,}/{s.total_rows:,}{pct}")
-        if s.feat_total and s.source == "live":
+        if s.feat_total and s.source in ("live", "fresh"):
             out.append(f"featurised {s.feat_done}/{s.feat_total}")
         rr, tr = s.rows_meter.rate(now), s.tokens_meter.rate(now)
         if rr is not None:

@@ -4,19 +4,21 @@ is refused and rebuilt by the repair given; the counting pass's raw shards
 finish into the same rows."""
 from __future__ import annotations
 
+import csv
 import dataclasses
 import os
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv  # noqa: F401  (pa.csv)
 import pytest
 
 from lancetnic_flow.config import FeatureConfig
 from lancetnic_flow.data.readers import read_partition
 from lancetnic_flow.data.sources import plan_source
 from lancetnic_flow.dataflow.shards import (PartitionResult, ShardError, count_partition, featurize_partition,
-                                            SHARD_READS, load_or_repair, load_shard)
-from lancetnic_flow.features.fit import finish_fit
+                                            SHARD_READS, load_or_repair, load_shard, recount_partition)
+from lancetnic_flow.features.fit import finish_fit, fit_partition
 from lancetnic_flow.features.split import validation_mask
 
 from .conftest import BLOCKSIZE, COLUMNS, VAL_FRACTION, write_rows
@@ -129,3 +131,63 @@ def test_every_shard_this_process_loads_is_counted_with_its_bytes(entry):
     count, size = SHARD_READS.now()
     assert count - before[0] == 2
     assert size - before[1] == sum(s.bytes for s in shards)
+
+
+def test_without_a_cache_a_partitions_shards_come_in_the_result_as_the_bytes_a_cache_holds(entry):
+    """--cache none: the same shards, carried in the result, of the splits asked for only; every row counted."""
+    part, written = entry.spec.train.partitions[1], entry.results[1]
+    reads = SHARD_READS.now()
+    res = featurize_partition(part, None, columns=COLUMNS, features=entry.spec.features, shard_dir=None,
+                              storage_options={}, cache_options={}, chunk_bytes=BLOCKSIZE,
+                              val_fraction=VAL_FRACTION, keep=("train",))
+    assert (res.train_rows, res.val_rows, res.rows_read) == (written.train_rows, written.val_rows, written.rows_read)
+    train = [s for s in written.shards if s.split == "train"]
+    assert [s.data for s in res.shards] == [open(s.url, "rb").read() for s in train] and res.shards
+    assert all(s.url == "" and s.split == "train" for s in res.shards)
+    np.testing.assert_array_equal(load_shard(res.shards[0], {}).indices, load_shard(train[0], {}).indices)
+    assert SHARD_READS.now()[0] == reads[0] + 1   # the cached one: bytes in a result are no cache read
+
+
+def test_without_a_cache_one_splits_pass_counts_the_other_untokenised_as_a_cached_pass_does(tmp_path):
+    """A validation row whose label training never had: skipped as unknown_label
+    by a pass that featurises it, and by one that only counts it."""
+    data = write_rows(tmp_path / "d.csv")
+    table = pa.csv.read_csv(data)
+    rows = table.to_pylist()
+    val = np.flatnonzero(validation_mask(table, VAL_FRACTION))
+    rows[int(val[0])]["label"] = "only-in-validation"
+    with open(data, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["text", "label"])
+        w.writeheader()
+        w.writerows(rows)
+    part = plan_source([str(data)], blocksize=2**30).partitions[0]
+    fcfg = FeatureConfig(mode="tfidf", ngrams=1, analyzer="word")
+    features = finish_fit(fit_partition(part, COLUMNS, fcfg, {}, 2**30, VAL_FRACTION), fcfg, COLUMNS)
+    assert "only-in-validation" not in features.labels
+    kw = dict(columns=COLUMNS, features=features, storage_options={}, cache_options={}, chunk_bytes=2**30,
+              val_fraction=VAL_FRACTION)
+    cached = featurize_partition(part, None, shard_dir=str(tmp_path / "c"), **kw)
+    counts = lambda r: (r.rows_read, r.train_rows, r.val_rows, r.skipped)   # noqa: E731
+    assert cached.skipped == {"unknown_label": 1}
+    for name in ("train", "val"):
+        fresh = featurize_partition(part, None, shard_dir=None, keep=(name,), **kw)
+        assert counts(fresh) == counts(cached) and {s.split for s in fresh.shards} == {name}
+
+
+def test_an_epoch_without_a_cache_finishes_the_rows_a_cached_raw_shard_finishes_into(tmp_path):
+    """Hashing features: the raw counts of one split's rows, made alone, finish into the cached shard's rows."""
+    data = write_rows(tmp_path / "d.csv")
+    fcfg = FeatureConfig(mode="hashing", buckets=2**10, analyzer="word")
+    part = plan_source([str(data)], blocksize=BLOCKSIZE).partitions[1]
+    stats = count_partition(part, None, columns=COLUMNS, fcfg=fcfg, shard_dir=str(tmp_path / "raw"),
+                            storage_options={}, cache_options={}, chunk_bytes=BLOCKSIZE, val_fraction=VAL_FRACTION)
+    features = finish_fit(stats, fcfg, COLUMNS)
+    for name in ("train", "val"):
+        fresh = recount_partition(part, None, columns=COLUMNS, fcfg=fcfg, storage_options={}, chunk_bytes=BLOCKSIZE,
+                                  val_fraction=VAL_FRACTION, keep=(name,))
+        want = [features.finish(load_shard(s, {})) for s in stats.results[0].shards if s.split == name]
+        got = [features.finish(load_shard(s, {})) for s in fresh.shards]
+        assert len(got) == len(want) > 0 and all(s.raw and s.data for s in fresh.shards)
+        for a, b in zip(got, want):
+            for field in ("indices", "offsets", "values", "labels"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))

@@ -1,0 +1,93 @@
+"""`--cache none`: the workers featurise every epoch afresh and no shard is
+written, and the run is the run a cache gives.
+
+The promise: with the same seed, `--cache none` trains the same weights
+(model.safetensors byte for byte), the same rows, epochs and validation
+metrics as a run with a shard cache; it writes no shard, says so on the
+console and in metrics.json (`cache: "none"`), resumes after Ctrl-C to the
+metrics of a run never stopped, and what would read shards from a cache on
+the workers (`--ddp`, `tune`) is refused naming the option."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.training.checkpoints import CHECKPOINT
+from lancetnic_flow.training.orchestrator import train
+from lancetnic_flow.training.resume import resume_config
+from lancetnic_flow.training.stop import TrainingInterrupted
+
+from helpers import CLUSTER, assert_user_error, cli, make_config
+from test_resume import _interrupt_at
+
+
+def outcome(run: Path) -> dict:
+    m = json.loads((run / "metrics.json").read_text())
+    return {"rows": m["rows"], "val": (m["val_loss"], m["val_accuracy"]),
+            "epochs": [(e["train_loss"], e["val_loss"], e["val_accuracy"]) for e in m["epochs"]],
+            "weights": hashlib.sha256((run / "model.safetensors").read_bytes()).hexdigest()}
+
+
+def files_under(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("where", [
+    [],                                                              # hashed words, featurised in this process
+    ["--features", "tfidf", "--val", "VAL", "--run-on", "cluster", *CLUSTER],   # a vocabulary, on a LocalCluster
+])
+def test_cache_none_trains_the_cached_runs_weights_and_writes_no_shard(data_dir, tmp_path, where):
+    val = data_dir / "nocache-val.csv"
+    if not val.exists():
+        write_corpus(str(val), 300, classes=4, seed=7)
+    where = [str(val) if a == "VAL" else a for a in where]
+    common = [data_dir / "nocache.csv", "--epochs", "3", "--seed", "5", "--out", tmp_path / "runs", *where]
+    if not (data_dir / "nocache.csv").exists():
+        write_corpus(str(data_dir / "nocache.csv"), 2500, classes=4, seed=11)
+    cached = cli("train", *common, "--name", "cached", "--cache", tmp_path / "cache", cwd=tmp_path)
+    assert cached.returncode == 0, cached.stdout + cached.stderr
+    fresh = cli("train", *common, "--name", "fresh", "--cache", "none", cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+
+    runs = tmp_path / "runs"
+    assert outcome(runs / "fresh") == outcome(runs / "cached")
+    assert files_under(runs / "cached") == files_under(runs / "fresh")
+    # Not a shard anywhere: the run folders only, no default cache, no folder named none.
+    assert sorted(p.name for p in runs.iterdir()) == ["cached", "fresh"]
+    assert not (tmp_path / "none").exists() and any((tmp_path / "cache").rglob("*.npz"))
+    m = json.loads((runs / "fresh" / "metrics.json").read_text())
+    assert m["cache"] == "none" and m["decided"]["cache"] == "none" and m["client_shard_reads"] == 0
+    assert json.loads((runs / "cached" / "metrics.json").read_text())["cache"].startswith(str(tmp_path / "cache"))
+    out = fresh.stdout + fresh.stderr
+    assert "no shard cache (--cache none)" in out and "training epoch 3/3 (featurising afresh: no cache)" in out
+    assert json.loads((runs / "fresh" / "config.json").read_text())["output"]["cache"] == "none"
+
+
+def test_cache_none_resumes_after_ctrl_c_to_the_metrics_of_a_cached_run_never_stopped(client, small_corpus,
+                                                                                         tmp_path):
+    """Stopped in epoch 2, whose partitions are featurised again and replayed up to the checkpoint."""
+    def config(name: str, cache: str | None):
+        cfg = make_config(small_corpus, tmp_path, epochs=3)
+        cfg.output.name, cfg.output.cache, cfg.training.checkpoint_every = name, cache, "off"
+        return cfg
+
+    ref = train(config("ref", str(tmp_path / "cache")), client=client)
+    with pytest.raises(TrainingInterrupted):
+        train(config("stopped", "none"), _interrupt_at(2, 4), client=client)
+    run = tmp_path / "runs" / "stopped"
+    assert (run / CHECKPOINT).exists() and not (tmp_path / "runs" / ".cache").exists()
+    res = train(resume_config(str(run)), client=client, resume=str(run))
+    assert res.metrics["cache"] == "none" and not (run / CHECKPOINT).exists()
+    assert outcome(run) == outcome(Path(ref.run))
+
+
+def test_cache_none_with_ranks_or_tune_is_refused_naming_the_option(small_corpus, tmp_path):
+    assert_user_error(cli("train", small_corpus, "--cache", "none", "--ddp", "2", cwd=tmp_path),
+                      "--cache none: --ddp 2 trains on Dask workers", "hint: drop --ddp")
+    assert_user_error(cli("tune", small_corpus, "--cache", "none", cwd=tmp_path),
+                      "--cache none: tune's trials read the featurised shards")
+    assert not (tmp_path / "runs").exists()
