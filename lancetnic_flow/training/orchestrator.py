@@ -394,8 +394,8 @@ class Training:
             self.cache_so, self.entry = {}, None
             self.decisions["cache"] = "none"
             self.events.emit("decided", what="cache", message=(
-                "no shard cache (--cache none): the workers featurise every epoch and validation pass afresh, "
-                f"{self.tc.in_flight or plan.in_flight} partitions in flight"))
+                "no shard cache (--cache none): every epoch and validation pass is featurised afresh, "
+                f"{self.tc.in_flight or plan.in_flight} partitions in flight; nothing is written but the run folder"))
             return
         cache = cfg.output.cache or join(cfg.output.out, ".cache")
         self.cache_so = options_for(cache, cfg.data.storage_options, like=cfg.data.train[0])
