@@ -5,8 +5,10 @@ The promise: with the same seed, `--cache none` trains the same weights
 (model.safetensors byte for byte), the same rows, epochs and validation
 metrics as a run with a shard cache; it writes no shard, says so on the
 console and in metrics.json (`cache: "none"`), resumes after Ctrl-C to the
-metrics of a run never stopped, and what would read shards from a cache on
-the workers (`--ddp`, `tune`) is refused naming the option."""
+metrics of a run never stopped, trains here from an existing cluster's
+features with `--train-on client`, and what would read shards from a cache
+on the workers (`--ddp`, `--scheduler`'s trainer task, `tune`) is refused
+naming the option."""
 from __future__ import annotations
 
 import hashlib
@@ -22,6 +24,7 @@ from lancetnic_flow.training.resume import resume_config
 from lancetnic_flow.training.stop import TrainingInterrupted
 
 from helpers import CLUSTER, assert_user_error, cli, make_config
+from servers import dask_processes
 from test_resume import _interrupt_at
 
 
@@ -91,3 +94,20 @@ def test_cache_none_with_ranks_or_tune_is_refused_naming_the_option(small_corpus
     assert_user_error(cli("tune", small_corpus, "--cache", "none", cwd=tmp_path),
                       "--cache none: tune's trials read the featurised shards")
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_with_an_existing_scheduler_cache_none_trains_here_from_the_workers_features(small_corpus, tmp_path):
+    """Real `dask scheduler` and `dask worker` processes: their trainer task reads a cache, so it is refused
+    by name; with --train-on client the workers featurise every epoch and the weights are the cached run's."""
+    (tmp_path / "cluster").mkdir()
+    with dask_processes(tmp_path / "cluster", "1GiB", workers=1) as (address, _):
+        common = [small_corpus, "--epochs", "2", "--scheduler", address, "--out", tmp_path / "runs"]
+        assert_user_error(cli("train", *common, "--cache", "none", cwd=tmp_path),
+                          "--cache none: --scheduler trains on Dask workers", "--train-on client")
+        for name, cache in (("cached", tmp_path / "cache"), ("fresh", "none")):
+            r = cli("train", *common, "--train-on", "client", "--name", name, "--cache", cache, cwd=tmp_path)
+            assert r.returncode == 0, r.stdout + r.stderr
+    runs = tmp_path / "runs"
+    assert outcome(runs / "fresh") == outcome(runs / "cached")
+    assert sorted(p.name for p in runs.iterdir()) == ["cached", "fresh"] and not (tmp_path / "none").exists()
