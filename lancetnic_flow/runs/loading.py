@@ -8,6 +8,10 @@ weights that do not fit ``model.json``'s network, features that do not fit
 its sizes, a format newer than this version reads) is a :class:`UserError`
 naming the file and what to do. A damaged ``metrics.json`` is only warned
 about: prediction does not read it.
+
+A LinearSVM run on the CPU is loaded as NumPy arrays (``safetensors.numpy``,
+:mod:`.linear_scores`), without torch, through the same checks, which say
+the same words; every other network is built in torch.
 """
 from __future__ import annotations
 
