@@ -236,7 +236,7 @@ class Model:
             self._started = True
         t0 = time.monotonic()
         try:
-            from .predict import Predictor   # torch: imported here, after the port opened
+            from .predict import Predictor   # torch, for a network: after the port opened
 
             pred = Predictor(os.fspath(self.run), self.storage_options)
             self.seconds = time.monotonic() - t0
