@@ -3,14 +3,16 @@
 and bytes sent by ranks.
 
     .venv/bin/python benchmarks/debian_corpus.py
-    .venv/bin/python benchmarks/linear_ranks.py [--ranks 1,2,4] [--sync epoch,8] [--corpus debian]
+    .venv/bin/python benchmarks/linear_ranks.py [--ranks 1,2,4] [--sync epoch,8] [--sync-rows touched,all]
+                                                [--corpus debian]
 
 Every configuration trains the same corpus through the CLI with the
 defaults and one shared shard cache (the first run featurises it): ranks 1
 is the single process, with and without the twin that learns the
 validation rows (``--ddp`` runs go without it); ranks N is ``--ddp N
 --workers N``, weights averaged at each epoch's end, or also every
-``--sync-every`` steps (``--sync``). On a 2-core machine
+``--sync-every`` steps (``--sync``), over the rows some rank touched since
+the last sync or over every row (``--sync-rows``). On a 2-core machine
 more ranks than cores measure accuracy and weights, not speed. Each run is
 then scored with ``evaluate --json`` on the corpus's test file. Writes
 ``benchmarks/out/linear-ranks-<time>.json`` and prints a Markdown table.
@@ -37,6 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--sync", default="epoch,8", help="cadences for ranks > 1: 'epoch' (each epoch's end) "
                     "and/or N (--sync-every N steps)")
+    ap.add_argument("--sync-rows", default="touched,all", help="rows a sync averages for ranks > 1: touched, all")
     ap.add_argument("--args", default="", help="more options for every train")
     ap.add_argument("--out", default=str(HERE / "out"))
     a = ap.parse_args(argv)
@@ -54,8 +57,10 @@ def main(argv=None) -> int:
             else:
                 for sync in a.sync.split(","):
                     every = [] if sync == "epoch" else ["--sync-every", sync]
-                    configs.append((f"{n}, sync {'each epoch' if sync == 'epoch' else f'every {sync} steps'}",
-                                    ["--ddp", str(n), "--workers", str(n), *every]))
+                    for which in a.sync_rows.split(","):
+                        configs.append((f"{n}, sync {'each epoch' if sync == 'epoch' else f'every {sync} steps'}, "
+                                        f"{which} rows", ["--ddp", str(n), "--workers", str(n), *every,
+                                                          "--sync-rows", which]))
         for name, extra in configs:
             run = Path(tmp) / f"r{len(rows)}"
             cli("train", str(train), "--out", tmp, "--name", run.name, "--cache", cache, "--no-plots", "--quiet",
@@ -70,14 +75,18 @@ def main(argv=None) -> int:
                          "rows_per_s": m["rows"]["trained"] * epochs / max(m["stage_seconds"].get("train") or 1, 1e-9),
                          "sent_bytes_per_rank_epoch": (max(ddp["rank_sent_bytes"]) / epochs
                                                        if ddp.get("rank_sent_bytes") else 0),
+                         "exchange_seconds": max((c.get("exchange", 0.0) for c in ddp.get("rank_seconds") or []),
+                                                 default=None),
                          "replicas_equal": len(set(ddp.get("replica_digests") or [0])) == 1})
     out = write_record(a.out, "linear-ranks", argv, rows)
-    print("| ranks | epochs | val accuracy | test accuracy | test macro-F1 | train s | rows/s | MB sent per rank per epoch |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | epochs | val accuracy | test accuracy | test macro-F1 | train s | rows/s | MB sent per rank per epoch "
+          "| exchange s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['ranks']} | {r['epochs']} | {r['val_accuracy']:.4f} | {r['test_accuracy']:.4f} | "
               f"{r['test_macro_f1']:.4f} | {r['train_seconds']:.1f} | {r['rows_per_s']:,.0f} | "
-              f"{r['sent_bytes_per_rank_epoch'] / 1e6:.1f} |")
+              f"{r['sent_bytes_per_rank_epoch'] / 1e6:.1f} | "
+              f"{'' if r['exchange_seconds'] is None else format(r['exchange_seconds'], '.1f')} |")
     print(f"\nresults: {out}")
     return 0
 

@@ -27,6 +27,7 @@ TASKS = ("classify", "regress", "multitask", "multilabel")
 OPTIMIZERS = ("adam", "sgd", "radam", "rmsprop", "adadelta")
 CLASS_LOSSES = ("cross_entropy", "bce", "hinge")
 VALUE_LOSSES = ("mse", "l1", "smooth_l1")
+SYNC_ROWS = ("touched", "all")
 SECRET_HINTS = ("key", "secret", "token", "password", "credential", "session")
 
 
@@ -237,6 +238,8 @@ class TrainingConfig:
     ddp: int | None = default("training.ddp")    # data-parallel ranks on Dask workers (ddp.py)
     # Ranks of a rule that averages weights (LinearSVM) average every N of their steps too; None: at epochs' ends.
     sync_every: int | None = default("training.sync_every")
+    # Which rows of the sparse layer a sync averages: those some rank touched since the last (ddp/comm.py), or all.
+    sync_rows: str = default("training.sync_rows")
     # A model that can (ModelSpec.learns_val): the saved model also learns the
     # validation rows (a twin trained without them gives the validation
     # figures); None: when they are split from the training data and the
@@ -272,6 +275,7 @@ class TrainingConfig:
         if self.sync_every is not None and self.sync_every < 1:
             raise bad(t + "sync_every", f"{{name}} must be ≥ 1 step, got {self.sync_every}",
                       "e.g. {name} 20, or drop it to average at each epoch's end")
+        _choice(t + "sync_rows", self.sync_rows, SYNC_ROWS)
         if self.ddp is not None and self.ddp < 1:
             raise bad(t + "ddp", f"{{name}}: {self.ddp} ranks", "use {name} 1 (one trainer task on a worker) or more, "
                       "or drop it")

@@ -329,6 +329,8 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
         raise UserError(f"--max-batch must be ≥ 1, got {a.max_batch}", "e.g. --max-batch 1000")
     if a.max_queue < 1:
         raise UserError(f"--max-queue must be ≥ 1, got {a.max_queue}", "e.g. --max-queue 100")
+    if a.max_connections < 1:
+        raise UserError(f"--max-connections must be ≥ 1, got {a.max_connections}", "e.g. --max-connections 500")
     if not (a.body_timeout > 0 and math.isfinite(a.body_timeout)):
         raise UserError(f"--body-timeout must be a number of seconds > 0, got {a.body_timeout}",
                         "e.g. --body-timeout 30")
@@ -348,7 +350,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     if report.json is not None:
         report.json("serving", {"run": str(a.run), "url": url, "max_batch": a.max_batch, "max_body": max_body,
-                                "max_queue": a.max_queue})
+                                "max_queue": a.max_queue, "max_connections": a.max_connections})
     report.console.print(f"serving {a.run} at {url} (POST /predict, GET /health; Ctrl-C stops), loading the run",
                          markup=False, highlight=False, soft_wrap=True)
     # Whoever waits for the line (a supervisor, a test) reads it before the first request.
@@ -369,7 +371,8 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
             report.console.file.flush()
 
     model.when_done(ready)
-    serve(application, sock, log_level="warning" if getattr(a, "quiet", False) else "info", model=model)
+    serve(application, sock, log_level="warning" if getattr(a, "quiet", False) else "info", model=model,
+          max_connections=a.max_connections, head_timeout=a.body_timeout)
     if model.error is not None:
         raise model.error
     report.console.print(f"stopped serving {a.run}", markup=False, highlight=False, soft_wrap=True)

@@ -96,8 +96,10 @@ SERVE = [
       default="64MiB"),
     O("--max-queue", "most /predict requests held at once, answered or waiting; past it a request is refused "
       "with 503 and Retry-After (default 100)", "N", int, 100),
-    O("--body-timeout", "seconds a request body may stall before it is refused with 408 (default 30)", "SECONDS",
-      float, 30.0),
+    O("--body-timeout", "seconds a request head or body may stall before it is refused with 408 (default 30)",
+      "SECONDS", float, 30.0),
+    O("--max-connections", "most connections open at once, idle keep-alive ones included; past it a request is "
+      "refused with 503 and Retry-After (default 500)", "N", int, 500),
     O("--storage-option", "fsspec storage option of the run's URL, repeatable", "K=V", default=[], kind="append"),
 ]
 EXPORT = [

@@ -18,9 +18,10 @@ one finished.
 The lock is ``flock(2)`` on ``ENTRY/.lock`` (a local folder; NFS too): the
 kernel drops it when its holder exits, is killed or closes it, so a crashed
 run never leaves an entry locked and there is no stale lock to break. The
-file stays; its content names the holder for those waiting. A remote cache
-(``s3://``, ``gs://``, …) has no lock fsspec can take: there writers are not
-serialised (docs/reliability.md, "Not yet promised").
+file stays; its content names the holder for those waiting. On S3 the lock
+is a lease object taken by a conditional write (entry_lease.py); other
+remote caches (``gs://``, …) have no lock fsspec can take: there writers
+are not serialised (docs/reliability.md, "Not yet promised").
 """
 from __future__ import annotations
 
@@ -28,20 +29,22 @@ import json
 import os
 import socket
 import time
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
 import fsspec
 
 from ..storage import writing
+from .entry_lease import LEASE, take_lease
 
-LOCK = ".lock"
+LOCK = ".lock"  # the S3 lease is entry_lease.LEASE
 
 
 class EntryLock:
-    """A held entry lock; :meth:`release` (or the process ending) lets the next writer in."""
+    """A held entry lock; :meth:`release` (or the process ending) lets the next writer in.
+    ``handle``: the flocked file, or the S3 lease (entry_lease.Held); closing either drops it."""
 
-    def __init__(self, handle: IO[str], path: str):
-        self._handle: IO[str] | None = handle
+    def __init__(self, handle: Any, path: str):
+        self._handle: Any = handle
         self.path = path
 
     @property
@@ -52,19 +55,23 @@ class EntryLock:
         """Drop the lock; again, it does nothing."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            handle.close()   # closing the descriptor releases the flock
+            handle.close()   # closing the descriptor releases the flock; the lease is deleted
 
 
 def lock_entry(entry: str, cache_options: dict, on_wait: Callable[[str], None] | None = None,
                poll: float = 0.2) -> EntryLock | None:
     """Hold ``entry``'s writer lock, waiting as long as another run holds it
     (``on_wait(holder)`` is called once if it must); None where the cache
-    cannot be locked (a remote filesystem, or no ``fcntl`` on this OS)."""
+    cannot be locked (a remote filesystem other than S3, or no ``fcntl`` on this OS)."""
+    fs, path = fsspec.core.url_to_fs(entry, **cache_options)
+    if "s3" in fs.protocol:
+        with writing(entry):    # a store that refuses the write says so, as for a shard
+            held = take_lease(fs, path, on_wait)
+        return None if held is None else EntryLock(held, f"{entry.rstrip('/')}/{LEASE}")
     try:
         import fcntl
     except ImportError:
         return None
-    fs, path = fsspec.core.url_to_fs(entry, **cache_options)
     if "file" not in fs.protocol:
         return None
     lock_path = os.path.join(path, LOCK)

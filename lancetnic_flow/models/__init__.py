@@ -1,66 +1,28 @@
-"""Model families, built from a name and plain keyword arguments, so a run
-folder stores them as JSON (``model.json``), never as pickled code.
+"""The networks, their losses and metrics. :data:`MODELS` (kept in
+:mod:`lancetnic_flow.registry`) maps the names users pick to their specs;
+:data:`NETS`, :func:`create_model`, :func:`build_model`, :func:`registration`,
+:func:`register` and the network classes are in :mod:`.nets`.
 
-:data:`MODELS` (kept in :mod:`lancetnic_flow.registry`, which needs no
-torch) maps the names users pick (lancetnic's) to a network class, its fixed
-options, the tasks it does (the first is its default) and the feature modes
-it reads (the first is its default). The task decides the heads: any Scalpel
-or Lancet network can classify, regress or both. :data:`NETS` maps the class
-names stored in run folders to classes.
+Those are imported on first use (PEP 562): importing this package, or a
+module of it that needs no network (``tasks``, ``metrics``: what
+``evaluate`` of a LinearSVM run uses), does not import torch, whose import
+alone is 1.8–2.0 s on a 2-core host (runs/linear_scores.py).
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from torch import nn
-
-from ..errors import UserError
 from ..registry import MODELS, ModelSpec
-from .lancet import SequenceNet
-from .scalpel import ScalpelNet
 
-NETS: dict[str, type[nn.Module]] = {"ScalpelNet": ScalpelNet, "SequenceNet": SequenceNet}
+NETWORK_NAMES = ("NETS", "create_model", "build_model", "registration", "register", "ScalpelNet", "SequenceNet")
 
 
-def create_model(name: str, *, dim: int, classes: int, regress: bool, hidden: int, layers: int,
-                 dropout: float, embed: int, numeric: int) -> tuple[nn.Module, dict]:
-    """A fresh model for ``name``; returns it and its ``model.json`` record."""
-    spec = MODELS[name]
-    net = NETS[spec.net]
-    kw: dict[str, Any] = {"dim": dim, "classes": classes, "regress": regress, "hidden": hidden, "layers": layers,
-                          "dropout": dropout, "numeric": numeric}
-    if "embed" in inspect.signature(net).parameters:   # a network with token embeddings of their own width
-        kw["embed"] = embed
-    kw.update(spec.fixed)
-    model = net(**kw)
-    return model, {"model": name, "net": spec.net, "kwargs": model.config}
+def __getattr__(name: str) -> Any:
+    if name in NETWORK_NAMES:
+        from . import nets
+
+        return getattr(nets, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def registration(name: str) -> tuple[str, ModelSpec, type[nn.Module]]:
-    """Model ``name``'s entry (its name, spec and network class), to hand to a
-    worker process — a ``tune`` trial, a ``--ddp`` rank — where a model
-    registered by the user's script at run time is not registered."""
-    spec = MODELS[name]
-    return name, spec, NETS[spec.net]
-
-
-def register(entry: tuple[str, ModelSpec, type[nn.Module]]) -> None:
-    """Register a :func:`registration` entry in this process (the built-in ones are already)."""
-    name, spec, net = entry
-    MODELS.setdefault(name, spec)
-    NETS.setdefault(spec.net, net)
-
-
-def build_model(net: str, **kwargs) -> nn.Module:
-    """Rebuild a stored model: ``net`` is a class name in :data:`NETS`. A class
-    this process never registered is a :class:`UserError` saying so."""
-    if net not in NETS:
-        raise UserError(f"the model's network {net!r} is not registered in this process (known: "
-                        f"{', '.join(sorted(NETS))})",
-                        "import the module that registers it first (lancetnic_flow.models.NETS and MODELS), "
-                        "e.g. from Python: import my_models; Predictor(run) — see workflows/custom_model.py")
-    return NETS[net](**kwargs)
-
-
-__all__ = ["MODELS", "NETS", "ModelSpec", "create_model", "build_model", "registration", "register", "ScalpelNet", "SequenceNet"]
+__all__ = ["MODELS", "ModelSpec", *NETWORK_NAMES]

@@ -6,21 +6,29 @@ BCE (two classes) or the one-vs-rest hinge (LinearSVM's) for classes; MSE, L1 or
 standardised target); multi-task adds them with ``loss_weights``;
 multilabel takes a binary cross entropy per label (sigmoid, not softmax), or
 a hinge per label.
+
+torch is imported by the losses, not by this module: a LinearSVM run is
+evaluated without it (runs/linear_scores.py), its hinge summed in NumPy
+(:meth:`Task.array_loss`) and its metrics kept from NumPy outputs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from .metrics import ClassificationMetrics, MultiLabelMetrics, RegressionMetrics
+
+if TYPE_CHECKING:   # the annotations' only need of torch; the losses import it when they run
+    import torch
 
 
 def ovr_hinge(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """One-vs-rest hinge loss, summed over classes: ``max(0, 1 - t·s)`` with
     ``t = +1`` for the row's class and ``-1`` for every other (LinearSVM's)."""
+    import torch
+
     t = torch.full_like(logits, -1.0).scatter_(1, labels[:, None], 1.0)
     per_row = torch.relu(1.0 - t * logits).sum(1)
     return per_row.mean() if reduction == "mean" else per_row.sum() if reduction == "sum" else per_row
@@ -36,7 +44,7 @@ class Task:
     class_weights: torch.Tensor | None = None
     target: tuple[float, float] = (0.0, 1.0)     # mean, std of the original target
     seed: int = 0
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    device: Any = "cpu"   # where the losses' tensors are (a torch.device or its name)
     # Multilabel: the logit from which each label is predicted (a run's thresholds; None: 0, probability 0.5).
     label_cuts: np.ndarray | None = None
 
@@ -55,6 +63,8 @@ class Task:
 
     def loss(self, out: dict[str, torch.Tensor], labels: torch.Tensor | None, targets: torch.Tensor | None,
              reduction: str = "mean") -> torch.Tensor:
+        import torch.nn.functional as F
+
         total = 0.0
         if self.multilabel:
             return self._label_set_loss(out["logits"], labels, reduction)
@@ -81,12 +91,29 @@ class Task:
         ``t = ±1``: LinearSVM's), summed over a row's labels: each label learns
         as its own yes/no classifier, at the same scale however many labels
         there are. ``class_weights`` here weigh each label's positive rows (``pos_weight``)."""
+        import torch
+        import torch.nn.functional as F
+
         if self.class_loss == "hinge":
             per_row = torch.relu(1.0 - (2.0 * hot - 1.0) * logits).sum(1)
         else:
             per_row = F.binary_cross_entropy_with_logits(logits, hot, pos_weight=self.class_weights,
                                                          reduction="none").sum(1)
         return per_row.mean() if reduction == "mean" else per_row.sum() if reduction == "sum" else per_row
+
+    def array_loss(self, logits: np.ndarray, labels: np.ndarray) -> float | None:
+        """The summed loss of NumPy ``logits`` (rows × classes) against class ids, or a
+        multi-hot matrix for label sets, without torch: the hinge (LinearSVM's, the
+        one loss computed so), equal to :meth:`loss`'s within float32 rounding. None
+        for any other loss (the caller takes :meth:`loss`)."""
+        if self.class_loss != "hinge" or self.class_weights is not None or self.regresses:
+            return None
+        if self.multilabel:
+            t = np.float32(2.0) * labels.astype(np.float32) - np.float32(1.0)
+        else:
+            t = np.full(logits.shape, -1.0, np.float32)
+            t[np.arange(len(logits)), labels.astype(np.int64)] = 1.0
+        return float(np.maximum(np.float32(1.0) - t * logits, np.float32(0.0)).sum(1).sum())
 
     def new_metrics(self) -> "TaskMetrics":
         if self.multilabel:
@@ -103,23 +130,29 @@ def label_cuts(thresholds: list[float] | None) -> np.ndarray | None:
     return np.log(p / (1 - p)).astype(np.float32)
 
 
+def as_array(x: Any) -> np.ndarray:
+    """A model output as a NumPy array: a torch tensor's values, or the array itself."""
+    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
+
+
 @dataclass
 class TaskMetrics:
     cls: ClassificationMetrics | MultiLabelMetrics | None
     reg: RegressionMetrics | None
     cuts: np.ndarray | None = None   # multilabel: each label's logit threshold (None: 0)
 
-    def update(self, out: dict[str, torch.Tensor], labels: np.ndarray | None, targets: np.ndarray | None,
+    def update(self, out: dict[str, Any], labels: np.ndarray | None, targets: np.ndarray | None,
                loss_sum: float, unseen: np.ndarray | None = None) -> None:
-        """Count a batch. ``unseen`` (label sets): the rows whose set also held a label the run never saw."""
+        """Count a batch (``out``: torch tensors or NumPy arrays). ``unseen`` (label sets):
+        the rows whose set also held a label the run never saw."""
         if isinstance(self.cls, MultiLabelMetrics):
             # A label is predicted from its threshold on: probability ≥ 0.5 (a logit ≥ 0) unless the run chose one.
-            logits = out["logits"].detach().cpu().numpy()
+            logits = as_array(out["logits"])
             self.cls.update(labels, logits >= (0.0 if self.cuts is None else self.cuts), loss_sum, unseen)
         elif self.cls is not None:
-            self.cls.update(labels.astype(np.int64), out["logits"].detach().argmax(1).cpu().numpy(), loss_sum)
+            self.cls.update(labels.astype(np.int64), as_array(out["logits"]).argmax(1), loss_sum)
         if self.reg is not None:
-            self.reg.update(targets, out["value"].detach().cpu().numpy(), 0.0 if self.cls is not None else loss_sum)
+            self.reg.update(targets, as_array(out["value"]), 0.0 if self.cls is not None else loss_sum)
 
     @property
     def rows(self) -> int:

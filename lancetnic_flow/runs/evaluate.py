@@ -4,20 +4,22 @@ only its streaming metrics, merged here.
 
 A row whose label the run never saw is scored, as scikit-learn would score
 the same predictions: wrong, and counted apart by label (``unseen_labels``);
-in a label set, such a label is a false negative."""
+in a label set, such a label is a false negative.
+
+A LinearSVM run is scored and its hinge summed in NumPy, without torch
+(:meth:`.predict.Predictor.outputs`, :meth:`~lancetnic_flow.models.tasks.Task.array_loss`)."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..features.labelsets import unseen
-from ..models.inputs import answers, model_inputs
-from ..models.tasks import TaskMetrics
+from ..features.rows import RowBlock
+from ..models.tasks import Task, TaskMetrics
 from .loading import weights_stamp
 from .predict import BATCH_ROWS, predictor
 
@@ -29,35 +31,49 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
     task = pred.run.task()
     m = task.new_metrics()
     rows, skipped, noted = 0, {}, {}
-    with torch.no_grad():
-        for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
-            rows += chunk.rows_read
-            for k, v in chunk.skipped.items():
-                skipped[k] = skipped.get(k, 0) + v
-            for k, v in chunk.noted.items():
-                noted[k] = noted.get(k, 0) + v
-            block = pred.run.features.transform(chunk.table)
-            flags = None
-            if block.labels is not None:
-                flags, counts = unseen(chunk.table.column("label"), pred.run.features.labels)
-                if task.multilabel:
-                    m.cls.update_unseen(counts)
-                elif flags.any():   # one label a row: the row has no class to score a loss with
-                    m.cls.update_unseen(counts, _predicted(pred, block.take(np.flatnonzero(flags))))
-                    block, flags = block.take(np.flatnonzero(~flags)), None
-            for start in range(0, len(block), BATCH_ROWS):
-                b = block.slice(start, start + BATCH_ROWS)
-                labels, targets = answers(b, pred.device)
-                out = pred.run.model(**model_inputs(b, pred.device))
-                m.update(out, b.labels, b.targets, task.loss(out, labels, targets, reduction="sum").item(),
-                         None if flags is None else flags[start:start + BATCH_ROWS])
+    for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
+        rows += chunk.rows_read
+        for k, v in chunk.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+        for k, v in chunk.noted.items():
+            noted[k] = noted.get(k, 0) + v
+        block = pred.run.features.transform(chunk.table)
+        flags = None
+        if block.labels is not None:
+            flags, counts = unseen(chunk.table.column("label"), pred.run.features.labels)
+            if task.multilabel:
+                m.cls.update_unseen(counts)
+            elif flags.any():   # one label a row: the row has no class to score a loss with
+                m.cls.update_unseen(counts, _predicted(pred, block.take(np.flatnonzero(flags))))
+                block, flags = block.take(np.flatnonzero(~flags)), None
+        for start in range(0, len(block), BATCH_ROWS):
+            b = block.slice(start, start + BATCH_ROWS)
+            out, loss = _scored(pred, task, b)
+            m.update(out, b.labels, b.targets, loss, None if flags is None else flags[start:start + BATCH_ROWS])
     return m, rows, skipped, noted
+
+
+def _scored(pred, task: Task, b: RowBlock) -> tuple[dict, float]:
+    """The model's outputs for ``b`` and their summed loss: in NumPy where the run is
+    scored so and its loss has a NumPy form (LinearSVM's hinge), else with torch."""
+    if not pred.uses_torch:
+        out = pred.outputs(b)
+        loss = task.array_loss(out["logits"], b.labels) if b.labels is not None else None
+        if loss is not None:
+            return out, loss
+    import torch
+
+    from ..models.inputs import answers, model_inputs
+
+    with torch.no_grad():
+        labels, targets = answers(b, pred.device)
+        out = pred.run.model(**model_inputs(b, pred.device))
+        return out, task.loss(out, labels, targets, reduction="sum").item()
 
 
 def _predicted(pred, block) -> np.ndarray:
     """The class the model predicts for each row of ``block``."""
-    out = [pred.run.model(**model_inputs(block.slice(s, s + BATCH_ROWS), pred.device))["logits"].argmax(1).numpy()
-           for s in range(0, len(block), BATCH_ROWS)]
+    out = [pred.outputs(block.slice(s, s + BATCH_ROWS))["logits"].argmax(1) for s in range(0, len(block), BATCH_ROWS)]
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 

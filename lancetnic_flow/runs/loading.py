@@ -8,6 +8,10 @@ weights that do not fit ``model.json``'s network, features that do not fit
 its sizes, a format newer than this version reads) is a :class:`UserError`
 naming the file and what to do. A damaged ``metrics.json`` is only warned
 about: prediction does not read it.
+
+A LinearSVM run on the CPU is loaded as NumPy arrays (``safetensors.numpy``,
+:mod:`.linear_scores`), without torch, through the same checks, which say
+the same words; every other network is built in torch.
 """
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ import dataclasses
 import hashlib
 import json
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import fsspec
@@ -36,14 +39,31 @@ SAME_RUN = ("keep model.json, model.safetensors and features.json of one run tog
 UPGRADE = "upgrade lancetnic_flow to read it (pip install -U lancetnic_flow), or train the run again with this one"
 
 
-@dataclass
 class LoadedRun:
-    url: str
-    config: dict
-    features: FittedFeatures
-    model: Any
-    meta: dict
-    metrics: dict
+    """A run folder read back: its URL, configuration, fitted features,
+    network, ``model.json`` (``meta``) and metrics. A LinearSVM run loaded
+    for NumPy holds its weights in ``linear`` (:class:`~.linear_scores.LinearScores`)
+    and builds the torch network (``model``) only when something asks for it
+    (``export``, ``export --compact``), from the same weights."""
+
+    def __init__(self, url: str, config: dict, features: FittedFeatures, model: Any, meta: dict, metrics: dict,
+                 linear: Any = None):
+        self.url, self.config, self.features, self.meta, self.metrics = url, config, features, meta, metrics
+        self._model, self.linear = model, linear
+
+    @property
+    def model(self) -> Any:
+        """The torch network (imports torch, and builds it the first time for a run loaded for NumPy)."""
+        if self._model is None and self.linear is not None:
+            import torch
+
+            state = {k: torch.from_numpy(v) for k, v in self.linear.state.items()}
+            self._model = build_network(self.url, self.meta, state).eval()
+        return self._model
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        self._model, self.linear = model, None
 
     def task(self):
         """The :class:`~lancetnic_flow.models.tasks.Task` this run was trained for, rebuilt from its JSON files."""
@@ -277,11 +297,11 @@ def _check_digest(run: str, data: bytes, meta: dict) -> None:
                     f"SHA-256 {str(saved.get('sha256'))[:12]}…): the two come from different saves", SAME_RUN)
 
 
-def read_weights(run: str, storage_options: dict | None = None, meta: dict | None = None) -> dict:
+def read_weights(run: str, storage_options: dict | None = None, meta: dict | None = None,
+                 arrays: bool = False) -> dict:
     """``run``'s weights as tensors, checked: safetensors (never a pickle), whole, and the
-    file ``meta`` (model.json) was saved with."""
-    import safetensors.torch
-
+    file ``meta`` (model.json) was saved with. ``arrays``: as NumPy arrays, read by
+    ``safetensors.numpy`` without torch; the same checks, the same errors."""
     url = join(run, WEIGHTS_FILE)
     try:
         data = read_bytes(url, folder_options(run, storage_options))
@@ -294,10 +314,16 @@ def read_weights(run: str, storage_options: dict | None = None, meta: dict | Non
     if problem is not None:
         raise UserError(f"{url} is not a valid safetensors file ({problem[1]})", not_safetensors)
     _check_digest(run, data, meta or {})
-    from .stored_weights import decode
+    if arrays:
+        import safetensors.numpy as reader
 
+        from .stored_matrices import decode_arrays as decode
+    else:
+        import safetensors.torch as reader
+
+        from .stored_weights import decode
     try:
-        stored = safetensors.torch.load(data)
+        stored = reader.load(data)
     except Exception as exc:   # the library's own SafetensorError, among others
         raise UserError(f"{url} is not a valid safetensors file ({exc})", not_safetensors) from None
     try:
@@ -306,15 +332,16 @@ def read_weights(run: str, storage_options: dict | None = None, meta: dict | Non
         raise _damaged(url, str(exc)) from None
 
 
-def _misfit(want: dict, have: dict) -> str:
-    """How the tensors in a file (``have``) differ from those a network needs (``want``), in words; '' if not."""
+def _misfit(want: dict[str, tuple], have: dict[str, tuple]) -> str:
+    """How the tensors in a file (``have``: name → shape) differ from those a network needs
+    (``want``), in words; '' if not."""
     def some(names: list[str]) -> str:
         return ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
 
     missing = [k for k in want if k not in have]
     extra = [k for k in have if k not in want]
-    shapes = [f"{k} is {list(have[k].shape)} there, {list(want[k].shape)} in the network" for k in want
-              if k in have and tuple(have[k].shape) != tuple(want[k].shape)]
+    shapes = [f"{k} is {list(have[k])} there, {list(want[k])} in the network" for k in want
+              if k in have and tuple(have[k]) != tuple(want[k])]
     return "; ".join(([f"it lacks {some(missing)}"] if missing else []) + ([f"it has no place for {some(extra)}"]
                      if extra else []) + ([some(shapes)] if shapes else []))
 
@@ -329,12 +356,27 @@ def build_network(run: str, meta: dict, state: dict) -> Any:
         model = build_model(net, **meta["kwargs"])
     except (TypeError, ValueError, RuntimeError) as exc:
         raise _damaged(url, f"its sizes do not build a {net} ({type(exc).__name__}: {exc})") from None
-    misfit = _misfit(model.state_dict(), state)
-    if misfit:
-        raise UserError(f"{join(run, WEIGHTS_FILE)} does not hold the weights of the network {url} describes "
-                        f"({misfit}): the two come from different runs", SAME_RUN)
+    _check_fit(run, {k: tuple(v.shape) for k, v in model.state_dict().items()}, state)
     model.load_state_dict(state)
     return model
+
+
+def _check_fit(run: str, want: dict[str, tuple], state: dict) -> None:
+    """Weights of another network (``state``, where ``want`` gives the shapes it needs) are refused in words."""
+    misfit = _misfit(want, {k: tuple(v.shape) for k, v in state.items()})
+    if misfit:
+        raise UserError(f"{join(run, WEIGHTS_FILE)} does not hold the weights of the network "
+                        f"{join(run, 'model.json')} describes ({misfit}): the two come from different runs", SAME_RUN)
+
+
+def linear_run(run: str, meta: dict, state: dict) -> Any:
+    """A LinearSVM run's NumPy weights (``state``, from :func:`read_weights` with
+    ``arrays``) as :class:`~.linear_scores.LinearScores`, checked as
+    :func:`build_network` checks the torch network's."""
+    from .linear_scores import LinearScores, linear_shapes
+
+    _check_fit(run, linear_shapes(meta), state)
+    return LinearScores(state)
 
 
 def read_metrics(run: str, storage_options: dict | None = None) -> dict:
@@ -364,14 +406,21 @@ def weights_stamp(run: str, storage_options: dict | None = None) -> str:
     return f"{info.get('size')}:{when}"
 
 
-def load_run(run: str, storage_options: dict | None = None, device: str = "cpu") -> LoadedRun:
+def load_run(run: str, storage_options: dict | None = None, device: str = "cpu", numpy: bool = True) -> LoadedRun:
     """Load a run folder: JSON and safetensors only, each file checked (see the module's
     notes), a damaged one a :class:`UserError` naming it. ``storage_options``
-    default to those ``run`` carries when it is a :class:`RunFolder`."""
+    default to those ``run`` carries when it is a :class:`RunFolder`. A LinearSVM run
+    on the CPU is loaded as NumPy arrays, without torch (``numpy=False``: as its torch
+    network, the way of every other model; :mod:`.linear_scores`)."""
+    from .linear_scores import linear_shapes
+
     so = folder_options(run, storage_options)
     meta, config = read_run_json(run, so)
     features = read_features(run, so, meta)
     _check_pair(run, features, meta)
+    if numpy and device == "cpu" and linear_shapes(meta) is not None:
+        linear = linear_run(run, meta, read_weights(run, so, meta, arrays=True))
+        return LoadedRun(run, config, features, None, meta, read_metrics(run, so), linear=linear)
     model = build_network(run, meta, read_weights(run, so, meta))
     model.to(device).eval()
     return LoadedRun(run, config, features, model, meta, read_metrics(run, so))

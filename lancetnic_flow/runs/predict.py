@@ -10,6 +10,10 @@ as CSV, JSON Lines or Parquet (:mod:`.outputs`).
 A row that cannot be predicted (empty or missing text, a malformed or
 undecodable line) is never dropped: it gets empty prediction columns and a
 ``status`` naming the reason; every other row has status ``ok``.
+
+A LinearSVM run (the default model) is scored in NumPy without importing
+torch (:mod:`.linear_scores`); every other model through its torch network,
+torch imported when such a run is loaded.
 """
 from __future__ import annotations
 
@@ -19,7 +23,6 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import torch
 
 from ..data.frames import as_table, input_rows, is_table
 from ..data.readers import read_partition
@@ -27,8 +30,8 @@ from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
 from ..features.rows import RowBlock
-from ..models.inputs import model_inputs
 from ..registry import task_kind
+from .linear_scores import sigmoid, softmax
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import OutputFile, output_format, output_names
 
@@ -43,9 +46,11 @@ class Predictor:
     one result per input row, in order; rows without usable text get empty
     results and a status."""
 
-    def __init__(self, run: str | LoadedRun, storage_options: dict | None = None, device: str = "cpu"):
-        self.run = run if isinstance(run, LoadedRun) else load_run(run, storage_options, device)
-        self.device = torch.device(device)
+    def __init__(self, run: str | LoadedRun, storage_options: dict | None = None, device: str = "cpu",
+                 numpy: bool = True):
+        # numpy: a LinearSVM run scored without torch (False: through its torch network, as any other model).
+        self.run = run if isinstance(run, LoadedRun) else load_run(run, storage_options, device, numpy)
+        self.device_name = str(device)
         self.labels = self.run.features.labels
         kw = self.run.meta["kwargs"]
         self.classifies = bool(kw.get("classes"))
@@ -59,6 +64,18 @@ class Predictor:
         self.text_columns = tuple(data.get("text") or ("text",))
         self.numeric = tuple(data.get("numeric") or ())
 
+    @property
+    def device(self):
+        """The torch device the network runs on (imports torch)."""
+        import torch
+
+        return torch.device(self.device_name)
+
+    @property
+    def uses_torch(self) -> bool:
+        """Whether this run is scored by its torch network (False: in NumPy, a LinearSVM run)."""
+        return self.run.linear is None
+
     # ------------------------------------------------------------ inputs
 
     def rows(self, data: Any, keep: Sequence[str] | str | None = None,
@@ -71,15 +88,26 @@ class Predictor:
             table = table.append_column("status", pa.array([], pa.string()))
         return table
 
+    def outputs(self, block: RowBlock) -> dict[str, np.ndarray]:
+        """The model's raw outputs (``logits`` and/or ``value``, standardised) for a
+        block of feature rows: in NumPy for a LinearSVM run, else from the torch network."""
+        if self.run.linear is not None:
+            return {"logits": self.run.linear.logits(block)}
+        import torch
+
+        from ..models.inputs import model_inputs
+
+        with torch.no_grad():
+            return {k: v.cpu().numpy() for k, v in self.run.model(**model_inputs(block, self.device)).items()}
+
     def _model_outputs(self, table: pa.Table) -> dict[str, np.ndarray]:
         """Raw outputs for every row of ``table`` (text and numeric columns), in batches."""
         table = table.select([c for c in table.column_names if c == "text" or c in self.numeric])
         parts: dict[str, list[np.ndarray]] = {}
-        with torch.no_grad():
-            for start in range(0, table.num_rows, BATCH_ROWS):
-                block = self.run.features.transform(table.slice(start, BATCH_ROWS))
-                for k, v in self.run.model(**model_inputs(block, self.device)).items():
-                    parts.setdefault(k, []).append(v.cpu().numpy())
+        for start in range(0, table.num_rows, BATCH_ROWS):
+            block = self.run.features.transform(table.slice(start, BATCH_ROWS))
+            for k, v in self.outputs(block).items():
+                parts.setdefault(k, []).append(v)
         out = {k: np.concatenate(v) for k, v in parts.items()}
         if self.classifies and "logits" not in out:
             out["logits"] = np.zeros((0, len(self.labels)), np.float32)
@@ -113,10 +141,13 @@ class Predictor:
         usable = rows if len(ok) == rows.num_rows else rows.take(pa.array(ok))
         out = self._model_outputs(usable)
         scored: dict[str, np.ndarray] = {}
-        if self.multilabel:
-            scored["proba"] = torch.sigmoid(torch.from_numpy(out["logits"])).numpy()
+        if self.classifies and not self.uses_torch:   # in NumPy: equal to torch's within float32 rounding
+            scored["proba"] = sigmoid(out["logits"]) if self.multilabel else softmax(out["logits"])
         elif self.classifies:
-            scored["proba"] = torch.softmax(torch.from_numpy(out["logits"]), dim=1).numpy()
+            import torch
+
+            logits = torch.from_numpy(out["logits"])
+            scored["proba"] = (torch.sigmoid(logits) if self.multilabel else torch.softmax(logits, dim=1)).numpy()
         if self.regresses:
             scored["value"] = out["value"]
         return ok, scored
@@ -309,10 +340,14 @@ def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
     key = (run, stamp)
     with _LOADING:   # tasks on threads of one process (a worker's, or dataflow/inprocess.py's) load it once
         if key not in _PREDICTORS:
-            torch.set_num_threads(1)
             for old in [k for k in _PREDICTORS if k[0] == run]:
                 del _PREDICTORS[old]
-            _PREDICTORS[key] = Predictor(run, storage_options)
+            pred = Predictor(run, storage_options)
+            if pred.uses_torch:   # one thread a task: the worker's other tasks have the other cores
+                import torch
+
+                torch.set_num_threads(1)
+            _PREDICTORS[key] = pred
         return _PREDICTORS[key]
 
 

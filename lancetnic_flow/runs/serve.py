@@ -13,7 +13,8 @@ with the loading error (exit 2). Every request is bounded: at most
 ``max_batch`` texts and ``max_body`` bytes (413), a body whose bytes stop
 for ``body_timeout`` seconds is 408, and past ``max_queue`` requests held
 at once a new one is 503 with Retry-After. A malformed request is a 4xx
-with ``{"error": "..."}``, never a 500.
+with ``{"error": "..."}``, never a 500; :func:`serve` bounds connections and
+answers what the HTTP parser refuses in JSON too (http_protocol.py).
 
 At most :data:`SLOTS` requests read, parse and predict at once, in worker
 threads, and prediction runs one batch at a time: the event loop keeps
@@ -38,6 +39,9 @@ MAX_BATCH = 1000
 MAX_BODY = 64 * 2**20
 MAX_QUEUE = 100
 BODY_TIMEOUT = 30.0
+# Each connection holds a file descriptor and a little memory, an idle keep-alive one too;
+# past this many a new one is 503 (http_protocol.py). Well under the usual 1024 descriptors.
+MAX_CONNECTIONS = 500
 # Prediction is one batch at a time, so more slots only overlap reading and parsing the
 # next bodies with it; each slot may hold a body of max_body bytes. Four, not two, so a
 # client or two that send slowly (until body_timeout) do not stop the others.
@@ -232,7 +236,7 @@ class Model:
             self._started = True
         t0 = time.monotonic()
         try:
-            from .predict import Predictor   # torch: imported here, after the port opened
+            from .predict import Predictor   # torch, for a network: after the port opened
 
             pred = Predictor(os.fspath(self.run), self.storage_options)
             self.seconds = time.monotonic() - t0
@@ -396,13 +400,20 @@ def _stop(signum: int, frame: Any) -> None:
     raise _Stopped
 
 
-def serve(application: Any, sock: socket.socket, log_level: str = "info", model: Model | None = None) -> None:
+def serve(application: Any, sock: socket.socket, log_level: str = "info", model: Model | None = None,
+          max_connections: int = MAX_CONNECTIONS, head_timeout: float = BODY_TIMEOUT) -> None:
     """Run ``application`` with uvicorn on the bound ``sock``; return once Ctrl-C or
     SIGTERM has stopped it gracefully (answers in flight are sent first), or once
-    ``model`` has failed to load (its ``error`` says why)."""
+    ``model`` has failed to load (its ``error`` says why). At most ``max_connections``
+    connections are served at once, and a request head must come whole within
+    ``head_timeout`` seconds (http_protocol.py)."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(application, log_level=log_level, lifespan="off"))
+    from .http_protocol import protocol
+
+    config = uvicorn.Config(application, log_level=log_level, lifespan="off",
+                            http=protocol(max_connections, head_timeout))
+    server = uvicorn.Server(config)
     if model is not None:
         model.when_done(lambda m: m.error is not None and setattr(server, "should_exit", True))
     # uvicorn shuts down on the signal, then raises it again for its caller: SIGTERM's
@@ -420,4 +431,4 @@ def serve(application: Any, sock: socket.socket, log_level: str = "info", model:
 
 
 __all__ = ["app", "serve", "listen", "parse_request", "read_body", "health", "require_serve", "BadRequest", "Model",
-           "MAX_BATCH", "MAX_BODY", "MAX_QUEUE", "BODY_TIMEOUT", "SLOTS"]
+           "MAX_BATCH", "MAX_BODY", "MAX_QUEUE", "BODY_TIMEOUT", "MAX_CONNECTIONS", "SLOTS"]

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
+from .stored_matrices import decode_arrays, is_quantised
 from .tensor_file import Streamed
-
-SUFFIXES = ("shape", "rows", "counts", "cols", "values", "scale", "int8")
 # Matrices smaller than this are stored as they are: a few KiB, not worth a second format.
 MIN_ELEMENTS = 1 << 16
 # Sparse storage takes about 5 bytes an entry (4 with the dense layout): past this share of
@@ -142,59 +142,11 @@ def encode(state: dict[str, torch.Tensor], int8: bool = False) -> dict[str, Any]
 
 
 def decode(stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The model state a file's tensors hold (:func:`encode` undone). A
-    stored matrix whose parts do not fit together is a ``ValueError`` naming it."""
-    out: dict[str, torch.Tensor] = {}
-    sparse: dict[str, dict[str, torch.Tensor]] = {}
-    for key, t in stored.items():
-        name, sep, part = key.rpartition(":")
-        if sep and part in SUFFIXES:
-            sparse.setdefault(name, {})[part] = t
-        else:
-            out[key] = t
-    for name, p in sparse.items():
-        out[name] = _dense(name, p)
-    return out
-
-
-def _dense(name: str, p: dict[str, torch.Tensor]) -> torch.Tensor:
-    if "int8" in p:   # a plain 8-bit matrix and its scale per column
-        q, scale = p["int8"], p.get("scale")
-        if q.ndim != 2 or scale is None or scale.shape != (q.shape[1],):
-            raise ValueError(f"the stored matrix {name} has an 8-bit matrix of shape {list(q.shape)} and "
-                             f"{'no scale' if scale is None else f'{scale.numel():,} scales'}")
-        return q.to(torch.float32) * scale.to(torch.float32)
-    missing = [s for s in SUFFIXES[:5] if s not in p]
-    if missing:
-        raise ValueError(f"the stored matrix {name} lacks its {', '.join(missing)}")
-    shape, rows, counts, cols, values = (p[s] for s in SUFFIXES[:5])
-    if shape.numel() != 2:
-        raise ValueError(f"the stored matrix {name} has a shape of {shape.numel()} numbers, not 2")
-    n_rows, n_cols = (int(x) for x in shape)
-    counts64 = counts.to(torch.int64)
-    entries = int(counts64.sum())
-    if not (len(rows) == len(counts) and entries == len(cols) == len(values)):
-        raise ValueError(f"the stored matrix {name} has {len(rows):,} rows with {len(counts):,} counts "
-                         f"summing to {entries:,}, for {len(cols):,} columns and {len(values):,} values")
-    rows64, cols64 = rows.to(torch.int64), cols.to(torch.int64)
-    if len(rows) and (int(rows64.min()) < 0 or int(rows64.max()) >= n_rows):
-        raise ValueError(f"the stored matrix {name} names a row outside its {n_rows:,}")
-    if entries and (int(cols64.min()) < 0 or int(cols64.max()) >= n_cols):
-        raise ValueError(f"the stored matrix {name} names a column outside its {n_cols:,}")
-    vals = values.to(torch.float32)
-    if "scale" in p:
-        scale = p["scale"].to(torch.float32)
-        if scale.shape != (n_cols,):
-            raise ValueError(f"the stored matrix {name} has {scale.numel():,} scales for {n_cols:,} columns")
-        vals = vals * scale[cols64]
-    dense = torch.zeros(n_rows * n_cols, dtype=torch.float32)
-    dense[torch.repeat_interleave(rows64, counts64) * n_cols + cols64] = vals
-    return dense.view(n_rows, n_cols)
-
-
-def is_quantised(stored_names: list[str] | set[str]) -> bool:
-    """Whether a file's tensors include 8-bit matrices (a compacted copy of a run)."""
-    return any(n.endswith(":scale") for n in stored_names)
+    """The model state a file's tensors hold (:func:`encode` undone), as torch
+    tensors. A stored matrix whose parts do not fit together is a ``ValueError``
+    naming it. The matrices are made dense by :func:`.stored_matrices.decode_arrays`,
+    the one reader the NumPy path of a linear run shares."""
+    return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in decode_arrays(stored).items()}
 
 
 __all__ = ["encode", "decode", "materialize", "sparse_parts", "is_quantised"]

@@ -1,10 +1,13 @@
 """Using a trained run: the Predictor from Python, prediction and evaluation
-over Dask partitions, and artifacts that are never unpickled."""
+over Dask partitions, artifacts that are never unpickled, and the default
+model (LinearSVM) predicted, evaluated and served without importing torch."""
 from __future__ import annotations
 
 import json
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +20,8 @@ from lancetnic_flow.errors import UserError
 from lancetnic_flow.runs.evaluate import evaluate_files
 from lancetnic_flow.runs.loading import load_run
 from lancetnic_flow.runs.predict import Predictor, predict_files
+
+from helpers import cli
 
 
 def test_predictor_returns_labels_of_the_run_and_probabilities_that_sum_to_one(trained_run):
@@ -149,3 +154,61 @@ def test_a_planted_pickle_is_never_executed_when_loading_a_run(trained_run, tmp_
 def test_a_missing_run_folder_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="not a lancetnic_flow run folder"):
         load_run(str(tmp_path / "nope"))
+
+
+# ---------------------------------------------------------------- the default model without torch
+# torch's import alone is 1.8–2.0 s on 2 cores: a LinearSVM run is scored in NumPy (runs/linear_scores.py).
+# Whether torch was imported is only seen in a fresh interpreter: this process imported it long ago.
+
+
+@pytest.fixture(scope="module")
+def linear_run(small_corpus, tmp_path_factory) -> Path:
+    """The defaults (LinearSVM) on 2,000 rows, trained in the calling process."""
+    out = tmp_path_factory.mktemp("linear")
+    p = cli("train", small_corpus, "--out", out, "--name", "svm", "--epochs", "2", "--no-plots", cwd=out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads((out / "svm" / "model.json").read_text())["model"] == "LinearSVM"
+    return out / "svm"
+
+
+def _fresh(code: str, cwd: Path) -> str:
+    """Run ``code`` in a new interpreter; it prints what it found, its last line whether torch was imported."""
+    p = subprocess.run([sys.executable, "-c", "import sys\n" + code + "\nprint('torch' in sys.modules)"],
+                       cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def test_the_default_model_predicts_evaluates_and_serves_without_importing_torch(linear_run, small_corpus,
+                                                                                   tmp_path):
+    out = _fresh(f"""
+from lancetnic_flow.runs.predict import Predictor
+pred = Predictor({str(linear_run)!r})
+print(pred.predict(["a late goal won the match", ""])[0]["status"])
+from lancetnic_flow import TextClassifier
+print(len(TextClassifier.load({str(linear_run)!r}).predict_proba(["a late goal won the match"])[0]))
+from lancetnic_flow.cli.main import main
+assert main(["predict", {str(linear_run)!r}, "--text", "a late goal"]) == 0
+assert main(["predict", {str(linear_run)!r}, "--input", {str(small_corpus)!r}, "--output", "p.csv"]) == 0
+assert main(["evaluate", {str(linear_run)!r}, {str(small_corpus)!r}, "--json"]) == 0
+from lancetnic_flow.runs.serve import Model, Service, app
+model = Model({str(linear_run)!r})
+app(model)
+print(Service(model, 10, 2**20, 10, None).answer(b'{{"texts": ["a late goal"]}}', "application/json").decode())
+""", tmp_path)
+    lines = out.strip().splitlines()
+    assert lines[:2] == ["ok", "4"], out
+    said = {k: v for line in lines if line.startswith("{") for k, v in json.loads(line).items()}
+    assert said["text"] == "a late goal" and said["label"] and said["accuracy"] > 0.5, out
+    assert said["predictions"][0]["status"] == "ok"
+    assert len(pacsv.read_csv(tmp_path / "p.csv")) == 2000
+    assert lines[-1] == "False", out
+
+
+def test_another_model_still_predicts_through_torch(trained_run, tmp_path):
+    assert json.loads((Path(trained_run.run) / "model.json").read_text())["model"] == "ScalpelMC"
+    out = _fresh(f"""
+from lancetnic_flow.runs.predict import Predictor
+print(Predictor({str(trained_run.run)!r}).predict(["a short text"])[0]["status"])
+""", tmp_path)
+    assert out.split() == ["ok", "True"]

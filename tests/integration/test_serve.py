@@ -183,6 +183,13 @@ def test_health_says_the_run_its_task_and_labels(server, trained_run):
     (b'{"texts": [' + b"[" * 5_000 + b"]" * 5_000 + b"]}", 400, "nests lists or objects too deeply"),
     (b'{"texts": ["a", "\\ud800 b"]}', 422, "texts[1] holds a lone surrogate"),
     (b'{"texts": ["a"], "top_k": 1' + b"0" * 5_000 + b"}", 400, "not JSON"),
+    (b'{"texts": ["a"], "threshold": NaN}', 422, "between 0 and 1"),
+    (b'{"texts": ["a"], "top_k": Infinity}', 422, "top_k must be an integer"),
+    (b'{"texts": ["a", NaN]}', 422, "texts[1]"),
+    (b'{"texts": NaN}', 422, "list of strings, got a number"),
+    (b"NaN", 422, "JSON object, got a number"),
+    (b'{"texts": ["a"], "threshold": 1e999}', 422, "between 0 and 1"),
+    ({"texts": [None] * 100_000}, 413, "100,000 texts"),
 ])
 def test_a_malformed_request_is_a_4xx_with_a_json_message(server, body, status, needle):
     got_status, got = request(server.url + "/predict", body)
@@ -241,6 +248,7 @@ def test_a_bad_run_a_taken_port_or_a_bad_limit_is_exit_2_before_it_listens(tmp_p
     built_run("LancetMC", "regress", out=tmp_path / "run")
     for args, needle in [(["--max-batch", "0"], "--max-batch must be ≥ 1"),
                          (["--max-queue", "0"], "--max-queue must be ≥ 1"),
+                         (["--max-connections", "0"], "--max-connections must be ≥ 1"),
                          (["--max-body", "lots"], "--max-body: 'lots' has no number"),
                          (["--max-body", "0"], "--max-body must be at least 1 byte"),
                          (["--body-timeout", "0"], "--body-timeout must be a number of seconds > 0")]:
@@ -287,6 +295,8 @@ MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"
           "ARROW_DEFAULT_MEMORY_POOL": "system"}
 MAX_QUEUE = 40
 BODY_TIMEOUT = 2
+# Past the 32 clients of the load test and the 40 held requests of the --max-queue one.
+MAX_CONNECTIONS = 48
 
 
 @pytest.fixture(scope="module")
@@ -299,7 +309,7 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def bounded(built):
     s = Server(built, "--quiet", "--max-batch", "50", "--max-body", "1MiB", "--max-queue", MAX_QUEUE,
-               "--body-timeout", BODY_TIMEOUT, cwd=built.parent, env=MALLOC)
+               "--body-timeout", BODY_TIMEOUT, "--max-connections", MAX_CONNECTIONS, cwd=built.parent, env=MALLOC)
     yield s
     assert s.stop(signal.SIGTERM) == 0, s.output()
     assert "Traceback" not in s.output(), s.output()
@@ -498,3 +508,73 @@ def test_a_stalled_body_is_408_after_body_timeout_and_holds_no_other_request_up(
     finally:
         sock.close()
     assert request(bounded.url + "/health")[1]["queued"] == 0
+
+
+def _raw(url: str, data: bytes) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of what the server answers to ``data`` sent as is on a
+    fresh connection, read until the server closes it."""
+    u = urlsplit(url)
+    with socket.create_connection((u.hostname, u.port), timeout=BODY_TIMEOUT + 20) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (line.partition(":") for line in lines[1:]))
+    return int(lines[0].split()[1]), headers, body
+
+
+# Requests uvicorn's HTTP parser refuses before the app sees them: it answered each with a
+# plain-text "Invalid HTTP request received." (431 for a head h11 did not see end in 16 KiB).
+NOT_HTTP = {
+    "not a request line": b"HELLO\r\n\r\n",
+    "no Host header": b"GET /health HTTP/1.1\r\n\r\n",
+    "a header without a colon": b"GET /health HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+    "a Content-Length that is not a number": b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+    "a negative Content-Length": b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+    "two Content-Lengths that differ": b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                                      b"Content-Length: 6\r\n\r\n{}",
+    "a Transfer-Encoding other than chunked": b"POST /predict HTTP/1.1\r\nHost: x\r\n"
+                                               b"Transfer-Encoding: gzip\r\n\r\n",
+    "a chunk size that is not hexadecimal": b"POST /predict HTTP/1.1\r\nHost: x\r\n"
+                                            b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+    "a head not ended within 16 KiB": b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000,
+    "a control character in a header": b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("case", NOT_HTTP)
+def test_a_request_the_http_parser_refuses_is_a_4xx_with_a_json_message_not_a_plain_text_page(bounded, case):
+    status, headers, body = _raw(bounded.url, NOT_HTTP[case])
+    assert 400 <= status < 500 and headers["content-type"] == "application/json", (status, headers, body)
+    error = json.loads(body)["error"]
+    assert "not a valid HTTP request" in error and "POST /predict" in error, error
+    # The request in flight left nothing held.
+    assert request(bounded.url + "/health")[1]["queued"] == 0
+
+
+def test_a_request_head_that_never_ends_is_408_after_body_timeout_and_frees_its_connection(bounded):
+    t0 = time.monotonic()
+    status, headers, body = _raw(bounded.url, b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Le")
+    assert status == 408 and headers["content-type"] == "application/json"
+    assert f"{BODY_TIMEOUT} s" in json.loads(body)["error"]
+    assert BODY_TIMEOUT - 0.5 <= time.monotonic() - t0 < BODY_TIMEOUT + 10
+
+
+def test_past_max_connections_a_request_is_503_with_retry_after_in_json_and_a_freed_place_is_used(bounded):
+    u = urlsplit(bounded.url)
+    # Connections that send nothing hold a place each (until --body-timeout closes them).
+    idle = [socket.create_connection((u.hostname, u.port), timeout=10) for _ in range(MAX_CONNECTIONS)]
+    try:
+        status, headers, body = _raw(bounded.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status == 503 and headers["retry-after"] == "1" and headers["content-type"] == "application/json"
+        error = json.loads(body)["error"]
+        assert "busy" in error and "--max-connections" in error, error
+    finally:
+        for sock in idle:
+            sock.close()
+    deadline = time.monotonic() + 10
+    while (got := ask(bounded.url + "/predict", {"texts": ["w1 w2"]}))[0] != 200:
+        assert got[0] == 503 and time.monotonic() < deadline, got
+        time.sleep(0.05)

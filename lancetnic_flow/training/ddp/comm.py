@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import torch
 
 RENDEZVOUS_SECONDS = 300   # how long ranks wait for each other to join
@@ -131,18 +132,48 @@ def sync_flags(has_batch: bool, dist: Any, flag: float = 0.0, device: Any = "cpu
     return int(round(tail[0].item())), int(round(tail[1].item()))
 
 
-def average_weights(model: torch.nn.Module, dist: Any) -> int:
+def _ring_bytes(t: torch.Tensor, world: int) -> int:
+    """What one rank sends all-reducing ``t`` over a ring: about twice its bytes."""
+    return 2 * t.numel() * t.element_size() * (world - 1) // world
+
+
+def _average_rows(weight: torch.Tensor, touched: np.ndarray, dist: Any, world: int) -> int:
+    """Average the rows of ``weight`` that some rank touched (``touched``: this
+    rank's mask); the others are equal on every rank since the last sync and
+    stay as they are. The union of the masks is agreed first (one byte a row),
+    then only its rows travel. Returns the bytes this rank sent."""
+    mask = torch.from_numpy(touched.view(np.uint8)).to(weight.device)
+    dist.all_reduce(mask, op=dist.ReduceOp.MAX)
+    union = torch.nonzero(mask, as_tuple=True)[0]
+    sent = _ring_bytes(mask, world)
+    if len(union):
+        rows = weight.index_select(0, union)
+        dist.all_reduce(rows)
+        rows.div_(world)
+        weight.index_copy_(0, union, rows)
+        sent += _ring_bytes(rows, world)
+    return sent
+
+
+def average_weights(model: torch.nn.Module, dist: Any, touched: np.ndarray | None = None) -> int:
     """Make every replica's weights (parameters and floating buffers) the mean
     over the ranks: one ``all_reduce`` per tensor, summed then divided on every
-    rank alike, so the replicas come out bit for bit equal. Returns the bytes
-    this rank sent (a ring all-reduce sends about twice a tensor's bytes)."""
+    rank alike, so the replicas come out bit for bit equal. With ``touched``
+    (this rank's mask of the sparse layer's rows its steps changed since the
+    last sync) that layer's weight averages only the rows some rank touched:
+    traffic in proportion to the data since the last sync, not to the
+    vocabulary. Returns the bytes this rank sent."""
     world = dist.get_world_size()
     sent = 0
-    tensors = [p.data for p in model.parameters()] + [b for b in model.buffers() if b.is_floating_point()]
-    for t in tensors:
+    tensors = [(n, p.data) for n, p in model.named_parameters()] + [
+        (n, b) for n, b in model.named_buffers() if b.is_floating_point()]
+    for name, t in tensors:
+        if touched is not None and name == "input.weight":
+            sent += _average_rows(t, touched, dist, world)
+            continue
         dist.all_reduce(t)
         t.div_(world)
-        sent += 2 * t.numel() * t.element_size() * (world - 1) // world
+        sent += _ring_bytes(t, world)
     return sent
 
 

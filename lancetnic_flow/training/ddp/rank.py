@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from ...allocator import trim_allocator
@@ -176,6 +177,12 @@ class RankRun:
         self.rule.prepare(self.model)   # LinearSVM's twin with --learn-val (a world of one only: resolve.py)
         self.model.to(self.device)
         self.opts = self.rule.optimizers(self.model)
+        # The sparse rows this rank's steps changed since the last sync: a sync averages only the
+        # rows some rank touched (--sync-rows touched); the others are equal on every rank already.
+        layer = getattr(self.model, "input", None)
+        self.touched = (np.zeros(layer.weight.shape[0], np.bool_)
+                        if self.averaging and self.job.world > 1 and self.tc.sync_rows == "touched"
+                        and getattr(layer, "weight", None) is not None else None)
         if self.job.world > 1:
             torch.manual_seed(self.tc.seed * 1000 + self.rank)   # but each rank its own dropout
         if start.model is None and start.step:
@@ -316,6 +323,8 @@ class RankRun:
                 if batch is not None:
                     out, loss = self.rule.train_batch(self.model, self.task, self.opts, batch, self.device,
                                                       self.schedule(self.state.step))
+                    if self.touched is not None:
+                        self.touched[batch.indices] = True
                 flag = self._flag(done, since_batches, since_t)
                 self.clock["compute"] += time.perf_counter() - tick
                 tick = time.perf_counter()
@@ -364,7 +373,9 @@ class RankRun:
         """A rule that averages weights: the replicas become their mean (a no-op for gradient rules)."""
         if self.averaging and self.job.world > 1:   # one trainer task has nothing to average with
             tick = time.perf_counter()
-            self.sent_bytes += average_weights(self.model, self.dist)
+            self.sent_bytes += average_weights(self.model, self.dist, self.touched)
+            if self.touched is not None:
+                self.touched[:] = False
             # Averaged replicas are equal bit for bit; one that is not (a bug) is not trained on.
             d = self.digest()
             spread = torch.tensor([d, -d], dtype=torch.float64, device=self.device)
