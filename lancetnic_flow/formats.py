@@ -30,7 +30,9 @@ class Format:
     byte range cut at b"\\n" is whole rows), a ``parse(data, header, fmt,
     columns, url) -> Chunk`` of one block of bytes; for any other, a
     ``read(part, columns, storage_options) -> Chunk`` of one piece (a Parquet
-    row group), the file having ``pieces(fs, path) -> int`` of them.
+    row group), the file having ``pieces(fs, path)`` of them: a count (piece
+    ``i`` is ``Partition.start == i``) or a list of ``(start, length)``, one
+    per piece (Arrow IPC: byte ranges of record batches).
     ``columns``: None for a table (any named columns), else the only columns
     it holds (text lines hold ``text``; fastText ``text`` and ``label``).
     ``head``: ``(fi, storage_options, encoding) -> column names`` of a table
@@ -253,6 +255,9 @@ for _f in (
     Format("parquet", (".parquet", ".pq"), False, _R + "parquet:read_parquet", writer=_W + "ParquetTableWriter",
            head=_R + "parquet:head_columns", pieces=_R + "parquet:row_groups", compressible=False, title="Parquet",
            sniff=_R + "parquet:sniff"),
+    Format("arrow", (".arrow", ".arrows", ".feather", ".ipc"), False, _R + "arrow:read_arrow", writer=_W + "ArrowFileWriter",
+           head=_R + "arrow:head_columns",
+           pieces=_R + "arrow:byte_ranges", compressible=False, title="Arrow IPC", sniff=_R + "arrow:sniff"),
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
            holds_line_ends=False, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),

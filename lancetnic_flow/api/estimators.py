@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..config import DataConfig, TrainConfig, config_from_options
-from ..data.frames import SUPPORTED, as_table, is_table, text_columns_of
+from ..data.frames import SUPPORTED, arrow_of, as_table, is_table, text_columns_of
 from ..errors import UserError, not_fitted
 from ..options import api_default as d
 from ..options import api_options
@@ -43,11 +43,28 @@ def _is_files(X: Any) -> bool:
 
 def _values(y: Any) -> list:
     """The answers as a Python list, whatever holds them (one object per row: y is in memory already)."""
+    _check_one_answer_per_row(y)
+    y = arrow_of(y) if arrow_of(y) is not None else y     # a polars Series: its Arrow array
     if isinstance(y, (pa.Array, pa.ChunkedArray)):
         return y.to_pylist()
     if hasattr(y, "tolist"):          # NumPy, pandas
         return y.tolist()
     return list(y)
+
+
+def _check_one_answer_per_row(y: Any) -> None:
+    """Refuse a 2-D ``y`` that is not lists of labels: a table of several columns, or
+    a numeric matrix (a label-indicator matrix or several targets), which would
+    otherwise be read as label sets of "0" and "1"."""
+    if is_table(y):
+        raise UserError(f"y is a table of {len(as_table(y).column_names)} columns, not one answer per row",
+                        "pass one column of it, or the name of a column of X")
+    if isinstance(y, np.ndarray) and y.ndim == 2 and y.dtype.kind in "biuf":
+        raise UserError(f"y is a {y.shape[0]:,} × {y.shape[1]:,} matrix of numbers: several targets or a "
+                        "label-indicator matrix, and the estimators take one answer per row",
+                        "for multi-label classification pass a list of labels per row "
+                        "(MultiLabelBinarizer().fit(...).inverse_transform(Y)); for several targets, one "
+                        "TextRegressor per target")
 
 
 class _TextEstimator:
@@ -123,8 +140,17 @@ class _TextEstimator:
         return self
 
     def __sklearn_tags__(self):
-        """What scikit-learn's model selection reads (scikit-learn ≥ 1.6): the
-        estimator type, and inputs that are one text per row."""
+        """What scikit-learn reads (scikit-learn ≥ 1.6): the estimator type, and
+        inputs that are one text per row.
+
+        Declared as they hold: ``X`` is 1-D text (``string``, ``one_d_array``;
+        no numeric 2-D matrix, so ``two_d_array`` is False and
+        ``check_estimator`` runs only its cloning check, the others needing
+        numeric matrices); a missing text, NaN included, is accepted
+        (``allow_nan``: skipped in fit, predicted as None or NaN). Not
+        declared: ``multi_output`` (one answer per row) and ``multi_label``
+        (scikit-learn's means a label-indicator matrix in and out; multi-label
+        here is a list of labels per row in and out, and a matrix is refused)."""
         from sklearn.utils import ClassifierTags, InputTags, RegressorTags, Tags, TargetTags
 
         classifier = self._task != "regress"
@@ -185,8 +211,8 @@ class _TextEstimator:
         raise NotImplementedError
 
     def fit(self, X: Any, y: Any = None) -> "_TextEstimator":
-        """Train on ``X`` (texts: a list, NumPy array, pandas Series or DataFrame,
-        Arrow array or table; or a path, glob or URL, or a list of
+        """Train on ``X`` (texts: a list, NumPy array, pandas or polars Series or
+        DataFrame, ``datasets.Dataset``, Arrow array or table; or a path, glob or URL, or a list of
         ``pathlib.Path``) and ``y`` (the answers, or a column name of ``X``).
         Returns ``self``."""
         self._label_values = {}
@@ -302,14 +328,21 @@ class TextClassifier(_TextEstimator):
         if predictor.regresses and not predictor.classifies:
             raise UserError(f"{predictor.run.url} is a regression run", "load it with TextRegressor")
         values = getattr(self, "_label_values", {})
-        self.classes_ = np.array([values.get(x, x) for x in predictor.labels], dtype=object)
+        shown = [values.get(x, x) for x in predictor.labels]
+        # scikit-learn's order (np.unique(y)'s, which its scorers and meta-estimators
+        # assume); the run keeps its own, so predict_proba's columns are reordered.
+        try:
+            self._order = np.array(sorted(range(len(shown)), key=shown.__getitem__), dtype=np.intp)
+        except TypeError:   # labels of several kinds (1 and "a"): the run's order
+            self._order = np.arange(len(shown), dtype=np.intp)
+        self.classes_ = np.array([shown[i] for i in self._order], dtype=object)
         self.multilabel_ = predictor.multilabel
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Probabilities, one row per input row, columns in ``classes_`` order (a
-        row sums to 1; multi-label: each label's own probability); a row with
-        no usable text is all NaN."""
-        return self._fitted().predict_proba(self._rows(X))
+        """Probabilities, one row per input row, columns in ``classes_`` order
+        (sorted, as scikit-learn has them); a row sums to 1 (multi-label: each
+        label's own probability); a row with no usable text is all NaN."""
+        return self._fitted().predict_proba(self._rows(X))[:, self._order]
 
     def predict(self, X: Any, threshold: float | None = None) -> np.ndarray:
         """The label of each row (multi-label: a list of the labels at or above

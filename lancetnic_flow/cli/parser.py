@@ -54,7 +54,7 @@ TRAIN: dict[str, list[Option]] = groups_of("train")
 PREDICT = [
     O("--text", "a text to classify (repeatable)", "TEXT", kind="append"),
     O("--input", "data to predict over Dask partitions", "DATA", kind="list"),
-    O("--output", "where to write predictions: .csv, .tsv, .jsonl or .parquet (CSV and JSON Lines may add "
+    O("--output", "where to write predictions: .csv, .tsv, .jsonl, .parquet or .arrow (CSV and JSON Lines may add "
       ".gz/.bz2/.xz/.zst), a path or any fsspec URL", "URL"),
     O("--text-column", "text column of --input (default: the run's)", "COL", kind="append"),
     O("--keep", "input columns to carry into the output, e.g. --keep id,source; all = every column "

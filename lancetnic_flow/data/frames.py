@@ -1,11 +1,14 @@
 """In-memory inputs as rows: a list of texts, a NumPy array, a pandas Series
-or DataFrame, an Arrow array, record batch or table.
+or DataFrame, an Arrow array, record batch or table, a polars Series or
+DataFrame, a Hugging Face ``datasets.Dataset``.
 
 Prediction and the estimators read them through the same rules as files
 (:func:`~.readers.table.finish` in ``all_rows`` mode): one output row per
 input row, in order, each with a ``status`` ("ok" or why it cannot be
-used). pandas is never imported here; a pandas object is recognised only
-when pandas is already loaded.
+used). pandas, polars and datasets are never imported here: their objects
+are recognised only when their library is already loaded (whoever made one
+loaded it). polars and datasets hold Arrow memory, so theirs is read as
+Arrow (``to_arrow()``, a Dataset's Arrow table), never copied through pandas.
 """
 from __future__ import annotations
 
@@ -19,18 +22,59 @@ from ..errors import UserError
 from .readers.table import finish
 from .sources import Chunk, Columns
 
-SUPPORTED = "a list of texts, a NumPy array, a pandas Series or DataFrame, or an Arrow array or table"
+SUPPORTED = ("a list of texts, a NumPy array, a pandas or polars Series or DataFrame, "
+             "a datasets.Dataset, or an Arrow array or table")
+
+
+def _loaded(module: str, kind: str):
+    """``module.kind`` when ``module`` is imported already, else None (never imports it)."""
+    mod = sys.modules.get(module)
+    return getattr(mod, kind, None) if mod is not None else None
 
 
 def _pandas(kind: str):
-    pd = sys.modules.get("pandas")
-    return getattr(pd, kind, None) if pd is not None else None
+    return _loaded("pandas", kind)
+
+
+def _is(data: Any, module: str, kind: str) -> bool:
+    cls = _loaded(module, kind)
+    return cls is not None and isinstance(data, cls)
+
+
+def arrow_of(data: Any) -> pa.Table | pa.Array | pa.ChunkedArray | None:
+    """The Arrow data under a polars DataFrame or Series or a ``datasets.Dataset``
+    (a table, or an array for a Series), without a copy where the library
+    allows one; None for any other input. A ``DatasetDict`` or an
+    ``IterableDataset`` is refused: one split, in memory, is a table."""
+    if _is(data, "polars", "DataFrame") or _is(data, "polars", "Series"):
+        return data.to_arrow()
+    if _is(data, "datasets", "Dataset"):
+        # A slice of the whole: the Dataset's own (memory-mapped) table, no copy;
+        # after select/shuffle/filter, its rows in the Dataset's order.
+        return data.with_format("arrow")[:]
+    if _is(data, "datasets", "DatasetDict"):
+        raise UserError(f"a DatasetDict of splits {', '.join(map(repr, data))} is not one table of rows",
+                        "pass one split, e.g. ds['train']")
+    if _is(data, "datasets", "IterableDataset"):
+        raise UserError("an IterableDataset streams its rows and cannot be read as a table",
+                        "load it as a Dataset (streaming=False), or save it to Parquet and pass the files")
+    return None
 
 
 def is_table(data: Any) -> bool:
-    """True for inputs with named columns (a DataFrame, an Arrow table or record batch)."""
-    frame = _pandas("DataFrame")
-    return isinstance(data, (pa.Table, pa.RecordBatch)) or (frame is not None and isinstance(data, frame))
+    """True for inputs with named columns (a DataFrame, an Arrow table or record batch, a Dataset)."""
+    return isinstance(data, (pa.Table, pa.RecordBatch)) or _is(data, "pandas", "DataFrame") \
+        or _is(data, "polars", "DataFrame") or _is(data, "datasets", "Dataset")
+
+
+def like_input(data: Any, table: pa.Table):
+    """``table`` in the kind of frame ``data`` is: pandas for a pandas DataFrame,
+    polars for a polars DataFrame, else Arrow."""
+    if _is(data, "pandas", "DataFrame"):
+        return table.to_pandas()
+    if _is(data, "polars", "DataFrame"):
+        return sys.modules["polars"].from_arrow(table)
+    return table
 
 
 def _text_values(values: list) -> pa.Array:
@@ -42,6 +86,11 @@ def _text_values(values: list) -> pa.Array:
 
 def as_table(data: Any, name: str = "text") -> pa.Table:
     """Any supported input as an Arrow table; a sequence of texts becomes the column ``name``."""
+    if isinstance(data, pa.Table):
+        return data
+    arrow = arrow_of(data)
+    if arrow is not None:
+        data = arrow
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
@@ -97,4 +146,4 @@ def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] |
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 
-__all__ = ["as_table", "input_rows", "is_table", "text_columns_of", "SUPPORTED"]
+__all__ = ["arrow_of", "as_table", "input_rows", "is_table", "like_input", "text_columns_of", "SUPPORTED"]

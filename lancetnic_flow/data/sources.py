@@ -8,7 +8,9 @@ Any fsspec protocol works (local paths, ``file://``, ``memory://``, ``s3://``,
   range (plus the rest of its last line), so a worker holds one block at a time;
 * a compressed file cannot be split by byte range: it is one partition, read
   as a decompressing stream in pieces of about ``chunk_bytes``;
-* a Parquet file gives one partition per row group.
+* a Parquet file gives one partition per row group;
+* an Arrow IPC file (``.arrow``, a ``datasets`` folder's data files) gives
+  byte ranges of whole record batches.
 
 Which of these a file is follows its format's record in the format registry
 (:mod:`lancetnic_flow.formats`: ``splits_by_bytes``, ``pieces``). A file's
@@ -95,7 +97,7 @@ class Partition:
     index: int
     file: FileInfo
     start: int  # byte offset; for parquet: row-group index
-    length: int  # bytes; -1 = whole file (compressed file, parquet row group)
+    length: int  # bytes; -1 = whole file (compressed file, parquet row group, dictionary-encoded Arrow IPC)
 
 
 @dataclass(frozen=True)
@@ -320,11 +322,13 @@ def _infer_format(url: str) -> Format:
     )
 
 
-def _pieces(fmt: Format, fs, full: str) -> int:
-    """How many partitions a file of a format that is not split by bytes has
-    (a Parquet file's row groups)."""
+def _pieces(fmt: Format, fs, full: str) -> list[tuple[int, int]]:
+    """The partitions of a file of a format that is not split by bytes, as
+    (start, length): a Parquet file's row groups (index, -1), an Arrow IPC
+    file's byte ranges of record batches."""
     try:
-        return fmt.pieces_of()(fs, fs._strip_protocol(full))
+        pieces = fmt.pieces_of()(fs, fs._strip_protocol(full))
+        return [(g, -1) for g in range(pieces)] if isinstance(pieces, int) else list(pieces)
     except pa.ArrowInvalid as exc:
         raise UserError(f"{full}: not a valid {fmt.shown} file ({exc})",
                         "check the file, or pass --format") from exc
@@ -414,6 +418,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
         raise open_error(url, exc) from exc
     out = []
     own = _own_outputs(found) if not explicit else set()
+    metadata = _datasets_metadata(url, found) if not explicit else set()
     root = path.rstrip("/")
     for p, info in found.items():
         if info.get("type", "file") != "file":
@@ -423,6 +428,8 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
             continue  # hidden files and folders, _SUCCESS, .crc, .cache/ and friends
         if any(p.startswith(d + "/") for d in own):
             continue  # lancetnic_flow's own run folders and shard caches are never data
+        if p in metadata:
+            continue  # a datasets folder's state.json and dataset_info.json describe its .arrow files
         out.append((p if protocol in ("http", "https") else fs.unstrip_protocol(p), info, fs))
     if not out:
         raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
@@ -440,6 +447,30 @@ def _own_outputs(found: dict) -> set[str]:
         parent, base = posixpath.split(p.rstrip("/"))
         names.setdefault(parent, set()).add(base)
     return {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
+
+
+# A folder written by datasets.Dataset.save_to_disk: its rows are in data-0000N-of-0000M.arrow
+# (Arrow IPC streams) beside these two; DatasetDict.save_to_disk writes one such folder per split
+# and DICT_MARKER above them.
+DATASET_MARKERS = ("state.json", "dataset_info.json")
+DICT_MARKER = "dataset_dict.json"
+
+
+def _datasets_metadata(url: str, found: dict) -> set[str]:
+    """The metadata files of ``datasets`` folders among ``found`` (not data); a
+    folder of several splits (a saved DatasetDict) is refused: one is read at a time."""
+    names: dict[str, set[str]] = {}
+    for p in found:
+        parent, base = posixpath.split(p.rstrip("/"))
+        names.setdefault(parent, set()).add(base)
+    splits = sorted(posixpath.basename(d) for d, have in names.items() if set(DATASET_MARKERS) <= have)
+    if any(DICT_MARKER in have for have in names.values()) and len(splits) > 1:
+        raise UserError(f"{url}: a saved DatasetDict of splits {', '.join(splits)}: reading them all would mix them",
+                        f"point at one split's folder, e.g. {url.rstrip('/')}/{'train' if 'train' in splits else splits[0]}")
+    if not splits:
+        return set()
+    return {posixpath.join(d, m) for d, have in names.items() for m in (*DATASET_MARKERS, DICT_MARKER)
+            if m in have and (m == DICT_MARKER or set(DATASET_MARKERS) <= have)}
 
 
 def plan_source(urls: Sequence[str], *, format: str = "auto",
@@ -477,8 +508,8 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
         if not fmt.splits_by_bytes:
             if size == 0:
                 continue
-            for g in range(_pieces(fmt, fs, full)):
-                partitions.append(Partition(len(partitions), fi, g, -1))
+            for start, length in _pieces(fmt, fs, full):
+                partitions.append(Partition(len(partitions), fi, start, length))
         elif comp is not None:
             if size == 0:
                 continue

@@ -12,7 +12,8 @@ and each ``write(table)`` appends rows with the first table's columns.
   (``ensure_ascii=False``), built with Arrow compute, not a Python loop per
   row; a float that is not finite is null, a whole float keeps its ``.0``.
 * Parquet: zstd pages, one row group per table written (make-data writes a
-  block at a time, so a row group is a block).
+  block at a time, so a row group is a block). Arrow IPC: the file layout
+  (Feather v2), the record batches of each table written.
 * text: the ``text`` column, a line per row; fastText: ``__label__`` tags
   (one per label of a set) then the text. A line end inside a text cannot be
   held by a line format: it is written as a space. Other columns are not
@@ -221,6 +222,24 @@ class ParquetTableWriter:
     def write(self, table: pa.Table) -> None:
         if table.num_rows:
             self.writer.write_table(table, row_group_size=min(table.num_rows, PARQUET_MAX_GROUP))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class ArrowFileWriter:
+    """An Arrow IPC file (the layout ``.arrow`` and Feather v2 name; ``.arrows``
+    is the stream's): each table written appends its record batches, and the
+    footer lists them, so it is read back a range of batches at a time."""
+
+    def __init__(self, sink, schema: pa.Schema, fmt) -> None:
+        import pyarrow.ipc as ipc
+
+        self.writer = ipc.new_file(sink, schema)
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.writer.write_table(table)
 
     def close(self) -> None:
         self.writer.close()

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..data.frames import as_table, input_rows, is_table
+from ..data.frames import as_table, input_rows, is_table, like_input
 from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
@@ -313,7 +313,7 @@ class Predictor:
                       text_column: str | Sequence[str] | None = None, threshold: float | None = None):
         """``data``'s columns (``keep``: "all", a list of names, or None for
         just the text), as they are, plus ``status`` and the prediction
-        columns; a pandas DataFrame for pandas input, an Arrow table otherwise."""
+        columns; a pandas DataFrame for pandas input, a polars one for polars, an Arrow table otherwise."""
         rows = self.rows(data, text_column=text_column)
         if not is_table(data) or keep is None:
             out = self.output_table(rows, top_k, threshold=threshold)
@@ -325,8 +325,7 @@ class Predictor:
                     raise UserError(f"keep: no column {c!r} (the columns: {', '.join(source.column_names)})",
                                     "name columns of the input")
             out = self.output_table(rows, top_k, inputs=source.select(names), threshold=threshold)
-        frame = type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas")
-        return out.to_pandas() if frame else out
+        return like_input(data, out)
 
 
 _PREDICTORS: dict[tuple[str, str], Predictor] = {}

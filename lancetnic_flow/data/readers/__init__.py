@@ -20,6 +20,7 @@ Which parser reads a format is its record in the format registry
 
 * :mod:`.csv` — CSV and TSV; :mod:`.jsonl` — JSON Lines; :mod:`.lines` —
   plain text and fastText lines; :mod:`.parquet` — Parquet row groups;
+  :mod:`.arrow` — Arrow IPC record batches (``.arrow``, ``datasets`` folders);
   :mod:`.table` — what they share.
 """
 from __future__ import annotations

@@ -4,26 +4,14 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from ...formats import Format, Head
-from ...storage import open_options
-from ..sources import Chunk, Columns, Partition, open_error
-from .table import check_names, finish
-
-
-def _fs_path(url: str, storage_options: dict | None):
-    from fsspec.core import url_to_fs
-
-    return url_to_fs(url, **open_options(url, storage_options))
+from ..sources import Chunk, Columns, Partition
+from .table import check_names, finish, fs_path, open_seekable
 
 
 def read_parquet(part: Partition, columns: Columns,
                   storage_options: dict | None) -> Chunk:
     url = part.file.url
-    try:
-        fs, path = _fs_path(url, storage_options)
-        f = fs.open(path, "rb")
-    except Exception as exc:  # noqa: BLE001
-        raise open_error(url, exc) from exc
-    with f:
+    with open_seekable(url, storage_options) as f:
         pf = pq.ParquetFile(f, pre_buffer=False)   # no Arrow IO thread pool (see readers/__init__.py)
         have = pf.schema_arrow.names
         check_names(url, have, columns)
@@ -43,7 +31,7 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
 
 
 def columns_of(url: str, storage_options: dict | None) -> list[str]:
-    fs, path = _fs_path(url, storage_options)
+    fs, path = fs_path(url, storage_options)
     with fs.open(path, "rb") as f:
         return pq.ParquetFile(f).schema_arrow.names
 

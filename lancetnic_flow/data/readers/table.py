@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from ...errors import UserError
 from ...storage import open_options
-from ..sources import Chunk, Columns, missing_column_error
+from ..sources import Chunk, Columns, missing_column_error, open_error
 from .labels import check_single, is_list_type, label_sets, repeated_rows
 
 BOM = b"\xef\xbb\xbf"
@@ -36,6 +36,23 @@ def open_head(fi, storage_options: dict | None):
     import fsspec
 
     return fsspec.open(fi.url, "rb", compression=fi.compression, **open_options(fi.url, storage_options))
+
+
+def fs_path(url: str, storage_options: dict | None):
+    """``(filesystem, path)`` of ``url``, for a reader that seeks in the file (Parquet, Arrow IPC)."""
+    from fsspec.core import url_to_fs
+
+    return url_to_fs(url, **open_options(url, storage_options))
+
+
+def open_seekable(url: str, storage_options: dict | None):
+    """``url`` opened for reading as it is stored (seekable, not decompressed);
+    a failure to open it is a UserError naming it."""
+    try:
+        fs, path = fs_path(url, storage_options)
+        return fs.open(path, "rb")
+    except Exception as exc:  # noqa: BLE001
+        raise open_error(url, exc) from exc
 
 
 def strip_bom(data: bytes) -> bytes:

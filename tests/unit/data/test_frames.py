@@ -1,4 +1,4 @@
-"""data/frames.py: in-memory inputs (lists, NumPy, pandas, Arrow) as
+"""data/frames.py: in-memory inputs (lists, NumPy, pandas, polars, datasets, Arrow) as
 prediction rows: numbers read as text, missing values as empty_text, extra
 columns kept by name, and inputs that are no texts refused in words."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lancetnic_flow.data.frames import as_table, input_rows, is_table, text_columns_of
+from lancetnic_flow.data.frames import as_table, input_rows, is_table, like_input, text_columns_of
 from lancetnic_flow.errors import UserError
 
 
@@ -48,3 +48,49 @@ def test_input_rows_give_one_row_each_in_order_with_a_status_and_kept_columns():
     with pytest.raises(UserError, match="keep: no column 'nope'"):
         input_rows(df, keep=["nope"])
     assert "keep:n" in input_rows(df, keep="all").table.column_names
+
+
+def _no_pandas_copy(monkeypatch):
+    """Making any pandas object fails the test: nothing is copied through pandas."""
+    def refuse(*a, **k):
+        raise AssertionError("copied through pandas")
+    monkeypatch.setattr(pd.DataFrame, "__init__", refuse)
+    monkeypatch.setattr(pd.Series, "__init__", refuse)
+
+
+def test_polars_frames_and_series_are_read_as_their_arrow_data_not_through_pandas(monkeypatch):
+    pl = pytest.importorskip("polars")
+    frame = pl.DataFrame({"body": ["ab cd", None, "ef gh"], "label": ["x", "y", "x"]})
+    monkeypatch.setattr(pl.DataFrame, "to_pandas", lambda *a, **k: pytest.fail("copied through pandas"))
+    monkeypatch.setattr(pl.Series, "to_pandas", lambda *a, **k: pytest.fail("copied through pandas"))
+    _no_pandas_copy(monkeypatch)
+    assert is_table(frame) and not is_table(frame["body"])
+    assert as_table(frame).column_names == ["body", "label"]
+    assert as_table(frame["body"]).column("text").to_pylist() == ["ab cd", None, "ef gh"]
+    rows = input_rows(frame, ("body",), keep=["label"]).table
+    assert rows.column("status").to_pylist() == ["ok", "empty_text", "ok"]
+    assert type(like_input(frame, rows)) is pl.DataFrame and like_input(pa.table({}), rows) is rows
+
+
+def test_a_hugging_face_dataset_is_read_as_its_arrow_table_in_its_own_row_order(monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"text": ["a b", "c d", "e f"], "label": [0, 1, 0]})
+    _no_pandas_copy(monkeypatch)
+    monkeypatch.setattr(datasets.Dataset, "to_pandas", lambda *a, **k: pytest.fail("copied through pandas"))
+    assert is_table(ds) and as_table(ds).column("text").to_pylist() == ["a b", "c d", "e f"]
+    assert as_table(ds.select([2, 0])).column("text").to_pylist() == ["e f", "a b"]   # after select/shuffle
+    assert input_rows(ds.filter(lambda r: r["label"] == 0)).table.column("text").to_pylist() == ["a b", "e f"]
+    with pytest.raises(UserError, match="DatasetDict of splits 'train'") as e:
+        as_table(datasets.DatasetDict({"train": ds}))
+    assert "ds['train']" in e.value.hint
+    with pytest.raises(UserError, match="IterableDataset"):
+        as_table(ds.to_iterable_dataset())
+
+
+def test_polars_and_datasets_are_recognised_without_being_imported(monkeypatch):
+    import sys
+
+    for name in [m for m in sys.modules if m.split(".")[0] in ("polars", "datasets")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert not is_table(["a"]) and as_table(["a b"]).num_rows == 1
+    assert "polars" not in sys.modules and "datasets" not in sys.modules

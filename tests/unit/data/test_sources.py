@@ -474,3 +474,26 @@ def test_partition_is_picklable_and_frozen():
     assert pickle.loads(pickle.dumps(part)) == part
     with pytest.raises(Exception):
         part.start = 3  # type: ignore[misc]
+
+
+def test_a_datasets_folder_reads_its_arrow_files_and_not_its_metadata(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    texts = [f"row {i} words" for i in range(900)]
+    ds = datasets.Dataset.from_dict({"text": texts, "label": [str(i % 3) for i in range(900)]})
+    ds.save_to_disk(str(tmp_path / "ds"), max_shard_size="10KB")
+    plan = plan_source([str(tmp_path / "ds")])
+    assert len(plan.files) > 1 and {f.format for f in plan.files} == {"arrow"}
+    assert not plan.warnings   # state.json and dataset_info.json are neither data nor skipped data
+    got = [t for p in plan.partitions for c in read_partition(p, Columns(text=("text",), label="label"))
+           for t in c.table.column("text").to_pylist()]
+    assert got == texts   # shards in order, every row once
+
+
+def test_a_saved_dataset_dict_is_refused_naming_a_split_to_read(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"text": ["a b", "c d"], "label": ["x", "y"]})
+    datasets.DatasetDict({"train": ds, "test": ds}).save_to_disk(str(tmp_path / "dd"))
+    with pytest.raises(UserError, match="DatasetDict of splits test, train") as e:
+        plan_source([str(tmp_path / "dd")])
+    assert e.value.hint.endswith("dd/train")
+    assert len(plan_source([str(tmp_path / "dd" / "train")]).files) == 1

@@ -1,0 +1,115 @@
+"""scikit-learn's estimator contract where its generic checks cannot go: they
+feed numeric 2-D matrices, and these estimators read text (the checks that do
+apply run in tests/unit/api/test_estimators.py). Tiny fits in this process
+(a few hundred rows, 1–2 epochs): fit returns the estimator and repeats
+itself under one random_state, predictions depend on each row alone, the
+fitted attributes are scikit-learn's, and cross_val_score, GridSearchCV on
+two joblib workers and a Pipeline with a text-cleaning step work, for the
+classifier and the regressor."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.utils.validation import check_is_fitted
+
+from lancetnic_flow import TextClassifier, TextRegressor, write_corpus
+
+ROWS = 400
+
+
+@pytest.fixture(scope="module")
+def corpus(data_dir) -> pd.DataFrame:
+    path = data_dir / "contract.csv"
+    if not path.exists():
+        write_corpus(str(path), ROWS, classes=3, seed=11)
+    return pd.read_csv(path)
+
+
+def xy(corpus: pd.DataFrame, cls) -> tuple[np.ndarray, np.ndarray]:
+    return corpus["text"].to_numpy(), corpus["target" if cls is TextRegressor else "label"].to_numpy()
+
+
+def tiny(cls, **kw):
+    return cls(epochs=2, random_state=3, progress=False, **kw)
+
+
+def clean(texts) -> list[str]:
+    """A text-cleaning step: lower case, outer blanks and runs of spaces gone."""
+    return [" ".join(str(t).lower().split()) for t in texts]
+
+
+BOTH = pytest.mark.parametrize("cls", [TextClassifier, TextRegressor], ids=["classifier", "regressor"])
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    return np.allclose(a, b, equal_nan=True) if a.dtype.kind == "f" else list(a) == list(b)
+
+
+@BOTH
+def test_fit_returns_the_estimator_and_the_same_random_state_gives_the_same_predictions(corpus, cls):
+    X, y = xy(corpus, cls)
+    est = tiny(cls)
+    assert est.fit(X, y) is est
+    check_is_fitted(est)
+    first = est.predict(X)
+    assert same(est.fit(X, y).predict(X), first)          # fit again: the same model
+    assert same(clone(est).fit(X, y).predict(X), first)   # a clone: the same model
+
+
+@BOTH
+def test_each_prediction_depends_on_its_row_alone_not_on_order_or_company(corpus, cls):
+    X, y = xy(corpus, cls)
+    est = tiny(cls).fit(X, y)
+    whole = est.predict(X)
+    order = np.random.default_rng(0).permutation(len(X))
+    assert same(est.predict(X[order]), whole[order])
+    assert same(est.predict(X[:37]), whole[:37]) and same(est.predict(X[[5]]), whole[[5]])
+    if cls is TextClassifier:
+        proba = est.predict_proba(X)
+        assert np.allclose(est.predict_proba(X[order]), proba[order])
+        assert np.allclose(est.predict_proba(X[100:140]), proba[100:140])
+
+
+def test_classes_are_the_labels_seen_in_order_and_probabilities_follow_them(corpus):
+    X, y = xy(corpus, TextClassifier)
+    clf = tiny(TextClassifier).fit(X, y)
+    assert list(clf.classes_) == sorted(set(y))   # as np.unique(y) gives them
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(X), len(clf.classes_)) and np.allclose(proba.sum(axis=1), 1)
+    assert list(clf.classes_[proba.argmax(axis=1)]) == list(clf.predict(X))
+
+
+@BOTH
+def test_n_features_in_is_not_set_for_text_input(corpus, cls):
+    """Like scikit-learn's own text vectorisers: one text per row has no feature count to check."""
+    X, y = xy(corpus, cls)
+    est = tiny(cls).fit(X, y)
+    assert not hasattr(est, "n_features_in_") and not hasattr(est, "feature_names_in_")
+
+
+@BOTH
+def test_a_pipeline_with_a_text_cleaning_step_fits_and_cleans_what_it_predicts(corpus, cls):
+    X, y = xy(corpus, cls)
+    pipe = Pipeline([("clean", FunctionTransformer(clean)), ("est", tiny(cls, lowercase=False))]).fit(X, y)
+    shouted = np.array([f"  {t.upper()}  " for t in X], dtype=object)
+    assert same(pipe.predict(shouted), pipe.predict(X))   # cleaned before the estimator sees it
+    direct = tiny(cls, lowercase=False).fit(clean(X), y)
+    assert same(pipe.predict(X), direct.predict(clean(X)))
+    assert np.isfinite(pipe.score(X, y))
+
+
+@BOTH
+def test_cross_val_score_and_grid_search_run_a_pipeline_on_two_joblib_workers(corpus, cls):
+    X, y = xy(corpus, cls)
+    pipe = Pipeline([("clean", FunctionTransformer(clean)), ("est", tiny(cls))])
+    scores = cross_val_score(pipe, X, y, cv=3, n_jobs=2, error_score="raise")
+    assert len(scores) == 3 and np.isfinite(scores).all()
+    assert (scores > 0.5).all() if cls is TextClassifier else (scores > 0).all()
+    gs = GridSearchCV(pipe, {"est__epochs": [1, 2]}, cv=2, n_jobs=2, error_score="raise").fit(X, y)
+    assert np.isfinite(gs.cv_results_["mean_test_score"]).all() and gs.best_params_["est__epochs"] in (1, 2)
+    assert len(gs.predict(X[:10])) == 10

@@ -1,0 +1,55 @@
+"""api/estimators.py without training: scikit-learn's own estimator checks
+(those that apply to text input; the rest skipped by the tags the estimators
+declare), the parameters' round trip and cloning, and answers that are not
+one per row refused before anything runs. What needs a fitted model is in
+tests/integration/test_estimator_contract.py."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone, is_classifier, is_regressor
+from sklearn.utils import get_tags
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from lancetnic_flow import TextClassifier, TextRegressor
+from lancetnic_flow.errors import UserError
+
+
+@parametrize_with_checks([TextClassifier(), TextRegressor()])
+def test_scikit_learns_checks_that_apply_to_text_input_pass(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("est", [TextClassifier(), TextRegressor()], ids=["classifier", "regressor"])
+def test_the_tags_say_one_text_per_row_missing_texts_allowed_one_answer_per_row(est):
+    tags = get_tags(est)
+    assert tags.input_tags.string and tags.input_tags.one_d_array and not tags.input_tags.two_d_array
+    assert tags.input_tags.allow_nan and not tags.input_tags.sparse
+    assert tags.target_tags.required and not tags.target_tags.multi_output
+    assert is_classifier(est) == isinstance(est, TextClassifier) and is_regressor(est) == isinstance(est, TextRegressor)
+    if is_classifier(est):   # multi-label here is lists of labels, not scikit-learn's indicator matrix
+        assert tags.classifier_tags.multi_class and not tags.classifier_tags.multi_label
+
+
+@pytest.mark.parametrize("cls", [TextClassifier, TextRegressor])
+def test_every_parameter_round_trips_through_set_params_and_clone(cls):
+    est = cls()
+    changed = {"epochs": 3, "hidden": 32, "random_state": 7, "ngram_range": (1, 3), "stop_words": ["the"],
+               "lowercase": False, "text_column": "body", "memory_budget": "2GiB", "track": ["tensorboard"]}
+    assert est.set_params(**changed) is est
+    assert {k: est.get_params()[k] for k in changed} == changed
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == est.get_params() and type(twin) is cls
+    assert set(est.get_params()) == set(cls().get_params())   # deep=True adds nothing: no sub-estimators
+    assert cls(**est.get_params()).get_params() == est.get_params()
+
+
+@pytest.mark.parametrize("y", [np.eye(4, dtype=int)[[0, 1, 2, 3, 0, 1]], np.ones((6, 2)),
+                               pd.DataFrame({"a": range(6), "b": range(6)})], ids=["indicator", "targets", "frame"])
+@pytest.mark.parametrize("cls", [TextClassifier, TextRegressor])
+def test_an_answer_that_is_not_one_per_row_is_refused_before_training(cls, y, monkeypatch):
+    monkeypatch.setattr(cls, "_fit_config", lambda *a: pytest.fail("trained"))
+    with pytest.raises(UserError, match="not one answer per row|one answer per row") as e:
+        cls().fit([f"text number {i}" for i in range(6)], y)
+    assert "list of labels per row" in e.value.hint or "column" in e.value.hint
