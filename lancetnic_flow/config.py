@@ -27,7 +27,7 @@ TASKS = ("classify", "regress", "multitask", "multilabel")
 OPTIMIZERS = ("adam", "sgd", "radam", "rmsprop", "adadelta")
 CLASS_LOSSES = ("cross_entropy", "bce", "hinge")
 VALUE_LOSSES = ("mse", "l1", "smooth_l1")
-SYNC_ROWS = ("touched", "all")
+SYNC_ROWS = ("all", "touched")
 SECRET_HINTS = ("key", "secret", "token", "password", "credential", "session")
 
 
@@ -238,7 +238,7 @@ class TrainingConfig:
     ddp: int | None = default("training.ddp")    # data-parallel ranks on Dask workers (ddp.py)
     # Ranks of a rule that averages weights (LinearSVM) average every N of their steps too; None: at epochs' ends.
     sync_every: int | None = default("training.sync_every")
-    # Which rows of the sparse layer a sync averages: those some rank touched since the last (ddp/comm.py), or all.
+    # Which rows of the sparse layer a sync averages: all, or those some rank touched since the last (ddp/comm.py).
     sync_rows: str = default("training.sync_rows")
     # A model that can (ModelSpec.learns_val): the saved model also learns the
     # validation rows (a twin trained without them gives the validation

@@ -303,10 +303,10 @@ OPTIONS: list[Option] = [
         O("--sync-every", "with --ddp, LinearSVM's ranks average their weights every N of their steps as well as "
           "at each epoch's end (default: at each epoch's end only)", "N", int, field="training.sync_every",
           commands=("train",)),
-        O("--sync-rows", "with --ddp, which rows of LinearSVM's weights a sync averages: touched (the rows some "
-          "rank's steps changed since the last sync: traffic in proportion to the data) or all (every row: in "
-          "proportion to the vocabulary); the weights come out the same (default {default})", "ROWS",
-          default="touched", field="training.sync_rows", commands=("train",)),
+        O("--sync-rows", "with --ddp, which rows of LinearSVM's weights a sync averages: all (every row: traffic "
+          "in proportion to the vocabulary) or touched (the rows some rank's steps changed since the last sync: "
+          "fewer bytes, for slow networks, at the cost of gathering them); the weights come out the same "
+          "(default {default})", "ROWS", default="all", field="training.sync_rows", commands=("train",)),
         O("--resume", "continue the run folder RUN from its checkpoint, with its own options (only "
           "--storage-option and the memory and cluster options may be given again)", "RUN", commands=("train",)),
         O(None, "batches prepared ahead of the trainer (default: planned)", type=int, field="training.in_flight"),

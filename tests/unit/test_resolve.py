@@ -156,10 +156,10 @@ def test_sync_every_applies_to_linear_svm_ranks_only_and_is_refused_where_it_wou
         config(ddp=2, sync_every=0).training.validate()
 
 
-def test_sync_rows_is_touched_by_default_and_an_unknown_value_names_the_choices():
-    assert config(ddp=2).training.sync_rows == "touched"
-    assert config(ddp=2, sync_rows="all").training.sync_rows == "all"
-    with pytest.raises(UserError, match="sync_rows: 'some' is not one of touched, all"):
+def test_sync_rows_is_all_by_default_and_an_unknown_value_names_the_choices():
+    assert config(ddp=2).training.sync_rows == "all"
+    assert config(ddp=2, sync_rows="touched").training.sync_rows == "touched"
+    with pytest.raises(UserError, match="sync_rows: 'some' is not one of all, touched"):
         config(ddp=2, sync_rows="some").training.validate()
 
 

@@ -177,8 +177,8 @@ class RankRun:
         self.rule.prepare(self.model)   # LinearSVM's twin with --learn-val (a world of one only: resolve.py)
         self.model.to(self.device)
         self.opts = self.rule.optimizers(self.model)
-        # The sparse rows this rank's steps changed since the last sync: a sync averages only the
-        # rows some rank touched (--sync-rows touched); the others are equal on every rank already.
+        # With --sync-rows touched, the sparse rows this rank's steps changed since the last sync: a
+        # sync averages only the rows some rank touched; the others are equal on every rank already.
         layer = getattr(self.model, "input", None)
         self.touched = (np.zeros(layer.weight.shape[0], np.bool_)
                         if self.averaging and self.job.world > 1 and self.tc.sync_rows == "touched"
