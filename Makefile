@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 # Two pytest-xdist workers, a file at a time: a test that waits on a cluster or a
 # subprocess leaves the other core to the other worker (tests/conftest.py orders the files).
 PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40
-# The unit layer: milliseconds a test, so one process (no workers to start); well under a minute.
+# The unit layer: milliseconds a test, so one process (no workers to start); under two minutes.
 PYTEST_UNIT := $(BIN)/python -m pytest -q -p no:xdist --durations=10 tests/unit
 
 .PHONY: setup setup-test demo test test-image test-unit test-fast bench image-check wheel-check clean
