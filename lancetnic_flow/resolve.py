@@ -145,6 +145,11 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         raise bad("training.sync_every", "{name} sets how often --ddp ranks of LinearSVM average their weights" + (
                   f"; {name}'s ranks exchange gradients every step" if t.ddp else ", and this run has no --ddp"),
                   "drop {name}" + ("" if t.ddp else ", or add --ddp N"))
+    if t.sync_rows == "touched" and not (t.ddp and t.ddp > 1 and spec.rule == "hinge"):
+        raise bad("training.sync_rows", "{name} touched chooses the rows --ddp ranks of LinearSVM average" + (
+                  f"; {name}'s ranks exchange gradients every step" if t.ddp and spec.rule != "hinge"
+                  else ", and this run has no ranks to average"),
+                  "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add --ddp N (N ≥ 2)"))
     if not spec.learns_val:
         if t.learn_val:
             learners = ", ".join(n for n, m in MODELS.items() if m.learns_val)

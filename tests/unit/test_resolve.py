@@ -163,6 +163,14 @@ def test_sync_rows_is_all_by_default_and_an_unknown_value_names_the_choices():
         config(ddp=2, sync_rows="some").training.validate()
 
 
+def test_sync_rows_touched_is_refused_where_no_ranks_average_weights():
+    assert resolve(config(ddp=2, sync_rows="touched")).training.sync_rows == "touched"
+    with pytest.raises(UserError, match="no ranks to average"):
+        resolve(config(sync_rows="touched"))
+    with pytest.raises(UserError, match="ScalpelMC's ranks exchange gradients"):
+        resolve(config("ScalpelMC", ddp=2, sync_rows="touched"))
+
+
 def test_the_legacy_hinge_optimiser_of_old_run_folders_resolves_to_the_rule_and_is_refused_elsewhere():
     old = resolve(config("LinearSVM", sparse_optimizer="hinge"))
     assert old.training.sparse_optimizer is None
