@@ -26,6 +26,7 @@ import errno
 import hashlib
 import json
 import posixpath
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -159,41 +160,84 @@ class Chunk:
 # ---------------------------------------------------------------- errors
 
 
+# An address in a message (a URL, a host:port, an IP) is not evidence of what
+# went wrong: port 40329 holds "403", a bucket may be named "timeout-logs".
+_ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://\S*|\S+:\d{2,5}\b|\b\d{1,3}(?:\.\d{1,3}){3}\b", re.I)
+_UNREACHABLE = {errno.ECONNREFUSED, errno.ECONNRESET, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ECONNABORTED}
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status a failure carries (aiohttp's ``status``, botocore's
+    response metadata), or None."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int):
+        return status
+    meta = (getattr(exc, "response", None) or {})
+    if isinstance(meta, dict):
+        code = meta.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if isinstance(code, int):
+            return code
+    return None
+
+
 def open_error(url: str, exc: BaseException) -> UserError:
-    """Translate an fsspec / botocore / aiohttp failure into a UserError."""
+    """Translate an fsspec / botocore / aiohttp failure into a UserError.
+
+    The exception's type, errno and HTTP status decide first; words of its
+    message (with every address in it removed) only where those say nothing."""
     name = type(exc).__name__
     text = str(exc) or name
-    low = f"{name} {text}".lower()
+    low = _ADDRESS.sub(" ", f"{name} {text}").lower()
+    status = _http_status(exc)
+    code = exc.errno if isinstance(exc, OSError) else None
+    said = re.compile(r"\b(403|404)\b").findall(low)
+
+    def not_found() -> UserError:
+        return UserError(f"{url}: not found ({text})", "check the path, the bucket name and the spelling")
+
+    def denied() -> UserError:
+        return UserError(f"{url}: access denied ({text})",
+                         "check the credentials and that they may read this location")
+
+    def late() -> UserError:
+        slow = ("; a slow server may need a longer --storage-option client_kwargs.timeout=SECONDS"
+                if url.lower().startswith(("http://", "https://")) else "")
+        return UserError(f"{url}: the server did not answer in time ({text})",
+                         f"check the URL and the network{slow}")
+
+    def unreachable() -> UserError:
+        return UserError(f"{url}: cannot reach the server ({text})",
+                         "check the URL, the network and the endpoint in storage options")
+
     if isinstance(exc, NotADirectoryError):
         return UserError(f"{url}: not found: a part of the path is a file, not a folder ({text})",
                          "check the path")
     if isinstance(exc, IsADirectoryError):
         return UserError(f"{url}: is a folder, not a file ({text})",
                          "point at the files in it, or at the folder itself to read every file in it")
-    if isinstance(exc, OSError) and exc.errno == errno.ELOOP:
+    if code == errno.ELOOP:
         return UserError(f"{url}: a symbolic link loop ({text})",
                          "check where the link points")
-    if isinstance(exc, FileNotFoundError) or "nosuchbucket" in low or "nosuchkey" in low \
-            or "404" in low or "not found" in low:
-        return UserError(f"{url}: not found ({text})",
-                         "check the path, the bucket name and the spelling")
+    if isinstance(exc, FileNotFoundError) or status == 404:
+        return not_found()
     if "credential" in low or "signature" in low or "invalidaccesskeyid" in low:
         return UserError(f"{url}: no usable credentials ({text})",
                          "set the credentials (e.g. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, "
                          "or a profile) or pass them in storage options")
-    if isinstance(exc, PermissionError) or "accessdenied" in low or "403" in low \
-            or "forbidden" in low:
-        return UserError(f"{url}: access denied ({text})",
-                         "check the credentials and that they may read this location")
-    if isinstance(exc, TimeoutError) or "timeout" in low:
-        slow = ("; a slow server may need a longer --storage-option client_kwargs.timeout=SECONDS"
-                if url.lower().startswith(("http://", "https://")) else "")
-        return UserError(f"{url}: the server did not answer in time ({text})",
-                         f"check the URL and the network{slow}")
-    if isinstance(exc, ConnectionError) or "connect" in low or "resolve" in low \
-            or "unreachable" in low:
-        return UserError(f"{url}: cannot reach the server ({text})",
-                         "check the URL, the network and the endpoint in storage options")
+    if isinstance(exc, PermissionError) or status == 403:
+        return denied()
+    if isinstance(exc, TimeoutError) or code == errno.ETIMEDOUT:
+        return late()
+    if isinstance(exc, ConnectionError) or code in _UNREACHABLE:
+        return unreachable()
+    if "nosuchbucket" in low or "nosuchkey" in low or "404" in said or "not found" in low:
+        return not_found()
+    if "accessdenied" in low or "403" in said or "forbidden" in low:
+        return denied()
+    if "timeout" in low or "timed out" in low:
+        return late()
+    if "connect" in low or "resolve" in low or "unreachable" in low:
+        return unreachable()
     return UserError(f"{url}: cannot read ({name}: {text})",
                      "check the URL, its access rights and the storage options")
 

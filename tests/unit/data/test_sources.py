@@ -497,3 +497,67 @@ def test_a_saved_dataset_dict_is_refused_naming_a_split_to_read(tmp_path):
         plan_source([str(tmp_path / "dd")])
     assert e.value.hint.endswith("dd/train")
     assert len(plan_source([str(tmp_path / "dd" / "train")]).files) == 1
+
+
+# ---------------------------------------------------------------- open errors
+
+def _refused(host: str, port: int) -> BaseException:
+    import errno as _errno
+
+    import aiohttp
+    from aiohttp.client_reqrep import ConnectionKey
+
+    key = ConnectionKey(host, port, False, True, None, None, None)
+    os_error = ConnectionRefusedError(_errno.ECONNREFUSED, f"Connect call failed ('{host}', {port})")
+    return aiohttp.ClientConnectorError(key, os_error)
+
+
+@pytest.mark.parametrize("port", [40329, 40412, 4030, 14040])
+def test_an_address_whose_port_holds_403_or_404_is_not_read_as_that_status(port):
+    # CI met port 40329 on a refused connection: "access denied", check the credentials.
+    from lancetnic_flow.data.sources import open_error
+
+    url = f"http://127.0.0.1:{port}/x.csv"
+    err = open_error(url, _refused("127.0.0.1", port))
+    assert "cannot reach the server" in str(err), err
+    assert "access denied" not in str(err) and "not found" not in str(err)
+
+
+@pytest.mark.parametrize("bucket", ["timeout-logs", "not-found-archive", "forbidden-texts", "connect-403"])
+def test_words_in_a_bucket_name_do_not_decide_what_went_wrong(bucket):
+    from lancetnic_flow.data.sources import open_error
+
+    url = f"s3://{bucket}/train.csv"
+    err = open_error(url, ValueError(f"something odd while reading s3://{bucket}/train.csv"))
+    assert "cannot read (ValueError" in str(err), err
+
+
+def test_a_failure_is_classified_by_its_status_errno_and_type_before_its_words():
+    import errno as _errno
+
+    import aiohttp
+
+    from lancetnic_flow.data.sources import open_error
+
+    url = "https://example.org/x.csv"
+
+    def status(code: int, message: str) -> BaseException:
+        from multidict import CIMultiDictProxy, CIMultiDict
+        from yarl import URL
+
+        info = aiohttp.RequestInfo(URL(url), "GET", CIMultiDictProxy(CIMultiDict()), URL(url))
+        return aiohttp.ClientResponseError(info, (), status=code, message=message)
+
+    assert "access denied" in str(open_error(url, status(403, "Forbidden")))
+    assert "not found" in str(open_error(url, status(404, "Not Found")))
+    assert "access denied" in str(open_error(url, PermissionError(_errno.EACCES, "Permission denied")))
+    assert "did not answer in time" in str(open_error(url, TimeoutError()))
+    assert "did not answer in time" in str(open_error(url, OSError(_errno.ETIMEDOUT, "Connection timed out")))
+    assert "cannot reach the server" in str(open_error(url, OSError(_errno.EHOSTUNREACH, "No route to host")))
+    assert "not found" in str(open_error(url, FileNotFoundError(url)))
+    boto = type("ClientError", (Exception,), {})("An error occurred (403) when calling HeadObject: Forbidden")
+    boto.response = {"Error": {"Code": "403"}, "ResponseMetadata": {"HTTPStatusCode": 403}}
+    assert "access denied" in str(open_error("s3://b/k.csv", boto))
+    creds = type("ClientError", (Exception,), {})("InvalidAccessKeyId: the key you gave does not exist")
+    creds.response = {"ResponseMetadata": {"HTTPStatusCode": 403}}
+    assert "no usable credentials" in str(open_error("s3://b/k.csv", creds))
