@@ -4,10 +4,12 @@ Real ranks in real worker processes of the session's LocalCluster; no mocks."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
 import threading
+import time
 
 import pytest
 
@@ -301,6 +303,59 @@ def test_a_rank_worker_that_never_comes_back_ends_the_run_in_words_and_resume_on
     assert (run / CHECKPOINT).exists() and not (run / "model.json").exists()
     res = train(resume_config(str(run)), client=client, resume=str(run))
     _same_run(ddp_reference, res.metrics)
+
+
+def test_a_dropped_rank_whose_worker_lives_on_stops_within_seconds_and_the_restart_ends_as_an_undisturbed_run(
+        corpus4, tmp_path):
+    """The scheduler drops rank 1's worker (as it drops one that misses its
+    heartbeats under load) but the process lives on, its rank and rank 0 still
+    stepping together. A third worker lets the run restart at once; the
+    abandoned segment must stop at its next step, not train on to its end
+    beside the new one while holding rank 0's worker thread (8 ranks on 2
+    cores waited over 12 minutes for it). Seen in the scheduler's own log of
+    the ranks' events: the abandoned segment falls silent within seconds of
+    the drop, and the run ends as an undisturbed one."""
+    from distributed import Client, LocalCluster
+
+    from lancetnic_flow.training.ddp.rank import EVENT_TOPIC
+
+    cluster = LocalCluster(n_workers=3, threads_per_worker=1, processes=True, memory_limit="1.5GiB",
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    client = Client(cluster)
+    try:
+        events, dropped = Events(), []
+
+        async def drop(dask_scheduler, address):
+            return await dask_scheduler.remove_worker(address, stimulus_id="test-drop", close=False)
+
+        def on(kind: str, e: dict) -> None:
+            # The first progress of rank 1: the segment has most of its three epochs ahead.
+            if kind == "rank" and e["rank"] == 1 and not dropped:
+                dropped.append((e["worker"], time.time()))
+                threading.Thread(target=client.run_on_scheduler, args=(drop,), kwargs={"address": e["worker"]}).start()
+
+        events.subscribe(on)
+        # 20 epochs: left alone, the abandoned segment would train for many seconds after the drop.
+        cfg = _ddp_config(corpus4, tmp_path, "dropped1", "off")
+        cfg.training.epochs = EPOCHS = 20
+        res = train(cfg, events, client=client)
+        assert dropped, "rank 1 never reported progress"
+        worker, at = dropped[0]
+        assert worker not in res.metrics["ddp"]["workers"]
+        log = [(t, m) for t, m in client.get_events(EVENT_TOPIC) if isinstance(m, dict)]
+        first = next(m["segment"] for _, m in log)
+        abandoned = [(t, m) for t, m in log if m["segment"] == first]
+        done = [t for t, m in log if m["segment"] != first]
+        assert done, "no segment ran after the drop"
+        # Rank 0 reports its progress twice a second while it steps; it must stop at its next step.
+        late = [(round(t - at, 1), m["kind"], m.get("epoch")) for t, m in abandoned if t > at + 6]
+        assert not late, f"the abandoned segment trained on after the drop: {late[:5]} … ({len(late)} events)"
+        # The restart began at the run's start (no checkpoint): the run is whole, trained once.
+        assert [e["epoch"] for e in res.metrics["epochs"]] == list(range(1, EPOCHS + 1))
+        assert res.metrics["val_accuracy"] > 0.8   # 4 classes: chance is 0.25
+    finally:
+        client.close()
+        cluster.close()
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the CPU fallback")

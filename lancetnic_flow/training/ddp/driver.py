@@ -235,7 +235,13 @@ class RankDriver:
         world = self.job.world
         self.chosen = preflight(self.client, world, self.rank_bytes, own_workers=self.own_workers, events=self.events)
         kind, local = choose_device(self.client, self.chosen, self.device)
-        host = self.client.submit(worker_host, workers=[self.chosen[0]], pure=False).result()
+        try:
+            # A task, so it runs once the worker's thread is free: a restarted segment's ranks must
+            # not start beside the abandoned segment's, which _lost asked to stop.
+            host = self.client.submit(worker_host, workers=[self.chosen[0]], pure=False).result(timeout=WORKERS_BACK_S)
+        except TimeoutError:
+            raise RankWorkersGone(f"worker {self.chosen[0]} was still busy {WORKERS_BACK_S:.0f} s after the ranks "
+                                  "were asked to stop (a rank of the lost segment that did not end)") from None
         self.job = dataclasses.replace(self.job, address=host, device=kind, local_ranks=local,
                                        backend="nccl" if kind == "cuda" else "gloo", stop_event=self.stop_name)
         self.events.emit("ddp", ranks=world, workers=self.chosen, backend=self.job.backend, device=kind)
@@ -319,6 +325,7 @@ class RankDriver:
         where = f"epoch {start.epoch + 1}, step {start.batches}" if start is not None else "the start of training"
         self.events.emit("warning", message=f"worker {lost} left during --ddp training; restarting the ranks from "
                                             f"{where}")
+        self._retire_stop_event()
         try:
             self.client.wait_for_workers(self.job.world, timeout=WORKERS_BACK_S)
         except TimeoutError:
@@ -327,6 +334,19 @@ class RankDriver:
                                   f"{self.job.world} workers --ddp {self.job.world} needs after "
                                   f"{WORKERS_BACK_S:.0f} s") from None
         self.place()
+
+    def _retire_stop_event(self) -> None:
+        """Stop what is left of a lost segment, and give the next its own stop event.
+        A worker the scheduler dropped is often alive, its rank and the others still
+        stepping to the epoch's end (minutes, on a loaded machine) while holding the
+        threads the next segment's ranks need: set, the event stops them at their
+        next step (their results are not waited for)."""
+        from distributed import Event
+
+        with contextlib.suppress(Exception):   # the scheduler may be what failed
+            self.stop_event.set()
+        self.stop_name = f"lancetnic-flow-stop-{uuid.uuid4().hex}"
+        self.stop_event = Event(self.stop_name, client=self.client)
 
     def run(self, start: TrainState | None, on_pause: Callable[[str, TrainState], None] | None) -> RanksDone:
         """Segments until the ranks are done; ``on_pause`` writes each pause's
