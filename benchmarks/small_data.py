@@ -9,8 +9,9 @@ Run it from the repository root, with the project's venv (scikit-learn for the l
 Each measurement is a fresh subprocess (process start to exit, imports included):
 
 1. ``lancetnic-flow train`` on a 1,000-row ``make-data`` corpus with the
-   defaults (``--run-on auto``: featurised in this process) and with
-   ``--run-on cluster``; the wall time of the whole command and the run's
+   defaults (``--run-on auto``: featurised in this process; the charts drawn
+   after the command ends), with ``--wait-for-plots``, with ``--no-plots`` and
+   with ``--run-on cluster``; the wall time of the whole command and the run's
    own stage seconds from ``metrics.json``.
 2. ``TextClassifier().fit`` + ``predict`` on 5,000 in-memory rows (a pandas
    Series), timed inside the script (after the imports) and as a whole.
@@ -89,13 +90,17 @@ def main() -> None:
         _timed([*cli, "make-data", str(d / "k1.csv"), "--rows", "1000", "--classes", "4"], d)
         _timed([*cli, "make-data", str(d / "k6.csv"), "--rows", "6000", "--classes", "4"], d)
         for name, extra in (("train 1,000 rows (auto: this process)", []),
+                            ("train 1,000 rows, --wait-for-plots", ["--wait-for-plots"]),
+                            ("train 1,000 rows, --no-plots", ["--no-plots"]),
                             ("train 1,000 rows (--run-on cluster)", ["--run-on", "cluster"])):
             walls, stages = [], []
             for i in range(args.repeat):
+                tag = f"{'-'.join(extra) or 'auto'}-{i}"
                 wall, _ = _timed([*cli, "train", str(d / "k1.csv"), "--out", str(d / "runs"), "--name",
-                                  f"{len(extra)}-{i}", "--cache", str(d / f"cache-{len(extra)}-{i}"), *extra], d)
+                                  tag, "--cache", str(d / f"cache-{tag}"), *extra], d)
                 walls.append(wall)
-                m = json.loads((d / "runs" / f"{len(extra)}-{i}" / "metrics.json").read_text())
+                time.sleep(2)   # the charts drawn after the command: not in the next run's time
+                m = json.loads((d / "runs" / tag / "metrics.json").read_text())
                 stages.append(m.get("stage_seconds", {}))
             results[name] = {"wall_s": statistics.median(walls), "walls": walls,
                              "stage_seconds": stages[len(stages) // 2]}

@@ -325,6 +325,8 @@ class OutputConfig:
     name: str | None = default("output.name")
     cache: str | None = default("output.cache")
     plots: bool = default("output.plots")   # the charts (runs/plots.py); the CSV tables are always written
+    # False: the run ends once saved and a forked copy draws the charts (the command line's default)
+    wait_for_plots: bool = default("output.wait_for_plots")
     track: list[str] = default("output.track")   # experiment trackers (TRACKERS), training/tracking.py
     experiment: str | None = default("output.experiment")   # --track mlflow: None → MLFLOW_EXPERIMENT_NAME, else
                                                             # --out's folder name

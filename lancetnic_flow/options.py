@@ -339,6 +339,10 @@ OPTIONS: list[Option] = [
         O("--plots", "draw the run's charts (PNG: curves, confusion matrix, per-class bars) beside its tables; "
           "--no-plots writes the tables alone and skips matplotlib (default on; the estimators draw them only "
           "with out=)", kind="bool", default=True, field="output.plots", api="plots", api_default=None),
+        O("--wait-for-plots", "end the command only once the charts are drawn; by default it ends as soon as "
+          "the model, metrics and tables are saved, and a detached copy of the process draws the charts into the "
+          "run folder a second or two later (Linux; elsewhere they are always drawn first; the estimators and "
+          "train() always wait)", kind="bool", default=True, field="output.wait_for_plots", cli_default=False),
         O("--track", "log each epoch's metrics, the options and the run folder to tensorboard (RUN/tensorboard/) "
           "or mlflow (MLFLOW_TRACKING_URI, else MLflow's local default); repeatable or a comma list; needs "
           "pip install 'lancetnic_flow[track]' (docs/tracking.md)", "NAME", kind="append", default=(),
@@ -350,6 +354,14 @@ OPTIONS: list[Option] = [
 GROUPS = tuple(dict.fromkeys(o.group for o in OPTIONS if o.group))
 BY_FIELD = {o.field: o for o in OPTIONS if o.field}
 BY_DEST = {o.dest: o for o in OPTIONS if o.flag or o.kind == "positional"}
+
+
+def command_line_defaults() -> dict[str, Any]:
+    """Values the command line (and a workflow file, which means what its
+    command line means) gives fields it is not told, where these differ from
+    the configuration's own defaults (``train()``'s): by destination."""
+    return {o.dest: o.cli_default for o in OPTIONS
+            if o.field and o.kind != "value" and o.cli_default is not SAME and o.cli_default not in (None, [])}
 
 
 def option(field: str) -> Option:

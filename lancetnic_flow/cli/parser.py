@@ -27,7 +27,7 @@ def add_option(group: Any, o: Option) -> None:
         group.add_argument(o.flag, action="store_true", help=o.help_text)
         return
     if o.kind == "bool":
-        group.add_argument(o.flag, action=argparse.BooleanOptionalAction, default=None, help=o.help_text)
+        group.add_argument(o.flag, action=argparse.BooleanOptionalAction, default=o.parser_default, help=o.help_text)
         return
     kw: dict[str, Any] = {"metavar": o.metavar, "help": o.help_text}
     if o.type is not None:

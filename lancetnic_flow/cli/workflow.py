@@ -145,9 +145,10 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
 def workflow_config(wf: Workflow):
     """The TrainConfig a workflow means (the same as its `train` command line), checked."""
     from ..config import config_from_options
+    from ..options import command_line_defaults
 
-    # The dashboard link is shown by the console views, as for `train`.
-    cfg = config_from_options({**wf.values, "dashboard": True})
+    # The dashboard link is shown by the console views, as for `train`; the command line's own defaults too.
+    cfg = config_from_options({**command_line_defaults(), **wf.values, "dashboard": True})
     cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
     return cfg
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -201,6 +204,69 @@ def regression(true: np.ndarray, pred: np.ndarray, scatter_url: str, residual_ur
     return out
 
 
+@dataclass
+class PlotJob:
+    """One file (or two: the regression pair) of a run's plots, and how to write it.
+    Planning decides every file before any is drawn, so a run can name its charts
+    while they are still being drawn (:func:`draw_detached`)."""
+
+    files: list[str]
+    write: Callable[[], object]
+    chart: bool   # a PNG drawn with matplotlib; else a CSV table
+
+
+def plot_jobs(folder: str, *, history: list[dict] | None = None, metrics: dict | None = None,
+              labels: list[str] | None = None, label_counts: list[int] | None = None,
+              sample: tuple[np.ndarray, np.ndarray] | None = None, options: dict | None = None) -> list[PlotJob]:
+    """Every plot and table that applies to what is given, in order, unwritten.
+    ``options`` default to those ``folder`` carries when it is a run folder."""
+    o = folder_options(folder, options)
+    jobs: list[PlotJob] = []
+
+    def add(name: str, fn: Callable[..., object], *args: Any, chart: bool = True, **kw: Any) -> None:
+        url = join(folder, name)
+        jobs.append(PlotJob([url], lambda: fn(*args, url, o, **kw), chart))
+
+    def curve(key: str, title: str) -> None:
+        if history and any(h.get(f"{s}_{key}") is not None for h in history for s in ("train", "val")):
+            add(f"{key}.png", curves, history, key, title)
+
+    m = metrics or {}
+    if labels and m.get("per_label"):   # label sets: no confusion matrix has a meaning for them
+        curve("loss", "loss per epoch")
+        curve("accuracy", "accuracy per epoch")
+        curve("micro_f1", "micro-F1 per epoch")
+        add("per_label.csv", per_class_table, m["per_label"], labels, chart=False)
+        add("per_label.png", per_class_chart, m["per_label"], labels, noun="label")
+        if label_counts:
+            add("label_distribution.png", class_distribution, labels, label_counts, noun="label")
+        return jobs
+    curve("loss", "loss per epoch")
+    curve("accuracy", "accuracy per epoch")
+    cells = cells_of(m) if labels else None
+    if cells is not None:
+        add("confusion_matrix.png", confusion_chart, cells, labels)
+    if labels and m.get("per_class"):
+        add("per_class.csv", per_class_table, m["per_class"], labels, chart=False)
+        add("per_class.png", per_class_chart, m["per_class"], labels)
+    if labels and label_counts:
+        add("class_distribution.png", class_distribution, labels, label_counts)
+    if sample is not None and len(sample[0]):
+        true, pred = (np.asarray(v, np.float64) for v in sample)
+        finite = np.isfinite(true) & np.isfinite(pred)   # a histogram of a nan has no range: draw what has one
+        if finite.any():
+            files = [join(folder, "regression_scatter.png"), join(folder, "residuals.png")]
+            jobs.append(PlotJob(files, lambda: regression(true[finite], pred[finite], *files, o), True))
+    return jobs
+
+
+def write_jobs(jobs: list[PlotJob]) -> list[str]:
+    """Write the jobs here, in order; returns their files."""
+    for job in jobs:
+        job.write()
+    return [f for job in jobs for f in job.files]
+
+
 def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict | None = None,
                 labels: list[str] | None = None, label_counts: list[int] | None = None,
                 sample: tuple[np.ndarray, np.ndarray] | None = None, options: dict | None = None,
@@ -208,38 +274,54 @@ def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict
     """Every plot that applies to what is given; returns the files written.
     ``charts=False`` writes the tables (CSV) alone: no matplotlib.
     ``options`` default to those ``folder`` carries when it is a run folder."""
-    o = folder_options(folder, options)
-    out: list[Any] = []
-    if history and charts:
-        out.append(curves(history, "loss", "loss per epoch", join(folder, "loss.png"), o))
-        out.append(curves(history, "accuracy", "accuracy per epoch", join(folder, "accuracy.png"), o))
-    m = metrics or {}
-    if labels and m.get("per_label"):
-        return [u for u in out + label_set_plots(folder, history, m, labels, label_counts, o, charts) if u]
-    cells = cells_of(m) if labels and charts else None
-    if cells is not None:
-        out.append(confusion_chart(cells, labels, join(folder, "confusion_matrix.png"), o))
-    if labels and m.get("per_class"):
-        out.append(per_class_table(m["per_class"], labels, join(folder, "per_class.csv"), o))
-        if charts:
-            out.append(per_class_chart(m["per_class"], labels, join(folder, "per_class.png"), o))
-    if labels and label_counts and charts:
-        out.append(class_distribution(labels, label_counts, join(folder, "class_distribution.png"), o))
-    if sample is not None and len(sample[0]) and charts:
-        out += regression(sample[0], sample[1], join(folder, "regression_scatter.png"),
-                          join(folder, "residuals.png"), o)
-    return [u for u in out if u]
+    jobs = plot_jobs(folder, history=history, metrics=metrics, labels=labels, label_counts=label_counts,
+                     sample=sample, options=options)
+    return write_jobs([j for j in jobs if charts or not j.chart])
 
 
-def label_set_plots(folder: str, history: list[dict] | None, m: dict, labels: list[str],
-                    label_counts: list[int] | None, o: dict, charts: bool = True) -> list[str | None]:
-    """A multilabel run's plots: micro-F1 per epoch, per-label precision/recall/F1
-    (CSV and bars: a confusion matrix has no meaning for label sets) and rows per label."""
-    out = [curves(history, "micro_f1", "micro-F1 per epoch", join(folder, "micro_f1.png"), o)] \
-        if history and charts else []
-    out.append(per_class_table(m["per_label"], labels, join(folder, "per_label.csv"), o))
-    if not charts:
-        return out
+# What a detached drawing leaves in the run folder when a chart fails: the run itself is saved.
+CHARTS_FAILED = "charts_failed.txt"
+
+
+def can_detach() -> bool:
+    """Whether charts can be drawn by a forked copy of this process (Linux: a
+    fork is cheap, shares the trainer's pages and needs nothing re-read)."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def draw_detached(folder: str, jobs: list[PlotJob], options: dict | None = None) -> int:
+    """Draw the chart jobs in a forked child that outlives this process: the
+    command can end as soon as the run is saved, the PNGs following about a
+    second later (matplotlib's import and drawing, on another core). The
+    child leaves the terminal and the caller's pipes at once (stdin, stdout
+    and stderr become /dev/null, a session of its own: Ctrl-C in the shell
+    does not reach it); a chart that fails writes :data:`CHARTS_FAILED` in
+    ``folder``, naming it. Returns the child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:   # the child: never returns into the caller's code
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        failed = []
+        for job in jobs:
+            try:
+                job.write()
+            except Exception as exc:   # one chart's failure does not cost the others
+                failed.append(f"{', '.join(f.rsplit('/', 1)[-1] for f in job.files)}: {type(exc).__name__}: {exc}")
+        if failed:
+            write_bytes(join(folder, CHARTS_FAILED), ("\n".join(failed) + "\n").encode(),
+                        folder_options(folder, options))
+            code = 1
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
     out.append(per_class_chart(m["per_label"], labels, join(folder, "per_label.png"), o, noun="label"))
     if label_counts:
         out.append(class_distribution(labels, label_counts, join(folder, "label_distribution.png"), o, noun="label"))

@@ -49,7 +49,7 @@ from ..registry import MODELS
 from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample
 from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_config, write_json
 from ..runs.plots import preload as preload_plots
-from ..runs.plots import write_plots
+from ..runs.plots import can_detach, draw_detached, plot_jobs, write_jobs
 from ..scores import val_scores
 from ..sizes import format_size
 from ..storage import WriteError, join, options_for
@@ -672,7 +672,7 @@ class Training:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
         (the best epoch's, whose weights the model then holds, or LinearSVM's last epoch's)."""
         state = self._start_state(self.feed)
-        if self.cfg.output.plots:
+        if self.cfg.output.plots and not self.charts_later():
             threading.Thread(target=preload_plots, name="lancetnic-matplotlib", daemon=True).start()
         ts = time.monotonic()
         with StopRequest() as stop:
@@ -791,6 +791,12 @@ class Training:
             raise TrainingInterrupted(str(self.run), at.epoch + 1, at.batches)
 
     # ---- save
+    def charts_later(self) -> bool:
+        """Whether the charts are drawn after the run, by a forked copy of this
+        process (``--wait-for-plots`` off: the command line's default), so the
+        command ends once the model, metrics and tables are saved."""
+        return self.cfg.output.plots and not self.cfg.output.wait_for_plots and can_detach()
+
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""
         cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
@@ -821,16 +827,21 @@ class Training:
             self.events.emit("warning", message=f"{n:,} {NOTED.get(reason, reason)} ({reason} in metrics.json)")
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
-        # Plots (matplotlib, a second or two) draw beside the weights' write; metrics.json, naming them, goes last.
+        # Plots (matplotlib, a second or two) draw beside the weights' write, or after the run by a forked
+        # copy of this process (charts_later); metrics.json, naming them, goes last.
+        jobs = [j for j in plot_jobs(self.run, history=state.history, metrics=final_val,
+                                     labels=self.features.labels if self.task.classifies else None,
+                                     label_counts=self.features.label_counts,
+                                     sample=state.best["sample"] if state.best else None)
+                if cfg.output.plots or not j.chart]
+        later = [j for j in jobs if j.chart] if self.charts_later() else []
         with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-plots") as pool:
-            plots = pool.submit(write_plots, self.run, history=state.history, metrics=final_val,
-                                labels=self.features.labels if self.task.classifies else None,
-                                label_counts=self.features.label_counts,
-                                sample=state.best["sample"] if state.best else None, charts=cfg.output.plots)
+            plots = pool.submit(write_jobs, [j for j in jobs if j not in later])
             weights = save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
                                model_meta=self.model_meta, metrics=None, history=state.history,
                                storage_options=self.out_so, finish=False)
-            metrics["plots"] = [u.rsplit("/", 1)[-1] for u in plots.result()]
+            plots.result()
+            metrics["plots"] = [u.rsplit("/", 1)[-1] for j in jobs for u in j.files]
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts
@@ -841,9 +852,12 @@ class Training:
         # model.json last: until it is written the folder is an unfinished run, resumable from its checkpoint.
         finish_run(self.run, self.model_meta, self.out_so, weights)
         remove_checkpoint(self.run, self.out_so)
+        # The run is whole: the charts are drawn from here on by a copy of this process that outlives it.
+        drawing = {"charts": {"pid": draw_detached(self.run, later),
+                              "files": [u.rsplit("/", 1)[-1] for j in later for u in j.files]}} if later else {}
         self.events.emit("done", run=self.run, metrics={k: v for k, v in metrics.items()
                                                         if k not in ("confusion", "confusion_cells", "per_class",
-                                                                     "per_label")})
+                                                                     "per_label")}, **drawing)
         return TrainResult(self.run, metrics)
 
 

@@ -22,6 +22,30 @@ def cli(*args, cwd, timeout=300, env: dict | None = None) -> subprocess.Complete
                           capture_output=True, text=True, timeout=timeout)
 
 
+def charts_drawn(output: str, timeout: float = 90) -> int | None:
+    """Wait for the charts a ``train`` command left drawing in the background
+    (the pid its summary or its ``done`` event names) to be written; returns
+    that pid, or None when the command drew them itself."""
+    import re
+    import time
+
+    found = re.search(r'drawing in the background, pid (\d+)|"charts": \{"pid": (\d+)', output)
+    if found is None:
+        return None
+    pid = int(found.group(1) or found.group(2))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:   # a zombie has finished (its parent, the command, is gone)
+                if f.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    assert time.monotonic() < deadline, f"the charts' process {pid} still runs after {timeout} s"
+    return pid
+
+
 def model_task_pairs() -> list[tuple[str, str]]:
     """Every registered model with every task it does: what test_models builds and trains in process."""
     from lancetnic_flow.registry import MODELS

@@ -15,7 +15,7 @@ import pytest
 
 from lancetnic_flow import TextClassifier, write_corpus
 
-from helpers import assert_user_error, cli, make_config
+from helpers import assert_user_error, charts_drawn, cli, make_config
 
 SEED = ["--seed", "0", "--epochs", "2", "--workers", "1", "--memory-budget", "3GiB"]
 
@@ -34,6 +34,7 @@ def runs(tmp_path_factory, small_corpus):
                 d / f"cache-{name}", "--json-log", cwd=d)
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
         out[name] = _events(p.stdout)
+        out[f"{name}-charts"] = charts_drawn(p.stdout)
     out["dir"] = d
     return out
 

@@ -16,7 +16,7 @@ import pytest
 from lancetnic_flow.models.metrics import (DENSE_CONFUSION_MAX, ClassificationMetrics, cells_of, confusion_cells,
                                            dense_confusion)
 
-from helpers import cli, make_config
+from helpers import charts_drawn, cli, make_config
 
 CLASSES = 1500
 ROWS = 9000
@@ -40,6 +40,7 @@ def many(tmp_path_factory):
     trained = cli("train", "k.csv", *CLUSTER, "--epochs", "1", "--buckets", "65536", "--out", d / "runs",
                   "--cache", d / "cache", "--name", "many", cwd=d)
     assert trained.returncode == 0, trained.stdout + trained.stderr
+    charts_drawn(trained.stdout + trained.stderr)
     run = d / "runs" / "many"
     evaluated = cli("evaluate", run, "k.csv", "--json", *CLUSTER, cwd=d)
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr

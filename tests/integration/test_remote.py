@@ -13,6 +13,7 @@ import pytest
 
 from lancetnic_flow.data.synth import write_corpus
 
+from helpers import charts_drawn
 from servers import http_server, s3_cli_args, s3_server
 
 CLI = [sys.executable, "-m", "lancetnic_flow"]
@@ -114,6 +115,7 @@ def s3_out_run(s3):
     r = run(["train", "s3://corpus/train/*", *s3_cli_args(s3), *SMALL, "--out", "s3://corpus/runs", "--name", "remote",
              "--cache", "s3://corpus/cache"])
     assert r.returncode == 0, r.stderr
+    assert charts_drawn(r.stdout + r.stderr), "the charts are drawn after the command, into S3 as well"
     return "s3://corpus/runs/remote", r
 
 

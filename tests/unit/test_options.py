@@ -63,9 +63,17 @@ def test_parser_defaults_are_the_declared_ones_and_build_the_default_config():
         action = next(a for a in train._actions if o.flag in a.option_strings)
         assert action.default == o.parser_default, o.flag
         assert o.kind != "value" or o.parser_default in (None, o.default) or o.cli_default is not opts.SAME
-    # What `train x.csv` means is the dataclasses' defaults, field by field.
+    # What `train x.csv` means is the dataclasses' defaults, field by field, but where the command
+    # line declares its own (--wait-for-plots: the command ends before its charts are drawn).
     parsed = config_from_options(vars(build_parser().parse_args(["train", "x.csv"])))
-    assert parsed == TrainConfig(data=DataConfig(train=["x.csv"]))
+    expected = TrainConfig(data=DataConfig(train=["x.csv"]))
+    own = {o.field: o.cli_default for o in opts.command_options("train")
+           if o.field and o.cli_default is not opts.SAME and o.cli_default not in (None, [])}
+    assert own == {"output.wait_for_plots": False}
+    for field, value in own.items():
+        section, name = field.split(".")
+        setattr(getattr(expected, section), name, value)
+    assert parsed == expected
 
 
 def test_every_train_and_tune_flag_is_declared_once():

@@ -135,6 +135,10 @@ def render_summary(done: dict, width: int = 80) -> Group:
     foot = Text()
     foot.append("run      ", "bold")
     foot.append(run + "\n")
+    if done.get("charts"):
+        c = done["charts"]
+        foot.append("charts   ", "bold")
+        foot.append(f"{len(c['files'])} drawing in the background, pid {c['pid']} (--wait-for-plots waits)\n")
     foot.append("predict  ", "bold")
     # Quoted for the shell, so a path with spaces can be copied as it is.
     foot.append(f"lancetnic-flow predict {shlex.quote(run)} --text '...'")

@@ -47,8 +47,11 @@ def test_text_options_are_parsed_as_declared():
     assert (cfg.features.ngram_min, cfg.features.ngrams) == (2, 4)
 
 
-def test_no_options_mean_the_dataclass_defaults():
-    assert _config() == TrainConfig(data=DataConfig(train=["x.csv"]))
+def test_no_options_mean_the_dataclass_defaults_but_the_charts_drawn_after_the_command():
+    cfg = _config()
+    assert cfg.output.wait_for_plots is False and TrainConfig(data=DataConfig(train=[])).output.wait_for_plots is True
+    cfg.output.wait_for_plots = True
+    assert cfg == TrainConfig(data=DataConfig(train=["x.csv"]))
 
 
 def test_tune_takes_trains_options_but_resume_and_ddp():

@@ -82,3 +82,30 @@ def test_many_classes_still_give_every_class_in_the_table(tmp_path, classes):
     labels = [f"c{i}" for i in range(classes)]
     write_plots(str(tmp_path), metrics=m.result(), labels=labels)
     assert len((tmp_path / "per_class.csv").read_text().splitlines()) == classes + 1
+
+
+@pytest.mark.parametrize("case", ["classes", "label_sets", "regression", "no_finite_rows", "no_curves"])
+def test_the_files_a_run_names_before_drawing_are_the_files_drawn(tmp_path, case):
+    # A run names its charts in metrics.json before a detached process draws them.
+    from lancetnic_flow.runs.plots import plot_jobs, write_jobs
+
+    kw: dict = {"history": HISTORY}
+    if case == "classes":
+        m = ClassificationMetrics(3)
+        m.update(np.array([0, 1, 2, 2, 1]), np.array([0, 2, 2, 2, 1]), 1.0)
+        kw.update(metrics=m.result(), labels=["a", "b", "c"], label_counts=[10, 20, 30])
+    elif case == "label_sets":
+        ml = MultiLabelMetrics(2)
+        ml.update(np.array([[1, 0], [1, 1]]), np.array([[1, 0], [0, 1]]), 0.5)
+        kw.update(metrics=ml.result(), labels=["x", "y"], label_counts=[2, 1])
+    elif case == "regression":
+        kw.update(sample=(np.array([1.0, 2.0, np.nan]), np.array([1.5, 2.5, 3.0])))
+    elif case == "no_finite_rows":
+        kw.update(sample=(np.array([np.nan]), np.array([1.0])))
+    else:
+        kw.update(history=[{"epoch": 1}], sample=(np.zeros(0), np.zeros(0)))
+    jobs = plot_jobs(str(tmp_path), **kw)
+    named = names(f for j in jobs for f in j.files)
+    write_jobs(jobs)
+    assert named == sorted(p.name for p in tmp_path.iterdir())
+    assert all(j.chart == (j.files[0].endswith(".png")) for j in jobs)
