@@ -87,18 +87,19 @@ def cached_rows(run: Path) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarr
     return idx, off, np.concatenate(labels), int(model["kwargs"]["dim"]), int(model["kwargs"]["classes"])
 
 
-def reference(run: Path, cell: str, attention: bool, epochs: int, threads: int) -> dict:
+def reference(run: Path, cell: str, attention: bool, epochs: int, threads: int, device: str = "cpu") -> dict:
     """The plain loop on the run's cached rows; rows/s per epoch (training only)."""
     import torch
     from torch import nn
 
     torch.set_num_threads(threads)
+    dev = torch.device(device)
     torch.manual_seed(0)
     config = json.loads((run / "config.json").read_text())
     tc, mc = config["training"], config["model"]
     idx, off, labels, dim, classes = cached_rows(run)
     rows = [ix[o[i]:o[i + 1]] for ix, o in zip(idx, off) for i in range(len(o) - 1)]
-    labels_t = torch.from_numpy(labels)
+    labels_t = torch.from_numpy(labels).to(dev)
     embed, hidden, batch = mc.get("embed") or 128, mc.get("hidden") or 128, tc["batch_size"]
 
     class Net(nn.Module):
@@ -112,14 +113,14 @@ def reference(run: Path, cell: str, attention: bool, epochs: int, threads: int) 
         def forward(self, ids, lengths):
             seq, _ = self.rnn(self.embed(ids))
             if self.score is not None:
-                mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+                mask = torch.arange(ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
                 w = torch.softmax(self.score(torch.tanh(seq)).squeeze(-1).masked_fill(~mask, float("-inf")), 1)
                 h = (w.unsqueeze(-1) * seq).sum(1)
             else:
-                h = seq[torch.arange(len(lengths)), lengths - 1]
+                h = seq[torch.arange(len(lengths), device=ids.device), lengths - 1]
             return self.out(h)
 
-    net = Net()
+    net = Net().to(dev)
     sparse = torch.optim.SparseAdam(list(net.embed.parameters()), lr=tc["lr"])
     dense = torch.optim.Adam([p for n, p in net.named_parameters() if not n.startswith("embed")], lr=tc["lr"])
     lengths = np.array([max(len(r), 1) for r in rows])
@@ -139,16 +140,18 @@ def reference(run: Path, cell: str, attention: bool, epochs: int, threads: int) 
             ids = np.zeros((len(members), width), np.int64)
             for j, r in enumerate(members):
                 ids[j, :len(rows[r])] = rows[r]
-            ids = torch.from_numpy(ids)
-            loss = nn.functional.cross_entropy(net(ids, torch.from_numpy(lengths[members])),
-                                               labels_t[torch.from_numpy(members)])
+            ids = torch.from_numpy(ids).to(dev, non_blocking=True)
+            loss = nn.functional.cross_entropy(net(ids, torch.from_numpy(lengths[members]).to(dev)),
+                                               labels_t[torch.from_numpy(members).to(dev)])
             sparse.zero_grad()
             dense.zero_grad()
             loss.backward()
             sparse.step()
             dense.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         out.append(len(rows) / (time.perf_counter() - t0))
-    return {"rows": len(rows), "rows_per_s": out, "threads": threads}
+    return {"rows": len(rows), "rows_per_s": out, "threads": threads, "device": device}
 
 
 MODELS = {"LancetMC": ("lstm", False), "LancetMCA": ("lstm", True), "LancetMCA_gru": ("gru", True)}
@@ -161,11 +164,14 @@ def main() -> None:
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--extra", default="", help="more train options for lancetnic-flow, e.g. '--lr 0.005'")
+    p.add_argument("--device", default="cpu", help="cpu or cuda: both sides train there (the GPU check, "
+                                                   "benchmarks/gpu_check.sh)")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="seqspeed-"))
     data = sample(Path(args.corpus), args.rows, work / "sample.csv")
     threads = os.cpu_count() or 1
-    record = {"corpus": args.corpus, "rows": args.rows, "epochs": args.epochs, "extra": args.extra, "models": {}}
+    record = {"corpus": args.corpus, "rows": args.rows, "epochs": args.epochs, "extra": args.extra,
+              "device": args.device, "models": {}}
     for name in args.models.split(","):
         cell, attention = MODELS[name]
         out = work / name
@@ -173,12 +179,13 @@ def main() -> None:
         # This checkout's code, whatever the venv's entry point was installed from.
         subprocess.run([sys.executable, "-m", "lancetnic_flow", "--quiet", "train", str(data), "--model", name,
                         "--epochs", str(args.epochs), "--no-plots", "--out", str(out),
-                        "--cache", str(work / f"cache-{name}"), *args.extra.split()], cwd=ROOT, check=True)
+                        "--cache", str(work / f"cache-{name}"), "--device", args.device, *args.extra.split()],
+                       cwd=ROOT, check=True)
         wall = time.monotonic() - t0
         run = next(p for p in out.iterdir() if (p / "metrics.json").exists())
         metrics = json.loads((run / "metrics.json").read_text())
         ours = [e["rows_per_s"] for e in metrics["epochs"]]
-        ref = reference(run, cell, attention, args.epochs, threads)
+        ref = reference(run, cell, attention, args.epochs, threads, args.device)
         record["models"][name] = {
             "val_accuracy": metrics["accuracy"] if "accuracy" in metrics else metrics["epochs"][-1]["val_accuracy"],
             "epochs_val_accuracy": [e["val_accuracy"] for e in metrics["epochs"]],

@@ -11,7 +11,8 @@ length, attention masked past it. So padding never changes a row's result,
 and the RNN runs the fused kernel of a plain padded batch. On the CPU a
 packed sequence (``pack_padded_sequence``) took several times longer than
 the padded batch it saves work on, and one batch padded to its longest row
-spends most of its steps on padding (docs/models.md).
+spends most of its steps on padding (docs/models.md). On a GPU, where each
+call's launches cost more than its padded steps, the batch is one group.
 """
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ class SequenceNet(nn.Module):
                        "layers": layers, "dropout": dropout, "cell": cell, "attention": attention,
                        "numeric": numeric}
         self.cell, self.attention = cell, attention
+        # One RNN call per batch (True) or one per group of like lengths (False); None: by the
+        # device, groups on the CPU only (see forward).
+        self.one_call: bool | None = None
         self.input = SparseEmbedding(dim, embed)
         rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
         self.rnn = rnn(embed, hidden, num_layers=max(layers, 1), batch_first=True,
@@ -85,7 +89,13 @@ class SequenceNet(nn.Module):
         x = torch.cat([x, x.new_zeros(1, x.shape[1])])
         if n == 0:
             return self.finish(x.new_zeros(0, self.rnn.hidden_size), numeric)
-        order, groups = length_groups(steps)
+        if self.one_call if self.one_call is not None else x.device.type != "cpu":
+            # On a GPU a call costs its launches more than its padding: one call over the batch
+            # (rows of like lengths already, dataflow/stream.py; docs/benchmarks.md, "The GPU path").
+            order = torch.argsort(steps, stable=True)
+            groups = [order]
+        else:
+            order, groups = length_groups(steps)
         pooled = []
         for rows in groups:
             width = int(steps[rows[-1]])

@@ -715,7 +715,7 @@ class Training:
 
     def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:
         """``--ddp N``: featurise first, then train on N workers; rank 0's weights end up in ``self.model``."""
-        from .ddp.driver import RankDriver, preflight
+        from .ddp.driver import CUDA_HOST_BYTES, RankDriver, choose_device, preflight
         from .ddp.rank import RankJob
 
         # A rank holds what this process would (``need``: torch, the model, its moments, a shuffle buffer),
@@ -723,7 +723,10 @@ class Training:
         weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
         rank_bytes = self.need + 2 * weights
         own = 0 if self.memory.external else self.memory.workers   # workers this run started, see preflight
-        preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events)   # before the featurisation pass
+        chosen = preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events)
+        if self.tc.device != "cpu" and choose_device(self.client, chosen, self.tc.device)[0] == "cuda":
+            rank_bytes += CUDA_HOST_BYTES   # checked again with what CUDA adds to the rank's worker
+            preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events, cuda=True)
         if not self.feed.complete:
             self.events.emit("stage", stage="featurising")
             for _ in self.feed.featurize():

@@ -160,7 +160,15 @@ def forget_segment(client: Any, segment: str) -> None:
 OWN_WORKERS_BACK_S = 60.0
 
 
-def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0, events: Any = None) -> list[str]:
+# What a rank on a GPU adds to its worker's own memory: the CUDA context, the cuDNN and cuBLAS
+# libraries and the kernels torch loads as the step first uses them (measured on a worker's peak in
+# docs/benchmarks.md, "The GPU path"). Without it a rank that fit on paper was killed by its nanny,
+# again and again, until the run gave up.
+CUDA_HOST_BYTES = 2 * 2**30
+
+
+def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0, events: Any = None,
+              cuda: bool = False) -> list[str]:
     """The workers the ranks go to (the first ``world`` by address); refuses,
     before anything runs, too few workers or one whose memory limit cannot
     hold a rank (its nanny would kill it over and over).
@@ -188,8 +196,9 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
         # allocator slack and the events a rank sends, and a rank measured
         # at 95 % of its worker was killed under load
         if limit and rank_bytes > limit * THRESHOLDS["pause"]:
-            raise UserError(f"--ddp: a rank needs about {format_size(rank_bytes)} (a worker process with torch, "
-                            f"the model, its optimiser moments and the shuffle buffer); worker {w} has a "
+            torch_words = "torch and its CUDA context" if cuda else "torch"
+            raise UserError(f"--ddp: a rank needs about {format_size(rank_bytes)} (a worker process with "
+                            f"{torch_words}, the model, its optimiser moments and the shuffle buffer); worker {w} has a "
                             f"{format_size(limit)} memory limit",
                             "give the workers more memory (--memory-budget with fewer --workers, or "
                             "`dask worker --memory-limit`), or lower --max-features, --hidden or --shuffle-buffer")

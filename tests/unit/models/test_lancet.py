@@ -57,12 +57,14 @@ def packed_reference(model: SequenceNet, indices: torch.Tensor, offsets: torch.T
     return model.finish(h)["logits"]
 
 
+@pytest.mark.parametrize("one_call", [False, True], ids=["groups (the CPU's)", "one call (a GPU's)"])
 @pytest.mark.parametrize("cell,attention,layers", [("lstm", False, 1), ("gru", True, 1), ("lstm", True, 2)])
-def test_grouped_rows_give_a_packed_rnn_s_outputs_and_gradients(cell, attention, layers):
+def test_grouped_rows_give_a_packed_rnn_s_outputs_and_gradients(cell, attention, layers, one_call):
     torch.manual_seed(0)
     model = SequenceNet(dim=300, classes=4, embed=8, hidden=8, layers=layers, dropout=0.0, cell=cell,
                         attention=attention).eval()
     model.input.row_wise = False
+    model.one_call = one_call
     rng = np.random.default_rng(5)
     rows = [rng.integers(2, 300, rng.integers(0, 90)).tolist() for _ in range(200)]
     idx, off = csr(rows)
