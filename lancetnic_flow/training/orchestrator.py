@@ -32,7 +32,7 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
-from ..dataflow.manifest import entry_key, read_features, read_manifest, write_features
+from ..dataflow.manifest import entry_key, read_features, read_manifest, read_names, write_features, write_names
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import SHARD_READS, count_partition
@@ -244,6 +244,7 @@ class Training:
         self.in_process, self.where = False, ""
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
+        self.bucket_names = None   # hashing: the fit pass's sampled terms per bucket (top_terms.csv)
         if not self.tc.ddp:   # the margin kernel compiles where the model trains
             rule_for(cfg).warm()
 
@@ -437,8 +438,11 @@ class Training:
         if features is None:
             features, results, totals = self._fit_pass()
             check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
+            self.bucket_names = totals.names
+            write_names(self.entry, totals.names, self.cache_so)
             write_features(self.entry, features, self.cache_so)
         else:
+            self.bucket_names = read_names(self.entry, self.cache_so)
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                              labels=len(features.labels))
         self._fitted(features)
@@ -455,6 +459,7 @@ class Training:
         each epoch afresh (dataflow/fresh.py)."""
         features, results, totals = self._fit_pass()
         check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
+        self.bucket_names = totals.names
         self._fitted(features)
         self.feed = FreshFeed(self.client, self._feed_spec(), self.events, trained=totals.results,
                               results=results)
@@ -791,6 +796,19 @@ class Training:
             raise TrainingInterrupted(str(self.run), at.epoch + 1, at.batches)
 
     # ---- save
+    def _top_terms(self, charts: bool) -> list[str]:
+        """Each class's strongest terms (top_terms.csv, top_terms.png with ``charts``) for a
+        network whose outputs are a sum over terms (runs/explain.py); none for another."""
+        from ..runs.explain import Decomposition, write_top_terms
+
+        if self.model_meta.get("net", "ScalpelNet") != "ScalpelNet":
+            return []
+        state = {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
+        dec = Decomposition(self.model_meta, state, self.features.target)
+        if not dec.exact:   # ReLU layers: a term's weight depends on the text (explain's "local" method)
+            return []
+        return write_top_terms(self.run, dec, self.features, self.bucket_names, self.out_so, charts)
+
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""
         cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
@@ -830,7 +848,7 @@ class Training:
             weights = save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
                                model_meta=self.model_meta, metrics=None, history=state.history,
                                storage_options=self.out_so, finish=False)
-            metrics["plots"] = [u.rsplit("/", 1)[-1] for u in plots.result()]
+            metrics["plots"] = [u.rsplit("/", 1)[-1] for u in plots.result() + self._top_terms(cfg.output.plots)]
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts
