@@ -235,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "  lancetnic-flow run workflows/multiclass.yaml --set epochs=1 --set data.train=x.csv")
     w.add_argument("workflow", metavar="FILE", help="a workflow file; its keys are `train` options")
     _command(sub, "demo", "generate a corpus, train on it, predict with it", {"": DEMO})
-    v = _command(sub, "serve", "serve a trained run over HTTP: POST /predict, GET /health (docs/serving.md)",
+    v = _command(sub, "serve", "serve a trained run over HTTP: POST /predict, POST /explain, GET /health (docs/serving.md)",
                  {"": SERVE}, epilog="examples:\n  lancetnic-flow serve runs/demo --port 8000\n"
                  "  curl -s localhost:8000/predict -d '{\"texts\": [\"a great match\"], \"top_k\": 2}'")
     v.add_argument("run", metavar="RUN", help="run folder")

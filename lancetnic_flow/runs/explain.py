@@ -61,8 +61,8 @@ CHUNK = 65536
 def _not_available(meta: dict, why: str) -> UserError:
     name = meta.get("model") or meta.get("net", "this network")
     return UserError(f"explain is not available for a {name} run: {why}",
-                     "explain works for LinearSVM, FastTextBag and the Scalpel models (bags of terms); "
-                     "predict still gives this run's predictions")
+                     "explain works for the bag-of-terms models: LinearSVM, FastTextBag, ScalpelMC, ScalpelReg, "
+                     "ScalpelMTSK; predict still gives this run's predictions")
 
 
 class Decomposition:
