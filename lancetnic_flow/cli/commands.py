@@ -400,7 +400,8 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     if report.json is not None:
         report.json("serving", {"run": str(a.run), "url": url, "max_batch": a.max_batch, "max_body": max_body,
                                 "max_queue": a.max_queue, "max_connections": a.max_connections})
-    report.console.print(f"serving {a.run} at {url} (POST /predict, POST /explain, GET /health; Ctrl-C stops), loading the run",
+    report.console.print(f"serving {a.run} at {url} (POST /predict, POST /explain, GET /health; Ctrl-C stops), "
+                         "loading the run",
                          markup=False, highlight=False, soft_wrap=True)
     # Whoever waits for the line (a supervisor, a test) reads it before the first request.
     report.console.file.flush()
@@ -514,6 +515,7 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "explain": cmd_explain, "evaluate": cmd_evaluate,
+COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "explain": cmd_explain,
+            "evaluate": cmd_evaluate,
             "make-data": cmd_make_data, "demo": cmd_demo, "serve": cmd_serve, "export": cmd_export,
             "tune": cmd_tune}

@@ -52,8 +52,8 @@ from .linear_scores import sigmoid, softmax
 TOP = 10
 #: top_terms.csv: terms per class, and the classes it covers (the first, most training rows first).
 TOP_TERMS, MAX_CLASSES = 20, 1000
-#: The chart draws the first PLOT_CLASSES classes, PLOT_TERMS terms each.
-PLOT_CLASSES, PLOT_TERMS = 12, 10
+# Rows explained at once (Predictor's batches): bounds the feature rows and outputs held.
+BATCH = 4096
 # Rows of weights composed at once for top_terms.csv: bounds the temporary (rows × outputs, float64).
 CHUNK = 65536
 
@@ -191,7 +191,6 @@ def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
             text_column: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
     """:meth:`Predictor.explain <.predict.Predictor.explain>`: one dict per input row, in order."""
     from ..features.names import text_terms
-    from .predict import BATCH_ROWS
 
     if top is None or isinstance(top, bool) or int(top) < 1:
         raise UserError(f"top must be ≥ 1, got {top}", "e.g. top=10")
@@ -206,8 +205,8 @@ def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
     features = pred.run.features
     multilabel = task_kind(pred.run.meta) == "multilabel"
     out: list[dict[str, Any]] = []
-    for start in range(0, rows.num_rows, BATCH_ROWS):
-        part = rows.slice(start, BATCH_ROWS)
+    for start in range(0, rows.num_rows, BATCH):
+        part = rows.slice(start, BATCH)
         table = part.select([c for c in part.column_names if c == "text" or c in pred.numeric])
         table = table.set_column(table.column_names.index("text"), "text",
                                  pc.fill_null(table["text"].cast(pa.string()), ""))
@@ -313,33 +312,11 @@ def write_top_terms(folder: str, dec: Decomposition, features, names: pa.Table |
     write_bytes(url, buf.getvalue().encode(), options)
     out = [url]
     if charts:
+        from .plots import top_terms_chart
+
         out.append(top_terms_chart(rows, join(folder, "top_terms.png"), options,
                                    classes=dec.classes + int(dec.regress)))
     return out
-
-
-def top_terms_chart(rows: list[dict[str, Any]], url: str, options: dict, classes: int) -> str:
-    """One small bar chart per class (the first :data:`PLOT_CLASSES`, :data:`PLOT_TERMS` terms each)."""
-    from .plots import _figure, _save
-
-    names = list(dict.fromkeys(r["class"] for r in rows))[:PLOT_CLASSES]
-    n = len(names)
-    ncols = min(n, 3)
-    nrows = -(-n // ncols)
-    plt, fig, _ = _figure(4.6 * ncols, 0.32 * PLOT_TERMS * nrows + 1.2 * nrows)
-    fig.clf()
-    for j, name in enumerate(names):
-        ax = fig.add_subplot(nrows, ncols, j + 1)
-        mine = [r for r in rows if r["class"] == name][:PLOT_TERMS]
-        labels = [r["terms"] if len(r["terms"]) <= 32 else r["terms"][:31] + "…" for r in mine]
-        ax.barh(range(len(mine)), [r["weight"] for r in mine])
-        ax.set_yticks(range(len(mine)), labels, fontsize=7)
-        ax.invert_yaxis()
-        ax.set_title(str(name)[:40], fontsize=9)
-        ax.tick_params(axis="x", labelsize=7)
-    shown = f" (the first {n} of {classes:,}, most training rows first)" if n < classes else ""
-    fig.suptitle(f"strongest terms per class{shown}", fontsize=10)
-    return _save(plt, fig, url, options)
 
 
 __all__ = ["Decomposition", "explain", "top_terms", "write_top_terms", "TOP", "TOP_TERMS", "MAX_CLASSES"]

@@ -392,7 +392,8 @@ async def _refused(request: Any, exc: BadRequest) -> Any:
 async def _http_error(request: Any, exc: Any) -> Any:
     from starlette.responses import JSONResponse
 
-    return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path} (POST /predict, POST /explain, GET /health)"},
+    return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path} "
+                                  "(POST /predict, POST /explain, GET /health)"},
                         status_code=exc.status_code, headers=exc.headers)
 
 
@@ -419,7 +420,8 @@ def app(run: Any, storage_options: dict | None = None, max_batch: int = MAX_BATC
     if not model.started:
         model.load() if wait else model.start()
     service = Service(model, max_batch, max_body, max_queue, body_timeout)
-    routes = [Route("/predict", service.predict, methods=["POST"]), Route("/explain", service.explain, methods=["POST"]),
+    routes = [Route("/predict", service.predict, methods=["POST"]),
+              Route("/explain", service.explain, methods=["POST"]),
               Route("/health", service.health, methods=["GET"])]
     return Starlette(routes=routes, exception_handlers={BadRequest: _refused, HTTPException: _http_error,
                                                         Exception: _crashed})
@@ -482,5 +484,6 @@ def serve(application: Any, sock: socket.socket, log_level: str = "info", model:
         sock.close()
 
 
-__all__ = ["app", "serve", "listen", "parse_request", "parse_explain", "read_body", "health", "require_serve", "BadRequest", "Model",
+__all__ = ["app", "serve", "listen", "parse_request", "parse_explain", "read_body",
+           "health", "require_serve", "BadRequest", "Model",
            "MAX_BATCH", "MAX_BODY", "MAX_QUEUE", "BODY_TIMEOUT", "MAX_CONNECTIONS", "SLOTS"]

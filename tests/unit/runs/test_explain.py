@@ -22,7 +22,6 @@ from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.names import (PER_BUCKET, bounded, bucket_labels, merge_names, sample_names,
                                            text_terms)
 from lancetnic_flow.features.vectorize import FittedFeatures
-from lancetnic_flow.runs.explain import Decomposition
 from lancetnic_flow.runs.linear_scores import LinearScores
 from lancetnic_flow.runs.loading import LoadedRun
 from lancetnic_flow.runs.predict import Predictor
@@ -199,7 +198,8 @@ def test_bad_arguments_are_user_errors():
 
 
 @pytest.mark.parametrize("options", [dict(ngrams=1), dict(ngrams=3, ngram_min=2), dict(ngrams=2, stop_words=["the"]),
-                                     dict(analyzer="char_wb", ngram_min=2, ngrams=4), dict(analyzer="char_wb", ngram_min=4, ngrams=5),
+                                     dict(analyzer="char_wb", ngram_min=2, ngrams=4),
+                                     dict(analyzer="char_wb", ngram_min=4, ngrams=5),
                                      dict(analyzer="char", ngram_min=1, ngrams=3), dict(normalize="nfkc")])
 def test_the_terms_read_from_a_text_are_those_the_transform_counts(options):
     texts = pa.array(TEXTS + ["Ａ full-width  Ｔｅｘｔ\twith\n\ntabs", None, "one"])
