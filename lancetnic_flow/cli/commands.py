@@ -180,6 +180,55 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     return 0
 
 
+def cmd_explain(a: argparse.Namespace, report) -> int:
+    from ..runs.loading import read_run_json
+
+    if not a.text:
+        raise UserError("explain needs at least one --text TEXT", "e.g. lancetnic-flow explain RUN --text 'a late "
+                        "goal won the match'")
+    if a.top < 1:
+        raise UserError(f"--top must be ≥ 1, got {a.top}", "e.g. --top 10")
+    run_so = options_for(a.run, parse_storage_options(a.storage_option))
+    # A wrong run folder is exit 2 before anything loads; a sequence model, once its kind is read.
+    meta, _ = read_run_json(a.run, run_so)
+    from ..runs.explain import Decomposition
+
+    if meta.get("net", "ScalpelNet") != "ScalpelNet":
+        Decomposition(meta, {})   # the UserError saying what is and is not available
+    from ..runs.predict import Predictor
+
+    pred = Predictor(a.run, run_so)
+    for text, doc in zip(a.text, pred.explain(a.text, top=a.top, label=a.label)):
+        if a.json:
+            print(json.dumps({"text": text, **doc}, ensure_ascii=False))
+        else:
+            print(explained_lines(text, doc))
+    return 0
+
+
+def explained_lines(text: str, doc: dict) -> str:
+    """One explanation as a few readable lines: the prediction, then each term's contribution."""
+    short = text if len(text) <= 60 else text[:59] + "…"
+    if doc["status"] != "ok":
+        return f"{short!r}: not predicted ({doc['status']})"
+    method = "exact" if doc["method"] == "exact" else "local: exact at this text only"
+    if "label" in doc:
+        head = f"{short!r} → {doc['label']} (probability {doc['probability']:.3f}): logit {doc['logit']:.4g}"
+    else:
+        head = f"{short!r} → value {doc['value']:.4g}"
+    lines = [f"{head} = bias {doc['bias']:+.4g} + the terms' contributions ({method})"]
+    for t in doc["terms"]:
+        where = "" if t["feature"] is None else f", feature {t['feature']}"
+        lines.append(f"  {t['contribution']:+9.4f}  {t['term']}  (value {t['value']:.4g} × weight "
+                     f"{t['weight']:.4g}{where})")
+    others = doc["terms_total"] - len(doc["terms"])
+    if others:
+        lines.append(f"  {doc['rest']:+9.4f}  {others:,} other term{'s' if others != 1 else ''}")
+    if not doc["terms_total"]:
+        lines.append("  no term of the text is a feature of the run: the bias alone")
+    return "\n".join(lines)
+
+
 def say_decided(report, src) -> None:
     """The formats the inputs' starts decided, in train's words (``decided  format fasttext: …``), on stderr."""
     for s in src.sniffed:
@@ -351,7 +400,8 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     if report.json is not None:
         report.json("serving", {"run": str(a.run), "url": url, "max_batch": a.max_batch, "max_body": max_body,
                                 "max_queue": a.max_queue, "max_connections": a.max_connections})
-    report.console.print(f"serving {a.run} at {url} (POST /predict, GET /health; Ctrl-C stops), loading the run",
+    report.console.print(f"serving {a.run} at {url} (POST /predict, POST /explain, GET /health; Ctrl-C stops), "
+                         "loading the run",
                          markup=False, highlight=False, soft_wrap=True)
     # Whoever waits for the line (a supervisor, a test) reads it before the first request.
     report.console.file.flush()
@@ -465,6 +515,7 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate,
+COMMANDS = {"run": cmd_run, "train": cmd_train, "predict": cmd_predict, "explain": cmd_explain,
+            "evaluate": cmd_evaluate,
             "make-data": cmd_make_data, "demo": cmd_demo, "serve": cmd_serve, "export": cmd_export,
             "tune": cmd_tune}

@@ -63,6 +63,14 @@ PREDICT = [
     O("--threshold", "a multilabel run: predict every label with probability ≥ P (default: each label's own "
       "threshold, chosen on the run's validation rows; 0.5 for a run without them)", "P", float, None),
 ]
+EXPLAIN = [
+    O("--text", "a text to explain (repeatable)", "TEXT", kind="append"),
+    O("--top", "terms listed per text, by the size of their contribution (default 10; the rest are summed)",
+      "N", int, 10),
+    O("--label", "explain this label's score (default: the predicted label)", "LABEL"),
+    O("--json", "print one JSON object per text (Predictor.explain's dict)", kind="flag"),
+    O("--storage-option", "fsspec storage option of the run's URL, repeatable", "K=V", default=[], kind="append"),
+]
 EVALUATE = [
     O("--json", "print the metrics as one JSON object", kind="flag"),
     O("--text", "text column (default: the run's)", "COL", kind="append"),
@@ -207,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "  lancetnic-flow predict runs/demo --input 'data/*.csv' --output preds.jsonl\n"
                         "  lancetnic-flow predict runs/demo --input data.parquet --keep id --top-k 3 --output preds.parquet")
     p.add_argument("run", metavar="RUN", help="run folder")
+    xp = _command(sub, "explain", "why a run predicts what it does: each text's top terms and their contributions "
+                  "(linear and bag models; docs/cli.md)", {"": EXPLAIN},
+                  epilog="examples:\n  lancetnic-flow explain runs/demo --text 'a late goal won the match'\n"
+                         "  lancetnic-flow explain runs/demo --text 'new phone' --top 5 --label tech --json\n"
+                         "each class's strongest terms are in the run folder: top_terms.csv (and top_terms.png)")
+    xp.add_argument("run", metavar="RUN", help="run folder")
     e = _command(sub, "evaluate", "evaluate a trained run on labelled data",
                  {"": EVALUATE, "data": DATA, "memory and cluster": CLUSTER})
     e.add_argument("run", metavar="RUN")
@@ -221,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "  lancetnic-flow run workflows/multiclass.yaml --set epochs=1 --set data.train=x.csv")
     w.add_argument("workflow", metavar="FILE", help="a workflow file; its keys are `train` options")
     _command(sub, "demo", "generate a corpus, train on it, predict with it", {"": DEMO})
-    v = _command(sub, "serve", "serve a trained run over HTTP: POST /predict, GET /health (docs/serving.md)",
+    v = _command(sub, "serve", "serve a trained run over HTTP: POST /predict, POST /explain, GET /health (docs/serving.md)",
                  {"": SERVE}, epilog="examples:\n  lancetnic-flow serve runs/demo --port 8000\n"
                  "  curl -s localhost:8000/predict -d '{\"texts\": [\"a great match\"], \"top_k\": 2}'")
     v.add_argument("run", metavar="RUN", help="run folder")

@@ -22,6 +22,7 @@ from .shards import PartitionResult, ShardInfo
 
 MANIFEST = "manifest.json"
 FEATURES = "features.json"
+NAMES = "bucket_names.json"   # the hashed buckets' sampled terms, for top_terms.csv (features/names.py)
 # 3: the validation split hashes the whole text (features/hashing.py). Entries
 # of version 2 may hold the split of the first and last 64 bytes: never reused.
 # 4: shards are packed (features/packing.py), which a version-3 reader cannot
@@ -86,6 +87,26 @@ def read_features(entry: str, cache_options: dict) -> FittedFeatures | None:
 
 def write_features(entry: str, features: FittedFeatures, cache_options: dict) -> None:
     write_bytes(join(entry, FEATURES), features.to_json().encode(), cache_options)
+
+
+def read_names(entry: str, cache_options: dict):
+    """The hashed buckets' sampled names the entry's fit pass kept (features/names.py), or
+    None: an entry written before them, or a damaged file (the buckets are then shown unnamed)."""
+    from ..features.names import names_from_json
+
+    try:
+        return names_from_json(json.loads(read_bytes(join(entry, NAMES), cache_options)))
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def write_names(entry: str, names, cache_options: dict) -> None:
+    """Keep the fit pass's bucket names beside the entry's features (nothing when there are none)."""
+    from ..features.names import names_to_json
+
+    if names is not None:
+        write_bytes(join(entry, NAMES), json.dumps(names_to_json(names), ensure_ascii=False).encode(),
+                    cache_options)
 
 
 def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,

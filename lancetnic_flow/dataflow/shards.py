@@ -26,6 +26,7 @@ from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..config import FeatureConfig
 from ..features.fit import bucket_frequencies, table_stats
+from ..features.names import sample_names
 from ..features.rows import RowBlock
 from ..features.split import validation_mask
 from ..features.vectorize import FittedFeatures, text_options
@@ -139,6 +140,8 @@ def count_partition(part: Partition, split: str | None, *, columns: Columns, fcf
         res.tokens += int(block.values.sum())
         s = table_stats(table, ~is_val, columns.numeric)
         s.buckets = bucket_frequencies(block, ~is_val, fcfg.buckets)
+        # The buckets' names (top_terms.csv): the terms of a bounded sample of the training rows.
+        s.names = sample_names(counter, table["text"].filter(pa.array(~is_val)) if is_val.any() else table["text"])
         stats.append(s)
         _write_split(_by_split(block, is_val), shard_dir, part, ci, cache_options, res, raw=True, keep=keep)
         del block, table

@@ -107,7 +107,7 @@ def _merge_fit(parts: list[FitStats]) -> FitStats:
 
 def _finish_on_worker(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> tuple[FittedFeatures, FitStats]:
     fitted = finish_fit(stats, fcfg, columns)
-    stats.terms = stats.buckets = None   # counted and pruned; the caller gets the totals only
+    stats.terms = stats.buckets = None   # counted and pruned; the caller gets the totals (and bounded names) only
     return fitted, stats
 
 
@@ -126,7 +126,8 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
                  **task_options: Any) -> tuple[FittedFeatures, FitStats]:
     """Run the fit pass on the cluster and prune: the fitted features, and the
     pass's totals (rows, docs, labels, skipped, the shards a counting ``task``
-    wrote; ``terms`` and ``buckets`` are not returned).
+    wrote, the hashed buckets' sampled ``names``, bounded: features/names.py;
+    ``terms`` and ``buckets`` are not returned).
 
     ``task(partition, [split,] columns=, fcfg=, …)`` makes each partition's
     :class:`FitStats`: :func:`fit_partition` for the vocabulary modes, or a

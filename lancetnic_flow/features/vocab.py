@@ -64,6 +64,8 @@ class FitStats:
     docs: int = 0
     terms: pa.Table | None = None  # key (uint64), term (string), df, tf (int64: corpus count); by key
     buckets: np.ndarray | None = None   # hashing: document frequency of each bucket (int64)
+    # hashing: a bounded sample of each bucket's most frequent terms (bucket, term, count; names.py)
+    names: pa.Table | None = None
     labels: dict[str, int] = field(default_factory=dict)
     val_labels: dict[str, int] = field(default_factory=dict)   # labels of the validation rows
     numeric: dict[str, Moments] = field(default_factory=dict)
@@ -172,6 +174,10 @@ def merge_stats(parts: list[FitStats]) -> FitStats:
         out.buckets = dfs[0].copy()
         for d in dfs[1:]:
             out.buckets += d
+    if any(p.names is not None for p in parts):
+        from .names import merge_names
+
+        out.names = merge_names([p.names for p in parts])
     for p in parts:
         out.docs += p.docs
         out.labels = _add_counts(out.labels, p.labels)

@@ -267,6 +267,33 @@ def write_jobs(jobs: list[PlotJob]) -> list[str]:
     return [f for job in jobs for f in job.files]
 
 
+#: The strongest terms' chart (top_terms.png, runs/explain.py) draws the first PLOT_CLASSES
+#: classes (most training rows first), PLOT_TERMS terms each; top_terms.csv holds more.
+PLOT_CLASSES, PLOT_TERMS = 12, 10
+
+
+def top_terms_chart(rows: list[dict[str, Any]], url: str, options: dict, classes: int) -> str:
+    """One small bar chart per class (the first :data:`PLOT_CLASSES`, :data:`PLOT_TERMS` terms each)."""
+    names = list(dict.fromkeys(r["class"] for r in rows))[:PLOT_CLASSES]
+    n = len(names)
+    ncols = min(n, 3)
+    nrows = -(-n // ncols)
+    plt, fig, _ = _figure(4.6 * ncols, 0.32 * PLOT_TERMS * nrows + 1.2 * nrows)
+    fig.clf()
+    for j, name in enumerate(names):
+        ax = fig.add_subplot(nrows, ncols, j + 1)
+        mine = [r for r in rows if r["class"] == name][:PLOT_TERMS]
+        labels = [r["terms"] if len(r["terms"]) <= 32 else r["terms"][:31] + "…" for r in mine]
+        ax.barh(range(len(mine)), [r["weight"] for r in mine])
+        ax.set_yticks(range(len(mine)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(str(name)[:40], fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    shown = f" (the first {n} of {classes:,}, most training rows first)" if n < classes else ""
+    fig.suptitle(f"strongest terms per class{shown}", fontsize=10)
+    return _save(plt, fig, url, options)
+
+
 def write_plots(folder: str, *, history: list[dict] | None = None, metrics: dict | None = None,
                 labels: list[str] | None = None, label_counts: list[int] | None = None,
                 sample: tuple[np.ndarray, np.ndarray] | None = None, options: dict | None = None,

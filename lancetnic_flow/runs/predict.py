@@ -63,6 +63,7 @@ class Predictor:
         data = self.run.config.get("data", {})
         self.text_columns = tuple(data.get("text") or ("text",))
         self.numeric = tuple(data.get("numeric") or ())
+        self._decomposition = None
 
     @property
     def device(self):
@@ -151,6 +152,34 @@ class Predictor:
         if self.regresses:
             scored["value"] = out["value"]
         return ok, scored
+
+    # ------------------------------------------------------------ explanations
+
+    def decomposition(self):
+        """The run's network as affine maps from its terms to its outputs
+        (:class:`~.explain.Decomposition`), made once; a :class:`UserError` for a
+        sequence model, whose output is not a sum over terms."""
+        if self._decomposition is None:
+            from .explain import Decomposition
+
+            self._decomposition = Decomposition.of(self.run)
+        return self._decomposition
+
+    def explain(self, data: Any, top: int = 10, label: str | None = None,
+                text_column: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Why each row is predicted as it is: one dict per input row, in order, with
+        ``status``; the explained ``label`` (the predicted one, or ``label``), its
+        ``probability`` and ``logit`` (a regressor: its ``value``); ``terms``, the ``top``
+        terms of the text by the size of their ``contribution`` (``value`` in the row ×
+        ``weight``; with the ``feature`` id, and a hashed term's ``count`` in the text);
+        ``rest``, the other terms' contributions summed; ``bias``; and ``method``: ``exact``
+        (a linear or bag model: contributions + rest + bias = the logit) or ``local`` (ReLU
+        hidden layers: the same sum, exact at this text only). None where a row cannot be
+        predicted. A sequence model (Lancet*) is a :class:`UserError`: its output is no sum
+        over terms. See docs/python.md and runs/explain.py."""
+        from .explain import explain
+
+        return explain(self, data, top=top, label=label, text_column=text_column)
 
     # ------------------------------------------------------------ results
 

@@ -5,6 +5,10 @@ answers ``{"predictions": [...]}``, one :meth:`Predictor.predict
 <.predict.Predictor.predict>` dict per text, in order. ``GET /health`` is
 a readiness probe: 503 ``{"status": "loading"}`` while the run loads, then
 200 ``{"status": "ready", ...}`` with the run, its task and labels.
+``POST /explain`` with ``{"texts": [...], "top": N, "label": "name"}``
+answers ``{"explanations": [...]}``, one :meth:`Predictor.explain
+<.predict.Predictor.explain>` dict per text (an empty list, or a sequence
+model, whose output is no sum over terms, is a 422 saying so).
 
 The command opens its port before it loads the run (in a thread, see
 :class:`Model`), so a supervisor can tell a server that is loading a large
@@ -52,6 +56,9 @@ SLOTS = 4
 DRAIN = 64 * 2**20
 RETRY = {"Retry-After": "1"}
 FIELDS = ("texts", "top_k", "threshold")
+EXPLAIN_FIELDS = ("texts", "top", "label")
+# Terms an explanation lists at most: the answer grows with it, as with top_k.
+MAX_TOP = 1000
 
 
 def require_serve() -> None:
@@ -106,17 +113,13 @@ def _json(body: bytes) -> Any:
         raise BadRequest(400, f"the body is not JSON ({why}){send}") from None
 
 
-def parse_request(body: bytes, max_batch: int, classifies: bool = True,
-                  labels: int | None = None) -> tuple[list, dict]:
-    """A ``/predict`` body → (texts, keyword arguments of ``Predictor.predict``); a
-    :class:`BadRequest` (413 for too many texts, else 400/422) saying what is wrong.
-    ``top_k`` past the run's number of ``labels`` ranks them all."""
-    doc = _json(body)
+def _texts(doc: Any, fields: tuple[str, ...], max_batch: int) -> list:
+    """The ``texts`` list of a request object, checked (422, or 413 past ``max_batch``)."""
     if not isinstance(doc, dict):
         raise BadRequest(422, f'the body must be a JSON object, got {_kind(doc)}: {{"texts": ["a text", ...]}}')
-    unknown = sorted(set(doc) - set(FIELDS))
+    unknown = sorted(set(doc) - set(fields))
     if unknown:
-        raise BadRequest(422, f"unknown field {unknown[0]!r} (the fields: {', '.join(FIELDS)})")
+        raise BadRequest(422, f"unknown field {unknown[0]!r} (the fields: {', '.join(fields)})")
     texts = doc.get("texts")
     if not isinstance(texts, list):
         raise BadRequest(422, 'no "texts" list: send {"texts": ["a text", ...]}' if texts is None
@@ -133,6 +136,36 @@ def parse_request(body: bytes, max_batch: int, classifies: bool = True,
             except UnicodeEncodeError as exc:   # JSON's "\ud800" escape: no character, and Arrow refuses it
                 raise BadRequest(422, f"texts[{i}] holds a lone surrogate (\\u{ord(t[exc.start]):04x} at "
                                       f"{exc.start}): each text must be valid Unicode") from None
+    return texts
+
+
+def parse_explain(body: bytes, max_batch: int, labels: list | None = None) -> tuple[list, dict]:
+    """An ``/explain`` body (``{"texts": [...], "top": N, "label": "name"}``) → (texts,
+    keyword arguments of ``Predictor.explain``); a :class:`BadRequest` saying what is wrong.
+    An empty ``texts`` list is refused (422): there is nothing to explain."""
+    doc = _json(body)
+    texts = _texts(doc, EXPLAIN_FIELDS, max_batch)
+    if not texts:
+        raise BadRequest(422, 'texts is empty: send at least one text, {"texts": ["a text", ...]}')
+    top = _number(doc, "top", int)
+    if top is not None and top < 1:
+        raise BadRequest(422, f"top must be ≥ 1, got {top}")
+    label = doc.get("label")
+    if label is not None and not isinstance(label, str):
+        raise BadRequest(422, f"label must be a string, got {_kind(label)}")
+    if label is not None and labels is not None and label not in labels:
+        raise BadRequest(422, f"label {label!r} is not one of this run's labels" if labels
+                         else "label: this run is a regression model, it explains its value")
+    return texts, {"top": min(top, MAX_TOP) if top is not None else 10, "label": label}
+
+
+def parse_request(body: bytes, max_batch: int, classifies: bool = True,
+                  labels: int | None = None) -> tuple[list, dict]:
+    """A ``/predict`` body → (texts, keyword arguments of ``Predictor.predict``); a
+    :class:`BadRequest` (413 for too many texts, else 400/422) saying what is wrong.
+    ``top_k`` past the run's number of ``labels`` ranks them all."""
+    doc = _json(body)
+    texts = _texts(doc, FIELDS, max_batch)
     top_k, threshold = _number(doc, "top_k", int), _number(doc, "threshold", (int, float))
     if top_k is not None and (top_k < 1 or not classifies):
         raise BadRequest(422, f"top_k must be ≥ 1, got {top_k}" if classifies
@@ -300,7 +333,24 @@ class Service:
         return json.dumps({"predictions": predictions}, ensure_ascii=False, allow_nan=False,
                           separators=(",", ":")).encode()
 
-    async def predict(self, request: Any) -> Any:
+    def explained(self, body: bytes, content_type: str) -> bytes:
+        """The answer to an ``/explain`` body, as JSON bytes (in a worker thread): a run
+        whose network is no sum over terms (a sequence model) is a 422 saying so."""
+        pred = self.model.pred
+        try:
+            pred.decomposition()
+        except UserError as exc:
+            raise BadRequest(422, exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
+        texts, kw = parse_explain(body, self.max_batch, list(pred.labels) if pred.classifies else [])
+        with self.lock:
+            explanations = pred.explain(texts, **kw)
+        return json.dumps({"explanations": explanations}, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode()
+
+    async def explain(self, request: Any) -> Any:
+        return await self.predict(request, self.explained)
+
+    async def predict(self, request: Any, answer: Callable | None = None) -> Any:
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import Response
 
@@ -314,7 +364,8 @@ class Service:
             # Waiting for a slot before reading: a queued request holds no body, only its connection.
             async with self.slots:
                 body = await read_body(request, self.max_body, self.body_timeout)
-                content = await run_in_threadpool(self.answer, body, request.headers.get("content-type", ""))
+                content = await run_in_threadpool(answer or self.answer, body,
+                                                  request.headers.get("content-type", ""))
         finally:
             self.held -= 1
         return Response(content, media_type="application/json")
@@ -341,7 +392,8 @@ async def _refused(request: Any, exc: BadRequest) -> Any:
 async def _http_error(request: Any, exc: Any) -> Any:
     from starlette.responses import JSONResponse
 
-    return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path} (POST /predict, GET /health)"},
+    return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path} "
+                                  "(POST /predict, POST /explain, GET /health)"},
                         status_code=exc.status_code, headers=exc.headers)
 
 
@@ -368,7 +420,9 @@ def app(run: Any, storage_options: dict | None = None, max_batch: int = MAX_BATC
     if not model.started:
         model.load() if wait else model.start()
     service = Service(model, max_batch, max_body, max_queue, body_timeout)
-    routes = [Route("/predict", service.predict, methods=["POST"]), Route("/health", service.health, methods=["GET"])]
+    routes = [Route("/predict", service.predict, methods=["POST"]),
+              Route("/explain", service.explain, methods=["POST"]),
+              Route("/health", service.health, methods=["GET"])]
     return Starlette(routes=routes, exception_handlers={BadRequest: _refused, HTTPException: _http_error,
                                                         Exception: _crashed})
 
@@ -430,5 +484,6 @@ def serve(application: Any, sock: socket.socket, log_level: str = "info", model:
         sock.close()
 
 
-__all__ = ["app", "serve", "listen", "parse_request", "read_body", "health", "require_serve", "BadRequest", "Model",
+__all__ = ["app", "serve", "listen", "parse_request", "parse_explain", "read_body",
+           "health", "require_serve", "BadRequest", "Model",
            "MAX_BATCH", "MAX_BODY", "MAX_QUEUE", "BODY_TIMEOUT", "MAX_CONNECTIONS", "SLOTS"]

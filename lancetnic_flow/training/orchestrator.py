@@ -32,7 +32,7 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
-from ..dataflow.manifest import entry_key, read_features, read_manifest, write_features
+from ..dataflow.manifest import entry_key, read_features, read_manifest, read_names, write_features, write_names
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import SHARD_READS, count_partition
@@ -244,6 +244,7 @@ class Training:
         self.in_process, self.where = False, ""
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
+        self.bucket_names = None   # hashing: the fit pass's sampled terms per bucket (top_terms.csv)
         if not self.tc.ddp:   # the margin kernel compiles where the model trains
             rule_for(cfg).warm()
 
@@ -437,8 +438,11 @@ class Training:
         if features is None:
             features, results, totals = self._fit_pass()
             check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
+            self.bucket_names = totals.names
+            write_names(self.entry, totals.names, self.cache_so)
             write_features(self.entry, features, self.cache_so)
         else:
+            self.bucket_names = read_names(self.entry, self.cache_so)
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                              labels=len(features.labels))
         self._fitted(features)
@@ -455,6 +459,7 @@ class Training:
         each epoch afresh (dataflow/fresh.py)."""
         features, results, totals = self._fit_pass()
         check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
+        self.bucket_names = totals.names
         self._fitted(features)
         self.feed = FreshFeed(self.client, self._feed_spec(), self.events, trained=totals.results,
                               results=results)
@@ -800,6 +805,19 @@ class Training:
         command ends once the model, metrics and tables are saved."""
         return self.cfg.output.plots and not self.cfg.output.wait_for_plots and can_detach()
 
+    def _top_terms(self) -> list:
+        """Each class's strongest terms (top_terms.csv, top_terms.png) as plot jobs, for a
+        network whose outputs are a sum over terms (runs/explain.py); none for another."""
+        from ..runs.explain import Decomposition, top_terms_jobs
+
+        if self.model_meta.get("net", "ScalpelNet") != "ScalpelNet":
+            return []
+        state = {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
+        dec = Decomposition(self.model_meta, state, self.features.target)
+        if not dec.exact:   # ReLU layers: a term's weight depends on the text (explain's "local" method)
+            return []
+        return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so)
+
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""
         cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
@@ -835,7 +853,7 @@ class Training:
         jobs = [j for j in plot_jobs(self.run, history=state.history, metrics=final_val,
                                      labels=self.features.labels if self.task.classifies else None,
                                      label_counts=self.features.label_counts,
-                                     sample=state.best["sample"] if state.best else None)
+                                     sample=state.best["sample"] if state.best else None) + self._top_terms()
                 if cfg.output.plots or not j.chart]
         later = [j for j in jobs if j.chart] if self.charts_later() else []
         with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-plots") as pool:

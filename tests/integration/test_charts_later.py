@@ -40,14 +40,14 @@ def test_train_ends_with_the_run_saved_and_its_charts_follow_from_a_detached_pro
     done = _done(p.stdout)
     charts = done["charts"]
     # What the run names as saved is there when the command ends: the model, metrics, the tables.
-    for name in ("model.json", "model.safetensors", "metrics.json", "history.csv", "per_class.csv"):
+    for name in ("model.json", "model.safetensors", "metrics.json", "history.csv", "per_class.csv", "top_terms.csv"):
         assert (run / name).exists(), name
     assert sorted(charts["files"]) == ["accuracy.png", "class_distribution.png", "confusion_matrix.png",
-                                       "loss.png", "per_class.png"]
+                                       "loss.png", "per_class.png", "top_terms.png"]
     assert charts["pid"] != done.get("pid", os.getpid())
     assert charts_drawn(p.stdout) == charts["pid"]
     metrics = json.loads((run / "metrics.json").read_text())
-    assert sorted(metrics["plots"]) == sorted(charts["files"] + ["per_class.csv"])
+    assert sorted(metrics["plots"]) == sorted(charts["files"] + ["per_class.csv", "top_terms.csv"])
     for name in metrics["plots"]:
         assert (run / name).stat().st_size > 0, name
     for name in charts["files"]:
@@ -61,14 +61,15 @@ def test_wait_for_plots_draws_them_before_the_command_ends(corpus):
     assert p.returncode == 0, p.stderr[-2000:]
     assert "charts" not in _done(p.stdout)
     run = corpus / "runs" / "waited"
-    for name in ("loss.png", "accuracy.png", "confusion_matrix.png", "per_class.png", "class_distribution.png"):
+    for name in ("loss.png", "accuracy.png", "confusion_matrix.png", "per_class.png", "class_distribution.png",
+                 "top_terms.png"):
         assert (run / name).read_bytes()[:8] == PNG, name
 
 
 def test_the_summary_says_the_charts_are_being_drawn_and_no_plots_draws_none(corpus):
     p = cli("train", "d.csv", *RUN, "--out", "runs", "--name", "told", cwd=corpus)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "5 drawing in the background, pid" in p.stdout + p.stderr
+    assert "6 drawing in the background, pid" in p.stdout + p.stderr
     charts_drawn(p.stdout + p.stderr)
     p = cli("train", "d.csv", *RUN, "--out", "runs", "--name", "none", "--no-plots", "--json-log", cwd=corpus)
     assert p.returncode == 0 and "charts" not in _done(p.stdout)

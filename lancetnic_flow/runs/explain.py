@@ -1,0 +1,338 @@
+"""Why a run predicts what it does: each prediction's terms with their
+contributions (``Predictor.explain``, ``lancetnic-flow explain``, ``serve``'s
+``POST /explain``), and each class's strongest terms (``top_terms.csv``).
+
+What is available depends on the network:
+
+* **exact** — a network whose outputs are affine in its sparse input:
+  LinearSVM (no hidden layer: ``logits = (x·W + b) × logit_scale``),
+  FastTextBag and any Scalpel network with ``activation="identity"`` (the
+  layers compose into one matrix). A term's contribution to an output is its
+  value in the row (``x``) times its weight (the composed matrix's entry);
+  the contributions of a text's terms plus the bias are the output the
+  predictor computes, up to float rounding. These networks also get
+  ``top_terms.csv``: each class's terms of largest weight.
+* **local** — a Scalpel network with ReLU hidden layers (ScalpelMC,
+  ScalpelReg, ScalpelMTSK): at a given text every ReLU is on or off, and with
+  that pattern held the network is affine; its contributions (gradient ×
+  input) plus the local bias (the biases carried through the units that
+  are on) are that text's output exactly. They hold for that text only: the
+  same term weighs otherwise in another text. So no ``top_terms.csv``: a
+  class's term weights are not one number per term.
+* **not available** — the sequence models (Lancet*): an LSTM or GRU reads
+  the tokens in order, so its output is not a sum over terms; explaining
+  such a run is a :class:`~lancetnic_flow.errors.UserError` saying so.
+
+The terms come from the text itself (:func:`~lancetnic_flow.features.names.text_terms`):
+a hashed bucket needs no reverse map. When several terms of one text fall
+into one bucket, each carries its own share of the bucket's value (by its
+count in the text), with the bucket's weight: the sum is unchanged. A
+vocabulary feature is named by its vocabulary entry. Numeric input columns
+(``--numeric``) contribute as ``[numeric] NAME``.
+
+The arithmetic is NumPy's on the run's weights (float64), so a LinearSVM run
+is explained without importing torch, as it is predicted.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import UserError
+from ..registry import task_kind
+from ..storage import join, write_bytes
+from .linear_scores import sigmoid, softmax
+
+#: Terms a prediction lists by default (the rest are summed in ``rest``).
+TOP = 10
+#: top_terms.csv: terms per class, and the classes it covers (the first, most training rows first).
+TOP_TERMS, MAX_CLASSES = 20, 1000
+# Rows explained at once (Predictor's batches): bounds the feature rows and outputs held.
+BATCH = 4096
+# Rows of weights composed at once for top_terms.csv: bounds the temporary (rows × outputs, float64).
+CHUNK = 65536
+
+
+def _not_available(meta: dict, why: str) -> UserError:
+    name = meta.get("model") or meta.get("net", "this network")
+    return UserError(f"explain is not available for a {name} run: {why}",
+                     "explain works for the bag-of-terms models: LinearSVM, FastTextBag, ScalpelMC, ScalpelReg, "
+                     "ScalpelMTSK; predict still gives this run's predictions")
+
+
+class Decomposition:
+    """A Scalpel network (``meta``: its ``model.json``; ``state``: its weights as
+    NumPy arrays by name) as affine maps from its first layer's sum to its
+    outputs (the classes' logits, then the value, in the target's units).
+    A :class:`UserError` for a network that is not a sum over terms."""
+
+    def __init__(self, meta: dict, state: dict[str, np.ndarray], target: tuple[float, float] | None = None):
+        kw = meta.get("kwargs") or {}
+        if meta.get("net", "ScalpelNet") != "ScalpelNet":
+            why = ("a sequence model reads the tokens in order (an LSTM or GRU over token ids), so its output is "
+                   "not a sum of per-term contributions" if meta.get("net") == "SequenceNet"
+                   else f"its network {meta.get('net')!r} is not a bag of terms this version can decompose")
+            raise _not_available(meta, why)
+        f64 = {k: np.asarray(v, np.float64) for k, v in state.items()}
+        self.classes, self.regress = int(kw.get("classes") or 0), bool(kw.get("regress"))
+        layers, act = int(kw.get("layers", 1)), kw.get("activation", "relu")
+        self.mean_pooling = kw.get("pooling", "weighted") == "mean"
+        self.E, self.bE = f64["input.weight"], f64["input.bias"]
+        self.N = f64.get("numeric.weight")   # width × numeric columns
+        self.width = self.E.shape[1]
+        # The body: ("relu",) or ("linear", W, b) steps; dropout is off when predicting.
+        self.steps: list[tuple] = []
+        for i in range(layers):
+            if act == "relu":
+                self.steps.append(("relu",))
+            if i < layers - 1:
+                self.steps.append(("linear", f64[f"body.{3 * i + 2}.weight"], f64[f"body.{3 * i + 2}.bias"]))
+        mean, std = target or (0.0, 1.0)
+        if layers > 0:
+            heads = []
+            if self.classes:
+                heads.append((f64["heads.classify.weight"], f64["heads.classify.bias"]))
+            if self.regress:
+                w, b = f64["heads.regress.weight"], f64["heads.regress.bias"]
+                heads.append((w * std, b * std + mean))
+            self.head = (np.concatenate([h[0] for h in heads]), np.concatenate([h[1] for h in heads]))
+        else:   # the sum's first columns are the logits (× logit_scale for LinearSVM), its last the value
+            scale = float(f64["logit_scale"]) if "logit_scale" in f64 else 1.0
+            rows = [np.eye(self.width)[c] * scale for c in range(self.classes)]
+            bias = [0.0] * self.classes
+            if self.regress:
+                rows.append(np.eye(self.width)[self.width - 1] * std)
+                bias.append(mean)
+            self.head = (np.stack(rows), np.asarray(bias, np.float64))
+        self.exact = all(s[0] != "relu" for s in self.steps)
+        self.method = "exact" if self.exact else "local"
+
+    @classmethod
+    def of(cls, run: Any) -> "Decomposition":
+        """The decomposition of a :class:`~.loading.LoadedRun` (torch imported only for a network it holds)."""
+        if run.meta.get("net", "ScalpelNet") != "ScalpelNet":
+            cls(run.meta, {})   # raises: not a bag of terms
+        state = run.linear.state if run.linear is not None else \
+            {k: v.detach().float().cpu().numpy() for k, v in run.model.state_dict().items()}
+        return cls(run.meta, state, run.features.target)
+
+    @property
+    def outputs(self) -> int:
+        return self.classes + int(self.regress)
+
+    def affine(self, h1: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(A, c): the outputs are ``h1 · A + c`` for first-layer sums ``h1`` that
+        switch the same ReLUs on as this ``h1`` does (every ``h1`` when :attr:`exact`)."""
+        A, c = np.eye(self.width), np.zeros(self.width)
+        h = h1
+        for step in self.steps:
+            if step[0] == "relu":
+                on = (h > 0).astype(np.float64)
+                A, c, h = A * on, c * on, h * on
+            else:
+                _, W, b = step
+                A, c = A @ W.T, c @ W.T + b
+                h = h @ W.T + b if h is not None else None
+        W, b = self.head
+        return A @ W.T, c @ W.T + b
+
+    def weights(self, ids: np.ndarray, A: np.ndarray) -> np.ndarray:
+        """The weights (ids × outputs) of features ``ids`` under the map ``A``."""
+        return self.E[ids] @ A
+
+    def global_weights(self, column: int, start: int, stop: int) -> np.ndarray:
+        """Features ``start:stop``'s weights for output ``column`` (an exact network's)."""
+        A, _ = self.affine()
+        return self.E[start:stop] @ A[:, column]
+
+
+def entry_weights(block, r: int, mean_pooling: bool) -> np.ndarray:
+    """Row ``r``'s entry weights as the network reads them: its values, or 1/len(row)
+    (mean pooling, or a row without values) rounded to float32 as ScalpelNet does."""
+    o0, o1 = int(block.offsets[r]), int(block.offsets[r + 1])
+    if block.values is None or mean_pooling:
+        return np.full(o1 - o0, np.float32(1.0) / np.float32(max(o1 - o0, 1)), np.float64)
+    return block.values[o0:o1].astype(np.float64)
+
+
+def _named_entries(features, block, r: int, values: np.ndarray, terms) -> list[tuple[str, int, int, float]]:
+    """Row ``r``'s entries as (term, feature id, count in the text, value): a hashed bucket
+    split among the text's terms in it by their counts, an unnamed one as ``#bucket``."""
+    o0, o1 = int(block.offsets[r]), int(block.offsets[r + 1])
+    ids = block.indices[o0:o1]
+    if features.mode != "hashing":
+        vocab = features.vocabulary
+        first = 2 if features.mode == "ids" else 0
+        return [(vocab[int(i) - first].as_py() if 0 <= int(i) - first < len(vocab) else f"#{int(i)}", int(i), 0,
+                 float(v)) for i, v in zip(ids, values)]
+    by_id: dict[int, dict[str, int]] = {}
+    if terms is not None:
+        mask = terms.rows == r
+        for t, i in zip(terms.terms.filter(pa.array(mask)).to_pylist(), terms.ids[mask].tolist()):
+            d = by_id.setdefault(i, {})
+            d[t] = d.get(t, 0) + 1
+    out = []
+    for i, v in zip(ids.tolist(), values.tolist()):
+        named = by_id.get(i)
+        if not named:
+            out.append((f"#{i}", i, 0, v))
+            continue
+        total = sum(named.values())
+        out += [(t, i, n, v * n / total) for t, n in sorted(named.items())]
+    return out
+
+
+def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
+            text_column: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """:meth:`Predictor.explain <.predict.Predictor.explain>`: one dict per input row, in order."""
+    from ..features.names import text_terms
+
+    if top is None or isinstance(top, bool) or int(top) < 1:
+        raise UserError(f"top must be ≥ 1, got {top}", "e.g. top=10")
+    top = int(top)
+    dec = pred.decomposition()
+    if label is not None and (not pred.classifies or label not in pred.labels):
+        raise UserError(f"label {label!r} is not one of this run's labels" if pred.classifies
+                        else "label: this run is a regression model, it explains its value",
+                        f"one of: {', '.join(map(str, pred.labels[:10]))}{' …' if len(pred.labels) > 10 else ''}"
+                        if pred.classifies else "leave label out")
+    rows = pred.rows(data, text_column=text_column)
+    features = pred.run.features
+    multilabel = task_kind(pred.run.meta) == "multilabel"
+    out: list[dict[str, Any]] = []
+    for start in range(0, rows.num_rows, BATCH):
+        part = rows.slice(start, BATCH)
+        table = part.select([c for c in part.column_names if c == "text" or c in pred.numeric])
+        table = table.set_column(table.column_names.index("text"), "text",
+                                 pc.fill_null(table["text"].cast(pa.string()), ""))
+        block = features.transform(table)
+        raw = pred.outputs(block)
+        terms = text_terms(features, table["text"]) if features.mode == "hashing" else None
+        for r, status in enumerate(part["status"].to_pylist()):
+            if status != "ok":
+                out.append({"status": status, "label" if pred.classifies else "value": None, "terms": None})
+                continue
+            out.append(_explain_row(pred, dec, features, block, r, raw, terms, top, label, multilabel))
+    return out
+
+
+def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, terms, top: int,
+                 label: str | None, multilabel: bool) -> dict[str, Any]:
+    values = entry_weights(block, r, dec.mean_pooling)
+    o0, o1 = int(block.offsets[r]), int(block.offsets[r + 1])
+    ids = block.indices[o0:o1].astype(np.int64)
+    numeric = block.numeric[r].astype(np.float64) if block.numeric is not None and dec.N is not None else None
+    h1 = values @ dec.E[ids] + dec.bE + (dec.N @ numeric if numeric is not None else 0.0)
+    A, c = dec.affine(None if dec.exact else h1)
+    doc: dict[str, Any] = {"status": "ok"}
+    if pred.classifies:
+        logits = raw["logits"][r]
+        k = pred.labels.index(label) if label is not None else int(np.argmax(logits))
+        proba = (sigmoid(logits[None]) if multilabel else softmax(logits[None]))[0]
+        doc.update(label=pred.labels[k], probability=float(proba[k]), logit=float(logits[k]))
+    else:
+        k = dec.classes
+        mean, std = features.target or (0.0, 1.0)
+        doc["value"] = float(raw["value"][r] * std + mean)
+    weight = dec.weights(ids, A[:, [k]])[:, 0]
+    bias = float(dec.bE @ A[:, k] + c[k])
+    by_id = dict(zip(ids.tolist(), weight.tolist()))   # a row's ids are distinct
+    entries = [{"term": t, "feature": i, **({"count": n} if n else {}), "value": v, "weight": by_id[i],
+                "contribution": v * by_id[i]} for t, i, n, v in _named_entries(features, block, r, values, terms)]
+    if numeric is not None:
+        nw = dec.N.T @ A[:, k]
+        entries += [{"term": f"[numeric] {name}", "feature": None, "value": float(x), "weight": float(w),
+                     "contribution": float(x * w)} for name, x, w in zip(features.numeric, numeric, nw)]
+    entries.sort(key=lambda e: (-abs(e["contribution"]), e["term"]))
+    total = float(sum(e["contribution"] for e in entries))
+    shown = entries[:top]
+    doc.update(method=dec.method, bias=bias, terms=shown,
+               rest=float(total - sum(e["contribution"] for e in shown)), terms_total=len(entries))
+    return doc
+
+
+# ---------------------------------------------------------------- top_terms.csv
+
+
+def top_terms(dec: Decomposition, features, names: pa.Table | None = None, per_class: int = TOP_TERMS,
+              max_classes: int = MAX_CLASSES) -> list[dict[str, Any]]:
+    """Each output's ``per_class`` features of largest weight (an exact network's), for the
+    first ``max_classes`` classes (most training rows first), then the value: rows of
+    ``class``, ``rank``, ``terms`` (a vocabulary term; a bucket's sampled terms, ``a | b``,
+    or ``#bucket``), ``weight`` and ``feature`` (the id)."""
+    from ..features.names import bucket_labels
+
+    outputs = [(c, features.labels[c]) for c in range(min(dec.classes, max_classes))]
+    if dec.regress:
+        outputs.append((dec.classes, "value"))
+    dim = dec.E.shape[0]
+    if not dim or not outputs:
+        return []
+    A, _ = dec.affine()
+    cols = [c for c, _ in outputs]
+    best_w = np.full((0, len(cols)), -np.inf)
+    best_i = np.zeros((0, len(cols)), np.int64)
+    for start in range(0, dim, CHUNK):   # a running top-k per column: never dim × outputs at once
+        w = dec.E[start:start + CHUNK] @ A[:, cols]
+        k = min(per_class, len(w))
+        idx = np.argpartition(-w, k - 1, axis=0)[:k]
+        best_w = np.concatenate([best_w, np.take_along_axis(w, idx, 0)])
+        best_i = np.concatenate([best_i, idx + start])
+    rows: list[dict[str, Any]] = []
+    for j, (_, name) in enumerate(outputs):
+        order = np.lexsort((best_i[:, j], -best_w[:, j]))[:per_class]
+        ids, ws = best_i[order, j], best_w[order, j]
+        if features.mode == "hashing":
+            labels = bucket_labels(names, ids)
+        else:
+            first = 2 if features.mode == "ids" else 0
+            labels = [features.vocabulary[int(i) - first].as_py() for i in ids]
+        rows += [{"class": name, "rank": rank + 1, "terms": t, "weight": float(w), "feature": int(i)}
+                 for rank, (t, w, i) in enumerate(zip(labels, ws, ids))]
+    return rows
+
+
+def top_terms_jobs(folder: str, dec: Decomposition, features, names: pa.Table | None,
+                   options: dict) -> list:
+    """``top_terms.csv`` and ``top_terms.png`` in ``folder`` as plot jobs
+    (:class:`~lancetnic_flow.runs.plots.PlotJob`), unwritten: a run writes the
+    table with its others and draws the chart with its charts (perhaps after
+    it ends); none when no class has a term."""
+    from .plots import PlotJob
+
+    rows = top_terms(dec, features, names)
+    if not rows:
+        return []
+    table_url, chart_url = join(folder, "top_terms.csv"), join(folder, "top_terms.png")
+
+    def table() -> str:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=["class", "rank", "terms", "weight", "feature"])
+        w.writeheader()
+        for row in rows:
+            w.writerow({**row, "weight": f"{row['weight']:.6g}"})
+        write_bytes(table_url, buf.getvalue().encode(), options)
+        return table_url
+
+    def chart() -> str:
+        from .plots import top_terms_chart
+
+        return top_terms_chart(rows, chart_url, options, classes=dec.classes + int(dec.regress))
+
+    return [PlotJob([table_url], table, False), PlotJob([chart_url], chart, True)]
+
+
+def write_top_terms(folder: str, dec: Decomposition, features, names: pa.Table | None, options: dict,
+                    charts: bool = True) -> list[str]:
+    """``top_terms.csv`` (and ``top_terms.png`` with ``charts``) in ``folder``; the files written."""
+    from .plots import write_jobs
+
+    return write_jobs([j for j in top_terms_jobs(folder, dec, features, names, options) if charts or not j.chart])
+
+
+__all__ = ["Decomposition", "explain", "top_terms", "top_terms_jobs", "write_top_terms", "TOP", "TOP_TERMS", "MAX_CLASSES"]
