@@ -99,6 +99,10 @@ def read_old_run(run: str, storage_options: dict) -> tuple[dict, dict, FittedFea
         return config, meta, read_features(run, storage_options, meta)
     except UserError as exc:
         raise _damaged(run, exc) from None
+    except NotADirectoryError:   # a file where the folder should be: the data, given twice?
+        raise UserError(f"--init-from {run} is a file, not a run folder",
+                        "pass the folder of a finished run, as printed at the end of `lancetnic-flow train`, "
+                        "e.g. --init-from runs/20261130-101500") from None
 
 
 def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfig:
