@@ -245,6 +245,7 @@ class _TextEstimator:
             raise
         if kept is not None:
             kept()                        # the previous run's temporary folder
+        self._classes_declared = declared or []
         return self
 
     def _declared(self, classes: Sequence | None, y: Any) -> list[str] | None:
@@ -263,7 +264,6 @@ class _TextEstimator:
             if outside:
                 raise UserError(f"y holds label(s) outside classes=: {', '.join(outside[:5])}",
                                 "add them to classes=, or leave classes= out (the model's labels grow with y)")
-        self._classes_declared = declared
         self._label_values = {**getattr(self, "_label_values", {}),
                               **{k: v for k, v in values.items() if not isinstance(v, str)}}
         return declared
@@ -300,6 +300,8 @@ class _TextEstimator:
                 from ..training.keep_learning import continue_config
 
                 cfg.training.init_from = init_from
+                if cfg.cluster.train_on == "auto":   # with a scheduler too: the network is built here
+                    cfg.cluster.train_on = "client"
                 # The columns are the estimator's own (its temporary file's), whatever the run read.
                 cfg = continue_config(cfg, explicit=("data.text", "data.label", "data.target", "data.label_sep"))
             self._fit_config(cfg)
