@@ -541,9 +541,9 @@ class Training:
                 f"idf {'kept' if f.idf is not None else 'none'})")
         news = (f"{len(added):,} new label(s): {', '.join(added[:10])}{', …' if len(added) > 10 else ''}"
                 if added else "no new label")
+        labels = f"{len(init.features.labels):,} label(s) kept; {news}" if f.labels else "the target's scale kept"
         self.events.emit("decided", what="init_from", message=(
-            f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and "
-            f"{len(init.features.labels):,} label(s) kept; {news}"))
+            f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
 
     # ---- model
     def decide(self) -> None:
