@@ -58,6 +58,9 @@ class DataConfig:
     storage_options: dict[str, Any] = default("data.storage_options")
     label_sep: str | None = default("data.label_sep")   # --task multilabel: labels in one string, e.g. "a|b"
     encoding: str | None = default("data.encoding")     # None: UTF-8; predict and evaluate default to it
+    # Labels the model has even where the training rows lack them, after those the rows give
+    # (TextClassifier.partial_fit's classes); None: the rows' labels only.
+    classes: list[str] | None = default("data.classes")
 
     def validate(self) -> None:
         if not self.train:
@@ -70,6 +73,8 @@ class DataConfig:
         if not self.text:
             raise bad("data.text", "at least one text column is needed", "pass {name} COLUMN")
         text_encoding(self.encoding)   # an unknown codec, or one not readable in byte ranges: exit 2 now
+        if self.classes is not None:   # labels travel as text: "1" is the label 1
+            self.classes = list(dict.fromkeys(str(c) for c in self.classes))
 
 
 @dataclass
@@ -245,6 +250,9 @@ class TrainingConfig:
     # figures); None: when they are split from the training data and the
     # training rows are few enough (resolve.resolve_counts).
     learn_val: bool | None = default("training.learn_val")
+    # A finished run folder whose weights, features and labels this run starts from and
+    # keeps learning (training/keep_learning.py); None: fresh weights.
+    init_from: str | None = default("training.init_from")
 
     def validate(self) -> None:
         t = "training."

@@ -190,6 +190,8 @@ OPTIONS: list[Option] = [
         O("--numeric", "numeric input columns joined to the text features", "COL,...", field="data.numeric",
           default=(), parse=parse_columns),
         O("--val", "separate validation data", "DATA", kind="list", field="data.val", default=()),
+        O(None, "labels the model has even where the training rows lack them (partial_fit's classes)",
+          field="data.classes", name="classes"),
         O("--val-fraction", "share of rows held out by a stable hash (default {default})", "F", float, 0.1,
           field="data.val_fraction", api="val_fraction"),
     ]),
@@ -309,6 +311,10 @@ OPTIONS: list[Option] = [
           "(default {default})", "ROWS", default="all", field="training.sync_rows", commands=("train",)),
         O("--resume", "continue the run folder RUN from its checkpoint, with its own options (only "
           "--storage-option and the memory and cluster options may be given again)", "RUN", commands=("train",)),
+        O("--init-from", "keep learning: start from the finished run RUN's weights and train them on DATA, into a "
+          "new run folder (RUN is only read): its features, model and task are kept, labels DATA adds grow the "
+          "output layer; options left at their defaults take RUN's values, one given with another value is "
+          "refused (docs/cli.md)", "RUN", field="training.init_from", commands=("train",)),
         O(None, "batches prepared ahead of the trainer (default: planned)", type=int, field="training.in_flight"),
     ]),
     *_group("memory and cluster", [

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -215,7 +215,63 @@ class _TextEstimator:
         DataFrame, ``datasets.Dataset``, Arrow array or table; or a path, glob or URL, or a list of
         ``pathlib.Path``) and ``y`` (the answers, or a column name of ``X``).
         Returns ``self``."""
-        self._label_values = {}
+        self._label_values, self._classes_declared = {}, []
+        self._train(X, y, lambda: self.out or self._run_parent())
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None, classes: Sequence | None = None) -> "_TextEstimator":
+        """Keep learning (scikit-learn's ``partial_fit``): the first call trains as
+        :meth:`fit` does; each later call continues the fitted model on ``X`` and ``y``
+        alone (``lancetnic-flow train --init-from``): its features, model and labels
+        are kept, labels ``y`` adds are appended (the output layer grows), the data of
+        earlier calls is not read again. Every call trains ``epochs`` passes over its
+        own rows, into a new run folder (``run_``; under ``out`` when given, else a
+        temporary one that replaces the last). ``classes``: labels the model has
+        even where ``y`` lacks them (scikit-learn needs them on the first call; here
+        they are optional, as the model grows); given, a label of ``y`` outside them
+        and the model's is refused. Returns ``self``."""
+        previous = self.run_ if hasattr(self, "predictor_") else None
+        declared = self._declared(classes, y)
+        kept = getattr(self, "_runs_finalizer", None) if previous is not None and not self.out else None
+        if kept is not None:
+            self._runs_finalizer = None   # the previous run's folder stays until this one is trained
+        try:
+            self._train(X, y, lambda: self.out or self._run_parent(), init_from=previous, classes=declared)
+        except BaseException:
+            if kept is not None:          # the new folder goes; the previous run stays the fitted one
+                new, self._runs_finalizer = self._runs_finalizer, kept
+                if new is not None:
+                    new()
+            raise
+        if kept is not None:
+            kept()                        # the previous run's temporary folder
+        self._classes_declared = declared or []
+        return self
+
+    def _declared(self, classes: Sequence | None, y: Any) -> list[str] | None:
+        """``partial_fit``'s classes as labels (text), with those declared before; ``y``'s
+        labels must be among them once any are declared."""
+        if classes is None and not getattr(self, "_classes_declared", None):
+            return None
+        if classes is not None and self._task == "regress":
+            raise UserError("classes= names labels; a regressor predicts values", "drop classes=")
+        values = {} if classes is None else {str(c): c for c in _values(classes)}
+        declared = list(dict.fromkeys([*getattr(self, "_classes_declared", []), *values]))
+        if classes is not None and y is not None and not isinstance(y, str):
+            given = {str(x) for v in _values(y) if v is not None
+                     for x in (v if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v])}
+            outside = sorted(given - set(declared) - {str(c) for c in getattr(self, "classes_", ())})
+            if outside:
+                raise UserError(f"y holds label(s) outside classes=: {', '.join(outside[:5])}",
+                                "add them to classes=, or leave classes= out (the model's labels grow with y)")
+        self._label_values = {**getattr(self, "_label_values", {}),
+                              **{k: v for k, v in values.items() if not isinstance(v, str)}}
+        return declared
+
+    def _train(self, X: Any, y: Any, parent: Callable[[], str], init_from: str | None = None,
+               classes: list[str] | None = None) -> None:
+        """One training run on ``X`` and ``y`` into the folder ``parent()`` gives once the
+        data is read: from fresh weights, or continuing the run ``init_from``."""
         work = tempfile.mkdtemp(prefix="lancetnic-flow-data-")
         try:
             if _is_files(X):
@@ -235,14 +291,22 @@ class _TextEstimator:
                 data.label, data.target = None, answer
             else:
                 data.label = answer
-            cfg = self._config(data, task, self.out or self._run_parent())
+            data.classes = classes
+            cfg = self._config(data, task, parent())
             if not _is_files(X) and cfg.cluster.run_on == "auto" and not cfg.cluster.scheduler:
                 # Already in memory, whatever its size: featurised here, never shipped to workers.
                 cfg.cluster.run_on = "process"
+            if init_from is not None:
+                from ..training.keep_learning import continue_config
+
+                cfg.training.init_from = init_from
+                if cfg.cluster.train_on == "auto":   # with a scheduler too: the network is built here
+                    cfg.cluster.train_on = "client"
+                # The columns are the estimator's own (its temporary file's), whatever the run read.
+                cfg = continue_config(cfg, explicit=("data.text", "data.label", "data.target", "data.label_sep"))
             self._fit_config(cfg)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        return self
 
     def _fit_config(self, cfg: TrainConfig) -> None:
         from ..runs.predict import Predictor
@@ -320,7 +384,8 @@ class TextClassifier(_TextEstimator):
             sets = [None if v is None else LABEL_SEP.join(str(x) for x in v) for v in values]
             return "multilabel", pa.array(sets, pa.string())
         # Labels travel as text, as a CSV reader gives them; predictions come back as the values given.
-        self._label_values = {str(v): v for v in set(values) if v is not None and not isinstance(v, str)}
+        self._label_values = {**getattr(self, "_label_values", {}),   # partial_fit: those of earlier calls too
+                              **{str(v): v for v in set(values) if v is not None and not isinstance(v, str)}}
         return "classify", as_table(values, "y").column(0)
 
     def _set_predictor(self, predictor) -> None:

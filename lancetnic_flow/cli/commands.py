@@ -36,9 +36,26 @@ RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads"
                   "resume", "debug", "quiet", "json_log", "command")
 
 
+def _given_fields(a: argparse.Namespace) -> set[str]:
+    """The configuration fields the command line gave itself (``main`` records their flags)."""
+    from ..options import BY_DEST
+
+    fields: set[str] = set()
+    for dest in getattr(a, "given", ()):
+        if dest in ("ngram_range", "ngrams"):
+            fields |= {"features.ngram_min", "features.ngrams"}
+        elif dest in BY_DEST and BY_DEST[dest].field:
+            fields.add(BY_DEST[dest].field)
+    return fields
+
+
 def cmd_train(a: argparse.Namespace, report) -> int:
     from ..runs.folder import check_output_places
 
+    if a.resume and a.init_from:
+        raise UserError("--resume continues an interrupted run with its own options; --init-from starts a new run "
+                        "from a finished one", f"give one of them: --resume {a.resume}, or DATA --init-from "
+                        f"{a.init_from}")
     if a.resume:
         from ..training.orchestrator import train
         from ..training.resume import resume_config
@@ -58,8 +75,15 @@ def cmd_train(a: argparse.Namespace, report) -> int:
         return 0
     if not a.data:
         raise UserError("train needs training data", "e.g. lancetnic-flow train data/train.csv, "
-                        "or --resume RUN to continue an interrupted run")
-    return train_config(_train_config(a), report)
+                        "or --resume RUN to continue an interrupted run"
+                        + (f"; --init-from {a.init_from} continues on new data: train NEW_DATA --init-from "
+                           f"{a.init_from}" if a.init_from else ""))
+    given = _train_config(a)
+    if a.init_from:   # the run's features, model and task, and its values of the options not given
+        from ..training.keep_learning import continue_config
+
+        given = continue_config(given, explicit=_given_fields(a))
+    return train_config(given, report)
 
 
 def _events(report):
@@ -75,9 +99,14 @@ def train_config(given, report) -> int:
     from ..dataflow.cluster import scheduler_address
     from ..runs.folder import check_output_places
 
+    from ..training.keep_learning import check_resolved, continue_config, is_continued
+
+    if given.training.init_from and not is_continued(given):   # a workflow's --init-from
+        given = continue_config(given)
     # Bad options, then an unwritable --out or --cache: exit 2 now, not after the fit pass (train() checks
     # again, for the API). train() takes the options as given: --model auto decides again after the fit.
     cfg = given.validate()
+    check_resolved(cfg)
     check_output_places(cfg)
     if not scheduler_address(cfg.cluster.scheduler):
         # Bad paths, formats and columns: exit 2 before torch loads (2 s).

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from ..errors import UserError
 from .commands import COMMANDS
-from .parser import all_options, build_parser, with_negative_values
+from .parser import all_options, build_parser, given_dests, with_negative_values
 
 
 def known_failure(exc: Exception) -> tuple[str, str] | None:
@@ -55,10 +55,13 @@ def cli_words(exc: UserError) -> tuple[str, str | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    a = parser.parse_args(with_negative_values(list(sys.argv[1:] if argv is None else argv)))
+    args = list(sys.argv[1:] if argv is None else argv)
+    a = parser.parse_args(with_negative_values(args))
     if not a.command:
         parser.print_help()
         return 2
+    if a.command == "train" and getattr(a, "init_from", None):
+        a.given = given_dests(args, "train")   # --init-from takes what is not given from the run
     from ..ui.report import ConsoleReport
 
     debug = getattr(a, "debug", False)

@@ -170,6 +170,17 @@ def with_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+def given_dests(argv: list[str], command: str) -> set[str]:
+    """The destinations of ``command``'s options that ``argv`` gives itself, whatever their
+    values (``--text text`` too): parsed again with every default suppressed."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices[command]._actions:
+        action.default = argparse.SUPPRESS
+    given = vars(parser.parse_args(with_negative_values(list(argv))))
+    return {k for k, v in given.items() if k != "command" and not (k == "data" and v == [])}
+
+
 def _add_output_control(p: argparse.ArgumentParser) -> None:
     # SUPPRESS: given before or after the command, either place sets it.
     g = p.add_argument_group("output control")

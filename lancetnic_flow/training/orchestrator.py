@@ -54,6 +54,8 @@ from ..scores import val_scores
 from ..sizes import format_size
 from ..storage import WriteError, join, options_for
 from .checkpoints import has_checkpoint, load_checkpoint, remove_checkpoint, write_checkpoint
+from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
+                            load_init, run_options)
 from .loop import EpochLoop, Trainee
 from .rules import rule_for
 from .state import TrainState
@@ -123,7 +125,8 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
             raise UserError(f"--class-loss bce needs exactly 2 classes, the data has {task.classes}",
                             "use --class-loss cross_entropy")
         if tc.class_weights == "balanced":
-            counts = np.asarray(features.label_counts, np.float64)
+            # A continued run's old labels may have no row in its data: weighed as one row (never a target).
+            counts = np.maximum(np.asarray(features.label_counts, np.float64), 1.0)
             task.class_weights = torch.tensor(counts.sum() / (len(counts) * counts), dtype=torch.float32,
                                               device=device)
     return task
@@ -137,7 +140,7 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
                         "least 2 (rows without a label are skipped, so a single label is in every set)",
                         "check --label and --label-sep")
     if class_weights == "balanced":
-        counts = np.asarray(features.label_counts, np.float64)
+        counts = np.maximum(np.asarray(features.label_counts, np.float64), 1.0)
         task.class_weights = torch.tensor(np.maximum(features.docs - counts, 1.0) / counts, dtype=torch.float32,
                                           device=device)
     return task
@@ -225,10 +228,16 @@ class Training:
     """One training run; its stages, in the order :func:`train` calls them."""
 
     def __init__(self, cfg: TrainConfig, events: Events, resume: str | None):
+        if cfg.training.init_from and not is_continued(cfg):   # the command line merged it already
+            cfg = continue_config(cfg)
         # What was asked (--model auto's fallback starts from it), and what that resolves to.
         self.given, self.events, self.resume = cfg, events, resume
         self.cfg = cfg = resolve(cfg)
+        check_resolved(cfg)
         self.tc = cfg.training
+        # --init-from: the finished run this one starts from, every file checked before any data is read.
+        init = cfg.training.init_from
+        self.init: InitRun | None = load_init(init, run_options(init, cfg)) if init else None
         self.every = CheckpointEvery.parse(self.tc.checkpoint_every)
         self.t0, self.stage_seconds = time.monotonic(), {}
         self.reads_at_start = SHARD_READS.now()   # shards this process reads from here on go into metrics.json
@@ -389,8 +398,7 @@ class Training:
         cfg = self.cfg   # with the analyzer decided: the cache key and the shards read it
         self.val_fraction = 0.0 if self.val_src else cfg.data.val_fraction
         # The key names the data and options a checkpoint belongs to, with a cache or without.
-        self.key = entry_key(self.train_src, self.val_src, dataclasses.asdict(cfg.features), self.columns,
-                             self.val_fraction)
+        self.key = entry_key(self.train_src, self.val_src, self._key_options(), self.columns, self.val_fraction)
         if cfg.output.no_cache:
             self.cache_so, self.entry = {}, None
             self.decisions["cache"] = "none"
@@ -401,6 +409,11 @@ class Training:
         cache = cfg.output.cache or join(cfg.output.out, ".cache")
         self.cache_so = options_for(cache, cfg.data.storage_options, like=cfg.data.train[0])
         self.entry = join(cache, self.key)
+
+    def _key_options(self) -> dict:
+        """What the cache entry is keyed by besides the data: the feature options, and
+        the run continued (--init-from) and declared labels, when there are."""
+        return key_options(dataclasses.asdict(self.cfg.features), self.init, self.cfg.data.classes)
 
     def _decide_analyzer(self) -> None:
         """``--analyzer auto``: words, or character n-grams for text written
@@ -466,6 +479,8 @@ class Training:
 
     def _fitted(self, features: FittedFeatures) -> None:
         self.features = features
+        if self.init is not None:
+            self._say_continued()
         note = numeric_labels_note(features.labels, self.cfg.data.label)
         if note:
             self.decisions["numeric_labels"] = len(features.labels)
@@ -501,7 +516,7 @@ class Training:
             task = dict(task=fit_partition_counted) if self.entry is None else {}
             features, stats = retrying(self.client, fit_features, self.client, self.train_src.partitions, self.columns,
                                        fc, **task, **again, **opts)
-            return features, None, stats
+            return self._labelled(features), None, stats
         val = self.val_src.partitions if self.val_src else []
         # Without a cache the pass counts the rows and writes nothing.
         shards = dict(shard_dir=None, keep=()) if self.entry is None else dict(shard_dir=join(self.entry, "shards"))
@@ -509,9 +524,31 @@ class Training:
                                    self.columns, fc, task=count_partition,
                                    splits=[None] * len(self.train_src.partitions) + ["val"] * len(val),
                                    cache_options=self.cache_so, **shards, **again, **opts)
+        features = self._labelled(features)
         for r in stats.results:
             r.drop_unknown(features.labels)
         return features, stats.results, stats
+
+    def _labelled(self, fitted: FittedFeatures) -> FittedFeatures:
+        """The fit pass's features as this run trains with them: a continued run's are
+        its old run's, with the labels the data adds; declared labels come last."""
+        if self.init is None and not self.cfg.data.classes:
+            return fitted
+        return labelled(fitted, self.init, self.cfg.data.classes)[0]
+
+    def _say_continued(self) -> None:
+        """What a continued run keeps and adds, said once and kept in metrics.json."""
+        init, f = self.init, self.features
+        added = f.labels[len(init.features.labels):]
+        self.decisions["init_from"] = {"run": init.url, "labels_kept": len(init.features.labels),
+                                       "labels_added": added}
+        kept = (f"{f.mode} features ({f.dim:,} {'buckets' if f.mode == 'hashing' else 'terms'}, "
+                f"idf {'kept' if f.idf is not None else 'none'})")
+        news = (f"{len(added):,} new label(s): {', '.join(added[:10])}{', …' if len(added) > 10 else ''}"
+                if added else "no new label")
+        labels = f"{len(init.features.labels):,} label(s) kept; {news}" if f.labels else "the target's scale kept"
+        self.events.emit("decided", what="init_from", message=(
+            f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
 
     # ---- model
     def decide(self) -> None:
@@ -548,6 +585,8 @@ class Training:
                                                    regress=self.task.regresses, hidden=m.hidden, layers=m.layers,
                                                    dropout=m.dropout, embed=m.embed,
                                                    numeric=len(self.features.numeric))
+        if self.init is not None:
+            self._start_from_init(classes)
         # The task kind goes into model.json: a multilabel model's heads look like a classifier's.
         self.model_meta["task"] = self.task.kind
         self.rule.prepare(self.model)
@@ -560,6 +599,26 @@ class Training:
         else:
             self.run = new_run_dir(cfg.output.out, cfg.output.name, self.out_so)
             write_config(self.run, cfg.to_dict(), self.out_so)
+
+    def _start_from_init(self, classes: int) -> None:
+        """--init-from: the old run's weights into the network built for this run's
+        classes (the old ones keep theirs, new ones start as a fresh network's)."""
+        from ..models.grow import grow_into
+
+        old = {k: v for k, v in self.init.meta["kwargs"].items() if k != "classes"}
+        new = {k: v for k, v in self.model_meta["kwargs"].items() if k != "classes"}
+        if old != new or self.init.meta.get("net") != self.model_meta["net"]:
+            differ = ", ".join(f"{k} {old.get(k)} → {new.get(k)}" for k in sorted(set(old) | set(new))
+                               if old.get(k) != new.get(k)) or f"net {self.init.meta.get('net')}"
+            raise UserError(f"--init-from {self.init.url}: its network does not match the one its configuration "
+                            f"builds here ({differ})", "continue it with the lancetnic_flow version that trained it, "
+                            "or train a new run without --init-from")
+        try:
+            grow_into(self.model, self.init.state, self.init.classes, classes)
+        except ValueError as exc:
+            raise UserError(f"--init-from {self.init.url}: its weights do not fit the network ({exc})",
+                            "restore the run folder from a copy, or train a new run without --init-from") from None
+        self.init.state = {}   # the model holds them now
 
     def _fit_shuffle_buffer(self, classes: int) -> None:
         """The model with the real classes outgrew the trainer's share, planned
@@ -637,8 +696,8 @@ class Training:
     def _refuse_other_key(self, saved_key: str) -> None:
         """A checkpoint of other inputs or options, or of an earlier cache version
         (a validation split of the text's ends only): a clear error either way."""
-        old = entry_key(self.train_src, self.val_src, dataclasses.asdict(self.cfg.features), self.columns,
-                        self.val_fraction, version=2)
+        old = entry_key(self.train_src, self.val_src, self._key_options(), self.columns, self.val_fraction,
+                        version=2)
         if saved_key == old:
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose validation split "
                             "(a hash of the text's first and last bytes) differs from this version's",
@@ -717,6 +776,10 @@ class Training:
             self.stage_seconds["calibrate"] = time.monotonic() - ts
         if self.calibration.thresholds is not None:
             self.model_meta["thresholds"] = [round(float(t), 6) for t in self.calibration.thresholds]
+        elif self.init is not None and isinstance(self.init.meta.get("thresholds"), list):
+            # No validation rows to choose them on: the old run's, and 0.5 for the labels added.
+            old = self.init.meta["thresholds"]
+            self.model_meta["thresholds"] = old + [0.5] * (len(self.features.labels) - len(old))
 
     def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:
         """``--ddp N``: featurise first, then train on N workers; rank 0's weights end up in ``self.model``."""

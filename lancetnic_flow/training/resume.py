@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..config import TrainConfig
 from ..errors import UserError
 from ..runs.loading import read_config
+from .keep_learning import mark_continued
 
 
 def resume_config(run: str, *, storage_options: dict | None = None, memory_budget: int | None = None,
@@ -20,6 +21,8 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
         raise UserError(f"{run} is not a run folder (no config.json)",
                         "pass the folder named by the interrupted run, e.g. runs/20261130-101500") from None
     cfg = TrainConfig.from_dict(saved)
+    if cfg.training.init_from:   # a continued run's config.json is merged with its old run's already
+        mark_continued(cfg)
     cfg.data.storage_options = _merge(cfg.data.storage_options, so)
     masked = _masked_keys(cfg.data.storage_options)
     if masked:

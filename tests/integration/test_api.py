@@ -118,6 +118,39 @@ def test_integer_labels_come_back_as_the_integers_given(client, frame):
     assert clf.score(frame["text"][2000:], y[2000:]) > 0.75
 
 
+def test_partial_fit_continues_the_model_and_grows_its_classes(frame, tmp_path):
+    """The first call trains on three labels; the second, on 150 rows of all four,
+    continues it: the fourth label is added, the three keep what they learned (a model
+    of those 150 rows alone scored 0.70 when this was written), the first run's folder
+    is left as it was. Labels declared up front are in ``classes_`` from the first call."""
+    train, test = frame[:2500], frame[2500:]
+    labels = sorted(set(frame["label"]))
+    first = train[:1200][train["label"][:1200].isin(labels[:3])]
+    clf = TextClassifier(progress=False, out=str(tmp_path))
+    assert clf.partial_fit(first["text"], first["label"]) is clf
+    assert list(clf.classes_) == labels[:3]
+    run, files = Path(clf.run_), {p: p.read_bytes() for p in Path(clf.run_).iterdir() if p.is_file()}
+    old = test["label"].isin(labels[:3])
+    before = clf.score(test["text"][old], test["label"][old])
+    second = train[1200:1350]
+    clf.partial_fit(second["text"], second["label"])
+    assert list(clf.classes_) == labels and Path(clf.run_) != run
+    assert clf.metrics_["decided"]["init_from"] == {"run": str(run), "labels_kept": 3, "labels_added": [labels[3]]}
+    assert clf.score(test["text"][old], test["label"][old]) >= before - 0.03
+    assert clf.score(test["text"], test["label"]) > 0.78
+    assert set(clf.predict(test["text"])) == set(labels)
+    assert {p: p.read_bytes() for p in run.iterdir() if p.is_file()} == files
+    declared = TextClassifier(progress=False).partial_fit(first["text"], first["label"], classes=[*labels, "other"])
+    assert sorted(declared.classes_) == sorted([*labels, "other"])
+    assert declared.predict_proba(test["text"][:3]).shape == (3, 5)
+    with pytest.raises(UserError, match="y holds label.* outside classes=: nope"):
+        declared.partial_fit(["a text"] * 4, ["nope", labels[0], labels[1], labels[2]], classes=labels)
+    declared.partial_fit(second["text"], second["label"])   # no classes: continues, the labels as they were
+    assert sorted(declared.classes_) == sorted([*labels, "other"])
+    # Declared without a row, the fourth label learned only "not me" in the first call: its rows come later.
+    assert declared.score(test["text"], test["label"]) > 0.7 and labels[3] in set(declared.predict(test["text"]))
+
+
 def test_regressor_learns_a_target_from_numpy_arrays(client, frame):
     reg = TextRegressor(epochs=5, scheduler=client.scheduler.address, progress=False)
     reg.fit(frame["text"].to_numpy()[:2500], frame["target"].to_numpy()[:2500])

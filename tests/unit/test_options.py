@@ -87,7 +87,8 @@ def test_every_train_and_tune_flag_is_declared_once():
         assert set(flags) - own <= declared
     flags = [o.flag for o in opts.OPTIONS if o.flag]
     assert len(flags) == len(set(flags))
-    assert {"--resume", "--ddp", "--sync-every", "--sync-rows", "--train-on"} == {o.flag for o in opts.command_options("train")} - \
+    assert {"--resume", "--init-from", "--ddp", "--sync-every", "--sync-rows", "--train-on"} == \
+        {o.flag for o in opts.command_options("train")} - \
         {o.flag for o in opts.command_options("tune")}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lancetnic_flow import options as opts
-from lancetnic_flow.cli.parser import CLUSTER, DATA, build_parser, with_negative_values
+from lancetnic_flow.cli.parser import CLUSTER, DATA, build_parser, given_dests, with_negative_values
 from lancetnic_flow.config import DataConfig, TrainConfig, config_from_options
 
 # A value for each typed flag that differs from every default.
@@ -72,3 +72,12 @@ def test_predict_and_evaluate_share_the_declared_data_and_cluster_options():
 def test_a_negative_value_reaches_its_check():
     a = build_parser().parse_args(with_negative_values(["train", "x.csv", "--lr", "-1"]))
     assert a.lr == -1.0
+
+
+def test_given_dests_are_the_options_argv_gives_itself_whatever_their_values():
+    """--init-from takes the run's value of each option not given: ``--text text``
+    (the default's value) is given, an option left out is not."""
+    given = given_dests(["train", "new.csv", "--init-from", "runs/a", "--text", "text", "--epochs", "10",
+                         "--no-lowercase", "--quiet"], "train")
+    assert {"data", "init_from", "text", "epochs", "lowercase"} <= given
+    assert not given & {"label", "buckets", "features", "model", "command"}

@@ -1,0 +1,276 @@
+"""Keep learning: ``train NEW_DATA --init-from RUN`` (and ``partial_fit``).
+
+A continued run starts from a finished run's weights and trains them on new
+data, into a new run folder; the old one is only read. What the old weights
+mean must not change, so the continued run takes from the old one:
+
+* **its features**, as fitted: the vocabulary or the hashing, the idf, the
+  tokenisation (analyzer, n-gram range, stop words, normalisation), the
+  target's and the numeric columns' scalers. The idf is *kept*, not updated
+  with the new data's document frequencies: the old weights were learned on
+  inputs weighed by it, and a new idf would rescale every term they read.
+  A fitted vocabulary stays the old one (words it lacks are not learned);
+  hashed features have no vocabulary, so new words land in their buckets.
+* **its model and task**: the same network, its sizes, its task;
+* **its labels, with their ids**: labels the new data adds are appended, and
+  the output layer grows (:mod:`lancetnic_flow.models.grow`): old classes keep
+  their weights, new ones start as a fresh network starts them.
+
+Options: a feature, model or task option left at its default takes the old
+run's value; given with another value it is refused, naming it (:data:`FIXED`).
+The columns and the training options in :data:`INHERITED` also take the old
+run's values when left at their defaults, and may be given anew. The new
+data goes through the normal dataflow (its fit pass counts its rows and
+labels; its shards are featurised with the old features, in a cache entry of
+their own); the old data is not read. The learning rate follows the same
+schedule over the new data's steps as a run on it alone would.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..config import FeatureConfig, TrainConfig
+from ..errors import UserError
+from ..features.vectorize import FittedFeatures
+from ..options import BY_FIELD, REQUIRED, bad
+from ..storage import options_for
+
+# What fixes the meaning of the weights: another value is refused.
+FIXED = ("training.task", "model.name", "model.hidden", "model.layers", "model.embed", "data.numeric",
+         *(f"features.{f.name}" for f in dataclasses.fields(FeatureConfig)))
+# Taken from the old run when left at their defaults; another value is used as given.
+INHERITED = ("data.text", "data.label", "data.target", "data.label_sep", "model.dropout", "training.epochs",
+             "training.batch_size", "training.lr", "training.lr_schedule", "training.optimizer",
+             "training.sparse_optimizer", "training.sparse_lr", "training.class_loss", "training.value_loss",
+             "training.loss_weights", "training.class_weights", "training.early_stopping", "training.monitor",
+             "training.clip_grad")
+CLASSIFIES = ("classify", "multitask", "multilabel")
+NEW_RUN = "or train a new run without {training.init_from}"
+
+
+def _get(cfg: Any, field: str) -> Any:
+    section, name = field.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
+def _set(cfg: Any, field: str, value: Any) -> None:
+    section, name = field.split(".")
+    setattr(getattr(cfg, section), name, value)
+
+
+def _plain(value: Any) -> Any:
+    """A value as config.json holds it: tuples as lists."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _is_default(field: str, value: Any) -> bool:
+    default = BY_FIELD[field].default
+    return default is not REQUIRED and _plain(value) == _plain(default)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value)) if value else "(none)"
+    return "(none)" if value is None else str(value)
+
+
+def run_options(run: str, cfg: TrainConfig) -> dict:
+    """The storage options that open the run folder ``run``: the data's, when it speaks their protocol."""
+    return options_for(run, cfg.data.storage_options, like=cfg.data.train[0] if cfg.data.train else None)
+
+
+def _damaged(run: str, exc: UserError) -> UserError:
+    return UserError(f"--init-from {run}: {exc.message}", exc.hint)
+
+
+def read_old_run(run: str, storage_options: dict) -> tuple[dict, dict, FittedFeatures]:
+    """The finished run ``run``'s config.json, model.json and features.json, checked
+    (no torch): a damaged or unfinished folder is a UserError naming the file."""
+    from ..runs.loading import read_features, read_run_json
+
+    try:
+        meta, config = read_run_json(run, storage_options)
+        return config, meta, read_features(run, storage_options, meta)
+    except UserError as exc:
+        raise _damaged(run, exc) from None
+    except NotADirectoryError:   # a file where the folder should be: the data, given twice?
+        raise UserError(f"--init-from {run} is a file, not a run folder",
+                        "pass the folder of a finished run, as printed at the end of `lancetnic-flow train`, "
+                        "e.g. --init-from runs/20261130-101500") from None
+
+
+def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfig:
+    """``given`` (with ``training.init_from``) as the continued run trains it: the old
+    run's features, model and task, and its columns and training options where
+    ``given`` leaves them at their defaults (``explicit``: fields given even where
+    their value is the default, e.g. the command line's ``--text text``). Refuses,
+    naming them, the options that contradict the old run, a damaged old run, and new
+    data without its columns. The result is marked (:func:`is_continued`): merged once."""
+    run = str(given.training.init_from)
+    config, _, _ = read_old_run(run, run_options(run, given))
+    old = TrainConfig.from_dict(config)
+    explicit = set(explicit)
+    _check_task(run, given, old)
+
+    def left(field: str) -> bool:   # not given: the old run's value
+        return field not in explicit and _is_default(field, _get(given, field))
+
+    cfg = copy.deepcopy(given)
+    cfg.training.init_from = run
+    differ = []
+    for field in FIXED:
+        if left(field) or _plain(_get(given, field)) == _plain(_get(old, field)):
+            _set(cfg, field, copy.deepcopy(_get(old, field)))
+        else:
+            differ.append(field)
+    if differ:
+        raise _contradiction(run, given, old, differ)
+    inherited = [f for f in INHERITED if left(f)]
+    for field in inherited:
+        _set(cfg, field, copy.deepcopy(_get(old, field)))
+    check_columns(cfg, run, [f for f in inherited if f.startswith("data.")] + ["data.numeric"])
+    mark_continued(cfg)
+    return cfg
+
+
+def mark_continued(cfg: TrainConfig) -> None:
+    """Say that ``cfg`` is a continued run's configuration as merged (a resumed one's
+    config.json is too): :func:`continue_config` is not applied to it again."""
+    cfg.__dict__["continued"] = True
+
+
+def is_continued(cfg: TrainConfig) -> bool:
+    return bool(cfg.__dict__.get("continued"))
+
+
+def _check_task(run: str, given: TrainConfig, old: TrainConfig) -> None:
+    """A run continues as the task it was trained for: another is refused first, in its own words."""
+    theirs, mine = old.training.task, given.training.task
+    what = f"--init-from {run} is a {theirs} run ({old.model.name})"
+    if mine is not None and mine != theirs:
+        raise bad("training.task", f"{what}; {{name}} {mine} asks for a {mine} run",
+                  f"continue it as a {theirs} run (drop {{name}}), {NEW_RUN}")
+    if theirs not in ("regress", "multitask") and given.data.target:
+        raise bad("data.target", f"{what}: it predicts labels, and {{name}} {given.data.target} asks for a value",
+                  f"drop {{name}}, {NEW_RUN}")
+
+
+def _contradiction(run: str, given: TrainConfig, old: TrainConfig, fields: list[str]) -> UserError:
+    shown = "; ".join(f"{{{f}}} {_shown(_get(given, f))} (the run's: {_shown(_get(old, f))})" for f in fields)
+    what = "features" if all(f.startswith("features.") for f in fields) else "model and features"
+    return bad(fields[0], f"--init-from {run} keeps the run's {what}, so its weights mean what they meant, and "
+                          f"these options differ: {shown}",
+               "drop them (a continued run takes them from its run), " + NEW_RUN)
+
+
+def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
+    """The columns the old run read that the new data must have (``fields``: those
+    taken from the run), checked in the first file's header: a missing one is refused
+    naming it, the new data's columns and the option that names another."""
+    from ..data.checks import first_columns
+    from ..data.sources import plan_source
+    from ..formats import text_encoding
+
+    d, task = cfg.data, cfg.training.task
+    wanted = {"data.text": list(d.text), "data.numeric": list(d.numeric),
+              "data.label": [d.label] if d.label and task in CLASSIFIES else [],
+              "data.target": [d.target] if d.target and task in ("regress", "multitask") else []}
+    if not d.train or not any(wanted.get(f) for f in fields):
+        return
+    plan = plan_source(d.train, format=d.format, storage_options=d.storage_options)
+    have = first_columns(plan, d.storage_options, text_encoding(d.encoding))
+    if have is None:   # a line format (fastText, text): its columns are fixed
+        return
+    used = {c for cols in wanted.values() for c in cols}
+    for field in fields:
+        missing = [c for c in wanted.get(field, []) if c not in have]
+        if not missing:
+            continue
+        role = {"data.text": "text", "data.label": "labels", "data.target": "target",
+                "data.numeric": "numeric inputs"}[field]
+        free = [c for c in have if c not in used]
+        url = plan.files[0].url.removeprefix("file://")
+        raise bad(field, f"the new data {url} has no column {missing[0]!r}, where --init-from {run} read its "
+                         f"{role} (the new data's columns: {', '.join(have)})",
+                  f"name the new data's column with {{name}} COL" + (f", e.g. {{name}} {free[0]}" if free else "")
+                  if field != "data.numeric" else
+                  f"the run's network takes the numeric columns {', '.join(wanted[field])}: add them, {NEW_RUN}")
+
+
+def check_resolved(cfg: TrainConfig) -> None:
+    """What a continued run cannot do, once resolved: train on Dask workers (the
+    ranks and the trainer task there build their network afresh)."""
+    t = cfg.training
+    if not (t.init_from and t.ddp):
+        return
+    if t.ddp > 1:
+        cause, fix = f"{{training.ddp}} {t.ddp} trains", "drop {training.ddp}"
+    else:
+        cause = "{cluster.train_on} cluster (asked for by --train-on, --ddp 1 or an existing cluster's --scheduler) trains"
+        fix = "pass {cluster.train_on} client: the model trains in this process, the cluster still featurises"
+    raise bad("training.init_from", f"{{name}} continues a run in this process; {cause} on Dask workers, which "
+                                    "start from fresh weights", fix)
+
+
+@dataclass
+class InitRun:
+    """The finished run a continued run starts from."""
+
+    url: str
+    features: FittedFeatures
+    meta: dict
+    state: dict            # its weights, as tensors
+    digest: str            # of its features.json: the continued run's cache entry is its own
+
+    @property
+    def classes(self) -> int:
+        return int(self.meta["kwargs"].get("classes") or 0)
+
+
+def load_init(run: str, storage_options: dict) -> InitRun:
+    """``run`` read back whole, every file checked (:func:`~lancetnic_flow.runs.loading.load_run`):
+    a damaged one is a UserError naming it, before any data is read."""
+    from ..runs.loading import load_run
+
+    try:
+        loaded = load_run(run, storage_options, numpy=False)
+    except UserError as exc:
+        raise _damaged(run, exc) from None
+    features = loaded.features
+    digest = hashlib.sha256(features.to_json().encode()).hexdigest()[:16]
+    return InitRun(str(run), features, dict(loaded.meta), loaded.model.state_dict(), digest)
+
+
+def key_options(feature_config: dict, init: InitRun | None, declared: list[str] | None) -> dict:
+    """The feature options a cache entry is keyed by, with what else decides its shards:
+    the run continued (its features), and labels declared beyond the data's."""
+    extra = {"init_from": init.digest} if init is not None else {}
+    if declared:
+        extra["classes"] = list(declared)
+    return {**feature_config, **extra}
+
+
+def labelled(fitted: FittedFeatures, init: InitRun | None, declared: list[str] | None
+             ) -> tuple[FittedFeatures, list[str]]:
+    """The features a run trains with, from the fit pass's ``fitted`` (the new data's
+    rows and labels): a continued run's are its old run's, with the labels ``fitted``
+    adds appended; labels ``declared`` (``partial_fit``'s classes) that neither has
+    come last. ``docs`` and ``label_counts`` count this run's rows (0 for a label they
+    lack). Returns them and the labels added to the old run's."""
+    base = dataclasses.replace(init.features) if init is not None else dataclasses.replace(fitted)
+    base.__dict__.pop("_table", None)
+    counts = dict(zip(fitted.labels, fitted.label_counts))
+    labels = list(init.features.labels) if init is not None else list(fitted.labels)
+    added = [x for x in fitted.labels if x not in set(labels)]
+    labels += added
+    more = [str(x) for x in (declared or []) if str(x) not in set(labels)]
+    labels += more
+    base.labels, base.label_counts = labels, [int(counts.get(x, 0)) for x in labels]
+    base.docs = fitted.docs
+    return base, (added + more if init is not None else [])

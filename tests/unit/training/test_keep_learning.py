@@ -1,0 +1,151 @@
+"""training/keep_learning.py: ``--init-from RUN`` takes the run's features, model,
+task and columns, refuses options that contradict them, a damaged run folder and
+new data without its columns, each in words naming what differs and what would
+work; the labels a continued run trains with keep the old ids and append the new."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from lancetnic_flow.config import TrainConfig, config_from_options
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.features.vectorize import FittedFeatures
+from lancetnic_flow.models import create_model
+from lancetnic_flow.resolve import resolve
+from lancetnic_flow.runs.folder import save_run
+from lancetnic_flow.training.keep_learning import (check_resolved, continue_config, is_continued, key_options,
+                                                   labelled, load_init)
+
+OLD_LABELS = ["politics", "sports", "tech"]
+
+
+@pytest.fixture
+def old_run(tmp_path):
+    """A finished LinearSVM run on hashed words (1,024 buckets) that read its text from
+    ``body``, with 7 epochs: what --init-from starts from."""
+    cfg = resolve(config_from_options({"data": [str(tmp_path / "old.csv")], "text": ["body"], "model": "LinearSVM",
+                                       "buckets": 1024, "analyzer": "word", "epochs": 7}))
+    features = FittedFeatures(mode="hashing", buckets=1024, labels=list(OLD_LABELS), label_counts=[5, 4, 3],
+                              idf=np.linspace(1.0, 2.0, 1024).astype(np.float32), docs=12)
+    torch.manual_seed(0)
+    model, meta = create_model("LinearSVM", dim=1024, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
+                               embed=8, numeric=0)
+    run = tmp_path / "old"
+    save_run(str(run), config=cfg.to_dict(), features=features, model=model, model_meta={**meta, "task": "classify"},
+             metrics={}, history=[])
+    return run
+
+
+def _data(tmp_path, header: str = "body,label") -> str:
+    path = tmp_path / f"new-{header.split(',')[0]}.csv"
+    path.write_text(f"{header}\nthe match went on,sports\nthe vote was close,politics\na cell divides,science\n")
+    return str(path)
+
+
+def _given(data: str, run, **options) -> TrainConfig:
+    return config_from_options({"data": [data], "init_from": str(run), **options})
+
+
+def test_options_left_at_their_defaults_take_the_runs_values(tmp_path, old_run):
+    cfg = continue_config(_given(_data(tmp_path), old_run, lr=0.05))
+    assert is_continued(cfg) and cfg.training.init_from == str(old_run)
+    assert (cfg.model.name, cfg.model.layers, cfg.training.task) == ("LinearSVM", 0, "classify")
+    assert (cfg.features.mode, cfg.features.buckets, cfg.features.analyzer) == ("hashing", 1024, "word")
+    assert cfg.data.text == ["body"] and cfg.training.epochs == 7      # the run's column and epochs
+    assert cfg.training.lr == 0.05                                    # given: as given
+    resolve(cfg)   # a merged configuration resolves as any other
+    # The same values given again are no contradiction.
+    same = continue_config(_given(_data(tmp_path), old_run, model="LinearSVM", buckets=1024, features="hashing"))
+    assert same.features == cfg.features
+
+
+def test_options_that_contradict_the_run_are_refused_naming_each_and_what_works(tmp_path, old_run):
+    with pytest.raises(UserError) as e:
+        continue_config(_given(_data(tmp_path), old_run, features="tfidf", buckets=2048))
+    message, hint = e.value.cli
+    assert f"--init-from {old_run} keeps the run's features" in message
+    assert "--features tfidf (the run's: hashing)" in message and "--buckets 2048 (the run's: 1024)" in message
+    assert "drop them" in hint and "without --init-from" in hint
+    assert "features tfidf" in e.value.message        # the Python API names its parameters
+    with pytest.raises(UserError, match="the run's: LinearSVM") as e:
+        continue_config(_given(_data(tmp_path), old_run, model="ScalpelMC"))
+    assert "--model ScalpelMC" in e.value.cli[0]
+    # A default value given on the command line is given: it contradicts the run too.
+    with pytest.raises(UserError, match="the run's: 1024"):
+        continue_config(_given(_data(tmp_path), old_run), explicit={"features.buckets"})
+
+
+def test_a_run_of_another_task_is_refused_first(tmp_path, old_run):
+    with pytest.raises(UserError) as e:
+        continue_config(_given(_data(tmp_path, "body,label,y"), old_run, task="regress", target="y", features="ids"))
+    assert e.value.cli[0] == f"--init-from {old_run} is a classify run (LinearSVM); --task regress asks for a " \
+                             "regress run"
+    assert "drop --task" in e.value.cli[1]
+    with pytest.raises(UserError, match="it predicts labels, and target y asks for a value"):
+        continue_config(_given(_data(tmp_path, "body,label,y"), old_run, target="y"))
+
+
+def test_new_data_without_the_runs_text_column_is_refused_naming_it(tmp_path, old_run):
+    data = _data(tmp_path, "text,label")
+    with pytest.raises(UserError) as e:
+        continue_config(_given(data, old_run))
+    message, hint = e.value.cli
+    assert f"the new data {data} has no column 'body', where --init-from {old_run} read its text" in message
+    assert "(the new data's columns: text, label)" in message and hint.endswith("e.g. --text text")
+    # Naming the new data's column (even by the default's name, as the command line tells) works.
+    assert continue_config(_given(data, old_run), explicit={"data.text"}).data.text == ["text"]
+    with pytest.raises(UserError, match="no column 'label', where .* read its labels") as e:
+        continue_config(_given(_data(tmp_path, "body,category"), old_run))
+    assert e.value.cli[1].endswith("e.g. --label category")
+
+
+def test_a_damaged_or_unfinished_run_folder_is_refused_naming_the_file(tmp_path, old_run):
+    data = _data(tmp_path)
+    (old_run / "model.safetensors").rename(tmp_path / "weights")
+    cfg = continue_config(_given(data, old_run))     # the JSON files are whole: the weights are read later
+    with pytest.raises(UserError, match=f"--init-from {old_run}: .*model.safetensors is missing") as e:
+        load_init(str(old_run), {})
+    assert "restore the run folder" in e.value.hint
+    (tmp_path / "weights").rename(old_run / "model.safetensors")
+    assert load_init(str(old_run), {}).classes == 3
+    (old_run / "config.json").rename(tmp_path / "config.json")
+    with pytest.raises(UserError, match="config.json is missing"):
+        continue_config(_given(data, old_run))
+    (tmp_path / "config.json").rename(old_run / "config.json")
+    (old_run / "model.json").unlink()
+    with pytest.raises(UserError, match="is an unfinished run"):
+        continue_config(_given(data, old_run))
+    assert cfg.model.name == "LinearSVM"
+
+
+def test_training_on_dask_workers_is_refused(tmp_path, old_run):
+    cfg = continue_config(_given(_data(tmp_path), old_run, ddp=2, learn_val=False))
+    with pytest.raises(UserError) as e:
+        check_resolved(resolve(cfg))
+    assert e.value.cli == ("--init-from continues a run in this process; --ddp 2 trains on Dask workers, which "
+                           "start from fresh weights", "drop --ddp")
+    cfg = continue_config(_given(_data(tmp_path), old_run, train_on="cluster"))
+    with pytest.raises(UserError, match="pass train_on client"):
+        check_resolved(resolve(cfg))
+    check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run))))
+
+
+def test_the_labels_keep_the_old_ids_and_append_the_new_and_the_declared(old_run):
+    init = load_init(str(old_run), {})
+    fitted = FittedFeatures(mode="hashing", buckets=1024, labels=["science", "sports", "health"],
+                            label_counts=[9, 7, 2], docs=18, idf=np.ones(1024, np.float32),
+                            vocabulary=pa.array(["x"]))
+    features, added = labelled(fitted, init, ["zoo", "sports"])
+    assert features.labels == [*OLD_LABELS, "science", "health", "zoo"] and added == ["science", "health", "zoo"]
+    assert features.label_counts == [0, 7, 0, 9, 2, 0] and features.docs == 18
+    assert np.array_equal(features.idf, init.features.idf) and features.vocabulary is None   # the old run's
+    assert init.features.labels == OLD_LABELS           # the old run's features are left as they were
+    alone, added = labelled(fitted, None, ["zoo"])
+    assert alone.labels == ["science", "sports", "health", "zoo"] and added == []
+    assert np.array_equal(alone.idf, fitted.idf)
+    # A continued run's shards are its own in the cache: keyed by the old features, and declared labels.
+    options = {"mode": "hashing"}
+    assert key_options(options, None, None) == options
+    assert key_options(options, init, ["zoo"]) == {"mode": "hashing", "init_from": init.digest, "classes": ["zoo"]}
