@@ -95,7 +95,7 @@ def main() -> None:
                             ("train 1,000 rows (--run-on cluster)", ["--run-on", "cluster"])):
             walls, stages = [], []
             for i in range(args.repeat):
-                tag = f"{'-'.join(extra) or 'auto'}-{i}"
+                tag = f"{'-'.join(e.strip('-') for e in extra) or 'auto'}-{i}"
                 wall, _ = _timed([*cli, "train", str(d / "k1.csv"), "--out", str(d / "runs"), "--name",
                                   tag, "--cache", str(d / f"cache-{tag}"), *extra], d)
                 walls.append(wall)
