@@ -317,19 +317,35 @@ def can_detach() -> bool:
 
 
 def draw_detached(folder: str, jobs: list[PlotJob], options: dict | None = None) -> int:
-    """Draw the chart jobs in a forked child that outlives this process: the
+    """Draw the chart jobs in a detached process that outlives this one: the
     command can end as soon as the run is saved, the PNGs following about a
-    second later (matplotlib's import and drawing, on another core). The
-    child leaves the terminal and the caller's pipes at once (stdin, stdout
-    and stderr become /dev/null, a session of its own: Ctrl-C in the shell
-    does not reach it); a chart that fails writes :data:`CHARTS_FAILED` in
-    ``folder``, naming it. Returns the child's pid."""
+    second later (matplotlib's import and drawing, on another core). A
+    double fork: the intermediate child starts a session of its own (Ctrl-C
+    in the shell does not reach the drawer), forks the drawer and exits at
+    once, and is reaped here, so a long-lived caller (a workflow runner, a
+    notebook) collects no zombie. The drawer leaves the caller's pipes at
+    once (stdin, stdout and stderr become /dev/null); a chart that fails
+    writes :data:`CHARTS_FAILED` in ``folder``, naming it. Returns the
+    drawer's pid (0: none could be started, and the charts were drawn here)."""
+    read, write = os.pipe()
     pid = os.fork()
     if pid:
-        return pid
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            drawer = int(f.read() or 0)
+        os.waitpid(pid, 0)
+        if not drawer:   # no process could be started: draw here, as --wait-for-plots would
+            write_jobs(jobs)
+        return drawer
     code = 0
-    try:   # the child: never returns into the caller's code
+    try:   # the children: never return into the caller's code
+        os.close(read)
         os.setsid()
+        drawer = os.fork()
+        if drawer:
+            os.write(write, str(drawer).encode())
+            os._exit(0)
+        os.close(write)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
@@ -347,9 +363,3 @@ def draw_detached(folder: str, jobs: list[PlotJob], options: dict | None = None)
         code = 1
     finally:
         os._exit(code)
-
-
-    out.append(per_class_chart(m["per_label"], labels, join(folder, "per_label.png"), o, noun="label"))
-    if label_counts:
-        out.append(class_distribution(labels, label_counts, join(folder, "label_distribution.png"), o, noun="label"))
-    return out
