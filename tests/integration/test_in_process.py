@@ -57,7 +57,7 @@ def test_no_plots_writes_the_tables_without_charts(runs):
     d = runs["dir"] / "runs"
     assert (d / "here" / "confusion_matrix.png").exists() and (d / "here" / "per_class.csv").exists()
     assert not list((d / "cluster").glob("*.png")) and (d / "cluster" / "per_class.csv").exists()
-    assert runs["cluster"][-1]["metrics"]["plots"] == ["per_class.csv"]
+    assert runs["cluster"][-1]["metrics"]["plots"] == ["per_class.csv", "top_terms.csv"]   # the tables alone
 
 
 def test_in_process_and_cluster_runs_save_the_same_model_bytes_and_metrics(runs):
