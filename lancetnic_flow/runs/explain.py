@@ -55,7 +55,7 @@ TOP_TERMS, MAX_CLASSES = 20, 1000
 # Rows explained at once (Predictor's batches): bounds the feature rows and outputs held.
 BATCH = 4096
 # Rows of weights composed at once for top_terms.csv: bounds the temporary (rows × outputs, float64).
-CHUNK = 65536
+CHUNK = 8192
 
 
 def _not_available(meta: dict, why: str) -> UserError:
@@ -78,7 +78,10 @@ class Decomposition:
                    "not a sum of per-term contributions" if meta.get("net") == "SequenceNet"
                    else f"its network {meta.get('net')!r} is not a bag of terms this version can decompose")
             raise _not_available(meta, why)
-        f64 = {k: np.asarray(v, np.float64) for k, v in state.items()}
+        # The input rows stay as stored (float32: a float64 copy of 2^19 buckets × 135 labels is 566 MB,
+        # which the trainer's plan does not hold at its save); the rest, small, in float64. Rows are
+        # widened as they are read (E[ids], E[start:stop]).
+        f64 = {k: np.asarray(v) if k == "input.weight" else np.asarray(v, np.float64) for k, v in state.items()}
         self.classes, self.regress = int(kw.get("classes") or 0), bool(kw.get("regress"))
         layers, act = int(kw.get("layers", 1)), kw.get("activation", "relu")
         self.mean_pooling = kw.get("pooling", "weighted") == "mean"
@@ -143,12 +146,12 @@ class Decomposition:
 
     def weights(self, ids: np.ndarray, A: np.ndarray) -> np.ndarray:
         """The weights (ids × outputs) of features ``ids`` under the map ``A``."""
-        return self.E[ids] @ A
+        return self.E[ids].astype(np.float64) @ A
 
     def global_weights(self, column: int, start: int, stop: int) -> np.ndarray:
         """Features ``start:stop``'s weights for output ``column`` (an exact network's)."""
         A, _ = self.affine()
-        return self.E[start:stop] @ A[:, column]
+        return self.E[start:stop].astype(np.float64) @ A[:, column]
 
 
 def entry_weights(block, r: int, mean_pooling: bool) -> np.ndarray:
@@ -227,7 +230,7 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
     o0, o1 = int(block.offsets[r]), int(block.offsets[r + 1])
     ids = block.indices[o0:o1].astype(np.int64)
     numeric = block.numeric[r].astype(np.float64) if block.numeric is not None and dec.N is not None else None
-    h1 = values @ dec.E[ids] + dec.bE + (dec.N @ numeric if numeric is not None else 0.0)
+    h1 = values @ dec.E[ids].astype(np.float64) + dec.bE + (dec.N @ numeric if numeric is not None else 0.0)
     A, c = dec.affine(None if dec.exact else h1)
     doc: dict[str, Any] = {"status": "ok"}
     if pred.classifies:
@@ -278,7 +281,7 @@ def top_terms(dec: Decomposition, features, names: pa.Table | None = None, per_c
     best_w = np.full((0, len(cols)), -np.inf)
     best_i = np.zeros((0, len(cols)), np.int64)
     for start in range(0, dim, CHUNK):   # a running top-k per column: never dim × outputs at once
-        w = dec.E[start:start + CHUNK] @ A[:, cols]
+        w = dec.E[start:start + CHUNK].astype(np.float64) @ A[:, cols]
         k = min(per_class, len(w))
         idx = np.argpartition(-w, k - 1, axis=0)[:k]
         best_w = np.concatenate([best_w, np.take_along_axis(w, idx, 0)])

@@ -16,10 +16,43 @@ CLUSTER = ["--workers", "1", "--memory-budget", "3GiB"]
 
 
 def cli(*args, cwd, timeout=300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``python -m lancetnic_flow ARGS`` in ``cwd``, output captured."""
+    """``python -m lancetnic_flow ARGS`` in ``cwd``, output captured; a command
+    that trains returns once the charts it left drawing are written too (a
+    test reads its run folder as a user does a moment later)."""
     env = {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    argv = [sys.executable, "-m", "lancetnic_flow", *map(str, args)]
+    p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if {"train", "tune", "run"} & set(argv[3:5]):
+        drawers_done(argv)
+    return p
+
+
+def drawers_done(argv: list[str], timeout: float = 90) -> None:
+    """Wait while a process with exactly ``argv`` runs: the forked copy of a
+    command that draws its charts after it ended (runs/plots.py::draw_detached)."""
+    import time
+
+    want = ("\0".join(argv) + "\0").encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = False
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if f.read() != want:
+                        continue
+                with open(f"/proc/{d}/stat") as f:
+                    alive = f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+            except OSError:
+                continue
+            if alive:
+                break
+        if not alive:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the charts of {' '.join(argv[3:6])} … were still being drawn after {timeout} s")
 
 
 def charts_drawn(output: str, timeout: float = 90) -> int | None:
