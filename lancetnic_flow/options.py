@@ -303,7 +303,9 @@ OPTIONS: list[Option] = [
           "or --ddp, else client (default {default}; docs/cluster.md)", "WHERE", default="auto",
           field="cluster.train_on", commands=("train",)),
         O("--sync-every", "with --ddp, LinearSVM's ranks average their weights every N of their steps as well as "
-          "at each epoch's end (default: at each epoch's end only)", "N", int, field="training.sync_every",
+          "at each epoch's end (default: each epoch's end up to 4 ranks; with more, every steps / (ranks / 4)² steps "
+          "of an epoch too)",
+          "N", int, field="training.sync_every",
           commands=("train",)),
         O("--sync-rows", "with --ddp, which rows of LinearSVM's weights a sync averages: all (every row: traffic "
           "in proportion to the vocabulary) or touched (the rows some rank's steps changed since the last sync: "

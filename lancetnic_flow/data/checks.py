@@ -171,17 +171,43 @@ def sample_label_count(sample: pa.Table | None) -> int:
     return len(pc.unique(pc.drop_null(labels)))
 
 
+# A --ddp rank learns from its share alone between syncs, and a share is whole
+# partitions: with one stretch of a file sorted by something that goes with the
+# label (names, dates, sources) a rank sees a few classes, and the averaged
+# replicas lose accuracy (docs/benchmarks.md, "Eight ranks"). Partitions this
+# small cost a task's overhead each, not memory.
+RANK_PARTITIONS = 8
+RANK_FLOOR = 256 << 10
+
+
+def coarse_cache_warning(cut: int, planned: int, ranks: int) -> str | None:
+    """What a --ddp run says when the shard cache it reuses was cut into fewer
+    partitions than its own plan (an earlier run without --ddp made the entry:
+    the cache is keyed by the data, not its partitioning); None otherwise."""
+    if ranks < 2 or cut >= planned or cut >= RANK_PARTITIONS * ranks:
+        return None
+    return (f"the shard cache was cut into {cut} partitions by an earlier run, where this run's plan cuts {planned} "
+            f"for {ranks} ranks: between syncs each rank learns from fewer stretches of the input, which costs "
+            "accuracy when the input is sorted (by name, date, source); a new --cache folder featurises it anew")
+
+
 def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
                           ) -> tuple[SourcePlan, SourcePlan | None]:
     """Partitions of the training (and validation) data, columns checked.
 
     ``threads``: the cluster's worker threads. Unless the user chose the
     block size, small inputs are cut into about four partitions a thread, so
-    featurisation runs in parallel and epoch 1 overlaps training."""
+    featurisation runs in parallel and epoch 1 overlaps training; with
+    ``--ddp N`` into :data:`RANK_PARTITIONS` a rank at least, so each rank's
+    share (whole partitions) comes from all over the input."""
     so, fmt, columns = cfg.data.storage_options, cfg.data.format, training_columns(cfg)
     train_src = checked_source(cfg.data.train, fmt, so, blocksize, columns)
-    if threads and not cfg.cluster.blocksize:
-        small = split_blocksize(train_src, blocksize, 4 * threads)
+    ranks = cfg.training.ddp or 0
+    if (threads or ranks > 1) and not cfg.cluster.blocksize:
+        want, floor = 4 * threads, 1 << 20
+        if ranks > 1:
+            want, floor = max(want, RANK_PARTITIONS * ranks), RANK_FLOOR
+        small = split_blocksize(train_src, blocksize, want, floor=floor)
         if small < blocksize:
             train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small,
                                     names=columns.names())

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from ..config import CheckpointEvery, TrainConfig
-from ..data.checks import plan_training_sources, sample_label_count, sample_rows, sample_texts, training_columns
+from ..data.checks import (coarse_cache_warning, plan_training_sources, sample_label_count, sample_rows, sample_texts,
+                           training_columns)
 from ..data.sources import Columns
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
@@ -812,6 +813,10 @@ class Training:
                       every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule,
                       decay_steps=MODELS[self.cfg.model.name].decay_steps,
                       model_entry=registration(self.cfg.model.name))
+        coarse = coarse_cache_warning(len({s.partition for s in job.train_shards}),
+                                      len(self.train_src.partitions) if self.train_src else 0, job.world)
+        if coarse:
+            self.events.emit("warning", message=coarse)
         # Rank 0 reports each epoch's stages (training, evaluating) itself, as the loop here would.
         driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop,
                             own_workers=own)

@@ -474,6 +474,7 @@ def test_linear_svm_ranks_averaging_the_touched_rows_end_with_the_weights_of_ave
 def test_linear_svm_under_ddp_gives_the_same_weights_for_the_same_seed(client, corpus4, tmp_path, linear_reference):
     again = train(_linear_config(corpus4, tmp_path, "again"), client=client).metrics
     _same_run(linear_reference["ddp"], again)
+    assert again["ddp"]["sync"] == {"every": 0, "per_epoch": 1, "chosen_by": "default"}   # 2 ranks: epochs' ends
 
 
 def test_linear_svm_under_ddp_checkpoints_at_its_syncs_only_and_pausing_leaves_the_result_unchanged(
@@ -492,6 +493,7 @@ def test_linear_svm_ranks_syncing_every_few_steps_stay_equal_and_averaging_touch
     cfg.training.sync_every, cfg.training.sync_rows = 2, "touched"
     often = train(cfg, client=client).metrics
     info, ref = often["ddp"], linear_reference["ddp"]["ddp"]
+    assert (info["sync"]["every"], info["sync"]["chosen_by"]) == (2, "--sync-every")
     assert len(set(info["replica_digests"])) == 1 and info["replica_digests"] != ref["replica_digests"]
     syncs = info["steps"] // 2 + len(often["epochs"])     # every 2 steps, and each epoch's end
     replica, mask = 2**16 * 4 * 4 + 4 * 4, 2**16          # two steps touch a fraction of the rows

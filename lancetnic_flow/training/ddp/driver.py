@@ -27,8 +27,9 @@ from ...reconnect import share, worker_lost_in_transfer
 from ...sizes import format_size
 from ..rules import RULES
 from ..state import TrainState
+from .cadence import Cadence, cadence
 from .comm import worker_host
-from .rank import EVENT_TOPIC, RankJob, run_rank
+from .rank import EVENT_TOPIC, RankJob, run_rank, steps_in
 
 MAX_RESTARTS = 3   # segments restarted after a rank's worker left, per run
 
@@ -253,7 +254,19 @@ class RankDriver:
                                   "were asked to stop (a rank of the lost segment that did not end)") from None
         self.job = dataclasses.replace(self.job, address=host, device=kind, local_ranks=local,
                                        backend="nccl" if kind == "cuda" else "gloo", stop_event=self.stop_name)
-        self.events.emit("ddp", ranks=world, workers=self.chosen, backend=self.job.backend, device=kind)
+        sync = self.cadence()
+        self.events.emit("ddp", ranks=world, workers=self.chosen, backend=self.job.backend, device=kind,
+                         **({"sync": sync.describe(world)} if sync is not None else {}))
+
+    def cadence(self) -> Cadence | None:
+        """How often the first epoch's ranks average their weights (a rule that
+        averages, on more than one rank), as every rank computes it."""
+        job = self.job
+        if job.world < 2 or not RULES[job.rule].averages_weights:
+            return None
+        rank_batch = max(1, job.training.batch_size // job.world)
+        return cadence(job.world, steps_in(job.train_shards, job.world, job.training.seed, 0, rank_batch),
+                       job.training.sync_every)
 
     def relay(self, event: tuple) -> None:
         """A rank's event, re-emitted here as a run in the trainer's process
@@ -397,4 +410,5 @@ class RankDriver:
                          info={"rank_bytes": self.rank_bytes, "ranks": self.job.world, "backend": self.job.backend, "device": self.job.device,
                                "workers": self.chosen, "steps": head["steps"], "replica_digests": self.digests,
                                "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks],
-                               "rank_sent_bytes": self.sent, "averaged": RULES[self.job.rule].averages_weights})
+                               "rank_sent_bytes": self.sent, "averaged": RULES[self.job.rule].averages_weights,
+                               **({"sync": dataclasses.asdict(sync)} if (sync := self.cadence()) else {})})

@@ -31,6 +31,7 @@ from ...allocator import trim_allocator
 from ...config import CheckpointEvery, TrainingConfig
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
+from .cadence import cadence
 from .comm import (average_weights, pin_interface, rendezvous, rng_state, set_rng_state, sync_flags, sync_gradients,
                    to_cpu, worker_host)
 
@@ -301,6 +302,9 @@ class RankRun:
         from .. import step as steps
 
         stream = self._stream(epoch)
+        job = self.job
+        cad = cadence(job.world, steps_in(job.train_shards, job.world, self.tc.seed, epoch, self.rank_batch),
+                      self.tc.sync_every)
         if self.rank == 0:   # the dashboard's stage, as a run in the trainer's process shows it
             self.report("stage", stage="training", epoch=epoch + 1, epochs=self.tc.epochs,
                         total_rows=sum(s.rows for s in self.job.train_shards), source="cluster",
@@ -350,7 +354,7 @@ class RankRun:
                 self.clock["compute"] += time.perf_counter() - tick
             self.state.step += 1
             done += 1
-            if self.averaging and self.tc.sync_every and done % self.tc.sync_every == 0:
+            if self.averaging and cad.due(done):
                 self._average()   # every rank is at the same step: the steps go in lockstep
             if batch is not None:
                 clock.rows += len(batch)

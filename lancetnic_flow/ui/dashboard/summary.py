@@ -172,7 +172,8 @@ def ddp_line(e: dict) -> str:
     workers = ", ".join(e.get("workers") or [])
     if e.get("ranks") == 1:
         return f"training on the cluster: one trainer task on {workers} ({e.get('device', 'cpu')})"
-    return f"training on the cluster: {e['ranks']} ranks on {workers} ({e.get('backend')}, {e.get('device')})"
+    line = f"training on the cluster: {e['ranks']} ranks on {workers} ({e.get('backend')}, {e.get('device')})"
+    return f"{line}; {e['sync']}" if e.get("sync") else line
 
 
 _MILESTONES = {"plan": lambda e: e["text"], "ddp": ddp_line, "warning": lambda e: f"warning: {e['message']}",

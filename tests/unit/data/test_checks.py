@@ -105,3 +105,40 @@ def test_a_txt_file_whose_first_line_names_the_runs_columns_is_csv_in_every_plan
     train, _ = plan_training_sources(TrainConfig(data=DataConfig(train=[path])).validate(), 64 * 2**20, threads=4)
     assert len(train.partitions) > 1 and train.files[0].format == "csv"
     assert train.sniffed[0].reason == "first line names the columns text, label, split by commas"
+
+
+def test_ddp_ranks_each_get_partitions_from_all_over_the_input(tmp_path):
+    """A --ddp rank's share is whole partitions: a 4 MB file planned for two
+    threads is 4 partitions (1 MiB floor), for 2 ranks at least 8 a rank, so a
+    rank never learns from one stretch of a sorted file; a block size the user
+    chose is kept."""
+    from lancetnic_flow.config import ClusterConfig, DataConfig, TrainConfig, TrainingConfig
+    from lancetnic_flow.data.checks import RANK_PARTITIONS, plan_training_sources
+
+    rows = "".join(f"row {i:07d} about topic {i // 1000},{i // 1000}\n" for i in range(140_000))
+    path = write(tmp_path / "train.csv", "text,label\n" + rows)
+    size = (tmp_path / "train.csv").stat().st_size
+    assert 4 << 20 <= size < 5 << 20
+
+    def parts(ddp=None, blocksize=None):
+        cfg = TrainConfig(data=DataConfig(train=[path]), training=TrainingConfig(ddp=ddp),
+                          cluster=ClusterConfig(blocksize=blocksize)).validate()
+        return plan_training_sources(cfg, blocksize or 64 * 2**20, threads=2)[0].partitions   # as the plan passes it
+
+    assert len(parts()) == 5
+    assert len(parts(ddp=2)) >= RANK_PARTITIONS * 2
+    assert len(parts(ddp=8)) == -(-size // (256 << 10))        # never below 256 KiB a partition
+    assert sum(p.length for p in parts(ddp=2)) == size           # every byte read once
+    assert len(parts(ddp=2, blocksize=2 << 20)) == 3
+
+
+def test_a_ddp_run_reusing_a_cache_cut_coarser_than_its_plan_says_so_and_what_would_cut_it_finer():
+    from lancetnic_flow.data.checks import coarse_cache_warning
+
+    said = coarse_cache_warning(8, 64, 8)
+    assert said.startswith("the shard cache was cut into 8 partitions by an earlier run, where this run's plan cuts 64 "
+                           "for 8 ranks") and "a new --cache folder" in said
+    assert coarse_cache_warning(64, 64, 8) is None     # the entry is this plan's
+    assert coarse_cache_warning(1, 1, 8) is None       # a small input: nothing finer to cut
+    assert coarse_cache_warning(16, 20, 2) is None     # 8 partitions a rank already
+    assert coarse_cache_warning(8, 64, 1) is None      # no ranks
