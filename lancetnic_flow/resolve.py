@@ -55,7 +55,6 @@ def resolve(given: TrainConfig) -> TrainConfig:
         cfg.model.name = choose_model(cfg)
     spec = MODELS[cfg.model.name]
     _refuse(cfg, spec)
-    _no_cache(cfg)
     _train_on(cfg)
     _training(cfg, spec, value_asked=auto and bool(cfg.data.target))
     _features(cfg, spec)
@@ -85,24 +84,6 @@ def _refuse(cfg: TrainConfig, spec: ModelSpec) -> None:
     for r in spec.refusals(cfg):
         raise bad(r.field, f"{{name}} does not apply to {cfg.model.name}: {r.why}",
                   f"drop {{name}}, or pass {{model.name}} {AUTO_CHOICES[-1]}")
-
-
-def _no_cache(cfg: TrainConfig) -> None:
-    """``--cache none`` trains in this process: the ranks on Dask workers (``--ddp``,
-    and the trainer task ``--scheduler`` gives by default) read their shards from
-    the cache by address, so without one they are refused, naming what asked for them."""
-    c, t = cfg.cluster, cfg.training
-    if not cfg.output.no_cache:
-        return
-    cause = (f"{{training.ddp}} {t.ddp}" if t.ddp else "{cluster.train_on} cluster" if c.train_on == "cluster" else
-             "{cluster.scheduler}" if c.train_on == "auto" and c.scheduler else
-             "DASK_SCHEDULER_ADDRESS" if c.train_on == "auto" and os.environ.get("DASK_SCHEDULER_ADDRESS") else None)
-    if cause is None:
-        return
-    fix = ("pass {cluster.train_on} client (this process trains; the workers featurise each epoch)"
-           if not t.ddp else f"drop {cause.split()[0]}")
-    raise bad("output.cache", f"{{name}} none: {cause} trains on Dask workers, which read the featurised shards from "
-              "the cache", f"{fix}, or give {{name}} a URL the workers share")
 
 
 def _train_on(cfg: TrainConfig) -> None:

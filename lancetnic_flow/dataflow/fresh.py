@@ -14,6 +14,7 @@ the first epoch is live in a cached run too, over every partition.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ..config import FeatureConfig
@@ -38,6 +39,55 @@ def fit_partition_counted(part: Partition, columns: Columns, fcfg: FeatureConfig
     return out
 
 
+@dataclass
+class FreshPiece:
+    """A partition that a ``--ddp`` rank (or the trainer task on the cluster)
+    featurises itself each time it reads it, without a cache: what a cached
+    shard is to a rank with one (``share`` deals both by partition and rows)."""
+
+    part: Partition
+    split: str | None     # the source's split: "val" for a separate validation source, else None (by hash)
+    keep: str             # the rows it gives: "train" or "val"
+    rows: int = 0         # its training rows (the fit pass counted them): the deal balances on them
+    chunk: int = 0
+
+    @property
+    def partition(self) -> int:
+        return self.part.index
+
+
+@dataclass
+class FreshReader:
+    """How a rank featurises a :class:`FreshPiece`: the same task a fresh epoch
+    submits (:func:`featurize_partition`, or :func:`recount_partition` for
+    hashed features), run in the rank's own thread, its shards' bytes decoded
+    as a cached run decodes them, so the rank trains the cached run's rows."""
+
+    raw: bool
+    columns: Columns
+    feature_config: dict
+    storage_options: dict
+    chunk_bytes: int
+    val_fraction: float
+
+    def blocks(self, piece: FreshPiece, features: Any, counted: dict | None = None) -> Iterator[RowBlock]:
+        """The piece's rows; ``counted`` keeps the first row accounting of each
+        partition, by (source, partition), as a pass of :class:`FreshFeed` does."""
+        common = dict(columns=self.columns, storage_options=self.storage_options, chunk_bytes=self.chunk_bytes,
+                      val_fraction=self.val_fraction, keep=(piece.keep,))
+        if self.raw:
+            res = recount_partition(piece.part, piece.split, fcfg=FeatureConfig(**self.feature_config), **common)
+        else:
+            res = featurize_partition(piece.part, piece.split, features=features, shard_dir=None, cache_options={},
+                                      **common)
+        shards, res.shards = res.shards, []
+        if counted is not None:
+            counted.setdefault(("val" if piece.split == "val" else "train", piece.partition), res)
+        for info in shards:
+            block = load_shard(info, {})
+            yield features.finish(block) if info.raw else block
+
+
 class FreshFeed:
     """The shard feed's questions (:class:`~.feed.ShardFeed`), answered without a cache.
 
@@ -56,6 +106,7 @@ class FreshFeed:
         by_index = {p.index: p for p in spec.train.partitions}
         self.with_rows = [by_index[r.partition] for r in sorted(trained, key=lambda r: r.partition)
                           if r.train_rows and r.partition in by_index]
+        self.train_rows = {r.partition: r.train_rows for r in trained}
         # The fit pass's accounting when it read every row, else what the passes learn, by (source, partition).
         self._counted = list(results) if results is not None else None
         self._results: dict[tuple[str, int], PartitionResult] = {}
@@ -130,6 +181,27 @@ class FreshFeed:
         if self.spec.val is not None and self._counted is None and not any(k == "val" for k, _ in self._results):
             return bool(self.spec.val.partitions)   # a separate source not read yet
         return any(r.val_rows or (self.raw and r.skipped.get("unknown_label")) for r in self.results())
+
+    def pieces(self) -> tuple[list[FreshPiece], list[FreshPiece], FreshReader]:
+        """What ranks on the workers featurise themselves, epoch after epoch: the
+        training partitions that have rows, the validation pieces (none when a
+        cached run would have no validation shards), and how to read them."""
+        s = self.spec
+        train = [FreshPiece(p, None, "train", self.train_rows[p.index]) for p in self.with_rows]
+        # A fitted vocabulary's fit pass counts training rows only: whether there are validation rows is
+        # learnt by reading them, so every piece that may hold some is read (the ranks' counts come back:
+        # counted_by_ranks).
+        maybe = self.has_val() if self._counted is not None else bool(s.val is not None or s.val_fraction > 0)
+        val = [FreshPiece(p, split, "val") for p, split in self._val_jobs()] if maybe else []
+        return train, val, FreshReader(self.raw, s.columns, s.feature_config, s.storage_options, s.chunk_bytes,
+                                       s.val_fraction)
+
+    def counted_by_ranks(self, counted: dict) -> None:
+        """The row accounting the ranks made reading their pieces (when the fit
+        pass did not count every row), as this feed's own passes keep it."""
+        if self._counted is None:
+            for key, res in counted.items():
+                self._results.setdefault(key, res)
 
     def load(self, info: ShardInfo) -> RowBlock:
         """A shard carried in a result as model rows (a raw shard is finished here, as a cached run does)."""

@@ -35,7 +35,7 @@ from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
 from ..dataflow.manifest import entry_key, read_features, read_manifest, read_names, write_features, write_names
 from ..dataflow.monitor import MemoryMonitor
-from ..dataflow.plan import TRAINER_BASE, GiB, plan_in_process, plan_memory
+from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import SHARD_READS, count_partition
 from ..errors import UserError
 from ..options import BY_FIELD
@@ -403,9 +403,12 @@ class Training:
         if cfg.output.no_cache:
             self.cache_so, self.entry = {}, None
             self.decisions["cache"] = "none"
+            where = (f"by the {self.tc.ddp} ranks, each its own share," if (self.tc.ddp or 0) > 1 else
+                     "by the trainer task on the cluster" if self.tc.ddp == 1 else
+                     f"{self.tc.in_flight or plan.in_flight} partitions in flight")
             self.events.emit("decided", what="cache", message=(
-                "no shard cache (--cache none): every epoch and validation pass is featurised afresh, "
-                f"{self.tc.in_flight or plan.in_flight} partitions in flight; nothing is written but the run folder"))
+                f"no shard cache (--cache none): every epoch and validation pass is featurised afresh, {where}; "
+                "nothing is written but the run folder"))
             return
         cache = cfg.output.cache or join(cfg.output.out, ".cache")
         self.cache_so = options_for(cache, cfg.data.storage_options, like=cfg.data.train[0])
@@ -791,6 +794,10 @@ class Training:
         # and sends its weights back through Dask at each pause: a copy or two of them on the way.
         weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
         rank_bytes = self.need + 2 * weights
+        if self.entry is None:   # --cache none: each rank featurises a partition at a time, as a worker's task does
+            parts = self.train_src.partitions + (self.val_src.partitions if self.val_src else [])
+            biggest = max((p.length if p.length > 0 else self.memory.partition for p in parts), default=0)
+            rank_bytes += TASK_BASE + PEAK_PER_BYTE * min(biggest, self.memory.partition)
         own = 0 if self.memory.external else self.memory.workers   # workers this run started, see preflight
         chosen = preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events)
         if self.tc.device != "cpu" and choose_device(self.client, chosen, self.tc.device)[0] == "cuda":
@@ -803,13 +810,17 @@ class Training:
                     raise KeyboardInterrupt
         state.total_rows = self.feed.total_rows()
         task, m = self.task, self.feed.manifest
+        if m is None:   # --cache none: the ranks featurise their share of the partitions each epoch
+            train_shards, val_shards, fresh = self.feed.pieces()
+        else:
+            train_shards, val_shards, fresh = m.shards("train"), m.shards("val"), None
         job = RankJob(world=self.tc.ddp, training=self.tc, net=self.model_meta["net"],
                       model_kwargs=dict(self.model_meta["kwargs"]),
                       task=dict(kind=task.kind, classes=task.classes, class_loss=task.class_loss,
                                 value_loss=task.value_loss, loss_weights=task.loss_weights,
                                 class_weights=task.class_weights.cpu() if task.class_weights is not None else None,
                                 target=task.target, seed=task.seed),
-                      train_shards=m.shards("train"), val_shards=m.shards("val"), cache_options=self.cache_so,
+                      train_shards=train_shards, val_shards=val_shards, fresh=fresh, cache_options=self.cache_so,
                       every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule,
                       decay_steps=MODELS[self.cfg.model.name].decay_steps,
                       model_entry=registration(self.cfg.model.name))
@@ -831,6 +842,8 @@ class Training:
             raise self._ranks_lost_scheduler(address) from None
         self.model.load_state_dict(done.weights)
         done.weights = None   # the copy sent back goes once it is in the model
+        if m is None:
+            self.feed.counted_by_ranks(done.counted)
         self.ranks_calibration = (done.calibration, done.calibrate_seconds)
         state.history, state.confusions, state.best = done.history, done.confusions, done.best
         if state.best is not None:

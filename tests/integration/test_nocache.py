@@ -6,9 +6,10 @@ The promise: with the same seed, `--cache none` trains the same weights
 metrics as a run with a shard cache; it writes no shard, says so on the
 console and in metrics.json (`cache: "none"`), resumes after Ctrl-C to the
 metrics of a run never stopped, trains here from an existing cluster's
-features with `--train-on client`, and what would read shards from a cache
-on the workers (`--ddp`, `--scheduler`'s trainer task, `tune`) is refused
-naming the option."""
+features with `--train-on client`, and trains on the workers too: `--ddp`'s
+ranks and `--scheduler`'s trainer task featurise their own share each
+epoch, to the weights the same ranks train from a cache; `tune` (whose
+trials read shards) is refused naming the option."""
 from __future__ import annotations
 
 import hashlib
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.events import Events
 from lancetnic_flow.training.checkpoints import CHECKPOINT
 from lancetnic_flow.training.orchestrator import train
 from lancetnic_flow.training.resume import resume_config
@@ -88,9 +90,38 @@ def test_cache_none_resumes_after_ctrl_c_to_the_metrics_of_a_cached_run_never_st
     assert outcome(run) == outcome(Path(ref.run))
 
 
-def test_cache_none_with_ranks_or_tune_is_refused_naming_the_option(small_corpus, tmp_path):
-    assert_user_error(cli("train", small_corpus, "--cache", "none", "--ddp", "2", cwd=tmp_path),
-                      "--cache none: --ddp 2 trains on Dask workers", "hint: drop --ddp")
+def _ranks_config(corpus, tmp_path: Path, name: str, cache: str, model: str, mode: str):
+    from lancetnic_flow.config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig,
+                                       TrainConfig, TrainingConfig)
+
+    features = FeatureConfig(mode=mode, buckets=2**16) if mode == "hashing" else FeatureConfig(mode=mode,
+                                                                                              max_features=5000)
+    return TrainConfig(data=DataConfig(train=[str(corpus)]), features=features, model=ModelConfig(name=model, hidden=32 if model != "LinearSVM" else None),
+                       training=TrainingConfig(epochs=2, ddp=2, device="cpu", checkpoint_every="off"),
+                       cluster=ClusterConfig(blocksize=64 * 1024),   # several partitions to deal to the ranks
+                       output=OutputConfig(out=str(tmp_path / "runs"), name=name, cache=cache))
+
+
+@pytest.mark.parametrize("model, mode", [("LinearSVM", "hashing"),   # weights averaged; raw counts finished
+                                         ("ScalpelMC", "tfidf")])    # gradients exchanged; a fitted vocabulary
+def test_ddp_ranks_without_a_cache_featurise_their_share_to_the_cached_ranks_weights_and_write_no_shard(
+        client, small_corpus, tmp_path, model, mode):
+    cached = train(_ranks_config(small_corpus, tmp_path, "cached", str(tmp_path / "cache"), model, mode),
+                   client=client)
+    seen: list[dict] = []
+    events = Events()
+    events.subscribe(lambda kind, e: seen.append(e) if kind == "decided" and e.get("what") == "cache" else None)
+    fresh = train(_ranks_config(small_corpus, tmp_path, "fresh", "none", model, mode), events, client=client)
+    runs = tmp_path / "runs"
+    assert outcome(runs / "fresh") == outcome(runs / "cached")
+    assert fresh.metrics["ddp"]["replica_digests"] == cached.metrics["ddp"]["replica_digests"]
+    assert fresh.metrics["cache"] == "none" and fresh.metrics["rows"] == cached.metrics["rows"]
+    assert "featurised afresh, by the 2 ranks, each its own share" in seen[0]["message"]
+    assert sorted(p.name for p in runs.iterdir()) == ["cached", "fresh"]
+    assert not list((runs / "fresh").rglob("*.npz")) and any((tmp_path / "cache").rglob("*.npz"))
+
+
+def test_cache_none_with_tune_is_refused_naming_the_option(small_corpus, tmp_path):
     assert_user_error(cli("tune", small_corpus, "--cache", "none", cwd=tmp_path),
                       "--cache none: tune's trials read the featurised shards")
     assert not (tmp_path / "runs").exists()
@@ -98,16 +129,19 @@ def test_cache_none_with_ranks_or_tune_is_refused_naming_the_option(small_corpus
 
 @pytest.mark.slow
 def test_with_an_existing_scheduler_cache_none_trains_here_from_the_workers_features(small_corpus, tmp_path):
-    """Real `dask scheduler` and `dask worker` processes: their trainer task reads a cache, so it is refused
-    by name; with --train-on client the workers featurise every epoch and the weights are the cached run's."""
+    """Real `dask scheduler` and `dask worker` processes: the trainer task on the cluster featurises each
+    epoch itself; with --train-on client the workers featurise every epoch for this process; both train the
+    cached run's weights."""
     (tmp_path / "cluster").mkdir()
     with dask_processes(tmp_path / "cluster", "1GiB", workers=1) as (address, _):
         common = [small_corpus, "--epochs", "2", "--scheduler", address, "--out", tmp_path / "runs"]
-        assert_user_error(cli("train", *common, "--cache", "none", cwd=tmp_path),
-                          "--cache none: --scheduler trains on Dask workers", "--train-on client")
-        for name, cache in (("cached", tmp_path / "cache"), ("fresh", "none")):
-            r = cli("train", *common, "--train-on", "client", "--name", name, "--cache", cache, cwd=tmp_path)
+        for name, cache, where in (("cached", tmp_path / "cache", "client"), ("fresh", "none", "client"),
+                                   ("task", "none", "auto")):
+            r = cli("train", *common, "--train-on", where, "--name", name, "--cache", cache, cwd=tmp_path)
             assert r.returncode == 0, r.stdout + r.stderr
+    assert "featurised afresh, by the trainer task on the cluster" in r.stdout + r.stderr
     runs = tmp_path / "runs"
-    assert outcome(runs / "fresh") == outcome(runs / "cached")
-    assert sorted(p.name for p in runs.iterdir()) == ["cached", "fresh"] and not (tmp_path / "none").exists()
+    assert outcome(runs / "fresh") == outcome(runs / "cached") == outcome(runs / "task")
+    assert json.loads((runs / "task" / "metrics.json").read_text())["trained_on"] != \
+        json.loads((runs / "fresh" / "metrics.json").read_text())["trained_on"]
+    assert sorted(p.name for p in runs.iterdir()) == ["cached", "fresh", "task"] and not (tmp_path / "none").exists()

@@ -219,6 +219,7 @@ class RanksDone:
     calibration: Any   # models.calibrate.Calibration: fitted on rank 0, on the validation shards
     calibrate_seconds: float
     info: dict       # ranks, backend, device, workers, steps, replica_digests, rank_seconds
+    counted: dict = dataclasses.field(default_factory=dict)   # --cache none: the ranks' row accounting
 
 
 class RankDriver:
@@ -235,6 +236,7 @@ class RankDriver:
         self.stop_event = Event(self.stop_name, client=client)
         self.clocks: list[dict] = [{} for _ in range(job.world)]   # per rank, summed over segments
         self.sent: list[int] = [0] * job.world                        # weight bytes each rank sent averaging
+        self.counted: dict = {}   # (source, partition) -> PartitionResult: what the ranks read, without a cache
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
         self.restarts = 0
         self.total_rows = sum(s.rows for s in job.train_shards)
@@ -333,6 +335,9 @@ class RankDriver:
                 c[k] = c.get(k, 0.0) + v
         self.sent = [a + r.get("sent_bytes", 0) for a, r in zip(self.sent, results)]
         self.digests = [r["digest"] for r in results]
+        for r in results:   # --cache none: the row accounting of every partition some rank featurised
+            for key, res in (r.get("counted") or {}).items():
+                self.counted.setdefault(key, res)
         if len(set(self.digests)) != 1:
             raise RuntimeError(f"the --ddp replicas diverged (weight digests {self.digests})")
         return results
@@ -406,7 +411,7 @@ class RankDriver:
                 with contextlib.suppress(Exception):   # the scheduler may be what failed
                     self.stop_event.set()
         return RanksDone(head["weights"], head["history"], head["confusions"], head["best"], head["last_val"],
-                         head["calibration"], head["calibrate_seconds"],
+                         head["calibration"], head["calibrate_seconds"], counted=self.counted,
                          info={"rank_bytes": self.rank_bytes, "ranks": self.job.world, "backend": self.job.backend, "device": self.job.device,
                                "workers": self.chosen, "steps": head["steps"], "replica_digests": self.digests,
                                "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks],

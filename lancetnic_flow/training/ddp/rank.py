@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from ...allocator import trim_allocator
+from ...dataflow.stream import prefetch
 from ...config import CheckpointEvery, TrainingConfig
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
@@ -54,6 +55,8 @@ class RankJob:
     every: CheckpointEvery    # pause for a checkpoint every N steps or T seconds (rank 0's clock), and at an
                               # epoch's end if one is due then (N steps: always)
     features: Any = None      # FittedFeatures: finishes raw shards (term counts) into model rows
+    fresh: Any = None         # dataflow.fresh.FreshReader with --cache none: the shards are FreshPieces,
+                              # partitions each rank featurises itself every time it reads them
     address: str = ""         # rank 0's host: its rendezvous store listens there
     segment: str = ""         # names this segment's rendezvous (a Dask Variable holding the store's port)
     backend: str = "gloo"
@@ -153,6 +156,7 @@ class RankRun:
         # Where a rank's time goes: reading batches, its own forward/backward/step, the gradient exchange.
         self.clock = {"data": 0.0, "compute": 0.0, "exchange": 0.0}
         self.sent_bytes = 0               # weights this rank sent averaging them (rules that average)
+        self.counted: dict = {}           # --cache none: the row accounting of each partition it featurised
         self.tokens = 0                   # tokens trained since the last progress report
         self.polled, self.sent = 0.0, 0   # events this rank sent in this segment: the trainer waits for all
         self.t0 = time.monotonic()        # the segment's start: the last checkpoint
@@ -201,12 +205,20 @@ class RankRun:
         self.task = Task(**{**self.job.task, "class_weights": None if weights is None else weights.to(self.device)},
                          device=self.device)
 
-    def load(self, info: Any):
-        """A cached shard as model rows (a raw shard of the counting fit pass is finished here)."""
+    def blocks(self, info: Any):
+        """A cached shard as model rows (a raw shard of the counting fit pass is
+        finished here); without a cache, the piece's partition featurised here."""
         from ...dataflow.shards import load_shard
 
+        if self.job.fresh is not None:
+            yield from self.job.fresh.blocks(info, self.job.features, self.counted)
+            return
         block = load_shard(info, self.job.cache_options)
-        return self.job.features.finish(block) if info.raw else block
+        yield self.job.features.finish(block) if info.raw else block
+
+    def read(self, shards: list):
+        """The rows of ``shards``, in order."""
+        return (block for info in shards for block in self.blocks(info))
 
     # ---- talking to the trainer
     def stop_asked(self) -> bool:
@@ -229,7 +241,7 @@ class RankRun:
         """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
         s = self.state
         out = {"reason": reason, "rng": to_cpu(rng_state(self.device)), "step": s.step, "digest": self.digest(),
-               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes}
+               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted}
         if self.rank == 0:
             out["state"] = TrainState(
                 epoch=epoch, batches=batches, rows=rows, step=s.step, stale=s.stale, history=s.history,
@@ -250,7 +262,7 @@ class RankRun:
             if epoch + 1 < self.tc.epochs and (asked or due):
                 return self.pause("interrupt" if asked else "epoch", epoch + 1, 0, 0, None)
         out = {"reason": "done", "digest": self.digest(), "steps": self.state.step, "rng": None,
-               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes}
+               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted}
         if self.rank == 0:
             s = self.state
             # The best epoch's copy, or the last epoch's weights (a rule that keeps the last keeps no copy).
@@ -274,7 +286,7 @@ class RankRun:
             return Calibration(), 0.0
         self.report("stage", stage="calibrating")
         tick = time.monotonic()
-        out = calibrate(self.model, _prefetched(self.load, self.job.val_shards), scale=self.rule.scales_logits)
+        out = calibrate(self.model, prefetch(self.read(self.job.val_shards)), scale=self.rule.scales_logits)
         return out, time.monotonic() - tick
 
     def _stream(self, epoch: int):
@@ -282,7 +294,7 @@ class RankRun:
 
         job, tc = self.job, self.tc
         mine = share(job.train_shards, self.rank, job.world, tc.seed, epoch)
-        return iter(BatchStream(lambda: (self.load(s) for s in mine), batch_size=self.rank_batch,
+        return iter(BatchStream(lambda: self.read(mine), batch_size=self.rank_batch,
                                 shuffle_buffer=tc.shuffle_buffer, seed=self.stream_seed, epoch=epoch,
                                 by_length=getattr(self.model, "batches_by_length", False)))
 
@@ -406,10 +418,12 @@ class RankRun:
             self.report("stage", stage="evaluating", epoch=epoch + 1, epochs=self.tc.epochs)
             # With --learn-val (one rank only) the twin learns the validation rows as they are scored.
             then = self.rule.while_validating(self.model, self.schedule(s.step), self.tc.seed, epoch)
-            val_m = (steps.evaluate_blocks(self.model, _prefetched(self.load, job.val_shards), self.task, self.device,
+            val_m = (steps.evaluate_blocks(self.model, prefetch(self.read(job.val_shards)), self.task, self.device,
                                            then=then)
                      if job.val_shards else None)
             val = val_m.result() if val_m is not None else {}
+            if val.get("rows") == 0:   # --cache none reads the pieces to learn they hold no validation row
+                val_m, val = None, {}
             record = steps.epoch_record(epoch + 1, self._train_m, val, self._epoch_clock, self.schedule(s.step))
             s.history.append(record)
             s.confusions.append(val.get("confusion"))
@@ -425,9 +439,3 @@ class RankRun:
             stop[2] = 1.0 if every.batches or (every.seconds and time.monotonic() - self.t0 >= every.seconds) else 0.0
         self.dist.broadcast(stop, 0)   # every rank stops together
         return bool(stop[0].item()), bool(stop[1].item()), bool(stop[2].item())
-
-
-def _prefetched(load: Any, shards: list):
-    from ...dataflow.stream import prefetch
-
-    return prefetch(load(s) for s in shards)

@@ -89,3 +89,28 @@ def test_has_val_says_whether_a_cached_run_would_have_validation_shards(tmp_path
     none = [PartitionResult(partition=0, train_rows=5)]
     assert FreshFeed(None, spec, NULL_EVENTS, trained=only_unknown, results=only_unknown).has_val()
     assert not FreshFeed(None, spec, NULL_EVENTS, trained=none, results=none).has_val()
+
+
+def test_pieces_a_rank_featurises_itself_give_the_cached_shards_rows_and_the_accounting(tmp_path):
+    """--cache none with ranks on the workers: each piece read by a FreshReader
+    (in the rank's thread) gives the cached shards of its partition, the
+    training pieces carry the fit pass's row counts the deal balances on, and
+    the accounting the reads made comes back to the feed."""
+    entry = make_entry(tmp_path)
+    cached = ShardFeed(None, entry.spec, NULL_EVENTS)
+    spec = dataclasses.replace(entry.spec, entry=None, cache_options={})
+    with InProcessClient(2) as client:
+        fresh = FreshFeed(client, spec, NULL_EVENTS, trained=trained_counts(spec), results=None)
+        train, val, reader = fresh.pieces()
+    shards = cached.manifest.shards("train")
+    assert [p.partition for p in train] == sorted({s.partition for s in shards})
+    assert [p.rows for p in train] == [sum(s.rows for s in shards if s.partition == p.partition) for p in train]
+    assert val and {p.keep for p in val} == {"val"} and {p.keep for p in train} == {"train"}
+    counted: dict = {}
+    same_blocks((b for p in train for b in reader.blocks(p, spec.features, counted)),
+                (cached.load(s) for s in sorted(shards, key=lambda s: (s.partition, s.chunk))))
+    same_blocks((b for p in val for b in reader.blocks(p, spec.features, counted)),
+                (cached.load(s) for s in sorted(cached.manifest.shards("val"), key=lambda s: (s.partition, s.chunk))))
+    fresh.counted_by_ranks(counted)
+    assert sorted((r.partition, r.rows_read, r.train_rows, r.val_rows) for r in fresh.results()) == sorted(
+        (r.partition, r.rows_read, r.train_rows, r.val_rows) for r in cached.results())
