@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from ...allocator import trim_allocator
-from ...dataflow.stream import prefetch
 from ...config import CheckpointEvery, TrainingConfig
+from ...dataflow.stream import prefetch
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
 from .cadence import cadence
