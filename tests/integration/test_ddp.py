@@ -454,6 +454,8 @@ def test_linear_svm_under_ddp_averages_its_ranks_to_one_model_near_the_single_pr
     replica = 2**16 * 4 * 4 + 4 * 4
     assert all(3 * replica * 0.9 <= sent <= 3 * replica * 1.1 + 64 for sent in info["rank_sent_bytes"])
     assert ddp["rows"]["trained"] == single["rows"]["trained"]
+    # an epoch's record counts every rank's rows, not rank 0's share
+    assert [e["rows"] for e in ddp["epochs"]] == [e["rows"] for e in single["epochs"]]
 
 
 def test_linear_svm_ranks_averaging_the_touched_rows_end_with_the_weights_of_averaging_every_row(

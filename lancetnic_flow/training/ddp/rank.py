@@ -40,6 +40,14 @@ EVENT_TOPIC = "lancetnic-flow-rank"
 PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
 
 
+# An averaging rule's ranks meet (whether any has rows left, rank 0's stop) every
+# MEET_EVERY steps and at each step from the epoch's planned last on, not at
+# every step: between syncs a rank's steps need nothing from the others, and
+# waiting for the slowest at each step cost more than the steps
+# (docs/benchmarks.md, "Two ranks' speed on two cores").
+MEET_EVERY = 32
+
+
 @dataclass
 class RankJob:
     """What every rank needs; plain data, shipped to the workers by Dask."""
@@ -315,8 +323,8 @@ class RankRun:
 
         stream = self._stream(epoch)
         job = self.job
-        cad = cadence(job.world, steps_in(job.train_shards, job.world, self.tc.seed, epoch, self.rank_batch),
-                      self.tc.sync_every)
+        planned = steps_in(job.train_shards, job.world, self.tc.seed, epoch, self.rank_batch)
+        cad = cadence(job.world, planned, self.tc.sync_every)
         if self.rank == 0:   # the dashboard's stage, as a run in the trainer's process shows it
             self.report("stage", stage="training", epoch=epoch + 1, epochs=self.tc.epochs,
                         total_rows=sum(s.rows for s in self.job.train_shards), source="cluster",
@@ -341,11 +349,13 @@ class RankRun:
                                                       self.schedule(self.state.step))
                     if self.touched is not None:
                         self.touched[batch.indices] = True
-                flag = self._flag(done, since_batches, since_t)
                 self.clock["compute"] += time.perf_counter() - tick
-                tick = time.perf_counter()
-                active, flag = sync_flags(batch is not None, self.dist, flag, self.device)
-                self.clock["exchange"] += time.perf_counter() - tick
+                active, flag = 1, 0   # the ranks meet now and then, not each step: see MEET_EVERY
+                if (done + 1) % MEET_EVERY == 0 or done + 1 >= planned:
+                    tick = time.perf_counter()
+                    active, flag = sync_flags(batch is not None, self.dist, self._flag(done, since_batches, since_t),
+                                              self.device)
+                    self.clock["exchange"] += time.perf_counter() - tick
                 if not active:
                     break
             else:
@@ -382,6 +392,8 @@ class RankRun:
         self._average()
         clock.stop()
         self._progress(epoch, clock, loss=train_m.result().get("loss"), done=True)
+        # The epoch's record (history.csv: rows, rows_per_s) counts every rank's rows, not this one's share.
+        clock.rows = sum(s.rows for s in job.train_shards)
         self._train_m, self._epoch_clock = train_m, clock
         return None
 
