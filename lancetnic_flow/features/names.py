@@ -181,10 +181,14 @@ def bucket_labels(names: pa.Table | None, buckets: np.ndarray, sep: str = " | ")
     if names is None or not names.num_rows:
         return [f"#{b}" for b in buckets.tolist()]
     b = names["bucket"].to_numpy()
-    terms = names["term"].to_pylist()
     lo = np.searchsorted(b, buckets, "left")
     hi = np.searchsorted(b, buckets, "right")
-    return [sep.join(terms[i:j]) if j > i else f"#{bk}" for bk, i, j in zip(buckets.tolist(), lo, hi)]
+    # Only the asked buckets' terms become Python strings (the table holds up to MOST).
+    counts = hi - lo
+    starts = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    terms = names["term"].take(pa.array(starts + np.arange(counts.sum()))).to_pylist()
+    ends = np.cumsum(counts).tolist()
+    return [sep.join(terms[e - n:e]) if n else f"#{bk}" for bk, n, e in zip(buckets.tolist(), counts.tolist(), ends)]
 
 
 def names_to_json(names: pa.Table | None) -> dict | None:

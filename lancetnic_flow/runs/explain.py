@@ -42,6 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from ..errors import UserError
 from ..registry import task_kind
@@ -262,6 +263,37 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
 # ---------------------------------------------------------------- top_terms.csv
 
 
+@njit(cache=True, nogil=True)
+def keep_top_rows(w, start, best_w, best_i):   # pragma: no cover - compiled
+    """Fold rows ``start…`` (``w``: rows × columns) into each column's running
+    top ``k`` (``best_w``/``best_i``: k × columns, -inf/-1 while unfilled),
+    in the order weight descending, then feature id ascending: a row enters
+    a column when it outweighs that column's worst kept entry, which on a tie
+    is the larger id (rows come in id order, so a tie keeps the earlier
+    row). One pass over ``w`` and O(k) per entry that enters, where a
+    partial sort of every column cost a sort's work per element."""
+    k, cols = best_w.shape
+    worst = np.zeros(cols, np.int64)
+    for j in range(cols):
+        worst[j] = _worst(best_w, best_i, j)
+    for r in range(w.shape[0]):
+        for j in range(cols):
+            if w[r, j] > best_w[worst[j], j]:
+                best_w[worst[j], j] = w[r, j]
+                best_i[worst[j], j] = start + r
+                worst[j] = _worst(best_w, best_i, j)
+
+
+@njit(cache=True, nogil=True)
+def _worst(best_w, best_i, j):   # pragma: no cover - compiled
+    m = 0
+    for r in range(1, best_w.shape[0]):
+        if best_w[r, j] < best_w[m, j] or (best_w[r, j] == best_w[m, j] and best_i[r, j] > best_i[m, j]):
+            m = r
+    return m
+
+
+
 def top_terms(dec: Decomposition, features, names: pa.Table | None = None, per_class: int = TOP_TERMS,
               max_classes: int = MAX_CLASSES) -> list[dict[str, Any]]:
     """Each output's ``per_class`` features of largest weight (an exact network's), for the
@@ -278,17 +310,14 @@ def top_terms(dec: Decomposition, features, names: pa.Table | None = None, per_c
         return []
     A, _ = dec.affine()
     cols = [c for c, _ in outputs]
-    best_w = np.full((0, len(cols)), -np.inf)
-    best_i = np.zeros((0, len(cols)), np.int64)
+    best_w = np.full((min(per_class, dim), len(cols)), -np.inf)
+    best_i = np.full(best_w.shape, -1, np.int64)
     for start in range(0, dim, CHUNK):   # a running top-k per column: never dim × outputs at once
-        w = dec.E[start:start + CHUNK].astype(np.float64) @ A[:, cols]
-        k = min(per_class, len(w))
-        idx = np.argpartition(-w, k - 1, axis=0)[:k]
-        best_w = np.concatenate([best_w, np.take_along_axis(w, idx, 0)])
-        best_i = np.concatenate([best_i, idx + start])
+        keep_top_rows(np.ascontiguousarray(dec.E[start:start + CHUNK].astype(np.float64) @ A[:, cols]), start,
+                      best_w, best_i)
     rows: list[dict[str, Any]] = []
     for j, (_, name) in enumerate(outputs):
-        order = np.lexsort((best_i[:, j], -best_w[:, j]))[:per_class]
+        order = np.lexsort((best_i[:, j], -best_w[:, j]))
         ids, ws = best_i[order, j], best_w[order, j]
         if features.mode == "hashing":
             labels = bucket_labels(names, ids)

@@ -301,3 +301,21 @@ def test_the_top_term_of_a_separable_corpus_is_its_obvious_word(separable_run):
     first = {r["class"]: r["terms"] for r in rows if r["rank"] == "1"}
     assert first == {"sports": "goal", "tech": "chip", "politics": "vote"}
     assert not (Path(separable_run) / "top_terms.png").exists()   # plots=False: the table alone
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_running_top_rows_are_each_columns_heaviest_in_any_chunking_ties_to_the_lower_id(seed):
+    from lancetnic_flow.runs.explain import keep_top_rows
+
+    rng = np.random.default_rng(seed)
+    rows, cols, k = int(rng.integers(1, 120)), int(rng.integers(1, 5)), int(rng.integers(1, 25))
+    # Few distinct weights: ties at the k-th place in most columns.
+    w = rng.integers(-3, 4, (rows, cols)).astype(np.float64) if seed % 2 else rng.normal(size=(rows, cols))
+    chunk = int(rng.integers(1, 40))
+    best_w, best_i = np.full((min(k, rows), cols), -np.inf), np.full((min(k, rows), cols), -1, np.int64)
+    for start in range(0, rows, chunk):
+        keep_top_rows(np.ascontiguousarray(w[start:start + chunk]), start, best_w, best_i)
+    for j in range(cols):
+        kept = sorted(zip(-best_w[:, j], best_i[:, j]))
+        want = sorted(zip(-w[:, j], range(rows)))[:k]
+        assert [int(i) for _, i in kept] == [i for _, i in want] and [-x for x, _ in kept] == [-x for x, _ in want]
