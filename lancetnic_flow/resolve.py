@@ -217,11 +217,11 @@ def _check_multilabel(cfg: TrainConfig) -> None:
                   "drop {name}, or pass {name} hinge")
 
 
-#: --analyzer auto reads character n-grams from this share of spaceless word characters
-#: up (features/scripts.py measures it): below it a corpus is mostly words; above it,
-#: character n-grams still read its space-separated words well, while words lose
-#: every spaceless clause.
-SPACELESS_SHARE = 0.3
+#: --analyzer auto reads character n-grams from this share of word characters in
+#: scripts whose words a word analyzer cannot match (features/scripts.py measures it):
+#: below it a corpus is mostly words; above it, character n-grams still read its
+#: other words well, while words lose every unspaced clause and joined particle.
+CHAR_SCRIPT_SHARE = 0.3
 # --analyzer auto's character n-grams, chosen on the validation rows of real
 # Japanese and Chinese text (docs/benchmarks.md).
 AUTO_CHAR_ANALYZER, AUTO_CHAR_NGRAMS = "char_wb", (1, 3)
@@ -229,13 +229,13 @@ AUTO_CHAR_ANALYZER, AUTO_CHAR_NGRAMS = "char_wb", (1, 3)
 DEFAULT_NGRAMS = (1, 2)
 
 
-def resolve_sample(given: TrainConfig, resolved: TrainConfig, spaceless: float, letters: int
+def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, letters: int
                    ) -> tuple[TrainConfig, TrainConfig, str | None]:
     """``--analyzer auto`` decided from a sample of the training text, before
-    the fit pass: ``spaceless`` is the share of its ``letters`` word
-    characters in scripts written without spaces
-    (:func:`~lancetnic_flow.features.scripts.spaceless_share`). From
-    :data:`SPACELESS_SHARE` up the features are
+    the fit pass: ``share`` is the share of its ``letters`` word characters
+    in scripts written without spaces or with particles joined to their words
+    (:func:`~lancetnic_flow.features.scripts.char_script_share`). From
+    :data:`CHAR_SCRIPT_SHARE` up the features are
     character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range other
     than the default was given), else words. The choice goes into both
     configurations, as if given, so a later re-resolution (``--model auto``'s
@@ -243,7 +243,7 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, spaceless: float, 
     (None when there was nothing to decide)."""
     if resolved.features.analyzer != AUTO:
         return given, resolved, None
-    chars = letters > 0 and spaceless >= SPACELESS_SHARE
+    chars = letters > 0 and share >= CHAR_SCRIPT_SHARE
     char_range = chars and (given.features.ngram_min, given.features.ngrams) == DEFAULT_NGRAMS
     given, resolved = copy.deepcopy(given), copy.deepcopy(resolved)
     for f in (given.features, resolved.features):
@@ -253,8 +253,9 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, spaceless: float, 
     f = resolved.features
     if not chars:
         return given, resolved, None
-    return given, resolved, (f"analyzer {f.analyzer} {f.ngram_min},{f.ngrams}: {spaceless:.0%} of the sampled "
-                             f"letters are in scripts written without spaces (Chinese, Japanese, Thai, …); "
+    return given, resolved, (f"analyzer {f.analyzer} {f.ngram_min},{f.ngrams}: {share:.0%} of the sampled "
+                             "letters are in scripts whose words do not repeat in one form (written without "
+                             "spaces: Chinese, Japanese, Thai, …; with particles joined to each word: Korean); "
                              "--analyzer word keeps words")
 
 

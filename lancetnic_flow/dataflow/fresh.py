@@ -70,22 +70,33 @@ class FreshReader:
     chunk_bytes: int
     val_fraction: float
 
+    def task(self, keep: str, features: Any = None) -> tuple[Callable, dict]:
+        """The task that featurises a partition afresh, and its arguments, for
+        the rows ``keep`` ("train" or "val"): term counts need the feature
+        options only; otherwise ``features`` (the fitted ones, or their shared
+        future on the cluster)."""
+        common = dict(columns=self.columns, storage_options=self.storage_options, chunk_bytes=self.chunk_bytes,
+                      val_fraction=self.val_fraction, keep=(keep,))
+        if self.raw:
+            return recount_partition, dict(common, fcfg=FeatureConfig(**self.feature_config))
+        return featurize_partition, dict(common, features=features, shard_dir=None, cache_options={})
+
+    @staticmethod
+    def rows(info: ShardInfo, features: Any) -> RowBlock:
+        """A shard carried in a result as model rows (a raw shard is finished here, as a cached run does)."""
+        block = load_shard(info, {})
+        return features.finish(block) if info.raw else block
+
     def blocks(self, piece: FreshPiece, features: Any, counted: dict | None = None) -> Iterator[RowBlock]:
         """The piece's rows; ``counted`` keeps the first row accounting of each
         partition, by (source, partition), as a pass of :class:`FreshFeed` does."""
-        common = dict(columns=self.columns, storage_options=self.storage_options, chunk_bytes=self.chunk_bytes,
-                      val_fraction=self.val_fraction, keep=(piece.keep,))
-        if self.raw:
-            res = recount_partition(piece.part, piece.split, fcfg=FeatureConfig(**self.feature_config), **common)
-        else:
-            res = featurize_partition(piece.part, piece.split, features=features, shard_dir=None, cache_options={},
-                                      **common)
+        task, kwargs = self.task(piece.keep, features)
+        res = task(piece.part, piece.split, **kwargs)
         shards, res.shards = res.shards, []
         if counted is not None:
             counted.setdefault(("val" if piece.split == "val" else "train", piece.partition), res)
         for info in shards:
-            block = load_shard(info, {})
-            yield features.finish(block) if info.raw else block
+            yield self.rows(info, features)
 
 
 class FreshFeed:
@@ -103,6 +114,8 @@ class FreshFeed:
         self.client, self.spec, self.events = client, spec, events
         self.raw = spec.features.mode == "hashing"    # a cached run's shards are the counting pass's
         self._features: Any = None
+        self.reader = FreshReader(self.raw, spec.columns, spec.feature_config, spec.storage_options,
+                                  spec.chunk_bytes, spec.val_fraction)
         by_index = {p.index: p for p in spec.train.partitions}
         self.with_rows = [by_index[r.partition] for r in sorted(trained, key=lambda r: r.partition)
                           if r.train_rows and r.partition in by_index]
@@ -123,27 +136,22 @@ class FreshFeed:
         return self._counted if self._counted is not None else list(self._results.values())
 
     # ---- the passes
-    def _kwargs(self, keep: str) -> dict:
-        s = self.spec
-        common = dict(columns=s.columns, storage_options=s.storage_options, chunk_bytes=s.chunk_bytes,
-                      val_fraction=s.val_fraction, keep=(keep,))
-        if self.raw:   # term counts need the feature options only
-            return dict(common, fcfg=FeatureConfig(**s.feature_config))
-        if self._features is None:   # the fitted features go to the cluster once, not with every task
-            self._features = share(self.client, s.features)
-        return dict(common, features=self._features, shard_dir=None, cache_options={})
+    def _task(self, keep: str) -> tuple[Callable, dict]:
+        if not self.raw and self._features is None:   # the fitted features go to the cluster once, not with every task
+            self._features = share(self.client, self.spec.features)
+        return self.reader.task(keep, self._features)
 
     def _pass(self, jobs: list[tuple], keep: str, kind: str) -> Iterator[RowBlock]:
         """``keep``'s blocks of ``jobs``, in order, through the window; the row
         accounting of a pass over every partition of ``kind`` is kept."""
-        task: Callable = recount_partition if self.raw else featurize_partition
+        task, kwargs = self._task(keep)
 
         def renew() -> dict:
             self._features = None
-            return self._kwargs(keep)
+            return self._task(keep)[1]
 
         done = 0
-        for r in OrderedWindow(self.client, task, jobs, self.spec.in_flight, renew=renew, **self._kwargs(keep)):
+        for r in OrderedWindow(self.client, task, jobs, self.spec.in_flight, renew=renew, **kwargs):
             done += 1
             self.events.emit("featurized", done=done, total=len(jobs), rows=r.rows_read, train_rows=r.train_rows,
                              tokens=r.tokens, bytes_read=r.bytes_read, seconds=r.seconds)
@@ -193,8 +201,7 @@ class FreshFeed:
         # counted_by_ranks).
         maybe = self.has_val() if self._counted is not None else bool(s.val is not None or s.val_fraction > 0)
         val = [FreshPiece(p, split, "val") for p, split in self._val_jobs()] if maybe else []
-        return train, val, FreshReader(self.raw, s.columns, s.feature_config, s.storage_options, s.chunk_bytes,
-                                       s.val_fraction)
+        return train, val, self.reader
 
     def counted_by_ranks(self, counted: dict) -> None:
         """The row accounting the ranks made reading their pieces (when the fit
@@ -205,5 +212,4 @@ class FreshFeed:
 
     def load(self, info: ShardInfo) -> RowBlock:
         """A shard carried in a result as model rows (a raw shard is finished here, as a cached run does)."""
-        block = load_shard(info, {})
-        return self.spec.features.finish(block) if info.raw else block
+        return self.reader.rows(info, self.spec.features)

@@ -1,14 +1,21 @@
-"""How much of a text sample is written without spaces between words.
+"""How much of a text sample is in scripts whose words a word analyzer cannot match.
 
-Chinese, Japanese, Thai, Lao, Khmer, Myanmar and Tibetan put no separator
-between words: the word analyzer reads a whole clause as one token, seen
-once, and learns nothing from it. :func:`spaceless_share` measures, on a
-sample of the corpus, the share of word characters (Unicode letters and
-digits, :mod:`.wordchars`) in those scripts; ``--analyzer auto`` turns to
-character n-grams when it is at least ``resolve.SPACELESS_SHARE``.
+Two kinds of script, one symptom: a word token is seldom seen again in the
+same form, so words learn little and character n-grams read the text well.
 
-Korean (Hangul) separates words with spaces and is not counted. Vectorised
-over the sample's code points: no Python object per character.
+* Written without separators between words (Chinese, Japanese, Thai, Lao,
+  Khmer, Myanmar, Tibetan): the word analyzer reads a whole clause as one
+  token, seen once.
+* Written with spaces, but with each word's particles and endings joined to
+  it (Korean's Hangul: 서버를, 서버의, 서버에서 are three tokens of one
+  word). On real Korean text words lost 5.7 points to character n-grams
+  (docs/benchmarks.md).
+
+:func:`char_script_share` measures, on a sample of the corpus, the share of
+word characters (Unicode letters and digits, :mod:`.wordchars`) in those
+scripts; ``--analyzer auto`` turns to character n-grams when it is at least
+``resolve.CHAR_SCRIPT_SHARE``. Vectorised over the sample's code points: no
+Python object per character.
 """
 from __future__ import annotations
 
@@ -37,10 +44,20 @@ SPACELESS = (
     (0xFF66, 0xFFA0),   # half-width katakana
     (0x20000, 0x32000),  # CJK unified ideographs, extensions B–H
 )
+# Hangul: words separated by spaces, particles and endings joined to them.
+JOINED = (
+    (0x1100, 0x1200),   # Hangul jamo
+    (0x3130, 0x3190),   # Hangul compatibility jamo
+    (0xA960, 0xA980),   # Hangul jamo extended A
+    (0xAC00, 0xD7B0),   # Hangul syllables
+    (0xD7B0, 0xD800),   # Hangul jamo extended B
+    (0xFFA0, 0xFFE0),   # half-width Hangul
+)
+CHAR_SCRIPTS = tuple(sorted(SPACELESS + JOINED))
 
 _WORD = np.array(RANGES, dtype=np.int64)
 _ASCII_WORD = np.array([any(lo <= c < hi for lo, hi in RANGES) for c in range(128)])
-_SPACELESS = np.array(SPACELESS, dtype=np.int64)
+_CHAR_SCRIPTS = np.array(CHAR_SCRIPTS, dtype=np.int64)
 
 
 def _in_ranges(points: np.ndarray, ranges: np.ndarray) -> np.ndarray:
@@ -51,9 +68,10 @@ def _in_ranges(points: np.ndarray, ranges: np.ndarray) -> np.ndarray:
     return ok
 
 
-def spaceless_share(texts: Iterable[str]) -> tuple[float, int]:
-    """The share of the word characters of ``texts`` in scripts without word
-    separators, and how many word characters were looked at (0: no letters)."""
+def char_script_share(texts: Iterable[str]) -> tuple[float, int]:
+    """The share of the word characters of ``texts`` in scripts whose words a
+    word analyzer cannot match (:data:`CHAR_SCRIPTS`), and how many word
+    characters were looked at (0: no letters)."""
     joined = "\n".join(t for t in texts if t)
     if not joined:
         return 0.0, 0
@@ -65,4 +83,4 @@ def spaceless_share(texts: Iterable[str]) -> tuple[float, int]:
     n = n_ascii + len(rest)
     if not n:
         return 0.0, 0
-    return float(_in_ranges(rest, _SPACELESS).sum()) / n, n
+    return float(_in_ranges(rest, _CHAR_SCRIPTS).sum()) / n, n

@@ -420,16 +420,16 @@ class Training:
         return key_options(dataclasses.asdict(self.cfg.features), self.init, self.cfg.data.classes)
 
     def _decide_analyzer(self) -> None:
-        """``--analyzer auto``: words, or character n-grams for text written
-        without spaces, from a sample of the training text (resolve_sample)."""
+        """``--analyzer auto``: words, or character n-grams for text whose words
+        do not repeat in one form, from a sample of the training text (resolve_sample)."""
         if self.cfg.features.analyzer != "auto":
             return
-        from ..features.scripts import spaceless_share
+        from ..features.scripts import char_script_share
 
-        share, letters = spaceless_share(sample_texts(self.train_src, self.columns, self.cfg.data.storage_options,
-                                                      sample=getattr(self, "sample", None)))
+        share, letters = char_script_share(sample_texts(self.train_src, self.columns, self.cfg.data.storage_options,
+                                                        sample=getattr(self, "sample", None)))
         self.given, self.cfg, note = resolve_sample(self.given, self.cfg, share, letters)
-        self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "spaceless_share": round(share, 4),
+        self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "char_script_share": round(share, 4),
                                       "letters_sampled": letters}
         if note:
             self.events.emit("decided", what="analyzer", message=note)

@@ -275,10 +275,10 @@ def test_text_without_spaces_trains_on_character_ngrams_by_default_and_the_run_s
         assert p.returncode == 0, p.stdout + p.stderr
         out[name] = (p.stdout + p.stderr, json.loads((tmp_path / "runs" / name / "metrics.json").read_text()))
     text, metrics = out["auto"]
-    assert "decided  analyzer char_wb 1,3:" in text and "written without spaces" in text
+    assert "decided  analyzer char_wb 1,3:" in text and "written without spaces" in text and "Korean" in text
     stored = json.loads((tmp_path / "runs" / "auto" / "features.json").read_text())
     assert (stored["analyzer"], stored.get("ngram_min", 1), stored["ngrams"]) == ("char_wb", 1, 3)
-    assert metrics["decided"]["analyzer"]["spaceless_share"] > 0.9
+    assert metrics["decided"]["analyzer"]["char_script_share"] > 0.9
     assert metrics["val_accuracy"] > 0.9
     # The user's --analyzer wins: no decision, and words (each line one token) learn nothing here.
     text, metrics = out["word"]

@@ -264,7 +264,7 @@ def test_analyzer_auto_reads_words_where_only_words_can_be_read(features):
 def test_text_without_spaces_turns_auto_to_character_ngrams_in_both_configurations_and_says_so():
     given = config()
     resolved = resolve(given)
-    g, r, note = resolve_sample(given, resolved, spaceless=0.8, letters=5000)
+    g, r, note = resolve_sample(given, resolved, share=0.8, letters=5000)
     assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("char_wb", *AUTO_CHAR_NGRAMS)
     assert (g.features.analyzer, g.features.ngram_min, g.features.ngrams) == ("char_wb", *AUTO_CHAR_NGRAMS)
     assert note.startswith("analyzer char_wb 1,3: 80% of the sampled letters") and "--analyzer word" in note
@@ -274,16 +274,16 @@ def test_text_without_spaces_turns_auto_to_character_ngrams_in_both_configuratio
 
 def test_text_with_spaces_turns_auto_to_words_with_the_range_as_given_and_says_nothing():
     given = config()
-    g, r, note = resolve_sample(given, resolve(given), spaceless=0.01, letters=5000)
+    g, r, note = resolve_sample(given, resolve(given), share=0.01, letters=5000)
     assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("word", 1, 2) and note is None
-    _, r, _ = resolve_sample(given, resolve(given), spaceless=0.9, letters=0)   # no letters: no evidence
+    _, r, _ = resolve_sample(given, resolve(given), share=0.9, letters=0)   # no letters: no evidence
     assert r.features.analyzer == "word"
 
 
 def test_an_explicit_ngram_range_is_kept_when_auto_turns_to_characters():
     given = config()
     given.features = FeatureConfig(ngram_min=2, ngrams=5)
-    _, r, note = resolve_sample(given, resolve(given), spaceless=0.9, letters=100)
+    _, r, note = resolve_sample(given, resolve(given), share=0.9, letters=100)
     assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("char_wb", 2, 5)
     assert "char_wb 2,5" in note
 
@@ -293,7 +293,7 @@ def test_an_explicit_analyzer_always_wins_over_the_sample(analyzer):
     given = config()
     given.features = FeatureConfig(analyzer=analyzer)
     resolved = resolve(given)
-    g, r, note = resolve_sample(given, resolved, spaceless=1.0 if analyzer == "word" else 0.0, letters=100)
+    g, r, note = resolve_sample(given, resolved, share=1.0 if analyzer == "word" else 0.0, letters=100)
     assert r is resolved and g is given and note is None and r.features.analyzer == analyzer
 
 

@@ -236,6 +236,7 @@ class RankDriver:
         self.stop_event = Event(self.stop_name, client=client)
         self.clocks: list[dict] = [{} for _ in range(job.world)]   # per rank, summed over segments
         self.sent: list[int] = [0] * job.world                        # weight bytes each rank sent averaging
+        self.sync: Cadence | None = None                               # the placed ranks' cadence (place)
         self.counted: dict = {}   # (source, partition) -> PartitionResult: what the ranks read, without a cache
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
         self.restarts = 0
@@ -256,7 +257,7 @@ class RankDriver:
                                   "were asked to stop (a rank of the lost segment that did not end)") from None
         self.job = dataclasses.replace(self.job, address=host, device=kind, local_ranks=local,
                                        backend="nccl" if kind == "cuda" else "gloo", stop_event=self.stop_name)
-        sync = self.cadence()
+        self.sync = sync = self.cadence()
         self.events.emit("ddp", ranks=world, workers=self.chosen, backend=self.job.backend, device=kind,
                          **({"sync": sync.describe(world)} if sync is not None else {}))
 
@@ -416,4 +417,4 @@ class RankDriver:
                                "workers": self.chosen, "steps": head["steps"], "replica_digests": self.digests,
                                "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks],
                                "rank_sent_bytes": self.sent, "averaged": RULES[self.job.rule].averages_weights,
-                               **({"sync": dataclasses.asdict(sync)} if (sync := self.cadence()) else {})})
+                               **({"sync": dataclasses.asdict(self.sync)} if self.sync else {})})

@@ -1,13 +1,14 @@
 """features/scripts.py: the share of a sample's word characters in scripts
-written without spaces tells Chinese, Japanese and Thai from languages that
-separate words (English, Korean, Russian, Arabic), whatever the punctuation,
-digits and Latin package names mixed in."""
+whose words do not repeat in one form tells Chinese, Japanese and Thai
+(no spaces) and Korean (particles joined to each word) from languages whose
+words a word analyzer matches (English, Russian, Arabic), whatever the
+punctuation, digits and Latin package names mixed in."""
 from __future__ import annotations
 
 import pytest
 
-from lancetnic_flow.features.scripts import spaceless_share
-from lancetnic_flow.resolve import SPACELESS_SHARE
+from lancetnic_flow.features.scripts import CHAR_SCRIPTS, char_script_share
+from lancetnic_flow.resolve import CHAR_SCRIPT_SHARE
 
 
 @pytest.mark.parametrize("text", [
@@ -20,29 +21,43 @@ from lancetnic_flow.resolve import SPACELESS_SHARE
     "ភាសាខ្មែរសរសេរជាប់គ្នា",
     "မြန်မာဘာသာစကား",
 ])
-def test_text_written_without_spaces_is_mostly_spaceless(text):
-    share, letters = spaceless_share([text, text])
-    assert share >= SPACELESS_SHARE and letters > 10
+def test_text_written_without_spaces_is_read_in_characters(text):
+    share, letters = char_script_share([text, text])
+    assert share >= CHAR_SCRIPT_SHARE and letters > 10
+
+
+@pytest.mark.parametrize("text", [
+    "한국어는 단어 사이에 띄어쓰기를 합니다",
+    "이 패키지는 서버를 위한 라이브러리입니다. 서버의 설정 파일과 서버에서 쓰는 도구 (libfoo-dev 1.2)",
+    "ﾡﾢﾣ 반각 한글",
+])
+def test_korean_whose_particles_join_its_words_is_read_in_characters(text):
+    share, letters = char_script_share([text])
+    assert share >= CHAR_SCRIPT_SHARE and letters > 5
 
 
 @pytest.mark.parametrize("text", [
     "A real-time strategy game of ancient warfare, free and open source (0 A.D.)",
-    "한국어는 단어 사이에 띄어쓰기를 합니다",
     "Стратегическая игра в реальном времени о войнах древности",
     "لعبة استراتيجية في الوقت الحقيقي",
     "Ｆｕｌｌ－ｗｉｄｔｈ Ｌａｔｉｎ letters　are words",
 ])
-def test_text_with_word_separators_is_not(text):
-    share, letters = spaceless_share([text])
+def test_text_whose_words_repeat_is_not(text):
+    share, letters = char_script_share([text])
     assert share < 0.05 and letters > 10
 
 
 def test_no_letters_is_no_evidence():
-    assert spaceless_share([]) == (0.0, 0)
-    assert spaceless_share(["", "!!! ... ？？", "。、「」"]) == (0.0, 0)
+    assert char_script_share([]) == (0.0, 0)
+    assert char_script_share(["", "!!! ... ？？", "。、「」"]) == (0.0, 0)
 
 
 def test_the_share_counts_characters_not_texts():
-    share, letters = spaceless_share(["漢字" * 10, "latin words here"])
+    share, letters = char_script_share(["漢字" * 10, "latin words here"])
     assert letters == 20 + 14
     assert share == pytest.approx(20 / 34)
+
+
+def test_the_script_ranges_are_sorted_and_disjoint():
+    # The look-up is a binary search over them: an overlap or a misorder would drop a script silently.
+    assert all(lo < hi <= nxt for (lo, hi), (nxt, _) in zip(CHAR_SCRIPTS, CHAR_SCRIPTS[1:]))
