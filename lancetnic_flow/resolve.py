@@ -259,6 +259,33 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
                              "--analyzer word keeps words")
 
 
+def words_kept_warning(features, model: str, share: float, letters: int) -> str | None:
+    """``--analyzer auto`` left to decide, but another option settled it on
+    words (:meth:`~lancetnic_flow.config.FeatureConfig.known_analyzer`) while
+    the sample is mostly in scripts whose words do not repeat in one form
+    (``share`` of its ``letters``, as :func:`resolve_sample` takes them): the
+    warning that names the option and what reads characters instead. None
+    when words fit the text, or when the user's own tokenizer splits it
+    (a word segmenter is the right tool there)."""
+    if letters == 0 or share < CHAR_SCRIPT_SHARE or features.tokenizer is not None:
+        return None
+    if features.mode == "ids":
+        why = f"{model} reads word tokens in order"
+        fix = ("a bag model reads character n-grams (--model LinearSVM, the default, or ScalpelMC), or give "
+               "--tokenizer a word segmenter")
+    elif features.mode != "hashing":
+        why = f"a fitted vocabulary (--features {features.mode}) holds words"
+        fix = "--features hashing reads character n-grams here (--analyzer auto decides them)"
+    elif features.stop_words is not None:
+        why = "--stop-words makes the analyzer read words"
+        fix = "drop --stop-words to read character n-grams"
+    else:
+        return None
+    return (f"{share:.0%} of the sampled letters are in scripts whose words do not repeat in one form (Chinese, "
+            f"Japanese, Thai, Korean, …), but {why}: a token there is a whole clause, or a word with its "
+            f"particles, seldom seen twice, so the model learns little; {fix}")
+
+
 @dataclass(frozen=True)
 class FitCounts:
     """What the fit pass counted that the last choices need."""

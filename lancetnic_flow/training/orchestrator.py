@@ -47,7 +47,7 @@ from ..models import create_model, registration
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample
+from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, words_kept_warning
 from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_config, write_json
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import can_detach, draw_detached, plot_jobs, write_jobs
@@ -421,13 +421,22 @@ class Training:
 
     def _decide_analyzer(self) -> None:
         """``--analyzer auto``: words, or character n-grams for text whose words
-        do not repeat in one form, from a sample of the training text (resolve_sample)."""
-        if self.cfg.features.analyzer != "auto":
+        do not repeat in one form, from a sample of the training text
+        (resolve_sample); a warning when another option settled it on words
+        for such text (words_kept_warning)."""
+        if self.given.features.analyzer != "auto":
             return
         from ..features.scripts import char_script_share
 
         share, letters = char_script_share(sample_texts(self.train_src, self.columns, self.cfg.data.storage_options,
                                                         sample=getattr(self, "sample", None)))
+        if self.cfg.features.analyzer != "auto":
+            warning = words_kept_warning(self.cfg.features, self.cfg.model.name, share, letters)
+            if warning:
+                self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "letters_sampled": letters,
+                                              "char_script_share": round(share, 4), "warning": warning}
+                self.events.emit("warning", message=warning)
+            return
         self.given, self.cfg, note = resolve_sample(self.given, self.cfg, share, letters)
         self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "char_script_share": round(share, 4),
                                       "letters_sampled": letters}

@@ -269,7 +269,7 @@ def _spaceless_corpus(path, rows: int, seed: int) -> None:
 def test_text_without_spaces_trains_on_character_ngrams_by_default_and_the_run_says_so(tmp_path):
     _spaceless_corpus(tmp_path / "ja.csv", 800, seed=1)
     out = {}
-    for name, extra in (("auto", []), ("word", ["--analyzer", "word"])):
+    for name, extra in (("auto", []), ("word", ["--analyzer", "word"]), ("tfidf", ["--features", "tfidf"])):
         p = cli("train", "ja.csv", *CLUSTER, "--epochs", "3", "--out", tmp_path / "runs", "--name", name, *extra,
                 cwd=tmp_path)
         assert p.returncode == 0, p.stdout + p.stderr
@@ -285,6 +285,10 @@ def test_text_without_spaces_trains_on_character_ngrams_by_default_and_the_run_s
     assert "decided" not in text and not metrics["decided"]
     assert json.loads((tmp_path / "runs" / "word" / "config.json").read_text())["features"]["analyzer"] == "word"
     assert metrics["val_accuracy"] < 0.7
+    # A fitted vocabulary holds words: auto cannot turn to characters, and the run says what would.
+    text, metrics = out["tfidf"]
+    assert "warning: " in text and "--features hashing reads character n-grams" in text
+    assert metrics["decided"]["analyzer"]["analyzer"] == "word" and metrics["decided"]["analyzer"]["warning"]
 
 
 def test_english_text_keeps_words_by_default_with_nothing_said(tmp_path):

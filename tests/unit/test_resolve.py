@@ -245,7 +245,7 @@ def test_a_vocabulary_cap_asks_for_a_fitted_vocabulary_and_ids_read_single_words
 
 # ---------------------------------------------------------------- --analyzer auto, from a sample
 
-from lancetnic_flow.resolve import AUTO_CHAR_NGRAMS, resolve_sample  # noqa: E402
+from lancetnic_flow.resolve import AUTO_CHAR_NGRAMS, resolve_sample, words_kept_warning  # noqa: E402
 
 
 def test_analyzer_auto_stays_undecided_until_the_sample_for_hashed_features():
@@ -286,6 +286,24 @@ def test_an_explicit_ngram_range_is_kept_when_auto_turns_to_characters():
     _, r, note = resolve_sample(given, resolve(given), share=0.9, letters=100)
     assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("char_wb", 2, 5)
     assert "char_wb 2,5" in note
+
+
+@pytest.mark.parametrize("features, says", [
+    (dict(mode="tfidf"), ("--features tfidf", "--features hashing")),
+    (dict(stop_words="english"), ("--stop-words", "drop --stop-words")),
+    (dict(mode="ids"), ("LancetMC reads word tokens", "--model LinearSVM")),
+])
+def test_words_settled_by_another_option_on_text_whose_words_do_not_repeat_are_named_with_the_fix(features, says):
+    given = config("LancetMC" if features.get("mode") == "ids" else "auto")
+    given.features = FeatureConfig(**features)
+    r = resolve(given)
+    warning = words_kept_warning(r.features, r.model.name, share=0.8, letters=5000)
+    assert warning.startswith("80% of the sampled letters") and all(s in warning for s in says), warning
+    # Words fit the text, no letters to judge by, or the user's own tokenizer splits the words: nothing to say.
+    assert words_kept_warning(r.features, r.model.name, share=0.1, letters=5000) is None
+    assert words_kept_warning(r.features, r.model.name, share=0.9, letters=0) is None
+    r.features.tokenizer = "my_pkg.segment:words"
+    assert words_kept_warning(r.features, r.model.name, share=0.9, letters=5000) is None
 
 
 @pytest.mark.parametrize("analyzer", ["word", "char", "char_wb"])
