@@ -775,3 +775,6 @@ def warm() -> None:
     row_document_frequencies(np.zeros(1, np.int64), np.zeros(1, np.int64), 1)
     term_stats(data, offsets, word_table(), 2, 1, 2, *table)
     take_strings(data, offsets, key_order(np.array([5], np.uint64)))
+    from .row_kernels import warm as warm_rows
+
+    warm_rows()   # the rows' gather and weighting, which every reader of shards runs

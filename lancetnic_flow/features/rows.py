@@ -13,11 +13,6 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-# Rows per step of a gather: bounds its int64 index temporaries (8 bytes per
-# value gathered) to a few MiB however many rows are taken.
-GATHER_ROWS = 8192
-
-
 @dataclass
 class RowBlock:
     indices: np.ndarray            # int32 (nnz,)
@@ -50,27 +45,21 @@ class RowBlock:
         return b
 
     def take(self, rows: np.ndarray) -> "RowBlock":
-        """Gather rows (any order, repeats allowed) with a few array operations:
-        no loop per row in Python, and no compiled kernel, so a trainer that
-        only reads shards never loads numba. Memory: the output, plus int64
-        index temporaries for at most ``GATHER_ROWS`` rows at a time."""
+        """Gather rows (any order, repeats allowed), each row's entries copied
+        in one compiled pass (:func:`.row_kernels.gather_rows`). Memory: the
+        output, and one length per row gathered."""
+        from .row_kernels import gather_rows
+
         rows = np.asarray(rows, dtype=np.int64)
-        starts = self.offsets[rows]
-        lengths = self.offsets[rows + 1] - starts
+        lengths = self.offsets[rows + 1] - self.offsets[rows]
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         indices = np.empty(offsets[-1], self.indices.dtype)
-        values = np.empty(offsets[-1], self.values.dtype) if self.values is not None else None
-        for lo in range(0, len(rows), GATHER_ROWS):
-            hi = min(len(rows), lo + GATHER_ROWS)
-            a, z = offsets[lo], offsets[hi]
-            source = np.arange(z - a, dtype=np.int64)
-            source += np.repeat(starts[lo:hi] - (offsets[lo:hi] - a), lengths[lo:hi])
-            # mode="clip": with mode="raise" numpy buffers ``out`` and checks
-            # every index (30 % of the gather); these are in range by construction.
-            np.take(self.indices, source, out=indices[a:z], mode="clip")
-            if values is not None:
-                np.take(self.values, source, out=values[a:z], mode="clip")
+        gather_rows(self.indices, self.offsets, rows, offsets, indices)
+        values = None
+        if self.values is not None:
+            values = np.empty(offsets[-1], self.values.dtype)
+            gather_rows(self.values, self.offsets, rows, offsets, values)
         out = RowBlock(indices, offsets, values)
         for name in ("labels", "targets", "numeric"):
             arr = getattr(self, name)

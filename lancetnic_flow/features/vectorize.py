@@ -187,14 +187,14 @@ class FittedFeatures:
     def weigh(self, block: RowBlock) -> RowBlock:
         """Raw counts → the model's values: tf (``1 + log tf`` when sublinear),
         times the idf when there is one, rows l2-normalised. Returns a new block."""
+        from .row_kernels import weigh_rows
+
         tf = block.values.astype(np.float32)
         if self.sublinear_tf:
             tf = 1.0 + np.log(tf)
-        values = tf * self.idf[block.indices] if self.idf is not None else tf
-        n = len(block)
-        rows = np.repeat(np.arange(n), np.diff(block.offsets))
-        norms = np.sqrt(np.bincount(rows, weights=values.astype(np.float64) ** 2, minlength=n))
-        values = (values / np.where(norms > 0, norms, 1.0)[rows]).astype(np.float32)
+        values = np.empty(len(tf), np.float32)
+        idf = self.idf.astype(np.float32, copy=False) if self.idf is not None else np.ones(1, np.float32)
+        weigh_rows(block.indices, block.offsets, tf, idf, self.idf is not None, values)
         return RowBlock(block.indices, block.offsets, values, block.labels, block.targets, block.numeric)
 
     def finish(self, raw: RowBlock) -> RowBlock:
