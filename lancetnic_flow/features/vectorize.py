@@ -194,6 +194,9 @@ class FittedFeatures:
             tf = 1.0 + np.log(tf)
         values = np.empty(len(tf), np.float32)
         idf = self.idf.astype(np.float32, copy=False) if self.idf is not None else np.ones(1, np.float32)
+        if self.idf is not None and len(block.indices) and int(block.indices.max()) >= len(idf):
+            # The kernel does not check bounds: rows of other features must not read past the idf.
+            raise ValueError(f"a row holds feature {int(block.indices.max())}, past these features' {len(idf)}")
         weigh_rows(block.indices, block.offsets, tf, idf, self.idf is not None, values)
         return RowBlock(block.indices, block.offsets, values, block.labels, block.targets, block.numeric)
 

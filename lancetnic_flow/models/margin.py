@@ -19,6 +19,7 @@ hold as for every other model.
 """
 from __future__ import annotations
 
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -124,10 +125,17 @@ def hinge_rows(indices, offsets, values, labels, weight, bias, lr, order):
 
 # The twin (see :func:`add_twin`) steps beside the model in a second thread:
 # the kernel releases the GIL, and in epochs read from the cache the workers
-# leave the machine's other core idle (Debian descriptions on 2 cores: a
-# median epoch of 59k rows/s, against 45k one after the other and 78k
-# without a twin; docs/benchmarks.md).
+# leave the machine's other core idle (docs/benchmarks.md). It runs behind
+# the model, not in step with it: the model's step does not wait for the
+# twin's, so neither waits while the other core reads the next batch. The
+# twin reads only its own weights and takes the same batches at the same
+# rates in the same order, so its weights are what they would be in step;
+# whatever reads them (state_dict: checkpoints, the best epoch's copy, the
+# save; twin_learns; adopt_twin) first waits for its pending steps
+# (twin_caught_up). At most TWIN_BEHIND batches wait, each holding its rows.
+TWIN_BEHIND = 8
 _twin_pool: ThreadPoolExecutor | None = None
+_behind: dict[int, deque] = {}   # id(model) → the twin's pending steps, oldest first
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -137,23 +145,35 @@ def _pool() -> ThreadPoolExecutor:
     return _twin_pool
 
 
+def twin_caught_up(model: torch.nn.Module) -> None:
+    """Wait until ``model``'s twin has taken every step submitted so far (a
+    step that failed raises here)."""
+    pending = _behind.pop(id(model), None)
+    while pending:
+        pending.popleft().result()
+
+
+def _caught_up_hook(module: torch.nn.Module, prefix: str, keep_vars: bool) -> None:
+    twin_caught_up(module)
+
+
 def margin_step(model: torch.nn.Module, indices: np.ndarray, offsets: np.ndarray, values: np.ndarray,
                 labels: np.ndarray, lr: float) -> tuple[torch.Tensor, float]:
     """One batch of per-example hinge updates on ``model.input`` (CPU,
-    float32), and on its twin when it has one; returns the batch's logits
-    (each row's before its update, as a gradient step's forward would give)
-    and its mean loss per row, both the model's own."""
+    float32), and on its twin when it has one (behind it: see TWIN_BEHIND);
+    returns the batch's logits (each row's before its update, as a gradient
+    step's forward would give) and its mean loss per row, both the model's own."""
     layer = model.input
     weight = layer.weight.detach().numpy()
     bias = layer.bias.detach().numpy()
     scores = np.empty((len(offsets) - 1, weight.shape[1]), np.float32)
-    twin = None
     if has_twin(model):
-        twin = _pool().submit(hinge_pass, indices, offsets, values, labels, model.twin_weight.numpy(),
-                              model.twin_bias.numpy(), np.float32(lr), np.empty_like(scores))
+        pending = _behind.setdefault(id(model), deque())
+        pending.append(_pool().submit(hinge_pass, indices, offsets, values, labels, model.twin_weight.numpy(),
+                                      model.twin_bias.numpy(), np.float32(lr), np.empty_like(scores)))
+        while len(pending) > TWIN_BEHIND or (pending and pending[0].done()):
+            pending.popleft().result()
     total, used = hinge_pass(indices, offsets, values, labels, weight, bias, np.float32(lr), scores)
-    if twin is not None:
-        twin.result()
     return torch.from_numpy(scores), total / max(used, 1)
 
 
@@ -168,6 +188,7 @@ def add_twin(model: torch.nn.Module) -> None:
     layer = model.input
     model.register_buffer("twin_weight", layer.weight.detach().clone())
     model.register_buffer("twin_bias", layer.bias.detach().clone())
+    model.register_state_dict_pre_hook(_caught_up_hook)   # a copy of the weights holds every step taken
 
 
 def has_twin(model: torch.nn.Module) -> bool:
@@ -178,6 +199,7 @@ def has_twin(model: torch.nn.Module) -> bool:
 def twin_learns(model: torch.nn.Module, block, lr: float, rng: np.random.Generator) -> int:
     """The twin trains on a block of validation rows, in a shuffled order;
     returns how many rows had a label."""
+    twin_caught_up(model)
     order = rng.permutation(len(block)).astype(np.int64)
     return int(hinge_rows(block.indices, block.offsets, block.values, block.labels, model.twin_weight.numpy(),
                           model.twin_bias.numpy(), np.float32(lr), order))
@@ -186,6 +208,7 @@ def twin_learns(model: torch.nn.Module, block, lr: float, rng: np.random.Generat
 def adopt_twin(model: torch.nn.Module) -> None:
     """The model takes its twin's weights, and the twin goes: what is saved
     is a plain LinearSVM, its ``logit_scale`` the one fitted on the model."""
+    twin_caught_up(model)
     with torch.no_grad():
         model.input.weight.copy_(model.twin_weight)
         model.input.bias.copy_(model.twin_bias)

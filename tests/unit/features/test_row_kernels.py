@@ -56,3 +56,10 @@ def test_fitted_features_weigh_with_the_kernel_as_numpy_did():
     want = numpy_weigh(1.0 + np.log(block.values.astype(np.float32)), block.indices, block.offsets, f.idf)
     assert np.array_equal(got.values.view(np.uint32), want.view(np.uint32))
     assert got.indices is block.indices and got.offsets is block.offsets
+
+
+def test_a_row_with_a_feature_past_the_idf_is_refused_not_read_out_of_bounds():
+    block = counts_block(3, dim=1000)
+    f = FittedFeatures(mode="hashing", buckets=500, labels=["a"], idf=np.ones(500, np.float32))
+    with pytest.raises(ValueError, match="past these features' 500"):
+        f.weigh(block)

@@ -4,11 +4,16 @@ row's weights by lr·t·value and its bias by a hundredth of that); rows go in
 order; unlabelled rows are scored only; the twin steps beside the model."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
-from lancetnic_flow.models.margin import (BIAS_RATE, add_twin, adopt_twin, has_twin, hinge_pass, hinge_rows,
-                                          margin_step, twin_learns)
+import pytest
+
+from lancetnic_flow.models import margin
+from lancetnic_flow.models.margin import (BIAS_RATE, TWIN_BEHIND, add_twin, adopt_twin, has_twin, hinge_pass,
+                                          hinge_rows, margin_step, twin_learns)
 from lancetnic_flow.models.scalpel import ScalpelNet
 from lancetnic_flow.features.rows import RowBlock
 
@@ -109,10 +114,64 @@ def test_margin_step_trains_the_linear_model_in_place_and_its_twin_alike():
     logits, loss = margin_step(model, INDICES, OFFSETS, VALUES, labels, lr=0.5)
     assert logits.shape == (3, 2) and loss > 0
     assert not torch.equal(model.input.weight.detach(), before)
-    assert torch.equal(model.twin_weight, model.input.weight.detach())   # the same steps
+    assert torch.equal(model.state_dict()["twin_weight"], model.input.weight.detach())   # the same steps
     block = RowBlock(INDICES, OFFSETS, VALUES, labels=labels)
     assert twin_learns(model, block, 0.5, np.random.default_rng(0)) == 3
     assert not torch.equal(model.twin_weight, model.input.weight.detach())   # validation rows: the twin only
     twin = model.twin_weight.clone()
     adopt_twin(model)
     assert not has_twin(model) and torch.equal(model.input.weight.detach(), twin)
+
+
+def random_batches(n: int, rows: int = 40, dim: int = 300, classes: int = 5, seed: int = 0) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        lengths = rng.integers(1, 12, rows)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        out.append((rng.integers(0, dim, offsets[-1]).astype(np.int32), offsets,
+                    rng.uniform(0.1, 1.0, offsets[-1]).astype(np.float32),
+                    rng.integers(0, classes, rows).astype(np.int32)))
+    return out
+
+
+def test_the_twin_behind_the_model_ends_where_a_twin_in_step_would_and_waits_for_no_more_than_a_few_batches(
+        monkeypatch):
+    torch.manual_seed(0)
+    model = ScalpelNet(300, classes=5, layers=0, margin=True)
+    add_twin(model)
+    twin_w, twin_b = model.twin_weight.numpy().copy(), model.twin_bias.numpy().copy()
+    twin = model.twin_weight.numpy()
+
+    def slow_twin(indices, offsets, values, labels, weight, *rest):   # the twin well behind the model
+        if np.shares_memory(weight, twin):
+            time.sleep(0.005)
+        return hinge_pass(indices, offsets, values, labels, weight, *rest)
+
+    monkeypatch.setattr(margin, "hinge_pass", slow_twin)
+    batches = random_batches(60)
+    for i, (ind, off, val, lab) in enumerate(batches):
+        margin_step(model, ind, off, val, lab, lr=0.3 - 0.004 * i)
+        assert len(margin._behind.get(id(model), ())) <= TWIN_BEHIND
+        hinge_pass(ind, off, val, lab, twin_w, twin_b, np.float32(0.3 - 0.004 * i), np.empty((len(off) - 1, 5),
+                                                                                               np.float32))
+    state = model.state_dict()   # reads the twin: waits for its pending steps
+    assert np.array_equal(state["twin_weight"].numpy(), twin_w) and np.array_equal(state["twin_bias"].numpy(), twin_b)
+    assert torch.equal(model.twin_weight, model.input.weight.detach())   # the same batches as the model
+
+
+def test_a_failed_twin_step_is_raised_where_the_twin_is_next_read(monkeypatch):
+    model = ScalpelNet(300, classes=5, layers=0, margin=True)
+    add_twin(model)
+    twin = model.twin_weight.numpy()
+
+    def failing(indices, offsets, values, labels, weight, *rest):
+        if weight is twin or np.shares_memory(weight, twin):
+            raise RuntimeError("the twin's step failed")
+        return hinge_pass(indices, offsets, values, labels, weight, *rest)
+
+    monkeypatch.setattr(margin, "hinge_pass", failing)
+    ind, off, val, lab = random_batches(1)[0]
+    margin_step(model, ind, off, val, lab, lr=0.1)   # the model's own step goes on
+    with pytest.raises(RuntimeError, match="the twin's step failed"):
+        model.state_dict()
