@@ -130,9 +130,9 @@ def hinge_rows(indices, offsets, values, labels, weight, bias, lr, order):
 # twin's, so neither waits while the other core reads the next batch. The
 # twin reads only its own weights and takes the same batches at the same
 # rates in the same order, so its weights are what they would be in step;
-# whatever reads them (state_dict: checkpoints, the best epoch's copy, the
-# save; twin_learns; adopt_twin) first waits for its pending steps
-# (twin_caught_up). At most TWIN_BEHIND batches wait, each holding its rows.
+# whatever reads or replaces them (state_dict: checkpoints, the best epoch's
+# copy, the save; load_state_dict; twin_learns; adopt_twin) first waits for
+# its pending steps (twin_caught_up). At most TWIN_BEHIND batches wait, each holding its rows.
 TWIN_BEHIND = 8
 _twin_pool: ThreadPoolExecutor | None = None
 _behind: dict[int, deque] = {}   # id(model) → the twin's pending steps, oldest first
@@ -153,7 +153,7 @@ def twin_caught_up(model: torch.nn.Module) -> None:
         pending.popleft().result()
 
 
-def _caught_up_hook(module: torch.nn.Module, prefix: str, keep_vars: bool) -> None:
+def _caught_up_hook(module: torch.nn.Module, *args) -> None:
     twin_caught_up(module)
 
 
@@ -188,7 +188,9 @@ def add_twin(model: torch.nn.Module) -> None:
     layer = model.input
     model.register_buffer("twin_weight", layer.weight.detach().clone())
     model.register_buffer("twin_bias", layer.bias.detach().clone())
-    model.register_state_dict_pre_hook(_caught_up_hook)   # a copy of the weights holds every step taken
+    # A copy of the weights holds every step taken; weights loaded are not overwritten by a late one.
+    model.register_state_dict_pre_hook(_caught_up_hook)
+    model.register_load_state_dict_pre_hook(_caught_up_hook)
 
 
 def has_twin(model: torch.nn.Module) -> bool:

@@ -158,6 +158,13 @@ def test_the_twin_behind_the_model_ends_where_a_twin_in_step_would_and_waits_for
     state = model.state_dict()   # reads the twin: waits for its pending steps
     assert np.array_equal(state["twin_weight"].numpy(), twin_w) and np.array_equal(state["twin_bias"].numpy(), twin_b)
     assert torch.equal(model.twin_weight, model.input.weight.detach())   # the same batches as the model
+    # Weights loaded (a checkpoint, the best epoch's) are not overwritten by a step still behind.
+    saved = {k: v.clone() for k, v in state.items()}
+    for i, (ind, off, val, lab) in enumerate(batches[:TWIN_BEHIND]):
+        margin_step(model, ind, off, val, lab, lr=0.1)
+    model.load_state_dict(saved)
+    time.sleep(0.1)
+    assert torch.equal(model.twin_weight, saved["twin_weight"])
 
 
 def test_a_failed_twin_step_is_raised_where_the_twin_is_next_read(monkeypatch):
