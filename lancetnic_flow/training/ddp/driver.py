@@ -79,6 +79,7 @@ class RankWorkersGone(RuntimeError):
 
 
 WORKERS_BACK_S = 120.0   # how long a lost rank's segment waits for the cluster to have enough workers again
+PLACE_POLL_S = 2.0   # how often placing rank 0 checks that its chosen worker is still there
 
 
 def gone_workers(client: Any, chosen: list[str]) -> list[str]:
@@ -246,20 +247,41 @@ class RankDriver:
     def place(self) -> None:
         """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
         world = self.job.world
-        self.chosen = preflight(self.client, world, self.rank_bytes, own_workers=self.own_workers, events=self.events)
-        kind, local = choose_device(self.client, self.chosen, self.device)
-        try:
-            # A task, so it runs once the worker's thread is free: a restarted segment's ranks must
-            # not start beside the abandoned segment's, which _lost asked to stop.
-            host = self.client.submit(worker_host, workers=[self.chosen[0]], pure=False).result(timeout=WORKERS_BACK_S)
-        except TimeoutError:
-            raise RankWorkersGone(f"worker {self.chosen[0]} was still busy {WORKERS_BACK_S:.0f} s after the ranks "
-                                  "were asked to stop (a rank of the lost segment that did not end)") from None
+        deadline = time.monotonic() + WORKERS_BACK_S
+        while True:
+            self.chosen = preflight(self.client, world, self.rank_bytes, own_workers=self.own_workers,
+                                    events=self.events)
+            kind, local = choose_device(self.client, self.chosen, self.device)
+            host = self._rank0_host(deadline)
+            if host is not None:
+                break
+            if time.monotonic() >= deadline:
+                raise RankWorkersGone(f"the workers chosen for the ranks kept leaving the cluster for "
+                                      f"{WORKERS_BACK_S:.0f} s")
         self.job = dataclasses.replace(self.job, address=host, device=kind, local_ranks=local,
                                        backend="nccl" if kind == "cuda" else "gloo", stop_event=self.stop_name)
         self.sync = sync = self.cadence()
         self.events.emit("ddp", ranks=world, workers=self.chosen, backend=self.job.backend, device=kind,
                          **({"sync": sync.describe(world)} if sync is not None else {}))
+
+    def _rank0_host(self, deadline: float) -> str | None:
+        """Rank 0's host, from a task on its worker: a task, so it runs once the
+        worker's thread is free (a restarted segment's ranks must not start
+        beside the abandoned segment's, which _lost asked to stop). None when
+        that worker left the cluster meanwhile (the ranks are placed again):
+        a task bound to a worker that is gone would wait for it forever."""
+        future = self.client.submit(worker_host, workers=[self.chosen[0]], pure=False)
+        while True:
+            try:
+                return future.result(timeout=PLACE_POLL_S)
+            except TimeoutError:
+                if self.chosen[0] not in workers_info(self.client):
+                    future.cancel()
+                    return None
+                if time.monotonic() >= deadline:
+                    raise RankWorkersGone(f"worker {self.chosen[0]} was still busy {WORKERS_BACK_S:.0f} s after the "
+                                          "ranks were asked to stop (a rank of the lost segment that did not end)"
+                                          ) from None
 
     def cadence(self) -> Cadence | None:
         """How often the first epoch's ranks average their weights (a rule that
