@@ -194,8 +194,10 @@ def _wait_for(log: Path, proc: subprocess.Popen, test, timeout: float = 180) -> 
     while True:
         assert proc.poll() is None, "the run ended first:\n" + "".join(proc.communicate())
         assert time.monotonic() - t0 < timeout, f"no such event in {timeout}s"
-        lines = log.read_text().splitlines() if log.exists() else []
-        if any(test(json.loads(x)) for x in lines[:-1]):   # the last line may be half written
+        text = log.read_text() if log.exists() else ""
+        # A line is whole once its newline is written: the last one may be half written. (Waiting for the
+        # next line instead saw the fit pass begin only once it had ended, when nothing came in between.)
+        if any(test(json.loads(x)) for x in text.split("\n")[:-1]):
             return
         time.sleep(0.02)
 
