@@ -132,10 +132,10 @@ def hinge_rows(indices, offsets, values, labels, weight, bias, lr, order):
 # rates in the same order, so its weights are what they would be in step;
 # whatever reads or replaces them (state_dict: checkpoints, the best epoch's
 # copy, the save; load_state_dict; twin_learns; adopt_twin) first waits for
-# its pending steps (twin_caught_up). At most TWIN_BEHIND batches wait, each holding its rows.
+# its pending steps (twin_caught_up). At most TWIN_BEHIND batches wait, each
+# holding its rows, in the model's ``twin_pending`` (oldest first).
 TWIN_BEHIND = 8
 _twin_pool: ThreadPoolExecutor | None = None
-_behind: dict[int, deque] = {}   # id(model) → the twin's pending steps, oldest first
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -148,7 +148,7 @@ def _pool() -> ThreadPoolExecutor:
 def twin_caught_up(model: torch.nn.Module) -> None:
     """Wait until ``model``'s twin has taken every step submitted so far (a
     step that failed raises here)."""
-    pending = _behind.pop(id(model), None)
+    pending = getattr(model, "twin_pending", None)
     while pending:
         pending.popleft().result()
 
@@ -168,7 +168,7 @@ def margin_step(model: torch.nn.Module, indices: np.ndarray, offsets: np.ndarray
     bias = layer.bias.detach().numpy()
     scores = np.empty((len(offsets) - 1, weight.shape[1]), np.float32)
     if has_twin(model):
-        pending = _behind.setdefault(id(model), deque())
+        pending = model.twin_pending
         pending.append(_pool().submit(hinge_pass, indices, offsets, values, labels, model.twin_weight.numpy(),
                                       model.twin_bias.numpy(), np.float32(lr), np.empty_like(scores)))
         while len(pending) > TWIN_BEHIND or (pending and pending[0].done()):
@@ -188,6 +188,7 @@ def add_twin(model: torch.nn.Module) -> None:
     layer = model.input
     model.register_buffer("twin_weight", layer.weight.detach().clone())
     model.register_buffer("twin_bias", layer.bias.detach().clone())
+    model.twin_pending = deque()   # its steps submitted and not yet waited for (TWIN_BEHIND)
     # A copy of the weights holds every step taken; weights loaded are not overwritten by a late one.
     model.register_state_dict_pre_hook(_caught_up_hook)
     model.register_load_state_dict_pre_hook(_caught_up_hook)

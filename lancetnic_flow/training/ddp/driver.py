@@ -275,7 +275,7 @@ class RankDriver:
             try:
                 return future.result(timeout=PLACE_POLL_S)
             except TimeoutError:
-                if self.chosen[0] not in workers_info(self.client):
+                if gone_workers(self.client, self.chosen[:1]):
                     future.cancel()
                     return None
                 if time.monotonic() >= deadline:

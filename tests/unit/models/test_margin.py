@@ -152,7 +152,7 @@ def test_the_twin_behind_the_model_ends_where_a_twin_in_step_would_and_waits_for
     batches = random_batches(60)
     for i, (ind, off, val, lab) in enumerate(batches):
         margin_step(model, ind, off, val, lab, lr=0.3 - 0.004 * i)
-        assert len(margin._behind.get(id(model), ())) <= TWIN_BEHIND
+        assert len(model.twin_pending) <= TWIN_BEHIND
         hinge_pass(ind, off, val, lab, twin_w, twin_b, np.float32(0.3 - 0.004 * i), np.empty((len(off) - 1, 5),
                                                                                                np.float32))
     state = model.state_dict()   # reads the twin: waits for its pending steps
