@@ -9,19 +9,33 @@ import os
 from typing import Any, Iterator
 
 from ..errors import UserError
-from ..reconnect import RECONNECT_S
+from ..reconnect import RECONNECT_S, retrying
 from .main_guard import refuse_unguarded_script
 from .plan import THRESHOLDS, WORKER_ENV, MemoryPlan, plan_for_workers
 from .worker_setup import quiet_distributed_logs, quiet_workers, restore_logs
 
 
-def workers_info(client) -> dict[str, dict]:
-    """Every worker the scheduler knows, by address (some Dask releases list
-    only five unless asked for all)."""
+def workers_info(client, *, wait: bool = True) -> dict[str, dict]:
+    """Every worker the scheduler knows, by address, asked of the scheduler now.
+
+    Not ``client.scheduler_info()``: while the connection to the scheduler is
+    down that answers from the client's cache without a word, and the cache
+    its periodic refresh keeps lists no worker at all, so a dropped connection
+    read as a cluster that had lost every worker. Asked here, a lost
+    connection waits for the client to reconnect and asks again
+    (:func:`~lancetnic_flow.reconnect.retrying`), or ends in
+    :class:`~lancetnic_flow.reconnect.SchedulerLost`. ``wait=False`` (a
+    display's periodic sample) raises the lost connection at once instead."""
+    if getattr(client, "scheduler", None) is None or getattr(client, "asynchronous", False):   # the in-process stand-in
+        return dict(client.scheduler_info().get("workers", {}))
     import inspect
 
+    # releases whose identity takes n_workers list only five workers unless asked for all
     takes_n = "n_workers" in inspect.signature(client.scheduler_info).parameters
-    info = client.scheduler_info(n_workers=-1) if takes_n else client.scheduler_info()
+    def ask() -> dict:
+        return client.sync(client.scheduler.identity, **({"n_workers": -1} if takes_n else {}))
+
+    info = retrying(client, ask) if wait else ask()
     return dict(info.get("workers", {}))
 
 

@@ -63,7 +63,7 @@ class MemoryMonitor:
         if self.client is None:
             return []
         try:
-            workers = workers_info(self.client)
+            workers = workers_info(self.client, wait=False)   # a sample to skip, not to wait for
         except Exception:
             return []
         out = []

@@ -843,6 +843,8 @@ class Training:
         address = scheduler_of(self.client)   # a client that gives up forgets it
         try:
             done = driver.run(state if self.saved is not None else None, self._ddp_pause)
+        except SchedulerLost:   # the driver asked the scheduler and got no answer: say how to go on
+            raise self._ranks_lost_scheduler(address) from None
         except (UserError, TrainingInterrupted):
             raise
         except Exception as exc:

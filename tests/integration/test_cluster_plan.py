@@ -38,3 +38,29 @@ def test_an_existing_cluster_whose_worker_is_still_starting_is_waited_for():
         threading.Timer(1.0, lambda: cluster.scale(1)).start()
         plan = plan_for_existing(client, trainer=1 << 28, wait=30)
         assert plan.workers == 1 and plan.external
+
+
+def test_the_workers_asked_for_while_the_scheduler_connection_drops_are_the_clusters_not_none(client):
+    """A dropped connection is not a cluster that lost its workers. Dask's
+    ``scheduler_info()`` answers from its cache while the connection is down,
+    and the cache its periodic refresh keeps lists no worker: the --ddp driver
+    read that as its rank 0's worker gone, placed the ranks again and refused
+    the run ("--ddp 1 needs 1 Dask workers, the cluster has 0")."""
+    import time
+
+    from distributed import Client
+
+    from lancetnic_flow.dataflow.cluster import workers_info
+    from lancetnic_flow.training.ddp.driver import gone_workers
+
+    from servers import DroppingProxy
+
+    host, port = client.scheduler.address.removeprefix("tcp://").rsplit(":", 1)
+    expected = sorted(workers_info(client))
+    with DroppingProxy(host, int(port)) as proxy, Client(f"tcp://127.0.0.1:{proxy.port}", timeout="30s") as c:
+        assert sorted(workers_info(c)) == expected
+        time.sleep(2.5)   # Dask's periodic refresh of its cache (every 2 s) has run
+        proxy.drop(2.0)
+        time.sleep(0.3)
+        assert gone_workers(c, expected) == []
+        assert sorted(workers_info(c)) == expected
