@@ -5,9 +5,13 @@ else is a bug: exit 1, with the traceback under ``--debug``.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
+import os
 import re
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from ..errors import UserError
@@ -90,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         quiet_distributed_logs()
         report.close()
         # A TrainingInterrupted says where the checkpoint is and how to resume.
-        said = str(exc) or ("before training began, so there is nothing to resume: run the same command again "
+        said = str(exc) or (f"after the run was saved whole in {report.saved_run}" if report.saved_run else
+                            "before training began, so there is nothing to resume: run the same command again "
                             "(what was already fitted or featurised is cached)" if a.command in ("train", "run") else "")
         report.console.print(f"interrupted: {said}" if said else "interrupted", highlight=False, soft_wrap=True,
                              markup=False)
@@ -114,6 +119,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             # 13 s run); objects still in reference cycles are simply not
             # finalised, which nothing written depends on.
             gc.freeze()
+            # The command is over and has said how it ended: a Ctrl-C while the interpreter shuts
+            # down (threads joined, objects freed) ends the process quietly, not in a traceback.
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, _exit_interrupted)
+
+
+def _exit_interrupted(signum: int, frame: object) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(130)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ from .loop import EpochLoop, Trainee
 from .rules import rule_for
 from .state import TrainState
 from .step import EVAL_BATCH, lr_schedule
-from .stop import StopRequest, TrainingInterrupted
+from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 
 ROW_BYTES_ESTIMATE = 2048  # a buffered row: ~200 non-zeros × (4 + 4) bytes + slack
@@ -255,6 +255,7 @@ class Training:
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
         self.bucket_names = None   # hashing: the fit pass's sampled terms per bucket (top_terms.csv)
+        self.training_began = self.whole = False   # what a Ctrl-C leaves: see train()
         if not self.tc.ddp:   # the margin kernel compiles where the model trains
             rule_for(cfg).warm()
 
@@ -745,24 +746,25 @@ class Training:
     def _checkpoint(self, state: TrainState, reason: str) -> None:
         write_checkpoint(self.run, dataclasses.replace(state, key=self.key), self.out_so, self.events, reason)
 
-    def train_epochs(self) -> dict:
+    def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
-        (the best epoch's, whose weights the model then holds, or LinearSVM's last epoch's)."""
+        (the best epoch's, whose weights the model then holds, or LinearSVM's last epoch's).
+        ``stop``: Ctrl-C, which a batch boundary turns into a checkpoint and a stop."""
         state = self._start_state(self.feed)
         if self.cfg.output.plots and not self.charts_later():
             threading.Thread(target=preload_plots, name="lancetnic-matplotlib", daemon=True).start()
         ts = time.monotonic()
-        with StopRequest() as stop:
-            if self.tc.ddp:
-                val = self._ddp_epochs(state, stop)
-            else:
-                # Reading the cache, local workers sit idle: the trainer may take every core.
-                cached = 0 if self.tc.threads or self.memory.external else (os.cpu_count() or 1)
-                trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
-                                  lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
-                                              self.rule.decay_steps), cached)
-                val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
-                                ).run_epochs(state, stop, self.every)
+        self.training_began = True
+        if self.tc.ddp:
+            val = self._ddp_epochs(state, stop)
+        else:
+            # Reading the cache, local workers sit idle: the trainer may take every core.
+            cached = 0 if self.tc.threads or self.memory.external else (os.cpu_count() or 1)
+            trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
+                              lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
+                                          self.rule.decay_steps), cached)
+            val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
+                            ).run_epochs(state, stop, self.every)
         self.stage_seconds["train"] = time.monotonic() - ts
         self.state = state
         if state.best is not None and "state" in state.best:
@@ -816,7 +818,8 @@ class Training:
             self.events.emit("stage", stage="featurising")
             for _ in self.feed.featurize():
                 if stop.requested:   # nothing trained yet, so nothing to checkpoint
-                    raise KeyboardInterrupt
+                    raise KeyboardInterrupt("before training began, so there is nothing to resume: run the same "
+                                            "command again (what was already fitted or featurised is cached)")
         state.total_rows = self.feed.total_rows()
         task, m = self.task, self.feed.manifest
         if m is None:   # --cache none: the ranks featurise their share of the partitions each epoch
@@ -964,6 +967,7 @@ class Training:
         write_json(join(self.run, "metrics.json"), metrics, self.out_so)
         # model.json last: until it is written the folder is an unfinished run, resumable from its checkpoint.
         finish_run(self.run, self.model_meta, self.out_so, weights)
+        self.whole = True
         remove_checkpoint(self.run, self.out_so)
         # The run is whole: the charts are drawn from here on by a copy of this process that outlives it.
         drawing = {"charts": {"pid": draw_detached(self.run, later),
@@ -985,24 +989,39 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     run = Training(cfg, events, resume)
     run.plan(external=client is not None)
     tracking = None
+    stop: StopRequest | None = None
     try:
-        # Saving needs no cluster: a local one's workers shut down (a second or two) while the run is saved.
-        with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, contextlib.ExitStack() as watch:
-            with run.cluster(client, closer):
-                # The monitor outlives the cluster: the summary's peak includes the save.
-                mon = watch.enter_context(MemoryMonitor(events, run.client, local_workers=not run.memory.external))
-                try:
-                    run.fit()
-                    run.decide()
-                    run.build_model()
-                    # --track listens from here on: the run folder exists.
-                    tracking = start_tracking(run.cfg, run.run, run.out_so, events, resumed=resume is not None)
-                    final_val = run.train_epochs()
-                finally:
-                    mon.client = None   # the cluster closes while the run saves: its scheduler is not asked
-            return run.save(final_val, mon)
+        # From the first batch until the cluster is closed a first Ctrl-C is a request (training/stop.py).
+        with contextlib.ExitStack() as stopping:
+            # Saving needs no cluster: a local one's workers shut down (a second or two) while the run is saved.
+            with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, \
+                    contextlib.ExitStack() as watch:
+                with run.cluster(client, closer):
+                    # The monitor outlives the cluster: the summary's peak includes the save.
+                    mon = watch.enter_context(MemoryMonitor(events, run.client,
+                                                            local_workers=not run.memory.external))
+                    try:
+                        run.fit()
+                        run.decide()
+                        run.build_model()
+                        # --track listens from here on: the run folder exists.
+                        tracking = start_tracking(run.cfg, run.run, run.out_so, events, resumed=resume is not None)
+                        stop = stopping.enter_context(StopRequest())
+                        final_val = run.train_epochs(stop)
+                    finally:
+                        mon.client = None   # the cluster closes while the run saves: its scheduler is not asked
+                result = run.save(final_val, mon)
+        if stop.requested:   # after the last batch: the run was finished rather than left half saved
+            raise StoppedAfterTraining(str(run.run))
+        return result
     except WriteError as exc:   # a full disk, here or on a worker
         raise run.after_write_error(exc) from None
+    except KeyboardInterrupt as exc:
+        if not run.training_began or str(exc):   # a stop that says where it left the run
+            raise
+        # a second Ctrl-C: say what the folder holds to go on from
+        raise StoppedAtOnce(str(run.run), whole=run.whole, checkpoint=not run.whole and
+                            has_checkpoint(run.run, run.out_so)) from None
     finally:
         run.release_entry()
         if tracking is not None:   # a run that ended without `done` (interrupted or failed) ends its tracked run

@@ -103,8 +103,11 @@ class ConsoleReport:
         else:
             self.view = PlainLog(self.console, interval)
         self.live = isinstance(self.view, LiveDashboard)
+        self.saved_run: str | None = None   # a run saved whole (its ``done``): what a Ctrl-C after it leaves
 
     def __call__(self, kind: str, e: dict[str, Any]) -> None:
+        if kind == "done" and e.get("run"):
+            self.saved_run = str(e["run"])
         if self.json is not None:
             self.json(kind, e)
         if self.view is not None:

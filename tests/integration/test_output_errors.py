@@ -312,6 +312,54 @@ def test_ctrl_c_at_random_moments_from_the_fit_pass_on_prints_no_traceback(tmp_p
         assert "interrupted" in err
 
 
+LAST_VALIDATION = {"event": "stage", "stage": "evaluating", "epoch": 3}
+SAVING = {"event": "stage", "stage": "saving"}
+
+
+def _ctrl_c_at(tmp_path: Path, when: dict, presses: int) -> tuple[subprocess.Popen, str, Path]:
+    """A 3-epoch run in this process, ``presses`` Ctrl-Cs once its JSON log shows ``when``."""
+    csv = tmp_path / "c.csv"
+    if not csv.exists():
+        write_corpus(str(csv), 20_000, classes=4, seed=7)
+    log, run = tmp_path / "log.jsonl", tmp_path / "runs" / "r"
+    proc = _start(["train", csv, "--epochs", "3", "--early-stopping", "0", "--out", tmp_path / "runs", "--name", "r",
+                   "--cache", tmp_path / "cache", "--json-log", log], tmp_path)
+    try:
+        _wait_for(log, proc, lambda e: all(e.get(k) == v for k, v in when.items()))
+        for _ in range(presses):
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.01)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "Traceback" not in out + err, err
+    return proc, err, run
+
+
+@pytest.mark.parametrize("when", [LAST_VALIDATION, SAVING], ids=["last-validation", "saving"])
+def test_a_ctrl_c_after_the_last_batch_finishes_the_run_whole_then_exits_130_saying_so(tmp_path, when):
+    """Before: a Ctrl-C in the last epoch's validation was ignored (exit 0, the user's stop unheard), and one
+    in the save left an unfinished run without a checkpoint, saying "before training began"."""
+    proc, err, run = _ctrl_c_at(tmp_path, when, presses=1)
+    assert proc.returncode == 130, err
+    assert f"saved whole in {run}" in err.replace("\n", " ")
+    assert (run / "model.json").exists() and not (run / "checkpoint.safetensors").exists()
+    assert len(json.loads((run / "metrics.json").read_text())["epochs"]) == 3
+
+
+def test_a_second_ctrl_c_in_the_save_stops_at_once_and_says_truly_what_the_folder_holds(tmp_path):
+    proc, err, run = _ctrl_c_at(tmp_path, SAVING, presses=2)
+    assert proc.returncode == 130, err
+    said = err.replace("\n", " ")
+    if (run / "model.json").exists():   # the save ended between the two presses
+        assert f"saved whole in {run}" in said
+    elif (run / "checkpoint.safetensors").exists():
+        assert f"lancetnic-flow train --resume {run}" in said
+    else:
+        assert "nothing to resume: run the same command again" in said and "before training began" not in said
+
+
 def test_commands_checking_the_same_new_out_folder_at_once_all_pass_the_write_check(tmp_path):
     """Two runs started together with one new --out: the write check of one
     must not remove the folder under the other (seen as a spurious exit 2)."""
