@@ -16,7 +16,7 @@ import pyarrow.json as pj
 from ...errors import UserError
 from ...formats import Format, Head, to_utf8
 from ..sources import Chunk, Columns, missing_column_error
-from .table import BOM, decoded, empty_table, finish, open_head, strip_bom, text_kinds, utf8_ok
+from .table import BOM, decoded, empty_table, finish, open_head, read_lines, strip_bom, text_kinds, utf8_ok
 
 
 def parse(data: bytes, header: bytes | None, fmt: str, columns: Columns, url: str) -> Chunk:
@@ -157,7 +157,7 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
 def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
     """The keys of the first object in the open file ``f`` (text in ``encoding``;
     None: UTF-8); None for a file of blank lines."""
-    for line in f:
+    for line in read_lines(f):
         if line.strip():
             line = to_utf8(line[len(BOM):] if line.startswith(BOM) else line, encoding)
             try:

@@ -8,6 +8,8 @@ dropping and counting rows that cannot be used by reason ("empty_text",
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,6 +38,25 @@ def open_head(fi, storage_options: dict | None):
     import fsspec
 
     return fsspec.open(fi.url, "rb", compression=fi.compression, **open_options(fi.url, storage_options))
+
+
+def read_lines(f, chunk: int = 1 << 16) -> Iterator[bytes]:
+    """The lines of the binary stream ``f``, each with its newline (the last
+    may have none), read ``chunk`` bytes at a time: decompressing streams
+    (zstandard's) have no ``readline``, so ``for line in f`` fails on them."""
+    rest = b""
+    while True:
+        data = f.read(chunk)
+        if not data:
+            break
+        rest += data
+        start = 0
+        while (nl := rest.find(b"\n", start)) >= 0:
+            yield rest[start:nl + 1]
+            start = nl + 1
+        rest = rest[start:]
+    if rest:
+        yield rest
 
 
 def fs_path(url: str, storage_options: dict | None):

@@ -35,3 +35,27 @@ def test_a_missing_column_is_named_with_the_columns_there_are():
 
 def test_an_empty_block_has_no_rows():
     assert parse_jsonl(b"\n\n", COLS, "f.jsonl").table.num_rows == 0
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz", ".bz2", ".xz", ".zst"])
+def test_the_columns_of_a_compressed_file_are_read_whatever_its_compression(tmp_path, suffix):
+    """Before: a .jsonl.zst file was refused ("cannot read (UnsupportedOperation)"): the head was read
+    with ``for line in f``, and zstandard's decompressing stream has no readline."""
+    from lancetnic_flow.data.sources import FileInfo
+    from lancetnic_flow.data.synth import write_corpus
+    from lancetnic_flow.formats import COMPRESSION_SUFFIXES, format_named
+
+    path = tmp_path / f"c.jsonl{suffix}"
+    write_corpus(str(path), 50, classes=2, seed=1)
+    fi = FileInfo(str(path), path.stat().st_size, "", "jsonl", COMPRESSION_SUFFIXES.get(suffix))
+    assert {"text", "label"} <= set(format_named("jsonl").head_columns()(fi, None))
+
+
+def test_read_lines_gives_every_line_with_its_newline_across_chunk_edges():
+    import io
+
+    from lancetnic_flow.data.readers.table import read_lines
+
+    data = b"ab\n\ncdefg\nh"
+    for chunk in (1, 2, 3, 64):
+        assert list(read_lines(io.BytesIO(data), chunk)) == [b"ab\n", b"\n", b"cdefg\n", b"h"]
