@@ -109,6 +109,14 @@ def fit_scale(val: Scores) -> float:
     return float(np.exp((lo + hi) / 2))
 
 
+def scaled_loss(val: Scores, scale: float) -> float:
+    """The loss of the probabilities the scores give at ``scale``: the mean
+    cross-entropy of the softmax (for label sets: of each label's sigmoid)."""
+    s = torch.from_numpy(val.scores).double()
+    y = torch.from_numpy(val.labels.astype(np.float64 if val.label_sets else np.int64))
+    return _nll(s, y, val.label_sets, float(np.log(scale)))
+
+
 def best_cut(proba: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
     """(threshold, F1) of predicting ``proba >= threshold`` against ``truth``
     (flat arrays), at the threshold of the highest F1: midway between the
@@ -150,10 +158,14 @@ def label_thresholds(proba: np.ndarray, hot: np.ndarray) -> tuple[np.ndarray, fl
 
 @dataclass
 class Calibration:
-    """What :func:`calibrate` fitted: the scale (1.0 if none was fitted), the
-    per-label thresholds (None for one label a row) and the rows it read."""
+    """What :func:`calibrate` fitted: the scale (1.0 if none was fitted) and the
+    loss at it, the per-label thresholds (None for one label a row) and the
+    rows it read."""
 
     scale: float = 1.0
+    # The validation loss at the fitted scale: of the probabilities predict gives (an epoch's
+    # val_loss is the scores' at scale 1). None when no scale was fitted.
+    loss: float | None = None
     thresholds: np.ndarray | None = None
     pooled_threshold: float | None = None
     rows: int = 0
@@ -171,6 +183,7 @@ def calibrate(model: torch.nn.Module, blocks: Iterable[RowBlock], scale: bool) -
     out = Calibration(rows=len(val.scores))
     if scale:
         out.scale = fit_scale(val)
+        out.loss = scaled_loss(val, out.scale)
         model.logit_scale.fill_(out.scale)
     if val.label_sets:
         proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)

@@ -930,6 +930,11 @@ class Training:
             "best_epoch": (len(state.history) if self.rule.keeps_last_epoch() and state.history else
                            state.best["epoch"] if state.best else None), "monitor": tc.monitor,
             "kept": "last" if self.rule.keeps_last_epoch() else "best",
+            # A margin model's probability scale, and the validation loss at it: the loss of the
+            # probabilities predict gives (val_loss is its scores' at scale 1, as each epoch's).
+            **({"calibration": {"scale": round(self.calibration.scale, 6),
+                                "val_loss": round(self.calibration.loss, 6), "rows": self.calibration.rows}}
+               if self.calibration.loss is not None else {}),
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),
             # Where the model trained, and the shards this process read (none when the cluster trained it).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -146,7 +147,8 @@ def test_scores_become_probabilities_at_a_fitted_scale_and_no_prediction_changes
 
     model.eval()
     before = model(**model_inputs(block, torch.device("cpu")))["logits"].detach()
-    scale = calibrate(model, [block], scale=True).scale
+    fitted = calibrate(model, [block], scale=True)
+    scale = fitted.scale
     after = model(**model_inputs(block, torch.device("cpu")))["logits"].detach()
     y = torch.from_numpy(labels.astype(np.int64))
     assert scale != 1.0
@@ -154,6 +156,8 @@ def test_scores_become_probabilities_at_a_fitted_scale_and_no_prediction_changes
     ce = torch.nn.functional.cross_entropy
     assert float(ce(after, y)) < float(ce(before, y))
     assert float(ce(after, y)) <= min(float(ce(before * s, y)) for s in (0.5, 2, 4, 8, 16)) + 1e-4
+    # The loss it reports is that of the probabilities at the fitted scale, not of the raw scores.
+    assert fitted.loss == pytest.approx(float(ce(after.double(), y)), rel=1e-5)
 
 
 def test_the_default_cli_run_is_linear_svm_and_its_probabilities_are_calibrated(tmp_path):
@@ -164,6 +168,11 @@ def test_the_default_cli_run_is_linear_svm_and_its_probabilities_are_calibrated(
     assert json.loads((run / "config.json").read_text())["model"]["name"] == "LinearSVM"
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["val_accuracy"] > 0.7
+    # val_loss is the raw scores' (scale 1, as each epoch's); the probabilities' own is reported beside it
+    calibrated = metrics["calibration"]
+    assert calibrated["rows"] == metrics["rows"]["validated"] and calibrated["scale"] > 1.0
+    assert calibrated["val_loss"] < metrics["val_loss"]
+    assert re.search(rf"loss, calibrated +{calibrated['val_loss']:.4f}", p.stderr), p.stderr
     p = cli("predict", str(run), "--input", "d.csv", "--output", "p.csv", cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     import csv

@@ -88,6 +88,9 @@ def render_summary(done: dict, width: int = 80) -> Group:
     for sc in _SUMMARY:
         if m.get(sc.key) is not None:
             metrics.add_row(sc.long, f"{m[sc.key]:.4f}")
+    calibrated = (m.get("calibration") or {}).get("val_loss")
+    if calibrated is not None:   # a margin model: its scores' loss above, its probabilities' here
+        metrics.add_row("loss, calibrated", f"{calibrated:.4f}")
     if m.get("best_epoch") and m.get("kept") == "last":
         metrics.add_row("kept epoch", f"{m['best_epoch']} (the last)")
     elif m.get("best_epoch"):

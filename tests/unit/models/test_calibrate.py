@@ -91,5 +91,11 @@ def test_calibrate_sets_a_margin_models_scale_and_gives_label_sets_their_thresho
     out = calibrate(model, [block], scale=True)
     assert out.rows == int(hot.any(1).sum()) < 190 and out.scale != 1.0 and float(model.logit_scale) == pytest.approx(out.scale)
     assert out.thresholds.shape == (3,) and ((out.thresholds > 0) & (out.thresholds < 1)).all()
+    # its loss: each label's sigmoid at the fitted scale, on the rows read (scores times the scale now in the model)
+    read = hot.any(1)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    at_scale = torch.from_numpy(scores[read]).double() * out.scale
+    assert out.loss == pytest.approx(float(bce(at_scale, torch.from_numpy(hot[read]).double())), rel=1e-5)
+    assert out.loss < float(bce(torch.from_numpy(scores[read]).double(), torch.from_numpy(hot[read]).double()))
     single = RowBlock(indices, offsets, values, scores.argmax(1).astype(np.int32))
     assert calibrate(model, [single], scale=True).thresholds is None        # one label a row: a scale only
