@@ -131,6 +131,15 @@ class LostSchedulerNoise(logging.Filter):
             not record.getMessage().startswith("Failed to reconnect to scheduler")
 
 
+class ClosedCommNoise(logging.Filter):
+    """Dask's batched stream to the scheduler logs, with a traceback, each
+    message it could not send on a connection that closed ("Batched Comm
+    Closed"): a lost scheduler, which the run says once, in words."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Batched Comm Closed")
+
+
 @contextlib.contextmanager
 def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: bool = False,
                  closer: Any = None, wait: float = RECONNECT_S) -> Iterator["object"]:
@@ -167,14 +176,16 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
                                 "…__CLIENT__CERT and …__CLIENT__KEY variables (docs/cluster.md §6)") from None
             # Reconnecting after a dropped link may take longer than the 10 s first connect.
             client._timeout = wait
-            noise = LostSchedulerNoise(client)
-            log = logging.getLogger("distributed.client")
-            log.addFilter(noise)
+            filters = [(logging.getLogger("distributed.client"), LostSchedulerNoise(client)),
+                       (logging.getLogger("distributed.batched"), ClosedCommNoise())]
+            for log, noise in filters:
+                log.addFilter(noise)
             try:
                 with client:
                     yield client
             finally:
-                log.removeFilter(noise)
+                for log, noise in filters:
+                    log.removeFilter(noise)
             return
         refuse_unguarded_script()
         cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=plan.threads,

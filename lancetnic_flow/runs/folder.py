@@ -79,14 +79,32 @@ def new_run_dir(out: str, name: str | None, storage_options: dict | None = None)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name in (".", ".."):
         raise UserError(f"run name {name!r} is not a plain folder name", "use letters, digits, '.', '-' and '_'")
     candidate, n = name, 1
-    # A folder with config.json is a run, finished or waiting for --resume: never reuse it.
-    while any(fs.exists(f"{base.rstrip('/')}/{candidate}/{f}") for f in ("model.safetensors", "config.json")):
-        n += 1
-        candidate = f"{name}-{n}"
-    path = f"{base.rstrip('/')}/{candidate}"
     with writing(out):
-        fs.makedirs(path, exist_ok=True)
+        # A folder with config.json is a run, finished or waiting for --resume: never reuse it.
+        while not _claimed(fs, f"{base.rstrip('/')}/{candidate}"):
+            n += 1
+            candidate = f"{name}-{n}"
+    path = f"{base.rstrip('/')}/{candidate}"
     return RunFolder(fs.unstrip_protocol(path) if "://" in out else path, so)
+
+
+def _claimed(fs: Any, path: str) -> bool:
+    """Whether ``path`` is now this run's: created, or an empty folder taken,
+    with an empty config.json (write_config fills it) created only if no
+    other run has one. Created exclusively where the filesystem can (a local
+    disk): two runs started in the same second, with the same default name,
+    took one folder and wrote over each other's files. Elsewhere, checked
+    first (an object store has no exclusive create)."""
+    if any(fs.exists(f"{path}/{f}") for f in ("model.safetensors", "config.json")):
+        return False
+    fs.makedirs(path, exist_ok=True)
+    if "file" not in fs.protocol:
+        return True
+    try:
+        with open(fs._strip_protocol(f"{path}/config.json"), "xb"):
+            return True
+    except FileExistsError:   # another run claimed it since the check above
+        return False
 
 
 def check_output_places(cfg: Any, resume: str | None = None) -> None:

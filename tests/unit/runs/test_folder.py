@@ -400,3 +400,24 @@ def test_copy_run_over_another_run_gives_the_copied_run_and_never_half_of_each(t
     assert sorted(p.name for p in (tmp_path / "dst").iterdir()) == sorted(p.name for p in (tmp_path / "src").iterdir())
     copy_run(src, "memory://unit-runs/copied")
     assert first_weight("memory://unit-runs/copied") == first_weight(src)
+
+
+def test_runs_started_at_once_with_one_name_each_get_a_folder_of_their_own(tmp_path):
+    """Before: two estimators of a cross_val_score(n_jobs=2) started in the same second, took the one
+    default folder (its timestamp) and wrote over each other's weights ("not the file model.json was
+    saved with")."""
+    import threading
+
+    start, got = threading.Barrier(8), []
+
+    def claim() -> None:
+        start.wait()
+        got.append(str(new_run_dir(str(tmp_path), "same")))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 8
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["same"] + [f"same-{n}" for n in range(2, 9)])
