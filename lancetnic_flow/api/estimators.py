@@ -414,6 +414,7 @@ class TextClassifier(_TextEstimator):
         their threshold: ``threshold`` for every label, by default each label's
         own, chosen on the validation rows); None for a row with no usable text."""
         pred = self._fitted()
+        pred.check_asks(None, threshold)
         rows = self._rows(X)
         if pred.multilabel:
             out = np.empty(rows.num_rows, dtype=object)

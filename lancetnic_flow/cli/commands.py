@@ -194,8 +194,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     from ..runs.predict import Predictor, predict_files
 
     pred = Predictor(a.run, run_so)          # damaged weights fail here, once, not on every worker
-    if a.top_k and not pred.classifies:
-        raise UserError("--top-k ranks labels: this run is a regression model", "drop --top-k")
+    pred.check_asks(a.top_k, a.threshold)
     _check_kept_names(cols, first_columns(src, so, cols.encoding), pred.output_names(a.top_k))
     cluster, where = _client_for(a, plan, src)
     with cluster as client:

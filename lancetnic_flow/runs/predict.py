@@ -220,9 +220,10 @@ class Predictor:
         gives ``labels`` (those with probability ≥ their threshold: ``threshold``
         for every label, or by default the run's own per label; most likely
         first) and their ``probabilities``."""
+        self.check_asks(top_k, threshold)
         rows = self.rows(data, text_column=text_column)
         if self.multilabel:
-            return self.label_sets(rows, threshold)
+            return self.label_sets(rows, threshold, self.top(top_k))
         top_k = self.top(top_k)
         cols = self.prediction_columns(rows, top_k)
         out: list[dict[str, Any]] = [{"status": s} for s in rows["status"].to_pylist()]
@@ -239,6 +240,16 @@ class Predictor:
                 d["top_probabilities"] = None if d["status"] != "ok" else [p[j] for p in probs if p[j] is not None]
         return out
 
+    def check_asks(self, top_k: int | None, threshold: float | None) -> None:
+        """Refuse what this run cannot do rather than ignore it: ``top_k`` on a
+        run that predicts no label, ``threshold`` on one that predicts one
+        label a row (its most probable)."""
+        if top_k and not self.classifies:
+            raise UserError("--top-k (top_k) ranks labels: this run is a regression model", "drop --top-k")
+        if threshold is not None and not self.multilabel:
+            raise UserError("--threshold (threshold) applies to a multilabel run: this run predicts one label a "
+                            "row, its most probable", "drop --threshold")
+
     def top(self, top_k: int | None) -> int | None:
         """``top_k`` capped at the run's labels: ranks past the last label hold
         nothing (asking for more gives every label, once each)."""
@@ -250,12 +261,16 @@ class Predictor:
         ranked = np.take_along_axis(p, order, axis=1)
         return order, ranked, ranked >= self.cuts(threshold)[order]
 
-    def label_sets(self, rows: pa.Table, threshold: float | None = None) -> list[dict[str, Any]]:
+    def label_sets(self, rows: pa.Table, threshold: float | None = None, top_k: int | None = None
+                   ) -> list[dict[str, Any]]:
         """A multilabel run's predictions for ``rows``: per row ``status``,
         ``labels`` at or above their threshold (see :meth:`predict`; most likely
-        first) and their ``probabilities``; None for a row that cannot be predicted."""
+        first) and their ``probabilities``, with ``top_k`` also the ``top_k``
+        most probable labels whether taken or not (``top_labels``,
+        ``top_probabilities``); None for a row that cannot be predicted."""
         ok, scored = self.scores(rows)
-        out: list[dict[str, Any]] = [{"status": s, "labels": None, "probabilities": None}
+        top = {"top_labels": None, "top_probabilities": None} if top_k else {}
+        out: list[dict[str, Any]] = [{"status": s, "labels": None, "probabilities": None, **top}
                                      for s in rows["status"].to_pylist()]
         order, ranked, taken = self._ranked(scored["proba"], threshold)
         # One list per row of the output, which is what the caller asks for; the scoring above is batched.
@@ -263,6 +278,9 @@ class Predictor:
         for i, row in enumerate(ok.tolist()):
             out[row]["labels"] = names[order[i][taken[i]]].tolist()
             out[row]["probabilities"] = ranked[i][taken[i]].astype(float).tolist()
+            if top_k:
+                out[row]["top_labels"] = names[order[i][:top_k]].tolist()
+                out[row]["top_probabilities"] = ranked[i][:top_k].astype(float).tolist()
         return out
 
     def prediction_columns(self, rows: pa.Table, top_k: int | None = None,
@@ -270,6 +288,7 @@ class Predictor:
         """The prediction columns for ``rows`` (see :func:`~.outputs.output_names`), null where
         the status is not ok. A multilabel run's ``predicted`` and ``probabilities``
         are lists: the labels at or above their threshold (see :meth:`predict`), most likely first."""
+        self.check_asks(top_k, threshold)
         ok, scored = self.scores(rows)
         n = rows.num_rows
         cols: dict[str, pa.Array] = {}

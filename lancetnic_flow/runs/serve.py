@@ -160,7 +160,7 @@ def parse_explain(body: bytes, max_batch: int, labels: list | None = None) -> tu
 
 
 def parse_request(body: bytes, max_batch: int, classifies: bool = True,
-                  labels: int | None = None) -> tuple[list, dict]:
+                  labels: int | None = None, multilabel: bool = False) -> tuple[list, dict]:
     """A ``/predict`` body → (texts, keyword arguments of ``Predictor.predict``); a
     :class:`BadRequest` (413 for too many texts, else 400/422) saying what is wrong.
     ``top_k`` past the run's number of ``labels`` ranks them all."""
@@ -175,6 +175,9 @@ def parse_request(body: bytes, max_batch: int, classifies: bool = True,
         top_k = min(top_k, labels)
     if threshold is not None and not 0.0 < threshold < 1.0:
         raise BadRequest(422, f"threshold must be between 0 and 1, got {threshold}")
+    if threshold is not None and not multilabel:
+        raise BadRequest(422, "threshold applies to a multilabel run: this run predicts one label a text, its most "
+                              "probable")
     # No threshold: the run's own per label (0.5 for a run without them).
     return texts, {"top_k": top_k, "threshold": None if threshold is None else float(threshold)}
 
@@ -323,7 +326,7 @@ class Service:
         """The answer to a ``/predict`` body, as JSON bytes (in a worker thread)."""
         pred = self.model.pred
         try:
-            texts, kw = parse_request(body, self.max_batch, pred.classifies, len(pred.labels))
+            texts, kw = parse_request(body, self.max_batch, pred.classifies, len(pred.labels), pred.multilabel)
         except BadRequest as exc:
             if exc.status == 400 and content_type and "json" not in content_type:
                 exc.message += f" (it came as Content-Type: {content_type[:60]})"

@@ -84,6 +84,9 @@ def test_estimator_fits_a_pandas_series_and_predicts_every_row_in_order(fitted, 
     assert list(fitted.predict(df)) == list(got)
     assert list(fitted.predict(pa.table({"text": messy}))) == list(got)
     assert list(fitted.predict(np.array(messy, dtype=object))) == list(got)
+    # a threshold picks a multilabel run's labels: here it would do nothing, so it is refused (it was ignored)
+    with pytest.raises(UserError, match="applies to a multilabel run"):
+        fitted.predict(texts, threshold=0.3)
 
 
 def test_estimator_saves_a_run_folder_that_loads_and_predicts_the_same(fitted, frame, tmp_path):

@@ -212,3 +212,29 @@ from lancetnic_flow.runs.predict import Predictor
 print(Predictor({str(trained_run.run)!r}).predict(["a short text"])[0]["status"])
 """, tmp_path)
     assert out.split() == ["ok", "True"]
+
+
+def test_what_a_run_cannot_do_is_refused_not_ignored(tmp_path):
+    """Before: ``predict --text --top-k`` on a regression run was an internal error (KeyError 'label_1',
+    exit 1); a threshold given for a run that predicts one label a row (``--threshold``,
+    ``Predictor.predict(threshold=)``, ``TextClassifier.predict(threshold=)``, serve's ``threshold``)
+    was ignored without a word; ``--top-k`` with ``--text`` on a multilabel run gave no ranking."""
+    from helpers import WORDS, assert_user_error, built_run
+
+    text = " ".join(WORDS[:8])
+    built_run("ScalpelReg", "regress", out=tmp_path / "reg")
+    assert_user_error(cli("predict", tmp_path / "reg", "--text", text, "--top-k", "2", cwd=tmp_path),
+                      "ranks labels: this run is a regression model", "--top-k")
+    one = built_run("ScalpelMC", "classify", out=tmp_path / "one")
+    with pytest.raises(UserError, match="applies to a multilabel run"):
+        one.predict([text], threshold=0.3)
+    with pytest.raises(UserError, match="applies to a multilabel run"):
+        one.prediction_columns(one.rows([text]), threshold=0.3)
+    assert_user_error(cli("predict", tmp_path / "one", "--text", text, "--threshold", "0.3", cwd=tmp_path),
+                      "applies to a multilabel run", "--threshold")
+    many = built_run("ScalpelMC", "multilabel")
+    [row] = many.predict([text], top_k=2)
+    assert len(row["top_labels"]) == 2 and row["top_probabilities"] == sorted(row["top_probabilities"], reverse=True)
+    everything = many.predict([text], top_k=3)[0]
+    assert row["top_labels"] == everything["top_labels"][:2] and set(everything["top_labels"]) == set(many.labels)
+    assert row["labels"] == everything["labels"]   # the label set is still the thresholds'

@@ -141,9 +141,12 @@ def test_predict_answers_what_the_predictor_answers_for_the_same_texts(server, t
     status, got = request(server.url + "/predict", {"texts": TEXTS})
     assert status == 200 and got == {"predictions": as_json(pred.predict(TEXTS))}
     assert got["predictions"][0]["status"] == "ok" and got["predictions"][2]["status"] != "ok"
-    status, got = request(server.url + "/predict", {"texts": TEXTS, "top_k": 3, "threshold": 0.3})
+    status, got = request(server.url + "/predict", {"texts": TEXTS, "top_k": 3})
     assert status == 200 and got["predictions"] == as_json(pred.predict(TEXTS, top_k=3))
     assert len(got["predictions"][0]["top_labels"]) == 3
+    # a threshold would change nothing for a run of one label a text: refused, not ignored
+    status, got = request(server.url + "/predict", {"texts": TEXTS, "top_k": 3, "threshold": 0.3})
+    assert status == 422 and "applies to a multilabel run" in got["error"]
     assert request(server.url + "/predict", {"texts": []}) == (200, {"predictions": []})
 
 
@@ -260,9 +263,12 @@ def test_a_bad_run_a_taken_port_or_a_bad_limit_is_exit_2_before_it_listens(tmp_p
     assert_user_error(p, "cannot listen on 127.0.0.1", "--port")
 
 
-def test_parse_request_reads_the_options_and_refuses_top_k_for_a_regression_run():
-    assert parse_request(b'{"texts": ["a", null], "top_k": 2, "threshold": 0.25}', 10) == \
+def test_parse_request_reads_the_options_and_refuses_what_the_run_cannot_do():
+    assert parse_request(b'{"texts": ["a", null], "top_k": 2, "threshold": 0.25}', 10, multilabel=True) == \
         (["a", None], {"top_k": 2, "threshold": 0.25})
+    with pytest.raises(BadRequest, match="threshold applies to a multilabel run") as e:   # it was ignored
+        parse_request(b'{"texts": ["a"], "threshold": 0.25}', 10)
+    assert e.value.status == 422
     assert parse_request(b'{"texts": []}', 10) == ([], {"top_k": None, "threshold": None})   # the run's own
     with pytest.raises(BadRequest, match="regression") as e:
         parse_request(b'{"texts": ["a"], "top_k": 1}', 10, classifies=False)
