@@ -89,7 +89,11 @@ def test_label_sep_without_multilabel_and_a_classify_monitor_with_multilabel_are
 
     with pytest.raises(UserError, match="for task multilabel"):
         cfg().validate()
-    assert cfg(task="multilabel").validate().training.monitor == "val_loss"
+    # the default model, LinearSVM, monitors micro-F1 (its val_loss grows with its margins); a model of probabilities its loss
+    assert cfg(task="multilabel").validate().training.monitor == "val_micro_f1"
+    multilabel_mlp = cfg(task="multilabel")
+    multilabel_mlp.model.name = "ScalpelMC"
+    assert multilabel_mlp.validate().training.monitor == "val_loss"
     assert cfg(task="multilabel", monitor="val_micro_f1").validate().training.monitor == "val_micro_f1"
     with pytest.raises(UserError, match="does not fit"):
         cfg(task="multilabel", monitor="val_accuracy").validate()
@@ -189,7 +193,7 @@ def test_a_learnable_multilabel_corpus_trains_through_the_cli_and_beats_the_most
     assert scores["micro_f1"] > baseline + 0.25, (scores["micro_f1"], baseline)
     assert scores["subset_accuracy"] > test.count(common) / len(test) + 0.2
     metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["task"] == "multilabel" and metrics["monitor"] == "val_loss"
+    assert metrics["task"] == "multilabel" and metrics["monitor"] == "val_micro_f1" and metrics["model"] == "LinearSVM"
     assert metrics["val_micro_f1"] is not None and len(metrics["per_label"]["f1"]) == 4
     assert {"per_label.png", "per_label.csv", "micro_f1.png"} <= set(metrics["plots"])
     assert "confusion_matrix.png" not in metrics["plots"]

@@ -347,3 +347,16 @@ def test_cache_none_is_taken_wherever_the_model_trains(monkeypatch):
         assert taken.output.no_cache and taken.training.ddp == ddp and taken.cluster.train_on == "cluster"
     ok = resolve(with_cache(with_cluster(config(), scheduler="tcp://10.0.0.1:8786", train_on="client"), "none"))
     assert ok.training.ddp is None and ok.output.no_cache
+
+
+@pytest.mark.parametrize("name,task,monitor", [
+    ("LinearSVM", "multilabel", "val_micro_f1"),   # its val_loss grows as its margins do: not its monitor
+    ("LinearSVM", "classify", "val_accuracy"),
+    ("ScalpelMC", "multilabel", "val_loss"),        # a model of probabilities keeps its loss
+    ("ScalpelMC", "classify", "val_accuracy"),
+])
+def test_a_margin_models_default_monitor_is_never_its_scores_loss(name, task, monitor):
+    """Before: a multilabel LinearSVM monitored val_loss, its scores' loss at scale 1, which rises
+    while micro-F1 climbs from 0 to 0.6: `tune` chose its least trained trial (0.37)."""
+    assert resolve(config(name, task)).training.monitor == monitor
+    assert resolve(config(name, task, monitor="val_loss")).training.monitor == "val_loss"   # given: kept
