@@ -80,6 +80,12 @@ def read_scores(model: torch.nn.Module, blocks: Iterable[RowBlock]) -> Scores | 
     return Scores(np.concatenate(scores), np.concatenate(labels))
 
 
+def _tensors(val: Scores) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scores and answers as the loss takes them (float64; class ids, or a multi-hot matrix)."""
+    return (torch.from_numpy(val.scores).double(),
+            torch.from_numpy(val.labels.astype(np.float64 if val.label_sets else np.int64)))
+
+
 def _nll(s: torch.Tensor, y: torch.Tensor, label_sets: bool, log_scale: float) -> float:
     z = s * np.exp(log_scale)
     if label_sets:
@@ -91,8 +97,7 @@ def fit_scale(val: Scores) -> float:
     """The factor whose softmax (or sigmoid per label, for label sets) of the
     scores best predicts the answers: golden-section search on the log of it,
     the loss being convex in the factor."""
-    s = torch.from_numpy(val.scores).double()
-    y = torch.from_numpy(val.labels.astype(np.float64 if val.label_sets else np.int64))
+    s, y = _tensors(val)
     lo, hi = np.log(0.05), np.log(500.0)
     g = (np.sqrt(5) - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)
@@ -112,9 +117,7 @@ def fit_scale(val: Scores) -> float:
 def scaled_loss(val: Scores, scale: float) -> float:
     """The loss of the probabilities the scores give at ``scale``: the mean
     cross-entropy of the softmax (for label sets: of each label's sigmoid)."""
-    s = torch.from_numpy(val.scores).double()
-    y = torch.from_numpy(val.labels.astype(np.float64 if val.label_sets else np.int64))
-    return _nll(s, y, val.label_sets, float(np.log(scale)))
+    return _nll(*_tensors(val), val.label_sets, float(np.log(scale)))
 
 
 def best_cut(proba: np.ndarray, truth: np.ndarray) -> tuple[float, float]:

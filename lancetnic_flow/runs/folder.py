@@ -101,7 +101,7 @@ def _claimed(fs: Any, path: str) -> bool:
     if "file" not in fs.protocol:
         return True
     try:
-        with open(fs._strip_protocol(f"{path}/config.json"), "xb"):
+        with open(f"{path}/config.json", "xb"):   # a local path: url_to_fs stripped its protocol
             return True
     except FileExistsError:   # another run claimed it since the check above
         return False
