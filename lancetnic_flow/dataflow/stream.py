@@ -3,9 +3,10 @@
 * :func:`cached_blocks` and :func:`live_blocks` yield an epoch's row blocks:
   partitions in a per-epoch seeded order from the manifest, or as a
   :class:`~.window.OrderedWindow` of featurisation tasks hands them back.
-* :class:`BatchStream` is the ``torch.utils.data.IterableDataset``: a
-  background prefetch thread, a bounded row shuffle buffer, fixed-size
-  batches.
+* :class:`BatchStream` is an epoch's iterable of batches: a background
+  prefetch thread, a bounded row shuffle buffer, fixed-size batches. It
+  needs no torch (a LinearSVM run never imports it); a loop of one's own
+  iterates it directly (workflows/custom_loop.py).
 
 Trainer memory: ``in_flight`` task results (addresses and counts only),
 ``prefetch_depth`` + 2 loaded shards (queued, being read, being shuffled
@@ -19,7 +20,6 @@ import threading
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
-import torch
 
 from ..features.rows import RowBlock
 from .shards import PartitionResult, ShardInfo, load_shard
@@ -163,12 +163,11 @@ def _batches_in_order(blocks: Iterable[RowBlock], batch_size: int) -> Iterator[R
 BATCHES_AHEAD = 8
 
 
-class BatchStream(torch.utils.data.IterableDataset):
+class BatchStream:
     """Batches of one epoch, as :class:`RowBlock`; ``blocks`` is called once per iteration."""
 
     def __init__(self, blocks: Callable[[], Iterator[RowBlock]], *, batch_size: int, shuffle_buffer: int,
                  seed: int, epoch: int, shuffle: bool = True, prefetch_depth: int = 2, by_length: bool = False):
-        super().__init__()
         self.blocks, self.batch_size, self.shuffle_buffer = blocks, batch_size, shuffle_buffer
         self.seed, self.epoch, self.shuffle, self.prefetch_depth = seed, epoch, shuffle, prefetch_depth
         self.by_length = by_length

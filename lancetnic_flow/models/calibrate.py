@@ -25,18 +25,21 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
-import torch
 
 from ..features.rows import RowBlock
-from .inputs import model_inputs
+from .inputs import outputs_of
+from .linear_arrays import is_arrays
+from .tasks import as_array
 
-# Scores kept to calibrate on (rows × labels, float32: 40 MiB, and twice that
-# while the scale is fitted in float64); 20,000 rows at least.
+# Scores kept to calibrate on (rows × labels, float32: 40 MiB; the scale is fitted
+# in float64 a piece at a time, PIECE_CELLS); 20,000 rows at least.
 MAX_CELLS = 10_000_000
 MIN_ROWS = 20_000
+# The loss is summed over this many scores at a time (float64 temporaries of 8 MiB each).
+PIECE_CELLS = 1 << 20
 # A label's own threshold weighs n / (n + SHRINK) against the pooled one (n: its positive rows).
 SHRINK = 1.0
 # The thresholds stay inside (0, 1): a label predicted always or never is a decision no data made.
@@ -55,21 +58,21 @@ class Scores:
         return self.labels.ndim == 2
 
 
-def read_scores(model: torch.nn.Module, blocks: Iterable[RowBlock]) -> Scores | None:
+def read_scores(model: Any, blocks: Iterable[RowBlock]) -> Scores | None:
     """The model's logits on the labelled validation rows, up to :data:`MAX_CELLS`
     scores; None when no row has a label."""
     scores, labels, n, cap = [], [], 0, None
     model.eval()
     rows = iter(blocks)
-    with torch.no_grad(), contextlib.ExitStack() as done:
+    with contextlib.ExitStack() as done:
         done.callback(getattr(rows, "close", lambda: None))   # a generator's close stops its read-ahead thread
         for block in rows:
             b = block.slice(0, (cap or MIN_ROWS) - n)
             keep = b.labels.any(1) if b.labels.ndim == 2 else b.labels >= 0
             if keep.any():
-                out = model(**model_inputs(b, torch.device("cpu")))["logits"]
+                out = as_array(outputs_of(model, b, "cpu")["logits"])
                 cap = cap or max(MIN_ROWS, MAX_CELLS // max(1, out.shape[1]))
-                scores.append(out[torch.from_numpy(keep)].float().numpy())
+                scores.append(out[keep].astype(np.float32, copy=False))
                 labels.append(b.labels[keep])
                 n += int(keep.sum())
             if n >= (cap or MIN_ROWS):
@@ -80,24 +83,36 @@ def read_scores(model: torch.nn.Module, blocks: Iterable[RowBlock]) -> Scores | 
     return Scores(np.concatenate(scores), np.concatenate(labels))
 
 
-def _tensors(val: Scores) -> tuple[torch.Tensor, torch.Tensor]:
-    """The scores and answers as the loss takes them (float64; class ids, or a multi-hot matrix)."""
-    return (torch.from_numpy(val.scores).double(),
-            torch.from_numpy(val.labels.astype(np.float64 if val.label_sets else np.int64)))
+def _arrays(val: Scores) -> tuple[np.ndarray, np.ndarray]:
+    """The scores and answers as the loss takes them (class ids, or a multi-hot matrix as float64)."""
+    return val.scores, val.labels.astype(np.float64 if val.label_sets else np.int64)
 
 
-def _nll(s: torch.Tensor, y: torch.Tensor, label_sets: bool, log_scale: float) -> float:
-    z = s * np.exp(log_scale)
-    if label_sets:
-        return float(torch.nn.functional.binary_cross_entropy_with_logits(z, y))
-    return float(torch.nn.functional.cross_entropy(z, y))
+def _nll(s: np.ndarray, y: np.ndarray, label_sets: bool, log_scale: float) -> float:
+    """The mean cross-entropy of the scores at ``exp(log_scale)``: of the softmax
+    over a row's classes, or (label sets) of each label's sigmoid, averaged over
+    rows (and labels), as torch's losses of those names. In pieces of
+    :data:`PIECE_CELLS` scores: the temporaries stay small beside the scores."""
+    factor, total = np.exp(log_scale), 0.0
+    step = max(1, PIECE_CELLS // max(1, s.shape[1]))
+    for i in range(0, len(s), step):
+        z, t = s[i:i + step].astype(np.float64) * factor, y[i:i + step]
+        if label_sets:
+            # max(z, 0) - t·z + log(1 + e^-|z|): the binary cross entropy of a logit, stable for any z
+            total += float((np.maximum(z, 0.0) - t * z + np.logaddexp(0.0, -np.abs(z))).sum())
+        else:
+            # log Σ e^z - z_answer, shifted by the row's largest score so no e^z overflows
+            picked, top = z[np.arange(len(z)), t], z.max(axis=1)
+            z -= top[:, None]
+            total += float((top + np.log(np.exp(z).sum(axis=1)) - picked).sum())
+    return total / s.size if label_sets else total / len(s)
 
 
 def fit_scale(val: Scores) -> float:
     """The factor whose softmax (or sigmoid per label, for label sets) of the
     scores best predicts the answers: golden-section search on the log of it,
     the loss being convex in the factor."""
-    s, y = _tensors(val)
+    s, y = _arrays(val)
     lo, hi = np.log(0.05), np.log(500.0)
     g = (np.sqrt(5) - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)
@@ -117,7 +132,7 @@ def fit_scale(val: Scores) -> float:
 def scaled_loss(val: Scores, scale: float) -> float:
     """The loss of the probabilities the scores give at ``scale``: the mean
     cross-entropy of the softmax (for label sets: of each label's sigmoid)."""
-    return _nll(*_tensors(val), val.label_sets, float(np.log(scale)))
+    return _nll(*_arrays(val), val.label_sets, float(np.log(scale)))
 
 
 def best_cut(proba: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
@@ -174,12 +189,20 @@ class Calibration:
     rows: int = 0
 
 
-def calibrate(model: torch.nn.Module, blocks: Iterable[RowBlock], scale: bool) -> Calibration:
+def _set_scale(model: Any, value: float) -> None:
+    """Set the model's ``logit_scale`` (a network's buffer, or an array's 0-d value)."""
+    if is_arrays(model):
+        model.logit_scale.fill(value)
+    else:
+        model.logit_scale.fill_(value)
+
+
+def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool) -> Calibration:
     """Fit, on the validation ``blocks``: the model's probability scale
     (``scale``: the model has a ``logit_scale``, which is set) and, for label
     sets, a threshold per label on the probabilities at that scale."""
     if scale:
-        model.logit_scale.fill_(1.0)
+        _set_scale(model, 1.0)
     val = read_scores(model, blocks)
     if val is None:
         return Calibration()
@@ -187,7 +210,7 @@ def calibrate(model: torch.nn.Module, blocks: Iterable[RowBlock], scale: bool) -
     if scale:
         out.scale = fit_scale(val)
         out.loss = scaled_loss(val, out.scale)
-        model.logit_scale.fill_(out.scale)
+        _set_scale(model, out.scale)
     if val.label_sets:
         proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)
         out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels)

@@ -11,9 +11,12 @@ classes) to score and far less to update; a mini-batch gradient of the same
 loss, averaged over 512 rows, reaches a logistic regression's accuracy, not
 a linear SVM's (docs/benchmarks.md, "How the defaults were chosen").
 
-The step runs in compiled code over the weight tensor's memory, in place
-and without autograd: the trainer keeps the one copy of the weights it
-would keep anyway. Rows are taken in the batch's (shuffled) order, so the
+The step runs in compiled code over the weights' memory, in place and
+without autograd: the trainer keeps the one copy of the weights it would
+keep anyway. The model is the network (``ScalpelNet``: ``--ddp`` ranks,
+trials) or its arrays (:class:`~.linear_arrays.LinearArrays`: a run in one
+process, without torch); the step reads the same arrays of either.
+Rows are taken in the batch's (shuffled) order, so the
 result is a pure function of the stream: resume and partition invariance
 hold as for every other model.
 """
@@ -21,11 +24,13 @@ from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
-import torch
 from numba import njit
 from numba.extending import overload
+
+from .linear_arrays import is_arrays
 
 # The bias moves a hundredth of a weight's step, as scikit-learn's intercept
 # on sparse rows: every row touches it, and at full rate it would swing with
@@ -145,7 +150,7 @@ def _pool() -> ThreadPoolExecutor:
     return _twin_pool
 
 
-def twin_caught_up(model: torch.nn.Module) -> None:
+def twin_caught_up(model: Any) -> None:
     """Wait until ``model``'s twin has taken every step submitted so far (a
     step that failed raises here)."""
     pending = getattr(model, "twin_pending", None)
@@ -153,38 +158,53 @@ def twin_caught_up(model: torch.nn.Module) -> None:
         pending.popleft().result()
 
 
-def _caught_up_hook(module: torch.nn.Module, *args) -> None:
+def _caught_up_hook(module: Any, *args) -> None:
     twin_caught_up(module)
 
 
-def margin_step(model: torch.nn.Module, indices: np.ndarray, offsets: np.ndarray, values: np.ndarray,
-                labels: np.ndarray, lr: float) -> tuple[torch.Tensor, float]:
-    """One batch of per-example hinge updates on ``model.input`` (CPU,
+def weights_of(model: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The model's weight (terms × classes) and bias as arrays over its own memory."""
+    if is_arrays(model):
+        return model.weight, model.bias
+    return model.input.weight.detach().numpy(), model.input.bias.detach().numpy()
+
+
+def twin_of(model: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The twin's weight and bias as arrays over its own memory."""
+    if is_arrays(model):
+        return model.twin_weight, model.twin_bias
+    return model.twin_weight.numpy(), model.twin_bias.numpy()
+
+
+def margin_step(model: Any, indices: np.ndarray, offsets: np.ndarray, values: np.ndarray,
+                labels: np.ndarray, lr: float) -> tuple[np.ndarray, float]:
+    """One batch of per-example hinge updates on the model's weights (CPU,
     float32), and on its twin when it has one (behind it: see TWIN_BEHIND);
     returns the batch's logits (each row's before its update, as a gradient
     step's forward would give) and its mean loss per row, both the model's own."""
-    layer = model.input
-    weight = layer.weight.detach().numpy()
-    bias = layer.bias.detach().numpy()
+    weight, bias = weights_of(model)
     scores = np.empty((len(offsets) - 1, weight.shape[1]), np.float32)
     if has_twin(model):
         pending = model.twin_pending
-        pending.append(_pool().submit(hinge_pass, indices, offsets, values, labels, model.twin_weight.numpy(),
-                                      model.twin_bias.numpy(), np.float32(lr), np.empty_like(scores)))
+        pending.append(_pool().submit(hinge_pass, indices, offsets, values, labels, *twin_of(model),
+                                      np.float32(lr), np.empty_like(scores)))
         while len(pending) > TWIN_BEHIND or (pending and pending[0].done()):
             pending.popleft().result()
     total, used = hinge_pass(indices, offsets, values, labels, weight, bias, np.float32(lr), scores)
-    return torch.from_numpy(scores), total / max(used, 1)
+    return scores, total / max(used, 1)
 
 
-def add_twin(model: torch.nn.Module) -> None:
+def add_twin(model: Any) -> None:
     """Give a LinearSVM a twin: a second weight and bias that take every step
     the model takes and, after each epoch's validation, also learn the
     validation rows. The model, which never sees them, gives the validation
     figures, early stopping and the probability scale; the twin becomes the
     saved model (:func:`adopt_twin`), which so learns from every row the user
-    gave. The twin lives in buffers: checkpoints, resume and the best epoch's
-    copy carry it with the weights."""
+    gave. The twin is part of the state (the network's buffers): checkpoints,
+    resume and the best epoch's copy carry it with the weights."""
+    if is_arrays(model):
+        model.add_twin()
+        return
     layer = model.input
     model.register_buffer("twin_weight", layer.weight.detach().clone())
     model.register_buffer("twin_bias", layer.bias.detach().clone())
@@ -194,28 +214,32 @@ def add_twin(model: torch.nn.Module) -> None:
     model.register_load_state_dict_pre_hook(_caught_up_hook)
 
 
-def has_twin(model: torch.nn.Module) -> bool:
+def has_twin(model: Any) -> bool:
     """Whether ``model`` carries a twin (:func:`add_twin`)."""
     return getattr(model, "twin_weight", None) is not None
 
 
-def twin_learns(model: torch.nn.Module, block, lr: float, rng: np.random.Generator) -> int:
+def twin_learns(model: Any, block, lr: float, rng: np.random.Generator) -> int:
     """The twin trains on a block of validation rows, in a shuffled order;
     returns how many rows had a label."""
     twin_caught_up(model)
     order = rng.permutation(len(block)).astype(np.int64)
-    return int(hinge_rows(block.indices, block.offsets, block.values, block.labels, model.twin_weight.numpy(),
-                          model.twin_bias.numpy(), np.float32(lr), order))
+    return int(hinge_rows(block.indices, block.offsets, block.values, block.labels, *twin_of(model),
+                          np.float32(lr), order))
 
 
-def adopt_twin(model: torch.nn.Module) -> None:
+def adopt_twin(model: Any) -> None:
     """The model takes its twin's weights, and the twin goes: what is saved
     is a plain LinearSVM, its ``logit_scale`` the one fitted on the model."""
     twin_caught_up(model)
-    with torch.no_grad():
-        model.input.weight.copy_(model.twin_weight)
-        model.input.bias.copy_(model.twin_bias)
-    del model._buffers["twin_weight"], model._buffers["twin_bias"]
+    weight, bias = weights_of(model)
+    twin_weight, twin_bias = twin_of(model)
+    np.copyto(weight, twin_weight)
+    np.copyto(bias, twin_bias)
+    if is_arrays(model):
+        model.drop_twin()
+    else:
+        del model._buffers["twin_weight"], model._buffers["twin_bias"]
 
 
 def warm() -> None:

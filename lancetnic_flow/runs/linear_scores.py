@@ -27,9 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from ..features.rows import RowBlock
+from ..models.linear_arrays import bag_scores, linear_logits
 
 # The network LinearSVM stores (models/__init__.py create_model, registry.py's "LinearSVM"):
 # any other model.json, or one of these sizes that does not hold, goes the torch way.
@@ -61,23 +61,6 @@ def linear_shapes(meta: dict) -> dict[str, tuple[int, ...]] | None:
     return {"logit_scale": (), "input.weight": (max(dim, 1), classes), "input.bias": (classes,)}
 
 
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def bag_scores(indices, offsets, values, weight, bias, scale, out):   # pragma: no cover - compiled
-    """``out[r] = (Σ values[j] × weight[indices[j]] + bias) × scale`` over row
-    ``r``'s entries ``offsets[r]:offsets[r + 1]``, in float32, in their order."""
-    width = weight.shape[1]
-    for r in range(len(offsets) - 1):
-        for c in range(width):
-            out[r, c] = 0.0
-        for j in range(offsets[r], offsets[r + 1]):
-            v = values[j]
-            w = weight[indices[j]]
-            for c in range(width):
-                out[r, c] = out[r, c] + v * w[c]
-        for c in range(width):
-            out[r, c] = (out[r, c] + bias[c]) * scale
-
-
 class LinearScores:
     """A LinearSVM run's weights as NumPy arrays (``state``: the network's
     tensors by name, shaped as :func:`linear_shapes` says), scoring CSR rows."""
@@ -91,22 +74,7 @@ class LinearScores:
     def logits(self, block: RowBlock) -> np.ndarray:
         """The class scores (rows × classes, float32) of ``block``'s rows, as
         the network's ``forward(...)["logits"]`` gives them."""
-        rows = len(block.offsets) - 1
-        indices = block.indices
-        values = block.values if block.values is not None else _mean_weights(block.offsets)
-        if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= len(self.weight)):
-            # numba reads out of bounds silently where torch's index check raises.
-            raise IndexError(f"a feature id outside the model's {len(self.weight):,} inputs")
-        out = np.empty((rows, self.weight.shape[1]), np.float32)
-        bag_scores(indices, block.offsets, values.astype(np.float32, copy=False), self.weight, self.bias,
-                   self.scale, out)
-        return out
-
-
-def _mean_weights(offsets: np.ndarray) -> np.ndarray:
-    """1 / a row's length for each of its entries (ScalpelNet's weights for rows without values)."""
-    counts = np.diff(offsets)
-    return np.repeat(np.float32(1.0) / np.maximum(counts, 1).astype(np.float32), counts)
+        return linear_logits(block, self.weight, self.bias, self.scale)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

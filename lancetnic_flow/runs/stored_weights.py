@@ -27,13 +27,12 @@ matrix, plus one 64-bit index per entry while they are scattered in.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .stored_matrices import decode_arrays, is_quantised
-from .tensor_file import Streamed
+from .tensor_file import Streamed, is_tensor
 # Matrices smaller than this are stored as they are: a few KiB, not worth a second format.
 MIN_ELEMENTS = 1 << 16
 # Sparse storage takes about 5 bytes an entry (4 with the dense layout): past this share of
@@ -41,94 +40,111 @@ MIN_ELEMENTS = 1 << 16
 MAX_DENSITY = 0.6
 CHUNK = 1 << 13
 
+if TYPE_CHECKING:
+    import torch
 
-def _narrow(top: int) -> torch.dtype:
+
+def _narrow(top: int) -> np.dtype:
     """The smallest integer type safetensors and torch share that holds 0..top."""
     if top < 256:
-        return torch.uint8
+        return np.dtype(np.uint8)
     if top < 2**15:
-        return torch.int16
-    return torch.int32
+        return np.dtype(np.int16)
+    return np.dtype(np.int32)
 
 
-def _eligible(t: torch.Tensor) -> bool:
-    return t.ndim == 2 and t.dtype == torch.float32 and t.numel() >= MIN_ELEMENTS
+def _matrix(t: Any) -> np.ndarray | None:
+    """``t`` as a NumPy float32 matrix over its own memory when it is one large
+    enough to store as entries (a tensor's or an array's); None otherwise."""
+    if is_tensor(t):
+        import torch
+
+        if t.ndim != 2 or t.dtype != torch.float32:
+            return None
+        t = t.detach().cpu().numpy()
+    if not isinstance(t, np.ndarray) or t.ndim != 2 or t.dtype != np.float32 or t.size < MIN_ELEMENTS:
+        return None
+    return t
 
 
-def _chunks(t: torch.Tensor, scale: torch.Tensor | None):
+def _chunks(t: np.ndarray, scale: np.ndarray | None):
     """``t`` in CHUNK rows at a time: (first row, the rows — 8-bit integers as floats
     with ``scale`` —, their non-zero mask)."""
     for start in range(0, t.shape[0], CHUNK):
         block = t[start:start + CHUNK]
         if scale is not None:
-            block = torch.round(block / scale).clamp_(-127, 127)
+            block = np.clip(np.round(block / scale), -127, 127)
         yield start, block, block != 0
 
 
-def sparse_parts(name: str, t: torch.Tensor, int8: bool = False) -> dict[str, Any] | None:
+def sparse_parts(name: str, t: Any, int8: bool = False) -> dict[str, Any] | None:
     """``t``'s stored tensors under ``name``, or None when storing it dense is as small (or ``t`` is not
     a float32 matrix large enough to matter) and it is not to be quantised. The entries are
-    :class:`~.tensor_file.Streamed`: made chunk by chunk as the file is written, never whole."""
-    if not _eligible(t):
+    :class:`~.tensor_file.Streamed`: made chunk by chunk as the file is written, never whole.
+    ``t``: a tensor or a NumPy array; the parts are NumPy arrays."""
+    t = _matrix(t)
+    if t is None:
         return None
-    t = t.detach().cpu()
     n_rows, n_cols = t.shape
     scale = None
     if int8:
-        top = t.abs().amax(dim=0)
-        scale = torch.where(top > 0, top / 127, torch.ones_like(top))
+        top = np.abs(t).max(axis=0) if n_rows else np.zeros(n_cols, np.float32)
+        scale = np.where(top > 0, top / np.float32(127), np.float32(1)).astype(np.float32)
     held = entries = 0
     for _, _, mask in _chunks(t, scale):   # a first pass counts: the header needs the sizes
-        held += int(mask.any(dim=1).sum())
+        held += int(mask.any(axis=1).sum())
         entries += int(mask.sum())
-    if scale is None and entries > MAX_DENSITY * t.numel():
+    if scale is None and entries > MAX_DENSITY * t.size:
         return None
-    if scale is not None and entries > 0.5 * t.numel():
+    if scale is not None and entries > 0.5 * t.size:
         # Mostly non-zero (a network that starts from random weights): a byte an entry
         # as a plain matrix, where entries would take two.
-        q = torch.round(t / scale).clamp_(-127, 127).to(torch.int8)
-        return {f"{name}:int8": q, f"{name}:scale": scale.to(torch.float32)}
+        q = np.clip(np.round(t / scale), -127, 127).astype(np.int8)
+        return {f"{name}:int8": q, f"{name}:scale": scale}
     col_type, count_type = _narrow(n_cols - 1), _narrow(n_cols)
-    value_type = torch.int8 if scale is not None else torch.float32
+    value_type = np.dtype(np.int8) if scale is not None else np.dtype(np.float32)
 
     def rows():
         for start, _, mask in _chunks(t, scale):
-            yield (mask.any(dim=1).nonzero().squeeze(1) + start).to(torch.int32)
+            yield (np.flatnonzero(mask.any(axis=1)) + start).astype(np.int32)
 
     def counts():
         for _, _, mask in _chunks(t, scale):
-            per_row = mask.sum(dim=1)
-            yield per_row[per_row > 0].to(count_type)
+            per_row = mask.sum(axis=1)
+            yield per_row[per_row > 0].astype(count_type)
 
     def cols():
         for _, _, mask in _chunks(t, scale):
-            yield mask.nonzero(as_tuple=True)[1].to(col_type)   # row-major: a row's entries together
+            yield np.nonzero(mask)[1].astype(col_type)   # row-major: a row's entries together
 
     def values():
         for _, block, mask in _chunks(t, scale):
-            yield block[mask].to(value_type)                    # the same row-major order
+            yield block[mask].astype(value_type)          # the same row-major order
 
     out: dict[str, Any] = {
-        f"{name}:shape": torch.tensor([n_rows, n_cols], dtype=torch.int64),
-        f"{name}:rows": Streamed(torch.int32, (held,), rows), f"{name}:counts": Streamed(count_type, (held,), counts),
+        f"{name}:shape": np.array([n_rows, n_cols], dtype=np.int64),
+        f"{name}:rows": Streamed(np.int32, (held,), rows), f"{name}:counts": Streamed(count_type, (held,), counts),
         f"{name}:cols": Streamed(col_type, (entries,), cols), f"{name}:values": Streamed(value_type, (entries,), values)}
     if scale is not None:
-        out[f"{name}:scale"] = scale.to(torch.float32)
+        out[f"{name}:scale"] = scale
     return out
 
 
 def materialize(stored: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """:func:`encode`'s tensors with every streamed one made whole (for checks, not the trainer)."""
+    """:func:`encode`'s tensors with every streamed one made whole, as torch
+    tensors (for checks and ``export --compact``, not the trainer)."""
+    import torch
+
     def whole(t: Any) -> torch.Tensor:
         if not isinstance(t, Streamed):
-            return t
-        pieces = [torch.as_tensor(p) for p in t.pieces()]
-        return torch.cat(pieces) if pieces else torch.zeros(t.shape, dtype=t.dtype)
+            return torch.as_tensor(t)
+        pieces = [np.asarray(p) for p in t.pieces()]
+        return torch.from_numpy(np.concatenate(pieces) if pieces else np.zeros(t.shape, dtype=t.dtype))
 
     return {k: whole(v) for k, v in stored.items()}
 
 
-def encode(state: dict[str, torch.Tensor], int8: bool = False) -> dict[str, Any]:
+def encode(state: dict[str, Any], int8: bool = False) -> dict[str, Any]:
     """The tensors to write for the model state ``state``: each large float
     matrix as its entries when that is smaller (always with ``int8``), every
     other tensor as it is."""
@@ -146,6 +162,8 @@ def decode(stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     tensors. A stored matrix whose parts do not fit together is a ``ValueError``
     naming it. The matrices are made dense by :func:`.stored_matrices.decode_arrays`,
     the one reader the NumPy path of a linear run shares."""
+    import torch
+
     return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in decode_arrays(stored).items()}
 
 

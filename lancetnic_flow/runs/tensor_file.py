@@ -4,45 +4,80 @@
 second copy of every weight at the moment the trainer's memory is highest
 (the best epoch's weights are held too). Streaming from the tensors' own
 memory keeps a save to one copy, the file's; reading stays with the
-safetensors library, and reading never unpickles.
+safetensors library, and reading never unpickles. NumPy arrays and torch
+tensors are written alike, the same bytes for the same values: a model
+trained as arrays is saved without importing torch.
 """
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
-import torch
+import numpy as np
 
-_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
-           torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-           torch.bool: "BOOL"}
+_ARRAY_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64", np.dtype(np.float16): "F16",
+                 np.dtype(np.int64): "I64", np.dtype(np.int32): "I32", np.dtype(np.int16): "I16",
+                 np.dtype(np.int8): "I8", np.dtype(np.uint8): "U8", np.dtype(np.bool_): "BOOL"}
+
+
+def is_tensor(t: Any) -> bool:
+    """Whether ``t`` is a torch tensor, asked without importing torch."""
+    torch = sys.modules.get("torch")   # no torch imported: nothing here is a tensor
+    return torch is not None and isinstance(t, torch.Tensor)
+
+
+def _code(dtype: Any) -> str | None:
+    """The safetensors name of a NumPy dtype or a torch dtype (None: not writable)."""
+    if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+        return _ARRAY_DTYPES.get(np.dtype(dtype))
+    import torch
+
+    if dtype == torch.bfloat16:   # no NumPy twin
+        return "BF16"
+    try:
+        return _ARRAY_DTYPES.get(np.dtype(torch.empty(0, dtype=dtype).numpy().dtype))
+    except TypeError:
+        return None
+
+
+def _bytes(t: Any) -> np.ndarray:
+    """A tensor's or an array's values as a contiguous NumPy array, over its own memory where it can be."""
+    if is_tensor(t):
+        import torch
+
+        t = t.detach().cpu().contiguous()
+        # bfloat16 has no numpy dtype: its bytes through a same-size integer view.
+        return t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
+    return t if t.flags.c_contiguous else t.copy(order="C")
 
 
 class Streamed:
-    """A tensor written in pieces: its ``dtype`` and ``shape`` known up front,
-    its bytes made by ``pieces()`` (arrays or tensors, in order) only while it
-    is written, so a large derived tensor never exists whole in memory."""
+    """A tensor written in pieces: its ``dtype`` (NumPy's) and ``shape`` known
+    up front, its bytes made by ``pieces()`` (arrays or tensors, in order) only
+    while it is written, so a large derived tensor never exists whole in memory."""
 
-    def __init__(self, dtype: torch.dtype, shape: tuple[int, ...], pieces: Any):
-        self.dtype, self.shape, self.pieces = dtype, tuple(shape), pieces
+    def __init__(self, dtype: Any, shape: tuple[int, ...], pieces: Any):
+        self.dtype, self.shape, self.pieces = np.dtype(dtype), tuple(shape), pieces
 
     def nbytes(self) -> int:
         n = 1
         for s in self.shape:
             n *= s
-        return n * torch.empty(0, dtype=self.dtype).element_size()
+        return n * self.dtype.itemsize
 
 
 def write_safetensors(f: Any, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` (CPU, contiguous or not, or :class:`Streamed`) to the
-    binary file ``f`` in the safetensors layout."""
+    """Write ``tensors`` (NumPy arrays; CPU tensors, contiguous or not; or
+    :class:`Streamed`) to the binary file ``f`` in the safetensors layout."""
     header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
     offset = 0
     for name, t in tensors.items():
-        if t.dtype not in _DTYPES:
+        code = _code(t.dtype)
+        if code is None:
             raise TypeError(f"cannot write a {t.dtype} tensor ({name}) as safetensors")
-        n = t.nbytes() if isinstance(t, Streamed) else t.numel() * t.element_size()
-        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + n]}
+        n = t.nbytes() if isinstance(t, Streamed) else _nbytes(t)
+        header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [offset, offset + n]}
         offset += n
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
@@ -52,14 +87,15 @@ def write_safetensors(f: Any, tensors: dict[str, Any], metadata: dict[str, str] 
         if isinstance(t, Streamed):
             written = 0
             for piece in t.pieces():
-                arr = piece.detach().cpu().contiguous().numpy() if isinstance(piece, torch.Tensor) else piece
+                arr = _bytes(piece)
                 f.write(memoryview(arr).cast("B"))
                 written += arr.nbytes
             if written != t.nbytes():
                 raise RuntimeError(f"{name} wrote {written:,} bytes, its header says {t.nbytes():,}")
             continue
-        if t.numel():
-            t = t.detach().cpu().contiguous()
-            # bfloat16 has no numpy dtype: write its bytes through a same-size integer view.
-            arr = t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
-            f.write(memoryview(arr).cast("B"))
+        if _nbytes(t):
+            f.write(memoryview(_bytes(t)).cast("B"))
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size() if is_tensor(t) else t.nbytes

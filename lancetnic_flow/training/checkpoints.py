@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from ..errors import UserError
 from ..events import Events
@@ -27,6 +27,9 @@ from ..storage import join, open_atomic, read_bytes
 from ..runs.folder import CHECKPOINT_FILE
 from ..runs.tensor_file import write_safetensors
 from .state import TrainState
+
+if TYPE_CHECKING:
+    import torch
 
 CHECKPOINT = CHECKPOINT_FILE
 FORMAT = 1
@@ -37,13 +40,20 @@ FORMAT = 1
 # scalars. Tensors and arrays go to the safetensors side under a path key and
 # leave a marker in the JSON side; everything else is JSON.
 
-def _flatten(obj: Any, path: str, tensors: dict[str, torch.Tensor]) -> Any:
-    if isinstance(obj, torch.Tensor):
+def _is_tensor(obj: Any) -> bool:
+    # A state without a torch tensor (a model trained as arrays) is written without importing torch.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _flatten(obj: Any, path: str, tensors: dict[str, Any]) -> Any:
+    if _is_tensor(obj):
         # No copy: the checkpoint is written before training moves on.
         tensors[path] = obj.detach().cpu().contiguous()
         return {"__tensor__": path}
     if isinstance(obj, np.ndarray):
-        tensors[path] = torch.from_numpy(np.ascontiguousarray(obj))
+        # np.ascontiguousarray would make a 0-d array (a scale) 1-d
+        tensors[path] = obj if obj.flags.c_contiguous else obj.copy(order="C")
         return {"__array__": path}
     if isinstance(obj, dict):
         # Tensors are named by their path (s/model/input.weight): readable with any safetensors tool.
@@ -75,9 +85,9 @@ def _unflatten(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
     return obj
 
 
-def pack(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], str]:
-    """A nested state → (tensors by path, JSON for the rest)."""
-    tensors: dict[str, torch.Tensor] = {}
+def pack(state: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A nested state → (tensors and arrays by path, JSON for the rest)."""
+    tensors: dict[str, Any] = {}
     doc = _flatten(state, "s", tensors)
     return tensors, json.dumps({"format": FORMAT, "state": doc})
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Callable
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..allocator import trim_allocator
 from ..config import CheckpointEvery, TrainingConfig
@@ -28,16 +26,19 @@ from .rules import TrainingRule
 from .state import TrainState
 from .stop import StopRequest, TrainingInterrupted
 
+if TYPE_CHECKING:
+    import torch
+
 
 @dataclass
 class Trainee:
     """What the loop trains, and with what."""
 
-    model: torch.nn.Module
+    model: Any                 # a network (torch.nn.Module), or a LinearSVM's arrays (models/linear_arrays.py)
     task: Task
     rule: TrainingRule
     opts: list                 # the rule's optimisers (rule.optimizers(model)), kept for checkpoints
-    device: torch.device
+    device: Any                # a torch.device, or "cpu"
     schedule: Callable[[int], float]
     cached_threads: int = 0    # torch threads once epochs read the cache (the workers are idle then); 0: unchanged
 
@@ -78,6 +79,8 @@ class EpochLoop:
         t, tc = self.t, self.tc
         blocks, source = self.feed.train_blocks(epoch)
         if source == "cache" and t.cached_threads:
+            import torch
+
             torch.set_num_threads(t.cached_threads)
         stream = BatchStream(blocks, batch_size=tc.batch_size, shuffle_buffer=tc.shuffle_buffer, seed=tc.seed,
                              epoch=epoch, by_length=getattr(t.model, "batches_by_length", False))
@@ -147,5 +150,17 @@ class EpochLoop:
         self.checkpoint(dataclasses.replace(
             state, epoch=epoch, batches=batches, rows=rows,
             train_metrics=train_m.state() if train_m is not None else None,
-            model=t.model.state_dict(), optimizers=[o.state_dict() for o in t.opts], rng=torch.get_rng_state()),
+            model=t.model.state_dict(), optimizers=[o.state_dict() for o in t.opts], rng=rng_state(t.model)),
             reason)
+
+
+def rng_state(model: Any) -> Any:
+    """torch's random state for a checkpoint of a network (its dropout and
+    initialisation draw from it); None for a model trained without torch."""
+    from ..models.linear_arrays import is_arrays
+
+    if is_arrays(model):
+        return None
+    import torch
+
+    return torch.get_rng_state()

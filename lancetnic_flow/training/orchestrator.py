@@ -19,10 +19,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import torch
 
 from ..config import CheckpointEvery, TrainConfig
 from ..data.checks import (coarse_cache_warning, plan_training_sources, sample_label_count, sample_rows, sample_texts,
@@ -43,7 +42,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
 from ..features.vectorize import FittedFeatures
-from ..models import create_model, registration
+from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
@@ -57,12 +56,15 @@ from ..storage import WriteError, join, options_for
 from .checkpoints import has_checkpoint, load_checkpoint, remove_checkpoint, write_checkpoint
 from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
                             load_init, run_options)
-from .loop import EpochLoop, Trainee
+from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
 from .step import EVAL_BATCH, lr_schedule
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
+
+if TYPE_CHECKING:   # torch is imported where a network is built: a LinearSVM run in this process never needs it
+    import torch
 
 ROW_BYTES_ESTIMATE = 2048  # a buffered row: ~200 non-zeros × (4 + 4) bytes + slack
 LABEL_SET_SLACK = 256      # labels of a multilabel row (a byte each) that slack covers
@@ -101,7 +103,13 @@ def estimate_model_bytes(cfg: TrainConfig, dim: int | None = None, classes: int 
     return int((dim * width * rule.weight_copies() + dense * 4.2 + outputs) * 4) + rule.extra_bytes()
 
 
-def pick_device(name: str = "auto") -> torch.device:
+def pick_device(name: str = "auto") -> torch.device | str:
+    """The device to train on: ``"cpu"`` as the name torch takes for it (asking
+    for the CPU imports no torch), or the CUDA device when asked and present."""
+    if name == "cpu":
+        return "cpu"
+    import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
@@ -127,6 +135,8 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
                             "use --class-loss cross_entropy")
         if tc.class_weights == "balanced":
             # A continued run's old labels may have no row in its data: weighed as one row (never a target).
+            import torch
+
             counts = np.maximum(np.asarray(features.label_counts, np.float64), 1.0)
             task.class_weights = torch.tensor(counts.sum() / (len(counts) * counts), dtype=torch.float32,
                                               device=device)
@@ -141,6 +151,8 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
                         "least 2 (rows without a label are skipped, so a single label is in every set)",
                         "check --label and --label-sep")
     if class_weights == "balanced":
+        import torch
+
         counts = np.maximum(np.asarray(features.label_counts, np.float64), 1.0)
         task.class_weights = torch.tensor(np.maximum(features.docs - counts, 1.0) / counts, dtype=torch.float32,
                                           device=device)
@@ -242,7 +254,6 @@ class Training:
         self.every = CheckpointEvery.parse(self.tc.checkpoint_every)
         self.t0, self.stage_seconds = time.monotonic(), {}
         self.reads_at_start = SHARD_READS.now()   # shards this process reads from here on go into metrics.json
-        torch.manual_seed(self.tc.seed)
         # With --ddp the ranks pick their own device on their workers; the trainer only keeps the result.
         self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
         self.out_so = options_for(cfg.output.out, cfg.data.storage_options, like=cfg.data.train[0])
@@ -388,8 +399,9 @@ class Training:
         # Local workers own their cores; an OpenMP team spinning on a busy
         # core is several times slower than one thread.
         busy = local_worker_threads(client) if plan.external else plan.workers * plan.threads
-        # In this process the featurising threads and torch's take turns (the fit pass, then epochs).
-        torch.set_num_threads(tc.threads or max(1, (os.cpu_count() or 1) - busy))
+        # In this process the featurising threads and torch's take turns (the fit pass, then epochs):
+        # set when a network is built (build_model), for the epochs.
+        self.torch_threads = tc.threads or max(1, (os.cpu_count() or 1) - busy)
         self.events.emit("plan", plan=plan.to_dict(), text=plan.describe() + (f"\nfeaturising  {self.where}" if self.where else ""),
                          where=self.where,
                          dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
@@ -595,10 +607,21 @@ class Training:
         if not self._fits(self.need):
             self._fit_shuffle_buffer(classes)
         m = cfg.model
-        self.model, self.model_meta = create_model(m.name, dim=self.features.dim, classes=classes,
-                                                   regress=self.task.regresses, hidden=m.hidden, layers=m.layers,
-                                                   dropout=m.dropout, embed=m.embed,
-                                                   numeric=len(self.features.numeric))
+        args = dict(dim=self.features.dim, classes=classes, regress=self.task.regresses, hidden=m.hidden,
+                    layers=m.layers, dropout=m.dropout, embed=m.embed, numeric=len(self.features.numeric))
+        # A rule whose model trains as arrays does so here (no torch); --ddp ranks and
+        # --init-from's grown weights are the network's.
+        arrays = None if self.tc.ddp or self.init is not None else self.rule.arrays_model(m.name, **args)
+        if arrays is not None:
+            self.model, self.model_meta = arrays
+        else:
+            import torch
+
+            from ..models import create_model
+
+            torch.manual_seed(tc.seed)
+            torch.set_num_threads(self.torch_threads)
+            self.model, self.model_meta = create_model(m.name, **args)
         if self.init is not None:
             self._start_from_init(classes)
         # The task kind goes into model.json: a multilabel model's heads look like a classifier's.
@@ -739,7 +762,10 @@ class Training:
         self.model.load_state_dict(saved.model)
         for o, st in zip(self.opts, saved.optimizers):
             o.load_state_dict(st)
-        torch.set_rng_state(saved.rng)
+        if saved.rng is not None and not is_arrays(self.model):
+            import torch
+
+            torch.set_rng_state(saved.rng)
         self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step)
         return saved
 
@@ -759,7 +785,7 @@ class Training:
             val = self._ddp_epochs(state, stop)
         else:
             # Reading the cache, local workers sit idle: the trainer may take every core.
-            cached = 0 if self.tc.threads or self.memory.external else (os.cpu_count() or 1)
+            cached = 0 if self.tc.threads or self.memory.external or is_arrays(self.model) else (os.cpu_count() or 1)
             trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
                               lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
                                           self.rule.decay_steps), cached)
@@ -798,6 +824,7 @@ class Training:
 
     def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:
         """``--ddp N``: featurise first, then train on N workers; rank 0's weights end up in ``self.model``."""
+        from ..models import registration
         from .ddp.driver import CUDA_HOST_BYTES, RankDriver, choose_device, preflight
         from .ddp.rank import RankJob
 
@@ -888,7 +915,7 @@ class Training:
 
     def _ddp_pause(self, reason: str, at: TrainState) -> None:
         """A --ddp segment paused at ``at``: write it as this run's checkpoint."""
-        self._checkpoint(dataclasses.replace(at, total_rows=self.feed.total_rows(), rng=torch.get_rng_state()),
+        self._checkpoint(dataclasses.replace(at, total_rows=self.feed.total_rows(), rng=rng_state(self.model)),
                          reason)
         if reason == "interrupt":
             raise TrainingInterrupted(str(self.run), at.epoch + 1, at.batches)
@@ -907,7 +934,8 @@ class Training:
 
         if self.model_meta.get("net", "ScalpelNet") != "ScalpelNet":
             return []
-        state = {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
+        state = {k: np.asarray(v, np.float32) if is_arrays(self.model) else v.detach().float().cpu().numpy()
+                 for k, v in self.model.state_dict().items()}
         dec = Decomposition(self.model_meta, state, self.features.target)
         if not dec.exact:   # ReLU layers: a term's weight depends on the text (explain's "local" method)
             return []

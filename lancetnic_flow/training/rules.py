@@ -18,19 +18,21 @@ in memory.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
-import torch
 
 from ..config import TrainConfig, TrainingConfig
 from ..features.rows import RowBlock
-from ..models.inputs import answers, model_inputs
 from ..models.tasks import Task
 from ..registry import MODELS
-from . import optim
 
-Step = tuple[dict[str, torch.Tensor], torch.Tensor]
+if TYPE_CHECKING:   # a gradient rule imports torch when it runs; the hinge rule never needs it
+    import torch
+
+# A batch's outputs (tensors, or arrays for a model trained without torch) and its mean loss
+# (a tensor, or a NumPy scalar: either has .item()).
+Step = tuple[dict[str, Any], Any]
 
 
 class TrainingRule(Protocol):
@@ -63,6 +65,8 @@ class TrainingRule(Protocol):
 
     def resume_options(self, saved_model: dict) -> dict: ...
 
+    def arrays_model(self, name: str, **args: Any) -> tuple[Any, dict] | None: ...
+
 
 class GradientRule:
     """Gradient steps through optimisers (``--optimizer`` for the dense
@@ -77,6 +81,8 @@ class GradientRule:
         self.tc = tc
 
     def optimizers(self, model: torch.nn.Module) -> list:
+        from . import optim
+
         return optim.optimizers_for(model, self.tc)
 
     def prepare(self, model: torch.nn.Module) -> None:
@@ -85,6 +91,9 @@ class GradientRule:
     def backward(self, model: torch.nn.Module, task: Task, opts: list, batch: RowBlock, device: torch.device
                  ) -> Step:
         """Forward pass, loss and gradients of one batch; returns the outputs and the (mean) loss."""
+        from ..models.inputs import answers, model_inputs
+        from . import optim
+
         labels, targets = answers(batch, device)
         out = model(**model_inputs(batch, device))
         loss = task.loss(out, labels, targets)
@@ -94,6 +103,8 @@ class GradientRule:
 
     def update(self, opts: list, model: torch.nn.Module, lr: float) -> None:
         """The optimisers' step at learning rate ``lr``, the gradient norm cut to ``--clip-grad`` first."""
+        from . import optim
+
         optim.set_lr(opts, lr)
         optim.step(opts, model, self.tc.clip_grad)
 
@@ -126,6 +137,10 @@ class GradientRule:
     def resume_options(self, saved_model: dict) -> dict:
         """Training options a checkpoint's weights (``saved_model``) call for: none."""
         return {}
+
+    def arrays_model(self, name: str, **args: Any) -> None:
+        """A model that trains without torch: none (the gradients are torch's)."""
+        return None
 
 
 # The hinge step is compiled: numba and LLVM load into the trainer (121 MiB measured).
@@ -164,7 +179,7 @@ class HingeRule:
         from ..models.margin import margin_step
 
         logits, loss = margin_step(model, batch.indices, batch.offsets, batch.values, batch.labels, lr * self.scale)
-        return {"logits": logits}, torch.tensor(loss)
+        return {"logits": logits}, np.float64(loss)
 
     def while_validating(self, model: torch.nn.Module, lr: float, seed: int, epoch: int
                          ) -> Callable[[RowBlock], object] | None:
@@ -204,6 +219,14 @@ class HingeRule:
     def resume_options(self, saved_model: dict) -> dict:
         """A checkpoint of a version without the twin continues without it."""
         return {"learn_val": False} if self.tc.learn_val and "twin_weight" not in saved_model else {}
+
+    def arrays_model(self, name: str, **args: Any) -> tuple[Any, dict]:
+        """The model as NumPy arrays (:mod:`~lancetnic_flow.models.linear_arrays`), to train
+        in one process without importing torch; ``args``: ``create_model``'s. Returns it and
+        its model.json record, the network's."""
+        from ..models.linear_arrays import create_linear
+
+        return create_linear(name, **args)
 
     def warm(self) -> None:
         """Load the compiled step (half a second) in the background, while the cluster starts and the fit runs."""

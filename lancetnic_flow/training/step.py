@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import torch
+import numpy as np
 
 from ..errors import UserError
 from ..features.rows import RowBlock
-from ..models.inputs import answers, model_inputs
+from ..models.inputs import answers, outputs_of
+from ..models.linear_arrays import is_arrays
 from ..models.tasks import Task, TaskMetrics
 from ..scores import lower_is_better, val_scores
+
+if TYPE_CHECKING:
+    import torch
 
 EVAL_BATCH = 2048
 
@@ -32,29 +36,37 @@ def lr_schedule(kind: str, lr: float, total_steps: int, decay_steps: int = 0) ->
     return lambda t: lr * max(0.05, 1.0 - t / total)
 
 
-def count(metrics: TaskMetrics, out: dict[str, torch.Tensor], batch: RowBlock, loss: torch.Tensor) -> None:
+def count(metrics: TaskMetrics, out: dict[str, Any], batch: RowBlock, loss: Any) -> None:
     """Add a trained batch to the epoch's streaming training metrics."""
     metrics.update(out, batch.labels, batch.targets, loss.item() * len(batch))
 
 
-def evaluate_blocks(model: torch.nn.Module, blocks: Iterable[RowBlock], task: Task, device: torch.device,
+def evaluate_blocks(model: Any, blocks: Iterable[RowBlock], task: Task, device: Any,
                     batch_size: int = EVAL_BATCH, then: Callable[[RowBlock], object] | None = None) -> TaskMetrics:
     """Streaming evaluation: blocks in order, no shuffling, no gradients.
     ``then``: called with each piece once the model has scored it (a training
     rule may learn the validation rows there, in the same read of them)."""
     m = task.new_metrics()
     model.eval()
-    with torch.no_grad():
-        for block in blocks:
-            for start in range(0, len(block), batch_size):
-                b = block.slice(start, start + batch_size)
-                labels, targets = answers(b, device)
-                out = model(**model_inputs(b, device))
-                m.update(out, b.labels, b.targets, task.loss(out, labels, targets, reduction="sum").item())
-                if then is not None:
-                    then(b)
+    for block in blocks:
+        for start in range(0, len(block), batch_size):
+            b = block.slice(start, start + batch_size)
+            out = outputs_of(model, b, device)
+            m.update(out, b.labels, b.targets, _summed_loss(task, out, b, device))
+            if then is not None:
+                then(b)
     model.train()
     return m
+
+
+def _summed_loss(task: Task, out: dict[str, Any], b: RowBlock, device: Any) -> float:
+    """The block's summed loss: in NumPy for a model's arrays, by the task's torch loss for a network's tensors."""
+    if isinstance(out.get("logits"), np.ndarray):
+        loss = task.array_loss(out["logits"], b.labels)
+        if loss is not None:
+            return loss
+    labels, targets = answers(b, device)
+    return task.loss(out, labels, targets, reduction="sum").item()
 
 
 class EpochClock:
@@ -115,14 +127,20 @@ def keep_best(best: dict | None, stale: int, val: dict, val_m: TaskMetrics | Non
     return best, stale + 1
 
 
-def copy_weights(model: torch.nn.Module, into: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor]:
+def copy_weights(model: Any, into: dict[str, Any] | None) -> dict[str, Any]:
     """A copy of the model's weights, written into the previous best copy's
     tensors where they fit: a new best then costs no second copy of a large
     sparse layer at the trainer's peak."""
     out = {}
     for k, v in model.state_dict().items():
         old = (into or {}).get(k)
-        if old is not None and old.shape == v.shape and old.dtype == v.dtype and old.device == v.device:
+        if is_arrays(model):
+            if isinstance(old, np.ndarray) and old.shape == v.shape and old.dtype == v.dtype:
+                np.copyto(old, v)
+                out[k] = old
+            else:
+                out[k] = v.copy()
+        elif old is not None and old.shape == v.shape and old.dtype == v.dtype and old.device == v.device:
             out[k] = old.copy_(v.detach())
         else:
             out[k] = v.detach().clone()

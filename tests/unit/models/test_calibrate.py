@@ -99,3 +99,19 @@ def test_calibrate_sets_a_margin_models_scale_and_gives_label_sets_their_thresho
     assert out.loss < float(bce(torch.from_numpy(scores[read]).double(), torch.from_numpy(hot[read]).double()))
     single = RowBlock(indices, offsets, values, scores.argmax(1).astype(np.int32))
     assert calibrate(model, [single], scale=True).thresholds is None        # one label a row: a scale only
+
+
+@pytest.mark.parametrize("label_sets", [False, True])
+def test_the_loss_in_numpy_is_torchs_cross_entropy_in_pieces_and_with_scores_that_would_overflow(label_sets,
+                                                                                                 monkeypatch):
+    from lancetnic_flow.models import calibrate as cal
+
+    rng = np.random.default_rng(4)
+    s = (rng.normal(0, 1, (700, 5)) * np.array([1, 1, 1, 1, 400])).astype(np.float32)   # e^(400 × 6) overflows
+    y = (rng.random((700, 5)) < 0.4).astype(np.uint8) if label_sets else rng.integers(0, 5, 700)
+    f = torch.nn.functional
+    z, t = torch.from_numpy(s).double() * 3.0, torch.from_numpy(y)
+    want = float(f.binary_cross_entropy_with_logits(z, t.double()) if label_sets else f.cross_entropy(z, t.long()))
+    monkeypatch.setattr(cal, "PIECE_CELLS", 5 * 64)            # 64 rows a piece: eleven pieces, the last short
+    got = cal._nll(*cal._arrays(Scores(s, y)), label_sets, float(np.log(3.0)))
+    assert np.isfinite(got) and got == pytest.approx(want, rel=1e-12)
