@@ -44,6 +44,7 @@ _EXPORTS = {
     "write_corpus": "lancetnic_flow.data.synth",
     "Events": "lancetnic_flow.events",
     "UserError": "lancetnic_flow.errors",
+    "RunWarning": "lancetnic_flow.errors",
     "register_tokenizer": "lancetnic_flow.tokenizers",
 }
 

@@ -73,3 +73,10 @@ def close_matches(word: str, options: list[str]) -> str:
     """A short 'did you mean' phrase, or '' when nothing is close."""
     found = difflib.get_close_matches(word, options, n=3, cutoff=0.5)
     return f" (did you mean {', '.join(repr(f) for f in found)}?)" if found else ""
+
+
+class RunWarning(UserWarning):
+    """What a run said it changed, skipped or could not trust (the command
+    line's ``warning:`` lines), raised as a Python warning when a run from
+    Python shows no progress (``progress=False``): never lost without a word."""
+

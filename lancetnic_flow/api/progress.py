@@ -3,14 +3,17 @@
 The same views as the command line (:class:`~lancetnic_flow.ui.report.ConsoleReport`):
 the live dashboard in a terminal; plain milestone and status lines
 elsewhere, which is also what a Jupyter notebook shows (Rich renders them
-in the cell's output); nothing with ``progress=False``.
+in the cell's output); with ``progress=False`` nothing but the run's
+warnings, each as a :class:`~lancetnic_flow.errors.RunWarning`.
 """
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any, Iterator
 
-from ..events import NULL_EVENTS, Events
+from ..errors import RunWarning
+from ..events import Events
 
 
 @contextlib.contextmanager
@@ -21,7 +24,10 @@ def progress_events(progress: bool | Events = True) -> Iterator[Events]:
         yield progress
         return
     if not progress:
-        yield NULL_EVENTS
+        # No view: what the run warns of still reaches the caller, as Python warnings.
+        quiet = Events()
+        quiet.subscribe(_python_warnings)
+        yield quiet
         return
     from ..ui.report import ConsoleReport
 
@@ -32,6 +38,11 @@ def progress_events(progress: bool | Events = True) -> Iterator[Events]:
         yield events
     finally:
         report.finish()
+
+
+def _python_warnings(kind: str, data: dict) -> None:
+    if kind == "warning":
+        warnings.warn(data["message"], RunWarning, stacklevel=2)
 
 
 def train(config: Any, events: Events | None = None, *, progress: bool = True, client: Any = None,

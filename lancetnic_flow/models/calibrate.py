@@ -42,6 +42,9 @@ MIN_ROWS = 20_000
 PIECE_CELLS = 1 << 20
 # A label's own threshold weighs n / (n + SHRINK) against the pooled one (n: its positive rows).
 SHRINK = 1.0
+# The range the scale is searched in. A scale at its top means no finite one fits better: every
+# validation row is scored right by a wide margin, as rows the model has learned are.
+SCALE_RANGE = (0.05, 500.0)
 # The thresholds stay inside (0, 1): a label predicted always or never is a decision no data made.
 THRESHOLD_RANGE = (0.01, 0.99)
 
@@ -113,7 +116,7 @@ def fit_scale(val: Scores) -> float:
     scores best predicts the answers: golden-section search on the log of it,
     the loss being convex in the factor."""
     s, y = _arrays(val)
-    lo, hi = np.log(0.05), np.log(500.0)
+    lo, hi = np.log(SCALE_RANGE[0]), np.log(SCALE_RANGE[1])
     g = (np.sqrt(5) - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)
     fa, fb = _nll(s, y, val.label_sets, a), _nll(s, y, val.label_sets, b)
@@ -187,6 +190,12 @@ class Calibration:
     thresholds: np.ndarray | None = None
     pooled_threshold: float | None = None
     rows: int = 0
+
+    @property
+    def at_limit(self) -> bool:
+        """Whether the fitted scale is the top of its range (:data:`SCALE_RANGE`): the
+        validation rows look learned, and the probabilities are over-confident."""
+        return self.loss is not None and self.scale >= SCALE_RANGE[1] * 0.99
 
 
 def _set_scale(model: Any, value: float) -> None:

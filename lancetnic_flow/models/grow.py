@@ -10,10 +10,16 @@ after them) takes the old classes' slices in their places, and any column
 after the classes (the value's) at the end; a new class keeps what the fresh
 network gave it (zeros for LinearSVM, whose weights start at zero; the
 layer's own initialisation otherwise).
+
+The weights are a network's tensors or a model's NumPy arrays
+(:mod:`.linear_arrays`), old and fresh alike or mixed: each grown tensor is
+of the fresh model's kind.
 """
 from __future__ import annotations
 
-import torch
+from typing import Any
+
+import numpy as np
 
 
 def class_axis(old: tuple, new: tuple, old_classes: int, new_classes: int) -> int | None:
@@ -28,22 +34,35 @@ def class_axis(old: tuple, new: tuple, old_classes: int, new_classes: int) -> in
     return axes[0]
 
 
-def grown_tensor(old: torch.Tensor, fresh: torch.Tensor, old_classes: int, new_classes: int) -> torch.Tensor:
+def grown_tensor(old: Any, fresh: Any, old_classes: int, new_classes: int) -> Any:
     """``old`` in the shape of ``fresh``: the old classes' slices first, the columns after
-    them (a value head's) last, the new classes' slices as ``fresh`` has them."""
+    them (a value head's) last, the new classes' slices as ``fresh`` has them. Arrays
+    or tensors; the result is ``fresh``'s kind and type."""
     axis = class_axis(tuple(old.shape), tuple(fresh.shape), old_classes, new_classes)
+    if isinstance(fresh, np.ndarray):
+        old = np.asarray(old.detach().cpu().numpy() if hasattr(old, "detach") else old, fresh.dtype)
+        out = old.copy() if axis is None else fresh.copy()
+    else:
+        import torch
+
+        old = torch.as_tensor(old).to(fresh.dtype)
+        out = old if axis is None else fresh.detach().clone()
     if axis is None:
-        return old.to(fresh.dtype)
-    out = fresh.detach().clone()
+        return out
     extra = old.shape[axis] - old_classes   # columns after the classes (a value head's)
-    out.narrow(axis, 0, old_classes).copy_(old.narrow(axis, 0, old_classes))
+    n = out.shape[axis]
+    _part(out, axis, 0, old_classes)[...] = _part(old, axis, 0, old_classes)
     if extra:
-        out.narrow(axis, out.shape[axis] - extra, extra).copy_(old.narrow(axis, old_classes, extra))
+        _part(out, axis, n - extra, n)[...] = _part(old, axis, old_classes, old_classes + extra)
     return out
 
 
-def grow_into(model: torch.nn.Module, old_state: dict[str, torch.Tensor], old_classes: int,
-              new_classes: int) -> list[str]:
+def _part(t: Any, axis: int, start: int, stop: int) -> Any:
+    """The slice ``start:stop`` of ``t`` along ``axis``, a view (of an array or a tensor)."""
+    return t[(slice(None),) * axis + (slice(start, stop),)]
+
+
+def grow_into(model: Any, old_state: dict[str, Any], old_classes: int, new_classes: int) -> list[str]:
     """Load ``old_state`` (a network of the same family with ``old_classes`` classes) into
     ``model`` (built for ``new_classes``, as many or more), growing the tensors with a class axis;
     returns the names of those that grew. A tensor the old network lacks, or has

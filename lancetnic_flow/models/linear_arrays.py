@@ -13,8 +13,9 @@ for file, and a run resumed or continued by the network reads them as its
 own.
 
 The network stays where torch is needed anyway: ``--ddp`` ranks (their
-weights averaged through ``torch.distributed``), ``--init-from`` (the old
-run's weights grown into new labels) and ``tune``'s trials.
+weights averaged through ``torch.distributed``) and ``tune``'s trials.
+``--init-from`` and ``partial_fit`` grow a finished run's arrays into the
+new labels (:mod:`.grow`) and train on without torch too.
 """
 from __future__ import annotations
 

@@ -239,12 +239,14 @@ def load_init(run: str, storage_options: dict) -> InitRun:
     from ..runs.loading import load_run
 
     try:
-        loaded = load_run(run, storage_options, numpy=False)
+        loaded = load_run(run, storage_options, numpy=True)
     except UserError as exc:
         raise _damaged(run, exc) from None
     features = loaded.features
     digest = hashlib.sha256(features.to_json().encode()).hexdigest()[:16]
-    return InitRun(str(run), features, dict(loaded.meta), loaded.model.state_dict(), digest)
+    # A LinearSVM's weights as NumPy arrays (no torch to read them); another network's tensors.
+    state = dict(loaded.linear.state) if loaded.linear is not None else loaded.model.state_dict()
+    return InitRun(str(run), features, dict(loaded.meta), state, digest)
 
 
 def key_options(feature_config: dict, init: InitRun | None, declared: list[str] | None) -> dict:

@@ -169,6 +169,17 @@ SKIP_HINTS = {
 }
 
 
+def learned_validation_warning(calibration: Calibration, continued: bool) -> str:
+    """What a probability scale at the top of its range says about the validation rows."""
+    why = ("this run continues one (--init-from, partial_fit) whose model learned rows of this data, and the "
+           "validation rows are among them" if continued else
+           "the validation rows are too few or too easy to fit a scale on, or they repeat training rows")
+    return (f"the probability scale reached its limit ({calibration.scale:.0f}) on {calibration.rows:,} validation "
+            f"rows: the model scores every one of them right by a wide margin, as rows it has learned; likely "
+            f"{why}. The validation figures are then not those of unseen text, and the probabilities are "
+            "over-confident: validate on rows no run trained on (--val FILE)")
+
+
 def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> UserError:
     """No training row: what was read, why each row was skipped, and what to check."""
     data = ", ".join(cfg.data.train)
@@ -609,9 +620,8 @@ class Training:
         m = cfg.model
         args = dict(dim=self.features.dim, classes=classes, regress=self.task.regresses, hidden=m.hidden,
                     layers=m.layers, dropout=m.dropout, embed=m.embed, numeric=len(self.features.numeric))
-        # A rule whose model trains as arrays does so here (no torch); --ddp ranks and
-        # --init-from's grown weights are the network's.
-        arrays = None if self.tc.ddp or self.init is not None else self.rule.arrays_model(m.name, **args)
+        # A rule whose model trains as arrays does so here, without torch; --ddp ranks train the network.
+        arrays = None if self.tc.ddp else self.rule.arrays_model(m.name, **args)
         if arrays is not None:
             self.model, self.model_meta = arrays
         else:
@@ -815,6 +825,8 @@ class Training:
             ts = time.monotonic()
             self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits)
             self.stage_seconds["calibrate"] = time.monotonic() - ts
+        if self.calibration.at_limit:
+            self.events.emit("warning", message=learned_validation_warning(self.calibration, self.init is not None))
         if self.calibration.thresholds is not None:
             self.model_meta["thresholds"] = [round(float(t), 6) for t in self.calibration.thresholds]
         elif self.init is not None and isinstance(self.init.meta.get("thresholds"), list):
@@ -961,7 +973,8 @@ class Training:
             # A margin model's probability scale, and the validation loss at it: the loss of the
             # probabilities predict gives (val_loss is its scores' at scale 1, as each epoch's).
             **({"calibration": {"scale": round(self.calibration.scale, 6),
-                                "val_loss": round(self.calibration.loss, 6), "rows": self.calibration.rows}}
+                                "val_loss": round(self.calibration.loss, 6), "rows": self.calibration.rows,
+                                "at_limit": self.calibration.at_limit}}
                if self.calibration.loss is not None else {}),
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -152,6 +153,21 @@ def test_partial_fit_continues_the_model_and_grows_its_classes(frame, tmp_path):
     assert sorted(declared.classes_) == sorted([*labels, "other"])
     # Declared without a row, the fourth label learned only "not me" in the first call: its rows come later.
     assert declared.score(test["text"], test["label"]) > 0.7 and labels[3] in set(declared.predict(test["text"]))
+
+
+def test_without_progress_what_a_run_warns_of_reaches_the_caller_as_a_python_warning(frame, tmp_path):
+    """Fed the rows it learned again, partial_fit validates on rows its model has
+    seen: the run warns, and with progress=False that warning is a RunWarning, not lost."""
+    from lancetnic_flow import RunWarning
+
+    rows = frame[:1500]
+    clf = TextClassifier(progress=False, out=str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RunWarning)   # the first call has nothing to warn of
+        clf.partial_fit(rows["text"], rows["label"])
+    with pytest.warns(RunWarning, match=r"probability scale reached its limit .*\(--val FILE\)"):
+        clf.partial_fit(rows["text"], rows["label"])
+    assert clf.metrics_["calibration"]["at_limit"] is True
 
 
 def test_regressor_learns_a_target_from_numpy_arrays(client, frame):

@@ -143,10 +143,10 @@ def test_grid_search_with_two_joblib_workers_fits_every_candidate(tmp_path):
     assert len(scores) == 3 and (scores > 0.4).all()
 
 
-def test_the_default_model_trains_in_this_process_and_the_estimator_fits_and_predicts_without_importing_torch(
+def test_the_default_model_trains_continues_and_the_estimator_fits_and_predicts_without_importing_torch(
         tmp_path, small_corpus):
     """torch's import is most of a small run's time: a LinearSVM trained in
-    one process (its checkpoint on Ctrl-C included) never needs it."""
+    one process (its checkpoints, --init-from and partial_fit included) never needs it."""
     code = f"""
 import sys
 from lancetnic_flow.cli.main import main
@@ -157,12 +157,18 @@ from lancetnic_flow import TextClassifier
 frame = pd.read_csv({str(small_corpus)!r})
 clf = TextClassifier(epochs=2, progress=False).fit(frame["text"][:1500], frame["label"][:1500])
 print(len(clf.predict(frame["text"][1500:])), clf.score(frame["text"][1500:], frame["label"][1500:]) > 0.5)
+assert main(["train", {str(small_corpus)!r}, "--epochs", "1", "--init-from", "runs/r", "--out", "runs",
+             "--name", "r2", "--no-plots"]) == 0
+more = TextClassifier(epochs=1, progress=False)
+more.partial_fit(frame["text"][:800], frame["label"][:800])
+more.partial_fit(frame["text"][800:1500], frame["label"][800:1500])
+print(more.score(frame["text"][1500:], frame["label"][1500:]) > 0.5)
 print("torch" in sys.modules)
 """
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     lines = p.stdout.strip().splitlines()
-    assert lines[-2:] == [f"{len(pd.read_csv(small_corpus)) - 1500} True", "False"], p.stdout[-2000:]
+    assert lines[-3:] == [f"{len(pd.read_csv(small_corpus)) - 1500} True", "True", "False"], p.stdout[-2000:]
     run = tmp_path / "runs" / "r"
     assert json.loads((run / "model.json").read_text())["model"] == "LinearSVM"
     assert json.loads((run / "metrics.json").read_text())["calibration"]["scale"] != 1.0

@@ -108,6 +108,23 @@ def test_continuing_on_nothing_new_keeps_what_the_run_learned(keep):
     assert _bytes(keep["A"]) == before
 
 
+def test_continuing_on_the_rows_the_run_learned_says_its_validation_is_not_held_out(keep):
+    """Run A's saved model learned its validation rows too (its twin): continued on
+    A's own rows, every validation row is one it learned. The scale fitted on them
+    runs to its limit; the run says so instead of passing the figures off as unseen text's."""
+    d = keep["dir"]
+    p = cli("train", keep["A_data"], "--init-from", keep["A"], "--epochs", "2", "--out", keep["runs"], "--name",
+            "again", "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = " ".join((p.stdout + p.stderr).split())
+    assert "the probability scale reached its limit (500)" in out and "(--init-from, partial_fit)" in out
+    assert "--val FILE" in out
+    calibration = json.loads((keep["runs"] / "again" / "metrics.json").read_text())["calibration"]
+    assert calibration["at_limit"] is True and calibration["scale"] > 495
+    fresh = json.loads((keep["A"] / "metrics.json").read_text())["calibration"]
+    assert fresh["at_limit"] is False and fresh["scale"] < 100   # run A's own validation rows were unseen
+
+
 def test_what_cannot_continue_the_run_is_refused_up_front_and_nothing_is_written(keep):
     d, runs, A = keep["dir"], keep["runs"], keep["A"]
     # A regression run: continuing it as a classifier is another task.

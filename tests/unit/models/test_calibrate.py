@@ -115,3 +115,16 @@ def test_the_loss_in_numpy_is_torchs_cross_entropy_in_pieces_and_with_scores_tha
     monkeypatch.setattr(cal, "PIECE_CELLS", 5 * 64)            # 64 rows a piece: eleven pieces, the last short
     got = cal._nll(*cal._arrays(Scores(s, y)), label_sets, float(np.log(3.0)))
     assert np.isfinite(got) and got == pytest.approx(want, rel=1e-12)
+
+
+def test_a_scale_at_the_top_of_its_range_is_flagged_and_an_inner_one_is_not():
+    from lancetnic_flow.models.calibrate import SCALE_RANGE, Calibration
+
+    rng = np.random.default_rng(6)
+    ids = rng.integers(0, 3, 300)
+    learned = np.where(np.eye(3, dtype=bool)[ids], 2.0, -2.0).astype(np.float32)   # every row right, wide margins
+    scale = fit_scale(Scores(learned, ids))
+    assert scale > SCALE_RANGE[1] * 0.99 and Calibration(scale=scale, loss=0.0).at_limit
+    noisy = (learned + rng.normal(0, 2.0, learned.shape)).astype(np.float32)
+    assert not Calibration(scale=fit_scale(Scores(noisy, ids)), loss=0.5).at_limit
+    assert not Calibration().at_limit                          # no scale fitted: nothing to say

@@ -84,3 +84,25 @@ def test_another_network_or_another_change_is_refused():
     assert class_axis((8, 3), (8, 3), 3, 5) is None
     with pytest.raises(ValueError, match="another network"):
         grow_into(_net("ScalpelMC", 4), _net("LinearSVM", 3).state_dict(), 3, 4)
+
+
+@pytest.mark.parametrize("old_kind,new_kind", [("net", "arrays"), ("arrays", "arrays"), ("arrays", "net")])
+def test_a_linear_svms_arrays_grow_as_its_network_does_from_either_kind(old_kind, new_kind):
+    import numpy as np
+
+    from lancetnic_flow.models.linear_arrays import create_linear
+
+    args = dict(dim=50, regress=False, hidden=8, layers=1, dropout=0.0, embed=4, numeric=0)
+    net_old = _trained(_net("LinearSVM", 3))
+    old_state = {k: v.numpy().copy() for k, v in net_old.state_dict().items()} if old_kind == "arrays" \
+        else net_old.state_dict()
+    want = _net("LinearSVM", 5, seed=1)
+    grow_into(want, net_old.state_dict(), 3, 5)
+    new = create_linear("LinearSVM", classes=5, **args)[0] if new_kind == "arrays" else _net("LinearSVM", 5, seed=1)
+    grew = grow_into(new, old_state, 3, 5)
+    assert set(grew) == {"input.weight", "input.bias"}
+    for name, t in want.state_dict().items():
+        got = new.state_dict()[name]
+        assert np.array_equal(np.asarray(got if isinstance(got, np.ndarray) else got.detach().numpy()),
+                              t.detach().numpy()), name
+    assert isinstance(new.state_dict()["input.weight"], np.ndarray) == (new_kind == "arrays")
