@@ -35,3 +35,22 @@ class Events:
 
 
 NULL_EVENTS = Events()
+
+
+def warnings_only() -> Events:
+    """Events for a run from Python that shows nothing: each ``warning`` it
+    emits (what the command line prints as ``warning:``) becomes a Python
+    warning of class :class:`~lancetnic_flow.errors.RunWarning`, never lost."""
+    events = Events()
+    events.subscribe(_as_python_warning)
+    return events
+
+
+def _as_python_warning(kind: str, data: dict[str, Any]) -> None:
+    if kind == "warning":
+        import warnings
+
+        from .errors import RunWarning
+
+        warnings.warn(data["message"], RunWarning, stacklevel=3)
+

@@ -9,11 +9,9 @@ warnings, each as a :class:`~lancetnic_flow.errors.RunWarning`.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from typing import Any, Iterator
 
-from ..errors import RunWarning
-from ..events import Events
+from ..events import Events, warnings_only
 
 
 @contextlib.contextmanager
@@ -23,11 +21,8 @@ def progress_events(progress: bool | Events = True) -> Iterator[Events]:
     if isinstance(progress, Events):
         yield progress
         return
-    if not progress:
-        # No view: what the run warns of still reaches the caller, as Python warnings.
-        quiet = Events()
-        quiet.subscribe(_python_warnings)
-        yield quiet
+    if not progress:   # no view: what the run warns of still reaches the caller, as Python warnings
+        yield warnings_only()
         return
     from ..ui.report import ConsoleReport
 
@@ -38,11 +33,6 @@ def progress_events(progress: bool | Events = True) -> Iterator[Events]:
         yield events
     finally:
         report.finish()
-
-
-def _python_warnings(kind: str, data: dict) -> None:
-    if kind == "warning":
-        warnings.warn(data["message"], RunWarning, stacklevel=2)
 
 
 def train(config: Any, events: Events | None = None, *, progress: bool = True, client: Any = None,

@@ -30,7 +30,7 @@ from ..dataflow.manifest import read_features
 from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
 from ..errors import UserError
 from ..options import bad
-from ..events import NULL_EVENTS, Events
+from ..events import Events, warnings_only
 from ..models import registration
 from ..reconnect import share
 from ..runs.folder import write_json
@@ -278,15 +278,18 @@ def _search(base: Training, events: Events, deadline: float, max_trials: int | N
     return space, run.run(), entries
 
 
-def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None = None, events: Events = NULL_EVENTS,
+def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None = None, events: Events | None = None,
          client: Any = None) -> TuneResult:
     """Search ``cfg``'s model's options for ``time_budget`` (``"10m"``, or
     seconds), at most ``trials`` trials, on the Dask workers; then train the
     final run with the best options. Returns the run and every trial; the
-    run folder holds ``tune.json``.
+    run folder holds ``tune.json``. ``events``: listeners of the search and
+    the run; without them nothing is shown but the warnings, as
+    :class:`~lancetnic_flow.errors.RunWarning`.
 
     ``client``: an existing ``distributed.Client`` (else a LocalCluster is
     started, or ``cfg.cluster.scheduler`` is used)."""
+    events = events if events is not None else warnings_only()
     if cfg.output.no_cache:   # every trial reads every epoch's shards on a worker
         raise bad("output.cache", "{name} none: tune's trials read the featurised shards from the cache, each "
                   "trial every epoch", "give {name} a URL, or leave it out (OUT/.cache)")

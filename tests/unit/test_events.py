@@ -34,3 +34,18 @@ def test_a_failing_listener_is_detached_and_the_others_keep_receiving(capsys):
     bus.emit("b")
     assert calls == ["a"] and seen == ["a", "b"]
     assert "view crashed" in capsys.readouterr().err
+
+
+def test_a_run_that_shows_nothing_still_raises_each_warning_it_emits_as_a_run_warning():
+    import warnings
+
+    from lancetnic_flow.errors import RunWarning
+    from lancetnic_flow.events import warnings_only
+
+    events = warnings_only()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        events.emit("epoch", epoch=1)                       # not a warning: nothing
+        events.emit("warning", message="12 rows skipped (empty_text)")
+    assert [(w.category, str(w.message)) for w in caught] == [(RunWarning, "12 rows skipped (empty_text)")]
+    assert issubclass(RunWarning, UserWarning)
