@@ -173,11 +173,17 @@ def stop_processes(procs: list[subprocess.Popen]) -> None:
 
 
 def scheduler_address(scheduler_file: Path, timeout: float = 60) -> str:
-    """The address a `dask scheduler --scheduler-file FILE` wrote, once it has."""
+    """The address a `dask scheduler --scheduler-file FILE` wrote, once it has.
+    The scheduler creates the file before it writes it: an empty or partial
+    file is read again (a CI run read it empty), until ``timeout``."""
     deadline = time.monotonic() + timeout
-    while not scheduler_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return json.loads(scheduler_file.read_text())["address"]
+    while True:
+        try:
+            return json.loads(scheduler_file.read_text())["address"]
+        except (FileNotFoundError, ValueError, KeyError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 class DroppingProxy:
