@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .tasks import as_array
+
 
 def class_axis(old: tuple, new: tuple, old_classes: int, new_classes: int) -> int | None:
     """The one axis along which a tensor of shape ``old`` grew by the classes added
@@ -40,7 +42,7 @@ def grown_tensor(old: Any, fresh: Any, old_classes: int, new_classes: int) -> An
     or tensors; the result is ``fresh``'s kind and type."""
     axis = class_axis(tuple(old.shape), tuple(fresh.shape), old_classes, new_classes)
     if isinstance(fresh, np.ndarray):
-        old = np.asarray(old.detach().cpu().numpy() if hasattr(old, "detach") else old, fresh.dtype)
+        old = as_array(old).astype(fresh.dtype, copy=False)
         out = old.copy() if axis is None else fresh.copy()
     else:
         import torch

@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from ..features.rows import RowBlock
+from .tasks import as_array
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
@@ -65,11 +66,6 @@ def _mean_weights(offsets: np.ndarray) -> np.ndarray:
     """1 / a row's length for each of its entries (ScalpelNet's weights for rows without values)."""
     counts = np.diff(offsets)
     return np.repeat(np.float32(1.0) / np.maximum(counts, 1).astype(np.float32), counts)
-
-
-def _as_array(x: Any) -> np.ndarray:
-    """A tensor's or an array's values, as NumPy (a torch tensor shares its memory)."""
-    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
 
 
 class LinearArrays:
@@ -123,7 +119,7 @@ class LinearArrays:
             raise RuntimeError(f"the weights name {sorted(state)}, a LinearSVM with{'' if self.twin_weight is not None else 'out'}"
                                f" its twin holds {sorted(mine)}")
         for name, target in mine.items():
-            value = _as_array(state[name])
+            value = as_array(state[name])
             if value.shape != target.shape:
                 raise RuntimeError(f"{name} is {tuple(value.shape)}, the model's is {target.shape}")
             np.copyto(target, value, casting="same_kind")
@@ -131,9 +127,6 @@ class LinearArrays:
     def logits(self, block: RowBlock) -> np.ndarray:
         """The class scores of ``block``'s rows (rows × classes, float32), as the network's forward gives them."""
         return linear_logits(block, self.weight, self.bias, np.float32(self.logit_scale))
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.state_dict().values())
 
     def train(self, mode: bool = True) -> "LinearArrays":
         return self
