@@ -17,6 +17,7 @@ from ..config import FeatureConfig
 from ..data.sources import Columns, SourcePlan
 from ..events import Events
 from ..features.rows import RowBlock
+from ..features.split import Holdout
 from ..features.vectorize import FittedFeatures
 from ..reconnect import retrying, share
 from ..storage import join
@@ -41,7 +42,7 @@ class FeedSpec:
     storage_options: dict         # open the data
     cache_options: dict           # open the cache
     chunk_bytes: int
-    val_fraction: float           # rows held out by hash (0 with a separate validation source)
+    val_fraction: float | Holdout   # rows held out by hash (0 with a separate validation source)
     in_flight: int
     seed: int
 

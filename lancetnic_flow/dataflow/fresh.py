@@ -22,6 +22,7 @@ from ..data.sources import Columns, Partition
 from ..events import Events
 from ..features.fit import fit_partition
 from ..features.rows import RowBlock
+from ..features.split import Holdout, fraction_of
 from ..features.vocab import FitStats
 from ..reconnect import share
 from .feed import FeedSpec
@@ -30,7 +31,7 @@ from .stream import epoch_order, prefetch
 from .window import OrderedWindow
 
 def fit_partition_counted(part: Partition, columns: Columns, fcfg: FeatureConfig, storage_options: dict,
-                          chunk_bytes: int, val_fraction: float) -> FitStats:
+                          chunk_bytes: int, val_fraction: float | Holdout) -> FitStats:
     """The vocabulary modes' fit task, which also says how many training rows
     the partition has: an epoch without a cache visits the partitions that
     have some in the order a cached run reads their shards."""
@@ -68,7 +69,7 @@ class FreshReader:
     feature_config: dict
     storage_options: dict
     chunk_bytes: int
-    val_fraction: float
+    val_fraction: float | Holdout
 
     def task(self, keep: str, features: Any = None) -> tuple[Callable, dict]:
         """The task that featurises a partition afresh, and its arguments, for
@@ -199,7 +200,7 @@ class FreshFeed:
         # A fitted vocabulary's fit pass counts training rows only: whether there are validation rows is
         # learnt by reading them, so every piece that may hold some is read (the ranks' counts come back:
         # counted_by_ranks).
-        maybe = self.has_val() if self._counted is not None else bool(s.val is not None or s.val_fraction > 0)
+        maybe = self.has_val() if self._counted is not None else bool(s.val is not None or fraction_of(s.val_fraction) > 0)
         val = [FreshPiece(p, split, "val") for p, split in self._val_jobs()] if maybe else []
         return train, val, self.reader
 

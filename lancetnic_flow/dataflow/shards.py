@@ -28,7 +28,8 @@ from ..config import FeatureConfig
 from ..features.fit import bucket_frequencies, table_stats
 from ..features.names import sample_names
 from ..features.rows import RowBlock
-from ..features.split import validation_mask
+from ..features.fit import record_held_out
+from ..features.split import Holdout, learned_rows, split_rows
 from ..features.vectorize import FittedFeatures, text_options
 from ..features.vocab import FitStats, merge_stats
 from ..storage import join, read_bytes, write_bytes
@@ -74,6 +75,9 @@ class PartitionResult:
 
 
 SPLITS = ("train", "val")
+# Validation rows a continued run's model had learned: noted where the hash held them out (they
+# train instead), skipped where a separate validation source holds them.
+LEARNED = "learned_by_init"
 
 
 def _write_split(parts: dict[str, RowBlock], shard_dir: str | None, part: Partition, chunk: int,
@@ -100,45 +104,61 @@ def _write_split(parts: dict[str, RowBlock], shard_dir: str | None, part: Partit
 
 
 def _tables(part: Partition, columns: Columns, storage_options: dict, chunk_bytes: int,
-            res: "PartitionResult") -> Iterator[pa.Table]:
-    """A partition's chunks as tables, their rows read, skipped and noted counted in ``res``."""
+            res: "PartitionResult", split: str | None = None, held: float | Holdout = 0.0) -> Iterator[pa.Table]:
+    """A partition's chunks as tables, their rows read, skipped and noted counted in ``res``.
+    A separate validation source (``split`` "val") leaves out the rows a continued
+    run's model learned (``held``): skipped, as they would not test it."""
     for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
         res.rows_read += chunk.rows_read
         for k, v in chunk.skipped.items():
             res.skipped[k] = res.skipped.get(k, 0) + v
         for k, v in chunk.noted.items():
             res.noted[k] = res.noted.get(k, 0) + v
-        yield chunk.table
+        table = chunk.table
+        learned = learned_rows(table, held) if split == "val" else None
+        if learned is not None and learned.any():
+            res.skipped[LEARNED] = res.skipped.get(LEARNED, 0) + int(learned.sum())
+            table = table.filter(pa.array(~learned))
+        yield table
 
 
-def _val_mask(table: pa.Table, split: str | None, val_fraction: float) -> np.ndarray:
-    """Which rows are validation rows: all or none for a forced ``split``, else by hash."""
-    return np.full(table.num_rows, split == "val") if split is not None else validation_mask(table, val_fraction)
+def _val_mask(table: pa.Table, split: str | None, val_fraction: float | Holdout,
+              res: "PartitionResult") -> np.ndarray:
+    """Which rows are validation rows: all or none for a forced ``split``, else by
+    hash, less the rows a continued run's model learned, which train (counted in
+    ``res`` as noted: kept, but not held out)."""
+    is_val, learned = split_rows(table, val_fraction, split)
+    if learned:
+        res.noted[LEARNED] = res.noted.get(LEARNED, 0) + learned
+    return is_val
 
 
 def _by_split(block: RowBlock, is_val: np.ndarray) -> dict[str, RowBlock]:
+    if is_val.all() or not is_val.any():   # one split: no copy
+        return {"val" if is_val.all() else "train": block}
     return {"train": block.take(np.flatnonzero(~is_val)), "val": block.take(np.flatnonzero(is_val))}
 
 
 def count_partition(part: Partition, split: str | None, *, columns: Columns, fcfg: FeatureConfig,
                     shard_dir: str | None, storage_options: dict, cache_options: dict, chunk_bytes: int,
-                    val_fraction: float, keep: tuple[str, ...] = SPLITS) -> FitStats:
+                    val_fraction: float | Holdout, keep: tuple[str, ...] = SPLITS) -> FitStats:
     """Worker task of the hashing features' fit pass: one partition's fit
     statistics, with its term counts written as raw shards on the way — the
     corpus is tokenised once, and every epoch reads these shards. With no
     cache (``shard_dir`` None, ``keep`` empty) the rows are only counted.
 
     ``split`` forces every row into one split (a separate validation source);
-    otherwise rows go to train or val by :func:`validation_mask`."""
+    otherwise rows go to train or val by :func:`~lancetnic_flow.features.split.validation_mask`."""
     t0 = time.monotonic()
     counter = FittedFeatures(mode="hashing", **text_options(fcfg), buckets=fcfg.buckets)
     res = PartitionResult(partition=part.index)
     stats: list[FitStats] = []
-    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res)):
-        is_val = _val_mask(table, split, val_fraction)
+    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res, split, val_fraction)):
+        is_val = _val_mask(table, split, val_fraction, res)
         block = counter.raw(table)
         res.tokens += int(block.values.sum())
         s = table_stats(table, ~is_val, columns.numeric)
+        record_held_out(s, table, is_val, val_fraction)
         s.buckets = bucket_frequencies(block, ~is_val, fcfg.buckets)
         # The buckets' names (top_terms.csv): the terms of a bounded sample of the training rows.
         s.names = sample_names(counter, table["text"].filter(pa.array(~is_val)) if is_val.any() else table["text"])
@@ -175,7 +195,7 @@ def _one_split(table: pa.Table, is_val: np.ndarray, name: str, res: "PartitionRe
 
 
 def recount_partition(part: Partition, split: str | None, *, columns: Columns, fcfg: FeatureConfig,
-                      storage_options: dict, chunk_bytes: int, val_fraction: float,
+                      storage_options: dict, chunk_bytes: int, val_fraction: float | Holdout,
                       keep: tuple[str]) -> PartitionResult:
     """Worker task of an epoch without a cache, hashing features: the raw
     shards of split ``keep`` that :func:`count_partition` would have written,
@@ -185,8 +205,8 @@ def recount_partition(part: Partition, split: str | None, *, columns: Columns, f
     res = PartitionResult(partition=part.index)
     counter = FittedFeatures(mode="hashing", **text_options(fcfg), buckets=fcfg.buckets)
     (name,) = keep
-    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res)):
-        block = counter.raw(_one_split(table, _val_mask(table, split, val_fraction), name, res))
+    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res, split, val_fraction)):
+        block = counter.raw(_one_split(table, _val_mask(table, split, val_fraction, res), name, res))
         res.tokens += int(block.values.sum())
         _write_split({name: block}, None, part, ci, {}, res, raw=True, keep=keep)
         del block, table
@@ -198,32 +218,32 @@ def recount_partition(part: Partition, split: str | None, *, columns: Columns, f
 
 def featurize_partition(part: Partition, split: str | None, *, columns: Columns, features: FittedFeatures,
                         shard_dir: str | None, storage_options: dict, cache_options: dict, chunk_bytes: int,
-                        val_fraction: float, keep: tuple[str, ...] = SPLITS) -> PartitionResult:
+                        val_fraction: float | Holdout, keep: tuple[str, ...] = SPLITS) -> PartitionResult:
     """Worker task: read one partition, featurise it chunk by chunk, write shards
     (with no cache, ``shard_dir`` None: carry those of the one split in ``keep``
     in the result, featurising that split's rows alone).
 
     ``split`` forces every row into one split (a separate validation source);
-    otherwise rows go to train or val by :func:`validation_mask`."""
+    otherwise rows go to train or val by :func:`~lancetnic_flow.features.split.validation_mask`."""
     t0 = time.monotonic()
     res = PartitionResult(partition=part.index)
     one = keep[0] if shard_dir is None and split is None and len(keep) == 1 else None
-    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res)):
-        if one is not None:   # the mask is the rows' own hash: the same taken before or after
-            table = _one_split(table, validation_mask(table, val_fraction), one, res, features.unknown_labels)
+    for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res, split, val_fraction)):
+        is_val = _val_mask(table, split, val_fraction, res)
+        if one is not None:   # featurise only the split asked for
+            table = _one_split(table, is_val, one, res, features.unknown_labels)
+            is_val = np.full(table.num_rows, one == "val")
         block = features.transform(table)
         res.tokens += int(block.offsets[-1])
         if block.labels is not None:
             unknown = block.labels < 0
             if unknown.any():
-                # A label the fit never saw (only possible in validation data).
+                # A label the fit never saw (validation data, or rows a continued run moved to training).
                 n = int(unknown.sum())
                 res.skipped["unknown_label"] = res.skipped.get("unknown_label", 0) + n
                 keep_rows = np.flatnonzero(~unknown)
-                block, table = block.take(keep_rows), table.take(pa.array(keep_rows))
-        parts = ({split or one: block} if split is not None or one is not None else
-                 _by_split(block, validation_mask(table, val_fraction)))
-        _write_split(parts, shard_dir, part, ci, cache_options, res, raw=False, keep=keep)
+                block, is_val = block.take(keep_rows), is_val[keep_rows]
+        _write_split(_by_split(block, is_val), shard_dir, part, ci, cache_options, res, raw=False, keep=keep)
     res.bytes_read = part.length if part.length > 0 else part.file.size
     res.seconds = time.monotonic() - t0
     trim_allocator()   # this task's tables are freed: hand their heap back before the next one

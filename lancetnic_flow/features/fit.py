@@ -20,7 +20,7 @@ from ..data.sources import Chunk, Columns, Partition
 from ..events import NULL_EVENTS, Events
 from .labelsets import is_label_sets, set_counts
 from .rows import RowBlock
-from .split import validation_mask
+from .split import Holdout, held_out_hashes, validation_mask
 from .vectorize import PIECE_ROWS, FittedFeatures, text_options
 from .vocab import FitStats, Moments, merge_stats, merge_terms, prune, smooth_idf, term_counts
 
@@ -55,13 +55,22 @@ def bucket_frequencies(counts: RowBlock, train: np.ndarray, buckets: int) -> np.
     return np.bincount(counts.indices[rows], minlength=buckets)
 
 
-def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, numeric: tuple[str, ...]) -> FitStats:
+def record_held_out(stats: FitStats, table: pa.Table, is_val: np.ndarray, held: float | Holdout) -> None:
+    """Keep the validation rows' text hashes in ``stats``, when ``held`` asks for a record."""
+    if isinstance(held, Holdout) and held.record:
+        stats.held_out, stats.held_out_limit = held_out_hashes(table, is_val), held.record
+
+
+def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float | Holdout,
+                 numeric: tuple[str, ...]) -> FitStats:
     """The vocabulary modes' statistics of one chunk: term document frequencies of its training rows."""
     table = chunk.table
-    train_mask = ~validation_mask(table, val_fraction)
+    is_val = validation_mask(table, val_fraction)
+    train_mask = ~is_val
     stats = table_stats(table, train_mask, numeric)
     stats.rows_read, stats.skipped = chunk.rows_read, dict(chunk.skipped)
-    train = table.filter(pa.array(train_mask)) if val_fraction > 0 else table
+    record_held_out(stats, table, is_val, val_fraction)
+    train = table.filter(pa.array(train_mask)) if is_val.any() else table
     if train.num_rows:
         # Piece by piece, so tokenisation's working arrays stay small; the
         # per-piece tables hold distinct terms only.
@@ -82,7 +91,7 @@ def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float, numeric
 
 
 def fit_partition(part: Partition, columns: Columns, fcfg: FeatureConfig, storage_options: dict,
-                  chunk_bytes: int, val_fraction: float) -> FitStats:
+                  chunk_bytes: int, val_fraction: float | Holdout) -> FitStats:
     """Worker task of the vocabulary modes: the fit statistics of one partition (chunk by chunk)."""
     parts = [_chunk_stats(c, fcfg, val_fraction, columns.numeric)
              for c in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes)]
@@ -91,6 +100,19 @@ def fit_partition(part: Partition, columns: Columns, fcfg: FeatureConfig, storag
     del parts
     trim_allocator()   # the piece tables are gone: give their heap back before the next task
     return out
+
+
+def held_out_partition(part: Partition, split: str | None, *, columns: Columns, storage_options: dict,
+                       chunk_bytes: int, val_fraction: Holdout) -> FitStats:
+    """Worker task: only the text hashes of one partition's validation rows
+    (``split``: its source's forced split), for a run whose fit pass did not
+    record them (training/held_out.py)."""
+    parts = []
+    for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
+        stats = FitStats()
+        record_held_out(stats, chunk.table, validation_mask(chunk.table, val_fraction, split), val_fraction)
+        parts.append(stats)
+    return merge_stats(parts) if parts else FitStats(held_out_limit=val_fraction.record)
 
 
 def _progress_of(stats: FitStats) -> tuple[int, int]:
@@ -121,7 +143,7 @@ def _as_completed(client: Any, futures: list) -> Any:
 
 
 def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcfg: FeatureConfig, *,
-                 storage_options: dict, chunk_bytes: int, val_fraction: float, task: Callable = fit_partition,
+                 storage_options: dict, chunk_bytes: int, val_fraction: float | Holdout, task: Callable = fit_partition,
                  splits: list | None = None, events: Events = NULL_EVENTS, split_every: int = 8,
                  **task_options: Any) -> tuple[FittedFeatures, FitStats]:
     """Run the fit pass on the cluster and prune: the fitted features, and the

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .split import merge_hashes
 from .tokenize import MIN_CHARS, Terms, compiled_kernels, stop_table, terms_of, text_buffers
 
 
@@ -74,6 +75,11 @@ class FitStats:
     tokens: int = 0
     bytes_read: int = 0
     results: list = field(default_factory=list)   # the shards a counting pass wrote (dataflow's PartitionResults)
+    # The text hashes of the validation rows, when the pass records them (split.Holdout.record: up to
+    # held_out_limit of them); past the limit None, and held_out_lost counts them.
+    held_out: np.ndarray | None = None
+    held_out_limit: int = 0
+    held_out_lost: int = 0
 
 
 def term_table(keys: np.ndarray, terms: pa.Array, df: np.ndarray, tf: np.ndarray) -> pa.Table:
@@ -189,7 +195,20 @@ def merge_stats(parts: list[FitStats]) -> FitStats:
         out.skipped = _add_counts(out.skipped, p.skipped)
         out.tokens += p.tokens
         out.bytes_read += p.bytes_read
+    _merge_held_out(out, parts)
     return out
+
+
+def _merge_held_out(out: FitStats, parts: list[FitStats]) -> None:
+    out.held_out_limit = max((p.held_out_limit for p in parts), default=0)
+    if not out.held_out_limit:
+        return
+    recorded = [p.held_out for p in parts if p.held_out is not None]
+    out.held_out_lost = sum(p.held_out_lost for p in parts)
+    if out.held_out_lost:
+        out.held_out_lost += sum(len(h) for h in recorded)
+        return
+    out.held_out, out.held_out_lost = merge_hashes(recorded, out.held_out_limit)
 
 
 def prune(terms: pa.Table, docs: int, *, min_df: float = 1, max_df: float = 1.0,

@@ -37,6 +37,7 @@ from ..config import FeatureConfig, TrainConfig
 from ..errors import UserError
 from ..features.vectorize import FittedFeatures
 from ..options import BY_FIELD, REQUIRED, bad
+from ..runs.learned_rows import LearnedRows, read_learned
 from ..storage import options_for
 
 # What fixes the meaning of the weights: another value is refused.
@@ -227,6 +228,7 @@ class InitRun:
     meta: dict
     state: dict            # its weights, as tensors
     digest: str            # of its features.json: the continued run's cache entry is its own
+    learned: LearnedRows = dataclasses.field(default_factory=LearnedRows)   # rows it learned besides training rows
 
     @property
     def classes(self) -> int:
@@ -246,13 +248,19 @@ def load_init(run: str, storage_options: dict) -> InitRun:
     digest = hashlib.sha256(features.to_json().encode()).hexdigest()[:16]
     # A LinearSVM's weights as NumPy arrays (no torch to read them); another network's tensors.
     state = dict(loaded.linear.state) if loaded.linear is not None else loaded.model.state_dict()
-    return InitRun(str(run), features, dict(loaded.meta), state, digest)
+    try:
+        learned = read_learned(run, loaded.meta, loaded.config, storage_options)
+    except UserError as exc:
+        raise _damaged(run, exc) from None
+    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned)
 
 
 def key_options(feature_config: dict, init: InitRun | None, declared: list[str] | None) -> dict:
     """The feature options a cache entry is keyed by, with what else decides its shards:
     the run continued (its features), and labels declared beyond the data's."""
     extra = {"init_from": init.digest} if init is not None else {}
+    if init is not None and (init.learned.hashes.size or not init.learned.complete):
+        extra["learned_rows"] = init.learned.digest()   # they train instead of validating: other shards
     if declared:
         extra["classes"] = list(declared)
     return {**feature_config, **extra}

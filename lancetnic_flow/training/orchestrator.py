@@ -35,11 +35,12 @@ from ..dataflow.entry_lock import EntryLock, lock_entry
 from ..dataflow.manifest import entry_key, read_features, read_manifest, read_names, write_features, write_names
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
-from ..dataflow.shards import SHARD_READS, count_partition
+from ..dataflow.shards import LEARNED, SHARD_READS, count_partition
 from ..errors import UserError
 from ..options import BY_FIELD
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
+from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
 from ..features.vectorize import FittedFeatures
 from ..models.linear_arrays import is_arrays
@@ -47,12 +48,14 @@ from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
 from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, words_kept_warning
+from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_config, write_json
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import can_detach, draw_detached, plot_jobs, write_jobs
 from ..scores import val_scores
 from ..sizes import format_size
 from ..storage import WriteError, join, options_for
+from .held_out import HeldOut, holdout_for
 from .checkpoints import has_checkpoint, load_checkpoint, remove_checkpoint, write_checkpoint
 from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
                             load_init, run_options)
@@ -245,7 +248,9 @@ def sum_rows(results: list) -> dict:
 
 
 # What a noted row was changed to, for the run's warning.
-NOTED = {"repeated_label": "row(s) named a label twice in their label set; each label counts once"}
+NOTED = {"repeated_label": "row(s) named a label twice in their label set; each label counts once",
+         LEARNED: ("validation row(s) the --init-from model had learned: trained on, not held out, since a "
+                   "row a model learned does not test it")}
 
 
 class Training:
@@ -421,9 +426,14 @@ class Training:
         self.train_src, self.val_src = self.sources or self._plan_sources()
         self._decide_analyzer()
         cfg = self.cfg   # with the analyzer decided: the cache key and the shards read it
-        self.val_fraction = 0.0 if self.val_src else cfg.data.val_fraction
+        spec = MODELS.get(cfg.model.name)
+        # Held out by hash (none beside a validation source), less the rows a continued run's model learned.
+        self.val_fraction = holdout_for(0.0 if self.val_src else cfg.data.val_fraction, self.init,
+                                        self.tc.learn_val, bool(spec and spec.learns_val))
+        self.held_out = HeldOut(self.val_fraction)
         # The key names the data and options a checkpoint belongs to, with a cache or without.
-        self.key = entry_key(self.train_src, self.val_src, self._key_options(), self.columns, self.val_fraction)
+        self.key = entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
+                             fraction_of(self.val_fraction))
         if cfg.output.no_cache:
             self.cache_so, self.entry = {}, None
             self.decisions["cache"] = "none"
@@ -489,10 +499,13 @@ class Training:
             features, results, totals = self._fit_pass()
             check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
             self.bucket_names = totals.names
+            self.held_out.take(totals, self._unread())
+            self.held_out.write_entry(self.entry, self.cache_so)
             write_names(self.entry, totals.names, self.cache_so)
             write_features(self.entry, features, self.cache_so)
         else:
             self.bucket_names = read_names(self.entry, self.cache_so)
+            self.held_out.read_entry(self.entry, self.cache_so, self._partitions())
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                              labels=len(features.labels))
         self._fitted(features)
@@ -510,9 +523,20 @@ class Training:
         features, results, totals = self._fit_pass()
         check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
         self.bucket_names = totals.names
+        self.held_out.take(totals, self._unread())
         self._fitted(features)
         self.feed = FreshFeed(self.client, self._feed_spec(), self.events, trained=totals.results,
                               results=results)
+
+    def _partitions(self) -> list:
+        """Every partition with its source's forced split (None: split by hash)."""
+        return [(p, None) for p in self.train_src.partitions] + self._unread(hashing=True)
+
+    def _unread(self, hashing: bool = False) -> list:
+        """The partitions the fit pass does not read: a validation source's, in the vocabulary modes."""
+        if self.val_src is None or (self.cfg.features.mode == "hashing" and not hashing):
+            return []
+        return [(p, "val") for p in self.val_src.partitions]
 
     def _fitted(self, features: FittedFeatures) -> None:
         self.features = features
@@ -586,6 +610,13 @@ class Training:
         labels = f"{len(init.features.labels):,} label(s) kept; {news}" if f.labels else "the target's scale kept"
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
+        self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
+        if not init.learned.complete:
+            self.events.emit("warning", message=(
+                f"{init.url} learned its validation rows and does not record them all (a run saved by an earlier "
+                "version, or past the record's limit): where this data repeats them, validation is not held out "
+                "from the model, and its scores and probabilities read high; --val FILE with rows it never saw "
+                "validates it"))
 
     # ---- model
     def decide(self) -> None:
@@ -602,6 +633,8 @@ class Training:
         self.tc = self.cfg.training
         for note in notes:
             self.events.emit("warning", message=note)
+        if self.tc.learn_val:   # the validation rows no record has yet are hashed beside the epochs
+            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.memory.partition)
         if self.cfg.model.name != before:   # --model auto's next choice: terms × classes outgrew the plan
             self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
         self.rule = rule_for(self.cfg)
@@ -743,8 +776,8 @@ class Training:
     def _refuse_other_key(self, saved_key: str) -> None:
         """A checkpoint of other inputs or options, or of an earlier cache version
         (a validation split of the text's ends only): a clear error either way."""
-        old = entry_key(self.train_src, self.val_src, self._key_options(), self.columns, self.val_fraction,
-                        version=2)
+        old = entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
+                        fraction_of(self.val_fraction), version=2)
         if saved_key == old:
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose validation split "
                             "(a hash of the text's first and last bytes) differs from this version's",
@@ -808,6 +841,9 @@ class Training:
             val = state.best["val"]
         self._calibrate()
         self.rule.finish(self.model)
+        # Which rows the model learned besides its training rows (a pass beside the epochs may still
+        # be hashing some): gathered while the cluster is up, written with the model.
+        self.learned = self.held_out.learned(bool(self.tc.learn_val), self.init)
         return val
 
     def _calibrate(self) -> None:
@@ -1004,6 +1040,10 @@ class Training:
                                storage_options=self.out_so, finish=False)
             plots.result()
             metrics["plots"] = [u.rsplit("/", 1)[-1] for j in jobs for u in j.files]
+        # Which rows the model learned besides its training rows: a run continued from it trains on them.
+        learned = write_learned(self.run, self.learned, self.out_so)
+        if learned is not None:
+            self.model_meta["learned_rows"] = learned
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts

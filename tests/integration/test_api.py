@@ -4,6 +4,7 @@ guard (real subprocesses), the README's example run as a script, and a real
 Jupyter kernel."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -139,7 +140,9 @@ def test_partial_fit_continues_the_model_and_grows_its_classes(frame, tmp_path):
     second = train[1200:1350]
     clf.partial_fit(second["text"], second["label"])
     assert list(clf.classes_) == labels and Path(clf.run_) != run
-    assert clf.metrics_["decided"]["init_from"] == {"run": str(run), "labels_kept": 3, "labels_added": [labels[3]]}
+    learned = json.loads((run / "model.json").read_text())["learned_rows"]["rows"]   # the first fit's validation rows
+    assert clf.metrics_["decided"]["init_from"] == {"run": str(run), "labels_kept": 3, "labels_added": [labels[3]],
+                                                    "learned_rows": learned}
     assert clf.score(test["text"][old], test["label"][old]) >= before - 0.03
     assert clf.score(test["text"], test["label"]) > 0.78
     assert set(clf.predict(test["text"])) == set(labels)
@@ -156,8 +159,9 @@ def test_partial_fit_continues_the_model_and_grows_its_classes(frame, tmp_path):
 
 
 def test_without_progress_what_a_run_warns_of_reaches_the_caller_as_a_python_warning(frame, tmp_path):
-    """Fed the rows it learned again, partial_fit validates on rows its model has
-    seen: the run warns, and with progress=False that warning is a RunWarning, not lost."""
+    """Fed the rows it learned again, partial_fit trains on the validation rows its
+    model learned instead of validating on them: the run warns, and with
+    progress=False that warning is a RunWarning, not lost."""
     from lancetnic_flow import RunWarning
 
     rows = frame[:1500]
@@ -165,9 +169,10 @@ def test_without_progress_what_a_run_warns_of_reaches_the_caller_as_a_python_war
     with warnings.catch_warnings():
         warnings.simplefilter("error", RunWarning)   # the first call has nothing to warn of
         clf.partial_fit(rows["text"], rows["label"])
-    with pytest.warns(RunWarning, match=r"probability scale reached its limit .*\(--val FILE\)"):
+    first = clf.metrics_["rows"]["validated"]
+    with pytest.warns(RunWarning, match=rf"{first:,} validation row\(s\) the --init-from model had learned"):
         clf.partial_fit(rows["text"], rows["label"])
-    assert clf.metrics_["calibration"]["at_limit"] is True
+    assert clf.metrics_["rows"]["noted"] == {"learned_by_init": first} and clf.metrics_["rows"]["validated"] == 0
 
 
 def test_regressor_learns_a_target_from_numpy_arrays(client, frame):

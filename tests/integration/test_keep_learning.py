@@ -16,9 +16,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow.csv as pacsv
 import pytest
 
 from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.features.split import validation_mask
 
 from helpers import assert_user_error, cli
 
@@ -108,21 +110,112 @@ def test_continuing_on_nothing_new_keeps_what_the_run_learned(keep):
     assert _bytes(keep["A"]) == before
 
 
-def test_continuing_on_the_rows_the_run_learned_says_its_validation_is_not_held_out(keep):
-    """Run A's saved model learned its validation rows too (its twin): continued on
-    A's own rows, every validation row is one it learned. The scale fitted on them
-    runs to its limit; the run says so instead of passing the figures off as unseen text's."""
-    d = keep["dir"]
-    p = cli("train", keep["A_data"], "--init-from", keep["A"], "--epochs", "2", "--out", keep["runs"], "--name",
-            "again", "--no-plots", cwd=d)
+def _metrics(run: Path) -> dict:
+    return json.loads((run / "metrics.json").read_text())
+
+
+def _learned(run: Path) -> dict:
+    return json.loads((run / "model.json").read_text())["learned_rows"]
+
+
+def _validation_rows(path: Path) -> int:
+    """The rows a fresh run on ``path`` would hold out (the split is the text's own hash)."""
+    return int(validation_mask(pacsv.read_csv(path), 0.1).sum())
+
+
+def test_a_continued_run_trains_on_the_validation_rows_its_model_learned_instead_of_validating_on_them(keep):
+    """Run A's saved model learned its validation rows too (its twin), and its folder
+    records them. Continued on A's own rows, none is held out: each trains, counted
+    as noted. Continued on A's rows with new ones, only the new validate, and the
+    continued run's record holds both runs' validation rows."""
+    d, A = keep["dir"], keep["A"]
+    a_val = _metrics(A)["rows"]["validated"]
+    assert _learned(A)["rows"] == a_val and _learned(A)["complete"] is True
+    p = cli("train", keep["A_data"], "--init-from", A, "--epochs", "2", "--out", keep["runs"], "--name", "again",
+            "--no-plots", cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
     out = " ".join((p.stdout + p.stderr).split())
+    assert f"{a_val:,} validation row(s) the --init-from model had learned: trained on, not held out" in out
+    assert "probability scale reached its limit" not in out
+    rows = _metrics(keep["runs"] / "again")["rows"]
+    assert rows["validated"] == 0 and rows["noted"] == {"learned_by_init": a_val}
+    assert rows["trained"] == rows["read"]
+    assert (keep["runs"] / "again" / "learned_rows.u64").read_bytes() == (A / "learned_rows.u64").read_bytes()
+
+    mixed = _write(d / "mixed.csv", *_rows(keep["A_data"], keep["B"]))
+    p = cli("train", mixed, "--init-from", A, "--epochs", "2", "--out", keep["runs"], "--name", "mixed",
+            "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = _metrics(keep["runs"] / "mixed")["rows"]
+    assert rows["noted"] == {"learned_by_init": a_val}
+    assert rows["validated"] == _validation_rows(mixed) - a_val > 0   # B's rows the hash holds out
+    assert _learned(keep["runs"] / "mixed")["rows"] == a_val + rows["validated"]
+    assert _metrics(keep["runs"] / "mixed")["calibration"]["at_limit"] is False
+
+
+def _rows(*paths: Path) -> tuple[list[str], list[list[str]]]:
+    out: list[list[str]] = []
+    for path in paths:
+        with open(path, newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader)
+            out += list(reader)
+    return header, out
+
+
+def test_a_run_saved_without_the_record_says_its_continuations_validation_is_not_held_out(keep):
+    """A run folder of an earlier version learned its validation rows and names none:
+    continued on its own rows, every validation row is one it learned. The run says
+    it cannot tell them apart, and the scale fitted on them runs to its limit, which
+    the run says too instead of passing the figures off as unseen text's."""
+    d, old = keep["dir"], keep["runs"] / "old"
+    shutil.copytree(keep["A"], old)
+    meta = json.loads((old / "model.json").read_text())
+    del meta["learned_rows"]
+    (old / "model.json").write_text(json.dumps(meta))
+    (old / "learned_rows.u64").unlink()
+    p = cli("train", keep["A_data"], "--init-from", old, "--epochs", "2", "--out", keep["runs"], "--name",
+            "from-old", "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = " ".join((p.stdout + p.stderr).split())
+    assert f"{old} learned its validation rows and does not record them all" in out
     assert "the probability scale reached its limit (500)" in out and "(--init-from, partial_fit)" in out
     assert "--val FILE" in out
-    calibration = json.loads((keep["runs"] / "again" / "metrics.json").read_text())["calibration"]
+    calibration = _metrics(keep["runs"] / "from-old")["calibration"]
     assert calibration["at_limit"] is True and calibration["scale"] > 495
-    fresh = json.loads((keep["A"] / "metrics.json").read_text())["calibration"]
+    assert _learned(keep["runs"] / "from-old")["complete"] is False   # and its own continuations hear of it
+    fresh = _metrics(keep["A"])["calibration"]
     assert fresh["at_limit"] is False and fresh["scale"] < 100   # run A's own validation rows were unseen
+
+
+def test_a_validation_file_the_old_model_learned_is_left_out_and_counted(keep):
+    d = keep["dir"]
+    p = cli("train", keep["A_data"], "--val", keep["test_old"], "--learn-val", "--epochs", "2", "--out",
+            keep["runs"], "--name", "learned-val-file", "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    n = _metrics(keep["runs"] / "learned-val-file")["rows"]["validated"]
+    assert n > 0 and _learned(keep["runs"] / "learned-val-file")["rows"] >= n
+    p = cli("train", keep["same"], "--val", keep["test_old"], "--init-from", keep["runs"] / "learned-val-file",
+            "--epochs", "2", "--out", keep["runs"], "--name", "val-file-again", "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = _metrics(keep["runs"] / "val-file-again")["rows"]
+    assert rows["skipped"] == {"learned_by_init": n} and rows["validated"] == 0
+
+
+def test_a_cache_entry_without_the_record_still_gives_the_run_its_record(keep):
+    """An entry written before the record (or by a run that did not keep one): the
+    validation rows are hashed again beside the epochs, to the same record."""
+    d = keep["dir"]
+    entries = list((keep["runs"] / ".cache").glob("*/held_out.u64"))
+    assert entries
+    for f in entries:
+        f.unlink()
+    p = cli("train", keep["A_data"], "--out", keep["runs"], "--name", "A-again", "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "(from cache)" in p.stdout + p.stderr
+    again = keep["runs"] / "A-again"
+    assert (again / "learned_rows.u64").read_bytes() == (keep["A"] / "learned_rows.u64").read_bytes()
+    assert (again / "model.safetensors").read_bytes() == (keep["A"] / "model.safetensors").read_bytes()
 
 
 def test_what_cannot_continue_the_run_is_refused_up_front_and_nothing_is_written(keep):
@@ -137,6 +230,8 @@ def test_what_cannot_continue_the_run_is_refused_up_front_and_nothing_is_written
     (runs / "no-config" / "config.json").unlink()
     shutil.copytree(A, runs / "unfinished")
     (runs / "unfinished" / "model.json").unlink()
+    shutil.copytree(A, runs / "bad-record")
+    (runs / "bad-record" / "learned_rows.u64").write_bytes(b"\0" * 8)
     body = _write(d / "body.csv", ["body", "label"], [["a match was won", "sports"], ["a vote", "politics"]])
     before, folders = _bytes(A), sorted(p.name for p in runs.iterdir())
     cases = [
@@ -152,6 +247,9 @@ def test_what_cannot_continue_the_run_is_refused_up_front_and_nothing_is_written
         ((keep["B"], "--init-from", runs / "unfinished"), ["is an unfinished run", "no model.json"]),
         ((keep["B"], "--init-from", A, "--ddp", "2"), ["trains on Dask workers", "drop --ddp"]),
         ((keep["B"], "--init-from", keep["A_data"]), [f"--init-from {keep['A_data']} is a file, not a run folder"]),
+        ((keep["B"], "--init-from", runs / "bad-record"),
+         [f"--init-from {runs / 'bad-record'}: {runs / 'bad-record' / 'learned_rows.u64'} is not the file",
+          "restore the run folder whole"]),
     ]
     for args, needles in cases:
         assert_user_error(cli("train", *args, "--out", runs, "--no-plots", cwd=d), *needles)
