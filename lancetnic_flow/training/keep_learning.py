@@ -44,8 +44,9 @@ from ..storage import options_for
 FIXED = ("training.task", "model.name", "model.hidden", "model.layers", "model.embed", "data.numeric",
          *(f"features.{f.name}" for f in dataclasses.fields(FeatureConfig)))
 # Taken from the old run when left at their defaults; another value is used as given.
-INHERITED = ("data.text", "data.label", "data.target", "data.label_sep", "model.dropout", "training.epochs",
-             "training.batch_size", "training.lr", "training.lr_schedule", "training.optimizer",
+# data.val_fraction: the hash band the old run held out; a wider one would hold out rows it trained on.
+INHERITED = ("data.text", "data.label", "data.target", "data.label_sep", "data.val_fraction", "model.dropout",
+             "training.epochs", "training.batch_size", "training.lr", "training.lr_schedule", "training.optimizer",
              "training.sparse_optimizer", "training.sparse_lr", "training.class_loss", "training.value_loss",
              "training.loss_weights", "training.class_weights", "training.early_stopping", "training.monitor",
              "training.clip_grad")

@@ -24,9 +24,9 @@ OLD_LABELS = ["politics", "sports", "tech"]
 @pytest.fixture
 def old_run(tmp_path):
     """A finished LinearSVM run on hashed words (1,024 buckets) that read its text from
-    ``body``, with 7 epochs: what --init-from starts from."""
+    ``body``, with 7 epochs and a fifth of its rows held out: what --init-from starts from."""
     cfg = resolve(config_from_options({"data": [str(tmp_path / "old.csv")], "text": ["body"], "model": "LinearSVM",
-                                       "buckets": 1024, "analyzer": "word", "epochs": 7}))
+                                       "buckets": 1024, "analyzer": "word", "epochs": 7, "val_fraction": 0.2}))
     features = FittedFeatures(mode="hashing", buckets=1024, labels=list(OLD_LABELS), label_counts=[5, 4, 3],
                               idf=np.linspace(1.0, 2.0, 1024).astype(np.float32), docs=12)
     torch.manual_seed(0)
@@ -54,7 +54,9 @@ def test_options_left_at_their_defaults_take_the_runs_values(tmp_path, old_run):
     assert (cfg.model.name, cfg.model.layers, cfg.training.task) == ("LinearSVM", 0, "classify")
     assert (cfg.features.mode, cfg.features.buckets, cfg.features.analyzer) == ("hashing", 1024, "word")
     assert cfg.data.text == ["body"] and cfg.training.epochs == 7      # the run's column and epochs
+    assert cfg.data.val_fraction == 0.2       # the band the run held out: no row it trained on is held out
     assert cfg.training.lr == 0.05                                    # given: as given
+    assert continue_config(_given(_data(tmp_path), old_run, val_fraction=0.05)).data.val_fraction == 0.05
     resolve(cfg)   # a merged configuration resolves as any other
     # The same values given again are no contradiction.
     same = continue_config(_given(_data(tmp_path), old_run, model="LinearSVM", buckets=1024, features="hashing"))
