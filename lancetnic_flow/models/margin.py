@@ -185,13 +185,18 @@ def margin_step(model: Any, indices: np.ndarray, offsets: np.ndarray, values: np
     weight, bias = weights_of(model)
     scores = np.empty((len(offsets) - 1, weight.shape[1]), np.float32)
     if has_twin(model):
-        pending = model.twin_pending
-        pending.append(_pool().submit(hinge_pass, indices, offsets, values, labels, *twin_of(model),
-                                      np.float32(lr), np.empty_like(scores)))
-        while len(pending) > TWIN_BEHIND or (pending and pending[0].done()):
-            pending.popleft().result()
+        _behind(model, hinge_pass, indices, offsets, values, labels, *twin_of(model), np.float32(lr),
+                np.empty_like(scores))
     total, used = hinge_pass(indices, offsets, values, labels, weight, bias, np.float32(lr), scores)
     return scores, total / max(used, 1)
+
+
+def _behind(model: Any, step: Any, *args: Any) -> None:
+    """Submit one of the twin's steps to its thread, and take those done (at most TWIN_BEHIND wait)."""
+    pending = model.twin_pending
+    pending.append(_pool().submit(step, *args))
+    while len(pending) > TWIN_BEHIND or (pending and pending[0].done()):
+        pending.popleft().result()
 
 
 def add_twin(model: Any) -> None:
@@ -220,12 +225,15 @@ def has_twin(model: Any) -> bool:
 
 
 def twin_learns(model: Any, block, lr: float, rng: np.random.Generator) -> int:
-    """The twin trains on a block of validation rows, in a shuffled order;
-    returns how many rows had a label."""
-    twin_caught_up(model)
+    """The twin trains on a block of validation rows, in a shuffled order (drawn
+    here, so the order is the caller's); returns how many rows have a label. The
+    step runs in the twin's thread, behind its training steps, while the model
+    scores the next block: what reads the twin waits for it (twin_caught_up)."""
     order = rng.permutation(len(block)).astype(np.int64)
-    return int(hinge_rows(block.indices, block.offsets, block.values, block.labels, *twin_of(model),
-                          np.float32(lr), order))
+    _behind(model, hinge_rows, block.indices, block.offsets, block.values, block.labels, *twin_of(model),
+            np.float32(lr), order)
+    labels = block.labels
+    return int((labels >= 0).sum() if labels.ndim == 1 else labels.any(axis=1).sum())
 
 
 def adopt_twin(model: Any) -> None:

@@ -117,7 +117,8 @@ def test_margin_step_trains_the_linear_model_in_place_and_its_twin_alike():
     assert torch.equal(model.state_dict()["twin_weight"], model.input.weight.detach())   # the same steps
     block = RowBlock(INDICES, OFFSETS, VALUES, labels=labels)
     assert twin_learns(model, block, 0.5, np.random.default_rng(0)) == 3
-    assert not torch.equal(model.twin_weight, model.input.weight.detach())   # validation rows: the twin only
+    # validation rows: the twin only (its state, read once its thread has taken the step)
+    assert not torch.equal(model.state_dict()["twin_weight"], model.input.weight.detach())
     twin = model.twin_weight.clone()
     adopt_twin(model)
     assert not has_twin(model) and torch.equal(model.input.weight.detach(), twin)

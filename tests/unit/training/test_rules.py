@@ -88,7 +88,7 @@ def test_the_twin_learns_the_validation_rows_and_becomes_the_saved_model():
     rule.train_batch(model, task, [], train, CPU, cfg.training.lr)
     hook = rule.while_validating(model, cfg.training.lr, seed=0, epoch=0)
     evaluate_blocks(model, [val], task, CPU, then=hook)
-    model_w, twin_w = model.input.weight.detach().clone(), model.twin_weight.clone()
+    model_w, twin_w = model.input.weight.detach().clone(), model.state_dict()["twin_weight"].clone()
     assert not torch.equal(model_w, twin_w)          # the twin saw rows the model never did
     assert calibrate(model, [val], scale=rule.scales_logits).scale != 1.0   # on the model's own scores
     assert float(model.logit_scale) != 1.0 and has_twin(model)
