@@ -85,7 +85,45 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
         stop.set()
 
 
-def _cut(buf: RowBlock, rows: np.ndarray, batch_size: int, rng: np.random.Generator,
+class _Buffer:
+    """The shuffle buffer's rows: those kept from earlier blocks and the block
+    just arrived, each addressed by its place in arrival order. The two are
+    never concatenated: a batch is gathered from both at once
+    (:meth:`RowBlock.gather`), and the rows that stay become the kept part."""
+
+    def __init__(self) -> None:
+        self.parts: list[RowBlock] = []
+        self.starts = np.zeros(1, np.int64)   # each part's first place, then the total
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def add(self, block: RowBlock) -> None:
+        self.parts.append(block)
+        self.starts = np.append(self.starts, self.starts[-1] + len(block))
+
+    def _where(self, places: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        which = np.searchsorted(self.starts, places, side="right") - 1
+        return which, places - self.starts[which]
+
+    def take(self, places: np.ndarray) -> RowBlock:
+        return RowBlock.gather(self.parts, *self._where(places))
+
+    def lengths(self, places: np.ndarray) -> np.ndarray:
+        which, rows = self._where(places)
+        out = np.empty(len(places), np.int64)
+        for k, part in enumerate(self.parts):
+            sel = np.flatnonzero(which == k)
+            out[sel] = part.offsets[rows[sel] + 1] - part.offsets[rows[sel]]
+        return out
+
+    def keep(self, places: np.ndarray) -> None:
+        """Only the rows at ``places`` (in arrival order) stay, renumbered from 0."""
+        kept = self.take(places)
+        self.parts, self.starts = [kept], np.array([0, len(kept)], np.int64)
+
+
+def _cut(buf: _Buffer, rows: np.ndarray, batch_size: int, rng: np.random.Generator,
          by_length: bool) -> Iterator[RowBlock]:
     """``rows`` of ``buf`` (in their shuffled order) as batches; ``by_length``:
     the rows sorted by length first, so each batch holds rows of similar
@@ -94,7 +132,7 @@ def _cut(buf: RowBlock, rows: np.ndarray, batch_size: int, rng: np.random.Genera
         for first in range(0, len(rows), batch_size):
             yield buf.take(rows[first:first + batch_size])
         return
-    lengths = np.diff(buf.offsets)[rows]
+    lengths = buf.lengths(rows)
     rows = rows[np.argsort(lengths, kind="stable")]
     firsts = np.arange(0, len(rows), batch_size)
     for first in firsts[rng.permutation(len(firsts))]:
@@ -107,11 +145,12 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
 
     The buffer holds at most ``buffer_rows`` rows plus one incoming block:
     its rows in arrival order, and a permuted order over them. Each block is
-    appended and the order permuted; each batch is gathered from the buffer
-    on its own (vectorised CSR gathers, never row by row), and the rows that
-    stay are gathered into a new buffer. So no batch holds on to the buffer,
-    and the stream holds at most twice the buffer and one block. Rows come
-    out exactly as if the buffer were permuted in place every time.
+    added (not copied: :class:`_Buffer`) and the order permuted; each batch
+    is gathered from the buffer on its own (vectorised CSR gathers, never row
+    by row), and the rows that stay are gathered into the new kept part. So
+    no batch holds on to the buffer, and the stream holds at most twice the
+    buffer and one block. Rows come out exactly as if the buffer were
+    permuted in place every time.
 
     ``by_length`` (rows that are sequences): the rows let out at once are
     batched by length, in a shuffled batch order; a sequence model then pads
@@ -119,13 +158,13 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
     if rng is None:
         yield from _batches_in_order(blocks, batch_size)
         return
-    buf: RowBlock | None = None
+    buf = _Buffer()
     order = np.zeros(0, np.int64)
     for block in blocks:
         if not len(block):
             continue
-        start = 0 if buf is None else len(buf)
-        buf = block if buf is None else RowBlock.concat([buf, block])
+        start = len(buf)
+        buf.add(block)
         block = None   # noqa: F841  (the buffer has its rows: let the block go)
         order = np.concatenate([order, np.arange(start, len(buf), dtype=np.int64)])
         order = order[rng.permutation(len(order))]
@@ -137,11 +176,11 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
             # on every row); ``order`` keeps their permuted order.
             rest = order[n_out:]
             by_place = np.argsort(rest, kind="stable")
-            buf = buf.take(rest[by_place])
+            buf.keep(rest[by_place])
             order = np.empty(len(rest), np.int64)
             order[by_place] = np.arange(len(rest), dtype=np.int64)
     order = order[rng.permutation(len(order))]
-    if buf is not None:
+    if len(buf):
         yield from _cut(buf, order, batch_size, rng, by_length)
 
 

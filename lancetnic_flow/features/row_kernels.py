@@ -1,5 +1,5 @@
 """Compiled kernels over CSR rows: the gather of a batch from the shuffle
-buffer (:meth:`.rows.RowBlock.take`) and the weighting of a raw shard's
+buffer (:meth:`.rows.RowBlock.take`, :meth:`.rows.RowBlock.gather`) and the weighting of a raw shard's
 counts (:meth:`.vectorize.FittedFeatures.weigh`).
 
 Both run once per row per epoch on the trainer, beside the training step,
@@ -30,6 +30,17 @@ def gather_rows(src, offsets, rows, out_offsets, out):   # pragma: no cover - co
 
 
 @njit(cache=True, nogil=True)
+def place_rows(src, offsets, rows, out_starts, out):   # pragma: no cover - compiled
+    """``out[out_starts[j]:…] = src[offsets[rows[j]]:offsets[rows[j] + 1]]``: rows
+    of one source put where a gather from several sources wants them."""
+    for j in range(len(rows)):
+        a = offsets[rows[j]]
+        o = out_starts[j]
+        for p in range(offsets[rows[j] + 1] - a):
+            out[o + p] = src[a + p]
+
+
+@njit(cache=True, nogil=True)
 def weigh_rows(indices, offsets, tf, idf, has_idf, out):   # pragma: no cover - compiled
     """``out`` = each row's ``tf`` (times ``idf[indices]`` when ``has_idf``)
     divided by the row's l2 norm (rows whose norm is 0 are left as they are)."""
@@ -53,5 +64,7 @@ def warm() -> None:
     offsets, rows = np.array([0, 1], np.int64), np.zeros(1, np.int64)
     gather_rows(np.zeros(1, np.int32), offsets, rows, offsets, np.zeros(1, np.int32))
     gather_rows(np.zeros(1, np.float32), offsets, rows, offsets, np.zeros(1, np.float32))
+    place_rows(np.zeros(1, np.int32), offsets, rows, offsets, np.zeros(1, np.int32))
+    place_rows(np.zeros(1, np.float32), offsets, rows, offsets, np.zeros(1, np.float32))
     weigh_rows(np.zeros(1, np.int32), offsets, np.ones(1, np.float32), np.ones(1, np.float32), True,
                np.zeros(1, np.float32))

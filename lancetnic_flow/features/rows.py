@@ -68,6 +68,44 @@ class RowBlock:
         out.label_names = self.label_names
         return out
 
+    @staticmethod
+    def gather(parts: list["RowBlock"], which: np.ndarray, rows: np.ndarray) -> "RowBlock":
+        """Row ``rows[j]`` of block ``parts[which[j]]``, for each ``j``, as one block:
+        :meth:`take` from several blocks at once, each row copied once, straight
+        to its place (no concatenation of the blocks first)."""
+        from .row_kernels import place_rows
+
+        if len(parts) == 1:
+            return parts[0].take(rows)
+        if any(p.label_names is not None for p in parts):
+            raise ValueError("raw shards (labels by name) are finished one by one, never gathered together")
+        which, rows = np.asarray(which, np.int64), np.asarray(rows, np.int64)
+        lengths = np.empty(len(rows), np.int64)
+        mine = [np.flatnonzero(which == k) for k in range(len(parts))]
+        for part, sel in zip(parts, mine):
+            lengths[sel] = part.offsets[rows[sel] + 1] - part.offsets[rows[sel]]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        first = parts[0]
+        out = RowBlock(np.empty(offsets[-1], first.indices.dtype), offsets,
+                       np.empty(offsets[-1], first.values.dtype) if first.values is not None else None)
+        for name in ("labels", "targets", "numeric"):
+            arr = getattr(first, name)
+            if arr is not None:
+                setattr(out, name, np.empty((len(rows),) + arr.shape[1:], arr.dtype))
+        for part, sel in zip(parts, mine):
+            if not len(sel):
+                continue
+            here, starts = rows[sel], offsets[sel]
+            place_rows(part.indices, part.offsets, here, starts, out.indices)
+            if out.values is not None:
+                place_rows(part.values, part.offsets, here, starts, out.values)
+            for name in ("labels", "targets", "numeric"):
+                arr = getattr(out, name)
+                if arr is not None:
+                    arr[sel] = getattr(part, name)[here]
+        return out
+
     def slice(self, start: int, stop: int) -> "RowBlock":
         """Rows ``start:stop``: views of this block's arrays, no copy."""
         stop = min(stop, len(self))
