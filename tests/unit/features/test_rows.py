@@ -85,3 +85,16 @@ def test_rowblock_take_gathers_the_rows_asked_in_any_order_with_repeats(seed):
         np.testing.assert_array_equal(dense_of(got), dense[rows])
         np.testing.assert_array_equal(got.labels, block.labels[rows])
         assert got.offsets[-1] == len(got.indices) == len(got.values)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_gather_from_several_blocks_equals_take_from_their_concatenation(parts):
+    blocks = [random_block(n, seed=s, start_id=100 * s)[0] for s, n in zip(range(parts), (17, 9, 23))]
+    whole = RowBlock.concat(blocks)
+    starts = np.cumsum([0] + [len(b) for b in blocks])
+    rng = np.random.default_rng(parts)
+    places = rng.integers(0, starts[-1], 40)          # any order, repeats allowed
+    which = np.searchsorted(starts, places, side="right") - 1
+    got, want = RowBlock.gather(blocks, which, places - starts[which]), whole.take(places)
+    for name in ("indices", "offsets", "values", "labels", "targets", "numeric"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
