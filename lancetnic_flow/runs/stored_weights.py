@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numba import njit
 
 from .stored_matrices import decode_arrays, is_quantised
 from .tensor_file import Streamed, is_tensor
@@ -90,12 +91,12 @@ def sparse_parts(name: str, t: Any, int8: bool = False) -> dict[str, Any] | None
     if int8:
         top = np.abs(t).max(axis=0) if n_rows else np.zeros(n_cols, np.float32)
         scale = np.where(top > 0, top / np.float32(127), np.float32(1)).astype(np.float32)
+    if scale is None:
+        return _float_parts(name, t)
     held = entries = 0
     for _, _, mask in _chunks(t, scale):   # a first pass counts: the header needs the sizes
         held += int(mask.any(axis=1).sum())
         entries += int(mask.sum())
-    if scale is None and entries > MAX_DENSITY * t.size:
-        return None
     if scale is not None and entries > 0.5 * t.size:
         # Mostly non-zero (a network that starts from random weights): a byte an entry
         # as a plain matrix, where entries would take two.
@@ -128,6 +129,71 @@ def sparse_parts(name: str, t: Any, int8: bool = False) -> dict[str, Any] | None
     if scale is not None:
         out[f"{name}:scale"] = scale
     return out
+
+
+def _float_parts(name: str, t: np.ndarray) -> dict[str, Any] | None:
+    """:func:`sparse_parts` of a float32 matrix kept as it is: the same tensors,
+    made by compiled passes over the matrix (one to count each row's entries,
+    one each for the columns and the values) instead of a mask per part."""
+    n_rows, n_cols = t.shape
+    per_row = np.empty(n_rows, np.int32)   # 4 bytes a row: the count pass's only output
+    for start in range(0, n_rows, CHUNK):
+        _row_entries(t[start:start + CHUNK], per_row[start:start + CHUNK])
+    entries = int(per_row.sum(dtype=np.int64))
+    if entries > MAX_DENSITY * t.size:
+        return None
+    held_rows = np.flatnonzero(per_row)
+    col_type, count_type = _narrow(n_cols - 1), _narrow(n_cols)
+
+    def entry_parts(cols: bool):
+        for start in range(0, n_rows, CHUNK):
+            here = per_row[start:start + CHUNK]
+            out = np.empty(int(here.sum(dtype=np.int64)), col_type if cols else np.float32)
+            if cols:
+                _entry_cols(t[start:start + CHUNK], out)
+            else:
+                _entry_values(t[start:start + CHUNK], out)
+            yield out
+
+    return {
+        f"{name}:shape": np.array([n_rows, n_cols], dtype=np.int64),
+        f"{name}:rows": held_rows.astype(np.int32), f"{name}:counts": per_row[held_rows].astype(count_type),
+        f"{name}:cols": Streamed(col_type, (entries,), lambda: entry_parts(True)),
+        f"{name}:values": Streamed(np.float32, (entries,), lambda: entry_parts(False))}
+
+
+@njit(cache=True, nogil=True)
+def _row_entries(block, out):   # pragma: no cover - compiled
+    """``out[i]``: row ``i``'s entries that are not zero (``!= 0``, as NumPy's mask)."""
+    for i in range(block.shape[0]):
+        n = 0
+        for k in range(block.shape[1]):
+            if block[i, k] != 0:
+                n += 1
+        out[i] = n
+
+
+@njit(cache=True, nogil=True)
+def _entry_cols(block, out):   # pragma: no cover - compiled
+    """The columns of ``block``'s non-zero entries, row-major (``np.nonzero(block != 0)[1]``)."""
+    j = 0
+    for i in range(block.shape[0]):
+        for k in range(block.shape[1]):
+            if block[i, k] != 0:
+                out[j] = k
+                j += 1
+
+
+@njit(cache=True, nogil=True)
+def _entry_values(block, out):   # pragma: no cover - compiled
+    """``block``'s non-zero entries, row-major (``block[block != 0]``)."""
+    j = 0
+    for i in range(block.shape[0]):
+        for k in range(block.shape[1]):
+            v = block[i, k]
+            if v != 0:
+                out[j] = v
+                j += 1
 
 
 def materialize(stored: dict[str, Any]) -> dict[str, torch.Tensor]:

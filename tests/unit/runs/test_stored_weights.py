@@ -122,3 +122,24 @@ def test_stored_parts_that_do_not_fit_together_are_a_value_error_naming_the_matr
 def test_a_tensor_name_holding_the_part_separator_is_refused():
     with pytest.raises(ValueError, match="':'"):
         encode({"a:rows": torch.zeros(3)})
+
+
+def _masked_parts(name: str, t: np.ndarray) -> dict:
+    """The entries as NumPy masks give them: what the format is (and what saves wrote first)."""
+    mask = t != 0
+    per_row = mask.sum(axis=1)
+    held = np.flatnonzero(per_row)
+    return {f"{name}:shape": np.array(t.shape, np.int64), f"{name}:rows": held.astype(np.int32),
+            f"{name}:counts": per_row[held].astype(np.uint8), f"{name}:cols": np.nonzero(mask)[1].astype(np.uint8),
+            f"{name}:values": t[mask]}
+
+
+def test_the_compiled_entry_passes_write_the_bytes_of_numpys_masks():
+    w = hinge_like(rows=3 * 2**13 + 5, seed=4).numpy()     # chunks, and a last one short
+    w[7, 3], w[9, 0], w[11, 5] = np.nan, -0.0, -np.inf
+    stored = encode({"input.weight": w, "input.bias": np.ones(57, np.float32)})
+    want = {**_masked_parts("input.weight", w), "input.bias": np.ones(57, np.float32)}
+    got_buf, want_buf = io.BytesIO(), io.BytesIO()
+    write_safetensors(got_buf, stored)
+    write_safetensors(want_buf, want)
+    assert got_buf.getvalue() == want_buf.getvalue()
