@@ -125,6 +125,11 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
     t.batch_size = t.batch_size or spec.batch_size
     if t.early_stopping is None:
         t.early_stopping = spec.early_stopping
+    elif t.early_stopping and not cfg.data.val and not cfg.data.val_fraction:
+        # Given: it would run and stop nothing (a default patience only applies where there is validation).
+        raise bad("training.early_stopping", f"{{name}} {t.early_stopping} stops when the validation scores stop "
+                  "improving, and {data.val_fraction} 0 without {data.val} holds no row out to score",
+                  "give {data.val} FILE or a {data.val_fraction} above 0, or drop {name}")
     for key, value in spec.sets.items():
         section, option = key.split(".")
         setattr(getattr(cfg, section), option, value)

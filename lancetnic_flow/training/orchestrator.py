@@ -1003,9 +1003,10 @@ class Training:
             "labels": self.features.labels, "rows": (rows := sum_rows(self.feed.results())),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
             # The epoch whose weights were saved: the best by --monitor, or the last (the rule's keeps_last_epoch).
-            "best_epoch": (len(state.history) if self.rule.keeps_last_epoch() and state.history else
-                           state.best["epoch"] if state.best else None), "monitor": tc.monitor,
-            "kept": "last" if self.rule.keeps_last_epoch() else "best",
+            # Without validation scores there is no best: the last epoch's weights are what was trained.
+            "best_epoch": (state.best["epoch"] if state.best and not self.rule.keeps_last_epoch() else
+                           len(state.history) or None), "monitor": tc.monitor,
+            "kept": "best" if state.best and not self.rule.keeps_last_epoch() else "last",
             # A margin model's probability scale, and the validation loss at it: the loss of the
             # probabilities predict gives (val_loss is its scores' at scale 1, as each epoch's).
             **({"calibration": {"scale": round(self.calibration.scale, 6),
@@ -1023,6 +1024,11 @@ class Training:
         }
         for reason, n in rows.get("noted", {}).items():
             self.events.emit("warning", message=f"{n:,} {NOTED.get(reason, reason)} ({reason} in metrics.json)")
+        if self.given.training.early_stopping and not rows["validated"]:
+            self.events.emit("warning", message=(
+                f"--early-stopping {self.given.training.early_stopping} had no validation row to watch (every one "
+                "was skipped or trained on: rows in metrics.json), so no epoch was stopped early and the last was "
+                "kept"))
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
         # Plots (matplotlib, a second or two) draw beside the weights' write, or after the run by a forked

@@ -163,6 +163,16 @@ def _rows(*paths: Path) -> tuple[list[str], list[list[str]]]:
     return header, out
 
 
+def test_early_stopping_with_every_validation_row_learned_says_it_watched_nothing_and_keeps_the_last_epoch(keep):
+    p = cli("train", keep["A_data"], "--init-from", keep["A"], "--epochs", "3", "--early-stopping", "1", "--out",
+            keep["runs"], "--name", "nothing-to-watch", "--no-plots", cwd=keep["dir"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = " ".join((p.stdout + p.stderr).split())
+    assert "--early-stopping 1 had no validation row to watch" in out
+    m = _metrics(keep["runs"] / "nothing-to-watch")
+    assert m["rows"]["validated"] == 0 and m["kept"] == "last" and m["best_epoch"] == 3
+
+
 def test_a_run_saved_without_the_record_says_its_continuations_validation_is_not_held_out(keep):
     """A run folder of an earlier version learned its validation rows and names none:
     continued on its own rows, every validation row is one it learned. The run says

@@ -360,3 +360,17 @@ def test_a_margin_models_default_monitor_is_never_its_scores_loss(name, task, mo
     while micro-F1 climbs from 0 to 0.6: `tune` chose its least trained trial (0.37)."""
     assert resolve(config(name, task)).training.monitor == monitor
     assert resolve(config(name, task, monitor="val_loss")).training.monitor == "val_loss"   # given: kept
+
+
+def test_early_stopping_given_without_a_row_held_out_is_refused_as_an_option_that_would_do_nothing():
+    no_val = config("ScalpelMC", early_stopping=2)
+    no_val.data.val_fraction = 0.0
+    with pytest.raises(UserError, match=r"early.stopping 2 stops when the validation scores stop improving, and "
+                                        r"(--)?val.fraction 0 without (--)?val holds no row out"):
+        resolve(no_val)
+    default = config("ScalpelMC")                      # the model's own patience: nothing was asked
+    default.data.val_fraction = 0.0
+    assert resolve(default).training.early_stopping == MODELS["ScalpelMC"].early_stopping
+    with_file = config("ScalpelMC", early_stopping=2)
+    with_file.data.val_fraction, with_file.data.val = 0.0, ["val.csv"]
+    assert resolve(with_file).training.early_stopping == 2
