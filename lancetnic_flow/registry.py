@@ -144,6 +144,10 @@ LINEAR_REFUSES = (
     Refusal("model.hidden", _mlp_option("model", "hidden", (None, 64)), "it has no hidden layer"),
     Refusal("model.layers", _mlp_option("model", "layers", (0, 1)), "it has no hidden layer"),
     Refusal("model.dropout", _mlp_option("model", "dropout", (0.2,)), "it has no hidden layer to drop units of"),
+    Refusal("training.optimizer", _mlp_option("training", "optimizer", ("adam",)),
+            "its hinge step moves the weights itself, with no optimiser (--sparse-lr sets its rate)"),
+    Refusal("training.clip_grad", lambda c: c.training.clip_grad is not None,
+            "its hinge step takes no gradient to clip"),
 )
 
 # --model auto (the default) takes the first of these whose spec accepts the

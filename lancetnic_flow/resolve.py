@@ -21,9 +21,9 @@ import copy
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from .options import bad
+from .options import BY_FIELD, bad
 from .registry import AUTO, AUTO_CHOICES, MODELS, ModelSpec
 from .scores import monitor_fits
 
@@ -172,8 +172,8 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
     f, name = cfg.features, cfg.model.name
     if f.mode is None:
         f.mode = spec.features[0]
-        if f.mode == "hashing" and f.max_features is not None and "tfidf" in spec.features:
-            f.mode = "tfidf"   # a vocabulary cap asks for a fitted vocabulary
+        if f.mode == "hashing" and _prunes(f) and "tfidf" in spec.features:
+            f.mode = "tfidf"   # a vocabulary cap or a document-frequency cut asks for a fitted vocabulary
         if spec.ngrams:
             f.ngrams = max(f.ngrams, spec.ngrams)
     f.analyzer = f.known_analyzer() or AUTO   # only hashed features read characters; stop words are words
@@ -188,10 +188,43 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
     if f.mode == "hashing" and f.max_features is not None:
         raise bad("features.max_features", "{name} caps a fitted vocabulary; hashed features have "
                   "{features.buckets} columns", "drop {name}, or use {features.mode} tfidf")
+    for field, given in (("features.min_df", f.min_df), ("features.max_df", f.max_df)):
+        if f.mode == "hashing" and given != BY_FIELD[field].default:
+            raise bad(field, f"{{name}} {given} prunes a fitted vocabulary's terms by how many rows hold them; "
+                      "hashed features keep every term in its bucket", "drop {name}, or use {features.mode} tfidf")
+    # Options of one feature mode, given with another: they would do nothing.
+    if f.mode != "hashing" and f.buckets != BY_FIELD["features.buckets"].default:
+        raise bad("features.buckets", f"{{name}} sets the columns of hashed features; {{features.mode}} {f.mode} "
+                  "fits a vocabulary (--max-features caps it)", "drop {name}, or use {features.mode} hashing")
+    if f.mode != "ids" and f.max_len != BY_FIELD["features.max_len"].default:
+        raise bad("features.max_len", f"{{name}} cuts the token ids a sequence model reads; {{features.mode}} "
+                  f"{f.mode} makes a bag of terms of the whole text", "drop {name}, or use a Lancet* model")
     if f.mode not in spec.features:
         raise bad("features.mode", f"model {name} reads {{name}} {'/'.join(spec.features)}, not {f.mode}",
                   f"drop {{name}}, or pick a model for {f.mode}: "
                   + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
+
+
+def _prunes(f: Any) -> bool:
+    """Whether a vocabulary's cap or a document-frequency cut was given (a fitted vocabulary's options)."""
+    return f.max_features is not None or any(getattr(f, name) != BY_FIELD[f"features.{name}"].default
+                                             for name in ("min_df", "max_df"))
+
+
+def _check_loss_options(cfg: TrainConfig) -> None:
+    """A loss option of a task this run does not train would do nothing: refused."""
+    t = cfg.training
+    values, classes = t.task in ("regress", "multitask"), t.task != "regress"
+    if t.loss_weights is not None and tuple(t.loss_weights) != tuple(BY_FIELD["training.loss_weights"].default) \
+            and t.task != "multitask":
+        raise bad("training.loss_weights", f"{{name}} weighs the class and the value losses of "
+                  f"{{training.task}} multitask; this run's task is {t.task}", "drop {name}")
+    if not values and t.value_loss != BY_FIELD["training.value_loss"].default:
+        raise bad("training.value_loss", f"{{name}} {t.value_loss} is the loss of a --target value; this run's "
+                  f"task, {t.task}, predicts none", "drop {name}")
+    if not classes and t.class_loss != BY_FIELD["training.class_loss"].default:
+        raise bad("training.class_loss", f"{{name}} {t.class_loss} is the loss of labels; this run's task, "
+                  f"{t.task}, predicts a value only", "drop {name}")
 
 
 def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
@@ -208,6 +241,11 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
         raise bad("data.target", f"{{training.task}} {t.task} needs a numeric target column", "pass {name} COLUMN")
     if t.task == "regress":
         cfg.data.label = None
+    if cfg.data.target and t.task not in ("regress", "multitask"):
+        raise bad("data.target", f"{{name}} {cfg.data.target} is a value to predict, and this run's task, {t.task}, "
+                  f"predicts labels ({name}'s)", "drop {name}, or pass {training.task} regress (or multitask) with "
+                  "a model that does it: " + ", ".join(n for n, m in MODELS.items() if "regress" in m.every_task))
+    _check_loss_options(cfg)
     t.monitor = t.monitor or (MARGIN_MONITOR if spec.rule == "hinge" else DEFAULT_MONITOR).get(t.task, "val_loss")
     if not monitor_fits(t.monitor, t.task):
         raise bad("training.monitor", f"{{name}} {t.monitor} does not fit {{training.task}} {t.task}",

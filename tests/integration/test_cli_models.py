@@ -64,8 +64,9 @@ COMBOS = cli_combos()
 SEQUENCE = {m for m, spec in MODELS.items() if spec.net == "SequenceNet"}
 ROWS = 2000
 # Small and fast: sequence models on 48 tokens of 32-wide embeddings and states.
-SMALL = ["--epochs", "3", "--hidden", "32", "--embed", "32", "--max-len", "48", "--max-features", "5000",
+SMALL = ["--epochs", "3", "--hidden", "32", "--embed", "32", "--max-features", "5000",
          "--batch-size", "64", "--threads", "1", "--memory-budget", "3GiB"]
+SEQUENCE_SMALL = ["--max-len", "48"]   # a bag of terms has no sequence to cut: refused there
 # Keys each prediction carries beyond the text, per task: --text prints the
 # Predictor's dicts, --input writes the output columns.
 TEXT_KEYS = {"classify": {"status", "label", "probability"}, "regress": {"status", "value"},
@@ -114,7 +115,9 @@ def outcomes(client, corpus) -> dict[tuple[str, str], Outcome]:
         # A model without a hidden layer refuses --hidden: SMALL's width is the others'.
         small = SMALL if not MODELS[model].refuses else [x for i, x in enumerate(SMALL) if "--hidden" not in (
             x, SMALL[i - 1])]
-        o = Outcome(d / "runs" / name, cli("train", "x.csv", "--model", model, *own, "--target", "target",
+        small += SEQUENCE_SMALL if model in SEQUENCE else []
+        value = ["--target", "target"] if task in ("regress", "multitask") else []   # refused where unread
+        o = Outcome(d / "runs" / name, cli("train", "x.csv", "--model", model, *own, *value,
                                            "--lr", lr_for(model), *small, *sched, "--out", d / "runs",
                                            "--name", name, "--cache", d / "cache", cwd=d))
         if o.train.returncode != 0:

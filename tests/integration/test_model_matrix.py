@@ -89,7 +89,7 @@ def config(corpus, name: str, model: str, **training) -> TrainConfig:
     return TrainConfig(
         data=DataConfig(train=[str(corpus / "d.csv")], target="target" if training.get("task") in (
             "regress", "multitask") else None, label_sep="|" if training.get("task") == "multilabel" else None),
-        features=FeatureConfig(buckets=2**16, max_len=32),
+        features=FeatureConfig(max_len=32) if seq else FeatureConfig(buckets=2**16),
         model=ModelConfig(name=model, embed=32 if seq else 128),
         training=TrainingConfig(**{"epochs": 3, "batch_size": BATCH, "checkpoint_every": "off", **training}),
         cluster=ClusterConfig(),

@@ -185,7 +185,11 @@ def test_task_named_aliases_build_the_same_network_for_the_same_task(group, task
 
 
 def _config(name, task=None, **data):
-    return TrainConfig(data=DataConfig(train=["x.csv"], **{"target": "target", **data}),
+    """A configuration with the target column where the task reads one (``auto`` reads it as a
+    regression; a named classifier refuses a target it would not read)."""
+    own = task or (MODELS[name].task if name in MODELS else None)
+    value = name not in MODELS or own in ("regress", "multitask")
+    return TrainConfig(data=DataConfig(train=["x.csv"], **{"target": "target" if value else None, **data}),
                        model=ModelConfig(name=name), training=TrainingConfig(task=task))
 
 
@@ -234,6 +238,9 @@ def test_auto_model_with_a_target_regresses_and_a_named_classifier_keeps_its_tas
     assert (auto.training.task, auto.model.name, auto.data.label) == ("regress", "ScalpelMC", None)
     named = _config("ScalpelMC").validate()
     assert named.training.task == "classify"
+    # ... and a named classifier given the target does not leave it unread either: refused.
+    with pytest.raises(UserError, match="is a value to predict, and this run's task, classify, predicts labels"):
+        _config("ScalpelMC", target="target").validate()
     both = _config("auto", "multitask").validate()
     assert (both.training.task, both.data.label) == ("multitask", "label")
     assert _config("auto", target=None).validate().training.task == "classify"

@@ -28,6 +28,7 @@ from lancetnic_flow.config import ModelConfig
 from lancetnic_flow.data.sources import Columns, plan_source
 from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.errors import UserError
+from lancetnic_flow.registry import MODELS
 from lancetnic_flow.runs import plots
 from lancetnic_flow.runs.evaluate import evaluate_files
 from lancetnic_flow.runs.loading import load_run
@@ -87,9 +88,11 @@ def config(data, work: Path, model: str, task: str | None = None, *, epochs: int
            numeric=(), val=None, **training):
     """The brief's small, fast settings: hidden/embed 32, max_len 48, batch 64, 5k features."""
     # FastTextBag reads hashed terms: no vocabulary to cap.
-    cfg = make_config(data, work, val=val, epochs=epochs, max_len=48,
+    # max_len: the sequence models' (a bag of terms has none: the option is refused there).
+    cfg = make_config(data, work, val=val, epochs=epochs, **({"max_len": 48} if model in SEQUENCE else {}),
                       max_features=None if model == "FastTextBag" else 5000)
-    cfg.data.target = "target"
+    # The value column where the task predicts one (a classifier refuses a target it would not read).
+    cfg.data.target = "target" if (task or MODELS[model].task) in ("regress", "multitask") else None
     cfg.data.numeric = list(numeric)
     cfg.model = ModelConfig(name=model, hidden=32, embed=32, layers=1, dropout=0.1)
     t = cfg.training

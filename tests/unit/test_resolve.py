@@ -98,9 +98,14 @@ def test_auto_takes_the_first_choice_that_accepts_every_option(change, model):
     assert resolve(cfg).model.name == model
 
 
-def test_auto_with_a_target_regresses_and_a_named_model_keeps_its_own_task():
+def test_auto_with_a_target_regresses_and_a_named_model_keeps_its_own_task_or_refuses_the_target_it_would_not_read():
     assert resolve(config(target="y")).training.task == "regress"
-    assert resolve(config("ScalpelMC", target="y")).training.task == "classify"
+    assert resolve(config("ScalpelMC")).training.task == "classify"
+    # A named classifier given a target would classify and read no value: refused, not ignored.
+    with pytest.raises(UserError, match=r"target y is a value to predict, and this run's task, classify, predicts "
+                                        r"labels \(ScalpelMC's\)"):
+        resolve(config("ScalpelMC", target="y"))
+    assert resolve(config("ScalpelMC", "regress", target="y")).training.task == "regress"
 
 
 def test_ddp_turns_the_twin_off_by_default_and_refuses_it_when_asked():
@@ -374,3 +379,42 @@ def test_early_stopping_given_without_a_row_held_out_is_refused_as_an_option_tha
     with_file = config("ScalpelMC", early_stopping=2)
     with_file.data.val_fraction, with_file.data.val = 0.0, ["val.csv"]
     assert resolve(with_file).training.early_stopping == 2
+
+
+def features(name: str = "auto", **given) -> TrainConfig:
+    cfg = config(name)
+    cfg.features = FeatureConfig(**given)
+    return cfg
+
+
+def test_a_feature_option_of_another_mode_is_refused_not_ignored():
+    with pytest.raises(UserError, match=r"min.df 2 prunes a fitted vocabulary's terms"):
+        resolve(features("LinearSVM", mode="hashing", min_df=2))
+    with pytest.raises(UserError, match=r"max.df 0.5 prunes"):
+        resolve(features("LinearSVM", mode="hashing", max_df=0.5))
+    # Unset, the mode follows: a document-frequency cut asks for a fitted vocabulary, as a cap does.
+    assert resolve(features("LinearSVM", min_df=2)).features.mode == "tfidf"
+    with pytest.raises(UserError, match=r"buckets sets the columns of hashed features; .*tfidf fits a vocabulary"):
+        resolve(features("LinearSVM", mode="tfidf", buckets=1024))
+    with pytest.raises(UserError, match=r"max.len cuts the token ids a sequence model reads; .*hashing makes a bag"):
+        resolve(features("LinearSVM", max_len=64))
+    assert resolve(features("LancetMC", max_len=64)).features.max_len == 64
+    assert resolve(features("LinearSVM")).features.mode == "hashing"    # the defaults refuse nothing
+
+
+def test_a_loss_option_of_a_task_the_run_does_not_train_is_refused():
+    with pytest.raises(UserError, match=r"loss.weights weighs the class and the value losses of .*multitask"):
+        resolve(config("ScalpelMC", loss_weights=(1.0, 2.0)))
+    assert resolve(config("ScalpelMTSK", "multitask", target="y", loss_weights=(1.0, 2.0))).training.loss_weights
+    with pytest.raises(UserError, match=r"value.loss l1 is the loss of a --target value"):
+        resolve(config("ScalpelMC", value_loss="l1"))
+    with pytest.raises(UserError, match=r"class.loss bce is the loss of labels; .*regress, predicts a value only"):
+        resolve(config("ScalpelReg", "regress", target="y", class_loss="bce"))
+
+
+def test_linear_svm_refuses_an_optimiser_and_gradient_clipping_and_auto_passes_it_by():
+    for option in ({"optimizer": "sgd"}, {"clip_grad": 1.0}):
+        with pytest.raises(UserError, match="does not apply to LinearSVM"):
+            resolve(config("LinearSVM", **option))
+        assert resolve(config(**option)).model.name == "ScalpelMC"
+    assert resolve(config("LinearSVM", optimizer="adam")).model.name == "LinearSVM"   # the default: nothing asked

@@ -15,6 +15,7 @@ WORKFLOW = """\
 train: [a.csv, b.csv]
 data:
   text: body
+  target: y
   numeric: [n1, n2]
   storage_option:
     client_kwargs:
@@ -25,6 +26,7 @@ features:
   lowercase: false
 model:
   model: ScalpelMC
+  task: multitask
   hidden: 32
 training:
   loss_weights: [1, 0.5]
@@ -34,7 +36,7 @@ cluster:
   memory_budget: 2GiB
   worker_threads: 2
 """
-ARGV = ["train", "--text", "body", "--numeric", "n1,n2", "--storage-option", "client_kwargs.region_name=eu",
+ARGV = ["train", "--text", "body", "--target", "y", "--task", "multitask", "--numeric", "n1,n2", "--storage-option", "client_kwargs.region_name=eu",
         "--ngram-range", "1,3", "--min-df", "2", "--no-lowercase", "--model", "ScalpelMC", "--hidden", "32",
         "--loss-weights", "1,0.5", "--lr", "0.05", "--checkpoint-every", "500", "--memory-budget", "2GiB",
         "--worker-threads", "2", "a.csv", "b.csv"]
