@@ -93,6 +93,12 @@ def test_a_header_naming_a_used_column_twice_is_refused_and_an_unused_duplicate_
     (["--memory-budget", "-1GiB"], "--memory-budget: a size cannot be negative"),
     (["--blocksize", "-4MiB"], "--blocksize: a size cannot be negative"),
     (["--optimizer", "adamw"], "--optimizer: 'adamw' is not one of"),
+    # Options that would run and change nothing: refused, naming what they apply to.
+    (["--features", "hashing", "--min-df", "2"], "--min-df 2 prunes a fitted vocabulary's terms"),
+    (["--max-len", "64"], "--max-len cuts the token ids a sequence model reads"),
+    (["--model", "LinearSVM", "--clip-grad", "1"], "--clip-grad does not apply to LinearSVM"),
+    (["--model", "ScalpelMC", "--target", "target"], "--target target is a value to predict"),
+    (["--val-fraction", "0", "--early-stopping", "2"], "--early-stopping 2 stops when the validation scores"),
 ])
 def test_option_errors_name_the_flag_and_a_negative_size_shows_no_usage_block(tmp_path, args, needle):
     write_corpus(str(tmp_path / "d.csv"), 50, seed=0)
