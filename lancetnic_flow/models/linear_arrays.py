@@ -87,10 +87,18 @@ class LinearArrays:
         self.twin_weight: np.ndarray | None = None
         self.twin_bias: np.ndarray | None = None
         self.twin_pending: deque = deque()   # the twin's steps submitted, not yet waited for (margin.TWIN_BEHIND)
+        # The weights as created, all zeros: nothing has stepped (margin.weights_of) or loaded them yet.
+        self.pristine = True
 
     # ---- the twin (models/margin.py says what it is for)
     def add_twin(self) -> None:
-        self.twin_weight, self.twin_bias = self.weight.copy(), self.bias.copy()
+        if self.pristine:
+            # Zeros as the weights are: untouched pages cost nothing until a step writes them, where a
+            # copy of the weights' zero pages reads and writes every page (a quarter second at 2^19 × 57).
+            self.twin_weight = np.zeros(self.weight.shape, self.weight.dtype)   # calloc: no page written
+            self.twin_bias = np.zeros(self.bias.shape, self.bias.dtype)
+        else:
+            self.twin_weight, self.twin_bias = self.weight.copy(), self.bias.copy()
 
     def drop_twin(self) -> None:
         self.twin_weight = self.twin_bias = None
@@ -114,6 +122,7 @@ class LinearArrays:
         """Copy ``state`` (arrays or tensors, by the network's names) into the
         weights; a missing or unexpected name, or a shape that differs, is an error."""
         self._caught_up()
+        self.pristine = False
         mine = self.state_dict()
         if set(state) != set(mine):
             raise RuntimeError(f"the weights name {sorted(state)}, a LinearSVM with{'' if self.twin_weight is not None else 'out'}"

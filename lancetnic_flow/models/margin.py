@@ -165,6 +165,7 @@ def _caught_up_hook(module: Any, *args) -> None:
 def weights_of(model: Any) -> tuple[np.ndarray, np.ndarray]:
     """The model's weight (terms × classes) and bias as arrays over its own memory."""
     if is_arrays(model):
+        model.pristine = False   # whoever takes them may write them: a twin made later copies them
         return model.weight, model.bias
     return model.input.weight.detach().numpy(), model.input.bias.detach().numpy()
 

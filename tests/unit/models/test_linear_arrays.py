@@ -148,3 +148,18 @@ def test_a_checkpoint_of_the_arrays_loads_back_into_them_and_into_the_network(tm
     fresh_net.load_state_dict({k: torch.as_tensor(v) for k, v in saved.items()})
     assert_same_state(net, fresh_arrays)
     assert_same_state(fresh_net, fresh_arrays)
+
+
+def test_a_twin_starts_as_the_weights_it_twins_fresh_stepped_or_loaded():
+    _, _, fresh, _ = both(False)
+    add_twin(fresh)                        # fresh: zeros without copying the zero weights
+    assert not fresh.twin_weight.any() and fresh.twin_weight.shape == fresh.weight.shape
+    _, _, stepped, _ = both(False)
+    b = next(batches(1))
+    margin_step(stepped, b.indices, b.offsets, b.values, b.labels, 0.5)
+    add_twin(stepped)                      # stepped before its twin came: the twin copies the steps
+    assert stepped.weight.any() and np.array_equal(stepped.twin_weight, stepped.weight)
+    _, _, loaded, _ = both(False)
+    loaded.load_state_dict({**loaded.state_dict(), "input.weight": stepped.weight, "input.bias": stepped.bias})
+    add_twin(loaded)
+    assert np.array_equal(loaded.twin_weight, stepped.weight) and np.array_equal(loaded.twin_bias, stepped.bias)
