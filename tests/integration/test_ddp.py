@@ -189,8 +189,8 @@ def test_ddp_checkpoint_pauses_leave_the_result_unchanged(client, small_corpus, 
     ref = _ddp_config(small_corpus, tmp_path, "ref", "off", model)
     paused = _ddp_config(small_corpus, tmp_path, "paused", "5", model)
     if model.startswith("Lancet"):
-        for c in (ref, paused):
-            c.features.max_len, c.model.embed = 32, 32
+        for c in (ref, paused):   # token ids: no term weighting to turn off (refused there)
+            c.features.max_len, c.model.embed, c.features.sublinear_tf = 32, 32, True
     seen: list[dict] = []
     events = Events()
     events.subscribe(lambda kind, e: seen.append(e) if kind == "checkpoint" else None)

@@ -88,8 +88,9 @@ def config(data, work: Path, model: str, task: str | None = None, *, epochs: int
            numeric=(), val=None, **training):
     """The brief's small, fast settings: hidden/embed 32, max_len 48, batch 64, 5k features."""
     # FastTextBag reads hashed terms: no vocabulary to cap.
-    # max_len: the sequence models' (a bag of terms has none: the option is refused there).
-    cfg = make_config(data, work, val=val, epochs=epochs, **({"max_len": 48} if model in SEQUENCE else {}),
+    # max_len: the sequence models' (a bag of terms has none: the option is refused there); their
+    # token ids are unweighted (turning sublinear tf off is refused there).
+    cfg = make_config(data, work, val=val, epochs=epochs, **({"max_len": 48, "sublinear_tf": True} if model in SEQUENCE else {}),
                       max_features=None if model == "FastTextBag" else 5000)
     # The value column where the task predicts one (a classifier refuses a target it would not read).
     cfg.data.target = "target" if (task or MODELS[model].task) in ("regress", "multitask") else None

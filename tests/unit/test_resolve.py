@@ -418,3 +418,13 @@ def test_linear_svm_refuses_an_optimiser_and_gradient_clipping_and_auto_passes_i
             resolve(config("LinearSVM", **option))
         assert resolve(config(**option)).model.name == "ScalpelMC"
     assert resolve(config("LinearSVM", optimizer="adam")).model.name == "LinearSVM"   # the default: nothing asked
+
+
+def test_a_sequence_models_token_ids_refuse_n_grams_and_term_weights_they_would_not_use():
+    with pytest.raises(UserError, match=r"ngrams 3: .*ids reads word tokens in order, not n-grams"):
+        resolve(features("LancetMC", ngrams=3))
+    for option in ({"idf": False}, {"sublinear_tf": False}):
+        with pytest.raises(UserError, match=r"off: idf and sublinear tf weigh the terms of a bag"):
+            resolve(features("LancetMC", **option))
+    assert resolve(features("LancetMC")).features.ngrams == 1          # the bag models' default pairs: dropped
+    assert resolve(features("LinearSVM", mode="tfidf", idf=False)).features.idf is False
