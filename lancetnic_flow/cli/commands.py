@@ -161,6 +161,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
     if bool(a.text) == bool(a.input):
         raise UserError("predict needs either --text TEXT... or --input DATA --output URL")
+    if a.text:
+        _refuse_input_options(a)
     if a.input and not a.output:
         raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl, .csv or .parquet")
     if a.top_k is not None and a.top_k < 1:
@@ -206,6 +208,22 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         report.json("predicted", out)
     report.console.print(predicted_line(out), markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+# What only reading --input uses, and its value when not given: with --text each would do nothing.
+INPUT_ONLY = {"output": None, "text_column": None, "keep": None, "format": "auto", "encoding": None,
+              "memory_budget": None, "workers": None, "worker_threads": None, "scheduler": None,
+              "scheduler_wait": None, "blocksize": None, "run_on": "auto"}
+
+
+def _refuse_input_options(a: argparse.Namespace) -> None:
+    """``predict --text``: the options of reading and writing files, given, are refused, not ignored."""
+    given = ["--" + k.replace("_", "-") for k, unset in INPUT_ONLY.items() if getattr(a, k, unset) != unset]
+    if given:
+        raise UserError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to --input DATA; --text "
+                        "predicts the texts given here, printed one JSON line each (redirect them to keep them: "
+                        "> predictions.jsonl)", f"drop {', '.join(given)}, or predict a file: --input DATA "
+                        "--output URL")
 
 
 def cmd_explain(a: argparse.Namespace, report) -> int:

@@ -122,6 +122,8 @@ def test_predict_and_evaluate_refuse_a_wrong_run_folder_or_input_before_torch_is
     cases = {("predict", "no-run", "--text", "hi"): "not a lancetnic_flow run folder",
              ("predict", run, "--input", "nothing.csv", "--output", "o.jsonl"): "nothing.csv",
              ("predict", run, "--input", "x.csv", "--text-column", "body", "--output", "o.jsonl"): "'body'",
+             # --text prints its predictions: an --output given with it would be left unwritten.
+             ("predict", run, "--text", "hi", "--output", "o.jsonl"): "--output applies to --input DATA",
              ("evaluate", "no-run", "x.csv"): "not a lancetnic_flow run folder",
              ("evaluate", run, "nothing.csv"): "nothing.csv",
              ("evaluate", run, "x.csv", "--label", "topic"): "'topic'"}
