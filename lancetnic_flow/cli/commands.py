@@ -305,6 +305,18 @@ def predicted_line(out: dict) -> str:
     return line
 
 
+def _refuse_unread_columns(a: argparse.Namespace, kind: str) -> None:
+    """``evaluate``: a column option the run's task does not score, given, is refused, not ignored."""
+    what = {"regress": "a value", "multitask": "a label and a value", "multilabel": "a set of labels"}.get(
+        kind, "one label a row")
+    for flag, value, reads in (("--label", a.label, kind != "regress"),
+                               ("--target", a.target, kind in ("regress", "multitask")),
+                               ("--label-sep", a.label_sep, kind == "multilabel")):
+        if value is not None and not reads:
+            raise UserError(f"{flag} {value}: this {kind} run predicts {what}, so evaluate would not read it",
+                            f"drop {flag}")
+
+
 def cmd_evaluate(a: argparse.Namespace, report) -> int:
     from ..data.checks import checked_source
     from ..data.sources import Columns
@@ -316,6 +328,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
     kind, data = task_kind(meta), config.get("data") or {}
+    _refuse_unread_columns(a, kind)
     cols = Columns(text=tuple(a.text or data.get("text") or ("text",)),
                    label=(a.label or data.get("label") or "label") if kind != "regress" else None,
                    target=(a.target or data.get("target")) if kind in ("regress", "multitask") else None,

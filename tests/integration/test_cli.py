@@ -126,7 +126,9 @@ def test_predict_and_evaluate_refuse_a_wrong_run_folder_or_input_before_torch_is
              ("predict", run, "--text", "hi", "--output", "o.jsonl"): "--output applies to --input DATA",
              ("evaluate", "no-run", "x.csv"): "not a lancetnic_flow run folder",
              ("evaluate", run, "nothing.csv"): "nothing.csv",
-             ("evaluate", run, "x.csv", "--label", "topic"): "'topic'"}
+             ("evaluate", run, "x.csv", "--label", "topic"): "'topic'",
+             # A column the run's task does not score: refused, not left unread.
+             ("evaluate", run, "x.csv", "--target", "target"): "--target target: this classify run predicts one label"}
     for args, needle in cases.items():
         assert_user_error_without_torch(d, args, needle)
     assert not (d / "o.jsonl").exists()
