@@ -91,3 +91,24 @@ def unseen(labels, names: list[str]) -> tuple[np.ndarray, dict[str, int]]:
     flags[rows[~known]] = True
     counts = pc.value_counts(values.filter(pa.array(~known))).to_pylist()
     return flags, {str(c["values"]): int(c["counts"]) for c in counts}
+
+
+# Separators people join a row's labels with in one text column.
+JOINERS = ("|", ";", ",", "+")
+
+
+def joined_labels(labels: list[str]) -> tuple[str, list[str]] | None:
+    """The separator a single-label run's labels look joined by, and examples,
+    or None. Labels look joined when at least two of them are made of parts
+    that are each a label of its own (``sports|tech`` and ``sports|politics``
+    beside ``sports``, ``tech``, ``politics``): a run that reads each whole
+    string as a class learns the combinations, not the labels (``--task
+    multilabel --label-sep SEP`` learns each). Hierarchical names whose parts
+    are not labels (``Science|Physics`` without ``Physics``) do not count."""
+    known = {x.strip() for x in labels}
+    for sep in JOINERS:
+        joined = [x for x in labels if sep in x
+                  and all(p.strip() in known and p.strip() != x.strip() for p in x.split(sep))]
+        if len(joined) >= 2:
+            return sep, joined[:3]
+    return None

@@ -40,6 +40,7 @@ from ..errors import UserError
 from ..options import BY_FIELD
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
+from ..features.labelsets import joined_labels
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
 from ..features.vectorize import FittedFeatures
@@ -546,6 +547,14 @@ class Training:
         if note:
             self.decisions["numeric_labels"] = len(features.labels)
             self.events.emit("warning", message=note)
+        joined = joined_labels(features.labels) if self.cfg.training.task in ("classify", "multitask") else None
+        if joined:
+            sep, shown = joined
+            self.decisions["joined_labels"] = {"separator": sep, "examples": shown}
+            self.events.emit("warning", message=(
+                f"the labels look like sets joined by {sep!r} ({', '.join(repr(x) for x in shown)}): each whole "
+                f"string is learned as a class of its own, so a row is never predicted two labels; to learn each "
+                f"label, pass --task multilabel --label-sep '{sep}'"))
 
     def _feed_spec(self) -> FeedSpec:
         plan = self.memory

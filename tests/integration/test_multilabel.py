@@ -171,6 +171,20 @@ def run(client, corpus) -> Path:
     return corpus / "runs" / "ml"
 
 
+def test_label_sets_joined_in_a_string_and_trained_as_one_label_a_row_are_named_with_the_option_that_learns_them(
+        client, corpus, run):
+    """Without --task multilabel, 'sports|tech' is a class of its own: the run says so and
+    what to pass (it trains as asked); the multilabel run of the same file says nothing."""
+    p = cli("train", "train.csv", "--epochs", "1", "--scheduler", client.scheduler.address, "--out",
+            corpus / "runs", "--name", "joined", "--cache", corpus / "cache", "--no-plots", cwd=corpus)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    out = " ".join((p.stdout + p.stderr).split())
+    assert "the labels look like sets joined by '|'" in out and "--task multilabel --label-sep '|'" in out
+    decided = json.loads((corpus / "runs" / "joined" / "metrics.json").read_text())["decided"]
+    assert decided["joined_labels"]["separator"] == "|"
+    assert "joined_labels" not in json.loads((run / "metrics.json").read_text())["decided"]
+
+
 def label_sets(path: Path) -> list[frozenset]:
     return [frozenset(s.split("|")) for s in pacsv.read_csv(path)["label"].to_pylist()]
 

@@ -34,3 +34,15 @@ def test_a_chunks_own_multi_hot_remapped_to_the_run_labels_equals_multi_hot_over
     assert np.array_equal(remap(hot, names, labels), multi_hot(SETS, labels))
     empty, none = chunk_multi_hot(pa.array([[], []], pa.list_(pa.string())))
     assert empty.shape == (2, 0) and remap(empty, none, ["a"]).tolist() == [[0], [0]]
+
+
+def test_single_labels_joined_by_a_separator_are_named_and_other_names_are_not():
+    from lancetnic_flow.features.labelsets import joined_labels
+
+    assert joined_labels(["sports", "tech", "politics", "sports|tech", "politics|tech"]) == (
+        "|", ["sports|tech", "politics|tech"])
+    assert joined_labels(["a", "b", "c", "a;b", "b; c"]) == (";", ["a;b", "b; c"])
+    # One combination is not yet a pattern; parts that are not labels are names, not sets.
+    assert joined_labels(["sports", "tech", "sports|tech"]) is None
+    assert joined_labels(["Science|Physics", "Science|Biology", "Arts, Culture", "Food, Drink"]) is None
+    assert joined_labels(["1", "2", "3"]) is None and joined_labels([]) is None
