@@ -66,6 +66,10 @@ class DataConfig:
         if not self.train:
             raise bad("data.train", "no training data given", "pass one or more URLs or globs, e.g. data/*.csv")
         _choice("data.format", self.format, ("auto", *format_names()))
+        if self.val and self.val_fraction not in (0.0, BY_FIELD["data.val_fraction"].default):
+            raise bad("data.val_fraction", f"{{name}} {self.val_fraction} holds rows of the training data out by "
+                      "hash; with {data.val} the validation rows are that data's, and every training row trains",
+                      "drop {name}, or drop {data.val}")
         if not self.val and not (0.0 < self.val_fraction < 1.0):
             if self.val_fraction != 0.0:
                 raise bad("data.val_fraction", f"{{name}}: must be in [0, 1), got {self.val_fraction}",

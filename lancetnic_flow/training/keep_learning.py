@@ -133,7 +133,8 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainCo
             differ.append(field)
     if differ:
         raise _contradiction(run, given, old, differ)
-    inherited = [f for f in INHERITED if left(f)]
+    # With a validation source of its own the run holds nothing out by hash: no band to take.
+    inherited = [f for f in INHERITED if left(f) and not (f == "data.val_fraction" and given.data.val)]
     for field in inherited:
         _set(cfg, field, copy.deepcopy(_get(old, field)))
     check_columns(cfg, run, [f for f in inherited if f.startswith("data.")] + ["data.numeric"])

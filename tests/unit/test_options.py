@@ -156,6 +156,9 @@ def test_saved_configs_still_load():
      "memory_budget: cannot read '8XB'", "--memory-budget: cannot read '8XB'"),
     (lambda: DataConfig(train=["x"], val_fraction=2).validate(), "data.val_fraction", "val_fraction: must",
      "--val-fraction: must"),
+    # Beside a validation source no row is held out by hash: a fraction given would do nothing.
+    (lambda: DataConfig(train=["x"], val=["v"], val_fraction=0.3).validate(), "data.val_fraction",
+     "val_fraction 0.3 holds rows of the training data out by hash", "--val-fraction 0.3 holds rows"),
     (lambda: config_from_options({"data": ["x"], "run_on": "here"}).validate(), "cluster.run_on",
      "run_on: 'here' is not one of auto, process, cluster", "--run-on: 'here'"),
     (lambda: config_from_options({"data": ["x"], "scheduler_wait": "soon"}).validate(), "cluster.scheduler_wait",

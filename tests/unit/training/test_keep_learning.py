@@ -57,6 +57,10 @@ def test_options_left_at_their_defaults_take_the_runs_values(tmp_path, old_run):
     assert cfg.data.val_fraction == 0.2       # the band the run held out: no row it trained on is held out
     assert cfg.training.lr == 0.05                                    # given: as given
     assert continue_config(_given(_data(tmp_path), old_run, val_fraction=0.05)).data.val_fraction == 0.05
+    # With a validation file of its own the run holds nothing out by hash: the band is not taken.
+    with_val = continue_config(_given(_data(tmp_path), old_run, val=[_data(tmp_path)]))
+    with_val.data.validate()
+    assert with_val.data.val_fraction == 0.1
     resolve(cfg)   # a merged configuration resolves as any other
     # The same values given again are no contradiction.
     same = continue_config(_given(_data(tmp_path), old_run, model="LinearSVM", buckets=1024, features="hashing"))
