@@ -75,4 +75,9 @@ def legacy_hashes(strings: pa.Array | pa.ChunkedArray, width: int = 32) -> np.nd
 
 def unit_interval(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Map strings to stable floats in [0, 1) from every byte of each (the validation split)."""
-    return (hash_strings(strings) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    return unit_of(hash_strings(strings))
+
+
+def unit_of(hashes: np.ndarray) -> np.ndarray:
+    """:func:`hash_strings`' hashes as the floats in [0, 1) :func:`unit_interval` gives their strings."""
+    return (hashes >> np.uint64(11)).astype(np.float64) / float(1 << 53)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .hashing import hash_strings
+from .hashing import hash_strings, unit_of
 
 # At most this many held-out rows' hashes are recorded (8 bytes each: 32 MiB), whatever --learn-val asks.
 RECORD_MAX = 1 << 22
@@ -61,7 +61,7 @@ def split_rows(table: pa.Table, held: float | Holdout, split: str | None = None)
     if fraction >= 1 and not learned.size:
         return np.ones(n, bool), 0
     hashes = hash_strings(table["text"])
-    is_val = _unit(hashes) < fraction
+    is_val = unit_of(hashes) < fraction
     if not learned.size or not is_val.any():
         return is_val, 0
     seen = np.zeros(n, bool)
@@ -88,11 +88,6 @@ def held_out_hashes(table: pa.Table, is_val: np.ndarray) -> np.ndarray:
     if not is_val.any():
         return _no_hashes()
     return hash_strings(table["text"] if is_val.all() else table["text"].filter(pa.array(is_val)))
-
-
-def _unit(hashes: np.ndarray) -> np.ndarray:
-    """Hashes as floats in [0, 1): :func:`~.hashing.unit_interval` of the strings hashed."""
-    return (hashes >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 def _among(hashes: np.ndarray, learned: np.ndarray) -> np.ndarray:

@@ -33,6 +33,18 @@ def _none() -> np.ndarray:
     return np.zeros(0, np.uint64)
 
 
+def hashes_bytes(hashes: np.ndarray) -> bytes:
+    """Text hashes as stored: little-endian uint64, one after the other."""
+    return np.ascontiguousarray(hashes, "<u8").tobytes()
+
+
+def hashes_of(data: bytes) -> np.ndarray:
+    """:func:`hashes_bytes` read back (ValueError when the bytes are not whole hashes)."""
+    if len(data) % 8:
+        raise ValueError(f"{len(data)} bytes are not a whole number of 8-byte hashes")
+    return np.frombuffer(data, "<u8").astype(np.uint64)
+
+
 @dataclass
 class LearnedRows:
     """The text hashes of rows a model learned beyond its training rows (sorted,
@@ -55,7 +67,7 @@ def write_learned(run: str, learned: LearnedRows, storage_options: dict) -> dict
     """Write the record into ``run`` and return what model.json keeps of it (None: nothing to record)."""
     if not learned.hashes.size and learned.complete:
         return None
-    data = np.ascontiguousarray(learned.hashes, "<u8").tobytes()
+    data = hashes_bytes(learned.hashes)
     write_bytes(join(run, FILE), data, storage_options)
     return {"file": FILE, "rows": int(learned.hashes.size), "sha256": hashlib.sha256(data).hexdigest(),
             "complete": bool(learned.complete)}
@@ -79,5 +91,4 @@ def read_learned(run: str, meta: dict, config: dict, storage_options: dict) -> L
     if hashlib.sha256(data).hexdigest() != record.get("sha256") or len(data) != 8 * int(record.get("rows", -1)):
         raise UserError(f"{url} is not the file {join(run, 'model.json')} was saved with (size or SHA-256 "
                         "differs)", "restore the run folder whole (copy every file of it)")
-    hashes = np.frombuffer(data, "<u8").astype(np.uint64)
-    return LearnedRows(hashes, bool(record.get("complete", True)))
+    return LearnedRows(hashes_of(data), bool(record.get("complete", True)))

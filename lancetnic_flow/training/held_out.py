@@ -28,7 +28,7 @@ from ..features.fit import held_out_partition
 from ..features.split import RECORD_MAX, Holdout
 from ..features.vocab import FitStats, merge_stats
 from ..resolve import LEARN_VAL_MAX_ROWS
-from ..runs.learned_rows import LearnedRows
+from ..runs.learned_rows import LearnedRows, hashes_bytes, hashes_of
 from ..storage import join, read_bytes, write_bytes
 from .keep_learning import InitRun
 
@@ -72,7 +72,7 @@ class HeldOut:
     def write_entry(self, entry: str, cache_options: dict) -> None:
         """Keep a whole record in the cache entry, for the runs that reuse it."""
         if self.hashes is not None and not self.missing:
-            write_bytes(join(entry, ENTRY_FILE), np.ascontiguousarray(self.hashes, "<u8").tobytes(), cache_options)
+            write_bytes(join(entry, ENTRY_FILE), hashes_bytes(self.hashes), cache_options)
 
     def read_entry(self, entry: str, cache_options: dict, partitions: list[tuple[Partition, str | None]]) -> None:
         """The record a cache entry kept; without one (an entry written without it,
@@ -84,7 +84,7 @@ class HeldOut:
         except FileNotFoundError:
             data = None
         if data is not None and len(data) % 8 == 0 and len(data) // 8 <= self.record:
-            self.hashes = np.frombuffer(data, "<u8").astype(np.uint64)
+            self.hashes = hashes_of(data)
         else:
             self.missing = list(partitions)
 
