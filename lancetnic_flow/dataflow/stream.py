@@ -10,8 +10,9 @@
 
 Trainer memory: ``in_flight`` task results (addresses and counts only),
 ``prefetch_depth`` + 2 loaded shards (queued, being read, being shuffled
-in), twice ``shuffle_buffer`` + one shard's rows while the buffer is
-rebuilt, and ``BATCHES_AHEAD`` batches.
+in), the shuffle buffer (under twice ``shuffle_buffer`` rows + one shard's,
+three times ``shuffle_buffer`` while it is compacted: :class:`_Buffer`),
+and ``BATCHES_AHEAD`` batches.
 """
 from __future__ import annotations
 
@@ -86,10 +87,20 @@ def prefetch(it: Iterator, depth: int = 2) -> Iterator:
 
 
 class _Buffer:
-    """The shuffle buffer's rows: those kept from earlier blocks and the block
-    just arrived, each addressed by its place in arrival order. The two are
-    never concatenated: a batch is gathered from both at once
-    (:meth:`RowBlock.gather`), and the rows that stay become the kept part."""
+    """The shuffle buffer's rows: the blocks as they arrived (and, after a
+    compaction, one block of the rows kept from them), each row addressed by
+    its place in arrival order. Blocks are never concatenated: a batch is
+    gathered from all of them at once (:meth:`RowBlock.gather`).
+
+    Rows let out stay in their block until the rows let out outnumber those
+    still waiting (or the blocks pass ``MAX_PARTS``); only then are the
+    waiting rows gathered into one block. Compacting at every block copied
+    the whole buffer for each block's worth of batches (four copies of a row
+    for a 20,000-row buffer of 5,000-row shards); this way a row is copied
+    about once more than the batch it ends in, and what is held stays under
+    twice the waiting rows plus the block just arrived."""
+
+    MAX_PARTS = 16
 
     def __init__(self) -> None:
         self.parts: list[RowBlock] = []
@@ -117,10 +128,21 @@ class _Buffer:
             out[sel] = part.offsets[rows[sel] + 1] - part.offsets[rows[sel]]
         return out
 
-    def keep(self, places: np.ndarray) -> None:
-        """Only the rows at ``places`` (in arrival order) stay, renumbered from 0."""
-        kept = self.take(places)
+    def waiting(self, order: np.ndarray) -> np.ndarray:
+        """``order`` (the places of the rows not let out yet, in their shuffled
+        order) after compacting when it is due; the same rows in the same order,
+        their places renumbered if the buffer was compacted."""
+        let_out = len(self) - len(order)
+        if let_out < len(order) and len(self.parts) <= self.MAX_PARTS:
+            return order
+        # The waiting rows gathered in the buffer's own order: a gather that
+        # reads memory front to back (a permuted one misses the cache on every row).
+        by_place = np.argsort(order, kind="stable")
+        kept = self.take(order[by_place])
         self.parts, self.starts = [kept], np.array([0, len(kept)], np.int64)
+        renumbered = np.empty(len(order), np.int64)
+        renumbered[by_place] = np.arange(len(order), dtype=np.int64)
+        return renumbered
 
 
 def _cut(buf: _Buffer, rows: np.ndarray, batch_size: int, rng: np.random.Generator,
@@ -147,10 +169,9 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
     its rows in arrival order, and a permuted order over them. Each block is
     added (not copied: :class:`_Buffer`) and the order permuted; each batch
     is gathered from the buffer on its own (vectorised CSR gathers, never row
-    by row), and the rows that stay are gathered into the new kept part. So
-    no batch holds on to the buffer, and the stream holds at most twice the
-    buffer and one block. Rows come out exactly as if the buffer were
-    permuted in place every time.
+    by row), and the rows that stay are gathered into one block when enough
+    rows have left (:class:`_Buffer`). So no batch holds on to the buffer.
+    Rows come out exactly as if the buffer were permuted in place every time.
 
     ``by_length`` (rows that are sequences): the rows let out at once are
     batched by length, in a shuffled batch order; a sequence model then pads
@@ -171,14 +192,7 @@ def shuffled_batches(blocks: Iterable[RowBlock], batch_size: int, buffer_rows: i
         n_out = (len(order) - buffer_rows) // batch_size * batch_size
         if n_out > 0:
             yield from _cut(buf, order[:n_out], batch_size, rng, by_length)
-            # The rows that stay, in the buffer's own order: a gather that
-            # reads memory front to back (a permuted one misses the cache
-            # on every row); ``order`` keeps their permuted order.
-            rest = order[n_out:]
-            by_place = np.argsort(rest, kind="stable")
-            buf.keep(rest[by_place])
-            order = np.empty(len(rest), np.int64)
-            order[by_place] = np.arange(len(rest), dtype=np.int64)
+            order = buf.waiting(order[n_out:])
     order = order[rng.permutation(len(order))]
     if len(buf):
         yield from _cut(buf, order, batch_size, rng, by_length)

@@ -14,8 +14,9 @@ planes and zstd.
 The featurising kernels give each row's ids in ascending order already (so
 a row is summed in the same order wherever it is built); a block that is
 not (one built by hand) is sorted here, which changes only the order of a
-row's terms. Decoding is vectorised NumPy (one cumulative sum for the ids),
-close to reading a plain ``.npz``; see docs/benchmarks.md.
+row's terms. Decoding is vectorised NumPy, and one compiled pass that turns
+the ids' byte planes back into ids (:func:`.row_kernels.ungap_planes`);
+see docs/benchmarks.md.
 
 The payload is one zstd frame of a small container: ``LFPK``, the length
 of a JSON header naming each array's dtype, shape and place, then the
@@ -117,23 +118,6 @@ def _gaps(indices: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return gaps
 
 
-def _ungap(gaps: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    # A row's first gap is its id itself, so id = running sum − the running sum
-    # before the row. Subtracting, at each row's start, how much that "before"
-    # grew since the previous row makes it one cumulative sum (no per-row repeat).
-    # In uint32 arithmetic modulo 2^32, which gives the ids (< 2^31) exactly.
-    # ``gaps`` (uint32, the caller's own) is overwritten with the ids.
-    steps = gaps
-    if not len(steps):
-        return steps.view(np.int32)
-    starts = offsets[:-1][np.diff(offsets) > 0]
-    total = np.cumsum(steps, dtype=np.uint32)
-    before = total[np.maximum(starts - 1, 0)]
-    before[starts == 0] = 0
-    steps[starts] -= np.diff(before, prepend=np.uint32(0))
-    return np.cumsum(steps, dtype=np.uint32, out=steps).view(np.int32)
-
-
 def pack(block) -> bytes:
     """``block`` as compact bytes (see the module's docstring)."""
     arrays: dict[str, np.ndarray] = {}
@@ -173,13 +157,21 @@ def unpack(data: bytes) -> dict[str, np.ndarray]:
     lengths = _unplanes(arrays.pop("lengths"), np.uint32).astype(np.int64)
     offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    gaps = _unplanes(arrays.pop("ids"), np.uint32)
     values = None
     if "counts" in arrays:
         values = _unplanes(arrays.pop("counts"), np.uint16).astype(np.float32)
     elif "values" in arrays:
         values = _unplanes(arrays.pop("values"), np.uint32).view(np.float32)
-    indices = _ungap(gaps, offsets) if values is not None else gaps.view(np.int32)
+    if values is not None:
+        from .row_kernels import ungap_planes
+
+        planes = arrays.pop("ids")
+        if planes.shape[1] != offsets[-1]:
+            raise ValueError(f"its rows hold {offsets[-1]} terms, its ids {planes.shape[1]}")
+        indices = np.empty(planes.shape[1], np.int32)
+        ungap_planes(planes, offsets, indices)
+    else:
+        indices = _unplanes(arrays.pop("ids"), np.uint32).view(np.int32)
     # The extras are views of the payload (read-only): copies, as a plain .npz gave.
     return {"indices": indices, "offsets": offsets, "values": values,
             **{k: arrays[k].copy() for k in EXTRA if k in arrays}}

@@ -187,17 +187,18 @@ class FittedFeatures:
     def weigh(self, block: RowBlock) -> RowBlock:
         """Raw counts → the model's values: tf (``1 + log tf`` when sublinear),
         times the idf when there is one, rows l2-normalised. Returns a new block."""
-        from .row_kernels import weigh_rows
+        from .row_kernels import tf_table, weigh_counts, weigh_rows
 
-        tf = block.values.astype(np.float32)
-        if self.sublinear_tf:
-            tf = 1.0 + np.log(tf)
-        values = np.empty(len(tf), np.float32)
+        counts = block.values.astype(np.float32, copy=False)
+        values = np.empty(len(counts), np.float32)
         idf = self.idf.astype(np.float32, copy=False) if self.idf is not None else np.ones(1, np.float32)
         if self.idf is not None and len(block.indices) and int(block.indices.max()) >= len(idf):
             # The kernel does not check bounds: rows of other features must not read past the idf.
             raise ValueError(f"a row holds feature {int(block.indices.max())}, past these features' {len(idf)}")
-        weigh_rows(block.indices, block.offsets, tf, idf, self.idf is not None, values)
+        if not weigh_counts(block.indices, block.offsets, counts, tf_table(self.sublinear_tf), idf,
+                            self.idf is not None, values):
+            tf = 1.0 + np.log(counts) if self.sublinear_tf else counts
+            weigh_rows(block.indices, block.offsets, tf, idf, self.idf is not None, values)
         return RowBlock(block.indices, block.offsets, values, block.labels, block.targets, block.numeric)
 
     def finish(self, raw: RowBlock) -> RowBlock:

@@ -157,3 +157,28 @@ def test_batches_by_length_hold_every_row_once_in_as_many_batches_each_of_simila
     assert longest != sorted(longest)
     again = list(shuffled_batches(blocks_of(SIZES), 32, 100, np.random.default_rng(3), by_length=True))
     assert [b.labels.tolist() for b in again] == [b.labels.tolist() for b in bucketed]
+
+
+def test_the_shuffle_buffer_copies_a_row_about_once_besides_its_batch_and_holds_under_twice_its_rows(monkeypatch):
+    # Compacting the waiting rows after every block copied the whole buffer
+    # per block (here: 4 copies of a row). Rows let out now stay in their
+    # block until they outnumber the waiting ones.
+    from lancetnic_flow.dataflow import stream
+
+    held, copied = [], []
+    waiting = stream._Buffer.waiting
+
+    def record(self, order):
+        held.append(len(self))
+        out = waiting(self, order)
+        if len(self) != held[-1]:
+            copied.append(len(order))
+        return out
+
+    monkeypatch.setattr(stream._Buffer, "waiting", record)
+    sizes, buffer_rows, batch = [500] * 40, 2000, 50
+    got = list(shuffled_batches(blocks_of(sizes), batch, buffer_rows, np.random.default_rng(0)))
+    assert sum(len(b) for b in got) == sum(sizes)
+    assert max(held) <= 2 * buffer_rows + 500
+    assert sum(copied) <= sum(sizes) + buffer_rows
+    assert len(copied) >= 5   # and it does compact: held stays bounded

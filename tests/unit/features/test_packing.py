@@ -124,3 +124,34 @@ def test_float_planes_give_the_idf_back_bit_for_bit_and_damaged_bytes_are_a_valu
     features = FittedFeatures(mode="hashing", buckets=2**14)
     features.idf = idf
     assert np.array_equal(FittedFeatures.from_json(features.to_json()).idf, idf)
+
+
+@pytest.mark.parametrize("top", [200, 60_000, 2**23, 2**31 - 1])
+def test_ids_of_every_width_come_back_exactly_with_empty_rows_between(top):
+    # The compiled decoding sums a row's gaps from 1 to 4 byte planes: ids up
+    # to the largest an int32 holds, rows starting at 0 and at the top.
+    rng = np.random.default_rng(top % 97)
+    rows = []
+    for r in range(50):
+        n = 0 if r % 7 == 3 else int(rng.integers(1, 30))
+        rows.append(np.unique(rng.integers(0, top, n, endpoint=True)))
+    rows[0] = np.array([0, top])
+    rows[1] = np.array([top])
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    block = RowBlock(np.concatenate(rows).astype(np.int32), offsets,
+                     rng.integers(1, 5, offsets[-1]).astype(np.float32))
+    assert_same(RowBlock.from_bytes(pack(block)), block)
+
+
+def test_a_payload_whose_ids_and_rows_disagree_is_a_value_error_not_a_read_past_the_end():
+    from lancetnic_flow.features import packing
+
+    block = counts_block()
+    arrays = {"ids": np.zeros((1, 3), np.uint8), "counts": np.ones((1, 3), np.uint8),
+              "lengths": np.array([[2, 2]], np.uint8)}   # two rows of 2 terms, 3 ids
+    import zstandard
+
+    data = zstandard.ZstdCompressor().compress(packing._container(arrays))
+    with pytest.raises(ValueError, match="rows hold 4 terms, its ids 3"):
+        unpack(data)
+    assert_same(RowBlock.from_bytes(pack(block)), block)

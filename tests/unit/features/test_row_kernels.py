@@ -63,3 +63,36 @@ def test_a_row_with_a_feature_past_the_idf_is_refused_not_read_out_of_bounds():
     f = FittedFeatures(mode="hashing", buckets=500, labels=["a"], idf=np.ones(500, np.float32))
     with pytest.raises(ValueError, match="past these features' 500"):
         f.weigh(block)
+
+
+@pytest.mark.parametrize("sublinear", [True, False])
+def test_counts_weighed_by_the_table_are_numpys_formula_bit_for_bit_up_to_the_largest_stored_count(sublinear):
+    from lancetnic_flow.features.row_kernels import tf_table, weigh_counts
+
+    block = counts_block(11)
+    block.values[:] = np.random.default_rng(3).integers(1, 65536, len(block.values))
+    block.values[:5] = [1, 2, 65535, 3, 1]
+    idf = np.linspace(1.0, 5.0, 1000).astype(np.float32)
+    tf = 1.0 + np.log(block.values) if sublinear else block.values
+    want = numpy_weigh(tf, block.indices, block.offsets, idf)
+    got = np.empty(len(tf), np.float32)
+    assert weigh_counts(block.indices, block.offsets, block.values, tf_table(sublinear), idf, True, got)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("odd", [0.5, 65536.0, 1e9, -1.0, np.nan])
+def test_values_that_are_not_stored_counts_are_weighed_by_numpys_formula(odd):
+    # weigh() gets counts; a value the table does not hold must not be looked
+    # up (or cut to a whole number): it takes NumPy's path, same result.
+    block = counts_block(5)
+    block.values[block.values == 0] = 1.0
+    block.values[7] = odd
+    f = FittedFeatures(mode="hashing", buckets=1000, labels=["a"], sublinear_tf=True,
+                       idf=(np.linspace(1.0, 5.0, 1000)).astype(np.float32))
+    with np.errstate(invalid="ignore"):
+        tf = 1.0 + np.log(block.values.astype(np.float32))
+    want = np.empty(len(tf), np.float32)
+    weigh_rows(block.indices, block.offsets, tf, f.idf, True, want)   # the weighting before the table
+    with np.errstate(invalid="ignore"):   # log(-1), NaN: NumPy says so, as it did before the table
+        got = f.weigh(block).values
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
