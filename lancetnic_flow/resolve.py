@@ -254,10 +254,28 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
                   f"predicts labels ({name}'s)", "drop {name}, or pass {training.task} regress (or multitask) with "
                   "a model that does it: " + ", ".join(n for n, m in MODELS.items() if "regress" in m.every_task))
     _check_loss_options(cfg)
-    t.monitor = t.monitor or (MARGIN_MONITOR if spec.rule == "hinge" else DEFAULT_MONITOR).get(t.task, "val_loss")
+    t.monitor = t.monitor or default_monitor(spec, t.task)
     if not monitor_fits(t.monitor, t.task):
         raise bad("training.monitor", f"{{name}} {t.monitor} does not fit {{training.task}} {t.task}",
                   "use val_loss, or a metric of the task")
+
+
+def default_monitor(spec: ModelSpec, task: str) -> str:
+    """The score a run of ``spec`` on ``task`` watches when ``--monitor`` is not given."""
+    return (MARGIN_MONITOR if spec.rule == "hinge" else DEFAULT_MONITOR).get(task, "val_loss")
+
+
+def unused_monitor(given: TrainConfig, resolved: TrainConfig, keeps_last: bool) -> str | None:
+    """A warning when ``--monitor`` was given a score of its own and the run
+    keeps its last epoch whatever the scores (``LinearSVM`` without
+    ``--early-stopping``): the option would choose nothing. ``tune`` reads it
+    as its objective, so it is not refused."""
+    g, t = given.training, resolved.training
+    if not keeps_last or not g.monitor or g.monitor == default_monitor(MODELS[resolved.model.name], t.task):
+        return None
+    return (f"--monitor {g.monitor} chooses no epoch in this run: {resolved.model.name} keeps the last epoch's "
+            "weights without --early-stopping (docs/models.md); add --early-stopping N to keep the epoch with the "
+            f"best {g.monitor}, or drop --monitor")
 
 
 def _check_multilabel(cfg: TrainConfig) -> None:

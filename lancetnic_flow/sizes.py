@@ -1,17 +1,22 @@
 """Byte sizes as people write and read them: ``4GiB``, ``512MB``, ``1.5G``.
 
-Parsing is Dask's (``dask.utils.parse_bytes``), so sizes read the same here
-as in Dask's own options; a bare ``K``/``M``/``G``/``T`` means
-KiB/MiB/GiB/TiB, as memory sizes usually do. Printing keeps one decimal
+Parsing follows Dask's (``dask.utils.parse_bytes``, rule for rule: a unit
+test compares the two), so sizes read the same here as in Dask's own
+options, without importing Dask for it: a run in this process never
+imports Dask. A bare ``K``/``M``/``G``/``T`` means KiB/MiB/GiB/TiB, as
+memory sizes usually do. Printing keeps one decimal
 (``3.3 GiB``), in one place for the plan, the errors and the dashboard.
 """
 from __future__ import annotations
 
 import re
 
-from dask.utils import parse_bytes
-
 from .errors import UserError
+
+_UNITS = {"b": 1, "": 1}
+for _i, _letter in enumerate("kmgtp", 1):
+    _UNITS.update({_letter: 1000 ** _i, f"{_letter}b": 1000 ** _i, f"{_letter}i": 1024 ** _i,
+                   f"{_letter}ib": 1024 ** _i})
 
 _BINARY_LETTER = re.compile(r"^\s*([0-9.eE+-]+)\s*([kKmMgGtT])\s*$")
 
@@ -36,6 +41,29 @@ def parse_size(text: str | int | float, what: str = "size") -> int:
     if n < 0:
         raise UserError(f"{what}: a size cannot be negative, got {text!r}", "write e.g. 4GiB or 512MiB")
     return n
+
+
+def parse_bytes(s: float | str) -> int:
+    """``dask.utils.parse_bytes``: ``'100 MB'`` → 100,000,000, ``'1kiB'`` → 1024,
+    ``'1e6'``, ``'MB'`` (one of it); an unknown unit or number is a ValueError."""
+    if isinstance(s, (int, float)):
+        return int(s)
+    s = s.replace(" ", "")
+    if not any(char.isdigit() for char in s):
+        s = f"1{s}"
+    index = len(s)
+    while index > 0 and s[index - 1].isalpha():
+        index -= 1
+    prefix, suffix = s[:index], s[index:]
+    try:
+        n = float(prefix)
+    except ValueError as e:
+        raise ValueError(f"Could not interpret '{prefix}' as a number") from e
+    try:
+        multiplier = _UNITS[suffix.lower()]
+    except KeyError as e:
+        raise ValueError(f"Could not interpret '{suffix}' as a byte unit") from e
+    return int(n * multiplier)
 
 
 def format_size(n: float, short: bool = False) -> str:

@@ -48,7 +48,7 @@ from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, words_kept_warning
+from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, unused_monitor, words_kept_warning
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_config, write_json
 from ..runs.plots import preload as preload_plots
@@ -647,6 +647,9 @@ class Training:
         if self.cfg.model.name != before:   # --model auto's next choice: terms × classes outgrew the plan
             self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
         self.rule = rule_for(self.cfg)
+        unused = unused_monitor(self.given, self.cfg, self.rule.keeps_last_epoch())
+        if unused:
+            self.events.emit("warning", message=unused)
 
     def build_model(self) -> None:
         """Task, model and the rule's optimisers (refused if the plan cannot hold them), and the run folder."""

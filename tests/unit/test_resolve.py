@@ -428,3 +428,20 @@ def test_a_sequence_models_token_ids_refuse_n_grams_and_term_weights_they_would_
             resolve(features("LancetMC", **option))
     assert resolve(features("LancetMC")).features.ngrams == 1          # the bag models' default pairs: dropped
     assert resolve(features("LinearSVM", mode="tfidf", idf=False)).features.idf is False
+
+
+def test_a_monitor_given_to_a_run_that_keeps_its_last_epoch_is_named_as_choosing_nothing():
+    from lancetnic_flow.resolve import unused_monitor
+    from lancetnic_flow.training.rules import rule_for
+
+    def warning(name, monitor, early=None):
+        given = config(name, monitor=monitor, early_stopping=early)
+        resolved = resolve(given)
+        return unused_monitor(given, resolved, rule_for(resolved).keeps_last_epoch())
+
+    said = warning("LinearSVM", "val_loss")
+    assert said and "--monitor val_loss chooses no epoch" in said and "--early-stopping N" in said
+    assert warning("LinearSVM", "val_loss", early=2) is None       # it stops on val_loss and keeps the best
+    assert warning("LinearSVM", None) is None                       # the default score: nothing was asked
+    assert warning("LinearSVM", "val_accuracy") is None             # the default, spelled out
+    assert warning("ScalpelMC", "val_loss") is None                 # the MLP keeps its best epoch by it

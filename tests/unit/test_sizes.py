@@ -28,3 +28,22 @@ def test_format_size_keeps_one_decimal_and_short_forms_for_narrow_columns():
     assert format_size(438 * 2**20, short=True) == "438M"
     assert format_size(2 * 2**30, short=True) == "2.0G"
     assert format_size(5 * 2**50) == "5120.0 TiB"
+
+
+@pytest.mark.parametrize("text", ["100", "100 MB", "100M", "5kB", "5.4 kB", "1kiB", "1e6", "1e6 kB", "MB", "", "b",
+                                  "3 GiB", "2TB", "1.5pib", "7 Ki", "0", "-3kB", "12 b", "5 foos", "kB5", "1.2.3MB",
+                                  "GiB GiB", 123, 4.7, True])
+def test_sizes_read_exactly_as_dask_reads_them_without_importing_dask(text):
+    # sizes.parse_bytes stands in for dask.utils.parse_bytes (a run in this
+    # process imports no Dask): the same number, or the same error.
+    from dask.utils import parse_bytes as dasks
+
+    from lancetnic_flow.sizes import parse_bytes
+
+    def outcome(fn):
+        try:
+            return fn(text)
+        except ValueError as exc:
+            return str(exc)
+
+    assert outcome(parse_bytes) == outcome(dasks)
