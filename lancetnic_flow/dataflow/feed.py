@@ -56,6 +56,9 @@ class ShardFeed:
         self._features: Any = None
         # The entry's writer lock (dataflow/entry_lock.py), held until the manifest is written.
         self.lock = lock
+        # Finished shards kept between epochs (:meth:`keep`): none until the trainer's plan allows it.
+        self.kept: dict[str, RowBlock] = {}
+        self.kept_bytes, self.keep_limit = 0, 0
 
     def release(self) -> None:
         """Let the next writer of this entry in (the entry is complete, or this run stops)."""
@@ -137,10 +140,30 @@ class ShardFeed:
         return bool(self.manifest.shards("val"))
 
     # ---- the cache
+    def keep(self, limit: int) -> None:
+        """Keep finished shards in memory from here on, up to ``limit`` bytes of
+        rows: an epoch then reads, decodes and weighs only the shards that did
+        not fit (the first come are kept; none is let go before the run ends).
+        The rows are the same either way; kept ones are read-only."""
+        self.keep_limit = max(0, int(limit))
+
+    def kept_shards(self) -> dict:
+        """What :meth:`keep` holds: shards, their bytes, and the limit (metrics.json)."""
+        return {"shards": len(self.kept), "bytes": self.kept_bytes, "limit": self.keep_limit}
+
     def load(self, info: ShardInfo) -> RowBlock:
         """A shard as model rows (a raw shard of the counting fit pass is finished here)."""
+        kept = self.kept.get(info.url)
+        if kept is not None:
+            return kept
         block = load_or_repair(info, self.spec.cache_options, self._repair)
-        return self.spec.features.finish(block) if info.raw else block
+        block = self.spec.features.finish(block) if info.raw else block
+        if self.kept_bytes + block.nbytes <= self.keep_limit:
+            for a in block._arrays().values():
+                a.flags.writeable = False   # shared by every epoch from now on: nothing may change it in place
+            self.kept[info.url] = block
+            self.kept_bytes += block.nbytes
+        return block
 
     def _repair(self, info: ShardInfo) -> None:
         """Re-featurise the partition a missing or damaged shard came from."""

@@ -72,6 +72,10 @@ if TYPE_CHECKING:   # torch is imported where a network is built: a LinearSVM ru
 
 ROW_BYTES_ESTIMATE = 2048  # a buffered row: ~200 non-zeros × (4 + 4) bytes + slack
 LABEL_SET_SLACK = 256      # labels of a multilabel row (a byte each) that slack covers
+# Finished shards the trainer keeps between epochs, at most (ShardFeed.keep): reading,
+# decoding and weighing every shard again each epoch is a good share of a LinearSVM
+# epoch's CPU (docs/benchmarks.md).
+KEEP_MAX = 1 << 30
 
 
 @dataclass
@@ -662,6 +666,8 @@ class Training:
         self.need = self._trainer_need(classes) + label_sets
         if not self._fits(self.need):
             self._fit_shuffle_buffer(classes)
+        if isinstance(self.feed, ShardFeed) and not self.tc.ddp:
+            self.feed.keep(self._keep_limit())
         m = cfg.model
         args = dict(dim=self.features.dim, classes=classes, regress=self.task.regresses, hidden=m.hidden,
                     layers=m.layers, dropout=m.dropout, embed=m.embed, numeric=len(self.features.numeric))
@@ -779,6 +785,14 @@ class Training:
         """The trainer's bytes for ``cfg``'s model (this run's by default) with ``classes`` classes:
         base, model, shuffle buffer."""
         return TRAINER_BASE + estimate_model_bytes(cfg or self.cfg, self.features.dim, classes) + self.shuffle_bytes
+
+    def _keep_limit(self) -> int:
+        """How many bytes of finished shards this process keeps between epochs:
+        half of what the plan gives the trainer beyond its needs, at most
+        :data:`KEEP_MAX` (an existing cluster's trainer is not planned: none)."""
+        if self.memory.external:
+            return 0
+        return min(KEEP_MAX, max(0, self.memory.trainer - self.need) // 2)
 
     def _fits(self, need: int) -> bool:
         """Whether the trainer's share of the plan holds ``need`` (an existing cluster's trainer is not planned)."""
@@ -1032,6 +1046,7 @@ class Training:
             # Where the shards were: the cache entry, or "none" (featurised afresh every epoch, never stored).
             "cache": "none" if self.entry is None else self.entry,
             "client_shard_reads": SHARD_READS.now()[0] - self.reads_at_start[0],
+            "shards_kept": self.feed.kept_shards() if isinstance(self.feed, ShardFeed) else None,
             "client_shard_bytes": SHARD_READS.now()[1] - self.reads_at_start[1],
         }
         for reason, n in rows.get("noted", {}).items():

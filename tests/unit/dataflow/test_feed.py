@@ -72,3 +72,49 @@ def test_epochs_visit_the_partitions_in_a_seeded_order_that_changes_per_epoch(en
 def test_the_validation_blocks_are_the_held_out_rows(entry):
     feed = ShardFeed(None, entry.spec, NULL_EVENTS)
     assert row_set(feed.val_blocks()) == expected(entry, val=True)
+
+
+def test_kept_shards_are_read_once_and_give_every_epoch_the_same_batches_as_reading_them_again(entry):
+    from lancetnic_flow.dataflow.shards import SHARD_READS
+    from lancetnic_flow.dataflow.stream import BatchStream
+
+    def epochs(feed):
+        out = []
+        for epoch in range(3):
+            blocks, _ = feed.train_blocks(epoch)
+            out.append([(b.indices.copy(), b.values.copy(), b.labels.copy()) for b in BatchStream(
+                blocks, batch_size=7, shuffle_buffer=20, seed=0, epoch=epoch)])
+            out.append([(b.indices.copy(), b.values.copy(), b.labels.copy()) for b in feed.val_blocks()])
+        return out
+
+    plain = ShardFeed(None, entry.spec, NULL_EVENTS)
+    reads = SHARD_READS.now()[0]
+    want = epochs(plain)
+    every_epoch = SHARD_READS.now()[0] - reads
+    kept = ShardFeed(None, entry.spec, NULL_EVENTS)
+    kept.keep(1 << 30)
+    reads = SHARD_READS.now()[0]
+    got = epochs(kept)
+    shards = sum(len(r.shards) for r in entry.results)
+    assert SHARD_READS.now()[0] - reads == shards < every_epoch   # each shard once, not once an epoch
+    assert kept.kept_shards()["shards"] == shards and 0 < kept.kept_shards()["bytes"] <= 1 << 30
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert len(g) == len(w)
+        for a, b in zip(g, w):
+            for x, y in zip(a, b):
+                np.testing.assert_array_equal(x, y)
+
+
+def test_shards_are_kept_only_up_to_the_limit_and_the_rest_read_each_epoch(entry):
+    feed = ShardFeed(None, entry.spec, NULL_EVENTS)
+    sizes = sorted(feed.load(s).nbytes for r in entry.results for s in r.shards)
+    feed = ShardFeed(None, entry.spec, NULL_EVENTS)
+    feed.keep(sizes[0] + sizes[1] - 1)   # room for one shard or two small ones, never all
+    want = expected(entry, val=False)
+    for epoch in range(2):
+        blocks, _ = feed.train_blocks(epoch)
+        assert row_set(blocks()) == want
+    info = feed.kept_shards()
+    assert 1 <= info["shards"] < len(sizes) and info["bytes"] <= info["limit"] == sizes[0] + sizes[1] - 1
+    assert ShardFeed(None, entry.spec, NULL_EVENTS).kept_shards()["shards"] == 0   # nothing kept unless asked
