@@ -899,7 +899,7 @@ class Training:
     def _ddp_epochs(self, state: TrainState, stop: StopRequest) -> dict:
         """``--ddp N``: featurise first, then train on N workers; rank 0's weights end up in ``self.model``."""
         from ..models import registration
-        from .ddp.driver import CUDA_HOST_BYTES, RankDriver, choose_device, preflight
+        from .ddp.driver import CUDA_HOST_BYTES, RankDriver, choose_device, preflight, rank_keep_bytes
         from .ddp.rank import RankJob
 
         # A rank holds what this process would (``need``: torch, the model, its moments, a shuffle buffer),
@@ -936,7 +936,8 @@ class Training:
                       train_shards=train_shards, val_shards=val_shards, fresh=fresh, cache_options=self.cache_so,
                       every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule,
                       decay_steps=MODELS[self.cfg.model.name].decay_steps,
-                      model_entry=registration(self.cfg.model.name))
+                      model_entry=registration(self.cfg.model.name),
+                      keep_bytes=0 if fresh is not None else rank_keep_bytes(self.client, chosen, rank_bytes, KEEP_MAX))
         coarse = coarse_cache_warning(len({s.partition for s in job.train_shards}),
                                       len(self.train_src.partitions) if self.train_src else 0, job.world)
         if coarse:

@@ -454,6 +454,9 @@ def test_linear_svm_under_ddp_averages_its_ranks_to_one_model_near_the_single_pr
     replica = 2**16 * 4 * 4 + 4 * 4
     assert all(3 * replica * 0.9 <= sent <= 3 * replica * 1.1 + 64 for sent in info["rank_sent_bytes"])
     assert ddp["rows"]["trained"] == single["rows"]["trained"]
+    # each rank kept the finished shards it read, within its limit (the no-cache ranks, which keep
+    # none, end with these ranks' weights: tests/integration/test_nocache.py)
+    assert info["keep_limit"] > 0 and all(0 < kept <= info["keep_limit"] for kept in info["rank_kept_bytes"])
     # an epoch's record counts every rank's rows, not rank 0's share
     assert [e["rows"] for e in ddp["epochs"]] == [e["rows"] for e in single["epochs"]]
 

@@ -291,7 +291,11 @@ def test_a_run_trained_on_the_cluster_stops_on_ctrl_c_and_resumes_to_the_uninter
 
     c, (_, whole) = s3_cluster, cluster_trained
     log = c["trainer"] / "stopped.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "train", *_cluster_args(c, "stopped")],
+    # A checkpoint at every sync (each epoch's end, for the default model) paces the run: its epochs,
+    # from kept shards, are otherwise over before a Ctrl-C sent after the first could land. Where
+    # checkpoints fall changes no weight (test_ddp.py's checkpoint tests).
+    args = [*_cluster_args(c, "stopped"), "--checkpoint-every", "1"]
+    proc = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "train", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=c["env"])
     try:
         deadline = time.monotonic() + 200
@@ -305,7 +309,7 @@ def test_a_run_trained_on_the_cluster_stops_on_ctrl_c_and_resumes_to_the_uninter
         proc.kill()
     run = c["trainer"] / "on-cluster" / "stopped"
     assert proc.returncode == 130, err
-    assert f"--resume {run}" in err
+    assert f"--resume {run}" in err, err
     assert (run / "checkpoint.safetensors").exists() and not (run / "model.safetensors").exists()
     saved = load_checkpoint(str(run))
     assert saved["ddp"]["ranks"] == 1 and 1 <= saved["epoch"] < 5   # after epoch 1, before the end

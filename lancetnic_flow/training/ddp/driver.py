@@ -207,6 +207,18 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
     return chosen
 
 
+def rank_keep_bytes(client: Any, chosen: list[str], rank_bytes: int, most: int) -> int:
+    """How many bytes of finished shards each rank may keep between epochs:
+    half of what the smallest of the ``chosen`` workers' limits leaves a rank
+    below Dask's target line (where a worker starts acting on its memory), at
+    most ``most``; none on a worker without a limit, whose room is unknown."""
+    info = workers_info(client)
+    limits = [info.get(w, {}).get("memory_limit") or 0 for w in chosen]
+    if not limits or not all(limits):
+        return 0
+    return int(min(most, max(0, min(limits) * THRESHOLDS["target"] - rank_bytes) // 2))
+
+
 @dataclass
 class RanksDone:
     """What the ranks trained: rank 0's final weights (the best epoch's), its
@@ -237,6 +249,7 @@ class RankDriver:
         self.stop_event = Event(self.stop_name, client=client)
         self.clocks: list[dict] = [{} for _ in range(job.world)]   # per rank, summed over segments
         self.sent: list[int] = [0] * job.world                        # weight bytes each rank sent averaging
+        self.kept: list[int] = [0] * job.world                        # finished shard bytes each rank kept
         self.sync: Cadence | None = None                               # the placed ranks' cadence (place)
         self.counted: dict = {}   # (source, partition) -> PartitionResult: what the ranks read, without a cache
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
@@ -357,6 +370,7 @@ class RankDriver:
             for k, v in r["clock"].items():
                 c[k] = c.get(k, 0.0) + v
         self.sent = [a + r.get("sent_bytes", 0) for a, r in zip(self.sent, results)]
+        self.kept = [r.get("kept_bytes", 0) for r in results]   # the last segment's: each starts with none kept
         self.digests = [r["digest"] for r in results]
         for r in results:   # --cache none: the row accounting of every partition some rank featurised
             for key, res in (r.get("counted") or {}).items():
@@ -420,6 +434,10 @@ class RankDriver:
                 start = dataclasses.replace(head["state"], ddp={"ranks": self.job.world,
                                                                 "rng": [r["rng"] for r in results]})
                 del results, head
+                if reason != "interrupt" and self.stop is not None and self.stop.requested:
+                    # A Ctrl-C between segments (while the last one paused, or before the next began) is
+                    # the ranks' stop all the same: this pause, at a sync, is where they would have stopped.
+                    reason = "interrupt"
                 if on_pause is not None:
                     on_pause(reason, start)   # writes the checkpoint; raises when the trainer was asked to stop
             finished = True
@@ -439,4 +457,5 @@ class RankDriver:
                                "workers": self.chosen, "steps": head["steps"], "replica_digests": self.digests,
                                "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks],
                                "rank_sent_bytes": self.sent, "averaged": RULES[self.job.rule].averages_weights,
+                               "rank_kept_bytes": self.kept, "keep_limit": self.job.keep_bytes,
                                **({"sync": dataclasses.asdict(self.sync)} if self.sync else {})})

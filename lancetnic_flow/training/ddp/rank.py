@@ -74,6 +74,7 @@ class RankJob:
     rule: str = "gradient"                    # the model's training rule (registry.ModelSpec.rule)
     decay_steps: int = 0                      # registry.ModelSpec.decay_steps
     model_entry: tuple | None = None          # models.registration: a model the user's script registered
+    keep_bytes: int = 0                       # finished shards a rank keeps between epochs (driver.rank_keep_bytes)
 
 
 def share(shards: list, rank: int, world: int, seed: int, epoch: int) -> list:
@@ -165,6 +166,8 @@ class RankRun:
         self.clock = {"data": 0.0, "compute": 0.0, "exchange": 0.0}
         self.sent_bytes = 0               # weights this rank sent averaging them (rules that average)
         self.counted: dict = {}           # --cache none: the row accounting of each partition it featurised
+        self.kept: dict = {}              # finished shards kept between epochs, by URL, up to job.keep_bytes
+        self.kept_bytes = 0
         self.tokens = 0                   # tokens trained since the last progress report
         self.polled, self.sent = 0.0, 0   # events this rank sent in this segment: the trainer waits for all
         self.t0 = time.monotonic()        # the segment's start: the last checkpoint
@@ -221,8 +224,15 @@ class RankRun:
         if self.job.fresh is not None:
             yield from self.job.fresh.blocks(info, self.job.features, self.counted)
             return
-        block = load_shard(info, self.job.cache_options)
-        yield self.job.features.finish(block) if info.raw else block
+        kept = self.kept.get(info.url)
+        if kept is None:
+            block = load_shard(info, self.job.cache_options)
+            kept = self.job.features.finish(block) if info.raw else block
+            # Shares are dealt again each epoch: a shard read once may come back to this rank later.
+            if self.kept_bytes + kept.nbytes <= self.job.keep_bytes:
+                self.kept[info.url] = kept
+                self.kept_bytes += kept.nbytes
+        yield kept
 
     def read(self, shards: list):
         """The rows of ``shards``, in order."""
@@ -249,7 +259,8 @@ class RankRun:
         """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
         s = self.state
         out = {"reason": reason, "rng": to_cpu(rng_state(self.device)), "step": s.step, "digest": self.digest(),
-               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted}
+               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted,
+               "kept_bytes": self.kept_bytes}
         if self.rank == 0:
             out["state"] = TrainState(
                 epoch=epoch, batches=batches, rows=rows, step=s.step, stale=s.stale, history=s.history,
@@ -270,7 +281,8 @@ class RankRun:
             if epoch + 1 < self.tc.epochs and (asked or due):
                 return self.pause("interrupt" if asked else "epoch", epoch + 1, 0, 0, None)
         out = {"reason": "done", "digest": self.digest(), "steps": self.state.step, "rng": None,
-               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted}
+               "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted,
+               "kept_bytes": self.kept_bytes}
         if self.rank == 0:
             s = self.state
             # The best epoch's copy, or the last epoch's weights (a rule that keeps the last keeps no copy).
