@@ -318,8 +318,8 @@ def can_detach() -> bool:
 
 def draw_detached(folder: str, jobs: list[PlotJob], options: dict | None = None) -> int:
     """Draw the chart jobs in a detached process that outlives this one: the
-    command can end as soon as the run is saved, the PNGs following about a
-    second later (matplotlib's import and drawing, on another core). A
+    command can end as soon as the run is saved, the PNGs following a second
+    or two later (matplotlib's import and drawing, on another core). A
     double fork: the intermediate child starts a session of its own (Ctrl-C
     in the shell does not reach the drawer), forks the drawer and exits at
     once, and is reaped here, so a long-lived caller (a workflow runner, a
