@@ -144,7 +144,7 @@ class ShardFeed:
         """Keep finished shards in memory from here on, up to ``limit`` bytes of
         rows: an epoch then reads, decodes and weighs only the shards that did
         not fit (the first come are kept; none is let go before the run ends).
-        The rows are the same either way; kept ones are read-only."""
+        The rows are the same either way."""
         self.keep_limit = max(0, int(limit))
 
     def kept_shards(self) -> dict:
@@ -159,8 +159,9 @@ class ShardFeed:
         block = load_or_repair(info, self.spec.cache_options, self._repair)
         block = self.spec.features.finish(block) if info.raw else block
         if self.kept_bytes + block.nbytes <= self.keep_limit:
-            for a in block._arrays().values():
-                a.flags.writeable = False   # shared by every epoch from now on: nothing may change it in place
+            # Shared by every epoch from now on, so nothing may change it in place; not made read-only,
+            # which torch warns about when a network takes the rows (tests/integration/test_in_process.py
+            # trains each kind of model with and without kept shards to the same weights).
             self.kept[info.url] = block
             self.kept_bytes += block.nbytes
         return block

@@ -174,3 +174,32 @@ print("torch" in sys.modules)
     run = tmp_path / "runs" / "r"
     assert json.loads((run / "model.json").read_text())["model"] == "LinearSVM"
     assert json.loads((run / "metrics.json").read_text())["calibration"]["scale"] != 1.0
+
+
+@pytest.mark.parametrize("model", ["LinearSVM", "ScalpelMC", "LancetMC"])
+def test_kept_shards_train_every_kind_of_model_to_the_weights_of_reading_them_each_epoch(
+        tmp_path, small_corpus, monkeypatch, model):
+    """Finished shards kept between epochs are shared by every epoch: a model
+    that changed a batch's rows in place would train later epochs on other
+    rows. Arrays (LinearSVM), a bag network and a sequence network, kept or
+    read again, end at the same weights byte for byte."""
+    from lancetnic_flow.training import orchestrator
+    from lancetnic_flow.training.orchestrator import train
+
+    from lancetnic_flow.config import ClusterConfig, DataConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
+
+    def run(name: str) -> tuple[bytes, dict]:
+        cfg = TrainConfig(data=DataConfig(train=[str(small_corpus)]), model=ModelConfig(name=model),
+                          training=TrainingConfig(epochs=3, seed=0), cluster=ClusterConfig(run_on="process"),
+                          output=OutputConfig(out=str(tmp_path / "runs"), name=name, cache=str(tmp_path / name),
+                                              plots=False))
+        res = train(cfg)
+        return (Path(res.run) / "model.safetensors").read_bytes(), res.metrics
+
+    kept, kept_metrics = run("kept")
+    assert kept_metrics["shards_kept"]["shards"] > 0 and kept_metrics["shards_kept"]["bytes"] > 0
+    monkeypatch.setattr(orchestrator, "KEEP_MAX", 0)
+    read, read_metrics = run("read")
+    assert read_metrics["shards_kept"]["shards"] == 0
+    assert kept == read
+    assert kept_metrics["val_accuracy"] == read_metrics["val_accuracy"]
