@@ -176,21 +176,27 @@ print("torch" in sys.modules)
     assert json.loads((run / "metrics.json").read_text())["calibration"]["scale"] != 1.0
 
 
-@pytest.mark.parametrize("model", ["LinearSVM", "ScalpelMC", "LancetMC"])
+@pytest.mark.parametrize("model", ["LinearSVM", "ScalpelMC", "LancetMC", "LinearSVM multilabel"])
 def test_kept_shards_train_every_kind_of_model_to_the_weights_of_reading_them_each_epoch(
         tmp_path, small_corpus, monkeypatch, model):
     """Finished shards kept between epochs are shared by every epoch: a model
     that changed a batch's rows in place would train later epochs on other
-    rows. Arrays (LinearSVM), a bag network and a sequence network, kept or
-    read again, end at the same weights byte for byte."""
+    rows. Arrays (LinearSVM, on labels and on label sets), a bag network and
+    a sequence network, kept or read again, end at the same weights byte for byte."""
     from lancetnic_flow.training import orchestrator
     from lancetnic_flow.training.orchestrator import train
 
     from lancetnic_flow.config import ClusterConfig, DataConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
 
+    data, task = DataConfig(train=[str(small_corpus)]), None
+    if model.endswith("multilabel"):
+        model, task = "LinearSVM", "multilabel"
+        write_corpus(str(tmp_path / "sets.csv"), 3000, multilabel=True, seed=2)
+        data = DataConfig(train=[str(tmp_path / "sets.csv")], label_sep="|")
+
     def run(name: str) -> tuple[bytes, dict]:
-        cfg = TrainConfig(data=DataConfig(train=[str(small_corpus)]), model=ModelConfig(name=model),
-                          training=TrainingConfig(epochs=3, seed=0), cluster=ClusterConfig(run_on="process"),
+        cfg = TrainConfig(data=data, model=ModelConfig(name=model), cluster=ClusterConfig(run_on="process"),
+                          training=TrainingConfig(epochs=3, seed=0, task=task),
                           output=OutputConfig(out=str(tmp_path / "runs"), name=name, cache=str(tmp_path / name),
                                               plots=False))
         res = train(cfg)
