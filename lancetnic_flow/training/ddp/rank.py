@@ -20,6 +20,7 @@ when the trainer asks to stop: every rank then returns where it is (a
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ from ...models.tasks import TaskMetrics
 from ..state import TrainState
 from .cadence import cadence
 from .comm import (average_weights, pin_interface, rendezvous, rng_state, set_rng_state, sync_flags, sync_gradients,
-                   to_cpu, worker_host)
+                   to_cpu, warm_digest, weight_digest, worker_host)
 
 EVENT_TOPIC = "lancetnic-flow-rank"
 PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
@@ -121,6 +122,8 @@ def run_rank(rank: int, job: RankJob, start: TrainState | None = None) -> dict:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     torch.set_num_threads(job.training.threads or 1)
+    if job.world > 1:   # only ranks that average compare digests at every sync
+        threading.Thread(target=warm_digest, name="lancetnic-digest", daemon=True).start()
     pin_interface(worker_host())
     dist.init_process_group(job.backend, store=rendezvous(job.segment, job.address, job.world, rank), rank=rank,
                             world_size=job.world)
@@ -253,7 +256,7 @@ class RankRun:
 
     def digest(self) -> float:
         # The replicas must have stayed equal: the trainer compares these.
-        return float(sum(p.detach().double().abs().sum().item() for p in self.model.parameters()))
+        return weight_digest(self.model)
 
     def pause(self, reason: str, epoch: int, batches: int, rows: int, train_m: TaskMetrics | None) -> dict:
         """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
