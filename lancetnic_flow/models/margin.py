@@ -128,6 +128,39 @@ def hinge_rows(indices, offsets, values, labels, weight, bias, lr, order):
     return used
 
 
+@njit(cache=True, nogil=True)
+def hinge_picks(indices, offsets, values, labels, which, rows, weight, bias, lr, scores):
+    """:func:`hinge_pass` over rows named in place: row ``rows[j]`` of block
+    ``which[j]`` (``indices`` …: typed lists of each block's arrays), in turn;
+    ``scores[j]`` receives its scores before its update. Returns the summed
+    hinge loss and the rows trained on."""
+    total = 0.0
+    used = 0
+    t = np.empty(weight.shape[1], np.float64)
+    for j in range(rows.shape[0]):
+        b = which[j]
+        loss = _hinge_row(rows[j], indices[b], offsets[b], values[b], labels[b], weight, bias, lr, scores[j], t)
+        if loss >= 0.0:
+            total += loss
+            used += 1
+    return total, used
+
+
+def picked_step(model: Any, epoch: Any, batch: Any, lr: float) -> tuple[np.ndarray, float]:
+    """:func:`margin_step` on a batch of kept rows named in place
+    (:class:`~lancetnic_flow.dataflow.kept.PickedBatch` of ``epoch``, a
+    ``KeptEpoch``); a model without a twin only."""
+    from numba.typed import List
+
+    if epoch.compiled is None:   # once an epoch: the blocks' arrays as typed lists
+        epoch.compiled = tuple(List([getattr(b, name) for b in epoch.blocks])
+                               for name in ("indices", "offsets", "values", "labels"))
+    weight, bias = weights_of(model)
+    scores = np.empty((len(batch), weight.shape[1]), np.float32)
+    total, used = hinge_picks(*epoch.compiled, batch.which, batch.rows, weight, bias, np.float32(lr), scores)
+    return scores, total / max(used, 1)
+
+
 # The twin (see :func:`add_twin`) steps beside the model in a second thread:
 # the kernel releases the GIL, and in epochs read from the cache the workers
 # leave the machine's other core idle (docs/benchmarks.md). It runs behind
@@ -249,6 +282,16 @@ def adopt_twin(model: Any) -> None:
         model.drop_twin()
     else:
         del model._buffers["twin_weight"], model._buffers["twin_bias"]
+
+
+def warm_picks() -> None:
+    """Load (or compile, once per machine) :func:`hinge_picks` on a tiny input."""
+    from numba.typed import List
+
+    w = np.zeros((2, 2), np.float32)
+    hinge_picks(List([np.zeros(1, np.int32)]), List([np.array([0, 1], np.int64)]), List([np.ones(1, np.float32)]),
+                List([np.zeros(1, np.int32)]), np.zeros(1, np.int64), np.zeros(1, np.int64), w,
+                np.zeros(2, np.float32), np.float32(0.1), np.empty((1, 2), np.float32))
 
 
 def warm() -> None:

@@ -181,6 +181,14 @@ class HingeRule:
         logits, loss = margin_step(model, batch.indices, batch.offsets, batch.values, batch.labels, lr * self.scale)
         return {"logits": logits}, np.float64(loss)
 
+    def train_picked(self, model: torch.nn.Module, epoch: Any, batch: Any, lr: float) -> Step:
+        """:meth:`train_batch` on kept rows named in place (a ``--ddp`` rank's
+        epoch over its kept shards: :mod:`~lancetnic_flow.dataflow.kept`)."""
+        from ..models.margin import picked_step
+
+        logits, loss = picked_step(model, epoch, batch, lr * self.scale)
+        return {"logits": logits}, np.float64(loss)
+
     def while_validating(self, model: torch.nn.Module, lr: float, seed: int, epoch: int
                          ) -> Callable[[RowBlock], object] | None:
         """The twin learns the validation rows as the model scores them: at the

@@ -457,6 +457,11 @@ def test_linear_svm_under_ddp_averages_its_ranks_to_one_model_near_the_single_pr
     # each rank kept the finished shards it read, within its limit (the no-cache ranks, which keep
     # none, end with these ranks' weights: tests/integration/test_nocache.py)
     assert info["keep_limit"] > 0 and all(0 < kept <= info["keep_limit"] for kept in info["rank_kept_bytes"])
+    # each rank owns its share for the run: over 3 epochs the ranks read each training shard once between them
+    reads = [r["train"] for r in info["rank_shard_reads"]]
+    assert sum(reads) == info["train_shards"] and min(reads) > 0, (reads, info["train_shards"])
+    # and trains epochs 2 and 3 on the kept rows in place, to the weights of streaming them (test_nocache.py)
+    assert info["rank_picked_epochs"] == [2, 2]
     # an epoch's record counts every rank's rows, not rank 0's share
     assert [e["rows"] for e in ddp["epochs"]] == [e["rows"] for e in single["epochs"]]
 

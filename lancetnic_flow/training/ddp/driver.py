@@ -250,6 +250,8 @@ class RankDriver:
         self.clocks: list[dict] = [{} for _ in range(job.world)]   # per rank, summed over segments
         self.sent: list[int] = [0] * job.world                        # weight bytes each rank sent averaging
         self.kept: list[int] = [0] * job.world                        # finished shard bytes each rank kept
+        self.reads: list[dict] = [{} for _ in range(job.world)]       # shards each rank read, by split
+        self.picked: list[int] = [0] * job.world                      # epochs each rank trained on kept rows in place
         self.sync: Cadence | None = None                               # the placed ranks' cadence (place)
         self.counted: dict = {}   # (source, partition) -> PartitionResult: what the ranks read, without a cache
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
@@ -303,7 +305,7 @@ class RankDriver:
         if job.world < 2 or not RULES[job.rule].averages_weights:
             return None
         rank_batch = max(1, job.training.batch_size // job.world)
-        return cadence(job.world, steps_in(job.train_shards, job.world, job.training.seed, 0, rank_batch),
+        return cadence(job.world, steps_in(job.train_shards, job.world, job.training.seed, 0, rank_batch, True),
                        job.training.sync_every)
 
     def relay(self, event: tuple) -> None:
@@ -371,6 +373,10 @@ class RankDriver:
                 c[k] = c.get(k, 0.0) + v
         self.sent = [a + r.get("sent_bytes", 0) for a, r in zip(self.sent, results)]
         self.kept = [r.get("kept_bytes", 0) for r in results]   # the last segment's: each starts with none kept
+        self.picked = [a + r.get("picked_epochs", 0) for a, r in zip(self.picked, results)]
+        for have, r in zip(self.reads, results):
+            for split, n in (r.get("reads") or {}).items():
+                have[split] = have.get(split, 0) + n
         self.digests = [r["digest"] for r in results]
         for r in results:   # --cache none: the row accounting of every partition some rank featurised
             for key, res in (r.get("counted") or {}).items():
@@ -458,4 +464,6 @@ class RankDriver:
                                "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks],
                                "rank_sent_bytes": self.sent, "averaged": RULES[self.job.rule].averages_weights,
                                "rank_kept_bytes": self.kept, "keep_limit": self.job.keep_bytes,
+                               "rank_shard_reads": self.reads, "train_shards": len(self.job.train_shards),
+                               "rank_picked_epochs": self.picked,
                                **({"sync": dataclasses.asdict(self.sync)} if self.sync else {})})

@@ -78,30 +78,42 @@ class RankJob:
     keep_bytes: int = 0                       # finished shards a rank keeps between epochs (driver.rank_keep_bytes)
 
 
-def share(shards: list, rank: int, world: int, seed: int, epoch: int) -> list:
+def share(shards: list, rank: int, world: int, seed: int, epoch: int, owned: bool = False) -> list:
     """Rank ``rank``'s shards in ``epoch``: partitions dealt in the epoch's
     seeded order, each to the rank with the fewest rows so far, so shares are
-    disjoint, cover everything, and hold nearly equal rows."""
+    disjoint, cover everything, and hold nearly equal rows.
+
+    ``owned`` (a rule that averages weights): the partitions are dealt once,
+    in the order of epoch 0, and each rank keeps its own for the whole run,
+    visiting them in each epoch's seeded order — iterative parameter mixing
+    as its authors ran it, each machine on its own data. A rank then reads
+    (and keeps) its own shards only; dealt again each epoch, two ranks each
+    read nearly every shard of the corpus over a run (docs/benchmarks.md).
+    One rank (a trainer task) visits every partition in the order a run in
+    the trainer's process does, owned or not."""
     from ...dataflow.stream import epoch_order
 
+    owned = owned and world > 1
     by_part: dict[int, list] = {}
     for s in shards:
         by_part.setdefault(s.partition, []).append(s)
     keys = sorted(by_part)
     load = [0] * world
     mine: list = []
-    for i in epoch_order(len(keys), seed, epoch):
-        part = sorted(by_part[keys[i]], key=lambda s: s.chunk)
+    for i in epoch_order(len(keys), seed, 0 if owned else epoch):
         r = min(range(world), key=lambda j: (load[j], j))
-        load[r] += sum(s.rows for s in part)
+        load[r] += sum(s.rows for s in by_part[keys[i]])
         if r == rank:
-            mine += part
-    return mine
+            mine.append(keys[i])
+    if owned:
+        mine = [mine[i] for i in epoch_order(len(mine), seed * 1000 + rank, epoch)]
+    return [s for k in mine for s in sorted(by_part[k], key=lambda s: s.chunk)]
 
 
-def steps_in(shards: list, world: int, seed: int, epoch: int, batch_size: int) -> int:
+def steps_in(shards: list, world: int, seed: int, epoch: int, batch_size: int, owned: bool = False) -> int:
     """Optimiser steps in ``epoch``: the largest share's batches (every rank steps together)."""
-    return max(-(-sum(s.rows for s in share(shards, r, world, seed, epoch)) // batch_size) for r in range(world))
+    return max(-(-sum(s.rows for s in share(shards, r, world, seed, epoch, owned)) // batch_size)
+               for r in range(world))
 
 
 def rank_device(job: RankJob, rank: int) -> torch.device:
@@ -155,7 +167,7 @@ class RankRun:
         self.stream_seed = self.tc.seed if job.world == 1 else self.tc.seed * 1000 + rank
         from ..step import lr_schedule
 
-        total = sum(steps_in(job.train_shards, job.world, self.tc.seed, e, self.rank_batch)
+        total = sum(steps_in(job.train_shards, job.world, self.tc.seed, e, self.rank_batch, self.averaging)
                     for e in range(self.tc.epochs))
         # Averaging N replicas divides each row's step by N: a rule that averages steps at N × the
         # rate, so a row moves the averaged weights as far as in one process (measured in
@@ -171,6 +183,10 @@ class RankRun:
         self.counted: dict = {}           # --cache none: the row accounting of each partition it featurised
         self.kept: dict = {}              # finished shards kept between epochs, by URL, up to job.keep_bytes
         self.kept_bytes = 0
+        self.picked: Any = None           # this epoch's KeptEpoch, when it trains on kept rows in place
+        self.picked_epochs = 0            # epochs trained on kept rows in place
+        self.reads: dict = {}             # shards read from the cache by split ("train", "val"); with
+                                          # --cache none, "featurised": the partitions featurised
         self.tokens = 0                   # tokens trained since the last progress report
         self.polled, self.sent = 0.0, 0   # events this rank sent in this segment: the trainer waits for all
         self.t0 = time.monotonic()        # the segment's start: the last checkpoint
@@ -187,6 +203,10 @@ class RankRun:
         self.rule = RULES[self.job.rule](self.tc)
         self.rule.decay_steps = self.job.decay_steps
         self.rule.warm()   # the margin kernel compiles while the first shards load
+        if hasattr(self.rule, "train_picked") and self.job.keep_bytes and self.job.fresh is None:
+            from ...models.margin import warm_picks   # the step over kept rows, used from epoch 2 on
+
+            threading.Thread(target=warm_picks, name="lancetnic-picks", daemon=True).start()
         if not (self.rule.exchanges_gradients or self.rule.averages_weights):
             raise RuntimeError(f"the {self.job.rule} rule neither exchanges gradients nor averages weights: its "
                                "spec refuses --ddp")
@@ -225,13 +245,16 @@ class RankRun:
         from ...dataflow.shards import load_shard
 
         if self.job.fresh is not None:
+            self.reads["featurised"] = self.reads.get("featurised", 0) + 1   # a partition, featurised here
             yield from self.job.fresh.blocks(info, self.job.features, self.counted)
             return
         kept = self.kept.get(info.url)
         if kept is None:
+            self.reads[info.split] = self.reads.get(info.split, 0) + 1
             block = load_shard(info, self.job.cache_options)
             kept = self.job.features.finish(block) if info.raw else block
-            # Shares are dealt again each epoch: a shard read once may come back to this rank later.
+            # A rank that averages owns its share: each shard it reads comes back every epoch. Shares
+            # of a gradient rule are dealt again each epoch: one read once may come back later.
             if self.kept_bytes + kept.nbytes <= self.job.keep_bytes:
                 self.kept[info.url] = kept
                 self.kept_bytes += kept.nbytes
@@ -263,7 +286,8 @@ class RankRun:
         s = self.state
         out = {"reason": reason, "rng": to_cpu(rng_state(self.device)), "step": s.step, "digest": self.digest(),
                "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted,
-               "kept_bytes": self.kept_bytes}
+               "kept_bytes": self.kept_bytes, "reads": self.reads,
+               "picked_epochs": self.picked_epochs}
         if self.rank == 0:
             out["state"] = TrainState(
                 epoch=epoch, batches=batches, rows=rows, step=s.step, stale=s.stale, history=s.history,
@@ -285,7 +309,8 @@ class RankRun:
                 return self.pause("interrupt" if asked else "epoch", epoch + 1, 0, 0, None)
         out = {"reason": "done", "digest": self.digest(), "steps": self.state.step, "rng": None,
                "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted,
-               "kept_bytes": self.kept_bytes}
+               "kept_bytes": self.kept_bytes, "reads": self.reads,
+               "picked_epochs": self.picked_epochs}
         if self.rank == 0:
             s = self.state
             # The best epoch's copy, or the last epoch's weights (a rule that keeps the last keeps no copy).
@@ -316,10 +341,32 @@ class RankRun:
         from ...dataflow.stream import BatchStream
 
         job, tc = self.job, self.tc
-        mine = share(job.train_shards, self.rank, job.world, tc.seed, epoch)
+        mine = share(job.train_shards, self.rank, job.world, tc.seed, epoch, self.averaging)
+        self.picked = self._kept_epoch(mine, epoch)
+        if self.picked is not None:
+            self.picked_epochs += 1
+            return iter(self.picked)
         return iter(BatchStream(lambda: self.read(mine), batch_size=self.rank_batch,
                                 shuffle_buffer=tc.shuffle_buffer, seed=self.stream_seed, epoch=epoch,
                                 by_length=getattr(self.model, "batches_by_length", False)))
+
+    def _kept_epoch(self, mine: list, epoch: int) -> Any:
+        """The epoch as batches named in the kept shards (:mod:`~...dataflow.kept`),
+        when every shard of this rank's share is kept and the rule can train on
+        rows in place; else None (the epoch streams its batches)."""
+        from ...dataflow.kept import KeptEpoch
+        from ...models.margin import has_twin
+
+        if not (self.averaging and hasattr(self.rule, "train_picked") and self.job.fresh is None
+                and self.touched is None and not getattr(self.model, "batches_by_length", False)
+                and not has_twin(self.model)):
+            return None
+        blocks = [self.kept.get(s.url) for s in mine]
+        if not any(b is not None and len(b) for b in blocks) or any(b is None for b in blocks) \
+                or not KeptEpoch.fits(blocks):
+            return None
+        return KeptEpoch(blocks, batch_size=self.rank_batch, shuffle_buffer=self.tc.shuffle_buffer,
+                         seed=self.stream_seed, epoch=epoch)
 
     def _flag(self, done: int, since_batches: int, since_t: float) -> int:
         """Rank 0's word to every rank this step: go on, pause for a checkpoint, or stop."""
@@ -338,7 +385,7 @@ class RankRun:
 
         stream = self._stream(epoch)
         job = self.job
-        planned = steps_in(job.train_shards, job.world, self.tc.seed, epoch, self.rank_batch)
+        planned = steps_in(job.train_shards, job.world, self.tc.seed, epoch, self.rank_batch, self.averaging)
         cad = cadence(job.world, planned, self.tc.sync_every)
         if self.rank == 0:   # the dashboard's stage, as a run in the trainer's process shows it
             self.report("stage", stage="training", epoch=epoch + 1, epochs=self.tc.epochs,
@@ -359,7 +406,9 @@ class RankRun:
             self.clock["data"] += time.perf_counter() - tick
             tick = time.perf_counter()
             if self.averaging:
-                if batch is not None:
+                if batch is not None and self.picked is not None:   # kept rows, named in place
+                    out, loss = self.rule.train_picked(self.model, self.picked, batch, self.schedule(self.state.step))
+                elif batch is not None:
                     out, loss = self.rule.train_batch(self.model, self.task, self.opts, batch, self.device,
                                                       self.schedule(self.state.step))
                     if self.touched is not None:
@@ -395,7 +444,7 @@ class RankRun:
                 self._average()   # every rank is at the same step: the steps go in lockstep
             if batch is not None:
                 clock.rows += len(batch)
-                self.tokens += int(batch.offsets[-1])
+                self.tokens += batch.nnz if self.picked is not None else int(batch.offsets[-1])
                 steps.count(train_m, out, batch, loss)
                 if time.monotonic() - last >= 0.5:
                     self._progress(epoch, clock, loss=loss.item())

@@ -183,3 +183,34 @@ def test_a_failed_twin_step_is_raised_where_the_twin_is_next_read(monkeypatch):
     margin_step(model, ind, off, val, lab, lr=0.1)   # the model's own step goes on
     with pytest.raises(RuntimeError, match="the twin's step failed"):
         model.state_dict()
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_a_kept_epoch_trained_in_place_reaches_the_streamed_epochs_weights_scores_and_loss_bit_for_bit(multilabel):
+    from lancetnic_flow.dataflow.kept import KeptEpoch
+    from lancetnic_flow.dataflow.stream import BatchStream
+    from lancetnic_flow.models.margin import picked_step, warm_picks
+
+    warm_picks()
+    rng = np.random.default_rng(3)
+    blocks = []
+    for rows in (90, 0, 140, 55):
+        lengths = rng.integers(1, 12, rows)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        labels = (rng.integers(0, 2, (rows, 5)).astype(np.uint8) if multilabel
+                  else rng.integers(0, 5, rows).astype(np.int32))
+        blocks.append(RowBlock(rng.integers(0, 300, offsets[-1]).astype(np.int32), offsets,
+                               rng.uniform(0.1, 1.0, offsets[-1]).astype(np.float32), labels=labels))
+    streamed = ScalpelNet(300, classes=5, layers=0, margin=True)
+    picked = ScalpelNet(300, classes=5, layers=0, margin=True)
+    picked.load_state_dict(streamed.state_dict())
+    for epoch in range(2):
+        stream = BatchStream(lambda: iter(blocks), batch_size=16, shuffle_buffer=60, seed=1, epoch=epoch)
+        kept = KeptEpoch(blocks, batch_size=16, shuffle_buffer=60, seed=1, epoch=epoch)
+        for lr, (b, p) in enumerate(zip(stream, kept)):
+            want = margin_step(streamed, b.indices, b.offsets, b.values, b.labels, 0.1 + 0.01 * lr)
+            got = picked_step(picked, kept, p, 0.1 + 0.01 * lr)
+            assert np.array_equal(got[0], want[0]) and got[1] == want[1]
+    assert torch.equal(picked.input.weight, streamed.input.weight) and torch.equal(picked.input.bias,
+                                                                                  streamed.input.bias)
+    assert not torch.equal(streamed.input.weight, torch.zeros_like(streamed.input.weight))   # it trained

@@ -1,0 +1,63 @@
+"""Ranks' shares of the shards (training/ddp/rank.py: share, steps_in)."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.dataflow.shards import ShardInfo
+from lancetnic_flow.dataflow.stream import epoch_order
+from lancetnic_flow.training.ddp.rank import share, steps_in
+
+ROWS = [900, 100, 500, 500, 300, 700, 200, 800, 400, 600, 250, 350]
+
+
+def _shards(rows: list[int], chunks: int = 1) -> list[ShardInfo]:
+    return [ShardInfo(f"s{i}-{c}", "train", i, c, n, n * 10, n * 80, 0)
+            for i, n in enumerate(rows) for c in range(chunks)]
+
+
+def _urls(part: list) -> list[str]:
+    return [s.url for s in part]
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+@pytest.mark.parametrize("owned", [False, True])
+def test_shares_are_disjoint_cover_every_shard_and_hold_similar_rows_every_epoch(world, owned):
+    shards = _shards(ROWS, chunks=2)
+    for epoch in range(4):
+        parts = [share(shards, r, world, 5, epoch, owned) for r in range(world)]
+        urls = [u for p in parts for u in _urls(p)]
+        assert sorted(urls) == sorted(_urls(shards)) and len(urls) == len(set(urls))
+        rows = [sum(s.rows for s in p) for p in parts]
+        assert max(rows) - min(rows) <= 2 * max(ROWS)   # at most one partition (two chunks) apart
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_an_owned_share_holds_the_same_partitions_every_epoch_visited_in_each_epochs_order(world):
+    shards = _shards(ROWS)
+    for rank in range(world):
+        first = share(shards, rank, world, 5, 0, owned=True)
+        orders = [_urls(share(shards, rank, world, 5, e, owned=True)) for e in range(6)]
+        assert all(sorted(o) == sorted(_urls(first)) for o in orders)
+        assert len({tuple(o) for o in orders}) > 1   # not the same order every epoch
+    # dealt again each epoch (a gradient rule), a rank's partitions change
+    assert {frozenset(_urls(share(shards, 0, 2, 5, e))) for e in range(6)} != {frozenset(_urls(first))}
+
+
+def test_an_owned_shares_chunks_stay_together_in_order():
+    shards = _shards(ROWS, chunks=3)
+    got = share(shards, 1, 2, 9, 3, owned=True)
+    assert all(got[i].partition == got[i + 2].partition and [s.chunk for s in got[i:i + 3]] == [0, 1, 2]
+               for i in range(0, len(got), 3))
+
+
+def test_one_rank_visits_the_partitions_in_a_single_process_runs_order_owned_or_not():
+    shards = _shards(ROWS)
+    for epoch in range(3):
+        want = [f"s{i}-0" for i in epoch_order(len(ROWS), 5, epoch)]
+        assert _urls(share(shards, 0, 1, 5, epoch, owned=True)) == want == _urls(share(shards, 0, 1, 5, epoch))
+
+
+def test_steps_in_an_epoch_are_the_largest_owned_shares_batches():
+    shards = _shards(ROWS)
+    mine = [sum(s.rows for s in share(shards, r, 3, 5, 0, owned=True)) for r in range(3)]
+    assert steps_in(shards, 3, 5, 2, 100, owned=True) == max(-(-m // 100) for m in mine)
