@@ -58,9 +58,16 @@ class KeptEpoch:
 
     @staticmethod
     def fits(blocks: list[RowBlock]) -> bool:
-        """Blocks a picked epoch can train on: weighted rows with labels, no targets or numeric columns."""
-        return all(b.values is not None and b.labels is not None and b.targets is None and b.numeric is None
-                   and b.label_names is None for b in blocks)
+        """Blocks a picked epoch can train on: weighted rows with labels, no
+        targets or numeric columns, and arrays of one kind in every block (the
+        compiled step takes each kind as one typed list)."""
+        blocks = [b for b in blocks if len(b)]
+        if not all(b.values is not None and b.labels is not None and b.targets is None and b.numeric is None
+                   and b.label_names is None for b in blocks):
+            return False
+        arrays = [(b.indices, b.offsets, b.values, b.labels) for b in blocks]
+        kinds = {tuple((a.dtype, a.ndim) for a in group) for group in arrays}
+        return len(kinds) == 1 and all(a.flags.c_contiguous for group in arrays for a in group)
 
     def __iter__(self) -> Iterator[PickedBatch]:
         rng = np.random.default_rng([self.seed, self.epoch, 0x5B])   # BatchStream's

@@ -58,3 +58,23 @@ def cadence(ranks: int, steps_per_epoch: int, sync_every: int | None) -> Cadence
         return Cadence(0, 1, "default")
     every = max(1, steps // want)
     return Cadence(every, -(-steps // every), "default")
+
+
+# Between syncs the ranks still meet now and then (whether any has rows left,
+# rank 0's stop): every MEET_FIRST steps at an epoch's start, then about every
+# MEET_SECONDS of steps, as rank 0 measures them. Each meet waits for the
+# slower rank, and what the ranks lose waiting grows with the meets: meeting
+# every 32 steps cost two ranks a quarter of their epoch rate on the Debian
+# file ten times over (docs/benchmarks.md, "Ranks own their shares").
+MEET_FIRST = 32
+MEET_SECONDS = 0.25
+MEET_MAX = 4096
+
+
+def meet_interval(step_seconds: float) -> int:
+    """Steps to the next meet, for steps that took ``step_seconds`` each
+    (rank 0's measure since the last meet): about MEET_SECONDS of steps,
+    never fewer than MEET_FIRST nor more than MEET_MAX."""
+    if not step_seconds > 0:
+        return MEET_FIRST
+    return int(min(MEET_MAX, max(MEET_FIRST, MEET_SECONDS / step_seconds)))

@@ -33,20 +33,12 @@ from ...config import CheckpointEvery, TrainingConfig
 from ...dataflow.stream import prefetch
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
-from .cadence import cadence
+from .cadence import MEET_FIRST, cadence, meet_interval
 from .comm import (average_weights, pin_interface, rendezvous, rng_state, set_rng_state, sync_flags, sync_gradients,
                    to_cpu, warm_digest, weight_digest, worker_host)
 
 EVENT_TOPIC = "lancetnic-flow-rank"
 PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
-
-
-# An averaging rule's ranks meet (whether any has rows left, rank 0's stop) every
-# MEET_EVERY steps and at each step from the epoch's planned last on, not at
-# every step: between syncs a rank's steps need nothing from the others, and
-# waiting for the slowest at each step cost more than the steps
-# (docs/benchmarks.md, "Two ranks' speed on two cores").
-MEET_EVERY = 32
 
 
 @dataclass
@@ -400,6 +392,7 @@ class RankRun:
             clock.rows = self.start.rows
             train_m.load_state(self.start.train_metrics)
         since_batches, since_t, last = done, time.monotonic(), 0.0
+        met_at, met_step, next_meet = time.perf_counter(), done, done + MEET_FIRST
         while True:
             tick = time.perf_counter()
             batch = next(stream, None)
@@ -414,12 +407,14 @@ class RankRun:
                     if self.touched is not None:
                         self.touched[batch.indices] = True
                 self.clock["compute"] += time.perf_counter() - tick
-                active, flag = 1, 0   # the ranks meet now and then, not each step: see MEET_EVERY
-                if (done + 1) % MEET_EVERY == 0 or done + 1 >= planned:
+                active, flag = 1, 0   # the ranks meet now and then, not each step: see cadence.meet_interval
+                if done + 1 >= next_meet or done + 1 >= planned:
                     tick = time.perf_counter()
-                    active, flag = sync_flags(batch is not None, self.dist, self._flag(done, since_batches, since_t),
-                                              self.device)
-                    self.clock["exchange"] += time.perf_counter() - tick
+                    proposal = meet_interval((tick - met_at) / max(1, done + 1 - met_step)) if self.rank == 0 else 0
+                    active, flag, every = sync_flags(batch is not None, self.dist,
+                                                     self._flag(done, since_batches, since_t), self.device, proposal)
+                    met_at, met_step, next_meet = time.perf_counter(), done + 1, done + 1 + every
+                    self.clock["exchange"] += met_at - tick
                 if not active:
                     break
             else:

@@ -57,3 +57,12 @@ def test_only_weighted_labelled_blocks_without_targets_are_trained_in_place():
     assert not KeptEpoch.fits([RowBlock(block.indices, block.offsets, None, labels=block.labels)])   # token ids
     assert not KeptEpoch.fits([RowBlock(block.indices, block.offsets, block.values, labels=block.labels,
                                         targets=np.zeros(10, np.float32))])
+
+
+def test_blocks_of_mixed_array_kinds_or_strided_arrays_stream_instead():
+    a, b = _blocks([10, 12])
+    assert KeptEpoch.fits([a, b, RowBlock.empty(a)])
+    wide = RowBlock(b.indices, b.offsets, b.values, labels=b.labels.astype(np.int64))
+    assert not KeptEpoch.fits([a, wide])
+    strided = RowBlock(np.repeat(a.indices, 2)[::2], a.offsets, a.values, labels=a.labels)
+    assert not KeptEpoch.fits([strided])

@@ -42,3 +42,12 @@ def test_the_run_says_how_often_its_ranks_average():
     line = milestone("ddp", {"ranks": 8, "workers": ["tcp://a:1"], "backend": "gloo", "device": "cpu",
                              "sync": cadence(8, 95, None).describe(8)})
     assert line.startswith("training on the cluster: 8 ranks on tcp://a:1 (gloo, cpu); the 8 ranks average")
+
+
+def test_ranks_meet_about_every_quarter_second_of_steps_within_bounds():
+    from lancetnic_flow.training.ddp.cadence import MEET_FIRST, MEET_MAX, MEET_SECONDS, meet_interval
+
+    assert meet_interval(MEET_SECONDS / 500) == 500            # fast steps: fewer meets
+    assert meet_interval(1.0) == MEET_FIRST                     # slow steps: never under the first interval
+    assert meet_interval(1e-9) == MEET_MAX                      # nor over the last
+    assert meet_interval(0.0) == meet_interval(float("nan")) == MEET_FIRST   # nothing measured yet
