@@ -519,3 +519,17 @@ def test_a_linear_svm_rank_whose_worker_is_killed_restarts_from_the_last_sync_an
     assert killed and any(re.search(f"worker {re.escape(killed[0])} left during --ddp training; restarting the "
                                     r"ranks from (epoch [23], step 0|the start of training)", w) for w in warnings), warnings
     _same_run(linear_reference["ddp"], res.metrics)
+
+
+def test_linear_svm_ranks_stop_on_ctrl_c_and_resume_to_the_uninterrupted_weights(client, corpus4, tmp_path,
+                                                                                 linear_reference):
+    """A Ctrl-C reaches ranks that average (rank 0 reads the trainer's stop at the
+    ranks' meets and at each epoch's end); the checkpoint holds the averaged
+    weights, and the resumed run ends where the uninterrupted one did."""
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(_linear_config(corpus4, tmp_path, "stopped", every="1"), _ctrl_c_in_epoch_1(), client=client)
+    run = tmp_path / "runs" / "stopped"
+    assert f"--resume {run}" in str(stopped.value)
+    assert load_checkpoint(str(run))["epoch"] < 3 and not (run / "model.safetensors").exists()
+    res = train(resume_config(str(run)), client=client, resume=str(run))
+    _same_run(linear_reference["ddp"], res.metrics)

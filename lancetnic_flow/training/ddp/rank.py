@@ -23,7 +23,7 @@ import gc
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -392,29 +392,15 @@ class RankRun:
             clock.rows = self.start.rows
             train_m.load_state(self.start.train_metrics)
         since_batches, since_t, last = done, time.monotonic(), 0.0
-        met_at, met_step, next_meet = time.perf_counter(), done, done + MEET_FIRST
+        self._meet = (time.perf_counter(), done, done + MEET_FIRST)   # the last meet's time and step, the next's step
         while True:
             tick = time.perf_counter()
             batch = next(stream, None)
             self.clock["data"] += time.perf_counter() - tick
             tick = time.perf_counter()
             if self.averaging:
-                if batch is not None and self.picked is not None:   # kept rows, named in place
-                    out, loss = self.rule.train_picked(self.model, self.picked, batch, self.schedule(self.state.step))
-                elif batch is not None:
-                    out, loss = self.rule.train_batch(self.model, self.task, self.opts, batch, self.device,
-                                                      self.schedule(self.state.step))
-                    if self.touched is not None:
-                        self.touched[batch.indices] = True
-                self.clock["compute"] += time.perf_counter() - tick
-                active, flag = 1, 0   # the ranks meet now and then, not each step: see cadence.meet_interval
-                if done + 1 >= next_meet or done + 1 >= planned:
-                    tick = time.perf_counter()
-                    proposal = meet_interval((tick - met_at) / max(1, done + 1 - met_step)) if self.rank == 0 else 0
-                    active, flag, every = sync_flags(batch is not None, self.dist,
-                                                     self._flag(done, since_batches, since_t), self.device, proposal)
-                    met_at, met_step, next_meet = time.perf_counter(), done + 1, done + 1 + every
-                    self.clock["exchange"] += met_at - tick
+                out, loss, active, flag = self._averaging_step(
+                    batch, tick, done, planned, lambda: self._flag(done, since_batches, since_t))
                 if not active:
                     break
             else:
@@ -455,6 +441,31 @@ class RankRun:
         clock.rows = sum(s.rows for s in job.train_shards)
         self._train_m, self._epoch_clock = train_m, clock
         return None
+
+    def _averaging_step(self, batch: Any, tick: float, done: int, planned: int, flag: Callable[[], int]) -> tuple:
+        """A step of a rule that averages weights (``tick``: when it began): this
+        rank's own update, and a meet of the ranks when one is due, where
+        ``flag()`` (rank 0's word: asked at meets only, so a stop it reads is
+        never dropped) is agreed on. Returns the step's outputs and loss, whether
+        any rank had a batch, and the flag."""
+        out = loss = None
+        if batch is not None and self.picked is not None:   # kept rows, named in place
+            out, loss = self.rule.train_picked(self.model, self.picked, batch, self.schedule(self.state.step))
+        elif batch is not None:
+            out, loss = self.rule.train_batch(self.model, self.task, self.opts, batch, self.device,
+                                              self.schedule(self.state.step))
+            if self.touched is not None:
+                self.touched[batch.indices] = True
+        self.clock["compute"] += time.perf_counter() - tick
+        met_at, met_step, next_meet = self._meet
+        if done + 1 < next_meet and done + 1 < planned:   # the ranks meet now and then: cadence.meet_interval
+            return out, loss, 1, 0
+        tick = time.perf_counter()
+        proposal = meet_interval((tick - met_at) / max(1, done + 1 - met_step)) if self.rank == 0 else 0
+        active, word, every = sync_flags(batch is not None, self.dist, flag(), self.device, proposal)
+        self._meet = (time.perf_counter(), done + 1, done + 1 + every)
+        self.clock["exchange"] += self._meet[0] - tick
+        return out, loss, active, word
 
     def _average(self) -> None:
         """A rule that averages weights: the replicas become their mean (a no-op for gradient rules)."""

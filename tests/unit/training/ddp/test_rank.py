@@ -1,4 +1,4 @@
-"""Ranks' shares of the shards (training/ddp/rank.py: share, steps_in)."""
+"""A rank's share of the shards (training/ddp/rank.py: share, steps_in)."""
 from __future__ import annotations
 
 import pytest
