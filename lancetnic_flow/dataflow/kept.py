@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..features.rows import RowBlock
-from .stream import shuffled_ids
+from .stream import shuffle_rng, shuffled_ids
 
 
 @dataclass
@@ -70,6 +70,6 @@ class KeptEpoch:
         return len(kinds) == 1 and all(a.flags.c_contiguous for group in arrays for a in group)
 
     def __iter__(self) -> Iterator[PickedBatch]:
-        rng = np.random.default_rng([self.seed, self.epoch, 0x5B])   # BatchStream's
+        rng = shuffle_rng(self.seed, self.epoch)   # BatchStream's
         for ids in shuffled_ids((len(b) for b in self.blocks), self.batch_size, self.shuffle_buffer, rng):
             yield PickedBatch(self.block_of[ids], self.row_of[ids], self.labels[ids], int(self.row_nnz[ids].sum()))

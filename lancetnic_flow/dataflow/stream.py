@@ -31,6 +31,11 @@ def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch, 0xA5]).permutation(n)
 
 
+def shuffle_rng(seed: int, epoch: int) -> np.random.Generator:
+    """The generator an epoch's shuffle buffer draws from: a pure function of seed and epoch."""
+    return np.random.default_rng([seed, epoch, 0x5B])
+
+
 def cached_blocks(shards: list[ShardInfo], seed: int, epoch: int,
                   load: Callable[[ShardInfo], RowBlock]) -> Iterator[RowBlock]:
     """An epoch's training blocks from the cache, partitions in seeded order."""
@@ -252,7 +257,7 @@ class BatchStream:
         self.by_length = by_length
 
     def __iter__(self) -> Iterator[RowBlock]:
-        rng = np.random.default_rng([self.seed, self.epoch, 0x5B]) if self.shuffle else None
+        rng = shuffle_rng(self.seed, self.epoch) if self.shuffle else None
         # Two threads ahead of the training loop: one reads shards, one shuffles
         # them into batches; the loop itself only trains.
         batches = shuffled_batches(prefetch(self.blocks(), self.prefetch_depth), self.batch_size,
