@@ -18,7 +18,7 @@ from lancetnic_flow.errors import UserError
 from lancetnic_flow.events import Events
 from lancetnic_flow.runs.predict import Predictor
 from lancetnic_flow.training.checkpoints import CHECKPOINT, load_checkpoint
-from lancetnic_flow.training.ddp.rank import share
+from lancetnic_flow.training.ddp.shares import share
 from lancetnic_flow.training.orchestrator import train
 from lancetnic_flow.training.resume import resume_config
 from lancetnic_flow.training.stop import TrainingInterrupted

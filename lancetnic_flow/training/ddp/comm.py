@@ -127,17 +127,6 @@ def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: flo
     return active, flag
 
 
-def sync_flags(has_batch: bool, dist: Any, flag: float = 0.0, device: Any = "cpu",
-               proposal: int = 0) -> tuple[int, int, int]:
-    """A meet of the ranks of a rule that averages weights: whether any rank
-    still has a batch, rank 0's flag and rank 0's ``proposal`` (the steps to
-    the next meet; the other ranks propose 0) are agreed on, in one
-    ``all_reduce`` of three numbers."""
-    tail = torch.tensor([1.0 if has_batch else 0.0, flag, float(proposal)], device=device, dtype=torch.float64)
-    dist.all_reduce(tail)
-    return int(round(tail[0].item())), int(round(tail[1].item())), int(round(tail[2].item()))
-
-
 def _ring_bytes(t: torch.Tensor, world: int) -> int:
     """What one rank sends all-reducing ``t`` over a ring: about twice its bytes."""
     return 2 * t.numel() * t.element_size() * (world - 1) // world

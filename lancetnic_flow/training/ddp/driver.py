@@ -29,7 +29,8 @@ from ..rules import RULES
 from ..state import TrainState
 from .cadence import Cadence, cadence
 from .comm import worker_host
-from .rank import EVENT_TOPIC, RankJob, run_rank, steps_in
+from .rank import EVENT_TOPIC, RankJob, run_rank
+from .shares import steps_in
 
 MAX_RESTARTS = 3   # segments restarted after a rank's worker left, per run
 

@@ -28,14 +28,16 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ...allocator import trim_allocator
+from ...allocator import on_huge_pages, trim_allocator
 from ...config import CheckpointEvery, TrainingConfig
 from ...dataflow.stream import prefetch
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
-from .cadence import MEET_FIRST, cadence, meet_interval
-from .comm import (average_weights, pin_interface, rendezvous, rng_state, set_rng_state, sync_flags, sync_gradients,
-                   to_cpu, warm_digest, weight_digest, worker_host)
+from .cadence import cadence
+from .comm import (average_weights, pin_interface, rendezvous, rng_state, set_rng_state, sync_gradients, to_cpu,
+                   warm_digest, weight_digest, worker_host)
+from .meets import Meets
+from .shares import share, steps_in
 
 EVENT_TOPIC = "lancetnic-flow-rank"
 PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
@@ -68,44 +70,6 @@ class RankJob:
     decay_steps: int = 0                      # registry.ModelSpec.decay_steps
     model_entry: tuple | None = None          # models.registration: a model the user's script registered
     keep_bytes: int = 0                       # finished shards a rank keeps between epochs (driver.rank_keep_bytes)
-
-
-def share(shards: list, rank: int, world: int, seed: int, epoch: int, owned: bool = False) -> list:
-    """Rank ``rank``'s shards in ``epoch``: partitions dealt in the epoch's
-    seeded order, each to the rank with the fewest rows so far, so shares are
-    disjoint, cover everything, and hold nearly equal rows.
-
-    ``owned`` (a rule that averages weights): the partitions are dealt once,
-    in the order of epoch 0, and each rank keeps its own for the whole run,
-    visiting them in each epoch's seeded order — iterative parameter mixing
-    as its authors ran it, each machine on its own data. A rank then reads
-    (and keeps) its own shards only; dealt again each epoch, two ranks each
-    read nearly every shard of the corpus over a run (docs/benchmarks.md).
-    One rank (a trainer task) visits every partition in the order a run in
-    the trainer's process does, owned or not."""
-    from ...dataflow.stream import epoch_order
-
-    owned = owned and world > 1
-    by_part: dict[int, list] = {}
-    for s in shards:
-        by_part.setdefault(s.partition, []).append(s)
-    keys = sorted(by_part)
-    load = [0] * world
-    mine: list = []
-    for i in epoch_order(len(keys), seed, 0 if owned else epoch):
-        r = min(range(world), key=lambda j: (load[j], j))
-        load[r] += sum(s.rows for s in by_part[keys[i]])
-        if r == rank:
-            mine.append(keys[i])
-    if owned:
-        mine = [mine[i] for i in epoch_order(len(mine), seed * 1000 + rank, epoch)]
-    return [s for k in mine for s in sorted(by_part[k], key=lambda s: s.chunk)]
-
-
-def steps_in(shards: list, world: int, seed: int, epoch: int, batch_size: int, owned: bool = False) -> int:
-    """Optimiser steps in ``epoch``: the largest share's batches (every rank steps together)."""
-    return max(-(-sum(s.rows for s in share(shards, r, world, seed, epoch, owned)) // batch_size)
-               for r in range(world))
 
 
 def rank_device(job: RankJob, rank: int) -> torch.device:
@@ -207,6 +171,7 @@ class RankRun:
         self.model = build_model(self.job.net, **self.job.model_kwargs)
         self.rule.prepare(self.model)   # LinearSVM's twin with --learn-val (a world of one only: resolve.py)
         self.model.to(self.device)
+        on_huge_pages(self.model)   # the hinge step reads weight rows at random: TLB misses
         self.opts = self.rule.optimizers(self.model)
         # With --sync-rows touched, the sparse rows this rank's steps changed since the last sync: a
         # sync averages only the rows some rank touched; the others are equal on every rank already.
@@ -392,7 +357,7 @@ class RankRun:
             clock.rows = self.start.rows
             train_m.load_state(self.start.train_metrics)
         since_batches, since_t, last = done, time.monotonic(), 0.0
-        self._meet = (time.perf_counter(), done, done + MEET_FIRST)   # the last meet's time and step, the next's step
+        self._meets = Meets(self.dist, self.device, self.rank, done)   # rules that average: the ranks' meets
         while True:
             tick = time.perf_counter()
             batch = next(stream, None)
@@ -444,10 +409,10 @@ class RankRun:
 
     def _averaging_step(self, batch: Any, tick: float, done: int, planned: int, flag: Callable[[], int]) -> tuple:
         """A step of a rule that averages weights (``tick``: when it began): this
-        rank's own update, and a meet of the ranks when one is due, where
-        ``flag()`` (rank 0's word: asked at meets only, so a stop it reads is
-        never dropped) is agreed on. Returns the step's outputs and loss, whether
-        any rank had a batch, and the flag."""
+        rank's own update, and a meet of the ranks when one is due (:mod:`.meets`),
+        where ``flag()`` (rank 0's word: asked at meets only, so a stop it reads is
+        never dropped) is posted. Returns the step's outputs and loss, and what the
+        ranks agreed at the meet read here: whether any rank had a batch, the flag."""
         out = loss = None
         if batch is not None and self.picked is not None:   # kept rows, named in place
             out, loss = self.rule.train_picked(self.model, self.picked, batch, self.schedule(self.state.step))
@@ -457,14 +422,13 @@ class RankRun:
             if self.touched is not None:
                 self.touched[batch.indices] = True
         self.clock["compute"] += time.perf_counter() - tick
-        met_at, met_step, next_meet = self._meet
-        if done + 1 < next_meet and done + 1 < planned:   # the ranks meet now and then: cadence.meet_interval
+        if not self._meets.due(done + 1, planned):
             return out, loss, 1, 0
         tick = time.perf_counter()
-        proposal = meet_interval((tick - met_at) / max(1, done + 1 - met_step)) if self.rank == 0 else 0
-        active, word, every = sync_flags(batch is not None, self.dist, flag(), self.device, proposal)
-        self._meet = (time.perf_counter(), done + 1, done + 1 + every)
-        self.clock["exchange"] += self._meet[0] - tick
+        active, word = self._meets.meet(done + 1, planned, batch is not None, flag())
+        if not active or word:   # the epoch ends or pauses: every rank reads the meet still in flight
+            self._meets.drain()
+        self.clock["exchange"] += time.perf_counter() - tick
         return out, loss, active, word
 
     def _average(self) -> None:

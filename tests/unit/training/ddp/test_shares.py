@@ -1,11 +1,11 @@
-"""A rank's share of the shards (training/ddp/rank.py: share, steps_in)."""
+"""Each rank's share of the shards (training/ddp/shares.py: share, steps_in, even_out)."""
 from __future__ import annotations
 
 import pytest
 
 from lancetnic_flow.dataflow.shards import ShardInfo
 from lancetnic_flow.dataflow.stream import epoch_order
-from lancetnic_flow.training.ddp.rank import share, steps_in
+from lancetnic_flow.training.ddp.shares import even_out, share, shares, steps_in
 
 ROWS = [900, 100, 500, 500, 300, 700, 200, 800, 400, 600, 250, 350]
 
@@ -61,3 +61,42 @@ def test_steps_in_an_epoch_are_the_largest_owned_shares_batches():
     shards = _shards(ROWS)
     mine = [sum(s.rows for s in share(shards, r, 3, 5, 0, owned=True)) for r in range(3)]
     assert steps_in(shards, 3, 5, 2, 100, owned=True) == max(-(-m // 100) for m in mine)
+
+
+def _spread(parts: list[list]) -> int:
+    rows = [sum(s.rows for s in p) for p in parts]
+    return max(rows) - min(rows)
+
+
+def test_an_owned_deal_evens_out_rows_that_a_seeded_deal_leaves_a_partition_apart():
+    # a file cut into blocks of a few MB: partitions of 8,000–9,700 rows and a short last one
+    rows = [8000 + (i * 7919) % 1700 for i in range(49)] + [3025]
+    shards = _shards(rows)
+    for world in (2, 3, 4):
+        for seed in (1, 2, 3):
+            assert _spread(shares(shards, world, seed, 0, owned=True)) <= 32, (world, seed)   # of ~110,000+
+    assert max(_spread(shares(shards, 2, seed, 0)) for seed in (1, 2, 3)) > 1000   # dealt in seeded order
+
+
+def test_evening_out_never_makes_the_heaviest_share_heavier_and_keeps_every_partition():
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        world = int(rng.integers(2, 6))
+        rows = rng.integers(1, 1000, int(rng.integers(world, 30)))
+        parts = [[] for _ in range(world)]
+        for i in range(len(rows)):
+            parts[int(rng.integers(world))].append(i)
+        before = max(int(rows[p].sum()) for p in parts)
+        even_out(parts, rows, 8 * world)
+        assert sorted(i for p in parts for i in p) == list(range(len(rows)))
+        assert max(int(rows[p].sum()) for p in parts) <= before
+
+
+def test_evening_out_moves_a_partition_when_no_swap_is_needed():
+    import numpy as np
+
+    parts = [[0, 1, 2], [3]]
+    even_out(parts, np.array([5, 5, 4, 6]), 4)
+    assert sorted(sum([5, 5, 4, 6][i] for i in p) for p in parts) == [10, 10]
