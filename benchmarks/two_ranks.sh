@@ -5,7 +5,11 @@
 # REPEAT times. Prints each run's epoch rows/s (history.csv: epoch 1 reads the
 # fit pass's raw shards, epochs 2–4 the kept rows) and each rank's
 # data / compute / exchange seconds (metrics.json ddp.rank_seconds), the shards
-# each rank read and the epochs it trained on kept rows in place.
+# each rank read and the epochs it trained on kept rows in place; then, in the
+# same minute, what the machine's two cores give the step itself with no
+# cluster and no exchange (benchmarks/two_cores.py: the ceiling). Each round
+# prints the two ranks' epoch rate over one rank's (epochs 2 on) beside that
+# ceiling; the last line, their medians over the rounds.
 #
 #   .venv/bin/python benchmarks/debian_corpus.py      # → benchmarks/out/data/debian-train.csv
 #   bash benchmarks/two_ranks.sh                      # REPEAT=2 EPOCHS=4 TIMES=10 by default
@@ -23,6 +27,7 @@ fi
 CLI=.venv/bin/lancetnic-flow
 ARGS=(--no-plots --no-learn-val --epochs "$EPOCHS" --workers 2 --cache "$WORK/cache")
 $CLI train "$CORPUS" "${ARGS[@]}" --ddp 1 --out "$WORK/warm" > "$WORK/log" 2>&1   # fills the cache, untimed
+SUMMARY=$WORK/rounds.txt; : > "$SUMMARY"
 for r in $(seq "$REPEAT"); do
   for ddp in 1 2; do
     out="$WORK/ddp$ddp-$r"; rm -rf "$out"
@@ -41,4 +46,24 @@ print(f"--ddp {ddp}: epoch rows/s {rates}  rank data/compute/exchange s: {clocks
       f"val accuracy {m.get('val_accuracy')}")
 PY
   done
+  one=$(ls -d "$WORK/ddp1-$r"/*/ | tail -1); two=$(ls -d "$WORK/ddp2-$r"/*/ | tail -1)
+  cores=$(.venv/bin/python benchmarks/two_cores.py "$CORPUS" "$one"); echo "$cores"
+  .venv/bin/python - "$one" "$two" "$cores" >> "$SUMMARY" <<'PY'
+import csv, re, sys
+def later(run):
+    rates = [float(r["rows_per_s"]) for r in csv.DictReader(open(f"{run}/history.csv"))][1:]
+    return sum(rates) / len(rates)
+ceiling = float(re.search(r"([0-9.]+)x$", sys.argv[3].strip()).group(1))
+print(f"{later(sys.argv[2]) / later(sys.argv[1]):.3f} {ceiling:.3f}")
+PY
+  echo "round $r: two ranks / one rank, epochs 2 on, and the two cores' ceiling: $(tail -1 "$SUMMARY")"
 done
+.venv/bin/python - "$SUMMARY" <<'PY'
+import statistics, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+ratios, ceilings = [r for r, _ in rows], [c for _, c in rows]
+print(f"{len(rows)} rounds: two ranks / one rank {', '.join(f'{r:.2f}' for r in ratios)} "
+      f"(median {statistics.median(ratios):.2f}); ceiling {', '.join(f'{c:.2f}' for c in ceilings)} "
+      f"(median {statistics.median(ceilings):.2f}); ratio / ceiling, median "
+      f"{statistics.median(r / c for r, c in rows):.2f}")
+PY
