@@ -112,7 +112,8 @@ def main() -> None:
     rate_pair = [rows / s for s in epoch_pair]
     later = slice(1, None)
     ratio = (sum(rate_pair[later]) / len(rate_pair[later])) / (sum(rate_alone[later]) / len(rate_alone[later]))
-    out = {"corpus": corpus, "run": str(run), "rows": rows, "weights": os.environ.get("WEIGHTS", "numpy"), "alone_s": alone, "pair_s": pair,
+    out = {"corpus": corpus, "run": str(run), "rows": rows, "weights": os.environ.get("WEIGHTS", "numpy"),
+           "alone_s": alone, "pair_s": pair,
            "ratio_epochs_2_on": ratio}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (HERE / "out").mkdir(exist_ok=True)

@@ -294,27 +294,49 @@ def _worst(best_w, best_i, j):   # pragma: no cover - compiled
 
 
 
-def top_terms(dec: Decomposition, features, names: pa.Table | None = None, per_class: int = TOP_TERMS,
-              max_classes: int = MAX_CLASSES) -> list[dict[str, Any]]:
-    """Each output's ``per_class`` features of largest weight (an exact network's), for the
-    first ``max_classes`` classes (most training rows first), then the value: rows of
-    ``class``, ``rank``, ``terms`` (a vocabulary term; a bucket's sampled terms, ``a | b``,
-    or ``#bucket``), ``weight`` and ``feature`` (the id)."""
-    from ..features.names import bucket_labels
+def _top_columns(dec: Decomposition, max_classes: int) -> list[int]:
+    """The outputs whose strongest terms a run lists: the first ``max_classes`` classes, then the value."""
+    return list(range(min(dec.classes, max_classes))) + ([dec.classes] if dec.regress else [])
 
-    outputs = [(c, features.labels[c]) for c in range(min(dec.classes, max_classes))]
-    if dec.regress:
-        outputs.append((dec.classes, "value"))
+
+def top_rows(dec: Decomposition, per_class: int = TOP_TERMS,
+             max_classes: int = MAX_CLASSES) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each listed output's ``per_class`` largest weights and their feature ids
+    (``per_class × outputs`` each; an exact network's), by a running top-k over
+    chunks of the input rows; None when there is nothing to list. A ``--ddp``
+    run's rank 0 computes this where its compiled kernels are already loaded
+    (:func:`top_terms`'s ``top``): the first compiled call in a client that
+    has made none costs it over a second."""
+    cols = _top_columns(dec, max_classes)
     dim = dec.E.shape[0]
-    if not dim or not outputs:
-        return []
+    if not dim or not cols:
+        return None
     A, _ = dec.affine()
-    cols = [c for c, _ in outputs]
     best_w = np.full((min(per_class, dim), len(cols)), -np.inf)
     best_i = np.full(best_w.shape, -1, np.int64)
     for start in range(0, dim, CHUNK):   # a running top-k per column: never dim × outputs at once
         keep_top_rows(np.ascontiguousarray(dec.E[start:start + CHUNK].astype(np.float64) @ A[:, cols]), start,
                       best_w, best_i)
+    return best_w, best_i
+
+
+def top_terms(dec: Decomposition, features, names: pa.Table | None = None, per_class: int = TOP_TERMS,
+              max_classes: int = MAX_CLASSES, top: tuple[np.ndarray, np.ndarray] | None = None
+              ) -> list[dict[str, Any]]:
+    """Each output's ``per_class`` features of largest weight (an exact network's), for the
+    first ``max_classes`` classes (most training rows first), then the value: rows of
+    ``class``, ``rank``, ``terms`` (a vocabulary term; a bucket's sampled terms, ``a | b``,
+    or ``#bucket``), ``weight`` and ``feature`` (the id). ``top``: :func:`top_rows`'s
+    result for these weights, when it was computed elsewhere."""
+    from ..features.names import bucket_labels
+
+    cols = _top_columns(dec, max_classes)
+    outputs = [(c, features.labels[c] if c < dec.classes else "value") for c in cols]
+    if top is None:
+        top = top_rows(dec, per_class, max_classes)
+    if top is None:
+        return []
+    best_w, best_i = top
     rows: list[dict[str, Any]] = []
     for j, (_, name) in enumerate(outputs):
         order = np.lexsort((best_i[:, j], -best_w[:, j]))
@@ -330,14 +352,14 @@ def top_terms(dec: Decomposition, features, names: pa.Table | None = None, per_c
 
 
 def top_terms_jobs(folder: str, dec: Decomposition, features, names: pa.Table | None,
-                   options: dict) -> list:
+                   options: dict, top: tuple[np.ndarray, np.ndarray] | None = None) -> list:
     """``top_terms.csv`` and ``top_terms.png`` in ``folder`` as plot jobs
     (:class:`~lancetnic_flow.runs.plots.PlotJob`), unwritten: a run writes the
     table with its others and draws the chart with its charts (perhaps after
     it ends); none when no class has a term."""
     from .plots import PlotJob
 
-    rows = top_terms(dec, features, names)
+    rows = top_terms(dec, features, names, top=top)
     if not rows:
         return []
     table_url, chart_url = join(folder, "top_terms.csv"), join(folder, "top_terms.png")
@@ -367,4 +389,5 @@ def write_top_terms(folder: str, dec: Decomposition, features, names: pa.Table |
     return write_jobs([j for j in top_terms_jobs(folder, dec, features, names, options) if charts or not j.chart])
 
 
-__all__ = ["Decomposition", "explain", "top_terms", "top_terms_jobs", "write_top_terms", "TOP", "TOP_TERMS", "MAX_CLASSES"]
+__all__ = ["Decomposition", "explain", "top_rows", "top_terms", "top_terms_jobs", "write_top_terms", "TOP", "TOP_TERMS",
+           "MAX_CLASSES"]

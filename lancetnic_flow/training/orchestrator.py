@@ -287,6 +287,7 @@ class Training:
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
         self.bucket_names = None   # hashing: the fit pass's sampled terms per bucket (top_terms.csv)
+        self.ranks_top_rows = None   # --ddp: rank 0's runs/explain.top_rows of the weights it sent
         self.training_began = self.whole = False   # what a Ctrl-C leaves: see train()
         if not self.tc.ddp:   # the margin kernel compiles where the model trains
             rule_for(cfg).warm()
@@ -961,6 +962,7 @@ class Training:
         if m is None:
             self.feed.counted_by_ranks(done.counted)
         self.ranks_calibration = (done.calibration, done.calibrate_seconds)
+        self.ranks_top_rows = done.top_rows
         state.history, state.confusions, state.best = done.history, done.confusions, done.best
         if state.best is not None:
             if not self.rule.keeps_last_epoch():   # the weights sent are the best epoch's: its figures are the run's
@@ -1014,7 +1016,8 @@ class Training:
         dec = Decomposition(self.model_meta, state, self.features.target)
         if not dec.exact:   # ReLU layers: a term's weight depends on the text (explain's "local" method)
             return []
-        return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so)
+        # trained on the cluster, rank 0 found them on the weights it sent (none where it left them to this process)
+        return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so, self.ranks_top_rows)
 
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""

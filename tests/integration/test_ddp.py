@@ -441,7 +441,33 @@ def linear_reference(client, corpus4, tmp_path_factory) -> dict:
     """One undisturbed LinearSVM --ddp 2 run on corpus4, and the same model in one process."""
     tmp = tmp_path_factory.mktemp("ddp-linear")
     single = train(_linear_config(corpus4, tmp, "single", ddp=0), client=client).metrics
-    return {"single": single, "ddp": train(_linear_config(corpus4, tmp, "ref"), client=client).metrics}
+    ddp = train(_linear_config(corpus4, tmp, "ref"), client=client)
+    return {"single": single, "ddp": ddp.metrics, "ddp_run": ddp.run}
+
+
+def test_linear_svm_ranks_find_each_classes_strongest_terms_that_the_saved_model_holds(linear_reference):
+    """Rank 0 finds top_terms.csv's weights and terms on the weights it sends
+    (calibrated), so the trainer only names them: the same as computed from
+    the saved model."""
+    import csv
+
+    import numpy as np
+
+    from lancetnic_flow.runs.explain import Decomposition, top_rows
+    from lancetnic_flow.runs.loading import read_weights
+
+    run = linear_reference["ddp_run"]
+    meta = json.loads(open(os.path.join(run, "model.json")).read())
+    best_w, best_i = top_rows(Decomposition(meta, read_weights(run, meta=meta, arrays=True)))
+    with open(os.path.join(run, "top_terms.csv")) as fh:
+        rows = list(csv.DictReader(fh))
+    classes = list(dict.fromkeys(r["class"] for r in rows))
+    assert len(classes) == best_w.shape[1] > 1
+    for j, name in enumerate(classes):
+        order = np.lexsort((best_i[:, j], -best_w[:, j]))
+        mine = [r for r in rows if r["class"] == name]
+        assert [int(r["feature"]) for r in mine] == best_i[order, j].tolist()
+        assert [float(r["weight"]) for r in mine] == pytest.approx(best_w[order, j].tolist(), rel=1e-5)
 
 
 def test_linear_svm_under_ddp_averages_its_ranks_to_one_model_near_the_single_process_accuracy(linear_reference):

@@ -234,6 +234,7 @@ class RanksDone:
     calibrate_seconds: float
     info: dict       # ranks, backend, device, workers, steps, replica_digests, rank_seconds
     counted: dict = dataclasses.field(default_factory=dict)   # --cache none: the ranks' row accounting
+    top_rows: Any = None   # runs/explain.top_rows of the weights sent, computed on rank 0 (None: the trainer's to do)
 
 
 class RankDriver:
@@ -460,6 +461,7 @@ class RankDriver:
                     self.stop_event.set()
         return RanksDone(head["weights"], head["history"], head["confusions"], head["best"], head["last_val"],
                          head["calibration"], head["calibrate_seconds"], counted=self.counted,
+                         top_rows=head.get("top_rows"),
                          info={"rank_bytes": self.rank_bytes, "ranks": self.job.world, "backend": self.job.backend, "device": self.job.device,
                                "workers": self.chosen, "steps": head["steps"], "replica_digests": self.digests,
                                "rank_seconds": [{k: round(v, 3) for k, v in c.items()} for c in self.clocks],

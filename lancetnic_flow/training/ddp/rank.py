@@ -278,7 +278,7 @@ class RankRun:
             calibration, seconds = self._calibrate()
             out.update(weights=to_cpu(self.model.state_dict()), history=s.history, confusions=s.confusions,
                        best=to_cpu(s.best), last_val=self._last_val, calibration=calibration,
-                       calibrate_seconds=seconds)
+                       calibrate_seconds=seconds, top_rows=self._top_rows())
         return out
 
     def _calibrate(self) -> tuple[Any, float]:
@@ -293,6 +293,22 @@ class RankRun:
         tick = time.monotonic()
         out = calibrate(self.model, prefetch(self.read(self.job.val_shards)), scale=self.rule.scales_logits)
         return out, time.monotonic() - tick
+
+    def _top_rows(self) -> Any:
+        """Rank 0, on the weights it sends (calibrated): each class's strongest
+        terms as weights and feature ids (runs/explain.top_rows), computed here,
+        where the compiled kernels are loaded; the trainer only names them. None
+        where the trainer computes them itself: a twin it will adopt, or a
+        network that is not a sum over terms."""
+        from ...models.margin import has_twin
+        from ...runs.explain import Decomposition, top_rows
+
+        if self.job.net != "ScalpelNet" or self.job.features is None or has_twin(self.model):
+            return None
+        state = {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
+        dec = Decomposition({"net": self.job.net, "kwargs": self.job.model_kwargs}, state,
+                            self.job.features.target)
+        return top_rows(dec) if dec.exact else None
 
     def _stream(self, epoch: int):
         from ...dataflow.stream import BatchStream

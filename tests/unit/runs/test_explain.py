@@ -319,3 +319,25 @@ def test_the_running_top_rows_are_each_columns_heaviest_in_any_chunking_ties_to_
         kept = sorted(zip(-best_w[:, j], best_i[:, j]))
         want = sorted(zip(-w[:, j], range(rows)))[:k]
         assert [int(i) for _, i in kept] == [i for _, i in want] and [-x for x, _ in kept] == [-x for x, _ in want]
+
+
+def test_top_terms_name_the_top_rows_they_are_given_and_compute_them_otherwise():
+    # A --ddp run's rank 0 finds the top rows on the weights it sends; the trainer only names them.
+    from lancetnic_flow.runs.explain import Decomposition, top_rows, top_terms
+
+    rng = np.random.default_rng(3)
+    meta = {"net": "ScalpelNet", "kwargs": {"dim": 16, "classes": 3, "regress": False, "layers": 0,
+                                            "margin": True}}
+    state = {"input.weight": rng.normal(size=(16, 3)).astype(np.float32),
+             "input.bias": np.zeros(3, np.float32), "logit_scale": np.float32(2.0)}
+    dec = Decomposition(meta, state)
+    f = FittedFeatures(mode="hashing", buckets=16, ngrams=1, labels=list(LABELS))
+    best_w, best_i = top_rows(dec, per_class=4)
+    assert best_w.shape == best_i.shape == (4, 3)
+    for j in range(3):   # each class's four largest weights (× the logit scale), ids ascending on ties
+        assert sorted(best_w[:, j], reverse=True) == pytest.approx(sorted(state["input.weight"][:, j] * 2.0)[::-1][:4])
+    computed = top_terms(dec, f, per_class=4)
+    assert top_terms(dec, f, per_class=4, top=(best_w, best_i)) == computed
+    given = top_terms(dec, f, per_class=4, top=(best_w[:, ::-1].copy(), best_i[:, ::-1].copy()))
+    assert [r["feature"] for r in given if r["class"] == LABELS[0]] == \
+        [r["feature"] for r in computed if r["class"] == LABELS[2]]
