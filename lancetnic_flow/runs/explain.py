@@ -294,6 +294,21 @@ def _worst(best_w, best_i, j):   # pragma: no cover - compiled
 
 
 
+def exact_decomposition(model: Any, meta: dict, target: tuple[float, float] | None = None) -> Decomposition | None:
+    """A trained model (a network or its arrays; ``meta``: its model.json's
+    ``net`` and ``kwargs``) as a :class:`Decomposition`, when its outputs are an
+    exact sum over terms; None for another network (a sequence model, ReLU
+    layers: a term's weight depends on the text)."""
+    from ..models.linear_arrays import is_arrays
+
+    if meta.get("net", "ScalpelNet") != "ScalpelNet":
+        return None
+    state = {k: np.asarray(v, np.float32) if is_arrays(model) else v.detach().float().cpu().numpy()
+             for k, v in model.state_dict().items()}
+    dec = Decomposition(meta, state, target)
+    return dec if dec.exact else None
+
+
 def _top_columns(dec: Decomposition, max_classes: int) -> list[int]:
     """The outputs whose strongest terms a run lists: the first ``max_classes`` classes, then the value."""
     return list(range(min(dec.classes, max_classes))) + ([dec.classes] if dec.regress else [])
@@ -389,5 +404,5 @@ def write_top_terms(folder: str, dec: Decomposition, features, names: pa.Table |
     return write_jobs([j for j in top_terms_jobs(folder, dec, features, names, options) if charts or not j.chart])
 
 
-__all__ = ["Decomposition", "explain", "top_rows", "top_terms", "top_terms_jobs", "write_top_terms", "TOP", "TOP_TERMS",
-           "MAX_CLASSES"]
+__all__ = ["Decomposition", "exact_decomposition", "explain", "top_rows", "top_terms", "top_terms_jobs",
+           "write_top_terms", "TOP", "TOP_TERMS", "MAX_CLASSES"]

@@ -1007,14 +1007,10 @@ class Training:
     def _top_terms(self) -> list:
         """Each class's strongest terms (top_terms.csv, top_terms.png) as plot jobs, for a
         network whose outputs are a sum over terms (runs/explain.py); none for another."""
-        from ..runs.explain import Decomposition, top_terms_jobs
+        from ..runs.explain import exact_decomposition, top_terms_jobs
 
-        if self.model_meta.get("net", "ScalpelNet") != "ScalpelNet":
-            return []
-        state = {k: np.asarray(v, np.float32) if is_arrays(self.model) else v.detach().float().cpu().numpy()
-                 for k, v in self.model.state_dict().items()}
-        dec = Decomposition(self.model_meta, state, self.features.target)
-        if not dec.exact:   # ReLU layers: a term's weight depends on the text (explain's "local" method)
+        dec = exact_decomposition(self.model, self.model_meta, self.features.target)
+        if dec is None:   # ReLU layers: a term's weight depends on the text (explain's "local" method)
             return []
         # trained on the cluster, rank 0 found them on the weights it sent (none where it left them to this process)
         return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so, self.ranks_top_rows)

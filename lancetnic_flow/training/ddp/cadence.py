@@ -61,11 +61,11 @@ def cadence(ranks: int, steps_per_epoch: int, sync_every: int | None) -> Cadence
 
 
 # Between syncs the ranks still meet now and then (whether any has rows left,
-# rank 0's stop): every MEET_FIRST steps at an epoch's start, then about every
-# MEET_SECONDS of steps, as rank 0 measures them. Each meet waits for the
-# slower rank, and what the ranks lose waiting grows with the meets: meeting
-# every 32 steps cost two ranks a quarter of their epoch rate on the Debian
-# file ten times over (docs/benchmarks.md, "Ranks own their shares").
+# rank 0's stop): MEET_FIRST steps into an epoch, then about every
+# MEET_SECONDS of steps, as rank 0 measures them (meets.py: a meet is read at
+# the next, so no rank waits at one). Meets that waited every 32 steps cost
+# two ranks a quarter of their epoch rate on the Debian file ten times over
+# (docs/benchmarks.md, "Ranks own their shares").
 MEET_FIRST = 32
 MEET_SECONDS = 0.25
 MEET_MAX = 4096

@@ -35,7 +35,6 @@ class Meets:
         self.at, self.step = time.perf_counter(), done   # the last meet: when, at which step of the epoch
         self.next = done + MEET_FIRST                     # the step (a count of the epoch's steps) of the next
         self.pending: tuple[Any, torch.Tensor] | None = None   # the last meet's collective, not read yet
-        self.waited = 0.0                                 # seconds spent in meets (waits included)
 
     def due(self, done: int, planned: int) -> bool:
         """Whether the ranks meet after the step that brings the epoch to ``done`` steps of ``planned``."""
@@ -64,7 +63,6 @@ class Meets:
             self.pending = posted
             self.next = done + every
         self.at, self.step = time.perf_counter(), done
-        self.waited += self.at - tick
         return answer
 
     def drain(self) -> int:
@@ -72,10 +70,8 @@ class Meets:
         before any other collective); its word, or 0."""
         if self.pending is None:
             return 0
-        tick = time.perf_counter()
         _, word, _ = self._read(self.pending)
         self.pending = None
-        self.waited += time.perf_counter() - tick
         return word
 
     def _post(self, has_batch: bool, word: int, proposal: int) -> tuple[Any, torch.Tensor]:

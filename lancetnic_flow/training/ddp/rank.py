@@ -301,14 +301,13 @@ class RankRun:
         where the trainer computes them itself: a twin it will adopt, or a
         network that is not a sum over terms."""
         from ...models.margin import has_twin
-        from ...runs.explain import Decomposition, top_rows
+        from ...runs.explain import exact_decomposition, top_rows
 
-        if self.job.net != "ScalpelNet" or self.job.features is None or has_twin(self.model):
+        if self.job.features is None or has_twin(self.model):
             return None
-        state = {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
-        dec = Decomposition({"net": self.job.net, "kwargs": self.job.model_kwargs}, state,
-                            self.job.features.target)
-        return top_rows(dec) if dec.exact else None
+        dec = exact_decomposition(self.model, {"net": self.job.net, "kwargs": self.job.model_kwargs},
+                                  self.job.features.target)
+        return top_rows(dec) if dec is not None else None
 
     def _stream(self, epoch: int):
         from ...dataflow.stream import BatchStream
