@@ -42,6 +42,11 @@ class Format:
     read with it). ``compressible``: may end in a compression suffix (Parquet
     compresses its pages itself). ``holds_line_ends``: a text may hold a line
     end (a quoted CSV field, a JSON string), not so in a line format.
+    ``quote``: the quote character of a format whose quoted fields may hold
+    raw line ends (CSV, TSV), so that a newline ends a row only outside
+    quotes (data/readers/row_ends.py); None where every newline ends one.
+    ``revision``: raised when the format's reader changes the rows it gives
+    for the same bytes, so shard caches made before are not reused.
     ``sniff``: ``(head: Head, fmt) -> str | None``, why the start of a file
     reads as this format ("lines start with __label__"), None when it does
     not; asked for a file whose name does not settle its format.
@@ -62,6 +67,8 @@ class Format:
     delimiter: str | None = None
     compressible: bool = True
     holds_line_ends: bool = True
+    quote: str | None = None
+    revision: int = 0
     title: str = ""
     sniff: str | None = None
     vague: bool = False
@@ -247,11 +254,12 @@ _R = "lancetnic_flow.data.readers."
 _W = "lancetnic_flow.data.writers:"
 for _f in (
     Format("csv", (".csv",), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter", head=_R + "csv:head_columns",
-           header=True, delimiter=",", title="CSV", sniff=_R + "csv:sniff_header"),
+           header=True, delimiter=",", quote='"', revision=1, title="CSV", sniff=_R + "csv:sniff_header"),
     Format("tsv", (".tsv", ".tab"), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter",
-           head=_R + "csv:head_columns", header=True, delimiter="\t", title="TSV", sniff=_R + "csv:sniff_header"),
+           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=1, title="TSV",
+           sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
-           head=_R + "jsonl:head_columns", title="JSON Lines", sniff=_R + "jsonl:sniff"),
+           head=_R + "jsonl:head_columns", revision=1, title="JSON Lines", sniff=_R + "jsonl:sniff"),
     Format("parquet", (".parquet", ".pq"), False, _R + "parquet:read_parquet", writer=_W + "ParquetTableWriter",
            head=_R + "parquet:head_columns", pieces=_R + "parquet:row_groups", compressible=False, title="Parquet",
            sniff=_R + "parquet:sniff"),

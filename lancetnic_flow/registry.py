@@ -114,8 +114,11 @@ SGD_SPARSE_LR = 2.5
 # loss's is at most 1 per row, and the rows a batch shares add up their
 # examples' steps; at 2.5 a short or templated text overshot and diverged to
 # the mean (docs/benchmarks.md, "Regression").
+# A bag's input rows are --hidden wide: --embed, the Lancet models' token width, would do nothing.
+BAG_REFUSES = (Refusal("model.embed", lambda c: c.model.embed != _declared("model.embed"),
+                       "its terms' embeddings are --hidden wide (--embed is the Lancet models' width)"),)
 BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPARSE_LR, value_sparse_lr=1.0,
-                           search_ranges={"sparse_lr": (0.25, 25.0)})
+                           search_ranges={"sparse_lr": (0.25, 25.0)}, refuses=BAG_REFUSES)
 # Sequence models (Lancet*): lazy Adam for the token embeddings; an LSTM layer
 # holds eight hidden × hidden matrices (four gates, input and recurrent).
 # A recurrent network learns per step: batches of 128 (a row costs about the
@@ -124,6 +127,13 @@ BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPAR
 # (docs/benchmarks.md, "The sequence models").
 SEQUENCE: dict[str, Any] = dict(hidden=128, batch_size=128, decay_steps=1000, sparse_optimizer="adam",
                                 input_width="embed", layer_weights=8, search=("lr", "hidden", "epochs", "batch_size", "dropout"))
+
+
+def _declared(field: str) -> Any:
+    """An option's declared default (options.py, imported when a refusal is asked)."""
+    from .options import option
+
+    return option(field).default
 
 
 def _mlp_option(section: str, name: str, default: Any) -> Callable[[Any], bool]:
@@ -148,6 +158,10 @@ LINEAR_REFUSES = (
             "its hinge step moves the weights itself, with no optimiser (--sparse-lr sets its rate)"),
     Refusal("training.clip_grad", lambda c: c.training.clip_grad is not None,
             "its hinge step takes no gradient to clip"),
+    Refusal("training.lr", lambda c: c.training.lr != _declared("training.lr"),
+            "its hinge step's rate is --sparse-lr (--lr sets the dense layers' rate of the other models)"),
+    Refusal("model.embed", lambda c: c.model.embed != _declared("model.embed"),
+            "it has no token embeddings (--embed is the Lancet models' width)"),
 )
 
 # --model auto (the default) takes the first of these whose spec accepts the

@@ -110,15 +110,31 @@ def write_names(entry: str, names, cache_options: dict) -> None:
 
 
 def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
-              val_fraction: float, version: int = CACHE_VERSION) -> str:
+              val_fraction: float, version: int = CACHE_VERSION, revisions: bool = True) -> str:
     """The cache entry of featurising ``train`` (and ``val``) with these options.
     Options added later count only when they differ from what an entry made
     before them meant, so those entries (and their runs' checkpoints) still match.
-    ``version``: an earlier cache version's key (to recognise an old checkpoint)."""
+    ``version``: an earlier cache version's key (to recognise an old checkpoint).
+    ``revisions=False``: the key of an entry made before its formats' readers
+    were last revised (``Format.revision``: CSV and TSV rows cut outside
+    quotes, JSON numbers named as Arrow names them), whose rows may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
-    return cache_key(version, train.fingerprint(), val.fingerprint() if val else None, options,
-                     columns_key(columns), val_fraction)
+    if (feature_config.get("mode") or "tfidf") == "tfidf" and feature_config.get("idf") is False:
+        # a vocabulary's idf was applied whatever --no-idf said until it was honoured: those entries hold it
+        options["idf"] = False
+    parts: list = [version, train.fingerprint(), val.fingerprint() if val else None, options,
+                   columns_key(columns), val_fraction]
+    revised = _revisions(train, val) if revisions else []
+    return cache_key(*parts, revised) if revised else cache_key(*parts)
+
+
+def _revisions(*plans: SourcePlan | None) -> list:
+    """The revised readers of these plans' formats, as (format, revision)."""
+    from ..formats import format_named
+
+    return sorted({(f.format, format_named(f.format).revision) for p in plans if p is not None for f in p.files
+                   if format_named(f.format).revision})
 
 
 def columns_key(columns: Columns) -> tuple:

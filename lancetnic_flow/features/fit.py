@@ -197,7 +197,8 @@ def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> Fitted
         terms, df = prune(stats.terms, stats.docs, min_df=fcfg.min_df, max_df=fcfg.max_df,
                           max_features=fcfg.max_features if fcfg.max_features is not None else DEFAULT_MAX_FEATURES)
         f.vocabulary = terms
-        f.idf = smooth_idf(df, stats.docs)
+        # --no-idf: term frequencies alone (scikit-learn's use_idf=False); token ids keep theirs
+        f.idf = smooth_idf(df, stats.docs) if fcfg.idf or mode == "ids" else None
     elif fcfg.idf and stats.buckets is not None:
         f.idf = smooth_idf(stats.buckets, stats.docs)
     # Most frequent first (ties by name), so class ids are stable across runs.

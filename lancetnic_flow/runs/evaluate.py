@@ -55,10 +55,14 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
 
 def _scored(pred, task: Task, b: RowBlock) -> tuple[dict, float]:
     """The model's outputs for ``b`` and their summed loss: in NumPy where the run is
-    scored so and its loss has a NumPy form (LinearSVM's hinge), else with torch."""
+    scored so and its loss has a NumPy form (LinearSVM's hinge), else with torch.
+    A hinge is taken on the raw scores, before the logit scale fitted after
+    training (which sets the probabilities): the loss the run's ``val_loss``
+    reports, not a hinge at whatever scale the calibration chose."""
+    scale = _fitted_scale(pred) if task.class_loss == "hinge" else 1.0
     if not pred.uses_torch:
         out = pred.outputs(b)
-        loss = task.array_loss(out["logits"], b.labels) if b.labels is not None else None
+        loss = task.array_loss(out["logits"] / np.float32(scale), b.labels) if b.labels is not None else None
         if loss is not None:
             return out, loss
     import torch
@@ -68,7 +72,16 @@ def _scored(pred, task: Task, b: RowBlock) -> tuple[dict, float]:
     with torch.no_grad():
         labels, targets = answers(b, pred.device)
         out = pred.run.model(**model_inputs(b, pred.device))
-        return out, task.loss(out, labels, targets, reduction="sum").item()
+        raw = {**out, "logits": out["logits"] / scale} if "logits" in out and scale != 1.0 else out
+        return out, task.loss(raw, labels, targets, reduction="sum").item()
+
+
+def _fitted_scale(pred) -> float:
+    """The logit scale the run's calibration fitted (1 where it has none)."""
+    if pred.run.linear is not None:
+        return float(pred.run.linear.scale)
+    scale = getattr(pred.run.model, "logit_scale", None)
+    return 1.0 if scale is None else float(np.asarray(scale).reshape(-1)[0])
 
 
 def _predicted(pred, block) -> np.ndarray:

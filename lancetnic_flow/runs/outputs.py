@@ -94,9 +94,15 @@ class OutputFile:
             self.schema = table.schema
             self._writer = self.spec.open_writer(self._file, table.schema)
         elif table.schema.names != self.schema.names:
-            raise UserError(f"{self.url}: input files have different columns ({', '.join(self.schema.names)} "
-                            f"against {', '.join(table.schema.names)})",
-                            "name the columns to keep (--keep id,...), or predict each kind of file apart")
+            new = [n for n in table.schema.names if n not in self.schema.names]
+            if new:   # the file (a CSV header, a Parquet schema) already names its columns
+                raise UserError(f"{self.url}: later input rows have columns the first rows written lack "
+                                f"({', '.join(new)}; the first had {', '.join(self.schema.names)})",
+                                "name columns to keep that the first rows have too (--keep id,...), "
+                                "or predict each kind of file apart")
+            # rows without some kept columns (JSON Lines objects without a key): empty there
+            table = pa.table({n: table.column(n) if n in table.schema.names else pa.nulls(len(table))
+                              for n in self.schema.names}).cast(self.schema)
         else:
             table = table.cast(self.schema)
         self._writer.write(table)

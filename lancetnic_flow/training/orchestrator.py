@@ -804,11 +804,17 @@ class Training:
         """A checkpoint of other inputs or options, or of an earlier cache version
         (a validation split of the text's ends only): a clear error either way."""
         old = entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
-                        fraction_of(self.val_fraction), version=2)
+                        fraction_of(self.val_fraction), version=2, revisions=False)
         if saved_key == old:
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose validation split "
                             "(a hash of the text's first and last bytes) differs from this version's",
                             "start a new run on the same data (see CHANGELOG.md: validation splits changed)")
+        if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
+                                  fraction_of(self.val_fraction), revisions=False):
+            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which read some rows of "
+                            "these files differently (a CSV or TSV row whose quoted text holds line ends, cut in two "
+                            "where the file was split; a JSON number label named two ways)",
+                            "start a new run on the same data (see CHANGELOG.md)")
         raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
                         "resume needs the same inputs; start a new run instead")
 

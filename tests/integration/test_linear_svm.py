@@ -115,14 +115,14 @@ def test_the_hinge_step_belongs_to_linear_svm_only():
 
 
 def test_auto_turns_back_to_the_mlp_with_the_options_as_given_when_classes_outgrow_it():
-    given = TrainConfig(data=DataConfig(train=["x.csv"], label="label"), training=TrainingConfig(lr=0.02))
+    given = TrainConfig(data=DataConfig(train=["x.csv"], label="label"), training=TrainingConfig(epochs=7))
     resolved = given.validate()
     assert resolved.model.name == "LinearSVM"
     cfg, _ = resolve_counts(given, resolved, FitCounts(rows=1000, classes=300), lambda c: True)
     t = cfg.training
     assert cfg.model.name == "ScalpelMC"
-    assert (t.class_loss, t.sparse_optimizer, t.sparse_lr, t.device, t.lr) == ("cross_entropy", "sgd", 2.5, "auto",
-                                                                              0.02)
+    assert (t.class_loss, t.sparse_optimizer, t.sparse_lr, t.device, t.epochs) == ("cross_entropy", "sgd", 2.5,
+                                                                                  "auto", 7)
     assert cfg.model.layers == 1
     kept, _ = resolve_counts(given, resolved, FitCounts(rows=1000, classes=4), lambda c: True)
     assert kept.model.name == "LinearSVM" and kept.training.learn_val is True
@@ -209,6 +209,7 @@ def _svm_config(train_csv, tmp_path, name, *, val_csv=None, epochs=3, **training
     cfg.model.name, cfg.output.name = "LinearSVM", name
     cfg.training.sparse_optimizer = cfg.training.monitor = cfg.training.early_stopping = None
     cfg.model = ModelConfig(name="LinearSVM")   # no hidden layer: the MLP's width options are refused
+    cfg.training.lr = TrainingConfig().lr       # its rate is --sparse-lr: another --lr is refused
     for k, v in training.items():
         setattr(cfg.training, k, v)
     return cfg

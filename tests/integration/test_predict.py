@@ -17,7 +17,7 @@ import torch
 
 from lancetnic_flow.data.sources import Columns, plan_source
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.runs.evaluate import evaluate_files
+from lancetnic_flow.runs.evaluate import evaluate_files, evaluate_partition
 from lancetnic_flow.runs.loading import load_run
 from lancetnic_flow.runs.predict import Predictor, predict_files
 
@@ -203,6 +203,27 @@ print(Service(model, 10, 2**20, 10, None).answer(b'{{"texts": ["a late goal"]}}'
     assert said["predictions"][0]["status"] == "ok"
     assert len(pacsv.read_csv(tmp_path / "p.csv")) == 2000
     assert lines[-1] == "False", out
+
+
+def test_evaluate_reports_the_linear_runs_hinge_on_raw_scores_as_its_val_loss_does_not_at_the_fitted_scale(
+        linear_run, small_corpus):
+    cols = Columns(text=("text",), label="label")
+    (part,) = plan_source([str(small_corpus)], blocksize=2**30).partitions
+    m, rows, _, _ = evaluate_partition(part, cols, str(linear_run), {}, {}, 2**26)
+    pred = Predictor(str(linear_run))
+    table = pacsv.read_csv(small_corpus)
+    block = pred.run.features.transform(table)
+    scaled = pred.outputs(block)["logits"].astype(np.float64)
+    scale = float(json.loads((linear_run / "metrics.json").read_text())["calibration"]["scale"])
+    t = -np.ones_like(scaled)
+    t[np.arange(len(t)), block.labels.astype(np.int64)] = 1.0
+
+    def hinge(z):
+        return np.maximum(1.0 - t * z, 0.0).sum(1).mean()
+
+    assert abs(scale - 1.0) > 0.05   # a fitted scale, so the two hinges differ
+    assert m.result()["loss"] == pytest.approx(hinge(scaled / scale), rel=1e-4)
+    assert abs(hinge(scaled) - hinge(scaled / scale)) > 0.01
 
 
 def test_another_model_still_predicts_through_torch(trained_run, tmp_path):

@@ -100,6 +100,19 @@ def test_cli_predict_on_messy_csv_writes_every_row_in_order_with_ids_status_and_
     assert "9 rows" in p.stderr and "4 predicted" in p.stderr and "2 malformed" in p.stderr
 
 
+def test_cli_predict_writes_one_row_per_csv_row_when_quoted_line_ends_span_the_partition_cuts(trained_run, tmp_path):
+    # texts of several lines, quoted, in a file cut into 1 KiB partitions: a cut at the first newline
+    # past an offset would split rows in two and invent rows from their second lines
+    rows = [(i, f'line one of {i}, "quoted"\nline two\n\nand {"more " * (i % 7)}') for i in range(1, 301)]
+    data = "id,text\n" + "".join(f'{i},"{t.replace(chr(34), chr(34) * 2)}"\n' for i, t in rows)
+    p = run_predict(trained_run, tmp_path, data.encode(), "multi.csv", "out.csv", "--keep", "id", "--blocksize", "1KiB")
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = pd.read_csv(tmp_path / "out.csv", dtype={"id": "string"})
+    assert len(pd.read_csv(tmp_path / "multi.csv")) == 300
+    assert out["id"].tolist() == [str(i) for i in range(1, 301)]
+    assert (out["status"] == "ok").all()
+
+
 def test_cli_predict_keep_all_and_top_k_write_parquet_with_ranked_labels(trained_run, tmp_path):
     p = run_predict(trained_run, tmp_path, MESSY_JSONL, "messy.jsonl", "out.parquet", "--keep", "all",
                     "--top-k", "3")

@@ -84,6 +84,7 @@ def test_a_registered_models_refusal_is_an_error_when_named_and_a_pass_for_auto(
     ({"dropout": 0.5}, "ScalpelMC"),
     ({"class_weights": "balanced"}, "ScalpelMC"),
     ({"device": "cuda"}, "ScalpelMC"),
+    ({"lr": 0.05}, "ScalpelMC"),   # the dense layers' rate: LinearSVM has none
     ({"features": "ids"}, "ScalpelMC"),
 ])
 def test_auto_takes_the_first_choice_that_accepts_every_option(change, model):
@@ -96,6 +97,22 @@ def test_auto_takes_the_first_choice_that_accepts_every_option(change, model):
         assert choose_model(cfg) == "ScalpelMC"   # the fallback, which then refuses ids itself
         return
     assert resolve(cfg).model.name == model
+
+
+@pytest.mark.parametrize("name,field,value,takes", [
+    ("LinearSVM", "lr", 0.5, "ScalpelMC"),        # its step's rate is --sparse-lr
+    ("LinearSVM", "embed", 8, "LancetMC"),
+    ("ScalpelMC", "embed", 8, "LancetMC"),        # a bag's rows are --hidden wide
+    ("FastTextBag", "embed", 8, "LancetMC"),
+])
+def test_an_option_the_model_would_ignore_is_refused_with_a_model_that_takes_it(name, field, value, takes):
+    cfg = config(name)
+    setattr(cfg.training if field == "lr" else cfg.model, field, value)
+    with pytest.raises(UserError, match=f"{field} does not apply to {name}") as e:
+        resolve(cfg)
+    assert e.value.hint.endswith(takes)
+    cfg.model.name = takes
+    assert resolve(cfg).model.name == takes   # the model it names takes it
 
 
 def test_auto_with_a_target_regresses_and_a_named_model_keeps_its_own_task_or_refuses_the_target_it_would_not_read():
@@ -184,7 +201,7 @@ def test_the_legacy_hinge_optimiser_of_old_run_folders_resolves_to_the_rule_and_
 
 
 def test_resolve_counts_turns_auto_to_its_next_choice_when_classes_outgrow_the_first():
-    given = config(lr=0.02)
+    given = config(epochs=7)   # an option both take, kept across the move
     first = resolve(given)
     assert first.model.name == "LinearSVM"
     limit = MODELS["LinearSVM"].max_classes

@@ -38,6 +38,7 @@ from ..sources import Chunk, Columns, Partition, open_error
 from .csv import read_header
 from .labels import LabelListError
 from .lines import check_line_columns
+from .row_ends import LOOKBACK_MAX, row_start, stream_cut
 from .table import BOM, check_decodable, check_not_wide
 
 
@@ -90,7 +91,7 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
             if fmt.header and part.start > 0:
                 f.seek(0)
                 header = read_header(f)
-            data = read_block(f, part.start, part.length, delimiter=b"\n")
+            data = _read_rows(f, part, fmt)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -100,6 +101,25 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
         if data.startswith(BOM):
             data = data[len(BOM):]
     yield _parse_block(data, header, fmt, columns, url)
+
+
+def _read_rows(f, part: Partition, fmt: Format) -> bytes:
+    """The whole rows that start in the partition's byte range: from the first
+    row start at or after its offset to the first at or after its end (a
+    newline inside a quoted field ends no row: :mod:`.row_ends`)."""
+    if fmt.quote is None:   # every newline ends a row
+        return read_block(f, part.start, part.length, delimiter=b"\n")
+    size, end = part.file.size, part.start + part.length
+    first = row_start(f, part.start, size, fmt.delimiter or ",", fmt.quote)
+    last = row_start(f, end, size, fmt.delimiter or ",", fmt.quote)
+    if last < first:   # the cuts crossed: the rows between them would be read twice
+        raise UserError(f"{part.file.url}: a quoted field longer than {LOOKBACK_MAX // 2**20} MiB holds line ends "
+                        f"near byte {part.start:,}, so the file cannot be split there",
+                        f"read it in one piece: --blocksize {max(part.file.size, 1) // 2**20 + 1}MiB or more")
+    if last == first:
+        return b""
+    f.seek(first)
+    return f.read(last - first)
 
 
 def _read_stream(part: Partition, columns: Columns, storage_options: dict | None,
@@ -130,13 +150,13 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
                 new = carry + new
                 carry = b""
             if not eof:
-                cut = new.rfind(b"\n")
-                if cut < 0:  # one long line: keep reading until it ends
+                cut = stream_cut(new, fmt.delimiter, fmt.quote)
+                if cut < 0:  # one long row: keep reading until it ends
                     carry, new = new, b""
                     continue
-                if cut + 1 < len(new):
-                    carry = new[cut + 1:]
-                    new = new[: cut + 1]
+                if cut < len(new):
+                    carry = new[cut:]
+                    new = new[:cut]
             # only ``buf`` (one piece) and ``carry`` stay alive while parsing
             buf, new = new, b""
             if first:

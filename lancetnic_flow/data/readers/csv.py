@@ -16,11 +16,14 @@ import pyarrow.csv as pv
 from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..sources import Chunk, Columns
-from .table import (BOM, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
+from .table import (BOM, ESCAPED, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 
 _HEADER_BYTES = 2**20
-_ESCAPED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
+# What an undecodable byte becomes while a block is parsed (a noncharacter,
+# which text does not hold): the record holding it is known once parsed,
+# across the line ends of a quoted field, and counted as undecodable.
+_MARK = "\uffff"
 
 
 def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
@@ -156,7 +159,15 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     skipped: dict[str, int] = {}
     delimiter = format_named(fmt).delimiter or ","
     raw = data
-    data = drop_undecodable(data, skipped)
+    escaped = not utf8_ok(data)
+    marked = False
+    if escaped:
+        text = data.decode("utf-8", errors="surrogateescape")
+        if _MARK in text:   # the mark is taken: whole lines go instead
+            data = drop_undecodable(data, skipped)
+        else:
+            data, marked = ESCAPED.sub(_MARK, text).encode("utf-8"), True
+        del text
     buf = pa.py_buffer(data)
     if header is not None:
         first = header
@@ -176,15 +187,31 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     if not has_content(body):
         return Chunk(empty_table(columns, fmt), undecodable, skipped)
     names = columns.read_names(have)
-    if columns.all_rows and undecodable:
+    if columns.all_rows and escaped:
         return _rows_in_order(raw, header is None, have, delimiter, names, columns)
     table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
     if columns.all_rows and bad:
         return _rows_in_order(raw, header is None, have, delimiter, names, columns)
     if bad:
         skipped["malformed"] = skipped.get("malformed", 0) + bad
+    if marked:
+        table, undecodable = _without_marks(table)
+        if undecodable:
+            skipped["undecodable"] = undecodable
     rows_read = table.num_rows + bad + undecodable
     return finish(columns, table.column, table.num_rows, rows_read, skipped, have=have)
+
+
+def _without_marks(table: pa.Table) -> tuple[pa.Table, int]:
+    """The rows holding no undecodable byte in a column read, and how many did."""
+    import pyarrow.compute as pc
+
+    hit = None
+    for col in table.columns:
+        found = pc.fill_null(pc.match_substring(col, _MARK), False)
+        hit = found if hit is None else pc.or_(hit, found)
+    n = 0 if hit is None else (pc.sum(hit).as_py() or 0)
+    return (table.filter(pc.invert(hit)), n) if n else (table, 0)
 
 
 def _rows_in_order(raw: bytes, has_header: bool, have: list[str], delimiter: str, names: list[str],
@@ -237,9 +264,9 @@ def _records(lines: list[str], delimiter: str, width: int):
                 restart = start + before + 1
             if row is None or len(row) != width:
                 yield None, "malformed"
-            elif any(_ESCAPED.search(f) for f in row):
+            elif any(ESCAPED.search(f) for f in row):
                 # kept columns (an id) still identify the row
-                yield [_ESCAPED.sub("\ufffd", f) for f in row], "undecodable"
+                yield [ESCAPED.sub("\ufffd", f) for f in row], "undecodable"
             else:
                 yield row, None
             if restart is not None:

@@ -8,6 +8,7 @@ dropping and counting rows that cannot be used by reason ("empty_text",
 """
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import pyarrow as pa
@@ -281,20 +282,30 @@ def split_lines(data: bytes) -> pa.Array:
     return pc.cast(lines, pa.string())
 
 
+# Bytes that were not UTF-8, as decoding with "surrogateescape" gives them:
+# lone surrogates, which no valid UTF-8 decodes to (U+FFFD does, from text
+# that holds it).
+ESCAPED = re.compile("[\udc80-\udcff]")
+
+
 def drop_undecodable(data: bytes, skipped: dict[str, int]) -> bytes:
-    """Remove lines that are not valid UTF-8, counting them (slow path only)."""
+    """Remove lines that are not valid UTF-8, counting them (slow path only).
+    A line that holds U+FFFD as text is valid and stays."""
     if utf8_ok(data):
         return data
-    text = data.decode("utf-8", errors="replace")
-    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
-    bad = pc.match_substring(lines, "\ufffd")
-    skipped["undecodable"] = skipped.get("undecodable", 0) + (pc.sum(bad).as_py() or 0)
-    good = pc.filter(lines, pc.invert(bad))
-    if isinstance(good, pa.ChunkedArray):
-        good = good.combine_chunks()
-    listed = pa.LargeListArray.from_arrays(pa.array([0, len(good)], pa.int64()), good)
-    joined = pc.binary_join(listed, pa.scalar("\n", pa.large_string()))
-    return joined[0].as_buffer().to_pybytes() if joined[0].is_valid else b""
+    text = data.decode("utf-8", errors="surrogateescape")
+    keep, at, bad = [], 0, 0
+    for m in ESCAPED.finditer(text):
+        if m.start() < at:
+            continue   # a line already dropped
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.start())
+        end = len(text) if end < 0 else end + 1
+        keep.append(text[at:start])
+        at, bad = end, bad + 1
+    keep.append(text[at:])
+    skipped["undecodable"] = skipped.get("undecodable", 0) + bad
+    return "".join(keep).encode("utf-8")
 
 
 def decoded(data: bytes) -> tuple[bytes, dict[str, int]]:

@@ -35,6 +35,34 @@ def test_the_entry_key_changes_with_the_data_options_columns_and_split(entry):
     assert base != entry_key(s.train, None, s.feature_config, COLUMNS, VAL_FRACTION, version=CACHE_VERSION - 1)
 
 
+def test_entries_made_before_a_formats_reader_was_revised_are_not_reused_and_others_are():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    def plan(fmt: str) -> SourcePlan:
+        return SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
+
+    fc = FeatureConfig().__dict__
+    # CSV, TSV: rows cut in two at a quoted line end; JSON Lines: a number label named two ways
+    for fmt in ("csv", "tsv", "jsonl"):
+        assert entry_key(plan(fmt), None, fc, COLUMNS, VAL_FRACTION) != entry_key(
+            plan(fmt), None, fc, COLUMNS, VAL_FRACTION, revisions=False)
+    for fmt in ("text", "fasttext", "parquet"):   # read as before: their entries still match
+        assert entry_key(plan(fmt), None, fc, COLUMNS, VAL_FRACTION) == entry_key(
+            plan(fmt), None, fc, COLUMNS, VAL_FRACTION, revisions=False)
+
+
+def test_a_vocabulary_without_idf_never_reuses_an_entry_whose_idf_was_applied():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    fc = {k: v for k, v in FeatureConfig(mode="tfidf").__dict__.items() if k != "idf"}   # before the option
+    assert entry_key(plan, None, {**fc, "idf": False}, COLUMNS, VAL_FRACTION) != entry_key(
+        plan, None, fc, COLUMNS, VAL_FRACTION)
+    hashed = {k: v for k, v in FeatureConfig(mode="hashing").__dict__.items() if k != "idf"}
+    assert entry_key(plan, None, {**hashed, "idf": False}, COLUMNS, VAL_FRACTION) == entry_key(
+        plan, None, hashed, COLUMNS, VAL_FRACTION)   # hashed buckets had no idf before it: the same rows
+
+
 def test_columns_added_later_count_in_the_key_only_when_set():
     plain = Columns(text=("text",), label="label")
     assert columns_key(plain) == (("text",), "label", None, ())

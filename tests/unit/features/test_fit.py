@@ -75,6 +75,23 @@ def test_the_finished_vocabulary_and_idf_are_scikit_learns_on_the_training_rows(
     assert f.docs == len(train)
 
 
+def test_no_idf_with_a_vocabulary_gives_term_frequencies_alone_as_scikit_learns_use_idf_false(corpus):
+    fcfg = FeatureConfig(mode="tfidf", ngrams=2, min_df=2, analyzer="word", idf=False, sublinear_tf=False)
+    _, stats = fit(corpus, 1_000, fcfg)
+    f = finish_fit(stats, fcfg, COLS)
+    assert f.idf is None
+    texts = [r["text"] for r in csv.DictReader(open(corpus))][:20]
+    tv = TfidfVectorizer(ngram_range=(1, 2), use_idf=False, vocabulary=f.vocabulary.to_pylist())
+    want = tv.fit_transform(texts).toarray()
+    got = f.transform(pa.table({"text": pa.array(texts)}))
+    dense = np.zeros_like(want)
+    for r in range(len(texts)):
+        a, b = got.offsets[r], got.offsets[r + 1]
+        dense[r, got.indices[a:b]] = got.values[a:b]
+    np.testing.assert_allclose(dense, want, rtol=1e-5, atol=1e-7)
+    assert finish_fit(stats, FeatureConfig(mode="tfidf", min_df=2, analyzer="word"), COLS).idf is not None
+
+
 def test_labels_are_ranked_most_frequent_first_ties_by_name_and_scalers_come_from_training_rows():
     stats = FitStats(docs=6, labels={"z": 2, "a": 2, "m": 5})
     stats.numeric["target"] = Moments.of(np.array([1.0, 3.0]))

@@ -49,13 +49,13 @@ def _given(data: str, run, **options) -> TrainConfig:
 
 
 def test_options_left_at_their_defaults_take_the_runs_values(tmp_path, old_run):
-    cfg = continue_config(_given(_data(tmp_path), old_run, lr=0.05))
+    cfg = continue_config(_given(_data(tmp_path), old_run, sparse_lr=0.05))
     assert is_continued(cfg) and cfg.training.init_from == str(old_run)
     assert (cfg.model.name, cfg.model.layers, cfg.training.task) == ("LinearSVM", 0, "classify")
     assert (cfg.features.mode, cfg.features.buckets, cfg.features.analyzer) == ("hashing", 1024, "word")
     assert cfg.data.text == ["body"] and cfg.training.epochs == 7      # the run's column and epochs
     assert cfg.data.val_fraction == 0.2       # the band the run held out: no row it trained on is held out
-    assert cfg.training.lr == 0.05                                    # given: as given
+    assert cfg.training.sparse_lr == 0.05                             # given: as given
     assert continue_config(_given(_data(tmp_path), old_run, val_fraction=0.05)).data.val_fraction == 0.05
     # With a validation file of its own the run holds nothing out by hash: the band is not taken.
     with_val = continue_config(_given(_data(tmp_path), old_run, val=[_data(tmp_path)]))

@@ -30,3 +30,15 @@ def test_a_csv_block_gives_the_named_columns_and_counts_wrong_field_counts_as_ma
     assert chunk.table.column("text").to_pylist() == ["good one", "second good"]
     assert chunk.table.column("label").to_pylist() == ["pos", "neg"]
     assert chunk.rows_read == 4 and chunk.skipped == {"malformed": 2}
+
+
+def test_an_undecodable_byte_skips_its_record_once_across_quoted_line_ends_and_spares_u_fffd_text():
+    header = b"text,label\n"
+    body = (b'"first, over\ntwo lines",a\n'
+            b'"bad one\nwith its bad byte \xff here",b\n'      # the byte on the record's second line
+            + "keeps \ufffd as text,c\n".encode()
+            + b'"last\none",d\n')
+    chunk = parse_csv(body, header, "csv", Columns(text=("text",), label="label"), "f.csv")
+    assert chunk.table.column("label").to_pylist() == ["a", "c", "d"]
+    assert chunk.table.column("text").to_pylist()[1] == "keeps \ufffd as text"
+    assert chunk.skipped == {"undecodable": 1} and chunk.rows_read == 4

@@ -20,6 +20,18 @@ def test_a_clean_block_gives_the_named_columns_with_number_labels_as_text():
     assert chunk.rows_read == 2 and chunk.skipped == {}
 
 
+@pytest.mark.parametrize("all_rows", [False, True])   # training's and prediction's per-line paths
+def test_a_number_label_reads_the_same_whichever_path_reads_its_block(all_rows):
+    cols = Columns(text=("text",), label="label", all_rows=all_rows)
+    lines = [b'{"text": "words here", "label": %s}' % v for v in (b"2.0", b"1e-07", b"3", b"0.5", b"true")]
+    clean = parse_jsonl(b"\n".join(lines) + b"\n", cols, "f.jsonl")
+    # one malformed line sends the whole block down the per-line path
+    slow = parse_jsonl(b"\n".join(lines) + b"\n{not json\n", cols, "f.jsonl")
+    labels = clean.table.column("label").to_pylist()
+    assert labels == ["2", "1e-7", "3", "0.5", "true"]
+    assert [v for v in slow.table.column("label").to_pylist() if v is not None] == labels
+
+
 def test_texts_that_are_not_text_and_malformed_lines_are_skipped_by_reason():
     data = (b'{"text": "fine words", "label": "a"}\n{"text": 42, "label": "a"}\n{"text": ["x"], "label": "b"}\n'
             b'{not json\n{"text": "more words", "label": "b"}\n')

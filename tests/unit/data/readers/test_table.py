@@ -39,6 +39,11 @@ def test_undecodable_lines_are_dropped_and_counted_and_a_bom_removed():
     assert decoded(b"clean\n") == (b"clean\n", {})
 
 
+def test_a_line_holding_u_fffd_as_text_is_valid_and_stays_beside_an_undecodable_one():
+    data, skipped = decoded("a \ufffd in the text\n".encode() + b"bad \xff\nand \xfe\xfe two\nlast\n")
+    assert data == "a \ufffd in the text\nlast\n".encode() and skipped == {"undecodable": 2}
+
+
 @pytest.mark.parametrize("fmt,have,hint", [
     ("csv", ['{"text": "x"}'], "--format jsonl"), ("csv", ["text\tlabel"], "--format tsv"),
     ("tsv", ["text,label"], "--format csv"), ("csv", ["text;label"], "semicolon"),

@@ -1,0 +1,169 @@
+"""Where the rows of a quoted format (CSV, TSV) end, in bytes.
+
+A quoted field may hold line ends, so the first b"\\n" past a partition's
+byte offset may lie inside a row: cut there, the row would be read as two
+pieces, its start by one partition and its rest, as rows of its own (with
+invented labels), by the next. Whether a newline ends a row depends on the
+quote state before it, which the bytes before it decide. A reader past a
+file's start does not read them all: it runs the quote automaton below from
+each of its states over a window of bytes before the cut (:data:`LOOKBACK`,
+then :data:`LOOKBACK_MAX` if they have not agreed); once the runs agree, the
+state is known whatever came before (the automaton is deterministic), and in
+text with quotes they agree within a row or two. Where they never agree (no
+quoted field closes in the window: only a quoted field longer than it could
+still be open) the newline rule holds. The two partitions beside a cut
+decide it by this same function of the same bytes, so each row is read
+once, by the partition where it starts. A quoted field longer than the
+window that holds line ends and spans a cut could make a cut land before
+the one ahead of it; the partition between them sees its start past its end
+and stops the run in words (readers/__init__.py) rather than read rows twice.
+
+A compressed file is read as one stream in pieces, each cut after its last
+row end (:func:`last_row_end`); each piece then starts where a row does.
+
+A quoted field that never ends within :data:`MAX_ROW` bytes is cut at a
+newline as before: the parser then finds the unclosed quote and counts its
+row as malformed (readers/csv.py), rather than a reader holding the file.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# The quote automaton's states, as Arrow's CSV parser reads a row: at a
+# field's start, inside a field without quotes (a quote there is text),
+# inside quotes, just after a quote inside quotes (it closes the field, or a
+# second one makes a quote of text).
+FIELD, BARE, QUOTED, CLOSING = 0, 1, 2, 3
+NEWLINE = 10
+LOOKBACK = 64 * 1024
+LOOKBACK_MAX = 2**20
+PIECE = 64 * 1024
+MAX_ROW = 16 * 2**20
+
+
+@njit(cache=True, nogil=True)
+def _step(state: int, c: int, delim: int, quote: int) -> int:
+    if state == QUOTED:
+        return CLOSING if c == quote else QUOTED
+    if c == NEWLINE or c == delim:
+        return FIELD
+    if c == quote and (state == FIELD or state == CLOSING):
+        return QUOTED
+    return BARE
+
+
+@njit(cache=True, nogil=True)
+def state_after(data: np.ndarray, state: int, delim: int, quote: int) -> int:
+    """The quote state after ``data``, starting in ``state``."""
+    for i in range(data.shape[0]):
+        state = _step(state, data[i], delim, quote)
+    return state
+
+
+@njit(cache=True, nogil=True)
+def agreed_state(data: np.ndarray, delim: int, quote: int) -> int:
+    """The quote state after ``data`` whatever the state before it, or -1
+    when the runs from the four states do not agree by its end."""
+    a, b, c, d = FIELD, BARE, QUOTED, CLOSING
+    for i in range(data.shape[0]):
+        x = data[i]
+        a = _step(a, x, delim, quote)
+        b = _step(b, x, delim, quote)
+        c = _step(c, x, delim, quote)
+        d = _step(d, x, delim, quote)
+        if a == b and a == c and a == d:
+            return state_after(data[i + 1:], a, delim, quote)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def first_row_end(data: np.ndarray, state: int, delim: int, quote: int) -> tuple[int, int]:
+    """The index of the first newline of ``data`` that ends a row, starting in
+    ``state`` (-1 if none), and the state after ``data`` when there is none."""
+    for i in range(data.shape[0]):
+        c = data[i]
+        if c == NEWLINE and state != QUOTED:
+            return i, FIELD
+        state = _step(state, c, delim, quote)
+    return -1, state
+
+
+@njit(cache=True, nogil=True)
+def last_row_end(data: np.ndarray, delim: int, quote: int) -> int:
+    """The index of the last newline of ``data`` that ends a row, ``data``
+    starting where a row does (-1 if none)."""
+    state = FIELD
+    last = -1
+    for i in range(data.shape[0]):
+        c = data[i]
+        if c == NEWLINE and state != QUOTED:
+            last = i
+        state = _step(state, c, delim, quote)
+    return last
+
+
+def _bytes(b: bytes) -> np.ndarray:
+    return np.frombuffer(b, np.uint8)
+
+
+def row_start(f, offset: int, size: int, delimiter: str, quote: str) -> int:
+    """Where the first row starting at or after byte ``offset`` of the open
+    file ``f`` (of ``size`` bytes) starts: just past the first newline at or
+    after ``offset`` that ends a row (``size`` if none). The partitions on
+    both sides of ``offset`` call this alike: one ends there, the other starts."""
+    if offset <= 0:
+        return 0
+    if offset >= size:
+        return size
+    d, q = ord(delimiter), ord(quote)
+    state = -1
+    for back in (LOOKBACK, LOOKBACK_MAX):
+        lo = max(0, offset - back)
+        f.seek(lo)
+        window = _bytes(f.read(offset - lo))
+        state = state_after(window, FIELD, d, q) if lo == 0 else agreed_state(window, d, q)
+        if state >= 0 or lo == 0:
+            break
+    if state < 0:   # no quoted field closes in the window: a newline ends a row (see the module's note)
+        state = FIELD
+    at = offset
+    f.seek(offset)
+    while at < size:
+        piece = f.read(PIECE)
+        if not piece:
+            break
+        i, state = first_row_end(_bytes(piece), state, d, q)
+        if i >= 0:
+            return at + i + 1
+        at += len(piece)
+        if at - offset > MAX_ROW:   # a quote never closed: the newline rule, the parser counts the row
+            return _first_newline(f, offset, size)
+    return size
+
+
+def _first_newline(f, offset: int, size: int) -> int:
+    f.seek(offset)
+    at = offset
+    while at < size:
+        piece = f.read(PIECE)
+        if not piece:
+            break
+        i = piece.find(b"\n")
+        if i >= 0:
+            return at + i + 1
+        at += len(piece)
+    return size
+
+
+def stream_cut(data: bytes, delimiter: str | None, quote: str | None) -> int:
+    """Where a piece of a stream that starts at a row's start is cut: just past
+    its last row end (for a line format, its last newline); -1 if it has none
+    (the piece is one row so far). Past :data:`MAX_ROW` bytes, the last newline."""
+    if quote is None or delimiter is None:
+        cut = data.rfind(b"\n")
+    else:
+        cut = last_row_end(_bytes(data), ord(delimiter), ord(quote))
+        if cut < 0 and len(data) > MAX_ROW:
+            cut = data.rfind(b"\n")
+    return cut + 1 if cut >= 0 else -1

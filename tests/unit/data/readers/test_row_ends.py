@@ -1,0 +1,135 @@
+"""Where CSV/TSV rows end in bytes (data/readers/row_ends.py), and that a
+file split anywhere, or streamed in pieces of any size, reads each row once
+and whole, quoted line ends and all."""
+from __future__ import annotations
+
+import gzip
+import io
+import random
+import re
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lancetnic_flow.data.readers import read_partition
+from lancetnic_flow.data.readers.row_ends import (BARE, CLOSING, FIELD, QUOTED, agreed_state, first_row_end,
+                                                  last_row_end, row_start, stream_cut)
+from lancetnic_flow.data.sources import Columns, plan_source
+
+COLS = Columns(text=("text",), label="label")
+WORDS = ["alpha", "beta", "gamma", 'say "hi"', "a,b", "x\ny", "line\n\nbreaks", '5" screen', "", "end,\n"]
+
+
+def _b(s: str) -> np.ndarray:
+    return np.frombuffer(s.encode(), np.uint8)
+
+
+def _field(text: str, delim: str) -> str:
+    # quoted when it must be (a delimiter, a line end, a leading quote), and sometimes when not
+    if delim in text or "\n" in text or text.startswith('"') or (text and hash(text) % 3 == 0):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _file(rng: random.Random, rows: int, delim: str = ",", crlf: bool = False) -> tuple[bytes, list[int], list]:
+    """A file of ``rows`` rows, where each row starts, and the rows."""
+    out, starts, want = [f"text{delim}label\n"], [], []
+    at = len(out[0].encode())
+    for i in range(rows):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4))).strip()
+        if text.startswith('"'):
+            text = "q" + text
+        text = f"r{i} {text}"   # every row its own text: a row read twice shows
+        label = rng.choice(["sport", "tech", "art"])
+        line = _field(text, delim) + delim + label + ("\r\n" if crlf else "\n")
+        starts.append(at)
+        want.append((text, label))
+        out.append(line)
+        at += len(line.encode())
+    return "".join(out).encode(), starts + [at], want
+
+
+def test_the_automaton_reads_quotes_as_arrows_csv_parser_does():
+    d, q = ord(","), ord('"')
+    assert agreed_state(_b('ab"c,'), d, q) == FIELD                  # a quote inside a bare field is text
+    assert agreed_state(_b('"a",x,"it said ""no""'), d, q) == QUOTED   # doubled quotes inside quotes
+    assert agreed_state(_b('"a",x,"done"'), d, q) == CLOSING
+    assert agreed_state(_b('x,"it said ""no""'), d, q) == -1        # no quoted field closed: undecided
+    assert agreed_state(_b("no quote here\nat all"), d, q) == -1    # only a long quoted field could be open
+    assert first_row_end(_b('"a\nb",c\nd'), FIELD, d, q) == (7, FIELD)
+    assert first_row_end(_b('a\nb",c\nd'), QUOTED, d, q) == (6, FIELD)   # starting inside quotes
+    assert first_row_end(_b('"a\nb'), FIELD, d, q) == (-1, QUOTED)
+    assert last_row_end(_b('a,b\n"c\nd",e\n"f\n'), d, q) == 11
+    assert first_row_end(_b('x\n'), BARE, d, q)[0] == 1
+
+
+@pytest.mark.parametrize("delim, crlf", [(",", False), (",", True), ("\t", False)])
+def test_a_cut_anywhere_lands_on_the_next_rows_start(delim, crlf):
+    rng = random.Random(7)
+    data, starts, _ = _file(rng, 300, delim, crlf)
+    f = io.BytesIO(data)
+    header_end = data.index(b"\n") + 1
+    for offset in list(range(header_end - 1, len(data), 7)) + [len(data) - 1]:
+        want = next(s for s in starts if s > offset)   # a row starting at the offset itself is the last cut's
+        assert row_start(f, offset, len(data), delim, '"') == want, offset
+
+
+def test_where_the_window_is_shorter_than_a_row_the_rows_come_out_whole_or_the_run_stops(tmp_path, monkeypatch):
+    # windows far shorter than the quoted fields: a cut they cannot decide may fall inside a row
+    from lancetnic_flow.data.readers import row_ends
+    from lancetnic_flow.errors import UserError
+
+    monkeypatch.setattr(row_ends, "LOOKBACK", 8)
+    monkeypatch.setattr(row_ends, "LOOKBACK_MAX", 12)
+    monkeypatch.setattr(row_ends, "PIECE", 5)
+    data, _, want = _file(random.Random(3), 80)
+    path = tmp_path / "short.csv"
+    path.write_bytes(data)
+    stopped = 0
+    for blocksize in range(9, 60, 5):
+        try:
+            got, _ = _read(str(path), blocksize)
+        except UserError as exc:
+            assert "cannot be split there" in str(exc)
+            stopped += 1
+            continue
+        ids = [t.split(" ", 1)[0] for t, _ in got if re.match(r"r\d+ ", t)]   # the rows' starts read
+        assert len(ids) == len(set(ids)), blocksize   # no row read twice
+    assert 0 < stopped < 11   # some cuts crossed and stopped the read; most did not
+
+
+def _read(path: str, blocksize: int, chunk_bytes: int = 64 * 2**20) -> tuple[list, dict]:
+    plan = plan_source([path], blocksize=blocksize)
+    chunks = [c for p in plan.partitions for c in read_partition(p, COLS, chunk_bytes=chunk_bytes)]
+    table = pa.concat_tables([c.table for c in chunks])
+    skipped: dict = {}
+    for c in chunks:
+        for k, v in c.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    return list(zip(table.column("text").to_pylist(), table.column("label").to_pylist())), skipped
+
+
+@pytest.mark.parametrize("name, delim", [("q.csv", ","), ("q.tsv", "\t")])
+def test_a_file_split_at_any_block_size_reads_every_quoted_row_once_and_whole(tmp_path, name, delim):
+    data, _, want = _file(random.Random(11), 150, delim)
+    path = tmp_path / name
+    path.write_bytes(data)
+    for blocksize in (37, 257, 4096, len(data)):
+        got, skipped = _read(str(path), blocksize)
+        assert skipped == {} and got == want, blocksize
+
+
+def test_a_compressed_file_read_in_pieces_of_any_size_reads_every_quoted_row_once(tmp_path):
+    data, _, want = _file(random.Random(5), 150, ",", crlf=True)
+    path = tmp_path / "q.csv.gz"
+    path.write_bytes(gzip.compress(data))
+    for chunk_bytes in (50, 333, 10**6):
+        got, skipped = _read(str(path), 2**20, chunk_bytes)
+        assert skipped == {} and got == want, chunk_bytes
+
+
+def test_a_stream_piece_is_cut_after_its_last_row_not_inside_a_quoted_field():
+    assert stream_cut(b'a,b\n"c\nd', ",", '"') == 4
+    assert stream_cut(b'"c\nd', ",", '"') == -1            # one row so far: keep reading
+    assert stream_cut(b"a\nb\nc", None, None) == 4          # a line format: the last newline

@@ -1,0 +1,30 @@
+"""runs/outputs.py: a prediction output written table by table keeps the
+first table's columns: later rows lacking some are written empty there, rows
+with columns the file has not named stop the run in words."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.runs.outputs import OutputFile
+
+
+def test_later_rows_without_a_kept_column_are_written_empty_there(tmp_path):
+    out = tmp_path / "p.jsonl"
+    with OutputFile(str(out)) as f:
+        f.write(pa.table({"text": ["a b"], "meta": ["x"], "predicted": ["s"]}))
+        f.write(pa.table({"text": ["c d"], "predicted": ["t"]}))   # a partition whose objects lack "meta"
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows == [{"text": "a b", "meta": "x", "predicted": "s"}, {"text": "c d", "meta": None, "predicted": "t"}]
+
+
+def test_later_rows_with_a_column_the_output_lacks_are_refused_naming_it(tmp_path):
+    with pytest.raises(UserError, match=r"later input rows have columns the first rows written lack \(meta") as e:
+        with OutputFile(str(tmp_path / "p.csv")) as f:
+            f.write(pa.table({"text": ["a b"], "predicted": ["s"]}))
+            f.write(pa.table({"text": ["c d"], "meta": ["x"], "predicted": ["t"]}))
+    assert "--keep" in e.value.hint
+    assert not (tmp_path / "p.csv").exists()   # no half file under the real name
