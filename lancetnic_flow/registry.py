@@ -31,6 +31,7 @@ class Refusal:
     field: str
     applies: Callable[[Any], bool]
     why: str
+    instead: str | None = None   # what would honour it, when not another model ("--layers 1")
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,11 @@ class ModelSpec:
         return self.tasks + (("multilabel",) if "classify" in self.tasks and self.label_sets else ())
 
     def refusals(self, cfg: Any) -> list[Refusal]:
-        """The options of ``cfg`` this model cannot honour."""
-        return [r for r in self.refuses if r.applies(cfg)]
+        """The options of ``cfg`` this model cannot honour: its refusals, and a
+        model option its network fixes (FastTextBag's dropout) set otherwise."""
+        fixed = [Refusal(f"model.{k}", lambda c, k=k, v=v: getattr(c.model, k) not in (v, _declared(f"model.{k}")),
+                         f"its network fixes {k} at {v}") for k, v in self.fixed.items() if k in _MODEL_FIELDS]
+        return [r for r in (*self.refuses, *fixed) if r.applies(cfg)]
 
     def takes_classes(self, task: str, classes: int) -> bool:
         """Whether ``--model auto`` keeps this model for ``classes`` classes (labels, for ``multilabel``)."""
@@ -114,9 +118,14 @@ SGD_SPARSE_LR = 2.5
 # loss's is at most 1 per row, and the rows a batch shares add up their
 # examples' steps; at 2.5 a short or templated text overshot and diverged to
 # the mean (docs/benchmarks.md, "Regression").
-# A bag's input rows are --hidden wide: --embed, the Lancet models' token width, would do nothing.
+# A bag's input rows are --hidden wide: --embed, the Lancet models' token width, would do nothing;
+# with --layers 0 there is no hidden layer to size or drop units of.
 BAG_REFUSES = (Refusal("model.embed", lambda c: c.model.embed != _declared("model.embed"),
-                       "its terms' embeddings are --hidden wide (--embed is the Lancet models' width)"),)
+                       "its terms' embeddings are --hidden wide (--embed is the Lancet models' width)"),
+               Refusal("model.hidden", lambda c: c.model.layers == 0 and c.model.hidden is not None,
+                       "with --layers 0 it has no hidden layer", "--layers 1"),
+               Refusal("model.dropout", lambda c: c.model.layers == 0 and c.model.dropout != _declared("model.dropout"),
+                       "with --layers 0 it has no hidden layer to drop units of", "--layers 1"))
 BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPARSE_LR, value_sparse_lr=1.0,
                            search_ranges={"sparse_lr": (0.25, 25.0)}, refuses=BAG_REFUSES)
 # Sequence models (Lancet*): lazy Adam for the token embeddings; an LSTM layer
@@ -127,6 +136,10 @@ BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPAR
 # (docs/benchmarks.md, "The sequence models").
 SEQUENCE: dict[str, Any] = dict(hidden=128, batch_size=128, decay_steps=1000, sparse_optimizer="adam",
                                 input_width="embed", layer_weights=8, search=("lr", "hidden", "epochs", "batch_size", "dropout"))
+
+
+# The model options a network's fixed arguments may override (ModelSpec.fixed).
+_MODEL_FIELDS = ("hidden", "layers", "dropout", "embed")
 
 
 def _declared(field: str) -> Any:

@@ -88,9 +88,12 @@ def choose_model(cfg: TrainConfig, after: str | None = None) -> str:
 
 def _refuse(cfg: TrainConfig, spec: ModelSpec) -> None:
     for r in spec.refusals(cfg):
-        # a model that honours the option (the fallback of --model auto first)
+        if r.instead:
+            raise bad(r.field, f"{{name}} does not apply to {cfg.model.name}: {r.why}",
+                      f"drop {{name}}, or pass {r.instead}")
+        # a model that honours the option as given (the fallback of --model auto first)
         takes = [n for n in (AUTO_CHOICES[-1], *MODELS) if n != cfg.model.name
-                 and not any(x.field == r.field for x in MODELS[n].refuses)]
+                 and not any(x.field == r.field for x in MODELS[n].refusals(cfg))]
         raise bad(r.field, f"{{name}} does not apply to {cfg.model.name}: {r.why}",
                   f"drop {{name}}, or pass {{model.name}} {takes[0]}" if takes else "drop {name}")
 

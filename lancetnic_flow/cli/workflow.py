@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import UserError
+from ..errors import UserError, close_matches
 from ..options import BY_DEST, SECTIONS, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
@@ -67,13 +67,20 @@ def _fields(path: str, node: yaml.MappingNode) -> tuple[list[Field], dict | None
         key = k_node.value
         if key in SECTIONS and isinstance(v_node, yaml.MappingNode):
             for sk, sv in v_node.value:
-                out.append(Field(sk.value, yaml.safe_load(yaml.serialize(sv)), sk.start_mark.line + 1,
-                                 f"{key}.{sk.value}"))
+                out.append(Field(sk.value, _value(path, sk, sv), sk.start_mark.line + 1, f"{key}.{sk.value}"))
         elif key == "make_data":
-            make_data = {"value": yaml.safe_load(yaml.serialize(v_node)), "line": k_node.start_mark.line + 1}
+            make_data = {"value": _value(path, k_node, v_node), "line": k_node.start_mark.line + 1}
         else:
-            out.append(Field(key, yaml.safe_load(yaml.serialize(v_node)), k_node.start_mark.line + 1, key))
+            out.append(Field(key, _value(path, k_node, v_node), k_node.start_mark.line + 1, key))
     return out, make_data
+
+
+def _value(path: str, k_node: yaml.Node, v_node: yaml.Node):
+    """A field's value; a key with none (``epochs:``) is the user's error, named with its line."""
+    if isinstance(v_node, yaml.ScalarNode) and v_node.tag == "tag:yaml.org,2002:null":
+        raise UserError(f"{path}:{k_node.start_mark.line + 1}: {k_node.value} has no value",
+                        f"give it one ({k_node.value}: ...), or remove the line to keep the default")
+    return yaml.safe_load(yaml.serialize(v_node))
 
 
 def _dest(key: str) -> str:
@@ -153,6 +160,27 @@ def workflow_config(wf: Workflow):
     return cfg
 
 
+# make_data's fields and their kinds (data/synth.write_corpus's arguments a file may give).
+MAKE_DATA_FIELDS = {"rows": int, "classes": int, "seed": int, "format": str, "chunk_rows": int, "multilabel": bool,
+                    "storage_options": dict}
+
+
+def _check_make_data(spec: dict, where: str) -> None:
+    """Refuse a make_data field that does not exist or holds the wrong kind of value."""
+    for key, value in spec.items():
+        kind = MAKE_DATA_FIELDS.get(key)
+        if kind is None:
+            raise UserError(f"{where}: make_data has no field {key!r}" + close_matches(key, list(MAKE_DATA_FIELDS)),
+                            "fields: out, " + ", ".join(MAKE_DATA_FIELDS))
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            shown = {int: "a whole number", str: "text", bool: "true or false", dict: "a mapping"}[kind]
+            raise UserError(f"{where}: make_data.{key}: expected {shown}, got {value!r}")
+        if kind is int and key in ("rows", "classes", "chunk_rows") and value < 1:
+            raise UserError(f"{where}: make_data.{key}: expected at least 1, got {value}")
+    if "rows" not in spec:
+        raise UserError(f"{where}: make_data needs `rows: N`", "e.g. make_data: {out: data/train.csv, rows: 5000}")
+
+
 def prepare_workflow(path: str, overrides: list[str] | None = None):
     """The checked TrainConfig of a workflow, its data generated first if asked and missing."""
     wf = read_workflow(path, overrides)
@@ -165,10 +193,7 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
         if not os.path.exists(out):
             from ..data.synth import write_corpus
 
+            _check_make_data(spec, f"{path}:{make_data['line']}")
             os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-            try:
-                write_corpus(out, **spec)
-            except TypeError as exc:
-                raise UserError(f"{path}:{make_data['line']}: make_data: {exc}",
-                                "fields: out, rows, classes, seed") from None
+            write_corpus(out, **spec)
     return workflow_config(wf)

@@ -120,6 +120,11 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     quotes, JSON numbers named as Arrow names them), whose rows may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
+    if feature_config.get("tokenizer"):
+        # a run records the tokenizer's name; its shards come from its code
+        from ..tokenizers import code_fingerprint
+
+        options["tokenizer_code"] = code_fingerprint(str(feature_config["tokenizer"]))
     if (feature_config.get("mode") or "tfidf") == "tfidf" and feature_config.get("idf") is False:
         # a vocabulary's idf was applied whatever --no-idf said until it was honoured: those entries hold it
         options["idf"] = False

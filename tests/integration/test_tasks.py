@@ -96,7 +96,9 @@ def config(data, work: Path, model: str, task: str | None = None, *, epochs: int
     cfg.data.target = "target" if (task or MODELS[model].task) in ("regress", "multitask") else None
     cfg.data.numeric = list(numeric)
     # embed: the sequence models' token width (a bag's rows are --hidden wide: refused there)
-    cfg.model = ModelConfig(name=model, hidden=32, layers=1, dropout=0.1, **({"embed": 32} if model in SEQUENCE else {}))
+    # dropout: where the network does not fix it (FastTextBag's is 0: refused there)
+    cfg.model = ModelConfig(name=model, hidden=32, layers=1, **({"embed": 32} if model in SEQUENCE else {}),
+                            **({} if "dropout" in MODELS[model].fixed else {"dropout": 0.1}))
     t = cfg.training
     t.task, t.batch_size, t.threads = task, 64, 1   # threads=1: the two local workers own the other cores
     # LancetMC (the LSTM's last state) needs a larger step than the attention models in 2 epochs

@@ -104,15 +104,28 @@ def test_auto_takes_the_first_choice_that_accepts_every_option(change, model):
     ("LinearSVM", "embed", 8, "LancetMC"),
     ("ScalpelMC", "embed", 8, "LancetMC"),        # a bag's rows are --hidden wide
     ("FastTextBag", "embed", 8, "LancetMC"),
+    ("FastTextBag", "dropout", 0.5, "ScalpelMC"),  # its network fixes dropout at 0
 ])
 def test_an_option_the_model_would_ignore_is_refused_with_a_model_that_takes_it(name, field, value, takes):
     cfg = config(name)
-    setattr(cfg.training if field == "lr" else cfg.model, field, value)
+    setattr(cfg.training if field == "lr" else cfg.model, field, value)   # (the others: model options)
     with pytest.raises(UserError, match=f"{field} does not apply to {name}") as e:
         resolve(cfg)
     assert e.value.hint.endswith(takes)
     cfg.model.name = takes
     assert resolve(cfg).model.name == takes   # the model it names takes it
+
+
+@pytest.mark.parametrize("field,value", [("hidden", 16), ("dropout", 0.5)])
+def test_a_bag_without_a_hidden_layer_refuses_its_width_and_dropout_and_says_layers_1_takes_them(field, value):
+    cfg = config("ScalpelMC")
+    cfg.model.layers = 0
+    setattr(cfg.model, field, value)
+    with pytest.raises(UserError, match=f"{field} does not apply to ScalpelMC: with --layers 0") as e:
+        resolve(cfg)
+    assert e.value.cli[1].endswith("--layers 1")
+    cfg.model.layers = 1
+    assert getattr(resolve(cfg).model, field) == value
 
 
 def test_auto_with_a_target_regresses_and_a_named_model_keeps_its_own_task_or_refuses_the_target_it_would_not_read():

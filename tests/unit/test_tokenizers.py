@@ -45,3 +45,33 @@ def test_a_tokenizer_ref_pickles_with_its_function_and_registers_it_where_missin
     monkeypatch.delitem(tokenizers._TOKENIZERS, "unit-carried")
     back = pickle.loads(data)
     assert back == "unit-carried" and resolve("unit-carried")[0] is by_commas
+
+
+def test_the_code_fingerprint_changes_when_the_tokenizers_module_is_edited(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    src = tmp_path / "edited_tok.py"
+    src.write_text("from lancetnic_flow.tokenizers import register_tokenizer\n"
+                   "def words(t):\n    return t.split()\n"
+                   "register_tokenizer('edited-words', words)\n")
+    importlib.import_module("edited_tok")
+    before = tokenizers.code_fingerprint("edited_tok:edited-words")
+    assert before == tokenizers.code_fingerprint("edited_tok:edited-words")   # stable
+    src.write_text(src.read_text().replace("t.split()", "['constant']"))
+    assert tokenizers.code_fingerprint("edited_tok:edited-words") != before
+    sys.modules.pop("edited_tok", None)
+
+
+def test_a_script_tokenizers_fingerprint_follows_its_compiled_code():
+    def one(t):
+        return t.split()
+
+    def other(t):
+        return [t]
+
+    register_tokenizer("fp-a", one)
+    a = tokenizers.code_fingerprint(canonical("fp-a"))
+    register_tokenizer("fp-a", other)
+    assert tokenizers.code_fingerprint(canonical("fp-a")) != a

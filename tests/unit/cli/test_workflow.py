@@ -3,6 +3,8 @@ command line in between), `--set key=value` is read by the declared type,
 and unknown keys are refused with close matches. Pure: no cluster."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lancetnic_flow.cli import commands
@@ -101,6 +103,32 @@ def test_an_unknown_or_ill_typed_key_names_the_file_line_and_field(tmp_path):
     path = _write(tmp_path, "train: x.csv\nlr: [1, 2]\n")
     with pytest.raises(UserError, match="one value"):
         read_workflow(path)
+
+
+@pytest.mark.parametrize("text", ["train: x.csv\nepochs:\n", "train: x.csv\ntraining:\n  epochs:\n",
+                                  "train: x.csv\nepochs: ~\n"])
+def test_a_key_without_a_value_is_refused_naming_the_file_line_and_key(tmp_path, text):
+    path = _write(tmp_path, text)
+    with pytest.raises(UserError, match="epochs has no value") as e:
+        read_workflow(path)
+    assert f"{path}:{text.count(chr(10)) }" in str(e.value)
+
+
+@pytest.mark.parametrize("make_data, words", [
+    ("{out: d.csv, rows: abc}", "make_data.rows: expected a whole number, got 'abc'"),
+    ("{out: d.csv, rows: true}", "make_data.rows: expected a whole number"),
+    ("{out: d.csv, rows: 0}", "make_data.rows: expected at least 1"),
+    ("{out: d.csv, rowz: 10}", "make_data has no field 'rowz'"),
+    ("{out: d.csv}", "make_data needs `rows: N`"),
+    ("{out: d.csv, rows: 10, multilabel: 1}", "make_data.multilabel: expected true or false"),
+])
+def test_a_make_data_field_that_is_unknown_or_of_the_wrong_kind_is_refused_before_writing(tmp_path, make_data, words):
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    path = _write(tmp_path, f"train: {tmp_path / 'd.csv'}\nmake_data: {make_data.replace('d.csv', str(tmp_path / 'd.csv'))}\n")
+    with pytest.raises(UserError, match=re.escape(words)):
+        prepare_workflow(path)
+    assert not (tmp_path / "d.csv").exists()
 
 
 def test_resume_is_not_a_workflow_field(tmp_path):

@@ -63,6 +63,26 @@ def test_a_vocabulary_without_idf_never_reuses_an_entry_whose_idf_was_applied():
         plan, None, hashed, COLUMNS, VAL_FRACTION)   # hashed buckets had no idf before it: the same rows
 
 
+def test_an_entry_of_a_custom_tokenizer_is_not_reused_once_its_code_changes():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.tokenizers import canonical, register_tokenizer
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+
+    def words(t):
+        return t.split()
+
+    def constant(t):
+        return ["constant"]
+
+    register_tokenizer("key-tok", words)
+    fc = FeatureConfig(mode="hashing", tokenizer=canonical("key-tok")).__dict__
+    before = entry_key(plan, None, fc, COLUMNS, VAL_FRACTION)
+    assert before == entry_key(plan, None, dict(fc), COLUMNS, VAL_FRACTION)
+    register_tokenizer("key-tok", constant)   # the same name, other code: other tokens, other shards
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) != before
+
+
 def test_columns_added_later_count_in_the_key_only_when_set():
     plain = Columns(text=("text",), label="label")
     assert columns_key(plain) == (("text",), "label", None, ())
