@@ -2,7 +2,9 @@
 
 A partition past the file's start gets the header read separately. Quoted
 newlines are allowed; a quote opened and never closed is found and its
-lines re-read (see :func:`_read_csv_rows`), so no row vanishes uncounted.
+lines re-read (see :func:`_read_csv_rows`), and so are the lines a stray
+quote took until a later quote with text behind it "closed" it
+(:func:`~.row_ends.stray_quote_lines`), so no row vanishes uncounted.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pyarrow.csv as pv
 from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..sources import Chunk, Columns
+from .row_ends import without_stray_quote_lines
 from .table import (BOM, ESCAPED, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 
@@ -189,6 +192,14 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     names = columns.read_names(have)
     if columns.all_rows and escaped:
         return _rows_in_order(raw, header is None, have, delimiter, names, columns)
+    # A quote that opened a field, took the lines after it and "closed" with text behind it: its line
+    # is malformed, the lines it took are rows (row_ends.stray_quote_lines).
+    kept, strays = without_stray_quote_lines(body, delimiter, '"')
+    if strays:
+        if columns.all_rows:
+            return _rows_in_order(raw, header is None, have, delimiter, names, columns)
+        body = pa.py_buffer(kept)
+        skipped["malformed"] = skipped.get("malformed", 0) + strays
     table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
     if columns.all_rows and bad:
         return _rows_in_order(raw, header is None, have, delimiter, names, columns)
@@ -198,7 +209,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
         table, undecodable = _without_marks(table)
         if undecodable:
             skipped["undecodable"] = undecodable
-    rows_read = table.num_rows + bad + undecodable
+    rows_read = table.num_rows + bad + undecodable + strays
     return finish(columns, table.column, table.num_rows, rows_read, skipped, have=have)
 
 
@@ -212,6 +223,12 @@ def _without_marks(table: pa.Table) -> tuple[pa.Table, int]:
         hit = found if hit is None else pc.or_(hit, found)
     n = 0 if hit is None else (pc.sum(hit).as_py() or 0)
     return (table.filter(pc.invert(hit)), n) if n else (table, 0)
+
+
+def _stray(taken: list[str], delimiter: str) -> bool:
+    """Whether a record of several lines is a stray quote's (row_ends.stray_quote_lines)."""
+    text = "".join(taken).encode("utf-8", errors="surrogateescape")
+    return without_stray_quote_lines(text, delimiter, '"')[1] > 0
 
 
 def _rows_in_order(raw: bytes, has_header: bool, have: list[str], delimiter: str, names: list[str],
@@ -259,8 +276,8 @@ def _records(lines: list[str], delimiter: str, width: int):
             taken = lines[start + before:start + reader.line_num]
             if row == []:
                 continue   # a blank line is not a row
-            if row is not None and sum(t.count('"') for t in taken) % 2 and len(taken) > 1:
-                row = None                       # an unclosed quote took the lines after it
+            if row is not None and len(taken) > 1 and (sum(t.count('"') for t in taken) % 2 or _stray(taken, delimiter)):
+                row = None                       # an unclosed (or stray) quote took the lines after it
                 restart = start + before + 1
             if row is None or len(row) != width:
                 yield None, "malformed"

@@ -103,6 +103,61 @@ def last_row_end(data: np.ndarray, delim: int, quote: int) -> int:
     return last
 
 
+@njit(cache=True, nogil=True)
+def stray_quote_lines(data: np.ndarray, delim: int, quote: int) -> list:
+    """Where the lines start whose quote opened a field that took the lines
+    after it and was then "closed" by a quote with text behind it (``"a text
+    that starts with a quote`` ... ``a 5" screen``): a closing quote is
+    followed by a delimiter, a line end or a second quote in any well-formed
+    row, so that field is a stray quote's, and the lines it took are rows of
+    their own. ``data`` starts where a row does; after each such line the
+    scan starts again at the next one."""
+    out = [np.int64(0)][:0]
+    n = data.shape[0]
+    state, line, opened, spans = FIELD, 0, 0, False
+    i = 0
+    while i < n:
+        c = data[i]
+        if state == FIELD and c == quote:
+            opened, spans = line, False
+        elif state == QUOTED and c == NEWLINE:
+            spans = True
+        elif state == CLOSING and spans and c != quote and c != delim and c != NEWLINE and c != 13:
+            out.append(np.int64(opened))
+            i = opened
+            while i < n and data[i] != NEWLINE:
+                i += 1
+            i += 1
+            state, line, spans = FIELD, i, False
+            continue
+        if c == NEWLINE and state != QUOTED:
+            line = i + 1
+        state = _step(state, c, delim, quote)
+        i += 1
+    return out
+
+
+def without_stray_quote_lines(data, delimiter: str, quote: str) -> tuple[bytes | None, int]:
+    """``data`` (bytes or a buffer, starting at a row) without the lines of
+    :func:`stray_quote_lines`, and how many: (None, 0) when it has none."""
+    raw = np.frombuffer(data, np.uint8)
+    starts = stray_quote_lines(raw, ord(delimiter), ord(quote))
+    if not len(starts):
+        return None, 0
+    view, kept, at = memoryview(data), [], 0
+    for start in starts:
+        end = _line_end(raw, int(start))
+        kept.append(bytes(view[at:start]))
+        at = end
+    kept.append(bytes(view[at:]))
+    return b"".join(kept), len(starts)
+
+
+def _line_end(raw: np.ndarray, start: int) -> int:
+    hits = np.flatnonzero(raw[start:] == NEWLINE)
+    return start + int(hits[0]) + 1 if len(hits) else raw.shape[0]
+
+
 def _bytes(b: bytes) -> np.ndarray:
     return np.frombuffer(b, np.uint8)
 

@@ -42,3 +42,26 @@ def test_an_undecodable_byte_skips_its_record_once_across_quoted_line_ends_and_s
     assert chunk.table.column("label").to_pylist() == ["a", "c", "d"]
     assert chunk.table.column("text").to_pylist()[1] == "keeps \ufffd as text"
     assert chunk.skipped == {"undecodable": 1} and chunk.rows_read == 4
+
+
+@pytest.mark.parametrize("fmt, sep", [("tsv", "\t"), ("csv", ",")])
+def test_a_stray_quote_that_takes_the_lines_after_it_costs_its_own_row_only(fmt, sep):
+    # row 3's text starts with a quote that a later text's inch mark "closes", with text behind it
+    rows = [f"r{i} alpha beta{sep}{'ab'[i % 2]}" for i in range(12)]
+    rows[3] = f'"a quote that never closes{sep}b'
+    rows[8] = f'the 5" screen{sep}a'
+    body = ("\n".join(rows) + "\n").encode()
+    header = f"text{sep}label\n".encode()
+    chunk = parse_csv(body, header, fmt, Columns(text=("text",), label="label"), f"f.{fmt}")
+    texts = chunk.table.column("text").to_pylist()
+    assert len(texts) == 11 and chunk.skipped == {"malformed": 1} and chunk.rows_read == 12
+    assert 'the 5" screen' in texts and all("\n" not in t for t in texts)
+    # prediction keeps every row in place, the stray's as malformed
+    listed = parse_csv(body, header, fmt, Columns(text=("text",), all_rows=True), f"f.{fmt}")
+    assert listed.table["status"].to_pylist() == ["ok"] * 3 + ["malformed"] + ["ok"] * 8
+
+
+def test_a_well_formed_quoted_field_over_several_lines_is_no_stray():
+    body = b'"one\nover two lines",a\n"say ""hi""\nthen go",b\nplain,c\n'
+    chunk = parse_csv(body, b"text,label\n", "csv", Columns(text=("text",), label="label"), "f.csv")
+    assert chunk.table.column("label").to_pylist() == ["a", "b", "c"] and chunk.skipped == {}

@@ -133,3 +133,13 @@ def test_a_stream_piece_is_cut_after_its_last_row_not_inside_a_quoted_field():
     assert stream_cut(b'a,b\n"c\nd', ",", '"') == 4
     assert stream_cut(b'"c\nd', ",", '"') == -1            # one row so far: keep reading
     assert stream_cut(b"a\nb\nc", None, None) == 4          # a line format: the last newline
+
+
+def test_a_stray_quotes_line_is_found_and_a_well_formed_or_one_line_quote_is_not():
+    from lancetnic_flow.data.readers.row_ends import stray_quote_lines
+
+    d, q = ord(","), ord('"')
+    data = b'a,x\n"stray opens,x\nb,x\nthe 5" screen,x\nc,x\n'
+    assert list(stray_quote_lines(_b(data.decode()), d, q)) == [4]
+    assert list(stray_quote_lines(_b('"two\nlines",x\n"say ""hi""",y\n'), d, q)) == []
+    assert list(stray_quote_lines(_b('"lenient" text,x\n'), d, q)) == []   # one line: read as before
