@@ -119,9 +119,22 @@ def _override(fields: list[Field], item: str) -> Field | None:
     return Field(key, value, 0, f"--set {key}")
 
 
+def _refuse_twice(path: str, fields: list[Field]) -> None:
+    """One option set twice in a file (a key repeated, a section's and the top
+    level's, ``max_features`` and ``max-features``) is refused: which one was
+    meant is not the file's to guess. ``--set`` overrides the file."""
+    seen: dict[str, Field] = {}
+    for f in fields:
+        first = seen.setdefault(_dest(f.key), f)
+        if first is not f:
+            raise UserError(f"{path}:{f.line}: {f.where} sets what line {first.line} ({first.where}) already sets",
+                            "keep one of them (`--set KEY=VALUE` overrides the file's value)")
+
+
 def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
     """A workflow file and its ``--set`` overrides, each key a declared option and each value of its type."""
     fields, make_data = _fields(path, _load(path))
+    _refuse_twice(path, fields)
     typed: dict[str, Any] = {}
     for item in overrides or []:
         if item.split("=", 1)[0].startswith("make_data."):

@@ -139,3 +139,20 @@ def test_resume_is_not_a_workflow_field(tmp_path):
 def test_nested_storage_option_overrides_merge(tmp_path):
     values = read_workflow(_write(tmp_path), ["storage_option.anon=true"]).values
     assert values["storage_option"] == {"client_kwargs": {"region_name": "eu"}, "anon": True}
+
+
+@pytest.mark.parametrize("text, lines", [
+    ("train: x.csv\nepochs: 1\ntraining:\n  epochs: 3\n", (2, 4)),   # the top level's and a section's
+    ("train: x.csv\nmax_features: 10\nmax-features: 20\n", (2, 3)),  # two spellings of one option
+    ("train: x.csv\nepochs: 1\nepochs: 2\n", (2, 3)),                # a key repeated
+])
+def test_an_option_set_twice_in_a_file_is_refused_naming_both_lines(tmp_path, text, lines):
+    path = _write(tmp_path, text)
+    with pytest.raises(UserError, match=f"{re.escape(str(path))}:{lines[1]}: .* line {lines[0]} ") as e:
+        read_workflow(path)
+    assert "--set" in e.value.hint
+
+
+def test_a_set_override_replaces_the_files_value_without_being_a_second_setting(tmp_path):
+    values = read_workflow(_write(tmp_path, "train: x.csv\nepochs: 1\n"), ["epochs=4"]).values
+    assert values["epochs"] == 4
