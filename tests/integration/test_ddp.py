@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from lancetnic_flow.config import ModelConfig
 from lancetnic_flow.dataflow.shards import ShardInfo
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.events import Events
@@ -416,7 +417,7 @@ def test_a_diverging_ddp_run_ends_in_the_ranks_words_not_a_peers_broken_connecti
     path = templated_csv(tmp_path / "templated.csv", rows=1500)
     cfg = make_config(path, tmp_path, epochs=2)
     cfg.data.label, cfg.data.target = None, "y"
-    cfg.model.name, cfg.model.layers = "ScalpelReg", 0
+    cfg.model = ModelConfig(name="ScalpelReg", layers=0)   # no hidden layer: its width and dropout are refused
     cfg.training.task, cfg.training.ddp = "regress", 2
     cfg.training.sparse_optimizer, cfg.training.sparse_lr = "sgd", 100.0
     with pytest.raises(UserError, match="training diverged"):
