@@ -118,28 +118,77 @@ def _as_text(arr) -> pa.Array:
 def _with_json_lists(text: pa.Array, is_json: pa.Array, parts: pa.ListArray) -> pa.ListArray:
     """``parts`` with the rows holding a JSON list replaced by that list's items.
 
-    Items are split at ``","`` between quoted items (so a comma inside a label
-    stays), or at commas between bare numbers and literals."""
+    A list of plain quoted items, or of bare numbers and literals, is split
+    vectorised: at ``","`` between quoted items (a comma inside a label
+    stays), at commas between bare ones; a label there holds no quote, since
+    JSON would escape it. A list holding an escape (``\\"``, ``\\u00e9``), a
+    decimal, or quoted and bare items together is read by ``json.loads``, row by row: such
+    rows are few, and splitting them by pattern cut an escaped quote at an
+    item's end and kept ``\\u00e9`` as six characters."""
     inner = pc.replace_substring_regex(text, r"^\[\s*|\s*\]$", "")
     quoted = pc.match_substring(inner, '"')
+    mixed = pc.and_(quoted, pc.invert(pc.and_(pc.starts_with(inner, '"'), pc.ends_with(inner, '"'))))
+    # (bare decimals too: named as Arrow writes a JSON number, "2.0" → "2", as a JSON Lines list's are)
+    floating = pc.and_(pc.invert(quoted), pc.match_substring_regex(inner, "[.eE]"))
+    careful = pc.fill_null(pc.and_(is_json, pc.or_(pc.or_(pc.match_substring(inner, "\\"), mixed), floating)),
+                           False)
     bare = pc.binary_join_element_wise('"', pc.replace_substring_regex(inner, r"\s*,\s*", '","'), '"', "")
     items = pc.split_pattern_regex(pc.if_else(quoted, inner, bare), r'"\s*,\s*"')
     values = pc.replace_substring_regex(pc.list_flatten(items), r'^\s*"|"\s*$', "")
-    values = pc.replace_substring(values, '\\"', '"')
-    # Join the two per row: a JSON row takes its items, any other row its own parts.
+    # Join them per row: a JSON row takes its items (read by json.loads where careful), any other its own parts.
     json_rows = np.asarray(is_json.to_numpy(zero_copy_only=False), bool)
+    slow = np.asarray(careful.to_numpy(zero_copy_only=False), bool)
     json_parents = pc.list_parent_indices(items).to_numpy()
     other_parents = pc.list_parent_indices(parts).to_numpy()
-    keep_json = json_rows[json_parents]
+    keep_json = json_rows[json_parents] & ~slow[json_parents]
     keep_other = ~json_rows[other_parents]
-    parents = np.concatenate([json_parents[keep_json], other_parents[keep_other]])
+    slow_parents, slow_values = _json_items(text, np.flatnonzero(slow))
+    parents = np.concatenate([json_parents[keep_json], other_parents[keep_other], slow_parents])
     merged = pa.concat_arrays([values.filter(pa.array(keep_json)),
-                               pc.list_flatten(parts).filter(pa.array(keep_other))])
+                               pc.list_flatten(parts).filter(pa.array(keep_other)), slow_values])
     order = np.argsort(parents, kind="stable")
     counts = np.bincount(parents, minlength=len(text))
     offsets = np.zeros(len(text) + 1, np.int32)
     np.cumsum(counts, out=offsets[1:])
     return pa.ListArray.from_arrays(pa.array(offsets), merged.take(pa.array(order)))
+
+
+def _json_items(text: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """The items of the JSON lists in ``text[rows]`` as label names (numbers as
+    Arrow writes them, booleans as ``true``/``false``): the row of each, and
+    its text. A row that is no valid JSON list gives its whole text as one label."""
+    import json
+
+    parents: list[int] = []
+    names: list = []
+    floats: list[int] = []
+    for row in rows.tolist():
+        raw = text[row].as_py()
+        try:
+            items = json.loads(raw)
+        except ValueError:
+            items = None
+        if not isinstance(items, list):
+            parents.append(row)
+            names.append(raw)
+            continue
+        for item in items:
+            parents.append(row)
+            if isinstance(item, bool):
+                names.append("true" if item else "false")
+            elif isinstance(item, float):
+                floats.append(len(names))
+                names.append(item)
+            elif item is None:
+                names.append("")
+            else:
+                names.append(item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+                             if isinstance(item, (list, dict)) else str(item))
+    if floats:
+        cast = pa.array([names[i] for i in floats], pa.float64()).cast(pa.string()).to_pylist()
+        for i, name in zip(floats, cast):
+            names[i] = name
+    return np.asarray(parents, np.int64), pa.array(names, pa.string())
 
 
 def repeated_rows(sets: pa.ListArray) -> int:

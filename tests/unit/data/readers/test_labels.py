@@ -18,6 +18,18 @@ def test_strings_become_sets_by_separator_json_list_or_as_one_label():
     assert label_sets(pa.array(["a|b", "solo"]), None).to_pylist() == [["a|b"], ["solo"]]
 
 
+def test_a_json_list_in_a_cell_reads_as_json_does_escapes_unicode_and_numbers_included():
+    import json
+
+    sets = [["say \"hi\"", "tech"], ["tech", "say \"hi\""], ["café", "a, b"], ["back\\slash"], ["x"]]
+    cells = [json.dumps(s) for s in sets] + [json.dumps(s, ensure_ascii=False) for s in sets]
+    assert label_sets(pa.array(cells), None).to_pylist() == sets + sets
+    # numbers named as a JSON Lines list's are (Arrow's text of the value), mixed lists item by item
+    assert label_sets(pa.array(["[1, 2.0, true]", '[1, "a"]', "[1, 2]"]), None).to_pylist() == [
+        ["1", "2", "true"], ["1", "a"], ["1", "2"]]
+    assert label_sets(pa.array([[1.0, 2.0]], pa.list_(pa.float64())), None).to_pylist() == [["1", "2"]]
+
+
 def test_list_columns_keep_their_labels_as_text():
     label = pa.array([["a", " b "], [], None], pa.list_(pa.string()))
     assert label_sets(label, None).to_pylist() == [["a", "b"], [], []]
