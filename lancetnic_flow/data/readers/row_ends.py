@@ -24,6 +24,10 @@ row end (:func:`last_row_end`); each piece then starts where a row does.
 A quoted field that never ends within :data:`MAX_ROW` bytes is cut at a
 newline as before: the parser then finds the unclosed quote and counts its
 row as malformed (readers/csv.py), rather than a reader holding the file.
+
+The same automaton finds a stray quote in a block (:func:`stray_quote_lines`):
+a field whose quote took the lines after it and was then "closed" by a quote
+with text behind it, which no well-formed row holds.
 """
 from __future__ import annotations
 
