@@ -254,6 +254,8 @@ def sum_rows(results: list) -> dict:
 
 # What a noted row was changed to, for the run's warning.
 NOTED = {"repeated_label": "row(s) named a label twice in their label set; each label counts once",
+         "unreadable_numeric": ("--numeric value(s) that are not numbers (a decimal comma, text): each counts as "
+                                "the training mean, as a missing one does"),
          LEARNED: ("validation row(s) the --init-from model had learned: trained on, not held out, since a "
                    "row a model learned does not test it")}
 
@@ -1057,11 +1059,13 @@ class Training:
         }
         for reason, n in rows.get("noted", {}).items():
             self.events.emit("warning", message=f"{n:,} {NOTED.get(reason, reason)} ({reason} in metrics.json)")
-        if self.given.training.early_stopping and not rows["validated"]:
+        # The patience in effect (the model's own when none was given), where rows were to be held out.
+        if tc.early_stopping and not rows["validated"] and (cfg.data.val or cfg.data.val_fraction):
+            given = "" if self.given.training.early_stopping else " (the model's default)"
             self.events.emit("warning", message=(
-                f"--early-stopping {self.given.training.early_stopping} had no validation row to watch (every one "
-                "was skipped or trained on: rows in metrics.json), so no epoch was stopped early and the last was "
-                "kept"))
+                f"--early-stopping {tc.early_stopping}{given} had no validation row to watch (every one was "
+                "skipped, trained on, or none was held out: rows in metrics.json), so no epoch was stopped early "
+                "and the last was kept"))
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
         # Plots (matplotlib, a second or two) draw beside the weights' write, or after the run by a forked

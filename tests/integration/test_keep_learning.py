@@ -265,3 +265,17 @@ def test_what_cannot_continue_the_run_is_refused_up_front_and_nothing_is_written
         assert_user_error(cli("train", *args, "--out", runs, "--no-plots", cwd=d), *needles)
     assert _bytes(A) == before
     assert sorted(p.name for p in runs.iterdir()) == folders   # no run folder was started
+
+
+def test_the_models_default_patience_with_no_row_held_out_says_it_watched_nothing(tmp_path):
+    # seven distinct texts: the hash holds none of them out at --val-fraction 0.1
+    texts = [f"noise{i} word" for i in range(7)]
+    (tmp_path / "few.csv").write_text("text,label\n" + "".join(f"{texts[i % 7]},{'abcd'[i % 4]}\n"
+                                                               for i in range(400)))
+    p = cli("train", tmp_path / "few.csv", "--model", "ScalpelMC", "--epochs", "2", "--no-plots", "--out",
+            tmp_path / "runs", "--name", "few", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = " ".join((p.stdout + p.stderr).split())
+    assert "--early-stopping 2 (the model's default) had no validation row to watch" in out
+    m = _metrics(tmp_path / "runs" / "few")
+    assert m["rows"]["validated"] == 0 and m["kept"] == "last"

@@ -181,19 +181,34 @@ def finish(columns: Columns, get, n: int, rows_read: int,
     if target is not None:
         arrays.append(kept(target))
         names.append("target")
+    unreadable = 0
     for c in columns.numeric:
-        arrays.append(kept(to_float(get(c))))
+        raw = get(c)
+        value = to_float(raw)
+        arrays.append(kept(value))
         names.append(c)
+        unreadable += _unreadable_numbers(kept(raw), kept(value))
     schema = empty_table(columns, "").schema
     table = pa.Table.from_arrays(
         [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
         names=names)
-    noted = {}
+    noted = {"unreadable_numeric": unreadable} if unreadable else {}
     if columns.multilabel and label is not None:
         repeated = repeated_rows(table.column("label").combine_chunks())
         if repeated:
             noted["repeated_label"] = repeated
     return Chunk(table.cast(schema), rows_read, skipped, noted)
+
+
+def _unreadable_numbers(raw, value) -> int:
+    """Values of a ``--numeric`` column given but not read as a number (``0,5``,
+    ``n/a``, ``inf``): the row stays, the value counts as the training mean,
+    and the run says how many (``rows.noted.unreadable_numeric``)."""
+    if pa.types.is_floating(raw.type) or pa.types.is_integer(raw.type) or pa.types.is_null(raw.type):
+        return int(pc.sum(pc.and_(pc.is_valid(raw), pc.is_null(value))).as_py() or 0)   # nan, inf
+    given = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.cast(raw, pa.string()))), 0) \
+        if not pa.types.is_boolean(raw.type) and not pa.types.is_decimal(raw.type) else pc.is_valid(raw)
+    return int(pc.sum(pc.and_(pc.fill_null(given, False), pc.is_null(value))).as_py() or 0)
 
 
 def label_column(columns: Columns, raw) -> tuple:

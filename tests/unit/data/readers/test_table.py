@@ -74,3 +74,17 @@ def test_utf16_text_is_refused_with_how_to_convert():
 def test_the_likely_encoding_of_a_block_is_cp1252_when_it_uses_its_quotes_else_latin1():
     assert likely_encoding("“quoted” café".encode("cp1252")) == "cp1252"
     assert likely_encoding("café crème".encode("latin-1")) == "latin-1"
+
+
+def test_a_numeric_value_that_is_no_number_keeps_its_row_and_is_counted_not_silently_meaned():
+    from lancetnic_flow.data.readers.table import finish
+    from lancetnic_flow.data.sources import Columns
+
+    cols = Columns(text=("text",), label="label", numeric=("n",))
+    words = ["alpha beta", "gamma delta", "epsilon zeta", "eta theta"]
+    given = {"text": pa.array(words), "label": pa.array(["x", "y", "x", "y"]), "n": pa.array(["0,5", "1.5", "", "n/a"])}
+    chunk = finish(cols, given.__getitem__, 4, 4, {})
+    assert chunk.table.column("n").to_pylist() == [None, 1.5, None, None]   # the mean stands in, as for a missing one
+    assert chunk.noted == {"unreadable_numeric": 2} and chunk.skipped == {}   # "" is missing, not unreadable
+    given["n"] = pa.array([1.0, float("nan"), None, 2.0])
+    assert finish(cols, given.__getitem__, 4, 4, {}).noted == {"unreadable_numeric": 1}
