@@ -1023,6 +1023,20 @@ class Training:
         # trained on the cluster, rank 0 found them on the weights it sent (none where it left them to this process)
         return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so, self.ranks_top_rows)
 
+    def _warn_of_rows(self, rows: dict) -> None:
+        """The run's warnings about its rows: those read changed (noted), and a
+        patience with no validation row to watch."""
+        cfg, tc = self.cfg, self.tc
+        for reason, n in rows.get("noted", {}).items():
+            self.events.emit("warning", message=f"{n:,} {NOTED.get(reason, reason)} ({reason} in metrics.json)")
+        # The patience in effect (the model's own when none was given), where rows were to be held out.
+        if tc.early_stopping and not rows["validated"] and (cfg.data.val or cfg.data.val_fraction):
+            given = "" if self.given.training.early_stopping else " (the model's default)"
+            self.events.emit("warning", message=(
+                f"--early-stopping {tc.early_stopping}{given} had no validation row to watch (every one was "
+                "skipped, trained on, or none was held out: rows in metrics.json), so no epoch was stopped early "
+                "and the last was kept"))
+
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""
         cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
@@ -1057,15 +1071,7 @@ class Training:
             "shards_kept": self.feed.kept_shards() if isinstance(self.feed, ShardFeed) else None,
             "client_shard_bytes": SHARD_READS.now()[1] - self.reads_at_start[1],
         }
-        for reason, n in rows.get("noted", {}).items():
-            self.events.emit("warning", message=f"{n:,} {NOTED.get(reason, reason)} ({reason} in metrics.json)")
-        # The patience in effect (the model's own when none was given), where rows were to be held out.
-        if tc.early_stopping and not rows["validated"] and (cfg.data.val or cfg.data.val_fraction):
-            given = "" if self.given.training.early_stopping else " (the model's default)"
-            self.events.emit("warning", message=(
-                f"--early-stopping {tc.early_stopping}{given} had no validation row to watch (every one was "
-                "skipped, trained on, or none was held out: rows in metrics.json), so no epoch was stopped early "
-                "and the last was kept"))
+        self._warn_of_rows(rows)
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
         # Plots (matplotlib, a second or two) draw beside the weights' write, or after the run by a forked
