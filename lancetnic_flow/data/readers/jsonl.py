@@ -16,6 +16,7 @@ import pyarrow.json as pj
 from ...errors import UserError
 from ...formats import Format, Head, to_utf8
 from ..sources import Chunk, Columns, missing_column_error
+from .labels import json_values_as_text
 from .table import BOM, decoded, empty_table, finish, open_head, read_lines, strip_bom, text_kinds, utf8_ok
 
 
@@ -89,7 +90,7 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
                 v = json.dumps(v)
             elif isinstance(v, bool):
                 v = str(v).lower()
-            elif v is not None and not isinstance(v, float):   # floats: _texts, as Arrow writes them
+            elif v is not None and not isinstance(v, float):   # floats: json_values_as_text, as Arrow writes them
                 v = str(v)
             cols[n].append(v)
         not_text.append(wrong)
@@ -100,7 +101,7 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
                 raise missing_column_error(url, n, sorted(seen_keys))
     if malformed:
         skipped["malformed"] = skipped.get("malformed", 0) + malformed
-    arrays = {n: _texts(v) for n, v in cols.items()}
+    arrays = {n: json_values_as_text(v) for n, v in cols.items()}
     return finish(columns, arrays.__getitem__, n_rows, n_rows + malformed + undecodable,
                   skipped, not_text=pa.array(not_text, pa.bool_()) if any(not_text) else None)
 
@@ -110,20 +111,7 @@ def _value(v):
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, bool):
         return str(v).lower()
-    return v if v is None or isinstance(v, float) else str(v)   # floats: _texts, as Arrow writes them
-
-
-def _texts(values: list) -> pa.Array:
-    """One key's values as text, numbers written as Arrow's reader of the same
-    lines writes them (``2.0`` → "2", ``1e-07`` → "1e-7"): a block read by the
-    per-line path gives a label the name a block read by Arrow gives it, so one
-    class never becomes two by which block its rows fell in."""
-    at = [i for i, v in enumerate(values) if isinstance(v, float)]
-    if at:
-        values = list(values)
-        for i, text in zip(at, pa.array([values[i] for i in at], pa.float64()).cast(pa.string()).to_pylist()):
-            values[i] = text
-    return pa.array(values, pa.string())
+    return v if v is None or isinstance(v, float) else str(v)   # floats: json_values_as_text, as Arrow writes them
 
 
 def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
@@ -162,7 +150,7 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
         if why:
             skipped[why] = skipped.get(why, 0) + 1
     names = columns.read_names(have)
-    arrays = {n: _texts([None if o is None else _value(o.get(n)) for o in objs]) for n in names}
+    arrays = {n: json_values_as_text([None if o is None else _value(o.get(n)) for o in objs]) for n in names}
     return finish(columns, arrays.__getitem__, len(objs), len(objs), skipped,
                   status=pa.array(status, pa.string()), have=have)
 

@@ -161,7 +161,6 @@ def _json_items(text: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, pa.Array]
 
     parents: list[int] = []
     names: list = []
-    floats: list[int] = []
     for row in rows.tolist():
         raw = text[row].as_py()
         try:
@@ -177,18 +176,26 @@ def _json_items(text: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, pa.Array]
             if isinstance(item, bool):
                 names.append("true" if item else "false")
             elif isinstance(item, float):
-                floats.append(len(names))
-                names.append(item)
+                names.append(item)   # as text below, as Arrow writes it
             elif item is None:
                 names.append("")
             else:
                 names.append(item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
                              if isinstance(item, (list, dict)) else str(item))
-    if floats:
-        cast = pa.array([names[i] for i in floats], pa.float64()).cast(pa.string()).to_pylist()
-        for i, name in zip(floats, cast):
-            names[i] = name
-    return np.asarray(parents, np.int64), pa.array(names, pa.string())
+    return np.asarray(parents, np.int64), json_values_as_text(names)
+
+
+def json_values_as_text(values: list) -> pa.Array:
+    """Values a JSON reader gave (text, or a float left as it is) as text, each
+    float written as Arrow's reader of the same lines writes it (``2.0`` → "2",
+    ``1e-07`` → "1e-7"): a block read line by line names a label as a block
+    read by Arrow does, so one class never becomes two by which path read it."""
+    at = [i for i, v in enumerate(values) if isinstance(v, float)]
+    if at:
+        values = list(values)
+        for i, text in zip(at, pa.array([values[i] for i in at], pa.float64()).cast(pa.string()).to_pylist()):
+            values[i] = text
+    return pa.array(values, pa.string())
 
 
 def repeated_rows(sets: pa.ListArray) -> int:
