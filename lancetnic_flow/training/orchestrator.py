@@ -37,7 +37,7 @@ from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import LEARNED, SHARD_READS, count_partition
 from ..errors import UserError
-from ..options import BY_FIELD
+from ..options import BY_FIELD, bad
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.labelsets import joined_labels
@@ -205,8 +205,9 @@ def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> 
 
 
 def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, rows_read: int = 0,
-                 skipped: dict[str, int] | None = None) -> None:
-    """Refuse a fit that left nothing to train on, naming what to check."""
+                 skipped: dict[str, int] | None = None, numeric: dict | None = None) -> None:
+    """Refuse a fit that left nothing to train on, naming what to check;
+    ``numeric``: the pass's moments of each ``--numeric`` column (FitStats.numeric)."""
     data = ", ".join(cfg.data.train)
     if features.docs == 0:
         raise no_rows_error(cfg, rows_read, skipped or {})
@@ -219,6 +220,12 @@ def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, r
     if cfg.features.mode != "hashing" and features.dim == 0:
         raise UserError("the vocabulary is empty after pruning",
                         "lower --min-df, raise --max-df, or check the --text column")
+    # A column without one number stands at the same value in every row: it would train as given and do nothing.
+    empty = [c for c in columns.numeric if numeric is not None and not getattr(numeric.get(c), "n", 0)]
+    if empty:
+        raise bad("data.numeric", f"{{name}} {', '.join(empty)}: no training row in {data} holds a number there "
+                  "(every value is missing or unreadable, such as a decimal comma 0,5 or text)",
+                  "write the numbers with a decimal point (0.5), or leave the column out of {name}")
 
 
 def numeric_labels_note(labels: list[str], column: str | None) -> str | None:
@@ -505,7 +512,7 @@ class Training:
         results = None
         if features is None:
             features, results, totals = self._fit_pass()
-            check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
+            check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
             self.bucket_names = totals.names
             self.held_out.take(totals, self._unread())
             self.held_out.write_entry(self.entry, self.cache_so)
@@ -529,7 +536,7 @@ class Training:
         run (a resumed one too: the pass is deterministic), and the feed featurises
         each epoch afresh (dataflow/fresh.py)."""
         features, results, totals = self._fit_pass()
-        check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped)
+        check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
         self.bucket_names = totals.names
         self.held_out.take(totals, self._unread())
         self._fitted(features)

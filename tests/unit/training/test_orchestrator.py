@@ -1,0 +1,28 @@
+import numpy as np
+import pytest
+
+from lancetnic_flow.config import DataConfig, TrainConfig
+from lancetnic_flow.data.sources import Columns
+from lancetnic_flow.errors import UserError
+from lancetnic_flow.features.vectorize import FittedFeatures
+from lancetnic_flow.features.vocab import Moments
+from lancetnic_flow.training.orchestrator import check_fitted
+
+
+def _fitted() -> FittedFeatures:
+    return FittedFeatures(vocabulary=["alpha", "beta"], labels=["x", "y"], docs=10)
+
+
+def test_a_numeric_column_without_one_number_in_the_training_rows_stops_the_run_naming_it():
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], label="label", numeric=["price", "size"]))
+    cols = Columns(text=("text",), label="label", numeric=("price", "size"))
+    read = {"price": Moments.of(np.array([np.nan, np.nan])), "size": Moments.of(np.array([1.0, 2.0]))}
+    with pytest.raises(UserError) as e:
+        check_fitted(cfg, cols, _fitted(), 10, {}, read)
+    assert "--numeric price:" in e.value.cli[0] and "size" not in str(e.value)
+    assert "decimal point" in e.value.hint
+    read["price"] = Moments.of(np.array([np.nan, 0.5]))   # one number is enough to stand on
+    check_fitted(cfg, cols, _fitted(), 10, {}, read)
+    check_fitted(cfg, cols, _fitted(), 10, {}, {"size": read["size"], "price": read["price"]})
+    with pytest.raises(UserError):   # a column the pass never saw a value of
+        check_fitted(cfg, cols, _fitted(), 10, {}, {"size": read["size"]})
