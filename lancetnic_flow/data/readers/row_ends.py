@@ -180,8 +180,13 @@ def row_start(f, offset: int, size: int, delimiter: str, quote: str) -> int:
     for back in (LOOKBACK, LOOKBACK_MAX):
         lo = max(0, offset - back)
         f.seek(lo)
-        window = _bytes(f.read(offset - lo))
-        state = state_after(window, FIELD, d, q) if lo == 0 else agreed_state(window, d, q)
+        raw = f.read(offset - lo)
+        if lo == 0:
+            state = state_after(_bytes(raw), FIELD, d, q)
+        elif quote.encode() not in raw:   # the run from inside quotes stays there: no agreement to find
+            state = -1
+        else:
+            state = agreed_state(_bytes(raw), d, q)
         if state >= 0 or lo == 0:
             break
     if state < 0:   # no quoted field closes in the window: a newline ends a row (see the module's note)
