@@ -6,8 +6,9 @@ a time, by the format's registered writer (:mod:`lancetnic_flow.data.writers`,
 the writers ``make-data`` uses too).
 
 Every table written must have the columns of the first: a CSV header or a
-Parquet schema is fixed once. Kept columns are text, so tables from files
-with the same columns always agree.
+Parquet schema is fixed once (JSON Lines, whose lines name their own keys,
+takes new columns in later tables). Kept columns are text, so tables from
+files with the same columns always agree.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import io
 
 import pyarrow as pa
 
-from ..data.writers import LIST_SEP, compressed, flat_lists
+from ..data.writers import LIST_SEP, JsonLinesWriter, compressed, flat_lists
 from ..errors import UserError
 from ..formats import Format, format_for_path, format_named, registered
 from ..storage import open_atomic, open_options
@@ -89,17 +90,20 @@ class OutputFile:
         return self
 
     def write(self, table: pa.Table) -> None:
-        """Append ``table``; its columns must be the first table's."""
+        """Append ``table``; its columns must be the first table's (JSON Lines: or new ones)."""
         if self.schema is None:
             self.schema = table.schema
             self._writer = self.spec.open_writer(self._file, table.schema)
         elif table.schema.names != self.schema.names:
             new = [n for n in table.schema.names if n not in self.schema.names]
-            if new:   # the file (a CSV header, a Parquet schema) already names its columns
+            if new and isinstance(self._writer, JsonLinesWriter):   # each line names its own keys
+                self.schema = pa.schema(list(self.schema) + [table.schema.field(n) for n in new])
+            elif new:   # the file (a CSV header, a Parquet schema) already names its columns
                 raise UserError(f"{self.url}: later input rows have columns the first rows written lack "
                                 f"({', '.join(new)}; the first had {', '.join(self.schema.names)})",
-                                "name columns to keep that the first rows have too (--keep id,...), "
-                                "or predict each kind of file apart")
+                                "name columns to keep that the first rows have too (--keep id,...), write JSON "
+                                "Lines (--output NAME.jsonl), whose lines name their own keys, or predict each "
+                                "kind of file apart")
             # rows without some kept columns (JSON Lines objects without a key): empty there
             table = pa.table({n: table.column(n) if n in table.schema.names else pa.nulls(len(table))
                               for n in self.schema.names}).cast(self.schema)

@@ -1,6 +1,7 @@
 """runs/outputs.py: a prediction output written table by table keeps the
 first table's columns: later rows lacking some are written empty there, rows
-with columns the file has not named stop the run in words."""
+with columns a CSV header or Parquet schema has not named stop the run in
+words, and JSON Lines lines carry their new keys."""
 from __future__ import annotations
 
 import json
@@ -28,3 +29,15 @@ def test_later_rows_with_a_column_the_output_lacks_are_refused_naming_it(tmp_pat
             f.write(pa.table({"text": ["c d"], "meta": ["x"], "predicted": ["t"]}))
     assert "--keep" in e.value.hint
     assert not (tmp_path / "p.csv").exists()   # no half file under the real name
+
+
+def test_later_json_lines_rows_with_a_new_column_keep_it(tmp_path):
+    out = tmp_path / "p.jsonl.gz"
+    with OutputFile(str(out)) as f:
+        f.write(pa.table({"text": ["a b"], "predicted": ["s"]}))
+        f.write(pa.table({"text": ["c d"], "meta": ["x"], "predicted": ["t"]}))   # objects that first name "meta"
+        f.write(pa.table({"text": ["e f"], "predicted": ["u"]}))
+    import gzip
+    rows = [json.loads(line) for line in gzip.decompress(out.read_bytes()).decode().splitlines()]
+    assert rows == [{"text": "a b", "predicted": "s"}, {"text": "c d", "predicted": "t", "meta": "x"},
+                    {"text": "e f", "predicted": "u", "meta": None}]
