@@ -272,13 +272,15 @@ class MultiLabelMetrics:
 
 
 class RegressionMetrics:
-    """Streaming MAE, RMSE, R² in the target's original units (sums only),
-    plus a fixed-size seeded reservoir of (true, predicted) pairs for plots."""
+    """Streaming MAE, RMSE, R² in the target's original units (sums, and the
+    targets' mean and centred sum of squares merged as Chan et al.'s: a sum of
+    y² less (Σy)²/n cancels every digit for targets near 1e9), plus a
+    fixed-size seeded reservoir of (true, predicted) pairs for plots."""
 
     def __init__(self, mean: float = 0.0, std: float = 1.0, sample: int = 5000, seed: int = 0):
         self.mean, self.std = mean, std
         self.n = 0
-        self.abs_err = self.sq_err = self.sum_y = self.sum_y2 = 0.0
+        self.abs_err = self.sq_err = self.mean_y = self.m2_y = 0.0
         self.loss_sum = 0.0
         self.sample = sample
         self.rng = np.random.default_rng(seed)
@@ -290,11 +292,12 @@ class RegressionMetrics:
         y = true_std.astype(np.float64) * self.std + self.mean
         p = pred_std.astype(np.float64) * self.std + self.mean
         e = p - y
+        if len(y):
+            mean = float(y.mean())
+            self._merge_moments(len(y), mean, float(((y - mean) ** 2).sum()))
         self.n += len(y)
         self.abs_err += float(np.abs(e).sum())
         self.sq_err += float((e * e).sum())
-        self.sum_y += float(y.sum())
-        self.sum_y2 += float((y * y).sum())
         self.loss_sum += float(loss_sum)
         # Reservoir by random keys: keep the `sample` smallest keys seen so far.
         keys = np.concatenate([self._keys, self.rng.random(len(y))])
@@ -304,12 +307,19 @@ class RegressionMetrics:
             keys, true, pred = keys[keep], true[keep], pred[keep]
         self._keys, self.true, self.pred = keys, true, pred
 
+    def _merge_moments(self, n: int, mean: float, m2: float) -> None:
+        """Add ``n`` targets of that mean and centred sum of squares (before ``self.n`` grows)."""
+        total = self.n + n
+        d = mean - self.mean_y
+        self.m2_y += m2 + d * d * self.n * n / total
+        self.mean_y += d * n / total
+
     def merge(self, other: "RegressionMetrics") -> "RegressionMetrics":
+        if other.n:
+            self._merge_moments(other.n, other.mean_y, other.m2_y)
         self.n += other.n
         self.abs_err += other.abs_err
         self.sq_err += other.sq_err
-        self.sum_y += other.sum_y
-        self.sum_y2 += other.sum_y2
         self.loss_sum += other.loss_sum
         keys = np.concatenate([self._keys, other._keys])
         true, pred = np.concatenate([self.true, other.true]), np.concatenate([self.pred, other.pred])
@@ -319,7 +329,7 @@ class RegressionMetrics:
         self._keys, self.true, self.pred = keys, true, pred
         return self
 
-    _SUMS = ("n", "abs_err", "sq_err", "sum_y", "sum_y2", "loss_sum")
+    _SUMS = ("n", "abs_err", "sq_err", "mean_y", "m2_y", "loss_sum")
 
     def state(self) -> dict:
         """Sums, reservoir and its RNG: counting continues exactly after a restart."""
@@ -327,6 +337,10 @@ class RegressionMetrics:
                 "keys": self._keys, "true": self.true, "pred": self.pred}
 
     def load_state(self, d: dict) -> None:
+        if "sum_y" in d:   # a checkpoint of the earlier sums
+            n = d["n"]
+            d = {**d, "mean_y": d["sum_y"] / n if n else 0.0,
+                 "m2_y": d["sum_y2"] - d["sum_y"] ** 2 / n if n else 0.0}
         for k in self._SUMS:
             setattr(self, k, d[k])
         self.rng.bit_generator.state = d["rng"]
@@ -335,7 +349,7 @@ class RegressionMetrics:
     def result(self) -> dict:
         if not self.n:
             return {"loss": None, "mae": None, "rmse": None, "r2": None, "rows": 0}
-        sst = self.sum_y2 - self.sum_y**2 / self.n
+        sst = self.m2_y
         return {"loss": self.loss_sum / self.n, "mae": self.abs_err / self.n, "rmse": float(np.sqrt(self.sq_err / self.n)),
                 "r2": float(1.0 - self.sq_err / sst) if sst > 0 else None,
                 "baseline_rmse": float(np.sqrt(max(sst, 0.0) / self.n)), "rows": self.n}

@@ -166,6 +166,26 @@ def test_regression_scores_are_in_the_targets_units_and_equal_scikit_learns():
     assert RegressionMetrics().result()["rmse"] is None
 
 
+def test_r2_of_targets_far_from_zero_equals_scikit_learns_in_parts_and_merged():
+    # a sum of y² less (Σy)²/n cancels every digit near 1e9: R² came out None or 0.99 for 0.29
+    y = 1e9 + rng.normal(0, 1.2, 900)
+    p = y + rng.normal(0, 1.0, 900)
+    mean, std = float(y.mean()), float(y.std())
+    parts = [RegressionMetrics(mean=mean, std=std) for _ in range(3)]
+    for m, part in zip(parts, np.array_split(np.arange(900), 3)):
+        for batch in np.array_split(part, 7):
+            m.update((y[batch] - mean) / std, (p[batch] - mean) / std)
+    merged = parts[0].merge(parts[1]).merge(parts[2])
+    r = merged.result()
+    assert r["r2"] == pytest.approx(r2_score(y, p), abs=1e-6)
+    assert r["baseline_rmse"] == pytest.approx(y.std(), rel=1e-6)
+    old = {**merged.state(), "sum_y": float(y.sum()), "sum_y2": float((y * y).sum())}   # an earlier checkpoint
+    del old["mean_y"], old["m2_y"]
+    back = RegressionMetrics(mean=mean, std=std)
+    back.load_state(old)
+    assert back.n == 900 and back.result()["mae"] == r["mae"]
+
+
 def test_a_restarted_regression_metric_keeps_sampling_as_if_never_stopped():
     y = rng.normal(0, 1, 200)
     a = RegressionMetrics(sample=50, seed=3)
