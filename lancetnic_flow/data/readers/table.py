@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -81,8 +82,12 @@ def strip_bom(data: bytes) -> bytes:
     return data[len(BOM):] if data.startswith(BOM) else data
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def to_float(arr) -> pa.ChunkedArray | pa.Array:
-    """Any column -> float64; values that are not numbers become null."""
+    """Any column -> float64; values that are not numbers (or lie past
+    ±:data:`FLOAT32_MAX`) become null."""
     t = arr.type
     if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t) \
             or pa.types.is_decimal(t) or pa.types.is_null(t):
@@ -91,8 +96,10 @@ def to_float(arr) -> pa.ChunkedArray | pa.Array:
         s = pc.utf8_trim_whitespace(pc.cast(arr, pa.string()))
         ok = pc.match_substring_regex(s, _NUMBER_RE)
         out = pc.cast(pc.if_else(ok, s, pa.scalar(None, pa.string())), pa.float64())
-    # inf / nan are not usable numbers
-    return pc.if_else(pc.is_finite(out), out, pa.scalar(None, pa.float64()))
+    # inf / nan are not usable numbers, nor those past float32's range, in which the models compute
+    # (1e200 would train every prediction to infinity: its square overflows the fit's moments)
+    usable = pc.and_(pc.is_finite(out), pc.less_equal(pc.abs(out), FLOAT32_MAX))
+    return pc.if_else(usable, out, pa.scalar(None, pa.float64()))
 
 
 def to_string(arr):

@@ -20,6 +20,12 @@ def test_to_float_reads_numbers_and_makes_everything_else_null():
     assert to_float(pa.array([1.0, float("inf")])).to_pylist() == [1.0, None]
 
 
+def test_numbers_past_float32s_range_are_not_usable_numbers():
+    # 1e200 trained every prediction to infinity (its square overflows the fit's moments)
+    assert to_float(pa.array(["1e200", "-3.5e38", "3.4e38", "-1e-300"])).to_pylist() == [None, None, 3.4e38, -1e-300]
+    assert to_float(pa.array([1e39, -2.0])).to_pylist() == [None, -2.0]
+
+
 def test_to_string_reads_numbers_and_dictionaries_as_text_and_refuses_structs():
     assert to_string(pa.array([1, 2])).to_pylist() == ["1", "2"]
     assert to_string(pa.array(["a", "b"]).dictionary_encode()).to_pylist() == ["a", "b"]
