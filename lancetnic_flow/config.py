@@ -108,6 +108,9 @@ class FeatureConfig:
         _positive("features.max_len", self.max_len)
         if isinstance(self.max_df, float) and not 0 < self.max_df <= 1.0:
             raise bad("features.max_df", f"{{name}}: a fraction must be in (0, 1], got {self.max_df}")
+        if isinstance(self.min_df, float) and self.min_df > 1.0:   # as scikit-learn: a count is a whole number
+            raise bad("features.min_df", f"{{name}}: a fraction must be in (0, 1], got {self.min_df}",
+                      f"a count of documents is a whole number: {{name}} {int(self.min_df)} or {int(self.min_df) + 1}")
         self._check_text()
 
     def _check_text(self) -> None:
@@ -146,17 +149,21 @@ class FeatureConfig:
 
     def read_stop_words(self, storage_options: dict) -> None:
         """--stop-words FILE (one word a line, any fsspec URL) → its words, read
-        once now: the run stores them and never needs the file again."""
-        if not isinstance(self.stop_words, str) or self.stop_words == "english":
+        once now: the run stores them and never needs the file again (the
+        tokenizer lower-cases them as it does the text: features/tokenize.stop_table)."""
+        if self.stop_words is None or self.stop_words == "english":
             return
-        from .storage import read_bytes
+        words = self.stop_words
+        if isinstance(words, str):
+            from .storage import read_bytes
 
-        try:
-            text = read_bytes(self.stop_words, storage_options).decode("utf-8")
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise bad("features.stop_words", f"{{name}} {self.stop_words}: cannot read it ({e})",
-                      "give 'english' or a UTF-8 file of one word per line") from None
-        self.stop_words = sorted({w.strip() for w in text.splitlines() if w.strip()})
+            try:   # utf-8-sig: a byte-order mark would stick to the first word, which then never matches
+                text = read_bytes(words, storage_options).decode("utf-8-sig")
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                raise bad("features.stop_words", f"{{name}} {words}: cannot read it ({e})",
+                          "give 'english' or a UTF-8 file of one word per line") from None
+            words = text.splitlines()
+        self.stop_words = sorted({w.strip() for w in words if w.strip()})
 
 
 @dataclass
@@ -291,9 +298,9 @@ class TrainingConfig:
         if self.ddp is not None and self.ddp < 1:
             raise bad(t + "ddp", f"{{name}}: {self.ddp} ranks", "use {name} 1 (one trainer task on a worker) or more, "
                       "or drop it")
-        if len(self.loss_weights) != 2 or min(self.loss_weights) < 0:
-            raise bad(t + "loss_weights", f"{{name}}: two non-negative numbers (class, value), got {self.loss_weights}",
-                      "e.g. {name} 1,0.5")
+        if len(self.loss_weights) != 2 or min(self.loss_weights) < 0 or max(self.loss_weights) == 0:
+            raise bad(t + "loss_weights", f"{{name}}: two non-negative numbers (class, value), not both 0, got "
+                      f"{self.loss_weights}", "e.g. {name} 1,0.5")
 
 
 @dataclass

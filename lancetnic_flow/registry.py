@@ -51,7 +51,7 @@ class ModelSpec:
     fixed: dict[str, Any] = field(default_factory=dict)
     tasks: tuple[str, ...] = _ALL
     features: tuple[str, ...] = ("hashing", "tfidf")
-    ngrams: int = 0                 # the n-grams the model wants by default (0: as configured)
+    ngrams: int = 0                 # the n-grams the model is built for (0: any); a search keeps them, --ngrams sets them
     summary: str = ""
     label_sets: bool = True         # whether it can also learn a set of labels per row (multilabel)
     hidden: int = 64                # --hidden's default

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -49,12 +50,25 @@ MARGIN_MONITOR = {"classify": "val_accuracy", "multilabel": "val_micro_f1"}
 LEARN_VAL_MAX_ROWS = 250_000
 
 
+def check_finite(part: Any, section: str) -> None:
+    """Refuse a nan or infinite number in any field of a configuration section
+    (``--lr nan`` trained an epoch to a "diverged" error naming the learning
+    rates; ``nan < 0`` is False, so range checks let it through)."""
+    for f in dataclasses.fields(part):
+        value = getattr(part, f.name)
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise bad(f"{section}.{f.name}", f"{{name}}: a finite number, got {value!r}")
+
+
 def resolve(given: TrainConfig) -> TrainConfig:
     """``given`` checked, with every choice that can be taken before the data
     is read taken. Raises :class:`UserError` naming the option at fault."""
     cfg = copy.deepcopy(given)
     cfg.features.read_stop_words(cfg.data.storage_options)   # the data's credentials open the file
-    for part in (cfg.data, cfg.features, cfg.model, cfg.training, cfg.cluster, cfg.output):
+    for section in ("data", "features", "model", "training", "cluster", "output"):
+        part = getattr(cfg, section)
+        check_finite(part, section)
         part.validate()
     auto = cfg.model.name == AUTO
     if auto:
@@ -180,8 +194,6 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
         f.mode = spec.features[0]
         if f.mode == "hashing" and _prunes(f) and "tfidf" in spec.features:
             f.mode = "tfidf"   # a vocabulary cap or a document-frequency cut asks for a fitted vocabulary
-        if spec.ngrams:
-            f.ngrams = max(f.ngrams, spec.ngrams)
     f.analyzer = f.known_analyzer() or AUTO   # only hashed features read characters; stop words are words
     if f.mode == "ids" and (f.ngram_min > 1 or f.analyzer != "word"):
         raise bad("features.mode", f"{{name}} ids reads word tokens in order, not {f.analyzer} n-grams "

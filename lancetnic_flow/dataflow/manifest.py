@@ -28,6 +28,9 @@ NAMES = "bucket_names.json"   # the hashed buckets' sampled terms, for top_terms
 # 4: shards are packed (features/packing.py), which a version-3 reader cannot
 # decode; this version still reads the plain .npz shards of version 3.
 CACHE_VERSION = 4
+# Lower-casing's revision, in the key of entries that lower-case: 1 lowers a word's final capital
+# sigma to ς as str.lower does (features/tokenize.lower), where earlier entries hold σ.
+LOWER_REVISION = 1
 
 
 def cache_key(*parts: Any) -> str:
@@ -117,7 +120,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     ``version``: an earlier cache version's key (to recognise an old checkpoint).
     ``revisions=False``: the key of an entry made before its formats' readers
     were last revised (``Format.revision``: CSV and TSV rows cut outside
-    quotes, JSON numbers named as Arrow names them), whose rows may differ."""
+    quotes, JSON numbers named as Arrow names them) and lower-casing was
+    (:data:`LOWER_REVISION`), whose rows or terms may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
@@ -131,6 +135,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     parts: list = [version, train.fingerprint(), val.fingerprint() if val else None, options,
                    columns_key(columns), val_fraction]
     revised = _revisions(train, val) if revisions else []
+    if revisions and feature_config.get("lowercase", True):
+        revised.append(("lower", LOWER_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
 
 

@@ -58,7 +58,35 @@ def prepare(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, normal
     texts = _flat(texts)
     if normalize != "none":
         texts = pc.utf8_normalize(texts, normalize.upper())
-    return pc.utf8_lower(texts) if lowercase else texts
+    return lower(texts) if lowercase else texts
+
+
+# Unicode's Final_Sigma condition, for pyarrow's regular expressions (RE2: no lookaround): a capital
+# sigma after a cased letter (case-ignorable characters between) and before no cased letter.
+_CASED = r"\p{Lu}\p{Ll}\p{Lt}"
+_IGNORABLE = r"\p{Mn}\p{Me}\p{Cf}\p{Lm}\p{Sk}'.:\x{B7}\x{2019}"
+_FINAL_SIGMA = rf"([{_CASED}][{_IGNORABLE}]*)Σ([{_IGNORABLE}]*(?:[^{_CASED}{_IGNORABLE}]|$))"
+
+
+def lower(texts: pa.Array) -> pa.Array:
+    """Texts lower-cased as Python's ``str.lower`` (and so scikit-learn) does:
+    pyarrow's ``utf8_lower`` maps each character alone, so a word's final
+    capital sigma became σ where ``str.lower`` gives ς, and "ΚΑΛΟΣ" and
+    "καλος" were two terms. Texts without a capital sigma skip the rewrite."""
+    if _may_hold_capital_sigma(texts):
+        texts = pc.replace_substring_regex(texts, _FINAL_SIGMA, r"\1ς\2")
+    return pc.utf8_lower(texts)
+
+
+def _may_hold_capital_sigma(texts: pa.Array) -> bool:
+    """Whether the strings' bytes hold Σ's UTF-8 (CE A3): a scan of the buffer, a
+    few times quicker than a substring match per string (0xCE leads Greek only)."""
+    buf = texts.buffers()[2] if len(texts.buffers()) > 2 else None   # a null array has no data
+    if buf is None:
+        return False
+    data = np.frombuffer(buf, np.uint8)
+    lead = np.flatnonzero(data[:-1] == 0xCE)
+    return bool(len(lead)) and bool((data[lead + 1] == 0xA3).any())
 
 
 def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True,
@@ -77,13 +105,14 @@ def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True,
     return data, offsets.astype(np.int64)
 
 
-def stop_table(words: list[str] | None) -> tuple[np.ndarray, np.ndarray]:
+def stop_table(words: list[str] | None, lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(keys, values) of the stop words' token keys: the set the kernels look
-    each token up in (an empty table when there are none)."""
+    each token up in (an empty table when there are none). With ``lowercase``
+    the words are lower-cased as the text is: "Movie" would match no token."""
     k = compiled_kernels()
     if not words:
         return np.zeros(2, np.uint64), np.full(2, -1, np.int64)
-    data, offsets = text_buffers(pa.array(list(words), pa.string()), lowercase=False)
+    data, offsets = text_buffers(pa.array(list(words), pa.string()), lowercase=lowercase)
     n = len(offsets) - 1
     return k.build_table(k.whole_hashes(data, offsets, np.ones(n, np.uint8)), np.zeros(n, np.int64))
 
@@ -124,11 +153,13 @@ def add_ngrams(tokens: Terms, min_n: int, max_n: int) -> Terms:
                  np.concatenate(rows) if len(rows) > 1 else rows[0], tokens.n_rows)
 
 
-def drop_stop_words(tokens: Terms, stop_words: list[str] | None) -> Terms:
-    """``tokens`` without the stop words (before n-grams are formed, as scikit-learn does)."""
+def drop_stop_words(tokens: Terms, stop_words: list[str] | None, lowercase: bool = True) -> Terms:
+    """``tokens`` without the stop words (before n-grams are formed, as scikit-learn
+    does); with ``lowercase``, the words lower-cased as the text was."""
     if not stop_words or not len(tokens.terms):
         return tokens
-    keep = pc.invert(pc.is_in(tokens.terms, value_set=pa.array(stop_words, pa.string())))
+    words = pa.array(list(stop_words), pa.string())
+    keep = pc.invert(pc.is_in(tokens.terms, value_set=lower(words) if lowercase else words))
     return Terms(tokens.terms.filter(keep), tokens.rows[keep.to_numpy(zero_copy_only=False)], tokens.n_rows)
 
 
@@ -177,5 +208,5 @@ def terms_of(texts: pa.Array | pa.ChunkedArray, ngrams: int = 1, *, lowercase: b
                             "return tokens without spaces, or use --features hashing")
     else:
         toks = tokenize(texts, lowercase=lowercase, normalize=normalize)
-    toks = drop_stop_words(toks, stop_words)
+    toks = drop_stop_words(toks, stop_words, lowercase)
     return add_ngrams(toks, ngram_min, ngrams) if (ngrams, ngram_min) != (1, 1) else toks

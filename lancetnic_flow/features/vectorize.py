@@ -107,7 +107,7 @@ class FittedFeatures:
         """(keys, values) of the stop words' token keys: a set the kernels look tokens up in."""
         table = self.__dict__.get("_stop")
         if table is None:
-            table = self.__dict__["_stop"] = stop_table(self.stop_words)
+            table = self.__dict__["_stop"] = stop_table(self.stop_words, self.lowercase)
         return table
 
     def _buffers(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

@@ -822,7 +822,8 @@ class Training:
                                   fraction_of(self.val_fraction), revisions=False):
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which read some rows of "
                             "these files differently (a CSV or TSV row whose quoted text holds line ends, cut in two "
-                            "where the file was split; a JSON number label named two ways)",
+                            "where the file was split; a JSON number label named two ways; a word's final capital "
+                            "sigma lower-cased as σ)",
                             "start a new run on the same data (see CHANGELOG.md)")
         raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
                         "resume needs the same inputs; start a new run instead")

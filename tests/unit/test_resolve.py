@@ -475,3 +475,37 @@ def test_a_monitor_given_to_a_run_that_keeps_its_last_epoch_is_named_as_choosing
     assert warning("LinearSVM", None) is None                       # the default score: nothing was asked
     assert warning("LinearSVM", "val_accuracy") is None             # the default, spelled out
     assert warning("ScalpelMC", "val_loss") is None                 # the MLP keeps its best epoch by it
+
+
+@pytest.mark.parametrize("part, field, value", [
+    ("training", "lr", float("nan")), ("training", "sparse_lr", float("inf")), ("training", "clip_grad", float("inf")),
+    ("training", "loss_weights", (float("nan"), 1.0)), ("model", "dropout", float("nan")),
+])
+def test_a_nan_or_infinite_number_is_refused_naming_its_option(part, field, value):
+    # nan passes every range check (nan < 0 is False): --lr nan trained an epoch to a "diverged" error
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], label="label", target="target" if field == "loss_weights"
+                                      else None), model=ModelConfig(name="ScalpelMTSK" if field == "loss_weights"
+                                                                    else "ScalpelMC"))
+    setattr(getattr(cfg, part), field, value)
+    with pytest.raises(UserError, match="a finite number") as e:
+        resolve(cfg)
+    assert e.value.field == f"{part}.{field}"
+
+
+def test_loss_weights_of_zero_for_both_heads_are_refused():
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], label="label", target="target"),
+                      model=ModelConfig(name="ScalpelMTSK"), training=TrainingConfig(loss_weights=(0.0, 0.0)))
+    with pytest.raises(UserError, match="not both 0"):
+        resolve(cfg)
+    cfg.training.loss_weights = (0.0, 1.0)   # one head alone still learns
+    resolve(cfg)
+
+
+def test_a_given_ngrams_of_one_holds_for_the_fasttext_bag_as_for_every_bag_model():
+    # FastTextBag lifted --ngrams 1 to pairs unless --features was given: the option was accepted and did nothing
+    for mode in (None, "hashing", "tfidf"):
+        cfg = TrainConfig(data=DataConfig(train=["x.csv"], label="label"), model=ModelConfig(name="FastTextBag"),
+                          features=FeatureConfig(mode=mode, ngrams=1))
+        assert resolve(cfg).features.ngrams == 1
+    assert resolve(TrainConfig(data=DataConfig(train=["x.csv"], label="label"),
+                               model=ModelConfig(name="FastTextBag"))).features.ngrams == 2   # its pairs by default

@@ -46,9 +46,22 @@ def test_entries_made_before_a_formats_reader_was_revised_are_not_reused_and_oth
     for fmt in ("csv", "tsv", "jsonl"):
         assert entry_key(plan(fmt), None, fc, COLUMNS, VAL_FRACTION) != entry_key(
             plan(fmt), None, fc, COLUMNS, VAL_FRACTION, revisions=False)
+    as_written = {**fc, "lowercase": False}   # lower-casing's own revision aside (below)
     for fmt in ("text", "fasttext", "parquet"):   # read as before: their entries still match
-        assert entry_key(plan(fmt), None, fc, COLUMNS, VAL_FRACTION) == entry_key(
-            plan(fmt), None, fc, COLUMNS, VAL_FRACTION, revisions=False)
+        assert entry_key(plan(fmt), None, as_written, COLUMNS, VAL_FRACTION) == entry_key(
+            plan(fmt), None, as_written, COLUMNS, VAL_FRACTION, revisions=False)
+
+
+def test_entries_lower_cased_before_final_sigma_was_lowered_as_str_lower_does_are_not_reused():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    fc = FeatureConfig().__dict__
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) != entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
+                                                                         revisions=False)
+    kept = {**fc, "lowercase": False}   # text as written: its terms never changed
+    assert entry_key(plan, None, kept, COLUMNS, VAL_FRACTION) == entry_key(plan, None, kept, COLUMNS, VAL_FRACTION,
+                                                                           revisions=False)
 
 
 def test_a_vocabulary_without_idf_never_reuses_an_entry_whose_idf_was_applied():

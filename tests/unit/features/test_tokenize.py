@@ -35,6 +35,18 @@ def test_tokenize_gives_scikit_learns_tokens_in_text_order_with_their_rows():
     assert (np.diff(toks.rows) >= 0).all()
 
 
+def test_lower_casing_is_pythons_so_a_words_final_capital_sigma_is_the_lower_case_words():
+    # pyarrow's utf8_lower gave "καλοσ" for "ΚΑΛΟΣ": a capitalised word had no term in common with its lower case
+    greek = ["ΚΑΛΟΣ", "καλος", "ΟΔΟΣ, ΣΟΦΟΣ.", "ΑΣΣ", "Σ", "ΑΣ.ΒΣ", "ΑΣ\u0301 x", "ΑΣ'Α", "中Σ", "καλοσ"]
+    assert prepare(pa.array(greek)).to_pylist() == [t.lower() for t in greek]
+    assert by_row(tokenize(pa.array(["ΚΑΛΟΣ ταινια", "καλος ταινια"]))) == [["καλος", "ταινια"]] * 2
+    import random
+    rnd = random.Random(0)
+    chars = list("ΑΒΣΟσςα .'\u0301,x1:中") + ["\u00ad", "\u2019"]
+    fuzz = ["".join(rnd.choice(chars) for _ in range(rnd.randint(1, 9))) for _ in range(3000)]
+    assert prepare(pa.array(fuzz)).to_pylist() == [t.lower() for t in fuzz]
+
+
 def test_tokenize_keeps_case_when_asked_and_min_len_sets_the_shortest_token():
     assert tokenize(pa.array(["Ab c"]), lowercase=False).terms.to_pylist() == ["Ab"]
     assert tokenize(pa.array(["Ab c"]), min_len=1).terms.to_pylist() == ["ab", "c"]
@@ -58,6 +70,18 @@ def test_stop_words_are_dropped_before_the_pairs_are_formed():
     assert rows == [["cat", "hat", "cat hat"]]
     toks = tokenize(pa.array(["the cat"]))
     assert drop_stop_words(toks, None) is toks
+
+
+def test_stop_words_in_capitals_are_lower_cased_as_the_text_is_and_kept_as_written_without_it():
+    # "Movie" in a stop-word file matched no lower-cased token: the option was stored and did nothing
+    from lancetnic_flow.features.vocab import term_counts
+
+    texts = pa.array(["Movie film PLOT good", "a movie of films"])
+    table, _ = term_counts(texts, stop_words=["Movie", "PLOT"])
+    assert sorted(table.column("term").to_pylist()) == ["film", "films", "good", "of"]
+    table, _ = term_counts(texts, stop_words=["Movie", "PLOT"], lowercase=False)   # tokens keep their case
+    assert sorted(table.column("term").to_pylist()) == ["film", "films", "good", "movie", "of"]
+    assert by_row(terms_of(texts, stop_words=["Movie"])) == [["film", "plot", "good"], ["of", "films"]]
 
 
 def test_normalisation_comes_before_lower_casing():

@@ -1,0 +1,25 @@
+"""config.py: each section checks its own fields; a stop-word file is read
+once, without a byte-order mark."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.config import FeatureConfig
+from lancetnic_flow.errors import UserError
+
+
+def test_a_stop_word_file_loses_its_byte_order_mark(tmp_path):
+    # "\ufeffmovie" never matched a token: the option was stored and did nothing for that word
+    path = tmp_path / "stop.txt"
+    path.write_bytes("\ufeffmovie\nFILM\n  Plot \n\n".encode())
+    fc = FeatureConfig(stop_words=str(path))
+    fc.read_stop_words({})
+    assert fc.stop_words == ["FILM", "Plot", "movie"]   # as written: the tokenizer lower-cases them with the text
+
+
+def test_a_decimal_min_df_above_one_is_refused_as_scikit_learn_does():
+    with pytest.raises(UserError, match=r"a fraction must be in \(0, 1\], got 1.5") as e:
+        FeatureConfig(min_df=1.5).validate()
+    assert "whole number" in e.value.hint
+    FeatureConfig(min_df=0.5).validate()
+    FeatureConfig(min_df=2).validate()
