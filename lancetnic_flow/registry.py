@@ -18,6 +18,8 @@ from typing import Any, Callable
 _ALL = ("classify", "regress", "multitask")
 
 # The parameters ``tune`` may search (training/search.py says how each is ranged).
+# The optimisers with a row-wise form for the input rows (training/optim.py); the others step every parameter.
+ROW_WISE = ("adam", "sgd")
 SEARCHABLE = ("lr", "sparse_lr", "hidden", "epochs", "batch_size", "dropout", "ngrams")
 
 

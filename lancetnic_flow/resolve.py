@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .options import BY_FIELD, bad
-from .registry import AUTO, AUTO_CHOICES, MODELS, ModelSpec
+from .registry import AUTO, AUTO_CHOICES, MODELS, ROW_WISE, ModelSpec
 from .scores import monitor_fits
 
 # The configurations here are lancetnic_flow.config.TrainConfig (annotations
@@ -176,6 +176,9 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         # there); one trainer task on the cluster (--ddp 1) keeps the twin, as in this process.
         # Else None is decided by the rows (resolve_counts).
         t.learn_val = False
+    if spec.sparse_optimizer is not None and t.optimizer not in ROW_WISE:
+        _one_optimizer(t, spec)
+        return
     if t.sparse_optimizer == "hinge":   # the linear model's own step, as configurations before 0.2 named it
         if spec.sparse_optimizer is not None:
             raise bad("training.sparse_optimizer", f"{{name}} hinge is a linear model's own step, not {name}'s",
@@ -185,6 +188,22 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         t.sparse_optimizer = spec.sparse_optimizer
     if t.sparse_lr is None:
         t.sparse_lr = spec.default_sparse_lr(t.sparse_optimizer, t.task)
+
+
+def _one_optimizer(t: Any, spec: ModelSpec) -> None:
+    """``--optimizer radam|rmsprop|adadelta``: one torch optimiser steps every
+    parameter, the input rows too, at ``--lr`` (training/optim.py): a
+    ``--sparse-optimizer`` or ``--sparse-lr`` would do nothing, so one given
+    is refused (what the model would have filled in is let by: a saved
+    configuration), and the run records neither."""
+    used = spec.default_sparse_lr(t.sparse_optimizer or spec.sparse_optimizer, t.task)
+    for field, value, own in (("training.sparse_optimizer", t.sparse_optimizer, spec.sparse_optimizer),
+                              ("training.sparse_lr", t.sparse_lr, used)):
+        if value is not None and value != own:
+            raise bad(field, f"{{name}} {value}: {{training.optimizer}} {t.optimizer} steps every parameter, the "
+                      "input rows too, at {training.lr}", "drop {name}, or pass {training.optimizer} adam or sgd, "
+                      "whose input rows take their own step")
+    t.sparse_optimizer = t.sparse_lr = None
 
 
 def _features(cfg: TrainConfig, spec: ModelSpec) -> None:

@@ -6,8 +6,9 @@ each row moves by ``sparse_lr`` per example that used it, so a term's
 weight grows with the evidence for it, as in fastText — or ``adam`` (lazy
 Adam, the sequence models' default). The dense rest takes ``--optimizer``.
 RAdam, RMSprop and Adadelta have no row-wise form here: the sparse layer
-then produces a dense gradient and ``torch.optim`` updates every parameter —
-correct, and slower per step on a large vocabulary.
+then produces a dense gradient and ``torch.optim`` updates every parameter
+at ``lr`` — correct, and slower per step on a large vocabulary (as lancetnic
+did); such a run refuses ``--sparse-optimizer``/``--sparse-lr`` (resolve.py).
 """
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ import torch
 from torch import nn
 
 from ..models.sparse_input import DenseOptimizer, RowOptimizer
-
-ROW_WISE = ("adam", "sgd")
+from ..registry import ROW_WISE
 
 
 def make_optimizers(model: nn.Module, name: str, lr: float, sparse: str | None = None, sparse_lr: float | None = None,

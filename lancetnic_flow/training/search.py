@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import TrainConfig
-from ..registry import MODELS
+from ..registry import MODELS, ROW_WISE
 
 HIDDEN = (16, 32, 64, 128, 256)
 BATCH = (64, 128, 256, 512, 1024)
@@ -69,7 +69,7 @@ def search_space(cfg: TrainConfig, fits: Any = None) -> list[Param]:
     spec = MODELS[cfg.model.name]
     t, m, d = cfg.training, cfg.model, defaults_of(cfg)
     # The input rows' own rate where they have one: the model's own step, or a row-wise optimiser.
-    sparse_rate = t.sparse_optimizer is None or t.optimizer in ("adam", "sgd")
+    sparse_rate = spec.sparse_optimizer is None or t.optimizer in ROW_WISE   # LinearSVM's own, or a row-wise one
     hidden_layers = m.layers > 0 or spec.input_width == "embed"
     f = cfg.features
     # Each n-gram setting is a cache entry of its own: words, or words and pairs (with any longer n-grams

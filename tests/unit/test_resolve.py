@@ -509,3 +509,21 @@ def test_a_given_ngrams_of_one_holds_for_the_fasttext_bag_as_for_every_bag_model
         assert resolve(cfg).features.ngrams == 1
     assert resolve(TrainConfig(data=DataConfig(train=["x.csv"], label="label"),
                                model=ModelConfig(name="FastTextBag"))).features.ngrams == 2   # its pairs by default
+
+
+@pytest.mark.parametrize("optimizer", ["radam", "rmsprop", "adadelta"])
+def test_an_optimizer_that_steps_every_parameter_refuses_a_sparse_step_and_records_none(optimizer):
+    # --sparse-optimizer/--sparse-lr were recorded in config.json and did nothing: one torch optimiser steps all
+    def cfg(**training):
+        return TrainConfig(data=DataConfig(train=["x.csv"], label="label"), model=ModelConfig(name="ScalpelMC"),
+                           training=TrainingConfig(optimizer=optimizer, **training))
+    for given in ({"sparse_lr": 5.0}, {"sparse_optimizer": "adam"}):
+        with pytest.raises(UserError, match="steps every parameter") as e:
+            resolve(cfg(**given))
+        assert e.value.field == f"training.{next(iter(given))}"
+    t = resolve(cfg()).training
+    assert (t.sparse_optimizer, t.sparse_lr) == (None, None)
+    assert resolve(cfg(sparse_optimizer="sgd", sparse_lr=2.5)).training.sparse_lr is None   # a saved config's own
+    row_wise = resolve(TrainConfig(data=DataConfig(train=["x.csv"], label="label"), model=ModelConfig(name="ScalpelMC"),
+                                   training=TrainingConfig(optimizer="adam", sparse_lr=5.0))).training
+    assert (row_wise.sparse_optimizer, row_wise.sparse_lr) == ("sgd", 5.0)

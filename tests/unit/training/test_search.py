@@ -40,3 +40,9 @@ def test_a_registered_model_searches_what_its_spec_declares(monkeypatch):
 def test_given_values_widen_the_ranges():
     p = space_of("ScalpelMC", lr=0.2)["lr"]
     assert p.high == 0.2
+
+
+def test_an_optimizer_that_steps_every_parameter_searches_no_sparse_rate():
+    # with --optimizer rmsprop the input rows step at --lr: a searched --sparse-lr trained the same trial twice
+    assert "sparse_lr" not in space_of("ScalpelMC", optimizer="rmsprop")
+    assert "sparse_lr" in space_of("ScalpelMC", optimizer="sgd")
