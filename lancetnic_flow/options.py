@@ -187,7 +187,7 @@ OPTIONS: list[Option] = [
         O("--label-sep", "--task multilabel: split a label string into a row's labels at SEP, e.g. \"|\" (lists, "
           "JSON lists and fastText tags need none)", "SEP", field="data.label_sep"),
         O("--target", "numeric target column (regression, multi-task)", "COL", field="data.target"),
-        O("--numeric", "numeric input columns joined to the text features", "COL,...", field="data.numeric",
+        O("--numeric", "numeric input columns joined to the text features (repeatable)", "COL,...", field="data.numeric",
           default=(), parse=parse_columns),
         O("--val", "separate validation data", "DATA", kind="list", field="data.val", default=()),
         O(None, "labels the model has even where the training rows lack them (partial_fit's classes)",

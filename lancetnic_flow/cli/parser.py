@@ -18,6 +18,36 @@ from ..options import GROUPS, OPTIONS, Option, command_options
 O = Option
 
 
+# Columns a run reads one of: given twice with two names, argparse would keep the last without a word.
+_ONE_COLUMN = {"data.label": "a run learns one label column (a multi-task run: one --label and one --target)",
+               "data.target": "a run learns one numeric target (a multi-task run: one --label and one --target)",
+               "data.label_sep": "one separator splits every label string"}
+
+
+class _Once(argparse.Action):
+    """A column option given twice with two values is an error naming both."""
+
+    def __init__(self, *args, why: str = "", **kw):
+        super().__init__(*args, **kw)
+        self.why = why
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        mark = f"_{self.dest}_given"   # set by this option alone (a namespace's extra names are not options)
+        before = getattr(namespace, mark, None)
+        if before is not None and before != values:
+            parser.error(f"{option_string} given twice ({before}, {values}): {self.why}")
+        setattr(namespace, mark, values)
+        setattr(namespace, self.dest, values)
+
+
+class _Joined(argparse.Action):
+    """``--numeric a --numeric b,c`` is ``--numeric a,b,c``, as ``--text`` repeats."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if isinstance(before, str) and before else values)
+
+
 def add_option(group: Any, o: Option) -> None:
     """One option on a parser or an argument group, as declared."""
     if o.kind == "positional":
@@ -40,6 +70,10 @@ def add_option(group: Any, o: Option) -> None:
         kw["action"] = "append"
     elif o.kind == "list":
         kw["nargs"] = "+"
+    elif o.field in _ONE_COLUMN:
+        kw.update(action=_Once, why=_ONE_COLUMN[o.field])
+    elif o.field == "data.numeric":
+        kw["action"] = _Joined
     group.add_argument(o.flag, **kw)
 
 

@@ -81,3 +81,17 @@ def test_given_dests_are_the_options_argv_gives_itself_whatever_their_values():
                          "--no-lowercase", "--quiet"], "train")
     assert {"data", "init_from", "text", "epochs", "lowercase"} <= given
     assert not given & {"label", "buckets", "features", "model", "command"}
+
+
+def test_a_column_option_given_twice_with_two_names_is_refused_and_numeric_columns_add_up(capsys):
+    # argparse kept the last --label/--target and the last --numeric: a declared column was dropped without a word
+    p = build_parser()
+    for twice in (["--label", "a", "--label", "b"], ["--target", "y", "--target", "z"]):
+        with pytest.raises(SystemExit) as e:
+            p.parse_args(["train", "x.csv", *twice])
+        assert e.value.code == 2
+        assert f"{twice[0]} given twice ({twice[1]}, {twice[3]})" in capsys.readouterr().err
+    assert p.parse_args(["train", "x.csv", "--label", "a", "--label", "a"]).label == "a"   # the same twice: one
+    a = p.parse_args(["train", "x.csv", "--numeric", "v", "--numeric", "w,u"])
+    assert config_from_options(vars(a)).data.numeric == ["v", "w", "u"]
+    assert config_from_options(vars(p.parse_args(["train", "x.csv"]))).data.numeric == []
