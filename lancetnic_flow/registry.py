@@ -136,8 +136,13 @@ BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPAR
 # same as at 512) and a linear schedule that decays over 1,000 steps at
 # least, so a short run is not at a tenth of its rate by its second epoch
 # (docs/benchmarks.md, "The sequence models").
+# A recurrent network has at least one recurrent layer: --layers 0 trained exactly --layers 1's network.
+SEQUENCE_REFUSES = (Refusal("model.layers", lambda c: c.model.layers == 0,
+                            "its tokens are read by at least one recurrent layer", "--layers 1 (or a bag model's "
+                            "--layers 0: LinearSVM, ScalpelMC)"),)
 SEQUENCE: dict[str, Any] = dict(hidden=128, batch_size=128, decay_steps=1000, sparse_optimizer="adam",
-                                input_width="embed", layer_weights=8, search=("lr", "hidden", "epochs", "batch_size", "dropout"))
+                                input_width="embed", layer_weights=8, refuses=SEQUENCE_REFUSES,
+                                search=("lr", "hidden", "epochs", "batch_size", "dropout"))
 
 
 # The model options a network's fixed arguments may override (ModelSpec.fixed).

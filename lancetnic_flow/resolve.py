@@ -270,6 +270,9 @@ def _check_loss_options(cfg: TrainConfig) -> None:
     if not classes and t.class_loss != BY_FIELD["training.class_loss"].default:
         raise bad("training.class_loss", f"{{name}} {t.class_loss} is the loss of labels; this run's task, "
                   f"{t.task}, predicts a value only", "drop {name}")
+    if not classes and t.class_weights != BY_FIELD["training.class_weights"].default:
+        raise bad("training.class_weights", f"{{name}} {t.class_weights} weighs the classes of labels; this run's "
+                  f"task, {t.task}, predicts a value only", "drop {name}")
 
 
 def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
@@ -285,6 +288,10 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
     if t.task in ("regress", "multitask") and not cfg.data.target:
         raise bad("data.target", f"{{training.task}} {t.task} needs a numeric target column", "pass {name} COLUMN")
     if t.task == "regress":
+        if cfg.data.label not in (None, BY_FIELD["data.label"].default):   # the default names no column of its own
+            raise bad("data.label", f"{{name}} {cfg.data.label}: {{training.task}} regress predicts {{data.target}} "
+                      f"{cfg.data.target} alone, so the labels would be read and not learned",
+                      "drop {name}, or pass {training.task} multitask to learn both")
         cfg.data.label = None
     if cfg.data.target and t.task not in ("regress", "multitask"):
         raise bad("data.target", f"{{name}} {cfg.data.target} is a value to predict, and this run's task, {t.task}, "

@@ -128,6 +128,16 @@ def test_a_bag_without_a_hidden_layer_refuses_its_width_and_dropout_and_says_lay
     assert getattr(resolve(cfg).model, field) == value
 
 
+@pytest.mark.parametrize("name", ["LancetMC", "LancetMCA", "LancetMCA_gru", "LancetReg"])
+def test_a_sequence_model_refuses_layers_0_which_trained_the_one_layer_network(name):
+    cfg = config(name, target="y") if name == "LancetReg" else config(name)
+    cfg.model.layers = 0
+    with pytest.raises(UserError, match=f"layers does not apply to {name}: its tokens are read by at least one "):
+        resolve(cfg)
+    cfg.model.layers = 2
+    assert resolve(cfg).model.layers == 2
+
+
 def test_auto_with_a_target_regresses_and_a_named_model_keeps_its_own_task_or_refuses_the_target_it_would_not_read():
     assert resolve(config(target="y")).training.task == "regress"
     assert resolve(config("ScalpelMC")).training.task == "classify"
@@ -527,3 +537,19 @@ def test_an_optimizer_that_steps_every_parameter_refuses_a_sparse_step_and_recor
     row_wise = resolve(TrainConfig(data=DataConfig(train=["x.csv"], label="label"), model=ModelConfig(name="ScalpelMC"),
                                    training=TrainingConfig(optimizer="adam", sparse_lr=5.0))).training
     assert (row_wise.sparse_optimizer, row_wise.sparse_lr) == ("sgd", 5.0)
+
+
+def test_a_regression_run_refuses_class_weights_and_a_label_column_it_would_not_learn():
+    # both were accepted and did nothing: the same weights bit for bit, config.json recording them
+    def cfg(label="label", **training):
+        return TrainConfig(data=DataConfig(train=["x.csv"], label=label, target="y"),
+                           model=ModelConfig(name="ScalpelReg"), training=TrainingConfig(**training))
+    with pytest.raises(UserError, match="weighs the classes") as e:
+        resolve(cfg(class_weights="balanced"))
+    assert e.value.field == "training.class_weights"
+    with pytest.raises(UserError, match="read and not learned") as e:
+        resolve(cfg(label="sentiment"))
+    assert "multitask" in e.value.hint
+    assert resolve(cfg()).data.label is None   # the default label names no column of the run's
+    both = resolve(cfg(label="sentiment", task="multitask", class_weights="balanced"))
+    assert (both.data.label, both.training.class_weights) == ("sentiment", "balanced")
