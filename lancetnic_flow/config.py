@@ -289,6 +289,9 @@ class TrainingConfig:
         _positive(t + "early_stopping", self.early_stopping, allow_zero=True)
         _positive(t + "clip_grad", self.clip_grad)
         _positive(t + "threads", self.threads)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+            # numpy's generators take a non-negative seed, and the shuffle packs it into a 64-bit integer
+            raise bad(t + "seed", f"{{name}}: a whole number from 0 to 2^63 - 1, got {self.seed!r}", "e.g. {name} 7")
         self.checkpoint_every = str(self.checkpoint_every)
         CheckpointEvery.parse(self.checkpoint_every)
         if self.sync_every is not None and self.sync_every < 1:

@@ -293,6 +293,9 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     if cfg.output.no_cache:   # every trial reads every epoch's shards on a worker
         raise bad("output.cache", "{name} none: tune's trials read the featurised shards from the cache, each "
                   "trial every epoch", "give {name} a URL, or leave it out (OUT/.cache)")
+    if not cfg.data.val and not cfg.data.val_fraction:   # each trial is scored on the held-out rows
+        raise bad("data.val_fraction", "tune scores each trial on validation rows, and {name} 0 without "
+                  "{data.val} holds none out", "give {data.val} FILE, or a {name} above 0 (the default is 0.1)")
     optuna = require_optuna()
     budget = budget_seconds(time_budget)
     if trials is not None and trials < 1:

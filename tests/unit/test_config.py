@@ -23,3 +23,14 @@ def test_a_decimal_min_df_above_one_is_refused_as_scikit_learn_does():
     assert "whole number" in e.value.hint
     FeatureConfig(min_df=0.5).validate()
     FeatureConfig(min_df=2).validate()
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 99999999999999999999])
+def test_a_seed_numpy_cannot_take_is_refused_naming_it(seed):
+    # --seed -1 ended in an internal error (exit 1) after the fit pass, leaving a run folder behind
+    from lancetnic_flow.config import TrainingConfig
+
+    with pytest.raises(UserError, match="a whole number from 0 to 2") as e:
+        TrainingConfig(seed=seed).validate()
+    assert e.value.field == "training.seed"
+    TrainingConfig(seed=2**63 - 1).validate()

@@ -553,3 +553,17 @@ def test_a_regression_run_refuses_class_weights_and_a_label_column_it_would_not_
     assert resolve(cfg()).data.label is None   # the default label names no column of the run's
     both = resolve(cfg(label="sentiment", task="multitask", class_weights="balanced"))
     assert (both.data.label, both.training.class_weights) == ("sentiment", "balanced")
+
+
+def test_a_monitor_given_with_no_row_held_out_is_refused_as_early_stopping_is():
+    # it was accepted and chose nothing (metrics.json: kept last, validated 0), without a word
+    cfg = config("ScalpelMC", monitor="val_loss")
+    cfg.data.val_fraction = 0.0
+    with pytest.raises(UserError, match="val_loss chooses the epoch kept by its validation score") as e:
+        resolve(cfg)
+    assert e.value.field == "training.monitor"
+    cfg.data.val = ["val.csv"]
+    assert resolve(cfg).training.monitor == "val_loss"
+    saved = config("ScalpelMC", monitor="val_accuracy")   # the model's own, as a saved configuration holds it
+    saved.data.val_fraction = 0.0
+    assert resolve(saved).training.monitor == "val_accuracy"
