@@ -60,8 +60,9 @@ class _Outputs(nn.Module):
             else:
                 res += [logits, torch.softmax(logits, dim=1)]
         if "value" in out:
-            # The value head learns the standardised target: the graph answers in the target's units.
-            res.append(out["value"] * self.std + self.mean)
+            # The value head learns the standardised target: the graph answers in the target's units, in
+            # float64 — in float32 a target near 1e9 rounded every answer to the mean's neighbourhood.
+            res.append(out["value"].double() * self.std + self.mean)
         return tuple(res)
 
 
