@@ -302,7 +302,14 @@ def predicted_line(out: dict) -> str:
     if bad:
         why = ", ".join(f"{n:,} {k}" for k, n in sorted(bad.items(), key=lambda kv: -kv[1]))
         line += f", {sum(bad.values()):,} not ({why}; see the status column)"
-    return line
+    return line + numeric_note(out.get("noted", {}))
+
+
+def numeric_note(noted: dict) -> str:
+    """``; 300 rows with a --numeric value that is no number …`` where prediction met some."""
+    n = noted.get("unreadable_numeric")
+    return (f"; {n:,} --numeric value(s) that are not numbers (a decimal comma, text) read as the training mean, "
+            "as a missing one is (unreadable_numeric)") if n else ""
 
 
 def _refuse_unread_columns(a: argparse.Namespace, kind: str) -> None:
@@ -360,8 +367,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     else:
         shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
                                                 "r2", "loss") if out.get(k) is not None]
-        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + unseen_note(out),
-                             markup=False)
+        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + unseen_note(out)
+                             + numeric_note(out["rows"].get("noted", {})), markup=False)
         if out.get("plots"):
             report.console.print(f"plots in {a.plots}", markup=False)
     return 0

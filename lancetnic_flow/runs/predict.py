@@ -401,12 +401,13 @@ def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
 def predict_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,
                       chunk_bytes: int, top_k: int | None, threshold: float | None = None, stamp: str = ""
                       ) -> tuple[list[pa.Table], int, dict]:
-    """Worker task: one partition's output tables (every row, in order), rows read, statuses."""
+    """Worker task: one partition's output tables (every row, in order), rows read, statuses
+    (with the rows predicted whose values were read changed: ``noted:REASON``)."""
     pred = predictor(run, run_options, stamp)
     out, rows, statuses = [], 0, {}
     for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
         rows += chunk.rows_read
-        for k, v in chunk.skipped.items():
+        for k, v in [*chunk.skipped.items(), *((f"noted:{k}", v) for k, v in chunk.noted.items())]:
             statuses[k] = statuses.get(k, 0) + v
         if chunk.table.num_rows:
             out.append(pred.output_table(chunk.table, top_k, threshold=threshold))
@@ -418,7 +419,9 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
                   threshold: float | None = None) -> dict:
     """Predict every row of ``plan`` into ``output`` (CSV, JSON Lines or Parquet by
     its name), one output row per input row, in input order. Returns the counts:
-    ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason."""
+    ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason, and
+    ``noted`` (when any): rows predicted with a value read changed, by reason
+    (``unreadable_numeric``: a ``--numeric`` value that is no number, read as the mean)."""
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
                       all_rows=True, encoding=columns.encoding)
     feed = OrderedWindow(client, predict_partition, [(p,) for p in plan.partitions], window, columns=columns,
@@ -436,8 +439,10 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
                 statuses[k] = statuses.get(k, 0) + v
     if written != rows:   # a reader that lost a row: never silently
         raise RuntimeError(f"prediction read {rows:,} rows but wrote {written:,}: please report this")
+    noted = {k.split(":", 1)[1]: statuses.pop(k) for k in [k for k in statuses if k.startswith("noted:")]}
     return {"output": output, "format": output_format(output), "rows_read": rows, "rows_written": written,
-            "predicted": written - sum(statuses.values()), "not_predicted": statuses}
+            "predicted": written - sum(statuses.values()), "not_predicted": statuses,
+            **({"noted": noted} if noted else {})}
 
 
 __all__ = ["Predictor", "predict_files", "predictor", "as_table"]

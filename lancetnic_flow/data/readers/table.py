@@ -252,9 +252,14 @@ def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[
     if columns.target:
         arrays.append(to_float(get(columns.target)))
         names.append("target")
+    ok, unreadable = None, 0
     for c in columns.numeric:
-        arrays.append(to_float(get(c)))
+        raw = get(c)
+        value = to_float(raw)
+        arrays.append(value)
         names.append(c)
+        ok = pc.equal(final, "ok") if ok is None else ok   # rows that are predicted or scored
+        unreadable += _unreadable_numbers(pc.filter(raw, ok), pc.filter(value, ok))
     for c in columns.kept(have):
         arrays.append(kept_values(get(c)))
         names.append(f"keep:{c}")
@@ -262,7 +267,7 @@ def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[
     names.append("status")
     table = pa.Table.from_arrays(
         [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays], names=names)
-    return Chunk(table, rows_read, skipped)
+    return Chunk(table, rows_read, skipped, {"unreadable_numeric": unreadable} if unreadable else {})
 
 
 def kept_values(arr) -> pa.Array:

@@ -5,6 +5,7 @@ like another format, UTF-16 refused, and another encoding named from a block."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from lancetnic_flow.data.readers.table import (check_names, check_not_wide, decoded, format_hint,
@@ -94,3 +95,16 @@ def test_a_numeric_value_that_is_no_number_keeps_its_row_and_is_counted_not_sile
     assert chunk.noted == {"unreadable_numeric": 2} and chunk.skipped == {}   # "" is missing, not unreadable
     given["n"] = pa.array([1.0, float("nan"), None, 2.0])
     assert finish(cols, given.__getitem__, 4, 4, {}).noted == {"unreadable_numeric": 1}
+
+
+def test_rows_read_for_prediction_count_a_numeric_value_that_is_no_number_as_training_does():
+    # predict and evaluate read decimal commas as the training mean without a word (train counted them)
+    from lancetnic_flow.data.readers.table import all_rows
+    from lancetnic_flow.data.sources import Columns
+
+    cols = Columns(text=("text",), numeric=("n",), all_rows=True)
+    given = {"text": pa.array(["alpha beta", "gamma delta", "", "eta theta"]), "n": pa.array(["0,5", "1.5", "x", "n/a"])}
+    text = given["text"]
+    chunk = all_rows(cols, given.__getitem__, text, pc.greater(pc.utf8_length(text), 0), 4, {}, None, ["text", "n"])
+    assert chunk.table.column("n").to_pylist() == [None, 1.5, None, None]
+    assert chunk.noted == {"unreadable_numeric": 2}   # the empty text's row is not predicted: not counted
