@@ -471,7 +471,9 @@ def sequences(data, offsets, word, min_chars, max_len, table_keys, table_values,
     n_rows = len(offsets) - 1
     base = offsets[0]
     keys = np.empty((_longest(offsets) + 1) // 2 + 1, np.uint64)
-    out = np.empty(n_rows * max_len, np.int64)
+    # A row holds at most one token per min_chars bytes: the text bounds the ids, not rows × max_len
+    # (a --max-len of 1e6 asked 8192 × 8 MB of a piece).
+    out = np.empty(min(n_rows * max_len, (offsets[n_rows] - base) // max(min_chars, 1) + n_rows), np.int64)
     row_offsets = np.zeros(n_rows + 1, np.int64)
     nnz = 0
     for r in range(n_rows):
@@ -489,7 +491,7 @@ def sequences(data, offsets, word, min_chars, max_len, table_keys, table_values,
 def key_sequences(keys, key_offsets, max_len, table_keys, table_values, unknown, stop_keys, stop_values):
     """:func:`sequences` over tokens already found (a registered tokenizer's)."""
     n_rows = len(key_offsets) - 1
-    out = np.empty(n_rows * max_len, np.int64)
+    out = np.empty(min(n_rows * max_len, key_offsets[n_rows] - key_offsets[0]), np.int64)
     row_offsets = np.zeros(n_rows + 1, np.int64)
     use_stop = len(stop_keys) > 2
     nnz = 0

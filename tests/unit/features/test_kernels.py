@@ -136,6 +136,19 @@ def test_sequences_give_the_first_max_len_token_ids_in_text_order_and_unknown_fo
     assert ids.tolist() == [2, 3, 1, 2, 3]
 
 
+def test_a_huge_max_len_allocates_by_the_text_not_rows_times_max_len():
+    # --max-len 100000000 asked rows × max_len × 8 bytes of a piece: MemoryError, exit 1
+    table = kernels.build_table(np.array([key("cat"), key("sat")], np.uint64), np.array([2, 3], np.int64))
+    texts = ["cat sat dog cat sat", "", "sat", "x y", "ab cd ef gh ij kl mn op"] * 2000
+    data, offsets = buffers(texts)
+    row_offsets, ids = kernels.sequences(data, offsets, kernels.word_table(), 2, 10**9, *table, 1, *empty_table())
+    assert row_offsets[-1] == len(ids) == sum(len(words(t)) for t in texts)
+    keys = np.array([key(w) for t in texts for w in words(t)], np.uint64)
+    key_offsets = np.cumsum([0] + [len(words(t)) for t in texts]).astype(np.int64)
+    k_off, k_ids = kernels.key_sequences(keys, key_offsets, 10**9, *table, 1, *empty_table())
+    assert k_off.tolist() == row_offsets.tolist() and k_ids.tolist() == ids.tolist()
+
+
 def test_whole_hashes_hash_every_byte_of_the_string_and_a_null_as_empty():
     strings = ["", "abc", "a much longer string whose middle differs: 1", "a much longer string whose middle differs: 2"]
     data, offsets = buffers(strings)
