@@ -522,6 +522,10 @@ def _scalar(o: Option, value: Any) -> Any:
         if not ok:
             raise ValueError(_expected(o))
         return o.type(value)
+    if isinstance(value, bool) and o.type in (None, str):
+        # YAML reads an unquoted on/off/yes/no/true/false as a boolean: str(False) would be "False"
+        raise ValueError("text (YAML reads an unquoted on, off, yes, no, true or false as true/false: quote it, "
+                         "as 'off')")
     return value if o.type is None and isinstance(value, str) else (o.type or str)(value)
 
 

@@ -105,6 +105,16 @@ def test_an_unknown_or_ill_typed_key_names_the_file_line_and_field(tmp_path):
         read_workflow(path)
 
 
+def test_a_text_option_that_yaml_read_as_a_boolean_names_the_line_and_says_to_quote_it(tmp_path):
+    # checkpoint_every: off became "False", refused without file or line by a hint that listed off itself
+    path = _write(tmp_path, "train: x.csv\ncheckpoint_every: off\n")
+    with pytest.raises(UserError) as e:
+        read_workflow(path)
+    assert f"{path}:2" in str(e.value) and "checkpoint_every" in str(e.value) and "quote it" in str(e.value)
+    wf = read_workflow(_write(tmp_path, "train: x.csv\ncheckpoint_every: 'off'\n"))
+    assert workflow_config(wf).training.checkpoint_every == "off"
+
+
 @pytest.mark.parametrize("text", ["train: x.csv\nepochs:\n", "train: x.csv\ntraining:\n  epochs:\n",
                                   "train: x.csv\nepochs: ~\n"])
 def test_a_key_without_a_value_is_refused_naming_the_file_line_and_key(tmp_path, text):
