@@ -47,10 +47,23 @@ def warnings_only() -> Events:
 
 
 def _as_python_warning(kind: str, data: dict[str, Any]) -> None:
+    import warnings
+
+    from .errors import RunWarning
+
     if kind == "warning":
-        import warnings
-
-        from .errors import RunWarning
-
         warnings.warn(data["message"], RunWarning, stacklevel=3)
+    elif kind == "done":   # rows skipped, which the command line's summary shows
+        message = skipped_rows_message((data.get("metrics") or {}).get("rows") or {})
+        if message:
+            warnings.warn(message, RunWarning, stacklevel=3)
+
+
+def skipped_rows_message(rows: dict[str, Any]) -> str | None:
+    """``30 row(s) skipped (30 missing_label; rows.skipped in metrics_)``, or None."""
+    skipped = rows.get("skipped") or {}
+    if not sum(skipped.values()):
+        return None
+    why = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+    return f"{sum(skipped.values()):,} row(s) skipped ({why}; rows.skipped in metrics.json and metrics_)"
 

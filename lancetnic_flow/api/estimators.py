@@ -28,6 +28,8 @@ from ..data.frames import SUPPORTED, arrow_of, as_table, is_table, text_columns_
 from ..errors import UserError, not_fitted
 from ..options import api_default as d
 from ..options import api_options
+from .labels import FILE as LABELS_FILE
+from .labels import LabelNames, run_name
 
 # Rows per Parquet row group of in-memory training data: each row group is a
 # partition, so a few thousand rows give the workers several to share.
@@ -215,7 +217,7 @@ class _TextEstimator:
         DataFrame, ``datasets.Dataset``, Arrow array or table; or a path, glob or URL, or a list of
         ``pathlib.Path``) and ``y`` (the answers, or a column name of ``X``).
         Returns ``self``."""
-        self._label_values, self._classes_declared = {}, []
+        self._labels, self._classes_declared = LabelNames(), []
         self._train(X, y, lambda: self.out or self._run_parent())
         return self
 
@@ -255,18 +257,22 @@ class _TextEstimator:
             return None
         if classes is not None and self._task == "regress":
             raise UserError("classes= names labels; a regressor predicts values", "drop classes=")
-        values = {} if classes is None else {str(c): c for c in _values(classes)}
-        declared = list(dict.fromkeys([*getattr(self, "_classes_declared", []), *values]))
+        names = [] if classes is None else [n for n in self._label_names().add(_values(classes)) if n is not None]
+        declared = list(dict.fromkeys([*getattr(self, "_classes_declared", []), *names]))
         if classes is not None and y is not None and not isinstance(y, str):
-            given = {str(x) for v in _values(y) if v is not None
-                     for x in (v if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v])}
-            outside = sorted(given - set(declared) - {str(c) for c in getattr(self, "classes_", ())})
+            given = {run_name(x) for v in _values(y) if v is not None
+                     for x in (v if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v])} - {None}
+            outside = sorted(given - set(declared) - {run_name(c) for c in getattr(self, "classes_", ())})
             if outside:
                 raise UserError(f"y holds label(s) outside classes=: {', '.join(outside[:5])}",
                                 "add them to classes=, or leave classes= out (the model's labels grow with y)")
-        self._label_values = {**getattr(self, "_label_values", {}),
-                              **{k: v for k, v in values.items() if not isinstance(v, str)}}
         return declared
+
+    def _label_names(self) -> LabelNames:
+        """The values of y the run's label names came from (partial_fit: every call's)."""
+        if getattr(self, "_labels", None) is None:
+            self._labels = LabelNames()
+        return self._labels
 
     def _train(self, X: Any, y: Any, parent: Callable[[], str], init_from: str | None = None,
                classes: list[str] | None = None) -> None:
@@ -353,8 +359,12 @@ class _TextEstimator:
         URL); :meth:`load` reads it, as does ``lancetnic-flow predict``. Saved over
         another run, a save stopped mid-way leaves an unfinished run, never half of each."""
         from ..runs.folder import copy_run
+        from ..storage import join, write_bytes
 
         copy_run(self._fitted().run.url, str(path), dst_options=storage_options or {})
+        labels = getattr(self, "_labels", None)
+        if labels is not None and labels.values:   # the values of y the labels came from (3, not "3")
+            write_bytes(join(str(path), LABELS_FILE), labels.to_json().encode(), storage_options or {})
         return str(path)
 
     @classmethod
@@ -363,11 +373,22 @@ class _TextEstimator:
         ``lancetnic-flow train``), ready to predict. Loading never unpickles code."""
         from ..runs.predict import Predictor
 
+        from ..storage import join, read_bytes
+
         pred = Predictor(str(path), storage_options)
         est = cls()
         cfg = pred.run.config
-        est.set_params(model=cfg.get("model", {}).get("name"), text_column=(cfg.get("data", {}).get("text")
-                                                                           or ["text"])[0])
+        data, training = cfg.get("data", {}), cfg.get("training", {})
+        # The run's own where a parameter names it alone: clone(loaded).fit trains as the run did.
+        est.set_params(model=cfg.get("model", {}).get("name"), text_column=(data.get("text") or ["text"])[0],
+                       **{p: v for p, v in (("epochs", training.get("epochs")), ("batch_size", training.get("batch_size")),
+                                            ("random_state", training.get("seed")),
+                                            ("val_fraction", data.get("val_fraction")),
+                                            ("class_weights", training.get("class_weights"))) if v is not None})
+        try:
+            est._labels = LabelNames.from_json(read_bytes(join(str(path), LABELS_FILE), storage_options or {}).decode())
+        except FileNotFoundError:   # a run from the command line: its labels are its names
+            est._labels = LabelNames()
         est.run_ = str(path)
         est.metrics_ = pred.run.metrics
         est._set_predictor(pred)
@@ -380,27 +401,26 @@ class TextClassifier(_TextEstimator):
 
     def _answers(self, values: list) -> tuple[str, pa.Array]:
         first = next((v for v in values if v is not None), None)
+        labels = self._label_names()   # labels travel as the run names them; answers come back as given
         if isinstance(first, (list, tuple, set, frozenset, np.ndarray)):
-            sets = [None if v is None else LABEL_SEP.join(str(x) for x in v) for v in values]
+            sets = [None if v is None else LABEL_SEP.join(n for n in labels.add(v) if n is not None) for v in values]
             return "multilabel", pa.array(sets, pa.string())
-        # Labels travel as text, as a CSV reader gives them; predictions come back as the values given.
-        self._label_values = {**getattr(self, "_label_values", {}),   # partial_fit: those of earlier calls too
-                              **{str(v): v for v in set(values) if v is not None and not isinstance(v, str)}}
-        return "classify", as_table(values, "y").column(0)
+        return "classify", pa.array(labels.add(values), pa.string())
 
     def _set_predictor(self, predictor) -> None:
         self.predictor_ = predictor
         if predictor.regresses and not predictor.classifies:
             raise UserError(f"{predictor.run.url} is a regression run", "load it with TextRegressor")
-        values = getattr(self, "_label_values", {})
-        shown = [values.get(x, x) for x in predictor.labels]
+        labels = self._label_names()
+        shown = [labels.value(x) for x in predictor.labels]
         # scikit-learn's order (np.unique(y)'s, which its scorers and meta-estimators
         # assume); the run keeps its own, so predict_proba's columns are reordered.
         try:
             self._order = np.array(sorted(range(len(shown)), key=shown.__getitem__), dtype=np.intp)
         except TypeError:   # labels of several kinds (1 and "a"): the run's order
             self._order = np.arange(len(shown), dtype=np.intp)
-        self.classes_ = np.array([shown[i] for i in self._order], dtype=object)
+        # of np.unique(y)'s dtype (int64 for ints): object made accuracy_score fail and scorers give NaN
+        self.classes_ = labels.array([predictor.labels[i] for i in self._order])
         self.multilabel_ = predictor.multilabel
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -416,13 +436,13 @@ class TextClassifier(_TextEstimator):
         pred = self._fitted()
         pred.check_asks(None, threshold)
         rows = self._rows(X)
+        labels = self._label_names()
         if pred.multilabel:
             out = np.empty(rows.num_rows, dtype=object)
-            out[:] = [d["labels"] for d in pred.label_sets(rows, threshold)]
+            out[:] = [None if d["labels"] is None else [labels.value(x) for x in d["labels"]]
+                      for d in pred.label_sets(rows, threshold)]
             return out
-        values = getattr(self, "_label_values", {})
-        return np.array([values.get(x, x) for x in pred.prediction_columns(rows)["predicted"].to_pylist()],
-                        dtype=object)
+        return labels.array(pred.prediction_columns(rows)["predicted"].to_pylist(), dtype=self.classes_.dtype)
 
     def score(self, X: Any, y: Sequence) -> float:
         """Accuracy (multi-label: subset accuracy, every label of the row right);
@@ -432,8 +452,9 @@ class TextClassifier(_TextEstimator):
         if len(want) != len(got):
             raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
         if getattr(self, "multilabel_", False):
-            return float(np.mean([g is not None and set(g) == {str(w) for w in ws} for g, ws in zip(got, want)]))
-        return float(np.mean([g is not None and str(g) == str(w) for g, w in zip(got, want)]))
+            return float(np.mean([g is not None and {run_name(x) for x in g} == {run_name(w) for w in ws}
+                                  for g, ws in zip(got, want)]))
+        return float(np.mean([g is not None and run_name(g) == run_name(w) for g, w in zip(got, want)]))
 
 
 class TextRegressor(_TextEstimator):
@@ -458,6 +479,9 @@ class TextRegressor(_TextEstimator):
         want = np.asarray(y, dtype=np.float64)
         if len(want) != len(got):
             raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
+        if not np.isfinite(want).all():   # as scikit-learn's r2_score: a NaN would make the score NaN
+            raise UserError(f"y holds {int((~np.isfinite(want)).sum()):,} NaN or infinite value(s)",
+                            "score the rows whose answer is a number")
         got = np.where(np.isnan(got), want.mean(), got)
         total = ((want - want.mean()) ** 2).sum()
         return float(1 - ((want - got) ** 2).sum() / total) if total else 0.0

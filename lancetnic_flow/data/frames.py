@@ -77,9 +77,14 @@ def like_input(data: Any, table: pa.Table):
     return table
 
 
+def _missing(v: Any) -> bool:
+    """None, NaN, and pandas' NA and NaT (whose text, "<NA>", would be read as a word)."""
+    return v is None or (isinstance(v, (float, np.floating)) and v != v) or type(v).__name__ in ("NAType", "NaTType")
+
+
 def _text_values(values: list) -> pa.Array:
-    # Numbers become their text (as a CSV reader reads them); None and NaN are missing text.
-    out = [v if isinstance(v, str) else None if v is None or (isinstance(v, float) and v != v)
+    # Numbers become their text (as a CSV reader reads them); missing values are missing text.
+    out = [v if isinstance(v, str) else None if _missing(v)
            else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values]
     return pa.array(out, pa.string())
 

@@ -113,3 +113,25 @@ def test_cross_val_score_and_grid_search_run_a_pipeline_on_two_joblib_workers(co
     gs = GridSearchCV(pipe, {"est__epochs": [1, 2]}, cv=2, n_jobs=2, error_score="raise").fit(X, y)
     assert np.isfinite(gs.cv_results_["mean_test_score"]).all() and gs.best_params_["est__epochs"] in (1, 2)
     assert len(gs.predict(X[:10])) == 10
+
+
+def test_numeric_and_spaced_labels_come_back_as_given_with_numpys_dtype_and_survive_save_and_load(corpus, tmp_path):
+    # int labels came back in object arrays (accuracy_score failed, scorers gave NaN); "pos\n" came back "pos"
+    # (accuracy 0.0 for a right model); a saved and loaded model named 10 before 2 and moved predict_proba's columns
+    from sklearn.metrics import accuracy_score
+
+    X, names = xy(corpus, TextClassifier)
+    codes = {n: c for n, c in zip(sorted(set(names)), (2, 10, 1))}
+    y = np.array([codes[n] for n in names])
+    clf = tiny(TextClassifier).fit(X, y)
+    assert clf.classes_.dtype == np.int64 and clf.classes_.tolist() == [1, 2, 10]
+    got = clf.predict(X)
+    assert got.dtype == np.int64 and accuracy_score(y, got) == clf.score(X, y) > 0.5
+    assert (cross_val_score(tiny(TextClassifier), X, y, cv=2, scoring="f1_macro") > 0.3).all()
+    loaded = TextClassifier.load(clf.save(tmp_path / "saved"))
+    assert loaded.classes_.tolist() == [1, 2, 10] and loaded.get_params()["epochs"] == 2
+    assert loaded.predict(X[:20]).tolist() == got[:20].tolist()
+    np.testing.assert_allclose(loaded.predict_proba(X[:20]), clf.predict_proba(X[:20]))
+    spaced = np.array([f"{n}\n" for n in names])
+    clf = tiny(TextClassifier).fit(X, spaced)
+    assert sorted(clf.classes_) == sorted(set(spaced)) and accuracy_score(spaced, clf.predict(X)) > 0.5

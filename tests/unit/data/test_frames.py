@@ -23,6 +23,15 @@ def test_numbers_become_their_text_and_none_or_nan_missing():
         ["1", "2.5", None, None, "by\ufffdtes"]
 
 
+def test_pandas_na_and_nat_and_a_numpy_nan_are_missing_not_the_words_na_and_nan():
+    # a pd.NA label was learned as the class "<NA>", and a pd.NA text featurised as the word "<NA>"
+    import pandas as pd
+
+    series = pd.Series(pd.array(["a b", pd.NA, "c d"], dtype="string"))
+    assert as_table(series).column("text").to_pylist() == ["a b", None, "c d"]
+    assert as_table([pd.NaT, np.float32("nan"), 3]).column("text").to_pylist() == [None, None, "3"]
+
+
 @pytest.mark.parametrize("data,match", [("one string", "one string"), (np.zeros((2, 2)), "shape"),
                                         (42, "cannot read texts from a int")])
 def test_what_is_not_a_sequence_of_texts_is_refused(data, match):

@@ -1,0 +1,130 @@
+"""An estimator's labels as the run names them, and back.
+
+A run learns labels as text, read as a CSV reader reads a cell: trimmed of
+the spaces at its ends, an empty one missing. scikit-learn's classifiers
+answer with the values ``y`` holds: ``classes_`` and ``predict`` of the same
+values and dtype as ``np.unique(y)``, or ``accuracy_score(y, predict(X))``
+compares ``"pos\\n"`` with ``"pos"`` (0.0 for a model right on every row) and
+``3`` with ``"3"`` (an error, and NaN from a scorer). :class:`LabelNames`
+keeps, for each name the run learns, the value it came from; two values the
+run would learn as one class (``"Sports"`` and ``"Sports "``, ``1`` and
+``"1"``) are refused rather than merged.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import UserError
+
+# Saved beside a run folder's files by an estimator's save(): the values its labels came from.
+FILE = "estimator_labels.json"
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v)) \
+        or type(v).__name__ in ("NAType", "NaTType")
+
+
+def run_name(v: Any) -> str | None:
+    """The label the run learns for the value ``v`` (None: no label). Numbers
+    are named as NumPy compares them: ``1`` and ``1.0`` are one class, "1"."""
+    if _missing(v):
+        return None
+    if isinstance(v, (bytes, np.bytes_)):
+        v = bytes(v).decode("utf-8", "replace")
+    if isinstance(v, (str, np.str_)):
+        name = str(v).strip()
+    elif isinstance(v, (bool, np.bool_)):
+        name = str(bool(v))
+    elif isinstance(v, (int, np.integer)):
+        name = str(int(v))
+    elif isinstance(v, (float, np.floating)):
+        name = str(int(v)) if float(v).is_integer() else repr(float(v))
+    else:
+        name = str(v).strip()
+    return name or None
+
+
+def _plain(v: Any) -> Any:
+    """A NumPy scalar as the Python value it holds (JSON, and dtype inference, read those)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, str) != isinstance(b, str):
+        return False
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+class LabelNames:
+    """Each label name of a run → the value of ``y`` it came from."""
+
+    def __init__(self, values: dict[str, Any] | None = None):
+        self.values: dict[str, Any] = dict(values or {})
+
+    def add(self, labels: Iterable[Any]) -> list[str | None]:
+        """The run's names of ``labels`` (None where missing), remembering each value;
+        a UserError for two values that would be one class."""
+        names = []
+        for v in labels:
+            name = run_name(v)
+            names.append(name)
+            if name is None:
+                continue
+            v = _plain(v)
+            known = self.values.setdefault(name, v)
+            if not _same(known, v):
+                raise UserError(f"y holds {known!r} and {v!r}, which would be one class ({name!r}): labels are "
+                                "learned as text, trimmed of the spaces at their ends",
+                                "give labels that differ in more than spaces, all of one type")
+        return names
+
+    def value(self, name: str | None) -> Any:
+        return None if name is None else self.values.get(name, name)
+
+    def array(self, names: Iterable[str | None], dtype: Any = None) -> np.ndarray:
+        """The values of ``names`` as an array: ``dtype`` (classes_'), or the one
+        NumPy gives the values (int64 for ints, <U for strings) when they are of one
+        kind; object for mixed kinds or a missing answer (None)."""
+        values = [self.value(n) for n in names]
+        if any(v is None for v in values):
+            out = np.empty(len(values), dtype=object)
+            out[:] = values
+            return out
+        if dtype is not None:
+            return np.array(values, dtype=dtype)
+        kinds = {_kind(v) for v in values}
+        if len(kinds) == 1 and None not in kinds:
+            return np.array(values)
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out
+
+    def to_json(self) -> str:
+        """The names and values JSON can hold (others are left as their names)."""
+        kept = {k: v for k, v in self.values.items() if isinstance(v, (str, bool, int, float))}
+        return json.dumps({"labels": [[k, v] for k, v in kept.items()]}, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "LabelNames":
+        return cls({k: v for k, v in json.loads(text).get("labels", [])})
+
+
+def _kind(v: Any) -> str | None:
+    if isinstance(v, str):
+        return "str"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):   # np.unique([1, 2.5]): float64
+        return "number"
+    return None
+
+
+__all__ = ["FILE", "LabelNames", "run_name"]

@@ -1,0 +1,42 @@
+"""api/labels.py: a run's label names map back to the values of y, of y's
+dtype; values the run would merge are refused."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lancetnic_flow.api.labels import LabelNames, run_name
+from lancetnic_flow.errors import UserError
+
+
+def test_names_are_the_runs_and_numbers_are_named_as_numpy_compares_them():
+    assert [run_name(v) for v in ["pos\n", " a ", "", None, float("nan"), 3, np.int64(3), 1.0, 2.5, True]] == \
+        ["pos", "a", None, None, None, "3", "3", "1", "2.5", "True"]
+
+
+def test_answers_come_back_as_the_values_given_with_numpys_dtype():
+    # "pos\n" was answered "pos" (accuracy 0.0 for a model right on every row); 3 was answered in an object array
+    labels = LabelNames()
+    assert labels.add(["pos\n", "neg\n", None]) == ["pos", "neg", None]
+    got = labels.array(["neg", "pos"])
+    assert got.tolist() == ["neg\n", "pos\n"] and got.dtype.kind == "U"
+    ints = LabelNames()
+    ints.add(np.array([2, 10, 1]))
+    got = ints.array(["1", "10", "2"])
+    assert got.tolist() == [1, 10, 2] and got.dtype == np.int64
+    assert ints.array(["2", None]).dtype == object   # a row with no answer: None, as before
+    assert ints.array(["2"], dtype=np.int64).dtype == np.int64
+
+
+@pytest.mark.parametrize("pair", [["Sports", "Sports "], [1, "1"], ["x\t", "x"]])
+def test_two_values_the_run_would_learn_as_one_class_are_refused(pair):
+    with pytest.raises(UserError, match="which would be one class"):
+        LabelNames().add(pair)
+    LabelNames().add([1, 1.0, np.int64(1)])   # equal values: one class, as np.unique has them
+
+
+def test_the_names_and_values_round_trip_through_json():
+    labels = LabelNames()
+    labels.add([3, 10, 7])
+    back = LabelNames.from_json(labels.to_json())
+    assert back.values == {"3": 3, "10": 10, "7": 7} and back.array(["10"]).dtype == np.int64
