@@ -118,6 +118,8 @@ def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator
     leaves a half file under the real name (and a failed one no temporary
     file). ``sync``: a local file reaches the disk before the rename."""
     fs, path = fsspec.core.url_to_fs(url, **storage_options)
+    if "file" in fs.protocol and os.path.isdir(path):   # the rename would move the file into the folder
+        raise _folder_in_the_way(url)
     parent = path.rsplit("/", 1)[0]
     with writing(url):
         fs.makedirs(parent, exist_ok=True)
@@ -138,6 +140,11 @@ def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator
         raise
 
 
+def _folder_in_the_way(url: str, flag: str = "") -> "WriteError":
+    return WriteError(f"{flag + ' ' if flag else ''}{url}: a folder is there, and a file is to be written",
+                      "name a file (in that folder, or elsewhere), or remove the folder")
+
+
 def check_writable(url: str, storage_options: dict, flag: str, folder: bool = True) -> None:
     """Refuse, before any work, a place that cannot be written: write and
     remove a probe file in the folder (``url``, or its parent when ``folder``
@@ -155,6 +162,12 @@ def check_writable(url: str, storage_options: dict, flag: str, folder: bool = Tr
         with fs.open(probe, "wb") as f:
             f.write(b"ok")
         fs.rm(probe)
+        if not folder:
+            file_fs, file_path = fsspec.core.url_to_fs(url, **open_options(url, storage_options))
+            if file_fs.isdir(file_path):   # "wrote X" would have put the file inside it, under a temporary name
+                raise _folder_in_the_way(url, flag)
+    except WriteError:
+        raise
     except Exception as exc:
         why = write_reason(exc)
         if why is not None:

@@ -344,6 +344,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    encoding=text_encoding(a.encoding or data.get("encoding")))
     plan = _plan_for(a)
     src = checked_source(a.data, a.format, so, plan.partition, cols)
+    if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
+        check_writable(a.plots, options_for(a.plots, so), "--plots", folder=True)
     say_decided(report, src)
     from ..runs.evaluate import evaluate_files
     from ..runs.loading import load_run
@@ -533,11 +535,11 @@ def _export_compact(a: argparse.Namespace, report) -> int:
     if a.compact.rstrip("/") == a.run.rstrip("/"):
         raise UserError(f"--compact {a.compact} is the run itself; the copy goes to a folder of its own",
                         f"lancetnic-flow export {a.run} --compact {a.run.rstrip('/')}-int8")
+    check_writable(a.compact, out_so, "--compact", folder=True)   # first: an unknown protocol, no credentials
     fs, path = fsspec.core.url_to_fs(a.compact, **out_so)
     if fs.exists(path) and (not fs.isdir(path) or fs.ls(path, detail=False)):
         raise UserError(f"--compact {a.compact} exists and is not an empty folder; the copy is written to a new one",
                         "name a folder that does not exist yet")
-    check_writable(a.compact, out_so, "--compact", folder=True)
     out = compact_run(a.run, a.compact, run_so, out_so)
     if report.json is not None:
         report.json("exported", out)

@@ -7,10 +7,12 @@ quarter of the bytes again, at a cost in accuracy that
 ``docs/benchmarks.md`` measures (``lancetnic-flow evaluate DIR test.csv``
 measures it on your data). The copy is a run folder like any other:
 ``predict``, ``evaluate``, ``serve`` and ``export --onnx`` read it, and its
-``model.json`` says it was quantised and from which run.
+``model.json`` says it was quantised and from which run; its metrics.json
+and charts are the float run's, and its metrics.json says so (``figures_of``).
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import fsspec
@@ -51,7 +53,12 @@ def compact_run(src: str, dst: str, src_options: dict | None = None, dst_options
     unfinish(dst, dso)
     for name in names:
         if name not in REWRITTEN and ".tmp-" not in name:
-            write_bytes(join(dst, name), read_bytes(join(src, name), sso), dso)
+            data = read_bytes(join(src, name), sso)
+            if name == "metrics.json":   # the float run's figures: say so, where a reader of the copy looks
+                data = json.dumps({**json.loads(data), "figures_of": {
+                    "run": str(src), "weights": "the float weights this copy was made from",
+                    "measure": f"lancetnic-flow evaluate {dst} DATA"}}, indent=1).encode()
+            write_bytes(join(dst, name), data, dso)
     weights = write_weights(dst, stored, dso)
     meta = {k: v for k, v in loaded.meta.items() if k not in (*STAMP_KEYS, "weights")}
     meta["quantised"] = {"bits": 8, "scale": "per column, symmetric", "from": str(src),

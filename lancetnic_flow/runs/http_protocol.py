@@ -31,12 +31,28 @@ class _Connection(h11.Connection):
 
     error: h11.RemoteProtocolError | None = None
 
+    def __init__(self, *args: Any, max_incomplete_event_size: int = 16 * 1024, **kwargs: Any):
+        super().__init__(*args, max_incomplete_event_size=max_incomplete_event_size, **kwargs)
+        self.max_head = max_incomplete_event_size
+
     def next_event(self) -> Any:
         try:
-            return super().next_event()
+            event = super().next_event()
+            # h11 bounds a head only while it is incomplete: one that arrives whole in a read is parsed
+            # whatever its size, so the bound is checked again on the head it gives.
+            if isinstance(event, h11.Request) and _head_size(event) > self.max_head:
+                raise h11.RemoteProtocolError(f"the request head is over {self.max_head // 1024} KiB",
+                                              error_status_hint=431)
+            return event
         except h11.RemoteProtocolError as exc:
             self.error = exc
             raise
+
+
+def _head_size(request: h11.Request) -> int:
+    """The bytes of ``request``'s head as sent, less the spaces a header line may pad."""
+    line = len(request.method) + len(request.target) + len(b" HTTP/1.1\r\n") + 1
+    return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
 
 
 class Protocol(H11Protocol):

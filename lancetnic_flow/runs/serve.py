@@ -426,8 +426,10 @@ def app(run: Any, storage_options: dict | None = None, max_batch: int = MAX_BATC
     routes = [Route("/predict", service.predict, methods=["POST"]),
               Route("/explain", service.explain, methods=["POST"]),
               Route("/health", service.health, methods=["GET"])]
-    return Starlette(routes=routes, exception_handlers={BadRequest: _refused, HTTPException: _http_error,
-                                                        Exception: _crashed})
+    app = Starlette(routes=routes, exception_handlers={BadRequest: _refused, HTTPException: _http_error,
+                                                       Exception: _crashed})
+    app.router.redirect_slashes = False   # "/predict/" is another path (404 in JSON), not a 307 to "/predict"
+    return app
 
 
 def listen(host: str, port: int) -> socket.socket:

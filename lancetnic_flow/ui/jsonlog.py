@@ -5,6 +5,7 @@ import datetime
 import json
 import math
 import threading
+import time
 from typing import IO, Any
 
 
@@ -43,6 +44,8 @@ class JsonLog:
     def __call__(self, kind: str, e: dict[str, Any]) -> None:
         data = dict(e)
         t = data.pop("t", None)
+        if t is None:   # an event a command wrote itself (predicted, exported): its time is now
+            t = time.monotonic()
         if self.t0 is None:
             self.t0 = t
         rec = {"event": kind, "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),

@@ -50,6 +50,10 @@ def test_export_compact_writes_an_8bit_run_that_predicts_like_the_run(default_ru
     meta = json.loads((out / "model.json").read_text())
     assert meta["quantised"]["bits"] == 8 and meta["quantised"]["from"] == str(default_run)
     assert 0 < meta["quantised"]["max_error"] <= 0.5 / 127 + 1e-6
+    # the copied metrics.json held the float run's figures as if the copy's own
+    figures = json.loads((out / "metrics.json").read_text())
+    assert figures["figures_of"]["run"] == str(default_run) and "evaluate" in figures["figures_of"]["measure"]
+    assert figures["val_accuracy"] == json.loads((default_run / "metrics.json").read_text())["val_accuracy"]
     before, after = ((r / "model.safetensors").stat().st_size for r in (default_run, out))
     assert after < before * 0.6, (before, after)
     texts, labels = texts_and_labels(small_corpus)

@@ -118,6 +118,8 @@ def test_out_cache_json_log_and_output_under_a_regular_file_exit_2_naming_them_b
         ("train", corpus, *CLUSTER, "--out", tmp_path / "runs", "--cache", bad): "--cache",
         ("train", corpus, *CLUSTER, "--out", tmp_path / "runs", "--json-log", bad / "log.jsonl"): "--json-log",
         ("predict", small_run, "--input", corpus, "--output", bad / "p.csv", *CLUSTER): "--output",
+        # the charts' place was found bad after every row was scored, and the result was lost
+        ("evaluate", small_run, corpus, "--plots", bad, *CLUSTER): "--plots",
     }
     for args, flag in cases.items():
         t0 = time.monotonic()
@@ -386,3 +388,13 @@ def test_commands_checking_the_same_new_out_folder_at_once_all_pass_the_write_ch
             t.join()
         assert not (tmp_path / f"r{rep}").exists(), "the check left a folder behind"
     assert failures == []
+
+
+def test_a_file_to_write_where_a_folder_is_exits_2_and_writes_nothing_inside_it(corpus, small_run, tmp_path):
+    # "wrote p.csv: 10,000 predicted", exit 0, with the rows under a temporary name inside the folder p.csv
+    for args, name in ((("predict", small_run, "--input", corpus, "--output", tmp_path / "p.csv", *CLUSTER), "p.csv"),
+                       (("export", small_run, "--onnx", tmp_path / "m.onnx"), "m.onnx")):
+        (tmp_path / name).mkdir()
+        out = assert_user_error(cli(*args, cwd=tmp_path), str(tmp_path / name), "a folder is there")
+        _not_started(out)
+        assert list((tmp_path / name).iterdir()) == []

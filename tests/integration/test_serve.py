@@ -209,6 +209,8 @@ def test_a_batch_over_max_batch_is_413_and_one_at_the_bound_is_answered(server):
 def test_wrong_routes_and_methods_are_json_errors(server):
     status, got = request(server.url + "/nowhere")
     assert status == 404 and "GET /nowhere" in got["error"]
+    status, got = request(server.url + "/predict/", {"texts": ["a text"]})   # was a 307 with no JSON
+    assert status == 404 and "POST /predict/" in got["error"]
     status, got = request(server.url + "/predict")
     assert status == 405 and "POST /predict" in got["error"]
     for method in ("POST", "PUT", "DELETE"):
@@ -546,6 +548,8 @@ NOT_HTTP = {
     "a chunk size that is not hexadecimal": b"POST /predict HTTP/1.1\r\nHost: x\r\n"
                                             b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
     "a head not ended within 16 KiB": b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000,
+    # sent whole in one read, h11 parsed a 60 KB head and answered 200
+    "a whole head over 16 KiB": b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 60_000 + b"\r\n\r\n",
     "a control character in a header": b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n",
 }
 

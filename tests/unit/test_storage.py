@@ -81,3 +81,17 @@ def test_check_writable_refuses_a_path_under_a_file(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(WriteError, match="--cache .*cannot write there"):
         check_writable(str(tmp_path / "file" / "sub"), {}, "--cache")
+
+
+def test_a_file_to_write_where_a_folder_is_is_refused_and_no_file_lands_inside_it(tmp_path):
+    # "wrote model.onnx", exit 0: the rename had put model.onnx.tmp-… inside the folder model.onnx
+    folder = tmp_path / "model.onnx"
+    folder.mkdir()
+    with pytest.raises(WriteError, match="a folder is there, and a file is to be written") as e:
+        check_writable(str(folder), {}, "--onnx", folder=False)
+    assert str(e.value).startswith(f"--onnx {folder}")
+    with pytest.raises(WriteError, match="a folder is there"):
+        with open_atomic(str(folder), {}) as f:
+            f.write(b"x")
+    assert list(folder.iterdir()) == []
+    check_writable(str(tmp_path / "other.onnx"), {}, "--onnx", folder=False)   # a new file's place: fine
