@@ -202,9 +202,10 @@ def _one_optimizer(t: Any, spec: ModelSpec) -> None:
     is refused (what the model would have filled in is let by: a saved
     configuration), and the run records neither."""
     used = spec.default_sparse_lr(t.sparse_optimizer or spec.sparse_optimizer, t.task)
-    for field, value, own in (("training.sparse_optimizer", t.sparse_optimizer, spec.sparse_optimizer),
-                              ("training.sparse_lr", t.sparse_lr, used)):
-        if value is not None and value != own:
+    # "adam": what a configuration saved before the sparse step existed reads as (config.ADDED_FIELDS)
+    for field, value, own in (("training.sparse_optimizer", t.sparse_optimizer, (spec.sparse_optimizer, "adam")),
+                              ("training.sparse_lr", t.sparse_lr, (used,))):
+        if value is not None and value not in own:
             raise bad(field, f"{{name}} {value}: {{training.optimizer}} {t.optimizer} steps every parameter, the "
                       "input rows too, at {training.lr}", "drop {name}, or pass {training.optimizer} adam or sgd, "
                       "whose input rows take their own step")

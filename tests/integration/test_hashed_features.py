@@ -163,11 +163,15 @@ def test_a_configuration_saved_before_new_options_reads_as_it_meant_then():
     cols = Columns(text=("text",))
     # The fields a configuration had before the added ones (idf, the tokenisation options).
     old = {k: v for k, v in FeatureConfig(mode="hashing", idf=False).__dict__.items() if k not in ADDED_FIELDS["features"]}
-    from lancetnic_flow.dataflow.manifest import CACHE_VERSION
+    from lancetnic_flow.dataflow.manifest import CACHE_VERSION, LOWER_REVISION
     import dataclasses
 
+    kept = {**old, "lowercase": False}   # lower-casing's own revision aside (final sigma: below)
+    assert entry_key(src, None, {**kept, "idf": False}, cols, 0.1) == cache_key(
+        CACHE_VERSION, src.fingerprint(), None, kept, dataclasses.astuple(cols)[:4], 0.1)   # Columns had 4 fields
+    # An entry that lower-cased its text before a word's final capital sigma became ς is featurised again.
     assert entry_key(src, None, {**old, "idf": False}, cols, 0.1) == cache_key(
-        CACHE_VERSION, src.fingerprint(), None, old, dataclasses.astuple(cols)[:4], 0.1)   # Columns had 4 fields
+        CACHE_VERSION, src.fingerprint(), None, old, dataclasses.astuple(cols)[:4], 0.1, [("lower", LOWER_REVISION)])
 
 
 @pytest.mark.parametrize("buckets", [2**10, 1000])
