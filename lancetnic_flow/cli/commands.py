@@ -190,7 +190,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     cols = Columns(text=tuple(a.text_column or data.get("text") or ("text",)),
                    numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
     plan = _plan_for(a)
-    src = checked_source(a.input, a.format, so, plan.partition, cols)
+    src = checked_source(a.input, a.format, so, plan.partition, cols, in_order=True)   # rows as the inputs list them
     say_decided(report, src)
     from ..data.checks import first_columns
     from ..runs.predict import Predictor, predict_files

@@ -96,10 +96,12 @@ def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 <
     return max(floor, min(blocksize, -(-splittable // want)))
 
 
-def checked_source(urls: list[str], fmt: str, storage_options: dict, blocksize: int, columns: Columns
-                   ) -> SourcePlan:
-    """``urls`` planned into partitions, with the columns ``columns`` names checked in the first file."""
-    src = plan_source(urls, format=fmt, storage_options=storage_options, blocksize=blocksize, names=columns.names())
+def checked_source(urls: list[str], fmt: str, storage_options: dict, blocksize: int, columns: Columns,
+                   in_order: bool = False) -> SourcePlan:
+    """``urls`` planned into partitions, with the columns ``columns`` names checked in the
+    first file; ``in_order``: the files in the order ``urls`` name them (plan_source)."""
+    src = plan_source(urls, format=fmt, storage_options=storage_options, blocksize=blocksize, names=columns.names(),
+                      in_order=in_order)
     check_columns(src, columns, storage_options=storage_options)
     check_first_block(src, columns, storage_options)
     return src

@@ -264,15 +264,21 @@ def _compression_of(name: str) -> tuple[str, str | None]:
     return base, comp
 
 
-def _data_files(urls: Sequence[str], so: dict, format: str) -> tuple[dict[str, tuple[dict, object, str]], list[str]]:
+def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
+                ) -> tuple[dict[str, tuple[dict, object, str]], list[str]]:
     """Every file ``urls`` name (its info, filesystem and the input that named
-    it), and those left out of a folder or glob because their extension names
-    no format (a README in a data folder)."""
+    it), in the order they are named, and those left out of a folder or glob
+    because their extension names no format (a README in a data folder).
+    ``once``: a file two inputs name is refused (prediction writes a row per
+    input row), not read once."""
     seen: dict[str, tuple[dict, object, str]] = {}
     named: set[str] = set()
     by_input: dict[str, list[str]] = {}
     for url in urls:
         for full, info, fs in _expand(url, so):
+            if full in seen and once:
+                raise UserError(f"{full} is named twice (by {seen[full][2]} and {url}), and prediction writes one "
+                                "row for each input row", "name each file once")
             if full not in seen:
                 seen[full] = (info, fs, url)
                 by_input.setdefault(url, []).append(full)
@@ -519,9 +525,12 @@ def _datasets_metadata(url: str, found: dict) -> set[str]:
 
 def plan_source(urls: Sequence[str], *, format: str = "auto",
                 storage_options: dict | None = None,
-                blocksize: int = 64 * 2**20, names: Sequence[str] = ()) -> SourcePlan:
+                blocksize: int = 64 * 2**20, names: Sequence[str] = (), in_order: bool = False) -> SourcePlan:
     """Expand ``urls`` into files and partitions. ``names``: the columns the
-    run reads, for a file whose format its start decides (:func:`sniff_formats`)."""
+    run reads, for a file whose format its start decides (:func:`sniff_formats`).
+    The files are in sorted order (a run reads the same rows however its inputs
+    are listed), or with ``in_order`` in the order ``urls`` name them, each named
+    once (prediction's rows follow its inputs': a folder's or glob's files sorted)."""
     if isinstance(urls, str):
         urls = [urls]
     if not urls:
@@ -531,13 +540,13 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
         raise UserError(f"blocksize must be positive, got {blocksize}")
     so = dict(storage_options or {})
 
-    seen, unknown = _data_files(urls, so, format)
+    seen, unknown = _data_files(urls, so, format, once=in_order)
     sniffed, decided = sniff_formats(seen, so, names) if named is None else ({}, [])
 
     files: list[FileInfo] = []
     partitions: list[Partition] = []
     compressed: list[str] = []
-    for full in sorted(seen):
+    for full in (list(seen) if in_order else sorted(seen)):
         info, fs, _ = seen[full]
         name = posixpath.basename(full.split("?", 1)[0])
         _, comp = _compression_of(name)

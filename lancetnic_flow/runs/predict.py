@@ -437,6 +437,9 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
             rows += n
             for k, v in st.items():
                 statuses[k] = statuses.get(k, 0) + v
+        if not rows:   # raised inside: the output is not left as a file of no bytes that no reader opens
+            raise UserError(f"no rows to predict in {', '.join(f.url for f in plan.files)} (a header, or nothing)",
+                            "give files that hold rows")
     if written != rows:   # a reader that lost a row: never silently
         raise RuntimeError(f"prediction read {rows:,} rows but wrote {written:,}: please report this")
     noted = {k.split(":", 1)[1]: statuses.pop(k) for k in [k for k in statuses if k.startswith("noted:")]}

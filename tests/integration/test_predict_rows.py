@@ -194,3 +194,19 @@ def test_in_memory_rows_keep_numbers_as_text_and_missing_values_as_empty_text():
     assert t["text"].to_pylist() == ["12", "2.25", "", "", "xy", "x"]
     # "x" holds no token (two word characters in a row): empty_text, as in training
     assert t["status"].to_pylist() == ["ok", "ok", "empty_text", "empty_text", "ok", "empty_text"]
+
+
+def test_cli_predict_writes_rows_in_the_order_the_inputs_are_named_and_refuses_nothing_to_predict(trained_run,
+                                                                                                   tmp_path):
+    # --input b.csv a.csv wrote a's rows first (files were sorted); a header-only input left a 0-byte
+    # out.parquet that no reader opens, with exit 0
+    (tmp_path / "b.csv").write_text("id,text\nb0,the match ended\nb1,a late goal\n")
+    (tmp_path / "a.csv").write_text("id,text\na0,shares fell\n")
+    p = cli("predict", trained_run.run, "--input", tmp_path / "b.csv", tmp_path / "a.csv", "--keep", "id",
+            "--output", tmp_path / "out.csv", "--workers", "1", "--memory-budget", "2GiB", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert pd.read_csv(tmp_path / "out.csv")["id"].tolist() == ["b0", "b1", "a0"]
+    (tmp_path / "head.csv").write_text("id,text\n")
+    p = run_predict(trained_run, tmp_path, b"id,text\n", "head.csv", "out.parquet", "--keep", "id")
+    assert_user_error(p, "no rows to predict", "head.csv")
+    assert not (tmp_path / "out.parquet").exists()

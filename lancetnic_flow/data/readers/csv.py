@@ -310,16 +310,20 @@ def read_header(f) -> bytes:
     return head[: nl + 1]
 
 
-def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str]:
-    """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8)."""
-    first = to_utf8(strip_bom(read_header(f)), encoding)
+def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str] | None:
+    """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8);
+    None for a file with no byte at all (a compressed empty file: its size on disk is not 0)."""
+    raw = read_header(f)
+    if not raw:   # nothing to read, as an empty plain file (data/checks.file_columns)
+        return None
+    first = to_utf8(strip_bom(raw), encoding)
     if not first.strip():
         raise UserError(f"{url}: the file has no header line",
                         "a CSV/TSV file needs a first line with the column names")
     return header_names(first, format_named(fmt).delimiter or ",", url)
 
 
-def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str]:
+def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str] | None:
     """The registry's ``head`` for CSV and TSV: the columns the file ``fi``'s header names."""
     with open_head(fi, storage_options) as f:
         return columns_of(f, fi.url, fi.format, encoding)

@@ -368,6 +368,14 @@ def format_hint(fmt: str, have: list[str]) -> str | None:
     return None
 
 
+def _named_as_lines(url: str) -> bool:
+    """Whether the file's name says plain lines (.txt), whatever its start made of it."""
+    from ...formats import format_for_path
+
+    fmt, _ = format_for_path(url)
+    return fmt is not None and fmt.name == "text"
+
+
 def looks_like_data(name: str) -> bool:
     """A header cell that reads as a value: a number, or a sentence rather than a name."""
     name = name.strip()
@@ -385,6 +393,9 @@ def check_names(url: str, have: list[str], columns: Columns, fmt: str = "") -> N
         if name not in have:
             err = missing_column_error(url, name, have)
             err.hint = format_hint(fmt, have) or err.hint
+            if fmt in ("csv", "tsv") and _named_as_lines(url):   # sniffed: its first lines hold the delimiter
+                err.message += f" (read as {fmt.upper()}: its first lines look like delimited fields)"
+                err.hint = "if each line is one text, pass --format text"
             raise err
     for name in (have if columns.keep_all else columns.names()):
         fields = [i + 1 for i, h in enumerate(have) if h == name]

@@ -561,3 +561,17 @@ def test_a_failure_is_classified_by_its_status_errno_and_type_before_its_words()
     creds = type("ClientError", (Exception,), {})("InvalidAccessKeyId: the key you gave does not exist")
     creds.response = {"ResponseMetadata": {"HTTPStatusCode": 403}}
     assert "no usable credentials" in str(open_error("s3://b/k.csv", creds))
+
+
+def test_prediction_plans_its_files_in_the_order_named_and_refuses_a_file_named_twice(tmp_path):
+    # predict --input b.csv a.csv wrote a's rows first, and a file named twice got one set of rows
+    from lancetnic_flow.data.sources import plan_source
+
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_text("text,label\nx y,1\n")
+    a, b = str(tmp_path / "a.csv"), str(tmp_path / "b.csv")
+    assert [f.url.rsplit("/", 1)[-1] for f in plan_source([b, a], in_order=True).files] == ["b.csv", "a.csv"]
+    assert [f.url.rsplit("/", 1)[-1] for f in plan_source([b, a]).files] == ["a.csv", "b.csv"]   # training: sorted
+    with pytest.raises(UserError, match="named twice"):
+        plan_source([a, str(tmp_path / "*.csv")], in_order=True)
+    assert len(plan_source([a, str(tmp_path / "*.csv")]).files) == 2

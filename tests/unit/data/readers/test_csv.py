@@ -65,3 +65,14 @@ def test_a_well_formed_quoted_field_over_several_lines_is_no_stray():
     body = b'"one\nover two lines",a\n"say ""hi""\nthen go",b\nplain,c\n'
     chunk = parse_csv(body, b"text,label\n", "csv", Columns(text=("text",), label="label"), "f.csv")
     assert chunk.table.column("label").to_pylist() == ["a", "b", "c"] and chunk.skipped == {}
+
+
+def test_a_file_with_no_byte_has_no_columns_to_check_and_a_blank_first_line_is_refused():
+    # an empty .csv.gz (about 20 bytes on disk) stopped a glob run that skips an empty .csv
+    import io
+
+    from lancetnic_flow.data.readers.csv import columns_of
+
+    assert columns_of(io.BytesIO(b""), "file:///d/c.csv.gz", "csv") is None
+    with pytest.raises(UserError, match="no header line"):
+        columns_of(io.BytesIO(b"\n\nx,y\n"), "file:///d/c.csv", "csv")

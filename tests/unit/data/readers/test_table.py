@@ -108,3 +108,14 @@ def test_rows_read_for_prediction_count_a_numeric_value_that_is_no_number_as_tra
     chunk = all_rows(cols, given.__getitem__, text, pc.greater(pc.utf8_length(text), 0), 4, {}, None, ["text", "n"])
     assert chunk.table.column("n").to_pylist() == [None, 1.5, None, None]
     assert chunk.noted == {"unreadable_numeric": 2}   # the empty text's row is not predicted: not counted
+
+
+def test_a_txt_file_read_as_csv_for_its_commas_says_so_and_names_format_text():
+    # "no column 'text'; the file has columns: 'Paris', ' France'" never said the .txt was read as CSV
+    cols = Columns(text=("text",))
+    with pytest.raises(UserError) as e:
+        check_names("file:///d/cities.txt", ["Paris", " France"], cols, "csv")
+    assert "read as CSV" in str(e.value) and e.value.hint == "if each line is one text, pass --format text"
+    with pytest.raises(UserError) as e:
+        check_names("file:///d/cities.csv", ["Paris", " France"], cols, "csv")
+    assert "read as CSV" not in str(e.value)
