@@ -8,6 +8,7 @@ value and what would work.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -289,6 +290,8 @@ class TrainingConfig:
         _positive(t + "early_stopping", self.early_stopping, allow_zero=True)
         _positive(t + "clip_grad", self.clip_grad)
         _positive(t + "threads", self.threads)
+        if isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, bool):
+            self.seed = int(self.seed)   # NumPy's integers (np.arange, a parameter grid) are seeds too
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
             # numpy's generators take a non-negative seed, and the shuffle packs it into a 64-bit integer
             raise bad(t + "seed", f"{{name}}: a whole number from 0 to 2^63 - 1, got {self.seed!r}", "e.g. {name} 7")

@@ -144,7 +144,8 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
     cfg.model.hidden = cfg.model.hidden or spec.hidden
     t.batch_size = t.batch_size or spec.batch_size
     if t.early_stopping is None:
-        t.early_stopping = spec.early_stopping
+        # No row held out: no patience (recorded so: a resumed or continued run would read the model's own as given)
+        t.early_stopping = spec.early_stopping if cfg.data.val or cfg.data.val_fraction else 0
     elif t.early_stopping and not cfg.data.val and not cfg.data.val_fraction:
         # Given: it would run and stop nothing (a default patience only applies where there is validation).
         raise bad("training.early_stopping", f"{{name}} {t.early_stopping} stops when the validation scores stop "

@@ -217,8 +217,13 @@ class _TextEstimator:
         DataFrame, ``datasets.Dataset``, Arrow array or table; or a path, glob or URL, or a list of
         ``pathlib.Path``) and ``y`` (the answers, or a column name of ``X``).
         Returns ``self``."""
+        before = getattr(self, "_labels", None), getattr(self, "_classes_declared", [])
         self._labels, self._classes_declared = LabelNames(), []
-        self._train(X, y, lambda: self.out or self._run_parent())
+        try:
+            self._train(X, y, lambda: self.out or self._run_parent())
+        except BaseException:   # a refused fit leaves the fitted model as it was, its labels' values too
+            self._labels, self._classes_declared = before
+            raise
         return self
 
     def partial_fit(self, X: Any, y: Any = None, classes: Sequence | None = None) -> "_TextEstimator":

@@ -86,7 +86,7 @@ def text_terms(features, texts: pa.Array | pa.ChunkedArray) -> TextTerms:
     n = len(texts)
     k = compiled_kernels()
     if features.analyzer in ("char", "char_wb") and not features.tokenizer:
-        prepared = prepare(texts, lowercase=features.lowercase, normalize=features.normalize)
+        prepared = prepare(texts, lowercase=features.lowering, normalize=features.normalize)
         strings, rows = _char_terms(prepared, features.ngram_min, features.ngrams, features.analyzer == "char_wb")
         terms = pa.array(strings, pa.string())
         rows_arr = np.asarray(rows, np.int64)
@@ -94,7 +94,7 @@ def text_terms(features, texts: pa.Array | pa.ChunkedArray) -> TextTerms:
         keys = k.whole_hashes(data, offsets, np.ones(len(terms), np.uint8)) if len(terms) else np.zeros(0, np.uint64)
     else:
         try:
-            found = terms_of(texts, features.ngrams, lowercase=features.lowercase, ngram_min=features.ngram_min,
+            found = terms_of(texts, features.ngrams, lowercase=features.lowering, ngram_min=features.ngram_min,
                              stop_words=features.stop_words, normalize=features.normalize,
                              tokenizer=features.tokenizer)
         except UserError:   # a tokenizer's token with a space: its n-grams cannot be split back into words

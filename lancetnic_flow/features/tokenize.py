@@ -58,13 +58,23 @@ def prepare(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True, normal
     texts = _flat(texts)
     if normalize != "none":
         texts = pc.utf8_normalize(texts, normalize.upper())
+    if lowercase == PER_CHARACTER:   # a run's features of format 2 or 1 (vectorize.VERSION): as they were read
+        return pc.utf8_lower(texts)
     return lower(texts) if lowercase else texts
+
+
+# ``lowercase`` of the functions here: True (str.lower's), False, or this: each character lowered alone
+# (pyarrow's utf8_lower; a final capital sigma → σ), as runs whose features are of format 2 or 1 read text.
+PER_CHARACTER = "per-character"
 
 
 # Unicode's Final_Sigma condition, for pyarrow's regular expressions (RE2: no lookaround): a capital
 # sigma after a cased letter (case-ignorable characters between) and before no cased letter.
-_CASED = r"\p{Lu}\p{Ll}\p{Lt}"
-_IGNORABLE = r"\p{Mn}\p{Me}\p{Cf}\p{Lm}\p{Sk}'.:\x{B7}\x{2019}"
+# Cased: Lu, Ll, Lt and the Other_Lowercase/Other_Uppercase letters most text holds (ª º, Roman numerals,
+# circled letters); case-ignorable: Mn, Me, Cf, Lm, Sk and Word_Break's MidLetter, MidNumLet and Single_Quote.
+_CASED = r"\p{Lu}\p{Ll}\p{Lt}\x{AA}\x{BA}\x{2160}-\x{217F}\x{24B6}-\x{24E9}"
+_IGNORABLE = (r"\p{Mn}\p{Me}\p{Cf}\p{Lm}\p{Sk}'.:\x{B7}\x{387}\x{55F}\x{5F4}\x{2018}\x{2019}\x{2024}\x{2027}"
+              r"\x{FE13}\x{FE52}\x{FE55}\x{FF07}\x{FF0E}\x{FF1A}")
 _FINAL_SIGMA = rf"([{_CASED}][{_IGNORABLE}]*)Σ([{_IGNORABLE}]*(?:[^{_CASED}{_IGNORABLE}]|$))"
 
 
@@ -105,14 +115,15 @@ def text_buffers(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = True,
     return data, offsets.astype(np.int64)
 
 
-def stop_table(words: list[str] | None, lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def stop_table(words: list[str] | None, lowercase: bool | str = True, normalize: str = "none"
+               ) -> tuple[np.ndarray, np.ndarray]:
     """(keys, values) of the stop words' token keys: the set the kernels look
-    each token up in (an empty table when there are none). With ``lowercase``
-    the words are lower-cased as the text is: "Movie" would match no token."""
+    each token up in (an empty table when there are none). The words are read
+    as the text is (normalised, lower-cased): "Movie" or "ＦＩＬＭ" would match no token."""
     k = compiled_kernels()
     if not words:
         return np.zeros(2, np.uint64), np.full(2, -1, np.int64)
-    data, offsets = text_buffers(pa.array(list(words), pa.string()), lowercase=lowercase)
+    data, offsets = text_buffers(pa.array(list(words), pa.string()), lowercase=lowercase, normalize=normalize)
     n = len(offsets) - 1
     return k.build_table(k.whole_hashes(data, offsets, np.ones(n, np.uint8)), np.zeros(n, np.int64))
 
@@ -153,13 +164,14 @@ def add_ngrams(tokens: Terms, min_n: int, max_n: int) -> Terms:
                  np.concatenate(rows) if len(rows) > 1 else rows[0], tokens.n_rows)
 
 
-def drop_stop_words(tokens: Terms, stop_words: list[str] | None, lowercase: bool = True) -> Terms:
+def drop_stop_words(tokens: Terms, stop_words: list[str] | None, lowercase: bool | str = True,
+                    normalize: str = "none") -> Terms:
     """``tokens`` without the stop words (before n-grams are formed, as scikit-learn
-    does); with ``lowercase``, the words lower-cased as the text was."""
+    does), the words read as the text was (normalised, lower-cased)."""
     if not stop_words or not len(tokens.terms):
         return tokens
-    words = pa.array(list(stop_words), pa.string())
-    keep = pc.invert(pc.is_in(tokens.terms, value_set=lower(words) if lowercase else words))
+    words = prepare(pa.array(list(stop_words), pa.string()), lowercase=lowercase, normalize=normalize)
+    keep = pc.invert(pc.is_in(tokens.terms, value_set=words))
     return Terms(tokens.terms.filter(keep), tokens.rows[keep.to_numpy(zero_copy_only=False)], tokens.n_rows)
 
 
@@ -208,5 +220,5 @@ def terms_of(texts: pa.Array | pa.ChunkedArray, ngrams: int = 1, *, lowercase: b
                             "return tokens without spaces, or use --features hashing")
     else:
         toks = tokenize(texts, lowercase=lowercase, normalize=normalize)
-    toks = drop_stop_words(toks, stop_words, lowercase)
+    toks = drop_stop_words(toks, stop_words, lowercase, normalize)
     return add_ngrams(toks, ngram_min, ngrams) if (ngrams, ngram_min) != (1, 1) else toks

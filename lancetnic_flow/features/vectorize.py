@@ -40,14 +40,18 @@ from .labelsets import chunk_multi_hot, is_label_sets, multi_hot, remap
 from .packing import float_planes, float_unplanes
 from .rows import RowBlock
 from .stop_words import ENGLISH
-from .tokenize import MIN_CHARS, Terms, compiled_kernels, custom_tokens, stop_table, terms_of, text_buffers
+from .tokenize import (MIN_CHARS, PER_CHARACTER, Terms, compiled_kernels, custom_tokens, stop_table, terms_of,
+                       text_buffers)
 
 PAD, UNK = 0, 1
 # Rows tokenised at once: a few MiB of text, so the kernels' working arrays stay small.
 PIECE_ROWS = 8192
-# 2: the compiled tokenizer and whole-string hashes. 1 (runs written before):
-# hashing features used legacy_hashes; vocabulary and ids modes read the same.
-VERSION = 2
+# 3: text lower-cased as str.lower (a word's final capital sigma → ς), stop words
+# read as the text (normalised, lower-cased). 2: the compiled tokenizer and
+# whole-string hashes, each character lowered alone, stop words as written.
+# 1 (runs written before): hashing features used legacy_hashes; vocabulary
+# and ids modes read the same.
+VERSION = 3
 
 
 @dataclass
@@ -107,16 +111,17 @@ class FittedFeatures:
         """(keys, values) of the stop words' token keys: a set the kernels look tokens up in."""
         table = self.__dict__.get("_stop")
         if table is None:
-            table = self.__dict__["_stop"] = stop_table(self.stop_words, self.lowercase)
+            table = self.__dict__["_stop"] = (stop_table(self.stop_words, self.lowering, self.normalize)
+                                               if self.version >= 3 else stop_table(self.stop_words, False))
         return table
 
     def _buffers(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-        return text_buffers(texts, lowercase=self.lowercase, normalize=self.normalize)
+        return text_buffers(texts, lowercase=self.lowering, normalize=self.normalize)
 
     def _token_keys(self, texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
         """A registered tokenizer's tokens as (keys, row offsets): a token's key is its
         whole-string hash, the key the built-in tokenizer gives the same token."""
-        terms = custom_tokens(texts, self.tokenizer, lowercase=self.lowercase, normalize=self.normalize)
+        terms = custom_tokens(texts, self.tokenizer, lowercase=self.lowering, normalize=self.normalize)
         data, offsets = text_buffers(terms.terms, lowercase=False)
         keys = compiled_kernels().whole_hashes(data, offsets, np.ones(len(terms.terms), np.uint8))
         row_offsets = np.zeros(terms.n_rows + 1, np.int64)
@@ -166,12 +171,17 @@ class FittedFeatures:
         return RowBlock(ids.astype(np.int32), row_offsets)
 
     @property
+    def lowering(self) -> bool | str:
+        """How this run lower-cases text (tokenize.prepare's ``lowercase``): as its feature format did."""
+        return (PER_CHARACTER if self.version < 3 else True) if self.lowercase else False
+
+    @property
     def _legacy_hashing(self) -> bool:
         return self.mode == "hashing" and self.version < 2
 
     def _legacy_counts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
         """Feature format 1's hashing: the same tokens, bucketed by :func:`legacy_hashes`."""
-        terms: Terms = terms_of(texts, self.ngrams, lowercase=self.lowercase)
+        terms: Terms = terms_of(texts, self.ngrams, lowercase=self.lowering)
         n = terms.n_rows
         if len(terms.terms):
             enc = terms.terms.dictionary_encode()

@@ -117,7 +117,7 @@ def term_counts(texts: pa.Array | pa.ChunkedArray, *, ngram_min: int = 1, ngrams
     k = compiled_kernels()
     keys, df, tf, data, offsets, occurrences = k.term_stats(
         *text_buffers(texts, lowercase=lowercase, normalize=normalize), k.word_table(), MIN_CHARS, ngram_min,
-        ngrams, *stop_table(stop_words, lowercase))
+        ngrams, *stop_table(stop_words, lowercase, normalize))
     strings = pa.Array.from_buffers(pa.string(), len(keys), [None, pa.py_buffer(offsets.astype(np.int32)),
                                                              pa.py_buffer(data)])
     return term_table(keys, strings, df, tf), int(occurrences)

@@ -38,6 +38,7 @@ from ..errors import UserError
 from ..features.vectorize import FittedFeatures
 from ..options import BY_FIELD, REQUIRED, bad
 from ..runs.learned_rows import LearnedRows, read_learned
+from ..registry import ROW_WISE
 from ..storage import options_for
 
 # What fixes the meaning of the weights: another value is refused.
@@ -137,6 +138,9 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainCo
     inherited = [f for f in INHERITED if left(f) and not (f == "data.val_fraction" and given.data.val)]
     for field in inherited:
         _set(cfg, field, copy.deepcopy(_get(old, field)))
+    if cfg.training.optimizer not in ROW_WISE and "training.optimizer" not in inherited:
+        # another optimiser given steps every parameter: the old run's input-row step is not this run's
+        cfg.training.sparse_optimizer = cfg.training.sparse_lr = None
     check_columns(cfg, run, [f for f in inherited if f.startswith("data.")] + ["data.numeric"])
     mark_continued(cfg)
     return cfg

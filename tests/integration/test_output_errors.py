@@ -398,3 +398,9 @@ def test_a_file_to_write_where_a_folder_is_exits_2_and_writes_nothing_inside_it(
         out = assert_user_error(cli(*args, cwd=tmp_path), str(tmp_path / name), "a folder is there")
         _not_started(out)
         assert list((tmp_path / name).iterdir()) == []
+    # the run's own charts and per_class.csv (its validation's) were overwritten by the evaluation's
+    before = (small_run / "metrics.json").read_bytes()
+    out = assert_user_error(cli("evaluate", small_run, corpus, "--plots", small_run, *CLUSTER, cwd=tmp_path),
+                            "is the run folder", f"{small_run}-evaluated")
+    _not_started(out)
+    assert (small_run / "metrics.json").read_bytes() == before

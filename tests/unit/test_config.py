@@ -34,3 +34,8 @@ def test_a_seed_numpy_cannot_take_is_refused_naming_it(seed):
         TrainingConfig(seed=seed).validate()
     assert e.value.field == "training.seed"
     TrainingConfig(seed=2**63 - 1).validate()
+    import numpy as np
+
+    numpy_seed = TrainingConfig(seed=np.int64(7))   # what np.arange and parameter grids give: a seed as 7 is
+    numpy_seed.validate()
+    assert numpy_seed.seed == 7 and type(numpy_seed.seed) is int

@@ -415,7 +415,9 @@ def test_early_stopping_given_without_a_row_held_out_is_refused_as_an_option_tha
         resolve(no_val)
     default = config("ScalpelMC")                      # the model's own patience: nothing was asked
     default.data.val_fraction = 0.0
-    assert resolve(default).training.early_stopping == MODELS["ScalpelMC"].early_stopping
+    # none to watch, and recorded as none: resuming or continuing the run read a 2 there as given, and refused it
+    assert resolve(default).training.early_stopping == 0
+    assert resolve(resolve(default)).training.early_stopping == 0
     with_file = config("ScalpelMC", early_stopping=2)
     with_file.data.val_fraction, with_file.data.val = 0.0, ["val.csv"]
     assert resolve(with_file).training.early_stopping == 2

@@ -53,3 +53,15 @@ def test_an_answer_that_is_not_one_per_row_is_refused_before_training(cls, y, mo
     with pytest.raises(UserError, match="not one answer per row|one answer per row") as e:
         cls().fit([f"text number {i}" for i in range(6)], y)
     assert "list of labels per row" in e.value.hint or "column" in e.value.hint
+
+
+def test_a_refused_fit_leaves_the_fitted_labels_values_as_they_were():
+    # after a refit was refused, a bool-label classifier read its labels as the strings "False"/"True": all True
+    from lancetnic_flow.api.labels import LabelNames
+
+    clf = TextClassifier(progress=False)
+    clf._labels = before = LabelNames()
+    before.add([True, False])
+    with pytest.raises(UserError, match="which would be one class"):
+        clf.fit(["a b", "c d"], ["Sports", "Sports "])
+    assert clf._labels is before and clf._labels.array(["True", "False"]).tolist() == [True, False]

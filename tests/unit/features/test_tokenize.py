@@ -42,7 +42,7 @@ def test_lower_casing_is_pythons_so_a_words_final_capital_sigma_is_the_lower_cas
     assert by_row(tokenize(pa.array(["ΚΑΛΟΣ ταινια", "καλος ταινια"]))) == [["καλος", "ταινια"]] * 2
     import random
     rnd = random.Random(0)
-    chars = list("ΑΒΣΟσςα .'\u0301,x1:中") + ["\u00ad", "\u2019"]
+    chars = list("ΑΒΣΟσςα .'\u0301,x1:中ªⅠⒶⓐ") + ["\u00ad", "\u2019", "\u2018", "\u0387", "\u2027", "\uff0e"]
     fuzz = ["".join(rnd.choice(chars) for _ in range(rnd.randint(1, 9))) for _ in range(3000)]
     assert prepare(pa.array(fuzz)).to_pylist() == [t.lower() for t in fuzz]
 
@@ -82,6 +82,11 @@ def test_stop_words_in_capitals_are_lower_cased_as_the_text_is_and_kept_as_writt
     table, _ = term_counts(texts, stop_words=["Movie", "PLOT"], lowercase=False)   # tokens keep their case
     assert sorted(table.column("term").to_pylist()) == ["film", "films", "good", "movie", "of"]
     assert by_row(terms_of(texts, stop_words=["Movie"])) == [["film", "plot", "good"], ["of", "films"]]
+    # normalised as the text is: full-width "ＦＩＬＭ" and a decomposed "café" are "film" and "café" after NFKC
+    table, _ = term_counts(pa.array(["film café good"]), stop_words=["ＦＩＬＭ", "cafe\u0301"], normalize="nfkc")
+    assert table.column("term").to_pylist() == ["good"]
+    assert by_row(terms_of(pa.array(["film café good"]), stop_words=["ＦＩＬＭ", "cafe\u0301"],
+                           normalize="nfkc")) == [["good"]]
 
 
 def test_normalisation_comes_before_lower_casing():

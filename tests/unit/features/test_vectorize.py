@@ -126,3 +126,15 @@ def test_text_options_turn_the_english_stop_words_into_their_list():
     assert "the" in opts["stop_words"] and opts["ngrams"] == 2 and opts["analyzer"] == "word"
     Options.stop_words = ["b", "a", "b"]
     assert text_options(Options())["stop_words"] == ["a", "b"]
+
+
+def test_a_run_of_an_earlier_feature_format_lower_cases_as_it_did_so_its_terms_still_match():
+    # features of format 2 hold "καλοσ" for "ΚΑΛΟΣ": read with str.lower's ς they lost every such term
+    def rows(version: int, stop=None) -> list[list[int]]:
+        block = FittedFeatures(mode="hashing", buckets=2**20, ngrams=1, version=version, stop_words=stop).counts(
+            pa.array(["ΚΑΛΟΣ", "καλος", "καλοσ", "Movie night"]))
+        return [sorted(block.indices[block.offsets[i]:block.offsets[i + 1]].tolist()) for i in range(4)]
+
+    new, old = rows(3), rows(2)
+    assert new[0] == new[1] != new[2] and old[0] == old[2] != old[1]
+    assert len(rows(3, ["Movie"])[3]) == 1 and len(rows(2, ["Movie"])[3]) == 2   # stop words: as each format read them

@@ -155,3 +155,22 @@ def test_the_labels_keep_the_old_ids_and_append_the_new_and_the_declared(old_run
     options = {"mode": "hashing"}
     assert key_options(options, None, None) == options
     assert key_options(options, init, ["zoo"]) == {"mode": "hashing", "init_from": init.digest, "classes": ["zoo"]}
+
+
+def test_another_optimizer_given_to_a_continued_run_takes_no_input_row_step_from_the_old_run(tmp_path):
+    # continuing a --sparse-lr 5 run with --optimizer radam was refused: "drop --sparse-lr", which nobody gave
+    cfg = resolve(config_from_options({"data": [str(tmp_path / "old.csv")], "text": ["body"], "model": "ScalpelMC",
+                                       "buckets": 1024,
+                                       "analyzer": "word", "sparse_lr": 5.0}))
+    features = FittedFeatures(mode="hashing", buckets=1024, labels=list(OLD_LABELS), label_counts=[5, 4, 3],
+                              idf=np.linspace(1.0, 2.0, 1024).astype(np.float32), docs=12)
+    model, meta = create_model("ScalpelMC", dim=1024, classes=3, regress=False, hidden=64, layers=1, dropout=0.2,
+                               embed=8, numeric=0)
+    run = tmp_path / "old"
+    save_run(str(run), config=cfg.to_dict(), features=features, model=model, model_meta={**meta, "task": "classify"},
+             metrics={}, history=[])
+    merged = continue_config(_given(_data(tmp_path), run, optimizer="radam"))
+    assert (merged.training.sparse_optimizer, merged.training.sparse_lr) == (None, None)
+    assert resolve(merged).training.optimizer == "radam"
+    kept = continue_config(_given(_data(tmp_path), run))   # the old run's optimiser: its step too
+    assert (kept.training.sparse_optimizer, kept.training.sparse_lr) == ("sgd", 5.0)
