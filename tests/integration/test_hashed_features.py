@@ -150,7 +150,7 @@ def test_idf_round_trips_through_features_json_as_base64():
     f = FittedFeatures(mode="hashing", buckets=8, idf=np.arange(8, dtype=np.float32) / 3)
     back = FittedFeatures.from_json(f.to_json())
     np.testing.assert_array_equal(back.idf, f.idf)
-    assert back.version == 2
+    assert back.version == 3
 
 
 def test_a_configuration_saved_before_new_options_reads_as_it_meant_then():

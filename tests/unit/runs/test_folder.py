@@ -307,8 +307,8 @@ def test_a_config_json_written_before_it_carried_its_format_still_loads(tmp_path
 def test_features_of_a_newer_feature_format_say_to_upgrade(tmp_path):
     run = finished_run(tmp_path)
     edit_json(run, "model.json", lambda m: m.update(written_by="lancetnic_flow 9.0.0"))
-    edit_json(run, "features.json", lambda f: f.update(version=3))
-    e = refused(run, f"{run}/features.json was written by lancetnic_flow 9.0.0 with feature format 3")
+    edit_json(run, "features.json", lambda f: f.update(version=4))
+    e = refused(run, f"{run}/features.json was written by lancetnic_flow 9.0.0 with feature format 4")
     assert "upgrade lancetnic_flow" in e.hint
     edit_json(run, "features.json", lambda f: f.update(version=2, subwords=True))
     refused(run, "with fields this version does not know (subwords)")
