@@ -13,26 +13,21 @@ run would learn as one class (``"Sports"`` and ``"Sports "``, ``1`` and
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Iterable
 
 import numpy as np
 
+from ..data.frames import is_missing
 from ..errors import UserError
 
 # Saved beside a run folder's files by an estimator's save(): the values its labels came from.
 FILE = "estimator_labels.json"
 
 
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v)) \
-        or type(v).__name__ in ("NAType", "NaTType")
-
-
 def run_name(v: Any) -> str | None:
     """The label the run learns for the value ``v`` (None: no label). Numbers
     are named as NumPy compares them: ``1`` and ``1.0`` are one class, "1"."""
-    if _missing(v):
+    if is_missing(v):
         return None
     if isinstance(v, (bytes, np.bytes_)):
         v = bytes(v).decode("utf-8", "replace")

@@ -77,14 +77,14 @@ def like_input(data: Any, table: pa.Table):
     return table
 
 
-def _missing(v: Any) -> bool:
+def is_missing(v: Any) -> bool:
     """None, NaN, and pandas' NA and NaT (whose text, "<NA>", would be read as a word)."""
     return v is None or (isinstance(v, (float, np.floating)) and v != v) or type(v).__name__ in ("NAType", "NaTType")
 
 
 def _text_values(values: list) -> pa.Array:
     # Numbers become their text (as a CSV reader reads them); missing values are missing text.
-    out = [v if isinstance(v, str) else None if _missing(v)
+    out = [v if isinstance(v, str) else None if is_missing(v)
            else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values]
     return pa.array(out, pa.string())
 
@@ -151,4 +151,4 @@ def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] |
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 
-__all__ = ["arrow_of", "as_table", "input_rows", "is_table", "like_input", "text_columns_of", "SUPPORTED"]
+__all__ = ["arrow_of", "as_table", "input_rows", "is_missing", "is_table", "like_input", "text_columns_of", "SUPPORTED"]
