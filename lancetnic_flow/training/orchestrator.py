@@ -560,7 +560,10 @@ class Training:
         note = numeric_labels_note(features.labels, self.cfg.data.label)
         if note:
             self.decisions["numeric_labels"] = len(features.labels)
-            self.events.emit("warning", message=note)
+            # A task chosen (--task classify; a TextClassifier, whose y of integers are
+            # classes as scikit-learn's are) is not a regression the run guessed wrong.
+            if self.given.training.task is None:
+                self.events.emit("warning", message=note)
         joined = joined_labels(features.labels) if self.cfg.training.task in ("classify", "multitask") else None
         if joined:
             sep, shown = joined
