@@ -571,7 +571,7 @@ class Training:
             self.events.emit("warning", message=(
                 f"the labels look like sets joined by {sep!r} ({', '.join(repr(x) for x in shown)}): each whole "
                 f"string is learned as a class of its own, so a row is never predicted two labels; to learn each "
-                f"label, pass --task multilabel --label-sep '{sep}'"))
+                f"label, pass --task multilabel --label-sep '{sep}' (to a TextClassifier: y as lists of labels)"))
 
     def _feed_spec(self) -> FeedSpec:
         plan = self.memory

@@ -180,6 +180,7 @@ def test_label_sets_joined_in_a_string_and_trained_as_one_label_a_row_are_named_
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     out = " ".join((p.stdout + p.stderr).split())
     assert "the labels look like sets joined by '|'" in out and "--task multilabel --label-sep '|'" in out
+    assert "to a TextClassifier: y as lists of labels" in out   # the same advice in the Python caller's words
     decided = json.loads((corpus / "runs" / "joined" / "metrics.json").read_text())["decided"]
     assert decided["joined_labels"]["separator"] == "|"
     assert "joined_labels" not in json.loads((run / "metrics.json").read_text())["decided"]
