@@ -48,6 +48,13 @@ def join(base: str, *names: str) -> str:
     return "/".join([base.rstrip("/")] + [n.strip("/") for n in names])
 
 
+def absolute(url: str) -> str:
+    """A local path made absolute (a Dask worker started in another folder reads
+    and writes where this process means); URLs as given."""
+    url = str(url)
+    return url if "://" in url else os.path.abspath(url)
+
+
 def protocol(url: str) -> str:
     """``"s3"`` for ``s3://…``; ``"file"`` for a plain path."""
     return url.split("://", 1)[0].lower() if "://" in url else "file"

@@ -11,7 +11,7 @@ import os
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError
 from ..formats import text_encoding
-from ..storage import check_writable, options_for
+from ..storage import absolute, check_writable, options_for
 from .parser import build_parser
 
 
@@ -200,7 +200,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     _check_kept_names(cols, first_columns(src, so, cols.encoding), pred.output_names(a.top_k))
     cluster, where = _client_for(a, plan, src)
     with cluster as client:
-        out = predict_files(client, a.run, src, cols, a.output, storage_options=so, run_options=run_so,
+        out = predict_files(client, absolute(a.run), src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight, top_k=a.top_k,
                             threshold=a.threshold)
     out["where"] = where
@@ -302,14 +302,22 @@ def predicted_line(out: dict) -> str:
     if bad:
         why = ", ".join(f"{n:,} {k}" for k, n in sorted(bad.items(), key=lambda kv: -kv[1]))
         line += f", {sum(bad.values()):,} not ({why}; see the status column)"
-    return line + numeric_note(out.get("noted", {}))
+    return line + noted_note(out.get("noted", {}))
 
 
-def numeric_note(noted: dict) -> str:
-    """``; 300 rows with a --numeric value that is no number …`` where prediction met some."""
+def noted_note(noted: dict) -> str:
+    """``; 300 --numeric value(s) that are not numbers …`` for the rows read changed, where there are some."""
+    from ..features.vectorize import TRUNCATED
+
+    words = ""
     n = noted.get("unreadable_numeric")
-    return (f"; {n:,} --numeric value(s) that are not numbers (a decimal comma, text) read as the training mean, "
-            "as a missing one is (unreadable_numeric)") if n else ""
+    if n:
+        words += (f"; {n:,} --numeric value(s) that are not numbers (a decimal comma, text) read as the training "
+                  "mean, as a missing one is (unreadable_numeric)")
+    n = noted.get(TRUNCATED)
+    if n:
+        words += f"; {n:,} row(s) held more tokens than the model's --max-len: it read the first ones ({TRUNCATED})"
+    return words
 
 
 def _refuse_unread_columns(a: argparse.Namespace, kind: str) -> None:
@@ -357,7 +365,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     task = run.task()
     cluster, where = _client_for(a, plan, src)
     with cluster as client:
-        out, merged = evaluate_files(client, a.run, src, cols, storage_options=so, run_options=run_so,
+        out, merged = evaluate_files(client, absolute(a.run), src, cols, storage_options=so, run_options=run_so,
                                      chunk_bytes=plan.partition, window=plan.in_flight)
     out["where"] = where
     if a.plots:
@@ -373,7 +381,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
         shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
                                                 "r2", "loss") if out.get(k) is not None]
         report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + unseen_note(out)
-                             + numeric_note(out["rows"].get("noted", {})), markup=False)
+                             + noted_note(out["rows"].get("noted", {})), markup=False)
         if out.get("plots"):
             report.console.print(f"plots in {a.plots}", markup=False)
     return 0

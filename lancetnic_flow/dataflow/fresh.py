@@ -26,7 +26,7 @@ from ..features.split import Holdout, fraction_of
 from ..features.vocab import FitStats
 from ..reconnect import share
 from .feed import FeedSpec
-from .shards import PartitionResult, ShardInfo, featurize_partition, load_shard, recount_partition
+from .shards import PartitionResult, ShardInfo, count_once, featurize_partition, load_shard, recount_partition
 from .stream import epoch_order, prefetch
 from .window import OrderedWindow
 
@@ -95,7 +95,7 @@ class FreshReader:
         res = task(piece.part, piece.split, **kwargs)
         shards, res.shards = res.shards, []
         if counted is not None:
-            counted.setdefault(("val" if piece.split == "val" else "train", piece.partition), res)
+            count_once(counted, ("val" if piece.split == "val" else "train", piece.partition), res)
         for info in shards:
             yield self.rows(info, features)
 
@@ -159,7 +159,7 @@ class FreshFeed:
             # The accounting keeps the counts; the shards' bytes go with their blocks.
             shards, r.shards = r.shards, []
             if self._counted is None:
-                self._results.setdefault((kind, r.partition), r)
+                count_once(self._results, (kind, r.partition), r)
             for s in shards:
                 yield self.load(s)
 
@@ -209,7 +209,7 @@ class FreshFeed:
         pass did not count every row), as this feed's own passes keep it."""
         if self._counted is None:
             for key, res in counted.items():
-                self._results.setdefault(key, res)
+                count_once(self._results, key, res)
 
     def load(self, info: ShardInfo) -> RowBlock:
         """A shard carried in a result as model rows (a raw shard is finished here, as a cached run does)."""

@@ -30,7 +30,7 @@ from ..features.names import sample_names
 from ..features.rows import RowBlock
 from ..features.fit import record_held_out
 from ..features.split import Holdout, learned_rows, split_rows
-from ..features.vectorize import FittedFeatures, text_options
+from ..features.vectorize import TRUNCATED, FittedFeatures, cut_rows, text_options
 from ..features.vocab import FitStats, merge_stats
 from ..storage import join, read_bytes, write_bytes
 
@@ -62,6 +62,8 @@ class PartitionResult:
     bytes_read: int = 0
     seconds: float = 0.0
     val_labels: dict[str, int] = field(default_factory=dict)   # raw val shards: labels of their rows
+    # A pass that tokenised one split only (no cache): the split whose rows noted counts cut at max_len.
+    cut_splits: list[str] = field(default_factory=list)
 
     def drop_unknown(self, labels: list[str]) -> None:
         """Raw val shards, once the label set is known: their rows whose label no
@@ -194,6 +196,20 @@ def _one_split(table: pa.Table, is_val: np.ndarray, name: str, res: "PartitionRe
     return table if mine.all() else table.filter(pa.array(mine))
 
 
+def count_once(counted: dict, key: tuple, res: PartitionResult) -> None:
+    """Keep the first row accounting of each partition (``key``: its source and
+    index) in ``counted``. A pass without a cache tokenises one split only, so it
+    counts the rows cut at a sequence model's max_len of that split alone: the
+    first pass over the other split adds its own, once."""
+    first = counted.setdefault(key, res)
+    new = [s for s in res.cut_splits if s not in first.cut_splits]
+    if first is res or not first.cut_splits or not new:
+        return
+    if res.noted.get(TRUNCATED):
+        first.noted[TRUNCATED] = first.noted.get(TRUNCATED, 0) + res.noted[TRUNCATED]
+    first.cut_splits = first.cut_splits + new
+
+
 def recount_partition(part: Partition, split: str | None, *, columns: Columns, fcfg: FeatureConfig,
                       storage_options: dict, chunk_bytes: int, val_fraction: float | Holdout,
                       keep: tuple[str]) -> PartitionResult:
@@ -231,9 +247,12 @@ def featurize_partition(part: Partition, split: str | None, *, columns: Columns,
     for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res, split, val_fraction)):
         is_val = _val_mask(table, split, val_fraction, res)
         if one is not None:   # featurise only the split asked for
+            res.cut_splits = [one]
             table = _one_split(table, is_val, one, res, features.unknown_labels)
             is_val = np.full(table.num_rows, one == "val")
-        block = features.transform(table)
+        cut: list = []
+        block = features.transform(table, cut)
+        longer = cut_rows(cut, len(block))
         res.tokens += int(block.offsets[-1])
         if block.labels is not None:
             unknown = block.labels < 0
@@ -242,7 +261,9 @@ def featurize_partition(part: Partition, split: str | None, *, columns: Columns,
                 n = int(unknown.sum())
                 res.skipped["unknown_label"] = res.skipped.get("unknown_label", 0) + n
                 keep_rows = np.flatnonzero(~unknown)
-                block, is_val = block.take(keep_rows), is_val[keep_rows]
+                block, is_val, longer = block.take(keep_rows), is_val[keep_rows], longer[keep_rows]
+        if longer.any():   # kept, but a sequence model reads the first --max-len tokens of it
+            res.noted[TRUNCATED] = res.noted.get(TRUNCATED, 0) + int(longer.sum())
         _write_split(_by_split(block, is_val), shard_dir, part, ci, cache_options, res, raw=False, keep=keep)
     res.bytes_read = part.length if part.length > 0 else part.file.size
     res.seconds = time.monotonic() - t0

@@ -467,7 +467,8 @@ def char_bags(data, offsets, min_n, max_n, wb, buckets, table_keys, table_values
 @njit(cache=True, nogil=True)
 def sequences(data, offsets, word, min_chars, max_len, table_keys, table_values, unknown, stop_keys, stop_values):
     """Each row's first ``max_len`` token ids in text order (stop words left
-    out), as CSR (row offsets, ids); a token not in the table gets ``unknown``."""
+    out), as CSR (row offsets, ids), and which rows held more tokens (cut, 1 a
+    row); a token not in the table gets ``unknown``."""
     n_rows = len(offsets) - 1
     base = offsets[0]
     keys = np.empty((_longest(offsets) + 1) // 2 + 1, np.uint64)
@@ -475,16 +476,18 @@ def sequences(data, offsets, word, min_chars, max_len, table_keys, table_values,
     # (a --max-len of 1e6 asked 8192 × 8 MB of a piece).
     out = np.empty(min(n_rows * max_len, (offsets[n_rows] - base) // max(min_chars, 1) + n_rows), np.int64)
     row_offsets = np.zeros(n_rows + 1, np.int64)
+    cut = np.zeros(n_rows, np.uint8)
     nnz = 0
     for r in range(n_rows):
         t, _ = _token_keys(data, offsets[r] - base, offsets[r + 1] - base, word, min_chars, stop_keys, stop_values,
                            keys, 0, 0, keys, np.empty(0, np.int64))
+        cut[r] = t > max_len
         for j in range(min(t, max_len)):
             v = _lookup(table_keys, table_values, keys[j])
             out[nnz] = v if v >= 0 else unknown
             nnz += 1
         row_offsets[r + 1] = nnz
-    return row_offsets, out[:nnz]
+    return row_offsets, out[:nnz], cut
 
 
 @njit(cache=True, nogil=True)
@@ -493,21 +496,23 @@ def key_sequences(keys, key_offsets, max_len, table_keys, table_values, unknown,
     n_rows = len(key_offsets) - 1
     out = np.empty(min(n_rows * max_len, key_offsets[n_rows] - key_offsets[0]), np.int64)
     row_offsets = np.zeros(n_rows + 1, np.int64)
+    cut = np.zeros(n_rows, np.uint8)
     use_stop = len(stop_keys) > 2
     nnz = 0
     for r in range(n_rows):
         t = 0
         for j in range(key_offsets[r], key_offsets[r + 1]):
-            if t == max_len:
-                break
             if use_stop and _lookup(stop_keys, stop_values, keys[j]) >= 0:
                 continue
+            if t == max_len:   # one more token than the model reads: the row is cut
+                cut[r] = 1
+                break
             v = _lookup(table_keys, table_values, keys[j])
             out[nnz] = v if v >= 0 else unknown
             nnz += 1
             t += 1
         row_offsets[r + 1] = nnz
-    return row_offsets, out[:nnz]
+    return row_offsets, out[:nnz], cut
 
 
 @njit(cache=True, nogil=True)

@@ -129,10 +129,14 @@ class FittedFeatures:
         return keys, row_offsets
 
     # ---- transform -------------------------------------------------------
-    def transform_texts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
+    def transform_texts(self, texts: pa.Array | pa.ChunkedArray, cut: list | None = None) -> RowBlock:
         """Texts → feature rows (no labels), ``PIECE_ROWS`` rows at a time, so
-        the working memory of tokenisation does not grow with the partition."""
-        return self.weigh(self.counts(texts)) if self.mode != "ids" else self._pieces(texts, self._sequences)
+        the working memory of tokenisation does not grow with the partition.
+        ``cut`` (a list; sequence mode): each piece's mask of the rows that held
+        more than ``max_len`` tokens is appended to it (:func:`cut_rows` joins them)."""
+        if self.mode != "ids":
+            return self.weigh(self.counts(texts))
+        return self._pieces(texts, lambda piece: self._sequences(piece, cut))
 
     def counts(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
         """Texts → rows of raw term counts (ids sorted within a row), before any weighting."""
@@ -159,15 +163,17 @@ class FittedFeatures:
                                                       *self._stop_table())
         return RowBlock(ids.astype(np.int32), row_offsets, counts)
 
-    def _sequences(self, texts: pa.Array | pa.ChunkedArray) -> RowBlock:
+    def _sequences(self, texts: pa.Array | pa.ChunkedArray, cut: list | None = None) -> RowBlock:
         k = compiled_kernels()
         if self.tokenizer:
             keys, key_offsets = self._token_keys(texts)
-            row_offsets, ids = k.key_sequences(keys, key_offsets, self.max_len, *self._lookup(), UNK,
-                                               *self._stop_table())
+            row_offsets, ids, longer = k.key_sequences(keys, key_offsets, self.max_len, *self._lookup(), UNK,
+                                                       *self._stop_table())
         else:
-            row_offsets, ids = k.sequences(*self._buffers(texts), k.word_table(), MIN_CHARS, self.max_len,
-                                           *self._lookup(), UNK, *self._stop_table())
+            row_offsets, ids, longer = k.sequences(*self._buffers(texts), k.word_table(), MIN_CHARS, self.max_len,
+                                                   *self._lookup(), UNK, *self._stop_table())
+        if cut is not None:
+            cut.append(longer)
         return RowBlock(ids.astype(np.int32), row_offsets)
 
     @property
@@ -254,9 +260,10 @@ class FittedFeatures:
                                      axis=1)
         return block
 
-    def transform(self, table: pa.Table) -> RowBlock:
-        """A source chunk's table (text, label?, target?, numeric...) → rows."""
-        block = self.transform_texts(table["text"])
+    def transform(self, table: pa.Table, cut: list | None = None) -> RowBlock:
+        """A source chunk's table (text, label?, target?, numeric...) → rows;
+        ``cut`` as :meth:`transform_texts` takes it."""
+        block = self.transform_texts(table["text"], cut)
         if "label" in table.column_names and is_label_sets(table["label"]):
             block.labels = multi_hot(table["label"], self.labels)
         elif "label" in table.column_names:
@@ -347,3 +354,16 @@ def text_options(fcfg) -> dict:
     return dict(analyzer=analyzer, ngram_min=getattr(fcfg, "ngram_min", 1),
                 ngrams=fcfg.ngrams, lowercase=fcfg.lowercase, normalize=getattr(fcfg, "normalize", "none"),
                 stop_words=words, tokenizer=getattr(fcfg, "tokenizer", None))
+
+
+# The rows.noted reason of a row with more tokens than a sequence model's max_len: kept, its first max_len read.
+TRUNCATED = "longer_than_max_len"
+
+
+def cut_rows(cut: list | None, rows: int) -> np.ndarray:
+    """The rows (of ``rows``) whose tokens a sequence model reads only the first
+    ``max_len`` of, as a bool mask, from the masks :meth:`FittedFeatures.transform`
+    appended to ``cut`` (none cut where it appended none: other modes read every term)."""
+    if not cut:
+        return np.zeros(rows, bool)
+    return np.concatenate(cut).astype(bool)

@@ -19,6 +19,7 @@ from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..features.labelsets import unseen
 from ..features.rows import RowBlock
+from ..features.vectorize import TRUNCATED, cut_rows
 from ..models.tasks import Task, TaskMetrics
 from .loading import weights_stamp
 from .predict import BATCH_ROWS, predictor
@@ -37,7 +38,11 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
             skipped[k] = skipped.get(k, 0) + v
         for k, v in chunk.noted.items():
             noted[k] = noted.get(k, 0) + v
-        block = pred.run.features.transform(chunk.table)
+        cut: list = []
+        block = pred.run.features.transform(chunk.table, cut)
+        longer = int(cut_rows(cut, len(block)).sum())
+        if longer:   # scored on the first --max-len tokens, as the model reads them
+            noted[TRUNCATED] = noted.get(TRUNCATED, 0) + longer
         flags = None
         if block.labels is not None:
             flags, counts = unseen(chunk.table.column("label"), pred.run.features.labels)

@@ -43,7 +43,7 @@ from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.labelsets import joined_labels
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
-from ..features.vectorize import FittedFeatures
+from ..features.vectorize import TRUNCATED, FittedFeatures
 from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
@@ -55,7 +55,7 @@ from ..runs.plots import preload as preload_plots
 from ..runs.plots import can_detach, draw_detached, plot_jobs, write_jobs
 from ..scores import val_scores
 from ..sizes import format_size
-from ..storage import WriteError, join, options_for
+from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
 from .checkpoints import has_checkpoint, load_checkpoint, remove_checkpoint, write_checkpoint
 from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
@@ -264,7 +264,9 @@ NOTED = {"repeated_label": "row(s) named a label twice in their label set; each 
          "unreadable_numeric": ("--numeric value(s) that are not numbers (a decimal comma, text): each counts as "
                                 "the training mean, as a missing one does"),
          LEARNED: ("validation row(s) the --init-from model had learned: trained on, not held out, since a "
-                   "row a model learned does not test it")}
+                   "row a model learned does not test it"),
+         TRUNCATED: ("row(s) held more tokens than --max-len {max_len}: the model reads the first {max_len} of "
+                     "each (raise --max-len to read more)")}
 
 
 class Training:
@@ -459,7 +461,7 @@ class Training:
                 f"no shard cache (--cache none): every epoch and validation pass is featurised afresh, {where}; "
                 "nothing is written but the run folder"))
             return
-        cache = cfg.output.cache or join(cfg.output.out, ".cache")
+        cache = absolute(cfg.output.cache or join(cfg.output.out, ".cache"))   # workers write the shards
         self.cache_so = options_for(cache, cfg.data.storage_options, like=cfg.data.train[0])
         self.entry = join(cache, self.key)
 
@@ -1039,7 +1041,8 @@ class Training:
         patience with no validation row to watch."""
         cfg, tc = self.cfg, self.tc
         for reason, n in rows.get("noted", {}).items():
-            self.events.emit("warning", message=f"{n:,} {NOTED.get(reason, reason)} ({reason} in metrics.json)")
+            said = NOTED.get(reason, reason).format(max_len=cfg.features.max_len)
+            self.events.emit("warning", message=f"{n:,} {said} ({reason} in metrics.json)")
         # The patience in effect (the model's own when none was given), where rows were to be held out.
         if tc.early_stopping and not rows["validated"] and (cfg.data.val or cfg.data.val_fraction):
             given = "" if self.given.training.early_stopping else " (the model's default)"

@@ -304,3 +304,30 @@ def test_a_run_whose_loss_becomes_nan_exits_2_saying_it_diverged_and_which_rates
     out = assert_user_error(p, "training diverged", "after epoch", "--sparse-lr", "--clip-grad")
     assert "internal error" not in out
     assert not (tmp_path / "runs" / "nan" / "model.json").exists()   # no finished run
+
+
+def test_rows_longer_than_max_len_are_counted_by_train_and_evaluate_and_paths_are_this_folders(client, tmp_path):
+    """A sequence model reads a row's first --max-len tokens: every row with more is
+    counted (rows.noted.longer_than_max_len), in training and validation rows alike,
+    and by evaluate; before, the cut was silent."""
+    words = {"a": ["apple", "grape", "melon", "peach"], "b": ["stone", "brick", "slate", "gravel"]}
+    rows, longer = [], 0
+    for i in range(300):
+        label = "ab"[i % 2]
+        n = 12 if i % 3 == 0 else 4   # a third of the rows hold more than --max-len 6 tokens
+        longer += n > 6
+        rows.append((" ".join(words[label][(i + j) % 4] for j in range(n)), label))
+    (tmp_path / "long.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows))
+    p = cli("train", "long.csv", "--model", "LancetMC", "--max-len", "6", "--embed", "16", "--hidden", "16",
+            "--epochs", "1", "--no-plots", "--scheduler", client.scheduler.address, "--out", "runs", "--name", "r",
+            cwd=tmp_path)
+    ok(p, "train --max-len 6")
+    assert f"{longer:,} row(s) held more tokens than --max-len 6" in " ".join((p.stdout + p.stderr).split())
+    m = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())
+    assert m["rows"]["validated"] > 0 and m["rows"]["noted"] == {"longer_than_max_len": longer}
+    # The workers run in another folder than this command: the relative --out's cache holds the shards they
+    # wrote (they landed in the workers' folder), and evaluate's relative run folder is found (it was not).
+    assert list((tmp_path / "runs" / ".cache").glob("*/shards/*.npz"))
+    p = cli("evaluate", "runs/r", "long.csv", "--json", "--scheduler", client.scheduler.address, cwd=tmp_path)
+    ok(p, "evaluate")
+    assert json.loads(p.stdout.strip().splitlines()[-1])["rows"]["noted"] == {"longer_than_max_len": longer}

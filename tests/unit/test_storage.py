@@ -95,3 +95,13 @@ def test_a_file_to_write_where_a_folder_is_is_refused_and_no_file_lands_inside_i
             f.write(b"x")
     assert list(folder.iterdir()) == []
     check_writable(str(tmp_path / "other.onnx"), {}, "--onnx", folder=False)   # a new file's place: fine
+
+
+def test_absolute_makes_a_local_path_absolute_and_leaves_urls_as_given(tmp_path, monkeypatch):
+    from lancetnic_flow.storage import absolute
+
+    monkeypatch.chdir(tmp_path)
+    assert absolute("runs/.cache") == str(tmp_path / "runs" / ".cache")
+    assert absolute(str(tmp_path)) == str(tmp_path)
+    for url in ("s3://bucket/runs", "file:///data/x", "memory://m/c"):
+        assert absolute(url) == url

@@ -45,10 +45,11 @@ class Entry:
     table: pa.Table     # the whole file, as read
 
 
-def make_entry(tmp_path: Path, *, key: str = "entry-key", finish: bool = True) -> Entry:
+def make_entry(tmp_path: Path, *, key: str = "entry-key", finish: bool = True,
+               fcfg: FeatureConfig | None = None) -> Entry:
     data = write_rows(tmp_path / "train.csv")
     plan = plan_source([str(data)], blocksize=BLOCKSIZE)
-    fcfg = FeatureConfig(mode="tfidf", ngrams=1, analyzer="word")
+    fcfg = fcfg or FeatureConfig(mode="tfidf", ngrams=1, analyzer="word")
     features = finish_fit(merge_stats([fit_partition(p, COLUMNS, fcfg, {}, BLOCKSIZE, VAL_FRACTION)
                                        for p in plan.partitions]), fcfg, COLUMNS)
     entry = str(tmp_path / "cache" / key)

@@ -114,3 +114,30 @@ def test_pieces_a_rank_featurises_itself_give_the_cached_shards_rows_and_the_acc
     fresh.counted_by_ranks(counted)
     assert sorted((r.partition, r.rows_read, r.train_rows, r.val_rows) for r in fresh.results()) == sorted(
         (r.partition, r.rows_read, r.train_rows, r.val_rows) for r in cached.results())
+
+
+def test_rows_cut_at_max_len_are_counted_in_both_splits_as_a_cached_run_counts_them(tmp_path):
+    """A pass without a cache tokenises one split: the training pass counts its rows
+    cut at a sequence model's max_len, the validation pass adds its own, once
+    however many epochs (and ranks) read them; the total is the cached run's."""
+    from lancetnic_flow.features.vectorize import TRUNCATED
+
+    entry = make_entry(tmp_path, fcfg=FeatureConfig(mode="ids", max_len=4))   # every row holds 5 tokens
+    cached = ShardFeed(None, entry.spec, NULL_EVENTS)
+    kept = sum(r.train_rows + r.val_rows for r in cached.results())
+    assert sum(r.noted.get(TRUNCATED, 0) for r in cached.results()) == kept > 0
+    spec = dataclasses.replace(entry.spec, entry=None, cache_options={})
+    with InProcessClient(2) as client:
+        fresh = FreshFeed(client, spec, NULL_EVENTS, trained=trained_counts(spec), results=None)
+        for epoch in range(2):
+            list(fresh.train_blocks(epoch)[0]())
+            list(fresh.val_blocks())
+        ranks = FreshFeed(client, spec, NULL_EVENTS, trained=trained_counts(spec), results=None)
+        train, val, reader = ranks.pieces()
+        for _ in range(2):   # two ranks, each reading every piece: counted once
+            counted: dict = {}
+            for piece in [*train, *val, *train]:
+                list(reader.blocks(piece, spec.features, counted))
+            ranks.counted_by_ranks(counted)
+    for feed in (fresh, ranks):
+        assert sum(r.noted.get(TRUNCATED, 0) for r in feed.results()) == kept

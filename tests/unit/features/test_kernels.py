@@ -131,9 +131,25 @@ def test_key_bags_over_given_token_keys_equal_word_bags_over_the_text():
 def test_sequences_give_the_first_max_len_token_ids_in_text_order_and_unknown_for_the_rest():
     table = kernels.build_table(np.array([key("cat"), key("sat")], np.uint64), np.array([2, 3], np.int64))
     data, offsets = buffers(["cat sat dog cat sat", "", "sat"])
-    row_offsets, ids = kernels.sequences(data, offsets, kernels.word_table(), 2, 4, *table, 1, *empty_table())
+    row_offsets, ids, cut = kernels.sequences(data, offsets, kernels.word_table(), 2, 4, *table, 1, *empty_table())
     assert row_offsets.tolist() == [0, 4, 4, 5]
     assert ids.tolist() == [2, 3, 1, 2, 3]
+    assert cut.tolist() == [1, 0, 0]   # the first row held 5 tokens, the model reads 4
+
+
+def test_a_row_is_cut_only_when_a_token_the_model_reads_is_left_out():
+    """Exactly max_len tokens, or more with the rest stop words, lose nothing; one token more is cut
+    (rows.noted.longer_than_max_len), over text and over a tokenizer's keys alike."""
+    table = kernels.build_table(np.array([key("cat"), key("sat")], np.uint64), np.array([2, 3], np.int64))
+    stop = kernels.build_table(np.array([key("the")], np.uint64), np.array([0], np.int64))
+    texts = ["cat sat", "cat sat the the", "cat the sat dog", "cat sat dog", "the the the"]
+    data, offsets = buffers(texts)
+    _, _, cut = kernels.sequences(data, offsets, kernels.word_table(), 2, 2, *table, 1, *stop)
+    assert cut.tolist() == [0, 0, 1, 1, 0]
+    keys = np.array([key(w) for t in texts for w in words(t)], np.uint64)
+    key_offsets = np.cumsum([0] + [len(words(t)) for t in texts]).astype(np.int64)
+    _, _, key_cut = kernels.key_sequences(keys, key_offsets, 2, *table, 1, *stop)
+    assert key_cut.tolist() == cut.tolist()
 
 
 def test_a_huge_max_len_allocates_by_the_text_not_rows_times_max_len():
@@ -141,12 +157,14 @@ def test_a_huge_max_len_allocates_by_the_text_not_rows_times_max_len():
     table = kernels.build_table(np.array([key("cat"), key("sat")], np.uint64), np.array([2, 3], np.int64))
     texts = ["cat sat dog cat sat", "", "sat", "x y", "ab cd ef gh ij kl mn op"] * 2000
     data, offsets = buffers(texts)
-    row_offsets, ids = kernels.sequences(data, offsets, kernels.word_table(), 2, 10**9, *table, 1, *empty_table())
+    row_offsets, ids, cut = kernels.sequences(data, offsets, kernels.word_table(), 2, 10**9, *table, 1,
+                                              *empty_table())
     assert row_offsets[-1] == len(ids) == sum(len(words(t)) for t in texts)
     keys = np.array([key(w) for t in texts for w in words(t)], np.uint64)
     key_offsets = np.cumsum([0] + [len(words(t)) for t in texts]).astype(np.int64)
-    k_off, k_ids = kernels.key_sequences(keys, key_offsets, 10**9, *table, 1, *empty_table())
+    k_off, k_ids, k_cut = kernels.key_sequences(keys, key_offsets, 10**9, *table, 1, *empty_table())
     assert k_off.tolist() == row_offsets.tolist() and k_ids.tolist() == ids.tolist()
+    assert not cut.any() and not k_cut.any()
 
 
 def test_whole_hashes_hash_every_byte_of_the_string_and_a_null_as_empty():

@@ -55,6 +55,20 @@ def test_ids_keep_token_order_map_unknown_to_1_and_truncate_at_max_len():
     assert f.dim == 5 and PAD == 0
 
 
+def test_transform_names_the_rows_a_sequence_model_reads_cut_at_max_len_piece_by_piece(monkeypatch):
+    from lancetnic_flow.features import vectorize
+
+    monkeypatch.setattr(vectorize, "PIECE_ROWS", 2)   # three pieces: the masks join in row order
+    f = FittedFeatures(mode="ids", vocabulary=pa.array(["cat", "dog", "sat"]), max_len=3)
+    cut: list = []
+    block = f.transform(pa.table({"text": ["dog sat zebra cat", "cat", "", "ab cd ef gh", "cat dog sat"]}), cut)
+    assert len(cut) == 3 and vectorize.cut_rows(cut, len(block)).tolist() == [True, False, False, True, False]
+    bag = FittedFeatures(mode="hashing", buckets=8)
+    cut = []
+    bag.transform(pa.table({"text": ["a b c d e f g h"]}), cut)   # a bag reads every term: nothing cut
+    assert vectorize.cut_rows(cut, 1).tolist() == [False]
+
+
 def test_transform_maps_labels_to_class_ids_and_standardises_targets_and_numbers():
     f = FittedFeatures(mode="hashing", buckets=8, labels=["pos", "neg"], target=(10.0, 2.0),
                        numeric={"n": (1.0, 0.5), "missing": (3.0, 1.0)})
