@@ -269,7 +269,8 @@ for _f in (
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
            holds_line_ends=False, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
-           writer=_W + "FastTextWriter", holds_line_ends=False, title="fastText", sniff=_R + "lines:sniff_fasttext"),
+           writer=_W + "FastTextWriter", holds_line_ends=False, revision=1, title="fastText",
+           sniff=_R + "lines:sniff_fasttext"),
 ):
     register_format(_f)
 del _f

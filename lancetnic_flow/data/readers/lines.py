@@ -1,6 +1,8 @@
 """Plain text (a row per line) and fastText (``__label__x text``) lines."""
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -13,6 +15,9 @@ from .table import decoded, finish, split_lines, strip_bom, utf8_ok
 # A line's leading __label__ tags, then its text; and the first tag's label.
 _FASTTEXT_RE = r"^(?P<tags>(?:__label__\S*\s*)*)(?P<text>.*)$"
 _FIRST_LABEL_RE = r"^__label__(?P<label>\S*)"
+# A tag after the text's first word: a whitespace-separated token that starts with __label__.
+_LATER_TAG_RE = r"(?:^|\s)__label__"
+_TAG_TOKEN = re.compile(r"(?:^|\s+)(__label__\S*)")
 
 
 def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
@@ -44,8 +49,10 @@ def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
         undecodable = skipped.get("undecodable", 0)
         lines = split_lines(data)
     lines = pc.utf8_trim_whitespace(lines)
-    if status is None:
-        lines = pc.filter(lines, pc.greater(pc.utf8_length(lines), 0))  # blank lines are not rows
+    if status is None and not columns.all_rows:
+        # Blank lines are no training rows; prediction writes every line a row (a blank one empty_text),
+        # so its output lines up with the input's lines: a text file has no column to join them back on.
+        lines = pc.filter(lines, pc.greater(pc.utf8_length(lines), 0))
     n = len(lines)
     if fmt == "text":
         get = {columns.text[0]: lines}
@@ -64,9 +71,9 @@ def fasttext_columns(lines: pa.Array, columns: Columns, url: str) -> tuple[dict,
     set; a single-label task refuses a line with several (it would learn the
     first one only). Prediction (``all_rows``) reads no labels, so it checks none."""
     parts = pc.extract_regex(lines, _FASTTEXT_RE)
-    get = {"text": parts.field("text")}
+    text, tags = _tags_anywhere(parts.field("text"), parts.field("tags"))
+    get = {"text": text}
     if columns.label:
-        tags = parts.field("tags")
         if columns.multilabel and not columns.all_rows:
             get["label"] = fasttext_sets(tags)
         else:
@@ -82,6 +89,25 @@ def fasttext_columns(lines: pa.Array, columns: Columns, url: str) -> tuple[dict,
     return get, cols
 
 
+def _tags_anywhere(text: pa.Array, tags: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """fastText reads every token that starts with ``__label__`` as a label,
+    wherever it stands in the line: the tags after a line's leading ones move
+    from its text to its tags (never trained as a word, never a missing label).
+    Such lines are rare: they alone are rewritten, in Python."""
+    later = pc.match_substring_regex(text, _LATER_TAG_RE)
+    if not pc.any(later).as_py():
+        return text, tags
+    rows = pc.indices_nonzero(later)
+    new_text, new_tags = [], []
+    for t, g in zip(pc.take(text, rows).to_pylist(), pc.take(tags, rows).to_pylist()):
+        moved = _TAG_TOKEN.findall(t)
+        new_text.append(_TAG_TOKEN.sub("", t).strip())
+        new_tags.append(" ".join([g.strip(), *moved]).strip())
+    mask = pc.fill_null(later, False)
+    return (pc.replace_with_mask(text, mask, pa.array(new_text, text.type)),
+            pc.replace_with_mask(tags, mask, pa.array(new_tags, tags.type)))
+
+
 def sniff_fasttext(head: Head, fmt: Format) -> str | None:
     """The registry's ``sniff`` for fastText: the first line and at least half
     of the head's lines start with a ``__label__`` tag (a few unlabelled lines
@@ -93,13 +119,14 @@ def sniff_fasttext(head: Head, fmt: Format) -> str | None:
 
 
 def _lines_in_order(data: bytes) -> tuple[pa.Array, pa.Array]:
-    """Prediction's slow path for a block with undecodable lines: each
-    non-blank line in order (an undecodable one as ""), and its status."""
+    """Prediction's slow path for a block with undecodable lines: each line
+    in order (an undecodable one as ""), and its status."""
     texts: list[str] = []
     status: list[str | None] = []
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
+    pieces = data.split(b"\n")
+    if pieces and pieces[-1] == b"":   # the last line's end, not a line
+        pieces.pop()
+    for raw in pieces:
         try:
             texts.append(raw.decode("utf-8").strip())
             status.append(None)

@@ -42,12 +42,13 @@ def test_entries_made_before_a_formats_reader_was_revised_are_not_reused_and_oth
         return SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
 
     fc = FeatureConfig().__dict__
-    # CSV, TSV: rows cut in two at a quoted line end; JSON Lines: a number label named two ways
-    for fmt in ("csv", "tsv", "jsonl"):
-        assert entry_key(plan(fmt), None, fc, COLUMNS, VAL_FRACTION) != entry_key(
-            plan(fmt), None, fc, COLUMNS, VAL_FRACTION, revisions=False)
+    # CSV, TSV: rows cut in two at a quoted line end; JSON Lines: a number label named two ways;
+    # fastText: a __label__ tag after the text read as a word
     as_written = {**fc, "lowercase": False}   # lower-casing's own revision aside (below)
-    for fmt in ("text", "fasttext", "parquet"):   # read as before: their entries still match
+    for fmt in ("csv", "tsv", "jsonl", "fasttext"):
+        assert entry_key(plan(fmt), None, as_written, COLUMNS, VAL_FRACTION) != entry_key(
+            plan(fmt), None, as_written, COLUMNS, VAL_FRACTION, revisions=False)
+    for fmt in ("text", "parquet"):   # read as before: their entries still match
         assert entry_key(plan(fmt), None, as_written, COLUMNS, VAL_FRACTION) == entry_key(
             plan(fmt), None, as_written, COLUMNS, VAL_FRACTION, revisions=False)
 

@@ -1,5 +1,6 @@
-"""data/readers/lines.py: plain text lines (blank lines are no rows) and
-fastText lines (__label__ tags, one per row unless multilabel); the line
+"""data/readers/lines.py: plain text lines (blank lines are no training rows;
+prediction writes each line a row) and fastText lines (__label__ tags
+anywhere, one per row unless multilabel); the line
 formats refuse options they have no columns for."""
 from __future__ import annotations
 
@@ -14,6 +15,34 @@ from lancetnic_flow.errors import UserError
 def test_text_lines_are_rows_trimmed_and_blank_ones_dropped():
     chunk = parse_lines(b"  first line \n\n   \nsecond\n", "text", Columns(text=("text",)), "f.txt")
     assert chunk.table.column("text").to_pylist() == ["first line", "second"]
+
+
+@pytest.mark.parametrize("data", [b"first\n\n   \n!!\nlast\n", b"first\r\n\r\n   \r\n!!\r\nlast",
+                                  b"first\n\n\xff\xfe\n!!\nlast\n"])
+def test_prediction_writes_every_line_a_row_so_its_output_lines_up_with_the_input(data):
+    """A blank line had no output row: every later prediction sat a line early, and a
+    text file has no column to join them back on. Now each is an empty_text row
+    (fast path; and the slow one of a block with an undecodable line)."""
+    chunk = parse_lines(data, "text", Columns(text=("text",), all_rows=True), "f.txt")
+    status = chunk.table.column("status").to_pylist()
+    assert len(status) == 5 and status[0] == status[4] == "ok" and status[1] == status[3] == "empty_text"
+    assert status[2] in ("empty_text", "undecodable")
+    assert chunk.table.column("text").to_pylist()[4] == "last"
+
+
+def test_fasttext_reads_a_label_tag_anywhere_in_the_line_as_fasttext_does():
+    """A tag after the text was trained as the word __label__b (and a line whose only
+    tag came last was missing_label): every tag is a label, none a word."""
+    data = b"__label__a good film __label__b\nnice one __label__c\n__label__d plain foo__label__x\n"
+    multi = parse_lines(data, "fasttext", Columns(text=("text",), label="label", multilabel=True), "f.ft")
+    assert multi.table.column("label").to_pylist() == [["a", "b"], ["c"], ["d"]]
+    assert multi.table.column("text").to_pylist() == ["good film", "nice one", "plain foo__label__x"]
+    with pytest.raises(LabelListError, match="several __label__ tags"):   # one label a row: never cut silently
+        parse_lines(data, "fasttext", Columns(text=("text",), label="label"), "f.ft")
+    single = parse_lines(data.split(b"\n", 1)[1], "fasttext", Columns(text=("text",), label="label"), "f.ft")
+    assert single.table.column("label").to_pylist() == ["c", "d"] and not single.skipped
+    ask = parse_lines(b"__label__a nice one __label__b\n", "fasttext", Columns(text=("text",), all_rows=True), "f.ft")
+    assert ask.table.column("text").to_pylist() == ["nice one"]   # prediction reads the text training read
 
 
 def test_fasttext_lines_give_text_and_label():
