@@ -31,6 +31,9 @@ CACHE_VERSION = 4
 # Lower-casing's revision, in the key of entries that lower-case: 1 lowers a word's final capital
 # sigma to ς as str.lower does (features/tokenize.lower), where earlier entries hold σ.
 LOWER_REVISION = 1
+# Label sets' revision, in the key of --task multilabel entries: 1 reads a cell holding a Python list
+# (['a', 'b'], as pandas writes a list column) as its labels, where earlier entries hold one label.
+LABEL_SETS_REVISION = 1
 
 
 def cache_key(*parts: Any) -> str:
@@ -120,8 +123,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     ``version``: an earlier cache version's key (to recognise an old checkpoint).
     ``revisions=False``: the key of an entry made before its formats' readers
     were last revised (``Format.revision``: CSV and TSV rows cut outside
-    quotes, JSON numbers named as Arrow names them) and lower-casing was
-    (:data:`LOWER_REVISION`), whose rows or terms may differ."""
+    quotes, JSON numbers named as Arrow names them), lower-casing was
+    (:data:`LOWER_REVISION`) and label sets were (:data:`LABEL_SETS_REVISION`),
+    whose rows, terms or labels may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
@@ -137,6 +141,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     revised = _revisions(train, val) if revisions else []
     if revisions and feature_config.get("lowercase", True):
         revised.append(("lower", LOWER_REVISION))
+    if revisions and columns.multilabel:
+        revised.append(("label_sets", LABEL_SETS_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
 
 

@@ -3,7 +3,8 @@
 ``--task multilabel`` reads the label column as a set per row, from any of:
 
 * a list (a JSON Lines array, a Parquet list column);
-* a string holding a JSON list, ``'["a", "b"]'`` (CSV, TSV);
+* a string holding a JSON list, ``'["a", "b"]'`` (CSV, TSV), or a Python
+  list of quoted labels, ``"['a', 'b']"`` (a pandas list column written to CSV);
 * a string split by ``--label-sep``, ``"a|b"`` with ``--label-sep "|"``;
 * fastText lines with several ``__label__`` tags (see :mod:`.lines`);
 * otherwise a plain string is a set of one label.
@@ -12,7 +13,7 @@ The output column is ``list<string>``: labels trimmed, empty ones dropped, so an
 empty set is a row without a label (skipped as ``missing_label``).
 
 A single-label task never cuts a set down to one label silently: a list, or a
-string holding a JSON list, stops the run with :class:`LabelListError`.
+string holding a JSON or Python list, stops the run with :class:`LabelListError`.
 Everything is vectorised with ``pyarrow.compute``: no Python loop per row.
 """
 from __future__ import annotations
@@ -26,6 +27,8 @@ from ...errors import UserError
 # A JSON array: "[", then an empty list or the start of a JSON value. "[deleted]"
 # or "[draft]" are plain label names, not lists.
 JSON_LIST_RE = r'^\[\s*(\]$|("|-?[0-9]|true\b|false\b|null\b)[\s\S]*\]$)'
+# A Python list of quoted labels, as pandas' to_csv writes a list column: "['a', 'b']".
+PYTHON_LIST_RE = r"^\[\s*'[\s\S]*'\s*\]$"
 MULTILABEL_HINT = "train with --task multilabel to learn every label of a row (see docs/multilabel.md)"
 
 
@@ -61,10 +64,11 @@ def check_single(label) -> None:
     # Cheap first: most chunks have no label starting with "[" at all.
     if not (pc.any(pc.starts_with(label, "[")).as_py() or False):
         return
-    lists = pc.fill_null(pc.match_substring_regex(label, JSON_LIST_RE), False)
-    bad = pc.sum(lists).as_py() or 0
-    if bad:
-        raise several_labels("a JSON list of labels", pc.filter(label, lists)[0].as_py(), bad)
+    for pattern, what in ((JSON_LIST_RE, "a JSON list of labels"), (PYTHON_LIST_RE, "a Python list of labels")):
+        lists = pc.fill_null(pc.match_substring_regex(label, pattern), False)
+        bad = pc.sum(lists).as_py() or 0
+        if bad:
+            raise several_labels(what, pc.filter(label, lists)[0].as_py(), bad)
 
 
 def label_sets(label, sep: str | None) -> pa.ListArray:
@@ -74,7 +78,7 @@ def label_sets(label, sep: str | None) -> pa.ListArray:
     if is_list_type(label.type):
         values = pc.list_flatten(label)
         return _rebuild(len(label), pc.list_parent_indices(label), _as_text(values))
-    text = pc.utf8_trim_whitespace(_as_text(label))
+    text = _python_lists_as_json(pc.utf8_trim_whitespace(_as_text(label)))
     is_json = pc.fill_null(pc.match_substring_regex(text, JSON_LIST_RE), False)
     # Without a separator a plain string is a set of one label.
     parts = pc.split_pattern(text, sep) if sep else \
@@ -82,6 +86,29 @@ def label_sets(label, sep: str | None) -> pa.ListArray:
     if pc.any(is_json).as_py():
         parts = _with_json_lists(text, is_json, parts)
     return _rebuild(len(label), pc.list_parent_indices(parts), pc.list_flatten(parts))
+
+
+def _python_lists_as_json(text: pa.Array) -> pa.Array:
+    """Cells holding a Python list of labels (pandas writes a list column so:
+    ``['a', 'b']``, which is no JSON) as the JSON list they mean, read by
+    ``ast.literal_eval`` (literals only: no code runs). Each was a label of its
+    own, ``"['a', 'b']"``. Such cells are rewritten in Python; others are left."""
+    import ast
+    import json
+
+    py = pc.fill_null(pc.match_substring_regex(text, PYTHON_LIST_RE), False)
+    if not pc.any(py).as_py():
+        return text
+    rows = pc.indices_nonzero(py)
+    out = []
+    for raw in pc.take(text, rows).to_pylist():
+        try:
+            items = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            items = None
+        plain = isinstance(items, list) and all(isinstance(i, (str, int, float)) for i in items)
+        out.append(json.dumps(items, ensure_ascii=False) if plain else raw)
+    return pc.replace_with_mask(text, py, pa.array(out, text.type))
 
 
 def fasttext_sets(tags: pa.Array) -> pa.ListArray:

@@ -151,3 +151,15 @@ def test_fitted_features_round_trip_through_the_cache_entry(entry, tmp_path):
     back = read_features(str(tmp_path / "e"), {})
     assert back.vocabulary.equals(f.vocabulary) and back.labels == f.labels
     np.testing.assert_array_equal(back.idf, f.idf)
+
+
+def test_multilabel_entries_made_before_python_list_cells_were_read_as_label_sets_are_not_reused():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    fc = {**FeatureConfig().__dict__, "lowercase": False}
+    multi = Columns(text=("text",), label="label", multilabel=True)
+    assert entry_key(plan, None, fc, multi, VAL_FRACTION) != entry_key(plan, None, fc, multi, VAL_FRACTION,
+                                                                       revisions=False)
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
+                                                                         revisions=False)

@@ -44,7 +44,8 @@ def test_fasttext_tags_become_sets_and_are_counted_per_line():
 
 
 @pytest.mark.parametrize("label,what", [(pa.array([["a", "b"]], pa.list_(pa.string())), "a list of labels"),
-                                        (pa.array(["plain", '["a", "b"]', '["c"]']), "a JSON list of labels")])
+                                        (pa.array(["plain", '["a", "b"]', '["c"]']), "a JSON list of labels"),
+                                        (pa.array(["plain", "['a', 'b']"]), "a Python list of labels")])
 def test_a_single_label_task_refuses_lists_of_labels_and_says_to_use_multilabel(label, what):
     with pytest.raises(LabelListError) as e:
         check_single(label)
@@ -54,8 +55,16 @@ def test_a_single_label_task_refuses_lists_of_labels_and_says_to_use_multilabel(
     assert type(back) is LabelListError and back.hint == e.value.hint
 
 
+def test_a_python_list_in_a_cell_is_a_label_set_as_pandas_wrote_it():
+    """pandas' to_csv writes a list column as ['a', 'b']: each cell was a label of its own
+    ("['sports', 'x']", subset accuracy 0.0). Now read as the list (literals only, never code)."""
+    cells = pa.array(["['sports', 'x']", "[ 'it\\'s' ,'é']", "['tech']", "[]", "['a', __import__('os')]", "plain"])
+    assert label_sets(cells, None).to_pylist() == [["sports", "x"], ["it's", "é"], ["tech"], [],
+                                                   ["['a', __import__('os')]"], ["plain"]]
+
+
 def test_plain_labels_and_bracketed_names_pass_a_single_label_task():
-    check_single(pa.array(["pos", "[deleted]", "[draft]", None]))
+    check_single(pa.array(["pos", "[deleted]", "[draft]", "['quoted'", None]))
     check_single(pa.array([1, 2]))
     check_single(pa.array([None, None], pa.list_(pa.string())))
 
