@@ -34,6 +34,12 @@ SCORES = (
           higher_is_better=True, task="multilabel"),
     Score("precision", "macro_precision", "", "macro precision"),
     Score("recall", "macro_recall", "", "macro recall"),
+    # evaluate's other averages, so a run's metrics.json holds what evaluate --json gives
+    Score("weighted_f1", "weighted_f1", "", "weighted-F1"),
+    Score("weighted_precision", "weighted_precision", "", "weighted precision"),
+    Score("weighted_recall", "weighted_recall", "", "weighted recall"),
+    Score("micro_precision", "micro_precision", "", "micro precision"),
+    Score("micro_recall", "micro_recall", "", "micro recall"),
     Score("mae", "mae", "MAE", "MAE", ".4g", task="regress"),
     Score("rmse", "rmse", "RMSE", "RMSE", ".4g", task="regress"),
     Score("baseline_rmse", "baseline_rmse", "", "baseline RMSE"),

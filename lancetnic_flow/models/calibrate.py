@@ -92,9 +92,9 @@ def _arrays(val: Scores) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nll(s: np.ndarray, y: np.ndarray, label_sets: bool, log_scale: float) -> float:
-    """The mean cross-entropy of the scores at ``exp(log_scale)``: of the softmax
-    over a row's classes, or (label sets) of each label's sigmoid, averaged over
-    rows (and labels), as torch's losses of those names. In pieces of
+    """The cross-entropy of the scores at ``exp(log_scale)`` a row: of the softmax
+    over its classes, or (label sets) of each label's sigmoid summed over its
+    labels, as a multi-label run's loss is; averaged over rows. In pieces of
     :data:`PIECE_CELLS` scores: the temporaries stay small beside the scores."""
     factor, total = np.exp(log_scale), 0.0
     step = max(1, PIECE_CELLS // max(1, s.shape[1]))
@@ -108,7 +108,9 @@ def _nll(s: np.ndarray, y: np.ndarray, label_sets: bool, log_scale: float) -> fl
             picked, top = z[np.arange(len(z)), t], z.max(axis=1)
             z -= top[:, None]
             total += float((top + np.log(np.exp(z).sum(axis=1)) - picked).sum())
-    return total / s.size if label_sets else total / len(s)
+    # A label set's loss sums over its labels: a mean over rows × labels read as many times better
+    # than the validation loss beside it.
+    return total / len(s)
 
 
 def fit_scale(val: Scores) -> float:
@@ -133,8 +135,9 @@ def fit_scale(val: Scores) -> float:
 
 
 def scaled_loss(val: Scores, scale: float) -> float:
-    """The loss of the probabilities the scores give at ``scale``: the mean
-    cross-entropy of the softmax (for label sets: of each label's sigmoid)."""
+    """The loss of the probabilities the scores give at ``scale``: the cross-entropy
+    of the softmax a row (for label sets: of each label's sigmoid, summed over
+    the row's labels), averaged over rows."""
     return _nll(*_arrays(val), val.label_sets, float(np.log(scale)))
 
 

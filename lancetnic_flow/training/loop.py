@@ -119,7 +119,7 @@ class EpochLoop:
                                       then=t.rule.while_validating(t.model, t.schedule(state.step), self.tc.seed,
                                                                    epoch)) if self.feed.has_val() else None
         val = val_m.result() if val_m is not None else {}
-        record = steps.epoch_record(epoch + 1, train_m, val, clock, t.schedule(state.step))
+        record = steps.epoch_record(epoch + 1, train_m, val, clock, t.rule.rate(t.schedule(state.step)))
         state.history.append(record)
         state.confusions.append(val.get("confusion"))
         self.events.emit("epoch", **record)

@@ -67,6 +67,8 @@ class TrainingRule(Protocol):
 
     def arrays_model(self, name: str, **args: Any) -> tuple[Any, dict] | None: ...
 
+    def rate(self, lr: float) -> float: ...
+
 
 class GradientRule:
     """Gradient steps through optimisers (``--optimizer`` for the dense
@@ -138,6 +140,10 @@ class GradientRule:
         """Training options a checkpoint's weights (``saved_model``) call for: none."""
         return {}
 
+    def rate(self, lr: float) -> float:
+        """The rate an epoch's record names at schedule value ``lr``: ``--lr``'s."""
+        return lr
+
     def arrays_model(self, name: str, **args: Any) -> None:
         """A model that trains without torch: none (the gradients are torch's)."""
         return None
@@ -180,6 +186,11 @@ class HingeRule:
 
         logits, loss = margin_step(model, batch.indices, batch.offsets, batch.values, batch.labels, lr * self.scale)
         return {"logits": logits}, np.float64(loss)
+
+    def rate(self, lr: float) -> float:
+        """The rate its steps take at schedule value ``lr`` (``--sparse-lr``'s
+        share of it), which an epoch's record names: never ``--lr``'s, which it has not."""
+        return lr * self.scale
 
     def train_picked(self, model: torch.nn.Module, epoch: Any, batch: Any, lr: float) -> Step:
         """:meth:`train_batch` on kept rows named in place (a ``--ddp`` rank's

@@ -7,6 +7,7 @@ epoch and the best epoch kept. Written once, used by the single-process loop
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -47,12 +48,15 @@ def evaluate_blocks(model: Any, blocks: Iterable[RowBlock], task: Task, device: 
     ``then``: called with each piece once the model has scored it (a training
     rule may learn the validation rows there, in the same read of them)."""
     m = task.new_metrics()
+    # The validation loss is the plain one, evaluate's: class weights steer training, not the score
+    # (a weighted figure matched no report, and --monitor val_loss kept another epoch by it).
+    scoring = dataclasses.replace(task, class_weights=None) if task.class_weights is not None else task
     model.eval()
     for block in blocks:
         for start in range(0, len(block), batch_size):
             b = block.slice(start, start + batch_size)
             out = outputs_of(model, b, device)
-            m.update(out, b.labels, b.targets, _summed_loss(task, out, b, device))
+            m.update(out, b.labels, b.targets, _summed_loss(scoring, out, b, device))
             if then is not None:
                 then(b)
     model.train()

@@ -32,3 +32,12 @@ def test_a_monitor_fits_the_tasks_that_produce_its_score(monitor, task, fits):
 def test_monitors_are_the_loss_and_the_task_scores_only():
     assert "val_loss" in MONITORS and "val_precision" not in MONITORS and "val_baseline_rmse" not in MONITORS
     assert all(BY_KEY[m].key == m for m in MONITORS)
+
+
+def test_a_runs_scores_hold_evaluates_weighted_and_micro_averages():
+    """metrics.json lacked weighted_f1/precision/recall (and a label-set run's micro
+    precision and recall), which evaluate --json gives on the same rows."""
+    got = val_scores({"weighted_f1": 0.8, "weighted_precision": 0.9, "weighted_recall": 0.7,
+                      "micro_precision": 0.6, "micro_recall": 0.5})
+    assert (got["val_weighted_f1"], got["val_weighted_precision"], got["val_weighted_recall"]) == (0.8, 0.9, 0.7)
+    assert (got["val_micro_precision"], got["val_micro_recall"]) == (0.6, 0.5)

@@ -10,6 +10,7 @@ from lancetnic_flow.config import DataConfig, ModelConfig, TrainConfig, Training
 from lancetnic_flow.features.rows import RowBlock
 from lancetnic_flow.models import create_model
 from lancetnic_flow.models.calibrate import calibrate
+from lancetnic_flow.models.inputs import model_inputs
 from lancetnic_flow.models.margin import has_twin
 from lancetnic_flow.models.tasks import Task
 from lancetnic_flow.registry import MODELS, ModelSpec
@@ -116,3 +117,27 @@ def test_a_checkpoint_without_a_twin_resumes_without_learning_the_validation_row
     assert rule.resume_options({"input.weight": None}) == {"learn_val": False}
     assert rule.resume_options({"input.weight": None, "twin_weight": None}) == {}
     assert rule_for(resolved("ScalpelMC")).resume_options({}) == {}
+
+
+def test_an_epochs_record_names_the_rate_the_rule_steps_at():
+    """LinearSVM steps at --sparse-lr's share of the schedule; its history named --lr's,
+    a rate it has not (0.0067 where it stepped at 0.2). A gradient rule's is --lr's."""
+    hinge = HingeRule(resolved("LinearSVM", lr=0.01, sparse_lr=0.3).training)
+    assert hinge.rate(0.01 * 2 / 3) == pytest.approx(0.2)
+    gradient = rule_for(resolved("ScalpelMC", lr=0.02))
+    assert gradient.rate(0.015) == 0.015
+
+
+def test_the_validation_loss_is_the_plain_loss_whatever_the_class_weights():
+    """--class-weights steer training; the validation loss (history, --monitor val_loss) is
+    evaluate's plain cross-entropy: a weighted one matched no report."""
+    cfg = resolved("ScalpelMC")
+    torch.manual_seed(0)
+    model, block = model_for(cfg), separable()
+    plain = evaluate_blocks(model, [block], Task(classes=3), CPU).result()["loss"]
+    weighted = Task(classes=3, class_weights=torch.tensor([5.0, 0.2, 1.0]))
+    assert evaluate_blocks(model, [block], weighted, CPU).result()["loss"] == pytest.approx(plain, rel=1e-6)
+    with torch.no_grad():   # the weights do change the training loss of the same rows
+        trained = weighted.loss(model(**model_inputs(block, CPU)), torch.as_tensor(block.labels, dtype=torch.long),
+                                None).item()
+    assert trained != pytest.approx(plain, rel=1e-3)
