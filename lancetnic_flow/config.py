@@ -11,11 +11,11 @@ import dataclasses
 import numbers
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import UserError, close_matches
 from .formats import format_names, text_encoding
-from .options import (BY_FIELD, SECTIONS, bad, default, parse_df, parse_ngram_range, parse_storage_options,
+from .options import (BY_DEST, BY_FIELD, SECTIONS, bad, default, parse_df, parse_ngram_range, parse_storage_options,
                       placeholder)
 from .scores import MONITORS
 from .sizes import parse_size
@@ -404,6 +404,11 @@ class TrainConfig:
     training: TrainingConfig = field(default_factory=TrainingConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    # The fields (``section.name``) the caller set itself — typed on the command line, keys of a
+    # workflow file, an estimator's parameters off their defaults — whatever their values: a model
+    # refuses one it cannot honour even at its default (registry.Refusal). Not saved with a run:
+    # its config.json holds resolved values, which resolve again as they are.
+    given: frozenset[str] = field(default_factory=frozenset)
 
     def validate(self) -> "TrainConfig":
         """This configuration checked, with the model's defaults and every
@@ -416,6 +421,7 @@ class TrainConfig:
     def to_dict(self, redact: bool = True) -> dict[str, Any]:
         """Plain dict for run folders and logs; secrets in storage options are masked."""
         d = dataclasses.asdict(self)
+        d.pop("given", None)
         if redact:
             d["data"]["storage_options"] = redact_options(d["data"]["storage_options"])
         return d
@@ -473,13 +479,14 @@ SECTION_CLASSES = {"data": DataConfig, "features": FeatureConfig, "model": Model
                    "training": TrainingConfig, "cluster": ClusterConfig, "output": OutputConfig}
 
 
-def config_from_options(values: dict[str, Any], **sections: Any) -> TrainConfig:
+def config_from_options(values: dict[str, Any], given: Iterable[str] = (), **sections: Any) -> TrainConfig:
     """Parsed option values by their destination (``max_features``, ``data``
     for the training data; what argparse, a workflow file or an estimator
     gives) → a :class:`TrainConfig`, not yet validated. A value of None takes
     the declared default; each declared ``parse`` turns a value as written
     (``"8GiB"``, ``"1,0.5"``) into the field's, its errors naming the field.
-    ``sections``: whole sections given as they are (an estimator's ``data``)."""
+    ``sections``: whole sections given as they are (an estimator's ``data``);
+    ``given``: the destinations the caller set itself (``TrainConfig.given``)."""
     fields: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     fields["features"].update(ngram_options(values.get("ngram_range"), values.get("ngrams")))
     for o in BY_FIELD.values():
@@ -495,9 +502,22 @@ def config_from_options(values: dict[str, Any], **sections: Any) -> TrainConfig:
         fields[section][name] = value
     fields["data"].setdefault("train", [])
     return TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw)
-                          for s, kw in fields.items()})
+                          for s, kw in fields.items()},
+                       given=given_fields(given))
+
+
+def given_fields(dests: Iterable[str]) -> frozenset[str]:
+    """The configuration fields of option destinations a caller set (``--ngram-range`` sets both
+    of its fields)."""
+    fields: set[str] = set()
+    for dest in dests:
+        if dest in ("ngram_range", "ngrams"):
+            fields |= {"features.ngram_min", "features.ngrams"}
+        elif dest in BY_DEST and BY_DEST[dest].field:
+            fields.add(BY_DEST[dest].field)
+    return frozenset(fields)
 
 
 __all__ = ["TrainConfig", "DataConfig", "FeatureConfig", "ModelConfig", "TrainingConfig",
-           "ClusterConfig", "OutputConfig", "config_from_options", "parse_storage_options", "parse_df",
+           "ClusterConfig", "OutputConfig", "config_from_options", "given_fields", "parse_storage_options", "parse_df",
            "parse_size", "redact_options"]

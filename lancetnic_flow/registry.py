@@ -88,7 +88,8 @@ class ModelSpec:
     def refusals(self, cfg: Any) -> list[Refusal]:
         """The options of ``cfg`` this model cannot honour: its refusals, and a
         model option its network fixes (FastTextBag's dropout) set otherwise."""
-        fixed = [Refusal(f"model.{k}", lambda c, k=k, v=v: getattr(c.model, k) not in (v, _declared(f"model.{k}")),
+        fixed = [Refusal(f"model.{k}", lambda c, k=k, v=v: getattr(c.model, k) not in (v, _declared(f"model.{k}"))
+                         or (given(c, f"model.{k}") and getattr(c.model, k) != v),
                          f"its network fixes {k} at {v}") for k, v in self.fixed.items() if k in _MODEL_FIELDS]
         return [r for r in (*self.refuses, *fixed) if r.applies(cfg)]
 
@@ -110,6 +111,26 @@ class ModelSpec:
         return SGD_SPARSE_LR if optimizer == "sgd" else None
 
 
+def given(c: Any, field: str) -> bool:
+    """Whether the caller set ``field`` itself (``TrainConfig.given``), whatever its value."""
+    return field in getattr(c, "given", ())
+
+
+def _set_to(section: str, name: str, values: tuple, keeps: tuple = ()) -> Callable[[Any], bool]:
+    """An option set: to a value outside ``values`` (its defaults, and what a resolved
+    configuration holds), or given at all unless to one of ``keeps`` (what the model is)."""
+    field = f"{section}.{name}"
+    return lambda c: (getattr(getattr(c, section), name) not in values
+                      or (given(c, field) and getattr(getattr(c, section), name) not in keeps))
+
+
+def _declared_or_given(field: str) -> Callable[[Any], bool]:
+    """An option set other than its declared default, or given at all: even at the
+    default, a typed option names a wish the model cannot honour."""
+    section, name = field.split(".")
+    return lambda c: getattr(getattr(c, section), name) != _declared(field) or given(c, field)
+
+
 # Sparse SGD's per-example rate for a model whose own optimiser is another.
 SGD_SPARSE_LR = 2.5
 
@@ -122,11 +143,11 @@ SGD_SPARSE_LR = 2.5
 # the mean (docs/benchmarks.md, "Regression").
 # A bag's input rows are --hidden wide: --embed, the Lancet models' token width, would do nothing;
 # with --layers 0 there is no hidden layer to size or drop units of.
-BAG_REFUSES = (Refusal("model.embed", lambda c: c.model.embed != _declared("model.embed"),
+BAG_REFUSES = (Refusal("model.embed", _declared_or_given("model.embed"),
                        "its terms' embeddings are --hidden wide (--embed is the Lancet models' width)"),
                Refusal("model.hidden", lambda c: c.model.layers == 0 and c.model.hidden is not None,
                        "with --layers 0 it has no hidden layer", "--layers 1"),
-               Refusal("model.dropout", lambda c: c.model.layers == 0 and c.model.dropout != _declared("model.dropout"),
+               Refusal("model.dropout", lambda c: c.model.layers == 0 and _declared_or_given("model.dropout")(c),
                        "with --layers 0 it has no hidden layer to drop units of", "--layers 1"))
 BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPARSE_LR, value_sparse_lr=1.0,
                            search_ranges={"sparse_lr": (0.25, 25.0)}, refuses=BAG_REFUSES)
@@ -156,10 +177,6 @@ def _declared(field: str) -> Any:
     return option(field).default
 
 
-def _mlp_option(section: str, name: str, default: Any) -> Callable[[Any], bool]:
-    return lambda c: getattr(getattr(c, section), name) not in default
-
-
 # LinearSVM trains one example at a time on the CPU with its own hinge step
 # (models/margin.py): options that cannot apply are refused, not ignored.
 LINEAR_REFUSES = (
@@ -167,20 +184,20 @@ LINEAR_REFUSES = (
     Refusal("training.class_weights", lambda c: c.training.class_weights != "none",
             "its hinge step weighs every row alike"),
     Refusal("training.device", lambda c: c.training.device not in ("auto", "cpu"), "its step runs on the CPU"),
-    Refusal("training.class_loss", _mlp_option("training", "class_loss", ("cross_entropy", "hinge")),
+    Refusal("training.class_loss", _set_to("training", "class_loss", ("cross_entropy", "hinge"), ("hinge",)),
             "it trains the hinge loss"),
-    Refusal("training.sparse_optimizer", _mlp_option("training", "sparse_optimizer", (None, "hinge")),
+    Refusal("training.sparse_optimizer", _set_to("training", "sparse_optimizer", (None, "hinge"), ("hinge",)),
             "it has its own step"),
-    Refusal("model.hidden", _mlp_option("model", "hidden", (None, 64)), "it has no hidden layer"),
-    Refusal("model.layers", _mlp_option("model", "layers", (0, 1)), "it has no hidden layer"),
-    Refusal("model.dropout", _mlp_option("model", "dropout", (0.2,)), "it has no hidden layer to drop units of"),
-    Refusal("training.optimizer", _mlp_option("training", "optimizer", ("adam",)),
+    Refusal("model.hidden", _set_to("model", "hidden", (None, 64)), "it has no hidden layer"),
+    Refusal("model.layers", _set_to("model", "layers", (0, 1), (0,)), "it has no hidden layer"),
+    Refusal("model.dropout", _set_to("model", "dropout", (0.2,)), "it has no hidden layer to drop units of"),
+    Refusal("training.optimizer", _set_to("training", "optimizer", ("adam",)),
             "its hinge step moves the weights itself, with no optimiser (--sparse-lr sets its rate)"),
     Refusal("training.clip_grad", lambda c: c.training.clip_grad is not None,
             "its hinge step takes no gradient to clip"),
-    Refusal("training.lr", lambda c: c.training.lr != _declared("training.lr"),
+    Refusal("training.lr", _declared_or_given("training.lr"),
             "its hinge step's rate is --sparse-lr (--lr sets the dense layers' rate of the other models)"),
-    Refusal("model.embed", lambda c: c.model.embed != _declared("model.embed"),
+    Refusal("model.embed", _declared_or_given("model.embed"),
             "it has no token embeddings (--embed is the Lancet models' width)"),
 )
 

@@ -177,10 +177,13 @@ class _TextEstimator:
         """The parameters → a TrainConfig, each by its declared option (``random_state`` → training.seed);
         ``data`` is built by :meth:`fit` (it holds ``val_fraction`` and ``text_column``)."""
         values = {o.dest: getattr(self, o.api) for o in api_options()}
+        # A parameter off its default is one the caller set (hidden=64: no model without a hidden layer).
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        given = [o.dest for o in api_options() if o.api in defaults and values[o.dest] != defaults[o.api]]
         values.update(model=self.model or self._default_model, out=out, task=task, experiment=self._experiment(),
                       # charts nobody asked for: a temporary run folder's are not drawn
                       plots=self.plots if self.plots is not None else self.out is not None)
-        return config_from_options(values, data=data)
+        return config_from_options(values, given=given, data=data)
 
     def _experiment(self) -> str | None:
         """MLflow's experiment: without ``out`` the runs' parent is a temporary folder, whose

@@ -27,7 +27,7 @@ def _train_config(a: argparse.Namespace):
 
     # The dashboard link is shown by the console views. Not resolved: train() takes the options as given,
     # so --model auto decides again after the fit pass (resolve.resolve_counts).
-    return config_from_options({**vars(a), "dashboard": True})
+    return config_from_options({**vars(a), "dashboard": True}, given=getattr(a, "given", ()))
 
 
 # Options that may be given again with --resume: where the data and the
@@ -38,15 +38,9 @@ RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads"
 
 def _given_fields(a: argparse.Namespace) -> set[str]:
     """The configuration fields the command line gave itself (``main`` records their flags)."""
-    from ..options import BY_DEST
+    from ..config import given_fields
 
-    fields: set[str] = set()
-    for dest in getattr(a, "given", ()):
-        if dest in ("ngram_range", "ngrams"):
-            fields |= {"features.ngram_min", "features.ngrams"}
-        elif dest in BY_DEST and BY_DEST[dest].field:
-            fields.add(BY_DEST[dest].field)
-    return fields
+    return set(given_fields(getattr(a, "given", ())))
 
 
 def cmd_train(a: argparse.Namespace, report) -> int:

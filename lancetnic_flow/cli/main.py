@@ -64,8 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not a.command:
         parser.print_help()
         return 2
-    if a.command == "train" and getattr(a, "init_from", None):
-        a.given = given_dests(args, "train")   # --init-from takes what is not given from the run
+    if a.command in ("train", "tune"):
+        # What was typed, whatever its value: --init-from takes what is not given from the run, and a
+        # model refuses an option it cannot honour even typed at its default (TrainConfig.given).
+        a.given = given_dests(args, a.command)
     from ..ui.report import ConsoleReport
 
     debug = getattr(a, "debug", False)

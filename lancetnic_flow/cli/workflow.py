@@ -168,7 +168,7 @@ def workflow_config(wf: Workflow):
     from ..options import command_line_defaults
 
     # The dashboard link is shown by the console views, as for `train`; the command line's own defaults too.
-    cfg = config_from_options({**command_line_defaults(), **wf.values, "dashboard": True})
+    cfg = config_from_options({**command_line_defaults(), **wf.values, "dashboard": True}, given=wf.values)
     cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
     return cfg
 

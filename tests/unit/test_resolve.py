@@ -570,3 +570,42 @@ def test_a_monitor_given_with_no_row_held_out_is_refused_as_early_stopping_is():
     saved = config("ScalpelMC", monitor="val_accuracy")   # the model's own, as a saved configuration holds it
     saved.data.val_fraction = 0.0
     assert resolve(saved).training.monitor == "val_accuracy"
+
+
+@pytest.mark.parametrize("field,value", [("model.hidden", 64), ("model.layers", 1), ("model.dropout", 0.2),
+                                         ("training.lr", 0.01), ("training.optimizer", "adam"),
+                                         ("training.class_loss", "cross_entropy")])
+def test_an_option_typed_at_its_default_that_the_linear_model_cannot_honour_is_never_dropped(field, value):
+    """`--hidden 64` (or --layers 1, --dropout 0.2, --lr 0.01 …: each its default) trained
+    LinearSVM without a hidden layer, exit 0: the value was all the check read. Given,
+    --model auto takes the MLP and a named LinearSVM refuses it; untyped, nothing changes."""
+    def given(name: str) -> TrainConfig:
+        cfg = config(name)
+        section, key = field.split(".")
+        setattr(getattr(cfg, section), key, value)
+        return dataclasses.replace(cfg, given=frozenset({field}))
+
+    assert resolve(given("auto")).model.name == "ScalpelMC"
+    with pytest.raises(UserError, match="does not apply to LinearSVM"):
+        resolve(given("LinearSVM"))
+    assert resolve(config("auto")).model.name == "LinearSVM"
+
+
+def test_embed_typed_at_its_default_is_refused_by_the_models_without_token_embeddings():
+    embed = config("auto")
+    for name in ("auto", "LinearSVM", "ScalpelMC"):
+        embed.model.name = name
+        with pytest.raises(UserError, match="embed"):
+            resolve(dataclasses.replace(embed, given=frozenset({"model.embed"})))
+    embed.model.name = "LancetMC"
+    assert resolve(dataclasses.replace(embed, given=frozenset({"model.embed"}))).model.embed == 128
+
+
+def test_an_option_the_linear_model_is_may_be_typed_and_a_bags_fixed_dropout_may_not():
+    hinge = dataclasses.replace(config("LinearSVM", class_loss="hinge"), given=frozenset({"training.class_loss"}))
+    assert resolve(hinge).model.name == "LinearSVM"
+    fixed = config("FastTextBag")
+    fixed.model.dropout = 0.2   # the declared default, which FastTextBag's network fixes at 0
+    resolve(fixed)
+    with pytest.raises(UserError, match="dropout"):
+        resolve(dataclasses.replace(fixed, given=frozenset({"model.dropout"})))

@@ -65,3 +65,16 @@ def test_a_refused_fit_leaves_the_fitted_labels_values_as_they_were():
     with pytest.raises(UserError, match="which would be one class"):
         clf.fit(["a b", "c d"], ["Sports", "Sports "])
     assert clf._labels is before and clf._labels.array(["True", "False"]).tolist() == [True, False]
+
+
+def test_a_parameter_off_its_default_is_given_so_a_model_that_cannot_honour_it_is_not_chosen():
+    """TextClassifier(hidden=64) trained LinearSVM, which has no hidden layer: the value
+    64 was the model's own. A parameter set off the estimator's default is given now."""
+    from lancetnic_flow.config import DataConfig
+    from lancetnic_flow.resolve import resolve
+
+    data = DataConfig(train=["x.parquet"], label="answer")
+    cfg = TextClassifier(hidden=64)._config(data, "classify", "runs")
+    assert "model.hidden" in cfg.given and resolve(cfg).model.name == "ScalpelMC"
+    plain = TextClassifier()._config(data, "classify", "runs")
+    assert not plain.given and resolve(plain).model.name == "LinearSVM"

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from lancetnic_flow.cli import commands
-from lancetnic_flow.cli.parser import build_parser
+from lancetnic_flow.cli.parser import build_parser, given_dests
 from lancetnic_flow.cli.workflow import read_workflow, workflow_config
 from lancetnic_flow.config import config_from_options
 from lancetnic_flow.errors import UserError
@@ -51,8 +51,10 @@ def _write(tmp_path, text: str = WORKFLOW) -> str:
 
 
 def test_a_workflow_means_what_its_command_line_means(tmp_path):
-    cli = config_from_options({**vars(build_parser().parse_args(ARGV)), "dashboard": True})
-    assert workflow_config(read_workflow(_write(tmp_path))) == cli
+    cli = config_from_options({**vars(build_parser().parse_args(ARGV)), "dashboard": True},
+                              given=given_dests(ARGV, "train"))
+    wf = workflow_config(read_workflow(_write(tmp_path)))
+    assert wf == cli and "model.hidden" in wf.given   # the options it names are given, as typed ones are
 
 
 def test_run_builds_the_configuration_without_a_command_line(tmp_path, monkeypatch):
