@@ -516,7 +516,7 @@ class Training:
             features, results, totals = self._fit_pass()
             check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
             self.bucket_names = totals.names
-            self.held_out.take(totals, self._unread())
+            self.held_out.take(totals, self._unread(), features.labels, self._partitions())
             self.held_out.write_entry(self.entry, self.cache_so)
             write_names(self.entry, totals.names, self.cache_so)
             write_features(self.entry, features, self.cache_so)
@@ -540,7 +540,7 @@ class Training:
         features, results, totals = self._fit_pass()
         check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
         self.bucket_names = totals.names
-        self.held_out.take(totals, self._unread())
+        self.held_out.take(totals, self._unread(), features.labels, self._partitions())
         self._fitted(features)
         self.feed = FreshFeed(self.client, self._feed_spec(), self.events, trained=totals.results,
                               results=results)
@@ -662,7 +662,8 @@ class Training:
         for note in notes:
             self.events.emit("warning", message=note)
         if self.tc.learn_val:   # the validation rows no record has yet are hashed beside the epochs
-            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.memory.partition)
+            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.memory.partition,
+                                     self.features.labels)
         if self.cfg.model.name != before:   # --model auto's next choice: terms × classes outgrew the plan
             self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
         self.rule = rule_for(self.cfg)
