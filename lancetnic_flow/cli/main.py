@@ -64,8 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not a.command:
         parser.print_help()
         return 2
-    if a.command == "train" and getattr(a, "init_from", None):
-        a.given = given_dests(args, "train")   # --init-from takes what is not given from the run
+    if a.command == "train" and (getattr(a, "init_from", None) or getattr(a, "resume", None)):
+        # --init-from takes what is not given from the run; --resume refuses what is given and differs.
+        a.given = given_dests(args, "train")
     from ..ui.report import ConsoleReport
 
     debug = getattr(a, "debug", False)

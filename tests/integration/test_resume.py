@@ -196,8 +196,9 @@ def test_sigkilled_trainer_resumes_from_its_last_checkpoint_to_the_same_metrics(
 def test_resume_errors_are_user_errors(small_corpus, tmp_path):
     (tmp_path / "empty").mkdir()
     assert_user_error(cli("train", "--resume", tmp_path / "empty", cwd=tmp_path), "no config.json")
+    # The run's own values are what an option is checked against: a folder without them is named first.
     assert_user_error(cli("train", "--resume", tmp_path / "empty", "--epochs", "5", cwd=tmp_path),
-                      "--epochs cannot change")
+                      "no config.json")
     assert_user_error(cli("train", cwd=tmp_path), "train needs training data", "--resume")
     assert_user_error(cli("train", small_corpus, "--checkpoint-every", "often", cwd=tmp_path),
                       "--checkpoint-every: ", "10m")   # the flag as typed
