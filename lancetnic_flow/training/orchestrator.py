@@ -858,11 +858,20 @@ class Training:
             import torch
 
             torch.set_rng_state(saved.rng)
+        self._keep_decisions(saved.decided or {})
         self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step)
         return saved
 
+    def _keep_decisions(self, before: dict) -> None:
+        """The checkpoint's decisions, in the order the run made them, with those this
+        segment made again as it made them: metrics.json says what a run never stopped says."""
+        merged = {**before, **self.decisions}
+        self.decisions.clear()
+        self.decisions.update(merged)
+
     def _checkpoint(self, state: TrainState, reason: str) -> None:
-        write_checkpoint(self.run, dataclasses.replace(state, key=self.key), self.out_so, self.events, reason)
+        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions), self.out_so,
+                         self.events, reason)
 
     def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
