@@ -943,10 +943,13 @@ class Training:
             biggest = max((p.length if p.length > 0 else self.memory.partition for p in parts), default=0)
             rank_bytes += TASK_BASE + PEAK_PER_BYTE * min(biggest, self.memory.partition)
         own = 0 if self.memory.external else self.memory.workers   # workers this run started, see preflight
-        chosen = preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events)
+        resuming = self.saved is not None
+        chosen = preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events,
+                           resuming=resuming)
         if self.tc.device != "cpu" and choose_device(self.client, chosen, self.tc.device)[0] == "cuda":
             rank_bytes += CUDA_HOST_BYTES   # checked again with what CUDA adds to the rank's worker
-            preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events, cuda=True)
+            preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events, cuda=True,
+                      resuming=resuming)
         if not self.feed.complete:
             self.events.emit("stage", stage="featurising")
             for _ in self.feed.featurize():
