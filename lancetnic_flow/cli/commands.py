@@ -12,7 +12,6 @@ from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError
 from ..formats import text_encoding
 from ..storage import absolute, check_writable, options_for
-from .parser import build_parser
 
 
 def _size(text: str | None, what: str) -> int | None:
@@ -36,11 +35,56 @@ RESUME_OPTIONS = ("storage_option", "memory_budget", "workers", "worker_threads"
                   "resume", "debug", "quiet", "json_log", "command")
 
 
+def _fields_of(dest: str) -> tuple[str, ...]:
+    """The configuration fields an option's destination sets (none: command-line only)."""
+    from ..options import BY_DEST
+
+    if dest in ("ngram_range", "ngrams"):
+        return ("features.ngram_min", "features.ngrams")
+    return (BY_DEST[dest].field,) if dest in BY_DEST and BY_DEST[dest].field else ()
+
+
 def _given_fields(a: argparse.Namespace) -> set[str]:
     """The configuration fields the command line gave itself (``main`` records their flags)."""
     from ..config import given_fields
 
     return set(given_fields(getattr(a, "given", ())))
+
+
+def _flag(dest: str) -> str:
+    return "DATA" if dest == "data" else "--" + dest.replace("_", "-")
+
+
+def _as_typed(dest: str, cfg) -> str:
+    """An option's value in ``cfg`` as the command line would give it: ``--no-lowercase``, ``--epochs 3``."""
+    from ..options import BY_DEST
+    from ..training.resume import field_value
+
+    values = [field_value(cfg, f) for f in _fields_of(dest)]
+    value = values if dest == "ngram_range" else values[-1]
+    kind = BY_DEST[dest].kind if dest in BY_DEST else "value"
+    if kind in ("bool", "flag") and isinstance(value, bool):
+        return _flag(dest) if value else ("--no-" + dest.replace("_", "-") if kind == "bool" else f"no {_flag(dest)}")
+    shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+    return f"{_flag(dest)} {'(none)' if shown in (None, '') else shown}"
+
+
+def refuse_resume_changes(a: argparse.Namespace, saved) -> None:
+    """``--resume`` continues the run as it was started: an option it cannot change
+    (any but :data:`RESUME_OPTIONS`) typed with another value than the run's is
+    refused, naming it, even at the parser's default (``--epochs 10``), as the run
+    would train on without it. Typed at the run's own value it changes nothing."""
+    from ..training.resume import changed_fields
+
+    typed = _train_config(a)
+    changed = [d for d in sorted(getattr(a, "given", ())) if d not in RESUME_OPTIONS
+               and (not _fields_of(d) or changed_fields(typed, saved, _fields_of(d)))]
+    if not changed:
+        return
+    runs = ", ".join(_as_typed(d, saved) for d in changed if _fields_of(d))
+    raise UserError(f"--resume continues a run with the options it was started with; "
+                    f"{', '.join(map(_flag, changed))} cannot change" + (f" (the run's: {runs})" if runs else ""),
+                    "drop them, or start a new run (cached shards are reused)")
 
 
 def cmd_train(a: argparse.Namespace, report) -> int:
@@ -54,16 +98,10 @@ def cmd_train(a: argparse.Namespace, report) -> int:
         from ..training.orchestrator import train
         from ..training.resume import resume_config
 
-        defaults = vars(build_parser().parse_args(["train"]))
-        changed = sorted(k for k, v in vars(a).items()
-                         if k not in RESUME_OPTIONS and k in defaults and v != defaults[k])
-        if changed:
-            flags = ", ".join("DATA" if k == "data" else "--" + k.replace("_", "-") for k in changed)
-            raise UserError(f"--resume continues a run with the options it was started with; {flags} cannot change",
-                            "drop them, or start a new run (cached shards are reused)")
         cfg = resume_config(a.resume, storage_options=parse_storage_options(a.storage_option),
                             memory_budget=_size(a.memory_budget, "--memory-budget"), workers=a.workers,
                             threads=a.worker_threads, scheduler=a.scheduler, scheduler_wait=a.scheduler_wait)
+        refuse_resume_changes(a, cfg)
         check_output_places(cfg, a.resume)
         train(cfg, _events(report), resume=a.resume)
         return 0

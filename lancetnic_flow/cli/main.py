@@ -31,8 +31,9 @@ def known_failure(exc: Exception) -> tuple[str, str] | None:
                           "moments and a shuffle buffer; `dmesg` shows the OOM killer); fix that, then continue "
                           "with `lancetnic-flow train --resume RUN` from the last checkpoint")
     if name == "RankWorkersGone":
-        return (str(exc), "start workers again (or lower --ddp), then continue with `lancetnic-flow train "
-                          "--resume RUN` from the last checkpoint")
+        # --resume keeps the run's --ddp (its checkpoint holds that many ranks): more workers, not fewer ranks.
+        return (str(exc), "start workers again, as many as the run's --ddp ranks, then continue with "
+                          "`lancetnic-flow train --resume RUN` from the last checkpoint")
     if name in ("CommClosedError", "StreamClosedError") or (isinstance(exc, OSError) and "scheduler" in str(exc)):
         return (f"lost the connection to the Dask cluster ({exc})",
                 "check that the scheduler is still running and reachable, then rerun: cached shards are reused")
@@ -65,8 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if a.command in ("train", "tune"):
-        # What was typed, whatever its value: --init-from takes what is not given from the run, and a
-        # model refuses an option it cannot honour even typed at its default (TrainConfig.given).
+        # What was typed, whatever its value: --init-from takes what is not given from the run, --resume
+        # refuses what is given and differs, and a model refuses an option it cannot honour even typed at
+        # its default (TrainConfig.given).
         a.given = given_dests(args, a.command)
     from ..ui.report import ConsoleReport
 

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..allocator import trim_allocator
 from ..config import FeatureConfig
@@ -103,16 +104,28 @@ def fit_partition(part: Partition, columns: Columns, fcfg: FeatureConfig, storag
 
 
 def held_out_partition(part: Partition, split: str | None, *, columns: Columns, storage_options: dict,
-                       chunk_bytes: int, val_fraction: Holdout) -> FitStats:
+                       chunk_bytes: int, val_fraction: Holdout, labels: list[str] | None = None) -> FitStats:
     """Worker task: only the text hashes of one partition's validation rows
     (``split``: its source's forced split), for a run whose fit pass did not
-    record them (training/held_out.py)."""
+    record them (training/held_out.py); with ``labels`` (the run's classes)
+    only those of rows with one of them."""
     parts = []
     for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
         stats = FitStats()
-        record_held_out(stats, chunk.table, validation_mask(chunk.table, val_fraction, split), val_fraction)
+        is_val = validation_mask(chunk.table, val_fraction, split) & known_labels(chunk.table, labels)
+        record_held_out(stats, chunk.table, is_val, val_fraction)
         parts.append(stats)
     return merge_stats(parts) if parts else FitStats(held_out_limit=val_fraction.record)
+
+
+def known_labels(table: pa.Table, labels: list[str] | None) -> np.ndarray:
+    """Which rows have one of ``labels`` (None: every row). A validation row of
+    another label is skipped (``unknown_label``): no model learns it, so no
+    record may say one did. A label set keeps its row, less that label."""
+    if labels is None or "label" not in table.column_names or is_label_sets(table["label"]):
+        return np.ones(table.num_rows, bool)
+    found = pc.is_in(table["label"], value_set=pa.array(labels, pa.string()))
+    return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool)
 
 
 def _progress_of(stats: FitStats) -> tuple[int, int]:

@@ -7,11 +7,12 @@ so a run continued from it trains on them instead of validating on them
 
 Where the hashes come from: the fit pass, which splits every row anyway,
 returns the text hashes of the validation rows when the run may learn them
-(:func:`holdout_for`), and a cache entry keeps them (``held_out.u64``) for
+(:func:`holdout_for`), and a cache entry keeps them (``held_out.v2.u64``) for
 the runs that reuse it. When neither has them (an entry written without
-them, or a separate validation source that the vocabulary modes' fit pass
-does not read) a pass that only reads and hashes the text makes them, on
-the cluster while the epochs train.
+them, a separate validation source that the vocabulary modes' fit pass
+does not read, or validation rows of a label training never had, which the
+model skips and never learns) a pass that only reads and hashes the text of
+the rows of the run's classes makes them, on the cluster while the epochs train.
 
 Memory: 8 bytes per validation row, at most ``Holdout.record`` rows
 (``LEARN_VAL_MAX_ROWS`` by default, :data:`~lancetnic_flow.features.split.RECORD_MAX`
@@ -32,7 +33,9 @@ from ..runs.learned_rows import LearnedRows, hashes_bytes, hashes_of
 from ..storage import join, read_bytes, write_bytes
 from .keep_learning import InitRun
 
-ENTRY_FILE = "held_out.u64"
+# Versioned: an entry written before records left out the validation rows of
+# labels training never had keeps those rows too, so it is not read.
+ENTRY_FILE = "held_out.v2.u64"
 
 
 def holdout_for(fraction: float, init: InitRun | None, learn_val: bool | None, learns_val: bool) -> float | Holdout:
@@ -59,15 +62,23 @@ class HeldOut:
         self.pending: list | None = None
         self.missing: list[tuple[Partition, str | None]] = []   # partitions the fit pass did not record
 
-    def take(self, stats: FitStats, unread: list[tuple[Partition, str | None]] = ()) -> None:
+    def take(self, stats: FitStats, unread: list[tuple[Partition, str | None]] = (),
+             labels: list[str] | None = None, partitions: list[tuple[Partition, str | None]] = ()) -> None:
         """The fit pass's record (its totals); ``unread``: the partitions (with their
-        forced split) that pass did not read, left for :meth:`start_pass`."""
+        forced split) that pass did not read, left for :meth:`start_pass`.
+
+        The fit pass hashes its validation rows before the classes are known, so
+        when one has a label outside ``labels`` (the run's classes) its record
+        holds a row no model learns: :meth:`start_pass` then hashes every one of
+        ``partitions`` again, keeping only the rows of those classes."""
         if not self.record:
             return
         self.lost = stats.held_out_lost
         self.hashes = None if self.lost else np.unique(stats.held_out if stats.held_out is not None
                                                        else np.zeros(0, np.uint64))
         self.missing = list(unread)
+        if not self.lost and labels is not None and set(stats.val_labels) - set(labels):
+            self.hashes, self.missing = None, list(partitions)
 
     def write_entry(self, entry: str, cache_options: dict) -> None:
         """Keep a whole record in the cache entry, for the runs that reuse it."""
@@ -88,15 +99,16 @@ class HeldOut:
         else:
             self.missing = list(partitions)
 
-    def start_pass(self, client: Any, columns: Columns, storage_options: dict, chunk_bytes: int) -> None:
-        """Hash the validation rows of the partitions no record covers, on the
-        cluster beside the epochs; :meth:`learned` waits for them."""
+    def start_pass(self, client: Any, columns: Columns, storage_options: dict, chunk_bytes: int,
+                   labels: list[str] | None = None) -> None:
+        """Hash the validation rows (of ``labels``, the run's classes, when given) of the
+        partitions no record covers, on the cluster beside the epochs; :meth:`learned` waits for them."""
         if not self.missing or self.lost:
             return
         parts, splits = zip(*self.missing)
         self.pending = client.map(held_out_partition, list(parts), list(splits), columns=columns,
                                   storage_options=storage_options, chunk_bytes=chunk_bytes, val_fraction=self.held,
-                                  pure=False, priority=-10)
+                                  labels=labels, pure=False, priority=-10)
 
     def learned(self, model_learned_them: bool, init: InitRun | None) -> LearnedRows:
         """What the saved model learned besides its training rows: the rows ``init``

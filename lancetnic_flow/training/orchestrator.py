@@ -516,7 +516,7 @@ class Training:
             features, results, totals = self._fit_pass()
             check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
             self.bucket_names = totals.names
-            self.held_out.take(totals, self._unread())
+            self.held_out.take(totals, self._unread(), features.labels, self._partitions())
             self.held_out.write_entry(self.entry, self.cache_so)
             write_names(self.entry, totals.names, self.cache_so)
             write_features(self.entry, features, self.cache_so)
@@ -540,7 +540,7 @@ class Training:
         features, results, totals = self._fit_pass()
         check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
         self.bucket_names = totals.names
-        self.held_out.take(totals, self._unread())
+        self.held_out.take(totals, self._unread(), features.labels, self._partitions())
         self._fitted(features)
         self.feed = FreshFeed(self.client, self._feed_spec(), self.events, trained=totals.results,
                               results=results)
@@ -662,7 +662,8 @@ class Training:
         for note in notes:
             self.events.emit("warning", message=note)
         if self.tc.learn_val:   # the validation rows no record has yet are hashed beside the epochs
-            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.memory.partition)
+            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.memory.partition,
+                                     self.features.labels)
         if self.cfg.model.name != before:   # --model auto's next choice: terms × classes outgrew the plan
             self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
         self.rule = rule_for(self.cfg)
@@ -857,11 +858,20 @@ class Training:
             import torch
 
             torch.set_rng_state(saved.rng)
+        self._keep_decisions(saved.decided or {})
         self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step)
         return saved
 
+    def _keep_decisions(self, before: dict) -> None:
+        """The checkpoint's decisions, in the order the run made them, with those this
+        segment made again as it made them: metrics.json says what a run never stopped says."""
+        merged = {**before, **self.decisions}
+        self.decisions.clear()
+        self.decisions.update(merged)
+
     def _checkpoint(self, state: TrainState, reason: str) -> None:
-        write_checkpoint(self.run, dataclasses.replace(state, key=self.key), self.out_so, self.events, reason)
+        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions), self.out_so,
+                         self.events, reason)
 
     def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
@@ -933,10 +943,13 @@ class Training:
             biggest = max((p.length if p.length > 0 else self.memory.partition for p in parts), default=0)
             rank_bytes += TASK_BASE + PEAK_PER_BYTE * min(biggest, self.memory.partition)
         own = 0 if self.memory.external else self.memory.workers   # workers this run started, see preflight
-        chosen = preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events)
+        resuming = self.saved is not None
+        chosen = preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events,
+                           resuming=resuming)
         if self.tc.device != "cpu" and choose_device(self.client, chosen, self.tc.device)[0] == "cuda":
             rank_bytes += CUDA_HOST_BYTES   # checked again with what CUDA adds to the rank's worker
-            preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events, cuda=True)
+            preflight(self.client, self.tc.ddp, rank_bytes, own_workers=own, events=self.events, cuda=True,
+                      resuming=resuming)
         if not self.feed.complete:
             self.events.emit("stage", stage="featurising")
             for _ in self.feed.featurize():

@@ -1,6 +1,8 @@
 """``--resume``: the configuration an interrupted run was started with."""
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 from ..config import TrainConfig
 from ..errors import UserError
 from ..runs.loading import read_config
@@ -37,6 +39,23 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     c.scheduler = scheduler or c.scheduler
     c.scheduler_wait = scheduler_wait or c.scheduler_wait
     return cfg
+
+
+def changed_fields(typed: TrainConfig, saved: TrainConfig, fields: Iterable[str]) -> list[str]:
+    """Of ``fields`` (those a command typed), the ones whose value in ``typed`` is not
+    the run's (``saved``, as its config.json holds it). Typed at the run's own value an
+    option changes nothing; at any other, the default too, --resume would drop it."""
+    return [f for f in fields if _plain(field_value(typed, f)) != _plain(field_value(saved, f))]
+
+
+def field_value(cfg: TrainConfig, field: str) -> Any:
+    section, name = field.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
+def _plain(value: Any) -> Any:
+    """A value as config.json holds it: tuples as lists."""
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def _merge(base: dict, new: dict) -> dict:

@@ -32,6 +32,9 @@ class TrainState:
     optimizers: list | None = None     # optimiser states
     rng: Any = None                    # the trainer's torch RNG state
     ddp: dict | None = None            # --ddp runs: {"ranks": N, "rng": [each rank's [CPU, CUDA] RNG state]}
+    # What the run decided from its data before the checkpoint (metrics.json's "decided"): a resumed
+    # run does not decide it all again (config.json names the analyzer --analyzer auto chose).
+    decided: dict | None = None
 
     def to_checkpoint(self) -> dict[str, Any]:
         """The checkpoint's content: every field, by name, without copies."""

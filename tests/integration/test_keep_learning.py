@@ -212,11 +212,30 @@ def test_a_validation_file_the_old_model_learned_is_left_out_and_counted(keep):
     assert rows["skipped"] == {"learned_by_init": n} and rows["validated"] == 0
 
 
+def test_validation_rows_of_a_label_training_lacked_are_not_recorded_as_learned_and_a_continued_run_validates_them(
+        keep):
+    """--val rows of the two labels A's data lacks are skipped (unknown_label), never
+    learned: the record holds the validated rows only, and a run continued with those
+    labels validates on the skipped rows instead of leaving them out as learned_by_init."""
+    d, runs = keep["dir"], keep["runs"]
+    p = cli("train", keep["A_data"], "--val", keep["test"], "--learn-val", "--epochs", "1", "--out", runs,
+            "--name", "val-new-labels", "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = _metrics(runs / "val-new-labels")["rows"]
+    unknown = rows["skipped"]["unknown_label"]
+    assert unknown > 0 and _learned(runs / "val-new-labels")["rows"] == rows["validated"]
+    p = cli("train", keep["B"], "--val", keep["test"], "--init-from", runs / "val-new-labels", "--epochs", "1",
+            "--out", runs, "--name", "val-new-labels-2", "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    again = _metrics(runs / "val-new-labels-2")["rows"]
+    assert again["validated"] == unknown and again["skipped"] == {"learned_by_init": rows["validated"]}
+
+
 def test_a_cache_entry_without_the_record_still_gives_the_run_its_record(keep):
     """An entry written before the record (or by a run that did not keep one): the
     validation rows are hashed again beside the epochs, to the same record."""
     d = keep["dir"]
-    entries = list((keep["runs"] / ".cache").glob("*/held_out.u64"))
+    entries = list((keep["runs"] / ".cache").glob("*/held_out.v2.u64"))
     assert entries
     for f in entries:
         f.unlink()

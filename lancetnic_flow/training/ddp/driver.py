@@ -171,7 +171,7 @@ CUDA_HOST_BYTES = 2 * 2**30
 
 
 def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0, events: Any = None,
-              cuda: bool = False) -> list[str]:
+              cuda: bool = False, resuming: bool = False) -> list[str]:
     """The workers the ranks go to (the first ``world`` by address); refuses,
     before anything runs, too few workers or one whose memory limit cannot
     hold a rank (its nanny would kill it over and over).
@@ -180,7 +180,8 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
     than that can only be workers its nannies are restarting (a worker killed
     by the OS or for memory a moment ago): they get
     :data:`OWN_WORKERS_BACK_S` to come back, with a warning, before the run is
-    refused. An existing cluster's count is taken as it is."""
+    refused. An existing cluster's count is taken as it is. ``resuming``: a
+    ``--resume``, which keeps the run's --ddp, so the refusal offers only more workers."""
     info = workers_info(client)
     if len(info) < world <= own_workers:
         if events is not None:
@@ -191,7 +192,7 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
         info = workers_info(client)
     if len(info) < world:
         raise UserError(f"--ddp {world} needs {world} Dask workers, the cluster has {len(info)}",
-                        f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp")
+                        _more_workers(world, resuming))
     chosen = sorted(info)[:world]
     for w in chosen:
         limit = info.get(w, {}).get("memory_limit") or 0
@@ -206,6 +207,15 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
                             "give the workers more memory (--memory-budget with fewer --workers, or "
                             "`dask worker --memory-limit`), or lower --max-features, --hidden or --shuffle-buffer")
     return chosen
+
+
+def _more_workers(world: int, resuming: bool) -> str:
+    """What gives --ddp ``world`` its workers; a resumed run cannot lower --ddp (its
+    checkpoint holds that many ranks' state), so it is offered to new runs only."""
+    if resuming:
+        return (f"resume with --workers {world} (local), start more `dask worker` processes, or give --scheduler "
+                f"ADDRESS of a cluster with {world} workers (the run keeps its --ddp {world})")
+    return f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp"
 
 
 def rank_keep_bytes(client: Any, chosen: list[str], rank_bytes: int, most: int) -> int:

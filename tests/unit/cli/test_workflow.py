@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from lancetnic_flow.cli import commands
+from lancetnic_flow.cli import commands, parser
 from lancetnic_flow.cli.parser import build_parser, given_dests
 from lancetnic_flow.cli.workflow import read_workflow, workflow_config
 from lancetnic_flow.config import config_from_options
@@ -59,7 +59,7 @@ def test_a_workflow_means_what_its_command_line_means(tmp_path):
 
 def test_run_builds_the_configuration_without_a_command_line(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(commands, "build_parser", lambda: pytest.fail("a workflow went through argv"))
+    monkeypatch.setattr(parser, "build_parser", lambda: pytest.fail("a workflow went through argv"))
     monkeypatch.setattr(commands, "train_config", lambda cfg, report: seen.append(cfg) or 0)
     a = build_parser().parse_args(["run", _write(tmp_path), "--set", "epochs=3"])
     assert commands.cmd_run(a, report=None) == 0

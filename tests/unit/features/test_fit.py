@@ -12,9 +12,11 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from lancetnic_flow.config import FeatureConfig
 from lancetnic_flow.data.sources import Columns, plan_source
-from lancetnic_flow.features.fit import bucket_frequencies, finish_fit, fit_partition, table_stats
+from lancetnic_flow.features.fit import (bucket_frequencies, finish_fit, fit_partition, held_out_partition,
+                                         known_labels, table_stats)
+from lancetnic_flow.features.hashing import hash_strings
 from lancetnic_flow.features.rows import RowBlock
-from lancetnic_flow.features.split import validation_mask
+from lancetnic_flow.features.split import Holdout, validation_mask
 from lancetnic_flow.features.vocab import FitStats, Moments, merge_stats
 
 COLS = Columns(text=("text",), label="label", target="target")
@@ -106,3 +108,29 @@ def test_max_features_defaults_to_100000_and_caps_the_vocabulary(corpus):
     _, stats = fit(corpus, 2**30, fcfg)
     f = finish_fit(stats, fcfg, COLS)
     assert len(f.vocabulary) == 5 and "common" in f.vocabulary.to_pylist()
+
+
+def test_the_held_out_pass_records_only_validation_rows_of_the_runs_classes(tmp_path):
+    """A validation row of a label training never had is skipped (unknown_label)
+    and never learned: the record of learned rows must not name it."""
+    path = tmp_path / "val.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "label"])
+        w.writerows([["old one", "a"], ["old two", "b"], ["new one", "z"]])
+    (part,) = plan_source([str(path)]).partitions
+    cols, held = Columns(text=("text",), label="label"), Holdout(0.0, record=100)
+    every = held_out_partition(part, "val", columns=cols, storage_options={}, chunk_bytes=2**20, val_fraction=held)
+    known = held_out_partition(part, "val", columns=cols, storage_options={}, chunk_bytes=2**20, val_fraction=held,
+                               labels=["a", "b"])
+    assert len(every.held_out) == 3
+    assert sorted(known.held_out.tolist()) == sorted(hash_strings(pa.array(["old one", "old two"])).tolist())
+
+
+def test_known_labels_keeps_every_row_without_classes_or_of_label_sets():
+    table = pa.table({"text": ["x", "y", "z"], "label": ["a", None, "q"]})
+    assert known_labels(table, ["a"]).tolist() == [True, False, False]
+    assert known_labels(table, None).all()
+    assert known_labels(pa.table({"text": ["x"]}), ["a"]).all()   # a regression's rows
+    sets = pa.table({"text": ["x", "y"], "label": pa.array([["a"], ["q"]], pa.list_(pa.string()))})
+    assert known_labels(sets, ["a"]).all()

@@ -66,3 +66,40 @@ def test_a_record_the_fit_pass_could_not_finish_is_not_kept_in_the_cache_entry(t
     h.take(FitStats(held_out=np.array([9], np.uint64), held_out_limit=100), unread=["the --val source"])
     h.write_entry(str(tmp_path), {})
     assert not (tmp_path / ENTRY_FILE).exists() and h.missing == ["the --val source"]
+
+
+def test_a_fit_record_holding_validation_rows_of_unknown_labels_is_made_again_from_the_known_ones():
+    """The fit pass hashes validation rows before the classes are known: when one
+    has a label training never had (skipped, never learned) its record is not
+    used; every partition is hashed again, the pass given the run's classes."""
+    h = HeldOut(Holdout(0.1, record=100))
+    fit = FitStats(held_out=np.array([1, 2], np.uint64), held_out_limit=100, val_labels={"a": 1, "z": 1})
+    every = [("p0", None), ("p1", "val")]
+    h.take(fit, unread=[], labels=["a", "b"], partitions=every)
+    assert h.hashes is None and h.missing == every
+    client = Client()
+    h.start_pass(client, None, {}, 1, labels=["a", "b"])
+    assert client.calls == [(["p0", "p1"], ["a", "b"])]
+    assert h.learned(True, None).hashes.tolist() == [1]
+    # Every validation label known: the fit's record is the record.
+    ok = HeldOut(Holdout(0.1, record=100))
+    ok.take(FitStats(held_out=np.array([1, 2], np.uint64), held_out_limit=100, val_labels={"a": 2}),
+            labels=["a"], partitions=every)
+    assert ok.hashes.tolist() == [1, 2] and not ok.missing
+
+
+class Client:   # runs the pass's tasks in place; each returns the known rows' record, [1]
+    def __init__(self):
+        self.calls = []
+
+    def map(self, fn, parts, splits, *, labels, **kw):
+        self.calls.append((parts, labels))
+        return [Done(FitStats(held_out=np.array([1], np.uint64), held_out_limit=100)) for _ in parts]
+
+
+class Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
+from lancetnic_flow.errors import UserError
 from lancetnic_flow.events import Events
-from lancetnic_flow.training.ddp.driver import RankDriver
+from lancetnic_flow.training.ddp.driver import RankDriver, preflight
 from lancetnic_flow.ui.dashboard import DashboardState, milestone
 
 
@@ -62,3 +65,22 @@ def test_events_of_another_runs_ranks_on_the_same_cluster_are_not_relayed():
     d.relay(msg("epoch", segment="another-run", record={"epoch": 1, "val_loss": 0.3}))
     d.relay(msg("progress", segment="another-run", epoch=1, epochs=2, rows=10, rows_per_s=5.0))
     assert seen == [] and d.received == {}
+
+
+class OneWorker:   # the in-process stand-in's answer: a cluster of one worker
+    scheduler = None
+
+    def scheduler_info(self):
+        return {"workers": {"tcp://w:1": {"memory_limit": 0}}}
+
+
+def test_too_few_workers_for_a_resumed_ddp_run_are_refused_offering_only_what_resume_accepts():
+    """--resume keeps the run's --ddp (its checkpoint holds that many ranks' state):
+    the hint offers more workers, never a lower --ddp, which --resume refuses."""
+    with pytest.raises(UserError, match="--ddp 2 needs 2 Dask workers, the cluster has 1") as resumed:
+        preflight(OneWorker(), 2, 0, resuming=True)
+    assert "lower --ddp" not in resumed.value.hint
+    assert "--workers 2" in resumed.value.hint and "--scheduler" in resumed.value.hint
+    with pytest.raises(UserError) as new_run:   # a new run may take fewer ranks
+        preflight(OneWorker(), 2, 0)
+    assert "--workers 2" in new_run.value.hint and "lower --ddp" in new_run.value.hint
