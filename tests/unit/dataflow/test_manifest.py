@@ -42,12 +42,14 @@ def test_entries_made_before_a_formats_reader_was_revised_are_not_reused_and_oth
         return SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
 
     fc = FeatureConfig().__dict__
-    # CSV, TSV: rows cut in two at a quoted line end; JSON Lines: a number label named two ways
-    for fmt in ("csv", "tsv", "jsonl"):
+    # CSV, TSV: rows cut in two at a quoted line end; JSON Lines: a number label named two ways, then
+    # integers a double cannot hold and strings read as dates; Parquet, Arrow IPC (and JSON Lines): a NaN
+    # label named "nan", a binary text that is not UTF-8
+    for fmt in ("csv", "tsv", "jsonl", "parquet", "arrow"):
         assert entry_key(plan(fmt), None, fc, COLUMNS, VAL_FRACTION) != entry_key(
             plan(fmt), None, fc, COLUMNS, VAL_FRACTION, revisions=False)
     as_written = {**fc, "lowercase": False}   # lower-casing's own revision aside (below)
-    for fmt in ("text", "fasttext", "parquet"):   # read as before: their entries still match
+    for fmt in ("text", "fasttext"):   # read as before: their entries still match
         assert entry_key(plan(fmt), None, as_written, COLUMNS, VAL_FRACTION) == entry_key(
             plan(fmt), None, as_written, COLUMNS, VAL_FRACTION, revisions=False)
 
@@ -55,7 +57,7 @@ def test_entries_made_before_a_formats_reader_was_revised_are_not_reused_and_oth
 def test_entries_lower_cased_before_final_sigma_was_lowered_as_str_lower_does_are_not_reused():
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 
-    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])   # no reader revision
     fc = FeatureConfig().__dict__
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) != entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
                                                                          revisions=False)
