@@ -3,6 +3,7 @@ partitions into rows (data/readers: cuts, parsing, row checks), no cluster.
 
     .venv/bin/python benchmarks/read_partitions.py                       # a generated CSV without quotes
     .venv/bin/python benchmarks/read_partitions.py benchmarks/out/data/debian-train.csv --blocksize 1MiB
+    .venv/bin/python benchmarks/read_partitions.py --generate jsonl --rows 300000 --keep id,score   # as predict reads
 
 Prints each pass's rows and CPU seconds (process time, so other load on the
 machine does not count) and writes benchmarks/out/read_partitions.json.
@@ -36,18 +37,34 @@ def generated(rows: int) -> Path:
     return path
 
 
+def generated_jsonl(rows: int) -> Path:
+    """JSON Lines of ``rows`` objects: an integer id, a text, a string label and a decimal score."""
+    path = OUT / f"plain-{rows}.jsonl"
+    if not path.exists():
+        OUT.mkdir(parents=True, exist_ok=True)
+        rnd = random.Random(0)
+        with path.open("w") as f:
+            for i in range(rows):
+                f.write(json.dumps({"id": i, "text": " ".join(rnd.choices(WORDS, k=20)),
+                                    "label": rnd.choice("abcd"), "score": rnd.random()}) + "\n")
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("path", nargs="?", help="a CSV/TSV with text and label columns (default: generated)")
     ap.add_argument("--rows", type=int, default=600_000, help="rows of the generated file")
+    ap.add_argument("--generate", choices=("csv", "jsonl"), default="csv", help="the generated file's format")
     ap.add_argument("--blocksize", default="1MiB")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--text", default="text")
     ap.add_argument("--label", default="label")
+    ap.add_argument("--keep", help="columns to carry, comma-separated: every row read as prediction reads it")
     a = ap.parse_args()
-    path = a.path or str(generated(a.rows))
+    path = a.path or str((generated_jsonl if a.generate == "jsonl" else generated)(a.rows))
     src = plan_source([path], blocksize=parse_size(a.blocksize))
-    cols = Columns(text=(a.text,), label=a.label)
+    keep = tuple(a.keep.split(",")) if a.keep else ()
+    cols = Columns(text=(a.text,), label=a.label, keep=keep, all_rows=bool(keep))
     passes = []
     for _ in range(a.repeat):
         t, rows = time.process_time(), 0

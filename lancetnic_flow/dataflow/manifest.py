@@ -123,9 +123,11 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     ``version``: an earlier cache version's key (to recognise an old checkpoint).
     ``revisions=False``: the key of an entry made before its formats' readers
     were last revised (``Format.revision``: CSV and TSV rows cut outside
-    quotes, JSON numbers named as Arrow names them), lower-casing was
-    (:data:`LOWER_REVISION`) and label sets were (:data:`LABEL_SETS_REVISION`),
-    whose rows, terms or labels may differ."""
+    quotes, JSON numbers named as Arrow names them; then JSON values read as
+    written, a NaN label missing, a binary text not UTF-8 undecodable;
+    fastText tags anywhere in a line), lower-casing was (:data:`LOWER_REVISION`)
+    and label sets were (:data:`LABEL_SETS_REVISION`), whose rows, terms or
+    labels may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):

@@ -11,6 +11,7 @@ import io
 import json
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ...errors import UserError
@@ -39,12 +40,7 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if not data.strip():
         return Chunk(empty_table(columns, "jsonl"), undecodable, skipped)
     names = columns.names()
-    table = None
-    try:
-        table = pj.read_json(io.BytesIO(data),
-                             read_options=pj.ReadOptions(block_size=max(1 << 20, len(data) + 1), use_threads=False))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        table = None
+    table = _as_written(data, columns)
     if table is not None:
         missing = [n for n in names if n not in table.column_names]
         if missing and table.num_rows:
@@ -55,6 +51,82 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if columns.all_rows:
         return _rows_in_order(data, columns, url)
     return _slow_rows(data, columns, url, skipped, undecodable)
+
+
+def _read_arrow(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
+    """The block read by Arrow (``schema``: types of some columns, the others
+    inferred); None where Arrow cannot read it (a malformed line, a column of
+    mixed types)."""
+    try:
+        return pj.read_json(io.BytesIO(data),
+                            read_options=pj.ReadOptions(block_size=max(1 << 20, len(data) + 1), use_threads=False),
+                            parse_options=pj.ParseOptions(explicit_schema=schema) if schema else None)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+
+
+def _as_written(data: bytes, columns: Columns) -> pa.Table | None:
+    """The block read by Arrow with its values as written, or None where Arrow
+    cannot give them so and the per-line path reads the block. Arrow infers a
+    string that looks like a date as a timestamp (read again as a string), an
+    integer past int64, or beside a decimal, as a double that loses digits,
+    and the keys of every row in a kept object (both read line by line)."""
+    table = _read_arrow(data)
+    if table is None or not table.num_rows:
+        return table
+    used = [n for n in (*columns.text, columns.label) if n and n in table.column_names]
+    kept = [n for n in columns.kept(table.column_names) if n in table.column_names] if columns.all_rows else []
+    nested = [t for t in (table.schema.field(n).type for n in kept) if pa.types.is_nested(t)]
+    if any(_contains(t, _rebuilt_by_arrow) for t in nested):
+        return None
+    used += [n for n in kept if n not in used]
+    dated = {n: _dates_as_text(table.schema.field(n).type) for n in used
+             if _contains(table.schema.field(n).type, _is_date)}
+    if dated:
+        table = _read_arrow(data, pa.schema(list(dated.items())))
+        if table is None:
+            return None
+    return None if any(_loses_digits(table.column(n)) for n in used) else table
+
+
+def _is_date(t: pa.DataType) -> bool:
+    return pa.types.is_timestamp(t) or pa.types.is_date(t)
+
+
+def _rebuilt_by_arrow(t: pa.DataType) -> bool:
+    """A type inside a kept list or object whose JSON Arrow does not give back:
+    an object gains the keys of other rows, a whole number beside a decimal becomes one."""
+    return pa.types.is_struct(t) or pa.types.is_floating(t)
+
+
+def _contains(t: pa.DataType, kind) -> bool:
+    return kind(t) or any(_contains(t.field(i).type, kind) for i in range(t.num_fields))
+
+
+def _dates_as_text(t: pa.DataType) -> pa.DataType:
+    if _is_date(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_dates_as_text(f.type)) for f in t])
+    if pa.types.is_large_list(t):
+        return pa.large_list(_dates_as_text(t.value_type))
+    return pa.list_(_dates_as_text(t.value_type)) if pa.types.is_list(t) else t
+
+
+# A double holds every whole number up to 2**53; past it, one read from an
+# integer literal may have lost digits (9007199254740993, 18446744073709551001).
+EXACT_INTEGERS = 2.0 ** 53
+
+
+def _loses_digits(arr) -> bool:
+    """Whether a column (or a list in it) holds a double past :data:`EXACT_INTEGERS`."""
+    t = arr.type
+    if pa.types.is_floating(t):
+        low, high = pc.min_max(arr).values()
+        return high.is_valid and (high.as_py() >= EXACT_INTEGERS or low.as_py() <= -EXACT_INTEGERS)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _contains(t, pa.types.is_floating) and _loses_digits(pc.list_flatten(arr))
+    return False
 
 
 def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int], undecodable: int) -> Chunk:
@@ -87,7 +159,7 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
             if n in texts and v is not None and not isinstance(v, str):
                 wrong, v = True, None   # a number, boolean, list or object where text belongs
             elif isinstance(v, (dict, list)):
-                v = json.dumps(v)
+                v = json.dumps(_nan_as_null(v))
             elif isinstance(v, bool):
                 v = str(v).lower()
             elif v is not None and not isinstance(v, float):   # floats: json_values_as_text, as Arrow writes them
@@ -106,9 +178,21 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
                   skipped, not_text=pa.array(not_text, pa.bool_()) if any(not_text) else None)
 
 
+def _nan_as_null(v):
+    """A list or object with JSON's NaN as null, as a NaN label or value is
+    missing (json.dumps would write NaN, which no JSON reader takes)."""
+    if isinstance(v, float) and v != v:
+        return None
+    if isinstance(v, list):
+        return [_nan_as_null(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _nan_as_null(x) for k, x in v.items()}
+    return v
+
+
 def _value(v):
     if isinstance(v, (dict, list)):
-        return json.dumps(v, ensure_ascii=False)
+        return json.dumps(_nan_as_null(v), ensure_ascii=False)
     if isinstance(v, bool):
         return str(v).lower()
     return v if v is None or isinstance(v, float) else str(v)   # floats: json_values_as_text, as Arrow writes them

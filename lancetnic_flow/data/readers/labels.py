@@ -129,12 +129,23 @@ def is_list_type(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
+def nan_as_null(arr):
+    """A float column with NaN as missing: polars, Spark and pyarrow write a
+    missing float as NaN (pandas as null), and cast to text it would name a
+    class "nan"."""
+    if not pa.types.is_floating(arr.type):
+        return arr
+    nan = pc.is_nan(arr)
+    return pc.if_else(nan, pa.scalar(None, arr.type), arr) if pc.any(nan).as_py() else arr   # no copy without one
+
+
 def _as_text(arr) -> pa.Array:
     """Labels as strings (JSON numbers and booleans as their text, like a single label)."""
     if pa.types.is_string(arr.type):
         return arr
     if pa.types.is_dictionary(arr.type):
         arr = pc.cast(arr, arr.type.value_type)
+    arr = nan_as_null(arr)
     try:
         return pc.cast(arr, pa.string())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -155,8 +166,9 @@ def _with_json_lists(text: pa.Array, is_json: pa.Array, parts: pa.ListArray) -> 
     inner = pc.replace_substring_regex(text, r"^\[\s*|\s*\]$", "")
     quoted = pc.match_substring(inner, '"')
     mixed = pc.and_(quoted, pc.invert(pc.and_(pc.starts_with(inner, '"'), pc.ends_with(inner, '"'))))
-    # (bare decimals too: named as Arrow writes a JSON number, "2.0" → "2", as a JSON Lines list's are)
-    floating = pc.and_(pc.invert(quoted), pc.match_substring_regex(inner, "[.eE]"))
+    # (bare decimals too: named as Arrow writes a JSON number, "2.0" → "2", as a JSON Lines list's are;
+    # and a null, which is no label, as an Arrow-read list's null is none)
+    floating = pc.and_(pc.invert(quoted), pc.match_substring_regex(inner, "[.eE]|null"))
     careful = pc.fill_null(pc.and_(is_json, pc.or_(pc.or_(pc.match_substring(inner, "\\"), mixed), floating)),
                            False)
     bare = pc.binary_join_element_wise('"', pc.replace_substring_regex(inner, r"\s*,\s*", '","'), '"', "")
@@ -220,7 +232,8 @@ def json_values_as_text(values: list) -> pa.Array:
     at = [i for i, v in enumerate(values) if isinstance(v, float)]
     if at:
         values = list(values)
-        for i, text in zip(at, pa.array([values[i] for i in at], pa.float64()).cast(pa.string()).to_pylist()):
+        floats = nan_as_null(pa.array([values[i] for i in at], pa.float64()))   # JSON's NaN: missing
+        for i, text in zip(at, floats.cast(pa.string()).to_pylist()):
             values[i] = text
     return pa.array(values, pa.string())
 

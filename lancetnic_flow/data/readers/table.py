@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from ...errors import UserError
 from ...storage import open_options
 from ..sources import Chunk, Columns, missing_column_error, open_error
-from .labels import check_single, is_list_type, label_sets, repeated_rows
+from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -102,19 +102,73 @@ def to_float(arr) -> pa.ChunkedArray | pa.Array:
     return pc.if_else(usable, out, pa.scalar(None, pa.float64()))
 
 
+def _is_bytes(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+
+
 def to_string(arr):
     t = arr.type
     if pa.types.is_string(t):
         return arr
+    if _is_bytes(t):
+        return utf8_values(arr, "replace")[0]   # a kept value; text and labels were checked (utf8_columns)
     if pa.types.is_large_string(t) or pa.types.is_null(t) or pa.types.is_integer(t) \
             or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t) \
-            or pa.types.is_dictionary(t) or pa.types.is_binary(t) \
-            or pa.types.is_large_binary(t) or pa.types.is_string_view(t):
+            or pa.types.is_dictionary(t) or pa.types.is_string_view(t):
         if pa.types.is_dictionary(t):
             arr = pc.cast(arr, t.value_type)
-        return pc.cast(arr, pa.string())
+        return pc.cast(nan_as_null(arr), pa.string())
     raise UserError(f"a column of type {t} cannot be read as text",
                     "choose a column holding strings or numbers")
+
+
+def utf8_values(arr, errors: str = "strict") -> tuple:
+    """A column of bytes as text, and which values are not UTF-8 (None: all
+    are). Those are null, or with ``errors="replace"`` hold U+FFFD. Parquet
+    and Arrow IPC binary columns (a BYTE_ARRAY without the UTF8 annotation,
+    as Hive and Spark write) are UTF-8 unchecked by their writer."""
+    try:
+        return pc.cast(arr, pa.string()), None
+    except pa.ArrowInvalid:
+        pass   # a value is not UTF-8: find which, value by value (a broken column only)
+    out, bad = [], []
+    for v in arr.to_pylist():
+        try:
+            out.append(None if v is None else v.decode("utf-8"))
+            bad.append(False)
+        except UnicodeDecodeError:
+            out.append(v.decode("utf-8", errors=errors) if errors != "strict" else None)
+            bad.append(True)
+    return pa.array(out, pa.string()), pa.array(bad, pa.bool_())
+
+
+def utf8_columns(columns: Columns, get) -> tuple:
+    """``get`` with the text and label columns of bytes read as text, and per
+    row whether one of them is not UTF-8 (None: no row): such a row is
+    "undecodable", as a line of text that is not, never a stopped run."""
+    fixed, bad = {}, None
+    for c in (*columns.text, columns.label):
+        if c is None or c in fixed or not _is_bytes(get(c).type):
+            continue
+        fixed[c], wrong = utf8_values(get(c))
+        if wrong is not None:
+            bad = wrong if bad is None else pc.or_(bad, wrong)
+    if not fixed:
+        return get, None
+    return (lambda name: fixed[name] if name in fixed else get(name)), bad
+
+
+def _undecodable_status(status, bad, n: int, skipped: dict[str, int]):
+    """Prediction's ``status`` with the rows of ``bad`` "undecodable" (counted),
+    unless a parser gave them a reason already."""
+    if bad is None:
+        return status
+    fresh = bad if status is None else pc.and_(bad, pc.is_null(status))
+    count = pc.sum(fresh).as_py() or 0
+    if count:
+        skipped["undecodable"] = skipped.get("undecodable", 0) + count
+    base = pa.nulls(n, pa.string()) if status is None else status
+    return pc.if_else(fresh, pa.scalar("undecodable"), base)
 
 
 def empty_table(columns: Columns | None, fmt: str) -> pa.Table:
@@ -142,6 +196,7 @@ def finish(columns: Columns, get, n: int, rows_read: int,
     ``have`` the file's columns, for ``keep_all``."""
     if n == 0:
         return Chunk(empty_table(columns, ""), rows_read, skipped)
+    get, undecodable = utf8_columns(columns, get)
     if len(columns.text) == 1:
         text = pc.fill_null(to_string(get(columns.text[0])), "")
     else:
@@ -151,10 +206,13 @@ def finish(columns: Columns, get, n: int, rows_read: int,
         text = pc.utf8_trim_whitespace(joined)
     keep = pc.match_substring_regex(text, _TOKEN_RE)   # holds a token; no copy of the strings
     if columns.all_rows:
+        status = _undecodable_status(status, undecodable, n, skipped)
         return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [], not_text)
     reasons = [("empty_text", keep)]
     if not_text is not None:
         reasons.insert(0, ("not_text", pc.invert(not_text)))
+    if undecodable is not None:
+        reasons.insert(0, ("undecodable", pc.invert(undecodable)))
     label = target = None
     if columns.label:
         label, ok = label_column(columns, get(columns.label))

@@ -71,3 +71,57 @@ def test_read_lines_gives_every_line_with_its_newline_across_chunk_edges():
     data = b"ab\n\ncdefg\nh"
     for chunk in (1, 2, 3, 64):
         assert list(read_lines(io.BytesIO(data), chunk)) == [b"ab\n", b"\n", b"cdefg\n", b"h"]
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_a_nan_label_is_missing_whichever_path_reads_its_block(all_rows):
+    # Python's json.dumps writes a missing float as NaN: it trained a class "nan"
+    cols = Columns(text=("text",), label="label", keep=("label",) if all_rows else (), all_rows=all_rows)
+    lines = b'{"text": "words here", "label": 1.5}\n{"text": "more words", "label": NaN}\n'
+    for data in (lines, lines + b"{not json\n"):
+        table = parse_jsonl(data, cols, "f.jsonl").table
+        assert table.column("label").to_pylist()[:2 if all_rows else 1] == (["1.5", None] if all_rows else ["1.5"])
+        if all_rows:
+            assert table.column("keep:label").to_pylist()[:2] == ["1.5", None]
+    sets = Columns(text=("text",), label="label", multilabel=True)
+    data = b'{"text": "words here", "label": [1.5, NaN]}\n{"text": "more words", "label": [NaN]}\n'
+    for block in (data, data + b"{not json\n") if not all_rows else ():
+        assert parse_jsonl(block, sets, "f.jsonl").table.column("label").to_pylist() == [["1.5"]]
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_integers_a_double_cannot_hold_read_as_written_whichever_path_reads_their_block(all_rows):
+    # Arrow read them as doubles: two labels past int64 merged into one class, kept ids collapsed to 1e+19
+    cols = Columns(text=("text",), label="label", keep=("id",) if all_rows else (), all_rows=all_rows)
+    lines = [b'{"id": %d, "text": "words here", "label": %d}' % (10**19 + i, label)
+             for i, label in enumerate((18446744073709551001, 18446744073709551002, 7))]
+    for data in (b"\n".join(lines) + b"\n", b"\n".join(lines) + b"\n{not json\n"):
+        table = parse_jsonl(data, cols, "f.jsonl").table
+        assert table.column("label").to_pylist()[:3] == ["18446744073709551001", "18446744073709551002", "7"]
+        if all_rows:
+            assert table.column("keep:id").to_pylist()[:3] == [str(10**19 + i) for i in range(3)]
+    # an integer beside a decimal: Arrow types the column double
+    mixed = b'{"text": "words here", "label": 9007199254740993}\n{"text": "more words", "label": 0.5}\n'
+    assert parse_jsonl(mixed, COLS, "f.jsonl").table.column("label").to_pylist() == ["9007199254740993", "0.5"]
+    sets = Columns(text=("text",), label="label", multilabel=True)
+    listed = b'{"text": "words here", "label": [18446744073709551001, 0.5]}\n'
+    assert parse_jsonl(listed, sets, "f.jsonl").table.column("label").to_pylist() == [["18446744073709551001", "0.5"]]
+
+
+def test_strings_that_look_like_dates_stay_strings_as_texts_labels_and_kept_values():
+    # Arrow read them as timestamps: kept "2020-05-01" became "2020-05-01 00:00:00", such texts were
+    # skipped as not_text, and a label column of them was refused
+    data = (b'{"day": "2020-05-01", "text": "2021-01-01", "label": "2021-02-01", "meta": {"n": 1}}\n'
+            b'{"day": "2020-05-02", "text": "2021-01-02 10:00:00", "label": "2021-03-01", "meta": {"src": "web"}}\n')
+    trained = parse_jsonl(data, COLS, "f.jsonl")
+    assert trained.table.column("text").to_pylist() == ["2021-01-01", "2021-01-02 10:00:00"]
+    assert trained.table.column("label").to_pylist() == ["2021-02-01", "2021-03-01"] and trained.skipped == {}
+    cols = Columns(text=("text",), keep=("day", "meta"), all_rows=True)
+    predicted = parse_jsonl(data, cols, "f.jsonl").table
+    assert predicted.column("keep:day").to_pylist() == ["2020-05-01", "2020-05-02"]
+    assert predicted.column("status").to_pylist() == ["ok", "ok"]
+    # an object kept as written, without the keys of other rows' objects
+    assert predicted.column("keep:meta").to_pylist() == ['{"n": 1}', '{"src": "web"}']
+    sets = Columns(text=("text",), label="day", multilabel=True)
+    listed = b'{"text": "words here", "day": ["2020-05-01", "2020-05-02"]}\n'
+    assert parse_jsonl(listed, sets, "f.jsonl").table.column("label").to_pylist() == [["2020-05-01", "2020-05-02"]]

@@ -119,3 +119,36 @@ def test_a_txt_file_read_as_csv_for_its_commas_says_so_and_names_format_text():
     with pytest.raises(UserError) as e:
         check_names("file:///d/cities.csv", ["Paris", " France"], cols, "csv")
     assert "read as CSV" not in str(e.value)
+
+
+def test_a_nan_label_is_a_missing_label_and_a_kept_nan_is_written_empty():
+    # polars, Spark and pyarrow write a missing float as NaN: it trained a class "nan"
+    from lancetnic_flow.data.readers.table import finish
+
+    nan = float("nan")
+    given = {"text": pa.array(["alpha beta", "gamma delta", "eta theta"]), "label": pa.array([0.0, nan, 2.0]),
+             "sets": pa.array([[1.0, nan], [nan], [2.0]], pa.list_(pa.float64()))}
+    chunk = finish(Columns(text=("text",), label="label"), given.__getitem__, 3, 3, {})
+    assert chunk.table.column("label").to_pylist() == ["0", "2"] and chunk.skipped == {"missing_label": 1}
+    chunk = finish(Columns(text=("text",), label="sets", multilabel=True), given.__getitem__, 3, 3, {})
+    assert chunk.table.column("label").to_pylist() == [["1"], ["2"]] and chunk.skipped == {"missing_label": 1}
+    cols = Columns(text=("text",), label="label", keep=("label",), all_rows=True)
+    kept = finish(cols, given.__getitem__, 3, 3, {}, have=["text", "label"]).table
+    assert kept.column("keep:label").to_pylist() == ["0", None, "2"] and kept.column("label").to_pylist()[1] is None
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_a_binary_text_value_that_is_not_utf8_skips_its_row_only_as_undecodable(all_rows):
+    # a Parquet BYTE_ARRAY text column without the UTF8 annotation stopped train and predict (ArrowInvalid)
+    from lancetnic_flow.data.readers.table import finish
+
+    given = {"text": pa.array([b"alpha beta", b"caf\xe9 au lait", b"gamma delta"], pa.binary()),
+             "label": pa.array(["x", "y", "x"]), "id": pa.array([b"1", b"\xff2", b"3"], pa.binary())}
+    cols = Columns(text=("text",), label="label", keep=("id",), all_rows=all_rows)
+    chunk = finish(cols, given.__getitem__, 3, 3, {}, have=["text", "label", "id"])
+    assert chunk.skipped == {"undecodable": 1}
+    if all_rows:   # in place, with its status; a kept value of bytes is written as text
+        assert chunk.table.column("status").to_pylist() == ["ok", "undecodable", "ok"]
+        assert chunk.table.column("keep:id").to_pylist() == ["1", "\ufffd2", "3"]
+    else:
+        assert chunk.table.column("text").to_pylist() == ["alpha beta", "gamma delta"]
