@@ -29,7 +29,7 @@ import posixpath
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 from fsspec.compression import compr
@@ -469,6 +469,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     out = []
     own = _own_outputs(found) if not explicit else set()
     metadata = _datasets_metadata(url, found) if not explicit else set()
+    unlisted = _datasets_unlisted(fs, metadata) if metadata else set()
     root = path.rstrip("/")
     for p, info in found.items():
         if info.get("type", "file") != "file":
@@ -480,6 +481,8 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
             continue  # lancetnic_flow's own run folders and shard caches are never data
         if p in metadata:
             continue  # a datasets folder's state.json and dataset_info.json describe its .arrow files
+        if p in unlisted:
+            continue  # a cache file datasets wrote beside the data (map, filter): a copy, or row indices
         out.append((p if protocol in ("http", "https") else fs.unstrip_protocol(p), info, fs))
     if not out:
         raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
@@ -521,6 +524,26 @@ def _datasets_metadata(url: str, found: dict) -> set[str]:
         return set()
     return {posixpath.join(d, m) for d, have in names.items() for m in (*DATASET_MARKERS, DICT_MARKER)
             if m in have and (m == DICT_MARKER or set(DATASET_MARKERS) <= have)}
+
+
+def _datasets_unlisted(fs: Any, metadata: set[str]) -> set[str]:
+    """The files of ``datasets`` folders that their ``state.json`` does not list as data:
+    the ``cache-*.arrow`` files ``Dataset.map`` or ``filter`` writes into a loaded
+    folder hold a transformed copy of its rows, or row indices, never the saved rows
+    (read with them, every row came twice). A state.json that cannot be read lists
+    nothing to leave out."""
+    out: set[str] = set()
+    for state in (m for m in metadata if posixpath.basename(m) == "state.json"):
+        folder = posixpath.dirname(state)
+        try:
+            with fs.open(state, "rb") as f:
+                listed = {d["filename"] for d in json.loads(f.read().decode("utf-8"))["_data_files"]}
+            names = fs.ls(folder, detail=False)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out |= {p for p in (n.rstrip("/") for n in names)
+                if posixpath.dirname(p) == folder and p.endswith(".arrow") and posixpath.basename(p) not in listed}
+    return out
 
 
 def plan_source(urls: Sequence[str], *, format: str = "auto",

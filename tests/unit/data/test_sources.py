@@ -489,6 +489,23 @@ def test_a_datasets_folder_reads_its_arrow_files_and_not_its_metadata(tmp_path):
     assert got == texts   # shards in order, every row once
 
 
+def test_a_datasets_folder_reads_the_files_its_state_lists_not_the_caches_map_and_filter_write_there(tmp_path):
+    """load_from_disk(...).map(...) writes cache-*.arrow into the folder: read with the data,
+    every row came twice (a filter's cache holds row indices only: no text column)."""
+    datasets = pytest.importorskip("datasets")
+    texts = [f"row {i} words" for i in range(300)]
+    datasets.Dataset.from_dict({"text": texts, "label": ["a"] * 300}).save_to_disk(str(tmp_path / "ds"))
+    loaded = datasets.load_from_disk(str(tmp_path / "ds"))
+    loaded.map(lambda x: {"n": len(x["text"])})
+    loaded.filter(lambda x: x["text"].endswith("words")).shuffle(seed=0).flatten_indices()
+    assert len(list((tmp_path / "ds").glob("cache-*.arrow"))) >= 2
+    plan = plan_source([str(tmp_path / "ds")])
+    assert [f.url.rsplit("/", 1)[1] for f in plan.files] == ["data-00000-of-00001.arrow"]
+    got = [t for p in plan.partitions for c in read_partition(p, Columns(text=("text",), label="label"))
+           for t in c.table.column("text").to_pylist()]
+    assert got == texts
+
+
 def test_a_saved_dataset_dict_is_refused_naming_a_split_to_read(tmp_path):
     datasets = pytest.importorskip("datasets")
     ds = datasets.Dataset.from_dict({"text": ["a b", "c d"], "label": ["x", "y"]})
