@@ -1035,8 +1035,10 @@ class Training:
     def charts_later(self) -> bool:
         """Whether the charts are drawn after the run, by a forked copy of this
         process (``--wait-for-plots`` off: the command line's default), so the
-        command ends once the model, metrics and tables are saved."""
-        return self.cfg.output.plots and not self.cfg.output.wait_for_plots and can_detach()
+        command ends once the model, metrics and tables are saved. Not when MLflow
+        is to copy the run folder: it uploads as the run ends, and would miss them."""
+        out = self.cfg.output
+        return out.plots and not out.wait_for_plots and "mlflow" not in out.track and can_detach()
 
     def _top_terms(self) -> list:
         """Each class's strongest terms (top_terms.csv, top_terms.png) as plot jobs, for a

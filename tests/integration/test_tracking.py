@@ -93,6 +93,9 @@ def test_mlflow_gets_the_options_the_epochs_and_the_run_folder(tracked):
     assert r.data.metrics["best_val_accuracy"] == pytest.approx(metrics["val_accuracy"])
     artifacts = {a.path for a in client.list_artifacts(r.info.run_id)}
     assert {"model.safetensors", "model.json", "metrics.json", "config.json", "tensorboard"} <= artifacts
+    # the charts too: the command line draws them after the run by default, after the upload they were missing
+    charts = {p.name for p in run.glob("*.png")}
+    assert charts and charts <= artifacts, (charts, artifacts)
     assert [a.path for a in client.list_artifacts(r.info.run_id, "tensorboard")] == \
         [f"tensorboard/{f}" for f in os.listdir(run / "tensorboard")]
 
