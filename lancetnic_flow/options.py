@@ -284,7 +284,8 @@ OPTIONS: list[Option] = [
           "validation rows are split from the training data and the training rows number at most 250,000; off with "
           "--val FILE)", kind="bool", field="training.learn_val", api="learn_val"),
         O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_micro_f1|val_subset_accuracy|val_mae|val_rmse|val_r2 "
-          "(default: val_accuracy when classifying, else val_loss)", "METRIC", field="training.monitor"),
+          "(default: val_accuracy for one label a row, val_micro_f1 for LinearSVM's label sets, else val_loss)",
+          "METRIC", field="training.monitor"),
         O("--clip-grad", "clip the gradient norm", "NORM", float, field="training.clip_grad"),
         O("--device", "auto|cpu|cuda (auto: CUDA when present; with --ddp, on the ranks' workers, a GPU per rank)",
           "DEV", default="auto", field="training.device"),

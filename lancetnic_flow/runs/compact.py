@@ -2,8 +2,8 @@
 
 Every run already stores a mostly-zero matrix as its entries
 (:mod:`.stored_weights`), which is exact. This goes further and keeps each
-large matrix's entries as 8-bit integers with a scale per column: about a
-quarter of the bytes again, at a cost in accuracy that
+large matrix's entries as 8-bit integers with a scale per column: a quarter
+to a half of the run's weight file (docs/serving.md), at a cost in accuracy that
 ``docs/benchmarks.md`` measures (``lancetnic-flow evaluate DIR test.csv``
 measures it on your data). The copy is a run folder like any other:
 ``predict``, ``evaluate``, ``serve`` and ``export --onnx`` read it, and its
