@@ -24,29 +24,21 @@ OUT = Path(__file__).parent / "out"
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
 
 
-def generated(rows: int) -> Path:
-    """A CSV of ``rows`` rows whose fields hold no quote (as most exports do)."""
-    path = OUT / f"unquoted-{rows}.csv"
-    if not path.exists():
-        OUT.mkdir(parents=True, exist_ok=True)
-        rnd = random.Random(0)
-        with path.open("w") as f:
+def generated(rows: int, fmt: str = "csv") -> Path:
+    """A file of ``rows`` rows: a CSV whose fields hold no quote (as most exports do), or JSON
+    Lines objects of an integer id, a text, a string label and a decimal score."""
+    path = OUT / (f"unquoted-{rows}.csv" if fmt == "csv" else f"plain-{rows}.jsonl")
+    if path.exists():
+        return path
+    OUT.mkdir(parents=True, exist_ok=True)
+    rnd = random.Random(0)
+    with path.open("w") as f:
+        if fmt == "csv":
             f.write("text,label\n")
-            for _ in range(rows):
-                f.write(" ".join(rnd.choices(WORDS, k=20)) + "," + rnd.choice("abcd") + "\n")
-    return path
-
-
-def generated_jsonl(rows: int) -> Path:
-    """JSON Lines of ``rows`` objects: an integer id, a text, a string label and a decimal score."""
-    path = OUT / f"plain-{rows}.jsonl"
-    if not path.exists():
-        OUT.mkdir(parents=True, exist_ok=True)
-        rnd = random.Random(0)
-        with path.open("w") as f:
-            for i in range(rows):
-                f.write(json.dumps({"id": i, "text": " ".join(rnd.choices(WORDS, k=20)),
-                                    "label": rnd.choice("abcd"), "score": rnd.random()}) + "\n")
+        for i in range(rows):
+            text, label = " ".join(rnd.choices(WORDS, k=20)), rnd.choice("abcd")
+            f.write(f"{text},{label}\n" if fmt == "csv" else
+                    json.dumps({"id": i, "text": text, "label": label, "score": rnd.random()}) + "\n")
     return path
 
 
@@ -61,7 +53,7 @@ def main() -> None:
     ap.add_argument("--label", default="label")
     ap.add_argument("--keep", help="columns to carry, comma-separated: every row read as prediction reads it")
     a = ap.parse_args()
-    path = a.path or str((generated_jsonl if a.generate == "jsonl" else generated)(a.rows))
+    path = a.path or str(generated(a.rows, a.generate))
     src = plan_source([path], blocksize=parse_size(a.blocksize))
     keep = tuple(a.keep.split(",")) if a.keep else ()
     cols = Columns(text=(a.text,), label=a.label, keep=keep, all_rows=bool(keep))
