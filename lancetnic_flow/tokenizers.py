@@ -124,3 +124,32 @@ def canonical(spec: str) -> TokenizerRef:
     if not module and owner and owner not in ("__main__", "__mp_main__"):
         spec = f"{owner}:{name}"
     return TokenizerRef(spec)
+
+
+def _import_error(module: str) -> str | None:
+    """On a worker or the scheduler: why ``module`` cannot be imported there, or None."""
+    try:
+        importlib.import_module(module)
+    except Exception as e:   # noqa: BLE001 - reported to the caller, by process
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def check_on_cluster(client, spec: str) -> None:
+    """A tokenizer from a module (``"module:name"``) must import on every worker and on
+    the scheduler, which unpickle the tasks that carry it: where it does not, the run
+    ended in an internal error (lost dependencies) with the cause in the scheduler's
+    log. Said here, before any work, naming where and why."""
+    module, _, name = str(spec).rpartition(":")
+    if not module:   # registered in the caller's script: travels with the tasks by value
+        return
+    failed = {w: e for w, e in client.run(_import_error, module).items() if e}
+    scheduler = client.run_on_scheduler(_import_error, module)
+    if scheduler:
+        failed["the scheduler"] = scheduler
+    if failed:
+        where, why = next(iter(failed.items()))
+        raise UserError(f"tokenizer {name!r}: its module {module!r} cannot be imported on the cluster "
+                        f"({len(failed)} of its processes, e.g. {where}: {why})",
+                        "install or put that module on PYTHONPATH in every process, workers and scheduler "
+                        "included (docs/cluster.md)")

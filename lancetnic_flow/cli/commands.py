@@ -165,7 +165,7 @@ def _client_for(a: argparse.Namespace, plan, src):
     """The client that runs predict's or evaluate's partitions (this process's threads
     for small inputs, by dataflow/inprocess.py's rule, as train's; else a cluster),
     and where, in words."""
-    from ..dataflow.cluster import open_cluster, scheduler_address
+    from ..dataflow.cluster import WORKERS_WAIT_S, open_cluster, scheduler_address
     from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
     from ..dataflow.plan import TRAINER_BASE
 
@@ -174,7 +174,8 @@ def _client_for(a: argparse.Namespace, plan, src):
                                needs_cluster="an existing cluster (--scheduler)" if scheduler_address(a.scheduler)
                                else None, plan=plan, trainer_need=TRAINER_BASE, threads=threads)
     wait = ClusterConfig(**({"scheduler_wait": a.scheduler_wait} if a.scheduler_wait else {})).wait_seconds()
-    return (InProcessClient(threads) if here else open_cluster(plan, scheduler=a.scheduler, wait=wait)), where
+    return (InProcessClient(threads) if here else open_cluster(plan, scheduler=a.scheduler, wait=wait,
+                                                               workers_wait=WORKERS_WAIT_S)), where
 
 
 def _keep(text: str | None) -> tuple[tuple[str, ...], bool]:

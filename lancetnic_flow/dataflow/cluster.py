@@ -39,10 +39,21 @@ def workers_info(client, *, wait: bool = True) -> dict[str, dict]:
     return dict(info.get("workers", {}))
 
 
-def plan_for_existing(client, *, trainer: int, blocksize: int | None = None, wait: float = 30.0) -> MemoryPlan:
+# How long an existing cluster gets to show a worker before a command says it has none.
+WORKERS_WAIT_S = 30.0
+
+
+def plan_for_existing(client, *, trainer: int, blocksize: int | None = None, wait: float = WORKERS_WAIT_S
+                      ) -> MemoryPlan:
     """A plan for someone else's cluster: read each worker's limit and threads.
 
     A cluster whose workers are (re)starting gets ``wait`` seconds to show one."""
+    return plan_for_workers(some_workers(client, wait), trainer=trainer, blocksize=blocksize)
+
+
+def some_workers(client, wait: float = WORKERS_WAIT_S) -> list[dict]:
+    """The cluster's workers, given ``wait`` seconds to show one (they may be
+    starting); none is a user error, not a wait forever."""
     ws = list(workers_info(client).values())
     if not ws:
         try:
@@ -53,7 +64,7 @@ def plan_for_existing(client, *, trainer: int, blocksize: int | None = None, wai
     if not ws:
         raise UserError(f"the Dask cluster has no workers (waited {wait:.0f} s for one)",
                         "start some with `dask worker ADDRESS`, then retry")
-    return plan_for_workers(ws, trainer=trainer, blocksize=blocksize)
+    return ws
 
 
 def local_worker_threads(client) -> int:
@@ -83,37 +94,81 @@ def scheduler_address(given: str | None) -> str | None:
     return given or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
 
 
-def refuse_if_nothing_listens(scheduler: str, patience: float = 2.0) -> None:
-    """A refused TCP connection means no scheduler listens there: say so in
-    about ``patience`` seconds instead of letting Dask retry for its whole
-    timeout. Refusals are retried that long for a scheduler still starting;
-    anything else (a silent host, a name that does not resolve, a non-TCP
-    comm) is left to the Client, which reports it in its own words."""
+# Dask's comm protocols an address may name (distributed.comm.registry's backends).
+SCHEDULER_PROTOCOLS = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+ADDRESS_HINT = "give the scheduler's address, e.g. tcp://10.0.0.5:8786 (`dask scheduler` prints it)"
+
+
+def refuse_if_nothing_listens(scheduler: str, patience: float = 2.0, answer: float = 10.0) -> None:
+    """Say what is wrong with ``scheduler`` before Dask's Client tries it: an
+    address Dask cannot parse; a refused TCP connection (nothing listens:
+    refusals are retried ``patience`` seconds, for a scheduler still
+    starting); a TCP server that is not a Dask scheduler, which writes its
+    handshake as soon as it accepts: one that says nothing in ``answer``
+    seconds (a web server such as the dashboard, which the Client waited on
+    forever) or answers something else (an HTTP reply, which Dask read as a
+    frame of exabytes: a MemoryError). Other comms, a silent host or a name
+    that does not resolve are left to the Client, which reports them."""
     import socket
+    import struct
     import time
 
     from distributed.comm import parse_address, parse_host_port
 
     try:
         protocol, loc = parse_address(scheduler)
-        host, port = parse_host_port(loc)
-    except (ValueError, TypeError):
-        return
+        host, port = parse_host_port(loc) if protocol in ("tcp", "tls") else (loc, None)
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"--scheduler {scheduler}: not an address Dask connects to ({exc})", ADDRESS_HINT) from None
+    if protocol not in SCHEDULER_PROTOCOLS:
+        raise UserError(f"--scheduler {scheduler}: {protocol}:// is no Dask protocol (tcp://, tls://, ws://, …)",
+                        ADDRESS_HINT)
     if protocol not in ("tcp", "tls") or not port:
         return
     deadline = time.monotonic() + patience
     while True:
         try:
-            socket.create_connection((host, port), timeout=patience).close()
-            return
+            sock = socket.create_connection((host, port), timeout=patience)
+            break
         except ConnectionRefusedError:
             if time.monotonic() >= deadline:
-                break
+                raise UserError(f"cannot reach the Dask scheduler at {scheduler}: connection refused, nothing "
+                                f"listens on {host}:{port}", "check the address (tcp://HOST:8786) and that "
+                                "`dask scheduler` runs there") from None
             time.sleep(0.2)
         except OSError:
             return
-    raise UserError(f"cannot reach the Dask scheduler at {scheduler}: connection refused, nothing listens on "
-                    f"{host}:{port}", "check the address (tcp://HOST:8786) and that `dask scheduler` runs there")
+    with sock:
+        if protocol == "tls":   # TLS speaks first from the client: nothing to read yet
+            return
+        head = _first_bytes(sock, 8, answer)
+    size = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+    if size is None or not 0 < size < 2**26:
+        what = "said nothing" if not head else f"answered {head[:8]!r}, not as a Dask scheduler does"
+        raise UserError(f"{host}:{port} is not a Dask scheduler: it {what}"
+                        + (f" in {answer:.0f} s" if not head else ""),
+                        "give the scheduler's port, not the dashboard's (8786 by default, the dashboard 8787): "
+                        "`dask scheduler` prints its address")
+
+
+def _first_bytes(sock, n: int, seconds: float) -> bytes:
+    """Up to ``n`` bytes the peer sends first, waiting at most ``seconds``."""
+    import time
+
+    data, deadline = b"", time.monotonic() + seconds
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(n - len(data))
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 class LostSchedulerNoise(logging.Filter):
@@ -142,13 +197,14 @@ class ClosedCommNoise(logging.Filter):
 
 @contextlib.contextmanager
 def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: bool = False,
-                 closer: Any = None, wait: float = RECONNECT_S) -> Iterator["object"]:
+                 closer: Any = None, wait: float = RECONNECT_S, workers_wait: float = 0.0) -> Iterator["object"]:
     """Yield a ``distributed.Client``: to ``scheduler`` if given (or
     ``DASK_SCHEDULER_ADDRESS``), else to a LocalCluster sized by ``plan``.
     ``closer`` (an executor): the LocalCluster shuts down there, so the caller
     goes on at once and waits for it when the executor closes. ``wait``:
     seconds a lost ``scheduler`` is tried again before the work needing it
-    stops (reconnect.SchedulerLost)."""
+    stops (reconnect.SchedulerLost). ``workers_wait``: seconds an existing
+    cluster gets to show a worker before it is refused as having none (0: not asked)."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -176,6 +232,12 @@ def open_cluster(plan: MemoryPlan, *, scheduler: str | None = None, dashboard: b
                                 "…__CLIENT__CERT and …__CLIENT__KEY variables (docs/cluster.md §6)") from None
             # Reconnecting after a dropped link may take longer than the 10 s first connect.
             client._timeout = wait
+            if workers_wait:   # predict's and evaluate's partitions would wait forever for a worker
+                try:
+                    some_workers(client, workers_wait)
+                except BaseException:
+                    client.close()
+                    raise
             filters = [(logging.getLogger("distributed.client"), LostSchedulerNoise(client)),
                        (logging.getLogger("distributed.batched"), ClosedCommNoise())]
             for log, noise in filters:

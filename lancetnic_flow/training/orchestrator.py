@@ -428,6 +428,10 @@ class Training:
         if self.external:
             self.memory = plan_for_existing(client, trainer=TRAINER_BASE + self.model_bytes + self.shuffle_bytes,
                                             blocksize=cfg.cluster.blocksize)
+            if cfg.features.tokenizer:
+                from ..tokenizers import check_on_cluster
+
+                check_on_cluster(client, cfg.features.tokenizer)
         plan = self.memory
         # Local workers own their cores; an OpenMP team spinning on a busy
         # core is several times slower than one thread.

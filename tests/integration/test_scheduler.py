@@ -49,6 +49,20 @@ def test_train_on_an_existing_scheduler_plans_from_its_workers_limits(dask_clust
     assert metrics["val_accuracy"] > 0.7
 
 
+def test_a_tokenizer_module_the_cluster_cannot_import_is_named_before_any_work(dask_cluster, corpus, tmp_path):
+    """Importable here (PYTHONPATH), not on the workers and scheduler started elsewhere: the run
+    ended in an internal error (lost dependencies), its cause in the scheduler's log only."""
+    (tmp_path / "tok_here_only.py").write_text(
+        "from lancetnic_flow.features import register_tokenizer\n"
+        "register_tokenizer('words', lambda text: text.split())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    r = _train([str(corpus), "--tokenizer", "tok_here_only:words", "--scheduler", dask_cluster, "--epochs", "1",
+                "--out", str(tmp_path / "runs")], env=env)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "module 'tok_here_only' cannot be imported on the cluster" in r.stderr
+    assert "No module named 'tok_here_only'" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_dask_scheduler_address_environment_variable_is_honoured(dask_cluster, corpus, tmp_path):
     env = {**os.environ, "DASK_SCHEDULER_ADDRESS": dask_cluster}
     r = _train([str(corpus), "--epochs", "1", "--out", str(tmp_path), "--name", "env"], env=env)
@@ -79,10 +93,72 @@ def test_a_refused_scheduler_port_is_reported_in_seconds_and_one_that_starts_lis
         _refuse_if_nothing_listens(f"tcp://127.0.0.1:{port}", patience=0.6)
     assert 0.6 <= time.monotonic() - t0 < 5
     assert f"connection refused, nothing listens on 127.0.0.1:{port}" in str(e.value)
-    # A scheduler still starting: it listens 0.4 s later, within the patience.
-    threading.Timer(0.4, s.listen).start()
+    # A scheduler still starting: it listens 0.4 s later, within the patience, and writes its handshake.
+    def start() -> None:
+        s.listen()
+        conn, _ = s.accept()
+        conn.sendall((58).to_bytes(8, "little") + b"\x01" * 58)   # a frame's length, as Dask writes it
+        conn.close()
+
+    threading.Timer(0.4, start).start()
     _refuse_if_nothing_listens(f"tcp://127.0.0.1:{port}", patience=3)
     s.close()
+
+
+@pytest.mark.parametrize("address,words", [("127.0.0.1", "missing port"), ("my-scheduler", "missing port"),
+                                           ("http://127.0.0.1:8786", "http:// is no Dask protocol")])
+def test_an_address_dask_cannot_connect_to_is_a_user_error_naming_it(address, words):
+    """These were internal errors (exit 1: ValueError from inside Dask)."""
+    from lancetnic_flow.dataflow.cluster import refuse_if_nothing_listens
+    from lancetnic_flow.errors import UserError
+
+    with pytest.raises(UserError, match=words) as e:
+        refuse_if_nothing_listens(address)
+    assert address in e.value.message and "tcp://" in e.value.hint
+
+
+@pytest.mark.parametrize("reply", [None, b"HTTP/1.0 426 Upgrade Required\r\n\r\n"])
+def test_a_server_that_is_not_a_dask_scheduler_is_named_in_seconds(reply):
+    """A web server (the dashboard's port, 8787 for 8786) said nothing and the Client waited on it
+    forever; one that answered HTTP was read as a frame of exabytes (MemoryError, exit 1)."""
+    import socket
+    import threading
+
+    from lancetnic_flow.dataflow.cluster import refuse_if_nothing_listens
+    from lancetnic_flow.errors import UserError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        if reply:
+            conn.sendall(reply)
+        threading.Event().wait(3)
+        conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    port = server.getsockname()[1]
+    with pytest.raises(UserError, match=f"127.0.0.1:{port} is not a Dask scheduler") as e:
+        refuse_if_nothing_listens(f"tcp://127.0.0.1:{port}", answer=1.0)
+    assert "dashboard" in e.value.hint
+    server.close()
+
+
+def test_a_scheduler_with_no_workers_is_refused_after_the_wait_not_waited_on_forever():
+    """predict and evaluate on a scheduler without workers printed nothing and waited forever
+    (train and tune said so after 30 s): every command's cluster asks for a worker now."""
+    from distributed import LocalCluster
+
+    from lancetnic_flow.dataflow.cluster import open_cluster
+    from lancetnic_flow.dataflow.plan import plan_memory
+    from lancetnic_flow.errors import UserError
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+        with pytest.raises(UserError, match=r"no workers \(waited 1 s for one\)"):
+            with open_cluster(plan_memory(), scheduler=empty.scheduler_address, workers_wait=1.0):
+                pass
 
 
 def test_cluster_workflow_runs_on_the_existing_scheduler(dask_cluster, corpus, tmp_path):
