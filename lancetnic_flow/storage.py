@@ -52,7 +52,7 @@ def absolute(url: str) -> str:
     """A local path made absolute (a Dask worker started in another folder reads
     and writes where this process means); URLs as given."""
     url = str(url)
-    return url if "://" in url else os.path.abspath(url)
+    return url if "://" in url else os.path.abspath(os.path.expanduser(url))
 
 
 def protocol(url: str) -> str:

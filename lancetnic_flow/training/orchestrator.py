@@ -269,12 +269,25 @@ NOTED = {"repeated_label": "row(s) named a label twice in their label set; each 
                      "each (raise --max-len to read more)")}
 
 
+def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` with its local data, validation and cache paths made absolute (URLs as given)."""
+    d, o = cfg.data, cfg.output
+    out = dataclasses.replace(
+        cfg, data=dataclasses.replace(d, train=[absolute(u) for u in d.train], val=[absolute(u) for u in d.val]),
+        output=dataclasses.replace(o, cache=absolute(o.cache) if o.cache and not o.no_cache else o.cache))
+    out.__dict__.update({k: v for k, v in cfg.__dict__.items() if k == "continued"})   # keep_learning's mark
+    return out
+
+
 class Training:
     """One training run; its stages, in the order :func:`train` calls them."""
 
     def __init__(self, cfg: TrainConfig, events: Events, resume: str | None):
         if cfg.training.init_from and not is_continued(cfg):   # the command line merged it already
             cfg = continue_config(cfg)
+        # Local paths as this folder means them: config.json names the data and the cache so that
+        # --resume finds them from any folder (and workers started elsewhere read and write there).
+        cfg = with_absolute_paths(cfg)
         # What was asked (--model auto's fallback starts from it), and what that resolves to.
         self.given, self.events, self.resume = cfg, events, resume
         self.cfg = cfg = resolve(cfg)

@@ -26,3 +26,25 @@ def test_a_numeric_column_without_one_number_in_the_training_rows_stops_the_run_
     check_fitted(cfg, cols, _fitted(), 10, {}, {"size": read["size"], "price": read["price"]})
     with pytest.raises(UserError):   # a column the pass never saw a value of
         check_fitted(cfg, cols, _fitted(), 10, {}, {"size": read["size"]})
+
+
+def test_a_runs_config_names_local_data_and_cache_as_absolute_paths_so_resume_finds_them_anywhere(tmp_path,
+                                                                                                   monkeypatch):
+    """config.json kept `big.csv` and `mycache` as typed: --resume from another folder found no data
+    (or another big.csv, and refused it as changed after a whole fit pass)."""
+    import dataclasses
+
+    from lancetnic_flow.config import OutputConfig
+    from lancetnic_flow.training.keep_learning import is_continued, mark_continued
+    from lancetnic_flow.training.orchestrator import with_absolute_paths
+
+    monkeypatch.chdir(tmp_path)
+    cfg = TrainConfig(data=DataConfig(train=["big.csv", "parts/*.csv", "s3://b/x.csv"], val=["val.csv"]),
+                      output=OutputConfig(cache="mycache"))
+    mark_continued(cfg)
+    got = with_absolute_paths(cfg)
+    assert got.data.train == [str(tmp_path / "big.csv"), str(tmp_path / "parts" / "*.csv"), "s3://b/x.csv"]
+    assert got.data.val == [str(tmp_path / "val.csv")] and got.output.cache == str(tmp_path / "mycache")
+    assert is_continued(got) and cfg.data.train[0] == "big.csv"   # the mark kept; the given config as it was
+    none = dataclasses.replace(cfg, output=OutputConfig(cache="none"))
+    assert with_absolute_paths(none).output.cache == "none"
