@@ -405,16 +405,17 @@ class RankDriver:
             raise RanksKeptFailing(f"worker {lost} left the cluster during --ddp training, the "
                                    f"{MAX_RESTARTS + 1}th time a rank's worker was lost in this run") from None
         where = f"epoch {start.epoch + 1}, step {start.batches}" if start is not None else "the start of training"
-        self.events.emit("warning", message=f"worker {lost} left during --ddp training; restarting the ranks from "
-                                            f"{where}")
+        # One rank is the trainer task of a run without --ddp (--train-on cluster, --scheduler).
+        what, who = (("--ddp training", "the ranks") if self.job.world > 1 else
+                     ("training on the cluster", "the trainer task"))
+        self.events.emit("warning", message=f"worker {lost} left during {what}; restarting {who} from {where}")
         self._retire_stop_event()
         try:
             self.client.wait_for_workers(self.job.world, timeout=WORKERS_BACK_S)
         except TimeoutError:
             have = len(workers_info(self.client))
-            raise RankWorkersGone(f"worker {lost} left during --ddp training and the cluster has {have} of the "
-                                  f"{self.job.world} workers --ddp {self.job.world} needs after "
-                                  f"{WORKERS_BACK_S:.0f} s") from None
+            raise RankWorkersGone(f"worker {lost} left during {what} and the cluster has {have} of the "
+                                  f"{self.job.world} workers it needs after {WORKERS_BACK_S:.0f} s") from None
         self.place()
 
     def _retire_stop_event(self) -> None:
