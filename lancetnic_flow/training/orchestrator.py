@@ -279,15 +279,18 @@ def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
     return out
 
 
+def saved_config(cfg: TrainConfig) -> dict:
+    """``cfg`` as config.json holds it: local paths as this folder means them (absolute), so
+    that ``--resume`` finds the data and the cache from any folder. Messages name them as typed."""
+    return with_absolute_paths(cfg).to_dict()
+
+
 class Training:
     """One training run; its stages, in the order :func:`train` calls them."""
 
     def __init__(self, cfg: TrainConfig, events: Events, resume: str | None):
         if cfg.training.init_from and not is_continued(cfg):   # the command line merged it already
             cfg = continue_config(cfg)
-        # Local paths as this folder means them: config.json names the data and the cache so that
-        # --resume finds them from any folder (and workers started elsewhere read and write there).
-        cfg = with_absolute_paths(cfg)
         # What was asked (--model auto's fallback starts from it), and what that resolves to.
         self.given, self.events, self.resume = cfg, events, resume
         self.cfg = cfg = resolve(cfg)
@@ -729,7 +732,7 @@ class Training:
             self.run = RunFolder(self.resume, self.out_so)
         else:
             self.run = new_run_dir(cfg.output.out, cfg.output.name, self.out_so)
-            write_config(self.run, cfg.to_dict(), self.out_so)
+            write_config(self.run, saved_config(cfg), self.out_so)
 
     def _start_from_init(self, classes: int) -> None:
         """--init-from: the old run's weights into the network built for this run's
@@ -1130,7 +1133,7 @@ class Training:
         later = [j for j in jobs if j.chart] if self.charts_later() else []
         with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-plots") as pool:
             plots = pool.submit(write_jobs, [j for j in jobs if j not in later])
-            weights = save_run(self.run, config=cfg.to_dict(), features=self.features, model=self.model,
+            weights = save_run(self.run, config=saved_config(cfg), features=self.features, model=self.model,
                                model_meta=self.model_meta, metrics=None, history=state.history,
                                storage_options=self.out_so, finish=False)
             plots.result()

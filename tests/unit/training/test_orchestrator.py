@@ -36,7 +36,7 @@ def test_a_runs_config_names_local_data_and_cache_as_absolute_paths_so_resume_fi
 
     from lancetnic_flow.config import OutputConfig
     from lancetnic_flow.training.keep_learning import is_continued, mark_continued
-    from lancetnic_flow.training.orchestrator import with_absolute_paths
+    from lancetnic_flow.training.orchestrator import saved_config, with_absolute_paths
 
     monkeypatch.chdir(tmp_path)
     cfg = TrainConfig(data=DataConfig(train=["big.csv", "parts/*.csv", "s3://b/x.csv"], val=["val.csv"]),
@@ -48,3 +48,4 @@ def test_a_runs_config_names_local_data_and_cache_as_absolute_paths_so_resume_fi
     assert is_continued(got) and cfg.data.train[0] == "big.csv"   # the mark kept; the given config as it was
     none = dataclasses.replace(cfg, output=OutputConfig(cache="none"))
     assert with_absolute_paths(none).output.cache == "none"
+    assert saved_config(cfg)["data"]["train"][0] == str(tmp_path / "big.csv")   # what config.json holds
