@@ -58,20 +58,21 @@ def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
         get = {columns.text[0]: lines}
         cols = Columns(text=(columns.text[0],))
     else:
-        get, cols = fasttext_columns(lines, columns, url)
+        get, cols = fasttext_columns(lines, columns, url, data.count(b"__label__"))
     if columns.all_rows:
         cols = Columns(text=cols.text, label=cols.label, all_rows=True)
     return finish(cols, get.__getitem__, n, n + undecodable, skipped, status=status)
 
 
-def fasttext_columns(lines: pa.Array, columns: Columns, url: str) -> tuple[dict, Columns]:
+def fasttext_columns(lines: pa.Array, columns: Columns, url: str, tagged: int | None = None
+                     ) -> tuple[dict, Columns]:
     """fastText lines → the text and label arrays ``finish`` reads, and their columns.
 
     ``--task multilabel`` takes every ``__label__`` tag of a line as its label
     set; a single-label task refuses a line with several (it would learn the
     first one only). Prediction (``all_rows``) reads no labels, so it checks none."""
     parts = pc.extract_regex(lines, _FASTTEXT_RE)
-    text, tags = _tags_anywhere(parts.field("text"), parts.field("tags"))
+    text, tags = _tags_anywhere(parts.field("text"), parts.field("tags"), tagged)
     get = {"text": text}
     if columns.label:
         if columns.multilabel and not columns.all_rows:
@@ -89,11 +90,16 @@ def fasttext_columns(lines: pa.Array, columns: Columns, url: str) -> tuple[dict,
     return get, cols
 
 
-def _tags_anywhere(text: pa.Array, tags: pa.Array) -> tuple[pa.Array, pa.Array]:
+def _tags_anywhere(text: pa.Array, tags: pa.Array, tagged: int | None = None) -> tuple[pa.Array, pa.Array]:
     """fastText reads every token that starts with ``__label__`` as a label,
     wherever it stands in the line: the tags after a line's leading ones move
     from its text to its tags (never trained as a word, never a missing label).
-    Such lines are rare: they alone are rewritten, in Python."""
+    Such lines are rare: they alone are rewritten, in Python. ``tagged``: how
+    many ``__label__`` the block's bytes hold, when known."""
+    # Most blocks hold no tag past the leading ones: the block's own count says so (a memchr-fast
+    # count of its bytes), where scanning every text cost a tenth of reading the file.
+    if tagged is not None and tagged <= (pc.sum(pc.count_substring(tags, "__label__")).as_py() or 0):
+        return text, tags
     later = pc.match_substring_regex(text, _LATER_TAG_RE)
     if not pc.any(later).as_py():
         return text, tags
