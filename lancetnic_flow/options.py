@@ -201,8 +201,9 @@ OPTIONS: list[Option] = [
         O("--storage-option", "fsspec storage option, repeatable; dotted keys nest (client_kwargs.endpoint_url=...)",
           "K=V", default={}, kind="append", field="data.storage_options", parse=parse_storage_options,
           cli_default=[]),
-        O("--encoding", "text encoding of CSV/TSV/JSON Lines/text/fastText files, e.g. latin-1, cp1252 (default "
-          "utf-8; predict and evaluate: the run's)", "NAME", field="data.encoding"),
+        O("--encoding", "text encoding of CSV/TSV/JSON Lines/text/fastText files and of Parquet/Arrow columns "
+          "of bytes, e.g. latin-1, cp1252 (default utf-8; predict and evaluate: the run's)", "NAME",
+          field="data.encoding"),
     ]),
     *_group("features", [
         O("--features", "hashing|tfidf|ids (default: the model's: hashed terms for Scalpel* and FastTextBag, "

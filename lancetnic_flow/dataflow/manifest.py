@@ -34,6 +34,9 @@ LOWER_REVISION = 1
 # Label sets' revision, in the key of --task multilabel entries: 1 reads a cell holding a Python list
 # (['a', 'b'], as pandas writes a list column) as its labels, where earlier entries hold one label.
 LABEL_SETS_REVISION = 1
+# Bytes columns' revision, in the key of Parquet/Arrow entries made with --encoding: 1 decodes a column
+# of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there).
+ENCODED_BYTES_REVISION = 1
 
 
 def cache_key(*parts: Any) -> str:
@@ -125,9 +128,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     were last revised (``Format.revision``: CSV and TSV rows cut outside
     quotes, JSON numbers named as Arrow names them; then JSON values read as
     written, a NaN label missing, a binary text not UTF-8 undecodable;
-    fastText tags anywhere in a line), lower-casing was (:data:`LOWER_REVISION`)
-    and label sets were (:data:`LABEL_SETS_REVISION`), whose rows, terms or
-    labels may differ."""
+    fastText tags anywhere in a line), lower-casing was (:data:`LOWER_REVISION`),
+    label sets were (:data:`LABEL_SETS_REVISION`) and typed files' bytes were
+    decoded (:data:`ENCODED_BYTES_REVISION`), whose rows, terms or labels may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
@@ -145,7 +148,16 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
         revised.append(("lower", LOWER_REVISION))
     if revisions and columns.multilabel:
         revised.append(("label_sets", LABEL_SETS_REVISION))
+    if revisions and columns.encoding and _typed_files(train, val):
+        revised.append(("encoded_bytes", ENCODED_BYTES_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
+
+
+def _typed_files(*plans: SourcePlan | None) -> bool:
+    """Whether these plans read a typed file (Parquet, Arrow IPC), whose columns may hold bytes."""
+    from ..formats import format_named
+
+    return any(not format_named(f.format).splits_by_bytes for p in plans if p is not None for f in p.files)
 
 
 def _revisions(*plans: SourcePlan | None) -> list:

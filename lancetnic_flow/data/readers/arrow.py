@@ -24,7 +24,7 @@ import pyarrow.ipc as ipc
 from ...errors import UserError
 from ...formats import Format, Head
 from ..sources import Chunk, Columns, Partition
-from .table import check_names, finish, fs_path, open_seekable
+from .table import check_names, finish_table, fs_path, open_seekable
 
 FILE_MAGIC = b"ARROW1"
 CONTINUATION = b"\xff\xff\xff\xff"
@@ -193,7 +193,7 @@ def read_arrow(part: Partition, columns: Columns, storage_options: dict | None) 
     have = schema.names
     check_names(url, have, columns)
     table = pa.Table.from_batches(batches, schema).select(columns.read_names(have))
-    return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
+    return finish_table(url, columns, table, have)
 
 
 def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str]:

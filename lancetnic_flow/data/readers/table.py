@@ -106,56 +106,82 @@ def _is_bytes(t: pa.DataType) -> bool:
     return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
 
 
-def to_string(arr):
+def _undictionary(arr):
+    """A dictionary-encoded column as its values' type: a Parquet or Arrow IPC
+    file written from a dictionary (pandas' categoricals) keeps that type, and
+    its values may be bytes that need the UTF-8 check plain bytes get."""
+    return pc.cast(arr, arr.type.value_type) if pa.types.is_dictionary(arr.type) else arr
+
+
+def to_string(arr, encoding: str | None = None):
+    """Any column of text, numbers or a dictionary of them as strings; bytes
+    decoded in ``encoding`` (None: UTF-8), a value that is not as U+FFFD."""
+    arr = _undictionary(arr)
     t = arr.type
     if pa.types.is_string(t):
         return arr
     if _is_bytes(t):
-        return utf8_values(arr, "replace")[0]   # a kept value; text and labels were checked (utf8_columns)
+        return utf8_values(arr, "replace", encoding)[0]   # a kept value; text and labels were checked (utf8_columns)
     if pa.types.is_large_string(t) or pa.types.is_null(t) or pa.types.is_integer(t) \
             or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t) \
-            or pa.types.is_dictionary(t) or pa.types.is_string_view(t):
-        if pa.types.is_dictionary(t):
-            arr = pc.cast(arr, t.value_type)
+            or pa.types.is_string_view(t):
         return pc.cast(nan_as_null(arr), pa.string())
     raise UserError(f"a column of type {t} cannot be read as text",
                     "choose a column holding strings or numbers")
 
 
-def utf8_values(arr, errors: str = "strict") -> tuple:
+def utf8_values(arr, errors: str = "strict", encoding: str | None = None) -> tuple:
     """A column of bytes as text, and which values are not UTF-8 (None: all
     are). Those are null, or with ``errors="replace"`` hold U+FFFD. Parquet
     and Arrow IPC binary columns (a BYTE_ARRAY without the UTF8 annotation,
-    as Hive and Spark write) are UTF-8 unchecked by their writer."""
-    try:
-        return pc.cast(arr, pa.string()), None
-    except pa.ArrowInvalid:
-        pass   # a value is not UTF-8: find which, value by value (a broken column only)
+    as Hive and Spark write) are UTF-8 unchecked by their writer; with
+    ``encoding`` (``--encoding``) the bytes are decoded in it instead."""
+    if encoding is None:
+        try:
+            return pc.cast(arr, pa.string()), None
+        except pa.ArrowInvalid:
+            pass   # a value is not UTF-8: find which, value by value (a broken column only)
+    codec = encoding or "utf-8"
     out, bad = [], []
     for v in arr.to_pylist():
         try:
-            out.append(None if v is None else v.decode("utf-8"))
+            out.append(None if v is None else v.decode(codec))
             bad.append(False)
         except UnicodeDecodeError:
-            out.append(v.decode("utf-8", errors=errors) if errors != "strict" else None)
+            out.append(v.decode(codec, errors=errors) if errors != "strict" else None)
             bad.append(True)
-    return pa.array(out, pa.string()), pa.array(bad, pa.bool_())
+    return pa.array(out, pa.string()), (pa.array(bad, pa.bool_()) if any(bad) else None)
 
 
-def utf8_columns(columns: Columns, get) -> tuple:
-    """``get`` with the text and label columns of bytes read as text, and per
-    row whether one of them is not UTF-8 (None: no row): such a row is
-    "undecodable", as a line of text that is not, never a stopped run."""
+def utf8_columns(columns: Columns, get, encoding: str | None = None) -> tuple:
+    """``get`` with the text and label columns of bytes read as text (in
+    ``encoding``; None: UTF-8), and per row whether one of them is not
+    (None: no row): such a row is "undecodable", as a line of text that is
+    not, never a stopped run."""
     fixed, bad = {}, None
     for c in (*columns.text, columns.label):
-        if c is None or c in fixed or not _is_bytes(get(c).type):
+        if c is None or c in fixed or not _is_bytes(_undictionary(get(c)).type):
             continue
-        fixed[c], wrong = utf8_values(get(c))
+        fixed[c], wrong = utf8_values(_undictionary(get(c)), encoding=encoding)
         if wrong is not None:
             bad = wrong if bad is None else pc.or_(bad, wrong)
     if not fixed:
         return get, None
     return (lambda name: fixed[name] if name in fixed else get(name)), bad
+
+
+def bytes_sample(table: pa.Table, columns: Columns, limit: int = 1 << 16) -> bytes:
+    """Up to ``limit`` bytes of the table's text and label columns of bytes: what
+    :func:`check_decodable` guesses another encoding from."""
+    out, size = [], 0
+    for c in dict.fromkeys((*columns.text, columns.label)):
+        if c is None or c not in table.column_names or not _is_bytes(_undictionary(table.column(c)).type):
+            continue
+        for v in _undictionary(table.column(c)).to_pylist():
+            if v is not None and size < limit:
+                out.append(v)
+                size += len(v)
+    return b"\n".join(out)
 
 
 def _undecodable_status(status, bad, n: int, skipped: dict[str, int]):
@@ -183,31 +209,32 @@ def empty_table(columns: Columns | None, fmt: str) -> pa.Table:
     return pa.schema(fields).empty_table()
 
 
-def finish(columns: Columns, get, n: int, rows_read: int,
-            skipped: dict[str, int], status: pa.Array | None = None,
-            have: list[str] | None = None, not_text: pa.Array | None = None) -> Chunk:
+def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int],
+           status: pa.Array | None = None, have: list[str] | None = None,
+           not_text: pa.Array | None = None, bytes_encoding: str | None = None) -> Chunk:
     """Build the output table from parsed columns; ``get(name)`` -> array.
 
     A row whose text holds no token (empty, blank, only punctuation or control
     characters) is "empty_text"; ``not_text`` marks rows a parser found with a
     text field of another kind (a JSON number, boolean, list or object):
-    "not_text". With ``columns.all_rows`` no row is dropped (see :func:`all_rows`):
+    "not_text". With ``columns.all_rows`` no row is dropped (:func:`all_rows`):
     ``status`` holds the reasons a parser already found (null: none) and
-    ``have`` the file's columns, for ``keep_all``."""
+    ``have`` the file's columns, for ``keep_all``. ``bytes_encoding``: that of
+    a typed file's columns of bytes (:func:`finish_table`; None: UTF-8)."""
     if n == 0:
         return Chunk(empty_table(columns, ""), rows_read, skipped)
-    get, undecodable = utf8_columns(columns, get)
+    get, undecodable = utf8_columns(columns, get, bytes_encoding)
     if len(columns.text) == 1:
         text = pc.fill_null(to_string(get(columns.text[0])), "")
     else:
         texts = [to_string(get(c)) for c in columns.text]
-        joined = pc.binary_join_element_wise(*texts, " ", null_handling="replace",
-                                             null_replacement="")
+        joined = pc.binary_join_element_wise(*texts, " ", null_handling="replace", null_replacement="")
         text = pc.utf8_trim_whitespace(joined)
     keep = pc.match_substring_regex(text, _TOKEN_RE)   # holds a token; no copy of the strings
     if columns.all_rows:
         status = _undecodable_status(status, undecodable, n, skipped)
-        return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [], not_text)
+        return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [], not_text,
+                        bytes_encoding)
     reasons = [("empty_text", keep)]
     if not_text is not None:
         reasons.insert(0, ("not_text", pc.invert(not_text)))
@@ -235,8 +262,7 @@ def finish(columns: Columns, get, n: int, rows_read: int,
             skipped[reason] = skipped.get(reason, 0) + count
             dropped += count
 
-    def kept(a):  # no copy when every row is kept (the common case)
-        return pc.filter(a, mask) if dropped else a
+    kept = (lambda a: pc.filter(a, mask)) if dropped else (lambda a: a)   # no copy when every row is kept
 
     arrays = [kept(text)]
     names = ["text"]
@@ -265,6 +291,18 @@ def finish(columns: Columns, get, n: int, rows_read: int,
     return Chunk(table.cast(schema), rows_read, skipped, noted)
 
 
+def finish_table(url: str, columns: Columns, table: pa.Table, have: list[str]) -> Chunk:
+    """:func:`finish` for a typed file's rows (a Parquet row group, Arrow IPC
+    batches): its columns of bytes decoded in ``--encoding`` (UTF-8 unless
+    given), and a file whose bytes are mostly in another encoding stopped as a
+    text file in one is (:func:`check_decodable`), never lost row by row."""
+    chunk = finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have,
+                   bytes_encoding=columns.encoding)
+    if chunk.skipped.get("undecodable", 0) > UNDECODABLE_ROWS:
+        check_decodable(chunk, bytes_sample(table, columns), url, columns.encoding)
+    return chunk
+
+
 def _unreadable_numbers(raw, value) -> int:
     """Values of a ``--numeric`` column given but not read as a number (``0,5``,
     ``n/a``, ``inf``): the row stays, the value counts as the training mean,
@@ -291,7 +329,8 @@ def label_column(columns: Columns, raw) -> tuple:
 
 
 def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[str, int],
-             status: pa.Array | None, have: list[str], not_text: pa.Array | None = None) -> Chunk:
+             status: pa.Array | None, have: list[str], not_text: pa.Array | None = None,
+             bytes_encoding: str | None = None) -> Chunk:
     """Every row, in order, with a ``status`` column ("ok", or the reason it
     cannot be used) and the kept input columns as ``keep:NAME`` strings."""
     mine = pc.if_else(usable, pa.scalar("ok"), pa.scalar("empty_text"))
@@ -319,7 +358,7 @@ def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[
         ok = pc.equal(final, "ok") if ok is None else ok   # rows that are predicted or scored
         unreadable += _unreadable_numbers(pc.filter(raw, ok), pc.filter(value, ok))
     for c in columns.kept(have):
-        arrays.append(kept_values(get(c)))
+        arrays.append(kept_values(get(c), bytes_encoding))
         names.append(f"keep:{c}")
     arrays.append(final)
     names.append("status")
@@ -328,8 +367,9 @@ def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[
     return Chunk(table, rows_read, skipped, {"unreadable_numeric": unreadable} if unreadable else {})
 
 
-def kept_values(arr) -> pa.Array:
-    """An input column carried into predictions, as text (lists and objects as JSON)."""
+def kept_values(arr, encoding: str | None = None) -> pa.Array:
+    """An input column carried into predictions, as text (lists and objects as
+    JSON, bytes decoded in ``encoding``)."""
     t = arr.type
     if pa.types.is_nested(t):
         import json
@@ -338,7 +378,7 @@ def kept_values(arr) -> pa.Array:
                          for v in arr.to_pylist()], pa.string())
     if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
         return pc.cast(pc.cast(arr, pa.string()), pa.string())
-    return to_string(arr)
+    return to_string(arr, encoding)
 
 
 def utf8_ok(data: bytes) -> bool:

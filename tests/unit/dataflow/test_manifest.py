@@ -164,3 +164,19 @@ def test_multilabel_entries_made_before_python_list_cells_were_read_as_label_set
                                                                        revisions=False)
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
                                                                          revisions=False)
+
+
+def test_typed_file_entries_made_with_an_encoding_before_it_decoded_their_bytes_are_not_reused(monkeypatch):
+    # --encoding did nothing to a Parquet/Arrow column of bytes (read as UTF-8): those entries are not reused
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow import manifest
+
+    fc = {**FeatureConfig().__dict__, "lowercase": False}
+    latin = Columns(text=("text",), label="label", encoding="latin_1")
+    for fmt, columns, revised in (("parquet", latin, True), ("arrow", latin, True), ("text", latin, False),
+                                  ("parquet", COLUMNS, False)):
+        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
+        now = entry_key(plan, None, fc, columns, VAL_FRACTION)
+        monkeypatch.setattr(manifest, "ENCODED_BYTES_REVISION", manifest.ENCODED_BYTES_REVISION + 1)
+        assert (entry_key(plan, None, fc, columns, VAL_FRACTION) != now) == revised, fmt
+        monkeypatch.undo()
