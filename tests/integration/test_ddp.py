@@ -548,13 +548,22 @@ def test_a_linear_svm_rank_whose_worker_is_killed_restarts_from_the_last_sync_an
     _same_run(linear_reference["ddp"], res.metrics)
 
 
+def _stop_events(client) -> set:
+    """The trainers' stop events the scheduler holds (a distributed.Event exists there while set)."""
+    return set(client.run_on_scheduler(lambda dask_scheduler: [
+        str(n) for n in dask_scheduler.extensions["events"]._events if "lancetnic-flow-stop-" in str(n)]))
+
+
 def test_linear_svm_ranks_stop_on_ctrl_c_and_resume_to_the_uninterrupted_weights(client, corpus4, tmp_path,
                                                                                  linear_reference):
     """A Ctrl-C reaches ranks that average (rank 0 reads the trainer's stop at the
     ranks' meets and at each epoch's end); the checkpoint holds the averaged
-    weights, and the resumed run ends where the uninterrupted one did."""
+    weights, and the resumed run ends where the uninterrupted one did; the stop
+    leaves no event on the scheduler, which may outlive many such runs."""
+    before = _stop_events(client)
     with pytest.raises(TrainingInterrupted) as stopped:
         train(_linear_config(corpus4, tmp_path, "stopped", every="1"), _ctrl_c_in_epoch_1(), client=client)
+    assert _stop_events(client) - before == set()
     run = tmp_path / "runs" / "stopped"
     assert f"--resume {run}" in str(stopped.value)
     assert load_checkpoint(str(run))["epoch"] < 3 and not (run / "model.safetensors").exists()

@@ -268,6 +268,7 @@ class RankDriver:
         self.counted: dict = {}   # (source, partition) -> PartitionResult: what the ranks read, without a cache
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
         self.restarts = 0
+        self.ranks_running = False   # a segment's ranks were submitted and have not all returned
         self.total_rows = sum(s.rows for s in job.train_shards)
         self.segments: set[str] = set()   # this run's segments: the only ones whose events are relayed
 
@@ -366,8 +367,10 @@ class RankDriver:
             return None
         futures = [client.submit(run_rank, r, seg, shipped, workers=[w], allow_other_workers=False, pure=False,
                                  key=f"{segment}-rank-{r}") for r, w in enumerate(self.chosen)]
+        self.ranks_running = True
         try:
             results = wait_for_ranks(client, futures, self.chosen, self.stop, self.stop_event)
+            self.ranks_running = False
         except RankLost as lost:
             self._lost(lost, start)
             return None
@@ -463,12 +466,14 @@ class RankDriver:
         finally:
             with contextlib.suppress(Exception):   # a lost scheduler: the error that ended the run is the one to say
                 self.client.unsubscribe_topic(EVENT_TOPIC)
-            if finished:
-                self.stop_event.clear()
-            else:
-                # The trainer is leaving (an error, a second Ctrl-C): ranks still
-                # running on a cluster that outlives it stop at their next step.
-                with contextlib.suppress(Exception):   # the scheduler may be what failed
+            with contextlib.suppress(Exception):   # the scheduler may be what failed
+                if finished or not self.ranks_running:
+                    # no rank is left to read it: a cleared event leaves nothing on a long-lived scheduler
+                    self.stop_event.clear()
+                else:
+                    # The trainer is leaving (an error, a second Ctrl-C): ranks still
+                    # running on a cluster that outlives it stop at their next step
+                    # (rank 0 clears the event once it has read it).
                     self.stop_event.set()
         return RanksDone(head["weights"], head["history"], head["confusions"], head["best"], head["last_val"],
                          head["calibration"], head["calibrate_seconds"], counted=self.counted,

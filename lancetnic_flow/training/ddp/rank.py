@@ -19,6 +19,7 @@ when the trainer asks to stop: every rank then returns where it is (a
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 import time
@@ -223,11 +224,18 @@ class RankRun:
 
     # ---- talking to the trainer
     def stop_asked(self) -> bool:
-        """Rank 0 asks the scheduler at most twice a second whether the trainer wants to stop."""
+        """Rank 0 asks the scheduler at most twice a second whether the trainer wants to stop.
+        Once read, the event is cleared (and so gone from the scheduler): a trainer that
+        left, or a lost segment's, would otherwise leave it there for the cluster's life."""
         if self.stop_event is None or time.monotonic() - self.polled < 0.5:
             return False
         self.polled = time.monotonic()
-        return self.stop_event.is_set()
+        if not self.stop_event.is_set():
+            return False
+        with contextlib.suppress(Exception):
+            self.stop_event.clear()
+        self.stop_event = None   # this rank stops now; it asks no more
+        return True
 
     def report(self, kind: str, **data: Any) -> None:
         self.sent += 1
