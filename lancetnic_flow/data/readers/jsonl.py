@@ -17,7 +17,7 @@ import pyarrow.json as pj
 from ...errors import UserError
 from ...formats import Format, Head, to_utf8
 from ..sources import Chunk, Columns, missing_column_error
-from .labels import json_values_as_text
+from .labels import LONE_SURROGATE, json_values_as_text
 from .table import BOM, decoded, empty_table, finish, open_head, read_lines, strip_bom, text_kinds, utf8_ok
 
 
@@ -136,7 +136,7 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
     texts = set(columns.text)
     cols: dict[str, list] = {n: [] for n in names}
     not_text: list[bool] = []
-    malformed = 0
+    malformed = lone = 0
     seen_keys: set[str] = set()
     found: set[str] = set()
     for line in data.split(b"\n"):
@@ -149,6 +149,9 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
             continue
         if not isinstance(obj, dict):
             malformed += 1
+            continue
+        if _not_unicode(line, obj, columns):
+            lone += 1
             continue
         seen_keys.update(obj)
         wrong = False
@@ -173,9 +176,30 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
                 raise missing_column_error(url, n, sorted(seen_keys))
     if malformed:
         skipped["malformed"] = skipped.get("malformed", 0) + malformed
+    if lone:
+        skipped["undecodable"] = skipped.get("undecodable", 0) + lone
     arrays = {n: json_values_as_text(v) for n, v in cols.items()}
-    return finish(columns, arrays.__getitem__, n_rows, n_rows + malformed + undecodable,
+    return finish(columns, arrays.__getitem__, n_rows, n_rows + malformed + undecodable + lone,
                   skipped, not_text=pa.array(not_text, pa.bool_()) if any(not_text) else None)
+
+
+def _not_unicode(raw: bytes, obj: dict, columns: Columns) -> bool:
+    """Whether a value the run reads (text, label, target, numeric) holds a lone
+    surrogate (JSON's ``"\\ud800"``): no Unicode text, so the row is
+    "undecodable", as one with a byte that is not UTF-8. Arrow refuses such a
+    block, so only the per-line paths meet it; a kept value is written with U+FFFD."""
+    if b"\\u" not in raw:
+        return False
+    used = (*columns.text, columns.label, columns.target, *columns.numeric)
+    return any(_holds_lone_surrogate(obj.get(n)) for n in used if n is not None)
+
+
+def _holds_lone_surrogate(v) -> bool:
+    if isinstance(v, str):
+        return LONE_SURROGATE.search(v) is not None
+    if isinstance(v, list):
+        return any(_holds_lone_surrogate(x) for x in v)
+    return isinstance(v, dict) and any(_holds_lone_surrogate(x) for x in (*v, *v.values()))
 
 
 def _nan_as_null(v):
@@ -218,6 +242,8 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
             obj, why = None, why or "malformed"
         if obj is not None and not isinstance(obj, dict):
             obj, why = None, why or "malformed"
+        if obj is not None and why is None and _not_unicode(raw, obj, columns):
+            why = "undecodable"
         if obj is not None and why is None and any(
                 obj.get(n) is not None and not isinstance(obj.get(n), str) for n in columns.text):
             why = "not_text"   # a number, boolean, list or object where text belongs

@@ -125,3 +125,24 @@ def test_strings_that_look_like_dates_stay_strings_as_texts_labels_and_kept_valu
     sets = Columns(text=("text",), label="day", multilabel=True)
     listed = b'{"text": "words here", "day": ["2020-05-01", "2020-05-02"]}\n'
     assert parse_jsonl(listed, sets, "f.jsonl").table.column("label").to_pylist() == [["2020-05-01", "2020-05-02"]]
+
+
+
+@pytest.mark.parametrize("all_rows", [False, True])   # training's and prediction's per-line paths
+@pytest.mark.parametrize("bad_line", [b"", b"{not json\n"])   # Arrow refuses the block either way
+def test_a_lone_surrogate_escape_makes_its_row_undecodable_and_spares_the_others(all_rows, bad_line):
+    # JSON's "\ud800" escape decodes to no Unicode character (json.loads gives a lone surrogate): it
+    # stopped the run with a UnicodeEncodeError. A valid pair is one character; a kept value gets U+FFFD.
+    cols = Columns(text=("text",), label="label", keep=("id",) if all_rows else (), all_rows=all_rows)
+    data = (b'{"id": 1, "text": "goal \\ud800 match", "label": "a"}\n'
+            b'{"id": "\\udc00", "text": "team \\ud83d\\ude00 win", "label": "b"}\n'
+            b'{"id": 3, "text": "phone chip", "label": "b\\udfff"}\n' + bad_line)
+    chunk = parse_jsonl(data, cols, "f.jsonl")
+    assert chunk.skipped == {"undecodable": 2, **({"malformed": 1} if bad_line else {})}
+    assert chunk.rows_read == 3 + bool(bad_line)
+    if all_rows:
+        rows = chunk.table.to_pylist()
+        assert [r["status"] for r in rows] == ["undecodable", "ok", "undecodable"] + (["malformed"] if bad_line else [])
+        assert rows[0]["text"] == "goal \ufffd match" and rows[1]["keep:id"] == "\ufffd"
+    else:
+        assert chunk.table.to_pylist() == [{"text": "team \U0001F600 win", "label": "b"}]
