@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -139,15 +140,8 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
     malformed = lone = 0
     seen_keys: set[str] = set()
     found: set[str] = set()
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            malformed += 1
-            continue
-        if not isinstance(obj, dict):
+    for line, obj in _values(data):
+        if obj is _NOT_JSON or not isinstance(obj, dict):
             malformed += 1
             continue
         if _not_unicode(line, obj, columns):
@@ -181,6 +175,36 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
     arrays = {n: json_values_as_text(v) for n, v in cols.items()}
     return finish(columns, arrays.__getitem__, n_rows, n_rows + malformed + undecodable + lone,
                   skipped, not_text=pa.array(not_text, pa.bool_()) if any(not_text) else None)
+
+
+# JSON's whitespace, which may stand between the values of a line, and a line that is not JSON.
+_JSON_SPACE = re.compile(r"[ \t\r]*")
+_NOT_JSON = object()
+
+
+def _values(data: bytes):
+    """(the line's bytes, each JSON value of it) for each line of ``data`` that is
+    not blank, in order; ``_NOT_JSON`` once for a line that is not JSON. Arrow's
+    reader (the fast path) takes every value of a line, one after another with
+    or without whitespace between them (``{..} {..}``, or lines ended by a lone
+    ``\\r``): a block read line by line reads them too, or the same line was two
+    rows in one block and one malformed row in a block beside a malformed line."""
+    decode = json.JSONDecoder().raw_decode
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        line = raw.decode("utf-8", errors="replace")
+        start = 1 if line.startswith("\ufeff") else 0   # a file's BOM mid-block (files joined by cat)
+        values, at = [], _JSON_SPACE.match(line, start).end()
+        try:
+            while at < len(line):
+                value, at = decode(line, at)
+                values.append(value)
+                at = _JSON_SPACE.match(line, at).end()
+        except ValueError:
+            values = [_NOT_JSON]
+        for value in values or [_NOT_JSON]:
+            yield raw, value
 
 
 def _not_unicode(raw: bytes, obj: dict, columns: Columns) -> bool:
@@ -228,17 +252,13 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
     objs: list[dict | None] = []
     status: list[str | None] = []
     have: list[str] = []
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
+    for raw, obj in _values(data):
         try:
             raw.decode("utf-8")
             why = None
         except UnicodeDecodeError:
             why = "undecodable"   # its other fields (an id) still identify the row
-        try:
-            obj = json.loads(raw.decode("utf-8", errors="replace"))
-        except ValueError:
+        if obj is _NOT_JSON:
             obj, why = None, why or "malformed"
         if obj is not None and not isinstance(obj, dict):
             obj, why = None, why or "malformed"

@@ -146,3 +146,19 @@ def test_a_lone_surrogate_escape_makes_its_row_undecodable_and_spares_the_others
         assert rows[0]["text"] == "goal \ufffd match" and rows[1]["keep:id"] == "\ufffd"
     else:
         assert chunk.table.to_pylist() == [{"text": "team \U0001F600 win", "label": "b"}]
+
+
+@pytest.mark.parametrize("all_rows", [False, True])   # training's and prediction's per-line paths
+def test_a_line_of_several_json_values_reads_the_same_rows_whichever_path_reads_its_block(all_rows):
+    # Arrow takes each value of a line ({..} {..}, or lines ended by a lone \r); the per-line path read
+    # such a line as one malformed row, so a row was trained or predicted only when no bad line was beside it.
+    cols = Columns(text=("text",), label="label", all_rows=all_rows)
+    lines = (b'{"text": "goal match", "label": "a"} {"text": "phone chip", "label": "b"}\n'
+             b'{"text": "team win", "label": "a"}\r{"text": "code tech", "label": "b"}\r\n'
+             b'\xef\xbb\xbf{"text": "late goal", "label": "a"}\n')
+    clean = parse_jsonl(lines, cols, "f.jsonl")
+    slow = parse_jsonl(lines + b'{"text": "cut off\n', cols, "f.jsonl")
+    want = ["goal match", "phone chip", "team win", "code tech", "late goal"]
+    assert clean.table.column("text").to_pylist() == want and clean.rows_read == 5
+    assert slow.table.column("text").to_pylist()[:5] == want and slow.rows_read == 6
+    assert slow.skipped == {"malformed": 1} and slow.table.column("label").to_pylist()[:5] == ["a", "b", "a", "b", "a"]
