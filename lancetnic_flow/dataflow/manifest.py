@@ -126,7 +126,7 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     quotes, JSON numbers named as Arrow names them; then JSON values read as
     written, a NaN label missing, a binary text not UTF-8 undecodable;
     fastText tags anywhere in a line; then every JSON value of a line read
-    by the per-line path as Arrow reads them), lower-casing was (:data:`LOWER_REVISION`)
+    by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag), lower-casing was (:data:`LOWER_REVISION`)
     and label sets were (:data:`LABEL_SETS_REVISION`), whose rows, terms or
     labels may differ."""
     added = ADDED_FIELDS["features"]

@@ -113,17 +113,23 @@ def _python_lists_as_json(text: pa.Array) -> pa.Array:
     return pc.replace_with_mask(text, py, pa.array(out, text.type))
 
 
+# What ends a word or a tag for fastText (its Dictionary::readWord): these ASCII bytes, \v and NUL
+# included; a regular expression's \s left \v out, so "__label__a\vgood" was the label "a\vgood".
+FASTTEXT_SPACE = r"[ \t\n\x0b\f\r\x00]"
+FASTTEXT_WORD = r"[^ \t\n\x0b\f\r\x00]"
+
+
 def fasttext_sets(tags: pa.Array) -> pa.ListArray:
     """fastText's ``__label__a __label__b`` prefixes → one label set per line."""
-    tags = pc.utf8_trim_whitespace(tags)
-    parts = pc.split_pattern_regex(tags, r"\s+")
+    tags = pc.utf8_trim_whitespace(pc.replace_substring_regex(tags, FASTTEXT_SPACE + "+", " "))
+    parts = pc.split_pattern(tags, " ")
     names = pc.replace_substring_regex(pc.list_flatten(parts), "^__label__", "")
     return _rebuild(len(tags), pc.list_parent_indices(parts), names)
 
 
 def tag_counts(tags: pa.Array) -> pa.Array:
     """How many ``__label__`` tags each fastText line starts with."""
-    return pc.count_substring_regex(tags, r"(^|\s)__label__")
+    return pc.count_substring_regex(tags, rf"(^|{FASTTEXT_SPACE})__label__")
 
 
 def is_list_type(t: pa.DataType) -> bool:
