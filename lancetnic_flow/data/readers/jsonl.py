@@ -141,6 +141,8 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
     seen_keys: set[str] = set()
     found: set[str] = set()
     for line, obj in _values(data):
+        if obj is None:
+            obj = {}   # a null line: Arrow, and prediction, read a row without values (empty_text)
         if obj is _NOT_JSON or not isinstance(obj, dict):
             malformed += 1
             continue
