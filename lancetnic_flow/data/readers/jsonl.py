@@ -296,8 +296,11 @@ def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
             try:
                 obj = json.loads(line)
             except ValueError as exc:
-                raise UserError(f"{url}: the first line is not JSON ({exc})",
-                                "check the format, or pass --format") from exc
+                # a line of several values ({..} {..}) is rows, as the readers take it (_values)
+                obj = next((v for _, v in _values(line)), _NOT_JSON)
+                if obj is _NOT_JSON:
+                    raise UserError(f"{url}: the first line is not JSON ({exc})",
+                                    "check the format, or pass --format") from exc
             if not isinstance(obj, dict):
                 raise UserError(f"{url}: the first line is not a JSON object",
                                 "each line must be an object like "

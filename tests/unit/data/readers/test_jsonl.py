@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lancetnic_flow.data.readers.jsonl import parse_jsonl
+from lancetnic_flow.data.readers.jsonl import columns_of, parse_jsonl
 from lancetnic_flow.data.sources import Columns
 from lancetnic_flow.errors import UserError
 
@@ -174,3 +174,14 @@ def test_a_null_line_is_the_same_skip_whichever_path_reads_its_block(all_rows):
     slow = parse_jsonl(lines + b"{bad\n", cols, "f.jsonl")
     assert clean.skipped == {"empty_text": 1}
     assert slow.skipped == {"empty_text": 1, "malformed": 1}
+
+
+
+def test_a_first_line_of_several_json_values_gives_the_columns_as_the_readers_read_it():
+    # the head check said "the first line is not JSON (Extra data)" (exit 2) for a line both readers read as rows
+    import io
+
+    first = io.BytesIO(b'{"text": "goal match", "id": 1} {"text": "phone chip", "id": 2}\n{"text": "x y"}\n')
+    assert columns_of(first, "f.jsonl") == ["text", "id"]
+    with pytest.raises(UserError, match="the first line is not JSON"):
+        columns_of(io.BytesIO(b'{"text": "goal match"} oops\n'), "f.jsonl")
