@@ -24,7 +24,7 @@ import pyarrow.ipc as ipc
 from ...errors import UserError
 from ...formats import Format, Head
 from ..sources import Chunk, Columns, Partition
-from .table import check_names, finish, fs_path, open_seekable
+from .table import check_names, finish, fs_path, invalid_strings_as_bytes, open_seekable
 
 FILE_MAGIC = b"ARROW1"
 CONTINUATION = b"\xff\xff\xff\xff"
@@ -192,7 +192,7 @@ def read_arrow(part: Partition, columns: Columns, storage_options: dict | None) 
             raise UserError(f"{url}: not a valid Arrow IPC file ({exc})", "check the file, or pass --format") from exc
     have = schema.names
     check_names(url, have, columns)
-    table = pa.Table.from_batches(batches, schema).select(columns.read_names(have))
+    table = invalid_strings_as_bytes(pa.Table.from_batches(batches, schema).select(columns.read_names(have)))
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 

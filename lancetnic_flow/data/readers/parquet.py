@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 
 from ...formats import Format, Head
 from ..sources import Chunk, Columns, Partition
-from .table import check_names, finish, fs_path, open_seekable
+from .table import check_names, finish, fs_path, invalid_strings_as_bytes, open_seekable
 
 
 def read_parquet(part: Partition, columns: Columns,
@@ -16,6 +16,7 @@ def read_parquet(part: Partition, columns: Columns,
         have = pf.schema_arrow.names
         check_names(url, have, columns)
         table = pf.read_row_group(part.start, columns=columns.read_names(have), use_threads=False)
+    table = invalid_strings_as_bytes(table)
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 
