@@ -18,6 +18,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..data.frames import is_missing
+from ..data.readers.labels import LONE_SURROGATE
 from ..errors import UserError
 
 # Saved beside a run folder's files by an estimator's save(): the values its labels came from.
@@ -32,7 +33,8 @@ def run_name(v: Any) -> str | None:
     if isinstance(v, (bytes, np.bytes_)):
         v = bytes(v).decode("utf-8", "replace")
     if isinstance(v, (str, np.str_)):
-        name = str(v).strip()
+        # a lone surrogate, which Arrow cannot hold (fit stopped on it), names as U+FFFD, as bytes do
+        name = LONE_SURROGATE.sub("\ufffd", str(v).strip())
     elif isinstance(v, (bool, np.bool_)):
         name = str(bool(v))
     elif isinstance(v, (int, np.integer)):
@@ -105,7 +107,10 @@ class LabelNames:
     def to_json(self) -> str:
         """The names and values JSON can hold (others are left as their names)."""
         kept = {k: v for k, v in self.values.items() if isinstance(v, (str, bool, int, float))}
-        return json.dumps({"labels": [[k, v] for k, v in kept.items()]}, ensure_ascii=False)
+        doc = {"labels": [[k, v] for k, v in kept.items()]}
+        text = json.dumps(doc, ensure_ascii=False)
+        # a value holding a lone surrogate has no UTF-8 bytes: as a \u escape, it is saved and read back whole
+        return json.dumps(doc) if LONE_SURROGATE.search(text) else text
 
     @classmethod
     def from_json(cls, text: str) -> "LabelNames":

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import UserError
+from .readers.labels import strings_array
 from .readers.table import finish
 from .sources import Chunk, Columns
 
@@ -83,10 +84,24 @@ def is_missing(v: Any) -> bool:
 
 
 def _text_values(values: list) -> pa.Array:
-    # Numbers become their text (as a CSV reader reads them); missing values are missing text.
+    # Numbers become their text (as a CSV reader reads them); missing values are missing text; bytes
+    # that are not UTF-8 and a str's lone surrogate are U+FFFD (strings_array).
     out = [v if isinstance(v, str) else None if is_missing(v)
            else v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values]
-    return pa.array(out, pa.string())
+    return strings_array(out)[0]
+
+
+def _from_pandas(frame) -> pa.Table:
+    """A pandas DataFrame as Arrow; a text column holding a lone surrogate (which
+    Arrow refuses) is read as :func:`_text_values` reads a list."""
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except UnicodeEncodeError:
+        fixed = frame.copy()
+        for c in fixed.columns:
+            if fixed[c].dtype == object:
+                fixed[c] = [v if not isinstance(v, str) else _text_values([v])[0].as_py() for v in fixed[c]]
+        return pa.Table.from_pandas(fixed, preserve_index=False)
 
 
 def as_table(data: Any, name: str = "text") -> pa.Table:
@@ -104,7 +119,7 @@ def as_table(data: Any, name: str = "text") -> pa.Table:
         return pa.table({name: data})
     frame, series = _pandas("DataFrame"), _pandas("Series")
     if frame is not None and isinstance(data, frame):
-        return pa.Table.from_pandas(data, preserve_index=False)
+        return _from_pandas(data)
     if series is not None and isinstance(data, series):
         return pa.table({name: _text_values(data.tolist())})
     if isinstance(data, (str, bytes)):

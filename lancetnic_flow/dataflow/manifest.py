@@ -128,9 +128,11 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     were last revised (``Format.revision``: CSV and TSV rows cut outside
     quotes, JSON numbers named as Arrow names them; then JSON values read as
     written, a NaN label missing, a binary text not UTF-8 undecodable;
-    fastText tags anywhere in a line), lower-casing was (:data:`LOWER_REVISION`),
-    label sets were (:data:`LABEL_SETS_REVISION`) and typed files' bytes were
-    decoded (:data:`ENCODED_BYTES_REVISION`), whose rows, terms or labels may differ."""
+    fastText tags anywhere in a line; then every JSON value of a line read
+    by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag),
+    lower-casing was (:data:`LOWER_REVISION`), label sets were
+    (:data:`LABEL_SETS_REVISION`) and typed files' bytes were decoded
+    (:data:`ENCODED_BYTES_REVISION`), whose rows, terms or labels may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):

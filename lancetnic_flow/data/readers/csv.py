@@ -52,6 +52,10 @@ _END = "lancetnic-flow:end-of-block"
 # Re-reads of the lines an unclosed quote took, per block (each re-reads at
 # most the rest of the block); past that they are counted as malformed.
 _RECOVERIES = 8
+# Where a line ends, each keeping its end: "\n", "\r\n" or a lone "\r" — where Arrow's parser (training's,
+# and prediction's for a clean block) and pandas end an unquoted record. Cut at "\n" alone, "a\rb,x"
+# was one malformed record in prediction where training read the rows "a" and "b,x".
+_LINE_ENDS = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
 
 
 class _Joined(io.RawIOBase):
@@ -237,10 +241,9 @@ def _rows_in_order(raw: bytes, has_header: bool, have: list[str], delimiter: str
     row: every record in order, with its status (a Python loop per row, for
     such blocks only)."""
     text = strip_bom(raw).decode("utf-8", errors="surrogateescape")
-    lines = text.split("\n")
+    lines = [line for line in _LINE_ENDS.split(text) if line]
     if has_header:
         lines = lines[1:]
-    lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines and lines[-1] else [])
     where = [have.index(n) for n in names]
     cols: dict[str, list] = {n: [] for n in names}
     status: list[str | None] = []

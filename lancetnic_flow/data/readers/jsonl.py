@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +18,7 @@ import pyarrow.json as pj
 from ...errors import UserError
 from ...formats import Format, Head, to_utf8
 from ..sources import Chunk, Columns, missing_column_error
-from .labels import json_values_as_text
+from .labels import LONE_SURROGATE, json_values_as_text
 from .table import BOM, decoded, empty_table, finish, open_head, read_lines, strip_bom, text_kinds, utf8_ok
 
 
@@ -136,19 +137,17 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
     texts = set(columns.text)
     cols: dict[str, list] = {n: [] for n in names}
     not_text: list[bool] = []
-    malformed = 0
+    malformed = lone = 0
     seen_keys: set[str] = set()
     found: set[str] = set()
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
+    for line, obj in _values(data):
+        if obj is None:
+            obj = {}   # a null line: Arrow, and prediction, read a row without values (empty_text)
+        if obj is _NOT_JSON or not isinstance(obj, dict):
             malformed += 1
             continue
-        if not isinstance(obj, dict):
-            malformed += 1
+        if _not_unicode(line, obj, columns):
+            lone += 1
             continue
         seen_keys.update(obj)
         wrong = False
@@ -173,9 +172,60 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
                 raise missing_column_error(url, n, sorted(seen_keys))
     if malformed:
         skipped["malformed"] = skipped.get("malformed", 0) + malformed
+    if lone:
+        skipped["undecodable"] = skipped.get("undecodable", 0) + lone
     arrays = {n: json_values_as_text(v) for n, v in cols.items()}
-    return finish(columns, arrays.__getitem__, n_rows, n_rows + malformed + undecodable,
+    return finish(columns, arrays.__getitem__, n_rows, n_rows + malformed + undecodable + lone,
                   skipped, not_text=pa.array(not_text, pa.bool_()) if any(not_text) else None)
+
+
+# JSON's whitespace, which may stand between the values of a line, and a line that is not JSON.
+_JSON_SPACE = re.compile(r"[ \t\r]*")
+_NOT_JSON = object()
+
+
+def _values(data: bytes):
+    """(the line's bytes, each JSON value of it) for each line of ``data`` that is
+    not blank, in order; ``_NOT_JSON`` once for a line that is not JSON. Arrow's
+    reader (the fast path) takes every value of a line, one after another with
+    or without whitespace between them (``{..} {..}``, or lines ended by a lone
+    ``\\r``): a block read line by line reads them too, or the same line was two
+    rows in one block and one malformed row in a block beside a malformed line."""
+    decode = json.JSONDecoder().raw_decode
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        line = raw.decode("utf-8", errors="replace")
+        start = 1 if line.startswith("\ufeff") else 0   # a file's BOM mid-block (files joined by cat)
+        values, at = [], _JSON_SPACE.match(line, start).end()
+        try:
+            while at < len(line):
+                value, at = decode(line, at)
+                values.append(value)
+                at = _JSON_SPACE.match(line, at).end()
+        except ValueError:
+            values = [_NOT_JSON]
+        for value in values or [_NOT_JSON]:
+            yield raw, value
+
+
+def _not_unicode(raw: bytes, obj: dict, columns: Columns) -> bool:
+    """Whether a value the run reads (text, label, target, numeric) holds a lone
+    surrogate (JSON's ``"\\ud800"``): no Unicode text, so the row is
+    "undecodable", as one with a byte that is not UTF-8. Arrow refuses such a
+    block, so only the per-line paths meet it; a kept value is written with U+FFFD."""
+    if b"\\u" not in raw:
+        return False
+    used = (*columns.text, columns.label, columns.target, *columns.numeric)
+    return any(_holds_lone_surrogate(obj.get(n)) for n in used if n is not None)
+
+
+def _holds_lone_surrogate(v) -> bool:
+    if isinstance(v, str):
+        return LONE_SURROGATE.search(v) is not None
+    if isinstance(v, list):
+        return any(_holds_lone_surrogate(x) for x in v)
+    return isinstance(v, dict) and any(_holds_lone_surrogate(x) for x in (*v, *v.values()))
 
 
 def _nan_as_null(v):
@@ -204,20 +254,18 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
     objs: list[dict | None] = []
     status: list[str | None] = []
     have: list[str] = []
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
+    for raw, obj in _values(data):
         try:
             raw.decode("utf-8")
             why = None
         except UnicodeDecodeError:
             why = "undecodable"   # its other fields (an id) still identify the row
-        try:
-            obj = json.loads(raw.decode("utf-8", errors="replace"))
-        except ValueError:
+        if obj is _NOT_JSON:
             obj, why = None, why or "malformed"
         if obj is not None and not isinstance(obj, dict):
             obj, why = None, why or "malformed"
+        if obj is not None and why is None and _not_unicode(raw, obj, columns):
+            why = "undecodable"
         if obj is not None and why is None and any(
                 obj.get(n) is not None and not isinstance(obj.get(n), str) for n in columns.text):
             why = "not_text"   # a number, boolean, list or object where text belongs
@@ -248,8 +296,11 @@ def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
             try:
                 obj = json.loads(line)
             except ValueError as exc:
-                raise UserError(f"{url}: the first line is not JSON ({exc})",
-                                "check the format, or pass --format") from exc
+                # a line of several values ({..} {..}) is rows, as the readers take it (_values)
+                obj = next((v for _, v in _values(line)), _NOT_JSON)
+                if obj is _NOT_JSON:
+                    raise UserError(f"{url}: the first line is not JSON ({exc})",
+                                    "check the format, or pass --format") from exc
             if not isinstance(obj, dict):
                 raise UserError(f"{url}: the first line is not a JSON object",
                                 "each line must be an object like "

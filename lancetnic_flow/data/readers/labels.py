@@ -18,6 +18,8 @@ Everything is vectorised with ``pyarrow.compute``: no Python loop per row.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -111,17 +113,23 @@ def _python_lists_as_json(text: pa.Array) -> pa.Array:
     return pc.replace_with_mask(text, py, pa.array(out, text.type))
 
 
+# What ends a word or a tag for fastText (its Dictionary::readWord): these ASCII bytes, \v and NUL
+# included; a regular expression's \s left \v out, so "__label__a\vgood" was the label "a\vgood".
+FASTTEXT_SPACE = r"[ \t\n\x0b\f\r\x00]"
+FASTTEXT_WORD = r"[^ \t\n\x0b\f\r\x00]"
+
+
 def fasttext_sets(tags: pa.Array) -> pa.ListArray:
     """fastText's ``__label__a __label__b`` prefixes → one label set per line."""
-    tags = pc.utf8_trim_whitespace(tags)
-    parts = pc.split_pattern_regex(tags, r"\s+")
+    tags = pc.utf8_trim_whitespace(pc.replace_substring_regex(tags, FASTTEXT_SPACE + "+", " "))
+    parts = pc.split_pattern(tags, " ")
     names = pc.replace_substring_regex(pc.list_flatten(parts), "^__label__", "")
     return _rebuild(len(tags), pc.list_parent_indices(parts), names)
 
 
 def tag_counts(tags: pa.Array) -> pa.Array:
     """How many ``__label__`` tags each fastText line starts with."""
-    return pc.count_substring_regex(tags, r"(^|\s)__label__")
+    return pc.count_substring_regex(tags, rf"(^|{FASTTEXT_SPACE})__label__")
 
 
 def is_list_type(t: pa.DataType) -> bool:
@@ -228,14 +236,34 @@ def json_values_as_text(values: list) -> pa.Array:
     """Values a JSON reader gave (text, or a float left as it is) as text, each
     float written as Arrow's reader of the same lines writes it (``2.0`` → "2",
     ``1e-07`` → "1e-7"): a block read line by line names a label as a block
-    read by Arrow does, so one class never becomes two by which path read it."""
+    read by Arrow does, so one class never becomes two by which path read it.
+    A lone surrogate is written as U+FFFD (:func:`strings_array`)."""
     at = [i for i, v in enumerate(values) if isinstance(v, float)]
     if at:
         values = list(values)
         floats = nan_as_null(pa.array([values[i] for i in at], pa.float64()))   # JSON's NaN: missing
         for i, text in zip(at, floats.cast(pa.string()).to_pylist()):
             values[i] = text
-    return pa.array(values, pa.string())
+    return strings_array(values)[0]
+
+
+# A UTF-16 surrogate on its own: JSON's "\ud800" escape (json.loads joins only a valid pair into one
+# character) or a Python str made from one. It is no Unicode character, and Arrow cannot hold it.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def strings_array(values: list) -> tuple[pa.Array, np.ndarray | None]:
+    """``values`` (str or None) as an Arrow string array, and which of them held
+    a lone surrogate (None: none did), written there as U+FFFD — a character no
+    token holds, as scikit-learn's tokenizer reads the surrogate. Converting them
+    as they were stopped the run (``UnicodeEncodeError``) on the first one."""
+    try:
+        return pa.array(values, pa.string()), None
+    except UnicodeEncodeError:
+        pass   # rare: find them, value by value
+    bad = np.array([isinstance(v, str) and LONE_SURROGATE.search(v) is not None for v in values], bool)
+    fixed = [LONE_SURROGATE.sub("\ufffd", v) if b else v for v, b in zip(values, bad.tolist())]
+    return pa.array(fixed, pa.string()), bad
 
 
 def repeated_rows(sets: pa.ListArray) -> int:

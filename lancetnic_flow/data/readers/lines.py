@@ -9,15 +9,18 @@ import pyarrow.compute as pc
 from ...errors import UserError
 from ...formats import Format, Head
 from ..sources import Chunk, Columns
+from .labels import FASTTEXT_SPACE as _SP
+from .labels import FASTTEXT_WORD as _W
 from .labels import fasttext_sets, several_labels, tag_counts
 from .table import decoded, finish, split_lines, strip_bom, utf8_ok
 
 # A line's leading __label__ tags, then its text; and the first tag's label.
-_FASTTEXT_RE = r"^(?P<tags>(?:__label__\S*\s*)*)(?P<text>.*)$"
-_FIRST_LABEL_RE = r"^__label__(?P<label>\S*)"
+# (Words and tags end where fastText ends them: labels.FASTTEXT_SPACE.)
+_FASTTEXT_RE = rf"^(?P<tags>(?:__label__{_W}*{_SP}*)*)(?P<text>.*)$"
+_FIRST_LABEL_RE = rf"^__label__(?P<label>{_W}*)"
 # A tag after the text's first word: a whitespace-separated token that starts with __label__.
-_LATER_TAG_RE = r"(?:^|\s)__label__"
-_TAG_TOKEN = re.compile(r"(?:^|\s+)(__label__\S*)")
+_LATER_TAG_RE = rf"(?:^|{_SP})__label__"
+_TAG_TOKEN = re.compile(rf"(?:^|{_SP}+)(__label__{_W}*)")
 
 
 def check_line_columns(url: str, fmt: str, columns: Columns) -> None:

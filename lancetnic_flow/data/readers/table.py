@@ -153,6 +153,26 @@ def utf8_values(arr, errors: str = "strict", encoding: str | None = None) -> tup
     return pa.array(out, pa.string()), (pa.array(bad, pa.bool_()) if any(bad) else None)
 
 
+def invalid_strings_as_bytes(table: pa.Table) -> pa.Table:
+    """``table`` with each string column that holds bytes that are not UTF-8 as
+    the bytes column it is. Parquet's UTF8 annotation and Arrow IPC's string type
+    are not checked by their readers, and a writer may put any bytes there: such
+    a value stopped the run in the first kernel that read it (ArrowInvalid).
+    As bytes, its row is "undecodable" and a kept value holds U+FFFD (:func:`utf8_columns`)."""
+    for i, field in enumerate(table.schema):
+        wide = pa.types.is_large_string(field.type)
+        if not (pa.types.is_string(field.type) or wide):
+            continue
+        try:
+            for chunk in table.column(i).chunks:
+                chunk.validate(full=True)   # UTF-8 included
+        except pa.ArrowInvalid:
+            kind = pa.large_binary() if wide else pa.binary()
+            column = pa.chunked_array([c.view(kind) for c in table.column(i).chunks], kind)
+            table = table.set_column(i, field.with_type(kind), column)
+    return table
+
+
 def utf8_columns(columns: Columns, get, encoding: str | None = None) -> tuple:
     """``get`` with the text and label columns of bytes read as text (in
     ``encoding``; None: UTF-8), and per row whether one of them is not
@@ -296,6 +316,7 @@ def finish_table(url: str, columns: Columns, table: pa.Table, have: list[str]) -
     batches): its columns of bytes decoded in ``--encoding`` (UTF-8 unless
     given), and a file whose bytes are mostly in another encoding stopped as a
     text file in one is (:func:`check_decodable`), never lost row by row."""
+    table = invalid_strings_as_bytes(table)
     chunk = finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have,
                    bytes_encoding=columns.encoding)
     if chunk.skipped.get("undecodable", 0) > UNDECODABLE_ROWS:

@@ -40,3 +40,14 @@ def test_the_names_and_values_round_trip_through_json():
     labels.add([3, 10, 7])
     back = LabelNames.from_json(labels.to_json())
     assert back.values == {"3": 3, "10": 10, "7": 7} and back.array(["10"]).dtype == np.int64
+
+
+def test_a_label_holding_a_lone_surrogate_is_named_with_u_fffd_and_comes_back_as_given():
+    # fit(X, ["b\\ud800", ...]) stopped with a UnicodeEncodeError (Arrow holds no lone surrogate)
+    labels = LabelNames()
+    assert labels.add(["a", "b\ud800"]) == ["a", "b\ufffd"]
+    assert labels.array(["b\ufffd"]).tolist() == ["b\ud800"]
+    again = LabelNames.from_json(labels.to_json())
+    assert again.to_json().encode("utf-8") and again.array(["b\ufffd", "a"]).tolist() == ["b\ud800", "a"]
+    with pytest.raises(UserError, match="which would be one class"):
+        LabelNames().add(["b\ud800", "b\udc00"])

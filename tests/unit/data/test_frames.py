@@ -18,6 +18,14 @@ def test_every_supported_sequence_of_texts_becomes_one_text_column(data):
     assert as_table(data).column("text").to_pylist() == ["a b", "c d"]
 
 
+def test_a_lone_surrogate_in_a_text_is_read_as_u_fffd_as_undecodable_bytes_are():
+    # Predictor.predict(["goal \\ud800 match"]) stopped with a UnicodeEncodeError: one result per row
+    want = ["goal \ufffd match", "b\ufffdc"]
+    assert as_table(["goal \ud800 match", "b\udc00c"]).column("text").to_pylist() == want
+    frame = pd.DataFrame({"text": pd.Series(["goal \ud800 match", "b\udc00c"], dtype=object)})
+    assert as_table(frame).column("text").to_pylist() == want
+
+
 def test_numbers_become_their_text_and_none_or_nan_missing():
     assert as_table([1, 2.5, None, float("nan"), b"by\xfftes"]).column("text").to_pylist() == \
         ["1", "2.5", None, None, "by\ufffdtes"]

@@ -76,3 +76,27 @@ def test_a_file_with_no_byte_has_no_columns_to_check_and_a_blank_first_line_is_r
     assert columns_of(io.BytesIO(b""), "file:///d/c.csv.gz", "csv") is None
     with pytest.raises(UserError, match="no header line"):
         columns_of(io.BytesIO(b"\n\nx,y\n"), "file:///d/c.csv", "csv")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_an_unquoted_lone_cr_ends_a_record_in_prediction_as_in_training_and_pandas(fmt):
+    # Python's csv.writer(lineterminator="\n") leaves a field holding "\r" unquoted. Arrow (training, and
+    # prediction of a clean block) and pandas end the record there; prediction's per-line path for a
+    # block with a bad row cut lines at "\n" only, so the same row was one text there and two rows in training.
+    import io
+
+    import pandas as pd
+
+    d = "," if fmt == "csv" else "\t"
+    body = f"id{d}text\n1{d}match\rgoal lone cr\n2{d}phone chip\r3{d}team win\r\n".encode()
+    records = pd.read_csv(io.BytesIO(body), sep=d, dtype=str, keep_default_na=False).values.tolist()
+    assert records == [["1", "match"], ["goal lone cr", ""], ["2", "phone chip"], ["3", "team win"]]   # 4 records
+    train = parse_csv(body, None, fmt, Columns(text=("text",)), f"f.{fmt}")
+    cols = Columns(text=("text",), keep=("id",), all_rows=True)
+    clean = parse_csv(body, None, fmt, cols, f"f.{fmt}")
+    slow = parse_csv(body + f"4{d}bad \xff byte\n".encode("latin-1"), None, fmt, cols, f"f.{fmt}")
+    assert train.table.column("text").to_pylist() == ["match", "phone chip", "team win"]
+    assert train.rows_read == 4 and train.skipped == {"malformed": 1}
+    for chunk in (clean, slow):
+        rows = [(r["keep:id"], r["text"], r["status"]) for r in chunk.table.to_pylist()][:4]
+        assert rows == [("1", "match", "ok"), (None, "", "malformed"), ("2", "phone chip", "ok"), ("3", "team win", "ok")]

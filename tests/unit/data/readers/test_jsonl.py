@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lancetnic_flow.data.readers.jsonl import parse_jsonl
+from lancetnic_flow.data.readers.jsonl import columns_of, parse_jsonl
 from lancetnic_flow.data.sources import Columns
 from lancetnic_flow.errors import UserError
 
@@ -125,3 +125,63 @@ def test_strings_that_look_like_dates_stay_strings_as_texts_labels_and_kept_valu
     sets = Columns(text=("text",), label="day", multilabel=True)
     listed = b'{"text": "words here", "day": ["2020-05-01", "2020-05-02"]}\n'
     assert parse_jsonl(listed, sets, "f.jsonl").table.column("label").to_pylist() == [["2020-05-01", "2020-05-02"]]
+
+
+
+@pytest.mark.parametrize("all_rows", [False, True])   # training's and prediction's per-line paths
+@pytest.mark.parametrize("bad_line", [b"", b"{not json\n"])   # Arrow refuses the block either way
+def test_a_lone_surrogate_escape_makes_its_row_undecodable_and_spares_the_others(all_rows, bad_line):
+    # JSON's "\ud800" escape decodes to no Unicode character (json.loads gives a lone surrogate): it
+    # stopped the run with a UnicodeEncodeError. A valid pair is one character; a kept value gets U+FFFD.
+    cols = Columns(text=("text",), label="label", keep=("id",) if all_rows else (), all_rows=all_rows)
+    data = (b'{"id": 1, "text": "goal \\ud800 match", "label": "a"}\n'
+            b'{"id": "\\udc00", "text": "team \\ud83d\\ude00 win", "label": "b"}\n'
+            b'{"id": 3, "text": "phone chip", "label": "b\\udfff"}\n' + bad_line)
+    chunk = parse_jsonl(data, cols, "f.jsonl")
+    assert chunk.skipped == {"undecodable": 2, **({"malformed": 1} if bad_line else {})}
+    assert chunk.rows_read == 3 + bool(bad_line)
+    if all_rows:
+        rows = chunk.table.to_pylist()
+        assert [r["status"] for r in rows] == ["undecodable", "ok", "undecodable"] + (["malformed"] if bad_line else [])
+        assert rows[0]["text"] == "goal \ufffd match" and rows[1]["keep:id"] == "\ufffd"
+    else:
+        assert chunk.table.to_pylist() == [{"text": "team \U0001F600 win", "label": "b"}]
+
+
+@pytest.mark.parametrize("all_rows", [False, True])   # training's and prediction's per-line paths
+def test_a_line_of_several_json_values_reads_the_same_rows_whichever_path_reads_its_block(all_rows):
+    # Arrow takes each value of a line ({..} {..}, or lines ended by a lone \r); the per-line path read
+    # such a line as one malformed row, so a row was trained or predicted only when no bad line was beside it.
+    cols = Columns(text=("text",), label="label", all_rows=all_rows)
+    lines = (b'{"text": "goal match", "label": "a"} {"text": "phone chip", "label": "b"}\n'
+             b'{"text": "team win", "label": "a"}\r{"text": "code tech", "label": "b"}\r\n'
+             b'\xef\xbb\xbf{"text": "late goal", "label": "a"}\n')
+    clean = parse_jsonl(lines, cols, "f.jsonl")
+    slow = parse_jsonl(lines + b'{"text": "cut off\n', cols, "f.jsonl")
+    want = ["goal match", "phone chip", "team win", "code tech", "late goal"]
+    assert clean.table.column("text").to_pylist() == want and clean.rows_read == 5
+    assert slow.table.column("text").to_pylist()[:5] == want and slow.rows_read == 6
+    assert slow.skipped == {"malformed": 1} and slow.table.column("label").to_pylist()[:5] == ["a", "b", "a", "b", "a"]
+
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_a_null_line_is_the_same_skip_whichever_path_reads_its_block(all_rows):
+    # Arrow reads a line "null" as a row without values (empty_text); training's per-line path said malformed
+    cols = Columns(text=("text",), label="label", all_rows=all_rows)
+    lines = b'{"text": "goal match", "label": "a"}\nnull\n'
+    clean = parse_jsonl(lines, cols, "f.jsonl")
+    slow = parse_jsonl(lines + b"{bad\n", cols, "f.jsonl")
+    assert clean.skipped == {"empty_text": 1}
+    assert slow.skipped == {"empty_text": 1, "malformed": 1}
+
+
+
+def test_a_first_line_of_several_json_values_gives_the_columns_as_the_readers_read_it():
+    # the head check said "the first line is not JSON (Extra data)" (exit 2) for a line both readers read as rows
+    import io
+
+    first = io.BytesIO(b'{"text": "goal match", "id": 1} {"text": "phone chip", "id": 2}\n{"text": "x y"}\n')
+    assert columns_of(first, "f.jsonl") == ["text", "id"]
+    with pytest.raises(UserError, match="the first line is not JSON"):
+        columns_of(io.BytesIO(b'{"text": "goal match"} oops\n'), "f.jsonl")

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lancetnic_flow.data.readers.labels import (LabelListError, check_single, fasttext_sets, label_sets,
-                                                tag_counts)
+                                                strings_array, tag_counts)
 
 
 def test_strings_become_sets_by_separator_json_list_or_as_one_label():
@@ -95,3 +95,12 @@ def test_a_read_chunk_notes_the_rows_whose_label_set_repeats_a_label_and_keeps_t
     chunks = list(read_partition(plan_source([str(path)]).partitions[0], cols))
     assert sum(c.table.num_rows for c in chunks) == 3 and not any(c.skipped for c in chunks)
     assert [c.noted for c in chunks] == [{"repeated_label": 2}]
+
+
+def test_a_lone_surrogate_in_a_label_or_value_is_written_as_u_fffd_not_a_stopped_run():
+    # a CSV cell ["a\\ud800", "b"] read by json.loads held a lone surrogate, which Arrow refuses
+    sets = label_sets(pa.array(['["a\\ud800", "b"]', '["c"]']), None)
+    assert sets.to_pylist() == [["a\ufffd", "b"], ["c"]]
+    values, bad = strings_array(["x\udc00y", None, "ok \U0001F600"])
+    assert values.to_pylist() == ["x\ufffdy", None, "ok \U0001F600"] and bad.tolist() == [True, False, False]
+    assert strings_array(["plain"])[1] is None

@@ -66,3 +66,18 @@ def test_several_tags_are_a_label_set_with_multilabel_and_refused_without():
 def test_the_line_formats_refuse_columns_they_do_not_have(columns, match):
     with pytest.raises(UserError, match=match):
         check_line_columns("f.txt", "text", columns)
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_a_vertical_tab_or_nul_ends_a_fasttext_tag_as_fasttext_ends_it(multilabel):
+    # fastText's readWord ends a word at " \t\n\v\f\r\0"; a regular expression's \s has no \v or NUL, so
+    # "__label__a\vgoal match" was the label "a\vgoal" (a class of its own) and the text lost "goal".
+    data = (b"__label__a\x0bgoal match\n__label__b\x00phone chip\n__label__a\x0c__label__b\x0bteam win\n"
+            if multilabel else b"__label__a\x0bgoal match\n__label__b\x00phone chip\n__label__a\x0cteam win\n")
+    chunk = parse_lines(data, "fasttext", Columns(text=("text",), label="label", multilabel=multilabel), "f.ft")
+    labels = [["a"], ["b"], ["a", "b"]] if multilabel else ["a", "b", "a"]
+    assert chunk.table.column("label").to_pylist() == labels
+    assert chunk.table.column("text").to_pylist() == ["goal match", "phone chip", "team win"]
+    later = parse_lines(b"__label__a goal\x0b__label__b team\n", "fasttext",
+                        Columns(text=("text",), label="label", multilabel=True), "f.ft")
+    assert later.table.to_pylist() == [{"text": "goal team", "label": ["a", "b"]}]
