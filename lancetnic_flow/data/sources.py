@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import pyarrow as pa
-from fsspec.compression import compr
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
@@ -40,6 +39,7 @@ from ..errors import UserError, close_matches
 from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
                        format_names, sniff, sniffed_from, split_compression)
 from ..storage import open_options
+from .decompress import open_decompressed
 
 # ---------------------------------------------------------------- data types
 
@@ -351,10 +351,12 @@ def sniff_formats(seen: dict[str, tuple], storage_options: dict, names: Sequence
 def _sniff_file(full: str, so: dict, names: tuple[str, ...]) -> tuple[Format, str]:
     _, comp = _compression_of(file_name(full))
     try:
-        fs, path = url_to_fs(full, **open_options(full, so))
         # A small block: a remote store sends the start, not its default read-ahead of megabytes.
-        with fs.open(path, "rb", block_size=SNIFF_BYTES) as raw:
-            data = (compr[comp](raw, mode="rb") if comp else raw).read(SNIFF_BYTES + 1)
+        with open_decompressed(full, comp, so, block_size=SNIFF_BYTES) as f:
+            data = f.read(SNIFF_BYTES + 1)
+    except (EOFError, ValueError) as exc:   # a start shorter than its header, or not compressed
+        raise UserError(f"{full}: the {comp} stream is corrupt, truncated or unreadable ({exc})",
+                        "check the file, or recompress it") from exc
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 - translated for the user

@@ -34,6 +34,9 @@ LOWER_REVISION = 1
 # Label sets' revision, in the key of --task multilabel entries: 1 reads a cell holding a Python list
 # (['a', 'b'], as pandas writes a list column) as its labels, where earlier entries hold one label.
 LABEL_SETS_REVISION = 1
+# zstd input's revision, in the key of entries that read a .zst file: 1 refuses a file cut short
+# (data/decompress.py), where an earlier entry may hold only the rows before the cut.
+ZSTD_REVISION = 1
 
 
 def cache_key(*parts: Any) -> str:
@@ -125,9 +128,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     were last revised (``Format.revision``: CSV and TSV rows cut outside
     quotes, JSON numbers named as Arrow names them; then JSON values read as
     written, a NaN label missing, a binary text not UTF-8 undecodable;
-    fastText tags anywhere in a line), lower-casing was (:data:`LOWER_REVISION`)
-    and label sets were (:data:`LABEL_SETS_REVISION`), whose rows, terms or
-    labels may differ."""
+    fastText tags anywhere in a line), lower-casing was (:data:`LOWER_REVISION`),
+    label sets were (:data:`LABEL_SETS_REVISION`) and a cut-off zstd file was
+    refused (:data:`ZSTD_REVISION`), whose rows, terms or labels may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
@@ -145,6 +148,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
         revised.append(("lower", LOWER_REVISION))
     if revisions and columns.multilabel:
         revised.append(("label_sets", LABEL_SETS_REVISION))
+    if revisions and any(f.compression == "zstd" for p in (train, val) if p is not None for f in p.files):
+        revised.append(("zstd", ZSTD_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
 
 

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from ...errors import UserError
 from ...storage import open_options
+from ..decompress import open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 
@@ -37,9 +38,7 @@ UNDECODABLE_SHARE = 0.01
 
 def open_head(fi, storage_options: dict | None):
     """The file ``fi`` (a ``FileInfo``) opened for reading from its start, decompressed."""
-    import fsspec
-
-    return fsspec.open(fi.url, "rb", compression=fi.compression, **open_options(fi.url, storage_options))
+    return open_decompressed(fi.url, fi.compression, storage_options)
 
 
 def read_lines(f, chunk: int = 1 << 16) -> Iterator[bytes]:
