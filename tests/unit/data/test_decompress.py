@@ -39,7 +39,7 @@ def test_zstd_frames_one_after_another_read_whole_as_zstd_d_reads_them():
     assert got == TEXT
 
 
-def test_bytes_that_are_no_zstd_stream_are_an_error_not_an_empty_file():
+def test_bytes_that_are_no_zstd_stream_are_a_value_error_which_the_readers_call_corrupt():
     with pytest.raises(ValueError):
         decompressed(io.BytesIO(TEXT), "zstd").read()
 
