@@ -165,8 +165,14 @@ def format_named(name: str) -> Format:
 
 
 def file_name(url: str) -> str:
-    """The last part of a path or URL, without a query string."""
-    return posixpath.basename(str(url).split("?", 1)[0].rstrip("/"))
+    """The last part of a path or URL, without a query string. Only a URL of a
+    remote store has one: in a local path (``what?.csv.gz``, ``file://``) a
+    ``?`` is part of the name, and its extensions come after it."""
+    url = str(url)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("", "file", "local"):
+        url = url.split("?", 1)[0]
+    return posixpath.basename(url.rstrip("/"))
 
 
 def split_compression(name: str) -> tuple[str, str | None]:

@@ -439,7 +439,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     explicit = False
     try:
-        if protocol not in ("http", "https") and any(c in path for c in "*?["):
+        if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
             found = fs.glob(path, detail=True)
             if not found:
                 raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
@@ -489,6 +489,16 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     if not out:
         raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
     return sorted(out, key=lambda t: t[0])
+
+
+def _names_a_file(fs, path: str) -> bool:
+    """Whether ``path`` is the name of a file as written: one whose name holds
+    glob characters (``scores[1].csv``) is that file, never the files the
+    pattern matches (``scores1.csv``, or none)."""
+    try:
+        return fs.info(path).get("type") == "file"
+    except Exception:  # noqa: BLE001 - not a file by that name: a pattern
+        return False
 
 
 # The files that mark a folder as lancetnic_flow's own output: a run folder, a shard-cache entry.
@@ -573,7 +583,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
     compressed: list[str] = []
     for full in (list(seen) if in_order else sorted(seen)):
         info, fs, _ = seen[full]
-        name = posixpath.basename(full.split("?", 1)[0])
+        name = file_name(full)
         _, comp = _compression_of(name)
         fmt = named or sniffed.get(full) or _infer_format(full)
         size = int(info.get("size") or 0)

@@ -592,3 +592,20 @@ def test_prediction_plans_its_files_in_the_order_named_and_refuses_a_file_named_
     with pytest.raises(UserError, match="named twice"):
         plan_source([a, str(tmp_path / "*.csv")], in_order=True)
     assert len(plan_source([a, str(tmp_path / "*.csv")]).files) == 2
+
+
+def test_files_whose_names_hold_glob_or_query_characters_are_read_as_named_alone_and_in_their_folder(tmp_path):
+    cols = Columns(text=("text",), label="label")
+
+    def count(*urls):
+        plan = plan_source([str(u) for u in urls])
+        return sum(c.rows_read for p in plan.partitions for c in read_partition(p, cols)), len(plan.files)
+
+    (tmp_path / "what?.csv.gz").write_bytes(gzip.compress(csv_bytes(rows(30))))
+    (tmp_path / "scores[1].csv").write_bytes(csv_bytes(rows(20)))
+    (tmp_path / "scores1.csv").write_bytes(csv_bytes(rows(7)))   # what the name read as a pattern matches
+    assert count(tmp_path / "what?.csv.gz") == (30, 1)
+    assert count(tmp_path / "scores[1].csv") == (20, 1)
+    assert count(f"file://{tmp_path}/what?.csv.gz") == (30, 1)
+    assert count(tmp_path) == (57, 3)
+    assert count(tmp_path / "scores*.csv") == (27, 2)
