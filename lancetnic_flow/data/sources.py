@@ -474,8 +474,8 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     unlisted = _datasets_unlisted(fs, metadata) if metadata else set()
     root = path.rstrip("/")
     for p, info in found.items():
-        if info.get("type", "file") != "file":
-            continue
+        if info.get("type", "file") != "file" or p.endswith("/"):
+            continue   # a folder; a key ending in "/" is an object store's folder marker (a console's "Create folder")
         rel = p[len(root) + 1:] if p.startswith(root + "/") else posixpath.basename(p.rstrip("/"))
         if not explicit and any(part.startswith((".", "_")) for part in rel.split("/")):
             continue  # hidden files and folders, _SUCCESS, .crc, .cache/ and friends
