@@ -476,8 +476,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     for p, info in found.items():
         if info.get("type", "file") != "file" or p.endswith("/"):
             continue   # a folder; a key ending in "/" is an object store's folder marker (a console's "Create folder")
-        rel = p[len(root) + 1:] if p.startswith(root + "/") else posixpath.basename(p.rstrip("/"))
-        if not explicit and any(part.startswith((".", "_")) for part in rel.split("/")):
+        if not explicit and _hidden(p, root):
             continue  # hidden files and folders, _SUCCESS, .crc, .cache/ and friends
         if any(p.startswith(d + "/") for d in own):
             continue  # lancetnic_flow's own run folders and shard caches are never data
@@ -489,6 +488,22 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     if not out:
         raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
     return sorted(out, key=lambda t: t[0])
+
+
+def _hidden(p: str, path: str) -> bool:
+    """Whether ``p``, found under the folder or glob ``path``, is a hidden file
+    or lies in a hidden folder (a name starting with ``.`` or ``_``) that no
+    part of ``path`` names as such. A glob's wildcards pass over them as
+    Python's ``glob`` does: ``data/**/*.csv`` never reads the copies in
+    ``data/.ipynb_checkpoints/`` or Spark's ``_temporary/``, while
+    ``data/_staging/*.csv`` and ``data/.x*`` read what they name."""
+    parts = path.split("/")
+    cut = next((i for i, c in enumerate(parts) if any(ch in c for ch in "*?[")), len(parts))
+    root, pattern = "/".join(parts[:cut]), parts[cut:]
+    rel = p[len(root) + 1:].split("/") if p.startswith(root + "/") else [posixpath.basename(p.rstrip("/"))]
+    if "**" not in pattern and len(pattern) == len(rel):
+        return any(part.startswith((".", "_")) and not pat.startswith(part[0]) for part, pat in zip(rel, pattern))
+    return any(part.startswith((".", "_")) and not any(pat.startswith(part[0]) for pat in pattern) for part in rel)
 
 
 def _names_a_file(fs, path: str) -> bool:

@@ -609,3 +609,20 @@ def test_files_whose_names_hold_glob_or_query_characters_are_read_as_named_alone
     assert count(f"file://{tmp_path}/what?.csv.gz") == (30, 1)
     assert count(tmp_path) == (57, 3)
     assert count(tmp_path / "scores*.csv") == (27, 2)
+
+
+def test_a_globs_wildcards_pass_over_hidden_folders_as_pythons_glob_does_and_named_ones_are_read(tmp_path):
+    for rel, n in [("a.csv", 5), ("sub/b.csv", 7), (".ipynb_checkpoints/a-checkpoint.csv", 5),
+                   ("_temporary/0/part-0.csv", 3), ("_staging/c.csv", 2), (".hid.csv", 1)]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(csv_bytes(rows(n)))
+
+    def read(pattern):
+        plan = plan_source([str(tmp_path / pattern)])
+        return sorted(os.path.relpath(f.url.split("://", 1)[1], tmp_path) for f in plan.files)
+
+    assert read("") == read("**/*.csv") == read("**") == ["a.csv", "sub/b.csv"]
+    assert read("*/*.csv") == ["sub/b.csv"]
+    assert read("_staging/*.csv") == ["_staging/c.csv"]
+    assert read(".hid*") == [".hid.csv"]
+    assert read(".*/*.csv") == [".ipynb_checkpoints/a-checkpoint.csv"]
