@@ -437,10 +437,10 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
                         "check the protocol and install its fsspec package "
                         "(s3fs, gcsfs, aiohttp)") from exc
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    explicit = False
+    explicit = globbed = False
     try:
         if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
-            found = fs.glob(path, detail=True)
+            found, globbed = fs.glob(path, detail=True), True
             if not found:
                 raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
         else:
@@ -469,7 +469,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     except Exception as exc:  # noqa: BLE001 - translated for the user
         raise open_error(url, exc) from exc
     out = []
-    own = _own_outputs(found) if not explicit else set()
+    own = _own_outputs(found, fs if globbed else None) if not explicit else set()
     metadata = _datasets_metadata(url, found) if not explicit else set()
     unlisted = _datasets_unlisted(fs, metadata) if metadata else set()
     root = path.rstrip("/")
@@ -520,13 +520,29 @@ def _names_a_file(fs, path: str) -> bool:
 OWN_MARKERS = ({"model.json", "config.json"}, {"config.json", "checkpoint.safetensors"}, {"manifest.json", "features.json"})
 
 
-def _own_outputs(found: dict) -> set[str]:
-    """Folders among ``found`` that are run folders or shard-cache entries."""
+# Files of a run folder or a cache entry that a glob for data files may match (`**/*.csv`, `*/*.json`).
+OWN_FILES = {"history.csv", "per_class.csv", "per_label.csv", "top_terms.csv", "metrics.json", "config.json",
+             "model.json", "features.json", "manifest.json", "bucket_names.json"}
+
+
+def _own_outputs(found: dict, fs: Any = None) -> set[str]:
+    """Folders among ``found`` that are run folders or shard-cache entries.
+    ``fs``, for a glob: what it found may be a run's tables without the files
+    that mark the run (``**/*.csv`` finds no ``model.json``), so a folder
+    holding one of :data:`OWN_FILES` is listed to see whether it is a run."""
     names: dict[str, set[str]] = {}
     for p in found:
         parent, base = posixpath.split(p.rstrip("/"))
         names.setdefault(parent, set()).add(base)
-    return {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
+    own = {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
+    for d in sorted(d for d, have in names.items() if fs is not None and d not in own and have & OWN_FILES):
+        try:
+            have = {posixpath.basename(x.rstrip("/")) for x in fs.ls(d, detail=False)}
+        except Exception:  # noqa: BLE001 - cannot be listed: not known to be a run
+            continue
+        if any(m <= have for m in OWN_MARKERS):
+            own.add(d)
+    return own
 
 
 # A folder written by datasets.Dataset.save_to_disk: its rows are in data-0000N-of-0000M.arrow

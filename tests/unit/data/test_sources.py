@@ -626,3 +626,24 @@ def test_a_globs_wildcards_pass_over_hidden_folders_as_pythons_glob_does_and_nam
     assert read("_staging/*.csv") == ["_staging/c.csv"]
     assert read(".hid*") == [".hid.csv"]
     assert read(".*/*.csv") == [".ipynb_checkpoints/a-checkpoint.csv"]
+
+
+def test_a_glob_for_data_files_never_reads_a_run_folders_tables_it_matches_without_their_markers(tmp_path):
+    (tmp_path / "train.csv").write_bytes(csv_bytes(rows(9)))
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    for name in ("config.json", "model.json", "metrics.json"):
+        (run / name).write_text("{}")
+    (run / "history.csv").write_text("epoch,train_loss\n1,0.5\n")
+    (run / "per_class.csv").write_text("label,precision\npos,1.0\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "history.csv").write_bytes(csv_bytes(rows(4)))   # a data file of that name, in no run
+
+    def read(pattern):
+        return sorted(os.path.relpath(f.url.split("://", 1)[1], tmp_path)
+                      for f in plan_source([str(tmp_path / pattern)]).files)
+
+    assert read("**/*.csv") == read("") == ["notes/history.csv", "train.csv"]
+    assert read("*/*.csv") == ["notes/history.csv"]
+    with pytest.raises(UserError, match="no files match"):
+        read("*/*/*.csv")   # the run's tables alone: none is data
