@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import io
 
+from ..errors import UserError
+from ..formats import file_name
 from ..storage import open_options
 
 # Compressed bytes decoded at a time: a zstd block of a few bytes may stand
@@ -94,3 +96,30 @@ def open_decompressed(url: str, compression: str | None, storage_options: dict |
     finally:
         stream.close()
         raw.close()   # gzip's reader leaves the file it was given open
+
+
+# The first bytes of compressed data and of binary table files, which no text starts with.
+_PACKED = ((b"\x1f\x8b", "gzip", ".gz"), (b"\x28\xb5\x2f\xfd", "zstd", ".zst"), (b"\xfd7zXZ\x00", "xz", ".xz"),
+           (b"PK\x03\x04", "zip", None))
+_TABLES = ((b"PAR1", "Parquet", "parquet"), (b"ARROW1\x00\x00", "Arrow IPC", "arrow"))
+
+
+def _bz2(head: bytes) -> bool:
+    return head[:3] == b"BZh" and head[3:4].isdigit() and head[4:10] == b"1AY&SY"
+
+
+def check_not_packed(head: bytes, url: str, tables: bool = True) -> None:
+    """Refuse a file read as text whose start ``head`` is compressed data or
+    (``tables``) a Parquet or Arrow file: read as lines it gives binary rows,
+    and the encoding advice that would follow (``--encoding latin-1``) trains
+    on them."""
+    packed = next(((kind, suffix) for magic, kind, suffix in _PACKED if head.startswith(magic)),
+                  ("bz2", ".bz2") if _bz2(head) else None)
+    if packed is not None:
+        kind, suffix = packed
+        fix = f"rename it to {file_name(url)}{suffix}, or decompress it" if suffix else "unzip it (.zip is not read)"
+        raise UserError(f"{url}: the file holds {kind}-compressed data, not text", fix)
+    for magic, kind, fmt in _TABLES if tables else ():
+        after = head[len(magic):len(magic) + 1]
+        if head.startswith(magic) and after and not (32 <= after[0] < 127 or after in (b"\t", b"\n", b"\r")):
+            raise UserError(f"{url}: the file is {kind} data, not text", f"pass --format {fmt}, or name it .{fmt}")

@@ -39,7 +39,7 @@ from ..errors import UserError, close_matches
 from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
                        format_names, sniff, sniffed_from, split_compression)
 from ..storage import open_options
-from .decompress import open_decompressed
+from .decompress import check_not_packed, open_decompressed
 
 # ---------------------------------------------------------------- data types
 
@@ -354,6 +354,8 @@ def _sniff_file(full: str, so: dict, names: tuple[str, ...]) -> tuple[Format, st
         # A small block: a remote store sends the start, not its default read-ahead of megabytes.
         with open_decompressed(full, comp, so, block_size=SNIFF_BYTES) as f:
             data = f.read(SNIFF_BYTES + 1)
+        if comp is None:   # a compressed file without its suffix is no text to sniff
+            check_not_packed(data, full, tables=False)
     except (EOFError, ValueError) as exc:   # a start shorter than its header, or not compressed
         raise UserError(f"{full}: the {comp} stream is corrupt, truncated or unreadable ({exc})",
                         "check the file, or recompress it") from exc

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ...errors import UserError
 from ...storage import open_options
-from ..decompress import open_decompressed
+from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 
@@ -487,7 +487,9 @@ def text_kinds(columns: Columns, column) -> tuple:
 
 def check_not_wide(head: bytes, url: str) -> None:
     """Refuse a file that starts like UTF-16 or UTF-32 text (a byte-order mark,
-    or NUL bytes in much of its start): its lines cannot be split at b"\\n"."""
+    or NUL bytes in much of its start): its lines cannot be split at b"\\n";
+    or like compressed data or a binary table (:func:`check_not_packed`)."""
+    check_not_packed(head, url)
     sample = head[:4096]
     bom = sample.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff"))
     if bom or (len(sample) >= 64 and sample.count(b"\x00") > len(sample) * 0.3):

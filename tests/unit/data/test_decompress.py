@@ -64,3 +64,38 @@ def test_open_decompressed_closes_the_file_it_opened(tmp_path):
     with open_decompressed(str(tmp_path / "a.gz"), "gzip", None) as f:
         assert f.read() == TEXT
     assert f.closed
+
+
+@pytest.mark.parametrize("compression, suffix", [("gzip", ".gz"), ("bz2", ".bz2"), ("xz", ".xz"), ("zstd", ".zst")])
+@pytest.mark.parametrize("name", ["data.csv", "data.txt", "data.jsonl", "part-00000"])
+def test_compressed_data_under_a_plain_name_is_refused_saying_the_suffix_it_needs(tmp_path, compression, suffix, name):
+    from lancetnic_flow.data.checks import checked_source
+
+    body = b'{"text": "some words", "label": "x"}\n' * 50 if name.endswith(".jsonl") else \
+        b"text,label\n" + b"some words here,x\n" * 50
+    (tmp_path / name).write_bytes(COMPRESS[compression](body))
+    for cols in (Columns(text=("text",), label="label"), Columns(text=("text",), all_rows=True, encoding="latin-1")):
+        with pytest.raises(UserError, match=f"holds {compression}-compressed data") as e:
+            checked_source([str(tmp_path / name)], "auto", {}, 1 << 20, cols)
+        assert f"{name}{suffix}" in e.value.hint
+
+
+def test_a_parquet_or_arrow_file_under_a_text_name_is_refused_and_text_that_starts_alike_is_read(tmp_path):
+    import pyarrow as pa
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    from lancetnic_flow.data.checks import checked_source
+
+    table = pa.table({"text": ["some words here"] * 5, "label": ["x"] * 5})
+    cols = Columns(text=("text",), label="label")
+    pq.write_table(table, tmp_path / "p.csv")
+    feather.write_feather(table, tmp_path / "a.csv")
+    with pytest.raises(UserError, match="is Parquet data, not text"):
+        checked_source([str(tmp_path / "p.csv")], "auto", {}, 1 << 20, cols)
+    with pytest.raises(UserError, match="is Arrow IPC data, not text"):
+        checked_source([str(tmp_path / "a.csv")], "auto", {}, 1 << 20, cols)
+    pq.write_table(table, tmp_path / "part-00000")   # no extension: its start says Parquet, and Parquet it is
+    assert checked_source([str(tmp_path / "part-00000")], "auto", {}, 1 << 20, cols).files[0].format == "parquet"
+    (tmp_path / "t.csv").write_bytes(b"PAR1,text,label\n1,some words,x\n")
+    assert checked_source([str(tmp_path / "t.csv")], "auto", {}, 1 << 20, cols).files[0].format == "csv"
