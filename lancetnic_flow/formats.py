@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import posixpath
+import re
 import dataclasses
 from dataclasses import dataclass
 
@@ -165,8 +166,21 @@ def format_named(name: str) -> Format:
 
 
 def file_name(url: str) -> str:
-    """The last part of a path or URL, without a query string."""
-    return posixpath.basename(str(url).split("?", 1)[0].rstrip("/"))
+    """The last part of a path or URL, without a query string. An http(s) URL
+    has one after its first ``?``; an object store's only a version
+    (``s3://b/a.csv?versionId=…``, as s3fs reads it); elsewhere (a local
+    path, a bucket's key ``what?.csv.gz``) a ``?`` is part of the name, and
+    its extensions come after it."""
+    url = str(url)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in ("http", "https"):
+        url = url.split("?", 1)[0]
+    elif scheme not in ("", "file", "local"):
+        url = _VERSION_QUERY.split(url, 1)[0]
+    return posixpath.basename(url.rstrip("/"))
+
+
+_VERSION_QUERY = re.compile(r"\?(?:versionId|generation)=")
 
 
 def split_compression(name: str) -> tuple[str, str | None]:

@@ -214,7 +214,22 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
             train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small,
                                     names=columns.names())
     val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None
+    if val_src is not None:
+        refuse_files_in_both(train_src, val_src)
     return train_src, val_src
+
+
+def refuse_files_in_both(train: SourcePlan, val: SourcePlan) -> None:
+    """A UserError when a file is training and ``--val`` data at once (a folder
+    or glob that holds the validation file): its rows would be trained on and
+    then scored as unseen, and every figure of the run would flatter it."""
+    both = sorted({f.url for f in train.files} & {f.url for f in val.files})
+    if both:
+        more = f" (and {len(both) - 1} more)" if len(both) > 1 else ""
+        raise UserError(f"{both[0]}{more} is training data and --val data at once: its rows would be trained on "
+                        "and then scored as unseen",
+                        "train on paths, a glob or a folder that leave the --val files out, or drop --val to "
+                        "hold out --val-fraction of the training rows")
 
 
 def check_training_inputs(cfg: TrainConfig) -> None:

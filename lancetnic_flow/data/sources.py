@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import pyarrow as pa
-from fsspec.compression import compr
 from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
@@ -40,6 +39,7 @@ from ..errors import UserError, close_matches
 from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
                        format_names, sniff, sniffed_from, split_compression)
 from ..storage import open_options
+from .decompress import check_not_packed, open_decompressed
 
 # ---------------------------------------------------------------- data types
 
@@ -351,10 +351,14 @@ def sniff_formats(seen: dict[str, tuple], storage_options: dict, names: Sequence
 def _sniff_file(full: str, so: dict, names: tuple[str, ...]) -> tuple[Format, str]:
     _, comp = _compression_of(file_name(full))
     try:
-        fs, path = url_to_fs(full, **open_options(full, so))
         # A small block: a remote store sends the start, not its default read-ahead of megabytes.
-        with fs.open(path, "rb", block_size=SNIFF_BYTES) as raw:
-            data = (compr[comp](raw, mode="rb") if comp else raw).read(SNIFF_BYTES + 1)
+        with open_decompressed(full, comp, so, block_size=SNIFF_BYTES) as f:
+            data = f.read(SNIFF_BYTES + 1)
+        if comp is None:   # a compressed file without its suffix is no text to sniff
+            check_not_packed(data, full, tables=False)
+    except (EOFError, ValueError) as exc:   # a start shorter than its header, or not compressed
+        raise UserError(f"{full}: the {comp} stream is corrupt, truncated or unreadable ({exc})",
+                        "check the file, or recompress it") from exc
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 - translated for the user
@@ -435,10 +439,10 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
                         "check the protocol and install its fsspec package "
                         "(s3fs, gcsfs, aiohttp)") from exc
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    explicit = False
+    explicit = globbed = False
     try:
-        if protocol not in ("http", "https") and any(c in path for c in "*?["):
-            found = fs.glob(path, detail=True)
+        if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
+            found, globbed = fs.glob(path, detail=True), True
             if not found:
                 raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
         else:
@@ -467,15 +471,14 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     except Exception as exc:  # noqa: BLE001 - translated for the user
         raise open_error(url, exc) from exc
     out = []
-    own = _own_outputs(found) if not explicit else set()
+    own = _own_outputs(found, fs if globbed else None) if not explicit else set()
     metadata = _datasets_metadata(url, found) if not explicit else set()
     unlisted = _datasets_unlisted(fs, metadata) if metadata else set()
     root = path.rstrip("/")
     for p, info in found.items():
-        if info.get("type", "file") != "file":
-            continue
-        rel = p[len(root) + 1:] if p.startswith(root + "/") else posixpath.basename(p.rstrip("/"))
-        if not explicit and any(part.startswith((".", "_")) for part in rel.split("/")):
+        if info.get("type", "file") != "file" or p.endswith("/"):
+            continue   # a folder; a key ending in "/" is an object store's folder marker (a console's "Create folder")
+        if not explicit and _hidden(p, root):
             continue  # hidden files and folders, _SUCCESS, .crc, .cache/ and friends
         if any(p.startswith(d + "/") for d in own):
             continue  # lancetnic_flow's own run folders and shard caches are never data
@@ -489,17 +492,59 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     return sorted(out, key=lambda t: t[0])
 
 
+def _hidden(p: str, path: str) -> bool:
+    """Whether ``p``, found under the folder or glob ``path``, is a hidden file
+    or lies in a hidden folder (a name starting with ``.`` or ``_``) that no
+    part of ``path`` names as such. A glob's wildcards pass over them as
+    Python's ``glob`` does: ``data/**/*.csv`` never reads the copies in
+    ``data/.ipynb_checkpoints/`` or Spark's ``_temporary/``, while
+    ``data/_staging/*.csv`` and ``data/.x*`` read what they name."""
+    parts = path.split("/")
+    cut = next((i for i, c in enumerate(parts) if any(ch in c for ch in "*?[")), len(parts))
+    root, pattern = "/".join(parts[:cut]), parts[cut:]
+    rel = p[len(root) + 1:].split("/") if p.startswith(root + "/") else [posixpath.basename(p.rstrip("/"))]
+    if "**" not in pattern and len(pattern) == len(rel):
+        return any(part.startswith((".", "_")) and not pat.startswith(part[0]) for part, pat in zip(rel, pattern))
+    return any(part.startswith((".", "_")) and not any(pat.startswith(part[0]) for pat in pattern) for part in rel)
+
+
+def _names_a_file(fs, path: str) -> bool:
+    """Whether ``path`` is the name of a file as written: one whose name holds
+    glob characters (``scores[1].csv``) is that file, never the files the
+    pattern matches (``scores1.csv``, or none)."""
+    try:
+        return fs.info(path).get("type") == "file"
+    except Exception:  # noqa: BLE001 - not a file by that name: a pattern
+        return False
+
+
 # The files that mark a folder as lancetnic_flow's own output: a run folder, a shard-cache entry.
 OWN_MARKERS = ({"model.json", "config.json"}, {"config.json", "checkpoint.safetensors"}, {"manifest.json", "features.json"})
 
 
-def _own_outputs(found: dict) -> set[str]:
-    """Folders among ``found`` that are run folders or shard-cache entries."""
+# Files of a run folder or a cache entry that a glob for data files may match (`**/*.csv`, `*/*.json`).
+OWN_FILES = {"history.csv", "per_class.csv", "per_label.csv", "top_terms.csv", "metrics.json", "config.json",
+             "model.json", "features.json", "manifest.json", "bucket_names.json"}
+
+
+def _own_outputs(found: dict, fs: Any = None) -> set[str]:
+    """Folders among ``found`` that are run folders or shard-cache entries.
+    ``fs``, for a glob: what it found may be a run's tables without the files
+    that mark the run (``**/*.csv`` finds no ``model.json``), so a folder
+    holding one of :data:`OWN_FILES` is listed to see whether it is a run."""
     names: dict[str, set[str]] = {}
     for p in found:
         parent, base = posixpath.split(p.rstrip("/"))
         names.setdefault(parent, set()).add(base)
-    return {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
+    own = {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
+    for d in sorted(d for d, have in names.items() if fs is not None and d not in own and have & OWN_FILES):
+        try:
+            have = {posixpath.basename(x.rstrip("/")) for x in fs.ls(d, detail=False)}
+        except Exception:  # noqa: BLE001 - cannot be listed: not known to be a run
+            continue
+        if any(m <= have for m in OWN_MARKERS):
+            own.add(d)
+    return own
 
 
 # A folder written by datasets.Dataset.save_to_disk: its rows are in data-0000N-of-0000M.arrow
@@ -571,7 +616,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
     compressed: list[str] = []
     for full in (list(seen) if in_order else sorted(seen)):
         info, fs, _ = seen[full]
-        name = posixpath.basename(full.split("?", 1)[0])
+        name = file_name(full)
         _, comp = _compression_of(name)
         fmt = named or sniffed.get(full) or _infer_format(full)
         size = int(info.get("size") or 0)

@@ -37,6 +37,9 @@ LABEL_SETS_REVISION = 1
 # Bytes columns' revision, in the key of Parquet/Arrow entries made with --encoding: 1 decodes a column
 # of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there).
 ENCODED_BYTES_REVISION = 1
+# zstd input's revision, in the key of entries that read a .zst file: 1 refuses a file cut short
+# (data/decompress.py), where an earlier entry may hold only the rows before the cut.
+ZSTD_REVISION = 1
 
 
 def cache_key(*parts: Any) -> str:
@@ -131,8 +134,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     fastText tags anywhere in a line; then every JSON value of a line read
     by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
-    (:data:`LABEL_SETS_REVISION`) and typed files' bytes were decoded
-    (:data:`ENCODED_BYTES_REVISION`), whose rows, terms or labels may differ."""
+    (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
+    (:data:`ENCODED_BYTES_REVISION`) and a cut-off zstd file was refused
+    (:data:`ZSTD_REVISION`), whose rows, terms or labels may differ."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
@@ -152,6 +156,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
         revised.append(("label_sets", LABEL_SETS_REVISION))
     if revisions and columns.encoding and _typed_files(train, val):
         revised.append(("encoded_bytes", ENCODED_BYTES_REVISION))
+    if revisions and any(f.compression == "zstd" for p in (train, val) if p is not None for f in p.files):
+        revised.append(("zstd", ZSTD_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
 
 

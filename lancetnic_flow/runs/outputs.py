@@ -13,6 +13,7 @@ files with the same columns always agree.
 from __future__ import annotations
 
 import io
+import os
 
 import pyarrow as pa
 
@@ -50,6 +51,28 @@ def output_file_format(url: str) -> tuple[Format, str | None]:
     if comp is not None and not fmt.compressible:
         raise UserError(f"--output {url}: {fmt.shown} compresses itself", f"end the name in {fmt.extensions[0]}")
     return fmt, comp
+
+
+def refuse_output_over_input(url: str, inputs, storage_options: dict | None) -> None:
+    """A UserError when the output file ``url`` is one of the input files
+    (``FileInfo`` of the planned input): the predictions would replace the
+    data they were made from, every column not kept lost."""
+    from fsspec.core import url_to_fs
+
+    fs, path = url_to_fs(url, **open_options(url, storage_options))
+    full = fs.unstrip_protocol(path)
+    if any(_same_file(f.url, full) for f in inputs):
+        raise UserError(f"--output {url} is an --input file: the predictions would replace the data they are made "
+                        "from", "write them to another file")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two full URLs name one file: local paths as the disk resolves them
+    (``in//a.csv``, a symbolic link), others as written."""
+    local = "file://"
+    if a.startswith(local) and b.startswith(local):
+        return os.path.realpath(a[len(local):]) == os.path.realpath(b[len(local):])
+    return a == b
 
 
 def output_format(url: str) -> str:

@@ -115,3 +115,23 @@ def test_unreachable_http():
     with pytest.raises(UserError) as e:
         plan_source(["http://127.0.0.1:9/x.csv"])
     assert "127.0.0.1:9" in str(e.value)
+
+
+def test_an_s3_folder_reads_its_files_whatever_their_keys_hold_and_never_its_folder_markers():
+    with s3_server() as so:
+        fs = fsspec.filesystem("s3", **so)
+        fs.call_s3("create_bucket", Bucket="bucket")
+        for marker in ("in/", "in/sub/"):   # what a console's "Create folder" writes: a zero-byte key
+            fs.call_s3("put_object", Bucket="bucket", Key=marker, Body=b"")
+        rs = rows(30)
+        fs.pipe("bucket/in/what?.csv.gz", gzip.compress(csv_bytes(rs[:10])))
+        fs.pipe("bucket/in/sub/scores[1].csv", csv_bytes(rs[10:]))
+        fs.pipe("bucket/in/sub/scores1.csv", csv_bytes(rs[:3]))   # what scores[1].csv read as a pattern matches
+        fs.invalidate_cache()
+        for url, n in [("s3://bucket/in", 33), ("s3://bucket/in/", 33), ("s3://bucket/in/what?.csv.gz", 10),
+                       ("s3://bucket/in/sub/scores[1].csv", 20)]:
+            plan = plan_source([url], storage_options=so)
+            assert all(not f.url.endswith("/") for f in plan.files), url
+            check_columns(plan, COLS, storage_options=so)
+            t, skipped, read = read_all(plan, COLS, storage_options=so)
+            assert (read, t.num_rows, skipped) == (n, n, {}), url

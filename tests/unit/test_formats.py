@@ -264,3 +264,14 @@ def test_a_registered_format_with_a_sniff_is_found_by_its_start(tmp_path, psv):
     (tmp_path / "corpus.txt").write_text("id|text|label\n1|some words|a\n2|more words|b\n")
     plan = plan_source([str(tmp_path / "corpus.txt")])
     assert plan.files[0].format == "psv" and "split by '|'" in plan.sniffed[0].reason
+
+
+@pytest.mark.parametrize("url, name", [
+    ("data/what?.csv.gz", "what?.csv.gz"), ("/d/q?m.jsonl", "q?m.jsonl"), ("file:///d/q?m.csv.gz", "q?m.csv.gz"),
+    ("https://h/d/a.csv.gz?sig=x.txt", "a.csv.gz"), ("s3://b/a.csv?versionId=7", "a.csv"),
+    ("s3://b/d/q?m.csv.gz", "q?m.csv.gz"), ("memory://d/q?m.jsonl", "q?m.jsonl"),
+])
+def test_a_question_mark_in_a_local_name_is_part_of_it_and_only_a_remote_urls_query_is_left_out(url, name):
+    assert formats.file_name(url) == name
+    assert format_for_path(url)[0].name == ("jsonl" if ".jsonl" in name else "csv")
+    assert format_for_path(url)[1] == ("gzip" if name.endswith(".gz") else None)

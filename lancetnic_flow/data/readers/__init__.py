@@ -25,15 +25,16 @@ Which parser reads a format is its record in the format registry
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Iterator
 
-import fsspec
 from fsspec.core import url_to_fs
 from fsspec.utils import read_block
 
 from ...errors import UserError
 from ...formats import Format, format_named, to_utf8
 from ...storage import open_options
+from ..decompress import open_decompressed
 from ..sources import Chunk, Columns, Partition, open_error
 from .csv import read_header
 from .labels import LabelListError
@@ -128,10 +129,9 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
     url = fi.url
     fmt = format_named(fi.format)
     chunk_bytes = max(1, int(chunk_bytes))
+    opened = contextlib.ExitStack()
     try:
-        of = fsspec.open(url, "rb", compression=fi.compression,
-                         **open_options(url, storage_options))
-        f = of.open()
+        f = opened.enter_context(open_decompressed(url, fi.compression, storage_options))
     except Exception as exc:  # noqa: BLE001
         raise open_error(url, exc) from exc
     header: bytes | None = None
@@ -176,7 +176,7 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
             if eof:
                 break
     finally:
-        f.close()
+        opened.close()
 
 
 __all__ = ["read_partition"]

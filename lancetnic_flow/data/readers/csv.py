@@ -17,6 +17,7 @@ import pyarrow.csv as pv
 
 from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
+from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
 from .row_ends import without_stray_quote_lines
 from .table import (BOM, ESCAPED, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
@@ -31,6 +32,7 @@ _MARK = "\uffff"
 
 def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
     fmt = "TSV" if delimiter == "\t" else "CSV"
+    check_not_packed(header, url)
     if not utf8_ok(header):
         check_not_wide(header, url)
         raise UserError(f"{url}: the first line is not UTF-8 text, so it is no {fmt} header",
@@ -317,6 +319,7 @@ def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str] 
     """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8);
     None for a file with no byte at all (a compressed empty file: its size on disk is not 0)."""
     raw = read_header(f)
+    check_not_packed(raw, url)
     if not raw:   # nothing to read, as an empty plain file (data/checks.file_columns)
         return None
     first = to_utf8(strip_bom(raw), encoding)

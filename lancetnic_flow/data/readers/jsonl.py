@@ -17,6 +17,7 @@ import pyarrow.json as pj
 
 from ...errors import UserError
 from ...formats import Format, Head, to_utf8
+from ..decompress import check_not_packed
 from ..sources import Chunk, Columns, missing_column_error
 from .labels import LONE_SURROGATE, json_values_as_text
 from .table import BOM, decoded, empty_table, finish, open_head, read_lines, strip_bom, text_kinds, utf8_ok
@@ -292,6 +293,7 @@ def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
     None: UTF-8); None for a file of blank lines."""
     for line in read_lines(f):
         if line.strip():
+            check_not_packed(line, url)
             line = to_utf8(line[len(BOM):] if line.startswith(BOM) else line, encoding)
             try:
                 obj = json.loads(line)

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from ...errors import UserError
 from ...storage import open_options
+from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 
@@ -37,9 +38,7 @@ UNDECODABLE_SHARE = 0.01
 
 def open_head(fi, storage_options: dict | None):
     """The file ``fi`` (a ``FileInfo``) opened for reading from its start, decompressed."""
-    import fsspec
-
-    return fsspec.open(fi.url, "rb", compression=fi.compression, **open_options(fi.url, storage_options))
+    return open_decompressed(fi.url, fi.compression, storage_options)
 
 
 def read_lines(f, chunk: int = 1 << 16) -> Iterator[bytes]:
@@ -549,7 +548,9 @@ def text_kinds(columns: Columns, column) -> tuple:
 
 def check_not_wide(head: bytes, url: str) -> None:
     """Refuse a file that starts like UTF-16 or UTF-32 text (a byte-order mark,
-    or NUL bytes in much of its start): its lines cannot be split at b"\\n"."""
+    or NUL bytes in much of its start): its lines cannot be split at b"\\n";
+    or like compressed data or a binary table (:func:`check_not_packed`)."""
+    check_not_packed(head, url)
     sample = head[:4096]
     bom = sample.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff"))
     if bom or (len(sample) >= 64 and sample.count(b"\x00") > len(sample) * 0.3):

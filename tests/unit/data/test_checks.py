@@ -142,3 +142,21 @@ def test_a_ddp_run_reusing_a_cache_cut_coarser_than_its_plan_says_so_and_what_wo
     assert coarse_cache_warning(1, 1, 8) is None       # a small input: nothing finer to cut
     assert coarse_cache_warning(16, 20, 2) is None     # 8 partitions a rank already
     assert coarse_cache_warning(8, 64, 1) is None      # no ranks
+
+
+def test_a_val_file_that_the_training_folder_or_glob_also_holds_is_refused_naming_it(tmp_path):
+    from lancetnic_flow.config import DataConfig, TrainConfig
+    from lancetnic_flow.data.checks import plan_training_sources
+
+    (tmp_path / "data").mkdir()
+    train = write(tmp_path / "data" / "train.csv", "text,label\nhello there,pos\ngood bye,neg\n")
+    val = write(tmp_path / "data" / "val.csv", "text,label\nhello again,pos\n")
+
+    def plan(train_urls, val_urls):
+        return plan_training_sources(TrainConfig(data=DataConfig(train=train_urls, val=val_urls)).validate(), 1 << 20)
+
+    for given in ([str(tmp_path / "data")], [str(tmp_path / "data" / "*.csv")], [train, val]):
+        with pytest.raises(UserError, match=r"val\.csv is training data and --val data at once"):
+            plan(given, [val])
+    tr, va = plan([train], [val])
+    assert [f.url for f in tr.files] != [f.url for f in va.files]

@@ -592,3 +592,58 @@ def test_prediction_plans_its_files_in_the_order_named_and_refuses_a_file_named_
     with pytest.raises(UserError, match="named twice"):
         plan_source([a, str(tmp_path / "*.csv")], in_order=True)
     assert len(plan_source([a, str(tmp_path / "*.csv")]).files) == 2
+
+
+def test_files_whose_names_hold_glob_or_query_characters_are_read_as_named_alone_and_in_their_folder(tmp_path):
+    cols = Columns(text=("text",), label="label")
+
+    def count(*urls):
+        plan = plan_source([str(u) for u in urls])
+        return sum(c.rows_read for p in plan.partitions for c in read_partition(p, cols)), len(plan.files)
+
+    (tmp_path / "what?.csv.gz").write_bytes(gzip.compress(csv_bytes(rows(30))))
+    (tmp_path / "scores[1].csv").write_bytes(csv_bytes(rows(20)))
+    (tmp_path / "scores1.csv").write_bytes(csv_bytes(rows(7)))   # what the name read as a pattern matches
+    assert count(tmp_path / "what?.csv.gz") == (30, 1)
+    assert count(tmp_path / "scores[1].csv") == (20, 1)
+    assert count(f"file://{tmp_path}/what?.csv.gz") == (30, 1)
+    assert count(tmp_path) == (57, 3)
+    assert count(tmp_path / "scores*.csv") == (27, 2)
+
+
+def test_a_globs_wildcards_pass_over_hidden_folders_as_pythons_glob_does_and_named_ones_are_read(tmp_path):
+    for rel, n in [("a.csv", 5), ("sub/b.csv", 7), (".ipynb_checkpoints/a-checkpoint.csv", 5),
+                   ("_temporary/0/part-0.csv", 3), ("_staging/c.csv", 2), (".hid.csv", 1)]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(csv_bytes(rows(n)))
+
+    def read(pattern):
+        plan = plan_source([str(tmp_path / pattern)])
+        return sorted(os.path.relpath(f.url.split("://", 1)[1], tmp_path) for f in plan.files)
+
+    assert read("") == read("**/*.csv") == read("**") == ["a.csv", "sub/b.csv"]
+    assert read("*/*.csv") == ["sub/b.csv"]
+    assert read("_staging/*.csv") == ["_staging/c.csv"]
+    assert read(".hid*") == [".hid.csv"]
+    assert read(".*/*.csv") == [".ipynb_checkpoints/a-checkpoint.csv"]
+
+
+def test_a_glob_for_data_files_never_reads_a_run_folders_tables_it_matches_without_their_markers(tmp_path):
+    (tmp_path / "train.csv").write_bytes(csv_bytes(rows(9)))
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    for name in ("config.json", "model.json", "metrics.json"):
+        (run / name).write_text("{}")
+    (run / "history.csv").write_text("epoch,train_loss\n1,0.5\n")
+    (run / "per_class.csv").write_text("label,precision\npos,1.0\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "history.csv").write_bytes(csv_bytes(rows(4)))   # a data file of that name, in no run
+
+    def read(pattern):
+        return sorted(os.path.relpath(f.url.split("://", 1)[1], tmp_path)
+                      for f in plan_source([str(tmp_path / pattern)]).files)
+
+    assert read("**/*.csv") == read("") == ["notes/history.csv", "train.csv"]
+    assert read("*/*.csv") == ["notes/history.csv"]
+    with pytest.raises(UserError, match="no files match"):
+        read("*/*/*.csv")   # the run's tables alone: none is data

@@ -66,6 +66,22 @@ def test_entries_lower_cased_before_final_sigma_was_lowered_as_str_lower_does_ar
                                                                            revisions=False)
 
 
+def test_entries_of_zstd_input_read_before_a_file_cut_short_was_refused_are_not_reused():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    def plan(name, comp):
+        return SourcePlan(files=[FileInfo(f"file:///d/{name}", 10, "v1", "text", comp)], partitions=[])
+
+    fc = {**FeatureConfig().__dict__, "lowercase": False}   # no other revision in the key
+    zst, gz = plan("a.txt.zst", "zstd"), plan("a.txt.gz", "gzip")
+    assert entry_key(zst, None, fc, COLUMNS, VAL_FRACTION) != entry_key(zst, None, fc, COLUMNS, VAL_FRACTION,
+                                                                        revisions=False)
+    assert entry_key(gz, None, fc, COLUMNS, VAL_FRACTION) == entry_key(gz, None, fc, COLUMNS, VAL_FRACTION,
+                                                                       revisions=False)
+    assert entry_key(gz, zst, fc, COLUMNS, VAL_FRACTION) != entry_key(gz, zst, fc, COLUMNS, VAL_FRACTION,
+                                                                      revisions=False)
+
+
 def test_a_vocabulary_without_idf_never_reuses_an_entry_whose_idf_was_applied():
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 

@@ -41,3 +41,21 @@ def test_later_json_lines_rows_with_a_new_column_keep_it(tmp_path):
     rows = [json.loads(line) for line in gzip.decompress(out.read_bytes()).decode().splitlines()]
     assert rows == [{"text": "a b", "predicted": "s"}, {"text": "c d", "predicted": "t", "meta": "x"},
                     {"text": "e f", "predicted": "u", "meta": None}]
+
+
+def test_an_output_that_is_an_input_file_is_refused_before_it_replaces_the_data(tmp_path, monkeypatch):
+    from lancetnic_flow.data.sources import plan_source
+    from lancetnic_flow.runs.outputs import refuse_output_over_input
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("text,label\nhello there,pos\n")
+    files = plan_source([str(tmp_path / "in")]).files
+    monkeypatch.chdir(tmp_path)
+    for same in (str(tmp_path / "in" / "a.csv"), "in/a.csv", "./in//a.csv", f"file://{tmp_path}/in/a.csv"):
+        with pytest.raises(UserError, match="is an --input file"):
+            refuse_output_over_input(same, files, {})
+    refuse_output_over_input("in/a.preds.csv", files, {})
+    refuse_output_over_input(str(tmp_path / "a.csv"), files, {})
+    (tmp_path / "link.csv").symlink_to(tmp_path / "in" / "a.csv")
+    with pytest.raises(UserError, match="is an --input file"):
+        refuse_output_over_input("link.csv", files, {})
