@@ -136,6 +136,9 @@ from lancetnic_flow.data.readers import read_partition
 from lancetnic_flow.data.sources import Columns
 from lancetnic_flow.errors import UserError
 threads = lambda: len(os.listdir('/proc/self/task'))
+# numba's first use of a kernel (the CSV reader's row ends), compiled or cached, loads scipy's BLAS,
+# whose OpenBLAS starts threads of its own: counted before, so only Arrow's are measured
+import numba.np.arraymath
 before = threads()
 cols = Columns(text=("text",), label="label")
 try:
