@@ -470,6 +470,8 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
         raise
     except Exception as exc:  # noqa: BLE001 - translated for the user
         raise open_error(url, exc) from exc
+    if not explicit:
+        _refuse_table_logs(url, found, fs if globbed else None)
     out = []
     own = _own_outputs(found, fs if globbed else None) if not explicit else set()
     metadata = _datasets_metadata(url, found) if not explicit else set()
@@ -490,6 +492,29 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     if not out:
         raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
     return sorted(out, key=lambda t: t[0])
+
+
+# Table formats whose folder keeps the data files of every version beside a log naming the current
+# ones: every file read is rows the table may have deleted or rewritten since.
+TABLE_LOGS = {"_delta_log": "a Delta Lake table", ".hoodie": "an Apache Hudi table"}
+
+
+def _refuse_table_logs(url: str, found: dict, fs: Any = None) -> None:
+    """Refuse a folder or glob that lists a Delta Lake or Hudi table's log;
+    ``fs``, for a glob (``table/*.parquet`` lists no log): the folders of the
+    files it found are looked into."""
+    paths = list(found)
+    if fs is not None:
+        for folder in sorted({posixpath.dirname(p.rstrip("/")) for p in found}):
+            paths += [f"{folder}/{log}/" for log in TABLE_LOGS if fs.exists(f"{folder}/{log}")]
+    for p in paths:
+        for part in p.split("/"):
+            if part in TABLE_LOGS:
+                raise UserError(f"{url}: {TABLE_LOGS[part]} ({part}/ in {p.split('/' + part)[0]}): its folder "
+                                f"holds the files of every version, rows deleted or rewritten since included",
+                                "write the version to train on as files of their own (e.g. deltalake's "
+                                "DeltaTable(path).to_pyarrow_table() saved with pyarrow.parquet.write_table) "
+                                "and point at those")
 
 
 def _hidden(p: str, path: str) -> bool:

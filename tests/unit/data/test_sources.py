@@ -647,3 +647,20 @@ def test_a_glob_for_data_files_never_reads_a_run_folders_tables_it_matches_witho
     assert read("*/*.csv") == ["notes/history.csv"]
     with pytest.raises(UserError, match="no files match"):
         read("*/*/*.csv")   # the run's tables alone: none is data
+
+
+@pytest.mark.parametrize("log, named", [("_delta_log", "a Delta Lake table"), (".hoodie", "an Apache Hudi table")])
+def test_a_table_folder_that_keeps_every_versions_files_is_refused_not_read_whole(tmp_path, log, named):
+    # a Delta table overwritten once: its folder holds both versions' Parquet files, and reading
+    # them all trained on the 100 rows the overwrite replaced beside the 100 the table now has
+    table = tmp_path / "events"
+    (table / log).mkdir(parents=True)
+    (table / log / "00000000000000000001.json").write_text("{}\n")
+    for version in (0, 1):
+        pq.write_table(pa.table({"text": [f"v{version} row {i}" for i in range(100)], "label": ["a"] * 100}),
+                       table / f"part-{version}.parquet")
+    for given in (str(table), str(table / "**"), str(table) + "/", str(table / "*.parquet")):
+        with pytest.raises(UserError) as e:
+            plan_source([given])
+        assert named in str(e.value) and "every version" in str(e.value), given
+    assert len(plan_source([str(table / "part-1.parquet")]).files) == 1   # a file named is read
