@@ -297,7 +297,7 @@ def test_a_format_that_does_not_match_the_file_exits_2_saying_what_the_file_look
     user_error(errors, "csv_as_jsonl", "good.csv", "not JSON", "--format")
     user_error(errors, "csv_as_tsv", "good.csv", "--format csv")
     user_error(errors, "jsonl_as_csv", "good.jsonl", "looks like JSON", "--format jsonl")
-    user_error(errors, "parquet_as_csv", "good.parquet", "not UTF-8 text", "--format")
+    user_error(errors, "parquet_as_csv", "good.parquet", "the file is Parquet data, not text", "--format")
 
 
 def test_a_server_that_never_answers_ends_the_run_in_bounded_time_naming_the_url(errors):
