@@ -104,8 +104,8 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     when ``model_options`` names the options that shrink this run's model
     (the caller knows its features and network) — the model's size that fits.
     ``worker_model_bytes``: what each worker holds for the whole run (a loaded
-    model: ``predict``, ``evaluate``); it must stay below Dask's target line,
-    so a worker's minimum grows by it over that line's share. ``holder``: who
+    model: ``predict``, ``evaluate``); with a task and the worker's base it
+    must stay below Dask's pause line, which sets a worker's minimum. ``holder``: who
     holds the model in this process, as the refusal names it.
     """
     budget = budget or default_budget()
@@ -114,7 +114,10 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     worker_share = budget - reserve - trainer
     cpus = os.cpu_count() or 1
     threads = threads or 1
-    worker_min = MIN_WORKER + math.ceil(worker_model_bytes / THRESHOLDS["target"])
+    # A worker that holds a model for the run must stay under Dask's pause line with it, a task
+    # and its own base: past that line it takes no task, and the model never leaves.
+    worker_min = (max(MIN_WORKER, math.ceil((MIN_WORKER + worker_model_bytes) / THRESHOLDS["pause"]))
+                  if worker_model_bytes else MIN_WORKER)
     if workers is None:
         workers = max(1, min(cpus // threads, worker_share // (3 * worker_min)))
     if worker_share < workers * worker_min:

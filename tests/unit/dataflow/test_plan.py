@@ -96,10 +96,10 @@ def test_a_larger_worker_gets_a_larger_partition_up_to_the_cap():
     assert partition(64 * GiB) == MAX_PARTITION
 
 
-def test_workers_that_hold_a_loaded_model_keep_it_under_the_target_line_with_a_smaller_partition():
+def test_workers_that_hold_a_loaded_model_keep_it_under_the_pause_line_with_a_smaller_partition():
     model = 2 * GiB
     plan = plan_memory(16 * GiB, workers=2, model_bytes=model, worker_model_bytes=model)
-    assert plan.worker_limit * THRESHOLDS["target"] >= model + MIN_WORKER * THRESHOLDS["target"]
+    assert plan.worker_limit * THRESHOLDS["pause"] >= model + MIN_WORKER
     assert plan.reserve + plan.trainer + plan.workers * plan.worker_limit <= 16 * GiB
     assert plan.trainer >= TRAINER_BASE + model
     assert plan.partition <= plan_memory(16 * GiB, workers=2, model_bytes=model).partition
@@ -112,7 +112,7 @@ def test_a_refusal_for_workers_that_hold_a_model_names_the_model_and_a_budget_th
     assert "each holding the model's 3.0 GiB" in e.value.message and "this process needs" in e.value.message
     budget = re.search(r"--memory-budget (\S+) or more", e.value.hint).group(1)
     plan = plan_memory(parse_size(budget), workers=2, model_bytes=model, worker_model_bytes=model)
-    assert plan.worker_limit * THRESHOLDS["target"] >= model
+    assert plan.worker_limit * THRESHOLDS["pause"] >= model + MIN_WORKER
     workers = re.search(r"--workers (\d+)", e.value.hint)
     if workers:
         plan_memory(8 * GiB, workers=int(workers.group(1)), model_bytes=model, worker_model_bytes=model)
