@@ -37,9 +37,8 @@ from .outputs import OutputFile, output_format, output_names
 
 BATCH_ROWS = 4096
 # Scores (rows × labels) made at once when predicting a table: the logits, their
-# probabilities and their order by probability (8 bytes a cell) are each this many
-# cells, about 64 MiB together; a 14,000-row partition of a 10,000-label run scored
-# whole was 2 GB.
+# probabilities and their order by probability are each this many cells. A partition
+# of a run with thousands of labels scored whole outgrew its worker (docs/memory.md).
 SCORE_CELLS = 1 << 21
 
 

@@ -3,9 +3,9 @@ header before anything is loaded.
 
 ``predict`` and ``evaluate`` hold the loaded run in this process and in every
 worker (:func:`~.predict.predictor` keeps one per process), so their memory
-plan must know its size before it starts workers: a LinearSVM of 2^19 inputs
-× 2,000 classes is a 4 GiB matrix that ``model.safetensors`` stores in
-150 MB as its non-zero entries. The header gives every stored tensor's shape;
+plan must know its size before it starts workers: a LinearSVM of hashed inputs
+× thousands of classes is a dense matrix many times larger than the file that
+stores its non-zero entries (docs/memory.md). The header gives every stored tensor's shape;
 a matrix stored as entries (:mod:`.stored_weights`) keeps its dense shape in a
 16-byte tensor of its own, read from the file alone.
 """
