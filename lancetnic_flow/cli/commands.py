@@ -154,28 +154,86 @@ def train_config(given, report) -> int:
     return 0
 
 
-def _plan_for(a: argparse.Namespace):
+def _plan_for(a: argparse.Namespace, model: int = 0, on_workers: bool = False):
+    """predict's and evaluate's plan: this process holds the loaded run (``model`` bytes,
+    :func:`~lancetnic_flow.runs.weights_size.loaded_bytes`), and so, ``on_workers``, does each worker."""
     from ..dataflow.plan import plan_memory
 
     return plan_memory(_size(a.memory_budget, "--memory-budget"), workers=a.workers, threads=a.worker_threads,
-                       blocksize=_size(a.blocksize, "--blocksize"))
+                       model_bytes=model, worker_model_bytes=model if on_workers else 0,
+                       blocksize=_size(a.blocksize, "--blocksize"), holder="this process")
 
 
-def _client_for(a: argparse.Namespace, plan, src):
-    """The client that runs predict's or evaluate's partitions (this process's threads
-    for small inputs, by dataflow/inprocess.py's rule, as train's; else a cluster),
-    and where, in words."""
-    from ..dataflow.cluster import WORKERS_WAIT_S, open_cluster, scheduler_address
-    from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
+def _run_model_bytes(run: str, run_so: dict, meta: dict) -> int:
+    """What loading ``run`` holds at its peak, read from its weights' header (nothing loaded)."""
+    from ..runs.linear_scores import linear_shapes
+    from ..runs.weights_size import loaded_bytes
+
+    return loaded_bytes(run, run_so, torch_network=linear_shapes(meta) is None)
+
+
+def _planned_inputs(a: argparse.Namespace, model: int, inputs) -> tuple:
+    """predict's or evaluate's plan, inputs (``inputs(partition)``, checked), and where
+    they run: this process's threads for small inputs (dataflow/inprocess.py's rule, as
+    train's), else a cluster whose every worker holds the loaded run (``model`` bytes) —
+    planned so, or refused naming what would hold it, before anything is loaded."""
+    from ..dataflow.cluster import scheduler_address
+    from ..dataflow.inprocess import choose_where, in_process_peak, input_bytes
     from ..dataflow.plan import TRAINER_BASE
 
+    plan = _plan_for(a)
+    src = inputs(plan.partition)
     threads = plan.workers * plan.threads
     here, where = choose_where(a.run_on, input_bytes=input_bytes(src),
                                needs_cluster="an existing cluster (--scheduler)" if scheduler_address(a.scheduler)
-                               else None, plan=plan, trainer_need=TRAINER_BASE, threads=threads)
+                               else None, plan=plan, trainer_need=TRAINER_BASE + model, threads=threads)
+    if scheduler_address(a.scheduler) or not model:
+        return plan, src, here, where
+    share, need_here = plan.budget - plan.reserve, TRAINER_BASE + model + in_process_peak(plan, threads)
+    if here:
+        if need_here > share:
+            raise _too_small_here(plan, model, need_here)
+        return plan, src, here, where
+    try:
+        on_workers = _plan_for(a, model, on_workers=True)
+    except UserError as exc:
+        here_too = ("--run-on process (this process alone holds it)" if need_here <= share else
+                    f"--run-on process with --memory-budget {_budget_here(need_here)}")
+        raise UserError(f"{exc.message} (the run's model, loaded, takes {_size_text(model)} in this process and in "
+                        "every worker)", f"{exc.hint}, or {here_too}") from None
+    return on_workers, inputs(on_workers.partition), here, where
+
+
+def _size_text(n: int) -> str:
+    from ..sizes import format_size
+
+    return format_size(n)
+
+
+def _budget_here(need: int) -> str:
+    """The smallest budget, in tenths of a GiB, whose share after the OS headroom (a quarter) holds ``need``."""
+    from ..dataflow.plan import GiB
+
+    tenths = -(-need * 4 * 10 // (3 * GiB)) + 1
+    return f"{tenths / 10:.1f}GiB"
+
+
+def _too_small_here(plan, model: int, need: int) -> UserError:
+    """The budget cannot hold the loaded run and the reading tasks in this process: the budget that would."""
+    return UserError(f"memory budget {_size_text(plan.budget)} is too small: this process needs "
+                     f"{_size_text(need)} (the run's model, loaded, {_size_text(model)}, and the reading tasks) "
+                     f"after {_size_text(plan.reserve)} of OS headroom",
+                     f"use --memory-budget {_budget_here(need)} or more")
+
+
+def _client_for(a: argparse.Namespace, plan, here: bool):
+    """The client that runs predict's or evaluate's partitions: this process's threads, or a cluster."""
+    from ..dataflow.cluster import WORKERS_WAIT_S, open_cluster
+    from ..dataflow.inprocess import InProcessClient
+
     wait = ClusterConfig(**({"scheduler_wait": a.scheduler_wait} if a.scheduler_wait else {})).wait_seconds()
-    return (InProcessClient(threads) if here else open_cluster(plan, scheduler=a.scheduler, wait=wait,
-                                                               workers_wait=WORKERS_WAIT_S)), where
+    return (InProcessClient(plan.workers * plan.threads) if here else
+            open_cluster(plan, scheduler=a.scheduler, wait=wait, workers_wait=WORKERS_WAIT_S))
 
 
 def _keep(text: str | None) -> tuple[tuple[str, ...], bool]:
@@ -206,7 +264,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     so = parse_storage_options(a.storage_option)
     run_so = options_for(a.run, so)
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
-    _, config = read_run_json(a.run, run_so)
+    meta, config = read_run_json(a.run, run_so)
     if a.text:
         from ..runs.predict import Predictor
 
@@ -222,18 +280,20 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     data = config.get("data") or {}
     cols = Columns(text=tuple(a.text_column or data.get("text") or ("text",)),
                    numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
-    plan = _plan_for(a)
-    src = checked_source(a.input, a.format, so, plan.partition, cols, in_order=True)   # rows as the inputs list them
+    plan, src, here, where = _planned_inputs(   # rows as the inputs list them
+        a, _run_model_bytes(a.run, run_so, meta),
+        lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
     refuse_output_over_input(a.output, src.files, options_for(a.output, so))
     say_decided(report, src)
     from ..data.checks import first_columns
-    from ..runs.predict import Predictor, predict_files
+    from ..runs.loading import weights_stamp
+    from ..runs.predict import predict_files, predictor
 
-    pred = Predictor(a.run, run_so)          # damaged weights fail here, once, not on every worker
+    # Damaged weights fail here, once, not on every worker; the tasks of this process use this same copy.
+    pred = predictor(absolute(a.run), run_so, weights_stamp(absolute(a.run), run_so))
     pred.check_asks(a.top_k, a.threshold)
     _check_kept_names(cols, first_columns(src, so, cols.encoding), pred.output_names(a.top_k))
-    cluster, where = _client_for(a, plan, src)
-    with cluster as client:
+    with _client_for(a, plan, here) as client:
         out = predict_files(client, absolute(a.run), src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight, top_k=a.top_k,
                             threshold=a.threshold)
@@ -384,8 +444,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    numeric=tuple(data.get("numeric") or ()), multilabel=kind == "multilabel",
                    label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None,
                    encoding=text_encoding(a.encoding or data.get("encoding")))
-    plan = _plan_for(a)
-    src = checked_source(a.data, a.format, so, plan.partition, cols)
+    plan, src, here, where = _planned_inputs(a, _run_model_bytes(a.run, run_so, meta),
+                                             lambda size: checked_source(a.data, a.format, so, size, cols))
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
         if a.plots.rstrip("/") == a.run.rstrip("/"):   # its charts and per_class.csv are its validation's
             raise UserError(f"--plots {a.plots} is the run folder, whose charts and tables are its validation "
@@ -393,12 +453,13 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
         check_writable(a.plots, options_for(a.plots, so), "--plots", folder=True)
     say_decided(report, src)
     from ..runs.evaluate import evaluate_files
-    from ..runs.loading import load_run
+    from ..runs.loading import weights_stamp
+    from ..runs.predict import predictor
 
-    run = load_run(a.run, run_so)
+    # The tasks of this process score with this same copy of the run.
+    run = predictor(absolute(a.run), run_so, weights_stamp(absolute(a.run), run_so)).run
     task = run.task()
-    cluster, where = _client_for(a, plan, src)
-    with cluster as client:
+    with _client_for(a, plan, here) as client:
         out, merged = evaluate_files(client, absolute(a.run), src, cols, storage_options=so, run_options=run_so,
                                      chunk_bytes=plan.partition, window=plan.in_flight)
     out["where"] = where

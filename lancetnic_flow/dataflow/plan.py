@@ -87,15 +87,15 @@ def default_budget() -> int:
     return min(psutil.virtual_memory().total, DEFAULT_BUDGET)
 
 
-def _partition_for(worker_limit: int, threads: int) -> int:
-    usable = max(worker_limit * THRESHOLDS["target"] - WORKER_BASE - TASK_BASE * threads, 8 * MiB)
+def _partition_for(worker_limit: int, threads: int, resident: int = 0) -> int:
+    usable = max(worker_limit * THRESHOLDS["target"] - WORKER_BASE - resident - TASK_BASE * threads, 8 * MiB)
     size = int(usable / (PEAK_PER_BYTE * threads))
     return max(1 * MiB, min(MAX_PARTITION, size // MiB * MiB))
 
 
 def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
                 model_bytes: int = 0, shuffle_bytes: int = 0, blocksize: int | None = None,
-                model_options: str = "") -> MemoryPlan:
+                model_options: str = "", worker_model_bytes: int = 0, holder: str = "the trainer") -> MemoryPlan:
     """Split ``budget`` between OS headroom, the trainer and local workers.
 
     Refuses (``UserError``) when the trainer's needs or the workers' minimum
@@ -103,6 +103,10 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     fits: the budget, fewer workers when more than one would not fit, and —
     when ``model_options`` names the options that shrink this run's model
     (the caller knows its features and network) — the model's size that fits.
+    ``worker_model_bytes``: what each worker holds for the whole run (a loaded
+    model: ``predict``, ``evaluate``); with a task and the worker's base it
+    must stay below Dask's pause line, which sets a worker's minimum. ``holder``: who
+    holds the model in this process, as the refusal names it.
     """
     budget = budget or default_budget()
     reserve = budget // 4
@@ -110,28 +114,35 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     worker_share = budget - reserve - trainer
     cpus = os.cpu_count() or 1
     threads = threads or 1
+    # A worker that holds a model for the run must stay under Dask's pause line with it, a task
+    # and its own base: past that line it takes no task, and the model never leaves.
+    worker_min = (max(MIN_WORKER, math.ceil((MIN_WORKER + worker_model_bytes) / THRESHOLDS["pause"]))
+                  if worker_model_bytes else MIN_WORKER)
     if workers is None:
-        workers = max(1, min(cpus // threads, worker_share // (3 * MIN_WORKER)))
-    if worker_share < workers * MIN_WORKER:
+        workers = max(1, min(cpus // threads, worker_share // (3 * worker_min)))
+    if worker_share < workers * worker_min:
         # The smallest budget B with B - B//4 - max(B//8, fixed) >= workers' minimum
         # (headroom and trainer grow with B), rounded up to a tenth of a GiB.
-        fixed, floor = TRAINER_BASE + model_bytes + shuffle_bytes, workers * MIN_WORKER
+        fixed, floor = TRAINER_BASE + model_bytes + shuffle_bytes, workers * worker_min
         need = math.ceil(max((floor + fixed) * 4 / 3, floor * 8 / 5) * 1.02 / GiB * 10) / 10
         ways = [f"--memory-budget {need:.1f}GiB or more"]
-        fit_workers = (budget - reserve - trainer) // MIN_WORKER
+        fit_workers = (budget - reserve - trainer) // worker_min
         if 1 <= fit_workers < workers:
             ways.append(f"--workers {fit_workers}")
         # The model that would leave the workers their minimum (the trainer's share grows with it past budget/8).
         fit_model = budget - reserve - workers * MIN_WORKER - TRAINER_BASE - shuffle_bytes
-        if model_options and model_bytes > 0 and fit_model > 0 and budget - reserve - budget // 8 >= floor:
+        if model_options and model_bytes > 0 and not worker_model_bytes and fit_model > 0 \
+                and budget - reserve - budget // 8 >= floor:
             ways.append(f"a model of at most {format_size(fit_model)} ({model_options})")
+        held = f", each holding the model's {format_size(worker_model_bytes)}" if worker_model_bytes else ""
         raise UserError(
-            f"memory budget {format_size(budget)} is too small: the trainer needs {format_size(trainer)} "
-            f"(model and optimiser {format_size(model_bytes)}) and {workers} worker(s) need "
-            f"{format_size(workers * MIN_WORKER)} after {format_size(reserve)} of OS headroom",
+            f"memory budget {format_size(budget)} is too small: {holder} needs {format_size(trainer)} "
+            f"({'model and optimiser' if holder == 'the trainer' else 'the model'} {format_size(model_bytes)}) "
+            f"and {workers} worker(s) need "
+            f"{format_size(workers * worker_min)}{held} after {format_size(reserve)} of OS headroom",
             "use " + (", ".join(ways[:-1]) + ", or " + ways[-1] if len(ways) > 1 else ways[0]))
     worker_limit = worker_share // workers
-    partition = blocksize or _partition_for(worker_limit, threads)
+    partition = blocksize or _partition_for(worker_limit, threads, worker_model_bytes)
     return MemoryPlan(budget, reserve, trainer, workers, threads, worker_limit, partition,
                       in_flight=max(2, 2 * workers * threads))
 

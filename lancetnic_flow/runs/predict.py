@@ -36,6 +36,10 @@ from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import OutputFile, output_format, output_names
 
 BATCH_ROWS = 4096
+# Scores (rows × labels) made at once when predicting a table: the logits, their
+# probabilities and their order by probability are each this many cells. A partition
+# of a run with thousands of labels scored whole outgrew its worker (docs/memory.md).
+SCORE_CELLS = 1 << 21
 
 
 class Predictor:
@@ -287,8 +291,21 @@ class Predictor:
                            threshold: float | None = None) -> dict[str, pa.Array]:
         """The prediction columns for ``rows`` (see :func:`~.outputs.output_names`), null where
         the status is not ok. A multilabel run's ``predicted`` and ``probabilities``
-        are lists: the labels at or above their threshold (see :meth:`predict`), most likely first."""
+        are lists: the labels at or above their threshold (see :meth:`predict`), most likely first.
+        Scored :meth:`rows_per_slice` rows at a time: a slice's scores, probabilities and
+        their order are rows × labels each, whatever the partition's rows."""
         self.check_asks(top_k, threshold)
+        step = self.rows_per_slice()
+        if rows.num_rows <= step:
+            return self._slice_columns(rows, top_k, threshold)
+        parts = [self._slice_columns(rows.slice(s, step), top_k, threshold) for s in range(0, rows.num_rows, step)]
+        return {k: pa.concat_arrays([p[k] for p in parts]) for k in parts[0]}
+
+    def rows_per_slice(self) -> int:
+        """Rows scored at once: :data:`SCORE_CELLS` scores (rows × labels)."""
+        return max(1, SCORE_CELLS // max(1, len(self.labels)))
+
+    def _slice_columns(self, rows: pa.Table, top_k: int | None, threshold: float | None) -> dict[str, pa.Array]:
         ok, scored = self.scores(rows)
         n = rows.num_rows
         cols: dict[str, pa.Array] = {}

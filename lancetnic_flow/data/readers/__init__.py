@@ -39,6 +39,7 @@ from ..sources import Chunk, Columns, Partition, open_error
 from .csv import read_header
 from .labels import LabelListError
 from .lines import check_line_columns
+from .long_texts import check_text_lengths
 from .row_ends import LOOKBACK_MAX, row_start, stream_cut
 from .table import BOM, check_decodable, check_not_wide
 
@@ -59,7 +60,9 @@ def read_partition(part: Partition, columns: Columns, *,
     """Read one partition as Chunks (one for a byte range or row group; one per
     ~``chunk_bytes`` of decompressed data for a compressed file)."""
     try:
-        yield from _read_partition(part, columns, storage_options, chunk_bytes)
+        for chunk in _read_partition(part, columns, storage_options, chunk_bytes):
+            check_text_lengths(chunk.table, part.file.url)
+            yield chunk
     except LabelListError as exc:   # found where the rows are parsed, which does not know the file
         raise exc.at(part.file.url) from None
 

@@ -56,3 +56,62 @@ def test_resume_accepts_the_runs_own_values_and_where_the_data_and_cluster_are(r
                  "tcp://h:8786", "--scheduler-wait", "5s", "--storage-option", "anon=true", "--quiet")
     assert (cfg.cluster.workers, cfg.cluster.threads, cfg.cluster.scheduler) == (4, 2, "tcp://h:8786")
     assert cfg.data.storage_options == {"anon": True} and cfg.training.epochs == 3
+
+
+@pytest.fixture
+def linear_run(tmp_path):
+    """A small LinearSVM run folder and a CSV of texts to predict with it."""
+    import numpy as np
+    import pyarrow as pa
+    import torch
+
+    from lancetnic_flow.features.vectorize import FittedFeatures
+    from lancetnic_flow.models.scalpel import ScalpelNet
+    from lancetnic_flow.runs.folder import save_run
+
+    model = ScalpelNet(2, classes=2, layers=0, dropout=0.0, margin=True)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.tensor([[3.0, -3.0], [-3.0, 3.0]]))
+    features = FittedFeatures(mode="tfidf", vocabulary=pa.array(["cat", "dog"]), idf=np.ones(2, np.float32),
+                              labels=["pos", "neg"])
+    save_run(str(tmp_path / "run"), config={"data": {"text": ["text"], "label": "label"}}, features=features,
+             model=model, model_meta={"model": "LinearSVM", "net": "ScalpelNet", "kwargs": model.config,
+                                      "task": "classify"}, metrics={}, history=[])
+    (tmp_path / "in.csv").write_text("text,label\na cat,pos\ndog dog,neg\n")
+    return tmp_path
+
+
+def test_predict_and_evaluate_on_workers_that_cannot_hold_the_loaded_model_are_refused_before_one_starts(
+        linear_run, monkeypatch, capsys):
+    import lancetnic_flow.cli.commands as commands
+    import lancetnic_flow.dataflow.cluster as cluster
+    from lancetnic_flow.cli.main import main
+
+    monkeypatch.setattr(commands, "_run_model_bytes", lambda *a: 3 * 2**30)   # a 2^19 × 1,500-class LinearSVM
+    monkeypatch.setattr(cluster, "open_cluster", lambda *a, **k: pytest.fail("a cluster was started"))
+    run, data = str(linear_run / "run"), str(linear_run / "in.csv")
+    for argv in (["predict", run, "--input", data, "--output", str(linear_run / "out.csv")],
+                 ["evaluate", run, data]):
+        assert main([*argv, "--run-on", "cluster", "--memory-budget", "8GiB"]) == 2
+        err = capsys.readouterr().err
+        assert "each holding the model's 3.0 GiB" in err
+        assert "--memory-budget" in err and "or --run-on process (this process alone holds it)" in err
+        assert main([*argv, "--run-on", "process", "--memory-budget", "4GiB"]) == 2
+        assert "use --memory-budget" in capsys.readouterr().err
+
+
+def test_predict_in_this_process_loads_the_run_once_for_the_checks_and_the_tasks(linear_run, monkeypatch):
+    import lancetnic_flow.runs.predict as predict
+    from lancetnic_flow.cli.main import main
+
+    loads = []
+    real = predict.load_run
+    monkeypatch.setattr(predict, "load_run", lambda *a, **k: loads.append(a) or real(*a, **k))
+    monkeypatch.setattr(predict, "_PREDICTORS", {})
+    out = linear_run / "out.csv"
+    assert main(["predict", str(linear_run / "run"), "--input", str(linear_run / "in.csv"), "--output", str(out),
+                 "--run-on", "process", "--quiet"]) == 0
+    assert len(loads) == 1 and out.read_text().count("\n") == 3
+    assert main(["evaluate", str(linear_run / "run"), str(linear_run / "in.csv"), "--run-on", "process",
+                 "--quiet"]) == 0
+    assert len(loads) == 1

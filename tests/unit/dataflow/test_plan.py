@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from lancetnic_flow.dataflow.plan import (MAX_PARTITION, MIN_WORKER, TRAINER_BASE, GiB, MiB, plan_for_workers,
-                                          plan_memory)
+from lancetnic_flow.dataflow.plan import (MAX_PARTITION, MIN_WORKER, THRESHOLDS, TRAINER_BASE, GiB, MiB,
+                                          plan_for_workers, plan_memory)
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.sizes import parse_size
 
@@ -94,3 +94,25 @@ def test_a_larger_worker_gets_a_larger_partition_up_to_the_cap():
     assert partition(600 * MiB) == MiB                 # the floor
     assert MiB < partition(800 * MiB) < MAX_PARTITION  # what the limit leaves after the bases, per peak byte
     assert partition(64 * GiB) == MAX_PARTITION
+
+
+def test_workers_that_hold_a_loaded_model_keep_it_under_the_pause_line_with_a_smaller_partition():
+    model = 2 * GiB
+    plan = plan_memory(16 * GiB, workers=2, model_bytes=model, worker_model_bytes=model)
+    assert plan.worker_limit * THRESHOLDS["pause"] >= model + MIN_WORKER
+    assert plan.reserve + plan.trainer + plan.workers * plan.worker_limit <= 16 * GiB
+    assert plan.trainer >= TRAINER_BASE + model
+    assert plan.partition <= plan_memory(16 * GiB, workers=2, model_bytes=model).partition
+
+
+def test_a_refusal_for_workers_that_hold_a_model_names_the_model_and_a_budget_that_plans():
+    model = 3 * GiB
+    with pytest.raises(UserError) as e:
+        plan_memory(8 * GiB, workers=2, model_bytes=model, worker_model_bytes=model, holder="this process")
+    assert "each holding the model's 3.0 GiB" in e.value.message and "this process needs" in e.value.message
+    budget = re.search(r"--memory-budget (\S+) or more", e.value.hint).group(1)
+    plan = plan_memory(parse_size(budget), workers=2, model_bytes=model, worker_model_bytes=model)
+    assert plan.worker_limit * THRESHOLDS["pause"] >= model + MIN_WORKER
+    workers = re.search(r"--workers (\d+)", e.value.hint)
+    if workers:
+        plan_memory(8 * GiB, workers=int(workers.group(1)), model_bytes=model, worker_model_bytes=model)

@@ -78,3 +78,17 @@ def test_a_multilabel_run_gives_every_label_at_or_above_the_threshold_most_likel
     assert out[1]["labels"] == ["pos", "neg"]   # 0.5 each: both at the threshold, ties in label order
     assert out[2] == {"status": "empty_text", "labels": None, "probabilities": None}
     assert pred.predict(["cat"], threshold=0.999)[0]["labels"] == []
+
+
+def test_a_table_is_scored_a_slice_of_rows_at_a_time_with_the_same_columns(tmp_path, monkeypatch):
+    import lancetnic_flow.runs.predict as predict
+
+    pred = Predictor(linear_run(tmp_path / "run", regress=False, task="classify"))
+    texts = ["a cat", "", "dog dog", "cat dog cat", None, "dog"]
+    whole = pred.predict_table(texts, top_k=2)
+    monkeypatch.setattr(predict, "SCORE_CELLS", 4)   # 2 labels: 2 rows at a time
+    seen = []
+    scores = Predictor.scores
+    monkeypatch.setattr(Predictor, "scores", lambda self, rows: seen.append(rows.num_rows) or scores(self, rows))
+    sliced = pred.predict_table(texts, top_k=2)
+    assert sliced.equals(whole) and max(seen) == 2 and sum(seen) == len(texts)
