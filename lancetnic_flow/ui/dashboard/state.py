@@ -114,9 +114,13 @@ class DashboardState:
             self.fit_total, self.fit_done = e.get("total") or 0, 0
         elif self.stage == "training":
             self.monitor = e.get("monitor") or self.monitor
-            self.rows_before += self.rows
-            self.epoch, self.epochs = e.get("epoch", 0), e.get("epochs", 0)
-            self.rows, self.total_rows = 0, e.get("total_rows") or 0
+            epoch = e.get("epoch", 0)
+            if epoch != self.epoch:   # --ddp announces an epoch again at each segment: the same epoch goes on
+                self.rows_before += self.rows
+                self.rows = 0
+            self.epoch, self.epochs = epoch, e.get("epochs", 0)
+            self.epochs_done = max(self.epochs_done, epoch - 1)   # a resumed run starts past its first epochs
+            self.total_rows = e.get("total_rows") or 0
             self.source = e.get("source")
 
     def _on_plan(self, e: dict, t: float) -> None:

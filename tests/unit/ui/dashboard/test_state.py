@@ -31,3 +31,28 @@ def test_a_meter_gives_the_rate_over_its_window():
     for i in range(40):
         m.add(i * 0.25, i * 100)
     assert m.rate(39 * 0.25) == pytest.approx(400, rel=0.05)
+
+
+def _rank(t: float, rank: int, rows: int, epoch: int = 1, done: bool = False) -> tuple[str, dict]:
+    return "rank", {"t": t, "rank": rank, "epoch": epoch, "epochs": 2, "rows": rows, "rows_per_s": 1000.0,
+                    "loss": 0.5, "done": done}
+
+
+def _training(t: float, epoch: int) -> tuple[str, dict]:
+    return "stage", {"t": t, "stage": "training", "epoch": epoch, "epochs": 2, "total_rows": 4000,
+                     "source": "cluster"}
+
+
+def test_a_ddp_epoch_announced_again_after_a_periodic_checkpoint_keeps_its_rows_and_counts_them_once():
+    s = state_after([_training(0.0, 1), _rank(1.0, 0, 1000), _rank(1.0, 1, 1000),
+                     _training(2.0, 1),                       # the next segment of the same epoch
+                     _rank(3.0, 0, 1500), _rank(3.0, 1, 1500),
+                     _rank(4.0, 0, 2000, done=True), _rank(4.0, 1, 2000, done=True),
+                     _training(5.0, 2), _rank(6.0, 0, 500, epoch=2), _rank(6.0, 1, 500, epoch=2)])
+    assert s.epoch == 2 and s.rows == 1000
+    assert s.rows_before == 4000   # epoch 1's rows once, not again at its second announcement
+
+
+def test_a_resumed_run_counts_the_epochs_its_checkpoint_had_finished():
+    s = state_after([("resumed", {"t": 0.0, "run": "r", "epoch": 2, "batches": 10, "step": 99}), _training(0.1, 2)])
+    assert s.epochs_done == 1 and s.epoch == 2
