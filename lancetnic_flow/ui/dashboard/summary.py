@@ -14,7 +14,7 @@ from rich.text import Text
 from ...scores import SCORES
 from ..tune_lines import TUNE_MILESTONES
 from .state import DashboardState
-from .widgets import count, duration, short_size, val_parts
+from .widgets import count, duration, features_text, short_size, val_parts
 
 
 def rank_text(r: dict) -> str:
@@ -150,7 +150,7 @@ def render_summary(done: dict, width: int = 80) -> Group:
 
 def fitted_line(e: dict) -> str:
     src = "from cache" if e.get("cached") else f"in {e.get('seconds', 0):.1f}s"
-    return (f"features  {e['vocabulary']:,} inputs · {e['labels']} classes · {e['docs']:,} training rows ({src})")
+    return f"features  {features_text(e)} ({src})"
 
 
 def epoch_line(e: dict) -> str:

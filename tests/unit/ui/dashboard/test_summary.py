@@ -40,3 +40,11 @@ def test_summary_of_a_run_featurised_in_process_has_no_workers_row():
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 100), 100)
     assert "trainer" in text and "436M" in text
     assert not any(line.strip().startswith("workers") for line in text.splitlines())
+
+
+def test_the_features_line_of_a_regression_names_no_classes():
+    from lancetnic_flow.ui.dashboard.summary import fitted_line
+
+    reg = {"vocabulary": 524_288, "labels": 0, "docs": 54_043, "seconds": 4.0}
+    assert fitted_line(reg) == "features  524,288 inputs · 54,043 training rows (in 4.0s)"
+    assert "· 4 classes ·" in fitted_line({**reg, "labels": 4})
