@@ -63,8 +63,9 @@ class EpochLoop:
             except SchedulerLost as lost:
                 raise self._stopped(state, lost) from None
             if self.tc.early_stopping and state.stale >= self.tc.early_stopping:
-                self.events.emit("early_stop", epoch=epoch + 1, best_epoch=state.best["epoch"],
-                                 monitor=self.tc.monitor)
+                if epoch + 1 < self.tc.epochs:   # after the last epoch nothing was stopped: no "early stop" to report
+                    self.events.emit("early_stop", epoch=epoch + 1, best_epoch=state.best["epoch"],
+                                     monitor=self.tc.monitor)
                 break
             # An epoch's end checkpoints when one is due by time, always with N-batch checkpoints.
             due = every.batches or (every.seconds and time.monotonic() - self.last_save >= every.seconds)
