@@ -879,7 +879,9 @@ class Training:
 
             torch.set_rng_state(saved.rng)
         self._keep_decisions(saved.decided or {})
-        self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step)
+        # The epochs finished before the checkpoint, so that the dashboard's best and last epoch are the run's.
+        self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step,
+                         history=list(saved.history), monitor=self.tc.monitor)
         return saved
 
     def _keep_decisions(self, before: dict) -> None:

@@ -171,6 +171,12 @@ class DashboardState:
         if score is not None and (self.best is None or score < lower_is_better(self.best, self.monitor)):
             self.best = e
 
+    def _on_resumed(self, e: dict, t: float) -> None:
+        """A resumed run: the epochs its checkpoint had finished count for the last and best epoch."""
+        self.monitor = e.get("monitor") or self.monitor
+        for record in e.get("history") or []:
+            self._on_epoch(record, t)
+
     def _on_rank(self, e: dict, t: float) -> None:
         """A --ddp rank's progress; the ranks' rows add up to the epoch's."""
         self.ranks[e["rank"]] = e

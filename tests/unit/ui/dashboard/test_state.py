@@ -56,3 +56,14 @@ def test_a_ddp_epoch_announced_again_after_a_periodic_checkpoint_keeps_its_rows_
 def test_a_resumed_run_counts_the_epochs_its_checkpoint_had_finished():
     s = state_after([("resumed", {"t": 0.0, "run": "r", "epoch": 2, "batches": 10, "step": 99}), _training(0.1, 2)])
     assert s.epochs_done == 1 and s.epoch == 2
+
+
+def test_a_resumed_runs_best_and_last_epoch_include_the_epochs_before_its_checkpoint():
+    before = [{"epoch": 1, "train_loss": 0.5, "val_loss": 0.30, "val_accuracy": 0.91},
+              {"epoch": 2, "train_loss": 0.2, "val_loss": 0.35, "val_accuracy": 0.89}]
+    resumed = ("resumed", {"t": 0.0, "run": "r", "epoch": 3, "batches": 0, "step": 99, "history": before,
+                           "monitor": "val_accuracy"})
+    after = ("epoch", {"t": 5.0, "epoch": 3, "train_loss": 0.1, "val_loss": 0.40, "val_accuracy": 0.90})
+    s = state_after([resumed, _training(0.1, 3), after])
+    assert s.best["epoch"] == 1 and s.last_epoch["epoch"] == 3   # epoch 3 alone would be called the best
+    assert state_after([resumed]).last_epoch["epoch"] == 2
