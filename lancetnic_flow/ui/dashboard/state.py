@@ -187,6 +187,8 @@ class DashboardState:
         self.epochs = e.get("epochs", self.epochs)
         self.rows = sum(r.get("rows", 0) for r in self.ranks.values() if r.get("epoch") == epoch)
         self.rows_meter.add(t, self.rows_before + self.rows)
+        self.tokens += e.get("tokens", 0)   # each report's tokens are the rank's since its last one
+        self.tokens_meter.add(t, self.tokens)
         if e.get("loss") is not None:
             self.loss = e["loss"] if self.loss is None else 0.9 * self.loss + 0.1 * e["loss"]
 

@@ -67,3 +67,11 @@ def test_a_resumed_runs_best_and_last_epoch_include_the_epochs_before_its_checkp
     s = state_after([resumed, _training(0.1, 3), after])
     assert s.best["epoch"] == 1 and s.last_epoch["epoch"] == 3   # epoch 3 alone would be called the best
     assert state_after([resumed]).last_epoch["epoch"] == 2
+
+
+def test_ddp_ranks_tokens_give_the_dashboards_tokens_per_second():
+    events = [_training(0.0, 1)]
+    for i in range(1, 11):   # each rank reports 5,000 tokens every 0.5 s: 20,000 tokens/s together
+        events += [(k, {**e, "tokens": 5000}) for k, e in (_rank(i * 0.5, 0, 100 * i), _rank(i * 0.5, 1, 100 * i))]
+    s = state_after(events)
+    assert s.tokens_meter.rate(s.now()) == pytest.approx(20_000, rel=0.1)
