@@ -880,6 +880,7 @@ class Training:
             torch.set_rng_state(saved.rng)
         self._keep_decisions(saved.decided or {})
         # The epochs finished before the checkpoint, so that the dashboard's best and last epoch are the run's.
+        self.resumed_at = {"epoch": saved.epoch + 1, "batches": saved.batches}   # metrics.json: its time is this session's
         self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step,
                          history=list(saved.history), monitor=self.tc.monitor)
         return saved
@@ -1125,6 +1126,8 @@ class Training:
         self._warn_of_rows(rows)
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
+        if getattr(self, "resumed_at", None):
+            metrics["resumed"] = self.resumed_at
         # Plots (matplotlib, a second or two) draw beside the weights' write, or after the run by a forked
         # copy of this process (charts_later); metrics.json, naming them, goes last.
         jobs = [j for j in plot_jobs(self.run, history=state.history, metrics=final_val,

@@ -136,6 +136,7 @@ def test_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(clien
         [e["train_loss"] for e in ref.metrics["epochs"]], rel=1e-6)
     assert res.metrics["rows"] == ref.metrics["rows"]
     # The interrupted epoch's seconds and rows/s are the whole epoch's, not its rows over the time since the resume.
+    assert res.metrics["resumed"] == {"epoch": epoch, "batches": batch} and "resumed" not in ref.metrics
     resumed = res.metrics["epochs"][epoch - 1]
     assert resumed["seconds"] > spent and resumed["rows_per_s"] == pytest.approx(resumed["rows"] / resumed["seconds"])
 

@@ -118,7 +118,10 @@ def render_summary(done: dict, width: int = 80) -> Group:
     for key, secs in stage_s.items():
         times.add_row(names.get(key, key), f"{secs:.1f}s", "")
     if m.get("seconds") is not None:
-        times.add_row("total", f"{m['seconds']:.1f}s", f"{len(m.get('epochs') or [])} epoch(s)")
+        epochs = f"{len(m.get('epochs') or [])} epoch(s)"
+        if m.get("resumed"):   # the times are this command's: the run's first part ran before its checkpoint
+            epochs += f", this command's from epoch {m['resumed']['epoch']} (resumed)"
+        times.add_row("total", f"{m['seconds']:.1f}s", epochs)
 
     mem = _kv("peak memory")
     mm = m.get("memory") or {}

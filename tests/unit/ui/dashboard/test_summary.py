@@ -48,3 +48,14 @@ def test_the_features_line_of_a_regression_names_no_classes():
     reg = {"vocabulary": 524_288, "labels": 0, "docs": 54_043, "seconds": 4.0}
     assert fitted_line(reg) == "features  524,288 inputs · 54,043 training rows (in 4.0s)"
     assert "· 4 classes ·" in fitted_line({**reg, "labels": 4})
+
+
+def test_a_resumed_runs_summary_says_its_time_is_this_commands_from_the_epoch_it_resumed_in():
+    metrics = {"val_loss": 0.36, "rows": {"read": 100, "trained": 90, "validated": 10, "skipped": {}},
+               "stage_seconds": {"train": 12.0}, "seconds": 13.0, "epochs": [{}, {}, {}],
+               "resumed": {"epoch": 2, "batches": 216}}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "13.0s  3 epoch(s), this command's from epoch 2 (resumed)" in text
+    del metrics["resumed"]
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "13.0s  3 epoch(s)" in text and "resumed" not in text
