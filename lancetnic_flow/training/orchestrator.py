@@ -1150,8 +1150,11 @@ class Training:
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts
+        # The peaks of trainer and workers come at different times (fit, training): the budget's use is
+        # the largest sum of one sample, not the sum of the two peaks.
         metrics.update(memory={"budget_bytes": plan.budget, "trainer_peak_rss_bytes": mon.trainer_peak,
-                               "workers_peak_bytes": mon.workers_peak, "plan": plan.to_dict()},
+                               "workers_peak_bytes": mon.workers_peak, "peak_rss_bytes": mon.total_peak,
+                               "plan": plan.to_dict()},
                        seconds=time.monotonic() - self.t0)
         write_json(join(self.run, "metrics.json"), metrics, self.out_so)
         # model.json last: until it is written the folder is an unfinished run, resumable from its checkpoint.

@@ -134,7 +134,8 @@ def render_summary(done: dict, width: int = 80) -> Group:
         mem.add_row("workers", short_size(wp), f"{wp / wlimit:.0%} of {plan.get('workers')} × "
                     f"{short_size(plan.get('worker_limit'))}" if wlimit and wp is not None else "")
     if mm.get("budget_bytes"):
-        tot = (tp or 0) + (wp or 0)
+        # At its peak the trainer and the workers together held peak_rss_bytes (runs before it: the two peaks).
+        tot = mm.get("peak_rss_bytes") or (tp or 0) + (wp or 0)
         mem.add_row("budget", short_size(mm["budget_bytes"]), f"{tot / mm['budget_bytes']:.0%} used at peak")
 
     body = Columns([metrics, rows, times, mem], padding=(1, 4))  # side by side where they fit

@@ -59,3 +59,11 @@ def test_a_resumed_runs_summary_says_its_time_is_this_commands_from_the_epoch_it
     del metrics["resumed"]
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
     assert "13.0s  3 epoch(s)" in text and "resumed" not in text
+
+
+def test_the_budget_used_at_peak_is_the_peak_of_trainer_and_workers_together():
+    memory = {"budget_bytes": 10 * GiB, "trainer_peak_rss_bytes": 2 * GiB, "workers_peak_bytes": 5 * GiB,
+              "peak_rss_bytes": 6 * GiB, "plan": PLAN}   # the two peaks came at different times
+    metrics = {"val_loss": 0.3, "rows": {"read": 1, "trained": 1, "validated": 0, "skipped": {}}, "memory": memory}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "60% used at peak" in text and "70% used at peak" not in text
