@@ -33,7 +33,8 @@ def status_line(s: DashboardState, now: float | None = None) -> str:
         rate = s.fit_meter.rate(now)
         out.append(f"fitting {s.fit_done}/{s.fit_total} partitions" + (f" ({rate:.1f}/s)" if rate else ""))
     elif s.stage == "training":
-        pct = f" ({s.rows / s.total_rows:.0%})" if s.total_rows else ""
+        # Rounded down: 99.6 % of an epoch is not "100%" until its last row.
+        pct = f" ({100 * s.rows // s.total_rows}%)" if s.total_rows else ""
         out.append(f"training epoch {s.epoch}/{s.epochs} · rows {s.rows:,}/{s.total_rows:,}{pct}")
         if s.feat_total and s.source in ("live", "fresh"):
             out.append(f"featurised {s.feat_done}/{s.feat_total}")

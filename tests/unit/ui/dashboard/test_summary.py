@@ -67,3 +67,15 @@ def test_the_budget_used_at_peak_is_the_peak_of_trainer_and_workers_together():
     metrics = {"val_loss": 0.3, "rows": {"read": 1, "trained": 1, "validated": 0, "skipped": {}}, "memory": memory}
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
     assert "60% used at peak" in text and "70% used at peak" not in text
+
+
+def test_the_status_line_says_100_percent_only_at_an_epochs_last_row():
+    from lancetnic_flow.ui.dashboard import DashboardState
+    from lancetnic_flow.ui.dashboard.summary import status_line
+
+    s = DashboardState(clock=lambda: 1.0)
+    s.update("stage", {"t": 0.0, "stage": "training", "epoch": 1, "epochs": 2, "total_rows": 54_043})
+    s.update("batch", {"t": 0.5, "epoch": 1, "rows": 53_900, "total_rows": 54_043, "loss": 0.4, "tokens": 10})
+    assert "rows 53,900/54,043 (99%)" in status_line(s)
+    s.update("batch", {"t": 0.6, "epoch": 1, "rows": 54_043, "total_rows": 54_043, "loss": 0.4, "tokens": 10})
+    assert "rows 54,043/54,043 (100%)" in status_line(s)
