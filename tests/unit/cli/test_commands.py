@@ -56,3 +56,11 @@ def test_resume_accepts_the_runs_own_values_and_where_the_data_and_cluster_are(r
                  "tcp://h:8786", "--scheduler-wait", "5s", "--storage-option", "anon=true", "--quiet")
     assert (cfg.cluster.workers, cfg.cluster.threads, cfg.cluster.scheduler) == (4, 2, "tcp://h:8786")
     assert cfg.data.storage_options == {"anon": True} and cfg.training.epochs == 3
+
+
+def test_evaluates_line_names_the_rows_it_skipped_and_why():
+    from lancetnic_flow.cli.commands import skipped_note
+
+    rows = {"read": 8000, "evaluated": 7969, "skipped": {"malformed": 7, "undecodable": 4, "missing_label": 20}}
+    assert skipped_note(rows) == " of 8,000 read (31 skipped: 20 missing_label, 7 malformed, 4 undecodable)"
+    assert skipped_note({"read": 10, "evaluated": 10, "skipped": {}}) == ""
