@@ -475,11 +475,22 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     else:
         shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
                                                 "r2", "loss") if out.get(k) is not None]
-        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + unseen_note(out)
-                             + noted_note(out["rows"].get("noted", {})), markup=False)
+        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + skipped_note(out["rows"])
+                             + unseen_note(out)
+                             + noted_note(out["rows"].get("noted", {})), markup=False, soft_wrap=True)
         if out.get("plots"):
             report.console.print(f"plots in {a.plots}", markup=False)
     return 0
+
+
+def skipped_note(rows: dict) -> str:
+    """`` of 8,000 read (31 skipped: 20 missing_label, 7 malformed, 4 undecodable)``, or nothing:
+    the rows not scored, as `predict` names the rows it could not predict."""
+    skipped = {k: n for k, n in (rows.get("skipped") or {}).items() if n}
+    if not skipped:
+        return ""
+    why = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f" of {rows.get('read', 0):,} read ({sum(skipped.values()):,} skipped: {why})"
 
 
 def unseen_note(out: dict) -> str:

@@ -181,12 +181,16 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
     while len(level) > 1:
         level = [client.submit(_merge_fit, level[i:i + split_every], pure=False, priority=10)
                  for i in range(0, len(level), split_every)]
-    # Progress from where each result lives: two numbers, not the term tables.
-    progress = [client.submit(_progress_of, leaf, pure=False, priority=20) for leaf in leaves]
+    # Progress from where each result lives: two numbers, not the term tables. In this process the
+    # pool runs tasks first in, first out, without priorities: a progress task would wait behind the
+    # merges (the whole pass), so each partition is counted as it finishes, read here.
+    here = getattr(client, "in_process", False)
+    progress = leaves if here else [client.submit(_progress_of, leaf, pure=False, priority=20) for leaf in leaves]
     del leaves
     done = 0
     for fut in _as_completed(client, progress):
-        rows, nbytes = fut.result()  # surfaces a task's error here, with its own message
+        # A task's error surfaces here, with its own message.
+        rows, nbytes = _progress_of(fut.result()) if here else fut.result()
         done += 1
         events.emit("progress", stage="fitting", done=done, total=len(partitions), rows=rows, bytes_read=nbytes)
     del progress

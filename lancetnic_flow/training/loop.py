@@ -48,7 +48,7 @@ class EpochLoop:
                  checkpoint: Callable[[TrainState, str], None], run: str):
         self.t, self.feed, self.tc, self.events = trainee, feed, tc, events
         self.checkpoint, self.run = checkpoint, run
-        self.at: tuple = (0, 0, 0, None)   # (epoch, batches trained, rows, metrics): where a checkpoint would resume
+        self.at: tuple = (0, 0, steps.EpochClock(), None)   # (epoch, batches trained, clock, metrics): where a checkpoint would resume
 
     def run_epochs(self, state: TrainState, stop: StopRequest, every: CheckpointEvery) -> dict:
         """Train from ``state`` (updated in place) to the last epoch or an early
@@ -63,13 +63,14 @@ class EpochLoop:
             except SchedulerLost as lost:
                 raise self._stopped(state, lost) from None
             if self.tc.early_stopping and state.stale >= self.tc.early_stopping:
-                self.events.emit("early_stop", epoch=epoch + 1, best_epoch=state.best["epoch"],
-                                 monitor=self.tc.monitor)
+                if epoch + 1 < self.tc.epochs:   # after the last epoch nothing was stopped: no "early stop" to report
+                    self.events.emit("early_stop", epoch=epoch + 1, best_epoch=state.best["epoch"],
+                                     monitor=self.tc.monitor)
                 break
             # An epoch's end checkpoints when one is due by time, always with N-batch checkpoints.
             due = every.batches or (every.seconds and time.monotonic() - self.last_save >= every.seconds)
             if epoch + 1 < self.tc.epochs and (due or stop.requested):
-                self._save(state, epoch + 1, 0, 0, None, "interrupt" if stop.requested else "epoch")
+                self._save(state, epoch + 1, 0, steps.EpochClock(), None, "interrupt" if stop.requested else "epoch")
                 if stop.requested:
                     raise TrainingInterrupted(self.run, epoch + 2, 0)
         return val
@@ -87,12 +88,11 @@ class EpochLoop:
         self.events.emit("stage", stage="training", epoch=epoch + 1, epochs=tc.epochs, total_rows=state.total_rows,
                          source=source, monitor=tc.monitor)
         train_m = t.task.new_metrics()
-        clock = steps.EpochClock()
+        clock = steps.EpochClock(state.rows, state.seconds) if skip else steps.EpochClock()
         if skip:
-            clock.rows = state.rows
             train_m.load_state(state.train_metrics)
         last_ckpt = skip
-        self.at = (epoch, skip, clock.rows, train_m)
+        self.at = (epoch, skip, clock, train_m)
         for i, batch in enumerate(stream):
             if i < skip:
                 continue   # trained before the checkpoint: the stream is replayed, not retrained
@@ -100,11 +100,11 @@ class EpochLoop:
             state.step += 1
             clock.rows += len(batch)
             steps.count(train_m, out, batch, loss)
-            self.at = (epoch, i + 1, clock.rows, train_m)
+            self.at = (epoch, i + 1, clock, train_m)
             self.events.emit("batch", epoch=epoch + 1, rows=clock.rows, total_rows=state.total_rows,
                              loss=loss.item(), tokens=int(batch.offsets[-1]))
             if stop.requested or every.due(i + 1 - last_ckpt, time.monotonic() - self.last_save):
-                self._save(state, epoch, i + 1, clock.rows, train_m, "interrupt" if stop.requested else "periodic")
+                self._save(state, epoch, i + 1, clock, train_m, "interrupt" if stop.requested else "periodic")
                 if stop.requested:
                     raise TrainingInterrupted(self.run, epoch + 1, i + 1)
                 last_ckpt = i + 1
@@ -132,23 +132,23 @@ class EpochLoop:
         """The scheduler went away while this epoch needed it (featurising live,
         rebuilding a shard): checkpoint where training is — every batch trained
         so far, validation to do again — and say how to go on."""
-        epoch, batches, rows, train_m = self.at
+        epoch, batches, clock, train_m = self.at
         if not state.step:
             return lost   # nothing trained: nothing to resume
-        self._save(state, epoch, batches, rows, train_m, "scheduler_lost")
+        self._save(state, epoch, batches, clock, train_m, "scheduler_lost")
         return SchedulerLost(f"{lost.message}; stopped in epoch {epoch + 1} after batch {batches}, checkpoint "
                              f"saved in {self.run}",
                              f"start `dask scheduler` and its workers again, then continue: lancetnic-flow train "
                              f"--resume {self.run} (with --scheduler ADDRESS if its address changed)",
                              address=lost.address)
 
-    def _save(self, state: TrainState, epoch: int, batches: int, rows: int, train_m: TaskMetrics | None,
-              reason: str) -> None:
-        """Checkpoint: continue at batch ``batches`` of ``epoch`` (0-based)."""
+    def _save(self, state: TrainState, epoch: int, batches: int, clock: steps.EpochClock,
+              train_m: TaskMetrics | None, reason: str) -> None:
+        """Checkpoint: continue at batch ``batches`` of ``epoch`` (0-based), after ``clock``'s rows and seconds."""
         t = self.t
         self.last_save = time.monotonic()
         self.checkpoint(dataclasses.replace(
-            state, epoch=epoch, batches=batches, rows=rows,
+            state, epoch=epoch, batches=batches, rows=clock.rows, seconds=clock.seconds if batches else 0.0,
             train_metrics=train_m.state() if train_m is not None else None,
             model=t.model.state_dict(), optimizers=[o.state_dict() for o in t.opts], rng=rng_state(t.model)),
             reason)

@@ -879,7 +879,10 @@ class Training:
 
             torch.set_rng_state(saved.rng)
         self._keep_decisions(saved.decided or {})
-        self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step)
+        # The epochs finished before the checkpoint, so that the dashboard's best and last epoch are the run's.
+        self.resumed_at = {"epoch": saved.epoch + 1, "batches": saved.batches}   # metrics.json: its time is this session's
+        self.events.emit("resumed", run=str(self.run), epoch=saved.epoch + 1, batches=saved.batches, step=saved.step,
+                         history=list(saved.history), monitor=self.tc.monitor)
         return saved
 
     def _keep_decisions(self, before: dict) -> None:
@@ -1123,6 +1126,8 @@ class Training:
         self._warn_of_rows(rows)
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
+        if getattr(self, "resumed_at", None):
+            metrics["resumed"] = self.resumed_at
         # Plots (matplotlib, a second or two) draw beside the weights' write, or after the run by a forked
         # copy of this process (charts_later); metrics.json, naming them, goes last.
         jobs = [j for j in plot_jobs(self.run, history=state.history, metrics=final_val,
@@ -1145,8 +1150,11 @@ class Training:
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts
+        # The peaks of trainer and workers come at different times (fit, training): the budget's use is
+        # the largest sum of one sample, not the sum of the two peaks.
         metrics.update(memory={"budget_bytes": plan.budget, "trainer_peak_rss_bytes": mon.trainer_peak,
-                               "workers_peak_bytes": mon.workers_peak, "plan": plan.to_dict()},
+                               "workers_peak_bytes": mon.workers_peak, "peak_rss_bytes": mon.total_peak,
+                               "plan": plan.to_dict()},
                        seconds=time.monotonic() - self.t0)
         write_json(join(self.run, "metrics.json"), metrics, self.out_so)
         # model.json last: until it is written the folder is an unfinished run, resumable from its checkpoint.

@@ -20,6 +20,7 @@ class TrainState:
     epoch: int = 0                     # the epoch to continue in (0-based)
     batches: int = 0                   # batches of that epoch already trained
     rows: int = 0                      # rows of that epoch already trained
+    seconds: float = 0.0               # and the seconds spent training them: the epoch's rows/s counts both parts
     step: int = 0                      # optimiser steps so far (the learning-rate schedule)
     stale: int = 0                     # epochs since --monitor last improved
     total_steps: int | None = None     # of the whole run, as the schedule was planned

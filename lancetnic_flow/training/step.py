@@ -74,10 +74,12 @@ def _summed_loss(task: Task, out: dict[str, Any], b: RowBlock, device: Any) -> f
 
 
 class EpochClock:
-    """Rows and seconds of an epoch's training (stopped before its evaluation), for its record."""
+    """Rows and seconds of an epoch's training (stopped before its evaluation), for its record.
+    An epoch continued from a checkpoint starts from the rows and seconds trained before it,
+    so its rows/s is the epoch's, not the rows of the whole epoch over the time since the resume."""
 
-    def __init__(self, rows: int = 0):
-        self.rows, self.t0, self.t1 = rows, time.monotonic(), None
+    def __init__(self, rows: int = 0, seconds: float = 0.0):
+        self.rows, self.t0, self.t1 = rows, time.monotonic() - seconds, None
 
     def stop(self) -> None:
         self.t1 = time.monotonic()

@@ -21,11 +21,15 @@ def _jsonable(o: Any) -> Any:
 
 
 def _finite(o: Any) -> Any:
+    """``o`` with NaN and infinities as None, also inside tuples and numpy values: json.dumps
+    refuses them (allow_nan=False) and the log, its listener detached, would lose every later event."""
+    if hasattr(o, "tolist") and not isinstance(o, (str, bytes)):   # numpy scalars and arrays
+        o = o.tolist()
     if isinstance(o, float) and not math.isfinite(o):
         return None
     if isinstance(o, dict):
         return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, list):
+    if isinstance(o, (list, tuple)):
         return [_finite(v) for v in o]
     return o
 

@@ -44,6 +44,9 @@ class PlainLog:
     def __call__(self, kind: str, e: dict[str, Any]) -> None:
         s = self.state
         now = e.get("t", s.now())
+        if kind == "stage" and s.stage == "training" and e["stage"] == "training" and e.get("epoch") == s.epoch:
+            s.update(kind, e)   # --ddp's next segment after a checkpoint: the same epoch goes on, no new header
+            return
         if kind == "stage" and s.stage == "training":
             self._print(status_line(s, now))  # where the stage that ends got to
         s.update(kind, e)

@@ -202,6 +202,36 @@ def test_ddp_checkpoint_pauses_leave_the_result_unchanged(client, small_corpus, 
     assert not (tmp_path / "runs" / "paused" / CHECKPOINT).exists()   # dropped once the model is saved
 
 
+def test_a_ddp_epoch_paused_by_checkpoints_reports_its_whole_time_and_every_ranks_rows(client, small_corpus, tmp_path):
+    """Each segment after a periodic checkpoint goes on with the epoch's clock and
+    each rank's rows: history.csv's seconds and rows/s are the epoch's (they were
+    the last segment's alone, rows/s many times too high), and the ranks' last
+    reports add up to the epoch's rows (a rank other than 0 counted from 0 again)."""
+    seen: list[tuple[str, dict]] = []
+    saved: list[dict] = []   # each periodic checkpoint's epoch, rows and seconds, read as it is written
+
+    def listen(kind: str, e: dict) -> None:
+        seen.append((kind, e))
+        if kind == "checkpoint" and e["reason"] == "periodic":
+            state = load_checkpoint(e["run"])
+            saved.append({"epoch": state["epoch"] + 1, "rows": state["rows"], "seconds": state.get("seconds", 0.0)})
+
+    events = Events()
+    events.subscribe(listen)
+    res = train(_ddp_config(small_corpus, tmp_path, "paused", "5"), events, client=client).metrics
+    trained = res["rows"]["trained"]
+    for record in res["epochs"]:
+        epoch = record["epoch"]
+        last = {e["rank"]: e["rows"] for k, e in seen if k == "rank" and e["epoch"] == epoch and e.get("done")}
+        assert sum(last.values()) == trained == record["rows"]
+        pauses = [p for p in saved if p["epoch"] == epoch]
+        assert len(pauses) >= 2
+        # Every segment adds to the epoch's seconds; the record holds them all.
+        seconds = [p["seconds"] for p in pauses] + [record["seconds"]]
+        assert all(a < b for a, b in zip(seconds, seconds[1:])), seconds
+        assert record["rows_per_s"] == pytest.approx(record["rows"] / record["seconds"])
+
+
 def _ctrl_c_in_epoch_1() -> Events:
     """Events that send this process one real SIGINT (a Ctrl-C) at the first
     rank report of epoch 1 (a progress report, or the epoch's last one on a

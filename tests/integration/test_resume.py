@@ -121,7 +121,10 @@ def test_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(clien
     run = tmp_path / "runs" / "stopped"
     assert f"--resume {run}" in str(stopped.value) and (run / CHECKPOINT).exists()
     assert not (run / "model.safetensors").exists()
-    assert load_checkpoint(str(run))["batches"] == batch
+    saved = load_checkpoint(str(run))
+    assert saved["batches"] == batch
+    spent = saved.get("seconds", 0.0)   # the interrupted epoch's training so far
+    assert spent > 0
 
     res = train(resume_config(str(run)), client=client, resume=str(run))
     assert res.run == str(run) and not (run / CHECKPOINT).exists()   # dropped once the model is saved
@@ -132,6 +135,10 @@ def test_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(clien
     assert [e["train_loss"] for e in res.metrics["epochs"]] == pytest.approx(
         [e["train_loss"] for e in ref.metrics["epochs"]], rel=1e-6)
     assert res.metrics["rows"] == ref.metrics["rows"]
+    # The interrupted epoch's seconds and rows/s are the whole epoch's, not its rows over the time since the resume.
+    assert res.metrics["resumed"] == {"epoch": epoch, "batches": batch} and "resumed" not in ref.metrics
+    resumed = res.metrics["epochs"][epoch - 1]
+    assert resumed["seconds"] > spent and resumed["rows_per_s"] == pytest.approx(resumed["rows"] / resumed["seconds"])
 
 
 def test_a_resumed_runs_metrics_keep_what_it_decided_before_the_checkpoint(client, small_corpus, tmp_path):

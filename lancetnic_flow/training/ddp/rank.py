@@ -246,8 +246,9 @@ class RankRun:
         # The replicas must have stayed equal: the trainer compares these.
         return weight_digest(self.model)
 
-    def pause(self, reason: str, epoch: int, batches: int, rows: int, train_m: TaskMetrics | None) -> dict:
-        """Where this rank is: enough for the next segment (or a resumed run) to go on exactly."""
+    def pause(self, reason: str, epoch: int, batches: int, clock: Any, train_m: TaskMetrics | None) -> dict:
+        """Where this rank is: enough for the next segment (or a resumed run) to go on exactly;
+        ``clock`` (an epoch's rows and seconds so far) is None at an epoch's end."""
         s = self.state
         out = {"reason": reason, "rng": to_cpu(rng_state(self.device)), "step": s.step, "digest": self.digest(),
                "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted,
@@ -255,7 +256,8 @@ class RankRun:
                "picked_epochs": self.picked_epochs}
         if self.rank == 0:
             out["state"] = TrainState(
-                epoch=epoch, batches=batches, rows=rows, step=s.step, stale=s.stale, history=s.history,
+                epoch=epoch, batches=batches, rows=clock.rows if clock else 0, seconds=clock.seconds if clock else 0.0,
+                step=s.step, stale=s.stale, history=s.history,
                 confusions=s.confusions, best=to_cpu(s.best),
                 train_metrics=train_m.state() if train_m is not None else None,
                 model=to_cpu(self.model.state_dict()), optimizers=to_cpu([o.state_dict() for o in self.opts]))
@@ -271,7 +273,7 @@ class RankRun:
             if early:
                 break
             if epoch + 1 < self.tc.epochs and (asked or due):
-                return self.pause("interrupt" if asked else "epoch", epoch + 1, 0, 0, None)
+                return self.pause("interrupt" if asked else "epoch", epoch + 1, 0, None, None)
         out = {"reason": "done", "digest": self.digest(), "steps": self.state.step, "rng": None,
                "clock": self.clock, "events": self.sent, "sent_bytes": self.sent_bytes, "counted": self.counted,
                "kept_bytes": self.kept_bytes, "reads": self.reads,
@@ -372,12 +374,14 @@ class RankRun:
                         total_rows=sum(s.rows for s in self.job.train_shards), source="cluster",
                         ranks=self.job.world, monitor=self.tc.monitor)
         train_m = self.task.new_metrics()
-        clock = steps.EpochClock()
         done = self.start.batches if epoch == self.start.epoch else 0   # steps of this epoch already trained
+        # An epoch continued (a resume, or the next segment after a periodic checkpoint) goes on from
+        # the seconds it had trained and each rank's own rows: its record and progress are the epoch's.
+        clock = steps.EpochClock(seconds=self.start.seconds if done else 0.0)
         for _ in range(done):
-            next(stream, None)   # the stream is a pure function of seed and epoch: replay, don't retrain
+            replayed = next(stream, None)   # the stream is a pure function of seed and epoch: replay, don't retrain
+            clock.rows += len(replayed) if replayed is not None else 0
         if done and self.rank == 0:
-            clock.rows = self.start.rows
             train_m.load_state(self.start.train_metrics)
         since_batches, since_t, last = done, time.monotonic(), 0.0
         self._meets = Meets(self.dist, self.device, self.rank, done)   # rules that average: the ranks' meets
@@ -421,7 +425,7 @@ class RankRun:
             if flag:
                 self._progress(epoch, clock, loss=train_m.result().get("loss"))
                 self._average()   # a pause is a sync: the checkpoint holds the replicas' one set of weights
-                return self.pause("interrupt" if flag == PAUSE_STOP else "periodic", epoch, done, clock.rows, train_m)
+                return self.pause("interrupt" if flag == PAUSE_STOP else "periodic", epoch, done, clock, train_m)
         self._average()
         clock.stop()
         self._progress(epoch, clock, loss=train_m.result().get("loss"), done=True)

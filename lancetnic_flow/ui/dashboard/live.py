@@ -95,7 +95,9 @@ class LiveDashboard:
 
     def _renderable(self) -> Any:
         try:
-            self._last = render(self.state, self.console.width)
+            # A blank last line holds the cursor: the terminal's "^C" echo lands there instead of
+            # wrapping past a full-width line, which shifted the erase on stop and left a line behind.
+            self._last = Frame(render(self.state, self.console.width).lines + [Text("")])
         except Exception:  # a half-updated state: show the last frame
             pass
         return self._last

@@ -114,9 +114,13 @@ class DashboardState:
             self.fit_total, self.fit_done = e.get("total") or 0, 0
         elif self.stage == "training":
             self.monitor = e.get("monitor") or self.monitor
-            self.rows_before += self.rows
-            self.epoch, self.epochs = e.get("epoch", 0), e.get("epochs", 0)
-            self.rows, self.total_rows = 0, e.get("total_rows") or 0
+            epoch = e.get("epoch", 0)
+            if epoch != self.epoch:   # --ddp announces an epoch again at each segment: the same epoch goes on
+                self.rows_before += self.rows
+                self.rows = 0
+            self.epoch, self.epochs = epoch, e.get("epochs", 0)
+            self.epochs_done = max(self.epochs_done, epoch - 1)   # a resumed run starts past its first epochs
+            self.total_rows = e.get("total_rows") or 0
             self.source = e.get("source")
 
     def _on_plan(self, e: dict, t: float) -> None:
@@ -167,6 +171,12 @@ class DashboardState:
         if score is not None and (self.best is None or score < lower_is_better(self.best, self.monitor)):
             self.best = e
 
+    def _on_resumed(self, e: dict, t: float) -> None:
+        """A resumed run: the epochs its checkpoint had finished count for the last and best epoch."""
+        self.monitor = e.get("monitor") or self.monitor
+        for record in e.get("history") or []:
+            self._on_epoch(record, t)
+
     def _on_rank(self, e: dict, t: float) -> None:
         """A --ddp rank's progress; the ranks' rows add up to the epoch's."""
         self.ranks[e["rank"]] = e
@@ -177,6 +187,8 @@ class DashboardState:
         self.epochs = e.get("epochs", self.epochs)
         self.rows = sum(r.get("rows", 0) for r in self.ranks.values() if r.get("epoch") == epoch)
         self.rows_meter.add(t, self.rows_before + self.rows)
+        self.tokens += e.get("tokens", 0)   # each report's tokens are the rank's since its last one
+        self.tokens_meter.add(t, self.tokens)
         if e.get("loss") is not None:
             self.loss = e["loss"] if self.loss is None else 0.9 * self.loss + 0.1 * e["loss"]
 

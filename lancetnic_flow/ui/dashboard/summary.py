@@ -14,7 +14,7 @@ from rich.text import Text
 from ...scores import SCORES
 from ..tune_lines import TUNE_MILESTONES
 from .state import DashboardState
-from .widgets import count, duration, short_size, val_parts
+from .widgets import count, duration, features_text, short_size, val_parts
 
 
 def rank_text(r: dict) -> str:
@@ -33,7 +33,8 @@ def status_line(s: DashboardState, now: float | None = None) -> str:
         rate = s.fit_meter.rate(now)
         out.append(f"fitting {s.fit_done}/{s.fit_total} partitions" + (f" ({rate:.1f}/s)" if rate else ""))
     elif s.stage == "training":
-        pct = f" ({s.rows / s.total_rows:.0%})" if s.total_rows else ""
+        # Rounded down: 99.6 % of an epoch is not "100%" until its last row.
+        pct = f" ({100 * s.rows // s.total_rows}%)" if s.total_rows else ""
         out.append(f"training epoch {s.epoch}/{s.epochs} · rows {s.rows:,}/{s.total_rows:,}{pct}")
         if s.feat_total and s.source in ("live", "fresh"):
             out.append(f"featurised {s.feat_done}/{s.feat_total}")
@@ -118,7 +119,10 @@ def render_summary(done: dict, width: int = 80) -> Group:
     for key, secs in stage_s.items():
         times.add_row(names.get(key, key), f"{secs:.1f}s", "")
     if m.get("seconds") is not None:
-        times.add_row("total", f"{m['seconds']:.1f}s", f"{len(m.get('epochs') or [])} epoch(s)")
+        epochs = f"{len(m.get('epochs') or [])} epoch(s)"
+        if m.get("resumed"):   # the times are this command's: the run's first part ran before its checkpoint
+            epochs += f", this command's from epoch {m['resumed']['epoch']} (resumed)"
+        times.add_row("total", f"{m['seconds']:.1f}s", epochs)
 
     mem = _kv("peak memory")
     mm = m.get("memory") or {}
@@ -131,7 +135,8 @@ def render_summary(done: dict, width: int = 80) -> Group:
         mem.add_row("workers", short_size(wp), f"{wp / wlimit:.0%} of {plan.get('workers')} × "
                     f"{short_size(plan.get('worker_limit'))}" if wlimit and wp is not None else "")
     if mm.get("budget_bytes"):
-        tot = (tp or 0) + (wp or 0)
+        # At its peak the trainer and the workers together held peak_rss_bytes (runs before it: the two peaks).
+        tot = mm.get("peak_rss_bytes") or (tp or 0) + (wp or 0)
         mem.add_row("budget", short_size(mm["budget_bytes"]), f"{tot / mm['budget_bytes']:.0%} used at peak")
 
     body = Columns([metrics, rows, times, mem], padding=(1, 4))  # side by side where they fit
@@ -150,7 +155,7 @@ def render_summary(done: dict, width: int = 80) -> Group:
 
 def fitted_line(e: dict) -> str:
     src = "from cache" if e.get("cached") else f"in {e.get('seconds', 0):.1f}s"
-    return (f"features  {e['vocabulary']:,} inputs · {e['labels']} classes · {e['docs']:,} training rows ({src})")
+    return f"features  {features_text(e)} ({src})"
 
 
 def epoch_line(e: dict) -> str:

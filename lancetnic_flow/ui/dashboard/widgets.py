@@ -28,11 +28,12 @@ def count(n: float | None) -> str:
     """``6,512`` below 100k, ``1.2M`` above."""
     if n is None:
         return "–"
-    if abs(n) >= 1e9:
+    # Each unit from where the one below would round up into four digits (999,600 is 1.0M, not 1000k).
+    if abs(n) >= 999.95e6:
         return f"{n / 1e9:.1f}G"
-    if abs(n) >= 1e6:
+    if abs(n) >= 999.5e3:
         return f"{n / 1e6:.1f}M"
-    if abs(n) >= 1e5:
+    if abs(n) >= 99_999.5:
         return f"{n / 1e3:.0f}k"
     return f"{n:,.0f}"
 
@@ -250,6 +251,12 @@ def val_text(e: dict | None) -> Text:
     return text
 
 
+def features_text(f: dict) -> str:
+    """``19,951 inputs · 4 classes · 54,027 training rows``; a run with no classes (regression) names none."""
+    classes = f" · {f['labels']:,} classes" if f.get("labels") else ""
+    return f"{f.get('vocabulary', 0):,} inputs{classes} · {f.get('docs', 0):,} training rows"
+
+
 def model_lines(s: DashboardState, width: int) -> list[Text]:
     def kv(name: str, value: Text) -> Text:
         t = Text(f"{name:<11}", "bold", no_wrap=True)
@@ -269,8 +276,7 @@ def model_lines(s: DashboardState, width: int) -> list[Text]:
     lines = [kv("train loss", loss), kv("last val", val_text(s.last_epoch)), kv("best", val_text(s.best))]
     if s.fitted:
         f = s.fitted
-        lines.append(kv("features", Text(f"{f.get('vocabulary', 0):,} inputs · {f.get('labels', 0)} classes · "
-                                         f"{f.get('docs', 0):,} training rows")))
+        lines.append(kv("features", Text(features_text(f))))
     if s.early_stop:
         lines.append(kv("early stop", Text(f"after epoch {s.early_stop['epoch']} "
                                            f"(best {s.early_stop['best_epoch']})")))

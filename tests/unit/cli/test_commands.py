@@ -115,3 +115,9 @@ def test_predict_in_this_process_loads_the_run_once_for_the_checks_and_the_tasks
     assert main(["evaluate", str(linear_run / "run"), str(linear_run / "in.csv"), "--run-on", "process",
                  "--quiet"]) == 0
     assert len(loads) == 1
+def test_evaluates_line_names_the_rows_it_skipped_and_why():
+    from lancetnic_flow.cli.commands import skipped_note
+
+    rows = {"read": 8000, "evaluated": 7969, "skipped": {"malformed": 7, "undecodable": 4, "missing_label": 20}}
+    assert skipped_note(rows) == " of 8,000 read (31 skipped: 20 missing_label, 7 malformed, 4 undecodable)"
+    assert skipped_note({"read": 10, "evaluated": 10, "skipped": {}}) == ""

@@ -134,3 +134,44 @@ def test_known_labels_keeps_every_row_without_classes_or_of_label_sets():
     assert known_labels(pa.table({"text": ["x"]}), ["a"]).all()   # a regression's rows
     sets = pa.table({"text": ["x", "y"], "label": pa.array([["a"], ["q"]], pa.list_(pa.string()))})
     assert known_labels(sets, ["a"]).all()
+
+
+def test_a_fit_in_this_process_reports_each_partition_as_it_finishes_not_after_the_merge(corpus, monkeypatch):
+    """The in-process pool runs tasks in order without priorities: progress
+    counted by tasks queued behind the merge came all at once at the end (the
+    dashboard showed "fit 0/N" for the whole pass)."""
+    import threading
+
+    from lancetnic_flow.dataflow.inprocess import InProcessClient
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.features import fit as fit_module
+
+    plan = plan_source([str(corpus)], blocksize=2048)
+    total = len(plan.partitions)
+    assert total >= 3
+    counted, merged = threading.Event(), threading.Event()
+    merge = fit_module._merge_fit
+
+    def merge_after_progress(parts):
+        counted.wait(timeout=5)   # the merge goes on once every partition was reported (or never was)
+        out = merge(parts)
+        merged.set()
+        return out
+
+    monkeypatch.setattr(fit_module, "_merge_fit", merge_after_progress)
+    events, seen = Events(), []
+
+    def listen(kind, e):
+        if kind == "progress":
+            seen.append((e["done"], merged.is_set()))
+            if e["done"] == total:
+                counted.set()
+
+    events.subscribe(listen)
+    with InProcessClient(threads=1) as client:
+        fitted, stats = fit_module.fit_features(client, plan.partitions, COLS, FeatureConfig(mode="tfidf", analyzer="word"),
+                                                storage_options={},
+                                                chunk_bytes=2048, val_fraction=0.2, events=events)
+    assert [d for d, _ in seen] == list(range(1, total + 1))
+    assert not any(after for _, after in seen)   # every one reported before the merge ran
+    assert stats.rows_read == 300

@@ -34,3 +34,13 @@ def test_each_models_rule_carries_its_specs_decay_steps(name, steps):
     cfg = resolve(TrainConfig(data=DataConfig(train=["x.csv"], target=target), model=ModelConfig(name=name),
                               training=TrainingConfig()))
     assert rule_for(cfg).decay_steps == steps
+
+
+def test_an_epoch_continued_from_a_checkpoint_reports_the_whole_epochs_seconds_and_rows_per_second():
+    from lancetnic_flow.training.step import EpochClock
+
+    clock = EpochClock(rows=6000, seconds=30.0)   # trained before the checkpoint
+    clock.rows += 6000                            # and after the resume, in far less time
+    clock.stop()
+    assert clock.seconds >= 30.0
+    assert clock.rate() == pytest.approx(12000 / clock.seconds) and clock.rate() <= 400

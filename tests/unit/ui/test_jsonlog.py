@@ -18,3 +18,17 @@ def test_an_event_without_a_clock_reading_still_gets_its_elapsed_seconds():
     alone = io.StringIO()
     JsonLog(alone)("exported", {"onnx": "m.onnx"})
     assert json.loads(alone.getvalue())["elapsed"] == 0
+
+
+def test_nan_inside_tuples_and_numpy_values_is_written_as_null_and_the_log_goes_on():
+    import numpy as np
+
+    out = io.StringIO()
+    log = JsonLog(out)
+    log("epoch", {"t": 0.0, "pair": (float("nan"), 1.0), "array": np.array([np.nan, 2.0]),
+                  "f32": np.float32("nan"), "i64": np.int64(7), "inf": float("inf")})
+    log("done", {"t": 1.0, "run": "r"})
+    first, last = (json.loads(line) for line in out.getvalue().splitlines())
+    assert (first["pair"], first["array"], first["f32"], first["i64"], first["inf"]) == (
+        [None, 1.0], [None, 2.0], None, 7, None)
+    assert last["event"] == "done"

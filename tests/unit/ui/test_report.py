@@ -86,3 +86,13 @@ def test_messages_with_square_brackets_print_literally_in_every_view():
             view.stop()
     for written in (buf.getvalue(), buf2.getvalue()):
         assert "s3://b/[red]x[/red].npz" in written and "pair.cc:152]" in written
+
+
+def test_plain_log_prints_an_epochs_header_once_when_ddp_segments_announce_it_again():
+    out = io.StringIO()
+    log = PlainLog(Console(file=out, force_terminal=False, width=300), interval=100.0)
+    stage = {"stage": "training", "epochs": 2, "total_rows": 4000, "source": "cluster"}
+    for t, epoch in ((0.0, 1), (2.0, 1), (4.0, 1), (6.0, 2)):   # epoch 1 in three segments (periodic checkpoints)
+        log("stage", {**stage, "t": t, "epoch": epoch})
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if line.startswith("training epoch")] == ["training epoch 1/2", "training epoch 2/2"]

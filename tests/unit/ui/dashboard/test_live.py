@@ -47,3 +47,15 @@ def test_event_handling_is_cheap():
     rate = n / (time.perf_counter() - t0)
     assert rate > 20_000, rate
     assert not dash.started   # a batch alone does not start the display
+
+
+def test_the_live_view_ends_on_a_blank_line_where_a_ctrl_c_echo_cannot_wrap():
+    """The terminal echoes "^C" at the cursor: after a full-width last line it
+    wrapped to a new line, Rich's erase on stop came one line short and the
+    dashboard's top border stayed on the screen above "interrupted"."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    dash = LiveDashboard(console, state=state_after(script(until_epoch=1)))
+    frame = dash._renderable()
+    assert frame.lines[-1].plain == ""
+    assert all(cell_len(line.plain) <= 80 for line in frame.lines)
+    assert frame.lines[-2].plain.startswith("╰") or frame.lines[-2].plain.startswith("warning:")

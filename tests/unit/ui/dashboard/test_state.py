@@ -31,3 +31,47 @@ def test_a_meter_gives_the_rate_over_its_window():
     for i in range(40):
         m.add(i * 0.25, i * 100)
     assert m.rate(39 * 0.25) == pytest.approx(400, rel=0.05)
+
+
+def _rank(t: float, rank: int, rows: int, epoch: int = 1, done: bool = False) -> tuple[str, dict]:
+    return "rank", {"t": t, "rank": rank, "epoch": epoch, "epochs": 2, "rows": rows, "rows_per_s": 1000.0,
+                    "loss": 0.5, "done": done}
+
+
+def _training(t: float, epoch: int) -> tuple[str, dict]:
+    return "stage", {"t": t, "stage": "training", "epoch": epoch, "epochs": 2, "total_rows": 4000,
+                     "source": "cluster"}
+
+
+def test_a_ddp_epoch_announced_again_after_a_periodic_checkpoint_keeps_its_rows_and_counts_them_once():
+    s = state_after([_training(0.0, 1), _rank(1.0, 0, 1000), _rank(1.0, 1, 1000),
+                     _training(2.0, 1),                       # the next segment of the same epoch
+                     _rank(3.0, 0, 1500), _rank(3.0, 1, 1500),
+                     _rank(4.0, 0, 2000, done=True), _rank(4.0, 1, 2000, done=True),
+                     _training(5.0, 2), _rank(6.0, 0, 500, epoch=2), _rank(6.0, 1, 500, epoch=2)])
+    assert s.epoch == 2 and s.rows == 1000
+    assert s.rows_before == 4000   # epoch 1's rows once, not again at its second announcement
+
+
+def test_a_resumed_run_counts_the_epochs_its_checkpoint_had_finished():
+    s = state_after([("resumed", {"t": 0.0, "run": "r", "epoch": 2, "batches": 10, "step": 99}), _training(0.1, 2)])
+    assert s.epochs_done == 1 and s.epoch == 2
+
+
+def test_a_resumed_runs_best_and_last_epoch_include_the_epochs_before_its_checkpoint():
+    before = [{"epoch": 1, "train_loss": 0.5, "val_loss": 0.30, "val_accuracy": 0.91},
+              {"epoch": 2, "train_loss": 0.2, "val_loss": 0.35, "val_accuracy": 0.89}]
+    resumed = ("resumed", {"t": 0.0, "run": "r", "epoch": 3, "batches": 0, "step": 99, "history": before,
+                           "monitor": "val_accuracy"})
+    after = ("epoch", {"t": 5.0, "epoch": 3, "train_loss": 0.1, "val_loss": 0.40, "val_accuracy": 0.90})
+    s = state_after([resumed, _training(0.1, 3), after])
+    assert s.best["epoch"] == 1 and s.last_epoch["epoch"] == 3   # epoch 3 alone would be called the best
+    assert state_after([resumed]).last_epoch["epoch"] == 2
+
+
+def test_ddp_ranks_tokens_give_the_dashboards_tokens_per_second():
+    events = [_training(0.0, 1)]
+    for i in range(1, 11):   # each rank reports 5,000 tokens every 0.5 s: 20,000 tokens/s together
+        events += [(k, {**e, "tokens": 5000}) for k, e in (_rank(i * 0.5, 0, 100 * i), _rank(i * 0.5, 1, 100 * i))]
+    s = state_after(events)
+    assert s.tokens_meter.rate(s.now()) == pytest.approx(20_000, rel=0.1)

@@ -40,3 +40,42 @@ def test_summary_of_a_run_featurised_in_process_has_no_workers_row():
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 100), 100)
     assert "trainer" in text and "436M" in text
     assert not any(line.strip().startswith("workers") for line in text.splitlines())
+
+
+def test_the_features_line_of_a_regression_names_no_classes():
+    from lancetnic_flow.ui.dashboard.summary import fitted_line
+
+    reg = {"vocabulary": 524_288, "labels": 0, "docs": 54_043, "seconds": 4.0}
+    assert fitted_line(reg) == "features  524,288 inputs · 54,043 training rows (in 4.0s)"
+    assert "· 4 classes ·" in fitted_line({**reg, "labels": 4})
+
+
+def test_a_resumed_runs_summary_says_its_time_is_this_commands_from_the_epoch_it_resumed_in():
+    metrics = {"val_loss": 0.36, "rows": {"read": 100, "trained": 90, "validated": 10, "skipped": {}},
+               "stage_seconds": {"train": 12.0}, "seconds": 13.0, "epochs": [{}, {}, {}],
+               "resumed": {"epoch": 2, "batches": 216}}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "13.0s  3 epoch(s), this command's from epoch 2 (resumed)" in text
+    del metrics["resumed"]
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "13.0s  3 epoch(s)" in text and "resumed" not in text
+
+
+def test_the_budget_used_at_peak_is_the_peak_of_trainer_and_workers_together():
+    memory = {"budget_bytes": 10 * GiB, "trainer_peak_rss_bytes": 2 * GiB, "workers_peak_bytes": 5 * GiB,
+              "peak_rss_bytes": 6 * GiB, "plan": PLAN}   # the two peaks came at different times
+    metrics = {"val_loss": 0.3, "rows": {"read": 1, "trained": 1, "validated": 0, "skipped": {}}, "memory": memory}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "60% used at peak" in text and "70% used at peak" not in text
+
+
+def test_the_status_line_says_100_percent_only_at_an_epochs_last_row():
+    from lancetnic_flow.ui.dashboard import DashboardState
+    from lancetnic_flow.ui.dashboard.summary import status_line
+
+    s = DashboardState(clock=lambda: 1.0)
+    s.update("stage", {"t": 0.0, "stage": "training", "epoch": 1, "epochs": 2, "total_rows": 54_043})
+    s.update("batch", {"t": 0.5, "epoch": 1, "rows": 53_900, "total_rows": 54_043, "loss": 0.4, "tokens": 10})
+    assert "rows 53,900/54,043 (99%)" in status_line(s)
+    s.update("batch", {"t": 0.6, "epoch": 1, "rows": 54_043, "total_rows": 54_043, "loss": 0.4, "tokens": 10})
+    assert "rows 54,043/54,043 (100%)" in status_line(s)

@@ -32,3 +32,11 @@ def test_a_run_featurised_in_process_shows_no_worker_rows_and_says_where_in_its_
     text = "\n".join(line.plain for line in render(s, 120).lines)
     assert "worker 0" not in text
     assert "featurising here, no workers" in text and "trainer" in text
+
+
+def test_a_count_that_rounds_up_to_the_next_unit_is_written_in_it():
+    from lancetnic_flow.ui.dashboard.widgets import count
+
+    assert [count(n) for n in (99_999, 100_000, 999_499, 999_600, 999_999, 1_250_000)] == [
+        "99,999", "100k", "999k", "1.0M", "1.0M", "1.2M"]
+    assert count(999_960_000) == "1.0G" and count(999_940_000) == "999.9M"
