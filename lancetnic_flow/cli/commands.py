@@ -300,7 +300,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     out["where"] = where
     if report.json is not None:
         report.json("predicted", out)
-    report.console.print(predicted_line(out), markup=False, highlight=False, soft_wrap=True)
+    report.say(predicted_line(out), markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -377,7 +377,7 @@ def say_decided(report, src) -> None:
         if report.json is not None:
             report.json("decided", {"what": "format", "message": s.message()})
         if not report.quiet:
-            report.console.print(f"decided  {s.message()}", markup=False, highlight=False, soft_wrap=True)
+            report.say(f"decided  {s.message()}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _check_kept_names(cols, have: list[str] | None, outputs: list[str]) -> None:
@@ -470,16 +470,18 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
         out["plots"] = write_plots(a.plots, metrics=out, labels=run.features.labels if task.classifies else None,
                                    sample=(reg.true, reg.pred) if reg is not None else None)
     out["labels"] = run.features.labels
+    if report.json is not None:
+        report.json("evaluated", out)
     if a.json:
         print(json.dumps(out))
     else:
         shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
                                                 "r2", "loss") if out.get(k) is not None]
-        report.console.print(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + skipped_note(out["rows"])
+        report.say(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + skipped_note(out["rows"])
                              + unseen_note(out)
                              + noted_note(out["rows"].get("noted", {})), markup=False, soft_wrap=True)
         if out.get("plots"):
-            report.console.print(f"plots in {a.plots}", markup=False)
+            report.say(f"plots in {a.plots}", markup=False)
     return 0
 
 
@@ -512,7 +514,9 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
         raise UserError(f"--classes must be ≥ 2, got {a.classes}")
     info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel,
                         storage_options=parse_storage_options(a.storage_option))
-    report.console.print(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})", markup=False)
+    if report.json is not None:
+        report.json("made", {"output": str(a.out), **info})
+    report.say(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})", markup=False)
     return 0
 
 
@@ -585,7 +589,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     if report.json is not None:
         report.json("serving", {"run": str(a.run), "url": url, "max_batch": a.max_batch, "max_body": max_body,
                                 "max_queue": a.max_queue, "max_connections": a.max_connections})
-    report.console.print(f"serving {a.run} at {url} (POST /predict, POST /explain, GET /health; Ctrl-C stops), "
+    report.say(f"serving {a.run} at {url} (POST /predict, POST /explain, GET /health; Ctrl-C stops), "
                          "loading the run",
                          markup=False, highlight=False, soft_wrap=True)
     # Whoever waits for the line (a supervisor, a test) reads it before the first request.
@@ -601,7 +605,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
         if m.error is None:
             if report.json is not None:
                 report.json("ready", {"run": str(a.run), "seconds": round(m.seconds, 3)})
-            report.console.print(f"ready: {a.run} loaded in {m.seconds:.1f} s", markup=False, highlight=False,
+            report.say(f"ready: {a.run} loaded in {m.seconds:.1f} s", markup=False, highlight=False,
                                  soft_wrap=True)
             report.console.file.flush()
 
@@ -610,7 +614,9 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
           max_connections=a.max_connections, head_timeout=a.body_timeout)
     if model.error is not None:
         raise model.error
-    report.console.print(f"stopped serving {a.run}", markup=False, highlight=False, soft_wrap=True)
+    if report.json is not None:
+        report.json("stopped", {"run": str(a.run)})
+    report.say(f"stopped serving {a.run}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -634,7 +640,7 @@ def cmd_export(a: argparse.Namespace, report) -> int:
     out = export_onnx(a.run, a.onnx, so, run_so)
     if report.json is not None:
         report.json("exported", out)
-    report.console.print(f"wrote {out['onnx']} ({out['bytes']:,} bytes): inputs {', '.join(out['inputs'])}; "
+    report.say(f"wrote {out['onnx']} ({out['bytes']:,} bytes): inputs {', '.join(out['inputs'])}; "
                          f"outputs {', '.join(out['outputs'])}; onnxruntime agrees with the model to "
                          f"{out['difference']:.1g}", markup=False, highlight=False, soft_wrap=True)
     return 0
@@ -660,7 +666,7 @@ def _export_compact(a: argparse.Namespace, report) -> int:
     out = compact_run(a.run, a.compact, run_so, out_so)
     if report.json is not None:
         report.json("exported", out)
-    report.console.print(f"wrote {out['run']}: weights {out['bytes']:,} bytes (the run's: {out['source_bytes']:,}); "
+    report.say(f"wrote {out['run']}: weights {out['bytes']:,} bytes (the run's: {out['source_bytes']:,}); "
                          f"{', '.join(out['matrices'])} in 8 bits, each weight within {out['max_error']:.2%} of its "
                          f"column's largest; measure the accuracy with `lancetnic-flow evaluate {out['run']} DATA`",
                          markup=False, highlight=False, soft_wrap=True)

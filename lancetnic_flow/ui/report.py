@@ -116,6 +116,13 @@ class ConsoleReport:
         if self.view is not None:
             self.view(kind, e)
 
+    def say(self, text: str, **print_options: Any) -> None:
+        """A command's result line on the console; none with ``--json-log`` to
+        stdout, where the console view is off and the line's event says it."""
+        if self.view is None and self.json is not None:
+            return
+        self.console.print(text, **print_options)
+
     def error(self, message: str, hint: str | None = None, status: int = 2, label: str = "error") -> None:
         """An error after which the command exits: on stderr, and as an ``error`` event in the JSON log."""
         self.close()

@@ -96,3 +96,16 @@ def test_plain_log_prints_an_epochs_header_once_when_ddp_segments_announce_it_ag
         log("stage", {**stage, "t": t, "epoch": epoch})
     lines = out.getvalue().splitlines()
     assert [line for line in lines if line.startswith("training epoch")] == ["training epoch 1/2", "training epoch 2/2"]
+
+
+def test_a_commands_result_line_is_left_to_its_event_when_the_json_log_is_on_stdout(monkeypatch):
+    # predict --json-log - printed "wrote N rows ..." beside the log although the console view is off
+    out, stdout = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stdout", stdout)
+    console = Console(file=out, force_terminal=False, width=200)
+    to_stdout = ConsoleReport(console, json_log="-")
+    to_stdout.say("wrote 4 rows to p.csv")
+    assert out.getvalue() == ""
+    for report in (ConsoleReport(console), ConsoleReport(console, quiet=True)):
+        report.say("wrote 4 rows to p.csv")
+    assert out.getvalue().count("wrote 4 rows to p.csv") == 2
