@@ -18,3 +18,29 @@ def test_an_event_without_a_clock_reading_still_gets_its_elapsed_seconds():
     alone = io.StringIO()
     JsonLog(alone)("exported", {"onnx": "m.onnx"})
     assert json.loads(alone.getvalue())["elapsed"] == 0
+
+
+def test_a_json_log_file_that_holds_data_is_refused_and_kept_whole_and_an_earlier_log_is_replaced(tmp_path):
+    # `train --json-log data.csv` took the data for the log's name and emptied it before reading a row
+    import pytest
+
+    from lancetnic_flow.cli.main import main
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.ui.jsonlog import check_log_file
+
+    data = tmp_path / "data.csv"
+    data.write_text("text,label\nhello there,a\n")
+    config = tmp_path / "config.json"
+    config.write_text('{\n  "data": {}\n}\n')
+    for held in (data, config):
+        with pytest.raises(UserError, match="holds no JSON log"):
+            check_log_file(str(held))
+    assert main(["train", "--json-log", str(data)]) == 2
+    assert data.read_text() == "text,label\nhello there,a\n"
+    earlier = tmp_path / "events.jsonl"
+    log = JsonLog(open(earlier, "w"), close=True)
+    log("stage", {"stage": "reading"})
+    log.close()
+    (tmp_path / "empty.jsonl").write_text("")
+    for fine in (earlier, tmp_path / "empty.jsonl", tmp_path / "new.jsonl"):
+        check_log_file(str(fine))
