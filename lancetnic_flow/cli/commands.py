@@ -214,7 +214,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold)):
             print(json.dumps({"text": text, **p}, ensure_ascii=False))
         return 0
-    from ..runs.outputs import output_format
+    from ..runs.outputs import check_output_place, output_format
 
     output_format(a.output)
     # An unwritable --output: exit 2 now, not after every row is predicted.
@@ -224,6 +224,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
                    numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
     plan = _plan_for(a)
     src = checked_source(a.input, a.format, so, plan.partition, cols, in_order=True)   # rows as the inputs list them
+    check_output_place(a.output, so, [f.url for f in src.files])
     say_decided(report, src)
     from ..data.checks import first_columns
     from ..runs.predict import Predictor, predict_files

@@ -41,3 +41,39 @@ def test_later_json_lines_rows_with_a_new_column_keep_it(tmp_path):
     rows = [json.loads(line) for line in gzip.decompress(out.read_bytes()).decode().splitlines()]
     assert rows == [{"text": "a b", "predicted": "s"}, {"text": "c d", "predicted": "t", "meta": "x"},
                     {"text": "e f", "predicted": "u", "meta": None}]
+
+
+def test_an_output_that_is_an_input_or_a_runs_own_file_is_refused_and_left_whole(tmp_path):
+    # predict --input x.csv --output x.csv replaced the rows with predictions; --output RUN/model.json
+    # (JSON is written as JSON Lines) left that run "damaged"
+    import os
+    from types import SimpleNamespace
+
+    import pytest
+
+    from lancetnic_flow.data.sources import Columns
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.runs.outputs import check_output_place
+    from lancetnic_flow.runs.predict import predict_files
+
+    data = tmp_path / "data.csv"
+    data.write_text("text,label\nhello there,a\n")
+    os.symlink(data, tmp_path / "link.csv")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "model.json").write_text("{}")
+    (run / "config.json").write_text("{}")
+    spellings = [str(data), f"file://{data}", str(tmp_path / "link.csv"), f"{tmp_path}/./run/../data.csv"]
+    for same in spellings:
+        with pytest.raises(UserError, match="is the input"):
+            check_output_place(same, {}, [f"file://{data}"])
+    for own in ("model.json", "config.json", "metrics.json", "history.csv", "per_class.csv"):
+        with pytest.raises(UserError, match="file of the run folder"):
+            check_output_place(str(run / own), {}, [str(data)])
+    for fine in (run / "predictions.csv", tmp_path / "data-predicted.csv", tmp_path / "model.json"):
+        check_output_place(str(fine), {}, [str(data)])
+    plan = SimpleNamespace(files=[SimpleNamespace(url=f"file://{data}")], partitions=[])
+    with pytest.raises(UserError, match="is the input"):   # the Python API's way, before any task
+        predict_files(None, str(run), plan, Columns(text=("text",)), str(data), storage_options={},
+                      run_options={}, chunk_bytes=1 << 20, window=2)
+    assert data.read_text() == "text,label\nhello there,a\n"
