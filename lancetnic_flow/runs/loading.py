@@ -28,6 +28,7 @@ from ..features.vectorize import VERSION as FEATURES_VERSION
 from ..features.vectorize import FittedFeatures
 from ..registry import task_kind
 from ..storage import join, read_bytes
+from .config_check import config_problem
 from .folder import CHECKPOINT_FILE, FORMAT_VERSION, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE, folder_options, written_by
 
 # features.json's fields since the first release: without one, a run would turn texts into other inputs.
@@ -70,8 +71,9 @@ class LoadedRun:
         from ..models.tasks import Task, label_cuts
 
         kw, tc = self.meta["kwargs"], self.config.get("training", {})
+        # A margin network (LinearSVM) learned the hinge whatever config.json says, or lacks.
         return Task(task_kind(self.meta), classes=kw.get("classes", 0),
-                    class_loss=tc.get("class_loss", "cross_entropy"), value_loss=tc.get("value_loss", "mse"),
+                    class_loss="hinge" if kw.get("margin") else tc.get("class_loss", "cross_entropy"), value_loss=tc.get("value_loss", "mse"),
                     loss_weights=tuple(tc.get("loss_weights", (1.0, 1.0))),
                     target=tuple(self.features.target or (0.0, 1.0)),
                     label_cuts=label_cuts(self.meta.get("thresholds")))
@@ -163,6 +165,9 @@ def read_config(run: str, storage_options: dict | None = None) -> dict:
     odd = [k for k, v in config.items() if not isinstance(v, dict)]
     if odd:
         raise _damaged(url, f"its section {odd[0]!r} is not an object")
+    problem = config_problem(config)
+    if problem is not None:
+        raise _damaged(url, problem)
     return config
 
 

@@ -421,3 +421,20 @@ def test_runs_started_at_once_with_one_name_each_get_a_folder_of_their_own(tmp_p
         t.join()
     assert len(set(got)) == 8
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["same"] + [f"same-{n}" for n in range(2, 9)])
+
+
+def test_a_config_json_field_of_another_kind_is_refused_naming_it_and_a_missing_loss_is_the_networks(tmp_path):
+    # data.text 5 was an internal TypeError in predict, evaluate, explain and export; "text" read
+    # as columns t, e, x, t; an unknown class_loss scored evaluate's loss with cross-entropy
+    for name, value in [("text", 5), ("text", "text"), ("encoding", 7)]:
+        run = finished_run(tmp_path, f"run-{name}-{value}")
+        edit_json(run, "config.json", lambda d: d.setdefault("data", {}).__setitem__(name, value))
+        with pytest.raises(UserError, match=rf"config.json is damaged: its data.{name} is"):
+            load_run(run)
+        with pytest.raises(UserError, match=rf"data.{name}"):
+            read_run_json(run)
+    from lancetnic_flow.runs.loading import LoadedRun
+
+    margin = LoadedRun("run", {}, FittedFeatures(mode="hashing", buckets=16, labels=["a", "b"]), None,
+                       {"kwargs": {"classes": 2, "margin": True}, "task": "classify"}, {})
+    assert margin.task().class_loss == "hinge"   # a LinearSVM's network learned the hinge, config.json or not
