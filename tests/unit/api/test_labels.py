@@ -40,3 +40,15 @@ def test_the_names_and_values_round_trip_through_json():
     labels.add([3, 10, 7])
     back = LabelNames.from_json(labels.to_json())
     assert back.values == {"3": 3, "10": 10, "7": 7} and back.array(["10"]).dtype == np.int64
+
+
+def test_a_labels_file_edited_swapped_or_not_json_is_refused_and_a_saved_one_reads_back():
+    # a swapped pair answered "tech" for every "sports" row silently; a cut file was a JSONDecodeError
+    names = LabelNames()
+    names.add(["sports", " tech ", 3, 2.5, True])
+    back = LabelNames.from_json(names.to_json())
+    assert back.values == names.values
+    for text in ('{"labels": [["sports", "tech"], ["tech", "sports"]]}', '{"labels": [["3", 4]]}',
+                 '{"labels": [["a", "a"], ["a", "a"]]}', '{"labels": [["sp', "[1, 2]", '{"labels": 3}', ""):
+        with pytest.raises(UserError, match="estimator_labels.json is damaged"):
+            LabelNames.from_json(text)
