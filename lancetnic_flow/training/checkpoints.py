@@ -144,6 +144,24 @@ def load_checkpoint(run: str, storage_options: dict | None = None) -> dict[str, 
     return unpack(tensors, meta_doc)
 
 
+def restore_weights(run: str, model: Any, optimizers: list, saved: TrainState) -> None:
+    """Put a checkpoint's weights and optimiser moments (``saved``) into this run's network and
+    optimisers. A checkpoint of another network (another run's, copied in: its data and features
+    the same, its sizes or optimiser not) is refused in words, not load_state_dict's error."""
+    try:
+        if len(saved.optimizers or []) != len(optimizers):
+            raise ValueError(f"{len(saved.optimizers or [])} optimiser state(s) for this run's {len(optimizers)}")
+        model.load_state_dict(saved.model)
+        for o, st in zip(optimizers, saved.optimizers):
+            o.load_state_dict(st)
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        why = "; ".join(lines[1:3] if len(lines) > 1 else lines)[:300]
+        raise UserError(f"{join(run, CHECKPOINT)} does not fit the network and optimiser this run trains "
+                        f"({why}): it is another run's checkpoint", "resume the run that wrote it, or start a new "
+                        "run (what was fitted and featurised is cached)") from None
+
+
 def has_checkpoint(run: str, storage_options: dict | None = None) -> bool:
     """Whether ``run`` holds a checkpoint to resume from."""
     import fsspec
