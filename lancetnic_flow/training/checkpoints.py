@@ -162,6 +162,28 @@ def restore_weights(run: str, model: Any, optimizers: list, saved: TrainState) -
                         "run (what was fitted and featurised is cached)") from None
 
 
+def network_of(model_meta: dict) -> dict:
+    """What a checkpoint records of the network it holds: model.json's model, net and sizes, as JSON reads them."""
+    return json.loads(json.dumps({k: model_meta.get(k) for k in ("model", "net", "kwargs")}, default=str))
+
+
+def check_network(run: str, saved: TrainState, network: dict) -> None:
+    """Refuse to continue ``saved`` (a checkpoint) as another network than the one it trained:
+    config.json edited since, or another run's. A checkpoint written before it recorded its
+    network is not checked."""
+    if saved.network is None or saved.network == network:
+        return
+    was, now = saved.network, network
+    diff = [f"{k} {was['kwargs'].get(k)!r} → {now['kwargs'].get(k)!r}"
+            for k in sorted(set(was.get("kwargs") or {}) | set(now.get("kwargs") or {}))
+            if (was.get("kwargs") or {}).get(k) != (now.get("kwargs") or {}).get(k)]
+    if was.get("model") != now.get("model") or was.get("net") != now.get("net"):
+        diff.insert(0, f"model {was.get('model')} ({was.get('net')}) → {now.get('model')} ({now.get('net')})")
+    raise UserError(f"{join(run, CHECKPOINT)} holds a network other than the one {join(run, 'config.json')} "
+                    f"now builds ({'; '.join(diff[:3])}): config.json was changed since, or is another run's",
+                    "restore the run's config.json, or start a new run (what was fitted and featurised is cached)")
+
+
 def has_checkpoint(run: str, storage_options: dict | None = None) -> bool:
     """Whether ``run`` holds a checkpoint to resume from."""
     import fsspec

@@ -26,3 +26,19 @@ def test_another_runs_checkpoint_is_refused_in_words_and_the_runs_own_restores()
     own = torch.nn.Linear(3, 2)
     restore_weights("runs/r", own, [torch.optim.Adam(own.parameters())], _state(narrow, adam))
     assert torch.equal(own.weight, narrow.weight)
+
+
+def test_a_checkpoint_continues_only_as_the_network_it_trained_whatever_config_json_now_says():
+    # config.json's model.name edited to FastTextBag (the same tensors) resumed a ScalpelMC checkpoint
+    # as FastTextBag and saved it as one; --hidden edited was load_state_dict's internal error
+    from lancetnic_flow.training.checkpoints import check_network, network_of, pack, unpack
+
+    meta = {"model": "ScalpelMC", "net": "ScalpelNet", "kwargs": {"dim": 8, "hidden": 64, "pooling": "weighted"},
+            "task": "classify", "thresholds": [0.5]}
+    tensors, doc = pack(TrainState(network=network_of(meta)).to_checkpoint())
+    saved = TrainState.from_checkpoint(unpack(tensors, doc))
+    check_network("runs/r", saved, network_of(meta))   # its own network, through the file's JSON
+    for other in ({**meta, "model": "FastTextBag"}, {**meta, "kwargs": {**meta["kwargs"], "hidden": 32}}):
+        with pytest.raises(UserError, match="holds a network other than the one runs/r/config.json now builds"):
+            check_network("runs/r", saved, network_of(other))
+    check_network("runs/r", TrainState(), network_of({**meta, "model": "FastTextBag"}))   # written before it recorded one
