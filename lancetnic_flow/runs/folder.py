@@ -43,6 +43,7 @@ FORMAT_VERSION = 2
 READS_FORMATS = (1, 2)   # format 1's dense weights read as they are
 CHECKPOINT_FILE = "checkpoint.safetensors"   # written by training while the run is unfinished
 WEIGHTS_FILE = "model.safetensors"
+FEATURES_FILE = "features.json"
 # What model.json and config.json say about who wrote them; not configuration.
 STAMP_KEYS = ("format_version", "written_by")
 
@@ -161,15 +162,24 @@ class _Digesting:
         return {"file": WEIGHTS_FILE, "bytes": self.size, "sha256": self.sha.hexdigest()}
 
 
-def weights_record(run: str, storage_options: dict | None = None) -> dict:
-    """The size and SHA-256 of the weights in ``run``, as ``model.json`` records them."""
-    fs, path = fsspec.core.url_to_fs(join(run, WEIGHTS_FILE), **folder_options(run, storage_options))
+def weights_record(run: str, storage_options: dict | None = None, name: str = WEIGHTS_FILE) -> dict:
+    """The size and SHA-256 of the weights (or the file ``name``) in ``run``, as ``model.json`` records them."""
+    fs, path = fsspec.core.url_to_fs(join(run, name), **folder_options(run, storage_options))
     sha, size = hashlib.sha256(), 0
     with fs.open(path, "rb") as f:
         while block := f.read(2**24):
             sha.update(block)
             size += len(block)
-    return {"file": WEIGHTS_FILE, "bytes": size, "sha256": sha.hexdigest()}
+    return {"file": name, "bytes": size, "sha256": sha.hexdigest()}
+
+
+def _features_record(run: str, storage_options: dict) -> dict:
+    """features.json's size and SHA-256: its labels' order and idf must be the ones the weights
+    learned with, and another run's of the same sizes fits the network as well ({} when none)."""
+    try:
+        return {"features": weights_record(run, storage_options, FEATURES_FILE)}
+    except FileNotFoundError:
+        return {}
 
 
 def unfinish(run: str, storage_options: dict | None = None) -> None:
@@ -197,7 +207,7 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
     # checkpoint was removed) must not keep the old model.json beside new weights while it is written.
     unfinish(run, so)
     write_config(run, config, so)
-    write_bytes(join(run, "features.json"), features.to_json().encode(), so)
+    write_bytes(join(run, FEATURES_FILE), features.to_json().encode(), so)
     weights = write_weights(run, encode(model.state_dict()), so)
     if metrics is not None:
         write_json(join(run, "metrics.json"), metrics, so)
@@ -230,7 +240,7 @@ def finish_run(run: str, model_meta: dict, storage_options: dict | None = None, 
     so = folder_options(run, storage_options)
     weights = weights or weights_record(run, so)
     write_json(join(run, "model.json"), {**model_meta, "format_version": FORMAT_VERSION, "written_by": written_by(),
-                                         "weights": weights}, so)
+                                         "weights": weights, **_features_record(run, so)}, so)
 
 
 def copy_run(src: str, dst: str, src_options: dict | None = None, dst_options: dict | None = None) -> None:

@@ -123,9 +123,10 @@ def _json_problem(raw: bytes, exc: Exception) -> str:
     return f"it is not JSON ({exc})"
 
 
-def _read_doc(url: str, storage_options: dict) -> dict:
-    """The JSON object in the file ``url`` (FileNotFoundError when there is none); anything else is damage."""
-    raw = read_bytes(url, storage_options)
+def _read_doc(url: str, storage_options: dict, raw: bytes | None = None) -> dict:
+    """The JSON object in the file ``url`` (or its bytes ``raw``; FileNotFoundError when there
+    is none); anything else is damage."""
+    raw = read_bytes(url, storage_options) if raw is None else raw
     try:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:   # a JSONDecodeError is a ValueError
@@ -221,11 +222,13 @@ def read_features(run: str, storage_options: dict | None = None, meta: dict | No
     from ..config import FEATURE_MODES
 
     url = join(run, "features.json")
+    so = folder_options(run, storage_options)
     try:
-        doc = _read_doc(url, folder_options(run, storage_options))
+        raw = read_bytes(url, so)
     except FileNotFoundError:
         raise _missing(run, "features.json", "the vocabulary, idf and labels that turn texts into the model's "
                                              "inputs") from None
+    doc = _read_doc(url, so, raw)
     lacking = [k for k in FEATURES_REQUIRED if k not in doc]
     if lacking:
         raise _damaged(url, f"it lacks {', '.join(map(repr, lacking))}")
@@ -245,6 +248,10 @@ def read_features(run: str, storage_options: dict | None = None, meta: dict | No
     if features.idf is not None and features.mode != "ids" and len(features.idf) != terms:
         raise _damaged(url, f"its idf has {len(features.idf):,} weights for {terms:,} "
                             f"{'buckets' if features.mode == 'hashing' else 'terms'}")
+    if meta is not None and isinstance(meta.get("kwargs"), dict):
+        _check_pair(run, features, meta)
+        # Another run's features of the same sizes fit as well: labels in another order, another idf.
+        _check_saved_with(run, "features.json", raw, meta.get("features"))
     return features
 
 
@@ -291,13 +298,18 @@ def _safetensors_problem(data: bytes) -> tuple[str, str] | None:
 
 def _check_digest(run: str, data: bytes, meta: dict) -> None:
     """The weights must be the file model.json was saved with (a save records their size and SHA-256)."""
-    saved = meta.get("weights")
-    if not isinstance(saved, dict):   # a run saved before model.json recorded its weights
+    _check_saved_with(run, WEIGHTS_FILE, data, meta.get("weights"))
+
+
+def _check_saved_with(run: str, name: str, data: bytes, saved: Any) -> None:
+    """The file ``name`` (its bytes ``data``) must be the one model.json recorded (``saved``:
+    size and SHA-256; a run saved before model.json recorded it has none)."""
+    if not isinstance(saved, dict):
         return
     got = hashlib.sha256(data).hexdigest()
     if len(data) == saved.get("bytes") and got == saved.get("sha256"):
         return
-    raise UserError(f"{join(run, WEIGHTS_FILE)} is not the file {join(run, 'model.json')} was saved with "
+    raise UserError(f"{join(run, name)} is not the file {join(run, 'model.json')} was saved with "
                     f"({len(data):,} bytes, SHA-256 {got[:12]}…; model.json records {saved.get('bytes')} bytes, "
                     f"SHA-256 {str(saved.get('sha256'))[:12]}…): the two come from different saves", SAME_RUN)
 
