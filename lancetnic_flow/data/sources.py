@@ -467,7 +467,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     except Exception as exc:  # noqa: BLE001 - translated for the user
         raise open_error(url, exc) from exc
     out = []
-    own = _own_outputs(found) if not explicit else set()
+    own = _own_outputs(found, fs) if not explicit else set()
     metadata = _datasets_metadata(url, found) if not explicit else set()
     unlisted = _datasets_unlisted(fs, metadata) if metadata else set()
     root = path.rstrip("/")
@@ -490,16 +490,37 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
 
 
 # The files that mark a folder as lancetnic_flow's own output: a run folder, a shard-cache entry.
-OWN_MARKERS = ({"model.json", "config.json"}, {"config.json", "checkpoint.safetensors"}, {"manifest.json", "features.json"})
+# A cache entry before its manifest is written holds features.json beside its lock (.lock, or .lease on S3).
+OWN_MARKERS = ({"model.json", "config.json"}, {"config.json", "checkpoint.safetensors"}, {"manifest.json", "features.json"},
+               {"features.json", ".lock"}, {"features.json", ".lease"})
+# A run folder before its first checkpoint holds config.json alone: empty while the run claims the
+# folder, then stamped (runs/folder.py's write_config). Its JSON was read as the data's JSON Lines.
+RUN_STAMP = b'"written_by": "lancetnic_flow'
 
 
-def _own_outputs(found: dict) -> set[str]:
-    """Folders among ``found`` that are run folders or shard-cache entries."""
+def _own_outputs(found: dict, fs: Any = None) -> set[str]:
+    """Folders among ``found`` that are run folders (finished or not) or shard-cache entries."""
     names: dict[str, set[str]] = {}
     for p in found:
         parent, base = posixpath.split(p.rstrip("/"))
         names.setdefault(parent, set()).add(base)
-    return {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
+    own = {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
+    return own | {d for d, have in names.items()
+                  if d not in own and "config.json" in have and _a_runs_config(fs, f"{d}/config.json", found)}
+
+
+def _a_runs_config(fs: Any, path: str, found: dict) -> bool:
+    """Whether ``path`` is the config.json of a run folder (a claim's empty one, or stamped)."""
+    size = (found.get(path) or {}).get("size")
+    if size == 0:
+        return True
+    if fs is None or size is None or size > 2**20:
+        return False
+    try:
+        with fs.open(path, "rb") as f:
+            return RUN_STAMP in f.read()
+    except OSError:
+        return False
 
 
 # A folder written by datasets.Dataset.save_to_disk: its rows are in data-0000N-of-0000M.arrow
