@@ -28,7 +28,7 @@ from ..features.vectorize import VERSION as FEATURES_VERSION
 from ..features.vectorize import FittedFeatures
 from ..registry import task_kind
 from ..storage import join, read_bytes
-from .config_check import config_problem
+from .config_check import config_problem, meta_problem
 from .folder import CHECKPOINT_FILE, FORMAT_VERSION, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE, folder_options, written_by
 
 # features.json's fields since the first release: without one, a run would turn texts into other inputs.
@@ -190,6 +190,9 @@ def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, 
     check_format(url, meta)
     if not isinstance(meta.get("kwargs"), dict) or not isinstance(meta.get("net", ""), str):
         raise _damaged(url, 'it lacks the network\'s name and sizes ("net" and "kwargs")')
+    problem = meta_problem(meta)
+    if problem is not None:
+        raise _damaged(url, problem)
     return meta, config
 
 

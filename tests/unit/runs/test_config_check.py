@@ -15,3 +15,22 @@ def test_a_config_field_loading_reads_of_another_kind_is_named_and_a_written_con
                                  ("training", "learn_val", "yes"), ("model", "name", None)]:
         config = {**written, section: {**written[section], name: value}}
         assert f"{section}.{name}" in config_problem(config), (section, name, value)
+
+
+def test_a_model_json_task_its_heads_cannot_do_sizes_not_numbers_or_thresholds_not_probabilities_are_named():
+    # task "regress" on a classifier was evaluate's KeyError 'value'; an unknown task scored "0 rows";
+    # kwargs.dim "524288" and thresholds ["a"] were internal errors
+    from lancetnic_flow.runs.config_check import meta_problem
+
+    kw = {"dim": 16, "classes": 3, "regress": False, "hidden": 8, "layers": 1, "dropout": 0.2, "numeric": 0}
+    for fine in ({"kwargs": kw, "task": "classify"}, {"kwargs": kw, "task": "multilabel", "thresholds": [0.5, 0.3, 1]},
+                 {"kwargs": kw}, {"kwargs": {**kw, "regress": True}, "task": "multitask"},
+                 {"kwargs": {**kw, "classes": 0, "regress": True}, "task": "regress"}):
+        assert meta_problem(fine) is None, fine
+    for meta, said in [({"kwargs": kw, "task": "regress"}, 'task is "regress"'),
+                       ({"kwargs": kw, "task": "zzz"}, 'task is "zzz"'), ({"kwargs": kw, "task": 3}, "task is 3"),
+                       ({"kwargs": {**kw, "regress": True}, "task": "classify"}, "do multitask"),
+                       ({"kwargs": {**kw, "dim": "16"}}, "kwargs.dim"), ({"kwargs": {**kw, "classes": True}}, "kwargs.classes"),
+                       ({"kwargs": {**kw, "margin": "yes"}}, "kwargs.margin"), ({"kwargs": {**kw, "dropout": "x"}}, "dropout"),
+                       ({"kwargs": kw, "thresholds": ["a"]}, "thresholds"), ({"kwargs": kw, "thresholds": 0.5}, "thresholds")]:
+        assert said in (meta_problem(meta) or ""), (meta, said)
