@@ -19,7 +19,8 @@ import fsspec
 
 from ..errors import UserError
 from ..storage import join, read_bytes, write_bytes
-from .folder import CHECKPOINT_FILE, STAMP_KEYS, WEIGHTS_FILE, finish_run, folder_options, unfinish, write_weights
+from .folder import (CHECKPOINT_FILE, STAMP_KEYS, WEIGHTS_FILE, finish_run, folder_options, network_digest, unfinish,
+                     write_weights)
 from .loading import load_run
 from .stored_weights import decode, encode, materialize
 
@@ -79,10 +80,10 @@ def _write_copy(src: str, dst: str, sso: dict, dso: dict, names: list[str], meta
                     "run": str(src), "weights": "the float weights this copy was made from",
                     "measure": f"lancetnic-flow evaluate {dst} DATA"}}, indent=1).encode()
             write_bytes(join(dst, name), data, dso)
-    weights = write_weights(dst, stored, dso)
     meta = {k: v for k, v in meta_src.items() if k not in (*STAMP_KEYS, "weights", "features")}
     meta["quantised"] = {"bits": 8, "scale": "per column, symmetric", "from": str(src),
                          "matrices": matrices, "max_error": max_error}
+    weights = write_weights(dst, stored, dso, network_digest(meta))
     finish_run(dst, meta, dso, weights)
     source = meta_src.get("weights", {}).get("bytes")
     return {"run": str(dst), "bytes": weights["bytes"], "source_bytes": source, "matrices": matrices,

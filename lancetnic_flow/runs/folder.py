@@ -208,7 +208,7 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
     unfinish(run, so)
     write_config(run, config, so)
     write_bytes(join(run, FEATURES_FILE), features.to_json().encode(), so)
-    weights = write_weights(run, encode(model.state_dict()), so)
+    weights = write_weights(run, encode(model.state_dict()), so, network_digest(model_meta))
     if metrics is not None:
         write_json(join(run, "metrics.json"), metrics, so)
     if history:
@@ -223,14 +223,28 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
     return weights
 
 
-def write_weights(run: str, tensors: dict, storage_options: dict | None = None) -> dict:
+# What of model.json the weights were trained as: the network, its sizes, its task and thresholds.
+NETWORK_KEYS = ("model", "net", "kwargs", "task", "thresholds")
+NETWORK_DIGEST = "lancetnic_flow_network"   # the weights file's metadata key that holds its digest
+
+
+def network_digest(model_meta: dict) -> str:
+    """The SHA-256 of ``model_meta``'s network as model.json writes and reads it back. The
+    weights file carries it: model.json's sizes edited (a pooling, a task) build a network the
+    weights still fit, and predict otherwise than they were trained to."""
+    doc = json.loads(json.dumps({k: model_meta.get(k) for k in NETWORK_KEYS}, default=_json_default))
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def write_weights(run: str, tensors: dict, storage_options: dict | None = None, network: str | None = None) -> dict:
     """Write ``tensors`` (as :func:`.stored_weights.encode` gives them) as ``run``'s
-    weights file, renamed into place when whole; returns the record model.json keeps."""
+    weights file, renamed into place when whole; returns the record model.json keeps.
+    ``network``: :func:`network_digest` of the model.json they are saved with."""
     from .tensor_file import write_safetensors
 
     with open_atomic(join(run, WEIGHTS_FILE), folder_options(run, storage_options)) as f:
         digest = _Digesting(f)
-        write_safetensors(digest, tensors)
+        write_safetensors(digest, tensors, {NETWORK_DIGEST: network} if network else None)
     return digest.record()
 
 

@@ -29,7 +29,8 @@ from ..features.vectorize import FittedFeatures
 from ..registry import task_kind
 from ..storage import join, read_bytes
 from .config_check import config_problem, meta_problem
-from .folder import CHECKPOINT_FILE, FORMAT_VERSION, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE, folder_options, written_by
+from .folder import (CHECKPOINT_FILE, FORMAT_VERSION, NETWORK_DIGEST, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE,
+                     folder_options, network_digest, written_by)
 
 # features.json's fields since the first release: without one, a run would turn texts into other inputs.
 FEATURES_REQUIRED = ("mode", "ngrams", "lowercase", "sublinear_tf", "buckets", "max_len", "labels", "target",
@@ -304,6 +305,20 @@ def _check_digest(run: str, data: bytes, meta: dict) -> None:
     _check_saved_with(run, WEIGHTS_FILE, data, meta.get("weights"))
 
 
+def _check_network(run: str, so: dict, meta: dict) -> None:
+    """model.json's network, sizes, task and thresholds must be those the weights were saved as
+    (their file's header records the digest; weights saved before it are not checked). Checked
+    once the weights fit the network, whose own words say more about other damage."""
+    fs, path = fsspec.core.url_to_fs(join(run, WEIGHTS_FILE), **so)
+    with fs.open(path, "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    saved = (header.get("__metadata__") or {}).get(NETWORK_DIGEST)
+    if saved is not None and saved != network_digest(meta):
+        raise UserError(f"{join(run, 'model.json')} does not describe the network {join(run, WEIGHTS_FILE)} was saved "
+                        "as (its net, sizes, task or thresholds were changed since, or come from another run)",
+                        SAME_RUN)
+
+
 def _check_saved_with(run: str, name: str, data: bytes, saved: Any) -> None:
     """The file ``name`` (its bytes ``data``) must be the one model.json recorded (``saved``:
     size and SHA-256; a run saved before model.json recorded it has none)."""
@@ -440,7 +455,9 @@ def load_run(run: str, storage_options: dict | None = None, device: str = "cpu",
     _check_pair(run, features, meta)
     if numpy and device == "cpu" and linear_shapes(meta) is not None:
         linear = linear_run(run, meta, read_weights(run, so, meta, arrays=True))
+        _check_network(run, so, meta)
         return LoadedRun(run, config, features, None, meta, read_metrics(run, so), linear=linear)
     model = build_network(run, meta, read_weights(run, so, meta))
+    _check_network(run, so, meta)
     model.to(device).eval()
     return LoadedRun(run, config, features, model, meta, read_metrics(run, so))

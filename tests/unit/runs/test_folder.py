@@ -372,7 +372,8 @@ def test_a_save_into_a_finished_folder_unfinishes_it_before_writing_anything(tmp
     run = finished_run(tmp_path)
     save_small_run(run, finish=False, seed=1)   # the orchestrator's save, before metrics.json and model.json
     refused(run, "unfinished run")
-    finish_run(run, {"net": "ScalpelNet", "kwargs": ScalpelNet(5, classes=2, hidden=3).config, "task": "classify"})
+    finish_run(run, {"model": "ScalpelMC", "net": "ScalpelNet", "kwargs": ScalpelNet(5, classes=2, hidden=3).config,
+                     "task": "classify"})   # the model.json of the network the weights were saved as
     weights = (tmp_path / "run" / "model.safetensors").read_bytes()
     assert load_run(run).meta["weights"]["sha256"] == hashlib.sha256(weights).hexdigest()   # read back to record
 
@@ -450,3 +451,23 @@ def test_features_json_of_the_same_sizes_but_another_save_is_refused_and_one_sav
         load_run(run)
     edit_json(run, "model.json", lambda d: d.pop("features"))   # a run saved before model.json recorded it
     assert load_run(run).features.labels == ["neg", "pos"]
+
+
+def test_model_json_edited_to_another_network_the_weights_still_fit_is_refused_and_a_copy_made_before_loads(tmp_path):
+    # kwargs.pooling "weighted" → "mean" loaded and predicted otherwise (accuracy 0.98 → 0.77); task
+    # "classify" → "multilabel" answered label sets from a single-label model
+    for name, change in [("pooling", lambda d: d["kwargs"].__setitem__("pooling", "mean")),
+                         ("task", lambda d: d.__setitem__("task", "multilabel"))]:
+        run = finished_run(tmp_path, name)
+        edit_json(run, "model.json", change)
+        with pytest.raises(UserError, match="model.json does not describe the network .*model.safetensors was saved as"):
+            load_run(run)
+    run = finished_run(tmp_path, "before")   # weights saved before their file recorded the network
+    data = (tmp_path / "before" / "model.safetensors").read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    header.pop("__metadata__")
+    raw = json.dumps(header).encode().ljust(size)
+    (tmp_path / "before" / "model.safetensors").write_bytes(data[:8] + raw + data[8 + size:])
+    edit_json(run, "model.json", lambda d: d.pop("weights"))
+    assert load_run(run).meta["task"] == "classify"
