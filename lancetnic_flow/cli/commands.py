@@ -387,9 +387,9 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     plan = _plan_for(a)
     src = checked_source(a.data, a.format, so, plan.partition, cols)
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
-        if a.plots.rstrip("/") == a.run.rstrip("/"):   # its charts and per_class.csv are its validation's
-            raise UserError(f"--plots {a.plots} is the run folder, whose charts and tables are its validation "
-                            "rows'", f"name a folder of its own: --plots {a.run.rstrip('/')}-evaluated")
+        from ..runs.outputs import check_plots_place
+
+        check_plots_place(a.plots, options_for(a.plots, so), a.run)   # a run's charts are its validation's
         check_writable(a.plots, options_for(a.plots, so), "--plots", folder=True)
     say_decided(report, src)
     from ..runs.evaluate import evaluate_files

@@ -86,6 +86,16 @@ def check_output_place(url: str, storage_options: dict | None, inputs: list[str]
                         f"name a file of its own, e.g. --output {_beside(url)}")
 
 
+def check_plots_place(url: str, storage_options: dict | None, run: str) -> None:
+    """Refuse ``evaluate --plots`` into a run folder, this run's or another's: its charts and
+    ``per_class.csv`` are that run's validation's, and an evaluation would replace them."""
+    fs, path, _ = _where(url, storage_options or {})
+    if any(fs.exists(posixpath.join(path.rstrip("/"), f)) for f in ("model.json", "config.json")):
+        this = _where(run, storage_options or {})[2] == _where(url, storage_options or {})[2]
+        raise UserError(f"--plots {url} is {'the' if this else 'a'} run folder, whose charts and tables are its "
+                        "validation rows'", f"name a folder of its own: --plots {run.rstrip('/')}-evaluated")
+
+
 def _beside(url: str) -> str:
     """Another file name beside ``url``: ``x.csv`` → ``x-predicted.csv``."""
     head, dot, ext = url.rpartition("/")[2].partition(".")
@@ -171,4 +181,4 @@ def encode(table: pa.Table, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LIST_SEP", "OutputFile", "check_output_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]
+__all__ = ["LIST_SEP", "OutputFile", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]

@@ -77,3 +77,21 @@ def test_an_output_that_is_an_input_or_a_runs_own_file_is_refused_and_left_whole
         predict_files(None, str(run), plan, Columns(text=("text",)), str(data), storage_options={},
                       run_options={}, chunk_bytes=1 << 20, window=2)
     assert data.read_text() == "text,label\nhello there,a\n"
+
+
+def test_plots_into_any_run_folder_are_refused_and_a_folder_of_their_own_is_written(tmp_path):
+    # evaluate RUN DATA --plots OTHER_RUN replaced OTHER_RUN's per_class.csv and charts with RUN's
+    # evaluation; only RUN itself was refused
+    from lancetnic_flow.runs.outputs import check_plots_place
+
+    run, other = tmp_path / "run", tmp_path / "other"
+    for d in (run, other):
+        d.mkdir()
+        (d / "config.json").write_text("{}")
+    (other / "model.json").write_text("{}")
+    with pytest.raises(UserError, match="is the run folder"):
+        check_plots_place(f"{run}/", {}, str(run))
+    with pytest.raises(UserError, match="is a run folder"):
+        check_plots_place(str(other), {}, str(run))
+    check_plots_place(str(tmp_path / "run-evaluated"), {}, str(run))
+    check_plots_place(str(tmp_path), {}, str(run))
