@@ -65,7 +65,7 @@ def _log_would_empty_a_file(a, debug: bool) -> bool:
     from ..ui.jsonlog import check_log_file
 
     try:
-        check_log_file(a.json_log)
+        check_log_file(a.json_log, {"--output": getattr(a, "output", None), "--onnx": getattr(a, "onnx", None)})
     except UserError as exc:
         if debug:
             raise

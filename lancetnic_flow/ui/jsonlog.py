@@ -32,13 +32,22 @@ def _finite(o: Any) -> Any:
     return o
 
 
-def check_log_file(path: str) -> None:
-    """Refuse a ``--json-log FILE`` that would replace a file holding something else.
+def check_log_file(path: str, outputs: dict[str, str | None] | None = None) -> None:
+    """Refuse a ``--json-log FILE`` that would replace a file holding something else, or
+    that a file the command writes (``outputs``: flag → URL) would replace: the log was
+    emptied by the predictions renamed over it, every event lost.
 
     Opening the log empties the file: a data file, a run's JSON or any other
     file whose first line is no event of an earlier log would be lost before
     the command reads a row (``train --json-log data.csv`` takes the data for
     the log's name, as ``--json-log`` takes an optional FILE)."""
+    import os
+
+    for flag, url in (outputs or {}).items():
+        if url and "://" not in url.removeprefix("file://") and \
+                os.path.realpath(url.removeprefix("file://")) == os.path.realpath(path):
+            raise UserError(f"--json-log {path} is also {flag}: the file written there would replace the log",
+                            f"give the log a name of its own, e.g. --json-log {path}.events")
     try:
         with open(path, "rb") as f:
             head = f.read(4096)

@@ -44,3 +44,19 @@ def test_a_json_log_file_that_holds_data_is_refused_and_kept_whole_and_an_earlie
     (tmp_path / "empty.jsonl").write_text("")
     for fine in (earlier, tmp_path / "empty.jsonl", tmp_path / "new.jsonl"):
         check_log_file(str(fine))
+
+
+def test_a_json_log_that_is_also_the_commands_output_file_is_refused():
+    # predict --output p.jsonl --json-log p.jsonl: the predictions renamed over the log, every event lost
+    import os
+
+    import pytest
+
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.ui.jsonlog import check_log_file
+
+    here = os.path.join(os.getcwd(), "p.jsonl")
+    for flag, url in (("--output", "p.jsonl"), ("--output", f"file://{here}"), ("--onnx", "./p.jsonl")):
+        with pytest.raises(UserError, match=f"is also {flag}"):
+            check_log_file("p.jsonl", {flag: url})
+    check_log_file("p.jsonl", {"--output": "q.jsonl", "--onnx": None})
