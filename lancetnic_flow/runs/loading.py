@@ -88,6 +88,18 @@ def _not_a_run(run: str, missing: str) -> UserError:
                      "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500")
 
 
+class FileNotARun(UserError):
+    """A run folder's place names a file (:func:`a_file_not_a_run`)."""
+
+
+def a_file_not_a_run(run: str) -> UserError:
+    """RUN names a file: the data, where the run folder goes (`evaluate data.csv RUN`)? It was
+    an internal NotADirectoryError in every command that reads a run."""
+    return FileNotARun(f"{run} is a file, not a run folder",
+                     "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500 "
+                     "(the run folder comes first: lancetnic-flow evaluate RUN DATA)")
+
+
 def _unfinished(run: str, storage_options: dict) -> UserError:
     """A folder with config.json and no model.json: a run stopped before it was saved."""
     fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT_FILE), **storage_options)
@@ -179,6 +191,8 @@ def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, 
     so = folder_options(run, storage_options)
     try:
         config = read_config(run, so)
+    except NotADirectoryError:
+        raise a_file_not_a_run(run) from None
     except FileNotFoundError:
         if _exists(join(run, "model.json"), so):
             raise _missing(run, "config.json", "the configuration the run was trained with") from None

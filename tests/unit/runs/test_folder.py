@@ -471,3 +471,15 @@ def test_model_json_edited_to_another_network_the_weights_still_fit_is_refused_a
     (tmp_path / "before" / "model.safetensors").write_bytes(data[:8] + raw + data[8 + size:])
     edit_json(run, "model.json", lambda d: d.pop("weights"))
     assert load_run(run).meta["task"] == "classify"
+
+
+def test_a_file_given_as_the_run_folder_is_refused_in_words_by_every_reader(tmp_path):
+    # `evaluate data.csv RUN` (the two swapped), `predict data.csv`, `train --resume data.csv`: an
+    # internal NotADirectoryError in predict, evaluate, explain, export, serve and --resume
+    from lancetnic_flow.training.resume import resume_config
+
+    data = tmp_path / "data.csv"
+    data.write_text("text,label\nhello there,a\n")
+    for read in (read_run_json, load_run, resume_config):
+        with pytest.raises(UserError, match="data.csv is a file, not a run folder"):
+            read(str(data))
