@@ -394,7 +394,8 @@ class _TextEstimator:
                                             ("val_fraction", data.get("val_fraction")),
                                             ("class_weights", training.get("class_weights"))) if v is not None})
         try:
-            est._labels = LabelNames.from_json(read_bytes(join(str(path), LABELS_FILE), storage_options or {}).decode())
+            url = join(str(path), LABELS_FILE)
+            est._labels = LabelNames.from_json(read_bytes(url, storage_options or {}).decode("utf-8", "replace"), url)
         except FileNotFoundError:   # a run from the command line: its labels are its names
             est._labels = LabelNames()
         est.run_ = str(path)

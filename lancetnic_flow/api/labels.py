@@ -113,8 +113,25 @@ class LabelNames:
         return json.dumps(doc) if LONE_SURROGATE.search(text) else text
 
     @classmethod
-    def from_json(cls, text: str) -> "LabelNames":
-        return cls({k: v for k, v in json.loads(text).get("labels", [])})
+    def from_json(cls, text: str, where: str = FILE) -> "LabelNames":
+        """The labels :meth:`to_json` wrote, checked: a file that is not that, or that maps
+        a name to a value the run would name otherwise (two labels swapped: every answer
+        of either would be the other), is a UserError naming ``where``."""
+        try:
+            pairs = json.loads(text)["labels"]
+            values = {k: v for k, v in pairs}
+        except (ValueError, TypeError, KeyError) as exc:   # a JSONDecodeError is a ValueError
+            raise _damaged(where, f"it is not the labels a save writes ({type(exc).__name__}: {exc})") from None
+        wrong = [(k, v) for k, v in values.items() if not isinstance(k, str) or run_name(v) != k]
+        if wrong or len(values) != len(pairs):
+            what = f"it maps the label {wrong[0][0]!r} to {wrong[0][1]!r}" if wrong else "it names a label twice"
+            raise _damaged(where, f"{what}, which is not the value that label was learned from")
+        return cls(values)
+
+
+def _damaged(where: str, what: str) -> UserError:
+    return UserError(f"{where} is damaged: {what}", "restore the folder from a copy, or fit and save the "
+                     "estimator again")
 
 
 def _kind(v: Any) -> str | None:

@@ -272,7 +272,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold)):
             print(json.dumps({"text": text, **p}, ensure_ascii=False))
         return 0
-    from ..runs.outputs import output_format, refuse_output_over_input
+    from ..runs.outputs import check_output_place, output_format
 
     output_format(a.output)
     # An unwritable --output: exit 2 now, not after every row is predicted.
@@ -283,7 +283,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     plan, src, here, where = _planned_inputs(   # rows as the inputs list them
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
-    refuse_output_over_input(a.output, src.files, options_for(a.output, so))
+    check_output_place(a.output, so, [f.url for f in src.files])
     say_decided(report, src)
     from ..data.checks import first_columns
     from ..runs.loading import weights_stamp
@@ -447,9 +447,9 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     plan, src, here, where = _planned_inputs(a, _run_model_bytes(a.run, run_so, meta),
                                              lambda size: checked_source(a.data, a.format, so, size, cols))
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
-        if a.plots.rstrip("/") == a.run.rstrip("/"):   # its charts and per_class.csv are its validation's
-            raise UserError(f"--plots {a.plots} is the run folder, whose charts and tables are its validation "
-                            "rows'", f"name a folder of its own: --plots {a.run.rstrip('/')}-evaluated")
+        from ..runs.outputs import check_plots_place
+
+        check_plots_place(a.plots, options_for(a.plots, so), a.run)   # a run's charts are its validation's
         check_writable(a.plots, options_for(a.plots, so), "--plots", folder=True)
     say_decided(report, src)
     from ..runs.evaluate import evaluate_files

@@ -58,6 +58,22 @@ def cli_words(exc: UserError) -> tuple[str, str | None]:
     return in_flags(exc.message), exc.hint
 
 
+def _log_would_empty_a_file(a, debug: bool) -> bool:
+    """Whether ``--json-log FILE`` names a file that holds something else (said on stderr)."""
+    if getattr(a, "json_log", None) in (None, "-"):
+        return False
+    from ..ui.jsonlog import check_log_file
+
+    try:
+        check_log_file(a.json_log, {"--output": getattr(a, "output", None), "--onnx": getattr(a, "onnx", None)})
+    except UserError as exc:
+        if debug:
+            raise
+        print(f"error: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
+        return True
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = list(sys.argv[1:] if argv is None else argv)
@@ -73,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..ui.report import ConsoleReport
 
     debug = getattr(a, "debug", False)
+    if _log_would_empty_a_file(a, debug):
+        return 2
     try:
         report = ConsoleReport(quiet=getattr(a, "quiet", False), json_log=getattr(a, "json_log", None))
     except OSError as exc:

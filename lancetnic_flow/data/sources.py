@@ -473,7 +473,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     if not explicit:
         _refuse_table_logs(url, found, fs if globbed else None)
     out = []
-    own = _own_outputs(found, fs if globbed else None) if not explicit else set()
+    own = _own_outputs(found, fs, globbed) if not explicit else set()
     metadata = _datasets_metadata(url, found) if not explicit else set()
     unlisted = _datasets_unlisted(fs, metadata) if metadata else set()
     root = path.rstrip("/")
@@ -544,7 +544,12 @@ def _names_a_file(fs, path: str) -> bool:
 
 
 # The files that mark a folder as lancetnic_flow's own output: a run folder, a shard-cache entry.
-OWN_MARKERS = ({"model.json", "config.json"}, {"config.json", "checkpoint.safetensors"}, {"manifest.json", "features.json"})
+# A cache entry before its manifest is written holds features.json beside its lock (.lock, or .lease on S3).
+OWN_MARKERS = ({"model.json", "config.json"}, {"config.json", "checkpoint.safetensors"}, {"manifest.json", "features.json"},
+               {"features.json", ".lock"}, {"features.json", ".lease"})
+# A run folder before its first checkpoint holds config.json alone: empty while the run claims the
+# folder, then stamped (runs/folder.py's write_config). Its JSON was read as the data's JSON Lines.
+RUN_STAMP = b'"written_by": "lancetnic_flow'
 
 
 # Files of a run folder or a cache entry that a glob for data files may match (`**/*.csv`, `*/*.json`).
@@ -552,24 +557,39 @@ OWN_FILES = {"history.csv", "per_class.csv", "per_label.csv", "top_terms.csv", "
              "model.json", "features.json", "manifest.json", "bucket_names.json"}
 
 
-def _own_outputs(found: dict, fs: Any = None) -> set[str]:
-    """Folders among ``found`` that are run folders or shard-cache entries.
-    ``fs``, for a glob: what it found may be a run's tables without the files
-    that mark the run (``**/*.csv`` finds no ``model.json``), so a folder
+def _own_outputs(found: dict, fs: Any = None, globbed: bool = False) -> set[str]:
+    """Folders among ``found`` that are run folders (finished or not) or shard-cache
+    entries. For a glob (``globbed``), what it found may be a run's tables without
+    the files that mark the run (``**/*.csv`` finds no ``model.json``), so a folder
     holding one of :data:`OWN_FILES` is listed to see whether it is a run."""
     names: dict[str, set[str]] = {}
     for p in found:
         parent, base = posixpath.split(p.rstrip("/"))
         names.setdefault(parent, set()).add(base)
     own = {d for d, have in names.items() if any(m <= have for m in OWN_MARKERS)}
-    for d in sorted(d for d, have in names.items() if fs is not None and d not in own and have & OWN_FILES):
+    for d in sorted(d for d, have in names.items() if globbed and d not in own and have & OWN_FILES):
         try:
             have = {posixpath.basename(x.rstrip("/")) for x in fs.ls(d, detail=False)}
         except Exception:  # noqa: BLE001 - cannot be listed: not known to be a run
             continue
         if any(m <= have for m in OWN_MARKERS):
             own.add(d)
-    return own
+    return own | {d for d, have in names.items()
+                  if d not in own and "config.json" in have and _a_runs_config(fs, f"{d}/config.json", found)}
+
+
+def _a_runs_config(fs: Any, path: str, found: dict) -> bool:
+    """Whether ``path`` is the config.json of a run folder (a claim's empty one, or stamped)."""
+    size = (found.get(path) or {}).get("size")
+    if size == 0:
+        return True
+    if fs is None or size is None or size > 2**20:
+        return False
+    try:
+        with fs.open(path, "rb") as f:
+            return RUN_STAMP in f.read()
+    except OSError:
+        return False
 
 
 # A folder written by datasets.Dataset.save_to_disk: its rows are in data-0000N-of-0000M.arrow

@@ -19,7 +19,8 @@ import fsspec
 
 from ..errors import UserError
 from ..storage import join, read_bytes, write_bytes
-from .folder import CHECKPOINT_FILE, STAMP_KEYS, WEIGHTS_FILE, finish_run, folder_options, unfinish, write_weights
+from .folder import (CHECKPOINT_FILE, STAMP_KEYS, WEIGHTS_FILE, finish_run, folder_options, network_digest, unfinish,
+                     write_weights)
 from .loading import load_run
 from .stored_weights import decode, encode, materialize
 
@@ -50,6 +51,26 @@ def compact_run(src: str, dst: str, src_options: dict | None = None, dst_options
     del back
     fs, path = fsspec.core.url_to_fs(src, **sso)
     names = [n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(path, detail=False) if fs.isfile(n)]
+    dfs, dpath = fsspec.core.url_to_fs(dst, **dso)
+    fresh = not dfs.exists(dpath) or (dfs.isdir(dpath) and not dfs.ls(dpath, detail=False))
+    try:
+        out = _write_copy(src, dst, sso, dso, names, loaded.meta, stored, matrices, max_error)
+    except BaseException:
+        # A copy stopped mid-way (a full disk) is removed when this call made its folder: it was
+        # left as an unfinished run, said to be trained again, and a new export refused its folder.
+        if fresh:
+            try:
+                dfs.rm(dpath, recursive=True)
+            except OSError:
+                pass
+        raise
+    return out
+
+
+def _write_copy(src: str, dst: str, sso: dict, dso: dict, names: list[str], meta_src: dict, stored: dict,
+                matrices: list[str], max_error: float) -> dict:
+    """Write the copy's files: the run's as they are, metrics.json saying whose figures they are,
+    the 8-bit weights, and model.json last."""
     unfinish(dst, dso)
     for name in names:
         if name not in REWRITTEN and ".tmp-" not in name:
@@ -59,12 +80,12 @@ def compact_run(src: str, dst: str, src_options: dict | None = None, dst_options
                     "run": str(src), "weights": "the float weights this copy was made from",
                     "measure": f"lancetnic-flow evaluate {dst} DATA"}}, indent=1).encode()
             write_bytes(join(dst, name), data, dso)
-    weights = write_weights(dst, stored, dso)
-    meta = {k: v for k, v in loaded.meta.items() if k not in (*STAMP_KEYS, "weights")}
+    meta = {k: v for k, v in meta_src.items() if k not in (*STAMP_KEYS, "weights", "features")}
     meta["quantised"] = {"bits": 8, "scale": "per column, symmetric", "from": str(src),
                          "matrices": matrices, "max_error": max_error}
+    weights = write_weights(dst, stored, dso, network_digest(meta))
     finish_run(dst, meta, dso, weights)
-    source = loaded.meta.get("weights", {}).get("bytes")
+    source = meta_src.get("weights", {}).get("bytes")
     return {"run": str(dst), "bytes": weights["bytes"], "source_bytes": source, "matrices": matrices,
             "max_error": max_error}
 

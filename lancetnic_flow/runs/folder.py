@@ -43,6 +43,7 @@ FORMAT_VERSION = 2
 READS_FORMATS = (1, 2)   # format 1's dense weights read as they are
 CHECKPOINT_FILE = "checkpoint.safetensors"   # written by training while the run is unfinished
 WEIGHTS_FILE = "model.safetensors"
+FEATURES_FILE = "features.json"
 # What model.json and config.json say about who wrote them; not configuration.
 STAMP_KEYS = ("format_version", "written_by")
 
@@ -161,15 +162,24 @@ class _Digesting:
         return {"file": WEIGHTS_FILE, "bytes": self.size, "sha256": self.sha.hexdigest()}
 
 
-def weights_record(run: str, storage_options: dict | None = None) -> dict:
-    """The size and SHA-256 of the weights in ``run``, as ``model.json`` records them."""
-    fs, path = fsspec.core.url_to_fs(join(run, WEIGHTS_FILE), **folder_options(run, storage_options))
+def weights_record(run: str, storage_options: dict | None = None, name: str = WEIGHTS_FILE) -> dict:
+    """The size and SHA-256 of the weights (or the file ``name``) in ``run``, as ``model.json`` records them."""
+    fs, path = fsspec.core.url_to_fs(join(run, name), **folder_options(run, storage_options))
     sha, size = hashlib.sha256(), 0
     with fs.open(path, "rb") as f:
         while block := f.read(2**24):
             sha.update(block)
             size += len(block)
-    return {"file": WEIGHTS_FILE, "bytes": size, "sha256": sha.hexdigest()}
+    return {"file": name, "bytes": size, "sha256": sha.hexdigest()}
+
+
+def _features_record(run: str, storage_options: dict) -> dict:
+    """features.json's size and SHA-256: its labels' order and idf must be the ones the weights
+    learned with, and another run's of the same sizes fits the network as well ({} when none)."""
+    try:
+        return {"features": weights_record(run, storage_options, FEATURES_FILE)}
+    except FileNotFoundError:
+        return {}
 
 
 def unfinish(run: str, storage_options: dict | None = None) -> None:
@@ -197,8 +207,8 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
     # checkpoint was removed) must not keep the old model.json beside new weights while it is written.
     unfinish(run, so)
     write_config(run, config, so)
-    write_bytes(join(run, "features.json"), features.to_json().encode(), so)
-    weights = write_weights(run, encode(model.state_dict()), so)
+    write_bytes(join(run, FEATURES_FILE), features.to_json().encode(), so)
+    weights = write_weights(run, encode(model.state_dict()), so, network_digest(model_meta))
     if metrics is not None:
         write_json(join(run, "metrics.json"), metrics, so)
     if history:
@@ -213,14 +223,28 @@ def save_run(run: str, *, config: dict, features: FittedFeatures, model: Any, mo
     return weights
 
 
-def write_weights(run: str, tensors: dict, storage_options: dict | None = None) -> dict:
+# What of model.json the weights were trained as: the network, its sizes, its task and thresholds.
+NETWORK_KEYS = ("model", "net", "kwargs", "task", "thresholds")
+NETWORK_DIGEST = "lancetnic_flow_network"   # the weights file's metadata key that holds its digest
+
+
+def network_digest(model_meta: dict) -> str:
+    """The SHA-256 of ``model_meta``'s network as model.json writes and reads it back. The
+    weights file carries it: model.json's sizes edited (a pooling, a task) build a network the
+    weights still fit, and predict otherwise than they were trained to."""
+    doc = json.loads(json.dumps({k: model_meta.get(k) for k in NETWORK_KEYS}, default=_json_default))
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def write_weights(run: str, tensors: dict, storage_options: dict | None = None, network: str | None = None) -> dict:
     """Write ``tensors`` (as :func:`.stored_weights.encode` gives them) as ``run``'s
-    weights file, renamed into place when whole; returns the record model.json keeps."""
+    weights file, renamed into place when whole; returns the record model.json keeps.
+    ``network``: :func:`network_digest` of the model.json they are saved with."""
     from .tensor_file import write_safetensors
 
     with open_atomic(join(run, WEIGHTS_FILE), folder_options(run, storage_options)) as f:
         digest = _Digesting(f)
-        write_safetensors(digest, tensors)
+        write_safetensors(digest, tensors, {NETWORK_DIGEST: network} if network else None)
     return digest.record()
 
 
@@ -230,7 +254,7 @@ def finish_run(run: str, model_meta: dict, storage_options: dict | None = None, 
     so = folder_options(run, storage_options)
     weights = weights or weights_record(run, so)
     write_json(join(run, "model.json"), {**model_meta, "format_version": FORMAT_VERSION, "written_by": written_by(),
-                                         "weights": weights}, so)
+                                         "weights": weights, **_features_record(run, so)}, so)
 
 
 def copy_run(src: str, dst: str, src_options: dict | None = None, dst_options: dict | None = None) -> None:

@@ -28,7 +28,9 @@ from ..features.vectorize import VERSION as FEATURES_VERSION
 from ..features.vectorize import FittedFeatures
 from ..registry import task_kind
 from ..storage import join, read_bytes
-from .folder import CHECKPOINT_FILE, FORMAT_VERSION, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE, folder_options, written_by
+from .config_check import config_problem, meta_problem
+from .folder import (CHECKPOINT_FILE, FORMAT_VERSION, NETWORK_DIGEST, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE,
+                     folder_options, network_digest, written_by)
 
 # features.json's fields since the first release: without one, a run would turn texts into other inputs.
 FEATURES_REQUIRED = ("mode", "ngrams", "lowercase", "sublinear_tf", "buckets", "max_len", "labels", "target",
@@ -70,8 +72,9 @@ class LoadedRun:
         from ..models.tasks import Task, label_cuts
 
         kw, tc = self.meta["kwargs"], self.config.get("training", {})
+        # A margin network (LinearSVM) learned the hinge whatever config.json says, or lacks.
         return Task(task_kind(self.meta), classes=kw.get("classes", 0),
-                    class_loss=tc.get("class_loss", "cross_entropy"), value_loss=tc.get("value_loss", "mse"),
+                    class_loss="hinge" if kw.get("margin") else tc.get("class_loss", "cross_entropy"), value_loss=tc.get("value_loss", "mse"),
                     loss_weights=tuple(tc.get("loss_weights", (1.0, 1.0))),
                     target=tuple(self.features.target or (0.0, 1.0)),
                     label_cuts=label_cuts(self.meta.get("thresholds")))
@@ -83,6 +86,18 @@ class LoadedRun:
 def _not_a_run(run: str, missing: str) -> UserError:
     return UserError(f"{run} is not a lancetnic_flow run folder ({missing} missing)",
                      "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500")
+
+
+class FileNotARun(UserError):
+    """A run folder's place names a file (:func:`a_file_not_a_run`)."""
+
+
+def a_file_not_a_run(run: str) -> UserError:
+    """RUN names a file: the data, where the run folder goes (`evaluate data.csv RUN`)? It was
+    an internal NotADirectoryError in every command that reads a run."""
+    return FileNotARun(f"{run} is a file, not a run folder",
+                     "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500 "
+                     "(the run folder comes first: lancetnic-flow evaluate RUN DATA)")
 
 
 def _unfinished(run: str, storage_options: dict) -> UserError:
@@ -121,9 +136,10 @@ def _json_problem(raw: bytes, exc: Exception) -> str:
     return f"it is not JSON ({exc})"
 
 
-def _read_doc(url: str, storage_options: dict) -> dict:
-    """The JSON object in the file ``url`` (FileNotFoundError when there is none); anything else is damage."""
-    raw = read_bytes(url, storage_options)
+def _read_doc(url: str, storage_options: dict, raw: bytes | None = None) -> dict:
+    """The JSON object in the file ``url`` (or its bytes ``raw``; FileNotFoundError when there
+    is none); anything else is damage."""
+    raw = read_bytes(url, storage_options) if raw is None else raw
     try:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:   # a JSONDecodeError is a ValueError
@@ -163,6 +179,9 @@ def read_config(run: str, storage_options: dict | None = None) -> dict:
     odd = [k for k, v in config.items() if not isinstance(v, dict)]
     if odd:
         raise _damaged(url, f"its section {odd[0]!r} is not an object")
+    problem = config_problem(config)
+    if problem is not None:
+        raise _damaged(url, problem)
     return config
 
 
@@ -172,6 +191,8 @@ def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, 
     so = folder_options(run, storage_options)
     try:
         config = read_config(run, so)
+    except NotADirectoryError:
+        raise a_file_not_a_run(run) from None
     except FileNotFoundError:
         if _exists(join(run, "model.json"), so):
             raise _missing(run, "config.json", "the configuration the run was trained with") from None
@@ -184,6 +205,9 @@ def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, 
     check_format(url, meta)
     if not isinstance(meta.get("kwargs"), dict) or not isinstance(meta.get("net", ""), str):
         raise _damaged(url, 'it lacks the network\'s name and sizes ("net" and "kwargs")')
+    problem = meta_problem(meta)
+    if problem is not None:
+        raise _damaged(url, problem)
     return meta, config
 
 
@@ -216,11 +240,13 @@ def read_features(run: str, storage_options: dict | None = None, meta: dict | No
     from ..config import FEATURE_MODES
 
     url = join(run, "features.json")
+    so = folder_options(run, storage_options)
     try:
-        doc = _read_doc(url, folder_options(run, storage_options))
+        raw = read_bytes(url, so)
     except FileNotFoundError:
         raise _missing(run, "features.json", "the vocabulary, idf and labels that turn texts into the model's "
                                              "inputs") from None
+    doc = _read_doc(url, so, raw)
     lacking = [k for k in FEATURES_REQUIRED if k not in doc]
     if lacking:
         raise _damaged(url, f"it lacks {', '.join(map(repr, lacking))}")
@@ -240,6 +266,10 @@ def read_features(run: str, storage_options: dict | None = None, meta: dict | No
     if features.idf is not None and features.mode != "ids" and len(features.idf) != terms:
         raise _damaged(url, f"its idf has {len(features.idf):,} weights for {terms:,} "
                             f"{'buckets' if features.mode == 'hashing' else 'terms'}")
+    if meta is not None and isinstance(meta.get("kwargs"), dict):
+        _check_pair(run, features, meta)
+        # Another run's features of the same sizes fit as well: labels in another order, another idf.
+        _check_saved_with(run, "features.json", raw, meta.get("features"))
     return features
 
 
@@ -286,13 +316,32 @@ def _safetensors_problem(data: bytes) -> tuple[str, str] | None:
 
 def _check_digest(run: str, data: bytes, meta: dict) -> None:
     """The weights must be the file model.json was saved with (a save records their size and SHA-256)."""
-    saved = meta.get("weights")
-    if not isinstance(saved, dict):   # a run saved before model.json recorded its weights
+    _check_saved_with(run, WEIGHTS_FILE, data, meta.get("weights"))
+
+
+def _check_network(run: str, so: dict, meta: dict) -> None:
+    """model.json's network, sizes, task and thresholds must be those the weights were saved as
+    (their file's header records the digest; weights saved before it are not checked). Checked
+    once the weights fit the network, whose own words say more about other damage."""
+    fs, path = fsspec.core.url_to_fs(join(run, WEIGHTS_FILE), **so)
+    with fs.open(path, "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    saved = (header.get("__metadata__") or {}).get(NETWORK_DIGEST)
+    if saved is not None and saved != network_digest(meta):
+        raise UserError(f"{join(run, 'model.json')} does not describe the network {join(run, WEIGHTS_FILE)} was saved "
+                        "as (its net, sizes, task or thresholds were changed since, or come from another run)",
+                        SAME_RUN)
+
+
+def _check_saved_with(run: str, name: str, data: bytes, saved: Any) -> None:
+    """The file ``name`` (its bytes ``data``) must be the one model.json recorded (``saved``:
+    size and SHA-256; a run saved before model.json recorded it has none)."""
+    if not isinstance(saved, dict):
         return
     got = hashlib.sha256(data).hexdigest()
     if len(data) == saved.get("bytes") and got == saved.get("sha256"):
         return
-    raise UserError(f"{join(run, WEIGHTS_FILE)} is not the file {join(run, 'model.json')} was saved with "
+    raise UserError(f"{join(run, name)} is not the file {join(run, 'model.json')} was saved with "
                     f"({len(data):,} bytes, SHA-256 {got[:12]}…; model.json records {saved.get('bytes')} bytes, "
                     f"SHA-256 {str(saved.get('sha256'))[:12]}…): the two come from different saves", SAME_RUN)
 
@@ -420,7 +469,9 @@ def load_run(run: str, storage_options: dict | None = None, device: str = "cpu",
     _check_pair(run, features, meta)
     if numpy and device == "cpu" and linear_shapes(meta) is not None:
         linear = linear_run(run, meta, read_weights(run, so, meta, arrays=True))
+        _check_network(run, so, meta)
         return LoadedRun(run, config, features, None, meta, read_metrics(run, so), linear=linear)
     model = build_network(run, meta, read_weights(run, so, meta))
+    _check_network(run, so, meta)
     model.to(device).eval()
     return LoadedRun(run, config, features, model, meta, read_metrics(run, so))

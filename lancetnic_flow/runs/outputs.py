@@ -14,13 +14,20 @@ from __future__ import annotations
 
 import io
 import os
+import posixpath
 
+import fsspec
 import pyarrow as pa
 
 from ..data.writers import LIST_SEP, JsonLinesWriter, compressed, flat_lists
 from ..errors import UserError
 from ..formats import Format, format_for_path, format_named, registered
 from ..storage import open_atomic, open_options
+
+# The files of a run folder an output's name could take (JSON is written as JSON Lines): the run
+# (runs/folder.py, runs/plots.py), a saved estimator's labels, tune's and the trackers' records.
+RUN_FILES = ("config.json", "model.json", "features.json", "metrics.json", "history.csv", "per_class.csv",
+             "per_label.csv", "top_terms.csv", "estimator_labels.json", "tune.json", "tracking.json")
 
 # The columns every prediction output has; a format must hold them (text lines do not).
 _PREDICTION_COLUMNS = ("text", "status", "predicted")
@@ -53,26 +60,46 @@ def output_file_format(url: str) -> tuple[Format, str | None]:
     return fmt, comp
 
 
-def refuse_output_over_input(url: str, inputs, storage_options: dict | None) -> None:
-    """A UserError when the output file ``url`` is one of the input files
-    (``FileInfo`` of the planned input): the predictions would replace the
-    data they were made from, every column not kept lost."""
-    from fsspec.core import url_to_fs
-
-    fs, path = url_to_fs(url, **open_options(url, storage_options))
-    full = fs.unstrip_protocol(path)
-    if any(_same_file(f.url, full) for f in inputs):
-        raise UserError(f"--output {url} is an --input file: the predictions would replace the data they are made "
-                        "from", "write them to another file")
+def _where(url: str, storage_options: dict) -> tuple[object, str, str]:
+    """The filesystem, the path and a key that is one file's whatever the spelling (a local
+    path resolved through its links)."""
+    fs, path = fsspec.core.url_to_fs(url, **open_options(url, storage_options))
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    local = "file" in protocols or "local" in protocols
+    return fs, path, os.path.realpath(path) if local else f"{protocols[0]}://{path.rstrip('/')}"
 
 
-def _same_file(a: str, b: str) -> bool:
-    """Whether two full URLs name one file: local paths as the disk resolves them
-    (``in//a.csv``, a symbolic link), others as written."""
-    local = "file://"
-    if a.startswith(local) and b.startswith(local):
-        return os.path.realpath(a[len(local):]) == os.path.realpath(b[len(local):])
-    return a == b
+def check_output_place(url: str, storage_options: dict | None, inputs: list[str],
+                       input_options: dict | None = None) -> None:
+    """Refuse an output that would replace what the command reads, or a run's own file:
+    one of the ``inputs`` (their rows gone, replaced by predictions), or ``config.json``,
+    ``model.json``, ``history.csv``... of a run folder (that run damaged or misreported)."""
+    so = storage_options or {}
+    fs, path, key = _where(url, so)
+    for given in inputs:
+        if _where(given, input_options if input_options is not None else so)[2] == key:
+            raise UserError(f"--output {url} is the input {given}: writing the predictions would replace the rows "
+                            "they are made from", f"name a file of its own, e.g. --output {_beside(url)}")
+    parent, name = posixpath.split(path.rstrip("/"))
+    if name in RUN_FILES and any(fs.exists(posixpath.join(parent, f)) for f in ("model.json", "config.json")):
+        raise UserError(f"--output {url} is a file of the run folder {parent}: the predictions would replace it",
+                        f"name a file of its own, e.g. --output {_beside(url)}")
+
+
+def check_plots_place(url: str, storage_options: dict | None, run: str) -> None:
+    """Refuse ``evaluate --plots`` into a run folder, this run's or another's: its charts and
+    ``per_class.csv`` are that run's validation's, and an evaluation would replace them."""
+    fs, path, _ = _where(url, storage_options or {})
+    if any(fs.exists(posixpath.join(path.rstrip("/"), f)) for f in ("model.json", "config.json")):
+        this = _where(run, storage_options or {})[2] == _where(url, storage_options or {})[2]
+        raise UserError(f"--plots {url} is {'the' if this else 'a'} run folder, whose charts and tables are its "
+                        "validation rows'", f"name a folder of its own: --plots {run.rstrip('/')}-evaluated")
+
+
+def _beside(url: str) -> str:
+    """Another file name beside ``url``: ``x.csv`` → ``x-predicted.csv``."""
+    head, dot, ext = url.rpartition("/")[2].partition(".")
+    return url[: len(url) - len(url.rpartition("/")[2])] + f"{head}-predicted{dot}{ext}"
 
 
 def output_format(url: str) -> str:
@@ -154,4 +181,4 @@ def encode(table: pa.Table, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LIST_SEP", "OutputFile", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]
+__all__ = ["LIST_SEP", "OutputFile", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]

@@ -33,7 +33,7 @@ from ..features.rows import RowBlock
 from ..registry import task_kind
 from .linear_scores import sigmoid, softmax
 from .loading import LoadedRun, load_run, weights_stamp
-from .outputs import OutputFile, output_format, output_names
+from .outputs import OutputFile, check_output_place, output_format, output_names
 
 BATCH_ROWS = 4096
 # Scores (rows × labels) made at once when predicting a table: the logits, their
@@ -439,6 +439,7 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
     ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason, and
     ``noted`` (when any): rows predicted with a value read changed, by reason
     (``unreadable_numeric``: a ``--numeric`` value that is no number, read as the mean)."""
+    check_output_place(output, storage_options, [f.url for f in plan.files])
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
                       all_rows=True, encoding=columns.encoding)
     feed = OrderedWindow(client, predict_partition, [(p,) for p in plan.partitions], window, columns=columns,

@@ -144,6 +144,46 @@ def load_checkpoint(run: str, storage_options: dict | None = None) -> dict[str, 
     return unpack(tensors, meta_doc)
 
 
+def restore_weights(run: str, model: Any, optimizers: list, saved: TrainState) -> None:
+    """Put a checkpoint's weights and optimiser moments (``saved``) into this run's network and
+    optimisers. A checkpoint of another network (another run's, copied in: its data and features
+    the same, its sizes or optimiser not) is refused in words, not load_state_dict's error."""
+    try:
+        if len(saved.optimizers or []) != len(optimizers):
+            raise ValueError(f"{len(saved.optimizers or [])} optimiser state(s) for this run's {len(optimizers)}")
+        model.load_state_dict(saved.model)
+        for o, st in zip(optimizers, saved.optimizers):
+            o.load_state_dict(st)
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        why = "; ".join(lines[1:3] if len(lines) > 1 else lines)[:300]
+        raise UserError(f"{join(run, CHECKPOINT)} does not fit the network and optimiser this run trains "
+                        f"({why}): it is another run's checkpoint", "resume the run that wrote it, or start a new "
+                        "run (what was fitted and featurised is cached)") from None
+
+
+def network_of(model_meta: dict) -> dict:
+    """What a checkpoint records of the network it holds: model.json's model, net and sizes, as JSON reads them."""
+    return json.loads(json.dumps({k: model_meta.get(k) for k in ("model", "net", "kwargs")}, default=str))
+
+
+def check_network(run: str, saved: TrainState, network: dict) -> None:
+    """Refuse to continue ``saved`` (a checkpoint) as another network than the one it trained:
+    config.json edited since, or another run's. A checkpoint written before it recorded its
+    network is not checked."""
+    if saved.network is None or saved.network == network:
+        return
+    was, now = saved.network, network
+    diff = [f"{k} {was['kwargs'].get(k)!r} → {now['kwargs'].get(k)!r}"
+            for k in sorted(set(was.get("kwargs") or {}) | set(now.get("kwargs") or {}))
+            if (was.get("kwargs") or {}).get(k) != (now.get("kwargs") or {}).get(k)]
+    if was.get("model") != now.get("model") or was.get("net") != now.get("net"):
+        diff.insert(0, f"model {was.get('model')} ({was.get('net')}) → {now.get('model')} ({now.get('net')})")
+    raise UserError(f"{join(run, CHECKPOINT)} holds a network other than the one {join(run, 'config.json')} "
+                    f"now builds ({'; '.join(diff[:3])}): config.json was changed since, or is another run's",
+                    "restore the run's config.json, or start a new run (what was fitted and featurised is cached)")
+
+
 def has_checkpoint(run: str, storage_options: dict | None = None) -> bool:
     """Whether ``run`` holds a checkpoint to resume from."""
     import fsspec

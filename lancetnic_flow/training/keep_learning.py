@@ -95,17 +95,17 @@ def _damaged(run: str, exc: UserError) -> UserError:
 def read_old_run(run: str, storage_options: dict) -> tuple[dict, dict, FittedFeatures]:
     """The finished run ``run``'s config.json, model.json and features.json, checked
     (no torch): a damaged or unfinished folder is a UserError naming the file."""
-    from ..runs.loading import read_features, read_run_json
+    from ..runs.loading import FileNotARun, read_features, read_run_json
 
     try:
         meta, config = read_run_json(run, storage_options)
         return config, meta, read_features(run, storage_options, meta)
-    except UserError as exc:
-        raise _damaged(run, exc) from None
-    except NotADirectoryError:   # a file where the folder should be: the data, given twice?
+    except (NotADirectoryError, FileNotARun):   # a file where the folder should be: the data, given twice?
         raise UserError(f"--init-from {run} is a file, not a run folder",
                         "pass the folder of a finished run, as printed at the end of `lancetnic-flow train`, "
                         "e.g. --init-from runs/20261130-101500") from None
+    except UserError as exc:
+        raise _damaged(run, exc) from None
 
 
 def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfig:

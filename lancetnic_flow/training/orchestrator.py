@@ -57,7 +57,8 @@ from ..scores import val_scores
 from ..sizes import format_size
 from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
-from .checkpoints import has_checkpoint, load_checkpoint, remove_checkpoint, write_checkpoint
+from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
+                          write_checkpoint)
 from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
                             load_init, run_options)
 from .loop import EpochLoop, Trainee, rng_state
@@ -862,6 +863,7 @@ class Training:
                            total_steps=self.tc.epochs * max(1, -(-total_rows // self.tc.batch_size)))
         saved = self.saved
         if saved is None:
+            state.network = network_of(self.model_meta)
             return state
         if saved.key != self.key:
             self._refuse_other_key(saved.key)
@@ -871,9 +873,9 @@ class Training:
         if saved.ddp and saved.ddp.get("ranks", self.tc.ddp) != self.tc.ddp:
             raise UserError(f"{self.resume} was checkpointed by {saved.ddp['ranks']} rank(s) and cannot continue "
                             f"with {self.tc.ddp}", "resume with the run's own --ddp, or start a new run")
-        self.model.load_state_dict(saved.model)
-        for o, st in zip(self.opts, saved.optimizers):
-            o.load_state_dict(st)
+        check_network(str(self.resume), saved, network_of(self.model_meta))
+        restore_weights(str(self.resume), self.model, self.opts, saved)
+        saved.network = network_of(self.model_meta)
         if saved.rng is not None and not is_arrays(self.model):
             import torch
 

@@ -5,7 +5,7 @@ from typing import Any, Iterable
 
 from ..config import TrainConfig
 from ..errors import UserError
-from ..runs.loading import read_config
+from ..runs.loading import a_file_not_a_run, read_config
 from .keep_learning import mark_continued
 
 
@@ -19,6 +19,8 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     so = storage_options or {}
     try:
         saved = read_config(run, so)   # damaged, or of a newer run format: refused in words
+    except NotADirectoryError:
+        raise a_file_not_a_run(run) from None
     except FileNotFoundError:
         raise UserError(f"{run} is not a run folder (no config.json)",
                         "pass the folder named by the interrupted run, e.g. runs/20261130-101500") from None

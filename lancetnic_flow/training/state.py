@@ -36,6 +36,9 @@ class TrainState:
     # What the run decided from its data before the checkpoint (metrics.json's "decided"): a resumed
     # run does not decide it all again (config.json names the analyzer --analyzer auto chose).
     decided: dict | None = None
+    # The network trained (model.json's "model", "net" and "kwargs"): a resume whose config.json
+    # now builds another one (edited, or another run's) is refused, not trained on from these weights.
+    network: dict | None = None
 
     def to_checkpoint(self) -> dict[str, Any]:
         """The checkpoint's content: every field, by name, without copies."""

@@ -8,6 +8,8 @@ import threading
 import time
 from typing import IO, Any
 
+from ..errors import UserError
+
 
 def _jsonable(o: Any) -> Any:
     """numpy scalars and arrays, paths, sets: whatever events may carry."""
@@ -32,6 +34,36 @@ def _finite(o: Any) -> Any:
     if isinstance(o, (list, tuple)):
         return [_finite(v) for v in o]
     return o
+
+
+def check_log_file(path: str, outputs: dict[str, str | None] | None = None) -> None:
+    """Refuse a ``--json-log FILE`` that would replace a file holding something else, or
+    that a file the command writes (``outputs``: flag → URL) would replace: the log was
+    emptied by the predictions renamed over it, every event lost.
+
+    Opening the log empties the file: a data file, a run's JSON or any other
+    file whose first line is no event of an earlier log would be lost before
+    the command reads a row (``train --json-log data.csv`` takes the data for
+    the log's name, as ``--json-log`` takes an optional FILE)."""
+    import os
+
+    for flag, url in (outputs or {}).items():
+        if url and "://" not in url.removeprefix("file://") and \
+                os.path.realpath(url.removeprefix("file://")) == os.path.realpath(path):
+            raise UserError(f"--json-log {path} is also {flag}: the file written there would replace the log",
+                            f"give the log a name of its own, e.g. --json-log {path}.events")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+        return   # nothing to lose; a place that cannot be written is the opening's error
+    first = head.split(b"\n", 1)[0].strip()
+    if not first or first.startswith(b'{"event": '):
+        return
+    shown = first[:60].decode("utf-8", "replace") + ("…" if len(first) > 60 else "")
+    raise UserError(f"--json-log {path}: that file exists and holds no JSON log (it starts {shown!r}); writing "
+                    "the log would empty it", f"name a new file (--json-log=events.jsonl), or give --json-log "
+                    f"alone to log to stdout and put {path} where the command reads it")
 
 
 class JsonLog:

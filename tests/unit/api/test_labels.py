@@ -51,3 +51,13 @@ def test_a_label_holding_a_lone_surrogate_is_named_with_u_fffd_and_comes_back_as
     assert again.to_json().encode("utf-8") and again.array(["b\ufffd", "a"]).tolist() == ["b\ud800", "a"]
     with pytest.raises(UserError, match="which would be one class"):
         LabelNames().add(["b\ud800", "b\udc00"])
+def test_a_labels_file_edited_swapped_or_not_json_is_refused_and_a_saved_one_reads_back():
+    # a swapped pair answered "tech" for every "sports" row silently; a cut file was a JSONDecodeError
+    names = LabelNames()
+    names.add(["sports", " tech ", 3, 2.5, True])
+    back = LabelNames.from_json(names.to_json())
+    assert back.values == names.values
+    for text in ('{"labels": [["sports", "tech"], ["tech", "sports"]]}', '{"labels": [["3", 4]]}',
+                 '{"labels": [["a", "a"], ["a", "a"]]}', '{"labels": [["sp', "[1, 2]", '{"labels": 3}', ""):
+        with pytest.raises(UserError, match="estimator_labels.json is damaged"):
+            LabelNames.from_json(text)

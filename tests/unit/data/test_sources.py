@@ -664,3 +664,19 @@ def test_a_table_folder_that_keeps_every_versions_files_is_refused_not_read_whol
             plan_source([given])
         assert named in str(e.value) and "every version" in str(e.value), given
     assert len(plan_source([str(table / "part-1.parquet")]).files) == 1   # a file named is read
+def test_a_run_folder_before_its_first_checkpoint_and_a_cache_entry_before_its_manifest_are_not_data(tmp_path):
+    # `train data --out data`: a run still training (or killed before its first checkpoint) holds
+    # config.json alone, read as the data's JSON Lines ("the first line is not JSON"); a cache entry
+    # being written holds features.json beside its lock
+    (tmp_path / "train.csv").write_bytes(csv_bytes(rows(5)))
+    claim, running, entry, data = (tmp_path / n for n in ("claim", "running", "cache/0123abcd", "user"))
+    for d in (claim, running, entry, data):
+        d.mkdir(parents=True)
+    (claim / "config.json").write_bytes(b"")   # the folder claimed, config.json not yet written
+    (running / "config.json").write_text('{\n  "data": {},\n  "format_version": 2,\n  "written_by": "lancetnic_flow 0.1.0"\n}')
+    (entry / "features.json").write_text('{"mode": "hashing"}')
+    (entry / ".lock").write_bytes(b"")
+    (data / "config.json").write_text('{"text": "a config of the data\'s own is data", "label": "x"}\n')
+    plan = plan_source([str(tmp_path)])
+    assert sorted(f.url.rsplit("/", 2)[-2] + "/" + f.url.rsplit("/", 1)[-1] for f in plan.files) == \
+        [f"{tmp_path.name}/train.csv", "user/config.json"]

@@ -43,19 +43,73 @@ def test_later_json_lines_rows_with_a_new_column_keep_it(tmp_path):
                     {"text": "e f", "predicted": "u", "meta": None}]
 
 
+def test_an_output_that_is_an_input_or_a_runs_own_file_is_refused_and_left_whole(tmp_path):
+    # predict --input x.csv --output x.csv replaced the rows with predictions; --output RUN/model.json
+    # (JSON is written as JSON Lines) left that run "damaged"
+    import os
+    from types import SimpleNamespace
+
+    import pytest
+
+    from lancetnic_flow.data.sources import Columns
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.runs.outputs import check_output_place
+    from lancetnic_flow.runs.predict import predict_files
+
+    data = tmp_path / "data.csv"
+    data.write_text("text,label\nhello there,a\n")
+    os.symlink(data, tmp_path / "link.csv")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "model.json").write_text("{}")
+    (run / "config.json").write_text("{}")
+    spellings = [str(data), f"file://{data}", str(tmp_path / "link.csv"), f"{tmp_path}/./run/../data.csv"]
+    for same in spellings:
+        with pytest.raises(UserError, match="is the input"):
+            check_output_place(same, {}, [f"file://{data}"])
+    for own in ("model.json", "config.json", "metrics.json", "history.csv", "per_class.csv"):
+        with pytest.raises(UserError, match="file of the run folder"):
+            check_output_place(str(run / own), {}, [str(data)])
+    for fine in (run / "predictions.csv", tmp_path / "data-predicted.csv", tmp_path / "model.json"):
+        check_output_place(str(fine), {}, [str(data)])
+    plan = SimpleNamespace(files=[SimpleNamespace(url=f"file://{data}")], partitions=[])
+    with pytest.raises(UserError, match="is the input"):   # the Python API's way, before any task
+        predict_files(None, str(run), plan, Columns(text=("text",)), str(data), storage_options={},
+                      run_options={}, chunk_bytes=1 << 20, window=2)
+    assert data.read_text() == "text,label\nhello there,a\n"
+
+
+def test_plots_into_any_run_folder_are_refused_and_a_folder_of_their_own_is_written(tmp_path):
+    # evaluate RUN DATA --plots OTHER_RUN replaced OTHER_RUN's per_class.csv and charts with RUN's
+    # evaluation; only RUN itself was refused
+    from lancetnic_flow.runs.outputs import check_plots_place
+
+    run, other = tmp_path / "run", tmp_path / "other"
+    for d in (run, other):
+        d.mkdir()
+        (d / "config.json").write_text("{}")
+    (other / "model.json").write_text("{}")
+    with pytest.raises(UserError, match="is the run folder"):
+        check_plots_place(f"{run}/", {}, str(run))
+    with pytest.raises(UserError, match="is a run folder"):
+        check_plots_place(str(other), {}, str(run))
+    check_plots_place(str(tmp_path / "run-evaluated"), {}, str(run))
+    check_plots_place(str(tmp_path), {}, str(run))
+
+
 def test_an_output_that_is_an_input_file_is_refused_before_it_replaces_the_data(tmp_path, monkeypatch):
     from lancetnic_flow.data.sources import plan_source
-    from lancetnic_flow.runs.outputs import refuse_output_over_input
+    from lancetnic_flow.runs.outputs import check_output_place
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.csv").write_text("text,label\nhello there,pos\n")
-    files = plan_source([str(tmp_path / "in")]).files
+    files = [f.url for f in plan_source([str(tmp_path / "in")]).files]
     monkeypatch.chdir(tmp_path)
     for same in (str(tmp_path / "in" / "a.csv"), "in/a.csv", "./in//a.csv", f"file://{tmp_path}/in/a.csv"):
-        with pytest.raises(UserError, match="is an --input file"):
-            refuse_output_over_input(same, files, {})
-    refuse_output_over_input("in/a.preds.csv", files, {})
-    refuse_output_over_input(str(tmp_path / "a.csv"), files, {})
+        with pytest.raises(UserError, match="is the input"):
+            check_output_place(same, {}, files)
+    check_output_place("in/a.preds.csv", {}, files)
+    check_output_place(str(tmp_path / "a.csv"), {}, files)
     (tmp_path / "link.csv").symlink_to(tmp_path / "in" / "a.csv")
-    with pytest.raises(UserError, match="is an --input file"):
-        refuse_output_over_input("link.csv", files, {})
+    with pytest.raises(UserError, match="is the input"):
+        check_output_place("link.csv", {}, files)

@@ -32,3 +32,43 @@ def test_nan_inside_tuples_and_numpy_values_is_written_as_null_and_the_log_goes_
     assert (first["pair"], first["array"], first["f32"], first["i64"], first["inf"]) == (
         [None, 1.0], [None, 2.0], None, 7, None)
     assert last["event"] == "done"
+def test_a_json_log_file_that_holds_data_is_refused_and_kept_whole_and_an_earlier_log_is_replaced(tmp_path):
+    # `train --json-log data.csv` took the data for the log's name and emptied it before reading a row
+    import pytest
+
+    from lancetnic_flow.cli.main import main
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.ui.jsonlog import check_log_file
+
+    data = tmp_path / "data.csv"
+    data.write_text("text,label\nhello there,a\n")
+    config = tmp_path / "config.json"
+    config.write_text('{\n  "data": {}\n}\n')
+    for held in (data, config):
+        with pytest.raises(UserError, match="holds no JSON log"):
+            check_log_file(str(held))
+    assert main(["train", "--json-log", str(data)]) == 2
+    assert data.read_text() == "text,label\nhello there,a\n"
+    earlier = tmp_path / "events.jsonl"
+    log = JsonLog(open(earlier, "w"), close=True)
+    log("stage", {"stage": "reading"})
+    log.close()
+    (tmp_path / "empty.jsonl").write_text("")
+    for fine in (earlier, tmp_path / "empty.jsonl", tmp_path / "new.jsonl"):
+        check_log_file(str(fine))
+
+
+def test_a_json_log_that_is_also_the_commands_output_file_is_refused():
+    # predict --output p.jsonl --json-log p.jsonl: the predictions renamed over the log, every event lost
+    import os
+
+    import pytest
+
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.ui.jsonlog import check_log_file
+
+    here = os.path.join(os.getcwd(), "p.jsonl")
+    for flag, url in (("--output", "p.jsonl"), ("--output", f"file://{here}"), ("--onnx", "./p.jsonl")):
+        with pytest.raises(UserError, match=f"is also {flag}"):
+            check_log_file("p.jsonl", {flag: url})
+    check_log_file("p.jsonl", {"--output": "q.jsonl", "--onnx": None})
