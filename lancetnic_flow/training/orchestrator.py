@@ -171,7 +171,8 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
 SKIP_HINTS = {
     "missing_target": "the --target column {target!r} must hold numbers; check --target",
     "missing_label": "the --label column {label!r} must hold a value in every row; check --label",
-    "empty_text": "the --text column {text} must hold words; check --text",
+    "empty_text": "the --text column {text} must hold text the analyzer reads (words, for --analyzer word); "
+                  "check --text",
     "not_text": "the --text column {text} must hold strings, not numbers, lists or objects; check --text",
     "unknown_label": "no training row has the validation rows' labels; check the --val data",
 }
@@ -463,6 +464,9 @@ class Training:
         self.train_src, self.val_src = self.sources or self._plan_sources()
         self._decide_analyzer()
         cfg = self.cfg   # with the analyzer decided: the cache key and the shards read it
+        # Until now the texts were read by the widest rule (the sample auto decides from); from here by
+        # the rule of the analyzer decided, in every pass and the cache key.
+        self.columns = training_columns(cfg)
         spec = MODELS.get(cfg.model.name)
         # Held out by hash (none beside a validation source), less the rows a continued run's model learned.
         self.val_fraction = holdout_for(0.0 if self.val_src else cfg.data.val_fraction, self.init,
