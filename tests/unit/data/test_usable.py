@@ -64,3 +64,16 @@ def test_normalisation_is_applied_before_the_rule_as_the_features_apply_it():
     assert usable(texts, text_rule(_features("word", normalize="nfd"))).to_pylist() == [False, False, False, False]
     assert usable(pa.array(["ﬁ"]), text_rule(_features("char", 2, 2, normalize="nfkc"))).to_pylist() == [True]
     assert usable(pa.array(["ﬁ"]), text_rule(_features("char", 2, 2))).to_pylist() == [False]
+
+
+@pytest.mark.parametrize("analyzer,lo,hi", [("word", 1, 2), ("char", 1, 3), ("char", 2, 4), ("char_wb", 3, 5)])
+@pytest.mark.parametrize("normalize", ["none", "nfkc", "nfd"])
+def test_a_text_is_usable_iff_the_runs_own_features_hold_a_term_for_it(analyzer, lo, hi, normalize):
+    from lancetnic_flow.features.vectorize import FittedFeatures
+
+    texts = TRICKY + ["İ", "İİ", "Σ", "ß", "a\x85"]   # lower-cased one character for one, as the kernels read them
+    f = FittedFeatures(mode="hashing", analyzer=analyzer, ngram_min=lo, ngrams=hi, buckets=1 << 20, normalize=normalize)
+    block = f.transform(pa.table({"text": pa.array(texts, pa.string())}), [])
+    terms = [int(block.offsets[i + 1] - block.offsets[i]) for i in range(len(texts))]
+    got = usable(pa.array(texts, pa.string()), text_rule(f)).to_pylist()
+    assert [t for t, g, n in zip(texts, got, terms) if g != (n > 0 and bool(t.strip()))] == []
