@@ -142,3 +142,16 @@ def test_a_ddp_run_reusing_a_cache_cut_coarser_than_its_plan_says_so_and_what_wo
     assert coarse_cache_warning(1, 1, 8) is None       # a small input: nothing finer to cut
     assert coarse_cache_warning(16, 20, 2) is None     # 8 partitions a rank already
     assert coarse_cache_warning(8, 64, 1) is None      # no ranks
+
+
+def test_training_columns_read_texts_by_the_rule_of_the_analyzer_the_options_give():
+    from lancetnic_flow.config import TrainConfig
+    from lancetnic_flow.data.checks import training_columns
+
+    def rule(**features):
+        return training_columns(TrainConfig.from_dict({"data": {"train": ["t.csv"]}, "features": features})).text_rule
+
+    assert rule(analyzer="auto", mode="hashing") == "visible"   # undecided: its sample keeps every text not blank
+    assert rule(analyzer="word") == rule(analyzer="auto", mode="tfidf") == "word"
+    assert rule(analyzer="char", ngram_min=2, ngrams=4) == "chars 2"
+    assert rule(analyzer="char_wb", normalize="nfkc") == "visible nfkc"
