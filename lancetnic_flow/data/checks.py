@@ -20,6 +20,7 @@ from .readers import read_partition
 from .readers.lines import check_line_columns
 from .readers.table import check_names
 from .sources import Columns, FileInfo, Partition, SourcePlan, open_error, plan_source
+from .usable import text_rule
 
 
 # Headers read at once while checking many files (remote stores answer in parallel).
@@ -79,12 +80,13 @@ def file_columns(fi: FileInfo, storage_options=None, encoding: str | None = None
 
 def training_columns(cfg: TrainConfig) -> Columns:
     """The columns ``cfg`` reads: the label unless it regresses (a set of labels
-    per row with multilabel), the target when it regresses."""
+    per row with multilabel), the target when it regresses; a text is usable by
+    the rule of the analyzer ``cfg`` computes (``auto`` undecided: the widest)."""
     d, task = cfg.data, cfg.training.task
     return Columns(text=tuple(d.text), label=d.label if task != "regress" else None,
                    target=d.target if task in ("regress", "multitask") else None, numeric=tuple(d.numeric),
                    multilabel=task == "multilabel", label_sep=d.label_sep if task == "multilabel" else None,
-                   encoding=text_encoding(d.encoding))
+                   encoding=text_encoding(d.encoding), text_rule=text_rule(cfg.features))
 
 
 def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20) -> int:

@@ -150,9 +150,10 @@ def text_columns_of(table: pa.Table, wanted: Sequence[str]) -> tuple[str, ...]:
 
 
 def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] | str | None = None,
-               numeric: Sequence[str] = ()) -> Chunk:
+               numeric: Sequence[str] = (), text_rule: str = "word") -> Chunk:
     """``data`` as prediction rows: ``text``, the numeric columns present,
-    ``keep:NAME`` columns and ``status``, one per input row, in order."""
+    ``keep:NAME`` columns and ``status``, one per input row, in order;
+    ``text_rule``: which texts the run's analyzer reads (data/usable.py)."""
     table = as_table(data, text[0] if len(text) == 1 else "text")
     cols = text_columns_of(table, text)
     have = table.column_names
@@ -162,7 +163,7 @@ def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] |
         if c not in have:
             raise UserError(f"keep: no column {c!r} (the columns: {', '.join(have)})", "name columns of the input")
     columns = Columns(text=cols, numeric=tuple(c for c in numeric if c in have), keep=listed,
-                      keep_all=keep_all, all_rows=True)
+                      keep_all=keep_all, all_rows=True, text_rule=text_rule)
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 

@@ -67,6 +67,9 @@ class Columns:
     # --encoding: the files' text encoding as a codec name (formats.text_encoding);
     # None is UTF-8. The readers decode each block to UTF-8 before parsing.
     encoding: str | None = None
+    # Which texts the features read a term from (data/usable.py: "word", "chars N",
+    # "visible", with the normalisation): the others are "empty_text".
+    text_rule: str = "word"
 
     def names(self) -> list[str]:
         out: list[str] = []

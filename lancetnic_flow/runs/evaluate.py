@@ -10,6 +10,7 @@ A LinearSVM run is scored and its hinge summed in NumPy, without torch
 (:meth:`.predict.Predictor.outputs`, :meth:`~lancetnic_flow.models.tasks.Task.array_loss`)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
                        chunk_bytes: int, stamp: str = "") -> tuple[TaskMetrics, int, dict, dict]:
     """Worker task: the streaming metrics of one partition, rows read, skipped and noted by reason."""
     pred = predictor(run, run_options, stamp)
+    columns = replace(columns, text_rule=pred.text_rule)   # the run's analyzer decides, whoever built the columns
     task = pred.run.task()
     m = task.new_metrics()
     rows, skipped, noted = 0, {}, {}

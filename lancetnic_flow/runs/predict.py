@@ -18,6 +18,7 @@ torch imported when such a run is loaded.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 from ..data.frames import as_table, input_rows, is_table, like_input
 from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
+from ..data.usable import text_rule
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
 from ..features.rows import RowBlock
@@ -67,6 +69,7 @@ class Predictor:
         data = self.run.config.get("data", {})
         self.text_columns = tuple(data.get("text") or ("text",))
         self.numeric = tuple(data.get("numeric") or ())
+        self.text_rule = text_rule(self.run.features)   # which texts its analyzer reads: the others are empty_text
         self._decomposition = None
 
     @property
@@ -88,7 +91,7 @@ class Predictor:
         """``data`` as rows: ``text``, numeric inputs, kept columns (``keep:NAME``) and ``status``.
         ``text_column``: the column(s) holding the text in a table (default: the run's)."""
         text = (text_column,) if isinstance(text_column, str) else tuple(text_column or self.text_columns)
-        table = input_rows(data, text, keep, self.numeric).table
+        table = input_rows(data, text, keep, self.numeric, self.text_rule).table
         if "status" not in table.column_names:   # no rows at all
             table = table.append_column("status", pa.array([], pa.string()))
         return table
@@ -421,6 +424,7 @@ def predict_partition(part: Partition, columns: Columns, run: str, run_options: 
     """Worker task: one partition's output tables (every row, in order), rows read, statuses
     (with the rows predicted whose values were read changed: ``noted:REASON``)."""
     pred = predictor(run, run_options, stamp)
+    columns = replace(columns, text_rule=pred.text_rule)   # the run's analyzer decides, whoever built the columns
     out, rows, statuses = [], 0, {}
     for chunk in read_partition(part, columns, storage_options=storage_options, chunk_bytes=chunk_bytes):
         rows += chunk.rows_read
@@ -441,7 +445,7 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
     (``unreadable_numeric``: a ``--numeric`` value that is no number, read as the mean)."""
     check_output_place(output, storage_options, [f.url for f in plan.files])
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
-                      all_rows=True, encoding=columns.encoding)
+                      all_rows=True, encoding=columns.encoding, text_rule=columns.text_rule)
     feed = OrderedWindow(client, predict_partition, [(p,) for p in plan.partitions], window, columns=columns,
                          run=run, run_options=run_options, storage_options=storage_options,
                          chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold,

@@ -172,7 +172,8 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
 SKIP_HINTS = {
     "missing_target": "the --target column {target!r} must hold numbers; check --target",
     "missing_label": "the --label column {label!r} must hold a value in every row; check --label",
-    "empty_text": "the --text column {text} must hold words; check --text",
+    "empty_text": "the --text column {text} must hold text the analyzer reads (words, for --analyzer word); "
+                  "check --text",
     "not_text": "the --text column {text} must hold strings, not numbers, lists or objects; check --text",
     "unknown_label": "no training row has the validation rows' labels; check the --val data",
 }
@@ -464,6 +465,9 @@ class Training:
         self.train_src, self.val_src = self.sources or self._plan_sources()
         self._decide_analyzer()
         cfg = self.cfg   # with the analyzer decided: the cache key and the shards read it
+        # Until now the texts were read by the widest rule (the sample auto decides from); from here by
+        # the rule of the analyzer decided, in every pass and the cache key.
+        self.columns = training_columns(cfg)
         spec = MODELS.get(cfg.model.name)
         # Held out by hash (none beside a validation source), less the rows a continued run's model learned.
         self.val_fraction = holdout_for(0.0 if self.val_src else cfg.data.val_fraction, self.init,
@@ -851,6 +855,12 @@ class Training:
                             "these files differently (a CSV or TSV row whose quoted text holds line ends, cut in two "
                             "where the file was split; a JSON number label named two ways; a word's final capital "
                             "sigma lower-cased as σ)",
+                            "start a new run on the same data (see CHANGELOG.md)")
+        one_rule = dataclasses.replace(self.columns, text_rule="word")   # every analyzer's empty_text was words'
+        if self.columns.text_rule != "word" and saved_key == entry_key(
+                self.train_src, self.val_src, self._key_options(), one_rule, fraction_of(self.val_fraction)):
+            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which skipped as "
+                            "empty_text the texts without a word its analyzer reads (one Chinese character, :) …)",
                             "start a new run on the same data (see CHANGELOG.md)")
         raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
                         "resume needs the same inputs; start a new run instead")

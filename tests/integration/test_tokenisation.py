@@ -315,3 +315,41 @@ def test_a_tokenizer_reference_pickles_with_its_function():
         assert back.tokenizer == ref and tokenizers.resolve(ref)[0] is str.split
     finally:
         tokenizers._TOKENIZERS["spaces_per_text"] = saved
+
+
+def _reviews_with_one_character_rows(path, rows: int = 240, seed: int = 0) -> list[tuple[str, str]]:
+    """Chinese reviews of a few phrases each, 40 of one character (好 "good", 差 "bad"), 4 blank texts."""
+    rng = np.random.default_rng(seed)
+    pos, neg = ["很好吃", "服务很好", "非常满意", "味道不错", "推荐"], ["太难吃了", "服务很差", "非常失望", "不会再来", "太贵"]
+    data = [("".join(rng.choice(pos if i % 2 else neg, 3)), "pos" if i % 2 else "neg") for i in range(rows)]
+    data += [("好", "pos") if i % 2 else ("差", "neg") for i in range(40)] + [("  ", "pos")] * 4
+    data = [data[i] for i in rng.permutation(len(data))]
+    path.write_text("text,label\n" + "".join(f'"{t}",{lab}\n' for t, lab in data), encoding="utf-8")
+    return data
+
+
+def test_one_character_chinese_rows_are_trained_evaluated_and_predicted_under_character_ngrams(tmp_path):
+    data = _reviews_with_one_character_rows(tmp_path / "zh.csv")
+    p = cli("train", "zh.csv", *CLUSTER, "--epochs", "3", "--out", tmp_path / "runs", "--name", "zh", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = json.loads((tmp_path / "runs" / "zh" / "metrics.json").read_text())
+    assert m["decided"]["analyzer"]["analyzer"] == "char_wb"
+    # Only the blank texts hold nothing the analyzer reads; every one-character review is a row.
+    assert m["rows"]["skipped"] == {"empty_text": 4} and m["rows"]["read"] == len(data)
+    assert m["rows"]["trained"] + m["rows"]["validated"] == len(data) - 4
+    ask = ["好", "差", ":)", "   ", "服务很差"]
+    (tmp_path / "ask.csv").write_text("id,text\n" + "".join(f'{i},"{t}"\n' for i, t in enumerate(ask)),
+                                      encoding="utf-8")
+    p = cli("predict", "runs/zh", "--input", "ask.csv", "--output", "out.jsonl", "--keep", "id", *CLUSTER,
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in out] == ["ok", "ok", "ok", "empty_text", "ok"]
+    assert [r["predicted"] for r in out[:2]] == ["pos", "neg"]
+    p = cli("predict", "runs/zh", "--text", "好", "--text", " ", cwd=tmp_path)
+    said = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [(r["status"], r["label"]) for r in said] == [("ok", "pos"), ("empty_text", None)]
+    p = cli("evaluate", "runs/zh", "zh.csv", "--json", *CLUSTER, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = json.loads(p.stdout.splitlines()[-1])["rows"]
+    assert rows == {"read": len(data), "evaluated": len(data) - 4, "skipped": {"empty_text": 4}}

@@ -59,11 +59,11 @@ def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
     n = len(lines)
     if fmt == "text":
         get = {columns.text[0]: lines}
-        cols = Columns(text=(columns.text[0],))
+        cols = Columns(text=(columns.text[0],), text_rule=columns.text_rule)
     else:
         get, cols = fasttext_columns(lines, columns, url, data.count(b"__label__"))
     if columns.all_rows:
-        cols = Columns(text=cols.text, label=cols.label, all_rows=True)
+        cols = Columns(text=cols.text, label=cols.label, all_rows=True, text_rule=columns.text_rule)
     return finish(cols, get.__getitem__, n, n + undecodable, skipped, status=status)
 
 
@@ -89,7 +89,7 @@ def fasttext_columns(lines: pa.Array, columns: Columns, url: str, tagged: int | 
                     raise several_labels("several __label__ tags", line, bad).at(url)
             get["label"] = pc.extract_regex(tags, _FIRST_LABEL_RE).field("label")
     cols = Columns(text=("text",), label="label" if columns.label else None,
-                   multilabel=columns.multilabel and not columns.all_rows)
+                   multilabel=columns.multilabel and not columns.all_rows, text_rule=columns.text_rule)
     return get, cols
 
 

@@ -19,16 +19,11 @@ from ...errors import UserError
 from ...storage import open_options
 from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
+from ..usable import usable as holds_terms
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-# A text is usable when it holds a token: two word characters in a row, the
-# tokenizer's rule (features/tokenize.py: MIN_CHARS 2 of Unicode letters,
-# numbers and "_"). RE2 stops at the first match, so a normal text costs a few
-# bytes; only texts of punctuation, symbols, control characters or NULs are
-# read to their end, and they are the ones counted as "empty_text".
-_TOKEN_RE = r"[\pL\pN_][\pL\pN_]"
 # A block stops the run when more of its rows than both of these are not
 # text in the expected encoding: the file is in another encoding, and
 # skipping would silently lose that share of it. Fewer are counted skips.
@@ -233,8 +228,8 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
            not_text: pa.Array | None = None, bytes_encoding: str | None = None) -> Chunk:
     """Build the output table from parsed columns; ``get(name)`` -> array.
 
-    A row whose text holds no token (empty, blank, only punctuation or control
-    characters) is "empty_text"; ``not_text`` marks rows a parser found with a
+    A row whose text holds nothing the run's analyzer reads (``columns.text_rule``,
+    :mod:`..usable`: for words, no token) is "empty_text"; ``not_text`` marks rows a parser found with a
     text field of another kind (a JSON number, boolean, list or object):
     "not_text". With ``columns.all_rows`` no row is dropped (:func:`all_rows`):
     ``status`` holds the reasons a parser already found (null: none) and
@@ -249,7 +244,7 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
         texts = [to_string(get(c)) for c in columns.text]
         joined = pc.binary_join_element_wise(*texts, " ", null_handling="replace", null_replacement="")
         text = pc.utf8_trim_whitespace(joined)
-    keep = pc.match_substring_regex(text, _TOKEN_RE)   # holds a token; no copy of the strings
+    keep = holds_terms(text, columns.text_rule)   # holds what the analyzer reads; no copy of the strings
     if columns.all_rows:
         status = _undecodable_status(status, undecodable, n, skipped)
         return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [], not_text,

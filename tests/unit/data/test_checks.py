@@ -160,3 +160,14 @@ def test_a_val_file_that_the_training_folder_or_glob_also_holds_is_refused_namin
             plan(given, [val])
     tr, va = plan([train], [val])
     assert [f.url for f in tr.files] != [f.url for f in va.files]
+def test_training_columns_read_texts_by_the_rule_of_the_analyzer_the_options_give():
+    from lancetnic_flow.config import TrainConfig
+    from lancetnic_flow.data.checks import training_columns
+
+    def rule(**features):
+        return training_columns(TrainConfig.from_dict({"data": {"train": ["t.csv"]}, "features": features})).text_rule
+
+    assert rule(analyzer="auto", mode="hashing") == "visible"   # undecided: its sample keeps every text not blank
+    assert rule(analyzer="word") == rule(analyzer="auto", mode="tfidf") == "word"
+    assert rule(analyzer="char", ngram_min=2, ngrams=4) == "chars 2"
+    assert rule(analyzer="char_wb", normalize="nfkc") == "visible nfkc"

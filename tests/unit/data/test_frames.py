@@ -111,3 +111,11 @@ def test_polars_and_datasets_are_recognised_without_being_imported(monkeypatch):
         monkeypatch.delitem(sys.modules, name)
     assert not is_table(["a"]) and as_table(["a b"]).num_rows == 1
     assert "polars" not in sys.modules and "datasets" not in sys.modules
+
+
+def test_in_memory_rows_are_empty_text_by_the_rule_of_the_runs_analyzer():
+    texts = ["好", ":)", "good film", "  "]
+    words = input_rows(texts).table.column("status").to_pylist()
+    chars = input_rows(texts, text_rule="visible").table.column("status").to_pylist()
+    assert words == ["empty_text", "empty_text", "ok", "empty_text"]
+    assert chars == ["ok", "ok", "ok", "empty_text"]

@@ -222,3 +222,50 @@ def test_a_string_column_holding_bytes_that_are_not_utf8_makes_those_rows_undeco
         assert got.column("keep:id").to_pylist() == ["1", "2\ufffd", "3"]
     else:
         assert got.column("text").to_pylist() == ["team win"]
+
+
+# Rows of one-character Chinese, emoticons, punctuation, and a blank text: a character analyzer reads all but the last.
+_SHORT = ["好", "差", ":)", "!!!", " "]
+
+
+def _short_rows(fmt: str, malformed: bool) -> tuple[bytes, bytes | None]:
+    """``_SHORT`` as a block of ``fmt`` (with one malformed line: the per-line path), and its header."""
+    import json
+
+    if fmt == "csv":
+        body = "".join(f'"{t}",{"pos" if i % 2 else "neg"}\n' for i, t in enumerate(_SHORT))
+        return (body + ('"unclosed,pos\n' if malformed else "")).encode(), b"text,label\n"
+    if fmt == "jsonl":
+        body = "".join(json.dumps({"text": t, "label": "pos" if i % 2 else "neg"}) + "\n" for i, t in enumerate(_SHORT))
+        return (body + ("{not json\n" if malformed else "")).encode(), None
+    return "".join(f"__label__{'pos' if i % 2 else 'neg'} {t}\n" for i, t in enumerate(_SHORT)).encode(), None
+
+
+@pytest.mark.parametrize("fmt,malformed", [("csv", False), ("csv", True), ("jsonl", False), ("jsonl", True),
+                                           ("fasttext", False)])
+def test_empty_text_follows_the_analyzers_rule_in_every_format_for_training_and_prediction(fmt, malformed):
+    from lancetnic_flow.data.readers.csv import parse_csv
+    from lancetnic_flow.data.readers.jsonl import parse_jsonl
+    from lancetnic_flow.data.readers.lines import parse_lines
+
+    data, header = _short_rows(fmt, malformed)
+    parse = {"csv": lambda c: parse_csv(data, header, "csv", c, "f.csv"),
+             "jsonl": lambda c: parse_jsonl(data, c, "f.jsonl"),
+             "fasttext": lambda c: parse_lines(data, "fasttext", c, "f.ft")}[fmt]
+    for rule, kept in (("word", []), ("visible", _SHORT[:4]), ("chars 1", _SHORT[:4]), ("chars 2", [":)", "!!!"])):
+        train = parse(Columns(text=("text",), label="label", text_rule=rule))
+        assert train.table.column("text").to_pylist() == kept
+        assert train.skipped.get("empty_text", 0) == len(_SHORT) - len(kept)
+        ask = parse(Columns(text=("text",), all_rows=True, text_rule=rule)).table
+        statuses = [s for t, s in zip(ask.column("text").to_pylist(), ask.column("status").to_pylist())
+                    if s != "malformed"]
+        assert statuses == ["ok" if t in kept else "empty_text" for t in _SHORT]
+
+
+def test_a_typed_files_rows_follow_the_analyzers_rule():
+    from lancetnic_flow.data.readers.table import finish_table
+
+    table = pa.table({"text": _SHORT, "label": ["a"] * len(_SHORT)})
+    chunk = finish_table("f.parquet", Columns(text=("text",), label="label", text_rule="visible"), table,
+                         table.column_names)
+    assert chunk.table.column("text").to_pylist() == _SHORT[:4] and chunk.skipped == {"empty_text": 1}

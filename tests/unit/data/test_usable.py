@@ -1,0 +1,79 @@
+"""The empty_text rule follows the analyzer: a text is usable iff scikit-learn's analyzer reads a term from it."""
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+
+from lancetnic_flow.data.usable import text_rule, usable
+
+sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
+
+TRICKY = ["", " ", "   ", "\t\n", "\u3000", "好", "差", "好 ", " 好", "好吃", "!!!", ":)", "!", "a", "ab", "a b",
+          "a  b", "é", "e\u0301", "e\u0301e\u0301", "ﬁ", "ǅ", "\x00", "\x00\x00", "\x1f", "a\x1fb", "١٢", "_x",
+          "😀", "😀😀", "- -", "x\u00a0y", "no, tokens here", "\u200b", "\u200b\u200b"]
+
+
+def _features(analyzer, lo=1, hi=1, normalize="none", tokenizer=None):
+    return SimpleNamespace(analyzer=analyzer, ngram_min=lo, ngrams=hi, normalize=normalize, tokenizer=tokenizer)
+
+
+def _sklearn_reads(text, analyzer, lo, hi):
+    """Whether scikit-learn's analyzer for the same options gives a term (blank text aside: see data/usable.py)."""
+    build = sklearn_text.CountVectorizer(analyzer=analyzer, ngram_range=(lo, hi)).build_analyzer()
+    return bool(build(text)) and bool(text.strip())
+
+
+@pytest.mark.parametrize("analyzer,lo,hi", [("word", 1, 1), ("word", 1, 2), ("char", 1, 3), ("char", 2, 4),
+                                            ("char", 3, 5), ("char_wb", 1, 3), ("char_wb", 2, 4), ("char_wb", 4, 5)])
+def test_a_text_is_usable_iff_scikit_learns_analyzer_for_the_same_options_reads_a_term(analyzer, lo, hi):
+    got = usable(pa.array(TRICKY, pa.string()), text_rule(_features(analyzer, lo, hi))).to_pylist()
+    want = [_sklearn_reads(t, analyzer, lo, hi) for t in TRICKY]
+    assert [t for t, g, w in zip(TRICKY, got, want) if g != w] == []
+
+
+def test_the_word_analyzers_rule_is_unchanged_and_the_default():
+    assert text_rule(_features("word", 1, 2)) == "word"
+    got = usable(pa.array(["好", "好吃", "a", "ab", "!!!", "a b"], pa.string())).to_pylist()
+    assert got == [False, True, False, True, False, False]
+
+
+def test_one_character_chinese_and_punctuation_are_usable_under_character_analyzers_and_auto_undecided():
+    texts = pa.array(["好", "差", "!!!", ":)", "  ", ""], pa.string())
+    for features in (_features("char_wb", 1, 3), _features("char", 1, 3)):
+        assert usable(texts, text_rule(features)).to_pylist() == [True] * 4 + [False] * 2
+
+
+def test_auto_reads_the_widest_rule_until_it_is_decided_then_the_decided_analyzers():
+    undecided = SimpleNamespace(analyzer="auto", ngram_min=1, normalize="none", tokenizer=None,
+                                known_analyzer=lambda: None)
+    words = SimpleNamespace(analyzer="auto", ngram_min=1, normalize="none", tokenizer=None,
+                            known_analyzer=lambda: "word")
+    assert text_rule(undecided) == "visible"
+    assert text_rule(words) == "word"
+
+
+def test_a_custom_tokenizer_is_handed_every_text_that_is_not_blank():
+    rule = text_rule(_features("word", tokenizer="my.mod:seg"))
+    assert usable(pa.array(["好", "!", " ", ""], pa.string()), rule).to_pylist() == [True, True, False, False]
+
+
+def test_normalisation_is_applied_before_the_rule_as_the_features_apply_it():
+    texts = pa.array(["ﬁ", "ǅ", "e\u0301e\u0301", "éé"], pa.string())
+    assert usable(texts, text_rule(_features("word"))).to_pylist() == [False, False, False, True]
+    assert usable(texts, text_rule(_features("word", normalize="nfkc"))).to_pylist() == [True, True, True, True]
+    assert usable(texts, text_rule(_features("word", normalize="nfd"))).to_pylist() == [False, False, False, False]
+    assert usable(pa.array(["ﬁ"]), text_rule(_features("char", 2, 2, normalize="nfkc"))).to_pylist() == [True]
+    assert usable(pa.array(["ﬁ"]), text_rule(_features("char", 2, 2))).to_pylist() == [False]
+
+
+@pytest.mark.parametrize("analyzer,lo,hi", [("word", 1, 2), ("char", 1, 3), ("char", 2, 4), ("char_wb", 3, 5)])
+@pytest.mark.parametrize("normalize", ["none", "nfkc", "nfd"])
+def test_a_text_is_usable_iff_the_runs_own_features_hold_a_term_for_it(analyzer, lo, hi, normalize):
+    from lancetnic_flow.features.vectorize import FittedFeatures
+
+    texts = TRICKY + ["İ", "İİ", "Σ", "ß", "a\x85"]   # lower-cased one character for one, as the kernels read them
+    f = FittedFeatures(mode="hashing", analyzer=analyzer, ngram_min=lo, ngrams=hi, buckets=1 << 20, normalize=normalize)
+    block = f.transform(pa.table({"text": pa.array(texts, pa.string())}), [])
+    terms = [int(block.offsets[i + 1] - block.offsets[i]) for i in range(len(texts))]
+    got = usable(pa.array(texts, pa.string()), text_rule(f)).to_pylist()
+    assert [t for t, g, n in zip(texts, got, terms) if g != (n > 0 and bool(t.strip()))] == []
