@@ -1017,7 +1017,7 @@ class Training:
                             own_workers=own)
         address = scheduler_of(self.client)   # a client that gives up forgets it
         try:
-            done = driver.run(state if self.saved is not None else None, self._ddp_pause)
+            done = driver.run(state if self.saved is not None else None, self._ddp_pause, self._ddp_reload)
         except SchedulerLost:   # the driver asked the scheduler and got no answer: say how to go on
             raise self._ranks_lost_scheduler(address) from None
         except (UserError, TrainingInterrupted):
@@ -1065,6 +1065,14 @@ class Training:
                          reason)
         if reason == "interrupt":
             raise TrainingInterrupted(str(self.run), at.epoch + 1, at.batches)
+
+    def _ddp_reload(self) -> TrainState:
+        """The checkpoint the last --ddp pause wrote, read back: where a segment lost after it starts again
+        (the driver keeps no copy of a written state while the ranks train)."""
+        saved = load_checkpoint(str(self.run), self.out_so)
+        if saved is None:
+            raise RuntimeError(f"the checkpoint written in {self.run} is gone: a lost --ddp segment cannot restart")
+        return TrainState.from_checkpoint(saved)
 
     # ---- save
     def charts_later(self) -> bool:

@@ -599,3 +599,33 @@ def test_linear_svm_ranks_stop_on_ctrl_c_and_resume_to_the_uninterrupted_weights
     assert load_checkpoint(str(run))["epoch"] < 3 and not (run / "model.safetensors").exists()
     res = train(resume_config(str(run)), client=client, resume=str(run))
     _same_run(linear_reference["ddp"], res.metrics)
+
+
+class _Held:
+    """Stands for a segment's state in the frame that waits for the ranks."""
+
+
+def _hold_and_wait(client, futures, chosen):
+    import weakref
+
+    from lancetnic_flow.training.ddp.driver import wait_for_ranks
+
+    state = _Held()
+    assert wait_for_ranks(client, futures, chosen, None, None) == [1]
+    return weakref.ref(state)
+
+
+def test_waiting_for_the_ranks_leaves_no_reference_cycle_holding_the_waiting_frames_states(client):
+    # distributed.wait(timeout=...) raised a TimeoutError a quarter of a second, each one a cycle through
+    # the frames above it: the trainer kept every segment's start and results until the collector ran.
+    import gc
+
+    chosen = sorted(client.scheduler_info()["workers"])[:1]
+    futures = [client.submit(lambda: time.sleep(1.2) or 1, workers=chosen, pure=False)]
+    gc.collect()
+    gc.disable()
+    try:
+        held = _hold_and_wait(client, futures, chosen)
+        assert held() is None
+    finally:
+        gc.enable()

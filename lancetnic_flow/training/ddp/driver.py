@@ -33,6 +33,7 @@ from .rank import EVENT_TOPIC, RankJob, run_rank
 from .shares import steps_in
 
 MAX_RESTARTS = 3   # segments restarted after a rank's worker left, per run
+ON_DISK = "on disk"   # RankDriver.handover: the next start is the checkpoint on_pause wrote, read back if needed
 
 
 def chosen_protocol(client: Any) -> str:
@@ -103,14 +104,14 @@ def wait_for_ranks(client: Any, futures: list, chosen: list[str], stop: Any, sto
     """Every rank's result. Meanwhile: a Ctrl-C in the trainer (``stop``)
     becomes the ranks' stop event; a rank that fails, or a worker that leaves,
     ends the wait at once instead of leaving the others blocked."""
-    from distributed import wait
-
     asked, checked = False, time.monotonic()
     while True:
-        try:
-            wait(futures, timeout=0.25)
-        except TimeoutError:
-            pass
+        # Polled, not ``distributed.wait(timeout=...)``: each timeout it raised was a reference cycle (the
+        # error, its traceback, Dask's sync frames) holding the frames above this one, so the segment's
+        # start and results stayed alive until the cyclic collector ran: a state more at each pause.
+        deadline = time.monotonic() + 0.25
+        while not all(f.done() for f in futures) and time.monotonic() < deadline:
+            time.sleep(0.02)
         failed = [f for f in futures if f.status in ("error", "cancelled")]
         if failed:
             # A rank whose peer died fails in a collective; the scheduler may
@@ -271,6 +272,10 @@ class RankDriver:
         self.ranks_running = False   # a segment's ranks were submitted and have not all returned
         self.total_rows = sum(s.rows for s in job.train_shards)
         self.segments: set[str] = set()   # this run's segments: the only ones whose events are relayed
+        # The next segment's start (see take_start), whether a pause wrote it, and how to read it back.
+        self.handover: Any = None
+        self.written = False
+        self.reload: Callable[[], TrainState] | None = None
 
     def place(self) -> None:
         """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
@@ -349,6 +354,7 @@ class RankDriver:
         rank's worker was lost (the segment must run again)."""
         client, job = self.client, self.job
         segment = f"lancetnic-flow-ddp-{uuid.uuid4().hex}"   # a fresh rendezvous each segment
+        where = f"epoch {start.epoch + 1}, step {start.batches}" if start is not None else "the start of training"
         self.segments.add(segment)
         seg = dataclasses.replace(job, segment=segment)
         # The start state (weights, optimiser moments) goes to one rank's worker once, not with each
@@ -363,8 +369,11 @@ class RankDriver:
             gone = wait_gone(client, self.chosen)
             if not gone:
                 raise
-            self._lost(RankLost(gone[0]), start)
+            self._lost(RankLost(gone[0]), where)
             return None
+        # Sent: a restart reads the start back (take_start), so this frame holds no second state while the
+        # ranks' results come in. Kept, each segment's start stayed until the next one's arrived beside it.
+        start = None
         futures = [client.submit(run_rank, r, seg, shipped, workers=[w], allow_other_workers=False, pure=False,
                                  key=f"{segment}-rank-{r}") for r, w in enumerate(self.chosen)]
         self.ranks_running = True
@@ -372,7 +381,7 @@ class RankDriver:
             results = wait_for_ranks(client, futures, self.chosen, self.stop, self.stop_event)
             self.ranks_running = False
         except RankLost as lost:
-            self._lost(lost, start)
+            self._lost(lost, where)
             return None
         finally:
             del futures, shipped
@@ -400,14 +409,26 @@ class RankDriver:
             raise RuntimeError(f"the --ddp replicas diverged (weight digests {self.digests})")
         return results
 
-    def _lost(self, lost: "RankLost", start: TrainState | None) -> None:
-        """The segment is lost, not the run: it starts again from where it began
+    def take_start(self) -> TrainState | None:
+        """The next segment's start, handed over: a state a pause has written
+        is then the checkpoint's (``reload`` reads it back should the segment
+        be lost), so the driver keeps no copy of it while the ranks train and
+        send the next one; the run's own start (None, or a resumed run's) is
+        kept for a restart."""
+        start = self.handover
+        if start is ON_DISK:
+            return self.reload()
+        if start is not None and self.written and self.reload is not None:
+            self.handover = ON_DISK
+        return start
+
+    def _lost(self, lost: "RankLost", where: str) -> None:
+        """The segment is lost, not the run: it starts again from ``where`` it began
         (the last checkpoint, or the run's start) on the workers there are now."""
         self.restarts += 1
         if self.restarts > MAX_RESTARTS:
             raise RanksKeptFailing(f"worker {lost} left the cluster during --ddp training, the "
                                    f"{MAX_RESTARTS + 1}th time a rank's worker was lost in this run") from None
-        where = f"epoch {start.epoch + 1}, step {start.batches}" if start is not None else "the start of training"
         # One rank is the trainer task of a run without --ddp (--train-on cluster, --scheduler).
         what, who = (("--ddp training", "the ranks") if self.job.world > 1 else
                      ("training on the cluster", "the trainer task"))
@@ -434,9 +455,11 @@ class RankDriver:
         self.stop_name = f"lancetnic-flow-stop-{uuid.uuid4().hex}"
         self.stop_event = Event(self.stop_name, client=self.client)
 
-    def run(self, start: TrainState | None, on_pause: Callable[[str, TrainState], None] | None) -> RanksDone:
+    def run(self, start: TrainState | None, on_pause: Callable[[str, TrainState], None] | None,
+            reload: Callable[[], TrainState] | None = None) -> RanksDone:
         """Segments until the ranks are done; ``on_pause`` writes each pause's
-        checkpoint (it may raise to end the run)."""
+        checkpoint (it may raise to end the run); ``reload`` reads the last one
+        back, for a segment lost after it (without it each start stays in memory)."""
         if chosen_protocol(self.client) == "tls":
             self.events.emit("warning", message="--ddp on a TLS cluster: Dask's messages are encrypted, the ranks' "
                                                 "torch.distributed gradient exchange is not (gloo and nccl speak "
@@ -444,24 +467,27 @@ class RankDriver:
                                                 "trusted")
         self.place()
         self.client.subscribe_topic(EVENT_TOPIC, self.relay)
+        self.handover, self.reload = start, reload
+        del start
         finished = False
         try:
             while True:
-                results = self.segment(start)
+                results = self.segment(self.take_start())
                 if results is None:
                     continue
                 head, reason = results[0], results[0]["reason"]
                 if reason == "done":
                     break
-                start = dataclasses.replace(head["state"], ddp={"ranks": self.job.world,
-                                                                "rng": [r["rng"] for r in results]})
+                self.handover = dataclasses.replace(head["state"], ddp={"ranks": self.job.world,
+                                                                        "rng": [r["rng"] for r in results]})
                 del results, head
                 if reason != "interrupt" and self.stop is not None and self.stop.requested:
                     # A Ctrl-C between segments (while the last one paused, or before the next began) is
                     # the ranks' stop all the same: this pause, at a sync, is where they would have stopped.
                     reason = "interrupt"
                 if on_pause is not None:
-                    on_pause(reason, start)   # writes the checkpoint; raises when the trainer was asked to stop
+                    on_pause(reason, self.handover)   # writes the checkpoint; raises when the trainer was asked to stop
+                    self.written = True
             finished = True
         finally:
             with contextlib.suppress(Exception):   # a lost scheduler: the error that ended the run is the one to say

@@ -84,3 +84,94 @@ def test_too_few_workers_for_a_resumed_ddp_run_are_refused_offering_only_what_re
     with pytest.raises(UserError) as new_run:   # a new run may take fewer ranks
         preflight(OneWorker(), 2, 0)
     assert "--workers 2" in new_run.value.hint and "lower --ddp" in new_run.value.hint
+
+
+class Weights:
+    """Stands for a state's tensors: the test follows it with a weak reference."""
+
+
+class Segments:
+    """A cluster stand-in for RankDriver.run: each segment pauses with a new state
+    (its weights followed weakly) until ``pauses`` have passed; ``lose`` segments
+    (by number) lose their rank's worker once."""
+
+    def __init__(self, monkeypatch, pauses: int, lose: tuple = ()):
+        import weakref
+
+        from lancetnic_flow.training.ddp import driver as drv
+
+        self.pauses, self.lose, self.n, self.alive_while_training, self.shipped = pauses, set(lose), 0, [], []
+        self.refs: list = []
+        self.weakref = weakref
+        monkeypatch.setattr("distributed.Event", lambda *a, **k: SimpleNamespace(set=lambda: None, clear=lambda: None))
+        monkeypatch.setattr(drv, "share", lambda client, start, **k: self.shipped.append(
+            None if start is None else (start.epoch, start.batches)) or "shipped")
+        monkeypatch.setattr(drv, "wait_for_ranks", self.wait)
+        monkeypatch.setattr(drv, "forget_segment", lambda client, segment: None)
+        monkeypatch.setattr(drv.RankDriver, "place", lambda d: setattr(d, "chosen", ["tcp://w:1"]))
+        monkeypatch.setattr(drv.RankDriver, "_retire_stop_event", lambda d: None)
+        self.client = SimpleNamespace(scheduler=SimpleNamespace(address="tcp://s:1"), submit=lambda *a, **k: None,
+                                      subscribe_topic=lambda *a: None, unsubscribe_topic=lambda *a: None,
+                                      wait_for_workers=lambda *a, **k: None)
+
+    def state(self, at: int):
+        from lancetnic_flow.training.state import TrainState
+
+        weights = Weights()
+        self.refs.append(self.weakref.ref(weights))
+        return TrainState(epoch=0, batches=at, model={"w": weights})
+
+    def wait(self, client, futures, chosen, stop, stop_event) -> list:
+        from lancetnic_flow.training.ddp.driver import RankLost
+
+        self.n += 1
+        self.alive_while_training.append(sum(r() is not None for r in self.refs))
+        if self.n in self.lose:
+            self.lose.discard(self.n)
+            raise RankLost("tcp://w:1")
+        common = {"events": 0, "clock": {}, "digest": 1.0, "rng": "rng"}
+        if len(self.refs) < self.pauses:
+            return [{"reason": "periodic", "state": self.state(len(self.refs) + 1), **common}]
+        return [{"reason": "done", "weights": {}, "history": [], "confusions": [], "best": None, "last_val": {},
+                 "calibration": None, "calibrate_seconds": 0.0, "steps": 1, **common}]
+
+
+def segments_job():
+    from lancetnic_flow.config import CheckpointEvery, TrainingConfig
+    from lancetnic_flow.training.ddp.rank import RankJob
+
+    return RankJob(world=1, training=TrainingConfig(), net="n", model_kwargs={}, task={}, train_shards=[],
+                   val_shards=[], cache_options={}, every=CheckpointEvery(batches=1))
+
+
+def test_the_trainer_holds_no_checkpointed_state_while_the_next_segment_trains(monkeypatch):
+    # Each segment's start stayed referenced until the next state arrived beside it: two states at each pause.
+    cluster = Segments(monkeypatch, pauses=6)
+    written: list = []
+    d = RankDriver(cluster.client, segments_job(), Events())
+    d.run(None, lambda reason, at: written.append(at.batches), reload=lambda: pytest.fail("nothing was lost"))
+    assert written == [1, 2, 3, 4, 5, 6]
+    assert cluster.shipped == [(0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 6)]
+    assert cluster.alive_while_training == [0] * 7
+
+
+def test_a_segment_lost_after_a_checkpoint_restarts_from_the_checkpoint_read_back(monkeypatch):
+    from lancetnic_flow.training.state import TrainState
+
+    cluster = Segments(monkeypatch, pauses=3, lose=(3,))
+    seen: list = []
+    events = Events()
+    events.subscribe(lambda kind, e: seen.append(e.get("message")) if kind == "warning" else None)
+    d = RankDriver(cluster.client, segments_job(), events)
+    d.run(None, lambda reason, at: None, reload=lambda: TrainState(epoch=0, batches=2, model={"w": "read back"}))
+    # the third segment (from the second pause) was lost: it ran again from the checkpoint, read back once
+    assert cluster.shipped == [(0, 1), (0, 2), (0, 2), (0, 3)]
+    assert seen == ["worker tcp://w:1 left during training on the cluster; restarting the trainer task from "
+                    "epoch 1, step 2"]
+
+
+def test_without_a_reader_a_lost_segment_restarts_from_the_state_kept_in_memory(monkeypatch):
+    cluster = Segments(monkeypatch, pauses=2, lose=(2,))
+    d = RankDriver(cluster.client, segments_job(), Events())
+    d.run(None, lambda reason, at: None)
+    assert cluster.shipped == [(0, 1), (0, 1), (0, 2)]
