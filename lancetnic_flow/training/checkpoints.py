@@ -149,7 +149,8 @@ def restore_weights(run: str, model: Any, optimizers: list, saved: TrainState) -
     optimisers. A checkpoint of another network (another run's, copied in: its data and features
     the same, its sizes or optimiser not) is refused in words, not load_state_dict's error."""
     try:
-        if len(saved.optimizers or []) != len(optimizers):
+        # --ddp: the trainer holds no optimiser (each rank builds its own from the checkpoint's)
+        if optimizers and len(saved.optimizers or []) != len(optimizers):
             raise ValueError(f"{len(saved.optimizers or [])} optimiser state(s) for this run's {len(optimizers)}")
         model.load_state_dict(saved.model)
         for o, st in zip(optimizers, saved.optimizers):
