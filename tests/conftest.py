@@ -5,9 +5,17 @@ trained run) are in integration/conftest.py; tests/unit needs none.
 """
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
+
+# The Ctrl-C tests send SIGINT to runs as a terminal does to a foreground command. A suite started in
+# the background (`make test &`, nohup in a script) inherits SIGINT ignored, and so would every run it
+# starts: Python then installs no KeyboardInterrupt handler, and a Ctrl-C before training went unseen.
+# A handler here (not SIG_IGN) is reset to the default in each child, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # ---------------------------------------------------------------- order, and the image check
 # `make test` runs the suite on two pytest-xdist workers, a file at a time
