@@ -112,8 +112,9 @@ def _read_rows(f, part: Partition, fmt: Format, rows_at: int = 0) -> bytes:
     row start at or after its offset to the first at or after its end (a
     newline inside a quoted field ends no row: :mod:`.row_ends`), none before
     ``rows_at`` (where the rows after a header start)."""
-    if fmt.quote is None:   # every newline ends a row
-        return read_block(f, part.start, part.length, delimiter=b"\n")
+    if fmt.quote is None:   # every newline ends a row: a row is the range's whose newline before it it holds
+        start, end = max(part.start, rows_at - 1), part.start + part.length
+        return read_block(f, start, end - start, delimiter=b"\n") if end > start else b""
     size, end = part.file.size, part.start + part.length
     first = row_start(f, part.start, size, fmt.delimiter or ",", fmt.quote)
     last = row_start(f, end, size, fmt.delimiter or ",", fmt.quote)
