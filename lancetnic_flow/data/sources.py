@@ -386,6 +386,8 @@ def _pieces(fmt: Format, fs, full: str) -> list[tuple[int, int]]:
     try:
         pieces = fmt.pieces_of()(fs, fs._strip_protocol(full))
         return [(g, -1) for g in range(pieces)] if isinstance(pieces, int) else list(pieces)
+    except UserError:
+        raise
     except pa.ArrowInvalid as exc:
         raise UserError(f"{full}: not a valid {fmt.shown} file ({exc})",
                         "check the file, or pass --format") from exc
