@@ -905,8 +905,11 @@ class Training:
         self.decisions.update(merged)
 
     def _checkpoint(self, state: TrainState, reason: str) -> None:
-        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions), self.out_so,
-                         self.events, reason)
+        """Write ``state`` as this run's checkpoint, stamped with what identifies the run: its cache
+        entry, decisions and network, whichever loop built the state (a --ddp rank's knows none)."""
+        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions,
+                                                       network=network_of(self.model_meta)),
+                         self.out_so, self.events, reason)
 
     def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
