@@ -90,8 +90,10 @@ class Entry:
 def prepare_entry(cfg: TrainConfig, base: Training, events: Events) -> tuple[Training, Entry]:
     """Fit (and, for a fitted vocabulary, featurise) ``cfg``'s cache entry on
     ``base``'s cluster, so the entry is complete before any trial reads it."""
-    run = base if cfg is base.cfg else Training(cfg, entry_events(events, cfg.features.ngrams, plan=False), None)
-    if run is not base:
+    run = base
+    if cfg is not base.cfg:
+        run = Training(cfg, events, None)
+        run.events = entry_events(events, run, plan=False)
         run.plan(external=base.external)
         with run.cluster(base.client):   # the same client: nothing starts or closes
             pass
@@ -105,17 +107,18 @@ def prepare_entry(cfg: TrainConfig, base: Training, events: Events) -> tuple[Tra
     return run, Entry(spec, share(base.client, spec), not cached)
 
 
-def entry_events(events: Events, ngrams: int, plan: bool = True) -> Events:
-    """``events`` for the fit of one cache entry: its fit's start and its features line name
-    the n-gram setting (one entry per setting searched, whose lines read alike otherwise);
-    without ``plan``, less the memory plan's lines, which the first entry already showed."""
+def entry_events(events: Events, run: Any, plan: bool = True) -> Events:
+    """``events`` for ``run``, the fit of one cache entry: its fit's start and its features line
+    name its n-gram setting (one entry per setting searched, whose lines read alike otherwise),
+    as ``run`` has it then (``--analyzer auto`` decides it on the cluster); without ``plan``,
+    less the memory plan's lines, which the first entry already showed."""
     out = Events(events.clock)
 
     def relay(kind: str, e: dict) -> None:
         if kind == "plan" and not plan:
             return
         if kind == "fitted" or (kind == "stage" and e.get("stage") == "fitting"):
-            e = {**e, "ngrams": ngrams}
+            e = {**e, "ngrams": run.cfg.features.ngrams}
         events.emit(kind, **e)
 
     out.subscribe(relay)
@@ -338,7 +341,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
         # The trials train on the workers their own way; the final run trains here, as before (docs/cluster.md).
         cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, train_on="client"))
     base = Training(cfg, events, None)   # resolves cfg; its decide() after the fit gives what the trials train
-    base.events = entry_events(events, base.cfg.features.ngrams)   # its fit is the first entry's
+    base.events = entry_events(events, base)   # its fit is the first entry's
     base.needs_cluster = "tune's trials run on Dask workers"
     base.plan(external=client is not None)
     with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, base.cluster(client, closer) as c:

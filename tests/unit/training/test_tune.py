@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -38,7 +39,10 @@ def _tune_lines(json_log: io.StringIO | None = None) -> list[str]:
         events.subscribe(JsonLog(json_log))
     fitted = {"vocabulary": 524_288, "labels": 4, "docs": 5_397}
     plan = {"plan": {}, "text": "memory plan  budget 16.0 GiB", "dashboard": "http://127.0.0.1:8787/status"}
-    for ev, n in ((entry_events(events, 2), 2), (entry_events(events, 1, plan=False), 1)):
+    def run(n: int) -> SimpleNamespace:
+        return SimpleNamespace(cfg=SimpleNamespace(features=SimpleNamespace(ngrams=n)))
+
+    for ev, n in ((entry_events(events, run(2)), 2), (entry_events(events, run(1), plan=False), 1)):
         ev.emit("plan", **plan)
         ev.emit("stage", stage="fitting", total=2)
         ev.emit("fitted", seconds=1.0 * n, **fitted)
