@@ -841,6 +841,11 @@ class Training:
             + rows * (ROW_BYTES_ESTIMATE + labels)
         return need <= share
 
+    def holds_model(self, cfg: TrainConfig, classes: int) -> bool:
+        """Whether the trainer's share holds ``cfg``'s model with ``classes`` classes (tune's search
+        asks for each width it may pick, which its final run trains here)."""
+        return self._fits(self._trainer_need(classes, cfg))
+
     def _trainer_need(self, classes: int, cfg: TrainConfig | None = None) -> int:
         """The trainer's bytes for ``cfg``'s model (this run's by default) with ``classes`` classes:
         base, model, shuffle buffer."""
@@ -1213,7 +1218,7 @@ class Training:
 
 
 def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, resume: str | None = None,
-          *, held_bytes: int = 0) -> TrainResult:
+          *, held_bytes: int = 0, own_cluster: bool = False) -> TrainResult:
     """Train a model as ``cfg`` says; return the run folder and its metrics.
 
     ``client``: an existing ``distributed.Client`` to use instead of starting
@@ -1221,10 +1226,16 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     ``resume``: a run folder holding a checkpoint; training continues from it
     (``cfg`` must be that run's configuration, see :func:`~.resume.resume_config`).
     ``held_bytes``: what the calling process holds past a trainer's base that the run cannot
-    free (tune's search): planned as part of the trainer's share, so its bound stays true."""
+    free (tune's search): planned as part of the trainer's share, so its bound stays true.
+    ``own_cluster``: ``client`` is a LocalCluster this process started from ``cfg``'s
+    memory plan (tune's): the run is planned from ``--memory-budget`` as one that starts
+    its own (the model checked against the trainer's share, shards kept between epochs),
+    not as someone else's cluster whose workers decide."""
     run = Training(cfg, events, resume)
     run.held_bytes = held_bytes
-    run.plan(external=client is not None)
+    if own_cluster:
+        run.needs_cluster = "the cluster it was given"
+    run.plan(external=client is not None and not own_cluster)
     tracking = None
     stop: StopRequest | None = None
     try:

@@ -294,8 +294,10 @@ def _search(base: Training, events: Events, deadline: float, max_trials: int | N
     classes = len(features.labels) if cfg.training.task != "regress" else 0
 
     def fits(hidden: int) -> bool:
+        # in a worker for the trials, and in the trainer's share for the final run that may train it
         c = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, hidden=hidden))
-        return room is None or trial_bytes(c, features.dim, classes) <= room
+        return (room is None or trial_bytes(c, features.dim, classes) <= room) \
+            and base.holds_model(c, classes)
 
     space = search.search_space(cfg, fits)
     entries = {cfg.features.ngrams: first}
@@ -357,7 +359,9 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
         cache = cache_entries(entries)   # tune.json's record of them: all the search keeps of its entries
         rss, held = release_search(base, entries)
         events.emit("decided", what="final_plan", rss=rss, held=held, message=held_text(rss, held))
-        result = train(search.apply(cfg, best["params"]), final_events(events), client=c, held_bytes=held)
+        # The search's own LocalCluster was planned from --memory-budget: so is the final run.
+        result = train(search.apply(cfg, best["params"]), final_events(events), client=c, held_bytes=held,
+                       own_cluster=not base.external)
     defaults = next((r for r in records if r["defaults"]), None)
     doc = tune_document(cfg, budget, seconds, space, records, best, defaults, cache, result.metrics)
     write_json(join(result.run, "tune.json"), doc, base.out_so)

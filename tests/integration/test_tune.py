@@ -88,6 +88,17 @@ def test_tune_from_python_with_a_trial_cap_and_a_fitted_vocabulary(client, corpu
     assert res.metrics["val_loss"] == pytest.approx(res.best["value"], rel=0.02)
 
 
+def test_tunes_final_run_on_its_own_cluster_is_planned_from_the_memory_budget(small_corpus, tmp_path):
+    # the search's LocalCluster was planned from --memory-budget, and its final run was then planned as
+    # someone else's cluster: no budget, its model never checked against the trainer's share
+    p = cli("tune", small_corpus, "--time-budget", "30s", "--trials", "1", "--workers", "1", "--epochs", "1",
+            "--memory-budget", "3GiB", "--buckets", "65536", "--out", tmp_path / "runs", "--name", "own", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    plan = json.loads((tmp_path / "runs" / "own" / "metrics.json").read_text())["memory"]["plan"]
+    assert plan["budget"] == 3 * 2**30 and not plan["external"] and plan["workers"] == 1, plan
+    assert "existing cluster" not in p.stderr and "the cluster it was given" in p.stderr
+
+
 @pytest.mark.parametrize("budget", ["soon", "0", "-5m", "10 minutes"])
 def test_a_bad_time_budget_is_exit_2(tmp_path, small_corpus, budget):
     p = cli("tune", small_corpus, "--time-budget", budget, "--out", tmp_path / "runs", cwd=tmp_path, timeout=60)
