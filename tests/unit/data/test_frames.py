@@ -119,3 +119,10 @@ def test_in_memory_rows_are_empty_text_by_the_rule_of_the_runs_analyzer():
     chars = input_rows(texts, text_rule="visible").table.column("status").to_pylist()
     assert words == ["empty_text", "empty_text", "ok", "empty_text"]
     assert chars == ["ok", "ok", "ok", "empty_text"]
+
+
+def test_a_pandas_frame_comes_back_with_the_input_frames_index():
+    import pandas as pd
+
+    frame = pd.DataFrame({"text": ["a b", "c d"]}, index=["x", "y"])
+    assert list(like_input(frame, pa.table({"status": ["ok", "ok"]})).index) == ["x", "y"]
