@@ -121,8 +121,11 @@ def test_in_memory_rows_are_empty_text_by_the_rule_of_the_runs_analyzer():
     assert chars == ["ok", "ok", "ok", "empty_text"]
 
 
-def test_a_pandas_frame_comes_back_with_the_input_frames_index():
+def test_pandas_input_comes_back_as_a_pandas_frame_with_the_inputs_index_polars_as_polars():
     import pandas as pd
 
-    frame = pd.DataFrame({"text": ["a b", "c d"]}, index=["x", "y"])
-    assert list(like_input(frame, pa.table({"status": ["ok", "ok"]})).index) == ["x", "y"]
+    rows = pa.table({"status": ["ok", "ok"]})
+    for data in (pd.DataFrame({"text": ["a b", "c d"]}, index=["x", "y"]), pd.Series(["a b", "c d"], index=["x", "y"])):
+        out = like_input(data, rows)
+        assert type(out) is pd.DataFrame and list(out.index) == ["x", "y"]
+    assert type(like_input(pl.Series(["a b", "c d"]), rows)) is pl.DataFrame
