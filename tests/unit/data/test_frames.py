@@ -122,8 +122,7 @@ def test_in_memory_rows_are_empty_text_by_the_rule_of_the_runs_analyzer():
 
 
 def test_pandas_input_comes_back_as_a_pandas_frame_with_the_inputs_index_polars_as_polars():
-    import pandas as pd
-
+    pl = pytest.importorskip("polars")
     rows = pa.table({"status": ["ok", "ok"]})
     for data in (pd.DataFrame({"text": ["a b", "c d"]}, index=["x", "y"]), pd.Series(["a b", "c d"], index=["x", "y"])):
         out = like_input(data, rows)
