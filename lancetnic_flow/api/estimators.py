@@ -37,6 +37,26 @@ ROW_GROUP_ROWS = 16_384
 LABEL_SEP = "\x1f"   # joins a row's labels in the temporary file: no label holds it
 
 
+def _folder_files(folder: str) -> dict[str, bytes]:
+    """Every file under a local ``folder``, by its path relative to it."""
+    files = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, folder)] = f.read()
+    return files
+
+
+def _write_folder(folder: str, files: dict[str, bytes]) -> None:
+    """The files :func:`_folder_files` read, written under ``folder``."""
+    for rel, data in files.items():
+        path = os.path.join(folder, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+
 def _is_files(X: Any) -> bool:
     if isinstance(X, (str, os.PathLike)):
         return True
@@ -343,6 +363,29 @@ class _TextEstimator:
         parent = tempfile.mkdtemp(prefix="lancetnic-flow-runs-")
         self._runs_finalizer = weakref.finalize(self, shutil.rmtree, parent, True)
         return parent
+
+    def __getstate__(self) -> dict:
+        """A pickled estimator (``joblib.dump``, a process pool's result) carries the files
+        of its temporary run folder: that folder goes with the estimator, and a copy that
+        only named it could predict but not ``save`` or ``partial_fit`` once it had gone."""
+        state = dict(self.__dict__)
+        owned = state.pop("_runs_finalizer", None)
+        if owned is not None and owned.alive and getattr(self, "run_", None):
+            state["_run_files"] = _folder_files(str(self.run_))
+            state.pop("predictor_", None)   # read again from those files: the weights travel once
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        files = state.pop("_run_files", None)
+        self.__dict__.update(state)
+        if files is not None:
+            from ..runs.predict import Predictor
+
+            # A folder of its own, which goes with this copy as the original's went with it.
+            run = os.path.join(self._run_parent(), os.path.basename(os.path.normpath(str(self.run_))))
+            _write_folder(run, files)
+            self.run_ = run
+            self._set_predictor(Predictor(run))
 
     # ------------------------------------------------------------ use
 

@@ -69,11 +69,15 @@ def is_table(data: Any) -> bool:
 
 
 def like_input(data: Any, table: pa.Table):
-    """``table`` in the kind of frame ``data`` is: pandas for a pandas DataFrame,
-    polars for a polars DataFrame, else Arrow."""
-    if _is(data, "pandas", "DataFrame"):
-        return table.to_pandas()
-    if _is(data, "polars", "DataFrame"):
+    """``table`` in the kind of frame ``data`` is: pandas for a pandas DataFrame or
+    Series (with ``data``'s index), polars for a polars DataFrame or Series, else Arrow."""
+    if _is(data, "pandas", "DataFrame") or _is(data, "pandas", "Series"):
+        out = table.to_pandas()
+        # Row for row with data: its index, so `df["p"] = predict_table(df)["predicted"]` lines up
+        # on a filtered or shuffled df (a fresh 0..n-1 index put answers on other rows, or none).
+        out.index = data.index
+        return out
+    if _is(data, "polars", "DataFrame") or _is(data, "polars", "Series"):
         return sys.modules["polars"].from_arrow(table)
     return table
 

@@ -101,14 +101,17 @@ def a_file_not_a_run(run: str) -> UserError:
 
 
 def _unfinished(run: str, storage_options: dict) -> UserError:
-    """A folder with config.json and no model.json: a run stopped before it was saved."""
+    """A folder with config.json and no model.json: a run still being trained, or one stopped
+    before it was saved. Nothing in the folder tells the two apart, so the message names both:
+    it said "stopped" of a run being trained, and its hint started a second training into it."""
     fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT_FILE), **storage_options)
+    said = (f"{run} is an unfinished run: no model.json yet, which training writes last; it is still "
+            "being trained, or it stopped before its model was saved")
+    wait = "if its training is still running, wait for it to end; if it stopped, "
     if fs.exists(path):
-        return UserError(f"{run} is an unfinished run: it stopped before its model was saved (no model.json)",
-                         f"continue it from its checkpoint with `lancetnic-flow train --resume {run}`")
-    return UserError(f"{run} is an unfinished run: it stopped before its model was saved (no model.json) "
-                     "and has no checkpoint to continue from",
-                     "train it again with the same command (what was fitted and featurised is cached)")
+        return UserError(said, wait + f"continue it from its checkpoint with `lancetnic-flow train --resume {run}`")
+    return UserError(said + " (it has no checkpoint to continue from)",
+                     wait + "train it again with the same command (what was fitted and featurised is cached)")
 
 
 def _damaged(url: str, what: str, hint: str = RESTORE) -> UserError:

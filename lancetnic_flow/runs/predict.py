@@ -381,7 +381,8 @@ class Predictor:
                       text_column: str | Sequence[str] | None = None, threshold: float | None = None):
         """``data``'s columns (``keep``: "all", a list of names, or None for
         just the text), as they are, plus ``status`` and the prediction
-        columns; a pandas DataFrame for pandas input, a polars one for polars, an Arrow table otherwise."""
+        columns; a pandas DataFrame for pandas input (with its index, so a column assigned back
+        lines up), a polars one for polars, an Arrow table otherwise."""
         rows = self.rows(data, text_column=text_column)
         if not is_table(data) or keep is None:
             out = self.output_table(rows, top_k, threshold=threshold)

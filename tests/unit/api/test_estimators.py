@@ -5,6 +5,10 @@ one per row refused before anything runs. What needs a fitted model is in
 tests/integration/test_estimator_contract.py."""
 from __future__ import annotations
 
+import gc
+import os
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -78,3 +82,48 @@ def test_a_parameter_off_its_default_is_given_so_a_model_that_cannot_honour_it_i
     assert "model.hidden" in cfg.given and resolve(cfg).model.name == "ScalpelMC"
     plain = TextClassifier()._config(data, "classify", "runs")
     assert not plain.given and resolve(plain).model.name == "LinearSVM"
+
+
+def _fitted_in_a_temporary_folder() -> TextClassifier:
+    """A TextClassifier holding a small linear run in its own temporary folder, as fit leaves it:
+    "cat" is pos, "dog" is neg."""
+    import pyarrow as pa
+    import torch
+
+    from lancetnic_flow.features.vectorize import FittedFeatures
+    from lancetnic_flow.models.scalpel import ScalpelNet
+    from lancetnic_flow.runs.folder import save_run
+    from lancetnic_flow.runs.predict import Predictor
+
+    model = ScalpelNet(2, classes=2, regress=False, layers=0, dropout=0.0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.tensor([[3.0, -3.0], [-3.0, 3.0]]))
+        model.input.bias.zero_()
+    features = FittedFeatures(mode="tfidf", vocabulary=pa.array(["cat", "dog"]), idf=np.ones(2, np.float32),
+                              labels=["pos", "neg"])
+    est = TextClassifier()
+    run = os.path.join(est._run_parent(), "20260101-000000")
+    save_run(run, config={"data": {"text": ["text"]}}, features=features, model=model,
+             model_meta={"net": "ScalpelNet", "kwargs": model.config, "task": "classify"}, metrics={}, history=[])
+    est.run_ = run
+    est._set_predictor(Predictor(run))
+    return est
+
+
+def test_a_pickled_fitted_estimator_keeps_its_run_folder_after_the_original_is_gone(tmp_path):
+    est = _fitted_in_a_temporary_folder()
+    first = est.run_
+    copy = pickle.dumps(est)
+    del est
+    gc.collect()
+    assert not os.path.exists(first)   # the original's temporary folder went with it
+
+    again = pickle.loads(copy)
+    assert list(again.predict(["cat", "dog", ""])) == ["pos", "neg", None]
+    assert os.path.exists(os.path.join(again.run_, "model.json"))
+    saved = again.save(tmp_path / "saved")   # was FileNotFoundError: the folder it named had gone
+    assert list(TextClassifier.load(saved).predict(["dog"])) == ["neg"]
+    restored = again.run_
+    del again
+    gc.collect()
+    assert not os.path.exists(restored)   # the copy's folder goes with the copy

@@ -119,3 +119,12 @@ def test_in_memory_rows_are_empty_text_by_the_rule_of_the_runs_analyzer():
     chars = input_rows(texts, text_rule="visible").table.column("status").to_pylist()
     assert words == ["empty_text", "empty_text", "ok", "empty_text"]
     assert chars == ["ok", "ok", "ok", "empty_text"]
+
+
+def test_pandas_input_comes_back_as_a_pandas_frame_with_the_inputs_index_polars_as_polars():
+    pl = pytest.importorskip("polars")
+    rows = pa.table({"status": ["ok", "ok"]})
+    for data in (pd.DataFrame({"text": ["a b", "c d"]}, index=["x", "y"]), pd.Series(["a b", "c d"], index=["x", "y"])):
+        out = like_input(data, rows)
+        assert type(out) is pd.DataFrame and list(out.index) == ["x", "y"]
+    assert type(like_input(pl.Series(["a b", "c d"]), rows)) is pl.DataFrame

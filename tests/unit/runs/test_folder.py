@@ -483,3 +483,15 @@ def test_a_file_given_as_the_run_folder_is_refused_in_words_by_every_reader(tmp_
     for read in (read_run_json, load_run, resume_config):
         with pytest.raises(UserError, match="data.csv is a file, not a run folder"):
             read(str(data))
+
+
+def test_an_unfinished_run_is_not_said_to_have_stopped_since_it_may_still_be_training(tmp_path):
+    run = str(tmp_path / "training")
+    save_small_run(run, finish=False)
+    for checkpoint in (False, True):
+        if checkpoint:
+            write_bytes(join(run, CHECKPOINT_FILE), b"x", {})
+        with pytest.raises(UserError) as e:
+            load_run(run)
+        assert "still being trained, or it stopped" in e.value.message
+        assert e.value.hint.startswith("if its training is still running, wait for it to end; if it stopped, ")

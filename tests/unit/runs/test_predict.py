@@ -92,3 +92,15 @@ def test_a_table_is_scored_a_slice_of_rows_at_a_time_with_the_same_columns(tmp_p
     monkeypatch.setattr(Predictor, "scores", lambda self, rows: seen.append(rows.num_rows) or scores(self, rows))
     sliced = pred.predict_table(texts, top_k=2)
     assert sliced.equals(whole) and max(seen) == 2 and sum(seen) == len(texts)
+
+
+def test_predict_table_of_a_filtered_pandas_frame_keeps_its_index_so_assigning_the_answers_lines_up(tmp_path):
+    import pandas as pd
+
+    pred = Predictor(linear_run(tmp_path / "run", regress=False, task="classify"))
+    df = pd.DataFrame({"text": ["cat", "dog", "", "dog cat dog", "cat cat"]}, index=[10, 3, 7, 0, 1]).iloc[1:]
+    out = pred.predict_table(df)
+    assert list(out.index) == [3, 7, 0, 1]
+    df["predicted"] = out["predicted"]   # aligned by index, as pandas assigns
+    assert df["predicted"].tolist()[:1] + df["predicted"].tolist()[2:] == ["neg", "neg", "pos"]
+    assert df["predicted"].isna().tolist() == [False, True, False, False]
