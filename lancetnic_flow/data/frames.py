@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..errors import UserError
+from ..errors import UserError, close_matches
 from .readers.labels import strings_array
 from .readers.table import finish
 from .sources import Chunk, Columns
@@ -166,6 +166,13 @@ def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] |
     for c in listed:
         if c not in have:
             raise UserError(f"keep: no column {c!r} (the columns: {', '.join(have)})", "name columns of the input")
+    lacking = [c for c in numeric if c not in have]
+    if lacking and is_table(data):
+        # A frame is read as a file is, which is refused without them: texts alone (a list, a
+        # Series) stand for rows whose numbers are unknown, read as the training mean.
+        raise UserError(f"no column {lacking[0]!r}{close_matches(lacking[0], have)}, a numeric column the run was "
+                        f"trained with (--numeric {' '.join(numeric)}); the input has columns: {', '.join(have)}",
+                        "add the column, or pass the texts alone (a list or a Series) to read it as the training mean")
     columns = Columns(text=cols, numeric=tuple(c for c in numeric if c in have), keep=listed,
                       keep_all=keep_all, all_rows=True, text_rule=text_rule)
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)

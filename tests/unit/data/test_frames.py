@@ -57,11 +57,11 @@ def test_tables_are_tables_and_their_only_column_is_the_text():
 
 def test_input_rows_give_one_row_each_in_order_with_a_status_and_kept_columns():
     df = pd.DataFrame({"text": ["good words here", "", None, "more words"], "id": [1, 2, 3, 4], "n": [0.5, 1, 2, 3]})
-    chunk = input_rows(df, keep=["id"], numeric=["n", "absent"])
+    chunk = input_rows(df, keep=["id"], numeric=["n"])
     t = chunk.table
     assert t.num_rows == 4 and t.column("keep:id").to_pylist() == ["1", "2", "3", "4"]   # kept as text
     assert t.column("status").to_pylist() == ["ok", "empty_text", "empty_text", "ok"]
-    assert "n" in t.column_names and "absent" not in t.column_names
+    assert "n" in t.column_names
     with pytest.raises(UserError, match="keep: no column 'nope'"):
         input_rows(df, keep=["nope"])
     assert "keep:n" in input_rows(df, keep="all").table.column_names
@@ -128,3 +128,14 @@ def test_pandas_input_comes_back_as_a_pandas_frame_with_the_inputs_index_polars_
         out = like_input(data, rows)
         assert type(out) is pd.DataFrame and list(out.index) == ["x", "y"]
     assert type(like_input(pl.Series(["a b", "c d"]), rows)) is pl.DataFrame
+
+
+def test_a_frame_without_a_numeric_column_of_the_run_is_refused_as_a_file_is_and_texts_alone_read_the_mean():
+    # a file without the run's --numeric column is exit 2; a frame without it was predicted with
+    # the training mean in its place, without a word
+    df = pd.DataFrame({"text": ["good words here", "more words"], "nn": [0.5, 1.0]})
+    with pytest.raises(UserError, match="no column 'n'.*did you mean 'nn'.*--numeric n") as e:
+        input_rows(df, numeric=["n"])
+    assert "a list or a Series" in e.value.hint
+    for texts in (["good words here", "more words"], df["text"]):   # texts alone: the mean, as documented
+        assert "n" not in input_rows(texts, numeric=["n"]).table.column_names
