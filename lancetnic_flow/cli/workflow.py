@@ -67,20 +67,33 @@ def _fields(path: str, node: yaml.MappingNode) -> tuple[list[Field], dict | None
         key = k_node.value
         if key in SECTIONS and isinstance(v_node, yaml.MappingNode):
             for sk, sv in v_node.value:
-                out.append(Field(sk.value, _value(path, sk, sv), sk.start_mark.line + 1, f"{key}.{sk.value}"))
+                out.append(Field(sk.value, _value(path, sk, sv, _dest(sk.value) != "storage_option"),
+                                 sk.start_mark.line + 1, f"{key}.{sk.value}"))
         elif key == "make_data":
-            make_data = {"value": _value(path, k_node, v_node), "line": k_node.start_mark.line + 1}
+            make_data = {"value": _value(path, k_node, v_node, False), "line": k_node.start_mark.line + 1}
         else:
-            out.append(Field(key, _value(path, k_node, v_node), k_node.start_mark.line + 1, key))
+            out.append(Field(key, _value(path, k_node, v_node, _dest(key) != "storage_option"),
+                             k_node.start_mark.line + 1, key))
     return out, make_data
 
 
-def _value(path: str, k_node: yaml.Node, v_node: yaml.Node):
-    """A field's value; a key with none (``epochs:``) is the user's error, named with its line."""
+class _AsWritten(yaml.SafeLoader):
+    """YAML 1.1 reads ``010`` as 8, ``1:30`` as 90, ``3.10`` as 3.1 and ``2024-01-05`` as a date: an
+    option's number or text is kept as written, for its declared type to read as its flag reads it."""
+
+
+for _tag in ("int", "float", "timestamp"):
+    _AsWritten.add_constructor(f"tag:yaml.org,2002:{_tag}", yaml.SafeLoader.construct_yaml_str)
+
+
+def _value(path: str, k_node: yaml.Node, v_node: yaml.Node, as_written: bool = True):
+    """A field's value; a key with none (``epochs:``) is the user's error, named with its line.
+    ``as_written``: numbers and dates stay the text the file has (an option's; not a
+    storage option's or make_data's, whose values YAML reads, as ``--storage-option`` does)."""
     if isinstance(v_node, yaml.ScalarNode) and v_node.tag == "tag:yaml.org,2002:null":
         raise UserError(f"{path}:{k_node.start_mark.line + 1}: {k_node.value} has no value",
                         f"give it one ({k_node.value}: ...), or remove the line to keep the default")
-    return yaml.safe_load(yaml.serialize(v_node))
+    return yaml.load(yaml.serialize(v_node), Loader=_AsWritten if as_written else yaml.SafeLoader)
 
 
 def _dest(key: str) -> str:

@@ -168,3 +168,35 @@ def test_an_option_set_twice_in_a_file_is_refused_naming_both_lines(tmp_path, te
 def test_a_set_override_replaces_the_files_value_without_being_a_second_setting(tmp_path):
     values = read_workflow(_write(tmp_path, "train: x.csv\nepochs: 1\n"), ["epochs=4"]).values
     assert values["epochs"] == 4
+
+
+@pytest.mark.parametrize("line, argv", [
+    ("seed: 010", ["--seed", "010"]),                  # YAML 1.1: octal 8
+    ("name: 0755", ["--name", "0755"]),                # octal 493: the run folder "493"
+    ("name: 3.10", ["--name", "3.10"]),                # the float 3.1
+    ("experiment: 1_000", ["--experiment", "1_000"]),  # the integer 1000
+    ("name: 2024-01-05", ["--name", "2024-01-05"]),    # a date
+    ("label: 010", ["--label", "010"]),
+    ("training:\n  epochs: 1_0", ["--epochs", "1_0"]),
+])
+def test_a_number_or_date_in_a_workflow_means_what_its_flag_means(tmp_path, line, argv):
+    argv = ["train", "x.csv", *argv]
+    cli = config_from_options({**vars(build_parser().parse_args(argv)), "dashboard": True},
+                              given=given_dests(argv, "train"))
+    assert workflow_config(read_workflow(_write(tmp_path, f"train: x.csv\n{line}\n"))) == cli
+
+
+@pytest.mark.parametrize("text", ["train: x.csv\ncheckpoint_every: 1:30\n", "train: x.csv\nepochs: 0x10\n",
+                                  "train: x.csv\nepochs: 3.0\n"])
+def test_a_number_its_flag_would_refuse_is_refused_in_a_workflow(tmp_path, text):
+    # YAML 1.1 read 1:30 as 90 (checkpoints every 90 batches) and 0x10 as 16, where the flags refuse them
+    with pytest.raises(UserError) as e:
+        workflow_config(read_workflow(_write(tmp_path, text)))
+    assert text.split("\n")[1].split(":")[0] in str(e.value)
+
+
+def test_storage_options_and_make_data_keep_yamls_values(tmp_path):
+    wf = read_workflow(_write(tmp_path, "train: x.csv\nstorage_option: {anon: true, block_size: 1024}\n"
+                                        "make_data: {out: x.csv, rows: 100}\n"))
+    assert wf.values["storage_option"] == {"anon": True, "block_size": 1024}
+    assert wf.make_data["value"]["rows"] == 100
