@@ -153,7 +153,8 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
         if item.split("=", 1)[0].startswith("make_data."):
             key, raw = item.split("=", 1)
             make_data = make_data or {"value": {}, "line": 0}
-            make_data["value"] = {**(make_data["value"] or {}), key.split(".", 1)[1]: yaml.safe_load(raw)}
+            if isinstance(make_data["value"], dict):   # else the block is refused as it is (make_data_spec)
+                make_data["value"] = {**make_data["value"], key.split(".", 1)[1]: yaml.safe_load(raw)}
             continue
         f = _override(fields, item)
         fields = [old for old in fields if _dest(old.key) != _dest(f.key)] + [f]
@@ -207,19 +208,31 @@ def _check_make_data(spec: dict, where: str) -> None:
         raise UserError(f"{where}: make_data needs `rows: N`", "e.g. make_data: {out: data/train.csv, rows: 5000}")
 
 
+def make_data_spec(path: str, make_data: dict) -> tuple[str, dict]:
+    """A make_data block, checked whether or not its corpus exists yet (a field misspelt
+    in it is refused the same on every run): its ``out`` and write_corpus's arguments."""
+    where = f"{path}:{make_data['line']}"
+    example = "e.g. make_data: {out: data/train.csv, rows: 5000}"
+    if not isinstance(make_data["value"], dict):
+        raise UserError(f"{where}: make_data is a mapping of fields, got {make_data['value']!r}", example)
+    spec = dict(make_data["value"])
+    out = spec.pop("out", None)
+    if not out:
+        raise UserError(f"{where}: make_data needs `out: PATH`", example)
+    if not isinstance(out, str):
+        raise UserError(f"{where}: make_data.out: expected a path, got {out!r}", "quote it: out: 'data/train.csv'")
+    _check_make_data(spec, where)
+    return out, spec
+
+
 def prepare_workflow(path: str, overrides: list[str] | None = None):
     """The checked TrainConfig of a workflow, its data generated first if asked and missing."""
     wf = read_workflow(path, overrides)
-    make_data = wf.make_data
-    if make_data is not None:
-        spec = dict(make_data["value"] or {})
-        out = spec.pop("out", None)
-        if not out:
-            raise UserError(f"{path}:{make_data['line']}: make_data needs `out: PATH`")
+    if wf.make_data is not None:
+        out, spec = make_data_spec(path, wf.make_data)
         if not os.path.exists(out):
             from ..data.synth import write_corpus
 
-            _check_make_data(spec, f"{path}:{make_data['line']}")
             os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
             write_corpus(out, **spec)
     return workflow_config(wf)

@@ -200,3 +200,22 @@ def test_storage_options_and_make_data_keep_yamls_values(tmp_path):
                                         "make_data: {out: x.csv, rows: 100}\n"))
     assert wf.values["storage_option"] == {"anon": True, "block_size": 1024}
     assert wf.make_data["value"]["rows"] == 100
+
+
+@pytest.mark.parametrize("block, words", [
+    ("make_data: 5", "make_data is a mapping"), ("make_data: [a, b]", "make_data is a mapping"),
+    ("make_data: {out: 2024, rows: 10}", "make_data.out: expected a path"),
+    ("make_data: {out: x.csv, rowz: 10}", "no field 'rowz'"), ("make_data: {out: x.csv, rows: abc}", "make_data.rows"),
+])
+def test_a_bad_make_data_block_is_refused_even_when_its_corpus_exists(tmp_path, monkeypatch, block, words):
+    # A block that was no mapping, or an out that was no text, ended in an internal error; a field misspelt
+    # or ill-typed passed unseen whenever the corpus was there already.
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.csv").write_text("text,label\na b,x\n")
+    path = _write(tmp_path, f"train: x.csv\n{block}\n")
+    for overrides in ([], ["make_data.seed=3"]):
+        with pytest.raises(UserError) as e:
+            prepare_workflow(path, overrides)
+        assert f"{path}:2" in str(e.value) and words in str(e.value)
