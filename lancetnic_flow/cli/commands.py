@@ -90,6 +90,8 @@ def refuse_resume_changes(a: argparse.Namespace, saved) -> None:
 def cmd_train(a: argparse.Namespace, report) -> int:
     from ..runs.folder import check_output_places
 
+    if a.resume is not None and not a.resume.strip():   # an unset variable: it started a new run instead
+        raise UserError(f"--resume {a.resume!r}: an empty value", "give the run folder to continue: --resume RUN")
     if a.resume and a.init_from:
         raise UserError("--resume continues an interrupted run with its own options; --init-from starts a new run "
                         "from a finished one", f"give one of them: --resume {a.resume}, or DATA --init-from "

@@ -121,3 +121,11 @@ def test_evaluates_line_names_the_rows_it_skipped_and_why():
     rows = {"read": 8000, "evaluated": 7969, "skipped": {"malformed": 7, "undecodable": 4, "missing_label": 20}}
     assert skipped_note(rows) == " of 8,000 read (31 skipped: 20 missing_label, 7 malformed, 4 undecodable)"
     assert skipped_note({"read": 10, "evaluated": 10, "skipped": {}}) == ""
+
+
+def test_an_empty_resume_is_refused_rather_than_starting_a_new_run(tmp_path):
+    argv = ["train", "d.csv", "--resume", ""]
+    a = build_parser().parse_args(with_negative_values(argv))
+    a.given = given_dests(argv, "train")
+    with pytest.raises(UserError, match="--resume '': an empty value"):
+        cmd_train(a, lambda *event: None)
