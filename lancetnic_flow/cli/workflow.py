@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError, close_matches
-from ..options import BY_DEST, SECTIONS, text_value, typed_value, unknown_key
+from ..options import BY_DEST, BY_FIELD, SECTIONS, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
 
@@ -67,6 +67,7 @@ def _fields(path: str, node: yaml.MappingNode) -> tuple[list[Field], dict | None
         key = k_node.value
         if key in SECTIONS and isinstance(v_node, yaml.MappingNode):
             for sk, sv in v_node.value:
+                _refuse_other_field(key, sk.value, f"{path}:{sk.start_mark.line + 1}")
                 out.append(Field(sk.value, _value(path, sk, sv, _dest(sk.value) != "storage_option"),
                                  sk.start_mark.line + 1, f"{key}.{sk.value}"))
         elif key == "make_data":
@@ -101,6 +102,19 @@ def _dest(key: str) -> str:
     return _KEY_ALIASES.get(key, key)
 
 
+def _refuse_other_field(section: str, key: str, where: str) -> None:
+    """``model: {name: X}`` is ``--name`` (the run folder), not the model, which is ``model.name`` in
+    config.json; ``cluster: {threads: N}`` is ``--threads`` (the trainer's), not ``cluster.threads``
+    (``--worker-threads``). A key whose section holds a field of its name that another option sets is
+    refused, naming both, rather than setting the option its name resolves to."""
+    meant, got = BY_FIELD.get(f"{section}.{key}"), BY_DEST.get(_dest(key))
+    if meant is None or got is None or meant is got:
+        return
+    raise UserError(f"{where}: {section}.{key} would set {got.flag} ({got.help.split(' (')[0]}), not {section}.{key}",
+                    f"for {section}.{key} write `{meant.dest}: ...` ({meant.flag}); for {got.flag} put `{key}:` "
+                    f"at the top level or under {got.field.split('.')[0]}:")
+
+
 def _declared(dest: str, key: str, where: str):
     o = BY_DEST.get(dest)
     if o is None or dest == "resume":     # --resume continues a run with its own options: not a workflow's
@@ -113,7 +127,9 @@ def _override(fields: list[Field], item: str) -> Field | None:
     if "=" not in item:
         raise UserError(f"--set {item!r}: expected KEY=VALUE", "e.g. --set epochs=1 or --set training.lr=0.02")
     key, raw = item.split("=", 1)
-    key = key.split(".", 1)[1] if key.split(".", 1)[0] in SECTIONS and "." in key else key
+    if key.split(".", 1)[0] in SECTIONS and "." in key:
+        _refuse_other_field(*key.split(".", 1), "--set")
+        key = key.split(".", 1)[1]
     if _dest(key).startswith("storage_option."):
         # A nested storage option merges into the file's storage_option mapping.
         old = next((f for f in fields if _dest(f.key) == "storage_option"), None)

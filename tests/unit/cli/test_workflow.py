@@ -219,3 +219,22 @@ def test_a_bad_make_data_block_is_refused_even_when_its_corpus_exists(tmp_path, 
         with pytest.raises(UserError) as e:
             prepare_workflow(path, overrides)
         assert f"{path}:2" in str(e.value) and words in str(e.value)
+
+
+@pytest.mark.parametrize("text, overrides, words", [
+    ("train: x.csv\nmodel:\n  name: LancetMC\n", [], "model.name would set --name"),
+    ("train: x.csv\ncluster:\n  threads: 2\n", [], "cluster.threads would set --threads"),
+    ("train: x.csv\n", ["model.name=LancetMC"], "model.name would set --name"),
+])
+def test_a_key_naming_a_field_of_its_section_that_another_option_sets_is_refused(tmp_path, text, overrides, words):
+    # model: {name: LancetMC}, as config.json writes it, named the run folder LancetMC and trained the default
+    # model; cluster: {threads: 2} set the trainer's threads, not the workers'
+    with pytest.raises(UserError) as e:
+        read_workflow(_write(tmp_path, text), overrides)
+    assert words in str(e.value)
+
+
+def test_a_sections_own_field_names_still_set_their_options(tmp_path):
+    wf = read_workflow(_write(tmp_path, "data:\n  train: x.csv\noutput:\n  name: r\ntraining:\n  threads: 1\n"),
+                       ["output.name=s", "data.train=y.csv"])
+    assert wf.values["name"] == "s" and wf.values["data"] == ["y.csv"] and wf.values["threads"] == 1
