@@ -148,6 +148,17 @@ def _override(fields: list[Field], item: str) -> Field | None:
     return Field(key, value, 0, f"--set {key}")
 
 
+def _set_again(before: Any, f: Field) -> Field:
+    """A key ``--set`` twice: a repeatable option's values add up, as its flag's do
+    (``--set text=title --set text=body`` is ``--text title --text body``, not body
+    alone); another's second value is refused, as which one was meant is not known."""
+    if BY_DEST[_dest(f.key)].kind in ("append", "list", "positional"):
+        return Field(f.key, [*before, *f.value], f.line, f.where)
+    if before != f.value:
+        raise UserError(f"--set {f.key} given twice ({before!r}, {f.value!r})", "keep one of them")
+    return f
+
+
 def _refuse_twice(path: str, fields: list[Field]) -> None:
     """One option set twice in a file (a key repeated, a section's and the top
     level's, ``max_features`` and ``max-features``) is refused: which one was
@@ -173,6 +184,8 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
                 make_data["value"] = {**make_data["value"], key.split(".", 1)[1]: yaml.safe_load(raw)}
             continue
         f = _override(fields, item)
+        if _dest(f.key) in typed and f.key != "storage_option":   # a storage option's keys merge already
+            f = _set_again(typed[_dest(f.key)], f)
         fields = [old for old in fields if _dest(old.key) != _dest(f.key)] + [f]
         typed[_dest(f.key)] = f.value
     values: dict[str, Any] = {}

@@ -238,3 +238,13 @@ def test_a_sections_own_field_names_still_set_their_options(tmp_path):
     wf = read_workflow(_write(tmp_path, "data:\n  train: x.csv\noutput:\n  name: r\ntraining:\n  threads: 1\n"),
                        ["output.name=s", "data.train=y.csv"])
     assert wf.values["name"] == "s" and wf.values["data"] == ["y.csv"] and wf.values["threads"] == 1
+
+
+def test_a_key_set_twice_adds_up_where_its_flag_repeats_and_is_refused_where_it_does_not(tmp_path):
+    # --set text=title --set text=body trained on body alone, --set epochs=1 --set epochs=5 on 5, unsaid
+    path = _write(tmp_path, "train: x.csv\ntext: t\n")
+    assert read_workflow(path, ["text=title", "text=body"]).values["text"] == ["title", "body"]
+    assert read_workflow(path, ["val=a.csv", "val=b.csv"]).values["val"] == ["a.csv", "b.csv"]
+    assert read_workflow(path, ["epochs=3", "epochs=3"]).values["epochs"] == 3
+    with pytest.raises(UserError, match=r"--set epochs given twice \(1, 5\)"):
+        read_workflow(path, ["epochs=1", "training.epochs=5"])
