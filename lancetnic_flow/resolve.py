@@ -362,15 +362,17 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
     in scripts written without spaces or with particles joined to their words
     (:func:`~lancetnic_flow.features.scripts.char_script_share`). From
     :data:`CHAR_SCRIPT_SHARE` up the features are
-    character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range other
-    than the default was given), else words. The choice goes into both
+    character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range was
+    given, at the default's value too), else words. The choice goes into both
     configurations, as if given, so a later re-resolution (``--model auto``'s
     fallback, ``--resume``) keeps it. Returns them and the line the run prints
     (None when there was nothing to decide)."""
     if resolved.features.analyzer != AUTO:
         return given, resolved, None
     chars = letters > 0 and share >= CHAR_SCRIPT_SHARE
-    char_range = chars and (given.features.ngram_min, given.features.ngrams) == DEFAULT_NGRAMS
+    # A range typed at the default's value (--ngram-range 1,2, --ngrams 2) is the user's, as any typed option is.
+    typed = bool({"features.ngram_min", "features.ngrams"} & given.given)
+    char_range = chars and not typed and (given.features.ngram_min, given.features.ngrams) == DEFAULT_NGRAMS
     given, resolved = copy.deepcopy(given), copy.deepcopy(resolved)
     for f in (given.features, resolved.features):
         f.analyzer = AUTO_CHAR_ANALYZER if chars else "word"
