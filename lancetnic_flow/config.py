@@ -362,6 +362,10 @@ class OutputConfig:
             raise bad("output.name", f"{{name}}: {self.name!r} is not a plain folder name",
                       "use letters, digits, '-', '_' and '.', without '/' or '..'")
         self.track = parse_trackers(self.track)
+        if self.experiment is not None and "mlflow" not in self.track:   # no MLflow run to put in it
+            raise bad("output.experiment", f"{{name}} {self.experiment} names the MLflow experiment of "
+                      "{output.track} mlflow, and this run tracks " + (", ".join(self.track) or "nothing"),
+                      "add {output.track} mlflow, or drop {name}")
         if self.no_cache:
             self.cache = NO_CACHE   # reserved, in any case: a folder of that name is ./none
 

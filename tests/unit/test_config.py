@@ -54,3 +54,13 @@ def test_an_empty_value_of_a_text_option_is_refused_not_read_as_the_current_fold
     with pytest.raises(UserError) as e:
         config_from_options(values, given=values)
     assert e.value.field == BY_DEST[dest].field and "an empty value" in e.value.message
+
+
+def test_an_experiment_without_mlflow_tracking_is_refused_rather_than_doing_nothing():
+    # --experiment x without --track mlflow trained, tracked nothing, and named no experiment anywhere
+    from lancetnic_flow.config import OutputConfig
+
+    with pytest.raises(UserError) as e:
+        OutputConfig(experiment="x").validate()
+    assert e.value.field == "output.experiment" and "tracks nothing" in e.value.message
+    OutputConfig().validate()
