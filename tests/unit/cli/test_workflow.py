@@ -174,7 +174,7 @@ def test_a_set_override_replaces_the_files_value_without_being_a_second_setting(
     ("seed: 010", ["--seed", "010"]),                  # YAML 1.1: octal 8
     ("name: 0755", ["--name", "0755"]),                # octal 493: the run folder "493"
     ("name: 3.10", ["--name", "3.10"]),                # the float 3.1
-    ("experiment: 1_000", ["--experiment", "1_000"]),  # the integer 1000
+    ("name: 1_000", ["--name", "1_000"]),              # the integer 1000
     ("name: 2024-01-05", ["--name", "2024-01-05"]),    # a date
     ("label: 010", ["--label", "010"]),
     ("training:\n  epochs: 1_0", ["--epochs", "1_0"]),
