@@ -16,6 +16,7 @@ field named.
 """
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError, close_matches
-from ..options import BY_DEST, BY_FIELD, SECTIONS, text_value, typed_value, unknown_key
+from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
 
@@ -133,7 +134,9 @@ def _override(fields: list[Field], item: str) -> Field | None:
     if _dest(key).startswith("storage_option."):
         # A nested storage option merges into the file's storage_option mapping.
         old = next((f for f in fields if _dest(f.key) == "storage_option"), None)
-        merged = dict(old.value) if old is not None and isinstance(old.value, dict) else {}
+        # The file's may be a mapping or KEY=VALUE items, as --storage-option repeats: both merge.
+        merged = {} if old is None else copy.deepcopy(parse_storage_options(
+            old.value if isinstance(old.value, (dict, list)) else [str(old.value)], old.where))
         node = merged
         *parents, leaf = key.split(".")[1:]
         for p in parents:

@@ -248,3 +248,12 @@ def test_a_key_set_twice_adds_up_where_its_flag_repeats_and_is_refused_where_it_
     assert read_workflow(path, ["epochs=3", "epochs=3"]).values["epochs"] == 3
     with pytest.raises(UserError, match=r"--set epochs given twice \(1, 5\)"):
         read_workflow(path, ["epochs=1", "training.epochs=5"])
+
+
+def test_a_nested_storage_option_override_merges_into_a_files_key_value_list_too(tmp_path):
+    # storage_option: [anon=false, client_kwargs.endpoint_url=...] with --set storage_option.anon=true
+    # kept {anon: true} alone: the endpoint went to AWS instead
+    path = _write(tmp_path, 'train: x.csv\nstorage_option: ["anon=false", '
+                                '"client_kwargs.endpoint_url=http://h:9"]\n')
+    values = read_workflow(path, ["storage_option.anon=true"]).values
+    assert values["storage_option"] == {"anon": True, "client_kwargs": {"endpoint_url": "http://h:9"}}
