@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError, close_matches
+from ..storage import options_for, protocol
 from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
@@ -262,9 +263,19 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
     wf = read_workflow(path, overrides)
     if wf.make_data is not None:
         out, spec = make_data_spec(path, wf.make_data)
-        if not os.path.exists(out):
+        if not _corpus_exists(out, spec.get("storage_options")):
             from ..data.synth import write_corpus
 
-            os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+            if protocol(out) == "file":
+                os.makedirs(os.path.dirname(os.path.expanduser(out)) or ".", exist_ok=True)
             write_corpus(out, **spec)
     return workflow_config(wf)
+
+
+def _corpus_exists(out: str, storage_options: dict | None) -> bool:
+    """Whether make_data's ``out`` is there, on its own filesystem: a URL (``s3://``) asked
+    of the local disk was never there, so the corpus was written again on every run."""
+    import fsspec
+
+    fs, where = fsspec.core.url_to_fs(out, **options_for(out, storage_options))
+    return fs.exists(where)

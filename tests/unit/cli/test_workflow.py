@@ -257,3 +257,21 @@ def test_a_nested_storage_option_override_merges_into_a_files_key_value_list_too
                                 '"client_kwargs.endpoint_url=http://h:9"]\n')
     values = read_workflow(path, ["storage_option.anon=true"]).values
     assert values["storage_option"] == {"anon": True, "client_kwargs": {"endpoint_url": "http://h:9"}}
+
+
+def test_make_data_writes_a_remote_corpus_once_and_no_local_folder_named_after_its_url(tmp_path, monkeypatch):
+    # out: s3://... was looked for on the local disk: written again on every run, beside a local "s3:" folder
+    import uuid
+
+    import lancetnic_flow.data.synth as synth
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    monkeypatch.chdir(tmp_path)
+    written = []
+    real = synth.write_corpus
+    monkeypatch.setattr(synth, "write_corpus", lambda *a, **k: written.append(a[0]) or real(*a, **k))
+    url = f"memory://lf-{uuid.uuid4().hex}/x.csv"
+    path = _write(tmp_path, f"train: {url}\nmake_data: {{out: '{url}', rows: 20}}\n")
+    prepare_workflow(path)
+    prepare_workflow(path)
+    assert written == [url] and not (tmp_path / "memory:").exists()
