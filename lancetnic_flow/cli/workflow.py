@@ -235,8 +235,9 @@ def _check_make_data(spec: dict, where: str) -> None:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             shown = {int: "a whole number", str: "text", bool: "true or false", dict: "a mapping"}[kind]
             raise UserError(f"{where}: make_data.{key}: expected {shown}, got {value!r}")
-        if kind is int and key in ("rows", "classes", "chunk_rows") and value < 1:
-            raise UserError(f"{where}: make_data.{key}: expected at least 1, got {value}")
+        least = {"rows": 1, "classes": 2, "chunk_rows": 1}.get(key)   # as `make-data --rows/--classes` take them
+        if kind is int and least is not None and value < least:
+            raise UserError(f"{where}: make_data.{key}: expected at least {least}, got {value}")
     if "rows" not in spec:
         raise UserError(f"{where}: make_data needs `rows: N`", "e.g. make_data: {out: data/train.csv, rows: 5000}")
 
@@ -261,6 +262,7 @@ def make_data_spec(path: str, make_data: dict) -> tuple[str, dict]:
 def prepare_workflow(path: str, overrides: list[str] | None = None):
     """The checked TrainConfig of a workflow, its data generated first if asked and missing."""
     wf = read_workflow(path, overrides)
+    cfg = workflow_config(wf)   # a bad option stops the run before a corpus is written
     if wf.make_data is not None:
         out, spec = make_data_spec(path, wf.make_data)
         if not _corpus_exists(out, spec.get("storage_options")):
@@ -269,7 +271,7 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
             if protocol(out) == "file":
                 os.makedirs(os.path.dirname(os.path.expanduser(out)) or ".", exist_ok=True)
             write_corpus(out, **spec)
-    return workflow_config(wf)
+    return cfg
 
 
 def _corpus_exists(out: str, storage_options: dict | None) -> bool:

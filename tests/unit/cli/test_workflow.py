@@ -133,6 +133,7 @@ def test_a_key_without_a_value_is_refused_naming_the_file_line_and_key(tmp_path,
     ("{out: d.csv, rowz: 10}", "make_data has no field 'rowz'"),
     ("{out: d.csv}", "make_data needs `rows: N`"),
     ("{out: d.csv, rows: 10, multilabel: 1}", "make_data.multilabel: expected true or false"),
+    ("{out: d.csv, rows: 10, classes: 1}", "make_data.classes: expected at least 2"),   # as make-data refuses it
 ])
 def test_a_make_data_field_that_is_unknown_or_of_the_wrong_kind_is_refused_before_writing(tmp_path, make_data, words):
     from lancetnic_flow.cli.workflow import prepare_workflow
@@ -275,3 +276,14 @@ def test_make_data_writes_a_remote_corpus_once_and_no_local_folder_named_after_i
     prepare_workflow(path)
     prepare_workflow(path)
     assert written == [url] and not (tmp_path / "memory:").exists()
+
+
+def test_a_bad_option_stops_a_workflow_before_make_data_writes_its_corpus(tmp_path):
+    # epochs: 0 was refused only after a corpus of make_data.rows rows had been generated
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    out = tmp_path / "d.csv"
+    path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 10}}\nepochs: 0\n")
+    with pytest.raises(UserError, match="epochs"):
+        prepare_workflow(path)
+    assert not out.exists()
