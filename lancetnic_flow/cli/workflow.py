@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError, close_matches
-from ..storage import options_for, protocol
+from ..storage import check_writable, options_for, protocol
 from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
@@ -268,6 +268,9 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
         if not _corpus_exists(out, spec.get("storage_options")):
             from ..data.synth import write_corpus
 
+            # A place that cannot be written is the user's to fix: exit 2 naming it, not an internal error.
+            check_writable(out, options_for(out, spec.get("storage_options")), f"{path}: make_data.out",
+                           folder=False)
             if protocol(out) == "file":
                 os.makedirs(os.path.dirname(os.path.expanduser(out)) or ".", exist_ok=True)
             write_corpus(out, **spec)

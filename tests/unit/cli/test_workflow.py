@@ -287,3 +287,13 @@ def test_a_bad_option_stops_a_workflow_before_make_data_writes_its_corpus(tmp_pa
     with pytest.raises(UserError, match="epochs"):
         prepare_workflow(path)
     assert not out.exists()
+
+
+def test_make_data_to_a_place_that_cannot_be_written_names_it_with_exit_2(tmp_path):
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    (tmp_path / "f").write_text("a file")
+    out = tmp_path / "f" / "x.csv"
+    path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 10}}\n")
+    with pytest.raises(UserError, match=f"make_data.out {re.escape(str(out))}: cannot write there"):
+        prepare_workflow(path)
