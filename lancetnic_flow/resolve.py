@@ -174,6 +174,11 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
             raise bad("training.learn_val", f"{{name}}: {name} does not learn the validation rows",
                       f"drop {{name}}, or pass {{model.name}} {learners} (or auto)")
         t.learn_val = False
+    elif t.learn_val and not cfg.data.val and not cfg.data.val_fraction:
+        # Given: the twin would learn no row more than the model, at twice the weights (config.json said it did).
+        raise bad("training.learn_val", "{name}: the saved model learns the validation rows too, and "
+                  "{data.val_fraction} 0 without {data.val} holds no row out", "drop {name}, or give {data.val} "
+                  "FILE or a {data.val_fraction} above 0")
     elif t.learn_val and (t.ddp or 0) > 1:
         raise bad("training.learn_val", "{name}: under --ddp the ranks average their weights, and only rank 0 "
                   "scores the validation rows, so no twin can learn them there", "drop {name}, or --ddp")
