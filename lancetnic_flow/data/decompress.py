@@ -102,7 +102,10 @@ def open_decompressed(url: str, compression: str | None, storage_options: dict |
 # The first bytes of compressed data and of binary table files, which no text starts with.
 _PACKED = ((b"\x1f\x8b", "gzip", ".gz"), (b"\x28\xb5\x2f\xfd", "zstd", ".zst"), (b"\xfd7zXZ\x00", "xz", ".xz"),
            (b"PK\x03\x04", "zip", None))
-_TABLES = ((b"PAR1", "Parquet", "parquet"), (b"ARROW1\x00\x00", "Arrow IPC", "arrow"))
+_TABLES = ((b"PAR1", "Parquet", "parquet"), (b"ARROW1\x00\x00", "Arrow IPC", "arrow"), (b"FEA1", "Feather v1", None))
+# Feather v1 is read by no format here (readers/arrow.py): the way to one that is.
+FEATHER_V2 = "convert it to Feather v2, which is Arrow IPC: python -c \"import pyarrow.feather as f; " \
+             "f.write_feather(f.read_table('IN.feather'), 'OUT.feather', version=2)\""
 
 
 def _bz2(head: bytes) -> bool:
@@ -123,4 +126,5 @@ def check_not_packed(head: bytes, url: str, tables: bool = True) -> None:
     for magic, kind, fmt in _TABLES if tables else ():
         after = head[len(magic):len(magic) + 1]
         if head.startswith(magic) and after and not (32 <= after[0] < 127 or after in (b"\t", b"\n", b"\r")):
-            raise UserError(f"{url}: the file is {kind} data, not text", f"pass --format {fmt}, or name it .{fmt}")
+            raise UserError(f"{url}: the file is {kind} data, not text",
+                            f"pass --format {fmt}, or name it .{fmt}" if fmt else FEATHER_V2)

@@ -386,6 +386,8 @@ def _pieces(fmt: Format, fs, full: str) -> list[tuple[int, int]]:
     try:
         pieces = fmt.pieces_of()(fs, fs._strip_protocol(full))
         return [(g, -1) for g in range(pieces)] if isinstance(pieces, int) else list(pieces)
+    except UserError:
+        raise
     except pa.ArrowInvalid as exc:
         raise UserError(f"{full}: not a valid {fmt.shown} file ({exc})",
                         "check the file, or pass --format") from exc
@@ -500,6 +502,8 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
 # Table formats whose folder keeps the data files of every version beside a log naming the current
 # ones: every file read is rows the table may have deleted or rewritten since.
 TABLE_LOGS = {"_delta_log": "a Delta Lake table", ".hoodie": "an Apache Hudi table"}
+# A glob's folders looked into for a table's log; past this many, only the folder holding them all.
+TABLE_LOG_LOOKS = 32
 
 
 def _refuse_table_logs(url: str, found: dict, fs: Any = None) -> None:
@@ -508,7 +512,11 @@ def _refuse_table_logs(url: str, found: dict, fs: Any = None) -> None:
     files it found are looked into."""
     paths = list(found)
     if fs is not None:
-        for folder in sorted({posixpath.dirname(p.rstrip("/")) for p in found}):
+        folders = sorted({posixpath.dirname(p.rstrip("/")) for p in found})
+        # the folder holding them all (a partitioned table's log is above its partitions), and each
+        # one unless they are many: a look each would cost minutes on an object store
+        folders = sorted({posixpath.commonpath(folders), *(folders if len(folders) <= TABLE_LOG_LOOKS else ())})
+        for folder in folders:
             paths += [f"{folder}/{log}/" for log in TABLE_LOGS if fs.exists(f"{folder}/{log}")]
     for p in paths:
         for part in p.split("/"):
@@ -578,14 +586,17 @@ def _own_outputs(found: dict, fs: Any = None, globbed: bool = False) -> set[str]
         if any(m <= have for m in OWN_MARKERS):
             own.add(d)
     return own | {d for d, have in names.items()
-                  if d not in own and "config.json" in have and _a_runs_config(fs, f"{d}/config.json", found)}
+                  if d not in own and "config.json" in have and _a_runs_config(fs, f"{d}/config.json", found, have)}
 
 
-def _a_runs_config(fs: Any, path: str, found: dict) -> bool:
-    """Whether ``path`` is the config.json of a run folder (a claim's empty one, or stamped)."""
+def _a_runs_config(fs: Any, path: str, found: dict, beside: set[str]) -> bool:
+    """Whether ``path`` is the config.json of a run folder: stamped, or a claim's
+    empty one in a folder holding nothing else but a run's files (``beside``:
+    the names found there). An empty config.json beside data is no run, and
+    taking it for one would leave that data out unseen."""
     size = (found.get(path) or {}).get("size")
     if size == 0:
-        return True
+        return all(n in OWN_FILES or n.startswith(("checkpoint", "weights")) for n in beside)
     if fs is None or size is None or size > 2**20:
         return False
     try:

@@ -29,10 +29,15 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..wordchars import RANGES
+
 WORD = "word"
-# Two word characters in a row. RE2 stops at the first match, so a normal text
-# costs a few bytes; only texts without one are read to their end.
-_TOKEN_RE = r"[\pL\pN_][\pL\pN_]"
+# Two word characters in a row, as the tokenizer knows them: its fixed ranges
+# (wordchars.py, Unicode 14), not RE2's \pL\pN, whose newer Unicode
+# called rows of later letters (U+31350) usable that gave no token. RE2 stops
+# at the first match, so a normal text costs a few bytes.
+_WORD_CHARS = "".join(f"\\x{{{lo:X}}}-\\x{{{hi - 1:X}}}" for lo, hi in RANGES)
+_TOKEN_RE = f"[{_WORD_CHARS}][{_WORD_CHARS}]"
 # Python's str.isspace (what scikit-learn's "\s" and str.split() read as whitespace, and the
 # char kernels' _is_space): RE2's "\s" is ASCII only.
 _SPACE = r"\t-\r\x{1C}-\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"

@@ -59,6 +59,7 @@ class MemoryPlan:
     in_flight: int
     external: bool = False   # workers belong to an existing cluster
     in_process: bool = False  # no workers: the trainer's process featurises too (dataflow/inprocess.py)
+    held: int = 0   # of the trainer's share: what its process held past its base before the run (tune's search)
 
     def describe(self) -> str:
         """Two human lines, printed at start."""
@@ -76,6 +77,8 @@ class MemoryPlan:
                     f"{format_size(self.worker_limit)} ({self.threads} thread{'s' if self.threads > 1 else ''})")
         tail = (f"             partition {format_size(self.partition)} (peak ≈ {PEAK_PER_BYTE}× per task) · "
                 f"{self.in_flight} in flight · spill at {THRESHOLDS['spill']:.0%} · pause at {THRESHOLDS['pause']:.0%}")
+        if self.held:
+            head += f"\n             the trainer's share counts {format_size(self.held)} this process held before the run"
         return head + "\n" + tail
 
     def to_dict(self) -> dict:
@@ -95,7 +98,8 @@ def _partition_for(worker_limit: int, threads: int, resident: int = 0) -> int:
 
 def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
                 model_bytes: int = 0, shuffle_bytes: int = 0, blocksize: int | None = None,
-                model_options: str = "", worker_model_bytes: int = 0, holder: str = "the trainer") -> MemoryPlan:
+                model_options: str = "", worker_model_bytes: int = 0, holder: str = "the trainer",
+                held: int = 0) -> MemoryPlan:
     """Split ``budget`` between OS headroom, the trainer and local workers.
 
     Refuses (``UserError``) when the trainer's needs or the workers' minimum
@@ -106,11 +110,13 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     ``worker_model_bytes``: what each worker holds for the whole run (a loaded
     model: ``predict``, ``evaluate``); with a task and the worker's base it
     must stay below Dask's pause line, which sets a worker's minimum. ``holder``: who
-    holds the model in this process, as the refusal names it.
+    holds the model in this process, as the refusal names it. ``held``: what this
+    process already holds past its base that the run cannot free (``tune``'s
+    search, before its final run): part of the trainer's share.
     """
     budget = budget or default_budget()
     reserve = budget // 4
-    trainer = max(budget // 8, TRAINER_BASE + model_bytes + shuffle_bytes)
+    trainer = max(budget // 8, TRAINER_BASE + held + model_bytes + shuffle_bytes)
     worker_share = budget - reserve - trainer
     cpus = os.cpu_count() or 1
     threads = threads or 1
@@ -123,14 +129,14 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     if worker_share < workers * worker_min:
         # The smallest budget B with B - B//4 - max(B//8, fixed) >= workers' minimum
         # (headroom and trainer grow with B), rounded up to a tenth of a GiB.
-        fixed, floor = TRAINER_BASE + model_bytes + shuffle_bytes, workers * worker_min
+        fixed, floor = TRAINER_BASE + held + model_bytes + shuffle_bytes, workers * worker_min
         need = math.ceil(max((floor + fixed) * 4 / 3, floor * 8 / 5) * 1.02 / GiB * 10) / 10
         ways = [f"--memory-budget {need:.1f}GiB or more"]
         fit_workers = (budget - reserve - trainer) // worker_min
         if 1 <= fit_workers < workers:
             ways.append(f"--workers {fit_workers}")
         # The model that would leave the workers their minimum (the trainer's share grows with it past budget/8).
-        fit_model = budget - reserve - workers * MIN_WORKER - TRAINER_BASE - shuffle_bytes
+        fit_model = budget - reserve - workers * MIN_WORKER - TRAINER_BASE - held - shuffle_bytes
         if model_options and model_bytes > 0 and not worker_model_bytes and fit_model > 0 \
                 and budget - reserve - budget // 8 >= floor:
             ways.append(f"a model of at most {format_size(fit_model)} ({model_options})")
@@ -144,7 +150,7 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     worker_limit = worker_share // workers
     partition = blocksize or _partition_for(worker_limit, threads, worker_model_bytes)
     return MemoryPlan(budget, reserve, trainer, workers, threads, worker_limit, partition,
-                      in_flight=max(2, 2 * workers * threads))
+                      in_flight=max(2, 2 * workers * threads), held=held)
 
 
 def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None = None) -> MemoryPlan:

@@ -2,7 +2,7 @@
 UTF-8 bytes that finds the tokens, hashes them, and makes each row's bag of
 terms — with no Python object per token or per row.
 
-Tokens are maximal runs of word characters (:mod:`.wordchars`: Unicode
+Tokens are maximal runs of word characters (:mod:`lancetnic_flow.wordchars`: Unicode
 letters and numbers, and ``_``) of at least ``min_chars`` characters, in
 text that is lower-cased beforehand (``pyarrow.compute.utf8_lower``). This
 is scikit-learn's default ``token_pattern`` (``\\b\\w\\w+\\b``).
@@ -42,7 +42,7 @@ EMPTY = np.uint64(0)      # a free slot in a lookup table (a key of 0 is stored 
 @functools.lru_cache(maxsize=1)
 def word_table() -> np.ndarray:
     """uint8 per code point (0..0x10FFFF): 1 for a word character."""
-    from .wordchars import RANGES
+    from ..wordchars import RANGES
 
     table = np.zeros(0x110000, np.uint8)
     for a, b in RANGES:

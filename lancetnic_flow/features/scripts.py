@@ -12,7 +12,7 @@ same form, so words learn little and character n-grams read the text well.
   (docs/benchmarks.md).
 
 :func:`char_script_share` measures, on a sample of the corpus, the share of
-word characters (Unicode letters and digits, :mod:`.wordchars`) in those
+word characters (Unicode letters and digits, :mod:`lancetnic_flow.wordchars`) in those
 scripts; ``--analyzer auto`` turns to character n-grams when it is at least
 ``resolve.CHAR_SCRIPT_SHARE``. Vectorised over the sample's code points: no
 Python object per character.
@@ -23,7 +23,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .wordchars import RANGES
+from ..wordchars import RANGES
 
 # Half-open code point ranges of scripts written without word separators.
 SPACELESS = (

@@ -17,7 +17,8 @@ with the loading error (exit 2). Every request is bounded: at most
 ``max_batch`` texts and ``max_body`` bytes (413), a body whose bytes stop
 for ``body_timeout`` seconds is 408, and past ``max_queue`` requests held
 at once a new one is 503 with Retry-After. A malformed request is a 4xx
-with ``{"error": "..."}``, never a 500; :func:`serve` bounds connections and
+with ``{"error": "..."}``, never a 500; a lone surrogate in a text (JSON's
+``"\\ud800"``) is read as U+FFFD, as the Python API reads it; :func:`serve` bounds connections and
 answers what the HTTP parser refuses in JSON too (http_protocol.py).
 
 At most :data:`SLOTS` requests read, parse and predict at once, in worker
@@ -37,6 +38,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..data.readers.labels import LONE_SURROGATE
 from ..errors import UserError
 
 MAX_BATCH = 1000
@@ -130,13 +132,9 @@ def _texts(doc: Any, fields: tuple[str, ...], max_batch: int) -> list:
     for i, t in enumerate(texts):
         if t is not None and not isinstance(t, str):
             raise BadRequest(422, f"texts[{i}] is {json.dumps(t)[:40]}: each text must be a string or null")
-        if t is not None and not t.isascii():
-            try:
-                t.encode("utf-8")
-            except UnicodeEncodeError as exc:   # JSON's "\ud800" escape: no character, and Arrow refuses it
-                raise BadRequest(422, f"texts[{i}] holds a lone surrogate (\\u{ord(t[exc.start]):04x} at "
-                                      f"{exc.start}): each text must be valid Unicode") from None
-    return texts
+    # JSON's "\ud800" escape is no character: read as U+FFFD, as the Python API and predict read it
+    # (strings_array), so a text gets the answer it gets there and every answer encodes as UTF-8.
+    return [LONE_SURROGATE.sub("\ufffd", t) if t is not None and not t.isascii() else t for t in texts]
 
 
 def parse_explain(body: bytes, max_batch: int, labels: list | None = None) -> tuple[list, dict]:

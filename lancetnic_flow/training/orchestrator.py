@@ -311,6 +311,8 @@ class Training:
         self.columns = training_columns(cfg)
         self.model_bytes = estimate_model_bytes(cfg)
         self.shuffle_bytes = self.tc.shuffle_buffer * ROW_BYTES_ESTIMATE
+        # What this process holds past a trainer's base before the run (tune's search): train() sets it.
+        self.held_bytes = 0
         self.needs_cluster: str | None = None   # the caller's reason to run on one (tune: its trials)
         self.in_process, self.where = False, ""
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
@@ -338,7 +340,7 @@ class Training:
         check_output_places(self.cfg, self.resume)
         self.memory = plan_memory(c.memory_budget, workers=c.workers, threads=c.threads, model_bytes=self.model_bytes,
                                   shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize,
-                                  model_options=self._model_options())
+                                  model_options=self._model_options(), held=self.held_bytes)
         self.external = external or bool(scheduler_address(c.scheduler))
         # Bad paths and columns fail before a cluster starts, where we can.
         self.sources = None if self.external else self._plan_sources()
@@ -348,6 +350,19 @@ class Training:
         self.in_process, self.where = self._where()
         if self.in_process:
             self.memory = plan_in_process(self.memory, self.memory.workers * self.memory.threads)
+
+    @property
+    def base_bytes(self) -> int:
+        """The trainer process's base: Python, torch, the Dask client, and what it held before the run."""
+        return TRAINER_BASE + self.held_bytes
+
+    def release_data(self) -> None:
+        """Drop what this run read and fitted (features, the feed, the sample, the sources), keeping
+        its configuration and cluster: tune's search is done with them when its final run starts,
+        a run of its own that reads its cache entry again."""
+        for name in ("features", "feed", "sample", "held_out", "bucket_names", "sources", "train_src", "val_src"):
+            if hasattr(self, name):
+                setattr(self, name, None)
 
     def _model_options(self) -> str:
         """The options that make this run's model smaller, as a refused plan names them:
@@ -377,7 +392,7 @@ class Training:
             model_bytes = estimate_model_bytes(candidate, classes=classes)
             try:
                 memory = plan_memory(c.memory_budget, workers=c.workers, threads=c.threads, model_bytes=model_bytes,
-                                     shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize)
+                                     shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize, held=self.held_bytes)
             except UserError:
                 continue
             self.memory, self.model_bytes = memory, model_bytes
@@ -391,11 +406,13 @@ class Training:
     def _where(self) -> tuple[bool, str]:
         """In this process or on a cluster (:func:`~lancetnic_flow.dataflow.inprocess.choose_where`), and why."""
         c, tc = self.cfg.cluster, self.tc
-        needs = ("an existing cluster (--scheduler)" if self.external else
+        # tune's final run is given the search's cluster: it is not one the user started with --scheduler.
+        given = "an existing cluster (--scheduler)" if scheduler_address(c.scheduler) else "the cluster it was given"
+        needs = (given if self.external else
                  "the model trains on a Dask worker (--train-on cluster, --ddp)" if tc.ddp else self.needs_cluster)
         size = None if self.sources is None else input_bytes(*self.sources)
         return choose_where(c.run_on, input_bytes=size, needs_cluster=needs, plan=self.memory,
-                            trainer_need=TRAINER_BASE + self.model_bytes + self.shuffle_bytes,
+                            trainer_need=self.base_bytes + self.model_bytes + self.shuffle_bytes,
                             threads=self.memory.workers * self.memory.threads)
 
     def after_write_error(self, exc: WriteError) -> WriteError:
@@ -444,8 +461,9 @@ class Training:
         """On a cluster: its plan (an existing one's workers decide), the trainer's threads, the inputs."""
         cfg, tc, client = self.cfg, self.tc, self.client
         if self.external:
-            self.memory = plan_for_existing(client, trainer=TRAINER_BASE + self.model_bytes + self.shuffle_bytes,
-                                            blocksize=cfg.cluster.blocksize)
+            self.memory = dataclasses.replace(
+                plan_for_existing(client, trainer=self.base_bytes + self.model_bytes + self.shuffle_bytes,
+                                  blocksize=cfg.cluster.blocksize), held=self.held_bytes)
             if cfg.features.tokenizer:
                 from ..tokenizers import check_on_cluster
 
@@ -814,18 +832,19 @@ class Training:
         labels = max(0, classes - LABEL_SET_SLACK) if self.task.multilabel else 0
         try:
             rerun = plan_memory(budget or self.memory.budget, workers=c.workers, threads=c.threads,
-                                model_bytes=estimate_model_bytes(cfg), shuffle_bytes=rows * ROW_BYTES_ESTIMATE)
+                                model_bytes=estimate_model_bytes(cfg), shuffle_bytes=rows * ROW_BYTES_ESTIMATE,
+                                held=self.held_bytes)
         except UserError:
             return False
         share = rerun.trainer + (rerun.workers * rerun.worker_limit if self.memory.in_process else 0)
-        need = TRAINER_BASE + estimate_model_bytes(cfg, buckets or self.features.dim, classes) \
+        need = self.base_bytes + estimate_model_bytes(cfg, buckets or self.features.dim, classes) \
             + rows * (ROW_BYTES_ESTIMATE + labels)
         return need <= share
 
     def _trainer_need(self, classes: int, cfg: TrainConfig | None = None) -> int:
         """The trainer's bytes for ``cfg``'s model (this run's by default) with ``classes`` classes:
         base, model, shuffle buffer."""
-        return TRAINER_BASE + estimate_model_bytes(cfg or self.cfg, self.features.dim, classes) + self.shuffle_bytes
+        return self.base_bytes + estimate_model_bytes(cfg or self.cfg, self.features.dim, classes) + self.shuffle_bytes
 
     def _keep_limit(self) -> int:
         """How many bytes of finished shards this process keeps between epochs:
@@ -905,8 +924,11 @@ class Training:
         self.decisions.update(merged)
 
     def _checkpoint(self, state: TrainState, reason: str) -> None:
-        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions), self.out_so,
-                         self.events, reason)
+        """Write ``state`` as this run's checkpoint, stamped with what identifies the run: its cache
+        entry, decisions and network, whichever loop built the state (a --ddp rank's knows none)."""
+        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions,
+                                                       network=network_of(self.model_meta)),
+                         self.out_so, self.events, reason)
 
     def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
@@ -1190,15 +1212,18 @@ class Training:
         return TrainResult(self.run, metrics)
 
 
-def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, resume: str | None = None
-          ) -> TrainResult:
+def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, resume: str | None = None,
+          *, held_bytes: int = 0) -> TrainResult:
     """Train a model as ``cfg`` says; return the run folder and its metrics.
 
     ``client``: an existing ``distributed.Client`` to use instead of starting
     a LocalCluster (its workers' limits are read from the scheduler).
     ``resume``: a run folder holding a checkpoint; training continues from it
-    (``cfg`` must be that run's configuration, see :func:`~.resume.resume_config`)."""
+    (``cfg`` must be that run's configuration, see :func:`~.resume.resume_config`).
+    ``held_bytes``: what the calling process holds past a trainer's base that the run cannot
+    free (tune's search): planned as part of the trainer's share, so its bound stays true."""
     run = Training(cfg, events, resume)
+    run.held_bytes = held_bytes
     run.plan(external=client is not None)
     tracking = None
     stop: StopRequest | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
 import statistics
 import time
@@ -24,8 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 import torch
 
+from ..allocator import trim_allocator
 from ..config import TrainConfig, parse_duration
 from ..dataflow.cluster import workers_info
 from ..dataflow.manifest import read_features
@@ -37,6 +40,7 @@ from ..models import registration
 from ..reconnect import share
 from ..runs.folder import write_json
 from ..scores import BY_KEY
+from ..sizes import format_size
 from ..storage import join
 from . import search
 from .orchestrator import ROW_BYTES_ESTIMATE, Training, estimate_model_bytes, make_task, train
@@ -87,8 +91,10 @@ class Entry:
 def prepare_entry(cfg: TrainConfig, base: Training, events: Events) -> tuple[Training, Entry]:
     """Fit (and, for a fitted vocabulary, featurise) ``cfg``'s cache entry on
     ``base``'s cluster, so the entry is complete before any trial reads it."""
-    run = base if cfg is base.cfg else Training(cfg, _without_plan(events), None)
-    if run is not base:
+    run = base
+    if cfg is not base.cfg:
+        run = Training(cfg, events, None)
+        run.events = entry_events(events, run, plan=False)
         run.plan(external=base.external)
         with run.cluster(base.client):   # the same client: nothing starts or closes
             pass
@@ -102,10 +108,38 @@ def prepare_entry(cfg: TrainConfig, base: Training, events: Events) -> tuple[Tra
     return run, Entry(spec, share(base.client, spec), not cached)
 
 
-def _without_plan(events: Events) -> Events:
-    """``events`` less the memory plan's lines, which the first entry already showed."""
+def entry_events(events: Events, run: Any, plan: bool = True) -> Events:
+    """``events`` for ``run``, the fit of one cache entry: its fit's start and its features line
+    name its n-gram setting (one entry per setting searched, whose lines read alike otherwise),
+    as ``run`` has it then (``--analyzer auto`` decides it on the cluster); without ``plan``,
+    less the memory plan's lines, which the first entry already showed."""
     out = Events(events.clock)
-    out.subscribe(lambda kind, e: None if kind == "plan" else events.emit(kind, **e))
+
+    def relay(kind: str, e: dict) -> None:
+        if kind == "plan" and not plan:
+            return
+        if kind == "fitted" or (kind == "stage" and e.get("stage") == "fitting"):
+            e = {**e, "ngrams": run.cfg.features.ngrams}
+        events.emit(kind, **e)
+
+    out.subscribe(relay)
+    return out
+
+
+def final_events(events: Events) -> Events:
+    """``events`` for the final run, which trains on a cache entry and a cluster the search's
+    lines already announced: its read of the entry is marked ``announced`` (no second features
+    line), and its plan does not repeat the dashboard's address."""
+    out = Events(events.clock)
+
+    def relay(kind: str, e: dict) -> None:
+        if kind == "fitted" and e.get("cached"):
+            e = {**e, "announced": True}
+        elif kind == "plan":
+            e = {k: v for k, v in e.items() if k != "dashboard"}
+        events.emit(kind, **e)
+
+    out.subscribe(relay)
     return out
 
 
@@ -325,6 +359,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
         # The trials train on the workers their own way; the final run trains here, as before (docs/cluster.md).
         cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, train_on="client"))
     base = Training(cfg, events, None)   # resolves cfg; its decide() after the fit gives what the trials train
+    base.events = entry_events(events, base)   # its fit is the first entry's
     base.needs_cluster = "tune's trials run on Dask workers"
     base.plan(external=client is not None)
     with ThreadPoolExecutor(1, thread_name_prefix="lancetnic-close") as closer, base.cluster(client, closer) as c:
@@ -336,9 +371,12 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
         for r in records:
             r["best"] = r is best
         cfg = base.cfg   # decided: the final run trains the best trial's options exactly
-        result = train(search.apply(cfg, best["params"]), events, client=c)
+        cache = cache_entries(entries)   # tune.json's record of them: all the search keeps of its entries
+        rss, held = release_search(base, entries)
+        events.emit("decided", what="final_plan", rss=rss, held=held, message=held_text(rss, held))
+        result = train(search.apply(cfg, best["params"]), final_events(events), client=c, held_bytes=held)
     defaults = next((r for r in records if r["defaults"]), None)
-    doc = tune_document(cfg, budget, seconds, space, records, best, defaults, entries, result.metrics)
+    doc = tune_document(cfg, budget, seconds, space, records, best, defaults, cache, result.metrics)
     write_json(join(result.run, "tune.json"), doc, base.out_so)
     events.emit("tuned", run=str(result.run), monitor=cfg.training.monitor, best=best, defaults=defaults,
                 final=result.metrics.get(cfg.training.monitor), trials=len(records), seconds=seconds,
@@ -346,15 +384,44 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     return TuneResult(result.run, result.metrics, records, best, defaults, seconds)
 
 
+def cache_entries(entries: dict) -> dict:
+    """``tune.json``'s ``cache_entries``: per n-gram setting, its cache key and whether this search featurised it."""
+    return {str(n): {"key": e.spec.key, "featurised": e.featurised} for n, e in entries.items()}
+
+
+def release_search(base: Training, entries: dict) -> tuple[int, int]:
+    """Drop what the search holds that its final run does not need: the first entry's fitted
+    features, feed and sample (the final run reads its entry again), and the entries (each
+    one's fitted features, and its copy scattered to the workers); then hand the freed heap
+    back. Returns this process's RSS and what of it is past a trainer's planned base, which
+    the final run's plan then counts."""
+    base.release_data()
+    for entry in entries.values():
+        entry.remote = None   # the workers drop their copy of the entry's spec
+    entries.clear()
+    gc.collect()   # the search's futures and trials sit in reference cycles
+    trim_allocator()
+    rss = psutil.Process().memory_info().rss
+    return rss, max(0, rss - TRAINER_BASE)
+
+
+def held_text(rss: int, held: int) -> str:
+    """The line that says what the search left in this process for the final run's plan."""
+    if not held:
+        return f"the search left this process at {format_size(rss)} RSS, within a trainer's planned base"
+    return (f"the search left this process at {format_size(rss)} RSS, {format_size(held)} past a trainer's "
+            "planned base: the final run's plan counts it in the trainer's share")
+
+
 def tune_document(cfg: TrainConfig, budget: float, seconds: float, space: list, records: list, best: dict,
-                  defaults: dict | None, entries: dict, final: dict) -> dict:
+                  defaults: dict | None, cache: dict, final: dict) -> dict:
     """``tune.json``: the search (budget, space, every trial with the best marked) and the final run's metric."""
     mon = cfg.training.monitor
     done = [r["seconds"] for r in records if r["state"] == "complete"]
     return {"monitor": mon, "higher_is_better": BY_KEY[mon].higher_is_better, "time_budget_s": budget,
             "search_seconds": seconds, "trainer_pid": os.getpid(), "sampler": "optuna TPE (constant liar)",
             "seed": cfg.training.seed, "space": [p.to_dict() for p in space],
-            "cache_entries": {str(n): {"key": e.spec.key, "featurised": e.featurised} for n, e in entries.items()},
+            "cache_entries": cache,
             "trials": sorted(records, key=lambda r: r["number"]), "best": best["number"], "best_params": best["params"], "best_value": best["value"],
             "defaults_value": defaults.get("value") if defaults else None,
             "median_trial_seconds": statistics.median(done) if done else None,

@@ -57,7 +57,8 @@ class PlainLog:
                        "fresh": " (featurising afresh: no cache)"}.get(e.get("source"), "")
                 self._print(f"training epoch {e['epoch']}/{e['epochs']}{src}")
             elif stage == "fitting":
-                self._print(f"fitting features over {e.get('total', 0)} partitions")
+                setting = f" (ngrams {e['ngrams']})" if e.get("ngrams") else ""   # tune: one fit per setting
+                self._print(f"fitting features over {e.get('total', 0)} partitions{setting}")
             elif stage in ("evaluating", "saving"):
                 self._print(f"{stage}" + (f" epoch {e['epoch']}/{e['epochs']}" if e.get("epoch") else ""))
             self._last = now

@@ -272,13 +272,20 @@ def test_ddp_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(c
     assert res.metrics["rows"] == ref["rows"]
 
 
-def test_a_ddp_checkpoint_cannot_resume_without_ddp(client, corpus4, tmp_path):
+def test_a_ddp_checkpoint_cannot_resume_without_ddp_nor_as_another_network(client, corpus4, tmp_path):
     with pytest.raises(TrainingInterrupted):
         train(_ddp_config(corpus4, tmp_path, "d", "off"), _ctrl_c_in_epoch_1(), client=client)
-    cfg = resume_config(str(tmp_path / "runs" / "d"))
+    run = str(tmp_path / "runs" / "d")
+    cfg = resume_config(run)
     cfg.training.ddp, cfg.cluster.train_on = None, "client"   # config.json says where it trained: the cluster
     with pytest.raises(UserError, match="with --ddp and cannot continue in the other mode"):
-        train(cfg, client=client, resume=str(tmp_path / "runs" / "d"))
+        train(cfg, client=client, resume=run)
+    # The checkpoint records its network as a single process's does: an edited config.json is refused.
+    assert load_checkpoint(run)["network"]["kwargs"]["dropout"] == 0.1
+    cfg = resume_config(run)
+    cfg.model.dropout = 0.4
+    with pytest.raises(UserError, match=r"holds a network other than .* \(dropout 0\.1 → 0\.4\)"):
+        train(cfg, client=client, resume=run)
 
 
 def _lose_rank_0_after_epoch_1(lose) -> tuple[Events, list[str], list[str]]:

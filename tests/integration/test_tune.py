@@ -50,6 +50,14 @@ def test_tune_runs_trials_on_the_workers_and_trains_the_best(client, small_corpu
     events = _events(log)
     fitted = [e for e in events if e["event"] == "fitted"]
     assert [e.get("cached", False) for e in fitted] == [False, False, True], fitted
+    # Each entry's features line names its setting; the final run's read of its entry prints none.
+    assert [e.get("ngrams") for e in fitted] == [2, 1, None] and fitted[2]["announced"], fitted
+    features = [line for line in p.stderr.splitlines() if line.startswith(("features", "dask dashboard"))]
+    assert len(features) == len(set(features)) == 3, features
+    # The final run's plan counts what the search left in this process (docs/memory.md).
+    left = [e for e in events if e["event"] == "decided" and e.get("what") == "final_plan"]
+    plan = json.loads((run / "metrics.json").read_text())["memory"]["plan"]
+    assert len(left) == 1 and plan["held"] == left[0]["held"] and left[0]["rss"] > 0
     assert sorted(doc["cache_entries"]) == ["1", "2"] and all(e["featurised"] for e in doc["cache_entries"].values())
     assert len([d for d in (tmp_path / "runs" / ".cache").iterdir() if d.is_dir()]) == 2
     # The final run: the best options, a finished folder that predicts.

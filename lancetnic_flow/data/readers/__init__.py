@@ -36,7 +36,7 @@ from ...formats import Format, format_named, to_utf8
 from ...storage import open_options
 from ..decompress import open_decompressed
 from ..sources import Chunk, Columns, Partition, open_error
-from .csv import read_header
+from .csv import find_header, no_header, split_header
 from .labels import LabelListError
 from .lines import check_line_columns
 from .long_texts import check_text_lengths
@@ -91,28 +91,30 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
         raise open_error(url, exc) from exc
     with f:
         try:
-            header = None
-            if fmt.header and part.start > 0:
+            header, rows_at = None, 0
+            if fmt.header:   # every partition finds it alike, past any blank lines before it
                 f.seek(0)
-                header = read_header(f)
-            data = _read_rows(f, part, fmt)
+                header, rows_at = find_header(f, fmt.delimiter or ",")
+            data = _read_rows(f, part, fmt, rows_at)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001
             raise open_error(url, exc) from exc
     if part.start == 0:
-        check_not_wide(data, url)
+        check_not_wide((header or b"") + data[:4096], url)
         if data.startswith(BOM):
             data = data[len(BOM):]
     yield _parse_block(data, header, fmt, columns, url)
 
 
-def _read_rows(f, part: Partition, fmt: Format) -> bytes:
+def _read_rows(f, part: Partition, fmt: Format, rows_at: int = 0) -> bytes:
     """The whole rows that start in the partition's byte range: from the first
     row start at or after its offset to the first at or after its end (a
-    newline inside a quoted field ends no row: :mod:`.row_ends`)."""
-    if fmt.quote is None:   # every newline ends a row
-        return read_block(f, part.start, part.length, delimiter=b"\n")
+    newline inside a quoted field ends no row: :mod:`.row_ends`), none before
+    ``rows_at`` (where the rows after a header start)."""
+    if fmt.quote is None:   # every newline ends a row: a row is the range's whose newline before it it holds
+        start, end = max(part.start, rows_at - 1), part.start + part.length
+        return read_block(f, start, end - start, delimiter=b"\n") if end > start else b""
     size, end = part.file.size, part.start + part.length
     first = row_start(f, part.start, size, fmt.delimiter or ",", fmt.quote)
     last = row_start(f, end, size, fmt.delimiter or ",", fmt.quote)
@@ -120,7 +122,8 @@ def _read_rows(f, part: Partition, fmt: Format) -> bytes:
         raise UserError(f"{part.file.url}: a quoted field longer than {LOOKBACK_MAX // 2**20} MiB holds line ends "
                         f"near byte {part.start:,}, so the file cannot be split there",
                         f"read it in one piece: --blocksize {max(part.file.size, 1) // 2**20 + 1}MiB or more")
-    if last == first:
+    first = max(first, rows_at)
+    if last <= first:
         return b""
     f.seek(first)
     return f.read(last - first)
@@ -138,7 +141,7 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
     except Exception as exc:  # noqa: BLE001
         raise open_error(url, exc) from exc
     header: bytes | None = None
-    first = True
+    first, blank = True, False   # blank: blank lines came before any header
     carry = b""
     try:
         while True:
@@ -166,11 +169,13 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
                 check_not_wide(buf, url)
                 if buf.startswith(BOM):
                     buf = buf[len(BOM):]
-                if fmt.header:
-                    nl = buf.find(b"\n")
-                    header = buf if nl < 0 else buf[: nl + 1]
-                    buf = b"" if nl < 0 else buf[nl + 1:]
                 first = False
+            if fmt.header and header is None:   # past any blank lines before it, which may fill a piece
+                header, end = split_header(buf, fmt.delimiter or ",")
+                blank = blank or end > 0
+                buf = buf[end:]
+                if header is None and eof and blank:
+                    raise no_header(url, blank=True)
             if buf:
                 chunk = _parse_block(buf, header, fmt, columns, url)
                 buf = b""  # not held while the caller uses the chunk

@@ -1,5 +1,8 @@
 """Arrow IPC files (``.arrow``, ``.arrows``, ``.feather`` v2, ``.ipc``): partitions of record batches.
 
+Feather v1 (the magic ``FEA1``) holds no record batches and is refused by
+name, with the conversion to v2 (:func:`feather_v1`).
+
 Both IPC layouts are read: the *stream* (what ``datasets.Dataset.save_to_disk``
 writes, ``data-00000-of-00001.arrow``; ``pyarrow.ipc.new_stream``) and the
 *file* (``pyarrow.ipc.new_file``, Feather v2: the magic ``ARROW1``, the same
@@ -23,16 +26,33 @@ import pyarrow.ipc as ipc
 
 from ...errors import UserError
 from ...formats import Format, Head
+from ..decompress import FEATHER_V2
 from ..sources import Chunk, Columns, Partition
 from .table import check_names, finish_table, fs_path, open_seekable
 
 FILE_MAGIC = b"ARROW1"
+# Feather v1 (pyarrow.feather.write_feather(version=1), R's old feather): no IPC messages,
+# no record batches, so nothing to read a piece at a time; pyarrow reads it only whole.
+FEATHER_V1 = b"FEA1"
 CONTINUATION = b"\xff\xff\xff\xff"
 # Record batches are grouped into partitions of about this many bytes (those of
 # datasets hold 1,000 rows each: one partition per batch would be thousands of tasks).
 PIECE_BYTES = 64 * 2**20
 # The Message flatbuffer's header kinds (format/Message.fbs: union MessageHeader).
 SCHEMA, DICTIONARY_BATCH, RECORD_BATCH = 1, 2, 3
+
+
+def feather_v1(url: str) -> UserError:
+    """The error for a Feather v1 file: what it is, and how to convert it."""
+    return UserError(f"{url}: a Feather v1 file, which is not read (no record batches to read a part at a time: "
+                     "pyarrow reads it only whole, into memory)", FEATHER_V2)
+
+
+def check_not_feather_v1(f, url: str) -> None:
+    """Refuse the open file ``f`` when it is Feather v1 (:func:`feather_v1`)."""
+    f.seek(0)
+    if f.read(len(FEATHER_V1)) == FEATHER_V1:
+        raise feather_v1(url)
 
 
 def _file_layout(f) -> bool:
@@ -137,6 +157,7 @@ def byte_ranges(fs, path: str) -> list[tuple[int, int]]:
     record batches of about :data:`PIECE_BYTES` together; ``[(0, -1)]``, the
     whole file, when its columns are dictionary-encoded."""
     with fs.open(path, "rb", block_size=2**16) as f:   # headers only: small reads, the bodies skipped
+        check_not_feather_v1(f, fs.unstrip_protocol(path))
         try:
             batches, dictionaries = scan(f, fs.size(path))
         except (ValueError, struct.error) as exc:   # the planner reports ArrowInvalid as an invalid file
@@ -186,6 +207,7 @@ def read_arrow(part: Partition, columns: Columns, storage_options: dict | None) 
     """The registry's ``read``: one partition's record batches as a Chunk."""
     url = part.file.url
     with open_seekable(url, storage_options) as f:
+        check_not_feather_v1(f, url)
         try:
             schema, batches = _batches(f, part)
         except (pa.ArrowInvalid, OSError, ValueError, struct.error) as exc:   # a file changed since planned
@@ -200,6 +222,7 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
     """The registry's ``head``: the columns of the file's schema (its first message)."""
     fs, path = fs_path(fi.url, storage_options)
     with fs.open(path, "rb", block_size=2**16) as f:
+        check_not_feather_v1(f, fi.url)
         return _schema(f).names
 
 
@@ -208,6 +231,8 @@ def sniff(head: Head, fmt: Format) -> str | None:
     message, a schema (the continuation marker, then its length)."""
     if head.data.startswith(FILE_MAGIC):
         return "first bytes are ARROW1, the Arrow IPC file's mark"
+    if head.data.startswith(FEATHER_V1 + b"\x00"):   # refused by name where it is read, not read as text
+        return "first bytes are FEA1, Feather v1's mark"
     if head.data.startswith(CONTINUATION) and len(head.data) >= 8:
         try:
             (size,) = struct.unpack_from("<i", head.data, 4)

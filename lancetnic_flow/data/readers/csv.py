@@ -167,6 +167,13 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                url: str) -> Chunk:
     skipped: dict[str, int] = {}
     delimiter = format_named(fmt).delimiter or ","
+    if header is None:   # the block starts the file: its header is its first line not blank
+        data = strip_bom(data)
+        header, end = split_header(data, delimiter)
+        data = data[end:]
+    first = strip_bom(header) if header is not None else None
+    if not first or not first.strip():
+        raise no_header(url, blank=not first)
     raw = data
     escaped = not utf8_ok(data)
     marked = False
@@ -177,19 +184,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
         else:
             data, marked = ESCAPED.sub(_MARK, text).encode("utf-8"), True
         del text
-    buf = pa.py_buffer(data)
-    if header is not None:
-        first = header
-        body = buf
-    else:
-        nl = data.find(b"\n")
-        first = data if nl < 0 else data[: nl + 1]
-        body = buf.slice(len(data)) if nl < 0 else buf.slice(nl + 1)  # zero-copy
-    if first.startswith(BOM):
-        first = first[len(BOM):]
-    if not first.strip():
-        raise UserError(f"{url}: the file has no header line",
-                        "a CSV/TSV file needs a first line with the column names")
+    body = pa.py_buffer(data)
     have = header_names(first, delimiter, url)
     check_names(url, have, columns, fmt)
     undecodable = skipped.get("undecodable", 0)
@@ -197,18 +192,18 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
         return Chunk(empty_table(columns, fmt), undecodable, skipped)
     names = columns.read_names(have)
     if columns.all_rows and escaped:
-        return _rows_in_order(raw, header is None, have, delimiter, names, columns)
+        return _rows_in_order(raw, have, delimiter, names, columns)
     # A quote that opened a field, took the lines after it and "closed" with text behind it: its line
     # is malformed, the lines it took are rows (row_ends.stray_quote_lines).
     kept, strays = without_stray_quote_lines(body, delimiter, '"')
     if strays:
         if columns.all_rows:
-            return _rows_in_order(raw, header is None, have, delimiter, names, columns)
+            return _rows_in_order(raw, have, delimiter, names, columns)
         body = pa.py_buffer(kept)
         skipped["malformed"] = skipped.get("malformed", 0) + strays
     table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
     if columns.all_rows and bad:
-        return _rows_in_order(raw, header is None, have, delimiter, names, columns)
+        return _rows_in_order(raw, have, delimiter, names, columns)
     if bad:
         skipped["malformed"] = skipped.get("malformed", 0) + bad
     if marked:
@@ -237,15 +232,13 @@ def _stray(taken: list[str], delimiter: str) -> bool:
     return without_stray_quote_lines(text, delimiter, '"')[1] > 0
 
 
-def _rows_in_order(raw: bytes, has_header: bool, have: list[str], delimiter: str, names: list[str],
+def _rows_in_order(raw: bytes, have: list[str], delimiter: str, names: list[str],
                    columns: Columns) -> Chunk:
     """Prediction's slow path, for a block holding a malformed or undecodable
     row: every record in order, with its status (a Python loop per row, for
     such blocks only)."""
     text = strip_bom(raw).decode("utf-8", errors="surrogateescape")
     lines = [line for line in _LINE_ENDS.split(text) if line]
-    if has_header:
-        lines = lines[1:]
     where = [have.index(n) for n in names]
     cols: dict[str, list] = {n: [] for n in names}
     status: list[str | None] = []
@@ -304,29 +297,74 @@ def _records(lines: list[str], delimiter: str, width: int):
         start = restart
 
 
-def read_header(f) -> bytes:
-    head = f.read(_HEADER_BYTES)
-    nl = head.find(b"\n")
-    if nl < 0:
-        if len(head) >= _HEADER_BYTES:
-            raise UserError("the header line is longer than 1 MiB",
-                            "check the format and the delimiter")
-        return head
-    return head[: nl + 1]
+# Blank lines, as pandas' reader skips them (skip_blank_lines): nothing but
+# spaces and tabs before the line end; in TSV a tab is a delimiter, so a line
+# of tabs holds fields.
+_BLANK_LINES = {False: re.compile(rb"(?:[ \t\r]*\n)+"), True: re.compile(rb"(?:[ \r]*\n)+")}
+
+
+def _blank(line: bytes, delimiter: str) -> bool:
+    return not line.strip(b" \r\n" if delimiter == "\t" else b" \t\r\n")
+
+
+def split_header(data: bytes, delimiter: str) -> tuple[bytes | None, int]:
+    """The header line of ``data`` (a file's start, its byte-order mark taken
+    off) and where the rows after it start: the first line that is not blank
+    (:data:`_BLANK_LINES`), as pandas reads a header. (None, len) when
+    ``data`` holds only blank lines."""
+    at = _BLANK_LINES[delimiter == "\t"].match(data)
+    at = at.end() if at else 0
+    nl = data.find(b"\n", at)
+    end = len(data) if nl < 0 else nl + 1
+    if _blank(data[at:end], delimiter):
+        return None, len(data)
+    return data[at:end], end
+
+
+def find_header(f, delimiter: str) -> tuple[bytes, int]:
+    """The header line of the open file ``f`` (read from its start; no
+    byte-order mark) and the offset where its rows start. Blank lines before
+    the header are skipped as pandas skips them; b"" when the file holds no
+    line but blank ones. Every partition of a file finds the same header."""
+    piece, at, eof = b"", 0, False   # ``piece``: the bytes from offset ``at`` on, not yet known blank
+    while True:
+        if b"\n" not in piece and not eof:
+            more = f.read(_HEADER_BYTES)
+            eof = not more
+            if at == 0 and not piece and more.startswith(BOM):
+                more, at = more[len(BOM):], len(BOM)
+            piece += more
+            if b"\n" not in piece and len(piece) >= _HEADER_BYTES:
+                raise UserError("the header line is longer than 1 MiB",
+                                "check the format and the delimiter")
+            continue
+        header, end = split_header(piece, delimiter)
+        if header is not None:
+            return header, at + end
+        if eof:
+            return b"", at + len(piece)
+        nl = piece.rfind(b"\n") + 1   # blank lines so far; the part after the last may hold the header
+        piece, at = piece[nl:], at + nl
+
+
+def no_header(url: str, blank: bool) -> UserError:
+    """The error for a CSV/TSV file with no header line (``blank``: it holds blank lines only)."""
+    what = "holds only blank lines" if blank else "has no header line"
+    return UserError(f"{url}: the file {what}",
+                     "a CSV/TSV file needs a line with the column names before its rows")
 
 
 def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str] | None:
     """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8);
     None for a file with no byte at all (a compressed empty file: its size on disk is not 0)."""
-    raw = read_header(f)
+    delimiter = format_named(fmt).delimiter or ","
+    raw, end = find_header(f, delimiter)
     check_not_packed(raw, url)
-    if not raw:   # nothing to read, as an empty plain file (data/checks.file_columns)
+    if not end:   # nothing to read, as an empty plain file (data/checks.file_columns)
         return None
-    first = to_utf8(strip_bom(raw), encoding)
-    if not first.strip():
-        raise UserError(f"{url}: the file has no header line",
-                        "a CSV/TSV file needs a first line with the column names")
-    return header_names(first, format_named(fmt).delimiter or ",", url)
+    if not raw:
+        raise no_header(url, blank=True)
+    return header_names(to_utf8(raw, encoding), delimiter, url)
 
 
 def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str] | None:

@@ -191,10 +191,14 @@ def bytes_sample(table: pa.Table, columns: Columns, limit: int = 1 << 16) -> byt
     for c in dict.fromkeys((*columns.text, columns.label)):
         if c is None or c not in table.column_names or not _is_bytes(_undictionary(table.column(c)).type):
             continue
-        for v in _undictionary(table.column(c)).to_pylist():
-            if v is not None and size < limit:
-                out.append(v)
-                size += len(v)
+        column = _undictionary(table.column(c))
+        start = 0
+        while size < limit and start < len(column):   # a slice at a time: never the whole column as Python objects
+            for v in column.slice(start, 256).to_pylist():
+                if v is not None and size < limit:
+                    out.append(v)
+                    size += len(v)
+            start += 256
     return b"\n".join(out)
 
 

@@ -153,9 +153,14 @@ def render_summary(done: dict, width: int = 80) -> Group:
     return Group(Panel(body, title="[bold green]training finished", title_align="left",
                        border_style="green"), foot)
 
-def fitted_line(e: dict) -> str:
+def fitted_line(e: dict) -> str | None:
+    """The features line; none for a read that a line already announced (tune's final run
+    on a searched entry). Each of tune's entries names its n-gram setting."""
+    if e.get("announced"):
+        return None
     src = "from cache" if e.get("cached") else f"in {e.get('seconds', 0):.1f}s"
-    return f"features  {features_text(e)} ({src})"
+    setting = f"ngrams {e['ngrams']} · " if e.get("ngrams") else ""
+    return f"features  {setting}{features_text(e)} ({src})"
 
 
 def epoch_line(e: dict) -> str:

@@ -664,6 +664,8 @@ def test_a_table_folder_that_keeps_every_versions_files_is_refused_not_read_whol
             plan_source([given])
         assert named in str(e.value) and "every version" in str(e.value), given
     assert len(plan_source([str(table / "part-1.parquet")]).files) == 1   # a file named is read
+
+
 def test_a_run_folder_before_its_first_checkpoint_and_a_cache_entry_before_its_manifest_are_not_data(tmp_path):
     # `train data --out data`: a run still training (or killed before its first checkpoint) holds
     # config.json alone, read as the data's JSON Lines ("the first line is not JSON"); a cache entry
@@ -680,3 +682,28 @@ def test_a_run_folder_before_its_first_checkpoint_and_a_cache_entry_before_its_m
     plan = plan_source([str(tmp_path)])
     assert sorted(f.url.rsplit("/", 2)[-2] + "/" + f.url.rsplit("/", 1)[-1] for f in plan.files) == \
         [f"{tmp_path.name}/train.csv", "user/config.json"]
+
+
+def test_an_empty_config_json_beside_data_leaves_that_data_in(tmp_path):
+    # an empty config.json is a run's claim only in a folder holding nothing but a run's files:
+    # beside the user's data it marked the folder as a run and its rows were left out unseen
+    (tmp_path / "config.json").write_bytes(b"")
+    (tmp_path / "train.csv").write_bytes(csv_bytes(rows(5)))
+    plan = plan_source([str(tmp_path / "*.csv")])
+    assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["train.csv"]
+    assert "train.csv" in [f.url.rsplit("/", 1)[-1] for f in plan_source([str(tmp_path)]).files]
+
+
+def test_a_partitioned_table_glob_is_checked_for_a_log_in_the_folder_holding_its_partitions(tmp_path):
+    # a Hive-partitioned Delta table: past TABLE_LOG_LOOKS partition folders only their common folder
+    # is looked into (a look per folder costs a request each on an object store)
+    table = tmp_path / "events"
+    (table / "_delta_log").mkdir(parents=True)
+    for day in range(40):
+        (table / f"day={day}").mkdir()
+        pq.write_table(pa.table({"text": ["a row"], "label": ["a"]}), table / f"day={day}" / "part-0.parquet")
+    for glob in ("*", "day=1*"):   # 40 folders, 11
+        with pytest.raises(UserError, match="a Delta Lake table"):
+            plan_source([str(table / glob / "*.parquet")])
+    (table / "_delta_log").rmdir()
+    assert len(plan_source([str(table / "*" / "*.parquet")]).files) == 40

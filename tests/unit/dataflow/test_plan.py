@@ -116,3 +116,15 @@ def test_a_refusal_for_workers_that_hold_a_model_names_the_model_and_a_budget_th
     workers = re.search(r"--workers (\d+)", e.value.hint)
     if workers:
         plan_memory(8 * GiB, workers=int(workers.group(1)), model_bytes=model, worker_model_bytes=model)
+
+
+def test_what_the_process_held_before_the_run_is_part_of_the_trainers_share_and_said():
+    """tune's final run: the search's process already holds memory past a trainer's base."""
+    plan = plan_memory(8 * GiB, workers=1, model_bytes=700 * MiB, shuffle_bytes=300 * MiB, held=200 * MiB)
+    assert plan.trainer >= TRAINER_BASE + 1200 * MiB and plan.held == 200 * MiB
+    assert plan.reserve + plan.trainer + plan.worker_limit <= 8 * GiB
+    assert "counts 200.0 MiB this process held before the run" in plan.describe()
+    with pytest.raises(UserError) as e:   # the budget a refusal names plans with what is held
+        plan_memory(2 * GiB, workers=2, model_bytes=300 * MiB, held=500 * MiB)
+    budget = re.search(r"--memory-budget ([\d.]+GiB)", e.value.hint).group(1)
+    plan_memory(parse_size(budget), workers=2, model_bytes=300 * MiB, held=500 * MiB)

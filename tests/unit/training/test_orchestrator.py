@@ -49,3 +49,26 @@ def test_a_runs_config_names_local_data_and_cache_as_absolute_paths_so_resume_fi
     none = dataclasses.replace(cfg, output=OutputConfig(cache="none"))
     assert with_absolute_paths(none).output.cache == "none"
     assert saved_config(cfg)["data"]["train"][0] == str(tmp_path / "big.csv")   # what config.json holds
+
+
+def test_every_checkpoint_the_run_writes_records_its_network_even_from_a_ddp_ranks_state(tmp_path):
+    """A --ddp pause writes the state rank 0 sent, which knows nothing of the network: its
+    checkpoint had no record, so a resume whose config.json built another network (another
+    dropout, another run's) trained on from those weights instead of being refused."""
+    from types import SimpleNamespace
+
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.checkpoints import check_network, load_checkpoint, network_of
+    from lancetnic_flow.training.orchestrator import Training
+    from lancetnic_flow.training.state import TrainState
+
+    meta = {"model": "ScalpelMC", "net": "ScalpelNet", "kwargs": {"dim": 8, "hidden": 4, "dropout": 0.1}}
+    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta=meta, out_so={}, events=Events())
+    ranks_state = TrainState(epoch=1, model={"w": np.zeros(2, dtype=np.float32)})   # as a rank builds it
+    Training._checkpoint(run, ranks_state, "interrupt")
+    saved = TrainState.from_checkpoint(load_checkpoint(str(tmp_path)))
+    assert saved.network == network_of(meta) and saved.key == "k"
+    check_network(str(tmp_path), saved, network_of(meta))
+    edited = {**meta, "kwargs": {**meta["kwargs"], "dropout": 0.4}}
+    with pytest.raises(UserError, match=r"holds a network other than.*dropout 0\.1 → 0\.4"):
+        check_network(str(tmp_path), saved, network_of(edited))

@@ -149,3 +149,29 @@ def test_a_file_on_another_filesystem_is_planned_and_read_the_same(tmp_path, mon
             f.write(data)
         texts, parts = read_all(f"memory://arrow-test/{layout}.arrow")
         assert texts == TABLE.column("text").to_pylist() and parts > 1
+
+
+def test_a_feather_v1_file_is_refused_by_name_with_the_conversion_to_v2_whatever_it_is_named(tmp_path):
+    # It was "not a valid Arrow IPC file (... ends inside a message header)": v1 holds no record
+    # batches to read a part at a time, so it is named, with the one line that converts it.
+    import warnings
+
+    from lancetnic_flow.data.decompress import check_not_packed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)   # pyarrow deprecates writing v1
+        feather.write_feather(TABLE, str(tmp_path / "d.feather"), version=1)
+    data = (tmp_path / "d.feather").read_bytes()
+    for name in ("d.feather", "d.arrow", "part-00000"):   # by extension, and by its first bytes
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(UserError, match="Feather v1 file") as got:
+            read_all(str(tmp_path / name))
+        assert "version=2" in got.value.hint
+    from lancetnic_flow.data.sources import FileInfo
+
+    fi = FileInfo((tmp_path / "d.arrow").as_uri(), len(data), "v", "arrow", None)
+    with pytest.raises(UserError, match="Feather v1 file"):
+        format_named("arrow").head_columns()(fi, None)
+    with pytest.raises(UserError, match="Feather v1 data, not text") as got:   # read as text
+        check_not_packed(data[:100], "f.csv")
+    assert "version=2" in got.value.hint

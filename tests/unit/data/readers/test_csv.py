@@ -67,15 +67,77 @@ def test_a_well_formed_quoted_field_over_several_lines_is_no_stray():
     assert chunk.table.column("label").to_pylist() == ["a", "b", "c"] and chunk.skipped == {}
 
 
-def test_a_file_with_no_byte_has_no_columns_to_check_and_a_blank_first_line_is_refused():
+def test_a_file_with_no_byte_has_no_columns_to_check_and_one_of_blank_lines_only_is_refused():
     # an empty .csv.gz (about 20 bytes on disk) stopped a glob run that skips an empty .csv
     import io
 
     from lancetnic_flow.data.readers.csv import columns_of
 
     assert columns_of(io.BytesIO(b""), "file:///d/c.csv.gz", "csv") is None
-    with pytest.raises(UserError, match="no header line"):
-        columns_of(io.BytesIO(b"\n\nx,y\n"), "file:///d/c.csv", "csv")
+    for blank in (b"\n\n", b"  \n\t\r\n", b"\n  "):   # pandas: "No columns to parse from file"
+        with pytest.raises(UserError, match="holds only blank lines"):
+            columns_of(io.BytesIO(blank), "file:///d/c.csv", "csv")
+
+
+# Lines before the header as pandas.read_csv skips them (skip_blank_lines): empty, spaces, tabs
+# (in TSV a tab is a field), CRLF, after a byte-order mark; a file of them was refused as headerless.
+_LEADS = ["\n\n", "\r\n  \r\n", "\ufeff\n\n", " \t\n" * 40, "\n" * 300]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("lead", _LEADS)
+def test_blank_lines_before_the_header_are_skipped_as_pandas_skips_them(fmt, lead):
+    import io
+
+    import pandas as pd
+
+    from lancetnic_flow.data.readers.csv import columns_of
+
+    d = "," if fmt == "csv" else "\t"
+    if d == "\t":
+        lead = lead.replace("\t", " ")
+    text = lead + f"text{d}label\n" + "".join(f"row {i}{d}l{i % 3}\n" for i in range(5))
+    want = pd.read_csv(io.StringIO(text.lstrip("\ufeff")), sep=d)
+    assert columns_of(io.BytesIO(text.encode()), f"f.{fmt}", fmt) == list(want.columns)
+    for all_rows in (False, True):   # training's and prediction's paths
+        chunk = parse_csv(text.encode(), None, fmt, Columns(text=("text",), label="label", all_rows=all_rows), "f")
+        assert chunk.table.column("text").to_pylist() == want["text"].tolist()
+
+
+def test_a_tab_line_before_a_tsv_header_is_a_header_of_empty_names_as_in_pandas():
+    # pandas: a line of delimiters is no blank line, so "\t\n" is the header, not the line after it
+    import io
+
+    from lancetnic_flow.data.readers.csv import columns_of
+
+    assert columns_of(io.BytesIO(b"\t\ntext\tlabel\n"), "f.tsv", "tsv") == ["", ""]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_every_cut_of_a_file_with_blank_lines_before_its_header_reads_each_row_once(tmp_path, fmt, compression):
+    # Partitions past the start read the header separately: cut inside the blank lines or the
+    # header, a partition read a blank line as the header, or the header line as a row.
+    import gzip
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import FileInfo, Partition
+
+    d = "," if fmt == "csv" else "\t"
+    rows = [f"row {i}" for i in range(30)]
+    data = ("\n \r\n" * 20 + f"text{d}label\n" + "".join(f"{r}{d}x\n" for r in rows)).encode()
+    path = tmp_path / f"f.{fmt}"
+    path.write_bytes(gzip.compress(data) if compression else data)
+    fi = FileInfo(path.as_uri(), path.stat().st_size, "v", fmt, compression)
+    steps = (1 << 20,) if compression else (3, 17, 1 << 20)
+    for step in steps:
+        parts = [Partition(0, fi, 0, -1)] if compression else \
+            [Partition(i, fi, s, min(step, fi.size - s)) for i, s in enumerate(range(0, fi.size, step))]
+        for all_rows in (False, True):
+            cols = Columns(text=("text",), label="label", all_rows=all_rows)
+            got = [t for p in parts for c in read_partition(p, cols, chunk_bytes=16)
+                   for t in c.table.column("text").to_pylist()]
+            assert got == rows, (step, all_rows)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])

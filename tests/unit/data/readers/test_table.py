@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lancetnic_flow.data.readers.table import (check_names, check_not_wide, decoded, format_hint,
+from lancetnic_flow.data.readers.table import (bytes_sample, check_names, check_not_wide, decoded, format_hint,
                                                likely_encoding, split_lines, to_float, to_string, utf8_ok)
 from lancetnic_flow.data.sources import Columns
 from lancetnic_flow.errors import UserError
@@ -269,3 +269,15 @@ def test_a_typed_files_rows_follow_the_analyzers_rule():
     chunk = finish_table("f.parquet", Columns(text=("text",), label="label", text_rule="visible"), table,
                          table.column_names)
     assert chunk.table.column("text").to_pylist() == _SHORT[:4] and chunk.skipped == {"empty_text": 1}
+
+
+def test_bytes_sample_takes_text_and_label_bytes_up_to_its_limit_only():
+    text = pa.array([b"caf\xe9 " * 10] * 1000 + [None], pa.binary())
+    label = pa.array([b"s\xe9"] * 1001, pa.binary()).dictionary_encode()
+    other = pa.array([b"\xff\xff"] * 1001, pa.binary())
+    table = pa.table({"t": text, "y": label, "o": other})
+    sample = bytes_sample(table, Columns(text=("t",), label="y"), limit=200)
+    assert 200 <= len(sample) < 200 + 60   # stops at the first value past the limit
+    assert b"\xff" not in sample            # a column the run does not read is not sampled
+    whole = bytes_sample(table, Columns(text=("t",), label="y"), limit=1 << 20)
+    assert whole.count(b"s\xe9") == 1001 and whole.count(b"caf\xe9") == 10_000

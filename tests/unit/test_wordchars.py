@@ -1,10 +1,10 @@
-"""features/wordchars.py: the fixed word-character ranges are Unicode 14's
+"""wordchars.py: the fixed word-character ranges are Unicode 14's
 letters (L*), numbers (N*) and "_", sorted and disjoint."""
 from __future__ import annotations
 
 import unicodedata
 
-from lancetnic_flow.features.wordchars import RANGES, UNICODE_VERSION
+from lancetnic_flow.wordchars import RANGES, UNICODE_VERSION
 
 
 def test_ranges_are_sorted_disjoint_and_half_open():
