@@ -15,8 +15,8 @@ from typing import Any, Iterable
 
 from .errors import UserError, close_matches
 from .formats import format_names, text_encoding
-from .options import (BY_DEST, BY_FIELD, SECTIONS, bad, default, parse_df, parse_ngram_range, parse_storage_options,
-                      placeholder)
+from .options import (BY_DEST, BY_FIELD, SECTIONS, bad, default, parse_columns, parse_df, parse_ngram_range,
+                      parse_storage_options, placeholder)
 from .scores import MONITORS
 from .sizes import parse_size
 
@@ -362,6 +362,10 @@ class OutputConfig:
             raise bad("output.name", f"{{name}}: {self.name!r} is not a plain folder name",
                       "use letters, digits, '-', '_' and '.', without '/' or '..'")
         self.track = parse_trackers(self.track)
+        if self.experiment is not None and "mlflow" not in self.track:   # no MLflow run to put in it
+            raise bad("output.experiment", f"{{name}} {self.experiment} names the MLflow experiment of "
+                      "{output.track} mlflow, and this run tracks " + (", ".join(self.track) or "nothing"),
+                      "add {output.track} mlflow, or drop {name}")
         if self.no_cache:
             self.cache = NO_CACHE   # reserved, in any case: a folder of that name is ./none
 
@@ -493,6 +497,7 @@ def config_from_options(values: dict[str, Any], given: Iterable[str] = (), **sec
         value = values.get(o.dest)
         if o.field is None or value is None or o.field in ("features.ngrams", "features.ngram_min"):
             continue
+        refuse_blank(o, value)
         if o.parse is not None:
             try:
                 value = o.parse(value, placeholder(o.field))
@@ -504,6 +509,25 @@ def config_from_options(values: dict[str, Any], given: Iterable[str] = (), **sec
     return TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw)
                           for s, kw in fields.items()},
                        given=given_fields(given))
+
+
+def refuse_blank(o: Any, value: Any) -> None:
+    """A text option given an empty value (``--val ""``, ``init_from: ''``, an unset shell
+    variable) is refused: as a path it read or wrote the current folder, elsewhere it
+    counted as not given, so the option did nothing while the run said it was set."""
+    if o.type is not None or o.parse in (parse_columns, parse_storage_options) or o.kind in ("flag", "bool"):
+        return
+    values = value if isinstance(value, (list, tuple)) else [value]
+    blank = next((v for v in values if isinstance(v, str) and not v.strip()), None)
+    if blank is not None:
+        path = o.field in _PATHS
+        raise bad(o.field, f"{{name}} {blank!r}: an empty value" + (", which would name the current folder"
+                                                                     if path else ""),
+                  "give it a value" + (" (. for the current folder)" if path else "") + ", or drop {name}")
+
+
+# Fields that name a place to read or write: empty, they named the current folder.
+_PATHS = ("data.train", "data.val", "output.out", "output.cache", "training.init_from", "features.stop_words")
 
 
 def given_fields(dests: Iterable[str]) -> frozenset[str]:

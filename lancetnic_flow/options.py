@@ -496,7 +496,8 @@ def typed_value(o: Option, value: Any) -> Any:
     what was expected."""
     if o.kind in ("flag", "bool"):
         if not isinstance(value, bool):
-            raise ValueError(_expected(o))
+            quoted = isinstance(value, str) and value.strip().isalpha() and value.strip().lower() in _WORDS
+            raise ValueError(_expected(o) + (" without quotes (a quoted word is text)" if quoted else ""))
         return value
     if o.dest == "storage_option" and isinstance(value, dict):
         return value

@@ -174,6 +174,11 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
             raise bad("training.learn_val", f"{{name}}: {name} does not learn the validation rows",
                       f"drop {{name}}, or pass {{model.name}} {learners} (or auto)")
         t.learn_val = False
+    elif t.learn_val and not cfg.data.val and not cfg.data.val_fraction:
+        # Given: the twin would learn no row more than the model, at twice the weights (config.json said it did).
+        raise bad("training.learn_val", "{name}: the saved model learns the validation rows too, and "
+                  "{data.val_fraction} 0 without {data.val} holds no row out", "drop {name}, or give {data.val} "
+                  "FILE or a {data.val_fraction} above 0")
     elif t.learn_val and (t.ddp or 0) > 1:
         raise bad("training.learn_val", "{name}: under --ddp the ranks average their weights, and only rank 0 "
                   "scores the validation rows, so no twin can learn them there", "drop {name}, or --ddp")
@@ -362,15 +367,17 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
     in scripts written without spaces or with particles joined to their words
     (:func:`~lancetnic_flow.features.scripts.char_script_share`). From
     :data:`CHAR_SCRIPT_SHARE` up the features are
-    character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range other
-    than the default was given), else words. The choice goes into both
+    character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range was
+    given, at the default's value too), else words. The choice goes into both
     configurations, as if given, so a later re-resolution (``--model auto``'s
     fallback, ``--resume``) keeps it. Returns them and the line the run prints
     (None when there was nothing to decide)."""
     if resolved.features.analyzer != AUTO:
         return given, resolved, None
     chars = letters > 0 and share >= CHAR_SCRIPT_SHARE
-    char_range = chars and (given.features.ngram_min, given.features.ngrams) == DEFAULT_NGRAMS
+    # A range typed at the default's value (--ngram-range 1,2, --ngrams 2) is the user's, as any typed option is.
+    typed = bool({"features.ngram_min", "features.ngrams"} & given.given)
+    char_range = chars and not typed and (given.features.ngram_min, given.features.ngrams) == DEFAULT_NGRAMS
     given, resolved = copy.deepcopy(given), copy.deepcopy(resolved)
     for f in (given.features, resolved.features):
         f.analyzer = AUTO_CHAR_ANALYZER if chars else "word"

@@ -209,8 +209,9 @@ class _TextEstimator:
         """MLflow's experiment: without ``out`` the runs' parent is a temporary folder, whose
         name (the default) would differ at every fit; the class name instead, unless the
         environment names one."""
-        if self.out or os.environ.get("MLFLOW_EXPERIMENT_NAME"):
-            return None
+        track = [self.track] if isinstance(self.track, str) else list(self.track or [])
+        if self.out or os.environ.get("MLFLOW_EXPERIMENT_NAME") or "mlflow" not in ",".join(track).lower():
+            return None   # an experiment without MLflow tracking is refused (it would do nothing)
         return type(self).__name__
 
     def _training_table(self, X: Any, y: Any) -> tuple[pa.Table, str]:

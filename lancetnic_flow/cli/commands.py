@@ -90,6 +90,8 @@ def refuse_resume_changes(a: argparse.Namespace, saved) -> None:
 def cmd_train(a: argparse.Namespace, report) -> int:
     from ..runs.folder import check_output_places
 
+    if a.resume is not None and not a.resume.strip():   # an unset variable: it started a new run instead
+        raise UserError(f"--resume {a.resume!r}: an empty value", "give the run folder to continue: --resume RUN")
     if a.resume and a.init_from:
         raise UserError("--resume continues an interrupted run with its own options; --init-from starts a new run "
                         "from a finished one", f"give one of them: --resume {a.resume}, or DATA --init-from "
@@ -512,8 +514,9 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
         raise UserError(f"--rows must be > 0, got {a.rows}")
     if a.classes < 2:
         raise UserError(f"--classes must be ≥ 2, got {a.classes}")
-    info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel,
-                        storage_options=parse_storage_options(a.storage_option))
+    so = parse_storage_options(a.storage_option)
+    check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
+    info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel, storage_options=so)
     if report.json is not None:
         report.json("made", {"output": str(a.out), **info})
     report.say(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})", markup=False)

@@ -16,6 +16,7 @@ field named.
 """
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,8 @@ from typing import Any
 import yaml
 
 from ..errors import UserError, close_matches
-from ..options import BY_DEST, SECTIONS, text_value, typed_value, unknown_key
+from ..storage import check_writable, options_for, protocol
+from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
 
@@ -67,25 +69,52 @@ def _fields(path: str, node: yaml.MappingNode) -> tuple[list[Field], dict | None
         key = k_node.value
         if key in SECTIONS and isinstance(v_node, yaml.MappingNode):
             for sk, sv in v_node.value:
-                out.append(Field(sk.value, _value(path, sk, sv), sk.start_mark.line + 1, f"{key}.{sk.value}"))
+                _refuse_other_field(key, sk.value, f"{path}:{sk.start_mark.line + 1}")
+                out.append(Field(sk.value, _value(path, sk, sv, _dest(sk.value) != "storage_option"),
+                                 sk.start_mark.line + 1, f"{key}.{sk.value}"))
         elif key == "make_data":
-            make_data = {"value": _value(path, k_node, v_node), "line": k_node.start_mark.line + 1}
+            make_data = {"value": _value(path, k_node, v_node, False), "line": k_node.start_mark.line + 1}
         else:
-            out.append(Field(key, _value(path, k_node, v_node), k_node.start_mark.line + 1, key))
+            out.append(Field(key, _value(path, k_node, v_node, _dest(key) != "storage_option"),
+                             k_node.start_mark.line + 1, key))
     return out, make_data
 
 
-def _value(path: str, k_node: yaml.Node, v_node: yaml.Node):
-    """A field's value; a key with none (``epochs:``) is the user's error, named with its line."""
+class _AsWritten(yaml.SafeLoader):
+    """YAML 1.1 reads ``010`` as 8, ``1:30`` as 90, ``3.10`` as 3.1 and ``2024-01-05`` as a date: an
+    option's number or text is kept as written, for its declared type to read as its flag reads it."""
+
+
+for _tag in ("int", "float", "timestamp"):
+    _AsWritten.add_constructor(f"tag:yaml.org,2002:{_tag}", yaml.SafeLoader.construct_yaml_str)
+
+
+def _value(path: str, k_node: yaml.Node, v_node: yaml.Node, as_written: bool = True):
+    """A field's value; a key with none (``epochs:``) is the user's error, named with its line.
+    ``as_written``: numbers and dates stay the text the file has (an option's; not a
+    storage option's or make_data's, whose values YAML reads, as ``--storage-option`` does)."""
     if isinstance(v_node, yaml.ScalarNode) and v_node.tag == "tag:yaml.org,2002:null":
         raise UserError(f"{path}:{k_node.start_mark.line + 1}: {k_node.value} has no value",
                         f"give it one ({k_node.value}: ...), or remove the line to keep the default")
-    return yaml.safe_load(yaml.serialize(v_node))
+    return yaml.load(yaml.serialize(v_node), Loader=_AsWritten if as_written else yaml.SafeLoader)
 
 
 def _dest(key: str) -> str:
     key = key.replace("-", "_")
     return _KEY_ALIASES.get(key, key)
+
+
+def _refuse_other_field(section: str, key: str, where: str) -> None:
+    """``model: {name: X}`` is ``--name`` (the run folder), not the model, which is ``model.name`` in
+    config.json; ``cluster: {threads: N}`` is ``--threads`` (the trainer's), not ``cluster.threads``
+    (``--worker-threads``). A key whose section holds a field of its name that another option sets is
+    refused, naming both, rather than setting the option its name resolves to."""
+    meant, got = BY_FIELD.get(f"{section}.{key}"), BY_DEST.get(_dest(key))
+    if meant is None or got is None or meant is got:
+        return
+    raise UserError(f"{where}: {section}.{key} would set {got.flag} ({got.help.split(' (')[0]}), not {section}.{key}",
+                    f"for {section}.{key} write `{meant.dest}: ...` ({meant.flag}); for {got.flag} put `{key}:` "
+                    f"at the top level or under {got.field.split('.')[0]}:")
 
 
 def _declared(dest: str, key: str, where: str):
@@ -100,11 +129,15 @@ def _override(fields: list[Field], item: str) -> Field | None:
     if "=" not in item:
         raise UserError(f"--set {item!r}: expected KEY=VALUE", "e.g. --set epochs=1 or --set training.lr=0.02")
     key, raw = item.split("=", 1)
-    key = key.split(".", 1)[1] if key.split(".", 1)[0] in SECTIONS and "." in key else key
+    if key.split(".", 1)[0] in SECTIONS and "." in key:
+        _refuse_other_field(*key.split(".", 1), "--set")
+        key = key.split(".", 1)[1]
     if _dest(key).startswith("storage_option."):
         # A nested storage option merges into the file's storage_option mapping.
         old = next((f for f in fields if _dest(f.key) == "storage_option"), None)
-        merged = dict(old.value) if old is not None and isinstance(old.value, dict) else {}
+        # The file's may be a mapping or KEY=VALUE items, as --storage-option repeats: both merge.
+        merged = {} if old is None else copy.deepcopy(parse_storage_options(
+            old.value if isinstance(old.value, (dict, list)) else [str(old.value)], old.where))
         node = merged
         *parents, leaf = key.split(".")[1:]
         for p in parents:
@@ -117,6 +150,17 @@ def _override(fields: list[Field], item: str) -> Field | None:
     except ValueError as exc:
         raise UserError(f"--set {key}: expected {exc}, got {raw!r}") from None
     return Field(key, value, 0, f"--set {key}")
+
+
+def _set_again(before: Any, f: Field) -> Field:
+    """A key ``--set`` twice: a repeatable option's values add up, as its flag's do
+    (``--set text=title --set text=body`` is ``--text title --text body``, not body
+    alone); another's second value is refused, as which one was meant is not known."""
+    if BY_DEST[_dest(f.key)].kind in ("append", "list", "positional"):
+        return Field(f.key, [*before, *f.value], f.line, f.where)
+    if before != f.value:
+        raise UserError(f"--set {f.key} given twice ({before!r}, {f.value!r})", "keep one of them")
+    return f
 
 
 def _refuse_twice(path: str, fields: list[Field]) -> None:
@@ -140,9 +184,12 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
         if item.split("=", 1)[0].startswith("make_data."):
             key, raw = item.split("=", 1)
             make_data = make_data or {"value": {}, "line": 0}
-            make_data["value"] = {**(make_data["value"] or {}), key.split(".", 1)[1]: yaml.safe_load(raw)}
+            if isinstance(make_data["value"], dict):   # else the block is refused as it is (make_data_spec)
+                make_data["value"] = {**make_data["value"], key.split(".", 1)[1]: yaml.safe_load(raw)}
             continue
         f = _override(fields, item)
+        if _dest(f.key) in typed and f.key != "storage_option":   # a storage option's keys merge already
+            f = _set_again(typed[_dest(f.key)], f)
         fields = [old for old in fields if _dest(old.key) != _dest(f.key)] + [f]
         typed[_dest(f.key)] = f.value
     values: dict[str, Any] = {}
@@ -188,25 +235,52 @@ def _check_make_data(spec: dict, where: str) -> None:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             shown = {int: "a whole number", str: "text", bool: "true or false", dict: "a mapping"}[kind]
             raise UserError(f"{where}: make_data.{key}: expected {shown}, got {value!r}")
-        if kind is int and key in ("rows", "classes", "chunk_rows") and value < 1:
-            raise UserError(f"{where}: make_data.{key}: expected at least 1, got {value}")
+        least = {"rows": 1, "classes": 2, "chunk_rows": 1}.get(key)   # as `make-data --rows/--classes` take them
+        if kind is int and least is not None and value < least:
+            raise UserError(f"{where}: make_data.{key}: expected at least {least}, got {value}")
     if "rows" not in spec:
         raise UserError(f"{where}: make_data needs `rows: N`", "e.g. make_data: {out: data/train.csv, rows: 5000}")
+
+
+def make_data_spec(path: str, make_data: dict) -> tuple[str, dict]:
+    """A make_data block, checked whether or not its corpus exists yet (a field misspelt
+    in it is refused the same on every run): its ``out`` and write_corpus's arguments."""
+    where = f"{path}:{make_data['line']}"
+    example = "e.g. make_data: {out: data/train.csv, rows: 5000}"
+    if not isinstance(make_data["value"], dict):
+        raise UserError(f"{where}: make_data is a mapping of fields, got {make_data['value']!r}", example)
+    spec = dict(make_data["value"])
+    out = spec.pop("out", None)
+    if not out:
+        raise UserError(f"{where}: make_data needs `out: PATH`", example)
+    if not isinstance(out, str):
+        raise UserError(f"{where}: make_data.out: expected a path, got {out!r}", "quote it: out: 'data/train.csv'")
+    _check_make_data(spec, where)
+    return out, spec
 
 
 def prepare_workflow(path: str, overrides: list[str] | None = None):
     """The checked TrainConfig of a workflow, its data generated first if asked and missing."""
     wf = read_workflow(path, overrides)
-    make_data = wf.make_data
-    if make_data is not None:
-        spec = dict(make_data["value"] or {})
-        out = spec.pop("out", None)
-        if not out:
-            raise UserError(f"{path}:{make_data['line']}: make_data needs `out: PATH`")
-        if not os.path.exists(out):
+    cfg = workflow_config(wf)   # a bad option stops the run before a corpus is written
+    if wf.make_data is not None:
+        out, spec = make_data_spec(path, wf.make_data)
+        if not _corpus_exists(out, spec.get("storage_options")):
             from ..data.synth import write_corpus
 
-            _check_make_data(spec, f"{path}:{make_data['line']}")
-            os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+            # A place that cannot be written is the user's to fix: exit 2 naming it, not an internal error.
+            check_writable(out, options_for(out, spec.get("storage_options")), f"{path}: make_data.out",
+                           folder=False)
+            if protocol(out) == "file":
+                os.makedirs(os.path.dirname(os.path.expanduser(out)) or ".", exist_ok=True)
             write_corpus(out, **spec)
-    return workflow_config(wf)
+    return cfg
+
+
+def _corpus_exists(out: str, storage_options: dict | None) -> bool:
+    """Whether make_data's ``out`` is there, on its own filesystem: a URL (``s3://``) asked
+    of the local disk was never there, so the corpus was written again on every run."""
+    import fsspec
+
+    fs, where = fsspec.core.url_to_fs(out, **options_for(out, storage_options))
+    return fs.exists(where)

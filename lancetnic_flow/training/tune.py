@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psutil
+import torch
 
 from ..allocator import trim_allocator
 from ..config import TrainConfig, parse_duration
@@ -42,7 +43,7 @@ from ..scores import BY_KEY
 from ..sizes import format_size
 from ..storage import join
 from . import search
-from .orchestrator import ROW_BYTES_ESTIMATE, Training, estimate_model_bytes, train
+from .orchestrator import ROW_BYTES_ESTIMATE, Training, estimate_model_bytes, make_task, train
 from .trial import run_trial
 
 GRACE_S = 60.0   # past the deadline, a trial that has not answered (a hung worker) is abandoned
@@ -269,6 +270,20 @@ class Search:
                          left=max(0.0, self.left()), running=len(self.running))
 
 
+def no_trial_finished(records: list[dict], budget: float) -> UserError:
+    """Why no trial has a score: the failure of one (a worker lost, an option the data refuses), or the
+    time (every trial stopped by the deadline before its first epoch ended)."""
+    # A trial the deadline stopped has its seconds; one that failed or was skipped has none, or 0.
+    failed = next((r for r in records if r["state"] == "skipped" or r["state"] == "failed"
+                   and r.get("seconds") is None), None)
+    if failed is not None:
+        return UserError(f"no trial finished: trial {failed['number']} {failed['state']}: {failed.get('error')}",
+                         "see each trial's error in tune.json's trials or the trial lines; a larger budget "
+                         "would not help")
+    return UserError(f"no trial finished an epoch within the time budget ({budget:.0f} s)",
+                     "raise --time-budget (the featurised cache is kept, so a rerun starts with the trials)")
+
+
 def best_of(records: list[dict]) -> dict | None:
     """The finished trial with the lowest score (the monitored metric, turned so lower is better)."""
     done = [r for r in records if r.get("score") is not None]
@@ -289,6 +304,9 @@ def _search(base: Training, events: Events, deadline: float, max_trials: int | N
     _, first = prepare_entry(base.cfg, base, events)
     base.decide()   # the choices that need the counts, as train takes them: the trials train what it would
     cfg = base.cfg
+    # The task's checks against the data (--class-loss bce with 4 classes), here once as train makes them,
+    # rather than in every trial until the budget is spent.
+    make_task(cfg, base.features, torch.device("cpu"))
     slots, room = worker_slots(client)
     features = base.features
     classes = len(features.labels) if cfg.training.task != "regress" else 0
@@ -351,8 +369,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
         seconds = time.monotonic() - t0
         best = best_of(records)
         if best is None:
-            raise UserError(f"no trial finished an epoch within the time budget ({budget:.0f} s)",
-                            "raise --time-budget (the featurised cache is kept, so a rerun starts with the trials)")
+            raise no_trial_finished(records, budget)
         for r in records:
             r["best"] = r is best
         cfg = base.cfg   # decided: the final run trains the best trial's options exactly

@@ -260,7 +260,8 @@ def test_an_estimator_tracks_with_track(client, small_corpus, tmp_path, monkeypa
     clf.fit(table["text"].to_pylist(), table["label"].to_pylist())
     assert clf.get_params()["track"] == "tensorboard"
     assert [s for s, _ in _tensorboard_scalars(Path(clf.run_) / "tensorboard")["val/loss"]] == [1]
-    assert TextClassifier()._experiment() == "TextClassifier" and clf._experiment() is None
+    assert TextClassifier(track="mlflow")._experiment() == "TextClassifier" and clf._experiment() is None
+    assert TextClassifier()._experiment() is None   # no MLflow run, no experiment (refused: it would do nothing)
 
 
 def test_a_remote_run_folder_gets_its_event_files_and_goes_to_mlflow(client, small_corpus, tmp_path, monkeypatch):

@@ -138,3 +138,18 @@ def test_without_optuna_the_error_names_the_extra(monkeypatch):
     with pytest.raises(UserError) as err:
         require_optuna()
     assert "lancetnic_flow[tune]" in err.value.hint
+
+
+def test_options_the_data_refuses_stop_tune_before_any_trial_naming_the_option(client, small_corpus, tmp_path):
+    # --class-loss bce on 4 classes: every trial failed with it until the budget was spent, then
+    # "no trial finished an epoch within the time budget ... raise --time-budget"
+    from lancetnic_flow import Events, tune
+
+    cfg = make_config(small_corpus, tmp_path, epochs=1)
+    cfg.model.name, cfg.training.class_loss = "ScalpelMC", "bce"
+    seen = []
+    events = Events()
+    events.subscribe(lambda kind, e: seen.append(kind))
+    with pytest.raises(UserError, match="--class-loss bce needs exactly 2 classes"):
+        tune(cfg, time_budget="1m", events=events, client=client)
+    assert "trial" not in seen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lancetnic_flow.config import FeatureConfig
+from lancetnic_flow.config import FeatureConfig, config_from_options
 from lancetnic_flow.errors import UserError
 
 
@@ -39,3 +39,28 @@ def test_a_seed_numpy_cannot_take_is_refused_naming_it(seed):
     numpy_seed = TrainingConfig(seed=np.int64(7))   # what np.arange and parameter grids give: a seed as 7 is
     numpy_seed.validate()
     assert numpy_seed.seed == 7 and type(numpy_seed.seed) is int
+
+
+@pytest.mark.parametrize("dest, value", [
+    ("data", [""]), ("val", ["d.csv", " "]), ("out", ""), ("cache", ""), ("init_from", ""), ("encoding", ""),
+    ("scheduler", " "), ("track", [""]), ("stop_words", ""), ("experiment", ""), ("memory_budget", ""),
+])
+def test_an_empty_value_of_a_text_option_is_refused_not_read_as_the_current_folder_or_as_not_given(dest, value):
+    # --val "" read every file of the current folder as validation data, --out "" wrote the run there,
+    # --init-from "" trained from scratch and --encoding "" was recorded and read as utf-8.
+    from lancetnic_flow.options import BY_DEST
+
+    values = {"data": ["d.csv"], dest: value}
+    with pytest.raises(UserError) as e:
+        config_from_options(values, given=values)
+    assert e.value.field == BY_DEST[dest].field and "an empty value" in e.value.message
+
+
+def test_an_experiment_without_mlflow_tracking_is_refused_rather_than_doing_nothing():
+    # --experiment x without --track mlflow trained, tracked nothing, and named no experiment anywhere
+    from lancetnic_flow.config import OutputConfig
+
+    with pytest.raises(UserError) as e:
+        OutputConfig(experiment="x").validate()
+    assert e.value.field == "output.experiment" and "tracks nothing" in e.value.message
+    OutputConfig().validate()

@@ -193,3 +193,15 @@ def test_a_field_error_keeps_its_field_and_both_renderings_through_pickle():
 
 def test_an_error_without_a_field_still_names_its_flag_on_the_command_line():
     assert cli_words(UserError("max_features: must be > 0, got -1")) == ("--max-features: must be > 0, got -1", None)
+
+
+def test_a_quoted_switch_word_is_refused_saying_to_unquote_it():
+    # lowercase: 'false' said "expected true or false, got 'false'", naming what it was given as the fix
+    from lancetnic_flow.options import BY_DEST, typed_value
+
+    with pytest.raises(ValueError, match="without quotes"):
+        typed_value(BY_DEST["lowercase"], "false")
+    with pytest.raises(ValueError) as e:
+        typed_value(BY_DEST["lowercase"], "1")
+    assert "quotes" not in str(e.value)
+    assert typed_value(BY_DEST["lowercase"], False) is False

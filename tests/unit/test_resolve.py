@@ -609,3 +609,26 @@ def test_an_option_the_linear_model_is_may_be_typed_and_a_bags_fixed_dropout_may
     resolve(fixed)
     with pytest.raises(UserError, match="dropout"):
         resolve(dataclasses.replace(fixed, given=frozenset({"model.dropout"})))
+
+
+@pytest.mark.parametrize("typed", [{"features.ngram_min", "features.ngrams"}, {"features.ngrams"}])
+def test_an_ngram_range_typed_at_the_defaults_value_is_kept_when_auto_turns_to_characters(typed):
+    # --ngram-range 1,2 (or --ngrams 2) on Chinese text trained char_wb 1,3, the typed range dropped unsaid
+    given = dataclasses.replace(config(), given=frozenset(typed))
+    _, r, note = resolve_sample(given, resolve(given), share=0.9, letters=100)
+    assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("char_wb", 1, 2)
+    assert "char_wb 1,2" in note
+
+
+def test_learn_val_without_validation_rows_is_refused_rather_than_recorded_as_done():
+    # --val-fraction 0 --learn-val trained a twin on no row more, and config.json said learn_val true
+    cfg = config("LinearSVM", learn_val=True)
+    cfg.data.val_fraction = 0.0
+    with pytest.raises(UserError) as e:
+        resolve(cfg)
+    assert e.value.field == "training.learn_val" and "holds no row out" in e.value.message
+    cfg.data.val = ["v.csv"]
+    assert resolve(cfg).training.learn_val is True          # a validation file: its rows can be learnt
+    cfg = config("LinearSVM")
+    cfg.data.val_fraction = 0.0
+    assert resolve(cfg).training.learn_val is False         # not given: nothing to learn, nothing said

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import lancetnic_flow.training.orchestrator as orchestrator
+from lancetnic_flow.cli import commands
 from lancetnic_flow.cli.commands import cmd_train
 from lancetnic_flow.cli.parser import build_parser, given_dests, with_negative_values
 from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
@@ -121,3 +122,19 @@ def test_evaluates_line_names_the_rows_it_skipped_and_why():
     rows = {"read": 8000, "evaluated": 7969, "skipped": {"malformed": 7, "undecodable": 4, "missing_label": 20}}
     assert skipped_note(rows) == " of 8,000 read (31 skipped: 20 missing_label, 7 malformed, 4 undecodable)"
     assert skipped_note({"read": 10, "evaluated": 10, "skipped": {}}) == ""
+
+
+def test_an_empty_resume_is_refused_rather_than_starting_a_new_run(tmp_path):
+    argv = ["train", "d.csv", "--resume", ""]
+    a = build_parser().parse_args(with_negative_values(argv))
+    a.given = given_dests(argv, "train")
+    with pytest.raises(UserError, match="--resume '': an empty value"):
+        cmd_train(a, lambda *event: None)
+
+
+def test_make_data_to_a_place_that_cannot_be_written_is_a_user_error(tmp_path):
+    # a FileExistsError/NotADirectoryError/PermissionError traceback ("internal error", exit 1) before
+    (tmp_path / "f").write_text("a file")
+    a = build_parser().parse_args(["make-data", str(tmp_path / "f" / "x.csv"), "--rows", "10"])
+    with pytest.raises(UserError, match="cannot write there"):
+        commands.cmd_make_data(a, None)

@@ -133,6 +133,7 @@ def test_a_key_without_a_value_is_refused_naming_the_file_line_and_key(tmp_path,
     ("{out: d.csv, rowz: 10}", "make_data has no field 'rowz'"),
     ("{out: d.csv}", "make_data needs `rows: N`"),
     ("{out: d.csv, rows: 10, multilabel: 1}", "make_data.multilabel: expected true or false"),
+    ("{out: d.csv, rows: 10, classes: 1}", "make_data.classes: expected at least 2"),   # as make-data refuses it
 ])
 def test_a_make_data_field_that_is_unknown_or_of_the_wrong_kind_is_refused_before_writing(tmp_path, make_data, words):
     from lancetnic_flow.cli.workflow import prepare_workflow
@@ -168,3 +169,131 @@ def test_an_option_set_twice_in_a_file_is_refused_naming_both_lines(tmp_path, te
 def test_a_set_override_replaces_the_files_value_without_being_a_second_setting(tmp_path):
     values = read_workflow(_write(tmp_path, "train: x.csv\nepochs: 1\n"), ["epochs=4"]).values
     assert values["epochs"] == 4
+
+
+@pytest.mark.parametrize("line, argv", [
+    ("seed: 010", ["--seed", "010"]),                  # YAML 1.1: octal 8
+    ("name: 0755", ["--name", "0755"]),                # octal 493: the run folder "493"
+    ("name: 3.10", ["--name", "3.10"]),                # the float 3.1
+    ("name: 1_000", ["--name", "1_000"]),              # the integer 1000
+    ("name: 2024-01-05", ["--name", "2024-01-05"]),    # a date
+    ("label: 010", ["--label", "010"]),
+    ("training:\n  epochs: 1_0", ["--epochs", "1_0"]),
+])
+def test_a_number_or_date_in_a_workflow_means_what_its_flag_means(tmp_path, line, argv):
+    argv = ["train", "x.csv", *argv]
+    cli = config_from_options({**vars(build_parser().parse_args(argv)), "dashboard": True},
+                              given=given_dests(argv, "train"))
+    assert workflow_config(read_workflow(_write(tmp_path, f"train: x.csv\n{line}\n"))) == cli
+
+
+@pytest.mark.parametrize("text", ["train: x.csv\ncheckpoint_every: 1:30\n", "train: x.csv\nepochs: 0x10\n",
+                                  "train: x.csv\nepochs: 3.0\n"])
+def test_a_number_its_flag_would_refuse_is_refused_in_a_workflow(tmp_path, text):
+    # YAML 1.1 read 1:30 as 90 (checkpoints every 90 batches) and 0x10 as 16, where the flags refuse them
+    with pytest.raises(UserError) as e:
+        workflow_config(read_workflow(_write(tmp_path, text)))
+    assert text.split("\n")[1].split(":")[0] in str(e.value)
+
+
+def test_storage_options_and_make_data_keep_yamls_values(tmp_path):
+    wf = read_workflow(_write(tmp_path, "train: x.csv\nstorage_option: {anon: true, block_size: 1024}\n"
+                                        "make_data: {out: x.csv, rows: 100}\n"))
+    assert wf.values["storage_option"] == {"anon": True, "block_size": 1024}
+    assert wf.make_data["value"]["rows"] == 100
+
+
+@pytest.mark.parametrize("block, words", [
+    ("make_data: 5", "make_data is a mapping"), ("make_data: [a, b]", "make_data is a mapping"),
+    ("make_data: {out: 2024, rows: 10}", "make_data.out: expected a path"),
+    ("make_data: {out: x.csv, rowz: 10}", "no field 'rowz'"), ("make_data: {out: x.csv, rows: abc}", "make_data.rows"),
+])
+def test_a_bad_make_data_block_is_refused_even_when_its_corpus_exists(tmp_path, monkeypatch, block, words):
+    # A block that was no mapping, or an out that was no text, ended in an internal error; a field misspelt
+    # or ill-typed passed unseen whenever the corpus was there already.
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.csv").write_text("text,label\na b,x\n")
+    path = _write(tmp_path, f"train: x.csv\n{block}\n")
+    for overrides in ([], ["make_data.seed=3"]):
+        with pytest.raises(UserError) as e:
+            prepare_workflow(path, overrides)
+        assert f"{path}:2" in str(e.value) and words in str(e.value)
+
+
+@pytest.mark.parametrize("text, overrides, words", [
+    ("train: x.csv\nmodel:\n  name: LancetMC\n", [], "model.name would set --name"),
+    ("train: x.csv\ncluster:\n  threads: 2\n", [], "cluster.threads would set --threads"),
+    ("train: x.csv\n", ["model.name=LancetMC"], "model.name would set --name"),
+])
+def test_a_key_naming_a_field_of_its_section_that_another_option_sets_is_refused(tmp_path, text, overrides, words):
+    # model: {name: LancetMC}, as config.json writes it, named the run folder LancetMC and trained the default
+    # model; cluster: {threads: 2} set the trainer's threads, not the workers'
+    with pytest.raises(UserError) as e:
+        read_workflow(_write(tmp_path, text), overrides)
+    assert words in str(e.value)
+
+
+def test_a_sections_own_field_names_still_set_their_options(tmp_path):
+    wf = read_workflow(_write(tmp_path, "data:\n  train: x.csv\noutput:\n  name: r\ntraining:\n  threads: 1\n"),
+                       ["output.name=s", "data.train=y.csv"])
+    assert wf.values["name"] == "s" and wf.values["data"] == ["y.csv"] and wf.values["threads"] == 1
+
+
+def test_a_key_set_twice_adds_up_where_its_flag_repeats_and_is_refused_where_it_does_not(tmp_path):
+    # --set text=title --set text=body trained on body alone, --set epochs=1 --set epochs=5 on 5, unsaid
+    path = _write(tmp_path, "train: x.csv\ntext: t\n")
+    assert read_workflow(path, ["text=title", "text=body"]).values["text"] == ["title", "body"]
+    assert read_workflow(path, ["val=a.csv", "val=b.csv"]).values["val"] == ["a.csv", "b.csv"]
+    assert read_workflow(path, ["epochs=3", "epochs=3"]).values["epochs"] == 3
+    with pytest.raises(UserError, match=r"--set epochs given twice \(1, 5\)"):
+        read_workflow(path, ["epochs=1", "training.epochs=5"])
+
+
+def test_a_nested_storage_option_override_merges_into_a_files_key_value_list_too(tmp_path):
+    # storage_option: [anon=false, client_kwargs.endpoint_url=...] with --set storage_option.anon=true
+    # kept {anon: true} alone: the endpoint went to AWS instead
+    path = _write(tmp_path, 'train: x.csv\nstorage_option: ["anon=false", '
+                                '"client_kwargs.endpoint_url=http://h:9"]\n')
+    values = read_workflow(path, ["storage_option.anon=true"]).values
+    assert values["storage_option"] == {"anon": True, "client_kwargs": {"endpoint_url": "http://h:9"}}
+
+
+def test_make_data_writes_a_remote_corpus_once_and_no_local_folder_named_after_its_url(tmp_path, monkeypatch):
+    # out: s3://... was looked for on the local disk: written again on every run, beside a local "s3:" folder
+    import uuid
+
+    import lancetnic_flow.data.synth as synth
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    monkeypatch.chdir(tmp_path)
+    written = []
+    real = synth.write_corpus
+    monkeypatch.setattr(synth, "write_corpus", lambda *a, **k: written.append(a[0]) or real(*a, **k))
+    url = f"memory://lf-{uuid.uuid4().hex}/x.csv"
+    path = _write(tmp_path, f"train: {url}\nmake_data: {{out: '{url}', rows: 20}}\n")
+    prepare_workflow(path)
+    prepare_workflow(path)
+    assert written == [url] and not (tmp_path / "memory:").exists()
+
+
+def test_a_bad_option_stops_a_workflow_before_make_data_writes_its_corpus(tmp_path):
+    # epochs: 0 was refused only after a corpus of make_data.rows rows had been generated
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    out = tmp_path / "d.csv"
+    path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 10}}\nepochs: 0\n")
+    with pytest.raises(UserError, match="epochs"):
+        prepare_workflow(path)
+    assert not out.exists()
+
+
+def test_make_data_to_a_place_that_cannot_be_written_names_it_with_exit_2(tmp_path):
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    (tmp_path / "f").write_text("a file")
+    out = tmp_path / "f" / "x.csv"
+    path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 10}}\n")
+    with pytest.raises(UserError, match=f"make_data.out {re.escape(str(out))}: cannot write there"):
+        prepare_workflow(path)
