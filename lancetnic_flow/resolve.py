@@ -75,6 +75,7 @@ def resolve(given: TrainConfig) -> TrainConfig:
         cfg.model.name = choose_model(cfg)
     spec = MODELS[cfg.model.name]
     _refuse(cfg, spec)
+    _refuse_idle(cfg)
     _train_on(cfg)
     _training(cfg, spec, value_asked=auto and bool(cfg.data.target))
     _features(cfg, spec)
@@ -98,6 +99,18 @@ def choose_model(cfg: TrainConfig, after: str | None = None) -> str:
                 and (task != "classify" or cfg.data.label)):
             return name
     return names[-1]
+
+
+def _refuse_idle(cfg: TrainConfig) -> None:
+    """Refuse an option given where it does nothing: the run would say it was set."""
+    c, o = cfg.cluster, cfg.output
+    if "cluster.scheduler_wait" in cfg.given and not (c.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+        raise bad("cluster.scheduler_wait", f"{{name}} {c.scheduler_wait} is how long a lost scheduler of an existing "
+                  "cluster is waited for, and this run starts its own (no {cluster.scheduler})",
+                  "add {cluster.scheduler} ADDRESS, or drop {name}")
+    if "output.wait_for_plots" in cfg.given and o.wait_for_plots and not o.plots:
+        raise bad("output.wait_for_plots", "{name} waits for the charts, and {output.plots} is off: none is drawn",
+                  "drop one of them")
 
 
 def _refuse(cfg: TrainConfig, spec: ModelSpec) -> None:

@@ -258,6 +258,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         _refuse_input_options(a)
     if a.input and not a.output:
         raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl, .csv or .parquet")
+    _refuse_idle_wait(a)
     if a.top_k is not None and a.top_k < 1:
         raise UserError(f"--top-k must be ≥ 1, got {a.top_k}")
     if a.threshold is not None and not 0.0 < a.threshold < 1.0:
@@ -310,6 +311,16 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 INPUT_ONLY = {"output": None, "text_column": None, "keep": None, "format": "auto", "encoding": None,
               "memory_budget": None, "workers": None, "worker_threads": None, "scheduler": None,
               "scheduler_wait": None, "blocksize": None, "run_on": "auto"}
+
+
+def _refuse_idle_wait(a: argparse.Namespace) -> None:
+    """``--scheduler-wait`` without an existing cluster to wait for: refused, not ignored."""
+    from ..dataflow.cluster import scheduler_address
+
+    if a.scheduler_wait and not scheduler_address(a.scheduler):
+        raise UserError(f"--scheduler-wait {a.scheduler_wait} is how long a lost scheduler of an existing cluster is "
+                        "waited for, and this command starts its own (no --scheduler)",
+                        "add --scheduler ADDRESS, or drop --scheduler-wait")
 
 
 def _refuse_input_options(a: argparse.Namespace) -> None:
@@ -440,6 +451,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     meta, config = read_run_json(a.run, run_so)
     kind, data = task_kind(meta), config.get("data") or {}
     _refuse_unread_columns(a, kind)
+    _refuse_idle_wait(a)
     cols = Columns(text=tuple(a.text or data.get("text") or ("text",)),
                    label=(a.label or data.get("label") or "label") if kind != "regress" else None,
                    target=(a.target or data.get("target")) if kind in ("regress", "multitask") else None,

@@ -632,3 +632,23 @@ def test_learn_val_without_validation_rows_is_refused_rather_than_recorded_as_do
     cfg = config("LinearSVM")
     cfg.data.val_fraction = 0.0
     assert resolve(cfg).training.learn_val is False         # not given: nothing to learn, nothing said
+
+
+def test_an_option_given_where_it_does_nothing_is_refused_not_recorded_as_set(monkeypatch):
+    # --scheduler-wait without an existing cluster, --wait-for-plots with --no-plots: the run trained
+    # and config.json said they were set
+    from lancetnic_flow.config import ClusterConfig, OutputConfig
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    data = DataConfig(train=["x.csv"])
+    idle = [(TrainConfig(data=data, cluster=ClusterConfig(scheduler_wait="30s"), given=frozenset({"cluster.scheduler_wait"})),
+             "scheduler_wait 30s .* starts its own"),
+            (TrainConfig(data=data, output=OutputConfig(plots=False, wait_for_plots=True),
+                         given=frozenset({"output.wait_for_plots", "output.plots"})), "none is drawn")]
+    for cfg, words in idle:
+        with pytest.raises(UserError, match=words):
+            resolve(cfg)
+    resolve(dataclasses.replace(idle[0][0], cluster=ClusterConfig(scheduler="tcp://h:8786", scheduler_wait="30s")))
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
+    resolve(idle[0][0])   # the environment names the cluster
+    resolve(dataclasses.replace(idle[1][0], given=frozenset({"output.plots"})))   # the default is no choice

@@ -138,3 +138,14 @@ def test_make_data_to_a_place_that_cannot_be_written_is_a_user_error(tmp_path):
     a = build_parser().parse_args(["make-data", str(tmp_path / "f" / "x.csv"), "--rows", "10"])
     with pytest.raises(UserError, match="cannot write there"):
         commands.cmd_make_data(a, None)
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_scheduler_wait_without_an_existing_cluster_is_refused_by_predict_and_evaluate(command, monkeypatch):
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    a = build_parser().parse_args([command, "RUN", *(["--input", "d.csv", "--output", "p.csv"] if command == "predict"
+                                                      else ["d.csv"]), "--scheduler-wait", "30s"])
+    with pytest.raises(UserError, match="--scheduler-wait 30s .* starts its own"):
+        commands._refuse_idle_wait(a)
+    a.scheduler = "tcp://h:8786"
+    commands._refuse_idle_wait(a)
