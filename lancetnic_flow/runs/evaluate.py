@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from ..data.checks import skip_hint
 from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
+from ..errors import UserError
 from ..features.labelsets import unseen
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
@@ -123,3 +125,20 @@ def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_opt
     out["rows"] = {"read": rows, "evaluated": out.get("rows", 0), "skipped": skipped,
                    **({"noted": noted} if noted else {}), **({"unseen_label": unseen_rows} if unseen_rows else {})}
     return out, total
+
+
+def check_scored(data: list[str], rows: dict, columns: Columns) -> None:
+    """Refuse an evaluation that scored no row (a header-only file, a --label or
+    --target column with no usable value): its scores would all be None, and exit 0
+    would pass a wrong column off as a finished evaluation."""
+    if rows.get("evaluated"):
+        return
+    names = ", ".join(data)
+    skipped = {k: n for k, n in (rows.get("skipped") or {}).items() if n}
+    if not skipped:
+        raise UserError(f"no rows to evaluate in {names}", "the input holds a header only; check the file and --format")
+    reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+    raise UserError(f"no rows to evaluate in {names}: {rows.get('read', 0):,} rows read, "
+                    f"{sum(skipped.values()):,} skipped ({reasons})",
+                    skip_hint(max(skipped, key=skipped.get), label=columns.label, target=columns.target,
+                              text=columns.text))

@@ -121,3 +121,21 @@ def test_evaluates_line_names_the_rows_it_skipped_and_why():
     rows = {"read": 8000, "evaluated": 7969, "skipped": {"malformed": 7, "undecodable": 4, "missing_label": 20}}
     assert skipped_note(rows) == " of 8,000 read (31 skipped: 20 missing_label, 7 malformed, 4 undecodable)"
     assert skipped_note({"read": 10, "evaluated": 10, "skipped": {}}) == ""
+
+
+@pytest.mark.parametrize("rows, argv, said", [
+    ("", [], "no rows to evaluate in {data}\n  hint: the input holds a header only"),
+    ("a cat,,\ndog dog,,\n", [], "no rows to evaluate in {data}: 2 rows read, 2 skipped (2 missing_label)\n"
+                                 "  hint: the --label column 'label' must hold a value in every row"),
+    ("a cat,pos,\ndog dog,neg,\n", ["--label", "note"], "2 skipped (2 missing_label)\n"
+                                                        "  hint: the --label column 'note' must hold a value"),
+])
+def test_evaluate_that_scores_no_row_is_exit_2_naming_why_not_exit_0_with_no_scores(linear_run, capsys, rows, argv,
+                                                                                  said):
+    from lancetnic_flow.cli.main import main
+
+    data = linear_run / "none.csv"
+    data.write_text("text,label,note\n" + rows)
+    assert main(["evaluate", str(linear_run / "run"), str(data), "--run-on", "process", "--json", *argv]) == 2
+    out = capsys.readouterr()
+    assert said.format(data=data) in out.err and out.out == ""
