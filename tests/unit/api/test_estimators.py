@@ -78,3 +78,15 @@ def test_a_parameter_off_its_default_is_given_so_a_model_that_cannot_honour_it_i
     assert "model.hidden" in cfg.given and resolve(cfg).model.name == "ScalpelMC"
     plain = TextClassifier()._config(data, "classify", "runs")
     assert not plain.given and resolve(plain).model.name == "LinearSVM"
+
+
+def test_a_label_set_models_score_reads_one_label_given_alone_as_a_set_of_one_not_its_characters(monkeypatch):
+    clf = TextClassifier()
+    clf.multilabel_ = True
+    got = np.empty(4, dtype=object)
+    got[:] = [["sports"], ["sports", "tech"], [], None]
+    monkeypatch.setattr(clf, "predict", lambda X: got)
+    texts = ["a", "b", "c", "d"]
+    assert clf.score(texts, [["sports"], ["tech", "sports"], [], ["x"]]) == 0.75
+    assert clf.score(texts, ["sports", ["tech", "sports"], None, "x"]) == 0.75
+    assert clf.score(texts, np.array(["sports", "tech", "tech", "x"], dtype=object)) == 0.25
