@@ -168,8 +168,6 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
     return task
 
 
-
-
 def learned_validation_warning(calibration: Calibration, continued: bool) -> str:
     """What a probability scale at the top of its range says about the validation rows."""
     why = ("this run continues one (--init-from, partial_fit) whose model learned rows of this data, and the "
