@@ -505,9 +505,18 @@ class TextClassifier(_TextEstimator):
         if len(want) != len(got):
             raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
         if getattr(self, "multilabel_", False):
-            return float(np.mean([g is not None and {run_name(x) for x in g} == {run_name(w) for w in ws}
+            return float(np.mean([g is not None and {run_name(x) for x in g} == _answer_set(ws)
                                   for g, ws in zip(got, want)]))
         return float(np.mean([g is not None and run_name(g) == run_name(w) for g, w in zip(got, want)]))
+
+
+def _answer_set(answer: Any) -> set:
+    """A multi-label row's answer as the set of label names the run would read: a
+    list (tuple, set, array) of labels; one label alone (a string, a number) is a
+    set of one, as the readers take a plain label, not the characters of its name."""
+    if answer is None or isinstance(answer, (str, bytes, np.str_, np.bytes_)) or np.ndim(answer) == 0:
+        return {n for n in (run_name(answer),) if n is not None}
+    return {n for n in (run_name(x) for x in answer) if n is not None}
 
 
 class TextRegressor(_TextEstimator):

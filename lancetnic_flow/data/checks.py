@@ -26,6 +26,23 @@ from .usable import text_rule
 # Headers read at once while checking many files (remote stores answer in parallel).
 CHECK_THREADS = 16
 
+# What to check when every row was skipped for a reason, by the reason most rows had
+# (train's training rows, evaluate's rows to score: the same column options).
+SKIP_HINTS = {
+    "missing_target": "the --target column {target!r} must hold numbers; check --target",
+    "missing_label": "the --label column {label!r} must hold a value in every row; check --label",
+    "empty_text": "the --text column {text} must hold text the analyzer reads (words, for --analyzer word); "
+                  "check --text",
+    "not_text": "the --text column {text} must hold strings, not numbers, lists or objects; check --text",
+    "unknown_label": "no training row has the validation rows' labels; check the --val data",
+}
+
+
+def skip_hint(reason: str, *, label: str | None, target: str | None, text: tuple[str, ...] | list[str]) -> str:
+    """What to check when every row was skipped, most of them for ``reason``."""
+    return SKIP_HINTS.get(reason, "check the file, --format and the column options").format(
+        target=target, label=label, text=", ".join(map(repr, text)))
+
 
 def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -> None:
     """Read the head of every file and raise UserError for the first one that

@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from ..data.checks import skip_hint
 from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
+from ..errors import UserError
 from ..features.labelsets import unseen
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
@@ -51,7 +53,7 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
             if task.multilabel:
                 m.cls.update_unseen(counts)
             elif flags.any():   # one label a row: the row has no class to score a loss with
-                m.cls.update_unseen(counts, _predicted(pred, block.take(np.flatnonzero(flags))))
+                _score_unseen(pred, m, block.take(np.flatnonzero(flags)), counts)
                 block, flags = block.take(np.flatnonzero(~flags)), None
         for start in range(0, len(block), BATCH_ROWS):
             b = block.slice(start, start + BATCH_ROWS)
@@ -91,10 +93,15 @@ def _fitted_scale(pred) -> float:
     return 1.0 if scale is None else float(np.asarray(scale).reshape(-1)[0])
 
 
-def _predicted(pred, block) -> np.ndarray:
-    """The class the model predicts for each row of ``block``."""
-    out = [pred.outputs(block.slice(s, s + BATCH_ROWS))["logits"].argmax(1) for s in range(0, len(block), BATCH_ROWS)]
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+def _score_unseen(pred, m: TaskMetrics, block: RowBlock, counts: dict[str, int]) -> None:
+    """Rows whose label the run never saw (``counts``: how many per label): wrong in the
+    class scores, counted apart. A multi-task run's value head is scored on them as on
+    any row: their targets are as good as the others', and the rows evaluated include them."""
+    outs = [pred.outputs(block.slice(s, s + BATCH_ROWS)) for s in range(0, len(block), BATCH_ROWS)]
+    logits = np.concatenate([o["logits"] for o in outs]) if outs else np.zeros((0, m.cls.classes), np.float32)
+    m.cls.update_unseen(counts, logits.argmax(1))
+    if m.reg is not None and len(block):
+        m.reg.update(block.targets, np.concatenate([o["value"] for o in outs]))
 
 
 def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_options: dict, run_options: dict,
@@ -118,3 +125,20 @@ def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_opt
     out["rows"] = {"read": rows, "evaluated": out.get("rows", 0), "skipped": skipped,
                    **({"noted": noted} if noted else {}), **({"unseen_label": unseen_rows} if unseen_rows else {})}
     return out, total
+
+
+def check_scored(data: list[str], rows: dict, columns: Columns) -> None:
+    """Refuse an evaluation that scored no row (a header-only file, a --label or
+    --target column with no usable value): its scores would all be None, and exit 0
+    would pass a wrong column off as a finished evaluation."""
+    if rows.get("evaluated"):
+        return
+    names = ", ".join(data)
+    skipped = {k: n for k, n in (rows.get("skipped") or {}).items() if n}
+    if not skipped:
+        raise UserError(f"no rows to evaluate in {names}", "the input holds a header only; check the file and --format")
+    reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+    raise UserError(f"no rows to evaluate in {names}: {rows.get('read', 0):,} rows read, "
+                    f"{sum(skipped.values()):,} skipped ({reasons})",
+                    skip_hint(max(skipped, key=skipped.get), label=columns.label, target=columns.target,
+                              text=columns.text))

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..config import CheckpointEvery, TrainConfig
 from ..data.checks import (coarse_cache_warning, plan_training_sources, sample_label_count, sample_rows, sample_texts,
-                           training_columns)
+                           skip_hint, training_columns)
 from ..data.sources import Columns
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
@@ -168,17 +168,6 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
     return task
 
 
-# What to check when every row was skipped for a reason, by the reason most rows had.
-SKIP_HINTS = {
-    "missing_target": "the --target column {target!r} must hold numbers; check --target",
-    "missing_label": "the --label column {label!r} must hold a value in every row; check --label",
-    "empty_text": "the --text column {text} must hold text the analyzer reads (words, for --analyzer word); "
-                  "check --text",
-    "not_text": "the --text column {text} must hold strings, not numbers, lists or objects; check --text",
-    "unknown_label": "no training row has the validation rows' labels; check the --val data",
-}
-
-
 def learned_validation_warning(calibration: Calibration, continued: bool) -> str:
     """What a probability scale at the top of its range says about the validation rows."""
     why = ("this run continues one (--init-from, partial_fit) whose model learned rows of this data, and the "
@@ -200,8 +189,7 @@ def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> 
                          "add rows, or lower --val-fraction")
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
     worst = max(skipped, key=skipped.get)
-    hint = SKIP_HINTS.get(worst, "check the file, --format and the column options").format(
-        target=cfg.data.target, label=cfg.data.label, text=", ".join(map(repr, cfg.data.text)))
+    hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text)
     return UserError(f"no training rows in {data}: {rows_read:,} rows read, {sum(skipped.values()):,} skipped "
                      f"({reasons})", hint)
 

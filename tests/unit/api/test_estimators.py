@@ -51,6 +51,8 @@ def test_every_parameter_round_trips_through_set_params_and_clone(cls):
 
 @pytest.mark.parametrize("y", [np.eye(4, dtype=int)[[0, 1, 2, 3, 0, 1]], np.ones((6, 2)),
                                pd.DataFrame({"a": range(6), "b": range(6)})], ids=["indicator", "targets", "frame"])
+
+
 @pytest.mark.parametrize("cls", [TextClassifier, TextRegressor])
 def test_an_answer_that_is_not_one_per_row_is_refused_before_training(cls, y, monkeypatch):
     monkeypatch.setattr(cls, "_fit_config", lambda *a: pytest.fail("trained"))
@@ -127,3 +129,15 @@ def test_a_pickled_fitted_estimator_keeps_its_run_folder_after_the_original_is_g
     del again
     gc.collect()
     assert not os.path.exists(restored)   # the copy's folder goes with the copy
+
+
+def test_a_label_set_models_score_reads_one_label_given_alone_as_a_set_of_one_not_its_characters(monkeypatch):
+    clf = TextClassifier()
+    clf.multilabel_ = True
+    got = np.empty(4, dtype=object)
+    got[:] = [["sports"], ["sports", "tech"], [], None]
+    monkeypatch.setattr(clf, "predict", lambda X: got)
+    texts = ["a", "b", "c", "d"]
+    assert clf.score(texts, [["sports"], ["tech", "sports"], [], ["x"]]) == 0.75
+    assert clf.score(texts, ["sports", ["tech", "sports"], None, "x"]) == 0.75
+    assert clf.score(texts, np.array(["sports", "tech", "tech", "x"], dtype=object)) == 0.25

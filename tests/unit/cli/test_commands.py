@@ -116,6 +116,8 @@ def test_predict_in_this_process_loads_the_run_once_for_the_checks_and_the_tasks
     assert main(["evaluate", str(linear_run / "run"), str(linear_run / "in.csv"), "--run-on", "process",
                  "--quiet"]) == 0
     assert len(loads) == 1
+
+
 def test_evaluates_line_names_the_rows_it_skipped_and_why():
     from lancetnic_flow.cli.commands import skipped_note
 
@@ -149,3 +151,23 @@ def test_scheduler_wait_without_an_existing_cluster_is_refused_by_predict_and_ev
         commands._refuse_idle_wait(a)
     a.scheduler = "tcp://h:8786"
     commands._refuse_idle_wait(a)
+
+
+@pytest.mark.parametrize("rows, argv, said", [
+    ("", [], "no rows to evaluate in {data}\n  hint: the input holds a header only"),
+    ("a cat,,\ndog dog,,\n", [], "no rows to evaluate in {data}: 2 rows read, 2 skipped (2 missing_label)\n"
+                                 "  hint: the --label column 'label' must hold a value in every row"),
+    ("a cat,pos,\ndog dog,neg,\n", ["--label", "note"], "2 skipped (2 missing_label)\n"
+                                                        "  hint: the --label column 'note' must hold a value"),
+])
+
+
+def test_evaluate_that_scores_no_row_is_exit_2_naming_why_not_exit_0_with_no_scores(linear_run, capsys, rows, argv,
+                                                                                  said):
+    from lancetnic_flow.cli.main import main
+
+    data = linear_run / "none.csv"
+    data.write_text("text,label,note\n" + rows)
+    assert main(["evaluate", str(linear_run / "run"), str(data), "--run-on", "process", "--json", *argv]) == 2
+    out = capsys.readouterr()
+    assert said.format(data=data) in out.err and out.out == ""
