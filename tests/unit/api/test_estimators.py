@@ -51,8 +51,6 @@ def test_every_parameter_round_trips_through_set_params_and_clone(cls):
 
 @pytest.mark.parametrize("y", [np.eye(4, dtype=int)[[0, 1, 2, 3, 0, 1]], np.ones((6, 2)),
                                pd.DataFrame({"a": range(6), "b": range(6)})], ids=["indicator", "targets", "frame"])
-
-
 @pytest.mark.parametrize("cls", [TextClassifier, TextRegressor])
 def test_an_answer_that_is_not_one_per_row_is_refused_before_training(cls, y, monkeypatch):
     monkeypatch.setattr(cls, "_fit_config", lambda *a: pytest.fail("trained"))

@@ -160,8 +160,6 @@ def test_scheduler_wait_without_an_existing_cluster_is_refused_by_predict_and_ev
     ("a cat,pos,\ndog dog,neg,\n", ["--label", "note"], "2 skipped (2 missing_label)\n"
                                                         "  hint: the --label column 'note' must hold a value"),
 ])
-
-
 def test_evaluate_that_scores_no_row_is_exit_2_naming_why_not_exit_0_with_no_scores(linear_run, capsys, rows, argv,
                                                                                   said):
     from lancetnic_flow.cli.main import main
