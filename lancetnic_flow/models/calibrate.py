@@ -193,6 +193,9 @@ class Calibration:
     thresholds: np.ndarray | None = None
     pooled_threshold: float | None = None
     rows: int = 0
+    # Label sets: the validation rows scored at the thresholds (what the saved model decides on
+    # them; the thresholds were chosen on the same rows), where each epoch's figures are at 0.5.
+    at_thresholds: dict | None = None
 
     @property
     def at_limit(self) -> bool:
@@ -226,4 +229,16 @@ def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool) -> Calibratio
     if val.label_sets:
         proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)
         out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels)
+        out.at_thresholds = scores_at(proba, val.labels, out.thresholds)
     return out
+
+
+def scores_at(proba: np.ndarray, hot: np.ndarray, thresholds: np.ndarray) -> dict:
+    """micro-F1, macro-F1 and subset accuracy of deciding each label at its threshold
+    (rows × labels), counted as an epoch's validation figures are."""
+    from .metrics import MultiLabelMetrics
+
+    m = MultiLabelMetrics(proba.shape[1])
+    m.update(hot, proba >= thresholds.astype(proba.dtype), 0.0)
+    r = m.result()
+    return {k: (None if r[k] is None else round(float(r[k]), 6)) for k in ("micro_f1", "macro_f1", "subset_accuracy")}

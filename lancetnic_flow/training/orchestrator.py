@@ -1148,6 +1148,9 @@ class Training:
                                 "val_loss": round(self.calibration.loss, 6), "rows": self.calibration.rows,
                                 "at_limit": self.calibration.at_limit}}
                if self.calibration.loss is not None else {}),
+            # Label sets: the validation rows at the saved thresholds (chosen on them), what predict decides.
+            **({"val_at_thresholds": {**self.calibration.at_thresholds, "rows": self.calibration.rows}}
+               if self.calibration.at_thresholds else {}),
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),
             # Where the model trained, and the shards this process read (none when the cluster trained it).

@@ -92,6 +92,10 @@ def render_summary(done: dict, width: int = 80) -> Group:
     calibrated = (m.get("calibration") or {}).get("val_loss")
     if calibrated is not None:   # a margin model: its scores' loss above, its probabilities' here
         metrics.add_row("loss, calibrated", f"{calibrated:.4f}")
+    at = m.get("val_at_thresholds") or {}
+    if at.get("micro_f1") is not None:   # the figures above are at 0.5, as each epoch's
+        metrics.add_row("micro-F1 at thresholds", f"{at['micro_f1']:.4f}")
+        metrics.add_row("subset accuracy at thresholds", f"{at['subset_accuracy']:.4f}")
     if m.get("best_epoch") and m.get("kept") == "last":
         metrics.add_row("kept epoch", f"{m['best_epoch']} (the last)")
     elif m.get("best_epoch"):

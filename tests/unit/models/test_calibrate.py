@@ -132,3 +132,34 @@ def test_a_scale_at_the_top_of_its_range_is_flagged_and_an_inner_one_is_not():
     noisy = (learned + rng.normal(0, 2.0, learned.shape)).astype(np.float32)
     assert not Calibration(scale=fit_scale(Scores(noisy, ids)), loss=0.5).at_limit
     assert not Calibration().at_limit                          # no scale fitted: nothing to say
+
+
+def test_label_sets_validation_scores_at_the_saved_thresholds_are_what_deciding_at_them_gives():
+    # the run's figures were all at 0.5 while the saved model decides at its thresholds: a val
+    # micro-F1 of 0.50 for a model that `evaluate` scores 0.77 on the same rows
+    from sklearn.metrics import accuracy_score, f1_score
+
+    from lancetnic_flow.models.calibrate import scores_at
+
+    rng = np.random.default_rng(5)
+    hot = (rng.random((300, 4)) < [0.5, 0.2, 0.05, 0.3]).astype(np.uint8)
+    proba = (hot * 0.2 + rng.random((300, 4)) * 0.25).astype(np.float32)   # every one below 0.5
+    cuts = np.array([0.3, 0.25, 0.35, 0.3])
+    got = scores_at(proba, hot, cuts)
+    pred = (proba >= cuts.astype(np.float32)).astype(int)
+    assert got["micro_f1"] == pytest.approx(f1_score(hot, pred, average="micro"), abs=1e-6)
+    assert got["subset_accuracy"] == pytest.approx(accuracy_score(hot, pred), abs=1e-6)
+    assert got["micro_f1"] > scores_at(proba, hot, np.full(4, 0.5))["micro_f1"] + 0.1
+
+
+def test_calibrate_scores_label_sets_at_their_thresholds_and_classes_not():
+    model, _ = create_model("LinearSVM", dim=20, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
+                            embed=8, numeric=0)
+    rng = np.random.default_rng(2)
+    indices = rng.integers(0, 20, 600).astype(np.int32)
+    offsets = np.arange(0, 601, 3, dtype=np.int64)
+    hot = (rng.random((200, 3)) < 0.4).astype(np.uint8)
+    out = calibrate(model, [RowBlock(indices, offsets, np.ones(600, np.float32), hot)], scale=True)
+    assert set(out.at_thresholds) == {"micro_f1", "macro_f1", "subset_accuracy"}
+    single = RowBlock(indices, offsets, np.ones(600, np.float32), hot.argmax(1).astype(np.int32))
+    assert calibrate(model, [single], scale=True).at_thresholds is None

@@ -79,3 +79,13 @@ def test_the_status_line_says_100_percent_only_at_an_epochs_last_row():
     assert "rows 53,900/54,043 (99%)" in status_line(s)
     s.update("batch", {"t": 0.6, "epoch": 1, "rows": 54_043, "total_rows": 54_043, "loss": 0.4, "tokens": 10})
     assert "rows 54,043/54,043 (100%)" in status_line(s)
+
+
+def test_a_label_set_runs_summary_shows_its_validation_at_the_saved_thresholds_beside_those_at_half():
+    metrics = {"val_micro_f1": 0.5021, "val_subset_accuracy": 0.31, "rows": {"read": 10}, "memory": {"plan": PLAN},
+               "val_at_thresholds": {"micro_f1": 0.7674, "macro_f1": 0.6, "subset_accuracy": 0.4512, "rows": 900}}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 120), 120)
+    import re
+
+    assert "0.5021" in text and re.search(r"micro-F1 at thresholds +0\.7674", text), text
+    assert re.search(r"subset accuracy at thresholds +0\.4512", text), text
