@@ -1124,6 +1124,19 @@ class Training:
                 "skipped, trained on, or none was held out: rows in metrics.json), so no epoch was stopped early "
                 "and the last was kept"))
 
+    def _calibration_metrics(self) -> dict:
+        """metrics.json's record of the calibration: a margin model's probability scale and the
+        validation loss at it (the loss of the probabilities predict gives; val_loss is its scores'
+        at scale 1, as each epoch's), and for label sets the validation rows at the saved thresholds
+        (chosen on them): what predict decides, where each epoch's figures are at 0.5."""
+        c, out = self.calibration, {}
+        if c.loss is not None:
+            out["calibration"] = {"scale": round(c.scale, 6), "val_loss": round(c.loss, 6), "rows": c.rows,
+                                  "at_limit": c.at_limit}
+        if c.at_thresholds:
+            out["val_at_thresholds"] = {**c.at_thresholds, "rows": c.rows}
+        return out
+
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""
         cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
@@ -1142,15 +1155,7 @@ class Training:
             "best_epoch": (state.best["epoch"] if state.best and not self.rule.keeps_last_epoch() else
                            len(state.history) or None), "monitor": tc.monitor,
             "kept": "best" if state.best and not self.rule.keeps_last_epoch() else "last",
-            # A margin model's probability scale, and the validation loss at it: the loss of the
-            # probabilities predict gives (val_loss is its scores' at scale 1, as each epoch's).
-            **({"calibration": {"scale": round(self.calibration.scale, 6),
-                                "val_loss": round(self.calibration.loss, 6), "rows": self.calibration.rows,
-                                "at_limit": self.calibration.at_limit}}
-               if self.calibration.loss is not None else {}),
-            # Label sets: the validation rows at the saved thresholds (chosen on them), what predict decides.
-            **({"val_at_thresholds": {**self.calibration.at_thresholds, "rows": self.calibration.rows}}
-               if self.calibration.at_thresholds else {}),
+            **self._calibration_metrics(),
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),
             # Where the model trained, and the shards this process read (none when the cluster trained it).
