@@ -44,6 +44,23 @@ class Meter:
         return max(0.0, (self.last[1] - base[1]) / dt)
 
 
+class RunningMean:
+    """An exponentially weighted mean of the batches' losses, corrected for its start (as Adam
+    corrects its moments): started at the first value, it read that value at weight 0.95^n, so a
+    short epoch showed its first batch's loss (2.12 where the epoch's batches averaged 1.21)."""
+
+    __slots__ = ("decay", "sum", "weight")
+
+    def __init__(self, decay: float):
+        self.decay, self.sum, self.weight = decay, 0.0, 0.0
+
+    def add(self, value: float) -> float:
+        """Count ``value``; the mean now."""
+        self.sum = self.decay * self.sum + (1 - self.decay) * value
+        self.weight = self.decay * self.weight + (1 - self.decay)
+        return self.sum / self.weight
+
+
 class DashboardState:
     """Everything the views show, updated by events; no I/O, no Rich."""
 
@@ -72,6 +89,8 @@ class DashboardState:
         self.fit_meter, self.feat_meter = Meter(), Meter()
         self.rows_meter, self.tokens_meter, self.bytes_meter = Meter(5.0, 0.25), Meter(5.0, 0.25), Meter()
         self.loss: float | None = None         # running (EWMA) train loss
+        self._loss_mean = RunningMean(0.95)
+        self._rank_loss_mean = RunningMean(0.9)   # --ddp: a report per rank every few batches
         self.loss_history: deque = deque(maxlen=60)
         self._loss_t = -1e9
         self.fitted: dict | None = None
@@ -159,7 +178,7 @@ class DashboardState:
         self.tokens_meter.add(t, self.tokens)
         loss = e.get("loss")
         if loss is not None:
-            self.loss = loss if self.loss is None else 0.95 * self.loss + 0.05 * loss
+            self.loss = self._loss_mean.add(loss)
             if t - self._loss_t >= 0.5:
                 self.loss_history.append(self.loss)
                 self._loss_t = t
@@ -190,7 +209,7 @@ class DashboardState:
         self.tokens += e.get("tokens", 0)   # each report's tokens are the rank's since its last one
         self.tokens_meter.add(t, self.tokens)
         if e.get("loss") is not None:
-            self.loss = e["loss"] if self.loss is None else 0.9 * self.loss + 0.1 * e["loss"]
+            self.loss = self._rank_loss_mean.add(e["loss"])
 
     def _on_early_stop(self, e: dict, t: float) -> None:
         self.early_stop = e

@@ -75,3 +75,18 @@ def test_ddp_ranks_tokens_give_the_dashboards_tokens_per_second():
         events += [(k, {**e, "tokens": 5000}) for k, e in (_rank(i * 0.5, 0, 100 * i), _rank(i * 0.5, 1, 100 * i))]
     s = state_after(events)
     assert s.tokens_meter.rate(s.now()) == pytest.approx(20_000, rel=0.1)
+
+
+def test_the_running_loss_of_a_short_epoch_is_near_its_batches_mean_not_its_first_batchs():
+    # started at the first batch's loss, 0.95 of it remained after each batch: six batches of
+    # 4, 1, 0.6, 0.5, 0.4, 0.3 showed 3.0 where they average 1.13
+    from lancetnic_flow.ui.dashboard.state import DashboardState
+
+    s = DashboardState()
+    losses = [4.0, 1.0, 0.6, 0.5, 0.4, 0.3]
+    for i, loss in enumerate(losses):
+        s.update("batch", {"rows": 64 * (i + 1), "loss": loss, "t": float(i)})
+    assert abs(s.loss - sum(losses) / len(losses)) < 0.2 and s.loss < losses[0] / 3
+    for i in range(500):   # a long run follows its recent batches
+        s.update("batch", {"rows": 64 * (i + 7), "loss": 0.1, "t": float(i + 6)})
+    assert s.loss == pytest.approx(0.1, abs=1e-6)
