@@ -95,6 +95,8 @@ def search_space(cfg: TrainConfig, fits: Any = None) -> list[Param]:
             space.append(_span("sparse_lr", *_sparse_range(t.sparse_optimizer, spec), d["sparse_lr"]))
         else:
             low, high = RANGES[name]
+            if name == "epochs" and "training.epochs" in cfg.given:
+                high = t.epochs   # typed, it caps the trials' epochs (and is trial 0's)
             space.append(_span(name, low, high, d[name], kind="int" if name == "epochs" else "float",
                                log=name != "dropout"))
     return space

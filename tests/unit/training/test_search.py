@@ -42,6 +42,19 @@ def test_given_values_widen_the_ranges():
     assert p.high == 0.2
 
 
+def test_typed_epochs_cap_the_trials_epochs_and_the_default_leaves_the_range_open():
+    # docs/tune.md says to cap --epochs for quicker trials: trials still drew up to 20 epochs
+    def epochs(given: frozenset, n: int):
+        cfg = TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="ScalpelMC"),
+                          training=TrainingConfig(epochs=n), given=given).validate()
+        p = {p.name: p for p in search.search_space(cfg)}["epochs"]
+        return p.low, p.high
+
+    assert epochs(frozenset({"training.epochs"}), 5) == (1, 5)
+    assert epochs(frozenset(), 5) == (1, 20)
+    assert epochs(frozenset({"training.epochs"}), 30) == (1, 30)
+
+
 def test_an_optimizer_that_steps_every_parameter_searches_no_sparse_rate():
     # with --optimizer rmsprop the input rows step at --lr: a searched --sparse-lr trained the same trial twice
     assert "sparse_lr" not in space_of("ScalpelMC", optimizer="rmsprop")
