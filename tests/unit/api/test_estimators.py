@@ -127,3 +127,15 @@ def test_a_pickled_fitted_estimator_keeps_its_run_folder_after_the_original_is_g
     del again
     gc.collect()
     assert not os.path.exists(restored)   # the copy's folder goes with the copy
+
+
+def test_a_pickled_or_saved_estimator_carries_its_run_but_not_its_trainers_writer_lock(tmp_path):
+    # a trained run's folder keeps its trainer's .lock (runs/run_lock.py): a copy is a run of its own
+    est = _fitted_in_a_temporary_folder()
+    with open(os.path.join(est.run_, ".lock"), "w") as f:
+        f.write('{"pid": 1, "host": "h", "since": 0}')
+    again = pickle.loads(pickle.dumps(est))
+    assert os.path.exists(os.path.join(again.run_, "model.json"))
+    assert not os.path.exists(os.path.join(again.run_, ".lock"))
+    saved = again.save(tmp_path / "saved")
+    assert ".lock" not in os.listdir(saved)
