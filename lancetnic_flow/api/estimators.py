@@ -38,13 +38,19 @@ LABEL_SEP = "\x1f"   # joins a row's labels in the temporary file: no label hold
 
 
 def _folder_files(folder: str) -> dict[str, bytes]:
-    """Every file under a local ``folder``, by its path relative to it."""
+    """Every file under a local ``folder``, by its path relative to it; not its
+    writer lock, its trainer's (a copy written from these has its own)."""
+    from ..runs.folder import LOCK_FILES
+
     files = {}
     for root, _, names in os.walk(folder):
         for name in names:
             path = os.path.join(root, name)
+            rel = os.path.relpath(path, folder)
+            if rel in LOCK_FILES:
+                continue
             with open(path, "rb") as f:
-                files[os.path.relpath(path, folder)] = f.read()
+                files[rel] = f.read()
     return files
 
 

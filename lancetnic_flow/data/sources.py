@@ -563,6 +563,8 @@ OWN_MARKERS = ({"model.json", "config.json"}, {"config.json", "checkpoint.safete
 RUN_STAMP = b'"written_by": "lancetnic_flow'
 
 
+# A trainer's writer lock in its run folder (runs/run_lock.py): there from the claim, beside config.json.
+RUN_LOCK_FILES = {".lock", ".lease"}
 # Files of a run folder or a cache entry that a glob for data files may match (`**/*.csv`, `*/*.json`).
 OWN_FILES = {"history.csv", "per_class.csv", "per_label.csv", "top_terms.csv", "metrics.json", "config.json",
              "model.json", "features.json", "manifest.json", "bucket_names.json"}
@@ -596,7 +598,7 @@ def _a_runs_config(fs: Any, path: str, found: dict, beside: set[str]) -> bool:
     taking it for one would leave that data out unseen."""
     size = (found.get(path) or {}).get("size")
     if size == 0:
-        return all(n in OWN_FILES or n.startswith(("checkpoint", "weights")) for n in beside)
+        return all(n in OWN_FILES or n in RUN_LOCK_FILES or n.startswith(("checkpoint", "weights")) for n in beside)
     if fs is None or size is None or size > 2**20:
         return False
     try:

@@ -54,12 +54,12 @@ class S3Lease:
         self.fs = fs
         self.bucket, self.key, _ = fs.split_path(f"{entry_path.rstrip('/')}/{LEASE}")
         self.token = uuid.uuid4().hex
-        self.beats = 0
+        self.beats, self.since = 0, time.time()
 
     def body(self) -> bytes:
         self.beats += 1
         return json.dumps({"token": self.token, "pid": os.getpid(), "host": socket.gethostname(),
-                           "beat": self.beats, "at": time.time()}).encode()
+                           "beat": self.beats, "since": self.since, "at": time.time()}).encode()
 
     def put(self, **condition: str) -> str | None:
         """Write the lease under ``condition``: its new ETag, or None if the store refused."""
@@ -116,7 +116,7 @@ class Held:
             try:
                 etag = self.lease.put(IfMatch=self.etag)
             except Exception as exc:    # a store that stalls for a beat: the next one may get through
-                log.warning("could not renew the cache entry's lease %s: %s", self.lease.key, exc)
+                log.warning("could not renew the writer's lease %s: %s", self.lease.key, exc)
                 continue
             if etag is None:
                 self.lost = True
@@ -133,15 +133,43 @@ class Held:
             self.lease.delete_if(self.etag)
 
 
-def holder_of(doc: dict) -> str:
-    """Who holds a lease, in words, from what the holder wrote into it."""
-    return f"process {doc['pid']} on {doc['host']}" if {"pid", "host"} <= set(doc) else "another process"
+def holder_of(doc: Any) -> str:
+    """Who holds a lock or lease, in words, from what the holder wrote into it."""
+    if not isinstance(doc, dict) or not {"pid", "host"} <= set(doc):
+        return "another process"
+    since = doc.get("since")
+    when = (time.strftime(" since %Y-%m-%d %H:%M:%S", time.localtime(since))
+            if isinstance(since, (int, float)) and not isinstance(since, bool) else "")
+    return f"process {doc['pid']} on {doc['host']}{when}"
+
+
+class Busy:
+    """A lease a live run holds, found by :func:`take_lease` told not to wait."""
+
+    def __init__(self, holder: str):
+        self.holder = holder
+
+
+def _renewed_within(doc: Any, ttl: float) -> bool:
+    """Whether the lease ``doc`` was renewed less than ``ttl`` seconds ago by its holder's
+    stamp, read on this clock: what a look that cannot wait a TTL has to go on."""
+    at = doc.get("at") if isinstance(doc, dict) else None
+    return isinstance(at, (int, float)) and time.time() - at < ttl
+
+
+def lease_holder(fs: Any, entry_path: str, ttl: float = TTL) -> str | None:
+    """Who holds ``entry_path``'s lease, in words; None when there is none or its
+    holder stopped renewing it ``ttl`` seconds ago. Writes nothing."""
+    now = S3Lease(fs, entry_path).read()
+    return holder_of(now[1]) if now is not None and _renewed_within(now[1], ttl) else None
 
 
 def take_lease(fs: Any, entry_path: str, on_wait: Callable[[str], None] | None = None, poll: float = 0.5,
-               ttl: float = TTL) -> Held | None:
+               ttl: float = TTL, wait: bool = True) -> Held | Busy | None:
     """Hold ``entry_path``'s lease, waiting while a live run holds it (``on_wait(holder)``
-    once if it must); None where the store ignores conditional writes."""
+    once if it must); None where the store ignores conditional writes. ``wait`` False:
+    :class:`Busy` at once while a live run holds it (one not renewed for ``ttl`` seconds by
+    its own stamp is taken over, as no TTL can be waited out)."""
     lease, told, seen = S3Lease(fs, entry_path), False, None
     while True:
         etag = lease.put(IfNoneMatch="*")
@@ -157,15 +185,18 @@ def take_lease(fs: Any, entry_path: str, on_wait: Callable[[str], None] | None =
         now = lease.read()
         if now is None:
             continue                                        # released meanwhile: ask again at once
+        if not wait and _renewed_within(now[1], ttl):
+            return Busy(holder_of(now[1]))
         if seen is None or seen[0] != now[0]:
-            seen = (now[0], time.monotonic())
-        elif time.monotonic() - seen[1] >= ttl:
+            # Not waiting: a lease its holder stopped renewing is taken over at once, below.
+            seen = (now[0], time.monotonic() - (0.0 if wait else ttl))
+        if time.monotonic() - seen[1] >= ttl:
             # Not renewed for ttl seconds of this clock: its holder is gone. Take it over
             # from that version only, so of several waiters one wins.
             etag = lease.put(IfMatch=now[0])
             if etag is not None:
-                log.warning("took over the cache entry's lease from %s, which stopped renewing it %g s ago",
-                            holder_of(now[1]), ttl)
+                log.warning("took over the writer's lease %s from %s, which stopped renewing it %g s ago",
+                            lease.key, holder_of(now[1]), ttl)
                 return Held(lease, etag, ttl)
             seen = None
             continue
@@ -175,4 +206,4 @@ def take_lease(fs: Any, entry_path: str, on_wait: Callable[[str], None] | None =
         time.sleep(poll)
 
 
-__all__ = ["take_lease", "Held", "S3Lease", "LEASE", "TTL"]
+__all__ = ["take_lease", "lease_holder", "holder_of", "Busy", "Held", "S3Lease", "LEASE", "TTL"]

@@ -19,8 +19,8 @@ import fsspec
 
 from ..errors import UserError
 from ..storage import join, read_bytes, write_bytes
-from .folder import (CHECKPOINT_FILE, STAMP_KEYS, WEIGHTS_FILE, finish_run, folder_options, network_digest, unfinish,
-                     write_weights)
+from .folder import (CHECKPOINT_FILE, LOCK_FILES, STAMP_KEYS, WEIGHTS_FILE, finish_run, folder_options,
+                     network_digest, unfinish, write_weights)
 from .loading import load_run
 from .stored_weights import decode, encode, materialize
 
@@ -50,7 +50,9 @@ def compact_run(src: str, dst: str, src_options: dict | None = None, dst_options
                     for n in matrices)
     del back
     fs, path = fsspec.core.url_to_fs(src, **sso)
-    names = [n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(path, detail=False) if fs.isfile(n)]
+    # The run's trainer's writer lock is no file of the run: the copy is a run of its own.
+    names = [b for n in fs.ls(path, detail=False) if fs.isfile(n)
+             and (b := n.rstrip("/").rsplit("/", 1)[-1]) not in LOCK_FILES]
     dfs, dpath = fsspec.core.url_to_fs(dst, **dso)
     fresh = not dfs.exists(dpath) or (dfs.isdir(dpath) and not dfs.ls(dpath, detail=False))
     try:

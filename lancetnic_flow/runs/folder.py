@@ -33,6 +33,8 @@ from typing import Any
 
 import fsspec
 
+from ..dataflow.entry_lease import LEASE
+from ..dataflow.entry_lock import LOCK, try_lock_entry
 from ..errors import UserError
 from ..features.vectorize import FittedFeatures
 from ..storage import check_writable, join, open_atomic, options_for, read_bytes, write_bytes, writing
@@ -46,6 +48,8 @@ WEIGHTS_FILE = "model.safetensors"
 FEATURES_FILE = "features.json"
 # What model.json and config.json say about who wrote them; not configuration.
 STAMP_KEYS = ("format_version", "written_by")
+# The folder's writer lock (run_lock.py): its trainer's, never one of the run's files.
+LOCK_FILES = (LOCK, LEASE)
 
 
 class RunFolder(str):
@@ -73,7 +77,18 @@ def folder_options(url: str, given: dict | None = None) -> dict:
 
 def new_run_dir(out: str, name: str | None, storage_options: dict | None = None) -> RunFolder:
     """Create ``out/name`` (a fresh timestamped name by default) and return its URL,
-    carrying ``storage_options`` for the steps that write into it."""
+    carrying ``storage_options`` for the steps that write into it. Its writer lock
+    is let go at once: a trainer claims its folder with :func:`claim_run_dir`."""
+    run, lock = claim_run_dir(out, name, storage_options)
+    if lock is not None:
+        lock.release()
+    return run
+
+
+def claim_run_dir(out: str, name: str | None, storage_options: dict | None = None) -> tuple[RunFolder, Any]:
+    """:func:`new_run_dir`'s folder, and its writer lock (run_lock.py) held from before
+    its config.json is created: no ``train --resume`` gets in while it is trained. The
+    lock is None where the folder's store has none; ``release()`` it once the run is saved."""
     so = storage_options or {}
     fs, base = fsspec.core.url_to_fs(out, **so)
     name = name or time.strftime("%Y%m%d-%H%M%S")
@@ -82,29 +97,35 @@ def new_run_dir(out: str, name: str | None, storage_options: dict | None = None)
     candidate, n = name, 1
     with writing(out):
         # A folder with config.json is a run, finished or waiting for --resume: never reuse it.
-        while not _claimed(fs, f"{base.rstrip('/')}/{candidate}"):
+        while (lock := _claimed(fs, f"{base.rstrip('/')}/{candidate}", out, candidate, so)) is False:
             n += 1
             candidate = f"{name}-{n}"
     path = f"{base.rstrip('/')}/{candidate}"
-    return RunFolder(fs.unstrip_protocol(path) if "://" in out else path, so)
+    return RunFolder(fs.unstrip_protocol(path) if "://" in out else path, so), lock
 
 
-def _claimed(fs: Any, path: str) -> bool:
-    """Whether ``path`` is now this run's: created, or an empty folder taken,
+def _claimed(fs: Any, path: str, out: str, name: str, so: dict) -> Any:
+    """False unless ``path`` is now this run's: created, or an empty folder taken,
     with an empty config.json (write_config fills it) created only if no
     other run has one. Created exclusively where the filesystem can (a local
     disk): two runs started in the same second, with the same default name,
     took one folder and wrote over each other's files. Elsewhere, checked
-    first (an object store has no exclusive create)."""
+    first (an object store has no exclusive create). Claimed: the folder's
+    writer lock, taken first (None where it has none)."""
     if any(fs.exists(f"{path}/{f}") for f in ("model.safetensors", "config.json")):
         return False
     fs.makedirs(path, exist_ok=True)
+    lock = try_lock_entry(join(out, name), so)
+    if lock is not None and not lock.held:   # another trainer is claiming it this moment
+        return False
     if "file" not in fs.protocol:
-        return True
+        return lock
     try:
         with open(f"{path}/config.json", "xb"):   # a local path: url_to_fs stripped its protocol
-            return True
+            return lock
     except FileExistsError:   # another run claimed it since the check above
+        if lock is not None:
+            lock.release()
         return False
 
 
@@ -262,7 +283,9 @@ def copy_run(src: str, dst: str, src_options: dict | None = None, dst_options: d
     ``dst``'s own ``model.json`` removed first, each file renamed into place, ``model.json`` last."""
     sso, dso = folder_options(src, src_options), folder_options(dst, dst_options)
     fs, path = fsspec.core.url_to_fs(src, **sso)
-    names = [n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(path, detail=False) if fs.isfile(n)]
+    # The source's writer lock is its trainer's, not the run's: the copy has its own.
+    names = [b for n in fs.ls(path, detail=False) if fs.isfile(n)
+             and (b := n.rstrip("/").rsplit("/", 1)[-1]) not in LOCK_FILES]
     unfinish(dst, dso)
     for name in sorted(names, key=lambda n: n == "model.json"):
         write_bytes(join(dst, name), read_bytes(join(src, name), sso), dso)

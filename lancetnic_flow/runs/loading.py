@@ -31,6 +31,7 @@ from ..storage import join, read_bytes
 from .config_check import config_problem, meta_problem
 from .folder import (CHECKPOINT_FILE, FORMAT_VERSION, NETWORK_DIGEST, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE,
                      folder_options, network_digest, written_by)
+from .run_lock import run_holder
 
 # features.json's fields since the first release: without one, a run would turn texts into other inputs.
 FEATURES_REQUIRED = ("mode", "ngrams", "lowercase", "sublinear_tf", "buckets", "max_len", "labels", "target",
@@ -101,17 +102,19 @@ def a_file_not_a_run(run: str) -> UserError:
 
 
 def _unfinished(run: str, storage_options: dict) -> UserError:
-    """A folder with config.json and no model.json: a run still being trained, or one stopped
-    before it was saved. Nothing in the folder tells the two apart, so the message names both:
-    it said "stopped" of a run being trained, and its hint started a second training into it."""
+    """A folder with config.json and no model.json: a run still being trained (its trainer
+    holds the folder's writer lock, run_lock.py), or one stopped before it was saved."""
+    holder = run_holder(run, storage_options)
+    said = f"{run} is an unfinished run: no model.json yet, which training writes last; "
+    if holder is not None:
+        return UserError(said + f"it is still being trained ({holder})",
+                         "wait for that training to end, then use the run")
     fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT_FILE), **storage_options)
-    said = (f"{run} is an unfinished run: no model.json yet, which training writes last; it is still "
-            "being trained, or it stopped before its model was saved")
-    wait = "if its training is still running, wait for it to end; if it stopped, "
+    said += "it stopped before its model was saved"
     if fs.exists(path):
-        return UserError(said, wait + f"continue it from its checkpoint with `lancetnic-flow train --resume {run}`")
+        return UserError(said, f"continue it from its checkpoint with `lancetnic-flow train --resume {run}`")
     return UserError(said + " (it has no checkpoint to continue from)",
-                     wait + "train it again with the same command (what was fitted and featurised is cached)")
+                     "train it again with the same command (what was fitted and featurised is cached)")
 
 
 def _damaged(url: str, what: str, hint: str = RESTORE) -> UserError:

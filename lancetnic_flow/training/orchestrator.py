@@ -50,7 +50,8 @@ from ..models.tasks import Task
 from ..registry import MODELS
 from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, unused_monitor, words_kept_warning
 from ..runs.learned_rows import write_learned
-from ..runs.folder import RunFolder, check_output_places, finish_run, new_run_dir, save_run, write_config, write_json
+from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
+from ..runs.run_lock import lock_run
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import can_detach, draw_detached, plot_jobs, write_jobs
 from ..scores import val_scores
@@ -283,6 +284,10 @@ class Training:
             cfg = continue_config(cfg)
         # What was asked (--model auto's fallback starts from it), and what that resolves to.
         self.given, self.events, self.resume = cfg, events, resume
+        self.out_so = options_for(cfg.output.out, cfg.data.storage_options, like=cfg.data.train[0])
+        # The run folder's writer lock (runs/run_lock.py), held until the run is saved: a second
+        # trainer into a folder being trained is refused before any work.
+        self.run_lock = lock_run(resume, self.out_so) if resume else None
         self.cfg = cfg = resolve(cfg)
         check_resolved(cfg)
         self.tc = cfg.training
@@ -294,7 +299,6 @@ class Training:
         self.reads_at_start = SHARD_READS.now()   # shards this process reads from here on go into metrics.json
         # With --ddp the ranks pick their own device on their workers; the trainer only keeps the result.
         self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
-        self.out_so = options_for(cfg.output.out, cfg.data.storage_options, like=cfg.data.train[0])
         self.saved = self._load_checkpoint() if resume else None
         self.columns = training_columns(cfg)
         self.model_bytes = estimate_model_bytes(cfg)
@@ -617,6 +621,11 @@ class Training:
                          message=f"{holder} is writing the cache entry {self.entry}; this run reads it once it is "
                                  "complete")
 
+    def release_run(self) -> None:
+        """The run folder's writer lock, if this run holds it (saved, or stopped)."""
+        if self.run_lock is not None:
+            self.run_lock.release()
+
     def release_entry(self) -> None:
         """The entry's writer lock, if this run still holds it (it stops before the manifest)."""
         if self.entry_lock is not None:
@@ -742,7 +751,7 @@ class Training:
         if self.resume:
             self.run = RunFolder(self.resume, self.out_so)
         else:
-            self.run = new_run_dir(cfg.output.out, cfg.output.name, self.out_so)
+            self.run, self.run_lock = claim_run_dir(cfg.output.out, cfg.output.name, self.out_so)
             write_config(self.run, saved_config(cfg), self.out_so)
 
     def _start_from_init(self, classes: int) -> None:
@@ -1204,6 +1213,7 @@ class Training:
         finish_run(self.run, self.model_meta, self.out_so, weights)
         self.whole = True
         remove_checkpoint(self.run, self.out_so)
+        self.release_run()   # before the chart drawer forks: a copy of the lock's descriptor would hold it
         # The run is whole: the charts are drawn from here on by a copy of this process that outlives it.
         drawing = {"charts": {"pid": draw_detached(self.run, later),
                               "files": [u.rsplit("/", 1)[-1] for j in later for u in j.files]}} if later else {}
@@ -1268,5 +1278,6 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
                             has_checkpoint(run.run, run.out_so)) from None
     finally:
         run.release_entry()
+        run.release_run()
         if tracking is not None:   # a run that ended without `done` (interrupted or failed) ends its tracked run
             tracking.end(sys.exc_info()[1])

@@ -277,3 +277,29 @@ def test_ctrl_c_in_a_terminal_stops_cleanly_and_says_how_to_resume(small_corpus,
     resumed = cli("train", "--resume", run, "--workers", "2", "--memory-budget", "3GiB", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resuming" in resumed.stderr + resumed.stdout and (run / "model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_a_run_being_trained_refuses_a_second_trainer_and_predict_says_it_is_still_training(small_corpus, tmp_path):
+    """Before: `train --resume RUN` of a run whose trainer still lived (paused here) trained into
+    the same folder beside it, and predict said "still being trained, or it stopped". Now the
+    folder's writer lock refuses the second trainer naming the first, and predict tells which."""
+    run = tmp_path / "runs" / "busy"
+    proc = _start(["train", small_corpus, *CLUSTER, "--epochs", "3", "--batch-size", "64", "--out", tmp_path / "runs",
+                   "--cache", tmp_path / "cache", "--name", "busy", "--checkpoint-every", "5",
+                   "--json-log", "log.jsonl"], tmp_path)
+    try:
+        _wait_for_event(tmp_path / "log.jsonl", proc, lambda e: e.get("event") == "checkpoint")
+        os.killpg(proc.pid, signal.SIGSTOP)   # a trainer that still lives, as a stalled or restarted job's
+        before = (run / CHECKPOINT).read_bytes()
+        holder = f"process {proc.pid} on "
+        assert_user_error(cli("train", "--resume", run, *CLUSTER, cwd=tmp_path), f"{run} is being trained by {holder}",
+                          "wait for that training to end, or stop it")
+        assert (run / CHECKPOINT).read_bytes() == before and not (run / "model.json").exists()
+        out = assert_user_error(cli("predict", run, "--text", "hello", cwd=tmp_path), f"still being trained ({holder}")
+        assert "stopped" not in out
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert_user_error(cli("predict", run, "--text", "hello", cwd=tmp_path), "it stopped before its model was saved",
+                      f"--resume {run}")

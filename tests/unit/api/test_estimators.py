@@ -139,3 +139,15 @@ def test_a_label_set_models_score_reads_one_label_given_alone_as_a_set_of_one_no
     assert clf.score(texts, [["sports"], ["tech", "sports"], [], ["x"]]) == 0.75
     assert clf.score(texts, ["sports", ["tech", "sports"], None, "x"]) == 0.75
     assert clf.score(texts, np.array(["sports", "tech", "tech", "x"], dtype=object)) == 0.25
+
+
+def test_a_pickled_or_saved_estimator_carries_its_run_but_not_its_trainers_writer_lock(tmp_path):
+    # a trained run's folder keeps its trainer's .lock (runs/run_lock.py): a copy is a run of its own
+    est = _fitted_in_a_temporary_folder()
+    with open(os.path.join(est.run_, ".lock"), "w") as f:
+        f.write('{"pid": 1, "host": "h", "since": 0}')
+    again = pickle.loads(pickle.dumps(est))
+    assert os.path.exists(os.path.join(again.run_, "model.json"))
+    assert not os.path.exists(os.path.join(again.run_, ".lock"))
+    saved = again.save(tmp_path / "saved")
+    assert ".lock" not in os.listdir(saved)

@@ -684,6 +684,18 @@ def test_a_run_folder_before_its_first_checkpoint_and_a_cache_entry_before_its_m
         [f"{tmp_path.name}/train.csv", "user/config.json"]
 
 
+def test_a_run_folder_just_claimed_holding_its_writer_lock_is_not_data(tmp_path):
+    # a trainer locks its folder as it claims it: the claim's empty config.json beside the .lock (or
+    # S3's .lease) was taken for the user's data, since .lock is not one of a run's files
+    (tmp_path / "train.csv").write_bytes(csv_bytes(rows(5)))
+    for lock in (".lock", ".lease"):
+        claim = tmp_path / f"claim{lock}"
+        claim.mkdir()
+        (claim / "config.json").write_bytes(b"")
+        (claim / lock).write_text('{"pid": 1, "host": "h"}')
+    assert [f.url.rsplit("/", 1)[-1] for f in plan_source([str(tmp_path)]).files] == ["train.csv"]
+
+
 def test_an_empty_config_json_beside_data_leaves_that_data_in(tmp_path):
     # an empty config.json is a run's claim only in a folder holding nothing but a run's files:
     # beside the user's data it marked the folder as a run and its rows were left out unseen

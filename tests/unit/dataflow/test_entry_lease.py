@@ -6,10 +6,13 @@ is left to it, never deleted by the run that lost it."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import time
 
 from fsspec.asyn import get_loop
 
-from lancetnic_flow.dataflow.entry_lease import take_lease
+from lancetnic_flow.dataflow.entry_lease import Busy, Held, lease_holder, take_lease
 
 
 class Body:
@@ -84,3 +87,20 @@ def test_a_released_lease_is_deleted_and_the_next_run_takes_it_at_once():
     waited = []
     take_lease(store, "bkt/cache/e", waited.append, ttl=60).close()
     assert not waited
+
+
+def test_not_waiting_a_live_lease_is_busy_naming_its_holder_and_a_dead_ones_is_taken_over(caplog):
+    store = Store()
+    live = take_lease(store, "bkt/runs/r", ttl=60)
+    busy = take_lease(store, "bkt/runs/r", ttl=60, wait=False)
+    assert isinstance(busy, Busy) and busy.holder.startswith(f"process {os.getpid()} on ")
+    assert lease_holder(store, "bkt/runs/r").startswith(f"process {os.getpid()} on ")
+    live.close()
+    assert lease_holder(store, "bkt/runs/r") is None
+    # A holder that died: its lease stays, last renewed long ago by its own stamp.
+    store.objects["runs/r/.lease"] = ('"dead"', json.dumps({"pid": 1, "host": "h", "at": time.time() - 120}).encode())
+    assert lease_holder(store, "bkt/runs/r", ttl=60) is None
+    took = take_lease(store, "bkt/runs/r", ttl=60, wait=False)
+    assert isinstance(took, Held) and "took over" in caplog.text
+    took.close()
+    assert not store.objects

@@ -37,3 +37,12 @@ def test_a_copy_stopped_mid_way_leaves_no_folder_and_a_new_export_writes_it_whol
     assert not (tmp_path / "int8").exists()
     monkeypatch.setattr(compact, "write_weights", real)
     assert compact.compact_run(run, dst)["matrices"] and load_run(dst).meta["quantised"]["bits"] == 8
+
+
+def test_a_compact_copy_takes_no_writer_lock_of_the_run_it_copies(tmp_path):
+    # the run's .lock (its trainer's, runs/run_lock.py) was copied into the compact run as one of its files
+    run, dst = tmp_path / "run", tmp_path / "int8"
+    _run(str(run))
+    (run / ".lock").write_text('{"pid": 1, "host": "h", "since": 0}')
+    compact.compact_run(str(run), str(dst))
+    assert (dst / "model.json").exists() and ".lock" not in [p.name for p in dst.iterdir()]

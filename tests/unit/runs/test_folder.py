@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import shutil
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +23,11 @@ import pyarrow as pa
 import pytest
 import torch
 
+from lancetnic_flow.dataflow.entry_lock import try_lock_entry
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.models.scalpel import ScalpelNet
-from lancetnic_flow.runs.folder import (CHECKPOINT_FILE, RunFolder, copy_run, finish_run, folder_options, new_run_dir,
+from lancetnic_flow.runs.folder import (CHECKPOINT_FILE, RunFolder, claim_run_dir, copy_run, finish_run, folder_options, new_run_dir,
                                         save_run, written_by)
 from lancetnic_flow.runs.loading import load_run, read_run_json
 from lancetnic_flow.storage import join, write_bytes
@@ -485,13 +488,33 @@ def test_a_file_given_as_the_run_folder_is_refused_in_words_by_every_reader(tmp_
             read(str(data))
 
 
-def test_an_unfinished_run_is_not_said_to_have_stopped_since_it_may_still_be_training(tmp_path):
+def test_an_unfinished_run_is_said_to_be_still_training_while_its_trainer_holds_it_and_stopped_once_not(tmp_path):
+    """Before: "still being trained, or it stopped" of every run without model.json (nothing told them
+    apart). Now the trainer's writer lock tells: held, the holder is named; not, "stopped" and --resume."""
     run = str(tmp_path / "training")
     save_small_run(run, finish=False)
+    trainer = try_lock_entry(run, {})
+    with pytest.raises(UserError) as e:
+        load_run(run)
+    assert f"it is still being trained (process {os.getpid()} on {socket.gethostname()} since " in e.value.message
+    assert "stopped" not in e.value.message and "--resume" not in e.value.hint
+    trainer.release()
     for checkpoint in (False, True):
         if checkpoint:
             write_bytes(join(run, CHECKPOINT_FILE), b"x", {})
         with pytest.raises(UserError) as e:
             load_run(run)
-        assert "still being trained, or it stopped" in e.value.message
-        assert e.value.hint.startswith("if its training is still running, wait for it to end; if it stopped, ")
+        assert "it stopped before its model was saved" in e.value.message and "still being" not in e.value.message
+        assert ("--resume" in e.value.hint) == checkpoint
+
+
+def test_a_trainer_holds_the_folder_it_claims_until_it_lets_go_and_a_copy_takes_no_lock(tmp_path):
+    run, lock = claim_run_dir(str(tmp_path), "exp")
+    assert lock is not None and lock.held and (Path(run) / "config.json").exists()
+    other = try_lock_entry(run, {})
+    assert not other.held and other.holder.startswith(f"process {os.getpid()} on ")
+    lock.release()
+    assert try_lock_entry(run, {}).held
+    save_small_run(run)
+    copy_run(run, str(tmp_path / "copy"))
+    assert ".lock" in os.listdir(run) and ".lock" not in os.listdir(tmp_path / "copy")
