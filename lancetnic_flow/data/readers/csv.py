@@ -106,6 +106,8 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
 
     def on_invalid(row) -> str:
         nonlocal bad
+        if _blank((row.text or "").encode(), delimiter):
+            return "skip"   # spaces alone on a line: blank, as pandas skips it, no row and no count
         bad += 1
         if "\n" in (row.text or ""):
             taken.append(row.text)
@@ -272,8 +274,9 @@ def _records(lines: list[str], delimiter: str, width: int):
             except csv.Error:
                 row = None
             taken = lines[start + before:start + reader.line_num]
-            if row == []:
-                continue   # a blank line is not a row
+            if row == [] or (row is not None and len(taken) == 1 and len(row) < width
+                             and _blank(taken[0].encode(), delimiter)):
+                continue   # a blank line (or one of spaces alone, as pandas reads it) is not a row
             if row is not None and len(taken) > 1 and (sum(t.count('"') for t in taken) % 2 or _stray(taken, delimiter)):
                 row = None                       # an unclosed (or stray) quote took the lines after it
                 restart = start + before + 1

@@ -162,3 +162,28 @@ def test_an_unquoted_lone_cr_ends_a_record_in_prediction_as_in_training_and_pand
     for chunk in (clean, slow):
         rows = [(r["keep:id"], r["text"], r["status"]) for r in chunk.table.to_pylist()][:4]
         assert rows == [("1", "match", "ok"), (None, "", "malformed"), ("2", "phone chip", "ok"), ("3", "team win", "ok")]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("slow", [False, True], ids=["block", "row-by-row"])
+def test_a_line_of_spaces_between_rows_is_blank_as_pandas_reads_it_not_a_malformed_row(fmt, slow):
+    # pandas skips it (skip_blank_lines); training counted it malformed and prediction wrote a row for it
+    import io
+
+    import pandas as pd
+
+    d = "," if fmt == "csv" else "\t"
+    spaces = ["   ", " \r", "\t  " if fmt == "csv" else "  "]
+    rows = [f"row number {i}{d}l{i % 3}" for i in range(6)]
+    body = [rows[0], spaces[0], rows[1], rows[2], spaces[1], rows[3], spaces[2], rows[4], rows[5]]
+    if slow:   # a field count that is wrong sends prediction to its row-by-row reader
+        body.insert(2, f"a{d}b{d}c")
+    text = f"text{d}label\n" + "\n".join(body) + "\n"
+    want = pd.read_csv(io.StringIO(text), sep=d, on_bad_lines="skip")
+    for all_rows in (False, True):
+        chunk = parse_csv(text.encode(), None, fmt, Columns(text=("text",), label="label", all_rows=all_rows), "f")
+        texts = chunk.table.column("text").to_pylist()
+        if all_rows and slow:   # prediction keeps the malformed record's place, as its own row
+            texts = [t for t, s in zip(texts, chunk.table.column("status").to_pylist()) if s != "malformed"]
+        assert texts == want["text"].tolist(), (all_rows, texts)
+        assert chunk.skipped.get("malformed", 0) == (1 if slow else 0), chunk.skipped
