@@ -459,6 +459,10 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
                         "check the protocol and install its fsspec package "
                         "(s3fs, gcsfs, aiohttp)") from exc
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    # A store's client keeps the listings this process made (s3fs, gcsfs): planned again, the
+    # files would be as they were then, an object rewritten since with its old ETag (the old
+    # cache entry reused) and one added since not at all. A plan lists afresh.
+    fs.invalidate_cache()
     explicit = globbed = False
     try:
         if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
