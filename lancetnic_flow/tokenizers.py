@@ -90,29 +90,18 @@ def _restore(spec: str, fn: Callable | None = None, batch: bool = False) -> Toke
 
 
 def code_fingerprint(spec: str) -> str:
-    """A hash of the code behind tokenizer ``spec``: its module's source file
-    when it has one (any edit to it counts) and the function's compiled code.
-    The shard cache keys on it, since a run records the name only: tokens
-    featurised by an earlier version of the code are not reused."""
+    """A hash of the code behind tokenizer ``spec`` (code_digest.py): its
+    module's source file, those of the user's modules it reaches (a helper
+    imported from another file), and the function's compiled code. The shard
+    cache keys on it, since a run records the name only: tokens featurised by
+    an earlier version of the code are not reused. The same in every process,
+    so a run's entry is found again (and its checkpoint resumed)."""
     import hashlib
-    import sys
+
+    from .code_digest import code_digest
 
     fn, batch = resolve(spec)
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    path = getattr(module, "__file__", None)
-    h = hashlib.sha256(b"batch" if batch else b"row")
-    try:
-        with open(path, "rb") as f:   # what it calls in its module too
-            h.update(f.read())
-    except (OSError, TypeError):
-        pass
-    h.update(repr((getattr(fn, "__module__", None), getattr(fn, "__qualname__", repr(fn)))).encode())
-    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)
-    if code is not None:   # a builtin or a C function has none: its name is all there is
-        h.update(code.co_code)
-        h.update(repr(code.co_consts).encode())
-        h.update(repr(code.co_names).encode())
-    return h.hexdigest()[:16]
+    return hashlib.sha256((b"batch" if batch else b"row") + code_digest(fn).encode()).hexdigest()[:16]
 
 
 def canonical(spec: str) -> TokenizerRef:

@@ -141,13 +141,28 @@ class SourcePlan:
     warnings: list[str] = field(default_factory=list)
     # The inputs whose format their files' start decided (their names did not).
     sniffed: list[Sniffed] = field(default_factory=list)
+    # What opens the files, for a file whose store gives no change token (its content is hashed).
+    storage_options: dict = field(default_factory=dict, repr=False, compare=False)
+    digests: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def fingerprint(self) -> str:
-        """Identity of the input data (not of its partitioning)."""
+        """Identity of the input data (not of its partitioning): each file's URL, size,
+        change token, format and compression; a file whose store gives no change token
+        counts by a hash of its content (data/content_digest.py), computed once."""
         rows = sorted(
-            [f.url, f.size, f.version, f.format, f.compression or ""] for f in self.files
+            [f.url, f.size, f.version or self._digest(f), f.format, f.compression or ""] for f in self.files
         )
         return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+    def _digest(self, f: FileInfo) -> str:
+        if f.url not in self.digests:
+            from .content_digest import content_digest
+
+            try:
+                self.digests[f.url] = content_digest(f.url, self.storage_options) if f.size else ""
+            except Exception as exc:  # noqa: BLE001 - the store's errors, said as reading it says them
+                raise open_error(f.url, exc) from exc
+        return self.digests[f.url]
 
 
 @dataclass
@@ -444,6 +459,10 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
                         "check the protocol and install its fsspec package "
                         "(s3fs, gcsfs, aiohttp)") from exc
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    # A store's client keeps the listings this process made (s3fs, gcsfs): planned again, the
+    # files would be as they were then, an object rewritten since with its old ETag (the old
+    # cache entry reused) and one added since not at all. A plan lists afresh.
+    fs.invalidate_cache()
     explicit = globbed = False
     try:
         if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
@@ -714,4 +733,4 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
             f"Compressed input ({shown}): a compressed file cannot be split by byte range, "
             f"so each one is read by one worker at a time as a stream; split it into "
             f"several files for parallelism.")
-    return SourcePlan(files=files, partitions=partitions, warnings=warnings, sniffed=decided)
+    return SourcePlan(files=files, partitions=partitions, warnings=warnings, sniffed=decided, storage_options=so)

@@ -22,7 +22,7 @@ from ..features.vectorize import FittedFeatures
 from ..reconnect import retrying, share
 from ..storage import join
 from .entry_lock import EntryLock
-from .manifest import Manifest, read_manifest, write_manifest
+from .manifest import Manifest, features_digest, read_manifest, write_manifest
 from .shards import PartitionResult, ShardInfo, count_partition, featurize_partition, load_or_repair
 from .stream import cached_blocks, epoch_order, live_blocks, prefetch
 from .window import OrderedWindow
@@ -119,7 +119,8 @@ class ShardFeed:
         parts = {"train": [dataclasses.asdict(p) for p in s.train.partitions],
                  "val": [dataclasses.asdict(p) for p in (s.val.partitions if s.val else [])]}
         self.manifest = Manifest(s.key, s.train.fingerprint(), {"features": s.feature_config},
-                                 sorted(results, key=lambda r: r.partition), partitions=parts)
+                                 sorted(results, key=lambda r: r.partition), partitions=parts,
+                                 features_digest=features_digest(s.features.to_json().encode()))
         write_manifest(s.entry, self.manifest, s.cache_options)
         self._features = None
         self.release()

@@ -58,6 +58,9 @@ class Manifest:
     # The partitions the shards were cut from ({"train": [...], "val": [...]}),
     # so a damaged shard is rebuilt from the same bytes whatever today's plan.
     partitions: dict[str, list[dict]] = field(default_factory=dict)
+    # The SHA-256 of the features.json the shards were featurised with: that file, damaged or
+    # replaced by another entry's, would read every shard's ids as other terms. None: written before.
+    features_digest: str | None = None
 
     def partition(self, split: str, index: int) -> Partition:
         d = dict(self.partitions[split][index])
@@ -90,11 +93,24 @@ def write_manifest(entry: str, manifest: Manifest, cache_options: dict) -> None:
     write_bytes(join(entry, MANIFEST), manifest.to_json().encode(), cache_options)
 
 
-def read_features(entry: str, cache_options: dict) -> FittedFeatures | None:
+def read_features(entry: str, cache_options: dict, key: str | None = None) -> FittedFeatures | None:
+    """The entry's fitted features, or None if absent or damaged. With ``key``: also
+    None when the entry's complete manifest names other features than this file
+    holds (another entry's, or a damaged one), which a fit pass then makes again."""
     try:
-        return FittedFeatures.from_json(read_bytes(join(entry, FEATURES), cache_options).decode())
+        data = read_bytes(join(entry, FEATURES), cache_options)
+        features = FittedFeatures.from_json(data.decode())
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None
+    manifest = read_manifest(entry, key, cache_options) if key is not None else None
+    if manifest is not None and manifest.features_digest not in (None, features_digest(data)):
+        return None
+    return features
+
+
+def features_digest(data: bytes) -> str:
+    """The digest of a features.json's bytes, as the manifest records it."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def write_features(entry: str, features: FittedFeatures, cache_options: dict) -> None:

@@ -540,12 +540,12 @@ class Training:
             self._fit_without_cache()
             self.stage_seconds["fit"] = time.monotonic() - ts
             return
-        features = read_features(self.entry, self.cache_so)
+        features = read_features(self.entry, self.cache_so, self.key)
         if features is None or read_manifest(self.entry, self.key, self.cache_so) is None:
             # This run may write the entry: one writer at a time. A run that held it
             # may have completed it meanwhile, so what is there is read again.
             self.entry_lock = lock_entry(self.entry, self.cache_so, on_wait=self._waiting_for_entry)
-            features = read_features(self.entry, self.cache_so)
+            features = read_features(self.entry, self.cache_so, self.key)
         results = None
         if features is None:
             features, results, totals = self._fit_pass()

@@ -135,3 +135,22 @@ def test_an_s3_folder_reads_its_files_whatever_their_keys_hold_and_never_its_fol
             check_columns(plan, COLS, storage_options=so)
             t, skipped, read = read_all(plan, COLS, storage_options=so)
             assert (read, t.num_rows, skipped) == (n, n, {}), url
+
+
+def test_a_process_planning_s3_data_again_sees_objects_rewritten_and_added_by_another_writer_since():
+    # s3fs keeps a process's listings: a second plan in the same process (an estimator fitted
+    # again, a workflow, a notebook) saw a glob's object with its old ETag (the old cache entry
+    # reused) and no object added since (its rows never read).
+    with s3_server() as so:
+        ours = fsspec.filesystem("s3", **so)
+        other = fsspec.filesystem("s3", skip_instance_cache=True, **so)   # another process's writer
+        ours.call_s3("create_bucket", Bucket="bucket")
+        other.pipe("bucket/data/a.csv", csv_bytes(rows(10)))
+        for n, url in enumerate(("s3://bucket/data/*.csv", "s3://bucket/data/a.csv")):
+            before = plan_source([url], storage_options=so)
+            ours.glob("bucket/data/*.csv")   # what any earlier listing of this process leaves behind
+            other.pipe("bucket/data/a.csv", csv_bytes(rows(10)[::-1] if n == 0 else rows(10)))   # the same size
+            assert plan_source([url], storage_options=so).fingerprint() != before.fingerprint()
+        other.pipe("bucket/data/b.csv", csv_bytes(rows(5)))
+        assert [f.url for f in plan_source(["s3://bucket/data/*.csv"], storage_options=so).files] == [
+            "s3://bucket/data/a.csv", "s3://bucket/data/b.csv"]

@@ -75,3 +75,32 @@ def test_a_script_tokenizers_fingerprint_follows_its_compiled_code():
     a = tokenizers.code_fingerprint(canonical("fp-a"))
     register_tokenizer("fp-a", other)
     assert tokenizers.code_fingerprint(canonical("fp-a")) != a
+
+
+def test_the_code_fingerprint_changes_when_a_helper_module_the_tokenizer_imports_is_edited(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helper = tmp_path / "tok_helper_rule.py"
+    helper.write_text("def rule(t):\n    return t.split()\n")
+    (tmp_path / "tok_with_helper.py").write_text(
+        "from lancetnic_flow.tokenizers import register_tokenizer\nfrom tok_helper_rule import rule\n"
+        "def words(t):\n    return rule(t)\nregister_tokenizer('helped-words', words)\n")
+    importlib.import_module("tok_with_helper")
+    before = tokenizers.code_fingerprint("tok_with_helper:helped-words")
+    helper.write_text("def rule(t):\n    return [w[:3] for w in t.split()]\n")
+    assert tokenizers.code_fingerprint("tok_with_helper:helped-words") != before
+    for name in ("tok_with_helper", "tok_helper_rule"):
+        sys.modules.pop(name, None)
+
+
+def test_the_code_fingerprint_of_a_tokenizer_with_a_comprehension_is_the_same_for_the_same_code():
+    source = "def words(t):\n    return [w for w in t.split() if w]\n"
+    fingerprints = set()
+    for _ in range(2):
+        scope: dict = {}
+        exec(compile(source, "<cell>", "exec"), scope)
+        register_tokenizer("fp-comprehension", scope["words"])
+        fingerprints.add(tokenizers.code_fingerprint(canonical("fp-comprehension")))
+    assert len(fingerprints) == 1

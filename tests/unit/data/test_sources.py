@@ -719,3 +719,21 @@ def test_a_partitioned_table_glob_is_checked_for_a_log_in_the_folder_holding_its
             plan_source([str(table / glob / "*.parquet")])
     (table / "_delta_log").rmdir()
     assert len(plan_source([str(table / "*" / "*.parquet")]).files) == 40
+
+
+def test_a_file_whose_store_gives_no_change_token_counts_by_its_content(monkeypatch):
+    # An HTTP server without ETag or Last-Modified: a file rewritten at the same size (labels
+    # swapped) had the same fingerprint, and the run reused the old entry's labels.
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    info = MemoryFileSystem.info
+    monkeypatch.setattr(MemoryFileSystem, "info", lambda self, path, **kw: {
+        k: v for k, v in info(self, path, **kw).items() if k != "created"})
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/untokened/d.csv", b"text,label\nred sky,bb\nblue sea,aa\n")
+    plan = plan_source(["memory://untokened/d.csv"])
+    assert plan.files[0].version == ""
+    before = plan.fingerprint()
+    assert plan_source(["memory://untokened/d.csv"]).fingerprint() == before     # the same bytes: the same entry
+    fs.pipe("/untokened/d.csv", b"text,label\nred sky,aa\nblue sea,bb\n")
+    assert plan_source(["memory://untokened/d.csv"]).fingerprint() != before

@@ -196,3 +196,19 @@ def test_typed_file_entries_made_with_an_encoding_before_it_decoded_their_bytes_
         monkeypatch.setattr(manifest, "ENCODED_BYTES_REVISION", manifest.ENCODED_BYTES_REVISION + 1)
         assert (entry_key(plan, None, fc, columns, VAL_FRACTION) != now) == revised, fmt
         monkeypatch.undo()
+
+
+def test_an_entrys_features_replaced_by_another_entrys_are_not_read_as_its_own(entry, tmp_path):
+    from .conftest import make_entry
+
+    s = entry.spec
+    write_features(s.entry, s.features, {})
+    assert read_features(s.entry, {}, s.key).labels == s.features.labels
+    (tmp_path / "other").mkdir()
+    other = make_entry(tmp_path / "other", fcfg=FeatureConfig(mode="tfidf", ngrams=2, analyzer="word"), finish=False)
+    write_features(s.entry, other.spec.features, {})   # another entry's vocabulary: every shard's ids read wrong
+    assert read_features(s.entry, {}, s.key) is None
+    assert read_features(s.entry, {}) is not None       # no key: the file as it is (an entry still being written)
+    old = dataclasses.replace(read_manifest(s.entry, s.key, {}), features_digest=None)
+    write_manifest(s.entry, old, {})                    # a manifest written before it named its features
+    assert read_features(s.entry, {}, s.key) is not None
