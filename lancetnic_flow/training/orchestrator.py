@@ -696,11 +696,17 @@ class Training:
         classes = len(self.features.labels)
         counts = FitCounts(rows=self.feed.total_rows(), classes=classes)
         resolved, before = self.cfg, self.cfg.model.name
-        if self.saved is not None:   # what the checkpoint's weights call for (the rule knows)
+        if self.saved is not None:
+            # A resumed run goes on as the run it was: config.json names what its start chose, the
+            # checkpoint's weights what the rule needs. A --memory-budget given again plans where it
+            # runs; deciding from it again (the twin dropped) trained another model, or failed as
+            # "another run's checkpoint". A plan without room for it is refused (build_model).
             options = rule_for(resolved).resume_options(self.saved.model)
-            resolved = dataclasses.replace(resolved, training=dataclasses.replace(resolved.training, **options))
-        self.cfg, notes = resolve_counts(self.given, resolved, counts,
-                                         lambda c: self._fits(self._trainer_need(classes, c)))
+            self.cfg = dataclasses.replace(resolved, training=dataclasses.replace(resolved.training, **options))
+            notes = []
+        else:
+            self.cfg, notes = resolve_counts(self.given, resolved, counts,
+                                             lambda c: self._fits(self._trainer_need(classes, c)))
         self.tc = self.cfg.training
         for note in notes:
             self.events.emit("warning", message=note)
@@ -723,8 +729,7 @@ class Training:
         # has room for LABEL_SET_SLACK of them, the shuffle buffer holds the rest.
         label_sets = tc.shuffle_buffer * max(0, classes - LABEL_SET_SLACK) if self.task.multilabel else 0
         self.need = self._trainer_need(classes) + label_sets
-        if not self._fits(self.need):
-            self._fit_shuffle_buffer(classes)
+        self._make_room(classes)
         if isinstance(self.feed, ShardFeed) and not self.tc.ddp:
             self.feed.keep(self._keep_limit())
         m = cfg.model
@@ -815,6 +820,26 @@ class Training:
             fixes.append("a smaller --hidden")
         raise UserError(f"the model with {classes:,} classes needs {format_size(self.need)} in the trainer, "
                         f"the plan gives it {format_size(plan.trainer)}", "use " + ", or ".join(fixes))
+
+    def _make_room(self, classes: int) -> None:
+        """A model that outgrew the plan: a new run gives up shuffle-buffer rows (or is refused
+        naming what fits); a resumed one is refused, as a smaller buffer would replay other
+        batches than those it trained."""
+        if self._fits(self.need):
+            return
+        if self.resume:
+            raise self._too_small_to_resume(classes)
+        self._fit_shuffle_buffer(classes)
+
+    def _too_small_to_resume(self, classes: int) -> UserError:
+        """The run's model does not fit this session's plan: it continues only as it started
+        (the same twin, the same shuffle buffer), so only a larger --memory-budget helps."""
+        tenths = self._budget_tenths(classes)
+        return UserError(f"the run's model with {classes:,} classes needs {format_size(self.need)} in the trainer, "
+                         f"the plan of --memory-budget {format_size(self.memory.budget)} gives it "
+                         f"{format_size(self.memory.trainer)}: {self.resume} continues only as it was started",
+                         f"resume with --memory-budget {tenths / 10:.1f}GiB" if tenths else
+                         "resume on a machine with more memory")
 
     def _budget_tenths(self, classes: int) -> int | None:
         """The smallest budget, in tenths of a GiB, above this one whose rerun holds the model (None: none to 4 TiB)."""
