@@ -318,6 +318,7 @@ class Training:
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
         self.bucket_names = None   # hashing: the fit pass's sampled terms per bucket (top_terms.csv)
+        self.partitioning: list | None = None   # how the inputs are cut (_partitioning), once planned
         self.ranks_top_rows = None   # --ddp: rank 0's runs/explain.top_rows of the weights it sent
         self.training_began = self.whole = False   # what a Ctrl-C leaves: see train()
         if not self.tc.ddp:   # the margin kernel compiles where the model trains
@@ -426,8 +427,8 @@ class Training:
 
     def _plan_sources(self) -> tuple:
         """Partitions of the training (and validation) data, columns checked; the planner's warnings emitted."""
-        plan = self.memory
-        train_src, val_src = plan_training_sources(self.cfg, plan.partition, threads=plan.workers * plan.threads)
+        self.partitioning = self._partitioning()
+        train_src, val_src = plan_training_sources(self.cfg, self.partitioning[0], threads=self.partitioning[1])
         for w in train_src.warnings + (val_src.warnings if val_src else []):
             self.events.emit("warning", message=w)
         sniffed = train_src.sniffed + (val_src.sniffed if val_src else [])
@@ -437,6 +438,15 @@ class Training:
                 if s.news:
                     self.events.emit("decided", what="format", message=s.message())
         return train_src, val_src
+
+    def _partitioning(self) -> list[int]:
+        """The block size (of partitions, and of the shards cut from them) and worker threads the
+        inputs are cut by: this session's plan's, or a resumed run's own. Featurised afresh (no cache entry to read them from), other partitions
+        make other batches, and the replay of those trained before the checkpoint trained some
+        rows twice and others not at all; --workers, --worker-threads and --memory-budget may change."""
+        plan = self.memory
+        saved = self.saved.partitioning if self.saved is not None else None
+        return list(saved) if saved else [plan.partition, plan.workers * plan.threads]
 
     # ---- cluster
     @contextlib.contextmanager
@@ -622,7 +632,7 @@ class Training:
         plan = self.memory
         return FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, self.features,
                         dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,
-                        plan.partition, self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
+                        self.partitioning[0], self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
 
     def _waiting_for_entry(self, holder: str) -> None:
         self.events.emit("waiting", what="cache_entry", entry=self.entry, holder=holder,
@@ -638,7 +648,7 @@ class Training:
         """The pass over the data on the cluster: fitted features, the shards it
         wrote (hashing only) and the pass's totals (rows read, skipped by reason)."""
         fc, opts = self.cfg.features, dict(storage_options=self.cfg.data.storage_options,
-                                            chunk_bytes=self.memory.partition, val_fraction=self.val_fraction,
+                                            chunk_bytes=self.partitioning[0], val_fraction=self.val_fraction,
                                             events=self.events)
         # A lost scheduler connection cancels the pass's futures: once the client is back, it runs again.
         again = dict(on_retry=lambda: self.events.emit(
@@ -711,7 +721,7 @@ class Training:
         for note in notes:
             self.events.emit("warning", message=note)
         if self.tc.learn_val:   # the validation rows no record has yet are hashed beside the epochs
-            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.memory.partition,
+            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.partitioning[0],
                                      self.features.labels)
         if self.cfg.model.name != before:   # --model auto's next choice: terms × classes outgrew the plan
             self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
@@ -957,7 +967,8 @@ class Training:
         """Write ``state`` as this run's checkpoint, stamped with what identifies the run: its cache
         entry, decisions and network, whichever loop built the state (a --ddp rank's knows none)."""
         write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions,
-                                                       network=network_of(self.model_meta)),
+                                                       network=network_of(self.model_meta),
+                                                       partitioning=self.partitioning),
                          self.out_so, self.events, reason)
 
     def train_epochs(self, stop: StopRequest) -> dict:

@@ -63,7 +63,8 @@ def test_every_checkpoint_the_run_writes_records_its_network_even_from_a_ddp_ran
     from lancetnic_flow.training.state import TrainState
 
     meta = {"model": "ScalpelMC", "net": "ScalpelNet", "kwargs": {"dim": 8, "hidden": 4, "dropout": 0.1}}
-    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta=meta, out_so={}, events=Events())
+    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta=meta, out_so={}, events=Events(),
+                          partitioning=None)
     ranks_state = TrainState(epoch=1, model={"w": np.zeros(2, dtype=np.float32)})   # as a rank builds it
     Training._checkpoint(run, ranks_state, "interrupt")
     saved = TrainState.from_checkpoint(load_checkpoint(str(tmp_path)))
@@ -92,7 +93,7 @@ def _resuming(tmp_path, fits_twin: bool):
         cfg=cfg, given=cfg, resume=str(tmp_path), events=Events(), client=None, columns=None,
         saved=TrainState(model={"input.weight": None, "twin_weight": None}),
         feed=SimpleNamespace(total_rows=lambda: 500), features=SimpleNamespace(labels=["a", "b"]),
-        held_out=SimpleNamespace(start_pass=lambda *a: None), memory=SimpleNamespace(partition=1),
+        held_out=SimpleNamespace(start_pass=lambda *a: None), memory=SimpleNamespace(partition=1), partitioning=[1, 1],
         _trainer_need=lambda classes, c=None: 2 if (c or cfg).training.learn_val else 1,
         _fits=lambda need: need <= (2 if fits_twin else 1), need=2, shrunk=shrunk,
         _fit_shuffle_buffer=lambda classes: shrunk.append(classes),
@@ -124,3 +125,27 @@ def test_a_resumed_run_keeps_its_twin_and_shuffle_buffer_whatever_this_sessions_
     new.need = 3
     Training._make_room(new, 2)
     assert new.shrunk == [2]
+
+
+def test_a_resumed_run_cuts_its_inputs_as_it_did_before_the_checkpoint_whatever_this_sessions_plan(tmp_path):
+    """--workers, --worker-threads and --memory-budget may change on --resume, and the plan's block
+    size and threads cut the inputs: a run without a cache featurised its stopped epoch from other
+    partitions, and the replay of the batches trained before the checkpoint trained some rows twice
+    and others not at all (another model, the same row counts). The checkpoint keeps the cut."""
+    from types import SimpleNamespace
+
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.checkpoints import load_checkpoint
+    from lancetnic_flow.training.orchestrator import Training
+    from lancetnic_flow.training.state import TrainState
+
+    started = SimpleNamespace(memory=SimpleNamespace(partition=4 << 20, workers=1, threads=1), saved=None)
+    assert Training._partitioning(started) == [4 << 20, 1]
+    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta={}, out_so={}, events=Events(),
+                          partitioning=Training._partitioning(started))
+    Training._checkpoint(run, TrainState(epoch=1, batches=30), "interrupt")
+    saved = TrainState.from_checkpoint(load_checkpoint(str(tmp_path)))
+    resumed = SimpleNamespace(memory=SimpleNamespace(partition=1 << 20, workers=2, threads=2), saved=saved)
+    assert Training._partitioning(resumed) == [4 << 20, 1]
+    older = SimpleNamespace(memory=resumed.memory, saved=TrainState())   # a checkpoint from before the record
+    assert Training._partitioning(older) == [1 << 20, 4]
