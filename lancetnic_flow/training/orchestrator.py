@@ -310,6 +310,7 @@ class Training:
         self.decisions: dict = {}   # what auto options chose from the data (metrics.json)
         self.entry_lock: EntryLock | None = None   # held while this run writes its cache entry
         self.bucket_names = None   # hashing: the fit pass's sampled terms per bucket (top_terms.csv)
+        self.partitioning: list | None = None   # how the inputs are cut (_partitioning), once planned
         self.ranks_top_rows = None   # --ddp: rank 0's runs/explain.top_rows of the weights it sent
         self.training_began = self.whole = False   # what a Ctrl-C leaves: see train()
         if not self.tc.ddp:   # the margin kernel compiles where the model trains
@@ -418,8 +419,8 @@ class Training:
 
     def _plan_sources(self) -> tuple:
         """Partitions of the training (and validation) data, columns checked; the planner's warnings emitted."""
-        plan = self.memory
-        train_src, val_src = plan_training_sources(self.cfg, plan.partition, threads=plan.workers * plan.threads)
+        self.partitioning = self._partitioning()
+        train_src, val_src = plan_training_sources(self.cfg, self.partitioning[0], threads=self.partitioning[1])
         for w in train_src.warnings + (val_src.warnings if val_src else []):
             self.events.emit("warning", message=w)
         sniffed = train_src.sniffed + (val_src.sniffed if val_src else [])
@@ -429,6 +430,15 @@ class Training:
                 if s.news:
                     self.events.emit("decided", what="format", message=s.message())
         return train_src, val_src
+
+    def _partitioning(self) -> list[int]:
+        """The block size (of partitions, and of the shards cut from them) and worker threads the
+        inputs are cut by: this session's plan's, or a resumed run's own. Featurised afresh (no cache entry to read them from), other partitions
+        make other batches, and the replay of those trained before the checkpoint trained some
+        rows twice and others not at all; --workers, --worker-threads and --memory-budget may change."""
+        plan = self.memory
+        saved = self.saved.partitioning if self.saved is not None else None
+        return list(saved) if saved else [plan.partition, plan.workers * plan.threads]
 
     # ---- cluster
     @contextlib.contextmanager
@@ -614,7 +624,7 @@ class Training:
         plan = self.memory
         return FeedSpec(self.key, self.entry, self.train_src, self.val_src, self.columns, self.features,
                         dataclasses.asdict(self.cfg.features), self.cfg.data.storage_options, self.cache_so,
-                        plan.partition, self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
+                        self.partitioning[0], self.val_fraction, self.tc.in_flight or plan.in_flight, self.tc.seed)
 
     def _waiting_for_entry(self, holder: str) -> None:
         self.events.emit("waiting", what="cache_entry", entry=self.entry, holder=holder,
@@ -635,7 +645,7 @@ class Training:
         """The pass over the data on the cluster: fitted features, the shards it
         wrote (hashing only) and the pass's totals (rows read, skipped by reason)."""
         fc, opts = self.cfg.features, dict(storage_options=self.cfg.data.storage_options,
-                                            chunk_bytes=self.memory.partition, val_fraction=self.val_fraction,
+                                            chunk_bytes=self.partitioning[0], val_fraction=self.val_fraction,
                                             events=self.events)
         # A lost scheduler connection cancels the pass's futures: once the client is back, it runs again.
         again = dict(on_retry=lambda: self.events.emit(
@@ -693,16 +703,22 @@ class Training:
         classes = len(self.features.labels)
         counts = FitCounts(rows=self.feed.total_rows(), classes=classes)
         resolved, before = self.cfg, self.cfg.model.name
-        if self.saved is not None:   # what the checkpoint's weights call for (the rule knows)
+        if self.saved is not None:
+            # A resumed run goes on as the run it was: config.json names what its start chose, the
+            # checkpoint's weights what the rule needs. A --memory-budget given again plans where it
+            # runs; deciding from it again (the twin dropped) trained another model, or failed as
+            # "another run's checkpoint". A plan without room for it is refused (build_model).
             options = rule_for(resolved).resume_options(self.saved.model)
-            resolved = dataclasses.replace(resolved, training=dataclasses.replace(resolved.training, **options))
-        self.cfg, notes = resolve_counts(self.given, resolved, counts,
-                                         lambda c: self._fits(self._trainer_need(classes, c)))
+            self.cfg = dataclasses.replace(resolved, training=dataclasses.replace(resolved.training, **options))
+            notes = []
+        else:
+            self.cfg, notes = resolve_counts(self.given, resolved, counts,
+                                             lambda c: self._fits(self._trainer_need(classes, c)))
         self.tc = self.cfg.training
         for note in notes:
             self.events.emit("warning", message=note)
         if self.tc.learn_val:   # the validation rows no record has yet are hashed beside the epochs
-            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.memory.partition,
+            self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.partitioning[0],
                                      self.features.labels)
         if self.cfg.model.name != before:   # --model auto's next choice: terms × classes outgrew the plan
             self.device = pick_device(self.tc.device if not self.tc.ddp else "cpu")
@@ -720,8 +736,7 @@ class Training:
         # has room for LABEL_SET_SLACK of them, the shuffle buffer holds the rest.
         label_sets = tc.shuffle_buffer * max(0, classes - LABEL_SET_SLACK) if self.task.multilabel else 0
         self.need = self._trainer_need(classes) + label_sets
-        if not self._fits(self.need):
-            self._fit_shuffle_buffer(classes)
+        self._make_room(classes)
         if isinstance(self.feed, ShardFeed) and not self.tc.ddp:
             self.feed.keep(self._keep_limit())
         m = cfg.model
@@ -812,6 +827,26 @@ class Training:
             fixes.append("a smaller --hidden")
         raise UserError(f"the model with {classes:,} classes needs {format_size(self.need)} in the trainer, "
                         f"the plan gives it {format_size(plan.trainer)}", "use " + ", or ".join(fixes))
+
+    def _make_room(self, classes: int) -> None:
+        """A model that outgrew the plan: a new run gives up shuffle-buffer rows (or is refused
+        naming what fits); a resumed one is refused, as a smaller buffer would replay other
+        batches than those it trained."""
+        if self._fits(self.need):
+            return
+        if self.resume:
+            raise self._too_small_to_resume(classes)
+        self._fit_shuffle_buffer(classes)
+
+    def _too_small_to_resume(self, classes: int) -> UserError:
+        """The run's model does not fit this session's plan: it continues only as it started
+        (the same twin, the same shuffle buffer), so only a larger --memory-budget helps."""
+        tenths = self._budget_tenths(classes)
+        return UserError(f"the run's model with {classes:,} classes needs {format_size(self.need)} in the trainer, "
+                         f"the plan of --memory-budget {format_size(self.memory.budget)} gives it "
+                         f"{format_size(self.memory.trainer)}: {self.resume} continues only as it was started",
+                         f"resume with --memory-budget {tenths / 10:.1f}GiB" if tenths else
+                         "resume on a machine with more memory")
 
     def _budget_tenths(self, classes: int) -> int | None:
         """The smallest budget, in tenths of a GiB, above this one whose rerun holds the model (None: none to 4 TiB)."""
@@ -929,7 +964,8 @@ class Training:
         """Write ``state`` as this run's checkpoint, stamped with what identifies the run: its cache
         entry, decisions and network, whichever loop built the state (a --ddp rank's knows none)."""
         write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions,
-                                                       network=network_of(self.model_meta)),
+                                                       network=network_of(self.model_meta),
+                                                       partitioning=self.partitioning),
                          self.out_so, self.events, reason)
 
     def train_epochs(self, stop: StopRequest) -> dict:

@@ -236,8 +236,10 @@ class HingeRule:
         return MARGIN_KERNEL_BYTES
 
     def resume_options(self, saved_model: dict) -> dict:
-        """A checkpoint of a version without the twin continues without it."""
-        return {"learn_val": False} if self.tc.learn_val and "twin_weight" not in saved_model else {}
+        """The checkpoint's weights say whether the run learns the validation rows: with its twin
+        it goes on learning them, without (the plan had no room, or a version without the twin)
+        it goes on without; never decided again from the resuming session's memory plan."""
+        return {"learn_val": "twin_weight" in saved_model}
 
     def arrays_model(self, name: str, **args: Any) -> tuple[Any, dict]:
         """The model as NumPy arrays (:mod:`~lancetnic_flow.models.linear_arrays`), to train

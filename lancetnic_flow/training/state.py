@@ -39,6 +39,9 @@ class TrainState:
     # The network trained (model.json's "model", "net" and "kwargs"): a resume whose config.json
     # now builds another one (edited, or another run's) is refused, not trained on from these weights.
     network: dict | None = None
+    # The block size and worker threads the run cut its inputs by: a resume cuts them the same,
+    # whatever its own plan, so the stopped epoch's batches are the ones trained before.
+    partitioning: list | None = None
 
     def to_checkpoint(self) -> dict[str, Any]:
         """The checkpoint's content: every field, by name, without copies."""

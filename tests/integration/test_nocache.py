@@ -90,6 +90,36 @@ def test_cache_none_resumes_after_ctrl_c_to_the_metrics_of_a_cached_run_never_st
     assert outcome(run) == outcome(Path(ref.run))
 
 
+@pytest.mark.slow
+def test_cache_none_resumed_on_another_plan_replays_the_partitions_it_trained_to_the_unstopped_weights(data_dir,
+                                                                                                         tmp_path):
+    """--workers and --memory-budget may change on --resume, and the plan cuts the inputs: the
+    stopped epoch was featurised from 4 MiB partitions, the resumed one from 1 MiB ones, and the
+    replay of the batches trained before the checkpoint trained some rows twice and others not
+    (the same row counts, other weights and losses). The run cuts them as it did."""
+    corpus = data_dir / "nine_mib.csv"
+    if not corpus.exists():
+        write_corpus(str(corpus), 30_000, classes=4, seed=5)
+
+    def config(name: str):
+        cfg = make_config(corpus, tmp_path, epochs=3, mode="hashing", max_features=None)
+        cfg.model.name, cfg.output.name, cfg.output.cache = "ScalpelMC", name, "none"
+        cfg.training.batch_size, cfg.training.checkpoint_every = 256, "off"
+        cfg.cluster.memory_budget, cfg.cluster.workers, cfg.cluster.run_on = 6 * 2**30, 1, "process"
+        return cfg
+
+    ref = train(config("ref"))
+    with pytest.raises(TrainingInterrupted):
+        train(config("stopped"), _interrupt_at(2, 30, rows=256))
+    run = tmp_path / "runs" / "stopped"
+    planned = []
+    events = Events()
+    events.subscribe(lambda kind, e: planned.append(e["plan"]["partition"]) if kind == "plan" else None)
+    train(resume_config(str(run), workers=2, memory_budget=5 * 2**29), events, resume=str(run))
+    assert planned == [1 << 20]   # this session's plan cuts smaller partitions than the run's 4 MiB
+    assert outcome(run) == outcome(Path(ref.run))
+
+
 def _ranks_config(corpus, tmp_path: Path, name: str, cache: str, model: str, mode: str):
     from lancetnic_flow.config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig,
                                        TrainConfig, TrainingConfig)

@@ -67,12 +67,12 @@ def test_a_checkpoint_round_trips_optimiser_rng_and_metric_state_without_pickle(
     assert "s/rng" in str(list(safetensors.torch.load_file(str(tmp_path / CHECKPOINT))))
 
 
-def _interrupt_at(epoch: int, batch: int) -> Events:
-    """Events that send this process a real SIGINT (a Ctrl-C) at ``batch`` of ``epoch``."""
+def _interrupt_at(epoch: int, batch: int, rows: int = 128) -> Events:
+    """Events that send this process a real SIGINT (a Ctrl-C) at ``batch`` of ``epoch`` (``rows`` a batch)."""
     events = Events()
 
     def listener(kind: str, e: dict) -> None:
-        if kind == "batch" and e["epoch"] == epoch and e["rows"] == batch * 128:
+        if kind == "batch" and e["epoch"] == epoch and e["rows"] == batch * rows:
             os.kill(os.getpid(), signal.SIGINT)
 
     events.subscribe(listener)

@@ -63,7 +63,8 @@ def test_every_checkpoint_the_run_writes_records_its_network_even_from_a_ddp_ran
     from lancetnic_flow.training.state import TrainState
 
     meta = {"model": "ScalpelMC", "net": "ScalpelNet", "kwargs": {"dim": 8, "hidden": 4, "dropout": 0.1}}
-    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta=meta, out_so={}, events=Events())
+    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta=meta, out_so={}, events=Events(),
+                          partitioning=None)
     ranks_state = TrainState(epoch=1, model={"w": np.zeros(2, dtype=np.float32)})   # as a rank builds it
     Training._checkpoint(run, ranks_state, "interrupt")
     saved = TrainState.from_checkpoint(load_checkpoint(str(tmp_path)))
@@ -72,3 +73,79 @@ def test_every_checkpoint_the_run_writes_records_its_network_even_from_a_ddp_ran
     edited = {**meta, "kwargs": {**meta["kwargs"], "dropout": 0.4}}
     with pytest.raises(UserError, match=r"holds a network other than.*dropout 0\.1 → 0\.4"):
         check_network(str(tmp_path), saved, network_of(edited))
+
+
+def _resuming(tmp_path, fits_twin: bool):
+    """A run resuming a LinearSVM checkpoint with its twin, in a session whose plan holds the
+    model alone (``fits_twin`` False) or with its twin: the Training fields decide and
+    _make_room read."""
+    from types import SimpleNamespace
+
+    from lancetnic_flow.config import ModelConfig, TrainingConfig
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.resolve import resolve
+    from lancetnic_flow.training.state import TrainState
+
+    cfg = resolve(TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="LinearSVM"),
+                              training=TrainingConfig(learn_val=True)))
+    shrunk = []
+    return SimpleNamespace(
+        cfg=cfg, given=cfg, resume=str(tmp_path), events=Events(), client=None, columns=None,
+        saved=TrainState(model={"input.weight": None, "twin_weight": None}),
+        feed=SimpleNamespace(total_rows=lambda: 500), features=SimpleNamespace(labels=["a", "b"]),
+        held_out=SimpleNamespace(start_pass=lambda *a: None), memory=SimpleNamespace(partition=1), partitioning=[1, 1],
+        _trainer_need=lambda classes, c=None: 2 if (c or cfg).training.learn_val else 1,
+        _fits=lambda need: need <= (2 if fits_twin else 1), need=2, shrunk=shrunk,
+        _fit_shuffle_buffer=lambda classes: shrunk.append(classes),
+        _too_small_to_resume=lambda classes: UserError("--memory-budget too small to resume"))
+
+
+def test_a_resumed_run_keeps_its_twin_and_shuffle_buffer_whatever_this_sessions_memory_budget(tmp_path):
+    """--memory-budget may change on --resume: a smaller one decided again that the twin had no
+    room, and the run failed after its fit pass as "another run's checkpoint" (or, had the weights
+    loaded, trained another model); a model that outgrew the plan gave up shuffle-buffer rows,
+    replaying other batches than those trained. Now the checkpoint decides, and a plan without
+    room for the run as it started is refused naming --memory-budget."""
+    from lancetnic_flow.training.orchestrator import Training
+
+    run = _resuming(tmp_path, fits_twin=False)
+    Training.decide(run)
+    assert run.cfg.training.learn_val is True and run.tc.learn_val is True
+    with pytest.raises(UserError, match="--memory-budget"):
+        Training._make_room(run, 2)
+    assert run.shrunk == []   # the shuffle buffer is the run's
+    run = _resuming(tmp_path, fits_twin=True)
+    Training.decide(run)
+    Training._make_room(run, 2)
+    assert run.cfg.training.learn_val is True and run.shrunk == []
+    new = _resuming(tmp_path, fits_twin=False)
+    new.resume = new.saved = None   # a new run decides from its plan, and makes room as before
+    Training.decide(new)
+    assert new.cfg.training.learn_val is False
+    new.need = 3
+    Training._make_room(new, 2)
+    assert new.shrunk == [2]
+
+
+def test_a_resumed_run_cuts_its_inputs_as_it_did_before_the_checkpoint_whatever_this_sessions_plan(tmp_path):
+    """--workers, --worker-threads and --memory-budget may change on --resume, and the plan's block
+    size and threads cut the inputs: a run without a cache featurised its stopped epoch from other
+    partitions, and the replay of the batches trained before the checkpoint trained some rows twice
+    and others not at all (another model, the same row counts). The checkpoint keeps the cut."""
+    from types import SimpleNamespace
+
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.checkpoints import load_checkpoint
+    from lancetnic_flow.training.orchestrator import Training
+    from lancetnic_flow.training.state import TrainState
+
+    started = SimpleNamespace(memory=SimpleNamespace(partition=4 << 20, workers=1, threads=1), saved=None)
+    assert Training._partitioning(started) == [4 << 20, 1]
+    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta={}, out_so={}, events=Events(),
+                          partitioning=Training._partitioning(started))
+    Training._checkpoint(run, TrainState(epoch=1, batches=30), "interrupt")
+    saved = TrainState.from_checkpoint(load_checkpoint(str(tmp_path)))
+    resumed = SimpleNamespace(memory=SimpleNamespace(partition=1 << 20, workers=2, threads=2), saved=saved)
+    assert Training._partitioning(resumed) == [4 << 20, 1]
+    older = SimpleNamespace(memory=resumed.memory, saved=TrainState())   # a checkpoint from before the record
+    assert Training._partitioning(older) == [1 << 20, 4]

@@ -112,10 +112,13 @@ def test_memory_facts_follow_the_rule_and_its_options():
     assert twin.extra_bytes() > 0 and sgd.extra_bytes() == 0
 
 
-def test_a_checkpoint_without_a_twin_resumes_without_learning_the_validation_rows():
-    rule = rule_for(resolved("LinearSVM", learn_val=True))
-    assert rule.resume_options({"input.weight": None}) == {"learn_val": False}
-    assert rule.resume_options({"input.weight": None, "twin_weight": None}) == {}
+def test_a_checkpoint_says_whether_a_resumed_run_learns_the_validation_rows():
+    """The twin in the checkpoint's weights decides, whatever config.json's learn_val (a plan
+    without room for the twin decided against it at the start; an older version had none)."""
+    for learn_val in (True, False, None):
+        rule = rule_for(resolved("LinearSVM", learn_val=learn_val))
+        assert rule.resume_options({"input.weight": None}) == {"learn_val": False}
+        assert rule.resume_options({"input.weight": None, "twin_weight": None}) == {"learn_val": True}
     assert rule_for(resolved("ScalpelMC")).resume_options({}) == {}
 
 
