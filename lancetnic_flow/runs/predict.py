@@ -32,6 +32,7 @@ from ..data.usable import text_rule
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
 from ..features.rows import RowBlock
+from ..features.vectorize import TRUNCATED, cut_rows
 from ..registry import task_kind
 from .linear_scores import sigmoid, softmax
 from .loading import LoadedRun, load_run, weights_stamp
@@ -108,12 +109,13 @@ class Predictor:
         with torch.no_grad():
             return {k: v.cpu().numpy() for k, v in self.run.model(**model_inputs(block, self.device)).items()}
 
-    def _model_outputs(self, table: pa.Table) -> dict[str, np.ndarray]:
-        """Raw outputs for every row of ``table`` (text and numeric columns), in batches."""
+    def _model_outputs(self, table: pa.Table, cut: list | None = None) -> dict[str, np.ndarray]:
+        """Raw outputs for every row of ``table`` (text and numeric columns), in batches;
+        ``cut`` as :meth:`~..features.vectorize.FittedFeatures.transform` takes it."""
         table = table.select([c for c in table.column_names if c == "text" or c in self.numeric])
         parts: dict[str, list[np.ndarray]] = {}
         for start in range(0, table.num_rows, BATCH_ROWS):
-            block = self.run.features.transform(table.slice(start, BATCH_ROWS))
+            block = self.run.features.transform(table.slice(start, BATCH_ROWS), cut)
             for k, v in self.outputs(block).items():
                 parts.setdefault(k, []).append(v)
         out = {k: np.concatenate(v) for k, v in parts.items()}
@@ -143,11 +145,13 @@ class Predictor:
 
         return graph_inputs(self.run.model, self.feature_rows(data, text_column))
 
-    def scores(self, rows: pa.Table) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """(indices of the rows with status ok, their outputs: ``proba`` and/or ``value``)."""
+    def scores(self, rows: pa.Table, cut: list | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(indices of the rows with status ok, their outputs: ``proba`` and/or ``value``).
+        ``cut`` (a list; sequence runs): a mask of the ok rows cut at ``--max-len`` is appended
+        to it per batch (:func:`~..features.vectorize.cut_rows` joins them)."""
         ok = np.flatnonzero(pc.equal(rows["status"], "ok").to_numpy(zero_copy_only=False))
         usable = rows if len(ok) == rows.num_rows else rows.take(pa.array(ok))
-        out = self._model_outputs(usable)
+        out = self._model_outputs(usable, cut)
         scored: dict[str, np.ndarray] = {}
         if self.classifies and not self.uses_torch:   # in NumPy: equal to torch's within float32 rounding
             scored["proba"] = sigmoid(out["logits"]) if self.multilabel else softmax(out["logits"])
@@ -291,25 +295,28 @@ class Predictor:
         return out
 
     def prediction_columns(self, rows: pa.Table, top_k: int | None = None,
-                           threshold: float | None = None) -> dict[str, pa.Array]:
+                           threshold: float | None = None, cut: list | None = None) -> dict[str, pa.Array]:
         """The prediction columns for ``rows`` (see :func:`~.outputs.output_names`), null where
         the status is not ok. A multilabel run's ``predicted`` and ``probabilities``
         are lists: the labels at or above their threshold (see :meth:`predict`), most likely first.
         Scored :meth:`rows_per_slice` rows at a time: a slice's scores, probabilities and
-        their order are rows × labels each, whatever the partition's rows."""
+        their order are rows × labels each, whatever the partition's rows. ``cut`` as
+        :meth:`scores` takes it."""
         self.check_asks(top_k, threshold)
         step = self.rows_per_slice()
         if rows.num_rows <= step:
-            return self._slice_columns(rows, top_k, threshold)
-        parts = [self._slice_columns(rows.slice(s, step), top_k, threshold) for s in range(0, rows.num_rows, step)]
+            return self._slice_columns(rows, top_k, threshold, cut)
+        parts = [self._slice_columns(rows.slice(s, step), top_k, threshold, cut)
+                 for s in range(0, rows.num_rows, step)]
         return {k: pa.concat_arrays([p[k] for p in parts]) for k in parts[0]}
 
     def rows_per_slice(self) -> int:
         """Rows scored at once: :data:`SCORE_CELLS` scores (rows × labels)."""
         return max(1, SCORE_CELLS // max(1, len(self.labels)))
 
-    def _slice_columns(self, rows: pa.Table, top_k: int | None, threshold: float | None) -> dict[str, pa.Array]:
-        ok, scored = self.scores(rows)
+    def _slice_columns(self, rows: pa.Table, top_k: int | None, threshold: float | None,
+                       cut: list | None = None) -> dict[str, pa.Array]:
+        ok, scored = self.scores(rows, cut)
         n = rows.num_rows
         cols: dict[str, pa.Array] = {}
         top_k = self.top(top_k)
@@ -357,10 +364,10 @@ class Predictor:
                 "probabilities": pa.ListArray.from_arrays(pa.array(offsets), probs, mask=missing)}
 
     def output_table(self, rows: pa.Table, top_k: int | None = None, inputs: pa.Table | None = None,
-                     threshold: float | None = None) -> pa.Table:
+                     threshold: float | None = None, cut: list | None = None) -> pa.Table:
         """What prediction writes: the input columns (``inputs``; else the kept
         ``keep:NAME`` columns of ``rows``, or its ``text``), ``status`` and the
-        prediction columns."""
+        prediction columns. ``cut`` as :meth:`scores` takes it."""
         if inputs is None:
             kept = [c for c in rows.column_names if c.startswith("keep:")] or ["text"]
             inputs = rows.select(kept).rename_columns([c.removeprefix("keep:") for c in kept])
@@ -369,7 +376,7 @@ class Predictor:
             raise UserError(f"the input column {sorted(clash)[0]!r} has the name of a prediction column",
                             "keep other columns (--keep COL,...), or rename that column")
         table = inputs.append_column("status", rows["status"])
-        for name, col in self.prediction_columns(rows, top_k, threshold).items():
+        for name, col in self.prediction_columns(rows, top_k, threshold, cut).items():
             table = table.append_column(name, col)
         return table
 
@@ -423,7 +430,8 @@ def predict_partition(part: Partition, columns: Columns, run: str, run_options: 
                       chunk_bytes: int, top_k: int | None, threshold: float | None = None, stamp: str = ""
                       ) -> tuple[list[pa.Table], int, dict]:
     """Worker task: one partition's output tables (every row, in order), rows read, statuses
-    (with the rows predicted whose values were read changed: ``noted:REASON``)."""
+    (with the rows predicted whose values were read changed: ``noted:REASON``; a sequence
+    run's rows read only to ``--max-len`` tokens among them, as evaluate counts them)."""
     pred = predictor(run, run_options, stamp)
     columns = replace(columns, text_rule=pred.text_rule)   # the run's analyzer decides, whoever built the columns
     out, rows, statuses = [], 0, {}
@@ -432,7 +440,11 @@ def predict_partition(part: Partition, columns: Columns, run: str, run_options: 
         for k, v in [*chunk.skipped.items(), *((f"noted:{k}", v) for k, v in chunk.noted.items())]:
             statuses[k] = statuses.get(k, 0) + v
         if chunk.table.num_rows:
-            out.append(pred.output_table(chunk.table, top_k, threshold=threshold))
+            cut: list = []
+            out.append(pred.output_table(chunk.table, top_k, threshold=threshold, cut=cut))
+            longer = int(cut_rows(cut, 0).sum())
+            if longer:
+                statuses[f"noted:{TRUNCATED}"] = statuses.get(f"noted:{TRUNCATED}", 0) + longer
     return out, rows, statuses
 
 
@@ -443,7 +455,8 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
     its name), one output row per input row, in input order. Returns the counts:
     ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason, and
     ``noted`` (when any): rows predicted with a value read changed, by reason
-    (``unreadable_numeric``: a ``--numeric`` value that is no number, read as the mean)."""
+    (``unreadable_numeric``: a ``--numeric`` value that is no number, read as the mean;
+    ``longer_than_max_len``: a sequence run's text of more tokens than it reads)."""
     check_output_place(output, storage_options, [f.url for f in plan.files])
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
                       all_rows=True, encoding=columns.encoding, text_rule=columns.text_rule)

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pytest
 import torch
 
+from lancetnic_flow.data.sources import Columns, FileInfo, Partition
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.features.vectorize import FittedFeatures
+from lancetnic_flow.features.vectorize import TRUNCATED, FittedFeatures
+from lancetnic_flow.models.lancet import SequenceNet
 from lancetnic_flow.models.scalpel import ScalpelNet
 from lancetnic_flow.runs.folder import save_run
-from lancetnic_flow.runs.predict import Predictor
+from lancetnic_flow.runs.predict import Predictor, predict_partition
 
 
 def linear_run(path, *, classes=2, regress=True, task="multitask") -> str:
@@ -89,7 +92,7 @@ def test_a_table_is_scored_a_slice_of_rows_at_a_time_with_the_same_columns(tmp_p
     monkeypatch.setattr(predict, "SCORE_CELLS", 4)   # 2 labels: 2 rows at a time
     seen = []
     scores = Predictor.scores
-    monkeypatch.setattr(Predictor, "scores", lambda self, rows: seen.append(rows.num_rows) or scores(self, rows))
+    monkeypatch.setattr(Predictor, "scores", lambda self, rows, cut=None: seen.append(rows.num_rows) or scores(self, rows, cut))
     sliced = pred.predict_table(texts, top_k=2)
     assert sliced.equals(whole) and max(seen) == 2 and sum(seen) == len(texts)
 
@@ -104,3 +107,34 @@ def test_predict_table_of_a_filtered_pandas_frame_keeps_its_index_so_assigning_t
     df["predicted"] = out["predicted"]   # aligned by index, as pandas assigns
     assert df["predicted"].tolist()[:1] + df["predicted"].tolist()[2:] == ["neg", "neg", "pos"]
     assert df["predicted"].isna().tolist() == [False, True, False, False]
+
+
+def sequence_run(path, max_len: int = 3) -> str:
+    """A tiny LancetMCA run over the words cat, dog and sat that reads ``max_len`` tokens a row."""
+    torch.manual_seed(0)
+    model = SequenceNet(5, classes=2, embed=4, hidden=4, dropout=0.0, attention=True)
+    features = FittedFeatures(mode="ids", vocabulary=pa.array(["cat", "dog", "sat"]), max_len=max_len,
+                              labels=["pos", "neg"])
+    save_run(str(path), config={"data": {"text": ["text"]}}, features=features, model=model,
+             model_meta={"net": "SequenceNet", "kwargs": model.config, "task": "classify"}, metrics={},
+             history=[])
+    return str(path)
+
+
+def test_predict_counts_the_rows_a_sequence_run_reads_only_to_max_len_as_evaluate_does(tmp_path):
+    run = sequence_run(tmp_path / "run")
+    texts = ["cat dog sat cat", "cat dog", "", "dog dog dog dog dog", "sat sat sat"]
+    data = tmp_path / "in.csv"
+    pacsv.write_csv(pa.table({"text": texts}), data)
+    size = data.stat().st_size
+    part = Partition(0, FileInfo(url=f"file://{data}", size=size, version="", format="csv", compression=None), 0,
+                     size)
+    tables, read, statuses = predict_partition(part, Columns(text=("text",), all_rows=True), run, {}, {}, 1 << 20, None)
+    assert read == 5 and sum(t.num_rows for t in tables) == 5
+    # Two texts hold more than 3 tokens; "sat sat sat" holds exactly 3 and is read whole.
+    assert statuses == {"empty_text": 1, f"noted:{TRUNCATED}": 2}
+    # The count comes with the same answers: a cut row scored as its first 3 tokens alone.
+    got = pa.concat_tables(tables)["probability"].to_pylist()
+    want = Predictor(run).predict(["cat dog sat", "cat dog", "", "dog dog dog", "sat sat sat"])
+    assert got[0] == pytest.approx(want[0]["probability"], abs=1e-6)
+    assert got[3] == pytest.approx(want[3]["probability"], abs=1e-6)
