@@ -108,6 +108,13 @@ def read_features(entry: str, cache_options: dict, key: str | None = None) -> Fi
     return features
 
 
+def shards_digest(manifest: Manifest) -> str:
+    """The digest of ``manifest``'s training shards, in their order: partition, chunk, rows and
+    CRC-32 each. Equal for an entry made again from the same partitions; another cut differs."""
+    parts = [(s.partition, s.chunk, s.rows, s.crc32) for s in manifest.shards("train")]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
 def features_digest(data: bytes) -> str:
     """The digest of a features.json's bytes, as the manifest records it."""
     return hashlib.sha256(data).hexdigest()

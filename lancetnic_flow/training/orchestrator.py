@@ -32,7 +32,8 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
-from ..dataflow.manifest import entry_key, read_features, read_manifest, read_names, write_features, write_names
+from ..dataflow.manifest import (entry_key, read_features, read_manifest, read_names, shards_digest, write_features,
+                                 write_names)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import LEARNED, SHARD_READS, count_partition
@@ -940,6 +941,7 @@ class Training:
             raise UserError(f"{self.resume} was checkpointed by {saved.ddp['ranks']} rank(s) and cannot continue "
                             f"with {self.tc.ddp}", "resume with the run's own --ddp, or start a new run")
         check_network(str(self.resume), saved, network_of(self.model_meta))
+        self._check_same_shards(saved, feed)
         restore_weights(str(self.resume), self.model, self.opts, saved)
         saved.network = network_of(self.model_meta)
         if saved.rng is not None and not is_arrays(self.model):
@@ -953,6 +955,19 @@ class Training:
                          history=list(saved.history), monitor=self.tc.monitor)
         return saved
 
+    def _check_same_shards(self, saved: TrainState, feed: Any) -> None:
+        """A resume replays the batches trained before the checkpoint by skipping them: from a
+        cache entry rebuilt since (deleted, then made again by a run on another plan) it would
+        skip other rows than were trained. Refused; an entry not complete yet is rebuilt by this
+        run as the checkpoint's partitioning cut it."""
+        manifest = getattr(feed, "manifest", None)
+        if saved.shards is None or manifest is None or shards_digest(manifest) == saved.shards:
+            return
+        raise UserError(f"the cache entry {self.entry} was made again since {self.resume}'s checkpoint, and its "
+                        "training shards differ from those the run trained on: resuming would replay other "
+                        "batches than it trained", "start a new run (what was fitted and featurised is cached), "
+                        "or resume with the cache the run was trained with (--cache)")
+
     def _keep_decisions(self, before: dict) -> None:
         """The checkpoint's decisions, in the order the run made them, with those this
         segment made again as it made them: metrics.json says what a run never stopped says."""
@@ -963,9 +978,11 @@ class Training:
     def _checkpoint(self, state: TrainState, reason: str) -> None:
         """Write ``state`` as this run's checkpoint, stamped with what identifies the run: its cache
         entry, decisions and network, whichever loop built the state (a --ddp rank's knows none)."""
+        manifest = getattr(getattr(self, "feed", None), "manifest", None)
         write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions,
                                                        network=network_of(self.model_meta),
-                                                       partitioning=self.partitioning),
+                                                       partitioning=self.partitioning,
+                                                       shards=shards_digest(manifest) if manifest else None),
                          self.out_so, self.events, reason)
 
     def train_epochs(self, stop: StopRequest) -> dict:

@@ -42,6 +42,10 @@ class TrainState:
     # The block size and worker threads the run cut its inputs by: a resume cuts them the same,
     # whatever its own plan, so the stopped epoch's batches are the ones trained before.
     partitioning: list | None = None
+    # The digest of the cache entry's training shards when the checkpoint was written (their
+    # order, rows and CRC-32s): an entry rebuilt since by another run with other partitions
+    # would replay other batches than those trained. None: no complete entry, or written before.
+    shards: str | None = None
 
     def to_checkpoint(self) -> dict[str, Any]:
         """The checkpoint's content: every field, by name, without copies."""

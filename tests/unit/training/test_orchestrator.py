@@ -149,3 +149,33 @@ def test_a_resumed_run_cuts_its_inputs_as_it_did_before_the_checkpoint_whatever_
     assert Training._partitioning(resumed) == [4 << 20, 1]
     older = SimpleNamespace(memory=resumed.memory, saved=TrainState())   # a checkpoint from before the record
     assert Training._partitioning(older) == [1 << 20, 4]
+
+
+def _manifest(cut: list[tuple[int, int, int]]):
+    """A manifest whose training shards are ``cut``: (partition, rows, crc32) each."""
+    from lancetnic_flow.dataflow.manifest import Manifest
+    from lancetnic_flow.dataflow.shards import PartitionResult, ShardInfo
+
+    results = [PartitionResult(p, [ShardInfo(f"s{p}", "train", p, 0, rows, rows * 9, rows * 90, crc)])
+               for p, rows, crc in cut]
+    return Manifest("k", "f", {}, results)
+
+
+def test_a_resume_from_a_cache_entry_made_again_with_other_shards_is_refused_not_replayed():
+    # the resume skips the batches trained before the checkpoint: from an entry deleted and made
+    # again by a run on another plan (same key), it skipped other rows than were trained
+    from types import SimpleNamespace
+
+    from lancetnic_flow.dataflow.manifest import shards_digest
+    from lancetnic_flow.training.orchestrator import Training
+    from lancetnic_flow.training.state import TrainState
+
+    trained = _manifest([(0, 500, 11), (1, 500, 12)])
+    run = SimpleNamespace(entry="runs/.cache/k", resume="runs/r")
+    saved = TrainState(shards=shards_digest(trained))
+    check = lambda manifest: Training._check_same_shards(run, saved, SimpleNamespace(manifest=manifest))  # noqa: E731
+    check(_manifest([(0, 500, 11), (1, 500, 12)]))          # the same cut, made again: the same batches
+    check(None)                                             # no complete entry: this run makes it as cut before
+    with pytest.raises(UserError, match="made again since runs/r's checkpoint"):
+        check(_manifest([(0, 250, 21), (1, 250, 22), (2, 250, 23), (3, 250, 24)]))
+    Training._check_same_shards(run, TrainState(), SimpleNamespace(manifest=trained))   # a checkpoint from before
