@@ -35,8 +35,8 @@ from ...dataflow.stream import prefetch
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
 from .cadence import cadence
-from .comm import (average_weights, pin_interface, rendezvous, rng_state, set_rng_state, sync_gradients, to_cpu,
-                   warm_digest, weight_digest, worker_host)
+from .comm import (average_weights, gather_metrics, pin_interface, rendezvous, rng_state, set_rng_state,
+                   sync_gradients, to_cpu, warm_digest, weight_digest, worker_host)
 from .meets import Meets
 from .shares import share, steps_in
 
@@ -425,13 +425,15 @@ class RankRun:
             if flag:
                 self._progress(epoch, clock, loss=train_m.result().get("loss"))
                 self._average()   # a pause is a sync: the checkpoint holds the replicas' one set of weights
+                train_m = gather_metrics(train_m, self.dist, self.task.new_metrics)   # rank 0 continues them
                 return self.pause("interrupt" if flag == PAUSE_STOP else "periodic", epoch, done, clock, train_m)
         self._average()
         clock.stop()
         self._progress(epoch, clock, loss=train_m.result().get("loss"), done=True)
         # The epoch's record (history.csv: rows, rows_per_s) counts every rank's rows, not this one's share.
         clock.rows = sum(s.rows for s in job.train_shards)
-        self._train_m, self._epoch_clock = train_m, clock
+        # ... and its train figures every rank's batches, not rank 0's share of them.
+        self._train_m, self._epoch_clock = gather_metrics(train_m, self.dist, self.task.new_metrics), clock
         return None
 
     def _averaging_step(self, batch: Any, tick: float, done: int, planned: int, flag: Callable[[], int]) -> tuple:
