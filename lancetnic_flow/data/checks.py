@@ -215,8 +215,9 @@ def idle_ranks_warning(rows: list[int], partitions: int) -> str | None:
     which = f"rank {idle[0]}" if len(idle) == 1 else f"ranks {', '.join(map(str, idle))}"
     return (f"--ddp {len(rows)}: the training rows are in {partitions} partition(s), so {which} "
             f"{'has' if len(idle) == 1 else 'have'} none to train on (a share is whole partitions) and only "
-            f"{'joins' if len(idle) == 1 else 'join'} the average; lower --ddp, give a smaller --blocksize, or "
-            "a new --cache folder where an earlier run cut the entry coarser")
+            f"{'joins' if len(idle) == 1 else 'join'} the average; lower --ddp, or cut the input finer: a smaller "
+            "--blocksize (text files), more files or Parquet row groups (a compressed file is one partition), or a "
+            "new --cache folder where an earlier run cut the entry coarser")
 
 
 def coarse_cache_warning(cut: int, planned: int, ranks: int) -> str | None:
