@@ -114,8 +114,8 @@ def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 <
     splittable = sum(f.size for f in src.files if f.compression is None and format_named(f.format).splits_by_bytes)
     if not splittable or len(src.partitions) >= want:
         return blocksize
-    if at_least > 1:
-        floor = max(1, min(floor, splittable // at_least))
+    if at_least > 1:   # rounded up: rounded down, a last partition of a byte or two held no row
+        floor = max(1, min(floor, -(-splittable // at_least)))
     return max(floor, min(blocksize, -(-splittable // want)))
 
 

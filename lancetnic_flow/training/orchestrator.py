@@ -1071,8 +1071,13 @@ class Training:
         from .ddp.shares import shares
         from .rules import RULES
 
-        coarse = coarse_cache_warning(len({s.partition for s in job.train_shards}),
-                                      len(self.train_src.partitions) if self.train_src else 0, job.world)
+        planned = len(self.train_src.partitions) if self.train_src else 0
+        m = self.feed.manifest
+        # the entry's own partitions: counted by their shards, one without a training row (a last byte
+        # range that holds only the file's final line end) read as an entry an earlier run cut coarser
+        cut = (len(m.partitions.get("train") or []) if m is not None and m.partitions else
+               len({s.partition for s in job.train_shards}) if m is not None else planned)
+        coarse = coarse_cache_warning(cut, planned, job.world)
         if coarse:
             self.events.emit("warning", message=coarse)
         dealt = shares(job.train_shards, job.world, self.tc.seed, 0, RULES[job.rule].averages_weights)

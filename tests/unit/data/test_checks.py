@@ -187,6 +187,7 @@ def test_an_input_under_the_rank_floor_is_still_cut_into_a_partition_for_every_d
     cfg = TrainConfig(data=DataConfig(train=[path]), training=TrainingConfig(ddp=ranks)).validate()
     parts = plan_training_sources(cfg, 64 * 2**20, threads=2)[0].partitions
     assert len(parts) >= ranks and sum(p.length for p in parts) == size
+    assert min(p.length for p in parts) > size // (2 * ranks)   # no last range of a byte or two, holding no row
 
 
 def test_a_ddp_rank_whose_share_holds_no_row_is_named_in_a_warning():
