@@ -172,10 +172,13 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
     for key, value in spec.sets.items():
         section, option = key.split(".")
         setattr(getattr(cfg, section), option, value)
-    if t.sync_every and not (t.ddp and spec.rule == "hinge"):   # the rule whose ranks average weights
-        raise bad("training.sync_every", "{name} sets how often --ddp ranks of LinearSVM average their weights" + (
-                  f"; {name}'s ranks exchange gradients every step" if t.ddp else ", and this run has no --ddp"),
-                  "drop {name}" + ("" if t.ddp else ", or add --ddp N"))
+    if t.sync_every and not ((t.ddp or 0) > 1 and spec.rule == "hinge"):   # the rule whose ranks average weights
+        # One rank (--ddp 1, a trainer task on the cluster) has nothing to average with: it ran and did nothing.
+        why = (f"; {name}'s ranks exchange gradients every step" if t.ddp and spec.rule != "hinge" else
+               ", and this run trains one rank, which has no other to average with" if t.ddp else
+               ", and this run has no --ddp")
+        raise bad("training.sync_every", "{name} sets how often --ddp ranks of LinearSVM average their weights" + why,
+                  "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add --ddp N (N ≥ 2)"))
     if t.sync_rows == "touched" and not (t.ddp and t.ddp > 1 and spec.rule == "hinge"):
         raise bad("training.sync_rows", "{name} touched chooses the rows --ddp ranks of LinearSVM average" + (
                   f"; {name}'s ranks exchange gradients every step" if t.ddp and spec.rule != "hinge"

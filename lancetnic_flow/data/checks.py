@@ -106,12 +106,16 @@ def training_columns(cfg: TrainConfig) -> Columns:
                    encoding=text_encoding(d.encoding), text_rule=text_rule(cfg.features))
 
 
-def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20) -> int:
+def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20, at_least: int = 1) -> int:
     """A block size that gives about ``want`` partitions of the splittable
-    files, never below ``floor`` bytes nor above ``blocksize``."""
+    files, never below ``floor`` bytes nor above ``blocksize`` — except that
+    the floor gives way to cut them into ``at_least`` partitions (a --ddp rank
+    each: one holding none trains nothing)."""
     splittable = sum(f.size for f in src.files if f.compression is None and format_named(f.format).splits_by_bytes)
     if not splittable or len(src.partitions) >= want:
         return blocksize
+    if at_least > 1:   # rounded up: rounded down, a last partition of a byte or two held no row
+        floor = max(1, min(floor, -(-splittable // at_least)))
     return max(floor, min(blocksize, -(-splittable // want)))
 
 
@@ -201,6 +205,21 @@ RANK_PARTITIONS = 8
 RANK_FLOOR = 256 << 10
 
 
+def idle_ranks_warning(rows: list[int], partitions: int) -> str | None:
+    """What a --ddp run says when some rank's share of the training partitions
+    holds no row (``rows``: each rank's rows in the first epoch): that rank
+    trains nothing, its replica only joins the average. None when every rank has rows."""
+    idle = [r for r, n in enumerate(rows) if n == 0]
+    if len(rows) < 2 or not idle:
+        return None
+    which = f"rank {idle[0]}" if len(idle) == 1 else f"ranks {', '.join(map(str, idle))}"
+    return (f"--ddp {len(rows)}: the training rows are in {partitions} partition(s), so {which} "
+            f"{'has' if len(idle) == 1 else 'have'} none to train on (a share is whole partitions) and only "
+            f"{'joins' if len(idle) == 1 else 'join'} the average; lower --ddp, or cut the input finer: a smaller "
+            "--blocksize (text files), more files or Parquet row groups (a compressed file is one partition), or a "
+            "new --cache folder where an earlier run cut the entry coarser")
+
+
 def coarse_cache_warning(cut: int, planned: int, ranks: int) -> str | None:
     """What a --ddp run says when the shard cache it reuses was cut into fewer
     partitions than its own plan (an earlier run without --ddp made the entry:
@@ -228,7 +247,7 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
         want, floor = 4 * threads, 1 << 20
         if ranks > 1:
             want, floor = max(want, RANK_PARTITIONS * ranks), RANK_FLOOR
-        small = split_blocksize(train_src, blocksize, want, floor=floor)
+        small = split_blocksize(train_src, blocksize, want, floor=floor, at_least=ranks)
         if small < blocksize:
             train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small,
                                     names=columns.names())

@@ -60,6 +60,13 @@ class MemoryPlan:
     external: bool = False   # workers belong to an existing cluster
     in_process: bool = False  # no workers: the trainer's process featurises too (dataflow/inprocess.py)
     held: int = 0   # of the trainer's share: what its process held past its base before the run (tune's search)
+    # An existing cluster's limits added up: its workers may differ, and worker_limit is the smallest
+    # (it sizes the partitions). 0: workers × worker_limit.
+    workers_total: int = 0
+
+    def workers_bytes(self) -> int:
+        """The workers' memory limits together."""
+        return self.workers_total or self.workers * self.worker_limit
 
     def describe(self) -> str:
         """Two human lines, printed at start."""
@@ -69,8 +76,11 @@ class MemoryPlan:
                     f"{g(self.trainer)}, featurising in this process ({self.threads} thread"
                     f"{'s' if self.threads > 1 else ''}, no workers)")
         elif self.external:
-            head = (f"memory plan  trainer {g(self.trainer)} GiB · existing cluster: {self.workers} workers × "
+            each = (f"{self.workers} workers × {format_size(self.worker_limit)}"
+                    if self.workers_bytes() == self.workers * self.worker_limit else   # limits that differ
+                    f"{self.workers} workers, {format_size(self.workers_bytes())} in all, the smallest "
                     f"{format_size(self.worker_limit)}")
+            head = f"memory plan  trainer {g(self.trainer)} GiB · existing cluster: {each}"
         else:
             head = (f"memory plan  budget {g(self.budget)} GiB · OS/other apps {g(self.reserve)} · trainer "
                     f"{g(self.trainer)} · {self.workers} worker{'s' if self.workers > 1 else ''} × "
@@ -156,12 +166,14 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
 def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None = None) -> MemoryPlan:
     """A plan for someone else's cluster, from its workers' ``scheduler_info`` entries:
     their memory limits and threads decide the partition size and the window."""
-    limit = min(w.get("memory_limit") or psutil.virtual_memory().total for w in workers)
+    limits = [w.get("memory_limit") or psutil.virtual_memory().total for w in workers]
+    limit = min(limits)
     threads = max(w.get("nthreads", 1) for w in workers)
     total_threads = sum(w.get("nthreads", 1) for w in workers)
     partition = blocksize or _partition_for(limit, threads)
     return MemoryPlan(budget=0, reserve=0, trainer=trainer, workers=len(workers), threads=threads,
-                      worker_limit=limit, partition=partition, in_flight=max(2, 2 * total_threads), external=True)
+                      worker_limit=limit, partition=partition, in_flight=max(2, 2 * total_threads), external=True,
+                      workers_total=sum(limits))
 
 
 def plan_in_process(plan: MemoryPlan, threads: int) -> MemoryPlan:

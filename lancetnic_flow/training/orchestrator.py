@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from ..config import CheckpointEvery, TrainConfig
-from ..data.checks import (coarse_cache_warning, plan_training_sources, sample_label_count, sample_rows, sample_texts,
-                           skip_hint, training_columns)
+from ..data.checks import (coarse_cache_warning, idle_ranks_warning, plan_training_sources, sample_label_count,
+                           sample_rows, sample_texts, skip_hint, training_columns)
 from ..data.sources import Columns
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
@@ -1085,10 +1085,7 @@ class Training:
                       decay_steps=MODELS[self.cfg.model.name].decay_steps,
                       model_entry=registration(self.cfg.model.name),
                       keep_bytes=0 if fresh is not None else rank_keep_bytes(self.client, chosen, rank_bytes, KEEP_MAX))
-        coarse = coarse_cache_warning(len({s.partition for s in job.train_shards}),
-                                      len(self.train_src.partitions) if self.train_src else 0, job.world)
-        if coarse:
-            self.events.emit("warning", message=coarse)
+        self._warn_partitions(job)
         # Rank 0 reports each epoch's stages (training, evaluating) itself, as the loop here would.
         driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop,
                             own_workers=own)
@@ -1120,6 +1117,27 @@ class Training:
                              monitor=self.tc.monitor)
         self.ddp_info = done.info
         return done.last_val
+
+    def _warn_partitions(self, job: Any) -> None:
+        """Say when the ranks' shares of the partitions cost them: an entry cut
+        coarser than this run's plan, or a rank whose share holds no row."""
+        from .ddp.shares import shares
+        from .rules import RULES
+
+        planned = len(self.train_src.partitions) if self.train_src else 0
+        m = self.feed.manifest
+        # the entry's own partitions: counted by their shards, one without a training row (a last byte
+        # range that holds only the file's final line end) read as an entry an earlier run cut coarser
+        cut = (len(m.partitions.get("train") or []) if m is not None and m.partitions else
+               len({s.partition for s in job.train_shards}) if m is not None else planned)
+        coarse = coarse_cache_warning(cut, planned, job.world)
+        if coarse:
+            self.events.emit("warning", message=coarse)
+        dealt = shares(job.train_shards, job.world, self.tc.seed, 0, RULES[job.rule].averages_weights)
+        idle = idle_ranks_warning([sum(s.rows for s in mine) for mine in dealt],
+                                  len({s.partition for s in job.train_shards if s.rows}))
+        if idle:
+            self.events.emit("warning", message=idle)
 
     def _ranks_lost_scheduler(self, address: str) -> SchedulerLost:
         """The scheduler went away while the model trained on the workers: what they

@@ -569,10 +569,25 @@ def test_linear_svm_ranks_syncing_every_few_steps_stay_equal_and_averaging_touch
     info, ref = often["ddp"], linear_reference["ddp"]["ddp"]
     assert (info["sync"]["every"], info["sync"]["chosen_by"]) == (2, "--sync-every")
     assert len(set(info["replica_digests"])) == 1 and info["replica_digests"] != ref["replica_digests"]
-    syncs = info["steps"] // 2 + len(often["epochs"])     # every 2 steps, and each epoch's end
+    syncs = info["sync"]["per_epoch"] * len(often["epochs"])   # every 2 steps and each epoch's end, once a step
     replica, mask = 2**16 * 4 * 4 + 4 * 4, 2**16          # two steps touch a fraction of the rows
     assert all(syncs * mask < sent < syncs * replica * 0.5 for sent in info["rank_sent_bytes"])
     assert often["val_accuracy"] >= linear_reference["single"]["val_accuracy"] - 0.02
+
+
+def test_linear_svm_ranks_send_as_many_syncs_as_ddp_sync_says_when_one_falls_on_an_epochs_last_step(
+        client, corpus4, tmp_path, linear_reference):
+    """--sync-every the epoch's steps: the cadence's sync falls on the epoch's last
+    step, which is its end; it was averaged there and again at the end (twice the
+    bytes, for replicas already equal). One sync an epoch, the weights of the default."""
+    ref = linear_reference["ddp"]
+    cfg = _linear_config(corpus4, tmp_path, "on-the-end")
+    cfg.training.sync_every = ref["ddp"]["steps"] // len(ref["epochs"])
+    info = train(cfg, client=client).metrics["ddp"]
+    assert info["sync"]["per_epoch"] == 1 and info["sync"]["every"] == cfg.training.sync_every
+    # the default's bytes: one sync at each of the 3 epochs' ends (about 3 replicas: the first test)
+    assert info["rank_sent_bytes"] == ref["ddp"]["rank_sent_bytes"]
+    assert info["replica_digests"] == ref["ddp"]["replica_digests"]
 
 
 def test_a_linear_svm_rank_whose_worker_is_killed_restarts_from_the_last_sync_and_the_run_ends_the_same(

@@ -257,8 +257,9 @@ def test_workers_sharing_no_disk_train_through_s3_exactly_like_a_local_cluster(s
     remote = _train([*common, "--scheduler", c["address"], "--out", str(trainer / "remote"), "--name", "r",
                      "--cache", "s3://shared/cache"], env=c["env"])
     assert remote.returncode == 0, remote.stderr
-    # Each worker's --memory-limit was read from the scheduler; the plan sizes by the smaller one.
-    assert "existing cluster: 2 workers × 1.1 GiB" in remote.stderr
+    # Each worker's --memory-limit was read from the scheduler; the plan sizes by the smaller one,
+    # and says what the two hold together (not twice the smaller).
+    assert "existing cluster: 2 workers, 2.6 GiB in all, the smallest 1.1 GiB" in remote.stderr
     m_remote = json.loads((trainer / "remote" / "r" / "metrics.json").read_text())
     assert m_remote["memory"]["plan"]["external"] is True
     assert m_remote["memory"]["plan"]["worker_limit"] == 1152 * 2**20

@@ -201,6 +201,15 @@ def test_sync_every_applies_to_linear_svm_ranks_only_and_is_refused_where_it_wou
         config(ddp=2, sync_every=0).training.validate()
 
 
+@pytest.mark.parametrize("where", [{"ddp": 1}, {"train_on": "cluster"}, {"scheduler": "tcp://sched:8786"}])
+def test_sync_every_for_one_rank_that_has_none_to_average_with_is_refused_not_ignored(where):
+    cfg = config(sync_every=20, ddp=where.get("ddp"))
+    if "ddp" not in where:
+        cfg = with_cluster(cfg, **where)
+    with pytest.raises(UserError, match="this run trains one rank, which has no other to average with"):
+        resolve(cfg)
+
+
 def test_sync_rows_is_all_by_default_and_an_unknown_value_names_the_choices():
     assert config(ddp=2).training.sync_rows == "all"
     assert config(ddp=2, sync_rows="touched").training.sync_rows == "touched"

@@ -127,6 +127,26 @@ def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: flo
     return active, flag
 
 
+def gather_metrics(metrics: Any, dist: Any, fresh: Any) -> Any:
+    """Rank 0's training ``metrics`` with every other rank's batches added
+    (``fresh()``: an empty TaskMetrics of the task, to read a rank's state
+    into); the other ranks' come back as they were. An epoch's train figures
+    are the epoch's batches (docs/models.md), and under ``--ddp N`` rank 0
+    trains 1/N of them: its share alone was reported as the epoch's."""
+    world = dist.get_world_size()
+    if world < 2:
+        return metrics
+    states: list = [None] * world
+    dist.all_gather_object(states, metrics.state())
+    if dist.get_rank() != 0:
+        return metrics
+    for state in states[1:]:
+        other = fresh()
+        other.load_state(state)
+        metrics.merge(other)
+    return metrics
+
+
 def _ring_bytes(t: torch.Tensor, world: int) -> int:
     """What one rank sends all-reducing ``t`` over a ring: about twice its bytes."""
     return 2 * t.numel() * t.element_size() * (world - 1) // world

@@ -173,9 +173,9 @@ CUDA_HOST_BYTES = 2 * 2**30
 
 def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0, events: Any = None,
               cuda: bool = False, resuming: bool = False) -> list[str]:
-    """The workers the ranks go to (the first ``world`` by address); refuses,
-    before anything runs, too few workers or one whose memory limit cannot
-    hold a rank (its nanny would kill it over and over).
+    """The workers the ranks go to (the first ``world`` by address of those
+    whose memory limit holds a rank); refuses, before anything runs, too few
+    workers or too few that hold a rank (a nanny would kill it over and over).
 
     ``own_workers``: the workers of the LocalCluster this run started. Fewer
     than that can only be workers its nannies are restarting (a worker killed
@@ -194,20 +194,28 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
     if len(info) < world:
         raise UserError(f"--ddp {world} needs {world} Dask workers, the cluster has {len(info)}",
                         _more_workers(world, resuming))
-    chosen = sorted(info)[:world]
-    for w in chosen:
-        limit = info.get(w, {}).get("memory_limit") or 0
-        # up to the pause line, not the kill line: the estimate leaves out
-        # allocator slack and the events a rank sends, and a rank measured
-        # at 95 % of its worker was killed under load
-        if limit and rank_bytes > limit * THRESHOLDS["pause"]:
-            torch_words = "torch and its CUDA context" if cuda else "torch"
-            raise UserError(f"--ddp: a rank needs about {format_size(rank_bytes)} (a worker process with "
-                            f"{torch_words}, the model, its optimiser moments and the shuffle buffer); worker {w} has a "
-                            f"{format_size(limit)} memory limit",
-                            "give the workers more memory (--memory-budget with fewer --workers, or "
-                            "`dask worker --memory-limit`), or lower --max-features, --hidden or --shuffle-buffer")
-    return chosen
+    # The first ``world`` by address of the workers that hold a rank: a cluster of workers with
+    # different limits was refused for a small one among the first, beside larger ones left idle.
+    limit = {w: info.get(w, {}).get("memory_limit") or 0 for w in sorted(info)}
+    holds = [w for w, lim in limit.items() if not too_small(rank_bytes, lim)]
+    if len(holds) >= world:
+        return holds[:world]
+    w = next(w for w in limit if w not in holds)
+    torch_words = "torch and its CUDA context" if cuda else "torch"
+    room = f"; {len(holds)} of the {len(limit)} workers can hold one, --ddp {world} needs {world}" if holds else ""
+    raise UserError(f"--ddp: a rank needs about {format_size(rank_bytes)} (a worker process with "
+                    f"{torch_words}, the model, its optimiser moments and the shuffle buffer); worker {w} has a "
+                    f"{format_size(limit[w])} memory limit{room}",
+                    "give the workers more memory (--memory-budget with fewer --workers, or "
+                    "`dask worker --memory-limit`), or lower --max-features, --hidden or --shuffle-buffer")
+
+
+def too_small(rank_bytes: int, limit: int) -> bool:
+    """Whether a worker with memory limit ``limit`` (0: none) cannot hold a rank:
+    up to the pause line, not the kill line, as the estimate leaves out
+    allocator slack and the events a rank sends (a rank measured at 95 % of
+    its worker was killed under load)."""
+    return bool(limit) and rank_bytes > limit * THRESHOLDS["pause"]
 
 
 def _more_workers(world: int, resuming: bool) -> str:
@@ -278,7 +286,7 @@ class RankDriver:
         self.reload: Callable[[], TrainState] | None = None
 
     def place(self) -> None:
-        """Ranks to workers (the first ``world`` by address), the device, and rank 0's host."""
+        """Ranks to workers (:func:`preflight`), the device, and rank 0's host."""
         world = self.job.world
         deadline = time.monotonic() + WORKERS_BACK_S
         while True:

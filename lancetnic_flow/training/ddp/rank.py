@@ -35,8 +35,8 @@ from ...dataflow.stream import prefetch
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
 from .cadence import cadence
-from .comm import (average_weights, pin_interface, rendezvous, rng_state, set_rng_state, sync_gradients, to_cpu,
-                   warm_digest, weight_digest, worker_host)
+from .comm import (average_weights, gather_metrics, pin_interface, rendezvous, rng_state, set_rng_state,
+                   sync_gradients, to_cpu, warm_digest, weight_digest, worker_host)
 from .meets import Meets
 from .shares import share, steps_in
 
@@ -384,6 +384,7 @@ class RankRun:
         if done and self.rank == 0:
             train_m.load_state(self.start.train_metrics)
         since_batches, since_t, last = done, time.monotonic(), 0.0
+        self._synced_at = done   # an epoch starts, and a segment goes on, from a sync
         self._meets = Meets(self.dist, self.device, self.rank, done)   # rules that average: the ranks' meets
         while True:
             tick = time.perf_counter()
@@ -414,7 +415,7 @@ class RankRun:
             self.state.step += 1
             done += 1
             if self.averaging and cad.due(done):
-                self._average()   # every rank is at the same step: the steps go in lockstep
+                self._average(done)   # every rank is at the same step: the steps go in lockstep
             if batch is not None:
                 clock.rows += len(batch)
                 self.tokens += batch.nnz if self.picked is not None else int(batch.offsets[-1])
@@ -424,14 +425,16 @@ class RankRun:
                     last = time.monotonic()
             if flag:
                 self._progress(epoch, clock, loss=train_m.result().get("loss"))
-                self._average()   # a pause is a sync: the checkpoint holds the replicas' one set of weights
+                self._average(done)   # a pause is a sync: the checkpoint holds the replicas' one set of weights
+                train_m = gather_metrics(train_m, self.dist, self.task.new_metrics)   # rank 0 continues them
                 return self.pause("interrupt" if flag == PAUSE_STOP else "periodic", epoch, done, clock, train_m)
-        self._average()
+        self._average(done)
         clock.stop()
         self._progress(epoch, clock, loss=train_m.result().get("loss"), done=True)
         # The epoch's record (history.csv: rows, rows_per_s) counts every rank's rows, not this one's share.
         clock.rows = sum(s.rows for s in job.train_shards)
-        self._train_m, self._epoch_clock = train_m, clock
+        # ... and its train figures every rank's batches, not rank 0's share of them.
+        self._train_m, self._epoch_clock = gather_metrics(train_m, self.dist, self.task.new_metrics), clock
         return None
 
     def _averaging_step(self, batch: Any, tick: float, done: int, planned: int, flag: Callable[[], int]) -> tuple:
@@ -458,8 +461,14 @@ class RankRun:
         self.clock["exchange"] += time.perf_counter() - tick
         return out, loss, active, word
 
-    def _average(self) -> None:
-        """A rule that averages weights: the replicas become their mean (a no-op for gradient rules)."""
+    def _average(self, done: int) -> None:
+        """A rule that averages weights: the replicas become their mean (a no-op for gradient rules),
+        unless they did at step ``done`` of the epoch already: a cadence step that was the epoch's
+        last (or a pause's) was averaged, then the epoch's end sent every weight again for nothing
+        (``ddp.rank_sent_bytes`` counted 9 syncs an epoch where ``ddp.sync`` said 8)."""
+        if done == self._synced_at:
+            return
+        self._synced_at = done
         if self.averaging and self.job.world > 1:   # one trainer task has nothing to average with
             tick = time.perf_counter()
             self.sent_bytes += average_weights(self.model, self.dist, self.touched)

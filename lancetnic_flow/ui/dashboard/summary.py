@@ -134,10 +134,13 @@ def render_summary(done: dict, width: int = 80) -> Group:
     tp, wp = mm.get("trainer_peak_rss_bytes"), mm.get("workers_peak_bytes")
     share = plan.get("trainer")
     mem.add_row("trainer", short_size(tp), f"{tp / share:.0%} of its {short_size(share)}" if share and tp else "")
-    wlimit = (plan.get("worker_limit") or 0) * (plan.get("workers") or 0)
+    same = (plan.get("worker_limit") or 0) * (plan.get("workers") or 0)
+    # an existing cluster's workers may differ: the smallest limit times the workers is not theirs
+    wlimit = plan.get("workers_total") or same
+    of = (f"{plan.get('workers')} × {short_size(plan.get('worker_limit'))}" if wlimit == same else
+          f"{short_size(wlimit)} ({plan.get('workers')} workers)")
     if not plan.get("in_process"):   # featurised in the trainer's process: no workers to show
-        mem.add_row("workers", short_size(wp), f"{wp / wlimit:.0%} of {plan.get('workers')} × "
-                    f"{short_size(plan.get('worker_limit'))}" if wlimit and wp is not None else "")
+        mem.add_row("workers", short_size(wp), f"{wp / wlimit:.0%} of {of}" if wlimit and wp is not None else "")
     if mm.get("budget_bytes"):
         # At its peak the trainer and the workers together held peak_rss_bytes (runs before it: the two peaks).
         tot = mm.get("peak_rss_bytes") or (tp or 0) + (wp or 0)

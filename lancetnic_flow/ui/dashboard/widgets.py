@@ -309,7 +309,8 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
                                                       (spilled, "░", "blue")], limit or rss or 1, ticks,
                      Text(info, style if frac >= THRESHOLDS["spill"] else "")))
     if not s.workers and m.get("workers_rss"):
-        limit = (plan.get("worker_limit") or 0) * (plan.get("workers") or 0)
+        # an existing cluster's limits may differ: their total, not the smallest times the workers
+        limit = plan.get("workers_total") or (plan.get("worker_limit") or 0) * (plan.get("workers") or 0)
         frac = m["workers_rss"] / limit if limit else 0
         rows.append(("workers", [(m["workers_rss"], "█", mem_style(frac))], limit or m["workers_rss"], ticks,
                      Text(f"{short_size(m['workers_rss'])}/{short_size(limit)}" if limit else short_size(m["workers_rss"]))))
@@ -335,8 +336,10 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
             foot.append(f"{short_size(plan['budget'])} = OS {short_size(plan['reserve'])} + trainer "
                         f"{short_size(plan['trainer'])} (featurising here, no workers)")
         elif plan.get("external"):
-            foot.append(f"trainer {short_size(plan['trainer'])} · existing cluster {plan['workers']} × "
-                        f"{short_size(plan['worker_limit'])}")
+            total, same = plan.get("workers_total") or 0, plan["workers"] * plan["worker_limit"]
+            each = (f"{plan['workers']} × {short_size(plan['worker_limit'])}" if not total or total == same else
+                    f"{plan['workers']} workers, {short_size(total)} in all")
+            foot.append(f"trainer {short_size(plan['trainer'])} · existing cluster {each}")
         else:
             foot.append(f"{short_size(plan['budget'])} = OS {short_size(plan['reserve'])} + trainer {short_size(plan['trainer'])} + "
                         f"{plan['workers']} × {short_size(plan['worker_limit'])}")

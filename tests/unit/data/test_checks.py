@@ -171,3 +171,31 @@ def test_training_columns_read_texts_by_the_rule_of_the_analyzer_the_options_giv
     assert rule(analyzer="word") == rule(analyzer="auto", mode="tfidf") == "word"
     assert rule(analyzer="char", ngram_min=2, ngrams=4) == "chars 2"
     assert rule(analyzer="char_wb", normalize="nfkc") == "visible nfkc"
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 5])
+def test_an_input_under_the_rank_floor_is_still_cut_into_a_partition_for_every_ddp_rank(tmp_path, ranks):
+    """256 KiB a partition at the smallest left a 175 KB file in one piece: one
+    rank trained it all and the others nothing, silently. The floor gives way."""
+    from lancetnic_flow.config import DataConfig, TrainConfig, TrainingConfig
+    from lancetnic_flow.data.checks import plan_training_sources
+
+    rows = "".join(f"row {i:07d} about topic {i % 4},{i % 4}\n" for i in range(4_000))
+    path = write(tmp_path / "train.csv", "text,label\n" + rows)
+    size = (tmp_path / "train.csv").stat().st_size
+    assert size < 256 << 10
+    cfg = TrainConfig(data=DataConfig(train=[path]), training=TrainingConfig(ddp=ranks)).validate()
+    parts = plan_training_sources(cfg, 64 * 2**20, threads=2)[0].partitions
+    assert len(parts) >= ranks and sum(p.length for p in parts) == size
+    assert min(p.length for p in parts) > size // (2 * ranks)   # no last range of a byte or two, holding no row
+
+
+def test_a_ddp_rank_whose_share_holds_no_row_is_named_in_a_warning():
+    from lancetnic_flow.data.checks import idle_ranks_warning
+
+    said = idle_ranks_warning([537, 0], 1)
+    assert said.startswith("--ddp 2: the training rows are in 1 partition(s), so rank 1 has none to train on")
+    assert "lower --ddp" in said and "--blocksize" in said
+    assert "ranks 2, 3 have none" in idle_ranks_warning([5, 4, 0, 0], 2)
+    assert idle_ranks_warning([270, 267], 2) is None
+    assert idle_ranks_warning([537], 1) is None   # one trainer task

@@ -84,7 +84,19 @@ def test_a_plan_for_existing_workers_takes_the_smallest_limit_and_counts_every_t
     assert plan.external and plan.workers == 2 and plan.worker_limit == 4 * GiB and plan.threads == 2
     assert plan.in_flight == 6 and MiB <= plan.partition <= MAX_PARTITION
     assert "existing cluster: 2 workers" in plan.describe()
+    assert plan.workers_bytes() == 12 * GiB
     assert plan_for_workers(workers, trainer=TRAINER_BASE, blocksize=5 * MiB).partition == 5 * MiB
+
+
+def test_a_plan_for_workers_of_different_limits_says_their_total_and_the_smallest_not_n_times_the_smallest():
+    """4 GiB, 700 MiB, 4 GiB: the plan said "3 workers × 700.0 MiB" and the summary
+    "60% of 3 × 700M" for a peak of 1.2 GiB on 8.7 GiB of workers."""
+    workers = [{"memory_limit": 4 * GiB}, {"memory_limit": 700 * MiB}, {"memory_limit": 4 * GiB}]
+    plan = plan_for_workers(workers, trainer=TRAINER_BASE)
+    assert plan.worker_limit == 700 * MiB and plan.workers_bytes() == 8 * GiB + 700 * MiB
+    assert "existing cluster: 3 workers, 8.7 GiB in all, the smallest 700.0 MiB" in plan.describe()
+    same = plan_for_workers(workers[:1] * 2, trainer=TRAINER_BASE)
+    assert "existing cluster: 2 workers × 4.0 GiB" in same.describe() and same.workers_bytes() == 8 * GiB
 
 
 def test_a_larger_worker_gets_a_larger_partition_up_to_the_cap():

@@ -179,3 +179,29 @@ def test_a_resume_from_a_cache_entry_made_again_with_other_shards_is_refused_not
     with pytest.raises(UserError, match="made again since runs/r's checkpoint"):
         check(_manifest([(0, 250, 21), (1, 250, 22), (2, 250, 23), (3, 250, 24)]))
     Training._check_same_shards(run, TrainState(), SimpleNamespace(manifest=trained))   # a checkpoint from before
+
+
+def _warned_for(entry_parts: int, shard_parts: list[int], planned: int, world: int = 5) -> list[str]:
+    from types import SimpleNamespace
+
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.orchestrator import Training
+
+    said: list[str] = []
+    t = Training.__new__(Training)   # the ranks' partition warnings alone: no cluster
+    t.events = Events()
+    t.events.subscribe(lambda kind, e: said.append(e["message"]) if kind == "warning" else None)
+    t.tc = SimpleNamespace(seed=0)
+    t.train_src = SimpleNamespace(partitions=[None] * planned)
+    t.feed = SimpleNamespace(manifest=SimpleNamespace(partitions={"train": [{}] * entry_parts, "val": []}))
+    shards = [SimpleNamespace(partition=p, chunk=0, rows=300, split="train") for p in shard_parts]
+    t._warn_partitions(SimpleNamespace(train_shards=shards, world=world, rule="hinge"))
+    return said
+
+
+def test_a_partition_of_this_runs_own_entry_without_training_rows_is_not_an_entry_an_earlier_run_cut_coarser():
+    """Six byte ranges, the last one byte (the file's final line end): five hold
+    training rows, and the run said an earlier run had cut the entry into 5."""
+    assert _warned_for(6, [0, 1, 2, 3, 4], planned=6) == []
+    coarse = _warned_for(2, [0, 1], planned=6, world=2)   # an entry cut coarser is still said
+    assert len(coarse) == 1 and coarse[0].startswith("the shard cache was cut into 2 partitions by an earlier run")

@@ -36,3 +36,46 @@ def test_weight_digest_of_a_non_contiguous_or_half_precision_parameter_sums_it_t
     model.bias.data = model.bias.data.half()
     assert not model.weight.is_contiguous()
     assert weight_digest(model) == pytest.approx(_reference(model), rel=1e-6)
+
+
+class _Ranks:
+    """What gather_metrics asks of torch.distributed, for one rank of a group
+    whose other ranks' objects are given."""
+
+    def __init__(self, rank: int, objects: list):
+        self.rank, self.objects = rank, objects
+
+    def get_world_size(self) -> int:
+        return len(self.objects)
+
+    def get_rank(self) -> int:
+        return self.rank
+
+    def all_gather_object(self, out: list, obj) -> None:
+        out[:] = [obj if r == self.rank else o for r, o in enumerate(self.objects)]
+
+
+@pytest.mark.parametrize("kind", ["classify", "multitask"])
+def test_an_epochs_train_figures_under_ddp_count_every_ranks_batches_not_rank_0s_share(kind):
+    import numpy as np
+
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.ddp.comm import gather_metrics
+
+    task = Task(kind, classes=3)
+    rng = np.random.default_rng(0)
+    batches = [({"logits": rng.normal(size=(n, 3)), "value": rng.normal(size=n)}, rng.integers(0, 3, n),
+                rng.normal(size=n), float(n)) for n in (5, 7, 4)]
+    one = task.new_metrics()   # one process: every batch
+    for b in batches:
+        one.update(*b)
+    ranks = [task.new_metrics(), task.new_metrics()]   # rank 0 trained the first two batches, rank 1 the last
+    for r, b in zip((0, 0, 1), batches):
+        ranks[r].update(*b)
+    states = [m.state() for m in ranks]
+    merged, want = gather_metrics(ranks[0], _Ranks(0, states), task.new_metrics).result(), one.result()
+    keys = ["rows", "loss", "accuracy", "macro_f1"] + (["mae", "rmse"] if kind == "multitask" else [])
+    assert merged["rows"] == 16
+    assert [merged[k] for k in keys] == pytest.approx([want[k] for k in keys])
+    # the other ranks keep their own (rank 0 reports the epoch)
+    assert gather_metrics(ranks[1], _Ranks(1, states), task.new_metrics).result()["rows"] == 4

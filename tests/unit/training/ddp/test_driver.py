@@ -175,3 +175,31 @@ def test_without_a_reader_a_lost_segment_restarts_from_the_state_kept_in_memory(
     d = RankDriver(cluster.client, segments_job(), Events())
     d.run(None, lambda reason, at: None)
     assert cluster.shipped == [(0, 1), (0, 1), (0, 2)]
+
+
+class Workers:
+    """A cluster of workers with the given memory limits (0: none)."""
+
+    scheduler = None
+
+    def __init__(self, **limits):
+        self.limits = limits
+
+    def scheduler_info(self):
+        return {"workers": {f"tcp://{w}:1": {"memory_limit": lim} for w, lim in self.limits.items()}}
+
+
+def test_ranks_go_to_workers_that_hold_one_passing_over_a_smaller_worker_first_by_address():
+    """An existing cluster of two 4 GiB workers and a 700 MiB one between them
+    by address was refused for --ddp 2 naming the small one; the large ones hold the ranks."""
+    cluster = Workers(a=4 << 30, b=700 << 20, c=4 << 30)
+    rank = 644 << 20
+    assert preflight(cluster, 2, rank) == ["tcp://a:1", "tcp://c:1"]
+    assert preflight(cluster, 1, rank) == ["tcp://a:1"]
+    assert preflight(Workers(a=0, b=700 << 20), 2, 10 << 20) == ["tcp://a:1", "tcp://b:1"]   # no limit holds one
+    with pytest.raises(UserError, match=r"worker tcp://b:1 has a 700.0 MiB memory limit; 2 of the 3 workers can "
+                                        r"hold one, --ddp 3 needs 3"):
+        preflight(cluster, 3, rank)
+    with pytest.raises(UserError, match=r"worker tcp://a:1 has a 700.0 MiB memory limit") as none_holds:
+        preflight(Workers(a=700 << 20), 1, rank)
+    assert "can hold one" not in str(none_holds.value)

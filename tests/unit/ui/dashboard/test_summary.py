@@ -61,6 +61,17 @@ def test_a_resumed_runs_summary_says_its_time_is_this_commands_from_the_epoch_it
     assert "13.0s  3 epoch(s)" in text and "resumed" not in text
 
 
+def test_the_workers_peak_of_a_cluster_of_different_limits_is_a_share_of_their_total():
+    from lancetnic_flow.dataflow.plan import plan_for_workers
+
+    workers = [{"memory_limit": 4 * GiB}, {"memory_limit": 700 * MiB}, {"memory_limit": 4 * GiB}]
+    plan = plan_for_workers(workers, trainer=768 * MiB).to_dict()
+    metrics = {"val_loss": 0.3, "rows": {"read": 1, "trained": 1, "validated": 0, "skipped": {}},
+               "memory": {"trainer_peak_rss_bytes": 527 * MiB, "workers_peak_bytes": 1229 * MiB, "plan": plan}}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "14% of 8.7G (3 workers)" in text and "3 × 700M" not in text
+
+
 def test_the_budget_used_at_peak_is_the_peak_of_trainer_and_workers_together():
     memory = {"budget_bytes": 10 * GiB, "trainer_peak_rss_bytes": 2 * GiB, "workers_peak_bytes": 5 * GiB,
               "peak_rss_bytes": 6 * GiB, "plan": PLAN}   # the two peaks came at different times

@@ -40,3 +40,13 @@ def test_a_count_that_rounds_up_to_the_next_unit_is_written_in_it():
     assert [count(n) for n in (99_999, 100_000, 999_499, 999_600, 999_999, 1_250_000)] == [
         "99,999", "100k", "999k", "1.0M", "1.0M", "1.2M"]
     assert count(999_960_000) == "1.0G" and count(999_940_000) == "999.9M"
+
+
+def test_an_existing_cluster_of_workers_with_different_limits_is_shown_with_their_total():
+    from lancetnic_flow.dataflow.plan import plan_for_workers
+
+    limits = [4 * 2**30, 700 * 2**20, 4 * 2**30]
+    plan = plan_for_workers([{"memory_limit": b} for b in limits], trainer=768 * 2**20).to_dict()
+    events = [(k, {**v, "plan": plan}) if k == "plan" else (k, v) for k, v in script(until_epoch=0)]
+    text = "\n".join(line.plain for line in render(state_after(events), 160).lines)
+    assert "existing cluster 3 workers, 8.7G in all" in text and "3 × 700M" not in text
