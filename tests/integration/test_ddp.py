@@ -366,16 +366,22 @@ def test_a_dropped_rank_whose_worker_lives_on_stops_within_seconds_and_the_resta
         async def drop(dask_scheduler, address):
             return await dask_scheduler.remove_worker(address, stimulus_id="test-drop", close=False)
 
+        def drop_now(address: str) -> None:
+            client.run_on_scheduler(drop, address=address)
+            dropped.append((address, time.time()))   # dropped from here on: on a loaded host the call takes seconds
+
         def on(kind: str, e: dict) -> None:
             # The first progress of rank 1: the segment has most of its three epochs ahead.
-            if kind == "rank" and e["rank"] == 1 and not dropped:
-                dropped.append((e["worker"], time.time()))
-                threading.Thread(target=client.run_on_scheduler, args=(drop,), kwargs={"address": e["worker"]}).start()
+            if kind == "rank" and e["rank"] == 1 and not asked:
+                asked.append(e["worker"])
+                threading.Thread(target=drop_now, args=(e["worker"],)).start()
+
+        asked: list[str] = []
 
         events.subscribe(on)
-        # 20 epochs: left alone, the abandoned segment would train for many seconds after the drop.
+        # 40 epochs: left alone, the abandoned segment would train for many seconds after the drop.
         cfg = _ddp_config(corpus4, tmp_path, "dropped1", "off")
-        cfg.training.epochs = EPOCHS = 20
+        cfg.training.epochs = EPOCHS = 40
         res = train(cfg, events, client=client)
         assert dropped, "rank 1 never reported progress"
         worker, at = dropped[0]
@@ -385,8 +391,9 @@ def test_a_dropped_rank_whose_worker_lives_on_stops_within_seconds_and_the_resta
         abandoned = [(t, m) for t, m in log if m["segment"] == first]
         done = [t for t, m in log if m["segment"] != first]
         assert done, "no segment ran after the drop"
-        # Rank 0 reports its progress twice a second while it steps; it must stop at its next step.
-        late = [(round(t - at, 1), m["kind"], m.get("epoch")) for t, m in abandoned if t > at + 6]
+        # Rank 0 reports its progress twice a second while it steps; it must stop at its next step
+        # (the trainer sees the worker go, sets the segment's stop, rank 0 reads it: seconds on a busy host).
+        late = [(round(t - at, 1), m["kind"], m.get("epoch")) for t, m in abandoned if t > at + 10]
         assert not late, f"the abandoned segment trained on after the drop: {late[:5]} … ({len(late)} events)"
         # The restart began at the run's start (no checkpoint): the run is whole, trained once.
         assert [e["epoch"] for e in res.metrics["epochs"]] == list(range(1, EPOCHS + 1))
