@@ -615,7 +615,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     # loading a large run from a dead one.
     model = Model(a.run, run_so)
     application = app(model, max_batch=a.max_batch, max_body=max_body, max_queue=a.max_queue,
-                      body_timeout=a.body_timeout, wait=False)
+                      body_timeout=a.body_timeout, wait=None)
 
     def ready(m) -> None:
         if m.error is None:

@@ -407,18 +407,19 @@ async def _crashed(request: Any, exc: Exception) -> Any:
 
 
 def app(run: Any, storage_options: dict | None = None, max_batch: int = MAX_BATCH, max_body: int = MAX_BODY,
-        max_queue: int = MAX_QUEUE, body_timeout: float | None = BODY_TIMEOUT, wait: bool = True):
+        max_queue: int = MAX_QUEUE, body_timeout: float | None = BODY_TIMEOUT, wait: bool | None = True):
     """The Starlette app serving ``run`` (a run folder, a loaded :class:`~.predict.Predictor`,
     or a :class:`Model`); run it with any ASGI server, e.g. ``uvicorn.run(app("runs/x"), port=8000)``.
     ``wait``: load the run before returning (an error is raised here); ``wait=False`` loads it
-    in a thread, ``/health`` answering 503 ``loading`` until it is ready."""
+    in a thread, ``/health`` answering 503 ``loading`` until it is ready; ``wait=None`` (a
+    :class:`Model` passed to :func:`serve`) leaves the load to start once the server answers."""
     require_serve()
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.routing import Route
 
     model = run if isinstance(run, Model) else Model(run, storage_options)
-    if not model.started:
+    if not model.started and wait is not None:
         model.load() if wait else model.start()
     service = Service(model, max_batch, max_body, max_queue, body_timeout)
     routes = [Route("/predict", service.predict, methods=["POST"]),
@@ -461,7 +462,8 @@ def serve(application: Any, sock: socket.socket, log_level: str = "info", model:
           max_connections: int = MAX_CONNECTIONS, head_timeout: float = BODY_TIMEOUT) -> None:
     """Run ``application`` with uvicorn on the bound ``sock``; return once Ctrl-C or
     SIGTERM has stopped it gracefully (answers in flight are sent first), or once
-    ``model`` has failed to load (its ``error`` says why). At most ``max_connections``
+    ``model`` has failed to load (its ``error`` says why; a ``model`` not yet loading starts
+    once the server accepts connections). At most ``max_connections``
     connections are served at once, and a request head must come whole within
     ``head_timeout`` seconds (http_protocol.py)."""
     import uvicorn
@@ -473,6 +475,18 @@ def serve(application: Any, sock: socket.socket, log_level: str = "info", model:
     server = uvicorn.Server(config)
     if model is not None:
         model.when_done(lambda m: m.error is not None and setattr(server, "should_exit", True))
+    if model is not None and not model.started:
+        # Loaded once the server accepts: a request made as soon as the "serving" line is
+        # printed waits in the backlog and is answered "loading", even when the run's damage
+        # is found at once (the load started before uvicorn could end the server unanswered).
+        startup = server.startup
+
+        async def accepting_then_load(sockets: list | None = None) -> None:
+            await startup(sockets=sockets)
+            if not server.should_exit:
+                model.start()
+
+        server.startup = accepting_then_load
     # uvicorn shuts down on the signal, then raises it again for its caller: SIGTERM's
     # default would kill the process there, so a stop by either signal is a plain return.
     main = threading.current_thread() is threading.main_thread()

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -367,6 +368,42 @@ def test_a_run_that_fails_to_load_answers_loading_then_exits_2_naming_the_file(b
     out = s.output()
     assert "model.safetensors is damaged" in out and "truncated" in out and out.count("error:") == 1, out
     assert "Traceback" not in out and "ready:" not in out, out
+
+
+def test_the_served_run_starts_loading_only_once_the_port_answers_so_a_damaged_one_still_says_loading(
+        built, tmp_path):
+    """The first request made when the "serving" line is printed waits in the backlog: it was
+    left unanswered when the load, begun before the server accepted, failed first."""
+    from lancetnic_flow.runs.serve import Model, app, listen, serve
+
+    run = tmp_path / "damaged"
+    run.mkdir()
+    for f in built.iterdir():
+        (run / f.name).write_bytes(f.read_bytes())
+    with open(run / "model.safetensors", "r+b") as f:
+        f.truncate(1000)
+    sock = listen("127.0.0.1", 0)
+    url = "http://127.0.0.1:%d/health" % sock.getsockname()[1]
+
+    class Probed(Model):
+        answers: list = []
+        loading = threading.Event()
+
+        def load(self):
+            self.loading.set()
+            self.answers.append(ask(url, timeout=30))      # the server answers while it loads
+            return super().load()
+
+    model = Probed(str(run))
+    application = app(model, wait=None)
+    assert not model.loading.wait(1.0), "the load began before the server was started"
+    server = threading.Thread(target=serve, args=(application, sock), kwargs={"log_level": "error", "model": model})
+    server.start()
+    server.join(timeout=60)
+    assert not server.is_alive(), "a server whose run failed to load went on serving"
+    assert model.answers and model.answers[0][0] == 503, model.answers
+    assert model.answers[0][2] == {"status": "loading", "run": str(run)}
+    assert "is damaged" in str(model.error) and "truncated" in str(model.error)
 
 
 def test_many_concurrent_clients_get_right_answers_no_5xx_and_the_servers_memory_stays_flat(bounded, built):
