@@ -406,7 +406,7 @@ class _TextEstimator:
         """Texts of the last ``predict``/``predict_proba``/``score`` that held more tokens
         than the run's ``--max-len`` (a sequence model reads the first ones; each such call
         also says the count in a :class:`~lancetnic_flow.errors.RunWarning`); 0 for other models."""
-        return self._fitted().longer_than_max_len
+        return getattr(self._fitted(), "longer_than_max_len", 0)   # a Predictor pickled before the count: none yet
 
     def __sklearn_is_fitted__(self) -> bool:
         """scikit-learn's ``check_is_fitted`` asks this."""
