@@ -401,6 +401,13 @@ class _TextEstimator:
             raise not_fitted(f"this {type(self).__name__} is not fitted yet", "call fit(X, y) first, or load(path)")
         return self.predictor_
 
+    @property
+    def longer_than_max_len_(self) -> int:
+        """Texts of the last ``predict``/``predict_proba``/``score`` that held more tokens
+        than the run's ``--max-len`` (a sequence model reads the first ones; each such call
+        also says the count in a :class:`~lancetnic_flow.errors.RunWarning`); 0 for other models."""
+        return getattr(self._fitted(), "longer_than_max_len", 0)   # a Predictor pickled before the count: none yet
+
     def __sklearn_is_fitted__(self) -> bool:
         """scikit-learn's ``check_is_fitted`` asks this."""
         return hasattr(self, "predictor_")
@@ -496,12 +503,16 @@ class TextClassifier(_TextEstimator):
         pred.check_asks(None, threshold)
         rows = self._rows(X)
         labels = self._label_names()
+        cut: list = []   # texts read only to the run's --max-len: said once, below
         if pred.multilabel:
             out = np.empty(rows.num_rows, dtype=object)
             out[:] = [None if d["labels"] is None else [labels.value(x) for x in d["labels"]]
-                      for d in pred.label_sets(rows, threshold)]
-            return out
-        return labels.array(pred.prediction_columns(rows)["predicted"].to_pylist(), dtype=self.classes_.dtype)
+                      for d in pred.label_sets(rows, threshold, cut=cut)]
+        else:
+            out = labels.array(pred.prediction_columns(rows, cut=cut)["predicted"].to_pylist(),
+                               dtype=self.classes_.dtype)
+        pred.note_cut(cut)
+        return out
 
     def score(self, X: Any, y: Sequence) -> float:
         """Accuracy (multi-label: subset accuracy, every label of the row right);

@@ -269,11 +269,16 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
     if a.text:
-        from ..runs.predict import Predictor
+        from ..features.vectorize import cut_rows
+        from ..runs.predict import Predictor, cut_message
 
         pred = Predictor(a.run, run_so)
-        for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold)):
+        cut: list = []   # texts read only to the run's --max-len: a warning line, as --input's count
+        for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)):
             print(json.dumps({"text": text, **p}, ensure_ascii=False))
+        longer = int(cut_rows(cut, 0).sum())
+        if longer:
+            report("warning", {"message": cut_message(longer, pred.run.features.max_len)})
         return 0
     from ..runs.outputs import check_output_place, output_format
 

@@ -109,7 +109,7 @@ def _partition_for(worker_limit: int, threads: int, resident: int = 0) -> int:
 def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
                 model_bytes: int = 0, shuffle_bytes: int = 0, blocksize: int | None = None,
                 model_options: str = "", worker_model_bytes: int = 0, holder: str = "the trainer",
-                held: int = 0) -> MemoryPlan:
+                held: int = 0, ranks: int = 0) -> MemoryPlan:
     """Split ``budget`` between OS headroom, the trainer and local workers.
 
     Refuses (``UserError``) when the trainer's needs or the workers' minimum
@@ -122,7 +122,9 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     must stay below Dask's pause line, which sets a worker's minimum. ``holder``: who
     holds the model in this process, as the refusal names it. ``held``: what this
     process already holds past its base that the run cannot free (``tune``'s
-    search, before its final run): part of the trainer's share.
+    search, before its final run): part of the trainer's share. ``ranks``: ``--ddp``'s ranks,
+    each on a worker of its own, so at least that many workers when ``workers`` is not
+    given (a refusal then names the budget that holds them, or fewer ranks).
     """
     budget = budget or default_budget()
     reserve = budget // 4
@@ -134,8 +136,9 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     # and its own base: past that line it takes no task, and the model never leaves.
     worker_min = (max(MIN_WORKER, math.ceil((MIN_WORKER + worker_model_bytes) / THRESHOLDS["pause"]))
                   if worker_model_bytes else MIN_WORKER)
+    by_ranks = workers is None and ranks > max(1, min(cpus // threads, worker_share // (3 * worker_min)))
     if workers is None:
-        workers = max(1, min(cpus // threads, worker_share // (3 * worker_min)))
+        workers = max(ranks, 1, min(cpus // threads, worker_share // (3 * worker_min)))
     if worker_share < workers * worker_min:
         # The smallest budget B with B - B//4 - max(B//8, fixed) >= workers' minimum
         # (headroom and trainer grow with B), rounded up to a tenth of a GiB.
@@ -143,8 +146,8 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
         need = math.ceil(max((floor + fixed) * 4 / 3, floor * 8 / 5) * 1.02 / GiB * 10) / 10
         ways = [f"--memory-budget {need:.1f}GiB or more"]
         fit_workers = (budget - reserve - trainer) // worker_min
-        if 1 <= fit_workers < workers:
-            ways.append(f"--workers {fit_workers}")
+        if 1 <= fit_workers < workers:   # fewer ranks when the ranks set the workers: fewer workers would not hold them
+            ways.append(f"--ddp {fit_workers}" if by_ranks else f"--workers {fit_workers}")
         # The model that would leave the workers their minimum (the trainer's share grows with it past budget/8).
         fit_model = budget - reserve - workers * MIN_WORKER - TRAINER_BASE - held - shuffle_bytes
         if model_options and model_bytes > 0 and not worker_model_bytes and fit_model > 0 \
@@ -154,7 +157,7 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
         raise UserError(
             f"memory budget {format_size(budget)} is too small: {holder} needs {format_size(trainer)} "
             f"({'model and optimiser' if holder == 'the trainer' else 'the model'} {format_size(model_bytes)}) "
-            f"and {workers} worker(s) need "
+            f"and {workers} worker(s){f' (one per --ddp rank)' if by_ranks else ''} need "
             f"{format_size(workers * worker_min)}{held} after {format_size(reserve)} of OS headroom",
             "use " + (", ".join(ways[:-1]) + ", or " + ways[-1] if len(ways) > 1 else ways[0]))
     worker_limit = worker_share // workers

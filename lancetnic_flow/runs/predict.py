@@ -18,6 +18,7 @@ torch imported when such a run is loaded.
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -30,7 +31,7 @@ from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..data.usable import text_rule
 from ..dataflow.window import OrderedWindow
-from ..errors import UserError
+from ..errors import RunWarning, UserError
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
 from ..registry import task_kind
@@ -72,6 +73,9 @@ class Predictor:
         self.numeric = tuple(data.get("numeric") or ())
         self.text_rule = text_rule(self.run.features)   # which texts its analyzer reads: the others are empty_text
         self._decomposition = None
+        # Texts of the last call given no ``cut`` that held more tokens than the run's --max-len
+        # (a sequence run reads the first ones): what predict --input notes as longer_than_max_len.
+        self.longer_than_max_len = 0
 
     @property
     def device(self):
@@ -126,24 +130,42 @@ class Predictor:
             out["value"] = out.get("value", np.zeros(0, np.float32)).astype(np.float64) * std + mean
         return out
 
-    def feature_rows(self, data: Any, text_column: str | Sequence[str] | None = None) -> RowBlock:
+    def feature_rows(self, data: Any, text_column: str | Sequence[str] | None = None,
+                     cut: list | None = None) -> RowBlock:
         """``data``'s rows as the model's CSR input rows, every row in its place: one that
-        cannot be predicted (no text) is an empty row, which :meth:`predict` reports by its status."""
+        cannot be predicted (no text) is an empty row, which :meth:`predict` reports by its status.
+        ``cut`` as :meth:`predict` takes it."""
         rows = self.rows(data, text_column=text_column)
         table = rows.select([c for c in rows.column_names if c == "text" or c in self.numeric])
         table = table.set_column(table.column_names.index("text"), "text",
                                  pc.fill_null(table["text"].cast(pa.string()), ""))
-        return self.run.features.transform(table)
+        mine = [] if cut is None else cut
+        block = self.run.features.transform(table, mine)
+        if cut is None:
+            self.note_cut(mine)
+        return block
 
-    def featurize(self, data: Any, text_column: str | Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    def featurize(self, data: Any, text_column: str | Sequence[str] | None = None, *,
+                  cut: list | None = None) -> dict[str, np.ndarray]:
         """The inputs of the run's ONNX graph (``lancetnic-flow export RUN --onnx FILE``) for
         ``data`` (texts, or a table with the run's text and numeric columns), keyed by the
         graph's input names: ``session.run(None, pred.featurize(texts))`` gives what
         :meth:`predict` computes. One row per input row (see :meth:`feature_rows`), padded
-        to the longest (docs/serving.md): give it bounded batches, its size is rows × the longest row."""
+        to the longest (docs/serving.md): give it bounded batches, its size is rows × the longest row.
+        Texts read only to the run's ``--max-len``: as :meth:`predict` says them (``cut`` alike)."""
         from ..models.onnx_graph import graph_inputs
 
-        return graph_inputs(self.run.model, self.feature_rows(data, text_column))
+        return graph_inputs(self.run.model, self.feature_rows(data, text_column, cut))
+
+    def note_cut(self, cut: list) -> int:
+        """The texts ``cut`` marks as read only to the run's ``--max-len`` (the masks a call
+        appended to it), kept in :attr:`longer_than_max_len` and, when any, said once as a
+        :class:`~lancetnic_flow.errors.RunWarning`, as ``predict --input`` notes them."""
+        n = int(cut_rows(cut, 0).sum())
+        self.longer_than_max_len = n
+        if n:
+            warnings.warn(cut_message(n, self.run.features.max_len), RunWarning, stacklevel=3)
+        return n
 
     def scores(self, rows: pa.Table, cut: list | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(indices of the rows with status ok, their outputs: ``proba`` and/or ``value``).
@@ -194,25 +216,33 @@ class Predictor:
 
     # ------------------------------------------------------------ results
 
-    def predict_proba(self, data: Any) -> np.ndarray:
+    def predict_proba(self, data: Any, *, cut: list | None = None) -> np.ndarray:
         """Class probabilities, one row per input row, columns in ``self.labels``
         order; a row that cannot be predicted is all NaN. A multilabel run gives
-        each label's own (sigmoid) probability: a row's do not sum to 1."""
+        each label's own (sigmoid) probability: a row's do not sum to 1.
+        ``cut`` as :meth:`predict` takes it."""
         if not self.classifies:
             raise UserError(f"{self.run.url} is a regression model: it predicts values, not probabilities",
                             "use predict() or predict_values()")
         rows = self.rows(data)
-        ok, scored = self.scores(rows)
+        mine = [] if cut is None else cut
+        ok, scored = self.scores(rows, mine)
+        if cut is None:
+            self.note_cut(mine)
         full = np.full((rows.num_rows, len(self.labels)), np.nan, np.float32)
         full[ok] = scored["proba"]
         return full
 
-    def predict_values(self, data: Any) -> np.ndarray:
-        """Predicted target values in the original units; NaN for a row that cannot be predicted."""
+    def predict_values(self, data: Any, *, cut: list | None = None) -> np.ndarray:
+        """Predicted target values in the original units; NaN for a row that cannot be predicted.
+        ``cut`` as :meth:`predict` takes it."""
         if not self.regresses:
             raise UserError(f"{self.run.url} is a classifier: it has no value head", "use predict()")
         rows = self.rows(data)
-        ok, scored = self.scores(rows)
+        mine = [] if cut is None else cut
+        ok, scored = self.scores(rows, mine)
+        if cut is None:
+            self.note_cut(mine)
         full = np.full(rows.num_rows, np.nan)
         full[ok] = scored["value"]
         return full
@@ -223,20 +253,33 @@ class Predictor:
         return self.thresholds if threshold is None else np.full(len(self.labels), float(threshold))
 
     def predict(self, data: Any, top_k: int | None = None,
-                text_column: str | Sequence[str] | None = None, threshold: float | None = None
-                ) -> list[dict[str, Any]]:
+                text_column: str | Sequence[str] | None = None, threshold: float | None = None,
+                *, cut: list | None = None) -> list[dict[str, Any]]:
         """One dict per input row: ``status``, then ``label`` and ``probability``
         (with ``top_k``, also ``top_labels`` and ``top_probabilities``) and/or
         ``value``; None where the row cannot be predicted. A multilabel run
         gives ``labels`` (those with probability ≥ their threshold: ``threshold``
         for every label, or by default the run's own per label; most likely
-        first) and their ``probabilities``."""
+        first) and their ``probabilities``.
+
+        A sequence run reads a text's first ``--max-len`` tokens: the texts that held
+        more are counted in :attr:`longer_than_max_len` and said in one
+        :class:`~lancetnic_flow.errors.RunWarning` (:meth:`note_cut`); given ``cut`` (a
+        list), their masks are appended to it instead, for the caller to count
+        (:func:`~..features.vectorize.cut_rows`), and nothing is said."""
         self.check_asks(top_k, threshold)
-        rows = self.rows(data, text_column=text_column)
+        mine = [] if cut is None else cut
+        out = self._predict(self.rows(data, text_column=text_column), top_k, threshold, mine)
+        if cut is None:
+            self.note_cut(mine)
+        return out
+
+    def _predict(self, rows: pa.Table, top_k: int | None, threshold: float | None, cut: list
+                 ) -> list[dict[str, Any]]:
         if self.multilabel:
-            return self.label_sets(rows, threshold, self.top(top_k))
+            return self.label_sets(rows, threshold, self.top(top_k), cut)
         top_k = self.top(top_k)
-        cols = self.prediction_columns(rows, top_k)
+        cols = self.prediction_columns(rows, top_k, cut=cut)
         out: list[dict[str, Any]] = [{"status": s} for s in rows["status"].to_pylist()]
         names = {"predicted": "label", "probability": "probability", "predicted_value": "value"}
         for name, key in names.items():
@@ -272,14 +315,15 @@ class Predictor:
         ranked = np.take_along_axis(p, order, axis=1)
         return order, ranked, ranked >= self.cuts(threshold)[order]
 
-    def label_sets(self, rows: pa.Table, threshold: float | None = None, top_k: int | None = None
-                   ) -> list[dict[str, Any]]:
+    def label_sets(self, rows: pa.Table, threshold: float | None = None, top_k: int | None = None,
+                   cut: list | None = None) -> list[dict[str, Any]]:
         """A multilabel run's predictions for ``rows``: per row ``status``,
         ``labels`` at or above their threshold (see :meth:`predict`; most likely
         first) and their ``probabilities``, with ``top_k`` also the ``top_k``
         most probable labels whether taken or not (``top_labels``,
-        ``top_probabilities``); None for a row that cannot be predicted."""
-        ok, scored = self.scores(rows)
+        ``top_probabilities``); None for a row that cannot be predicted.
+        ``cut`` as :meth:`scores` takes it."""
+        ok, scored = self.scores(rows, cut)
         top = {"top_labels": None, "top_probabilities": None} if top_k else {}
         out: list[dict[str, Any]] = [{"status": s, "labels": None, "probabilities": None, **top}
                                      for s in rows["status"].to_pylist()]
@@ -389,10 +433,12 @@ class Predictor:
         """``data``'s columns (``keep``: "all", a list of names, or None for
         just the text), as they are, plus ``status`` and the prediction
         columns; a pandas DataFrame for pandas input (with its index, so a column assigned back
-        lines up), a polars one for polars, an Arrow table otherwise."""
+        lines up), a polars one for polars, an Arrow table otherwise. Texts read only to the
+        run's ``--max-len``: as :meth:`predict` says them."""
         rows = self.rows(data, text_column=text_column)
+        cut: list = []
         if not is_table(data) or keep is None:
-            out = self.output_table(rows, top_k, threshold=threshold)
+            out = self.output_table(rows, top_k, threshold=threshold, cut=cut)
         else:
             source = as_table(data)
             names = source.column_names if keep == "all" else list(keep)
@@ -400,8 +446,16 @@ class Predictor:
                 if c not in source.column_names:
                     raise UserError(f"keep: no column {c!r} (the columns: {', '.join(source.column_names)})",
                                     "name columns of the input")
-            out = self.output_table(rows, top_k, inputs=source.select(names), threshold=threshold)
+            out = self.output_table(rows, top_k, inputs=source.select(names), threshold=threshold, cut=cut)
+        self.note_cut(cut)
         return like_input(data, out)
+
+
+def cut_message(n: int, max_len: int) -> str:
+    """What a prediction says of ``n`` texts read only to ``max_len`` tokens (the words of
+    ``predict --input``'s line, and its key)."""
+    return (f"{n:,} text(s) held more tokens than the run's --max-len {max_len}: the model read the first "
+            f"{max_len} of each ({TRUNCATED}; a run trained with a larger --max-len reads more)")
 
 
 _PREDICTORS: dict[tuple[str, str], Predictor] = {}
@@ -484,4 +538,4 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
             **({"noted": noted} if noted else {})}
 
 
-__all__ = ["Predictor", "predict_files", "predictor", "as_table"]
+__all__ = ["Predictor", "predict_files", "predictor", "as_table", "cut_message"]

@@ -2,7 +2,8 @@
 
 ``POST /predict`` with ``{"texts": [...], "top_k": K, "threshold": P}``
 answers ``{"predictions": [...]}``, one :meth:`Predictor.predict
-<.predict.Predictor.predict>` dict per text, in order. ``GET /health`` is
+<.predict.Predictor.predict>` dict per text, in order, with
+``"longer_than_max_len": N`` when a sequence run read N of them only to its ``--max-len``. ``GET /health`` is
 a readiness probe: 503 ``{"status": "loading"}`` while the run loads, then
 200 ``{"status": "ready", ...}`` with the run, its task and labels.
 ``POST /explain`` with ``{"texts": [...], "top": N, "label": "name"}``
@@ -40,6 +41,7 @@ from typing import Any, Callable
 
 from ..data.readers.labels import LONE_SURROGATE
 from ..errors import UserError
+from ..features.vectorize import TRUNCATED, cut_rows
 
 MAX_BATCH = 1000
 MAX_BODY = 64 * 2**20
@@ -329,10 +331,12 @@ class Service:
             if exc.status == 400 and content_type and "json" not in content_type:
                 exc.message += f" (it came as Content-Type: {content_type[:60]})"
             raise
+        cut: list = []   # the texts a sequence run read only to its --max-len: counted in the answer
         with self.lock:
-            predictions = pred.predict(texts, **kw) if texts else []
-        return json.dumps({"predictions": predictions}, ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":")).encode()
+            predictions = pred.predict(texts, cut=cut, **kw) if texts else []
+        longer = int(cut_rows(cut, 0).sum())
+        return json.dumps({"predictions": predictions, **({TRUNCATED: longer} if longer else {})},
+                          ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
     def explained(self, body: bytes, content_type: str) -> bytes:
         """The answer to an ``/explain`` body, as JSON bytes (in a worker thread): a run

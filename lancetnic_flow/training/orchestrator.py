@@ -332,10 +332,10 @@ class Training:
         self.events.emit("stage", stage="planning")
         # Unwritable --out or --cache: refused before the cluster starts, not when the first file is due.
         check_output_places(self.cfg, self.resume)
+        self.external = external or bool(scheduler_address(c.scheduler))
         self.memory = plan_memory(c.memory_budget, workers=c.workers, threads=c.threads, model_bytes=self.model_bytes,
                                   shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize,
-                                  model_options=self._model_options(), held=self.held_bytes)
-        self.external = external or bool(scheduler_address(c.scheduler))
+                                  model_options=self._model_options(), held=self.held_bytes, ranks=self.ranks)
         # Bad paths and columns fail before a cluster starts, where we can.
         self.sources = None if self.external else self._plan_sources()
         self.sample = None
@@ -344,6 +344,12 @@ class Training:
         self.in_process, self.where = self._where()
         if self.in_process:
             self.memory = plan_in_process(self.memory, self.memory.workers * self.memory.threads)
+
+    @property
+    def ranks(self) -> int:
+        """The workers ``--ddp``'s ranks need of a cluster this run starts, one each (0: none
+        asked; an existing cluster's ranks go on the workers it has)."""
+        return 0 if self.external or (self.tc.ddp or 0) < 2 else self.tc.ddp
 
     @property
     def base_bytes(self) -> int:
@@ -386,7 +392,8 @@ class Training:
             model_bytes = estimate_model_bytes(candidate, classes=classes)
             try:
                 memory = plan_memory(c.memory_budget, workers=c.workers, threads=c.threads, model_bytes=model_bytes,
-                                     shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize, held=self.held_bytes)
+                                     shuffle_bytes=self.shuffle_bytes, blocksize=c.blocksize, held=self.held_bytes,
+                                     ranks=self.ranks)
             except UserError:
                 continue
             self.memory, self.model_bytes = memory, model_bytes
@@ -866,7 +873,7 @@ class Training:
         try:
             rerun = plan_memory(budget or self.memory.budget, workers=c.workers, threads=c.threads,
                                 model_bytes=estimate_model_bytes(cfg), shuffle_bytes=rows * ROW_BYTES_ESTIMATE,
-                                held=self.held_bytes)
+                                held=self.held_bytes, ranks=self.ranks)
         except UserError:
             return False
         share = rerun.trainer + (rerun.workers * rerun.worker_limit if self.memory.in_process else 0)

@@ -12,7 +12,10 @@ A tracker that fails (an unreachable server, a full disk, a missing package)
 is reported once, as a ``warning`` event, and dropped: tracking never costs a
 training run. ``RUN/tracking.json`` keeps the MLflow run's id, so
 ``--resume`` logs on into the same MLflow run (and the same TensorBoard
-folder).
+folder), each epoch once: an epoch logged before a stop that the resumed run
+trains again (the process was killed between the epoch's end and the next
+checkpoint) keeps its first point in MLflow, whose points cannot be replaced,
+and its last in TensorBoard, whose readers drop what a resumed writer purges.
 """
 from __future__ import annotations
 
@@ -118,17 +121,27 @@ class TensorBoardTracker:
             raise missing_extra("tensorboard", "tensorboard") from None
         self.target, self.so = join(run, "tensorboard"), storage_options
         self.staging = None if protocol(run) == "file" else tempfile.mkdtemp(prefix="lancetnic-tb-")
-        self.writer = SummaryWriter(log_dir=self.staging or self.target)
+        self.make = SummaryWriter
+        self.writer: Any = None
         self.options = options
         # A resumed run wrote its options (and HParams) when it started.
         self.wrote_options = resumed
         if not resumed:
             rows = "\n".join(f"| {k} | {v} |" for k, v in options.items())
-            self.writer.add_text("options", "| option | value |\n|---|---|\n" + rows, 0)
+            self._writer().add_text("options", "| option | value |\n|---|---|\n" + rows, 0)
             self.writer.flush()
+
+    def _writer(self, first_step: int | None = None) -> Any:
+        """The event writer, made at the first point a resumed run logs: from its step on, what
+        the stopped process logged is purged (an epoch it logged that the resume trains again
+        reads once, as the resumed run logged it; TensorBoard's readers drop the rest)."""
+        if self.writer is None:
+            self.writer = self.make(log_dir=self.staging or self.target, purge_step=first_step)
+        return self.writer
 
     def epoch(self, record: dict) -> None:
         step = int(record["epoch"])
+        self._writer(step)
         scalars = epoch_scalars(record)
         for k, v in scalars.items():
             self.writer.add_scalar(tensorboard_tag(k), v, step)
@@ -149,11 +162,12 @@ class TensorBoardTracker:
         best = best_scores(metrics)
         step = int(best.pop("best_epoch", 0))
         for k, v in best.items():
-            self.writer.add_scalar("best/" + k[len("best_"):], v, step)
+            self._writer().add_scalar("best/" + k[len("best_"):], v, step)
         self.close("FINISHED")
 
     def close(self, status: str) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
         if self.staging:
             for name in sorted(os.listdir(self.staging)):
                 with open(os.path.join(self.staging, name), "rb") as f:
@@ -187,6 +201,9 @@ class MlflowTracker:
         except ImportError:
             raise missing_extra("mlflow", "mlflow-skinny (or mlflow)") from None
         self.so, self.state_file = storage_options, join(run, TRACKING_FILE)
+        # (metric, step) points the run holds already: a resumed run's epoch that the stopped
+        # process logged (killed before its checkpoint) is not logged twice.
+        self.logged: set[tuple[str, int]] = set()
         with bounded_mlflow_retries():
             self.client = MlflowClient()
             self.run_id = self._reopen(events) if resumed else None
@@ -206,7 +223,9 @@ class MlflowTracker:
         except (FileNotFoundError, KeyError, ValueError):
             return None
         try:
-            self.client.get_run(run_id)
+            found = self.client.get_run(run_id)
+            self.logged = {(k, m.step) for k in found.data.metrics
+                           for m in self.client.get_metric_history(run_id, k)}
             self.client.update_run(run_id, status="RUNNING")
             return run_id
         except Exception as exc:
@@ -238,9 +257,12 @@ class MlflowTracker:
         from mlflow.entities import Metric
 
         ms = int(time.time() * 1000)
-        metrics = [Metric(k, v, ms, step) for k, v in values.items()]
+        metrics = [Metric(k, v, ms, step) for k, v in values.items() if (k, step) not in self.logged]
+        if not metrics:
+            return
         with bounded_mlflow_retries():
             self.client.log_batch(self.run_id, metrics=metrics)
+        self.logged.update((m.key, step) for m in metrics)
 
     def epoch(self, record: dict) -> None:
         self._log_metrics(epoch_scalars(record), int(record["epoch"]))

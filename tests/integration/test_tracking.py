@@ -285,3 +285,42 @@ def test_a_remote_run_folder_gets_its_event_files_and_goes_to_mlflow(client, sma
     mlflow = _mlflow(uri)
     assert {"model.safetensors", "metrics.json", "tensorboard"} <= {a.path for a in mlflow.list_artifacts(run_id)}
     assert mlflow.get_run(run_id).info.status == "FINISHED"
+
+
+def test_an_epoch_logged_before_a_kill_and_trained_again_on_resume_is_logged_once(tmp_path, monkeypatch):
+    """A process killed (SIGKILL) after epoch 2 was logged but before its checkpoint: the resumed run
+    trains epoch 2 again and logged it a second time, in MLflow and TensorBoard alike (the history
+    read [1, 2, 2, 3]). Now each epoch is one point: MLflow keeps the point it holds (its points
+    cannot be replaced), TensorBoard's readers the resumed run's (the resumed writer purges from
+    its first step)."""
+    from lancetnic_flow.training.tracking import MlflowTracker, TensorBoardTracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)
+    cfg = make_config(tmp_path / "data.csv", tmp_path)
+    cfg.output.experiment = "exp"
+    run = tmp_path / "run"
+    run.mkdir()
+
+    def trackers(resumed: bool):
+        return [TensorBoardTracker(str(run), {}, {"training.lr": 0.1}, resumed),
+                MlflowTracker(cfg, str(run), {}, {"training.lr": 0.1}, resumed, Events())]
+
+    stopped = trackers(False)
+    for epoch in (1, 2):
+        for t in stopped:
+            t.epoch({"epoch": epoch, "train_loss": 1.0 / epoch, "val_loss": 2.0 / epoch, "t": 0.0})
+    # killed here: no close, no checkpoint of epoch 2's end; the resume trains epoch 2 again
+    resumed = trackers(True)
+    for epoch, loss in ((2, 0.75), (3, 0.5)):
+        for t in resumed:
+            t.epoch({"epoch": epoch, "train_loss": loss, "val_loss": 2.0 / epoch, "t": 0.0})
+    for t in resumed:
+        t.finish(str(run), {})
+    mlflow = _mlflow(uri)
+    for key in ("train_loss", "val_loss"):
+        assert [m.step for m in mlflow.get_metric_history(_run_id(run), key)] == [1, 2, 3], key
+    scalars = _tensorboard_scalars(run / "tensorboard")
+    assert [s for s, _ in scalars["val/loss"]] == [1, 2, 3]
+    assert scalars["train/loss"] == [(1, 1.0), (2, 0.75), (3, 0.5)]   # epoch 2 as the resumed run trained it

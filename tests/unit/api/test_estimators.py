@@ -151,3 +151,22 @@ def test_a_pickled_or_saved_estimator_carries_its_run_but_not_its_trainers_write
     assert not os.path.exists(os.path.join(again.run_, ".lock"))
     saved = again.save(tmp_path / "saved")
     assert ".lock" not in os.listdir(saved)
+
+
+def test_an_estimators_predictions_say_the_texts_cut_at_max_len_once_a_call_and_keep_the_count(tmp_path):
+    """TextClassifier.predict, predict_proba and score of a sequence run say the texts read only
+    to --max-len in one RunWarning a call, and ``longer_than_max_len_`` keeps the count: the
+    count predict --input notes for the same texts."""
+    from lancetnic_flow.errors import RunWarning
+
+    from ..runs.test_predict import LONG_TEXTS, sequence_run
+
+    est = TextClassifier.load(sequence_run(tmp_path / "run"))
+    for call in (lambda: est.predict(LONG_TEXTS), lambda: est.predict_proba(LONG_TEXTS),
+                 lambda: est.score(LONG_TEXTS, ["pos"] * 5)):
+        with pytest.warns(RunWarning) as said:
+            call()
+        assert [str(w.message).split(" ")[0] for w in said] == ["2"]
+        assert est.longer_than_max_len_ == 2
+    est.predict(["cat dog"])
+    assert est.longer_than_max_len_ == 0

@@ -140,3 +140,24 @@ def test_what_the_process_held_before_the_run_is_part_of_the_trainers_share_and_
         plan_memory(2 * GiB, workers=2, model_bytes=300 * MiB, held=500 * MiB)
     budget = re.search(r"--memory-budget ([\d.]+GiB)", e.value.hint).group(1)
     plan_memory(parse_size(budget), workers=2, model_bytes=300 * MiB, held=500 * MiB)
+
+
+def test_ddp_ranks_get_a_worker_each_when_workers_are_not_given_or_a_refusal_names_the_budget(monkeypatch):
+    """--ddp 3 without --workers on 2 cores planned 2 workers, and the run was refused after its
+    cluster started: the ranks now set the fewest workers (given --workers still decide), and a
+    budget that cannot hold them is refused naming a budget that does, or fewer ranks."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert plan_memory(16 * GiB).workers == 2
+    assert plan_memory(16 * GiB, ranks=3).workers == 3
+    assert plan_memory(16 * GiB, ranks=2).workers == 2
+    assert plan_memory(16 * GiB, workers=2, ranks=3).workers == 2   # asked for: the ranks are refused later, saying so
+    with pytest.raises(UserError) as refused:
+        plan_memory(2 * GiB, ranks=4)
+    said = str(refused.value)
+    assert "4 worker(s) (one per --ddp rank)" in said and "--workers" not in said
+    budget = re.search(r"--memory-budget (\S+)", said).group(1)
+    fewer = int(re.search(r"--ddp (\d+)", said).group(1))
+    assert plan_memory(parse_size(budget), ranks=4).workers == 4
+    assert plan_memory(2 * GiB, ranks=fewer).workers == fewer

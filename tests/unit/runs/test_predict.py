@@ -138,3 +138,43 @@ def test_predict_counts_the_rows_a_sequence_run_reads_only_to_max_len_as_evaluat
     want = Predictor(run).predict(["cat dog sat", "cat dog", "", "dog dog dog", "sat sat sat"])
     assert got[0] == pytest.approx(want[0]["probability"], abs=1e-6)
     assert got[3] == pytest.approx(want[3]["probability"], abs=1e-6)
+
+
+LONG_TEXTS = ["cat dog sat cat", "cat dog", "", "dog dog dog dog dog", "sat sat sat"]
+
+
+def test_the_python_api_says_the_texts_cut_at_max_len_once_per_call_as_predict_input_counts_them(tmp_path):
+    """predict, predict_proba, predict_table and featurize count the texts a sequence run reads
+    only to --max-len (``longer_than_max_len``) and say it in one RunWarning per call: the
+    same count as ``predict --input`` notes for the same texts (2: "sat sat sat" is read whole)."""
+    from lancetnic_flow.errors import RunWarning
+
+    pred = Predictor(sequence_run(tmp_path / "run"))
+    calls = [lambda: pred.predict(LONG_TEXTS, top_k=2), lambda: pred.predict_proba(LONG_TEXTS),
+             lambda: pred.predict_table(LONG_TEXTS), lambda: pred.feature_rows(LONG_TEXTS)]
+    for call in calls:
+        pred.longer_than_max_len = -1
+        with pytest.warns(RunWarning) as said:
+            call()
+        assert [str(w.message).split(" ")[0] for w in said] == ["2"]
+        assert "--max-len 3" in str(said[0].message) and TRUNCATED in str(said[0].message)
+        assert pred.longer_than_max_len == 2
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pred.predict(["cat dog", "sat sat sat"])   # none cut: nothing said, the count back to 0
+        assert pred.longer_than_max_len == 0
+        cut: list = []
+        pred.predict(LONG_TEXTS, cut=cut)          # a caller that counts: told through cut, nothing said
+    assert int(np.concatenate(cut).sum()) == 2
+
+
+def test_a_run_that_reads_every_term_says_nothing_of_max_len(tmp_path):
+    import warnings
+
+    pred = Predictor(linear_run(tmp_path / "run", regress=False, task="classify"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pred.predict(["cat dog cat dog cat dog cat dog"] * 3)
+    assert pred.longer_than_max_len == 0

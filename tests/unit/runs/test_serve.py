@@ -14,3 +14,22 @@ def test_a_lone_surrogate_in_a_text_is_read_as_u_fffd_as_the_python_api_reads_it
     explained, _ = parse_explain(body, 10, ["x", "y"])
     assert explained == texts
     json.dumps(texts, ensure_ascii=False).encode("utf-8")   # every answer holding them encodes
+
+
+def test_a_predict_answer_counts_the_texts_a_sequence_run_read_only_to_max_len(tmp_path):
+    """/predict answers ``"longer_than_max_len": N`` beside the predictions when a sequence run
+    read N texts only to its --max-len (the count predict --input notes), and no such field
+    when it read every text whole; the server says no Python warning per request."""
+    import warnings
+
+    from lancetnic_flow.runs.predict import Predictor
+    from lancetnic_flow.runs.serve import Model, Service
+    from .test_predict import LONG_TEXTS, sequence_run
+
+    service = Service(Model(Predictor(sequence_run(tmp_path / "run"))), 100, 1 << 20, 10, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cut = json.loads(service.answer(json.dumps({"texts": LONG_TEXTS}).encode(), "application/json"))
+        whole = json.loads(service.answer(json.dumps({"texts": ["cat dog", None]}).encode(), "application/json"))
+    assert cut["longer_than_max_len"] == 2 and len(cut["predictions"]) == 5
+    assert set(whole) == {"predictions"}

@@ -205,3 +205,15 @@ def test_a_partition_of_this_runs_own_entry_without_training_rows_is_not_an_entr
     assert _warned_for(6, [0, 1, 2, 3, 4], planned=6) == []
     coarse = _warned_for(2, [0, 1], planned=6, world=2)   # an entry cut coarser is still said
     assert len(coarse) == 1 and coarse[0].startswith("the shard cache was cut into 2 partitions by an earlier run")
+
+
+def test_ddp_ranks_set_the_workers_of_a_cluster_the_run_starts_not_of_an_existing_one():
+    from types import SimpleNamespace
+
+    from lancetnic_flow.training.orchestrator import Training
+
+    ranks = Training.ranks.fget
+    assert ranks(SimpleNamespace(external=False, tc=SimpleNamespace(ddp=3))) == 3
+    assert ranks(SimpleNamespace(external=True, tc=SimpleNamespace(ddp=3))) == 0   # ranks go on the workers it has
+    assert ranks(SimpleNamespace(external=False, tc=SimpleNamespace(ddp=1))) == 0
+    assert ranks(SimpleNamespace(external=False, tc=SimpleNamespace(ddp=None))) == 0
