@@ -222,7 +222,7 @@ class FittedFeatures:
         targets and numeric columns) → the rows :meth:`transform` would have
         made. Validation rows whose label the training rows never had are dropped
         (the fit counted them as skipped, ``unknown_label``); in a label set
-        such a label is only left out."""
+        such a label is only left out, and counted (``missed``, as :meth:`transform` does)."""
         block = self.weigh(raw)
         if raw.label_names is not None and raw.labels.ndim == 2:   # label sets: multi-hot over the chunk's names
             block.set_missed(*left_out(raw.labels, raw.label_names, self.labels))
