@@ -29,6 +29,7 @@ from ..features.fit import bucket_frequencies, table_stats
 from ..features.names import sample_names
 from ..features.rows import RowBlock
 from ..features.fit import record_held_out
+from ..features.labelsets import unseen_per_row
 from ..features.split import Holdout, learned_rows, split_rows
 from ..features.vectorize import TRUNCATED, FittedFeatures, cut_rows, text_options
 from ..features.vocab import FitStats, merge_stats
@@ -139,6 +140,18 @@ def _by_split(block: RowBlock, is_val: np.ndarray) -> dict[str, RowBlock]:
     if is_val.all() or not is_val.any():   # one split: no copy
         return {"val" if is_val.all() else "train": block}
     return {"train": block.take(np.flatnonzero(~is_val)), "val": block.take(np.flatnonzero(is_val))}
+
+
+def _featurized_split(block: RowBlock, is_val: np.ndarray, table: pa.Table,
+                      features: FittedFeatures) -> dict[str, RowBlock]:
+    """:func:`_by_split` of a featurised chunk: a validation block cut from the
+    chunk's rows names the labels training never had of its own rows (the
+    chunk's named those of every row), so its figures count each such label."""
+    parts = _by_split(block, is_val)
+    val = parts.get("val")
+    if val is not None and val is not block and val.missed is not None:
+        val.set_missed(val.missed, unseen_per_row(table["label"].filter(pa.array(is_val)), features.labels)[1])
+    return parts
 
 
 def count_partition(part: Partition, split: str | None, *, columns: Columns, fcfg: FeatureConfig,
@@ -264,7 +277,8 @@ def featurize_partition(part: Partition, split: str | None, *, columns: Columns,
                 block, is_val, longer = block.take(keep_rows), is_val[keep_rows], longer[keep_rows]
         if longer.any():   # kept, but a sequence model reads the first --max-len tokens of it
             res.noted[TRUNCATED] = res.noted.get(TRUNCATED, 0) + int(longer.sum())
-        _write_split(_by_split(block, is_val), shard_dir, part, ci, cache_options, res, raw=False, keep=keep)
+        _write_split(_featurized_split(block, is_val, table, features), shard_dir, part, ci, cache_options, res,
+                     raw=False, keep=keep)
     res.bytes_read = part.length if part.length > 0 else part.file.size
     res.seconds = time.monotonic() - t0
     trim_allocator()   # this task's tables are freed: hand their heap back before the next one

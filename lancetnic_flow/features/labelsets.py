@@ -78,19 +78,36 @@ def remap(hot: np.ndarray, names: np.ndarray, labels: list[str]) -> np.ndarray:
 def unseen(labels, names: list[str]) -> tuple[np.ndarray, dict[str, int]]:
     """Labels outside ``names`` (the run's) in a ``label`` column, one label or a
     set a row: (the rows holding one, how many rows hold each such label)."""
+    per_row, counts = unseen_per_row(labels, names)
+    return per_row > 0, counts
+
+
+def unseen_per_row(labels, names: list[str]) -> tuple[np.ndarray, dict[str, int]]:
+    """Labels outside ``names`` in a ``label`` column: (per row, how many it holds,
+    int32; how many rows hold each such label)."""
     if is_label_sets(labels):
         values, rows, n = _flat(labels)
     else:
         values = labels.combine_chunks() if isinstance(labels, pa.ChunkedArray) else labels
         rows, n = np.arange(len(values)), len(values)
-    flags = np.zeros(n, bool)
     if not len(values):
-        return flags, {}
+        return np.zeros(n, np.int32), {}
     known = pc.fill_null(pc.is_in(values, value_set=pa.array(names, pa.string())), True).to_numpy(
         zero_copy_only=False)
-    flags[rows[~known]] = True
+    per_row = np.bincount(rows[~known], minlength=n).astype(np.int32)
     counts = pc.value_counts(values.filter(pa.array(~known))).to_pylist()
-    return flags, {str(c["values"]): int(c["counts"]) for c in counts}
+    return per_row, {str(c["values"]): int(c["counts"]) for c in counts}
+
+
+def left_out(hot: np.ndarray, names: np.ndarray, labels: list[str]) -> tuple[np.ndarray, dict[str, int]]:
+    """A raw shard's multi-hot over its own ``names``: the labels outside the run's
+    ``labels`` that :func:`remap` drops, as :func:`unseen_per_row` counts them."""
+    unknown = ~np.isin(names.astype(str), np.array(labels, dtype=str)) if len(names) else np.zeros(0, bool)
+    if not unknown.any():
+        return np.zeros(len(hot), np.int32), {}
+    cols = hot[:, unknown]
+    rows = cols.sum(0, dtype=np.int64)
+    return cols.sum(1, dtype=np.int32), {str(k): int(v) for k, v in zip(names[unknown].tolist(), rows.tolist()) if v}
 
 
 # Separators people join a row's labels with in one text column.

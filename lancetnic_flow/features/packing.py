@@ -36,8 +36,9 @@ import zstandard
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 LEVEL = 3
-# Arrays of a block besides the CSR ones, stored as they are (labels, targets, numeric columns, label names).
-EXTRA = ("labels", "targets", "numeric", "label_names")
+# Arrays of a block besides the CSR ones, stored as they are (labels, targets, numeric columns, label
+# names, and a label set's labels training never had: per row, and the block's by name).
+EXTRA = ("labels", "targets", "numeric", "label_names", "missed", "missed_labels", "missed_rows")
 
 
 def _planes(a: np.ndarray) -> tuple[np.ndarray, int]:

@@ -13,6 +13,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+# Arrays with one entry per row, which follow their rows through take, gather, slice and concat.
+PER_ROW = ("labels", "targets", "numeric", "missed")
+
+
 @dataclass
 class RowBlock:
     indices: np.ndarray            # int32 (nnz,)
@@ -24,6 +28,13 @@ class RowBlock:
     # A shard of raw counts, written before the label set was known: ``labels``
     # index these names (see FittedFeatures.finish); targets and numeric are raw.
     label_names: np.ndarray | None = None
+    # Label sets: per row, how many labels of its set training never had (left out of ``labels``,
+    # each a false negative of the row: runs/evaluate.py counts them so).
+    missed: np.ndarray | None = None    # int32 (n,)
+    # The whole block's such labels and the rows holding each (macro averages count every label):
+    # they describe this block's rows together, so a block cut from it (take, slice, …) has none.
+    missed_labels: np.ndarray | None = None   # str (k,)
+    missed_rows: np.ndarray | None = None     # int64 (k,)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -40,9 +51,22 @@ class RowBlock:
         b = cls(np.zeros(0, np.int32), np.zeros(1, np.int64))
         if like is not None:
             for name, arr in like._arrays().items():
-                if name not in ("indices", "offsets"):
+                if name not in ("indices", "offsets", "missed_labels", "missed_rows"):
                     setattr(b, name, np.zeros((0,) + arr.shape[1:], arr.dtype))
         return b
+
+    def missed_by_label(self) -> dict[str, int]:
+        """This block's labels training never had, by the rows holding each (empty when none)."""
+        if self.missed_labels is None:
+            return {}
+        return {str(k): int(v) for k, v in zip(self.missed_labels.tolist(), self.missed_rows.tolist())}
+
+    def set_missed(self, per_row: np.ndarray, by_label: dict[str, int]) -> None:
+        """Record a label-set block's labels training never had: how many each row
+        held (``per_row``) and, for the whole block, the rows holding each label."""
+        self.missed = np.asarray(per_row, np.int32)
+        self.missed_labels = np.array(list(by_label), dtype=str) if by_label else None
+        self.missed_rows = np.array(list(by_label.values()), np.int64) if by_label else None
 
     def take(self, rows: np.ndarray) -> "RowBlock":
         """Gather rows (any order, repeats allowed), each row's entries copied
@@ -61,7 +85,7 @@ class RowBlock:
             values = np.empty(offsets[-1], self.values.dtype)
             gather_rows(self.values, self.offsets, rows, offsets, values)
         out = RowBlock(indices, offsets, values)
-        for name in ("labels", "targets", "numeric"):
+        for name in PER_ROW:
             arr = getattr(self, name)
             if arr is not None:
                 setattr(out, name, arr[rows])
@@ -89,7 +113,7 @@ class RowBlock:
         first = parts[0]
         out = RowBlock(np.empty(offsets[-1], first.indices.dtype), offsets,
                        np.empty(offsets[-1], first.values.dtype) if first.values is not None else None)
-        for name in ("labels", "targets", "numeric"):
+        for name in PER_ROW:
             arr = getattr(first, name)
             if arr is not None:
                 setattr(out, name, np.empty((len(rows),) + arr.shape[1:], arr.dtype))
@@ -100,7 +124,7 @@ class RowBlock:
             place_rows(part.indices, part.offsets, here, starts, out.indices)
             if out.values is not None:
                 place_rows(part.values, part.offsets, here, starts, out.values)
-            for name in ("labels", "targets", "numeric"):
+            for name in PER_ROW:
                 arr = getattr(out, name)
                 if arr is not None:
                     arr[sel] = getattr(part, name)[here]
@@ -113,7 +137,7 @@ class RowBlock:
         a, b = self.offsets[start], self.offsets[stop]
         out = RowBlock(self.indices[a:b], self.offsets[start:stop + 1] - a,
                        self.values[a:b] if self.values is not None else None)
-        for name in ("labels", "targets", "numeric"):
+        for name in PER_ROW:
             arr = getattr(self, name)
             if arr is not None:
                 setattr(out, name, arr[start:stop])
@@ -130,7 +154,7 @@ class RowBlock:
         nnz = np.cumsum([0] + [len(b.indices) for b in blocks[:-1]])
         offsets = np.concatenate([np.zeros(1, np.int64)] + [b.offsets[1:] + s for b, s in zip(blocks, nnz)])
         out = RowBlock(np.concatenate([b.indices for b in blocks]), offsets)
-        for name in ("values", "labels", "targets", "numeric"):
+        for name in ("values",) + PER_ROW:
             arrs = [getattr(b, name) for b in blocks]
             if all(a is not None for a in arrs):
                 setattr(out, name, np.concatenate(arrs))

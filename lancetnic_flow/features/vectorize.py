@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .hashing import legacy_hashes
-from .labelsets import chunk_multi_hot, is_label_sets, multi_hot, remap
+from .labelsets import chunk_multi_hot, is_label_sets, left_out, multi_hot, remap, unseen_per_row
 from .packing import float_planes, float_unplanes
 from .rows import RowBlock
 from .stop_words import ENGLISH
@@ -222,9 +222,10 @@ class FittedFeatures:
         targets and numeric columns) → the rows :meth:`transform` would have
         made. Validation rows whose label the training rows never had are dropped
         (the fit counted them as skipped, ``unknown_label``); in a label set
-        such a label is only left out."""
+        such a label is only left out, and counted (``missed``, as :meth:`transform` does)."""
         block = self.weigh(raw)
         if raw.label_names is not None and raw.labels.ndim == 2:   # label sets: multi-hot over the chunk's names
+            block.set_missed(*left_out(raw.labels, raw.label_names, self.labels))
             block.labels, block.label_names = remap(raw.labels, raw.label_names, self.labels), None
         elif raw.label_names is not None:
             known = self.label_ids(pa.array(raw.label_names.tolist(), pa.string()))
@@ -266,6 +267,7 @@ class FittedFeatures:
         block = self.transform_texts(table["text"], cut)
         if "label" in table.column_names and is_label_sets(table["label"]):
             block.labels = multi_hot(table["label"], self.labels)
+            block.set_missed(*unseen_per_row(table["label"], self.labels))
         elif "label" in table.column_names:
             block.labels = self.label_ids(table["label"])
         if "target" in table.column_names and self.target is not None:

@@ -51,10 +51,14 @@ THRESHOLD_RANGE = (0.01, 0.99)
 
 @dataclass
 class Scores:
-    """Validation rows' scores (rows × classes, float32) and answers: class ids, or a multi-hot matrix."""
+    """Validation rows' scores (rows × classes, float32) and answers: class ids, or a
+    multi-hot matrix with, per row, the labels of its set training never had
+    (``missed``) and those labels by the rows holding them (``unseen``)."""
 
     scores: np.ndarray
     labels: np.ndarray
+    missed: np.ndarray | None = None
+    unseen: dict | None = None
 
     @property
     def label_sets(self) -> bool:
@@ -64,7 +68,7 @@ class Scores:
 def read_scores(model: Any, blocks: Iterable[RowBlock]) -> Scores | None:
     """The model's logits on the labelled validation rows, up to :data:`MAX_CELLS`
     scores; None when no row has a label."""
-    scores, labels, n, cap = [], [], 0, None
+    scores, labels, missed, unseen, n, cap = [], [], [], {}, 0, None
     model.eval()
     rows = iter(blocks)
     with contextlib.ExitStack() as done:
@@ -72,18 +76,25 @@ def read_scores(model: Any, blocks: Iterable[RowBlock]) -> Scores | None:
         for block in rows:
             b = block.slice(0, (cap or MIN_ROWS) - n)
             keep = b.labels.any(1) if b.labels.ndim == 2 else b.labels >= 0
+            if b.missed is not None:   # a set of labels training never had alone is still a row to score
+                keep |= b.missed > 0
+                for k, v in block.missed_by_label().items():
+                    unseen[k] = unseen.get(k, 0) + v
             if keep.any():
                 out = as_array(outputs_of(model, b, "cpu")["logits"])
                 cap = cap or max(MIN_ROWS, MAX_CELLS // max(1, out.shape[1]))
                 scores.append(out[keep].astype(np.float32, copy=False))
                 labels.append(b.labels[keep])
+                if b.missed is not None:
+                    missed.append(b.missed[keep])
                 n += int(keep.sum())
             if n >= (cap or MIN_ROWS):
                 break
     model.train()
     if not scores:
         return None
-    return Scores(np.concatenate(scores), np.concatenate(labels))
+    return Scores(np.concatenate(scores), np.concatenate(labels),
+                  np.concatenate(missed) if len(missed) == len(scores) else None, unseen)
 
 
 def _arrays(val: Scores) -> tuple[np.ndarray, np.ndarray]:
@@ -229,16 +240,19 @@ def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool) -> Calibratio
     if val.label_sets:
         proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)
         out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels)
-        out.at_thresholds = scores_at(proba, val.labels, out.thresholds)
+        out.at_thresholds = scores_at(proba, val.labels, out.thresholds, val.missed, val.unseen)
     return out
 
 
-def scores_at(proba: np.ndarray, hot: np.ndarray, thresholds: np.ndarray) -> dict:
+def scores_at(proba: np.ndarray, hot: np.ndarray, thresholds: np.ndarray, missed: np.ndarray | None = None,
+              unseen: dict | None = None) -> dict:
     """micro-F1, macro-F1 and subset accuracy of deciding each label at its threshold
-    (rows × labels), counted as an epoch's validation figures are."""
+    (rows × labels), counted as an epoch's validation figures are: with each row's
+    labels training never had (``missed``, by name ``unseen``) as missed ones."""
     from .metrics import MultiLabelMetrics
 
     m = MultiLabelMetrics(proba.shape[1])
-    m.update(hot, proba >= thresholds.astype(proba.dtype), 0.0)
+    m.update(hot, proba >= thresholds.astype(proba.dtype), 0.0, missed)
+    m.update_unseen(unseen or {})
     r = m.result()
     return {k: (None if r[k] is None else round(float(r[k]), 6)) for k in ("micro_f1", "macro_f1", "subset_accuracy")}

@@ -54,11 +54,12 @@ def _add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
 
 
 def _averages(f1: np.ndarray, precision: np.ndarray, recall: np.ndarray, support: np.ndarray, present: np.ndarray,
-              unseen: dict[str, int]) -> dict:
+              unseen: dict[str, int], missed: int | None = None) -> dict:
     """Macro averages over the ``present`` labels and the unseen ones (which score 0),
-    weighted averages by true rows (the unseen ones' in the total); None without labels."""
+    weighted averages by true rows (the unseen ones' in the total: ``missed`` when
+    counted row by row, else their rows in ``unseen``); None without labels."""
     labels = int(present.sum()) + len(unseen)
-    weight = float(support.sum()) + sum(unseen.values())
+    weight = float(support.sum()) + (sum(unseen.values()) if missed is None else missed)
     out = {}
     for name, a in (("f1", f1), ("precision", precision), ("recall", recall)):
         out[f"macro_{name}"] = float(a[present].sum() / labels) if labels else None
@@ -202,26 +203,31 @@ class MultiLabelMetrics:
         self.rows = 0
         self.unseen: dict[str, int] = {}   # labels the run never saw, by rows carrying them (never predicted)
         self.unseen_rows = 0               # rows whose set held one
+        self.missed = 0                    # such labels of the rows counted: false negatives, none in ``fn``
 
     _COUNTS = ("tp", "fp", "fn")
 
-    def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float, unseen: np.ndarray | None = None) -> None:
-        """``true``, ``pred``: rows × labels, 0/1. ``unseen``: the rows whose set also
-        held a label the run never saw (left out of ``true``): never an exact match."""
+    def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float, missed: np.ndarray | None = None) -> None:
+        """``true``, ``pred``: rows × labels, 0/1. ``missed``: per row, how many labels
+        of its set the run never saw (left out of ``true``): each a false negative,
+        and such a row never an exact match. Their names: :meth:`update_unseen`."""
         t, p = true.astype(bool), pred.astype(bool)
         self.tp += (t & p).sum(0)
         self.fp += (~t & p).sum(0)
         self.fn += (t & ~p).sum(0)
         exact = (t == p).all(1)
-        if unseen is not None:
-            exact &= ~unseen
-            self.unseen_rows += int(unseen.sum())
+        if missed is not None:
+            missed = np.asarray(missed, np.int64)
+            exact &= missed == 0
+            self.unseen_rows += int((missed > 0).sum())
+            self.missed += int(missed.sum())
         self.exact += int(exact.sum())
         self.loss_sum += float(loss_sum)
         self.rows += len(t)
 
     def update_unseen(self, labels: dict[str, int]) -> None:
-        """Labels of the rows' sets that the run never saw (how many rows each): false negatives."""
+        """Labels of the rows' sets that the run never saw (how many rows each): each
+        one more label of the macro averages, scoring 0, and named under ``unseen_labels``."""
         _add_counts(self.unseen, labels)
 
     def merge(self, other: "MultiLabelMetrics") -> "MultiLabelMetrics":
@@ -232,12 +238,13 @@ class MultiLabelMetrics:
         self.rows += other.rows
         _add_counts(self.unseen, other.unseen)
         self.unseen_rows += other.unseen_rows
+        self.missed += other.missed
         return self
 
     def state(self) -> dict:
         """Everything to continue counting after a restart (see checkpoints)."""
         return {**{k: getattr(self, k) for k in self._COUNTS}, "exact": self.exact, "loss_sum": self.loss_sum,
-                "rows": self.rows, "unseen": dict(self.unseen), "unseen_rows": self.unseen_rows}
+                "rows": self.rows, "unseen": dict(self.unseen), "unseen_rows": self.unseen_rows, "missed": self.missed}
 
     def load_state(self, d: dict) -> None:
         for k in self._COUNTS:
@@ -245,13 +252,14 @@ class MultiLabelMetrics:
         self.exact, self.loss_sum, self.rows = d["exact"], d["loss_sum"], d["rows"]
         self.unseen = dict(d.get("unseen") or {})
         self.unseen_rows = int(d.get("unseen_rows", 0))
+        # A checkpoint from before the per-row count: its unseen labels' rows were its false negatives.
+        self.missed = int(d.get("missed", sum(self.unseen.values())))
 
     def result(self) -> dict:
         """micro-F1 (every label decision pooled), macro-F1 (the mean over labels
         true or predicted in the rows), subset accuracy (the whole set right), per-label scores."""
         precision, recall, f1 = _f1(self.tp, self.fp, self.fn)
-        missed = sum(self.unseen.values())
-        micro_p, micro_r, micro_f1 = _f1(self.tp.sum(), self.fp.sum(), self.fn.sum() + missed)
+        micro_p, micro_r, micro_f1 = _f1(self.tp.sum(), self.fp.sum(), self.fn.sum() + self.missed)
         support = self.tp + self.fn
         present = (support > 0) | (self.tp + self.fp > 0)
         rows = self.rows
@@ -261,7 +269,7 @@ class MultiLabelMetrics:
             "micro_precision": float(micro_p) if rows else None,
             "micro_recall": float(micro_r) if rows else None,
             **{k: (v if rows else None) for k, v in
-               _averages(f1, precision, recall, support, present, self.unseen).items()},
+               _averages(f1, precision, recall, support, present, self.unseen, self.missed).items()},
             "subset_accuracy": self.exact / rows if rows else None,
             "rows": rows,
             **({"unseen_labels": dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}

@@ -142,13 +142,13 @@ class TaskMetrics:
     cuts: np.ndarray | None = None   # multilabel: each label's logit threshold (None: 0)
 
     def update(self, out: dict[str, Any], labels: np.ndarray | None, targets: np.ndarray | None,
-               loss_sum: float, unseen: np.ndarray | None = None) -> None:
-        """Count a batch (``out``: torch tensors or NumPy arrays). ``unseen`` (label sets):
-        the rows whose set also held a label the run never saw."""
+               loss_sum: float, missed: np.ndarray | None = None) -> None:
+        """Count a batch (``out``: torch tensors or NumPy arrays). ``missed`` (label sets):
+        per row, the labels of its set the run never saw (a block's ``missed``)."""
         if isinstance(self.cls, MultiLabelMetrics):
             # A label is predicted from its threshold on: probability ≥ 0.5 (a logit ≥ 0) unless the run chose one.
             logits = as_array(out["logits"])
-            self.cls.update(labels, logits >= (0.0 if self.cuts is None else self.cuts), loss_sum, unseen)
+            self.cls.update(labels, logits >= (0.0 if self.cuts is None else self.cuts), loss_sum, missed)
         elif self.cls is not None:
             self.cls.update(labels.astype(np.int64), as_array(out["logits"]).argmax(1), loss_sum)
         if self.reg is not None:

@@ -47,18 +47,17 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
         longer = int(cut_rows(cut, len(block)).sum())
         if longer:   # scored on the first --max-len tokens, as the model reads them
             noted[TRUNCATED] = noted.get(TRUNCATED, 0) + longer
-        flags = None
         if block.labels is not None:
             flags, counts = unseen(chunk.table.column("label"), pred.run.features.labels)
-            if task.multilabel:
+            if task.multilabel:   # the rows' counts of such labels are the block's ``missed``
                 m.cls.update_unseen(counts)
             elif flags.any():   # one label a row: the row has no class to score a loss with
                 _score_unseen(pred, m, block.take(np.flatnonzero(flags)), counts)
-                block, flags = block.take(np.flatnonzero(~flags)), None
+                block = block.take(np.flatnonzero(~flags))
         for start in range(0, len(block), BATCH_ROWS):
             b = block.slice(start, start + BATCH_ROWS)
             out, loss = _scored(pred, task, b)
-            m.update(out, b.labels, b.targets, loss, None if flags is None else flags[start:start + BATCH_ROWS])
+            m.update(out, b.labels, b.targets, loss, b.missed)
     return m, rows, skipped, noted
 
 

@@ -1235,6 +1235,8 @@ class Training:
             "confusion": final_val.get("confusion"), "confusion_cells": final_val.get("confusion_cells"),
             "per_class": final_val.get("per_class"),
             **({"per_label": final_val.get("per_label")} if self.task.multilabel else {}),
+            # Labels of validation sets that training never had, as evaluate names them (each a missed one).
+            **({"unseen_labels": final_val["unseen_labels"]} if final_val.get("unseen_labels") else {}),
             "labels": self.features.labels, "rows": (rows := sum_rows(self.feed.results())),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
             # The epoch whose weights were saved: the best by --monitor, or the last (the rule's keeps_last_epoch).

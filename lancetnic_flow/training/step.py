@@ -44,7 +44,9 @@ def count(metrics: TaskMetrics, out: dict[str, Any], batch: RowBlock, loss: Any)
 
 def evaluate_blocks(model: Any, blocks: Iterable[RowBlock], task: Task, device: Any,
                     batch_size: int = EVAL_BATCH, then: Callable[[RowBlock], object] | None = None) -> TaskMetrics:
-    """Streaming evaluation: blocks in order, no shuffling, no gradients.
+    """Streaming evaluation: blocks in order, no shuffling, no gradients. A label
+    set's labels that training never had count as ``evaluate`` counts them: each a
+    false negative of its row (the blocks' ``missed``), its row never an exact match.
     ``then``: called with each piece once the model has scored it (a training
     rule may learn the validation rows there, in the same read of them)."""
     m = task.new_metrics()
@@ -53,10 +55,12 @@ def evaluate_blocks(model: Any, blocks: Iterable[RowBlock], task: Task, device: 
     scoring = dataclasses.replace(task, class_weights=None) if task.class_weights is not None else task
     model.eval()
     for block in blocks:
+        if task.multilabel:   # labels its rows hold that training never had, as evaluate names them
+            m.cls.update_unseen(block.missed_by_label())
         for start in range(0, len(block), batch_size):
             b = block.slice(start, start + batch_size)
             out = outputs_of(model, b, device)
-            m.update(out, b.labels, b.targets, _summed_loss(scoring, out, b, device))
+            m.update(out, b.labels, b.targets, _summed_loss(scoring, out, b, device), b.missed)
             if then is not None:
                 then(b)
     model.train()

@@ -371,3 +371,41 @@ def test_a_linear_multilabel_run_saves_a_threshold_per_label_that_predict_and_ev
     truth = [set(s.split("|")) for s in table["label"].to_pylist()]
     tp = sum(len(t & g) for t, g in zip(truth, own))
     assert json.loads(e.stdout)["micro_f1"] == pytest.approx(2 * tp / (sum(map(len, truth)) + sum(map(len, own))))
+
+
+def test_a_runs_validation_figures_of_rows_with_new_labels_are_evaluates_on_the_same_file(client, tmp_path):
+    """A --val file whose rows hold two labels training never had: the run's figures at its
+    thresholds are evaluate's on that file, and its epoch figures (at 0.5) scikit-learn's with
+    the new labels counted as missed ones, never left out (micro-F1 0.45 where evaluate gave 0.37)."""
+    from sklearn.metrics import accuracy_score, f1_score
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    from lancetnic_flow.runs.predict import Predictor
+
+    for name, rows, classes in (("train.csv", "1500", "5"), ("val.csv", "400", "7")):
+        made = cli("make-data", name, "--rows", rows, "--classes", classes, "--multilabel", "--seed", "1", cwd=tmp_path)
+        assert made.returncode == 0, made.stderr
+    p = cli("train", "train.csv", "--val", "val.csv", "--task", "multilabel", "--label-sep", "|", "--epochs", "6",
+            "--scheduler", client.scheduler.address, "--out", "runs", "--name", "new", "--no-plots", "--quiet",
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    run = tmp_path / "runs" / "new"
+    metrics = json.loads((run / "metrics.json").read_text())
+    e = cli("evaluate", run, "val.csv", "--json", "--scheduler", client.scheduler.address, cwd=tmp_path)
+    assert e.returncode == 0, e.stderr
+    ev = json.loads(e.stdout)
+    assert metrics["unseen_labels"] == ev["unseen_labels"] and len(ev["unseen_labels"]) == 2
+    at = metrics["val_at_thresholds"]
+    assert at["rows"] == ev["rows"]["evaluated"] == 400
+    for key in ("micro_f1", "macro_f1", "subset_accuracy"):
+        assert at[key] == pytest.approx(ev[key], abs=1e-6), key
+    truth = label_sets(tmp_path / "val.csv")
+    names = sorted(set(metrics["labels"]).union(*truth))
+    mlb = MultiLabelBinarizer(classes=names).fit([names])
+    pred = Predictor(str(run)).predict(pacsv.read_csv(tmp_path / "val.csv")["text"].to_pylist(), threshold=0.5)
+    t, g = mlb.transform(truth), mlb.transform([r["labels"] for r in pred])
+    assert g.any() and metrics["best_epoch"] == 6   # the saved weights are the last epoch's, whose figures these are
+    occurring = [i for i in range(len(names)) if t[:, i].any() or g[:, i].any()]
+    assert metrics["val_micro_f1"] == pytest.approx(f1_score(t, g, average="micro"), abs=1e-6)
+    assert metrics["val_macro_f1"] == pytest.approx(f1_score(t, g, average="macro", labels=occurring), abs=1e-6)
+    assert metrics["val_subset_accuracy"] == pytest.approx(accuracy_score(t, g), abs=1e-6)

@@ -212,3 +212,18 @@ def test_an_entrys_features_replaced_by_another_entrys_are_not_read_as_its_own(e
     old = dataclasses.replace(read_manifest(s.entry, s.key, {}), features_digest=None)
     write_manifest(s.entry, old, {})                    # a manifest written before it named its features
     assert read_features(s.entry, {}, s.key) is not None
+
+
+def test_multilabel_entries_made_before_labels_training_never_had_were_counted_are_not_reused(monkeypatch):
+    # their validation shards dropped such a label uncounted (no per-row ``missed``): scored as if absent
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow import manifest
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])
+    fc = {**FeatureConfig().__dict__, "lowercase": False}
+    multi = Columns(text=("text",), label="label", multilabel=True)
+    now = entry_key(plan, None, fc, multi, VAL_FRACTION)
+    monkeypatch.setattr(manifest, "LABEL_SETS_REVISION", 1)
+    assert entry_key(plan, None, fc, multi, VAL_FRACTION) != now
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
+                                                                         revisions=False)

@@ -191,3 +191,34 @@ def test_an_epoch_without_a_cache_finishes_the_rows_a_cached_raw_shard_finishes_
         for a, b in zip(got, want):
             for field in ("indices", "offsets", "values", "labels"):
                 np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+@pytest.mark.parametrize("mode", ["tfidf", "hashing"])
+def test_a_validation_shard_names_the_labels_training_never_had_of_its_own_rows_only(tmp_path, mode):
+    """Label sets split by hash: each validation shard counts, per row and by name, the labels
+    of its rows that training never had (a training row of the same chunk adds none), whether
+    featurised or finished from the counting pass's raw counts."""
+    rows = [{"text": f"{w} row{i} text", "label": "a|new" if i % 4 == 0 else "b"}
+            for i, w in enumerate(["goal", "soup", "chip"] * 40)]
+    table = pa.Table.from_pylist(rows)
+    is_val = validation_mask(table, VAL_FRACTION)
+    assert 0 < is_val.sum() < len(rows)
+    with open(tmp_path / "d.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["text", "label"])
+        w.writeheader()
+        w.writerows([r if v else {**r, "label": r["label"].replace("|new", "")} for r, v in zip(rows, is_val)])
+    columns = dataclasses.replace(COLUMNS, multilabel=True, label_sep="|")
+    part = plan_source([str(tmp_path / "d.csv")], blocksize=2**30).partitions[0]
+    fcfg = FeatureConfig(mode=mode, ngrams=1, analyzer="word", buckets=2**10)
+    kw = dict(columns=columns, storage_options={}, cache_options={}, chunk_bytes=2**30, val_fraction=VAL_FRACTION)
+    if mode == "tfidf":
+        features = finish_fit(fit_partition(part, columns, fcfg, {}, 2**30, VAL_FRACTION), fcfg, columns)
+        res = featurize_partition(part, None, features=features, shard_dir=str(tmp_path / "c"), **kw)
+    else:
+        stats = count_partition(part, None, fcfg=fcfg, shard_dir=str(tmp_path / "c"), **kw)
+        features, res = finish_fit(stats, fcfg, columns), stats.results[0]
+    assert "new" not in features.labels
+    (val,) = [features.finish(load_shard(s, {})) if s.raw else load_shard(s, {}) for s in res.shards
+              if s.split == "val"]
+    want = [1 if r["label"] == "a|new" else 0 for r, v in zip(rows, is_val) if v]
+    assert sum(want) > 0 and val.missed.tolist() == want and val.missed_by_label() == {"new": sum(want)}

@@ -98,3 +98,21 @@ def test_gather_from_several_blocks_equals_take_from_their_concatenation(parts):
     got, want = RowBlock.gather(blocks, which, places - starts[which]), whole.take(places)
     for name in ("indices", "offsets", "values", "labels", "targets", "numeric"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+def test_labels_training_never_had_follow_their_rows_and_a_block_cut_from_another_names_none():
+    """``missed`` is per row (take, slice, gather, concat, bytes); the block's labels by name
+    describe all its rows, so a block cut from it does not claim them."""
+    hot = np.array([[1, 0], [0, 0], [0, 1]], np.uint8)
+    block = RowBlock(np.array([1, 2, 3], np.int32), np.array([0, 1, 2, 3], np.int64),
+                     np.ones(3, np.float32), labels=hot)
+    block.set_missed(np.array([0, 2, 1]), {"q": 2, "r": 1})
+    assert block.take(np.array([2, 1])).missed.tolist() == [1, 2]
+    assert block.slice(1, 3).missed.tolist() == [2, 1]
+    assert RowBlock.concat([block, block]).missed.tolist() == [0, 2, 1, 0, 2, 1]
+    assert RowBlock.gather([block, block], np.array([1, 0]), np.array([1, 2])).missed.tolist() == [2, 1]
+    for cut in (block.take(np.array([0])), block.slice(0, 1), RowBlock.concat([block, block])):
+        assert cut.missed_by_label() == {}
+    back = RowBlock.from_bytes(block.to_bytes())
+    assert back.missed.tolist() == [0, 2, 1] and back.missed_by_label() == {"q": 2, "r": 1}
+    assert RowBlock.empty(block).missed.dtype == np.int32 and RowBlock.empty(block).missed_by_label() == {}

@@ -152,3 +152,17 @@ def test_a_run_of_an_earlier_feature_format_lower_cases_as_it_did_so_its_terms_s
     new, old = rows(3), rows(2)
     assert new[0] == new[1] != new[2] and old[0] == old[2] != old[1]
     assert len(rows(3, ["Movie"])[3]) == 1 and len(rows(2, ["Movie"])[3]) == 2   # stop words: as each format read them
+
+
+def test_a_label_set_row_keeps_the_count_and_names_of_its_labels_training_never_had_transformed_or_finished():
+    """A label left out of a validation row's set is still counted: per row (``missed``) and,
+    for the block, by name with its rows; the counting fit pass's raw shard finishes to the same."""
+    f = FittedFeatures(mode="hashing", buckets=8, labels=["x", "y"])
+    table = pa.table({"text": ["a b", "c d", "e", "f g"],
+                      "label": pa.array([["y"], ["x", "q"], ["q", "r"], ["r"]], pa.list_(pa.string()))})
+    for block in (f.transform(table), f.finish(f.raw(table))):
+        assert block.labels.tolist() == [[0, 1], [1, 0], [0, 0], [0, 0]]
+        assert block.missed.tolist() == [0, 1, 2, 1] and block.missed.dtype == np.int32
+        assert block.missed_by_label() == {"q": 2, "r": 2}
+    known = pa.table({"text": ["a"], "label": pa.array([["x"]], pa.list_(pa.string()))})
+    assert f.transform(known).missed.tolist() == [0] and f.transform(known).missed_by_label() == {}

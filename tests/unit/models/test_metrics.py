@@ -81,7 +81,7 @@ def test_multilabel_with_labels_the_run_never_saw_scores_as_scikit_learn_on_the_
     m = MultiLabelMetrics(k)
     hot = np.array([[x in t for x in names] for t in true_sets], np.uint8)
     got_pred = np.array([[x in p for x in names] for p in pred_sets], np.uint8)
-    lost = np.array([bool(t - set(names)) for t in true_sets])
+    lost = np.array([len(t - set(names)) for t in true_sets])   # per row, its labels the run never saw
     m.update(hot[: n // 2], got_pred[: n // 2], 0.0, lost[: n // 2])
     other = MultiLabelMetrics(k)
     other.update(hot[n // 2:], got_pred[n // 2:], 0.0, lost[n // 2:])

@@ -1,12 +1,16 @@
-"""training/step.py: the learning-rate schedule a run steps by."""
+"""training/step.py: the learning-rate schedule a run steps by; validation figures that
+count a validation row's labels training never had, as evaluate does."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from lancetnic_flow.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.registry import MODELS
 from lancetnic_flow.resolve import resolve
 from lancetnic_flow.training.rules import rule_for
+from lancetnic_flow.features.rows import RowBlock
+from lancetnic_flow.training import step as steps
 from lancetnic_flow.training.step import lr_schedule
 
 
@@ -44,3 +48,56 @@ def test_an_epoch_continued_from_a_checkpoint_reports_the_whole_epochs_seconds_a
     clock.stop()
     assert clock.seconds >= 30.0
     assert clock.rate() == pytest.approx(12000 / clock.seconds) and clock.rate() <= 400
+
+
+def test_validation_figures_count_every_label_of_a_row_as_evaluate_and_scikit_learn_do():
+    """A validation row's labels that training never had (the blocks' ``missed``) are each a
+    false negative, and such a row is no exact match: an epoch's figures, and those at the
+    saved thresholds, are scikit-learn's over the training labels and the new ones together."""
+    import torch
+    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    from lancetnic_flow.models import create_model
+    from lancetnic_flow.models.calibrate import calibrate
+    from lancetnic_flow.models.tasks import Task
+
+    names, new = ["a", "b", "c"], ["new1", "new2"]
+    model, _ = create_model("LinearSVM", dim=20, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
+                            embed=8, numeric=0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.randn(20, 3, generator=torch.Generator().manual_seed(0)))
+    rng = np.random.default_rng(3)
+    sets = [set(rng.choice(names + new, int(rng.integers(1, 4)))) for _ in range(200)]
+    blocks = []
+    for part in (sets[:120], sets[120:]):   # two shards, each naming its own rows' new labels
+        n = len(part)
+        b = RowBlock(rng.integers(0, 20, 3 * n).astype(np.int32), np.arange(0, 3 * n + 1, 3, dtype=np.int64),
+                     np.ones(3 * n, np.float32), np.array([[x in s for x in names] for s in part], np.uint8))
+        b.set_missed(np.array([len(s - set(names)) for s in part]),
+                     {x: sum(x in s for s in part) for x in new if any(x in s for s in part)})
+        blocks.append(b)
+    logits = np.concatenate([steps.outputs_of(model, b, "cpu")["logits"].detach().numpy() for b in blocks])
+    mlb = MultiLabelBinarizer(classes=names + new).fit([names + new])
+    truth = mlb.transform(sets)
+
+    def sk(pred: np.ndarray) -> dict:
+        p = np.concatenate([pred, np.zeros((len(pred), len(new)), int)], 1)
+        seen = [i for i in range(len(names + new)) if truth[:, i].any() or p[:, i].any()]
+        return {"micro_f1": f1_score(truth, p, average="micro", zero_division=0),
+                "micro_precision": precision_score(truth, p, average="micro", zero_division=0),
+                "micro_recall": recall_score(truth, p, average="micro", zero_division=0),
+                "macro_f1": f1_score(truth, p, average="macro", labels=seen, zero_division=0),
+                "weighted_f1": f1_score(truth, p, average="weighted", labels=seen, zero_division=0),
+                "subset_accuracy": accuracy_score(truth, p)}
+
+    got = steps.evaluate_blocks(model, blocks, Task("multilabel", classes=3), "cpu", batch_size=50).result()
+    for key, value in sk((logits >= 0).astype(int)).items():
+        assert got[key] == pytest.approx(value), key
+    assert got["rows"] == 200 and got["unseen_labels"] == {x: sum(x in s for s in sets) for x in new}
+    at = calibrate(model, blocks, scale=True)
+    proba = 1 / (1 + np.exp(-logits.astype(np.float64) * at.scale))
+    assert at.rows == 200   # a row whose every label is new is scored too
+    for key, value in sk((proba >= at.thresholds).astype(int)).items():
+        if key in at.at_thresholds:
+            assert at.at_thresholds[key] == pytest.approx(value, abs=2e-6), key
