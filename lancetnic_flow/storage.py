@@ -132,7 +132,7 @@ def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator
         # A pipe a reader holds, or /dev/null: written in place. A rename would put a file
         # where the pipe was, its reader waiting for bytes that never come.
         with writing(url):
-            f = open(path, "wb")
+            f = open_special(url)
         with writing(url, only=DISK_FULL), f:
             yield f
         return
@@ -232,6 +232,21 @@ def special_kind(url: str) -> str | None:
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
     return next((what for test, what in SPECIAL_KINDS if test(mode)), "not a regular file")
+
+
+def open_special(url: str) -> Any:
+    """The local pipe or device ``url`` opened to write (binary). A named pipe that
+    no process reads is a :class:`WriteError` at once: opening it would wait for one."""
+    path = str(url).split("://", 1)[-1]
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        raise WriteError(f"{url}: a named pipe that no process reads, so nothing would take what is written",
+                         f"start its reader first (e.g. `cat {path} > out &`), or name a file") from None
+    os.set_blocking(fd, True)   # the reader is there: writes wait for it as a pipe's do
+    return os.fdopen(fd, "wb")
 
 
 def check_regular(url: str, why: str = "it is read whole, by its size, which a pipe or device does not give",

@@ -12,8 +12,8 @@ import pytest
 
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.storage import (HTTP_TIMEOUT_S, NotRegularFile, WriteError, check_writable, join, open_atomic,
-                                    open_options, options_for, protocol, read_bytes, special_kind, write_bytes,
-                                    write_reason, writing)
+                                    open_options, open_special, options_for, protocol, read_bytes, special_kind,
+                                    write_bytes, write_reason, writing)
 
 
 def test_join_and_protocol_treat_urls_and_plain_paths_alike():
@@ -139,3 +139,14 @@ def test_an_atomic_write_to_a_pipe_goes_to_its_reader_and_leaves_the_pipe(tmp_pa
         assert special_kind(path) is not None and os.listdir(tmp_path) == ["pipe"]
     finally:
         os.close(fd)
+
+
+def test_a_named_pipe_no_process_reads_is_refused_to_write_at_once_not_waited_on(tmp_path):
+    # opened to write, such a pipe waits for a reader: --output, --json-log or make-data hung
+    path = str(tmp_path / "pipe")
+    os.mkfifo(path)
+    with pytest.raises(WriteError, match="a named pipe that no process reads"):
+        with open_atomic(path, {}) as f:
+            f.write(b"never")
+    with open_special("/dev/null") as f:
+        f.write(b"gone")
