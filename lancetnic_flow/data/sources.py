@@ -285,17 +285,21 @@ def _compression_of(name: str) -> tuple[str, str | None]:
 
 
 def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
-                ) -> tuple[dict[str, tuple[dict, object, str]], list[str]]:
+                ) -> tuple[dict[str, tuple[dict, object, str]], list[str], list[str]]:
     """Every file ``urls`` name (its info, filesystem and the input that named
-    it), in the order they are named, and those left out of a folder or glob
-    because their extension names no format (a README in a data folder).
+    it), in the order they are named; those left out of a folder or glob
+    because their extension names no format (a README in a data folder); and
+    what was said of the links among them (:func:`_links`).
     ``once``: a file two inputs name is refused (prediction writes a row per
     input row), not read once."""
     seen: dict[str, tuple[dict, object, str]] = {}
     named: set[str] = set()
     by_input: dict[str, list[str]] = {}
+    links = _Links()
     for url in map(_own_path, urls):
         for full, info, fs in _expand(url, so):
+            if links.left_out(full, info, url, seen, once):
+                continue
             if full in seen and once:
                 raise UserError(f"{full} is named twice (by {seen[full][2]} and {url}), and prediction writes one "
                                 "row for each input row", "name each file once")
@@ -315,7 +319,39 @@ def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5])
         raise UserError(f"no data files in {', '.join(urls)}: none of {shown} has a data extension",
                         f"name files with one of {', '.join(sorted(extensions()))}, or pass --format")
-    return seen, unknown
+    return seen, unknown, links.notes
+
+
+class _Links:
+    """Symbolic links among the files found: one to a file already found is the same rows by
+    another name (``latest.csv`` beside the file it points at), read once; one to a folder
+    inside a folder or glob is not followed (fsspec lists it, never what it holds), and said."""
+
+    def __init__(self) -> None:
+        self.files: dict[tuple[int, int], str] = {}
+        self.notes: list[str] = []
+
+    def left_out(self, full: str, info: dict, url: str, seen: dict, once: bool) -> bool:
+        """Whether ``full`` (found by ``url``) is left out: a linked folder, or a file found before by another name."""
+        if info.get("type") == "directory":
+            self.notes.append(f"Not read: {full.split('file://', 1)[-1]} is a symbolic link to a folder, which "
+                              f"{url} does not follow; name it to read its files.")
+            return True
+        if not full.startswith("file://") or info.get("type", "file") != "file":
+            return False
+        try:
+            st = os.stat(full[len("file://"):])
+        except OSError:
+            return False
+        first = self.files.setdefault((st.st_dev, st.st_ino), full)
+        if first == full:
+            return False
+        if once and seen[first][2] != url:
+            raise UserError(f"{full} is {first} by another name (named by {seen[first][2]} and {url}), and "
+                            "prediction writes one row for each input row", "name each file once")
+        self.notes.append(f"Read once: {full.split('file://', 1)[-1]} is {first.split('file://', 1)[-1]} by "
+                          "another name (a symbolic or hard link).")
+        return True
 
 
 # Paths that name a file by this process's open descriptors (/dev/stdin, bash's <(...)): a
@@ -554,6 +590,9 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     for p, info in found.items():
         if info.get("type") == "other" and protocol == "file":
             info = _followed(fs, p, info)
+        if info.get("type") == "directory" and info.get("islink") and not explicit:
+            out.append((fs.unstrip_protocol(p), info, fs))   # a linked folder: said, not read (_Links)
+            continue
         if info.get("type") == "directory" or p.endswith("/"):
             continue   # a folder; a key ending in "/" is an object store's folder marker (a console's "Create folder")
         if not explicit and _hidden(p, root):
@@ -740,7 +779,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
         raise UserError(f"blocksize must be positive, got {blocksize}")
     so = dict(storage_options or {})
 
-    seen, unknown = _data_files(urls, so, format, once=in_order)
+    seen, unknown, link_notes = _data_files(urls, so, format, once=in_order)
     sniffed, decided = sniff_formats(seen, so, names) if named is None else ({}, [])
 
     files: list[FileInfo] = []
@@ -773,7 +812,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
                 partitions.append(
                     Partition(len(partitions), fi, start, min(blocksize, size - start)))
 
-    warnings: list[str] = []
+    warnings: list[str] = list(link_notes)
     if unknown:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5]) + (
             f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")

@@ -786,3 +786,30 @@ def test_data_named_by_this_process_descriptor_is_read_by_its_own_path(tmp_path)
     finally:
         os.close(fd)
     assert [f.url for f in plan.files] == [f"file://{tmp_path}/d.csv"]
+
+
+def test_a_file_found_again_by_another_name_is_read_once_and_said(tmp_path):
+    # a folder's latest.csv -> 2024-06.csv (or a hard link) doubled that file's rows once links were read
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "2024-06.csv").write_bytes(csv_bytes(rows(3)))
+    os.symlink(tmp_path / "data" / "2024-06.csv", tmp_path / "data" / "latest.csv")
+    os.link(tmp_path / "data" / "2024-06.csv", tmp_path / "data" / "same.csv")
+    for urls in ([str(tmp_path / "data")], [str(tmp_path / "data" / "*.csv")]):
+        plan = plan_source(urls)
+        assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["2024-06.csv"]
+        assert sum("Read once:" in w and "2024-06.csv" in w for w in plan.warnings) == 2, plan.warnings
+    # prediction writes a row per input row: two inputs naming one file are refused, as one named twice
+    with pytest.raises(UserError, match=r"latest\.csv is .*2024-06\.csv by another name"):
+        plan_source([str(tmp_path / "data" / "2024-06.csv"), str(tmp_path / "data" / "latest.csv")], in_order=True)
+
+
+def test_a_symlinked_folder_inside_a_folder_is_said_not_read_never_left_out_unsaid(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "data" / "a.csv").write_bytes(csv_bytes(rows(3)))
+    (tmp_path / "other" / "b.csv").write_bytes(csv_bytes(rows(3)))
+    os.symlink(tmp_path / "other", tmp_path / "data" / "sub")
+    plan = plan_source([str(tmp_path / "data")])
+    assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv"]
+    assert any(f"{tmp_path}/data/sub is a symbolic link to a folder" in w for w in plan.warnings), plan.warnings
+    assert [f.url.rsplit("/", 1)[-1] for f in plan_source([str(tmp_path / "data" / "sub")]).files] == ["b.csv"]
