@@ -289,7 +289,7 @@ def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
     """Every file ``urls`` name (its info, filesystem and the input that named
     it), in the order they are named; those left out of a folder or glob
     because their extension names no format (a README in a data folder); and
-    what was said of the links among them (:func:`_links`).
+    what was said of the links among them (:class:`_Links`).
     ``once``: a file two inputs name is refused (prediction writes a row per
     input row), not read once."""
     seen: dict[str, tuple[dict, object, str]] = {}
@@ -315,6 +315,9 @@ def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
     for f in unknown:
         del seen[f]
     _refuse_special(seen)
+    if not seen and not unknown and links.notes:   # a folder holding links to folders alone
+        raise UserError(f"no data files in {', '.join(urls)}: {' '.join(links.notes)}",
+                        "name the linked folders, or the files in them")
     if not seen:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5])
         raise UserError(f"no data files in {', '.join(urls)}: none of {shown} has a data extension",
@@ -395,9 +398,9 @@ def _refuse_special(seen: dict[str, tuple[dict, object, str]]) -> None:
             raise UserError(f"{shown} is a symbolic link to a missing file ({info.get('destination')})",
                             "point the link at the file, or move it out of the data")
         kind = special_kind(full) or "not a regular file"
-        raise NotRegularFile(f"{shown} is {kind}, not a regular file: the data is read more than once "
-                             "(its start to learn its format, then its rows, in training each epoch) and by several worker "
-                             "processes, each from a byte offset, which a pipe or device cannot give",
+        raise NotRegularFile(f"{shown} is {kind}, not a regular file: the data is read more than once (its "
+                             "start to learn its format, then its rows, in training each epoch) and by several "
+                             "worker processes, each from a byte offset, which a pipe or device cannot give",
                              NOT_REGULAR_HINT + ("; or move it out of the folder" if named else ""))
 
 
@@ -590,10 +593,8 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     for p, info in found.items():
         if info.get("type") == "other" and protocol == "file":
             info = _followed(fs, p, info)
-        if info.get("type") == "directory" and info.get("islink") and not explicit:
-            out.append((fs.unstrip_protocol(p), info, fs))   # a linked folder: said, not read (_Links)
-            continue
-        if info.get("type") == "directory" or p.endswith("/"):
+        linked_folder = info.get("type") == "directory" and info.get("islink")   # said, not read (_Links)
+        if (info.get("type") == "directory" and not linked_folder) or p.endswith("/"):
             continue   # a folder; a key ending in "/" is an object store's folder marker (a console's "Create folder")
         if not explicit and _hidden(p, root):
             continue  # hidden files and folders, _SUCCESS, .crc, .cache/ and friends
