@@ -65,7 +65,8 @@ def test_csv_entries_made_while_a_one_column_files_lines_of_spaces_were_rows_are
     for fmt in ("csv", "tsv"):
         plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
         now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
-        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION, readers=SPACE_LINES_READ_AS_ROWS)
+        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION,
+                           readers=SPACE_LINES_READ_AS_ROWS)
         # the key the reader of revision 1 made
         monkeypatch.setattr(formats, "format_named",
                             lambda n, f=fmt: dataclasses.replace(real(n), revision=1) if n == f else real(n))
