@@ -156,10 +156,13 @@ class FeatureConfig:
             return
         words = self.stop_words
         if isinstance(words, str):
-            from .storage import read_bytes
+            from .storage import NotRegularFile, read_bytes
 
             try:   # utf-8-sig: a byte-order mark would stick to the first word, which then never matches
                 text = read_bytes(words, storage_options).decode("utf-8-sig")
+            except NotRegularFile as e:   # read again at each check of the options: a pipe's second read is empty
+                raise bad("features.stop_words", f"{{name}} {e.message}",
+                          "write the words to a file, one a line, and pass that file") from None
             except (OSError, UnicodeDecodeError, ValueError) as e:
                 raise bad("features.stop_words", f"{{name}} {words}: cannot read it ({e})",
                           "give 'english' or a UTF-8 file of one word per line") from None

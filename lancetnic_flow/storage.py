@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -127,6 +128,14 @@ def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator
     fs, path = fsspec.core.url_to_fs(url, **storage_options)
     if "file" in fs.protocol and os.path.isdir(path):   # the rename would move the file into the folder
         raise _folder_in_the_way(url)
+    if "file" in fs.protocol and special_kind(path) is not None:
+        # A pipe a reader holds, or /dev/null: written in place. A rename would put a file
+        # where the pipe was, its reader waiting for bytes that never come.
+        with writing(url):
+            f = open_special(url)
+        with writing(url, only=DISK_FULL), f:
+            yield f
+        return
     parent = path.rsplit("/", 1)[0]
     with writing(url):
         fs.makedirs(parent, exist_ok=True)
@@ -197,6 +206,59 @@ def _nearest_existing(path: str) -> str:
     return p
 
 
+# What a local path that is neither a regular file nor a folder is, by its mode.
+SPECIAL_KINDS = ((stat.S_ISFIFO, "a pipe (a named pipe, a shell's <(...), or a /dev/stdin fed by |)"),
+                 (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+# Why such a file cannot be read: every reader here asks a file its size, and seeks.
+NOT_REGULAR_HINT = ("write what it gives to a file first (e.g. `cmd > data.csv`) and pass that file; "
+                    "compressed files are read as they are (data.csv.gz), with no need for a pipe")
+
+
+class NotRegularFile(UserError):
+    """A local path names a pipe, a device or a socket where a file is to be read."""
+
+
+def special_kind(url: str) -> str | None:
+    """What the local file at ``url`` is when it is neither a regular file nor a
+    folder (a pipe, a device, a socket), following symbolic links; None for a
+    regular file, a folder, a missing path and any URL of a store."""
+    if protocol(str(url)) != "file":
+        return None
+    path = str(url).split("://", 1)[-1]
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((what for test, what in SPECIAL_KINDS if test(mode)), "not a regular file")
+
+
+def open_special(url: str) -> Any:
+    """The local pipe or device ``url`` opened to write (binary). A named pipe that
+    no process reads is a :class:`WriteError` at once: opening it would wait for one."""
+    path = str(url).split("://", 1)[-1]
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        raise WriteError(f"{url}: a named pipe that no process reads, so nothing would take what is written",
+                         f"start its reader first (e.g. `cat {path} > out &`), or name a file") from None
+    os.set_blocking(fd, True)   # the reader is there: writes wait for it as a pipe's do
+    return os.fdopen(fd, "wb")
+
+
+def check_regular(url: str, why: str = "it is read whole, by its size, which a pipe or device does not give",
+                  hint: str = "put the regular file itself there (restore it from a copy, or write it again)") -> None:
+    """Refuse a local pipe, device or socket where a regular file is to be read:
+    opening a pipe waits for a writer, and what it gives cannot be read again or
+    by its size (fsspec seeks to learn it)."""
+    kind = special_kind(url)
+    if kind is not None:
+        raise NotRegularFile(f"{url} is {kind}, not a regular file: {why}", hint)
+
+
 def write_bytes(url: str, data: bytes, storage_options: dict) -> None:
     """Write atomically where the filesystem allows (temp name + rename)."""
     with open_atomic(url, storage_options) as f:
@@ -204,6 +266,7 @@ def write_bytes(url: str, data: bytes, storage_options: dict) -> None:
 
 
 def read_bytes(url: str, storage_options: dict) -> bytes:
-    """The whole file at ``url``."""
+    """The whole file at ``url`` (a local pipe or device is refused: :func:`check_regular`)."""
+    check_regular(url)
     fs, path = fsspec.core.url_to_fs(url, **storage_options)
     return fs.cat_file(path)

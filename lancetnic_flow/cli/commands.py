@@ -388,7 +388,13 @@ def explained_lines(text: str, doc: dict) -> str:
 
 
 def say_decided(report, src) -> None:
-    """The formats the inputs' starts decided, in train's words (``decided  format fasttext: …``), on stderr."""
+    """The formats the inputs' starts decided, in train's words (``decided  format fasttext: …``), and the
+    planner's warnings (files left out of a folder, a link read once), as train says them, on stderr."""
+    for w in src.warnings:
+        if report.json is not None:
+            report.json("warning", {"message": w})
+        if not report.quiet:
+            report.say(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     for s in src.sniffed:
         if not s.news:
             continue

@@ -102,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"  hint: {why[1].replace('--cache/--out/--output', '--json-log') if why else 'check the path'}",
               file=sys.stderr)
         return 2
+    except UserError as exc:   # a named pipe no process reads (storage.open_special)
+        print(f"error: --json-log {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
+        return 2
     try:
         return COMMANDS[a.command](a, report)
     except UserError as exc:

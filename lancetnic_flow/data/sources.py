@@ -25,8 +25,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import posixpath
 import re
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -38,7 +40,7 @@ from fsspec.utils import infer_compression
 from ..errors import UserError, close_matches
 from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
                        format_names, sniff, sniffed_from, split_compression)
-from ..storage import open_options
+from ..storage import NOT_REGULAR_HINT, NotRegularFile, open_options, special_kind
 from .decompress import check_not_packed, open_decompressed
 
 # ---------------------------------------------------------------- data types
@@ -283,17 +285,21 @@ def _compression_of(name: str) -> tuple[str, str | None]:
 
 
 def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
-                ) -> tuple[dict[str, tuple[dict, object, str]], list[str]]:
+                ) -> tuple[dict[str, tuple[dict, object, str]], list[str], list[str]]:
     """Every file ``urls`` name (its info, filesystem and the input that named
-    it), in the order they are named, and those left out of a folder or glob
-    because their extension names no format (a README in a data folder).
+    it), in the order they are named; those left out of a folder or glob
+    because their extension names no format (a README in a data folder); and
+    what was said of the links among them (:class:`_Links`).
     ``once``: a file two inputs name is refused (prediction writes a row per
     input row), not read once."""
     seen: dict[str, tuple[dict, object, str]] = {}
     named: set[str] = set()
     by_input: dict[str, list[str]] = {}
-    for url in urls:
+    links = _Links()
+    for url in map(_own_path, urls):
         for full, info, fs in _expand(url, so):
+            if links.left_out(full, info, url, seen, once):
+                continue
             if full in seen and once:
                 raise UserError(f"{full} is named twice (by {seen[full][2]} and {url}), and prediction writes one "
                                 "row for each input row", "name each file once")
@@ -308,11 +314,94 @@ def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
     unknown = [f for f in sorted(seen) if format == "auto" and f not in keep and not _known(f)]
     for f in unknown:
         del seen[f]
+    _refuse_special(seen)
+    if not seen and not unknown and links.notes:   # a folder holding links to folders alone
+        raise UserError(f"no data files in {', '.join(urls)}: {' '.join(links.notes)}",
+                        "name the linked folders, or the files in them")
     if not seen:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5])
         raise UserError(f"no data files in {', '.join(urls)}: none of {shown} has a data extension",
                         f"name files with one of {', '.join(sorted(extensions()))}, or pass --format")
-    return seen, unknown
+    return seen, unknown, links.notes
+
+
+class _Links:
+    """Symbolic links among the files found: one to a file already found is the same rows by
+    another name (``latest.csv`` beside the file it points at), read once; one to a folder
+    inside a folder or glob is not followed (fsspec lists it, never what it holds), and said."""
+
+    def __init__(self) -> None:
+        self.files: dict[tuple[int, int], str] = {}
+        self.notes: list[str] = []
+
+    def left_out(self, full: str, info: dict, url: str, seen: dict, once: bool) -> bool:
+        """Whether ``full`` (found by ``url``) is left out: a linked folder, or a file found before by another name."""
+        if info.get("type") == "directory":
+            self.notes.append(f"Not read: {full.split('file://', 1)[-1]} is a symbolic link to a folder, which "
+                              f"{url} does not follow; name it to read its files.")
+            return True
+        if not full.startswith("file://") or info.get("type", "file") != "file":
+            return False
+        try:
+            st = os.stat(full[len("file://"):])
+        except OSError:
+            return False
+        first = self.files.setdefault((st.st_dev, st.st_ino), full)
+        if first == full:
+            return False
+        if once and seen[first][2] != url:
+            raise UserError(f"{full} is {first} by another name (named by {seen[first][2]} and {url}), and "
+                            "prediction writes one row for each input row", "name each file once")
+        self.notes.append(f"Read once: {full.split('file://', 1)[-1]} is {first.split('file://', 1)[-1]} by "
+                          "another name (a symbolic or hard link).")
+        return True
+
+
+# Paths that name a file by this process's open descriptors (/dev/stdin, bash's <(...)): a
+# Dask worker opening one opens its own stdin or descriptor, not this process's file.
+PROCESS_PATHS = re.compile(r"/dev/(stdin|fd/\d+)|/proc/(self|\d+)/fd/\d+")
+
+
+def _own_path(url: str) -> str:
+    """``url``, or for a local path naming a regular file by this process's descriptors
+    (``train /dev/stdin < data.csv``) that file's own path, which every worker opens alike."""
+    path = url[len("file://"):] if url.startswith("file://") else url
+    if "://" in path or not PROCESS_PATHS.fullmatch(os.path.abspath(path)):
+        return url
+    real = os.path.realpath(path)
+    try:
+        here, there = os.stat(path), os.stat(real)
+    except OSError:   # a pipe's target ("pipe:[123]") or a deleted file: said as what it is, later
+        return url
+    return real if stat.S_ISREG(here.st_mode) and os.path.samestat(here, there) else url
+
+
+def _followed(fs: Any, p: str, info: dict) -> dict:
+    """A local folder's or glob's entry that is a symbolic link (fsspec lists it as
+    "other", and it was left out unseen: a linked CSV's rows were not read) as what it
+    points at, with the target's size and time; a link to nothing stays "other"."""
+    try:
+        return fs.info(p)
+    except OSError:
+        return {**info, "broken_link": True}
+
+
+def _refuse_special(seen: dict[str, tuple[dict, object, str]]) -> None:
+    """Refuse a data file that is no regular file (a pipe, a device, a socket, a link
+    to nothing): it was left out unseen, or said to match no file."""
+    for full, (info, _, url) in seen.items():
+        if info.get("type", "file") == "file":
+            continue
+        named = "" if _same_file(url, full) else f" (found in {url})"
+        shown = (url if not named else full.split("file://", 1)[-1]) + named
+        if info.get("broken_link"):
+            raise UserError(f"{shown} is a symbolic link to a missing file ({info.get('destination')})",
+                            "point the link at the file, or move it out of the data")
+        kind = special_kind(full) or "not a regular file"
+        raise NotRegularFile(f"{shown} is {kind}, not a regular file: the data is read more than once (its "
+                             "start to learn its format, then its rows, in training each epoch) and by several "
+                             "worker processes, each from a byte offset, which a pipe or device cannot give",
+                             NOT_REGULAR_HINT + ("; or move it out of the folder" if named else ""))
 
 
 def _same_file(url: str, full: str) -> bool:
@@ -502,7 +591,10 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     unlisted = _datasets_unlisted(fs, metadata) if metadata else set()
     root = path.rstrip("/")
     for p, info in found.items():
-        if info.get("type", "file") != "file" or p.endswith("/"):
+        if info.get("type") == "other" and protocol == "file":
+            info = _followed(fs, p, info)
+        linked_folder = info.get("type") == "directory" and info.get("islink")   # said, not read (_Links)
+        if (info.get("type") == "directory" and not linked_folder) or p.endswith("/"):
             continue   # a folder; a key ending in "/" is an object store's folder marker (a console's "Create folder")
         if not explicit and _hidden(p, root):
             continue  # hidden files and folders, _SUCCESS, .crc, .cache/ and friends
@@ -688,7 +780,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
         raise UserError(f"blocksize must be positive, got {blocksize}")
     so = dict(storage_options or {})
 
-    seen, unknown = _data_files(urls, so, format, once=in_order)
+    seen, unknown, link_notes = _data_files(urls, so, format, once=in_order)
     sniffed, decided = sniff_formats(seen, so, names) if named is None else ({}, [])
 
     files: list[FileInfo] = []
@@ -721,7 +813,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
                 partitions.append(
                     Partition(len(partitions), fi, start, min(blocksize, size - start)))
 
-    warnings: list[str] = []
+    warnings: list[str] = list(link_notes)
     if unknown:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5]) + (
             f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")

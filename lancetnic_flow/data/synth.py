@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 
 from ..errors import UserError
 from ..formats import COMPRESSION_SUFFIXES, Format, file_name, format_for_path, format_named, registered, split_compression
+from ..storage import open_special, special_kind
 from .writers import compressed
 
 __all__ = ["write_corpus", "infer_format", "generate_blocks", "BLOCK_ROWS", "class_names"]
@@ -430,7 +431,8 @@ def write_corpus(
                        for b in range(start, stop)]
             yield pa.Table.from_batches(batches, schema=SCHEMA), min(stop * BLOCK_ROWS, rows)
 
-    of = fsspec.open(url, "wb", **dict(storage_options or {}))
+    # a named pipe (a reader waits at its other end) is opened so that one nobody reads is refused, not a wait
+    of = open_special(url) if special_kind(url) is not None else fsspec.open(url, "wb", **dict(storage_options or {}))
     with of as f, compressed(f, comp) as sink:
         writer = None
         for table, done in chunks():

@@ -41,6 +41,9 @@ ENCODED_BYTES_REVISION = 1
 # zstd input's revision, in the key of entries that read a .zst file: 1 refuses a file cut short
 # (data/decompress.py), where an earlier entry may hold only the rows before the cut.
 ZSTD_REVISION = 1
+# The CSV and TSV readers' revisions before a one-column file's lines of spaces were blank, no row
+# (formats.py's revision 2): a checkpoint keyed by them is of that reading.
+SPACE_LINES_READ_AS_ROWS = {"csv": 1, "tsv": 1}
 
 
 def cache_key(*parts: Any) -> str:
@@ -146,7 +149,8 @@ def write_names(entry: str, names, cache_options: dict) -> None:
 
 
 def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
-              val_fraction: float, version: int = CACHE_VERSION, revisions: bool = True) -> str:
+              val_fraction: float, version: int = CACHE_VERSION, revisions: bool = True,
+              readers: dict[str, int] | None = None) -> str:
     """The cache entry of featurising ``train`` (and ``val``) with these options.
     Options added later count only when they differ from what an entry made
     before them meant, so those entries (and their runs' checkpoints) still match.
@@ -156,11 +160,13 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     quotes, JSON numbers named as Arrow names them; then JSON values read as
     written, a NaN label missing, a binary text not UTF-8 undecodable;
     fastText tags anywhere in a line; then every JSON value of a line read
-    by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag),
+    by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag; then
+    a one-column CSV/TSV file's lines of spaces blank, no row),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
     (:data:`ENCODED_BYTES_REVISION`) and a cut-off zstd file was refused
-    (:data:`ZSTD_REVISION`), whose rows, terms or labels may differ."""
+    (:data:`ZSTD_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
+    revision its reader had (a key an earlier reader made, to recognise its checkpoint)."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
@@ -173,7 +179,7 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
         options["idf"] = False
     parts: list = [version, train.fingerprint(), val.fingerprint() if val else None, options,
                    columns_key(columns), val_fraction]
-    revised = _revisions(train, val) if revisions else []
+    revised = _revisions(train, val, readers=readers or {}) if revisions else []
     if revisions and feature_config.get("lowercase", True):
         revised.append(("lower", LOWER_REVISION))
     if revisions and columns.multilabel:
@@ -192,12 +198,13 @@ def _typed_files(*plans: SourcePlan | None) -> bool:
     return any(not format_named(f.format).splits_by_bytes for p in plans if p is not None for f in p.files)
 
 
-def _revisions(*plans: SourcePlan | None) -> list:
-    """The revised readers of these plans' formats, as (format, revision)."""
+def _revisions(*plans: SourcePlan | None, readers: dict[str, int]) -> list:
+    """The revised readers of these plans' formats, as (format, revision); ``readers``: revisions other than today's."""
     from ..formats import format_named
 
-    return sorted({(f.format, format_named(f.format).revision) for p in plans if p is not None for f in p.files
-                   if format_named(f.format).revision})
+    found = {(f.format, readers.get(f.format, format_named(f.format).revision))
+             for p in plans if p is not None for f in p.files}
+    return sorted((name, rev) for name, rev in found if rev)
 
 
 def columns_key(columns: Columns) -> tuple:

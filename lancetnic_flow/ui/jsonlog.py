@@ -9,6 +9,7 @@ import time
 from typing import IO, Any
 
 from ..errors import UserError
+from ..storage import special_kind
 
 
 def _jsonable(o: Any) -> Any:
@@ -52,6 +53,8 @@ def check_log_file(path: str, outputs: dict[str, str | None] | None = None) -> N
                 os.path.realpath(url.removeprefix("file://")) == os.path.realpath(path):
             raise UserError(f"--json-log {path} is also {flag}: the file written there would replace the log",
                             f"give the log a name of its own, e.g. --json-log {path}.events")
+    if special_kind(path) is not None:
+        return   # a pipe, /dev/stdout, /dev/null holds nothing to lose, and reading one waits for a writer
     try:
         with open(path, "rb") as f:
             head = f.read(4096)

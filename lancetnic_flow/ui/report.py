@@ -15,6 +15,7 @@ a file path keeps the human view and writes the log to the file.
 """
 from __future__ import annotations
 
+import io
 import math
 import sys
 from typing import Any
@@ -25,6 +26,7 @@ from rich.markup import escape
 from .dashboard.live import LiveDashboard
 from .dashboard.state import DashboardState
 from .dashboard.summary import milestone, render_summary, status_line
+from ..storage import open_special, special_kind
 from .jsonlog import JsonLog
 
 
@@ -94,6 +96,8 @@ class ConsoleReport:
         self.json: JsonLog | None = None
         if json_log == "-":
             self.json = JsonLog(sys.stdout)
+        elif json_log and special_kind(json_log) is not None:   # a pipe no process reads: refused, not a wait
+            self.json = JsonLog(io.TextIOWrapper(open_special(json_log), encoding="utf-8"), close=True)
         elif json_log:
             self.json = JsonLog(open(json_log, "w", encoding="utf-8"), close=True)
         live = self.console.is_terminal if live is None else live

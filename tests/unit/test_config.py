@@ -17,6 +17,21 @@ def test_a_stop_word_file_loses_its_byte_order_mark(tmp_path):
     assert fc.stop_words == ["FILM", "Plot", "movie"]   # as written: the tokenizer lower-cases them with the text
 
 
+def test_a_stop_word_file_that_is_a_pipe_is_refused_naming_the_option_not_read_as_empty(tmp_path):
+    # `--stop-words <(cmd)`: the options are checked more than once, and a pipe's second read is empty
+    import os
+
+    path = str(tmp_path / "pipe")
+    os.mkfifo(path)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        with pytest.raises(UserError, match=rf"{path} is a pipe .*not a regular file") as e:
+            FeatureConfig(stop_words=path).read_stop_words({})
+    finally:
+        os.close(fd)
+    assert e.value.field == "features.stop_words" and "write the words to a file" in e.value.hint
+
+
 def test_a_decimal_min_df_above_one_is_refused_as_scikit_learn_does():
     with pytest.raises(UserError, match=r"a fraction must be in \(0, 1\], got 1.5") as e:
         FeatureConfig(min_df=1.5).validate()

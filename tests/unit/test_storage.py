@@ -11,8 +11,9 @@ import fsspec
 import pytest
 
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.storage import (HTTP_TIMEOUT_S, WriteError, check_writable, join, open_atomic, open_options,
-                                    options_for, protocol, read_bytes, write_bytes, write_reason, writing)
+from lancetnic_flow.storage import (HTTP_TIMEOUT_S, NotRegularFile, WriteError, check_writable, join, open_atomic,
+                                    open_options, open_special, options_for, protocol, read_bytes, special_kind,
+                                    write_bytes, write_reason, writing)
 
 
 def test_join_and_protocol_treat_urls_and_plain_paths_alike():
@@ -105,3 +106,47 @@ def test_absolute_makes_a_local_path_absolute_and_leaves_urls_as_given(tmp_path,
     assert absolute(str(tmp_path)) == str(tmp_path)
     for url in ("s3://bucket/runs", "file:///data/x", "memory://m/c"):
         assert absolute(url) == url
+
+
+def _held_pipe(tmp_path, name: str = "pipe") -> tuple[str, int]:
+    """A named pipe and a descriptor holding both its ends (so opening it never waits)."""
+    path = str(tmp_path / name)
+    os.mkfifo(path)
+    return path, os.open(path, os.O_RDWR | os.O_NONBLOCK)
+
+
+def test_read_bytes_refuses_a_pipe_or_device_naming_it_and_what_it_is(tmp_path):
+    # fsspec seeks to learn a file's size: a pipe was "internal error: UnsupportedOperation"
+    path, fd = _held_pipe(tmp_path)
+    try:
+        with pytest.raises(NotRegularFile, match=rf"{path} is a pipe .*not a regular file"):
+            read_bytes(path, {})
+    finally:
+        os.close(fd)
+    with pytest.raises(NotRegularFile, match="/dev/null is a character device"):
+        read_bytes("/dev/null", {})
+    assert special_kind(str(tmp_path)) is None and special_kind(str(tmp_path / "none")) is None
+    assert special_kind("memory://x/pipe") is None
+
+
+def test_an_atomic_write_to_a_pipe_goes_to_its_reader_and_leaves_the_pipe(tmp_path):
+    # the rename put a regular file where the pipe was: its reader waited for bytes that never came
+    path, fd = _held_pipe(tmp_path)
+    try:
+        with open_atomic(path, {}) as f:
+            f.write(b"id,label\n1,a\n")
+        assert os.read(fd, 100) == b"id,label\n1,a\n"
+        assert special_kind(path) is not None and os.listdir(tmp_path) == ["pipe"]
+    finally:
+        os.close(fd)
+
+
+def test_a_named_pipe_no_process_reads_is_refused_to_write_at_once_not_waited_on(tmp_path):
+    # opened to write, such a pipe waits for a reader: --output, --json-log or make-data hung
+    path = str(tmp_path / "pipe")
+    os.mkfifo(path)
+    with pytest.raises(WriteError, match="a named pipe that no process reads"):
+        with open_atomic(path, {}) as f:
+            f.write(b"never")
+    with open_special("/dev/null") as f:
+        f.write(b"gone")

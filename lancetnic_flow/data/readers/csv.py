@@ -99,6 +99,8 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
     malformed, or took the end row, it counts as one malformed row and the
     lines it took are read again on their own (``budget`` times per block;
     past that, each line counts as malformed)."""
+    if len(have) == 1:
+        body = without_space_lines(body, delimiter)
     end_row = (delimiter.join([_END] * len(have)) + "\n").encode()
     lead = b"" if memoryview(body)[-1:] == b"\n" else b"\n"  # the end row starts a line
     bad = 0
@@ -274,8 +276,8 @@ def _records(lines: list[str], delimiter: str, width: int):
             except csv.Error:
                 row = None
             taken = lines[start + before:start + reader.line_num]
-            if row == [] or (row is not None and len(taken) == 1 and len(row) < width
-                             and _blank(taken[0].encode(), delimiter)):
+            if row == [] or (row is not None and len(taken) == 1
+                             and _blank(taken[0].encode("utf-8", "surrogateescape"), delimiter)):
                 continue   # a blank line (or one of spaces alone, as pandas reads it) is not a row
             if row is not None and len(taken) > 1 and (sum(t.count('"') for t in taken) % 2 or _stray(taken, delimiter)):
                 row = None                       # an unclosed (or stray) quote took the lines after it
@@ -304,6 +306,30 @@ def _records(lines: list[str], delimiter: str, width: int):
 # spaces and tabs before the line end; in TSV a tab is a delimiter, so a line
 # of tabs holds fields.
 _BLANK_LINES = {False: re.compile(rb"(?:[ \t\r]*\n)+"), True: re.compile(rb"(?:[ \r]*\n)+")}
+
+
+# A line of spaces (and, in CSV, tabs) alone, with its line end; an empty line Arrow skips itself.
+_SPACES = {False: rb"^[ \t]+(?:\r?\n|\Z)", True: rb"^ +(?:\r?\n|\Z)"}
+_SPACE_LINES = {tsv: re.compile(p, re.M) for tsv, p in _SPACES.items()}
+# The same, or a quoted field from a line's start to its closing quote (its lines of spaces are its text).
+_SPACE_LINES_OR_QUOTED = {tsv: re.compile(rb'^"[^"]*(?:""[^"]*)*"|' + p, re.M) for tsv, p in _SPACES.items()}
+
+
+def without_space_lines(body, delimiter: str):
+    """The block ``body`` of a one-column file without its lines of spaces outside
+    quotes: pandas skips them as blank, where Arrow reads each as a row of one
+    field (a text of spaces: ``empty_text``). With two columns or more such a
+    line is short of fields and skipped as it is read (:func:`_read_csv_rows`)."""
+    tsv = delimiter == "\t"
+    if _SPACE_LINES[tsv].search(body) is None:
+        return body
+    data, keep, pos = bytes(body), [], 0
+    for m in _SPACE_LINES_OR_QUOTED[tsv].finditer(data):
+        if not m.group().startswith(b'"'):
+            keep.append(data[pos:m.start()])
+            pos = m.end()
+    keep.append(data[pos:])
+    return pa.py_buffer(b"".join(keep))
 
 
 def _blank(line: bytes, delimiter: str) -> bool:

@@ -169,3 +169,16 @@ def test_evaluate_that_scores_no_row_is_exit_2_naming_why_not_exit_0_with_no_sco
     assert main(["evaluate", str(linear_run / "run"), str(data), "--run-on", "process", "--json", *argv]) == 2
     out = capsys.readouterr()
     assert said.format(data=data) in out.err and out.out == ""
+
+
+def test_predict_and_evaluate_say_the_planners_warnings_as_train_does(capsys):
+    # files left out of a folder (a README), a link read once: train said them, predict and evaluate did not
+    from types import SimpleNamespace
+
+    from lancetnic_flow.ui.report import ConsoleReport
+
+    report = ConsoleReport(live=False)
+    commands.say_decided(report, SimpleNamespace(warnings=["Skipped 1 file(s) that are not data by their "
+                                                           "extension: README."], sniffed=[]))
+    report.close()
+    assert "warning: Skipped 1 file(s) that are not data by their extension: README." in capsys.readouterr().err

@@ -54,6 +54,26 @@ def test_entries_made_before_a_formats_reader_was_revised_are_not_reused_and_oth
             plan(fmt), None, as_written, COLUMNS, VAL_FRACTION, revisions=False)
 
 
+def test_csv_entries_made_while_a_one_column_files_lines_of_spaces_were_rows_are_not_reused_and_recognised(
+        monkeypatch):
+    # the CSV/TSV readers' revision 2 skips them as blank: an entry of revision 1 counted them as empty_text
+    from lancetnic_flow import formats
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow.manifest import SPACE_LINES_READ_AS_ROWS
+
+    real = formats.format_named
+    for fmt in ("csv", "tsv"):
+        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
+        now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
+        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION,
+                           readers=SPACE_LINES_READ_AS_ROWS)
+        # the key the reader of revision 1 made
+        monkeypatch.setattr(formats, "format_named",
+                            lambda n, f=fmt: dataclasses.replace(real(n), revision=1) if n == f else real(n))
+        assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
+        monkeypatch.undo()
+
+
 def test_entries_lower_cased_before_final_sigma_was_lowered_as_str_lower_does_are_not_reused():
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 

@@ -518,3 +518,19 @@ def test_a_trainer_holds_the_folder_it_claims_until_it_lets_go_and_a_copy_takes_
     save_small_run(run)
     copy_run(run, str(tmp_path / "copy"))
     assert ".lock" in os.listdir(run) and ".lock" not in os.listdir(tmp_path / "copy")
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "features.json", "model.json", "config.json"])
+def test_a_run_file_that_is_a_pipe_or_dev_null_is_refused_naming_it(tmp_path, name):
+    # serve/predict ended in "internal error: UnsupportedOperation: File or stream is not seekable"
+    run = finished_run(tmp_path)
+    remove(run, name)
+    os.symlink("/dev/null", f"{run}/{name}")
+    refused(run, f"{run}/{name} is a character device, not a regular file")
+    remove(run, name)
+    os.mkfifo(f"{run}/{name}")
+    fd = os.open(f"{run}/{name}", os.O_RDWR | os.O_NONBLOCK)   # a writer holds it: no wait to open
+    try:
+        refused(run, f"{run}/{name} is a pipe")
+    finally:
+        os.close(fd)

@@ -47,3 +47,10 @@ def test_an_unreadable_weights_file_is_left_for_loading_to_name(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"\x01")
     assert loaded_bytes(str(tmp_path)) == 0
     assert loaded_bytes(str(tmp_path / "missing")) == 0
+
+
+def test_weights_that_are_a_pipe_are_left_for_loading_to_name_without_waiting_for_a_writer(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "model.safetensors")   # opened to read, a pipe without a writer waits for one
+    assert loaded_bytes(str(tmp_path)) == 0

@@ -72,3 +72,22 @@ def test_a_json_log_that_is_also_the_commands_output_file_is_refused():
         with pytest.raises(UserError, match=f"is also {flag}"):
             check_log_file("p.jsonl", {flag: url})
     check_log_file("p.jsonl", {"--output": "q.jsonl", "--onnx": None})
+
+
+def test_a_json_log_to_a_pipe_or_device_is_written_without_reading_it_first(tmp_path):
+    # the check for a file holding something else read the pipe: it waited for a writer
+    # (--json-log /dev/stdout, a FIFO a reader holds: a hang) or swallowed what was in it
+    import os
+
+    from lancetnic_flow.ui.jsonlog import check_log_file
+
+    path = str(tmp_path / "pipe")
+    os.mkfifo(path)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"id,text\n")
+        check_log_file(path)
+        assert os.read(fd, 100) == b"id,text\n"
+    finally:
+        os.close(fd)
+    check_log_file("/dev/null")

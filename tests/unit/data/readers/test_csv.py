@@ -187,3 +187,40 @@ def test_a_line_of_spaces_between_rows_is_blank_as_pandas_reads_it_not_a_malform
             texts = [t for t, s in zip(texts, chunk.table.column("status").to_pylist()) if s != "malformed"]
         assert texts == want["text"].tolist(), (all_rows, texts)
         assert chunk.skipped.get("malformed", 0) == (1 if slow else 0), chunk.skipped
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("slow", [False, True], ids=["arrow", "row by row"])
+def test_a_line_of_spaces_in_a_one_column_file_is_blank_as_pandas_reads_it(fmt, slow):
+    # a file of text alone: its line of spaces was a row (empty_text in training, a row of prediction's
+    # output) where pandas skips it; a quoted field of spaces, or one holding a line of them, stays
+    import io
+
+    import pandas as pd
+
+    d = "," if fmt == "csv" else "\t"
+    body = ["hello world", "   ", '"   "', '"first line', "   ", 'last line"', " \t " if fmt == "csv" else "  ", "",
+            "bye now", "  "]
+    if slow:   # a wrong field count sends prediction to its row-by-row reader
+        body.insert(1, f"a{d}b")
+    text = "text\n" + "\n".join(body)
+    want = pd.read_csv(io.StringIO(text), sep=d, dtype=str, keep_default_na=False, on_bad_lines="skip")["text"]
+    assert want.tolist() == ["hello world", "   ", "first line\n   \nlast line", "bye now"]
+    for all_rows in (False, True):
+        chunk = parse_csv(text.encode(), None, fmt, Columns(text=("text",), all_rows=all_rows), "f")
+        texts = chunk.table.column("text").to_pylist()
+        if all_rows:
+            texts = [t for t, s in zip(texts, chunk.table.column("status").to_pylist()) if s != "malformed"]
+            assert texts == want.tolist(), texts
+        else:   # training skips the text of spaces as empty_text, and reads no other row for them
+            assert texts == ["hello world", "first line\n   \nlast line", "bye now"]
+            assert chunk.skipped.get("empty_text") == 1
+        assert chunk.rows_read == len(want) + slow, (all_rows, chunk.rows_read)
+
+
+def test_a_short_row_holding_an_undecodable_byte_is_a_status_in_prediction_not_an_internal_error():
+    # the row-by-row reader asked whether the short line was blank by encoding it: UnicodeEncodeError
+    text = b"text,label\nhello world,a\n\xff\nbye now,b\n"
+    chunk = parse_csv(text, None, "csv", Columns(text=("text",), label="label", all_rows=True), "f")
+    assert chunk.table.column("status").to_pylist() == ["ok", "malformed", "ok"]
+    assert chunk.rows_read == 3
