@@ -25,7 +25,7 @@ import pytest
 from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.errors import UserError
 
-from helpers import CLUSTER, assert_user_error, cli
+from helpers import CLUSTER, assert_user_error, cli, cli_signalled_at, wait_stopped
 
 # A small model, so checkpoints and run folders are a few hundred KB.
 SMALL = ["--buckets", "4096", "--hidden", "16"]
@@ -208,12 +208,12 @@ def test_a_disk_that_fills_under_the_run_folder_exits_2_leaves_an_unfinished_run
         corpus, tmp_path, tmpfs):
     disk = tmpfs("out", "32m")
     log = tmp_path / "log.jsonl"
-    proc = _start(["train", corpus, *CLUSTER, *SMALL, "--epochs", "3", "--batch-size", "64",
-                   "--checkpoint-every", "5", "--out", disk / "runs", "--name", "r", "--cache", tmp_path / "cache",
-                   "--json-log", log], tmp_path)
+    proc = cli_signalled_at(["train", corpus, *CLUSTER, *SMALL, "--epochs", "3", "--batch-size", "64",
+                             "--checkpoint-every", "5", "--out", disk / "runs", "--name", "r", "--cache",
+                             tmp_path / "cache", "--json-log", log], tmp_path,
+                            {"event": "checkpoint", "epoch": 1}, [signal.SIGSTOP])
     try:   # another program fills the disk once the run has a checkpoint
-        _wait_for(log, proc, lambda e: e.get("event") == "checkpoint" and e.get("epoch") == 1)
-        os.kill(proc.pid, signal.SIGSTOP)
+        wait_stopped(proc)
         filler = _fill(disk)
         os.kill(proc.pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=120)
@@ -318,39 +318,15 @@ LAST_VALIDATION = {"event": "stage", "stage": "evaluating", "epoch": 3}
 SAVING = {"event": "stage", "stage": "saving"}
 
 
-# The command line with its own Ctrl-Cs: they come the moment the run emits the event ``when``
-# (once the JSON log has its line). Pressed from this process once the log showed the line, they
-# came after the run had ended on a busy host: the last validation and the save last 0.3 s.
-PRESSED_AT = """
-import json, os, signal, sys, time
-from lancetnic_flow.cli import main
-from lancetnic_flow.events import Events
-when, presses, emit = json.loads(sys.argv[1]), int(sys.argv[2]), Events.emit
-def pressing(self, kind, **data):
-    global presses
-    emit(self, kind, **data)
-    if presses and all({**data, "event": kind}.get(k) == v for k, v in when.items()):
-        for _ in range(presses):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.01)
-        presses = 0
-Events.emit = pressing
-sys.exit(main(sys.argv[3:]))
-"""
-
-
 def _ctrl_c_at(tmp_path: Path, when: dict, presses: int) -> tuple[subprocess.Popen, str, Path]:
     """A 3-epoch run in this process, ``presses`` Ctrl-Cs the moment it emits ``when``."""
     csv = tmp_path / "c.csv"
     if not csv.exists():
         write_corpus(str(csv), 20_000, classes=4, seed=7)
     log, run = tmp_path / "log.jsonl", tmp_path / "runs" / "r"
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
-    args = ["train", csv, "--epochs", "3", "--early-stopping", "0", "--out", tmp_path / "runs", "--name", "r",
-            "--cache", tmp_path / "cache", "--json-log", log]
-    proc = subprocess.Popen([sys.executable, "-c", PRESSED_AT, json.dumps(when), str(presses), *map(str, args)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = cli_signalled_at(["train", csv, "--epochs", "3", "--early-stopping", "0", "--out", tmp_path / "runs",
+                             "--name", "r", "--cache", tmp_path / "cache", "--json-log", log], tmp_path, when,
+                            [signal.SIGINT] * presses)
     try:
         out, err = proc.communicate(timeout=180)
     finally:
