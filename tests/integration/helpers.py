@@ -179,13 +179,13 @@ sys.exit(main(sys.argv[4:]))
 """
 
 
-def cli_signalled_at(args: list, cwd: Path, when: dict, signals: list[int], group: bool = False,
-                     stderr: int = subprocess.PIPE) -> subprocess.Popen:
+def cli_signalled_at(args: list, cwd: Path | None, when: dict, signals: list[int], group: bool = False,
+                     stderr: int = subprocess.PIPE, env: dict | None = None) -> subprocess.Popen:
     """``python -m lancetnic_flow ARGS`` in a process group of its own, which sends itself
     ``signals`` the moment it emits the event ``when`` (``{"event": kind, field: value}``):
     to its whole group with ``group`` (the trainer and its local workers, as a terminal's
     Ctrl-C), else to the trainer alone."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
+    env = {**(os.environ if env is None else env), "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
     argv = [sys.executable, "-c", SIGNALLED_AT, json.dumps(when), json.dumps([int(s) for s in signals]),
             "group" if group else "self", *map(str, args)]
     return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
