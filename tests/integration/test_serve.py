@@ -48,11 +48,15 @@ class Server:
     answer in ``seen``, and once ``/predict`` (``early_predict``), so a test can read what
     was answered while the run loaded."""
 
-    def __init__(self, *args, cwd, ready: bool = True, env: dict | None = None):
+    def __init__(self, *args, cwd, ready: bool = True, env: dict | None = None, port: int = 0):
         self.log = open(os.path.join(cwd, f"serve-{time.monotonic_ns()}.log"), "w+")
         env = {**os.environ, "COLUMNS": "200", "PYTHONWARNINGS": "ignore", **(env or {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "serve", *map(str, args), "--port", "0"],
-                                     cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.first: list = []
+        if port:
+            self.asking = threading.Thread(target=self._ask_first, args=(port,), daemon=True)
+            self.asking.start()
+        self.proc = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "serve", *map(str, args),
+                                      "--port", str(port)], cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.seen: list[tuple[int, dict, dict]] = []
         self.early_predict = None
         deadline = time.monotonic() + 120
@@ -68,6 +72,21 @@ class Server:
             time.sleep(0.02)
         self.stop()
         raise AssertionError(f"no server within 120 s:\n{self.output()}")
+
+    def _ask_first(self, port: int) -> None:
+        """``first``: the answer to a ``/health`` asked from before the process listens on
+        ``port``, so it waits in the backlog from the moment the port opens. (Asked once the
+        URL was printed, it came after a damaged run had failed and the server had gone, when
+        this process waited 0.1 s for the CPU.)"""
+        while getattr(self, "proc", None) is None or self.proc.poll() is None:
+            try:
+                self.first.append(ask(f"http://127.0.0.1:{port}/health", timeout=30))
+                return
+            except urllib.error.URLError as exc:
+                if not isinstance(exc.reason, ConnectionRefusedError):
+                    self.first.append(exc)
+                    return
+            time.sleep(0.002)   # not listening yet
 
     def _watch(self, deadline: float) -> bool:
         while time.monotonic() < deadline and self.proc.poll() is None:
@@ -123,6 +142,13 @@ def request(url: str, body: bytes | dict | list | None = None, method: str | Non
     """(status, JSON answer) of one HTTP request; a JSON-able ``body`` is sent as JSON."""
     status, _, doc = ask(url, body, method)
     return status, doc
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def as_json(predictions: list) -> list:
@@ -373,12 +399,13 @@ def test_a_run_that_fails_to_load_answers_loading_then_exits_2_naming_the_file(b
         (run / f.name).write_bytes(f.read_bytes())
     with open(run / "model.safetensors", "r+b") as f:
         f.truncate(1000)
-    s = Server(run, cwd=tmp_path, ready=False)
+    s = Server(run, cwd=tmp_path, ready=False, port=free_port())
     try:
         assert s.proc.wait(timeout=30) == 2, s.output()        # not a server left answering "failed"
     finally:
         s.stop()
-    assert s.seen and s.seen[0][2] == {"status": "loading", "run": str(run)}
+    s.asking.join(30)
+    assert s.first and s.first[0][0] == 503 and s.first[0][2] == {"status": "loading", "run": str(run)}, s.first
     assert all(status == 503 for status, _, _ in s.seen), s.seen          # never ready
     out = s.output()
     assert "model.safetensors is damaged" in out and "truncated" in out and out.count("error:") == 1, out
