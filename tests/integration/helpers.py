@@ -165,14 +165,17 @@ SIGNALLED_AT = """
 import json, os, sys, time
 from lancetnic_flow.cli import main
 from lancetnic_flow.events import Events
-when, signals, group, emit = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "group", Events.emit
+when, signals, to, emit = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], Events.emit
 def signalling(self, kind, **data):
     global signals
     emit(self, kind, **data)
     if signals and all({**data, "event": kind}.get(k) == v for k, v in when.items()):
         sending, signals = signals, []
         for sig in sending:
-            os.killpg(os.getpgid(0), sig) if group else os.kill(os.getpid(), sig)
+            if to == "group":
+                os.killpg(os.getpgid(0), sig)
+            else:
+                os.kill(os.getpid() if to == "self" else int(to), sig)
             time.sleep(0.01)
 Events.emit = signalling
 sys.exit(main(sys.argv[4:]))
@@ -180,14 +183,16 @@ sys.exit(main(sys.argv[4:]))
 
 
 def cli_signalled_at(args: list, cwd: Path | None, when: dict, signals: list[int], group: bool = False,
-                     stderr: int = subprocess.PIPE, env: dict | None = None) -> subprocess.Popen:
+                     stderr: int = subprocess.PIPE, env: dict | None = None, target: int | None = None
+                     ) -> subprocess.Popen:
     """``python -m lancetnic_flow ARGS`` in a process group of its own, which sends itself
     ``signals`` the moment it emits the event ``when`` (``{"event": kind, field: value}``):
     to its whole group with ``group`` (the trainer and its local workers, as a terminal's
-    Ctrl-C), else to the trainer alone."""
+    Ctrl-C), to the process ``target`` (its scheduler, say) with that, else to the trainer alone."""
     env = {**(os.environ if env is None else env), "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
-    argv = [sys.executable, "-c", SIGNALLED_AT, json.dumps(when), json.dumps([int(s) for s in signals]),
-            "group" if group else "self", *map(str, args)]
+    to = "group" if group else "self" if target is None else str(target)
+    argv = [sys.executable, "-c", SIGNALLED_AT, json.dumps(when), json.dumps([int(s) for s in signals]), to,
+            *map(str, args)]
     return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
                             start_new_session=True)
 
