@@ -3,9 +3,11 @@ the CLI as a real subprocess, checking a user error, a small training config,
 and tasks that run on Dask workers."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from lancetnic_flow.config import (ClusterConfig, DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig,
@@ -152,6 +154,59 @@ def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path |
     if out is not None:
         save_run(str(out), config=config, features=features, model=model, model_meta=meta, metrics={}, history=[])
     return Predictor(LoadedRun(str(out or "memory"), config, features, model.eval(), meta, {}))
+
+
+# ---------------------------------------------------------------- signals at an event
+# Sent by a test once the JSON log showed an event's line, a signal came when the test got the
+# CPU back: on a busy host after the run had moved on, or ended (a 0.3 s delay is enough). The
+# command line sends them itself, in the event's call, once the log has the line.
+
+SIGNALLED_AT = """
+import json, os, sys, time
+from lancetnic_flow.cli import main
+from lancetnic_flow.events import Events
+when, signals, to, emit = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], Events.emit
+def signalling(self, kind, **data):
+    global signals
+    emit(self, kind, **data)
+    if signals and all({**data, "event": kind}.get(k) == v for k, v in when.items()):
+        sending, signals = signals, []
+        for sig in sending:
+            if to == "group":
+                os.killpg(os.getpgid(0), sig)
+            else:
+                os.kill(os.getpid() if to == "self" else int(to), sig)
+            time.sleep(0.01)
+Events.emit = signalling
+sys.exit(main(sys.argv[4:]))
+"""
+
+
+def cli_signalled_at(args: list, cwd: Path | None, when: dict, signals: list[int], group: bool = False,
+                     stderr: int = subprocess.PIPE, env: dict | None = None, target: int | None = None
+                     ) -> subprocess.Popen:
+    """``python -m lancetnic_flow ARGS`` in a process group of its own, which sends itself
+    ``signals`` the moment it emits the event ``when`` (``{"event": kind, field: value}``):
+    to its whole group with ``group`` (the trainer and its local workers, as a terminal's
+    Ctrl-C), to the process ``target`` (its scheduler, say) with that, else to the trainer alone."""
+    env = {**(os.environ if env is None else env), "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
+    to = "group" if group else "self" if target is None else str(target)
+    argv = [sys.executable, "-c", SIGNALLED_AT, json.dumps(when), json.dumps([int(s) for s in signals]), to,
+            *map(str, args)]
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                            start_new_session=True)
+
+
+def wait_stopped(proc: subprocess.Popen, timeout: float = 180) -> None:
+    """Until ``proc`` is stopped (SIGSTOP); it must not end first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, "the run ended first:\n" + "".join(proc.communicate())
+        with open(f"/proc/{proc.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        assert time.monotonic() < deadline, f"not stopped in {timeout} s"
+        time.sleep(0.02)
 
 
 # ---------------------------------------------------------------- tasks run on the workers

@@ -25,7 +25,7 @@ import pytest
 from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.errors import UserError
 
-from helpers import CLUSTER, assert_user_error, cli
+from helpers import CLUSTER, assert_user_error, cli, cli_signalled_at, wait_stopped
 
 # A small model, so checkpoints and run folders are a few hundred KB.
 SMALL = ["--buckets", "4096", "--hidden", "16"]
@@ -208,12 +208,12 @@ def test_a_disk_that_fills_under_the_run_folder_exits_2_leaves_an_unfinished_run
         corpus, tmp_path, tmpfs):
     disk = tmpfs("out", "32m")
     log = tmp_path / "log.jsonl"
-    proc = _start(["train", corpus, *CLUSTER, *SMALL, "--epochs", "3", "--batch-size", "64",
-                   "--checkpoint-every", "5", "--out", disk / "runs", "--name", "r", "--cache", tmp_path / "cache",
-                   "--json-log", log], tmp_path)
+    proc = cli_signalled_at(["train", corpus, *CLUSTER, *SMALL, "--epochs", "3", "--batch-size", "64",
+                             "--checkpoint-every", "5", "--out", disk / "runs", "--name", "r", "--cache",
+                             tmp_path / "cache", "--json-log", log], tmp_path,
+                            {"event": "checkpoint", "epoch": 1}, [signal.SIGSTOP])
     try:   # another program fills the disk once the run has a checkpoint
-        _wait_for(log, proc, lambda e: e.get("event") == "checkpoint" and e.get("epoch") == 1)
-        os.kill(proc.pid, signal.SIGSTOP)
+        wait_stopped(proc)
         filler = _fill(disk)
         os.kill(proc.pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=120)
@@ -319,19 +319,16 @@ SAVING = {"event": "stage", "stage": "saving"}
 
 
 def _ctrl_c_at(tmp_path: Path, when: dict, presses: int) -> tuple[subprocess.Popen, str, Path]:
-    """A 3-epoch run in this process, ``presses`` Ctrl-Cs once its JSON log shows ``when``."""
+    """A 3-epoch run in this process, ``presses`` Ctrl-Cs the moment it emits ``when``."""
     csv = tmp_path / "c.csv"
     if not csv.exists():
         write_corpus(str(csv), 20_000, classes=4, seed=7)
     log, run = tmp_path / "log.jsonl", tmp_path / "runs" / "r"
-    proc = _start(["train", csv, "--epochs", "3", "--early-stopping", "0", "--out", tmp_path / "runs", "--name", "r",
-                   "--cache", tmp_path / "cache", "--json-log", log], tmp_path)
+    proc = cli_signalled_at(["train", csv, "--epochs", "3", "--early-stopping", "0", "--out", tmp_path / "runs",
+                             "--name", "r", "--cache", tmp_path / "cache", "--json-log", log], tmp_path, when,
+                            [signal.SIGINT] * presses)
     try:
-        _wait_for(log, proc, lambda e: all(e.get(k) == v for k, v in when.items()))
-        for _ in range(presses):
-            os.killpg(proc.pid, signal.SIGINT)
-            time.sleep(0.01)
-        out, err = proc.communicate(timeout=90)
+        out, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

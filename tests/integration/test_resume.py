@@ -10,9 +10,7 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,7 +25,7 @@ from lancetnic_flow.training.orchestrator import train
 from lancetnic_flow.training.resume import resume_config
 from lancetnic_flow.training.stop import TrainingInterrupted
 
-from helpers import CLUSTER, assert_user_error, cli, make_config
+from helpers import CLUSTER, assert_user_error, cli, cli_signalled_at, make_config, wait_stopped
 
 
 def test_checkpoint_every_reads_batches_durations_and_off():
@@ -170,23 +168,6 @@ def test_a_new_run_never_takes_over_an_interrupted_runs_folder(client, small_cor
     assert res.run.endswith("same-2") and (tmp_path / "runs" / "same" / CHECKPOINT).exists()
 
 
-def _start(args: list, tmp_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
-    return subprocess.Popen([sys.executable, "-m", "lancetnic_flow", *map(str, args)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def _wait_for_event(log: Path, proc: subprocess.Popen, test, timeout: float = 180) -> None:
-    t0 = time.monotonic()
-    while True:
-        assert proc.poll() is None, "the run ended first:\n" + proc.communicate()[0]
-        assert time.monotonic() - t0 < timeout, f"no such event in {timeout}s"
-        lines = log.read_text().splitlines() if log.exists() else []
-        if any(test(json.loads(x)) for x in lines[:-1]):   # the last line may be half written
-            return
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_sigkilled_trainer_resumes_from_its_last_checkpoint_to_the_same_metrics(small_corpus, tmp_path):
     """SIGKILL of the whole process group (trainer + its LocalCluster workers),
@@ -196,14 +177,15 @@ def test_sigkilled_trainer_resumes_from_its_last_checkpoint_to_the_same_metrics(
     ref = cli("train", *common, "--name", "ref", "--checkpoint-every", "off", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr
     run = tmp_path / "runs" / "killed"
-    proc = _start(["train", *common, "--name", "killed", "--checkpoint-every", "5", "--json-log", "log.jsonl"],
-                  tmp_path)
-    try:   # the log's checkpoint events say where the run is
-        _wait_for_event(tmp_path / "log.jsonl", proc, lambda e: e.get("event") == "checkpoint"
-                        and e.get("epoch") == 2 and e.get("batches", 0) >= 10)
-        os.killpg(proc.pid, signal.SIGKILL)
+    proc = cli_signalled_at(["train", *common, "--name", "killed", "--checkpoint-every", "5"], tmp_path,
+                            {"event": "checkpoint", "epoch": 2, "batches": 10}, [signal.SIGKILL], group=True,
+                            stderr=subprocess.STDOUT)
+    try:
+        proc.communicate(timeout=300)
     finally:
-        proc.wait(timeout=30)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     saved = load_checkpoint(str(run))
     # 0-based epoch 1 = the second epoch; the kill may land a checkpoint or two later (short default epochs).
@@ -250,12 +232,12 @@ def test_ctrl_c_in_a_terminal_stops_cleanly_and_says_how_to_resume(small_corpus,
     local workers. One message, exit 130, no traceback, no process left behind."""
     log = tmp_path / "log.jsonl"
     # Six epochs: the default's are a fraction of a second here, and the interrupt must land before the end.
-    proc = _start(["train", small_corpus, "--workers", "2", "--memory-budget", "3GiB", "--epochs", "6",
-                   "--batch-size", "32", "--out", tmp_path / "runs", "--name", "r", "--json-log", log], tmp_path)
+    proc = cli_signalled_at(["train", small_corpus, "--workers", "2", "--memory-budget", "3GiB", "--epochs", "6",
+                             "--batch-size", "32", "--out", tmp_path / "runs", "--name", "r", "--json-log", log],
+                            tmp_path, {"event": "batch", "epoch": 2}, [signal.SIGINT], group=True,
+                            stderr=subprocess.STDOUT)
     try:
-        _wait_for_event(log, proc, lambda e: e.get("event") == "batch" and e.get("epoch") == 2)
-        os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -285,12 +267,13 @@ def test_a_run_being_trained_refuses_a_second_trainer_and_predict_says_it_is_sti
     the same folder beside it, and predict said "still being trained, or it stopped". Now the
     folder's writer lock refuses the second trainer naming the first, and predict tells which."""
     run = tmp_path / "runs" / "busy"
-    proc = _start(["train", small_corpus, *CLUSTER, "--epochs", "3", "--batch-size", "64", "--out", tmp_path / "runs",
-                   "--cache", tmp_path / "cache", "--name", "busy", "--checkpoint-every", "5",
-                   "--json-log", "log.jsonl"], tmp_path)
+    # Stopped at its first checkpoint: a trainer that still lives, as a stalled or restarted job's.
+    proc = cli_signalled_at(["train", small_corpus, *CLUSTER, "--epochs", "3", "--batch-size", "64", "--out",
+                             tmp_path / "runs", "--cache", tmp_path / "cache", "--name", "busy", "--checkpoint-every",
+                             "5"], tmp_path, {"event": "checkpoint"}, [signal.SIGSTOP], group=True,
+                            stderr=subprocess.STDOUT)
     try:
-        _wait_for_event(tmp_path / "log.jsonl", proc, lambda e: e.get("event") == "checkpoint")
-        os.killpg(proc.pid, signal.SIGSTOP)   # a trainer that still lives, as a stalled or restarted job's
+        wait_stopped(proc)
         before = (run / CHECKPOINT).read_bytes()
         holder = f"process {proc.pid} on "
         assert_user_error(cli("train", "--resume", run, *CLUSTER, cwd=tmp_path), f"{run} is being trained by {holder}",

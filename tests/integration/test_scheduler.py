@@ -14,6 +14,7 @@ import pytest
 
 from lancetnic_flow.data.synth import write_corpus
 
+from helpers import cli_signalled_at
 from servers import dask_processes, s3_cli_args, scheduler_address, stop_processes
 
 BIN = Path(sys.executable).parent
@@ -362,25 +363,17 @@ def test_with_a_scheduler_the_model_trains_on_a_worker_and_the_trainer_process_r
 def test_a_run_trained_on_the_cluster_stops_on_ctrl_c_and_resumes_to_the_uninterrupted_result(s3_cluster,
                                                                                              cluster_trained):
     import signal
-    import time
 
     from lancetnic_flow.training.checkpoints import load_checkpoint
 
     c, (_, whole) = s3_cluster, cluster_trained
-    log = c["trainer"] / "stopped.jsonl"
     # A checkpoint at every sync (each epoch's end, for the default model) paces the run: its epochs,
     # from kept shards, are otherwise over before a Ctrl-C sent after the first could land. Where
     # checkpoints fall changes no weight (test_ddp.py's checkpoint tests).
     args = [*_cluster_args(c, "stopped"), "--checkpoint-every", "1"]
-    proc = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "train", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=c["env"])
+    # A Ctrl-C once the trainer task has trained epoch 1, sent as the trainer process reports it.
+    proc = cli_signalled_at(["train", *args], None, {"event": "epoch"}, [signal.SIGINT], env=c["env"])
     try:
-        deadline = time.monotonic() + 200
-        while time.monotonic() < deadline and proc.poll() is None:
-            if log.exists() and any('"event": "epoch"' in line for line in log.read_text().splitlines()):
-                proc.send_signal(signal.SIGINT)   # a Ctrl-C once the trainer task has trained epoch 1
-                break
-            time.sleep(0.1)
         _, err = proc.communicate(timeout=200)
     finally:
         proc.kill()

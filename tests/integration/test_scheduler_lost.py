@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import pytest
 from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.training.checkpoints import load_checkpoint
 
-from helpers import cli
+from helpers import cli, cli_signalled_at
 from servers import scheduler_address, stop_processes
 
 pytestmark = pytest.mark.slow
@@ -65,22 +66,22 @@ def events(log: Path) -> list[dict]:
     return out
 
 
-def wait_for(log: Path, kind: str, timeout: float = 180) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [e for e in events(log) if e["event"] == kind]
-        if found:
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError(f"no {kind} event within {timeout} s")
+def train_losing_the_scheduler(args: list, scheduler: subprocess.Popen) -> subprocess.Popen:
+    """``train ARGS``, which kills its ``scheduler`` as it reports its first checkpoint. (Killed
+    by the test once it read the checkpoint in the log, the scheduler outlived the run's
+    last epochs, two seconds later, when the test waited for the CPU.)"""
+    return cli_signalled_at(["train", *map(str, args)], None, {"event": "checkpoint"}, [signal.SIGKILL],
+                            target=scheduler.pid)
 
 
 def lose_the_scheduler(p: subprocess.Popen, log: Path, scheduler: subprocess.Popen, address: str, run: Path) -> None:
-    """Kill the scheduler of the run ``p`` once it has written a checkpoint; the
+    """The run ``p`` killed its scheduler once it had written a checkpoint; the
     run must end within seconds in one message naming the scheduler and the
     resume command, with exit 2 and no traceback."""
-    wait_for(log, "checkpoint")
-    scheduler.kill()
+    deadline = time.monotonic() + 180
+    while scheduler.poll() is None:
+        assert p.poll() is None and time.monotonic() < deadline, "no checkpoint killed the scheduler"
+        time.sleep(0.02)
     lost_at = time.monotonic()
     out, err = p.communicate(timeout=120)
     took = time.monotonic() - lost_at
@@ -97,12 +98,11 @@ def test_a_lost_scheduler_ends_the_run_in_seconds_with_exit_2_and_a_checkpoint_r
         # A fitted vocabulary: epoch 1 featurises on the cluster while it trains, so the
         # scheduler is still needed after the first checkpoints (every 2 batches). The model
         # trains in this process (--train-on client): it holds every batch trained so far.
-        p = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "train", str(corpus), "--scheduler", address,
-                              "--train-on", "client",
-                              "--scheduler-wait", f"{WAIT_S}s", "--features", "tfidf", "--blocksize", "128KiB",
-                              "--shuffle-buffer", "1000", "--checkpoint-every", "2", "--epochs", "2",
-                              "--early-stopping", "0", "--out", str(tmp_path), "--name", "run",
-                              "--json-log", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = train_losing_the_scheduler([corpus, "--scheduler", address, "--train-on", "client",
+                                        "--scheduler-wait", f"{WAIT_S}s", "--features", "tfidf", "--blocksize",
+                                        "128KiB", "--shuffle-buffer", "1000", "--checkpoint-every", "2", "--epochs",
+                                        "2", "--early-stopping", "0", "--out", tmp_path, "--name", "run",
+                                        "--json-log", log], scheduler)
         lose_the_scheduler(p, log, scheduler, address, run)
     assert [e for e in events(log) if e["event"] == "featurized"][-1]["done"] < 45, "epoch 1 had finished featurising"
     last = [e for e in events(log) if e["event"] == "checkpoint"][-1]
@@ -133,10 +133,9 @@ def test_a_scheduler_lost_while_the_model_trains_on_a_worker_ends_in_seconds_and
     kept, and --resume on a new scheduler continues from it."""
     run, log = tmp_path / "run", tmp_path / "lost.jsonl"
     with scheduler_and_worker(tmp_path / "first") as (address, scheduler):
-        p = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "train", str(corpus), "--scheduler", address,
-                              "--scheduler-wait", f"{WAIT_S}s", "--checkpoint-every", "2", "--epochs", "6",
-                              "--out", str(tmp_path), "--name", "run", "--json-log", str(log)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = train_losing_the_scheduler([corpus, "--scheduler", address, "--scheduler-wait", f"{WAIT_S}s",
+                                        "--checkpoint-every", "2", "--epochs", "6", "--out", tmp_path, "--name", "run",
+                                        "--json-log", log], scheduler)
         lose_the_scheduler(p, log, scheduler, address, run)
     saved = load_checkpoint(str(run))
     assert saved["ddp"]["ranks"] == 1 and 1 <= saved["epoch"] < 6 and saved["batches"] == 0

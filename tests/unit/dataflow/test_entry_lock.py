@@ -19,7 +19,11 @@ def test_the_waiting_lock_waits_for_its_holder_and_the_non_waiting_one_answers_a
     told, got = [], []
     waiter = threading.Thread(target=lambda: got.append(lock_entry(entry, {}, on_wait=told.append, poll=0.01)))
     waiter.start()
-    time.sleep(0.2)
+    # Until it says it waits (a thread that waited 0.2 s for the CPU had not yet), then a few of its polls.
+    deadline = time.monotonic() + 30
+    while not told and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.1)
     assert not got and len(told) == 1
     first.release()
     waiter.join(5)

@@ -58,12 +58,15 @@ def test_in_process_client_raises_a_tasks_error_from_result():
 
 
 def test_in_process_client_runs_tasks_on_at_most_its_threads():
-    seen, lock, peak = [0], threading.Lock(), [0]
+    seen, lock, peak = [0], threading.Condition(), [0]
 
     def task():
         with lock:
             seen[0] += 1
             peak[0] = max(peak[0], seen[0])
+            lock.notify_all()
+            # Until two ran at once: a second thread that waited 0.02 s for the CPU had never overlapped.
+            lock.wait_for(lambda: peak[0] >= 2, timeout=10)
         threading.Event().wait(0.02)
         with lock:
             seen[0] -= 1
