@@ -19,7 +19,7 @@ from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
-from .row_ends import without_stray_quote_lines
+from .row_ends import with_lf_row_ends, without_stray_quote_lines
 from .table import (BOM, ESCAPED, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 
@@ -171,6 +171,8 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                url: str) -> Chunk:
     skipped: dict[str, int] = {}
     delimiter = format_named(fmt).delimiter or ","
+    # One line end from here on: a lone "\r" ends a row as "\n" does (row_ends.py).
+    data = with_lf_row_ends(data, delimiter)
     if header is None:   # the block starts the file: its header is its first line not blank
         data = strip_bom(data)
         header, end = split_header(data, delimiter)
@@ -340,7 +342,8 @@ def split_header(data: bytes, delimiter: str) -> tuple[bytes | None, int]:
     """The header line of ``data`` (a file's start, its byte-order mark taken
     off) and where the rows after it start: the first line that is not blank
     (:data:`_BLANK_LINES`), as pandas reads a header. (None, len) when
-    ``data`` holds only blank lines."""
+    ``data`` holds only blank lines. A lone "\\r" ends a line as "\\n" does."""
+    data = with_lf_row_ends(data, delimiter)
     at = _BLANK_LINES[delimiter == "\t"].match(data)
     at = at.end() if at else 0
     nl = data.find(b"\n", at)
