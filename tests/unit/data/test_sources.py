@@ -803,13 +803,48 @@ def test_a_file_found_again_by_another_name_is_read_once_and_said(tmp_path):
         plan_source([str(tmp_path / "data" / "2024-06.csv"), str(tmp_path / "data" / "latest.csv")], in_order=True)
 
 
-def test_a_symlinked_folder_inside_a_folder_is_said_not_read_never_left_out_unsaid(tmp_path):
+def test_a_symlinked_folder_in_a_folder_or_glob_is_read_through_the_link_as_pythons_glob_reads_it(tmp_path):
+    # `data/*/*.csv` with data/sub a link said "no files match ... data/* does not exist"; a folder's linked
+    # folder was named in a warning and not read, where Python's glob, pandas and pyarrow's datasets go through
+    import glob
+
     (tmp_path / "data").mkdir()
     (tmp_path / "other").mkdir()
     (tmp_path / "data" / "a.csv").write_bytes(csv_bytes(rows(3)))
     (tmp_path / "other" / "b.csv").write_bytes(csv_bytes(rows(3)))
     os.symlink(tmp_path / "other", tmp_path / "data" / "sub")
-    plan = plan_source([str(tmp_path / "data")])
-    assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv"]
-    assert any(f"{tmp_path}/data/sub is a symbolic link to a folder" in w for w in plan.warnings), plan.warnings
-    assert [f.url.rsplit("/", 1)[-1] for f in plan_source([str(tmp_path / "data" / "sub")]).files] == ["b.csv"]
+    for url, pattern in ((tmp_path / "data", "data/**/*.csv"), (tmp_path / "data" / "*" / "*.csv", "data/*/*.csv"),
+                         (tmp_path / "data" / "**" / "*.csv", "data/**/*.csv"), (tmp_path / "data" / "sub", "data/sub/*")):
+        want = sorted(glob.glob(str(tmp_path / pattern), recursive=True))
+        plan = plan_source([str(url)])
+        assert [f.url.split("file://", 1)[-1] for f in plan.files] == want and plan.warnings == [], url
+    assert len(want) == 1 and want[0].endswith("data/sub/b.csv")
+
+
+def test_a_file_reached_through_a_linked_folder_and_directly_is_read_once_and_said(tmp_path):
+    (tmp_path / "data" / "real").mkdir(parents=True)
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / "data" / "real" / name).write_bytes(csv_bytes(rows(3)))
+    os.symlink("real", tmp_path / "data" / "sub")
+    os.symlink("real", tmp_path / "data" / ".snapshot")   # hidden: passed over unsaid, as Python's glob does
+    for url in ("data", "data/*/*.csv", "data/**/*.csv"):
+        plan = plan_source([str(tmp_path / url)])
+        assert [f.url.rsplit("/", 2)[-2:] for f in plan.files] == [["real", "a.csv"], ["real", "b.csv"]], url
+        assert plan.warnings == [f"Read once: the 2 files found in {tmp_path}/data/sub are those of {tmp_path}/data/real "
+                                 "by other names (a symbolic link to a folder, or hard links)."], url
+
+
+def test_a_link_back_to_a_folder_it_lies_in_is_not_followed_and_said_never_walked_without_end(tmp_path):
+    (tmp_path / "data" / "real").mkdir(parents=True)
+    (tmp_path / "data" / "real" / "a.csv").write_bytes(csv_bytes(rows(3)))
+    os.symlink("..", tmp_path / "data" / "real" / "up")
+    os.symlink("..", tmp_path / "data" / "real" / ".up")   # hidden: unsaid
+    for url in ("data", "data/**/*.csv", "data/real"):
+        plan = plan_source([str(tmp_path / url)])
+        assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv"], url
+        assert any("real/up" in w and "(a symbolic link makes a cycle)" in w for w in plan.warnings), plan.warnings
+        assert not any(".up" in w for w in plan.warnings), plan.warnings
+    (tmp_path / "loop").mkdir()
+    os.symlink(".", tmp_path / "loop" / "again")
+    with pytest.raises(UserError, match=r"no files match .*loop; Not followed: .*loop/again is .*loop again"):
+        plan_source([str(tmp_path / "loop")])
