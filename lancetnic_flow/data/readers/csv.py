@@ -84,6 +84,9 @@ class _Joined(io.RawIOBase):
         return done
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def _lines(text: str) -> int:
     return sum(1 for line in text.split("\n") if line.strip())
 
@@ -111,7 +114,7 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
         if _blank((row.text or "").encode(), delimiter):
             return "skip"   # spaces alone on a line: blank, as pandas skips it, no row and no count
         bad += 1
-        if "\n" in (row.text or ""):
+        if _LINE_END.search(row.text or ""):
             taken.append(row.text)
         return "skip"
 
@@ -157,7 +160,9 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
         bad += 1
         table = table.slice(0, n - 1)
     lost = [t[: t.find(_END)] if _END in t else t for t in taken]
-    rest = "".join(t.split("\n", 1)[1].rstrip("\n") + "\n" for t in lost if "\n" in t)
+    # The lines after the first, at any line end: inside the open quote a lone "\r" was not made "\n".
+    rest = "".join(_LINE_END.split(t, 1)[1].rstrip("\r\n") + "\n" for t in lost if _LINE_END.search(t))
+    rest = with_lf_row_ends(rest.encode(), delimiter).decode()
     if not rest.strip():
         return table, bad
     if budget[0] <= 0:
@@ -205,7 +210,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     if strays:
         if columns.all_rows:
             return _rows_in_order(raw, have, delimiter, names, columns)
-        body = pa.py_buffer(kept)
+        body = pa.py_buffer(with_lf_row_ends(kept, delimiter))   # the lines it took kept their lone "\r"
         skipped["malformed"] = skipped.get("malformed", 0) + strays
     table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
     if columns.all_rows and bad:

@@ -171,21 +171,27 @@ def stray_quote_lines(data: np.ndarray, delim: int, quote: int) -> list:
         c = data[i]
         if state == FIELD and c == quote:
             opened, spans = line, False
-        elif state == QUOTED and c == NEWLINE:
+        elif state == QUOTED and (c == NEWLINE or c == CR):   # a lone "\r" inside it was left a "\r"
             spans = True
-        elif state == CLOSING and spans and c != quote and c != delim and c != NEWLINE and c != 13:
+        elif state == CLOSING and spans and c != quote and c != delim and c != NEWLINE and c != CR:
             out.append(np.int64(opened))
-            i = opened
-            while i < n and data[i] != NEWLINE:
-                i += 1
-            i += 1
+            i = _next_line(data, opened)
             state, line, spans = FIELD, i, False
             continue
-        if c == NEWLINE and state != QUOTED:
+        if _ends_row(data, i, state):
             line = i + 1
         state = _step(state, c, delim, quote)
         i += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def _next_line(data: np.ndarray, start: int) -> int:
+    """Where the line after the one starting at ``start`` starts (past its b"\\n", b"\\r\\n" or lone b"\\r")."""
+    for i in range(start, data.shape[0]):
+        if _ends_row(data, i, FIELD):
+            return i + 1
+    return data.shape[0]
 
 
 def without_stray_quote_lines(data, delimiter: str, quote: str) -> tuple[bytes | None, int]:
@@ -197,16 +203,11 @@ def without_stray_quote_lines(data, delimiter: str, quote: str) -> tuple[bytes |
         return None, 0
     view, kept, at = memoryview(data), [], 0
     for start in starts:
-        end = _line_end(raw, int(start))
+        end = int(_next_line(raw, int(start)))
         kept.append(bytes(view[at:start]))
         at = end
     kept.append(bytes(view[at:]))
     return b"".join(kept), len(starts)
-
-
-def _line_end(raw: np.ndarray, start: int) -> int:
-    hits = np.flatnonzero(raw[start:] == NEWLINE)
-    return start + int(hits[0]) + 1 if len(hits) else raw.shape[0]
 
 
 def _bytes(b: bytes) -> np.ndarray:

@@ -240,3 +240,19 @@ def test_a_classic_mac_file_of_lone_cr_line_ends_reads_its_header_and_rows_as_pa
     assert columns_of(io.BytesIO(body), f"f.{fmt}", fmt) == ["text", "label"]
     got = parse_csv(body, None, fmt, Columns(text=("text",), label="label"), f"f.{fmt}").table
     assert list(zip(got.column("text").to_pylist(), got.column("label").to_pylist())) == [tuple(r) for r in want]
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n"])
+@pytest.mark.parametrize("bad", ['2,"an unclosed quote,b', '2,"starts with a quote,b{e}3,good day,b{e}4,a 5" screen,a'])
+def test_a_malformed_quote_in_a_file_of_cr_line_ends_costs_the_rows_it_costs_with_newlines(end, bad):
+    # inside an open quote a lone \r stays one: the lines an unclosed quote took were re-read at "\n" alone (the
+    # rows after it lost unsaid), and a stray quote's lines were one row of three rows' text
+    def read(e: str, all_rows: bool) -> list:
+        body = ("id,text,label{e}1,hello world,a{e}" + bad + "{e}5,last one,b{e}").format(e=e).encode()
+        cols = Columns(text=("text",), keep=("id",), all_rows=True) if all_rows else Columns(text=("text",), label="label")
+        chunk = parse_csv(body, None, "csv", cols, "f.csv")
+        return [chunk.rows_read, chunk.skipped, [r for r in chunk.table.to_pylist()]]
+
+    for all_rows in (False, True):
+        assert read(end, all_rows) == read("\n", all_rows), all_rows
+    assert read("\n", False)[0] == 3 + bad.count("{e}") and read("\n", False)[2][-1]["text"] == "last one"
