@@ -691,11 +691,12 @@ def _hidden(p: str, path: str) -> bool:
 
 
 def _names_a_file(fs, path: str) -> bool:
-    """Whether ``path`` is the name of a file as written: one whose name holds
-    glob characters (``scores[1].csv``) is that file, never the files the
-    pattern matches (``scores1.csv``, or none)."""
+    """Whether ``path`` is the name of a file or folder as written: one whose name
+    holds glob characters (``scores[1].csv``, a folder ``data[1]``) is that file
+    or folder, as pandas and pyarrow read it, never what the pattern matches
+    (``scores1.csv``, or none)."""
     try:
-        return fs.info(path).get("type") == "file"
+        return fs.info(path).get("type") in ("file", "directory")
     except Exception:  # noqa: BLE001 - not a file by that name: a pattern
         return False
 

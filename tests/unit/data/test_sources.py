@@ -611,6 +611,19 @@ def test_files_whose_names_hold_glob_or_query_characters_are_read_as_named_alone
     assert count(tmp_path / "scores*.csv") == (27, 2)
 
 
+def test_a_folder_whose_name_holds_glob_characters_is_read_as_named_as_pandas_and_pyarrow_read_it(tmp_path):
+    # `train 'runs[old]'` said "no files match ... (a symbolic link to a missing file?)": the name was a pattern
+    import pyarrow.dataset as ds
+
+    for name in ("data[1]", "q?x", "all*"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f.csv").write_bytes(csv_bytes(rows(4)))
+        want = [f"file://{f}" for f in ds.dataset(str(tmp_path / name), format="csv").files]
+        assert [f.url for f in plan_source([str(tmp_path / name)]).files] == want, name
+    (tmp_path / "data1").mkdir()   # what data[1] matches as a pattern: still its own folder
+    assert [f.url.rsplit("/", 2)[-2] for f in plan_source([str(tmp_path / "data[1]")]).files] == ["data[1]"]
+
+
 def test_a_globs_wildcards_pass_over_hidden_folders_as_pythons_glob_does_and_named_ones_are_read(tmp_path):
     for rel, n in [("a.csv", 5), ("sub/b.csv", 7), (".ipynb_checkpoints/a-checkpoint.csv", 5),
                    ("_temporary/0/part-0.csv", 3), ("_staging/c.csv", 2), (".hid.csv", 1)]:
