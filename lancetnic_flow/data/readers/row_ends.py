@@ -129,13 +129,14 @@ def last_row_end(data: np.ndarray, delim: int, quote: int) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _lone_crs(data: np.ndarray, delim: int, quote: int) -> np.ndarray:
-    """Where ``data`` (starting where a row does) has a lone b"\\r" that ends a row."""
-    out = np.zeros(data.shape[0], np.bool_)
+def _lone_crs(data: np.ndarray, delim: int, quote: int) -> list:
+    """Where ``data`` (starting where a row does) has a lone b"\\r" that ends a row
+    (a list: a CRLF file has none, and a mask would double a block's memory)."""
+    out = [np.int64(0)][:0]
     state = FIELD
     for i in range(data.shape[0]):
         if data[i] == CR and _ends_row(data, i, state):
-            out[i] = True
+            out.append(np.int64(i))
         state = _step(state, data[i], delim, quote)
     return out
 
@@ -145,12 +146,11 @@ def with_lf_row_ends(data: bytes, delimiter: str, quote: str = '"') -> bytes:
     row as b"\\n": the same rows, the same length; a b"\\r" inside quotes stays."""
     if b"\r" not in data:
         return data
-    raw = np.frombuffer(data, np.uint8)
-    lone = _lone_crs(raw, ord(delimiter), ord(quote))
-    if not lone.any():
+    lone = _lone_crs(np.frombuffer(data, np.uint8), ord(delimiter), ord(quote))
+    if not len(lone):
         return data
-    out = raw.copy()
-    out[lone] = NEWLINE
+    out = np.frombuffer(data, np.uint8).copy()
+    out[np.asarray(lone, np.int64)] = NEWLINE
     return out.tobytes()
 
 
