@@ -27,6 +27,7 @@ class FollowingFileSystem(LocalFileSystem):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.cycles: list[tuple[str, str]] = []   # (link, the folder above it that it leads back to)
+        self.unreadable: list[str] = []   # folders that could not be listed (no permission)
 
     def find(self, path, maxdepth=None, withdirs=False, detail=False, **kwargs):
         """Every file below ``path`` (and folder, ``withdirs``), sorted; links to folders are followed."""
@@ -49,8 +50,11 @@ class FollowingFileSystem(LocalFileSystem):
         """List ``folder`` into ``out``; ``above``: the folders it lies in, by (device, inode)."""
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            return   # gone since, or unreadable: as fsspec's walk, nothing listed
+        except (FileNotFoundError, NotADirectoryError):
+            return   # gone since it was listed
+        except PermissionError:   # fsspec's walk and Python's glob leave its files out unsaid
+            self.unreadable.append(folder)
+            return
         for entry in entries:
             full = self._strip_protocol(entry.path)
             try:

@@ -298,7 +298,7 @@ def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
     by_input: dict[str, list[str]] = {}
     links = _Links()
     for url in map(_own_path, urls):
-        for full, info, fs in _expand(url, so, links.cycles):
+        for full, info, fs in _expand(url, so, links.unfollowed):
             if links.left_out(full, info, url, seen, once):
                 continue
             if full in seen and once:
@@ -336,14 +336,14 @@ class _Links:
     def __init__(self) -> None:
         self.files: dict[tuple[int, int], str] = {}
         self.again: list[tuple[str, str]] = []   # (a file's other name, the name it is read by)
-        self.cycles: list[str] = []
+        self.unfollowed: list[str] = []   # what a local listing did not go into: a link cycle, a folder it may not list
 
     def notes(self) -> list[str]:
-        """What was said of the links: the cycles, then the files read once, by folder when they are several."""
+        """What was said: the folders not gone into, then the files read once, by folder when they are several."""
         by_folder: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for full, first in self.again:
             by_folder.setdefault((posixpath.dirname(full), posixpath.dirname(first)), []).append((full, first))
-        out = list(self.cycles)
+        out = list(self.unfollowed)
         for (folder, other), pairs in by_folder.items():
             if len(pairs) == 1 or folder == other:   # a link beside its target, hard links: each named
                 out += [f"Read once: {_local(full)} is {_local(first)} by another name (a symbolic or hard link)."
@@ -551,9 +551,9 @@ def _hint_for_missing(fs, path: str) -> str:
     return f"check the path{close_matches(base, names)}; {gone}{where} contains: {shown}"
 
 
-def _expand(url: str, storage_options: dict, cycles: list[str] | None = None) -> list[tuple[str, dict, object]]:
-    """One URL or glob -> [(full url, info, fs)] of files, sorted; ``cycles`` gets what is said
-    of the links to folders a local folder or glob found and did not follow (a cycle)."""
+def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None) -> list[tuple[str, dict, object]]:
+    """One URL or glob -> [(full url, info, fs)] of files, sorted; ``unfollowed`` gets what is said
+    of the folders a local folder or glob found and did not go into (a link cycle, no permission)."""
     try:
         fs, path = url_to_fs(url, **open_options(url, storage_options))
     except UserError:
@@ -573,7 +573,7 @@ def _expand(url: str, storage_options: dict, cycles: list[str] | None = None) ->
     try:
         if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
             found, globbed = fs.glob(path, detail=True), True
-            if not found and not getattr(fs, "cycles", ()):
+            if not found and not _unfollowed(fs):
                 raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
         else:
             try:
@@ -590,7 +590,7 @@ def _expand(url: str, storage_options: dict, cycles: list[str] | None = None) ->
                 raise UserError(f"{url}: no such file or folder", _hint_for_missing(fs, path))
             if info.get("type") == "directory":
                 found = fs.find(path, detail=True)
-                if not found and not getattr(fs, "cycles", ()):
+                if not found and not _unfollowed(fs):
                     raise UserError(f"{url}: the folder is empty",
                                     "point at a folder with data files, or at the files")
             else:
@@ -622,12 +622,19 @@ def _expand(url: str, storage_options: dict, cycles: list[str] | None = None) ->
             continue  # a cache file datasets wrote beside the data (map, filter): a copy, or row indices
         out.append((p if protocol in ("http", "https") else fs.unstrip_protocol(p), info, fs))
     said = _cycles_said(getattr(fs, "cycles", ()), lambda link: explicit or not _hidden(link, root))
+    said += [f"Not read: {folder} cannot be listed (permission denied); its files are left out."
+             for folder in getattr(fs, "unreadable", ()) if not _hidden(folder, root)]
     if not out:
         raise UserError(f"no files match {url}" + "".join(f"; {s}" for s in said),
                         "name the files, or a folder that holds them" if said else _hint_for_missing(fs, path))
-    if cycles is not None:
-        cycles += said
+    if unfollowed is not None:
+        unfollowed += said
     return sorted(out, key=lambda t: t[0])
+
+
+def _unfollowed(fs: Any) -> bool:
+    """Whether a local listing (data/local_walk.py) left a folder it found unlisted."""
+    return bool(getattr(fs, "cycles", None) or getattr(fs, "unreadable", None))
 
 
 def _cycles_said(cycles, shown) -> list[str]:

@@ -861,3 +861,23 @@ def test_a_link_back_to_a_folder_it_lies_in_is_not_followed_and_said_never_walke
     os.symlink(".", tmp_path / "loop" / "again")
     with pytest.raises(UserError, match=r"no files match .*loop; Not followed: .*loop/again is .*loop again"):
         plan_source([str(tmp_path / "loop")])
+
+
+def test_a_sub_folder_that_cannot_be_listed_is_said_never_left_out_unsaid(tmp_path, monkeypatch):
+    # fsspec's walk (and Python's glob) pass over a folder they may not list: its rows went missing unsaid
+    (tmp_path / "data" / "locked").mkdir(parents=True)
+    (tmp_path / "data" / "a.csv").write_bytes(csv_bytes(rows(3)))
+    (tmp_path / "data" / "locked" / "b.csv").write_bytes(csv_bytes(rows(3)))
+    real = os.scandir
+
+    def scandir(path):
+        if str(path).endswith("/locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    for url in ("data", "data/**/*.csv"):
+        plan = plan_source([str(tmp_path / url)])
+        assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv"]
+        assert plan.warnings == [f"Not read: {tmp_path}/data/locked cannot be listed (permission denied); its files "
+                                 "are left out."], url
