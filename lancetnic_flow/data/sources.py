@@ -570,9 +570,10 @@ def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None
     if protocol == "file":   # through links to folders, as Python's glob and pandas go (data/local_walk.py)
         fs = FollowingFileSystem(**fs.storage_options)
     explicit = globbed = False
+    folders: list[str] = []   # folders a glob matched beside files, not read
     try:
         if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
-            found, globbed = fs.glob(path, detail=True), True
+            (found, folders), globbed = _glob(fs, path), True
             if not found and not _unfollowed(fs):
                 raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
         else:
@@ -621,15 +622,48 @@ def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None
         if p in unlisted:
             continue  # a cache file datasets wrote beside the data (map, filter): a copy, or row indices
         out.append((p if protocol in ("http", "https") else fs.unstrip_protocol(p), info, fs))
-    said = _cycles_said(getattr(fs, "cycles", ()), lambda link: explicit or not _hidden(link, root))
-    said += [f"Not read: {folder} cannot be listed (permission denied); its files are left out."
-             for folder in getattr(fs, "unreadable", ()) if not _hidden(folder, root)]
+    said = _not_gone_into(fs, url, folders, lambda p: explicit or not _hidden(p, root))
     if not out:
         raise UserError(f"no files match {url}" + "".join(f"; {s}" for s in said),
                         "name the files, or a folder that holds them" if said else _hint_for_missing(fs, path))
     if unfollowed is not None:
         unfollowed += said
     return sorted(out, key=lambda t: t[0])
+
+
+def _not_gone_into(fs: Any, url: str, folders: list[str], shown) -> list[str]:
+    """What is said of the folders the listing of ``url`` found and did not go into, those ``shown``
+    passes (not hidden): a link cycle, one it may not list, ``folders`` a glob matched beside files."""
+    said = _cycles_said(getattr(fs, "cycles", ()), shown)
+    said += [f"Not read: {folder} cannot be listed (permission denied); its files are left out."
+             for folder in getattr(fs, "unreadable", ()) if shown(folder)]
+    folders = [_local(fs.unstrip_protocol(d)) for d in folders if shown(d)]
+    if folders:
+        said.append(f"Not read: the folder{'s' * (len(folders) > 1)} {', '.join(folders[:5])}"
+                    f"{f' and {len(folders) - 5} more' if len(folders) > 5 else ''} that {url} matches beside files: "
+                    f"a glob reads the files it matches (name the folders, or add /** to read their files).")
+    return said
+
+
+def _glob(fs: Any, path: str) -> tuple[dict, list[str]]:
+    """What the glob ``path`` matches, read as the shell's expansion of it would be: folders
+    alone (``data/date=2024-*``, Hive partitions) are read as folders, where a glob matching no
+    file said "no files match"; and the folders it matches beside files, which are not read."""
+    found = fs.glob(path, detail=True)
+    folders = sorted(p for p, info in found.items() if info.get("type") == "directory")
+    if not folders:
+        return found, []
+    if len(folders) == len(found):
+        return {**found, **fs.glob(path.rstrip("/") + "/**", detail=True)}, []
+    if "**" in path.split("/"):   # it matched what the folders hold, an empty one aside
+        return found, []
+    held = {d for p, info in found.items() if info.get("type") != "directory" for d in _parents(p)}
+    return found, [d for d in folders if d.rstrip("/") not in held]
+
+
+def _parents(p: str) -> list[str]:
+    parts = p.rstrip("/").split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _unfollowed(fs: Any) -> bool:

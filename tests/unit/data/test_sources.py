@@ -881,3 +881,28 @@ def test_a_sub_folder_that_cannot_be_listed_is_said_never_left_out_unsaid(tmp_pa
         assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv"]
         assert plan.warnings == [f"Not read: {tmp_path}/data/locked cannot be listed (permission denied); its files "
                                  "are left out."], url
+
+
+def test_a_glob_matching_folders_alone_reads_them_as_the_shells_expansion_would_and_folders_beside_files_are_said(
+        tmp_path):
+    # 'data/date=2024-*' (Hive partitions) said "no files match ... did you mean 'date=2024-01'?", where the
+    # shell's expansion of the same pattern names the two folders and reads their files
+    import glob
+
+    for part in ("date=2023-12", "date=2024-01", "date=2024-02"):
+        (tmp_path / "data" / part).mkdir(parents=True)
+        (tmp_path / "data" / part / "part-0.csv").write_bytes(csv_bytes(rows(3)))
+        (tmp_path / "data" / part / "_SUCCESS").write_bytes(b"")
+    shell = glob.glob(str(tmp_path / "data" / "date=2024-*"))
+    want = sorted(f for folder in shell for f in glob.glob(f"{folder}/*.csv"))
+    for pattern in ("date=2024-*", "date=2024-*/"):
+        plan = plan_source([str(tmp_path / "data" / pattern)])
+        assert [f.url.split("file://", 1)[-1] for f in plan.files] == want and plan.warnings == [], pattern
+    (tmp_path / "data" / "top.csv").write_bytes(csv_bytes(rows(2)))
+    (tmp_path / "data" / "_tmp").mkdir()
+    plan = plan_source([str(tmp_path / "data" / "*")])   # files and folders: the files, the folders said
+    assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["top.csv"]
+    assert plan.warnings == [f"Not read: the folders {tmp_path}/data/date=2023-12, {tmp_path}/data/date=2024-01, "
+                             f"{tmp_path}/data/date=2024-02 that {tmp_path}/data/* matches beside files: a glob reads "
+                             "the files it matches (name the folders, or add /** to read their files)."]
+    assert plan_source([str(tmp_path / "data" / "**")]).warnings == []
