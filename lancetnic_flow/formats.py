@@ -205,6 +205,9 @@ def format_for_path(url: str) -> tuple[Format | None, str | None]:
     return (_REGISTRY[name] if name else None), comp
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 @dataclass(frozen=True)
 class Head:
     """The start of a file as the sniffers read it: ``data``, its first bytes
@@ -223,8 +226,10 @@ class Head:
         data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
         # Replaced, not refused: a file in latin-1 still shows its commas and braces.
         text = data.decode("utf-8", errors="replace")
-        whole, _, cut = text.rpartition("\n") if not ended else (text, "", "")
-        lines = tuple(s for s in (line.strip() for line in whole.split("\n")) if s)
+        # A line ends at \n, \r\n or a lone \r (a classic Mac file), as the CSV readers end a row.
+        parts = _LINE_END.split(text)
+        whole, cut = (parts[:-1], parts[-1]) if not ended else (parts, "")
+        lines = tuple(s for s in (line.strip() for line in whole) if s)
         return cls(data, lines, cut.strip(), tuple(names))
 
 
@@ -268,9 +273,9 @@ _R = "lancetnic_flow.data.readers."
 _W = "lancetnic_flow.data.writers:"
 for _f in (
     Format("csv", (".csv",), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter", head=_R + "csv:head_columns",
-           header=True, delimiter=",", quote='"', revision=2, title="CSV", sniff=_R + "csv:sniff_header"),
+           header=True, delimiter=",", quote='"', revision=3, title="CSV", sniff=_R + "csv:sniff_header"),
     Format("tsv", (".tsv", ".tab"), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter",
-           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=2, title="TSV",
+           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=3, title="TSV",
            sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
            head=_R + "jsonl:head_columns", revision=3, title="JSON Lines", sniff=_R + "jsonl:sniff"),

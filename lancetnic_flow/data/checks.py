@@ -8,6 +8,7 @@ under a second, not after torch's import.
 """
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -259,15 +260,31 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
 
 def refuse_files_in_both(train: SourcePlan, val: SourcePlan) -> None:
     """A UserError when a file is training and ``--val`` data at once (a folder
-    or glob that holds the validation file): its rows would be trained on and
-    then scored as unseen, and every figure of the run would flatter it."""
-    both = sorted({f.url for f in train.files} & {f.url for f in val.files})
+    or glob that holds the validation file, or the file by another name: a
+    symbolic or hard link): its rows would be trained on and then scored as
+    unseen, and every figure of the run would flatter it."""
+    trained = {file_identity(f.url): f.url for f in train.files}
+    both = sorted((trained[key], f.url) for f in val.files if (key := file_identity(f.url)) in trained)
     if both:
+        first, as_val = both[0]
+        named = f" (as {as_val.split('file://', 1)[-1]} in --val: a link to it)" if as_val != first else ""
         more = f" (and {len(both) - 1} more)" if len(both) > 1 else ""
-        raise UserError(f"{both[0]}{more} is training data and --val data at once: its rows would be trained on "
-                        "and then scored as unseen",
+        raise UserError(f"{first}{named}{more} is training data and --val data at once: its rows would be trained "
+                        "on and then scored as unseen",
                         "train on paths, a glob or a folder that leave the --val files out, or drop --val to "
                         "hold out --val-fraction of the training rows")
+
+
+def file_identity(url: str) -> object:
+    """What tells one file from another: a local file's device and inode (a link, symbolic or hard,
+    is its target), else its URL."""
+    if url.startswith("file://"):
+        try:
+            st = os.stat(url[len("file://"):])
+            return st.st_dev, st.st_ino
+        except OSError:
+            pass
+    return url
 
 
 def check_training_inputs(cfg: TrainConfig) -> None:

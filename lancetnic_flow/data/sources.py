@@ -42,6 +42,7 @@ from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, fil
                        format_names, sniff, sniffed_from, split_compression)
 from ..storage import NOT_REGULAR_HINT, NotRegularFile, open_options, special_kind
 from .decompress import check_not_packed, open_decompressed
+from .local_walk import FollowingFileSystem
 
 # ---------------------------------------------------------------- data types
 
@@ -297,7 +298,7 @@ def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
     by_input: dict[str, list[str]] = {}
     links = _Links()
     for url in map(_own_path, urls):
-        for full, info, fs in _expand(url, so):
+        for full, info, fs in _expand(url, so, links.unfollowed):
             if links.left_out(full, info, url, seen, once):
                 continue
             if full in seen and once:
@@ -315,31 +316,45 @@ def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
     for f in unknown:
         del seen[f]
     _refuse_special(seen)
-    if not seen and not unknown and links.notes:   # a folder holding links to folders alone
-        raise UserError(f"no data files in {', '.join(urls)}: {' '.join(links.notes)}",
-                        "name the linked folders, or the files in them")
     if not seen:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5])
         raise UserError(f"no data files in {', '.join(urls)}: none of {shown} has a data extension",
                         f"name files with one of {', '.join(sorted(extensions()))}, or pass --format")
-    return seen, unknown, links.notes
+    return seen, unknown, links.notes()
+
+
+def _local(full: str) -> str:
+    return full.split("file://", 1)[-1]
 
 
 class _Links:
     """Symbolic links among the files found: one to a file already found is the same rows by
-    another name (``latest.csv`` beside the file it points at), read once; one to a folder
-    inside a folder or glob is not followed (fsspec lists it, never what it holds), and said."""
+    another name (``latest.csv`` beside the file it points at, a linked folder's files beside
+    the folder's own), read once and said; a link back to a folder it lies in is not followed
+    (data/local_walk.py), and said."""
 
     def __init__(self) -> None:
         self.files: dict[tuple[int, int], str] = {}
-        self.notes: list[str] = []
+        self.again: list[tuple[str, str]] = []   # (a file's other name, the name it is read by)
+        self.unfollowed: list[str] = []   # what a local listing did not go into: a link cycle, a folder it may not list
+
+    def notes(self) -> list[str]:
+        """What was said: the folders not gone into, then the files read once, by folder when they are several."""
+        by_folder: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for full, first in self.again:
+            by_folder.setdefault((posixpath.dirname(full), posixpath.dirname(first)), []).append((full, first))
+        out = list(self.unfollowed)
+        for (folder, other), pairs in by_folder.items():
+            if len(pairs) == 1 or folder == other:   # a link beside its target, hard links: each named
+                out += [f"Read once: {_local(full)} is {_local(first)} by another name (a symbolic or hard link)."
+                        for full, first in pairs]
+                continue
+            out.append(f"Read once: the {len(pairs)} files found in {_local(folder)} are those of "
+                       f"{_local(other)} by other names (a symbolic link to a folder, or hard links).")
+        return out
 
     def left_out(self, full: str, info: dict, url: str, seen: dict, once: bool) -> bool:
-        """Whether ``full`` (found by ``url``) is left out: a linked folder, or a file found before by another name."""
-        if info.get("type") == "directory":
-            self.notes.append(f"Not read: {full.split('file://', 1)[-1]} is a symbolic link to a folder, which "
-                              f"{url} does not follow; name it to read its files.")
-            return True
+        """Whether ``full`` (found by ``url``) is left out: a file found before by another name."""
         if not full.startswith("file://") or info.get("type", "file") != "file":
             return False
         try:
@@ -352,8 +367,7 @@ class _Links:
         if once and seen[first][2] != url:
             raise UserError(f"{full} is {first} by another name (named by {seen[first][2]} and {url}), and "
                             "prediction writes one row for each input row", "name each file once")
-        self.notes.append(f"Read once: {full.split('file://', 1)[-1]} is {first.split('file://', 1)[-1]} by "
-                          "another name (a symbolic or hard link).")
+        self.again.append((full, first))
         return True
 
 
@@ -537,8 +551,9 @@ def _hint_for_missing(fs, path: str) -> str:
     return f"check the path{close_matches(base, names)}; {gone}{where} contains: {shown}"
 
 
-def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
-    """One URL or glob -> [(full url, info, fs)] of files, sorted."""
+def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None) -> list[tuple[str, dict, object]]:
+    """One URL or glob -> [(full url, info, fs)] of files, sorted; ``unfollowed`` gets what is said
+    of the folders a local folder or glob found and did not go into (a link cycle, no permission)."""
     try:
         fs, path = url_to_fs(url, **open_options(url, storage_options))
     except UserError:
@@ -552,11 +567,14 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     # files would be as they were then, an object rewritten since with its old ETag (the old
     # cache entry reused) and one added since not at all. A plan lists afresh.
     fs.invalidate_cache()
+    if protocol == "file":   # through links to folders, as Python's glob and pandas go (data/local_walk.py)
+        fs = FollowingFileSystem(**fs.storage_options)
     explicit = globbed = False
+    folders: list[str] = []   # folders a glob matched beside files, not read
     try:
         if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
-            found, globbed = fs.glob(path, detail=True), True
-            if not found:
+            (found, folders), globbed = _glob(fs, path), True
+            if not found and not _unfollowed(fs):
                 raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
         else:
             try:
@@ -573,7 +591,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
                 raise UserError(f"{url}: no such file or folder", _hint_for_missing(fs, path))
             if info.get("type") == "directory":
                 found = fs.find(path, detail=True)
-                if not found:
+                if not found and not _unfollowed(fs):
                     raise UserError(f"{url}: the folder is empty",
                                     "point at a folder with data files, or at the files")
             else:
@@ -593,8 +611,7 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
     for p, info in found.items():
         if info.get("type") == "other" and protocol == "file":
             info = _followed(fs, p, info)
-        linked_folder = info.get("type") == "directory" and info.get("islink")   # said, not read (_Links)
-        if (info.get("type") == "directory" and not linked_folder) or p.endswith("/"):
+        if info.get("type") == "directory" or p.endswith("/"):
             continue   # a folder; a key ending in "/" is an object store's folder marker (a console's "Create folder")
         if not explicit and _hidden(p, root):
             continue  # hidden files and folders, _SUCCESS, .crc, .cache/ and friends
@@ -605,9 +622,68 @@ def _expand(url: str, storage_options: dict) -> list[tuple[str, dict, object]]:
         if p in unlisted:
             continue  # a cache file datasets wrote beside the data (map, filter): a copy, or row indices
         out.append((p if protocol in ("http", "https") else fs.unstrip_protocol(p), info, fs))
+    said = _not_gone_into(fs, url, folders, lambda p: explicit or not _hidden(p, root))
     if not out:
-        raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
+        raise UserError(f"no files match {url}" + "".join(f"; {s}" for s in said),
+                        "name the files, or a folder that holds them" if said else _hint_for_missing(fs, path))
+    if unfollowed is not None:
+        unfollowed += said
     return sorted(out, key=lambda t: t[0])
+
+
+def _not_gone_into(fs: Any, url: str, folders: list[str], shown) -> list[str]:
+    """What is said of the folders the listing of ``url`` found and did not go into, those ``shown``
+    passes (not hidden): a link cycle, one it may not list, ``folders`` a glob matched beside files."""
+    said = _cycles_said(getattr(fs, "cycles", ()), shown)
+    said += [f"Not read: {folder} cannot be listed (permission denied); its files are left out."
+             for folder in getattr(fs, "unreadable", ()) if shown(folder)]
+    folders = [_local(fs.unstrip_protocol(d)) for d in folders if shown(d)]
+    if folders:
+        said.append(f"Not read: the folder{'s' * (len(folders) > 1)} {', '.join(folders[:5])}"
+                    f"{f' and {len(folders) - 5} more' if len(folders) > 5 else ''} that {url} matches beside files: "
+                    f"a glob reads the files it matches (name the folders, or add /** to read their files).")
+    return said
+
+
+def _glob(fs: Any, path: str) -> tuple[dict, list[str]]:
+    """What the glob ``path`` matches, read as the shell's expansion of it would be: folders
+    alone (``data/date=2024-*``, Hive partitions) are read as folders, where a glob matching no
+    file said "no files match"; and the folders it matches beside files, which are not read."""
+    found = fs.glob(path, detail=True)
+    folders = sorted(p for p, info in found.items() if info.get("type") == "directory")
+    if not folders:
+        return found, []
+    if len(folders) == len(found):
+        return {**found, **fs.glob(path.rstrip("/") + "/**", detail=True)}, []
+    if "**" in path.split("/"):   # it matched what the folders hold, an empty one aside
+        return found, []
+    held = {d for p, info in found.items() if info.get("type") != "directory" for d in _parents(p)}
+    return found, [d for d in folders if d.rstrip("/") not in held]
+
+
+def _parents(p: str) -> list[str]:
+    parts = p.rstrip("/").split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _unfollowed(fs: Any) -> bool:
+    """Whether a local listing (data/local_walk.py) left a folder it found unlisted."""
+    return bool(getattr(fs, "cycles", None) or getattr(fs, "unreadable", None))
+
+
+def _cycles_said(cycles, shown) -> list[str]:
+    """The links to folders a local listing did not follow (data/local_walk.py), those ``shown`` passes;
+    one link reached by two names (``data/real/up`` and ``data/sub/up``) said once."""
+    out, links = [], set()
+    for link, above in cycles:
+        try:
+            st = os.lstat(link)
+        except OSError:
+            continue
+        if shown(link) and (st.st_dev, st.st_ino) not in links:
+            links.add((st.st_dev, st.st_ino))
+            out.append(f"Not followed: {link} is {above} again, a folder it lies in (a symbolic link makes a cycle).")
+    return out
 
 
 # Table formats whose folder keeps the data files of every version beside a log naming the current
@@ -656,11 +732,12 @@ def _hidden(p: str, path: str) -> bool:
 
 
 def _names_a_file(fs, path: str) -> bool:
-    """Whether ``path`` is the name of a file as written: one whose name holds
-    glob characters (``scores[1].csv``) is that file, never the files the
-    pattern matches (``scores1.csv``, or none)."""
+    """Whether ``path`` is the name of a file or folder as written: one whose name
+    holds glob characters (``scores[1].csv``, a folder ``data[1]``) is that file
+    or folder, as pandas and pyarrow read it, never what the pattern matches
+    (``scores1.csv``, or none)."""
     try:
-        return fs.info(path).get("type") == "file"
+        return fs.info(path).get("type") in ("file", "directory")
     except Exception:  # noqa: BLE001 - not a file by that name: a pattern
         return False
 

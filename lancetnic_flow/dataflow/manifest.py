@@ -44,6 +44,9 @@ ZSTD_REVISION = 1
 # The CSV and TSV readers' revisions before a one-column file's lines of spaces were blank, no row
 # (formats.py's revision 2): a checkpoint keyed by them is of that reading.
 SPACE_LINES_READ_AS_ROWS = {"csv": 1, "tsv": 1}
+# Their revisions before a lone "\r" ended a row everywhere (revision 3): the header, the cuts between
+# partitions and the quote automaton knew "\n" alone, so such a file was refused or some rows read otherwise.
+LONE_CR_NOT_A_ROW_END = {"csv": 2, "tsv": 2}
 
 
 def cache_key(*parts: Any) -> str:
@@ -161,7 +164,7 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     written, a NaN label missing, a binary text not UTF-8 undecodable;
     fastText tags anywhere in a line; then every JSON value of a line read
     by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag; then
-    a one-column CSV/TSV file's lines of spaces blank, no row),
+    a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
     (:data:`ENCODED_BYTES_REVISION`) and a cut-off zstd file was refused

@@ -241,6 +241,15 @@ def test_a_head_keeps_only_whole_lines_unless_the_file_ended_in_it():
     assert formats.sniff(long, format_named("text"))[0].name == "jsonl"
 
 
+def test_a_head_of_lone_cr_line_ends_shows_its_lines_and_a_csv_file_sniffs_as_csv():
+    # a classic Mac CSV named train.txt: one "line" of \r-joined rows sniffed as plain text
+    mac = formats.Head.of(b"text,label\rhello world,a\rbad day,b\rgood,a\r", True)
+    assert mac.lines == ("text,label", "hello world,a", "bad day,b", "good,a")
+    assert formats.sniff(mac, format_named("text"))[0].name == "csv"
+    cut = formats.Head.of(b"a\r\nb\rc", False)
+    assert (cut.lines, cut.cut) == (("a", "b"), "c")
+
+
 @pytest.mark.parametrize("url,want", [
     ("train.txt", "text"), ("s3://b/TRAIN.TXT.gz", "text"), ("data/part-00000", "text"), ("data.zst", "text"),
     ("https://host/corpus?v=2", "text"), ("a.csv", None), ("a.ft", None), ("notes.md", None), ("a.tar.gz", None),

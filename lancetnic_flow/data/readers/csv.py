@@ -19,7 +19,7 @@ from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
-from .row_ends import without_stray_quote_lines
+from .row_ends import with_lf_row_ends, without_stray_quote_lines
 from .table import (BOM, ESCAPED, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 
@@ -84,6 +84,9 @@ class _Joined(io.RawIOBase):
         return done
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def _lines(text: str) -> int:
     return sum(1 for line in text.split("\n") if line.strip())
 
@@ -111,7 +114,7 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
         if _blank((row.text or "").encode(), delimiter):
             return "skip"   # spaces alone on a line: blank, as pandas skips it, no row and no count
         bad += 1
-        if "\n" in (row.text or ""):
+        if _LINE_END.search(row.text or ""):
             taken.append(row.text)
         return "skip"
 
@@ -157,7 +160,9 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
         bad += 1
         table = table.slice(0, n - 1)
     lost = [t[: t.find(_END)] if _END in t else t for t in taken]
-    rest = "".join(t.split("\n", 1)[1].rstrip("\n") + "\n" for t in lost if "\n" in t)
+    # The lines after the first, at any line end: inside the open quote a lone "\r" was not made "\n".
+    rest = "".join(_LINE_END.split(t, 1)[1].rstrip("\r\n") + "\n" for t in lost if _LINE_END.search(t))
+    rest = with_lf_row_ends(rest.encode(), delimiter).decode()
     if not rest.strip():
         return table, bad
     if budget[0] <= 0:
@@ -171,6 +176,8 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                url: str) -> Chunk:
     skipped: dict[str, int] = {}
     delimiter = format_named(fmt).delimiter or ","
+    # One line end from here on: a lone "\r" ends a row as "\n" does (row_ends.py).
+    data = with_lf_row_ends(data, delimiter)
     if header is None:   # the block starts the file: its header is its first line not blank
         data = strip_bom(data)
         header, end = split_header(data, delimiter)
@@ -203,7 +210,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     if strays:
         if columns.all_rows:
             return _rows_in_order(raw, have, delimiter, names, columns)
-        body = pa.py_buffer(kept)
+        body = pa.py_buffer(with_lf_row_ends(kept, delimiter))   # the lines it took kept their lone "\r"
         skipped["malformed"] = skipped.get("malformed", 0) + strays
     table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
     if columns.all_rows and bad:
@@ -340,7 +347,8 @@ def split_header(data: bytes, delimiter: str) -> tuple[bytes | None, int]:
     """The header line of ``data`` (a file's start, its byte-order mark taken
     off) and where the rows after it start: the first line that is not blank
     (:data:`_BLANK_LINES`), as pandas reads a header. (None, len) when
-    ``data`` holds only blank lines."""
+    ``data`` holds only blank lines. A lone "\\r" ends a line as "\\n" does."""
+    data = with_lf_row_ends(data, delimiter)
     at = _BLANK_LINES[delimiter == "\t"].match(data)
     at = at.end() if at else 0
     nl = data.find(b"\n", at)

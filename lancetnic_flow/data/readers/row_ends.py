@@ -21,6 +21,13 @@ and stops the run in words (readers/__init__.py) rather than read rows twice.
 A compressed file is read as one stream in pieces, each cut after its last
 row end (:func:`last_row_end`); each piece then starts where a row does.
 
+A row ends at an unquoted b"\\n", b"\\r\\n" or lone b"\\r" (classic Mac files,
+some spreadsheet exports), as Arrow's parser and pandas end it: a cut after a
+lone b"\\r" is a row start as one after b"\\n" is. A block is then read with
+its lone b"\\r" row ends as b"\\n" (:func:`with_lf_row_ends`, the same length,
+so offsets hold), so what follows (header, blank lines, unclosed quotes)
+knows one line end.
+
 A quoted field that never ends within :data:`MAX_ROW` bytes is cut at a
 newline as before: the parser then finds the unclosed quote and counts its
 row as malformed (readers/csv.py), rather than a reader holding the file.
@@ -40,6 +47,7 @@ from numba import njit
 # second one makes a quote of text).
 FIELD, BARE, QUOTED, CLOSING = 0, 1, 2, 3
 NEWLINE = 10
+CR = 13
 LOOKBACK = 64 * 1024
 LOOKBACK_MAX = 2**20
 PIECE = 64 * 1024
@@ -50,7 +58,7 @@ MAX_ROW = 16 * 2**20
 def _step(state: int, c: int, delim: int, quote: int) -> int:
     if state == QUOTED:
         return CLOSING if c == quote else QUOTED
-    if c == NEWLINE or c == delim:
+    if c == NEWLINE or c == CR or c == delim:
         return FIELD
     if c == quote and (state == FIELD or state == CLOSING):
         return QUOTED
@@ -82,29 +90,68 @@ def agreed_state(data: np.ndarray, delim: int, quote: int) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _ends_row(data: np.ndarray, i: int, state: int) -> bool:
+    """Whether byte ``i`` of ``data``, read in ``state``, is a row's last: an
+    unquoted b"\\n", or a lone b"\\r" (one at the end of ``data`` counts: the
+    caller gives the byte after it where there is one)."""
+    if state == QUOTED:
+        return False
+    c = data[i]
+    return c == NEWLINE or (c == CR and (i + 1 == data.shape[0] or data[i + 1] != NEWLINE))
+
+
+@njit(cache=True, nogil=True)
 def first_row_end(data: np.ndarray, state: int, delim: int, quote: int) -> tuple[int, int]:
-    """The index of the first newline of ``data`` that ends a row, starting in
+    """The index of the first byte of ``data`` that ends a row, starting in
     ``state`` (-1 if none), and the state after ``data`` when there is none."""
     for i in range(data.shape[0]):
-        c = data[i]
-        if c == NEWLINE and state != QUOTED:
+        if _ends_row(data, i, state):
             return i, FIELD
-        state = _step(state, c, delim, quote)
+        state = _step(state, data[i], delim, quote)
     return -1, state
 
 
 @njit(cache=True, nogil=True)
 def last_row_end(data: np.ndarray, delim: int, quote: int) -> int:
-    """The index of the last newline of ``data`` that ends a row, ``data``
-    starting where a row does (-1 if none)."""
+    """The index of the last byte of ``data`` that ends a row, ``data``
+    starting where a row does (-1 if none). A b"\\r" that ends ``data`` is
+    left undecided (a b"\\n" may follow in the next piece)."""
     state = FIELD
     last = -1
-    for i in range(data.shape[0]):
-        c = data[i]
-        if c == NEWLINE and state != QUOTED:
+    for i in range(data.shape[0] - 1):
+        if _ends_row(data, i, state):
             last = i
-        state = _step(state, c, delim, quote)
+        state = _step(state, data[i], delim, quote)
+    n = data.shape[0]
+    if n and data[n - 1] == NEWLINE and state != QUOTED:
+        last = n - 1
     return last
+
+
+@njit(cache=True, nogil=True)
+def _lone_crs(data: np.ndarray, delim: int, quote: int) -> list:
+    """Where ``data`` (starting where a row does) has a lone b"\\r" that ends a row
+    (a list: a CRLF file has none, and a mask would double a block's memory)."""
+    out = [np.int64(0)][:0]
+    state = FIELD
+    for i in range(data.shape[0]):
+        if data[i] == CR and _ends_row(data, i, state):
+            out.append(np.int64(i))
+        state = _step(state, data[i], delim, quote)
+    return out
+
+
+def with_lf_row_ends(data: bytes, delimiter: str, quote: str = '"') -> bytes:
+    """``data`` (starting where a row does) with each lone b"\\r" that ends a
+    row as b"\\n": the same rows, the same length; a b"\\r" inside quotes stays."""
+    if b"\r" not in data:
+        return data
+    lone = _lone_crs(np.frombuffer(data, np.uint8), ord(delimiter), ord(quote))
+    if not len(lone):
+        return data
+    out = np.frombuffer(data, np.uint8).copy()
+    out[np.asarray(lone, np.int64)] = NEWLINE
+    return out.tobytes()
 
 
 @njit(cache=True, nogil=True)
@@ -124,21 +171,27 @@ def stray_quote_lines(data: np.ndarray, delim: int, quote: int) -> list:
         c = data[i]
         if state == FIELD and c == quote:
             opened, spans = line, False
-        elif state == QUOTED and c == NEWLINE:
+        elif state == QUOTED and (c == NEWLINE or c == CR):   # a lone "\r" inside it was left a "\r"
             spans = True
-        elif state == CLOSING and spans and c != quote and c != delim and c != NEWLINE and c != 13:
+        elif state == CLOSING and spans and c != quote and c != delim and c != NEWLINE and c != CR:
             out.append(np.int64(opened))
-            i = opened
-            while i < n and data[i] != NEWLINE:
-                i += 1
-            i += 1
+            i = _next_line(data, opened)
             state, line, spans = FIELD, i, False
             continue
-        if c == NEWLINE and state != QUOTED:
+        if _ends_row(data, i, state):
             line = i + 1
         state = _step(state, c, delim, quote)
         i += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def _next_line(data: np.ndarray, start: int) -> int:
+    """Where the line after the one starting at ``start`` starts (past its b"\\n", b"\\r\\n" or lone b"\\r")."""
+    for i in range(start, data.shape[0]):
+        if _ends_row(data, i, FIELD):
+            return i + 1
+    return data.shape[0]
 
 
 def without_stray_quote_lines(data, delimiter: str, quote: str) -> tuple[bytes | None, int]:
@@ -150,16 +203,11 @@ def without_stray_quote_lines(data, delimiter: str, quote: str) -> tuple[bytes |
         return None, 0
     view, kept, at = memoryview(data), [], 0
     for start in starts:
-        end = _line_end(raw, int(start))
+        end = int(_next_line(raw, int(start)))
         kept.append(bytes(view[at:start]))
         at = end
     kept.append(bytes(view[at:]))
     return b"".join(kept), len(starts)
-
-
-def _line_end(raw: np.ndarray, start: int) -> int:
-    hits = np.flatnonzero(raw[start:] == NEWLINE)
-    return start + int(hits[0]) + 1 if len(hits) else raw.shape[0]
 
 
 def _bytes(b: bytes) -> np.ndarray:
@@ -197,6 +245,8 @@ def row_start(f, offset: int, size: int, delimiter: str, quote: str) -> int:
         piece = f.read(PIECE)
         if not piece:
             break
+        if piece.endswith(b"\r"):   # whether it is a lone one, the next byte says
+            piece += f.read(1)
         i, state = first_row_end(_bytes(piece), state, d, q)
         if i >= 0:
             return at + i + 1
@@ -213,11 +263,21 @@ def _first_newline(f, offset: int, size: int) -> int:
         piece = f.read(PIECE)
         if not piece:
             break
-        i = piece.find(b"\n")
+        if piece.endswith(b"\r"):
+            piece += f.read(1)
+        i = _first_line_end(piece)
         if i >= 0:
             return at + i + 1
         at += len(piece)
     return size
+
+
+def _first_line_end(data: bytes) -> int:
+    """The index of the first b"\\n" or lone b"\\r" of ``data`` (-1 if none), quotes aside."""
+    nl, cr = data.find(b"\n"), data.find(b"\r")
+    if cr < 0 or (0 <= nl < cr):
+        return nl
+    return cr + 1 if data[cr + 1:cr + 2] == b"\n" else cr
 
 
 def stream_cut(data: bytes, delimiter: str | None, quote: str | None) -> int:
@@ -229,5 +289,5 @@ def stream_cut(data: bytes, delimiter: str | None, quote: str | None) -> int:
     else:
         cut = last_row_end(_bytes(data), ord(delimiter), ord(quote))
         if cut < 0 and len(data) > MAX_ROW:
-            cut = data.rfind(b"\n")
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1))
     return cut + 1 if cut >= 0 else -1

@@ -160,6 +160,28 @@ def test_a_val_file_that_the_training_folder_or_glob_also_holds_is_refused_namin
             plan(given, [val])
     tr, va = plan([train], [val])
     assert [f.url for f in tr.files] != [f.url for f in va.files]
+
+
+def test_a_val_file_that_is_a_training_file_by_another_name_is_refused_naming_both(tmp_path):
+    # --val data/sub/val.csv with data/sub a link to the training folder (or a hard link) trained on the
+    # validation rows and scored them as unseen: the files were told apart by their names alone
+    import os
+
+    from lancetnic_flow.config import DataConfig, TrainConfig
+    from lancetnic_flow.data.checks import plan_training_sources
+
+    (tmp_path / "data" / "real").mkdir(parents=True)
+    write(tmp_path / "data" / "real" / "train.csv", "text,label\nhello there,pos\ngood bye,neg\n")
+    os.symlink("real", tmp_path / "data" / "sub")
+    os.link(tmp_path / "data" / "real" / "train.csv", tmp_path / "hard.csv")
+
+    def plan(train_urls, val_urls):
+        return plan_training_sources(TrainConfig(data=DataConfig(train=train_urls, val=val_urls)).validate(), 1 << 20)
+
+    for val in (tmp_path / "data" / "sub" / "train.csv", tmp_path / "hard.csv"):
+        with pytest.raises(UserError, match=rf"real/train\.csv \(as {val} in --val: a link to it\) is training data "
+                                            "and --val data at once"):
+            plan([str(tmp_path / "data" / "real")], [str(val)])
 def test_training_columns_read_texts_by_the_rule_of_the_analyzer_the_options_give():
     from lancetnic_flow.config import TrainConfig
     from lancetnic_flow.data.checks import training_columns

@@ -611,6 +611,19 @@ def test_files_whose_names_hold_glob_or_query_characters_are_read_as_named_alone
     assert count(tmp_path / "scores*.csv") == (27, 2)
 
 
+def test_a_folder_whose_name_holds_glob_characters_is_read_as_named_as_pandas_and_pyarrow_read_it(tmp_path):
+    # `train 'runs[old]'` said "no files match ... (a symbolic link to a missing file?)": the name was a pattern
+    import pyarrow.dataset as ds
+
+    for name in ("data[1]", "q?x", "all*"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f.csv").write_bytes(csv_bytes(rows(4)))
+        want = [f"file://{f}" for f in ds.dataset(str(tmp_path / name), format="csv").files]
+        assert [f.url for f in plan_source([str(tmp_path / name)]).files] == want, name
+    (tmp_path / "data1").mkdir()   # what data[1] matches as a pattern: still its own folder
+    assert [f.url.rsplit("/", 2)[-2] for f in plan_source([str(tmp_path / "data[1]")]).files] == ["data[1]"]
+
+
 def test_a_globs_wildcards_pass_over_hidden_folders_as_pythons_glob_does_and_named_ones_are_read(tmp_path):
     for rel, n in [("a.csv", 5), ("sub/b.csv", 7), (".ipynb_checkpoints/a-checkpoint.csv", 5),
                    ("_temporary/0/part-0.csv", 3), ("_staging/c.csv", 2), (".hid.csv", 1)]:
@@ -803,13 +816,93 @@ def test_a_file_found_again_by_another_name_is_read_once_and_said(tmp_path):
         plan_source([str(tmp_path / "data" / "2024-06.csv"), str(tmp_path / "data" / "latest.csv")], in_order=True)
 
 
-def test_a_symlinked_folder_inside_a_folder_is_said_not_read_never_left_out_unsaid(tmp_path):
+def test_a_symlinked_folder_in_a_folder_or_glob_is_read_through_the_link_as_pythons_glob_reads_it(tmp_path):
+    # `data/*/*.csv` with data/sub a link said "no files match ... data/* does not exist"; a folder's linked
+    # folder was named in a warning and not read, where Python's glob, pandas and pyarrow's datasets go through
+    import glob
+
     (tmp_path / "data").mkdir()
     (tmp_path / "other").mkdir()
     (tmp_path / "data" / "a.csv").write_bytes(csv_bytes(rows(3)))
     (tmp_path / "other" / "b.csv").write_bytes(csv_bytes(rows(3)))
     os.symlink(tmp_path / "other", tmp_path / "data" / "sub")
-    plan = plan_source([str(tmp_path / "data")])
-    assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv"]
-    assert any(f"{tmp_path}/data/sub is a symbolic link to a folder" in w for w in plan.warnings), plan.warnings
-    assert [f.url.rsplit("/", 1)[-1] for f in plan_source([str(tmp_path / "data" / "sub")]).files] == ["b.csv"]
+    for url, pattern in ((tmp_path / "data", "data/**/*.csv"), (tmp_path / "data" / "*" / "*.csv", "data/*/*.csv"),
+                         (tmp_path / "data" / "**" / "*.csv", "data/**/*.csv"), (tmp_path / "data" / "sub", "data/sub/*")):
+        want = sorted(glob.glob(str(tmp_path / pattern), recursive=True))
+        plan = plan_source([str(url)])
+        assert [f.url.split("file://", 1)[-1] for f in plan.files] == want and plan.warnings == [], url
+    assert len(want) == 1 and want[0].endswith("data/sub/b.csv")
+
+
+def test_a_file_reached_through_a_linked_folder_and_directly_is_read_once_and_said(tmp_path):
+    (tmp_path / "data" / "real").mkdir(parents=True)
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / "data" / "real" / name).write_bytes(csv_bytes(rows(3)))
+    os.symlink("real", tmp_path / "data" / "sub")
+    os.symlink("real", tmp_path / "data" / ".snapshot")   # hidden: passed over unsaid, as Python's glob does
+    for url in ("data", "data/*/*.csv", "data/**/*.csv"):
+        plan = plan_source([str(tmp_path / url)])
+        assert [f.url.rsplit("/", 2)[-2:] for f in plan.files] == [["real", "a.csv"], ["real", "b.csv"]], url
+        assert plan.warnings == [f"Read once: the 2 files found in {tmp_path}/data/sub are those of {tmp_path}/data/real "
+                                 "by other names (a symbolic link to a folder, or hard links)."], url
+
+
+def test_a_link_back_to_a_folder_it_lies_in_is_not_followed_and_said_never_walked_without_end(tmp_path):
+    (tmp_path / "data" / "real").mkdir(parents=True)
+    (tmp_path / "data" / "real" / "a.csv").write_bytes(csv_bytes(rows(3)))
+    os.symlink("..", tmp_path / "data" / "real" / "up")
+    os.symlink("..", tmp_path / "data" / "real" / ".up")   # hidden: unsaid
+    for url in ("data", "data/**/*.csv", "data/real"):
+        plan = plan_source([str(tmp_path / url)])
+        assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv"], url
+        assert any("real/up" in w and "(a symbolic link makes a cycle)" in w for w in plan.warnings), plan.warnings
+        assert not any(".up" in w for w in plan.warnings), plan.warnings
+    (tmp_path / "loop").mkdir()
+    os.symlink(".", tmp_path / "loop" / "again")
+    with pytest.raises(UserError, match=r"no files match .*loop; Not followed: .*loop/again is .*loop again"):
+        plan_source([str(tmp_path / "loop")])
+
+
+def test_a_sub_folder_that_cannot_be_listed_is_said_never_left_out_unsaid(tmp_path, monkeypatch):
+    # fsspec's walk (and Python's glob) pass over a folder they may not list: its rows went missing unsaid
+    (tmp_path / "data" / "locked").mkdir(parents=True)
+    (tmp_path / "data" / "a.csv").write_bytes(csv_bytes(rows(3)))
+    (tmp_path / "data" / "locked" / "b.csv").write_bytes(csv_bytes(rows(3)))
+    real = os.scandir
+
+    def scandir(path):
+        if str(path).endswith("/locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    for url in ("data", "data/**/*.csv"):
+        plan = plan_source([str(tmp_path / url)])
+        assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv"]
+        assert plan.warnings == [f"Not read: {tmp_path}/data/locked cannot be listed (permission denied); its files "
+                                 "are left out."], url
+
+
+def test_a_glob_matching_folders_alone_reads_them_as_the_shells_expansion_would_and_folders_beside_files_are_said(
+        tmp_path):
+    # 'data/date=2024-*' (Hive partitions) said "no files match ... did you mean 'date=2024-01'?", where the
+    # shell's expansion of the same pattern names the two folders and reads their files
+    import glob
+
+    for part in ("date=2023-12", "date=2024-01", "date=2024-02"):
+        (tmp_path / "data" / part).mkdir(parents=True)
+        (tmp_path / "data" / part / "part-0.csv").write_bytes(csv_bytes(rows(3)))
+        (tmp_path / "data" / part / "_SUCCESS").write_bytes(b"")
+    shell = glob.glob(str(tmp_path / "data" / "date=2024-*"))
+    want = sorted(f for folder in shell for f in glob.glob(f"{folder}/*.csv"))
+    for pattern in ("date=2024-*", "date=2024-*/"):
+        plan = plan_source([str(tmp_path / "data" / pattern)])
+        assert [f.url.split("file://", 1)[-1] for f in plan.files] == want and plan.warnings == [], pattern
+    (tmp_path / "data" / "top.csv").write_bytes(csv_bytes(rows(2)))
+    (tmp_path / "data" / "_tmp").mkdir()
+    plan = plan_source([str(tmp_path / "data" / "*")])   # files and folders: the files, the folders said
+    assert [f.url.rsplit("/", 1)[-1] for f in plan.files] == ["top.csv"]
+    assert plan.warnings == [f"Not read: the folders {tmp_path}/data/date=2023-12, {tmp_path}/data/date=2024-01, "
+                             f"{tmp_path}/data/date=2024-02 that {tmp_path}/data/* matches beside files: a glob reads "
+                             "the files it matches (name the folders, or add /** to read their files)."]
+    assert plan_source([str(tmp_path / "data" / "**")]).warnings == []

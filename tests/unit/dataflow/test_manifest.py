@@ -247,3 +247,20 @@ def test_multilabel_entries_made_before_labels_training_never_had_were_counted_a
     assert entry_key(plan, None, fc, multi, VAL_FRACTION) != now
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
                                                                          revisions=False)
+
+
+def test_csv_entries_made_before_a_lone_cr_ended_a_row_are_not_reused_and_recognised(monkeypatch):
+    # revision 3 reads a lone \r as a row end everywhere (the header, the cuts): a revision 2 entry may differ
+    from lancetnic_flow import formats
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow.manifest import LONE_CR_NOT_A_ROW_END
+
+    real = formats.format_named
+    for fmt in ("csv", "tsv"):
+        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
+        now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
+        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION, readers=LONE_CR_NOT_A_ROW_END)
+        monkeypatch.setattr(formats, "format_named",
+                            lambda n, f=fmt: dataclasses.replace(real(n), revision=2) if n == f else real(n))
+        assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
+        monkeypatch.undo()

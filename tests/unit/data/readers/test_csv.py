@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lancetnic_flow.data.readers.csv import header_names, parse_csv
+from lancetnic_flow.data.readers.csv import columns_of, header_names, parse_csv, split_header
 from lancetnic_flow.data.sources import Columns
 from lancetnic_flow.errors import UserError
 
@@ -224,3 +224,35 @@ def test_a_short_row_holding_an_undecodable_byte_is_a_status_in_prediction_not_a
     chunk = parse_csv(text, None, "csv", Columns(text=("text",), label="label", all_rows=True), "f")
     assert chunk.table.column("status").to_pylist() == ["ok", "malformed", "ok"]
     assert chunk.rows_read == 3
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_classic_mac_file_of_lone_cr_line_ends_reads_its_header_and_rows_as_pandas_does(fmt):
+    import io
+
+    import pandas as pd
+
+    d = "," if fmt == "csv" else "\t"
+    body = f'text{d}label\rhello world{d}a\r"bad\rday"{d}b\r'.encode()
+    want = pd.read_csv(io.BytesIO(body), sep=d, dtype=str).values.tolist()
+    assert want == [["hello world", "a"], ["bad\rday", "b"]]
+    assert split_header(body, d) == (f"text{d}label\n".encode(), 11)
+    assert columns_of(io.BytesIO(body), f"f.{fmt}", fmt) == ["text", "label"]
+    got = parse_csv(body, None, fmt, Columns(text=("text",), label="label"), f"f.{fmt}").table
+    assert list(zip(got.column("text").to_pylist(), got.column("label").to_pylist())) == [tuple(r) for r in want]
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n"])
+@pytest.mark.parametrize("bad", ['2,"an unclosed quote,b', '2,"starts with a quote,b{e}3,good day,b{e}4,a 5" screen,a'])
+def test_a_malformed_quote_in_a_file_of_cr_line_ends_costs_the_rows_it_costs_with_newlines(end, bad):
+    # inside an open quote a lone \r stays one: the lines an unclosed quote took were re-read at "\n" alone (the
+    # rows after it lost unsaid), and a stray quote's lines were one row of three rows' text
+    def read(e: str, all_rows: bool) -> list:
+        body = ("id,text,label{e}1,hello world,a{e}" + bad + "{e}5,last one,b{e}").format(e=e).encode()
+        cols = Columns(text=("text",), keep=("id",), all_rows=True) if all_rows else Columns(text=("text",), label="label")
+        chunk = parse_csv(body, None, "csv", cols, "f.csv")
+        return [chunk.rows_read, chunk.skipped, [r for r in chunk.table.to_pylist()]]
+
+    for all_rows in (False, True):
+        assert read(end, all_rows) == read("\n", all_rows), all_rows
+    assert read("\n", False)[0] == 3 + bad.count("{e}") and read("\n", False)[2][-1]["text"] == "last one"
