@@ -85,7 +85,9 @@ def to_float(arr) -> pa.ChunkedArray | pa.Array:
     t = arr.type
     if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t) \
             or pa.types.is_decimal(t) or pa.types.is_null(t):
-        out = pc.cast(arr, pa.float64())
+        # unchecked: a checked cast refuses an integer past 2^53 (float64's exact range) where the
+        # same number written as text reads as its nearest float64
+        out = pc.cast(arr, pa.float64(), safe=False)
     else:
         s = pc.utf8_trim_whitespace(pc.cast(arr, pa.string()))
         ok = pc.match_substring_regex(s, _NUMBER_RE)

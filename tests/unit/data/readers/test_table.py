@@ -29,6 +29,14 @@ def test_numbers_past_float32s_range_are_not_usable_numbers():
     assert to_float(pa.array([1e39, -2.0])).to_pylist() == [None, -2.0]
 
 
+def test_an_integer_past_2_to_the_53_reads_as_its_nearest_float_as_the_same_number_in_text_does():
+    # a typed column (Parquet, JSON Lines) of such integers stopped the run with an internal error
+    big = 2**53 + 1
+    for arr in (pa.array([big, 5], pa.int64()), pa.array([2**64 - 1], pa.uint64())):
+        as_text = pa.array([str(v) for v in arr.to_pylist()])
+        assert to_float(arr).to_pylist() == to_float(as_text).to_pylist() == [float(v) for v in arr.to_pylist()]
+
+
 def test_to_string_reads_numbers_and_dictionaries_as_text_and_refuses_structs():
     assert to_string(pa.array([1, 2])).to_pylist() == ["1", "2"]
     assert to_string(pa.array(["a", "b"]).dictionary_encode()).to_pylist() == ["a", "b"]
