@@ -236,8 +236,9 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
     doc: dict[str, Any] = {"status": "ok"}
     if pred.classifies:
         logits = raw["logits"][r]
-        k = pred.labels.index(label) if label is not None else int(np.argmax(logits))
         proba = (sigmoid(logits[None]) if multilabel else softmax(logits[None]))[0]
+        k = predicted_label(proba, pred, multilabel, doc)
+        k = pred.labels.index(label) if label is not None else k
         doc.update(label=pred.labels[k], probability=float(proba[k]), logit=float(logits[k]))
     else:
         k = dec.classes
@@ -258,6 +259,19 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
     doc.update(method=dec.method, bias=bias, terms=shown,
                rest=float(total - sum(e["contribution"] for e in shown)), terms_total=len(entries))
     return doc
+
+
+def predicted_label(proba: np.ndarray, pred, multilabel: bool, doc: dict) -> int:
+    """The label a row's explanation is of: the most probable. A multilabel run
+    predicts each label at or above its own threshold, so its most probable
+    label may not be predicted while another is: the most probable of those
+    predicted then, and ``doc`` gets ``labels``, the set as ``predict`` gives it."""
+    if not multilabel:
+        return int(np.argmax(proba))
+    order = np.argsort(-proba, kind="stable")
+    taken = [int(i) for i in order if proba[i] >= pred.cuts(None)[i]]
+    doc["labels"] = [pred.labels[i] for i in taken]
+    return taken[0] if taken else int(order[0])
 
 
 # ---------------------------------------------------------------- top_terms.csv
