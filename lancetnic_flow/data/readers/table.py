@@ -88,6 +88,8 @@ def to_float(arr) -> pa.ChunkedArray | pa.Array:
         # unchecked: a checked cast refuses an integer past 2^53 (float64's exact range) where the
         # same number written as text reads as its nearest float64
         out = pc.cast(arr, pa.float64(), safe=False)
+    elif pa.types.is_nested(t):   # lists, objects (a JSON field of them): no value is one number
+        out = pa.nulls(len(arr), pa.float64())
     else:
         s = pc.utf8_trim_whitespace(pc.cast(arr, pa.string()))
         ok = pc.match_substring_regex(s, _NUMBER_RE)
@@ -330,8 +332,9 @@ def _unreadable_numbers(raw, value) -> int:
     and the run says how many (``rows.noted.unreadable_numeric``)."""
     if pa.types.is_floating(raw.type) or pa.types.is_integer(raw.type) or pa.types.is_null(raw.type):
         return int(pc.sum(pc.and_(pc.is_valid(raw), pc.is_null(value))).as_py() or 0)   # nan, inf
-    given = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.cast(raw, pa.string()))), 0) \
-        if not pa.types.is_boolean(raw.type) and not pa.types.is_decimal(raw.type) else pc.is_valid(raw)
+    typed = pa.types.is_boolean(raw.type) or pa.types.is_decimal(raw.type) or pa.types.is_nested(raw.type)
+    given = pc.is_valid(raw) if typed else \
+        pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.cast(raw, pa.string()))), 0)
     return int(pc.sum(pc.and_(pc.fill_null(given, False), pc.is_null(value))).as_py() or 0)
 
 
