@@ -92,6 +92,10 @@ def to_float(arr) -> pa.ChunkedArray | pa.Array:
         out = pa.nulls(len(arr), pa.float64())
     else:
         s = pc.utf8_trim_whitespace(pc.cast(arr, pa.string()))
+        # true/false as a boolean column reads them (Parquet's, a JSON field of booleans alone, pandas'
+        # CSV): a JSON true beside numbers, text here, was no number where the same value alone was 1
+        low = pc.utf8_lower(s)
+        s = pc.if_else(pc.equal(low, "true"), "1", pc.if_else(pc.equal(low, "false"), "0", s))
         ok = pc.match_substring_regex(s, _NUMBER_RE)
         out = pc.cast(pc.if_else(ok, s, pa.scalar(None, pa.string())), pa.float64())
     # inf / nan are not usable numbers, nor those past float32's range, in which the models compute

@@ -45,6 +45,14 @@ def test_a_list_or_object_in_a_numeric_column_is_no_number_and_is_counted_not_an
         assert _unreadable_numbers(arr, to_float(arr)) == 2
 
 
+def test_true_and_false_read_as_1_and_0_in_text_as_in_a_boolean_column_whatever_else_the_column_holds():
+    # a JSON true beside numbers (a column of text) was no number, the same true in a column of booleans 1
+    as_bools = to_float(pa.array([True, False, None])).to_pylist()
+    assert as_bools == [1.0, 0.0, None]
+    assert to_float(pa.array(["true", "false", None, "2.5", " TRUE ", "False", "yes"])).to_pylist() == \
+        [1.0, 0.0, None, 2.5, 1.0, 0.0, None]
+
+
 def test_to_string_reads_numbers_and_dictionaries_as_text_and_refuses_structs():
     assert to_string(pa.array([1, 2])).to_pylist() == ["1", "2"]
     assert to_string(pa.array(["a", "b"]).dictionary_encode()).to_pylist() == ["a", "b"]
