@@ -168,7 +168,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
     (:data:`ENCODED_BYTES_REVISION`), a cut-off zstd file was refused
-    (:data:`ZSTD_REVISION`) and true/false read as numbers (:data:`NUMBERS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
+    (:data:`ZSTD_REVISION`) and true/false read as numbers
+    (:data:`NUMBERS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
     revision its reader had (a key an earlier reader made, to recognise its checkpoint)."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
