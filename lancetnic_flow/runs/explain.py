@@ -47,6 +47,7 @@ from numba import njit
 from ..errors import UserError
 from ..registry import task_kind
 from ..storage import join, write_bytes
+from .asks import count
 from .linear_scores import sigmoid, softmax
 
 #: Terms a prediction lists by default (the rest are summed in ``rest``).
@@ -196,9 +197,9 @@ def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
     """:meth:`Predictor.explain <.predict.Predictor.explain>`: one dict per input row, in order."""
     from ..features.names import text_terms
 
-    if top is None or isinstance(top, bool) or int(top) < 1:
-        raise UserError(f"top must be ≥ 1, got {top}", "e.g. top=10")
-    top = int(top)
+    top = count(top, "top", TOP)
+    if top is None:
+        raise UserError("top must be a whole number ≥ 1, got None", f"e.g. top={TOP}")
     dec = pred.decomposition()
     if label is not None and (not pred.classifies or label not in pred.labels):
         raise UserError(f"label {label!r} is not one of this run's labels" if pred.classifies

@@ -362,3 +362,14 @@ def test_a_multilabel_runs_explanation_is_of_a_label_it_predicts_and_names_the_s
     doc = pred.explain(texts[:1])[0]
     assert doc["labels"] == [] and doc["label"] == top[0]
     assert pred.explain(texts[:1], label="politics")[0]["labels"] == []
+
+
+def test_explain_and_predict_refuse_a_top_the_command_line_refuses_and_take_numpys_integers():
+    pred = linear_run()
+    for bad in (2.7, "x", 0):
+        with pytest.raises(UserError, match="top must be a whole number"):
+            pred.explain(TEXTS[:1], top=bad)
+        with pytest.raises(UserError, match="top_k must be a whole number"):
+            pred.predict(TEXTS[:1], top_k=bad)
+    assert len(pred.explain(TEXTS[:1], top=np.int64(2))[0]["terms"]) == 2
+    assert len(pred.predict(TEXTS[:1], top_k=np.int64(2))[0]["top_labels"]) == 2
