@@ -325,11 +325,35 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
         raise bad("data.target", f"{{name}} {cfg.data.target} is a value to predict, and this run's task, {t.task}, "
                   f"predicts labels ({name}'s)", "drop {name}, or pass {training.task} regress (or multitask) with "
                   "a model that does it: " + ", ".join(n for n, m in MODELS.items() if "regress" in m.every_task))
+    _check_numeric(cfg.data)
     _check_loss_options(cfg)
     t.monitor = t.monitor or default_monitor(spec, t.task)
     if not monitor_fits(t.monitor, t.task):
         raise bad("training.monitor", f"{{name}} {t.monitor} does not fit {{training.task}} {t.task}",
                   "use val_loss, or a metric of the task")
+
+
+# The columns of the rows a reader hands on (and prediction's status): a numeric column of one of these
+# names would be read as that column (a classify run's numeric `target` trained as a target, its input
+# left out) or stop the run as a name found twice.
+READ_AS = {"text": "text", "label": "label", "target": "target", "status": "prediction status"}
+
+
+def _check_numeric(d: Any) -> None:
+    """``--numeric`` columns once each, none of them the label or target, none of a name the rows read take."""
+    seen: set[str] = set()
+    for col in d.numeric:
+        if col in seen:
+            raise bad("data.numeric", f"{{name}} names the column {col!r} twice", "name each numeric column once")
+        seen.add(col)
+        role = "{data.label}" if col == d.label else "{data.target}" if col == d.target else None
+        if role:
+            raise bad("data.numeric", f"{{name}} {col}: it is the run's {role} column, which the model would "
+                      "then be given as an input", "drop it from {name}")
+        if col in READ_AS:
+            raise bad("data.numeric", f"{{name}} {col}: the rows a run reads hold its own {READ_AS[col]} "
+                      f"column under that name, so a numeric column named {col!r} cannot be read beside it",
+                      f"rename that column in the data, e.g. to {col}_value")
 
 
 def default_monitor(spec: ModelSpec, task: str) -> str:

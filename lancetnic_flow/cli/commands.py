@@ -375,6 +375,8 @@ def explained_lines(text: str, doc: dict) -> str:
     else:
         head = f"{short!r} → value {doc['value']:.4g}"
     lines = [f"{head} = bias {doc['bias']:+.4g} + the terms' contributions ({method})"]
+    if "labels" in doc and doc["label"] not in doc["labels"]:   # a multilabel run's, below its threshold
+        lines[0] += f"; not predicted (the row's labels: {', '.join(map(str, doc['labels'])) or 'none'})"
     for t in doc["terms"]:
         where = "" if t["feature"] is None else f", feature {t['feature']}"
         lines.append(f"  {t['contribution']:+9.4f}  {t['term']}  (value {t['value']:.4g} × weight "

@@ -96,16 +96,27 @@ def _text_values(values: list) -> pa.Array:
 
 
 def _from_pandas(frame) -> pa.Table:
-    """A pandas DataFrame as Arrow; a text column holding a lone surrogate (which
-    Arrow refuses) is read as :func:`_text_values` reads a list."""
+    """A pandas DataFrame as Arrow. An object column Arrow cannot take as one
+    kind (numbers beside words, ``[1.5, "n/a"]``; a text holding a lone
+    surrogate) is read as :func:`_text_values` reads a list: its values as
+    their text, as a CSV reader reads that column, then each row as the file's."""
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)
-    except UnicodeEncodeError:
+    except (UnicodeEncodeError, pa.ArrowInvalid, pa.ArrowTypeError):
         fixed = frame.copy()
-        for c in fixed.columns:
-            if fixed[c].dtype == object:
-                fixed[c] = [v if not isinstance(v, str) else _text_values([v])[0].as_py() for v in fixed[c]]
+        for i in range(fixed.shape[1]):
+            col = fixed.iloc[:, i]
+            if col.dtype == object and not _arrow_takes(col):
+                fixed.isetitem(i, _text_values(col.tolist()).to_pylist())
         return pa.Table.from_pandas(fixed, preserve_index=False)
+
+
+def _arrow_takes(col) -> bool:
+    try:
+        pa.array(col, from_pandas=True)
+        return True
+    except (UnicodeEncodeError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
 
 
 def as_table(data: Any, name: str = "text") -> pa.Table:

@@ -41,6 +41,9 @@ ENCODED_BYTES_REVISION = 1
 # zstd input's revision, in the key of entries that read a .zst file: 1 refuses a file cut short
 # (data/decompress.py), where an earlier entry may hold only the rows before the cut.
 ZSTD_REVISION = 1
+# Numbers' revision, in the key of entries with --numeric or --target columns: 1 reads true/false text
+# there as 1/0, as a boolean column is read, where earlier entries hold no number (the mean, a skip).
+NUMBERS_REVISION = 1
 # The CSV and TSV readers' revisions before a one-column file's lines of spaces were blank, no row
 # (formats.py's revision 2): a checkpoint keyed by them is of that reading.
 SPACE_LINES_READ_AS_ROWS = {"csv": 1, "tsv": 1}
@@ -167,8 +170,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
-    (:data:`ENCODED_BYTES_REVISION`) and a cut-off zstd file was refused
-    (:data:`ZSTD_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
+    (:data:`ENCODED_BYTES_REVISION`), a cut-off zstd file was refused
+    (:data:`ZSTD_REVISION`) and true/false read as numbers
+    (:data:`NUMBERS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
     revision its reader had (a key an earlier reader made, to recognise its checkpoint)."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
@@ -191,6 +195,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
         revised.append(("encoded_bytes", ENCODED_BYTES_REVISION))
     if revisions and any(f.compression == "zstd" for p in (train, val) if p is not None for f in p.files):
         revised.append(("zstd", ZSTD_REVISION))
+    if revisions and (columns.numeric or columns.target):
+        revised.append(("numbers", NUMBERS_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
 
 

@@ -47,6 +47,7 @@ from numba import njit
 from ..errors import UserError
 from ..registry import task_kind
 from ..storage import join, write_bytes
+from .asks import count
 from .linear_scores import sigmoid, softmax
 
 #: Terms a prediction lists by default (the rest are summed in ``rest``).
@@ -196,9 +197,9 @@ def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
     """:meth:`Predictor.explain <.predict.Predictor.explain>`: one dict per input row, in order."""
     from ..features.names import text_terms
 
-    if top is None or isinstance(top, bool) or int(top) < 1:
-        raise UserError(f"top must be ≥ 1, got {top}", "e.g. top=10")
-    top = int(top)
+    top = count(top, "top", TOP)
+    if top is None:
+        raise UserError("top must be a whole number ≥ 1, got None", f"e.g. top={TOP}")
     dec = pred.decomposition()
     if label is not None and (not pred.classifies or label not in pred.labels):
         raise UserError(f"label {label!r} is not one of this run's labels" if pred.classifies
@@ -236,8 +237,9 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
     doc: dict[str, Any] = {"status": "ok"}
     if pred.classifies:
         logits = raw["logits"][r]
-        k = pred.labels.index(label) if label is not None else int(np.argmax(logits))
         proba = (sigmoid(logits[None]) if multilabel else softmax(logits[None]))[0]
+        k = predicted_label(proba, pred, multilabel, doc)
+        k = pred.labels.index(label) if label is not None else k
         doc.update(label=pred.labels[k], probability=float(proba[k]), logit=float(logits[k]))
     else:
         k = dec.classes
@@ -258,6 +260,19 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
     doc.update(method=dec.method, bias=bias, terms=shown,
                rest=float(total - sum(e["contribution"] for e in shown)), terms_total=len(entries))
     return doc
+
+
+def predicted_label(proba: np.ndarray, pred, multilabel: bool, doc: dict) -> int:
+    """The label a row's explanation is of: the most probable. A multilabel run
+    predicts each label at or above its own threshold, so its most probable
+    label may not be predicted while another is: the most probable of those
+    predicted then, and ``doc`` gets ``labels``, the set as ``predict`` gives it."""
+    if not multilabel:
+        return int(np.argmax(proba))
+    order = np.argsort(-proba, kind="stable")
+    taken = [int(i) for i in order if proba[i] >= pred.cuts(None)[i]]
+    doc["labels"] = [pred.labels[i] for i in taken]
+    return taken[0] if taken else int(order[0])
 
 
 # ---------------------------------------------------------------- top_terms.csv

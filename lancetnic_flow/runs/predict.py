@@ -35,6 +35,7 @@ from ..errors import RunWarning, UserError
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
 from ..registry import task_kind
+from . import asks
 from .linear_scores import sigmoid, softmax
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import OutputFile, check_output_place, output_format, output_names
@@ -297,7 +298,10 @@ class Predictor:
     def check_asks(self, top_k: int | None, threshold: float | None) -> None:
         """Refuse what this run cannot do rather than ignore it: ``top_k`` on a
         run that predicts no label, ``threshold`` on one that predicts one
-        label a row (its most probable)."""
+        label a row (its most probable); a ``top_k`` or ``threshold`` the command
+        line would refuse (:mod:`.asks`)."""
+        asks.count(top_k, "top_k", 3)
+        asks.threshold(threshold)
         if top_k and not self.classifies:
             raise UserError("--top-k (top_k) ranks labels: this run is a regression model", "drop --top-k")
         if threshold is not None and not self.multilabel:

@@ -918,7 +918,7 @@ class Training:
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which read some rows of "
                             "these files differently (a CSV or TSV row whose quoted text holds line ends, cut in two "
                             "where the file was split; a JSON number label named two ways; a word's final capital "
-                            "sigma lower-cased as σ)",
+                            "sigma lower-cased as σ; a true or false numeric value read as no number)",
                             "start a new run on the same data (see CHANGELOG.md)")
         if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
                                   fraction_of(self.val_fraction), readers=SPACE_LINES_READ_AS_ROWS):

@@ -661,3 +661,25 @@ def test_an_option_given_where_it_does_nothing_is_refused_not_recorded_as_set(mo
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
     resolve(idle[0][0])   # the environment names the cluster
     resolve(dataclasses.replace(idle[1][0], given=frozenset({"output.plots"})))   # the default is no choice
+
+
+@pytest.mark.parametrize("label,target,task,numeric,match", [
+    ("label", None, None, ["label"], "it is the run's label column"),
+    ("cat", "y", "multitask", ["n", "y"], "it is the run's target column"),
+    ("cat", None, None, ["n", "n"], "names the column 'n' twice"),
+    ("cat", None, None, ["target"], "its own target column"),   # trained as the target, its input left out
+    ("cat", None, None, ["text"], "its own text column"),
+    (None, "y", "regress", ["label"], "its own label column"),
+    ("cat", None, None, ["status"], "its own prediction status column"),   # the run could not predict
+])
+def test_a_numeric_column_named_twice_or_as_a_column_the_rows_read_hold_is_refused_naming_it(
+        label, target, task, numeric, match):
+    # each stopped the run with an internal error, or trained a classifier's numeric 'target' as a target
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], label=label, target=target, numeric=numeric),
+                      model=ModelConfig(name="ScalpelMTSK" if task == "multitask" else "auto"),
+                      training=TrainingConfig(task=task))
+    with pytest.raises(UserError, match=match) as e:
+        resolve(cfg)
+    assert e.value.field == "data.numeric"
+    ok = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, numeric=["n", "text_value"]))
+    assert resolve(ok).data.numeric == ["n", "text_value"]

@@ -85,9 +85,17 @@ def to_float(arr) -> pa.ChunkedArray | pa.Array:
     t = arr.type
     if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t) \
             or pa.types.is_decimal(t) or pa.types.is_null(t):
-        out = pc.cast(arr, pa.float64())
+        # unchecked: a checked cast refuses an integer past 2^53 (float64's exact range) where the
+        # same number written as text reads as its nearest float64
+        out = pc.cast(arr, pa.float64(), safe=False)
+    elif pa.types.is_nested(t):   # lists, objects (a JSON field of them): no value is one number
+        out = pa.nulls(len(arr), pa.float64())
     else:
         s = pc.utf8_trim_whitespace(pc.cast(arr, pa.string()))
+        # true/false as a boolean column reads them (Parquet's, a JSON field of booleans alone, pandas'
+        # CSV): a JSON true beside numbers, text here, was no number where the same value alone was 1
+        low = pc.utf8_lower(s)
+        s = pc.if_else(pc.equal(low, "true"), "1", pc.if_else(pc.equal(low, "false"), "0", s))
         ok = pc.match_substring_regex(s, _NUMBER_RE)
         out = pc.cast(pc.if_else(ok, s, pa.scalar(None, pa.string())), pa.float64())
     # inf / nan are not usable numbers, nor those past float32's range, in which the models compute
@@ -328,8 +336,9 @@ def _unreadable_numbers(raw, value) -> int:
     and the run says how many (``rows.noted.unreadable_numeric``)."""
     if pa.types.is_floating(raw.type) or pa.types.is_integer(raw.type) or pa.types.is_null(raw.type):
         return int(pc.sum(pc.and_(pc.is_valid(raw), pc.is_null(value))).as_py() or 0)   # nan, inf
-    given = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.cast(raw, pa.string()))), 0) \
-        if not pa.types.is_boolean(raw.type) and not pa.types.is_decimal(raw.type) else pc.is_valid(raw)
+    typed = pa.types.is_boolean(raw.type) or pa.types.is_decimal(raw.type) or pa.types.is_nested(raw.type)
+    given = pc.is_valid(raw) if typed else \
+        pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.cast(raw, pa.string()))), 0)
     return int(pc.sum(pc.and_(pc.fill_null(given, False), pc.is_null(value))).as_py() or 0)
 
 

@@ -182,3 +182,12 @@ def test_predict_and_evaluate_say_the_planners_warnings_as_train_does(capsys):
                                                            "extension: README."], sniffed=[]))
     report.close()
     assert "warning: Skipped 1 file(s) that are not data by their extension: README." in capsys.readouterr().err
+
+
+def test_an_explained_label_a_multilabel_run_does_not_predict_is_said_to_be_not_predicted():
+    doc = {"status": "ok", "label": "tech", "probability": 0.4, "logit": -0.4, "method": "exact", "bias": -0.4,
+           "terms": [], "rest": 0.0, "terms_total": 0}
+    assert "not predicted" not in commands.explained_lines("a text", doc)
+    assert "not predicted" not in commands.explained_lines("a text", {**doc, "labels": ["tech", "sports"]})
+    assert commands.explained_lines("a text", {**doc, "labels": []}).splitlines()[0].endswith(
+        "; not predicted (the row's labels: none)")

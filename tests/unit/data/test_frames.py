@@ -139,3 +139,15 @@ def test_a_frame_without_a_numeric_column_of_the_run_is_refused_as_a_file_is_and
     assert "a list or a Series" in e.value.hint
     for texts in (["good words here", "more words"], df["text"]):   # texts alone: the mean, as documented
         assert "n" not in input_rows(texts, numeric=["n"]).table.column_names
+
+
+def test_a_frames_column_mixing_numbers_and_words_is_read_as_the_same_values_in_a_csv_are():
+    # Arrow refuses an object column of two kinds: predict_table and fit stopped with ArrowInvalid
+    mixed = pd.DataFrame({"text": ["good words here", 15, "more words", "the last words"],
+                          "value": [1.5, "n/a", None, 2], "id": [1, "x2", 3, None]})
+    as_csv = pd.DataFrame({"text": ["good words here", "15", "more words", "the last words"],
+                           "value": ["1.5", "n/a", None, "2"], "id": ["1", "x2", "3", None]})
+    got = input_rows(mixed, numeric=["value"], keep=["id"])
+    want = input_rows(as_csv, numeric=["value"], keep=["id"])
+    assert got.table.equals(want.table) and got.noted == want.noted == {"unreadable_numeric": 1}
+    assert got.table.column("value").to_pylist() == [1.5, None, None, 2.0]

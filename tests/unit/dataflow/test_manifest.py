@@ -264,3 +264,15 @@ def test_csv_entries_made_before_a_lone_cr_ended_a_row_are_not_reused_and_recogn
                             lambda n, f=fmt: dataclasses.replace(real(n), revision=2) if n == f else real(n))
         assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
         monkeypatch.undo()
+
+
+def test_entries_with_numeric_or_target_columns_read_before_true_and_false_were_numbers_are_not_reused():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])
+    fc = {**FeatureConfig().__dict__, "lowercase": False}   # no other revision in the key
+    for columns in (dataclasses.replace(COLUMNS, numeric=("n",)), dataclasses.replace(COLUMNS, target="y")):
+        assert entry_key(plan, None, fc, columns, VAL_FRACTION) != entry_key(plan, None, fc, columns, VAL_FRACTION,
+                                                                            revisions=False)
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
+                                                                         revisions=False)

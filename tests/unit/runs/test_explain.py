@@ -341,3 +341,35 @@ def test_top_terms_name_the_top_rows_they_are_given_and_compute_them_otherwise()
     given = top_terms(dec, f, per_class=4, top=(best_w[:, ::-1].copy(), best_i[:, ::-1].copy()))
     assert [r["feature"] for r in given if r["class"] == LABELS[0]] == \
         [r["feature"] for r in computed if r["class"] == LABELS[2]]
+
+
+def test_a_multilabel_runs_explanation_is_of_a_label_it_predicts_and_names_the_set_predict_gives():
+    # it explained the most probable label, which a multilabel run need not predict (below its own
+    # threshold) while it predicts another: explain said 'sports' where predict said ['tech']
+    pred = linear_run()
+    pred.run.meta["task"] = "multilabel"
+    pred = Predictor(pred.run)
+    texts = [t for t in TEXTS if t]
+    proba = pred.predict_proba(texts)
+    top = [LABELS[int(np.argmax(p))] for p in proba if not np.isnan(p).any()]
+    pred.thresholds = np.array([0.999 if label == top[0] else 0.0 for label in LABELS])
+    for doc, said in zip(pred.explain(texts), pred.predict(texts)):
+        if said["status"] != "ok":
+            continue
+        assert doc["labels"] == said["labels"] and doc["label"] == said["labels"][0] != top[0]
+        assert _sum(doc) == pytest.approx(doc["logit"], abs=TOL)
+    pred.thresholds = np.ones(len(LABELS))   # none predicted: the most probable, and no label in the set
+    doc = pred.explain(texts[:1])[0]
+    assert doc["labels"] == [] and doc["label"] == top[0]
+    assert pred.explain(texts[:1], label="politics")[0]["labels"] == []
+
+
+def test_explain_and_predict_refuse_a_top_the_command_line_refuses_and_take_numpys_integers():
+    pred = linear_run()
+    for bad in (2.7, "x", 0):
+        with pytest.raises(UserError, match="top must be a whole number"):
+            pred.explain(TEXTS[:1], top=bad)
+        with pytest.raises(UserError, match="top_k must be a whole number"):
+            pred.predict(TEXTS[:1], top_k=bad)
+    assert len(pred.explain(TEXTS[:1], top=np.int64(2))[0]["terms"]) == 2
+    assert len(pred.predict(TEXTS[:1], top_k=np.int64(2))[0]["top_labels"]) == 2

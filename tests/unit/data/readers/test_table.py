@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lancetnic_flow.data.readers.table import (bytes_sample, check_names, check_not_wide, decoded, format_hint,
-                                               likely_encoding, split_lines, to_float, to_string, utf8_ok)
+from lancetnic_flow.data.readers.table import (_unreadable_numbers, bytes_sample, check_names, check_not_wide,
+                                               decoded, format_hint, likely_encoding, split_lines, to_float,
+                                               to_string, utf8_ok)
 from lancetnic_flow.data.sources import Columns
 from lancetnic_flow.errors import UserError
 
@@ -27,6 +28,29 @@ def test_numbers_past_float32s_range_are_not_usable_numbers():
     # 1e200 trained every prediction to infinity (its square overflows the fit's moments)
     assert to_float(pa.array(["1e200", "-3.5e38", "3.4e38", "-1e-300"])).to_pylist() == [None, None, 3.4e38, -1e-300]
     assert to_float(pa.array([1e39, -2.0])).to_pylist() == [None, -2.0]
+
+
+def test_an_integer_past_2_to_the_53_reads_as_its_nearest_float_as_the_same_number_in_text_does():
+    # a typed column (Parquet, JSON Lines) of such integers stopped the run with an internal error
+    big = 2**53 + 1
+    for arr in (pa.array([big, 5], pa.int64()), pa.array([2**64 - 1], pa.uint64())):
+        as_text = pa.array([str(v) for v in arr.to_pylist()])
+        assert to_float(arr).to_pylist() == to_float(as_text).to_pylist() == [float(v) for v in arr.to_pylist()]
+
+
+def test_a_list_or_object_in_a_numeric_column_is_no_number_and_is_counted_not_an_internal_error():
+    # a JSON Lines field holding a list in every row (a typed list column) stopped the run: no cast to text
+    for arr in (pa.array([[1.5], None, [2.0, 3.0]]), pa.array([{"x": 1.5}, None, {"x": 2.0}])):
+        assert to_float(arr).to_pylist() == [None, None, None]
+        assert _unreadable_numbers(arr, to_float(arr)) == 2
+
+
+def test_true_and_false_read_as_1_and_0_in_text_as_in_a_boolean_column_whatever_else_the_column_holds():
+    # a JSON true beside numbers (a column of text) was no number, the same true in a column of booleans 1
+    as_bools = to_float(pa.array([True, False, None])).to_pylist()
+    assert as_bools == [1.0, 0.0, None]
+    assert to_float(pa.array(["true", "false", None, "2.5", " TRUE ", "False", "yes"])).to_pylist() == \
+        [1.0, 0.0, None, 2.5, 1.0, 0.0, None]
 
 
 def test_to_string_reads_numbers_and_dictionaries_as_text_and_refuses_structs():
