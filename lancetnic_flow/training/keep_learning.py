@@ -77,6 +77,11 @@ def _is_default(field: str, value: Any) -> bool:
     return default is not REQUIRED and _plain(value) == _plain(default)
 
 
+def _chooses(value: Any) -> bool:
+    """Whether an option's value asks the tool to choose (``auto``, None: the model's own)."""
+    return value is None or value == "auto"
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) if value else "(none)"
@@ -111,14 +116,17 @@ def read_old_run(run: str, storage_options: dict) -> tuple[dict, dict, FittedFea
 def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfig:
     """``given`` (with ``training.init_from``) as the continued run trains it: the old
     run's features, model and task, and its columns and training options where
-    ``given`` leaves them at their defaults (``explicit``: fields given even where
-    their value is the default, e.g. the command line's ``--text text``). Refuses,
+    ``given`` leaves them at their defaults (``explicit``, and ``given.given``: fields
+    given even where their value is the default, e.g. the command line's ``--text text``,
+    a workflow's ``epochs: 10``). Refuses,
     naming them, the options that contradict the old run, a damaged old run, and new
     data without its columns. The result is marked (:func:`is_continued`): merged once."""
     run = str(given.training.init_from)
     config, _, _ = read_old_run(run, run_options(run, given))
     old = TrainConfig.from_dict(config)
-    explicit = set(explicit)
+    # A workflow's keys and an estimator's parameters are given as the command line's flags are, but
+    # for a value that leaves the choice to the tool (auto, None): the run's choice is that choice.
+    explicit = set(explicit) | {f for f in given.given if f in FIXED + INHERITED and not _chooses(_get(given, f))}
     _check_task(run, given, old)
 
     def left(field: str) -> bool:   # not given: the old run's value

@@ -67,6 +67,24 @@ def test_options_left_at_their_defaults_take_the_runs_values(tmp_path, old_run):
     assert same.features == cfg.features
 
 
+def test_an_option_a_workflow_or_an_estimator_gives_at_its_default_value_is_used_as_given(tmp_path, old_run):
+    """A workflow's `epochs: 10` (the default) and `text: text` were taken as not given: the continued
+    run trained the old run's 7 epochs and read its `body` column, as the command line's would not."""
+    given = config_from_options({"data": [_data(tmp_path, "text,label")], "init_from": str(old_run), "epochs": 10,
+                                 "text": ["text"]}, given=["epochs", "text"])
+    cfg = continue_config(given)
+    assert cfg.training.epochs == 10 and cfg.data.text == ["text"]
+    assert continue_config(_given(_data(tmp_path), old_run, epochs=10)).training.epochs == 7   # not given: the run's
+    # A value that leaves the choice to the tool (an estimator's model="auto") keeps the run's choice.
+    auto = continue_config(config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run),
+                                                "model": "auto"}, given=["model"]))
+    assert auto.model.name == "LinearSVM"
+    buckets = config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run), "buckets": 524288},
+                                  given=["buckets"])
+    with pytest.raises(UserError, match="buckets 524288 .the run's: 1024"):   # given at its default: refused
+        continue_config(buckets)
+
+
 def test_options_that_contradict_the_run_are_refused_naming_each_and_what_works(tmp_path, old_run):
     with pytest.raises(UserError) as e:
         continue_config(_given(_data(tmp_path), old_run, features="tfidf", buckets=2048))
