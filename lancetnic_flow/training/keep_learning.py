@@ -134,9 +134,9 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainCo
 
     cfg = copy.deepcopy(given)
     cfg.training.init_from = run
-    differ = []
+    saved, differ = _as_saved(given), []
     for field in FIXED:
-        if left(field) or _plain(_get(given, field)) == _plain(_get(old, field)):
+        if left(field) or _plain(_get(saved, field)) == _plain(_get(old, field)):
             _set(cfg, field, copy.deepcopy(_get(old, field)))
         else:
             differ.append(field)
@@ -152,6 +152,20 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainCo
     check_columns(cfg, run, [f for f in inherited if f.startswith("data.")] + ["data.numeric"])
     mark_continued(cfg)
     return cfg
+
+
+def _as_saved(given: TrainConfig) -> TrainConfig:
+    """``given`` with the feature values a run saves in another form than typed, as it saves them:
+    --stop-words FILE as its words, --tokenizer NAME as MODULE:NAME. The same file or tokenizer
+    given again is then no contradiction of the run's."""
+    from ..tokenizers import canonical
+
+    saved = copy.deepcopy(given)
+    f = saved.features
+    f.read_stop_words(given.data.storage_options)
+    if f.tokenizer is not None:
+        f.tokenizer = str(canonical(f.tokenizer))
+    return saved
 
 
 def mark_continued(cfg: TrainConfig) -> None:

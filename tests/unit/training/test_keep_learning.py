@@ -11,6 +11,7 @@ import torch
 
 from lancetnic_flow.config import TrainConfig, config_from_options
 from lancetnic_flow.errors import UserError
+from lancetnic_flow.features import register_tokenizer
 from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.models import create_model
 from lancetnic_flow.resolve import resolve
@@ -25,8 +26,13 @@ OLD_LABELS = ["politics", "sports", "tech"]
 def old_run(tmp_path):
     """A finished LinearSVM run on hashed words (1,024 buckets) that read its text from
     ``body``, with 7 epochs and a fifth of its rows held out: what --init-from starts from."""
+    return _save_old(tmp_path)
+
+
+def _save_old(tmp_path, **options):
     cfg = resolve(config_from_options({"data": [str(tmp_path / "old.csv")], "text": ["body"], "model": "LinearSVM",
-                                       "buckets": 1024, "analyzer": "word", "epochs": 7, "val_fraction": 0.2}))
+                                       "buckets": 1024, "analyzer": "word", "epochs": 7, "val_fraction": 0.2,
+                                       **options}))
     features = FittedFeatures(mode="hashing", buckets=1024, labels=list(OLD_LABELS), label_counts=[5, 4, 3],
                               idf=np.linspace(1.0, 2.0, 1024).astype(np.float32), docs=12)
     torch.manual_seed(0)
@@ -83,6 +89,26 @@ def test_an_option_a_workflow_or_an_estimator_gives_at_its_default_value_is_used
                                   given=["buckets"])
     with pytest.raises(UserError, match="buckets 524288 .the run's: 1024"):   # given at its default: refused
         continue_config(buckets)
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+register_tokenizer("keep_learning_words", _words)
+
+
+def test_the_runs_stop_words_file_and_tokenizer_given_again_are_no_contradiction(tmp_path):
+    """`--stop-words sw.txt` given again was refused as differing from the run's (which saves the
+    file's words, `and,of,the`); a tokenizer given by its registered name, from the run's MODULE:NAME."""
+    (tmp_path / "sw.txt").write_text("the\nand\nof\n")
+    run = _save_old(tmp_path, stop_words=str(tmp_path / "sw.txt"), tokenizer="keep_learning_words")
+    cfg = continue_config(_given(_data(tmp_path), run, stop_words=str(tmp_path / "sw.txt"),
+                                 tokenizer="keep_learning_words"))
+    assert cfg.features.stop_words == ["and", "of", "the"] and cfg.features.tokenizer.endswith(":keep_learning_words")
+    (tmp_path / "other.txt").write_text("a\n")
+    with pytest.raises(UserError, match="stop_words .*other.txt .the run.s: and,of,the"):   # another file: refused
+        continue_config(_given(_data(tmp_path), run, stop_words=str(tmp_path / "other.txt")))
 
 
 def test_options_that_contradict_the_run_are_refused_naming_each_and_what_works(tmp_path, old_run):
