@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -39,7 +40,7 @@ from ..features.vectorize import FittedFeatures
 from ..options import BY_FIELD, REQUIRED, bad
 from ..runs.learned_rows import LearnedRows, read_learned
 from ..registry import ROW_WISE
-from ..storage import options_for
+from ..storage import absolute, options_for
 
 # What fixes the meaning of the weights: another value is refused.
 FIXED = ("training.task", "model.name", "model.hidden", "model.layers", "model.embed", "data.numeric",
@@ -233,9 +234,11 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
 
 
 def check_resolved(cfg: TrainConfig) -> None:
-    """What a continued run cannot do, once resolved: train on Dask workers (the
-    ranks and the trainer task there build their network afresh)."""
+    """What a continued run cannot do, once resolved: write into the run it
+    continues (:func:`check_places`), train on Dask workers (the ranks and the
+    trainer task there build their network afresh)."""
     t = cfg.training
+    check_places(cfg)
     if not (t.init_from and t.ddp):
         return
     if t.ddp > 1:
@@ -245,6 +248,27 @@ def check_resolved(cfg: TrainConfig) -> None:
         fix = "pass {cluster.train_on} client: the model trains in this process, the cluster still featurises"
     raise bad("training.init_from", f"{{name}} continues a run in this process; {cause} on Dask workers, which "
                                     "start from fresh weights", fix)
+
+
+def _inside(path: str, folder: str) -> bool:
+    path, folder = absolute(path).rstrip("/"), absolute(folder).rstrip("/")
+    return path == folder or path.startswith(folder + "/")
+
+
+def check_places(cfg: TrainConfig) -> None:
+    """A continued run's --out and --cache outside the run it continues, which is only
+    read: ``--out runs/jan`` would put the new run folder and the shard cache in it."""
+    run, o = cfg.training.init_from, cfg.output
+    if not run:
+        return
+    parent = posixpath.dirname(str(run).rstrip("/")) or "."
+    if _inside(o.out, run):
+        raise bad("output.out", f"{{name}} {o.out} is inside {{training.init_from}} {run}, the run this one "
+                                "continues, which is only read: the new run folder and its cache would be written "
+                                "into it", f"give the folder that holds the runs, e.g. {{name}} {parent}")
+    if o.cache and not o.no_cache and _inside(o.cache, run):
+        raise bad("output.cache", f"{{name}} {o.cache} is inside {{training.init_from}} {run}, the run this one "
+                                  "continues, which is only read", "give another {name}, or leave it out (OUT/.cache)")
 
 
 @dataclass

@@ -182,6 +182,23 @@ def test_training_on_dask_workers_is_refused(tmp_path, old_run):
     check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run))))
 
 
+def test_a_continued_runs_out_or_cache_inside_the_run_it_continues_is_refused(tmp_path, old_run):
+    """`--init-from runs/jan --out runs/jan` wrote the new run folder and its shard cache into
+    the run that a continued run only reads."""
+    for out, cache in [(str(old_run), None), (str(old_run / "more"), None), (str(tmp_path), str(old_run / "c"))]:
+        cfg = continue_config(_given(_data(tmp_path), old_run, out=out, cache=cache))
+        with pytest.raises(UserError, match="the run this one continues, which is only read") as e:
+            check_resolved(resolve(cfg))
+        assert e.value.cli[0].startswith("--out" if cache is None else "--cache")
+    assert e.value.cli[1] == "give another --cache, or leave it out (OUT/.cache)"
+    with pytest.raises(UserError) as e:
+        check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run, out=str(old_run)))))
+    assert e.value.cli[1] == f"give the folder that holds the runs, e.g. --out {tmp_path}"
+    # Beside it (a name that starts as the run's does), or with no cache: as any run.
+    check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run, out=str(tmp_path / "old-2")))))
+    check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run, out=str(tmp_path), cache="none"))))
+
+
 def test_the_labels_keep_the_old_ids_and_append_the_new_and_the_declared(old_run):
     init = load_init(str(old_run), {})
     fitted = FittedFeatures(mode="hashing", buckets=1024, labels=["science", "sports", "health"],
