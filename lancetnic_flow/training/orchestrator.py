@@ -262,12 +262,13 @@ NOTED = {"repeated_label": "row(s) named a label twice in their label set; each 
 
 
 def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
-    """``cfg`` with its local data, validation and cache paths, and the run it continues
-    (--init-from), made absolute (URLs as given)."""
+    """``cfg`` with its local data, validation and cache paths, its --out (where the default
+    cache is, OUT/.cache) and the run it continues (--init-from), made absolute (URLs as given)."""
     d, o, t = cfg.data, cfg.output, cfg.training
     out = dataclasses.replace(
         cfg, data=dataclasses.replace(d, train=[absolute(u) for u in d.train], val=[absolute(u) for u in d.val]),
-        output=dataclasses.replace(o, cache=absolute(o.cache) if o.cache and not o.no_cache else o.cache),
+        output=dataclasses.replace(o, out=absolute(o.out), cache=absolute(o.cache) if o.cache and not o.no_cache
+                                   else o.cache),
         # --resume loads the continued run again: from another folder, a relative one is not found (or another's)
         training=dataclasses.replace(t, init_from=absolute(str(t.init_from)) if t.init_from else t.init_from))
     out.__dict__.update({k: v for k, v in cfg.__dict__.items() if k == "continued"})   # keep_learning's mark

@@ -67,6 +67,17 @@ def test_a_continued_runs_config_names_the_run_it_continues_as_an_absolute_path_
     assert with_absolute_paths(TrainConfig(data=DataConfig(train=["feb.csv"]))).training.init_from is None
 
 
+def test_a_runs_config_names_its_out_folder_absolute_so_a_resume_elsewhere_finds_its_default_cache(tmp_path,
+                                                                                                    monkeypatch):
+    """config.json kept `--out runs` as typed: --resume from another folder looked for its cache entry in
+    that folder's runs/.cache, fitted the data again and left a cache there."""
+    from lancetnic_flow.training.orchestrator import saved_config
+
+    monkeypatch.chdir(tmp_path)
+    saved = saved_config(TrainConfig(data=DataConfig(train=["d.csv"])))
+    assert saved["output"]["out"] == str(tmp_path / "runs") and saved["output"]["cache"] is None
+
+
 def test_every_checkpoint_the_run_writes_records_its_network_even_from_a_ddp_ranks_state(tmp_path):
     """A --ddp pause writes the state rank 0 sent, which knows nothing of the network: its
     checkpoint had no record, so a resume whose config.json built another network (another
