@@ -656,9 +656,10 @@ class Training:
     def _fit_pass(self) -> tuple[FittedFeatures, list | None, Any]:
         """The pass over the data on the cluster: fitted features, the shards it
         wrote (hashing only) and the pass's totals (rows read, skipped by reason)."""
+        # A continued run's features are its old run's (the data's labels added): the pass says those.
         fc, opts = self.cfg.features, dict(storage_options=self.cfg.data.storage_options,
                                             chunk_bytes=self.partitioning[0], val_fraction=self.val_fraction,
-                                            events=self.events)
+                                            events=self.events, relabel=self._labelled)
         # A lost scheduler connection cancels the pass's futures: once the client is back, it runs again.
         again = dict(on_retry=lambda: self.events.emit(
             "warning", message="lost the connection to the Dask scheduler; reconnected, fitting again"))
@@ -667,7 +668,7 @@ class Training:
             task = dict(task=fit_partition_counted) if self.entry is None else {}
             features, stats = retrying(self.client, fit_features, self.client, self.train_src.partitions, self.columns,
                                        fc, **task, **again, **opts)
-            return self._labelled(features), None, stats
+            return features, None, stats
         val = self.val_src.partitions if self.val_src else []
         # Without a cache the pass counts the rows and writes nothing.
         shards = dict(shard_dir=None, keep=()) if self.entry is None else dict(shard_dir=join(self.entry, "shards"))
@@ -675,7 +676,6 @@ class Training:
                                    self.columns, fc, task=count_partition,
                                    splits=[None] * len(self.train_src.partitions) + ["val"] * len(val),
                                    cache_options=self.cache_so, **shards, **again, **opts)
-        features = self._labelled(features)
         for r in stats.results:
             r.drop_unknown(features.labels)
         return features, stats.results, stats
