@@ -336,3 +336,24 @@ def labelled(fitted: FittedFeatures, init: InitRun | None, declared: list[str] |
     base.labels, base.label_counts = labels, [int(counts.get(x, 0)) for x in labels]
     base.docs = fitted.docs
     return base, (added + more if init is not None else [])
+
+
+def _number(label: str) -> float | None:
+    try:
+        value = float(label)
+    except ValueError:
+        return None
+    return value if value == value else None   # NaN names no class
+
+
+def look_alike(kept: list[str], added: list[str]) -> list[tuple[str, str]]:
+    """The labels ``added`` that are the same number as one ``kept`` (``1.0`` and the
+    run's ``1``: a label column pandas wrote as floats because a value was missing),
+    with that label: new classes that the user most likely meant as the old ones."""
+    numbers = {}
+    for label in kept:
+        value = _number(label)
+        if value is not None:
+            numbers.setdefault(value, label)
+    return [(label, numbers[value]) for label in added
+            if (value := _number(label)) is not None and value in numbers]

@@ -62,7 +62,7 @@ from .held_out import HeldOut, holdout_for
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
 from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
-                            load_init, run_options)
+                            load_init, look_alike, run_options)
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
@@ -701,6 +701,13 @@ class Training:
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
+        same = look_alike(init.features.labels, added)
+        if same:
+            shown = ", ".join(f"{new!r} (the run's {old!r})" for new, old in same[:5])
+            self.events.emit("warning", message=(
+                f"{len(same):,} label(s) of this data are new classes though they are the same number as one of "
+                f"{init.url}'s: {shown}; they learn apart from the old ones. A label column written as floats "
+                "(pandas writes 1.0 where a value is missing) does this: write the labels as the run's"))
         if not init.learned.complete:
             self.events.emit("warning", message=(
                 f"{init.url} learned its validation rows and does not record them all (a run saved by an earlier "

@@ -17,7 +17,7 @@ from lancetnic_flow.models import create_model
 from lancetnic_flow.resolve import resolve
 from lancetnic_flow.runs.folder import save_run
 from lancetnic_flow.training.keep_learning import (check_resolved, continue_config, is_continued, key_options,
-                                                   labelled, load_init)
+                                                   labelled, load_init, look_alike)
 
 OLD_LABELS = ["politics", "sports", "tech"]
 
@@ -235,3 +235,10 @@ def test_another_optimizer_given_to_a_continued_run_takes_no_input_row_step_from
     assert resolve(merged).training.optimizer == "radam"
     kept = continue_config(_given(_data(tmp_path), run))   # the old run's optimiser: its step too
     assert (kept.training.sparse_optimizer, kept.training.sparse_lr) == ("sgd", 5.0)
+
+
+def test_labels_added_that_are_the_same_number_as_the_runs_are_named_with_them():
+    """A run of labels 0..3 continued on a CSV that pandas wrote with 0.0..3.0 (a missing value made the
+    column floats) added four classes without a word but their names: now each is paired with the run's."""
+    assert look_alike(["0", "1", "2", "3"], ["1.0", "3.0", "4.0", "x"]) == [("1.0", "1"), ("3.0", "3")]
+    assert look_alike(["sports", "nan"], ["NaN", "tech"]) == []   # not a number: no class to be the same as
