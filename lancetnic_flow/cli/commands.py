@@ -74,11 +74,13 @@ def refuse_resume_changes(a: argparse.Namespace, saved) -> None:
     (any but :data:`RESUME_OPTIONS`) typed with another value than the run's is
     refused, naming it, even at the parser's default (``--epochs 10``), as the run
     would train on without it. Typed at the run's own value it changes nothing."""
+    from ..training.orchestrator import with_absolute_paths
     from ..training.resume import changed_fields
 
-    typed = _train_config(a)
+    # Paths as config.json holds them (absolute): `--out runs` typed in the run's own folder is its value.
+    typed, held = with_absolute_paths(_train_config(a)), with_absolute_paths(saved)
     changed = [d for d in sorted(getattr(a, "given", ())) if d not in RESUME_OPTIONS
-               and (not _fields_of(d) or changed_fields(typed, saved, _fields_of(d)))]
+               and (not _fields_of(d) or changed_fields(typed, held, _fields_of(d)))]
     if not changed:
         return
     runs = ", ".join(_as_typed(d, saved) for d in changed if _fields_of(d))

@@ -158,6 +158,7 @@ def _as_completed(client: Any, futures: list) -> Any:
 def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcfg: FeatureConfig, *,
                  storage_options: dict, chunk_bytes: int, val_fraction: float | Holdout, task: Callable = fit_partition,
                  splits: list | None = None, events: Events = NULL_EVENTS, split_every: int = 8,
+                 relabel: Callable[[FittedFeatures], FittedFeatures] | None = None,
                  **task_options: Any) -> tuple[FittedFeatures, FitStats]:
     """Run the fit pass on the cluster and prune: the fitted features, and the
     pass's totals (rows, docs, labels, skipped, the shards a counting ``task``
@@ -167,7 +168,9 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
     ``task(partition, [split,] columns=, fcfg=, …)`` makes each partition's
     :class:`FitStats`: :func:`fit_partition` for the vocabulary modes, or a
     task that also writes the partition's term counts as shards (``splits``:
-    each partition's forced split, e.g. "val" for a separate validation source)."""
+    each partition's forced split, e.g. "val" for a separate validation source).
+    ``relabel``: the features the run trains with, made from the fitted ones (a
+    continued run's are its old run's): returned, and what the ``fitted`` event says."""
     t0 = time.monotonic()
     events.emit("stage", stage="fitting", total=len(partitions))
     args = [partitions] if splits is None else [partitions, splits]
@@ -198,6 +201,8 @@ def fit_features(client: Any, partitions: list[Partition], columns: Columns, fcf
     # kept vocabulary, not every distinct term (3.5 M bigrams at 250 k rows).
     fitted, stats = client.submit(_finish_on_worker, level[0], fcfg, columns, pure=False).result() \
         if level else (finish_fit(FitStats(), fcfg, columns), FitStats())
+    if relabel is not None:
+        fitted = relabel(fitted)
     events.emit("fitted", seconds=time.monotonic() - t0, vocabulary=fitted.dim, docs=stats.docs,
                 labels=len(fitted.labels), rows_read=stats.rows_read, skipped=stats.skipped)
     return fitted, stats

@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -39,7 +40,7 @@ from ..features.vectorize import FittedFeatures
 from ..options import BY_FIELD, REQUIRED, bad
 from ..runs.learned_rows import LearnedRows, read_learned
 from ..registry import ROW_WISE
-from ..storage import options_for
+from ..storage import absolute, options_for
 
 # What fixes the meaning of the weights: another value is refused.
 FIXED = ("training.task", "model.name", "model.hidden", "model.layers", "model.embed", "data.numeric",
@@ -77,6 +78,11 @@ def _is_default(field: str, value: Any) -> bool:
     return default is not REQUIRED and _plain(value) == _plain(default)
 
 
+def _chooses(value: Any) -> bool:
+    """Whether an option's value asks the tool to choose (``auto``, None: the model's own)."""
+    return value is None or value == "auto"
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) if value else "(none)"
@@ -111,14 +117,17 @@ def read_old_run(run: str, storage_options: dict) -> tuple[dict, dict, FittedFea
 def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfig:
     """``given`` (with ``training.init_from``) as the continued run trains it: the old
     run's features, model and task, and its columns and training options where
-    ``given`` leaves them at their defaults (``explicit``: fields given even where
-    their value is the default, e.g. the command line's ``--text text``). Refuses,
+    ``given`` leaves them at their defaults (``explicit``, and ``given.given``: fields
+    given even where their value is the default, e.g. the command line's ``--text text``,
+    a workflow's ``epochs: 10``). Refuses,
     naming them, the options that contradict the old run, a damaged old run, and new
     data without its columns. The result is marked (:func:`is_continued`): merged once."""
     run = str(given.training.init_from)
     config, _, _ = read_old_run(run, run_options(run, given))
     old = TrainConfig.from_dict(config)
-    explicit = set(explicit)
+    # A workflow's keys and an estimator's parameters are given as the command line's flags are, but
+    # for a value that leaves the choice to the tool (auto, None): the run's choice is that choice.
+    explicit = set(explicit) | {f for f in given.given if f in FIXED + INHERITED and not _chooses(_get(given, f))}
     _check_task(run, given, old)
 
     def left(field: str) -> bool:   # not given: the old run's value
@@ -126,9 +135,9 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainCo
 
     cfg = copy.deepcopy(given)
     cfg.training.init_from = run
-    differ = []
+    saved, differ = _as_saved(given), []
     for field in FIXED:
-        if left(field) or _plain(_get(given, field)) == _plain(_get(old, field)):
+        if left(field) or _plain(_get(saved, field)) == _plain(_get(old, field)):
             _set(cfg, field, copy.deepcopy(_get(old, field)))
         else:
             differ.append(field)
@@ -144,6 +153,20 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainCo
     check_columns(cfg, run, [f for f in inherited if f.startswith("data.")] + ["data.numeric"])
     mark_continued(cfg)
     return cfg
+
+
+def _as_saved(given: TrainConfig) -> TrainConfig:
+    """``given`` with the feature values a run saves in another form than typed, as it saves them:
+    --stop-words FILE as its words, --tokenizer NAME as MODULE:NAME. The same file or tokenizer
+    given again is then no contradiction of the run's."""
+    from ..tokenizers import canonical
+
+    saved = copy.deepcopy(given)
+    f = saved.features
+    f.read_stop_words(given.data.storage_options)
+    if f.tokenizer is not None:
+        f.tokenizer = str(canonical(f.tokenizer))
+    return saved
 
 
 def mark_continued(cfg: TrainConfig) -> None:
@@ -211,9 +234,11 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
 
 
 def check_resolved(cfg: TrainConfig) -> None:
-    """What a continued run cannot do, once resolved: train on Dask workers (the
-    ranks and the trainer task there build their network afresh)."""
+    """What a continued run cannot do, once resolved: write into the run it
+    continues (:func:`check_places`), train on Dask workers (the ranks and the
+    trainer task there build their network afresh)."""
     t = cfg.training
+    check_places(cfg)
     if not (t.init_from and t.ddp):
         return
     if t.ddp > 1:
@@ -223,6 +248,27 @@ def check_resolved(cfg: TrainConfig) -> None:
         fix = "pass {cluster.train_on} client: the model trains in this process, the cluster still featurises"
     raise bad("training.init_from", f"{{name}} continues a run in this process; {cause} on Dask workers, which "
                                     "start from fresh weights", fix)
+
+
+def _inside(path: str, folder: str) -> bool:
+    path, folder = absolute(path).rstrip("/"), absolute(folder).rstrip("/")
+    return path == folder or path.startswith(folder + "/")
+
+
+def check_places(cfg: TrainConfig) -> None:
+    """A continued run's --out and --cache outside the run it continues, which is only
+    read: ``--out runs/jan`` would put the new run folder and the shard cache in it."""
+    run, o = cfg.training.init_from, cfg.output
+    if not run:
+        return
+    parent = posixpath.dirname(str(run).rstrip("/")) or "."
+    if _inside(o.out, run):
+        raise bad("output.out", f"{{name}} {o.out} is inside {{training.init_from}} {run}, the run this one "
+                                "continues, which is only read: the new run folder and its cache would be written "
+                                "into it", f"give the folder that holds the runs, e.g. {{name}} {parent}")
+    if o.cache and not o.no_cache and _inside(o.cache, run):
+        raise bad("output.cache", f"{{name}} {o.cache} is inside {{training.init_from}} {run}, the run this one "
+                                  "continues, which is only read", "give another {name}, or leave it out (OUT/.cache)")
 
 
 @dataclass
@@ -290,3 +336,24 @@ def labelled(fitted: FittedFeatures, init: InitRun | None, declared: list[str] |
     base.labels, base.label_counts = labels, [int(counts.get(x, 0)) for x in labels]
     base.docs = fitted.docs
     return base, (added + more if init is not None else [])
+
+
+def _number(label: str) -> float | None:
+    try:
+        value = float(label)
+    except ValueError:
+        return None
+    return value if value == value else None   # NaN names no class
+
+
+def look_alike(kept: list[str], added: list[str]) -> list[tuple[str, str]]:
+    """The labels ``added`` that are the same number as one ``kept`` (``1.0`` and the
+    run's ``1``: a label column pandas wrote as floats because a value was missing),
+    with that label: new classes that the user most likely meant as the old ones."""
+    numbers = {}
+    for label in kept:
+        value = _number(label)
+        if value is not None:
+            numbers.setdefault(value, label)
+    return [(label, numbers[value]) for label in added
+            if (value := _number(label)) is not None and value in numbers]

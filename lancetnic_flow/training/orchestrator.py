@@ -62,7 +62,7 @@ from .held_out import HeldOut, holdout_for
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
 from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
-                            load_init, run_options)
+                            load_init, look_alike, run_options)
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
@@ -262,11 +262,15 @@ NOTED = {"repeated_label": "row(s) named a label twice in their label set; each 
 
 
 def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
-    """``cfg`` with its local data, validation and cache paths made absolute (URLs as given)."""
-    d, o = cfg.data, cfg.output
+    """``cfg`` with its local data, validation and cache paths, its --out (where the default
+    cache is, OUT/.cache) and the run it continues (--init-from), made absolute (URLs as given)."""
+    d, o, t = cfg.data, cfg.output, cfg.training
     out = dataclasses.replace(
         cfg, data=dataclasses.replace(d, train=[absolute(u) for u in d.train], val=[absolute(u) for u in d.val]),
-        output=dataclasses.replace(o, cache=absolute(o.cache) if o.cache and not o.no_cache else o.cache))
+        output=dataclasses.replace(o, out=absolute(o.out), cache=absolute(o.cache) if o.cache and not o.no_cache
+                                   else o.cache),
+        # --resume loads the continued run again: from another folder, a relative one is not found (or another's)
+        training=dataclasses.replace(t, init_from=absolute(str(t.init_from)) if t.init_from else t.init_from))
     out.__dict__.update({k: v for k, v in cfg.__dict__.items() if k == "continued"})   # keep_learning's mark
     return out
 
@@ -652,9 +656,10 @@ class Training:
     def _fit_pass(self) -> tuple[FittedFeatures, list | None, Any]:
         """The pass over the data on the cluster: fitted features, the shards it
         wrote (hashing only) and the pass's totals (rows read, skipped by reason)."""
+        # A continued run's features are its old run's (the data's labels added): the pass says those.
         fc, opts = self.cfg.features, dict(storage_options=self.cfg.data.storage_options,
                                             chunk_bytes=self.partitioning[0], val_fraction=self.val_fraction,
-                                            events=self.events)
+                                            events=self.events, relabel=self._labelled)
         # A lost scheduler connection cancels the pass's futures: once the client is back, it runs again.
         again = dict(on_retry=lambda: self.events.emit(
             "warning", message="lost the connection to the Dask scheduler; reconnected, fitting again"))
@@ -663,7 +668,7 @@ class Training:
             task = dict(task=fit_partition_counted) if self.entry is None else {}
             features, stats = retrying(self.client, fit_features, self.client, self.train_src.partitions, self.columns,
                                        fc, **task, **again, **opts)
-            return self._labelled(features), None, stats
+            return features, None, stats
         val = self.val_src.partitions if self.val_src else []
         # Without a cache the pass counts the rows and writes nothing.
         shards = dict(shard_dir=None, keep=()) if self.entry is None else dict(shard_dir=join(self.entry, "shards"))
@@ -671,7 +676,6 @@ class Training:
                                    self.columns, fc, task=count_partition,
                                    splits=[None] * len(self.train_src.partitions) + ["val"] * len(val),
                                    cache_options=self.cache_so, **shards, **again, **opts)
-        features = self._labelled(features)
         for r in stats.results:
             r.drop_unknown(features.labels)
         return features, stats.results, stats
@@ -697,6 +701,13 @@ class Training:
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
+        same = look_alike(init.features.labels, added)
+        if same:
+            shown = ", ".join(f"{new!r} (the run's {old!r})" for new, old in same[:5])
+            self.events.emit("warning", message=(
+                f"{len(same):,} label(s) of this data are new classes though they are the same number as one of "
+                f"{init.url}'s: {shown}; they learn apart from the old ones. A label column written as floats "
+                "(pandas writes 1.0 where a value is missing) does this: write the labels as the run's"))
         if not init.learned.complete:
             self.events.emit("warning", message=(
                 f"{init.url} learned its validation rows and does not record them all (a run saved by an earlier "

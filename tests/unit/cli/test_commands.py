@@ -59,6 +59,14 @@ def test_resume_accepts_the_runs_own_values_and_where_the_data_and_cluster_are(r
     assert cfg.data.storage_options == {"anon": True} and cfg.training.epochs == 3
 
 
+def test_resume_compares_paths_typed_relative_as_the_run_holds_them_absolute(resume, tmp_path, monkeypatch):
+    """config.json holds --out absolute: `--resume RUN --out runs`, typed where runs is, is the run's own value."""
+    monkeypatch.chdir(tmp_path)
+    assert resume("--out", "runs").output.out == str(tmp_path / "runs")
+    with pytest.raises(UserError, match="--out cannot change"):
+        resume("--out", "elsewhere")
+
+
 @pytest.fixture
 def linear_run(tmp_path):
     """A small LinearSVM run folder and a CSV of texts to predict with it."""

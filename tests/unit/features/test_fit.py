@@ -136,6 +136,30 @@ def test_known_labels_keeps_every_row_without_classes_or_of_label_sets():
     assert known_labels(sets, ["a"]).all()
 
 
+def test_the_fitted_event_says_the_features_the_run_trains_with_a_continued_runs_not_the_passs(corpus):
+    """A continued run printed the pass's own vocabulary and labels (`features 571 inputs · 3 classes`)
+    while it trained its old run's 3,415 inputs and 4 classes; from the cache it printed those."""
+    import dataclasses
+
+    from lancetnic_flow.dataflow.inprocess import InProcessClient
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.features import fit as fit_module
+
+    events, said = Events(), []
+    events.subscribe(lambda kind, e: said.append(e) if kind == "fitted" else None)
+
+    def old_runs(fitted):
+        return dataclasses.replace(fitted, vocabulary=["w%d" % i for i in range(7)], labels=[*fitted.labels, "x"],
+                                   label_counts=[*fitted.label_counts, 0])
+
+    with InProcessClient(threads=1) as client:
+        fitted, _ = fit_module.fit_features(client, plan_source([str(corpus)]).partitions, COLS,
+                                            FeatureConfig(mode="tfidf", analyzer="word"), storage_options={},
+                                            chunk_bytes=1 << 20, val_fraction=0.2, events=events, relabel=old_runs)
+    assert fitted.dim == 7 and fitted.labels[-1] == "x"
+    assert (said[0]["vocabulary"], said[0]["labels"]) == (7, len(fitted.labels))
+
+
 def test_a_fit_in_this_process_reports_each_partition_as_it_finishes_not_after_the_merge(corpus, monkeypatch):
     """The in-process pool runs tasks in order without priorities: progress
     counted by tasks queued behind the merge came all at once at the end (the

@@ -11,12 +11,13 @@ import torch
 
 from lancetnic_flow.config import TrainConfig, config_from_options
 from lancetnic_flow.errors import UserError
+from lancetnic_flow.features import register_tokenizer
 from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.models import create_model
 from lancetnic_flow.resolve import resolve
 from lancetnic_flow.runs.folder import save_run
 from lancetnic_flow.training.keep_learning import (check_resolved, continue_config, is_continued, key_options,
-                                                   labelled, load_init)
+                                                   labelled, load_init, look_alike)
 
 OLD_LABELS = ["politics", "sports", "tech"]
 
@@ -25,8 +26,13 @@ OLD_LABELS = ["politics", "sports", "tech"]
 def old_run(tmp_path):
     """A finished LinearSVM run on hashed words (1,024 buckets) that read its text from
     ``body``, with 7 epochs and a fifth of its rows held out: what --init-from starts from."""
+    return _save_old(tmp_path)
+
+
+def _save_old(tmp_path, **options):
     cfg = resolve(config_from_options({"data": [str(tmp_path / "old.csv")], "text": ["body"], "model": "LinearSVM",
-                                       "buckets": 1024, "analyzer": "word", "epochs": 7, "val_fraction": 0.2}))
+                                       "buckets": 1024, "analyzer": "word", "epochs": 7, "val_fraction": 0.2,
+                                       **options}))
     features = FittedFeatures(mode="hashing", buckets=1024, labels=list(OLD_LABELS), label_counts=[5, 4, 3],
                               idf=np.linspace(1.0, 2.0, 1024).astype(np.float32), docs=12)
     torch.manual_seed(0)
@@ -65,6 +71,44 @@ def test_options_left_at_their_defaults_take_the_runs_values(tmp_path, old_run):
     # The same values given again are no contradiction.
     same = continue_config(_given(_data(tmp_path), old_run, model="LinearSVM", buckets=1024, features="hashing"))
     assert same.features == cfg.features
+
+
+def test_an_option_a_workflow_or_an_estimator_gives_at_its_default_value_is_used_as_given(tmp_path, old_run):
+    """A workflow's `epochs: 10` (the default) and `text: text` were taken as not given: the continued
+    run trained the old run's 7 epochs and read its `body` column, as the command line's would not."""
+    given = config_from_options({"data": [_data(tmp_path, "text,label")], "init_from": str(old_run), "epochs": 10,
+                                 "text": ["text"]}, given=["epochs", "text"])
+    cfg = continue_config(given)
+    assert cfg.training.epochs == 10 and cfg.data.text == ["text"]
+    assert continue_config(_given(_data(tmp_path), old_run, epochs=10)).training.epochs == 7   # not given: the run's
+    # A value that leaves the choice to the tool (an estimator's model="auto") keeps the run's choice.
+    auto = continue_config(config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run),
+                                                "model": "auto"}, given=["model"]))
+    assert auto.model.name == "LinearSVM"
+    buckets = config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run), "buckets": 524288},
+                                  given=["buckets"])
+    with pytest.raises(UserError, match="buckets 524288 .the run's: 1024"):   # given at its default: refused
+        continue_config(buckets)
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+register_tokenizer("keep_learning_words", _words)
+
+
+def test_the_runs_stop_words_file_and_tokenizer_given_again_are_no_contradiction(tmp_path):
+    """`--stop-words sw.txt` given again was refused as differing from the run's (which saves the
+    file's words, `and,of,the`); a tokenizer given by its registered name, from the run's MODULE:NAME."""
+    (tmp_path / "sw.txt").write_text("the\nand\nof\n")
+    run = _save_old(tmp_path, stop_words=str(tmp_path / "sw.txt"), tokenizer="keep_learning_words")
+    cfg = continue_config(_given(_data(tmp_path), run, stop_words=str(tmp_path / "sw.txt"),
+                                 tokenizer="keep_learning_words"))
+    assert cfg.features.stop_words == ["and", "of", "the"] and cfg.features.tokenizer.endswith(":keep_learning_words")
+    (tmp_path / "other.txt").write_text("a\n")
+    with pytest.raises(UserError, match="stop_words .*other.txt .the run.s: and,of,the"):   # another file: refused
+        continue_config(_given(_data(tmp_path), run, stop_words=str(tmp_path / "other.txt")))
 
 
 def test_options_that_contradict_the_run_are_refused_naming_each_and_what_works(tmp_path, old_run):
@@ -138,6 +182,23 @@ def test_training_on_dask_workers_is_refused(tmp_path, old_run):
     check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run))))
 
 
+def test_a_continued_runs_out_or_cache_inside_the_run_it_continues_is_refused(tmp_path, old_run):
+    """`--init-from runs/jan --out runs/jan` wrote the new run folder and its shard cache into
+    the run that a continued run only reads."""
+    for out, cache in [(str(old_run), None), (str(old_run / "more"), None), (str(tmp_path), str(old_run / "c"))]:
+        cfg = continue_config(_given(_data(tmp_path), old_run, out=out, cache=cache))
+        with pytest.raises(UserError, match="the run this one continues, which is only read") as e:
+            check_resolved(resolve(cfg))
+        assert e.value.cli[0].startswith("--out" if cache is None else "--cache")
+    assert e.value.cli[1] == "give another --cache, or leave it out (OUT/.cache)"
+    with pytest.raises(UserError) as e:
+        check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run, out=str(old_run)))))
+    assert e.value.cli[1] == f"give the folder that holds the runs, e.g. --out {tmp_path}"
+    # Beside it (a name that starts as the run's does), or with no cache: as any run.
+    check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run, out=str(tmp_path / "old-2")))))
+    check_resolved(resolve(continue_config(_given(_data(tmp_path), old_run, out=str(tmp_path), cache="none"))))
+
+
 def test_the_labels_keep_the_old_ids_and_append_the_new_and_the_declared(old_run):
     init = load_init(str(old_run), {})
     fitted = FittedFeatures(mode="hashing", buckets=1024, labels=["science", "sports", "health"],
@@ -174,3 +235,10 @@ def test_another_optimizer_given_to_a_continued_run_takes_no_input_row_step_from
     assert resolve(merged).training.optimizer == "radam"
     kept = continue_config(_given(_data(tmp_path), run))   # the old run's optimiser: its step too
     assert (kept.training.sparse_optimizer, kept.training.sparse_lr) == ("sgd", 5.0)
+
+
+def test_labels_added_that_are_the_same_number_as_the_runs_are_named_with_them():
+    """A run of labels 0..3 continued on a CSV that pandas wrote with 0.0..3.0 (a missing value made the
+    column floats) added four classes without a word but their names: now each is paired with the run's."""
+    assert look_alike(["0", "1", "2", "3"], ["1.0", "3.0", "4.0", "x"]) == [("1.0", "1"), ("3.0", "3")]
+    assert look_alike(["sports", "nan"], ["NaN", "tech"]) == []   # not a number: no class to be the same as

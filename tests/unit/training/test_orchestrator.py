@@ -51,6 +51,33 @@ def test_a_runs_config_names_local_data_and_cache_as_absolute_paths_so_resume_fi
     assert saved_config(cfg)["data"]["train"][0] == str(tmp_path / "big.csv")   # what config.json holds
 
 
+def test_a_continued_runs_config_names_the_run_it_continues_as_an_absolute_path_so_resume_finds_it_anywhere(
+        tmp_path, monkeypatch):
+    """config.json kept `--init-from runs/jan` as typed: --resume from another folder found no run
+    there (or another run of that name, and refused the data as changed after a whole fit pass)."""
+    from lancetnic_flow.config import TrainingConfig
+    from lancetnic_flow.training.orchestrator import saved_config, with_absolute_paths
+
+    monkeypatch.chdir(tmp_path)
+    cfg = TrainConfig(data=DataConfig(train=["feb.csv"]), training=TrainingConfig(init_from="runs/jan"))
+    assert saved_config(cfg)["training"]["init_from"] == str(tmp_path / "runs" / "jan")
+    assert cfg.training.init_from == "runs/jan"   # messages name it as typed
+    s3 = TrainConfig(data=DataConfig(train=["feb.csv"]), training=TrainingConfig(init_from="s3://b/runs/jan"))
+    assert with_absolute_paths(s3).training.init_from == "s3://b/runs/jan"
+    assert with_absolute_paths(TrainConfig(data=DataConfig(train=["feb.csv"]))).training.init_from is None
+
+
+def test_a_runs_config_names_its_out_folder_absolute_so_a_resume_elsewhere_finds_its_default_cache(tmp_path,
+                                                                                                    monkeypatch):
+    """config.json kept `--out runs` as typed: --resume from another folder looked for its cache entry in
+    that folder's runs/.cache, fitted the data again and left a cache there."""
+    from lancetnic_flow.training.orchestrator import saved_config
+
+    monkeypatch.chdir(tmp_path)
+    saved = saved_config(TrainConfig(data=DataConfig(train=["d.csv"])))
+    assert saved["output"]["out"] == str(tmp_path / "runs") and saved["output"]["cache"] is None
+
+
 def test_every_checkpoint_the_run_writes_records_its_network_even_from_a_ddp_ranks_state(tmp_path):
     """A --ddp pause writes the state rank 0 sent, which knows nothing of the network: its
     checkpoint had no record, so a resume whose config.json built another network (another

@@ -21,6 +21,17 @@ def test_tune_without_validation_rows_is_refused_up_front_not_blamed_on_the_time
     assert e.value.cli[0].startswith("tune scores") and "--val FILE" in e.value.cli[1]
 
 
+def test_tune_of_a_continued_run_is_refused_up_front_not_after_a_search_from_fresh_weights():
+    """tune(cfg) with init_from ran the whole search, every trial from fresh weights, then refused the
+    final run's n-grams as a contradiction of the run's (or would train it on the run's weights)."""
+    from lancetnic_flow.config import TrainingConfig
+
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"]), training=TrainingConfig(init_from="runs/jan"))
+    with pytest.raises(UserError, match="tune trains every trial from fresh weights") as e:
+        tune(cfg, time_budget=1, trials=1)
+    assert "--init-from" in e.value.cli[0] and "train DATA --init-from RUN" in e.value.cli[1]
+
+
 def test_a_search_whose_trials_all_failed_names_the_failure_not_the_time_budget():
     from lancetnic_flow.training.tune import no_trial_finished
 
