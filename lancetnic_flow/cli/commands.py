@@ -436,6 +436,9 @@ def noted_note(noted: dict) -> str:
     if n:
         words += (f"; {n:,} --numeric value(s) that are not numbers (a decimal comma, text) read as the training "
                   "mean, as a missing one is (unreadable_numeric)")
+    n = noted.get("label_as_run")
+    if n:
+        words += f"; {n:,} label(s) read as the run's spelling of the same value (label_as_run)"
     n = noted.get(TRUNCATED)
     if n:
         words += f"; {n:,} row(s) held more tokens than the model's --max-len: it read the first ones ({TRUNCATED})"
@@ -509,7 +512,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                                                 "r2", "loss") if out.get(k) is not None]
         report.say(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + skipped_note(out["rows"])
                              + unseen_note(out)
-                             + noted_note(out["rows"].get("noted", {})), markup=False, soft_wrap=True)
+                             + noted_note(out["rows"].get("noted", {})) + read_as_note(out), markup=False, soft_wrap=True)
         if out.get("plots"):
             report.say(f"plots in {a.plots}", markup=False)
     return 0
@@ -533,6 +536,15 @@ def unseen_note(out: dict) -> str:
     named = ", ".join(f"{k!r} {v:,}" for k, v in list(labels.items())[:5]) + (", …" if len(labels) > 5 else "")
     return (f" ({out['rows'].get('unseen_label', 0):,} with a label the run never saw, scored as "
             f"{'missed' if 'micro_f1' in out else 'wrong'}: {named})")
+
+
+def read_as_note(out: dict) -> str:
+    """`` (read as the run's: 1.0 as 1 139, 2.0 as 2 190)``, or nothing."""
+    pairs = out.get("labels_read_as") or {}
+    if not pairs:
+        return ""
+    return " (read as the run's: " + ", ".join(f"{k} {v:,}" for k, v in list(pairs.items())[:5]) + \
+        (", …" if len(pairs) > 5 else "") + ")"
 
 
 def cmd_make_data(a: argparse.Namespace, report) -> int:

@@ -4,7 +4,9 @@ only its streaming metrics, merged here.
 
 A row whose label the run never saw is scored, as scikit-learn would score
 the same predictions: wrong, and counted apart by label (``unseen_labels``);
-in a label set, such a label is a false negative.
+in a label set, such a label is a false negative. A label the run knows in
+another spelling of its value (``1.0`` for its ``1``) is read as the run's
+(:mod:`~lancetnic_flow.features.label_values`), and noted (``label_as_run``).
 
 A LinearSVM run is scored and its hinge summed in NumPy, without torch
 (:meth:`.predict.Predictor.outputs`, :meth:`~lancetnic_flow.models.tasks.Task.array_loss`)."""
@@ -20,12 +22,16 @@ from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
+from ..features.label_values import as_run_labels
 from ..features.labelsets import unseen
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
 from ..models.tasks import Task, TaskMetrics
 from .loading import weights_stamp
 from .predict import BATCH_ROWS, predictor
+
+# Noted: labels read in the run's spelling of their value.
+LABEL_AS_RUN = "label_as_run"
 
 
 def evaluate_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,
@@ -42,13 +48,14 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
             skipped[k] = skipped.get(k, 0) + v
         for k, v in chunk.noted.items():
             noted[k] = noted.get(k, 0) + v
+        table = _in_run_spelling(chunk.table, pred.run.features.labels, noted)
         cut: list = []
-        block = pred.run.features.transform(chunk.table, cut)
+        block = pred.run.features.transform(table, cut)
         longer = int(cut_rows(cut, len(block)).sum())
         if longer:   # scored on the first --max-len tokens, as the model reads them
             noted[TRUNCATED] = noted.get(TRUNCATED, 0) + longer
         if block.labels is not None:
-            flags, counts = unseen(chunk.table.column("label"), pred.run.features.labels)
+            flags, counts = unseen(table.column("label"), pred.run.features.labels)
             if task.multilabel:   # the rows' counts of such labels are the block's ``missed``
                 m.cls.update_unseen(counts)
             elif flags.any():   # one label a row: the row has no class to score a loss with
@@ -59,6 +66,19 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
             out, loss = _scored(pred, task, b)
             m.update(out, b.labels, b.targets, loss, b.missed)
     return m, rows, skipped, noted
+
+
+def _in_run_spelling(table, labels: list[str], noted: dict):
+    """``table`` with each label the run knows only in another spelling of its value
+    (``1.0`` for its ``1``: a Parquet float column against a CSV's text) in the
+    run's; noted, per spelling (``label_as_run:1.0 as 1``) and in all (``label_as_run``)."""
+    if "label" not in table.column_names or not labels:
+        return table
+    column, renamed = as_run_labels(table.column("label"), labels)
+    for pair, n in renamed.items():
+        noted[f"{LABEL_AS_RUN}:{pair}"] = noted.get(f"{LABEL_AS_RUN}:{pair}", 0) + n
+        noted[LABEL_AS_RUN] = noted.get(LABEL_AS_RUN, 0) + n
+    return table.set_column(table.column_names.index("label"), "label", column) if renamed else table
 
 
 def _scored(pred, task: Task, b: RowBlock) -> tuple[dict, float]:
@@ -120,6 +140,9 @@ def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_opt
         for k, v in nt.items():
             noted[k] = noted.get(k, 0) + v
     out = total.result() if total is not None else {}
+    read_as = {k.split(":", 1)[1]: noted.pop(k) for k in [k for k in noted if k.startswith(LABEL_AS_RUN + ":")]}
+    if read_as:
+        out["labels_read_as"] = read_as
     unseen_rows = total.unseen_rows if total is not None else 0
     out["rows"] = {"read": rows, "evaluated": out.get("rows", 0), "skipped": skipped,
                    **({"noted": noted} if noted else {}), **({"unseen_label": unseen_rows} if unseen_rows else {})}

@@ -36,6 +36,7 @@ from typing import Any, Iterable
 
 from ..config import FeatureConfig, TrainConfig
 from ..errors import UserError
+from ..features.label_values import same_values
 from ..features.vectorize import FittedFeatures
 from ..options import BY_FIELD, REQUIRED, bad
 from ..runs.learned_rows import LearnedRows, read_learned
@@ -338,22 +339,10 @@ def labelled(fitted: FittedFeatures, init: InitRun | None, declared: list[str] |
     return base, (added + more if init is not None else [])
 
 
-def _number(label: str) -> float | None:
-    try:
-        value = float(label)
-    except ValueError:
-        return None
-    return value if value == value else None   # NaN names no class
-
-
 def look_alike(kept: list[str], added: list[str]) -> list[tuple[str, str]]:
     """The labels ``added`` that are the same number as one ``kept`` (``1.0`` and the
     run's ``1``: a label column pandas wrote as floats because a value was missing),
-    with that label: new classes that the user most likely meant as the old ones."""
-    numbers = {}
-    for label in kept:
-        value = _number(label)
-        if value is not None:
-            numbers.setdefault(value, label)
-    return [(label, numbers[value]) for label in added
-            if (value := _number(label)) is not None and value in numbers]
+    with that label: new classes that the user most likely meant as the old ones.
+    Numbers compare exactly (:func:`~lancetnic_flow.features.label_values.value_of`):
+    2^53 + 1 is no other label's, though it is as a float64."""
+    return same_values(kept, added)

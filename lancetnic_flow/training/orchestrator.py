@@ -41,6 +41,7 @@ from ..errors import UserError
 from ..options import BY_FIELD, bad
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
+from ..features.label_values import same_values, spelled_apart_warning, spelled_twice
 from ..features.labelsets import joined_labels
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -616,6 +617,12 @@ class Training:
         self.features = features
         if self.init is not None:
             self._say_continued()
+        # (a continued run pairs the labels it adds with its old run's: _say_continued)
+        twice = None if self.init is not None else spelled_apart_warning(
+            spelled_twice(features.labels), "and", "each is learned as a class of its own")
+        if twice:
+            self.decisions["labels_spelled_twice"] = [list(p) for p in spelled_twice(features.labels)]
+            self.events.emit("warning", message=twice)
         note = numeric_labels_note(features.labels, self.cfg.data.label)
         if note:
             self.decisions["numeric_labels"] = len(features.labels)
@@ -676,6 +683,10 @@ class Training:
                                    self.columns, fc, task=count_partition,
                                    splits=[None] * len(self.train_src.partitions) + ["val"] * len(val),
                                    cache_options=self.cache_so, **shards, **again, **opts)
+        apart = same_values(features.labels, sorted({k for r in stats.results for k in r.val_labels}))
+        warning = spelled_apart_warning(apart, "training's", "their validation rows are skipped (unknown_label)")
+        if warning:
+            self.events.emit("warning", message=warning)
         for r in stats.results:
             r.drop_unknown(features.labels)
         return features, stats.results, stats

@@ -138,13 +138,16 @@ def is_list_type(t: pa.DataType) -> bool:
 
 
 def nan_as_null(arr):
-    """A float column with NaN as missing: polars, Spark and pyarrow write a
-    missing float as NaN (pandas as null), and cast to text it would name a
-    class "nan"."""
+    """A float column as text reads it: NaN as missing (polars, Spark and pyarrow
+    write a missing float as NaN, pandas as null; cast to text it would name a
+    class "nan"), and -0.0 as 0.0 (one value, one class to pandas and
+    scikit-learn, where Arrow writes "-0" and "0": two classes)."""
     if not pa.types.is_floating(arr.type):
         return arr
     nan = pc.is_nan(arr)
-    return pc.if_else(nan, pa.scalar(None, arr.type), arr) if pc.any(nan).as_py() else arr   # no copy without one
+    if pc.any(nan).as_py():
+        arr = pc.if_else(nan, pa.scalar(None, arr.type), arr)
+    return pc.add(arr, pa.scalar(0.0, arr.type))   # IEEE: -0.0 + 0.0 is +0.0; every other value is kept
 
 
 def _as_text(arr) -> pa.Array:

@@ -242,3 +242,9 @@ def test_labels_added_that_are_the_same_number_as_the_runs_are_named_with_them()
     column floats) added four classes without a word but their names: now each is paired with the run's."""
     assert look_alike(["0", "1", "2", "3"], ["1.0", "3.0", "4.0", "x"]) == [("1.0", "1"), ("3.0", "3")]
     assert look_alike(["sports", "nan"], ["NaN", "tech"]) == []   # not a number: no class to be the same as
+
+
+def test_labels_added_are_paired_with_the_runs_only_where_they_are_exactly_the_same_value():
+    # equal as float64, two numbers: no pairing; the spellings of a boolean are one value
+    assert look_alike([str(2**53)], [str(2**53 + 1)]) == []
+    assert look_alike(["True", "1e3"], ["true", "1000.0"]) == [("true", "True"), ("1000.0", "1e3")]

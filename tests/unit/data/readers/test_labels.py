@@ -104,3 +104,29 @@ def test_a_lone_surrogate_in_a_label_or_value_is_written_as_u_fffd_not_a_stopped
     values, bad = strings_array(["x\udc00y", None, "ok \U0001F600"])
     assert values.to_pylist() == ["x\ufffdy", None, "ok \U0001F600"] and bad.tolist() == [True, False, False]
     assert strings_array(["plain"])[1] is None
+
+
+@pytest.mark.parametrize("name", ["r.parquet", "r.arrow", "r.jsonl"])
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_a_float_label_minus_zero_is_the_class_zero_as_pandas_and_scikit_learn_read_it(tmp_path, name, multilabel):
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import Columns, plan_source
+
+    label = [[-0.0], [0.0], [1.5]] if multilabel else [-0.0, 0.0, 1.5]
+    table = pa.table({"text": ["good film", "bad film", "fine film"], "label": label})
+    path = str(tmp_path / name)
+    if name.endswith("parquet"):
+        pq.write_table(table, path)
+    elif name.endswith("arrow"):
+        feather.write_feather(table, path)
+    else:   # one value, and a list (read line by line by json.loads)
+        rows = ["-0.0", "0.0", "1.5"]
+        with open(path, "w") as f:
+            for text, v in zip(table["text"].to_pylist(), rows):
+                f.write(f'{{"text": "{text}", "label": {"[" + v + "]" if multilabel else v}}}\n')
+    cols = Columns(text=("text",), label="label", multilabel=multilabel)
+    got = [c.table["label"].to_pylist() for c in read_partition(plan_source([path]).partitions[0], cols)][0]
+    assert got == ([["0"], ["0"], ["1.5"]] if multilabel else ["0", "0", "1.5"])

@@ -1,0 +1,65 @@
+"""A label is the same label whatever file it comes from: a CSV keeps ``1.0`` as
+written where a Parquet float column names it ``1``. Evaluating a run on the
+other format scores its rows as the run's labels; one run over both warns."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lancetnic_flow.data.synth import write_corpus
+
+from helpers import cli
+
+
+@pytest.fixture(scope="module")
+def floats(tmp_path_factory) -> Path:
+    """1,200 rows whose labels are the floats 1.0, 2.0, 3.0: train.csv, and test.csv / test.parquet of one frame."""
+    d = tmp_path_factory.mktemp("spellings")
+    write_corpus(str(d / "all.csv"), 1200, classes=3, seed=3)
+    df = pd.read_csv(d / "all.csv")[["text", "label"]]
+    df["label"] = df["label"].map({n: float(i + 1) for i, n in enumerate(sorted(df["label"].unique()))})
+    df.iloc[:900].to_csv(d / "train.csv", index=False)
+    df.iloc[900:].to_csv(d / "test.csv", index=False)
+    df.iloc[900:].to_parquet(d / "test.parquet", index=False)
+    (d / "mixed").mkdir()
+    df.iloc[:600].to_csv(d / "mixed" / "a.csv", index=False)
+    df.iloc[600:900].to_parquet(d / "mixed" / "b.parquet", index=False)
+    p = cli("train", d / "train.csv", "--out", d / "runs", "--name", "csv", "--epochs", "2", "--workers", "1",
+            "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return d
+
+
+def _evaluated(run: Path, data: Path, cwd: Path) -> dict:
+    p = cli("evaluate", run, data, "--json", "--workers", "1", cwd=cwd)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_a_run_trained_on_csv_float_labels_scores_the_same_frame_in_parquet_as_in_csv(floats):
+    run = floats / "runs" / "csv"
+    as_csv, as_parquet = _evaluated(run, floats / "test.csv", floats), _evaluated(run, floats / "test.parquet", floats)
+    assert as_csv["labels"] == as_parquet["labels"] and sorted(as_csv["labels"]) == ["1.0", "2.0", "3.0"]
+    assert as_parquet["accuracy"] == as_csv["accuracy"] > 0.5 and "unseen_labels" not in as_parquet
+    assert sum(as_parquet["labels_read_as"].values()) == 300 == as_parquet["rows"]["noted"]["label_as_run"]
+    assert set(as_parquet["labels_read_as"]) == {"1 as 1.0", "2 as 2.0", "3 as 3.0"}
+
+
+def test_one_run_over_csv_and_parquet_spelling_one_label_two_ways_warns_pairing_them(floats):
+    p = cli("train", floats / "mixed", "--out", floats / "runs", "--name", "mixed", "--epochs", "1", "--workers", "1",
+            "--no-plots", cwd=floats)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = " ".join((p.stdout + p.stderr).split())
+    assert "3 label(s) are the same value as another written otherwise" in out and "'1' (and '1.0')" in out
+    decided = json.loads((floats / "runs" / "mixed" / "metrics.json").read_text())["decided"]
+    assert sorted(decided["labels_spelled_twice"]) == [["1", "1.0"], ["2", "2.0"], ["3", "3.0"]]
+
+
+def test_a_validation_file_spelling_the_training_labels_otherwise_is_named_in_a_warning(floats):
+    p = cli("train", floats / "train.csv", "--val", floats / "test.parquet", "--out", floats / "runs", "--name", "val",
+            "--epochs", "1", "--workers", "1", "--no-plots", cwd=floats)
+    out = " ".join((p.stdout + p.stderr).split())
+    assert "'1' (training's '1.0')" in out and "their validation rows are skipped (unknown_label)" in out
