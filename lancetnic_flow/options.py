@@ -429,10 +429,62 @@ def python_name(field: str) -> str:
     return (o.api if o is not None and o.api else None) or field.split(".")[-1]
 
 
-def render(text: str | None, field: str | None, namer: Callable[[str], str]) -> str | None:
-    """``{name}`` (the error's field) and ``{section.field}`` in ``text``, named by ``namer``."""
+# The two fields --ngram-range sets: an error about either names the pair as the caller gives it.
+NGRAM_FIELDS = ("features.ngram_min", "features.ngrams")
+
+
+class Words:
+    """How one reader names options and their values: the command line's flags
+    (``--no-idf``, ``--ngram-range 1,3``) or the Python API's parameters
+    (``idf=False``, ``ngram_range=(1, 3)``)."""
+
+    def __init__(self, namer: Callable[[str], str], cli: bool):
+        self.namer, self.cli = namer, cli
+
+    def __call__(self, field: str) -> str:
+        """The option's name alone: ``--lr`` or ``lr``."""
+        return self.namer(field)
+
+    def setting(self, field: str, value: Any) -> str:
+        """The option given ``value``, as this reader would have typed it. A field of
+        --ngram-range takes the pair (MIN, MAX)."""
+        field, value = _one_option(field, value)
+        if not self.cli:
+            return f"{self.namer(field)}={value!r}"
+        o = BY_FIELD.get(field)
+        if o is not None and o.kind in ("bool", "flag") and isinstance(value, bool):
+            flag = self.namer(field)
+            if value:
+                return flag
+            return "--no-" + flag.removeprefix("--") if o.kind == "bool" else f"no {flag}"
+        return f"{self.namer(field)} {self.value(field, value)}"
+
+    def value(self, field: str, value: Any) -> str:
+        """``value`` alone where the option is named before it: ``1,3``, ``(1, 3)``;
+        a boolean as its setting (``--no-idf``), as a flag has no value to show."""
+        field, value = _one_option(field, value)
+        o = BY_FIELD.get(field)
+        if isinstance(value, bool) and o is not None and o.kind in ("bool", "flag"):
+            return self.setting(field, value)
+        if not self.cli:
+            return repr(value)
+        if isinstance(value, (list, tuple)):
+            return ",".join(map(str, value)) if value else "(none)"
+        return "(none)" if value is None else str(value)
+
+
+def _one_option(field: str, value: Any) -> tuple[str, Any]:
+    # --ngrams N is --ngram-range 1,N: the pair says either
+    return (NGRAM_FIELDS[0], tuple(value)) if field in NGRAM_FIELDS else (field, value)
+
+
+def render(text: Any, field: str | None, namer: Callable[[str], str], cli: bool = False) -> str | None:
+    """``{name}`` (the error's field) and ``{section.field}`` in ``text``, named by ``namer``;
+    ``text`` may be a function of :class:`Words` that says values as the reader types them."""
     if text is None:
         return None
+    if callable(text):
+        text = text(Words(namer, cli))
 
     def name(m: re.Match) -> str:
         key = m.group(1)
@@ -443,13 +495,15 @@ def render(text: str | None, field: str | None, namer: Callable[[str], str]) -> 
     return _PLACEHOLDER.sub(name, text)
 
 
-def bad(field: str, message: str, hint: str | None = None) -> UserError:
+def bad(field: str, message: Any, hint: Any = None) -> UserError:
     """A UserError about ``field``: ``message`` and ``hint`` name options as
     ``{name}`` (this field) or ``{section.field}``; the Python API reads them
     with parameter names (``str(error)``), the command line with flags
-    (``error.cli``)."""
+    (``error.cli``). A message that shows an option's value is a function of
+    :class:`Words` (``lambda say: say.setting("features.idf", False)``), so that
+    each reader sees the value as it spells it: ``--no-idf``, ``idf=False``."""
     return UserError(render(message, field, python_name), render(hint, field, python_name), field=field,
-                     cli=(render(message, field, cli_name), render(hint, field, cli_name)))
+                     cli=(render(message, field, cli_name, True), render(hint, field, cli_name, True)))
 
 
 def placeholder(field: str) -> str:
@@ -540,5 +594,5 @@ def unknown_key(key: str, where: str) -> UserError:
 
 
 __all__ = ["Option", "OPTIONS", "option", "command_options", "default", "api_default", "api_options", "bad",
-           "cli_name", "python_name", "typed_value", "text_value", "parse_storage_options", "parse_df",
+           "cli_name", "python_name", "Words", "NGRAM_FIELDS", "typed_value", "text_value", "parse_storage_options", "parse_df",
            "SECTIONS"]

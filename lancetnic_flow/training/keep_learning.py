@@ -37,7 +37,7 @@ from typing import Any, Iterable
 from ..config import FeatureConfig, TrainConfig
 from ..errors import UserError
 from ..features.vectorize import FittedFeatures
-from ..options import BY_FIELD, REQUIRED, bad
+from ..options import BY_FIELD, NGRAM_FIELDS, REQUIRED, bad
 from ..runs.learned_rows import LearnedRows, read_learned
 from ..registry import ROW_WISE
 from ..storage import absolute, options_for
@@ -83,10 +83,9 @@ def _chooses(value: Any) -> bool:
     return value is None or value == "auto"
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value)) if value else "(none)"
-    return "(none)" if value is None else str(value)
+def _value(cfg: Any, fields: tuple[str, ...]) -> Any:
+    """One option's value: a field's, or --ngram-range's pair."""
+    return tuple(_get(cfg, f) for f in fields) if len(fields) > 1 else _get(cfg, fields[0])
 
 
 def run_options(run: str, cfg: TrainConfig) -> dict:
@@ -192,10 +191,16 @@ def _check_task(run: str, given: TrainConfig, old: TrainConfig) -> None:
 
 
 def _contradiction(run: str, given: TrainConfig, old: TrainConfig, fields: list[str]) -> UserError:
-    shown = "; ".join(f"{{{f}}} {_shown(_get(given, f))} (the run's: {_shown(_get(old, f))})" for f in fields)
+    # --ngram-range sets two fields: one entry, said as the pair.
+    named = list(dict.fromkeys(NGRAM_FIELDS if f in NGRAM_FIELDS else (f,) for f in fields))
     what = "features" if all(f.startswith("features.") for f in fields) else "model and features"
-    return bad(fields[0], f"--init-from {run} keeps the run's {what}, so its weights mean what they meant, and "
-                          f"these options differ: {shown}",
+
+    def shown(say) -> str:
+        return "; ".join(f"{say.setting(fs[-1], _value(given, fs))} (the run's: "
+                         f"{say.value(fs[-1], _value(old, fs))})" for fs in named)
+
+    return bad(fields[0], lambda say: f"--init-from {run} keeps the run's {what}, so its weights mean what they "
+                                      f"meant, and these options differ: {shown(say)}",
                "drop them (a continued run takes them from its run), " + NEW_RUN)
 
 
