@@ -203,7 +203,8 @@ class Predictor:
                 text_column: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Why each row is predicted as it is: one dict per input row, in order, with
         ``status``; the explained ``label`` (the predicted one, or ``label``), its
-        ``probability`` and ``logit`` (a regressor: its ``value``); ``terms``, the ``top``
+        ``probability`` and ``logit`` (a regressor: its ``value``; a multitask run: both, the value's
+        own decomposition under ``value_explained``); ``terms``, the ``top``
         terms of the text by the size of their ``contribution`` (``value`` in the row ×
         ``weight``; with the ``feature`` id, and a hashed term's ``count`` in the text);
         ``rest``, the other terms' contributions summed; ``bias``; and ``method``: ``exact``

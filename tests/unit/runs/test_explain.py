@@ -168,6 +168,24 @@ def test_a_regressors_value_is_its_terms_and_bias_in_the_targets_units():
         assert _sum(doc) == pytest.approx(float(v), abs=1e-3)
 
 
+def test_a_multitask_run_explains_its_value_too_in_the_targets_units():
+    """A multitask run (ScalpelMTSK) predicts a label and a value; explain gave the label's
+    decomposition alone. Its value now comes with its own: terms, rest and bias summing to the
+    value predict gives, as a regressor's do; a row it cannot predict has no value either."""
+    import pandas as pd
+
+    pred = net_run(2, "relu", regress=True, numeric=2)
+    data = pd.DataFrame({"text": TEXTS[:3] + [""], "n0": [0.5, -1.0, 2.0, 0.0], "n1": [1.0, 0.0, -2.0, 1.0]})
+    rows = pred.predict(data)
+    docs = pred.explain(data, top=2)
+    for row, doc in zip(rows[:3], docs[:3]):
+        assert doc["label"] == row["label"] and doc["value"] == pytest.approx(row["value"], rel=1e-5)
+        assert _sum(doc["value_explained"]) == pytest.approx(row["value"], abs=1e-3)
+        assert doc["value_explained"]["method"] == "local" and len(doc["value_explained"]["terms"]) == 2
+    assert docs[3] == {"status": "empty_text", "label": None, "terms": None, "value": None}
+    assert "value_explained" not in net_run(1, "relu", regress=True, classes=0).explain(TEXTS[:1])[0]
+
+
 def test_a_sequence_model_says_explain_is_not_available():
     import torch
 
