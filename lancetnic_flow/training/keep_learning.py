@@ -181,7 +181,7 @@ def is_continued(cfg: TrainConfig) -> bool:
 def _check_task(run: str, given: TrainConfig, old: TrainConfig) -> None:
     """A run continues as the task it was trained for: another is refused first, in its own words."""
     theirs, mine = old.training.task, given.training.task
-    what = f"--init-from {run} is a {theirs} run ({old.model.name})"
+    what = f"{{training.init_from}} {run} is a {theirs} run ({old.model.name})"
     if mine is not None and mine != theirs:
         raise bad("training.task", f"{what}; {{name}} {mine} asks for a {mine} run",
                   f"continue it as a {theirs} run (drop {{name}}), {NEW_RUN}")
@@ -199,8 +199,8 @@ def _contradiction(run: str, given: TrainConfig, old: TrainConfig, fields: list[
         return "; ".join(f"{say.setting(fs[-1], _value(given, fs))} (the run's: "
                          f"{say.value(fs[-1], _value(old, fs))})" for fs in named)
 
-    return bad(fields[0], lambda say: f"--init-from {run} keeps the run's {what}, so its weights mean what they "
-                                      f"meant, and these options differ: {shown(say)}",
+    return bad(fields[0], lambda say: f"{{training.init_from}} {run} keeps the run's {what}, so its weights mean "
+                                      f"what they meant, and these options differ: {shown(say)}",
                "drop them (a continued run takes them from its run), " + NEW_RUN)
 
 
@@ -231,8 +231,8 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
                 "data.numeric": "numeric inputs"}[field]
         free = [c for c in have if c not in used]
         url = plan.files[0].url.removeprefix("file://")
-        raise bad(field, f"the new data {url} has no column {missing[0]!r}, where --init-from {run} read its "
-                         f"{role} (the new data's columns: {', '.join(have)})",
+        raise bad(field, f"the new data {url} has no column {missing[0]!r}, where {{training.init_from}} {run} read "
+                         f"its {role} (the new data's columns: {', '.join(have)})",
                   f"name the new data's column with {{name}} COL" + (f", e.g. {{name}} {free[0]}" if free else "")
                   if field != "data.numeric" else
                   f"the run's network takes the numeric columns {', '.join(wanted[field])}: add them, {NEW_RUN}")

@@ -208,19 +208,24 @@ def test_a_quoted_switch_word_is_refused_saying_to_unquote_it():
 
 
 def test_an_option_given_a_value_is_said_as_each_caller_types_it():
-    """`--idf False` and `--ngrams 3` (for `--ngram-range 1,3`) named no command line:
+    """`--idf False` and `--ngrams 3` (for `--ngram-range 1,3`) named no command line, and a
+    workflow run was told of flags its file never held:
     a --x/--no-x option is said `--x`/`--no-x`, the n-gram range as MIN,MAX, and the Python API
     its parameter=value; every bool option's both spellings are flags the parser offers."""
     from lancetnic_flow.cli.parser import build_parser
-    from lancetnic_flow.options import Words, cli_name, python_name
+    from lancetnic_flow.options import Words
 
-    cli, api = Words(cli_name, True), Words(python_name, False)
+    cli, api, flow = Words("cli"), Words("python"), Words("workflow")
     assert (cli.setting("features.idf", False), cli.setting("features.idf", True)) == ("--no-idf", "--idf")
     assert cli.setting("features.ngrams", (1, 3)) == "--ngram-range 1,3" == cli.setting("features.ngram_min", [1, 3])
     assert (api.setting("features.idf", False), api.setting("features.ngrams", [1, 3])) == ("idf=False",
                                                                                          "ngram_range=(1, 3)")
     assert cli.setting("features.max_features", None) == "--max-features (none)"
     assert (cli.value("features.idf", True), cli.value("features.ngrams", (1, 2))) == ("--idf", "1,2")
+    # A workflow's keys, its YAML words: what `run` says where the values came from a file or --set.
+    assert (flow.setting("features.idf", False), flow.setting("features.ngrams", (1, 3))) == ("idf: false",
+                                                                                          "ngram_range: 1,3")
+    assert (flow("training.seed"), flow("features.max_features")) == ("seed", "max_features")
     parser = build_parser()
     for o in opts.OPTIONS:
         if o.field and o.flag and o.kind in ("bool", "flag") and "train" in o.commands:

@@ -106,8 +106,11 @@ def test_a_refused_option_is_said_as_the_caller_types_it(tmp_path, old_run):
     message = e.value.cli[0]
     assert "--no-idf (the run's: --idf)" in message and "--no-lowercase (the run's: --lowercase)" in message
     assert "--ngram-range 1,3 (the run's: 1,2)" in message and "--ngrams" not in message
-    assert "idf=False (the run's: idf=True)" in e.value.message
+    assert "idf=False (the run's: True)" in e.value.message
     assert "ngram_range=(1, 3) (the run's: (1, 2))" in e.value.message
+    flow = e.value.workflow[0]   # `run WORKFLOW`: the file's keys and YAML words
+    assert flow.startswith(f"init_from {old_run} keeps") and "--" not in flow
+    assert "idf: false (the run's: true)" in flow and "ngram_range: 1,3 (the run's: 1,2)" in flow
 
 
 def test_the_runs_stop_words_file_and_tokenizer_given_again_are_no_contradiction(tmp_path):
