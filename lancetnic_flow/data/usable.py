@@ -82,6 +82,8 @@ def text_rule(features) -> str:
 def _word_extras(features) -> str:
     """The word options that make a text with tokens read no term: stop words, MIN ≥ 2."""
     stop = getattr(features, "stop_words", None)
+    if isinstance(stop, str) and stop != "english":   # a file's name: its words are read first (config.py)
+        raise RuntimeError(f"stop words {stop!r} reached the empty_text rule unread")
     words = sorted(ENGLISH) if stop == "english" else sorted(set(stop)) if stop else []
     least = int(getattr(features, "ngram_min", 1) or 1)
     if not words and least <= 1:
