@@ -201,11 +201,13 @@ def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
     if top is None:
         raise UserError("top must be a whole number ≥ 1, got None", f"e.g. top={TOP}")
     dec = pred.decomposition()
-    if label is not None and (not pred.classifies or label not in pred.labels):
-        raise UserError(f"label {label!r} is not one of this run's labels" if pred.classifies
-                        else "label: this run is a regression model, it explains its value",
-                        f"one of: {', '.join(map(str, pred.labels[:10]))}{' …' if len(pred.labels) > 10 else ''}"
-                        if pred.classifies else "leave label out")
+    if label is not None and not pred.classifies:
+        raise UserError("label: this run is a regression model, it explains its value", "leave label out",
+                        cli=("--label: this run is a regression model, it explains its value", "drop --label"))
+    if label is not None and label not in pred.labels:
+        labels = f"one of: {', '.join(map(str, pred.labels[:10]))}{' …' if len(pred.labels) > 10 else ''}"
+        raise UserError(f"label {label!r} is not one of this run's labels", labels,
+                        cli=(f"--label {label!r} is not one of this run's labels", labels))
     rows = pred.rows(data, text_column=text_column)
     features = pred.run.features
     multilabel = task_kind(pred.run.meta) == "multilabel"

@@ -212,6 +212,18 @@ def test_bad_arguments_are_user_errors():
         pred.explain(["goal"], top=0)
 
 
+def test_a_label_explain_cannot_use_is_named_as_each_caller_gives_it():
+    """`explain REG_RUN --label x` hinted `leave label out`, the Python API's word, on the command line."""
+    with pytest.raises(UserError) as e:
+        net_run(1, "relu", regress=True, classes=0).explain(["goal"], label="sports")
+    assert (e.value.message, e.value.hint) == ("label: this run is a regression model, it explains its value",
+                                               "leave label out")
+    assert e.value.cli == ("--label: this run is a regression model, it explains its value", "drop --label")
+    with pytest.raises(UserError) as e:
+        linear_run().explain(["goal"], label="weather")
+    assert e.value.cli[0] == "--label 'weather' is not one of this run's labels"
+
+
 # ---------------------------------------------------------------- the terms read from a text
 
 

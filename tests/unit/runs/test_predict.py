@@ -191,3 +191,15 @@ def test_a_text_of_the_runs_stop_words_alone_is_empty_text_and_one_of_unknown_wo
              model_meta={"net": "ScalpelNet", "kwargs": model.config, "task": "classify"}, metrics={}, history=[])
     out = Predictor(str(tmp_path)).predict(["the of", "The OF the", "the cat", "zebra crossing"])
     assert [o["status"] for o in out] == ["empty_text", "empty_text", "ok", "ok"]
+
+
+def test_an_argument_the_run_cannot_use_is_named_as_each_caller_gives_it(tmp_path):
+    """`--top-k (top_k) ranks labels`: both names to every reader; now each its own."""
+    pred = Predictor(linear_run(tmp_path / "run", classes=0, task="regress"))
+    with pytest.raises(UserError) as e:
+        pred.predict(["a cat"], top_k=2)
+    assert (e.value.message, e.value.hint) == ("top_k ranks labels: this run is a regression model", "drop top_k")
+    assert e.value.cli == ("--top-k ranks labels: this run is a regression model", "drop --top-k")
+    with pytest.raises(UserError) as e:
+        Predictor(linear_run(tmp_path / "one", regress=False, task="classify")).predict(["a cat"], threshold=0.3)
+    assert e.value.message.startswith("threshold applies") and e.value.cli[0].startswith("--threshold applies")
