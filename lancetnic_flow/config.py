@@ -119,8 +119,10 @@ class FeatureConfig:
         _choice("features.analyzer", self.analyzer, ANALYZERS)
         _choice("features.normalize", self.normalize, NORMALIZATIONS)
         if not (isinstance(self.ngrams, int) and isinstance(self.ngram_min, int) and 1 <= self.ngram_min <= self.ngrams):
-            raise bad("features.ngram_min", f"{{name}} {self.ngram_min},{self.ngrams}: need 1 ≤ MIN ≤ MAX",
-                      "e.g. {name} 1,2 (words and pairs) or 2,4 with {features.analyzer} char_wb")
+            pair, field = (self.ngram_min, self.ngrams), "features.ngram_min"
+            raise bad(field, lambda say: f"{say.setting(field, pair)}: need 1 ≤ MIN ≤ MAX",
+                      lambda say: f"e.g. {say.setting(field, (1, 2))} (words and pairs) or {say.value(field, (2, 4))} "
+                                  f"with {say.setting('features.analyzer', 'char_wb')}")
         if self.ngrams > MAX_NGRAM:
             raise bad("features.ngram_min", f"{{name}}: n-grams of up to {MAX_NGRAM}, got {self.ngrams}",
                       "e.g. 1,3 or 2,5")

@@ -15,15 +15,17 @@ class UserError(Exception):
     ``field``: the configuration field at fault (``training.lr``), when one
     is; ``cli``: the message and hint as the command line says them (its
     flags, ``--lr``), where ``message`` and ``hint`` use the Python API's
-    names (``lr``). :func:`lancetnic_flow.options.bad` makes both."""
+    names (``lr``); ``workflow``: as a workflow file says them (its keys,
+    ``lr: 0.5``). :func:`lancetnic_flow.options.bad` makes all three."""
 
     def __init__(self, message: str, hint: str | None = None, *, field: str | None = None,
-                 cli: tuple[str, str | None] | None = None):
+                 cli: tuple[str, str | None] | None = None, workflow: tuple[str, str | None] | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.field = field
         self.cli = cli
+        self.workflow = workflow
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
@@ -31,7 +33,7 @@ class UserError(Exception):
     def __reduce__(self) -> tuple:
         # A worker's exception travels back through Dask pickled: keep the
         # message, the hint and the field, whatever the subclass.
-        return (rebuild_user_error, (type(self), self.message, self.hint, self.field, self.cli))
+        return (rebuild_user_error, (type(self), self.message, self.hint, self.field, self.cli, self.workflow))
 
 
 class NotFittedError(UserError, ValueError, AttributeError):
@@ -62,10 +64,11 @@ def _with_sklearn(theirs: type) -> type:
     return _BOTH[theirs]
 
 
-def rebuild_user_error(cls: type, message: str, hint: str | None, field: str | None, cli: tuple | None) -> UserError:
+def rebuild_user_error(cls: type, message: str, hint: str | None, field: str | None, cli: tuple | None,
+                       workflow: tuple | None = None) -> UserError:
     """A pickled UserError again (its subclasses take message and hint)."""
     exc = cls(message, hint)
-    exc.field, exc.cli = field, cli
+    exc.field, exc.cli, exc.workflow = field, cli, workflow
     return exc
 
 

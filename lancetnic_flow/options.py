@@ -429,27 +429,103 @@ def python_name(field: str) -> str:
     return (o.api if o is not None and o.api else None) or field.split(".")[-1]
 
 
-def render(text: str | None, field: str | None, namer: Callable[[str], str]) -> str | None:
-    """``{name}`` (the error's field) and ``{section.field}`` in ``text``, named by ``namer``."""
+# The two fields --ngram-range sets: an error about either names the pair as the caller gives it.
+NGRAM_FIELDS = ("features.ngram_min", "features.ngrams")
+
+
+def workflow_name(field: str) -> str:
+    """How a workflow file names a field: its key (``training.lr`` → ``lr``, the
+    n-gram range's MIN → ``ngram_range``), as ``--set KEY=VALUE`` does."""
+    o = BY_FIELD.get(field)
+    if field == NGRAM_FIELDS[0]:
+        return "ngram_range"
+    return o.dest if o is not None else field.split(".")[-1]
+
+
+class Words:
+    """How one reader names options and their values: the command line's flags
+    (``--no-idf``, ``--ngram-range 1,3``), the Python API's parameters
+    (``idf=False``, ``ngram_range=(1, 3)``) or a workflow file's keys
+    (``idf: false``, ``ngram_range: 1,3``). ``style``: cli | python | workflow."""
+
+    NAMERS = {"cli": "cli_name", "python": "python_name", "workflow": "workflow_name"}
+
+    def __init__(self, style: str):
+        self.style = style
+        self.namer: Callable[[str], str] = globals()[self.NAMERS[style]]
+
+    def __call__(self, field: str) -> str:
+        """The option's name alone: ``--lr`` or ``lr``."""
+        return self.namer(field)
+
+    def setting(self, field: str, value: Any) -> str:
+        """The option given ``value``, as this reader would have typed it. A field of
+        --ngram-range takes the pair (MIN, MAX)."""
+        field, value = _one_option(field, value)
+        name = self.namer(field)
+        if self.style == "python":
+            return f"{name}={value!r}"
+        if self.style == "workflow":
+            return f"{name}: {self.value(field, value)}"
+        o = BY_FIELD.get(field)
+        if o is not None and o.kind in ("bool", "flag") and isinstance(value, bool):
+            if value:
+                return name
+            return "--no-" + name.removeprefix("--") if o.kind == "bool" else f"no {name}"
+        return f"{name} {self.value(field, value)}"
+
+    def value(self, field: str, value: Any) -> str:
+        """``value`` alone where the option is named before it: ``1,3``, ``(1, 3)``;
+        on the command line a boolean as its setting (``--no-idf``), as a flag has no value."""
+        field, value = _one_option(field, value)
+        o = BY_FIELD.get(field)
+        if self.style == "python":
+            return repr(value)
+        if isinstance(value, bool):
+            if self.style == "workflow":
+                return "true" if value else "false"   # YAML's words
+            if o is not None and o.kind in ("bool", "flag"):
+                return self.setting(field, value)
+        if isinstance(value, (list, tuple)):
+            return ",".join(map(str, value)) if value else "(none)"
+        return "(none)" if value is None else str(value)
+
+
+def _one_option(field: str, value: Any) -> tuple[str, Any]:
+    # --ngrams N is --ngram-range 1,N: the pair says either
+    return (NGRAM_FIELDS[0], tuple(value)) if field in NGRAM_FIELDS else (field, value)
+
+
+def render(text: Any, field: str | None, style: str = "python") -> str | None:
+    """``{name}`` (the error's field) and ``{section.field}`` in ``text``, named as
+    ``style`` (:class:`Words`) names them; ``text`` may be a function of
+    :class:`Words` that says values as the reader types them."""
     if text is None:
         return None
+    words = Words(style)
+    if callable(text):
+        text = text(words)
 
     def name(m: re.Match) -> str:
         key = m.group(1)
         if key == "name":
-            return namer(field) if field else "option"
-        return namer(key) if key in BY_FIELD else m.group(0)
+            return words(field) if field else "option"
+        return words(key) if key in BY_FIELD else m.group(0)
 
     return _PLACEHOLDER.sub(name, text)
 
 
-def bad(field: str, message: str, hint: str | None = None) -> UserError:
+def bad(field: str, message: Any, hint: Any = None) -> UserError:
     """A UserError about ``field``: ``message`` and ``hint`` name options as
     ``{name}`` (this field) or ``{section.field}``; the Python API reads them
     with parameter names (``str(error)``), the command line with flags
-    (``error.cli``)."""
-    return UserError(render(message, field, python_name), render(hint, field, python_name), field=field,
-                     cli=(render(message, field, cli_name), render(hint, field, cli_name)))
+    (``error.cli``), a workflow run with its file's keys (``error.workflow``).
+    A message that shows an option's value is a function of :class:`Words`
+    (``lambda say: say.setting("features.idf", False)``), so that each reader
+    sees the value as it spells it: ``--no-idf``, ``idf=False``, ``idf: false``."""
+    return UserError(render(message, field), render(hint, field), field=field,
+                     cli=(render(message, field, "cli"), render(hint, field, "cli")),
+                     workflow=(render(message, field, "workflow"), render(hint, field, "workflow")))
 
 
 def placeholder(field: str) -> str:
@@ -540,5 +616,5 @@ def unknown_key(key: str, where: str) -> UserError:
 
 
 __all__ = ["Option", "OPTIONS", "option", "command_options", "default", "api_default", "api_options", "bad",
-           "cli_name", "python_name", "typed_value", "text_value", "parse_storage_options", "parse_df",
+           "cli_name", "python_name", "workflow_name", "Words", "NGRAM_FIELDS", "typed_value", "text_value", "parse_storage_options", "parse_df",
            "SECTIONS"]

@@ -248,12 +248,13 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
     if f.mode == "ids":
         # Token ids in order: no word pairs (the default's pairs are the bag models'), and no weights.
         if f.ngrams not in (1, BY_FIELD["features.ngrams"].default):
-            raise bad("features.ngrams", f"{{name}} {f.ngrams}: {{features.mode}} ids reads word tokens in order, "
-                      "not n-grams", "drop {name}, or pick a bag model (ScalpelMC) for n-grams")
+            raise bad("features.ngrams", lambda say: f"{say.setting('features.ngrams', (f.ngram_min, f.ngrams))}: "
+                      "{features.mode} ids reads word tokens in order, not n-grams",
+                      "drop it, or pick a bag model (ScalpelMC) for n-grams")
         for field, on in (("features.idf", f.idf), ("features.sublinear_tf", f.sublinear_tf)):
             if on != BY_FIELD[field].default:
-                raise bad(field, f"{{name}} {'on' if on else 'off'}: idf and sublinear tf weigh the terms of a "
-                          "bag; {features.mode} ids feeds token ids in order, unweighted", "drop it")
+                raise bad(field, lambda say: f"{say.setting(field, on)}: idf and sublinear tf weigh the terms of "
+                          "a bag; {features.mode} ids feeds token ids in order, unweighted", "drop it")
         f.ngrams = 1
     if f.analyzer not in ("word", AUTO) and f.mode != "hashing":
         raise bad("features.analyzer", f"{{name}} {f.analyzer}: character n-grams are hashed, not a fitted "

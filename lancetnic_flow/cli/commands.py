@@ -379,6 +379,16 @@ def explained_lines(text: str, doc: dict) -> str:
     lines = [f"{head} = bias {doc['bias']:+.4g} + the terms' contributions ({method})"]
     if "labels" in doc and doc["label"] not in doc["labels"]:   # a multilabel run's, below its threshold
         lines[0] += f"; not predicted (the row's labels: {', '.join(map(str, doc['labels'])) or 'none'})"
+    lines += _term_lines(doc)
+    if "value_explained" in doc:   # a multitask run's value, explained in its own terms
+        v = doc["value_explained"]
+        lines.append(f"  and value {doc['value']:.4g} = bias {v['bias']:+.4g} + the terms' contributions ({method})")
+        lines += _term_lines(v)
+    return "\n".join(lines)
+
+
+def _term_lines(doc: dict) -> list[str]:
+    lines = []
     for t in doc["terms"]:
         where = "" if t["feature"] is None else f", feature {t['feature']}"
         lines.append(f"  {t['contribution']:+9.4f}  {t['term']}  (value {t['value']:.4g} × weight "
@@ -388,7 +398,7 @@ def explained_lines(text: str, doc: dict) -> str:
         lines.append(f"  {doc['rest']:+9.4f}  {others:,} other term{'s' if others != 1 else ''}")
     if not doc["terms_total"]:
         lines.append("  no term of the text is a feature of the run: the bias alone")
-    return "\n".join(lines)
+    return lines
 
 
 def say_decided(report, src) -> None:

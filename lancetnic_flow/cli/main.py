@@ -50,9 +50,12 @@ def in_flags(message: str) -> str:
     return message
 
 
-def cli_words(exc: UserError) -> tuple[str, str | None]:
+def cli_words(exc: UserError, command: str | None = None) -> tuple[str, str | None]:
     """A UserError's message and hint as the command line says them: a field's
-    error (options.bad) names its flags; any other, its leading field as a flag."""
+    error (options.bad) names its flags, or under ``run WORKFLOW`` the file's keys
+    (where the values came from); any other, its leading field as a flag."""
+    if command == "run" and getattr(exc, "workflow", None) is not None:
+        return exc.workflow
     if exc.cli is not None:
         return exc.cli
     return in_flags(exc.message), exc.hint
@@ -110,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if debug:
             raise
-        report.error(*cli_words(exc), 2)
+        report.error(*cli_words(exc, a.command), 2)
         return 2
     except KeyboardInterrupt as exc:
         from ..dataflow.worker_setup import quiet_distributed_logs

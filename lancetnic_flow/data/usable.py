@@ -18,6 +18,13 @@ read text:
   returns no token gives a row without features, as a word seen in no
   training row does), never run twice a row.
 
+The word rule also follows what the analyzer drops or needs: with stop words
+a text must hold a token that is not one (``the the and of`` gives no term),
+and with ``--ngram-range MIN,MAX`` from MIN ≥ 2, MIN tokens (one word gives
+no pair), as scikit-learn's word analyzer reads them: stop words out first,
+then n-grams. Those options travel in the rule after a line end, as JSON
+(``word\n{"least": 2, ...}``); a rule without them is unchanged.
+
 A text of whitespace alone is ``empty_text`` under every rule, although
 scikit-learn's ``char`` analyzer reads it as the one n-gram " ": that term
 says nothing about the row. A rule may end with the Unicode normalisation
@@ -26,9 +33,14 @@ Lower-casing changes no character into another kind, nor their number.
 """
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..stop_words import ENGLISH
+from ..textcase import PER_CHARACTER, lower
 from ..wordchars import RANGES
 
 WORD = "word"
@@ -38,6 +50,8 @@ WORD = "word"
 # at the first match, so a normal text costs a few bytes.
 _WORD_CHARS = "".join(f"\\x{{{lo:X}}}-\\x{{{hi - 1:X}}}" for lo, hi in RANGES)
 _TOKEN_RE = f"[{_WORD_CHARS}][{_WORD_CHARS}]"
+_NOT_WORD_RE = f"[^{_WORD_CHARS}]+"
+MIN_CHARS = 2   # a token's fewest word characters: features/tokenize.py's MIN_CHARS
 # Python's str.isspace (what scikit-learn's "\s" and str.split() read as whitespace, and the
 # char kernels' _is_space): RE2's "\s" is ASCII only.
 _SPACE = r"\t-\r\x{1C}-\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"
@@ -61,21 +75,72 @@ def text_rule(features) -> str:
     else:
         kind = WORD
     normalize = getattr(features, "normalize", "none") or "none"
-    return kind if normalize == "none" else f"{kind} {normalize}"
+    rule = kind if normalize == "none" else f"{kind} {normalize}"
+    return rule + _word_extras(features) if kind == WORD else rule
+
+
+def _word_extras(features) -> str:
+    """The word options that make a text with tokens read no term: stop words, MIN ≥ 2."""
+    stop = getattr(features, "stop_words", None)
+    if isinstance(stop, str) and stop != "english":   # a file's name: its words are read first (config.py)
+        raise RuntimeError(f"stop words {stop!r} reached the empty_text rule unread")
+    words = sorted(ENGLISH) if stop == "english" else sorted(set(stop)) if stop else []
+    least = int(getattr(features, "ngram_min", 1) or 1)
+    if not words and least <= 1:
+        return ""
+    lowering = getattr(features, "lowering", None)   # a run's features: its format's lower-casing
+    text_case = lowering if lowering is not None else bool(getattr(features, "lowercase", True))
+    if words and getattr(features, "version", 3) >= 3:   # read as the text is (tokenize.stop_table)
+        words = _normalized(pa.array(words, pa.string()), getattr(features, "normalize", "none") or "none")
+        words = sorted(set(_cased(words, text_case).to_pylist()))
+    # Runs of feature format 2 matched stop words as written (FittedFeatures._stop_table).
+    return "\n" + json.dumps({"least": least, "case": text_case, "stop": words}, ensure_ascii=False, sort_keys=True)
 
 
 def usable(texts: pa.Array, rule: str = WORD) -> pa.Array:
     """Which of ``texts`` (strings, no nulls) the analyzer of ``rule`` reads a term from."""
+    rule, _, extras = rule.partition("\n")
     kind, least, normalize = _parts(rule)
-    if normalize != "none":
-        texts = pc.utf8_normalize(texts, normalize.upper())   # as features/tokenize.prepare reads the text
+    texts = _normalized(texts, normalize)
     if kind == WORD:
-        return pc.match_substring_regex(texts, _TOKEN_RE)
+        tokens = pc.match_substring_regex(texts, _TOKEN_RE)
+        return _words_left(texts, tokens, json.loads(extras)) if extras else tokens
     visible = pc.match_substring_regex(texts, _VISIBLE_RE)
     if least <= 1:
         return visible
     collapsed = pc.replace_substring_regex(texts, rf"[{_SPACE}]{{2,}}", " ")   # scikit-learn's \s\s+ → " "
     return pc.and_(visible, pc.greater_equal(pc.utf8_length(collapsed), least))
+
+
+def _words_left(texts: pa.Array, tokens: pa.Array, extras: dict) -> pa.Array:
+    """Of the rows with a token, those that keep ``least`` tokens once the stop words
+    are out: the tokenizer's tokens (runs of two or more word characters), read
+    lower-cased as the features read them, and the stop words as they match them."""
+    keep = np.asarray(tokens.to_numpy(zero_copy_only=False), bool).copy()
+    rows = np.flatnonzero(keep)
+    if not len(rows):
+        return tokens
+    some = texts.take(pa.array(rows))
+    some = some.combine_chunks() if isinstance(some, pa.ChunkedArray) else some
+    words = pc.split_pattern_regex(_cased(some, extras["case"]), _NOT_WORD_RE)
+    flat, parent = pc.list_flatten(words), pc.list_parent_indices(words)
+    is_token = pc.greater_equal(pc.utf8_length(flat), MIN_CHARS)
+    if extras["stop"]:
+        is_token = pc.and_(is_token, pc.invert(pc.is_in(flat, value_set=pa.array(extras["stop"], pa.string()))))
+    counted = parent.filter(is_token).to_numpy(zero_copy_only=False)
+    keep[rows] = np.bincount(counted, minlength=len(rows)) >= extras["least"]
+    return pa.array(keep)
+
+
+def _normalized(texts: pa.Array, normalize: str) -> pa.Array:
+    # as features/tokenize.prepare reads the text: normalised, then lower-cased
+    return texts if normalize == "none" else pc.utf8_normalize(texts, normalize.upper())
+
+
+def _cased(texts: pa.Array, lowering) -> pa.Array:
+    if lowering == PER_CHARACTER:
+        return pc.utf8_lower(texts)
+    return lower(texts) if lowering else texts
 
 
 def _parts(rule: str) -> tuple[str, int, str]:

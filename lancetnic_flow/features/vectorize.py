@@ -39,7 +39,7 @@ from .hashing import legacy_hashes
 from .labelsets import chunk_multi_hot, is_label_sets, left_out, multi_hot, remap, unseen_per_row
 from .packing import float_planes, float_unplanes
 from .rows import RowBlock
-from .stop_words import ENGLISH
+from ..stop_words import ENGLISH
 from .tokenize import (MIN_CHARS, PER_CHARACTER, Terms, compiled_kernels, custom_tokens, stop_table, terms_of,
                        text_buffers)
 

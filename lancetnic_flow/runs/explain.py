@@ -201,11 +201,13 @@ def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
     if top is None:
         raise UserError("top must be a whole number ≥ 1, got None", f"e.g. top={TOP}")
     dec = pred.decomposition()
-    if label is not None and (not pred.classifies or label not in pred.labels):
-        raise UserError(f"label {label!r} is not one of this run's labels" if pred.classifies
-                        else "label: this run is a regression model, it explains its value",
-                        f"one of: {', '.join(map(str, pred.labels[:10]))}{' …' if len(pred.labels) > 10 else ''}"
-                        if pred.classifies else "leave label out")
+    if label is not None and not pred.classifies:
+        raise UserError("label: this run is a regression model, it explains its value", "leave label out",
+                        cli=("--label: this run is a regression model, it explains its value", "drop --label"))
+    if label is not None and label not in pred.labels:
+        labels = f"one of: {', '.join(map(str, pred.labels[:10]))}{' …' if len(pred.labels) > 10 else ''}"
+        raise UserError(f"label {label!r} is not one of this run's labels", labels,
+                        cli=(f"--label {label!r} is not one of this run's labels", labels))
     rows = pred.rows(data, text_column=text_column)
     features = pred.run.features
     multilabel = task_kind(pred.run.meta) == "multilabel"
@@ -220,7 +222,8 @@ def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
         terms = text_terms(features, table["text"]) if features.mode == "hashing" else None
         for r, status in enumerate(part["status"].to_pylist()):
             if status != "ok":
-                out.append({"status": status, "label" if pred.classifies else "value": None, "terms": None})
+                out.append({"status": status, "label" if pred.classifies else "value": None, "terms": None,
+                            **({"value": None} if pred.classifies and dec.regress else {})})
                 continue
             out.append(_explain_row(pred, dec, features, block, r, raw, terms, top, label, multilabel))
     return out
@@ -234,17 +237,32 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
     numeric = block.numeric[r].astype(np.float64) if block.numeric is not None and dec.N is not None else None
     h1 = values @ dec.E[ids].astype(np.float64) + dec.bE + (dec.N @ numeric if numeric is not None else 0.0)
     A, c = dec.affine(None if dec.exact else h1)
+    row = (ids, values, numeric, A, c)
     doc: dict[str, Any] = {"status": "ok"}
-    if pred.classifies:
-        logits = raw["logits"][r]
-        proba = (sigmoid(logits[None]) if multilabel else softmax(logits[None]))[0]
-        k = predicted_label(proba, pred, multilabel, doc)
-        k = pred.labels.index(label) if label is not None else k
-        doc.update(label=pred.labels[k], probability=float(proba[k]), logit=float(logits[k]))
-    else:
-        k = dec.classes
-        mean, std = features.target or (0.0, 1.0)
-        doc["value"] = float(raw["value"][r] * std + mean)
+    if not pred.classifies:
+        doc["value"] = _value(features, raw, r)
+        return {**doc, **_output_terms(dec, features, block, r, terms, top, row, dec.classes)}
+    logits = raw["logits"][r]
+    proba = (sigmoid(logits[None]) if multilabel else softmax(logits[None]))[0]
+    k = predicted_label(proba, pred, multilabel, doc)
+    k = pred.labels.index(label) if label is not None else k
+    doc.update(label=pred.labels[k], probability=float(proba[k]), logit=float(logits[k]))
+    doc.update(_output_terms(dec, features, block, r, terms, top, row, k))
+    if dec.regress:   # a multitask run predicts a value too: explained as a regressor's, in its own terms
+        doc["value"] = _value(features, raw, r)
+        doc["value_explained"] = _output_terms(dec, features, block, r, terms, top, row, dec.classes)
+    return doc
+
+
+def _value(features, raw: dict, r: int) -> float:
+    mean, std = features.target or (0.0, 1.0)
+    return float(raw["value"][r] * std + mean)
+
+
+def _output_terms(dec: Decomposition, features, block, r: int, terms, top: int, row: tuple, k: int) -> dict:
+    """Output ``k``'s (a class's logit, or the value) decomposition at row ``r``: method, bias,
+    the ``top`` terms by the size of their contribution, the rest summed, and their count."""
+    ids, values, numeric, A, c = row
     weight = dec.weights(ids, A[:, [k]])[:, 0]
     bias = float(dec.bE @ A[:, k] + c[k])
     by_id = dict(zip(ids.tolist(), weight.tolist()))   # a row's ids are distinct
@@ -257,9 +275,8 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
     entries.sort(key=lambda e: (-abs(e["contribution"]), e["term"]))
     total = float(sum(e["contribution"] for e in entries))
     shown = entries[:top]
-    doc.update(method=dec.method, bias=bias, terms=shown,
-               rest=float(total - sum(e["contribution"] for e in shown)), terms_total=len(entries))
-    return doc
+    return dict(method=dec.method, bias=bias, terms=shown, rest=float(total - sum(e["contribution"] for e in shown)),
+                terms_total=len(entries))
 
 
 def predicted_label(proba: np.ndarray, pred, multilabel: bool, doc: dict) -> int:

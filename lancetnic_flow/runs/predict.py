@@ -47,6 +47,12 @@ BATCH_ROWS = 4096
 SCORE_CELLS = 1 << 21
 
 
+
+def _said(param: str, flag: str, message: str, hint: str) -> UserError:
+    """An error about an argument the Python API (and serve's JSON) names ``param``
+    and the command line ``flag``: each reader is told its own name."""
+    return UserError(message.format(param), hint.format(param), cli=(message.format(flag), hint.format(flag)))
+
 class Predictor:
     """A trained run, ready to predict: ``Predictor("runs/x").predict(["text"])``.
 
@@ -203,7 +209,8 @@ class Predictor:
                 text_column: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Why each row is predicted as it is: one dict per input row, in order, with
         ``status``; the explained ``label`` (the predicted one, or ``label``), its
-        ``probability`` and ``logit`` (a regressor: its ``value``); ``terms``, the ``top``
+        ``probability`` and ``logit`` (a regressor: its ``value``; a multitask run: both, the value's
+        own decomposition under ``value_explained``); ``terms``, the ``top``
         terms of the text by the size of their ``contribution`` (``value`` in the row ×
         ``weight``; with the ``feature`` id, and a hashed term's ``count`` in the text);
         ``rest``, the other terms' contributions summed; ``bias``; and ``method``: ``exact``
@@ -303,10 +310,10 @@ class Predictor:
         asks.count(top_k, "top_k", 3)
         asks.threshold(threshold)
         if top_k and not self.classifies:
-            raise UserError("--top-k (top_k) ranks labels: this run is a regression model", "drop --top-k")
+            raise _said("top_k", "--top-k", "{} ranks labels: this run is a regression model", "drop {}")
         if threshold is not None and not self.multilabel:
-            raise UserError("--threshold (threshold) applies to a multilabel run: this run predicts one label a "
-                            "row, its most probable", "drop --threshold")
+            raise _said("threshold", "--threshold", "{} applies to a multilabel run: this run predicts one label "
+                        "a row, its most probable", "drop {}")
 
     def top(self, top_k: int | None) -> int | None:
         """``top_k`` capped at the run's labels: ranks past the last label hold

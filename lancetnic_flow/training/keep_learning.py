@@ -38,7 +38,7 @@ from ..config import FeatureConfig, TrainConfig
 from ..errors import UserError
 from ..features.label_values import same_values
 from ..features.vectorize import FittedFeatures
-from ..options import BY_FIELD, REQUIRED, bad
+from ..options import BY_FIELD, NGRAM_FIELDS, REQUIRED, bad
 from ..runs.learned_rows import LearnedRows, read_learned
 from ..registry import ROW_WISE
 from ..storage import absolute, options_for
@@ -84,10 +84,9 @@ def _chooses(value: Any) -> bool:
     return value is None or value == "auto"
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value)) if value else "(none)"
-    return "(none)" if value is None else str(value)
+def _value(cfg: Any, fields: tuple[str, ...]) -> Any:
+    """One option's value: a field's, or --ngram-range's pair."""
+    return tuple(_get(cfg, f) for f in fields) if len(fields) > 1 else _get(cfg, fields[0])
 
 
 def run_options(run: str, cfg: TrainConfig) -> dict:
@@ -183,7 +182,7 @@ def is_continued(cfg: TrainConfig) -> bool:
 def _check_task(run: str, given: TrainConfig, old: TrainConfig) -> None:
     """A run continues as the task it was trained for: another is refused first, in its own words."""
     theirs, mine = old.training.task, given.training.task
-    what = f"--init-from {run} is a {theirs} run ({old.model.name})"
+    what = f"{{training.init_from}} {run} is a {theirs} run ({old.model.name})"
     if mine is not None and mine != theirs:
         raise bad("training.task", f"{what}; {{name}} {mine} asks for a {mine} run",
                   f"continue it as a {theirs} run (drop {{name}}), {NEW_RUN}")
@@ -193,10 +192,16 @@ def _check_task(run: str, given: TrainConfig, old: TrainConfig) -> None:
 
 
 def _contradiction(run: str, given: TrainConfig, old: TrainConfig, fields: list[str]) -> UserError:
-    shown = "; ".join(f"{{{f}}} {_shown(_get(given, f))} (the run's: {_shown(_get(old, f))})" for f in fields)
+    # --ngram-range sets two fields: one entry, said as the pair.
+    named = list(dict.fromkeys(NGRAM_FIELDS if f in NGRAM_FIELDS else (f,) for f in fields))
     what = "features" if all(f.startswith("features.") for f in fields) else "model and features"
-    return bad(fields[0], f"--init-from {run} keeps the run's {what}, so its weights mean what they meant, and "
-                          f"these options differ: {shown}",
+
+    def shown(say) -> str:
+        return "; ".join(f"{say.setting(fs[-1], _value(given, fs))} (the run's: "
+                         f"{say.value(fs[-1], _value(old, fs))})" for fs in named)
+
+    return bad(fields[0], lambda say: f"{{training.init_from}} {run} keeps the run's {what}, so its weights mean "
+                                      f"what they meant, and these options differ: {shown(say)}",
                "drop them (a continued run takes them from its run), " + NEW_RUN)
 
 
@@ -227,8 +232,8 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
                 "data.numeric": "numeric inputs"}[field]
         free = [c for c in have if c not in used]
         url = plan.files[0].url.removeprefix("file://")
-        raise bad(field, f"the new data {url} has no column {missing[0]!r}, where --init-from {run} read its "
-                         f"{role} (the new data's columns: {', '.join(have)})",
+        raise bad(field, f"the new data {url} has no column {missing[0]!r}, where {{training.init_from}} {run} read "
+                         f"its {role} (the new data's columns: {', '.join(have)})",
                   f"name the new data's column with {{name}} COL" + (f", e.g. {{name}} {free[0]}" if free else "")
                   if field != "data.numeric" else
                   f"the run's network takes the numeric columns {', '.join(wanted[field])}: add them, {NEW_RUN}")

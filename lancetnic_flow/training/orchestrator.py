@@ -955,8 +955,9 @@ class Training:
         one_rule = dataclasses.replace(self.columns, text_rule="word")   # every analyzer's empty_text was words'
         if self.columns.text_rule != "word" and saved_key == entry_key(
                 self.train_src, self.val_src, self._key_options(), one_rule, fraction_of(self.val_fraction)):
-            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which skipped as "
-                            "empty_text the texts without a word its analyzer reads (one Chinese character, :) …)",
+            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which told empty_text "
+                            "rows by words alone (it skipped one Chinese character or :) under character n-grams, "
+                            "and trained texts of stop words alone, or of fewer words than --ngram-range's MIN)",
                             "start a new run on the same data (see CHANGELOG.md)")
         raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
                         "resume needs the same inputs; start a new run instead")

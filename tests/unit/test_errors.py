@@ -20,6 +20,11 @@ def test_a_user_error_and_its_subclasses_keep_message_and_hint_through_pickle():
     for err in (UserError("m", "h"), WriteError("disk full at /x", "free space")):
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and (back.message, back.hint) == (err.message, err.hint)
+    # A field's error keeps each reader's words: a worker's `lr` error still says `--lr` and `lr:`.
+    err = UserError("lr: must be > 0", field="training.lr", cli=("--lr: must be > 0", None),
+                    workflow=("lr: must be > 0", None))
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.field, back.cli, back.workflow) == (err.field, err.cli, err.workflow)
 
 
 def test_close_matches_suggest_the_nearest_names_or_nothing():

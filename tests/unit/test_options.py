@@ -146,7 +146,7 @@ def test_saved_configs_still_load():
      "--early-stopping:"),
     (lambda: ModelConfig(dropout=2).validate(), "model.dropout", "dropout: must be in [0, 1)", "--dropout: must"),
     (lambda: FeatureConfig(analyzer="chars").validate(), "features.analyzer", "analyzer: 'chars'", "--analyzer: "),
-    (lambda: FeatureConfig(ngram_min=3, ngrams=1).validate(), "features.ngram_min", "ngram_range 3,1",
+    (lambda: FeatureConfig(ngram_min=3, ngrams=1).validate(), "features.ngram_min", "ngram_range=(3, 1)",
      "--ngram-range 3,1"),
     (lambda: config_from_options({"data": ["x"], "workers": 0, "dashboard": True}).validate(), "cluster.workers",
      "workers: must be > 0", "--workers: must be > 0"),
@@ -205,3 +205,30 @@ def test_a_quoted_switch_word_is_refused_saying_to_unquote_it():
         typed_value(BY_DEST["lowercase"], "1")
     assert "quotes" not in str(e.value)
     assert typed_value(BY_DEST["lowercase"], False) is False
+
+
+def test_an_option_given_a_value_is_said_as_each_caller_types_it():
+    """`--idf False` and `--ngrams 3` (for `--ngram-range 1,3`) named no command line, and a
+    workflow run was told of flags its file never held:
+    a --x/--no-x option is said `--x`/`--no-x`, the n-gram range as MIN,MAX, and the Python API
+    its parameter=value; every bool option's both spellings are flags the parser offers."""
+    from lancetnic_flow.cli.parser import build_parser
+    from lancetnic_flow.options import Words
+
+    cli, api, flow = Words("cli"), Words("python"), Words("workflow")
+    assert (cli.setting("features.idf", False), cli.setting("features.idf", True)) == ("--no-idf", "--idf")
+    assert cli.setting("features.ngrams", (1, 3)) == "--ngram-range 1,3" == cli.setting("features.ngram_min", [1, 3])
+    assert (api.setting("features.idf", False), api.setting("features.ngrams", [1, 3])) == ("idf=False",
+                                                                                         "ngram_range=(1, 3)")
+    assert cli.setting("features.max_features", None) == "--max-features (none)"
+    assert (cli.value("features.idf", True), cli.value("features.ngrams", (1, 2))) == ("--idf", "1,2")
+    # A workflow's keys, its YAML words: what `run` says where the values came from a file or --set.
+    assert (flow.setting("features.idf", False), flow.setting("features.ngrams", (1, 3))) == ("idf: false",
+                                                                                          "ngram_range: 1,3")
+    assert (flow("training.seed"), flow("features.max_features")) == ("seed", "max_features")
+    parser = build_parser()
+    for o in opts.OPTIONS:
+        if o.field and o.flag and o.kind in ("bool", "flag") and "train" in o.commands:
+            for value in (True, False) if o.kind == "bool" else (True,):
+                a = parser.parse_args(["train", "x.csv", cli.setting(o.field, value)])   # the parser takes it
+                assert getattr(a, o.dest) is value

@@ -472,11 +472,13 @@ def test_linear_svm_refuses_an_optimiser_and_gradient_clipping_and_auto_passes_i
 
 
 def test_a_sequence_models_token_ids_refuse_n_grams_and_term_weights_they_would_not_use():
-    with pytest.raises(UserError, match=r"ngrams 3: .*ids reads word tokens in order, not n-grams"):
+    with pytest.raises(UserError, match=r"ngram_range=\(1, 3\): .*ids reads word tokens in order, not n-grams") as e:
         resolve(features("LancetMC", ngrams=3))
-    for option in ({"idf": False}, {"sublinear_tf": False}):
-        with pytest.raises(UserError, match=r"off: idf and sublinear tf weigh the terms of a bag"):
+    assert e.value.cli[0].startswith("--ngram-range 1,3: --features ids reads")
+    for option, typed in (({"idf": False}, "--no-idf"), ({"sublinear_tf": False}, "--no-sublinear-tf")):
+        with pytest.raises(UserError, match=r"=False: idf and sublinear tf weigh the terms of a bag") as e:
             resolve(features("LancetMC", **option))
+        assert e.value.cli[0].startswith(typed + ": idf and sublinear tf")   # as typed, not `--idf off`
     assert resolve(features("LancetMC")).features.ngrams == 1          # the bag models' default pairs: dropped
     assert resolve(features("LinearSVM", mode="tfidf", idf=False)).features.idf is False
 

@@ -192,6 +192,17 @@ def test_predict_and_evaluate_say_the_planners_warnings_as_train_does(capsys):
     assert "warning: Skipped 1 file(s) that are not data by their extension: README." in capsys.readouterr().err
 
 
+def test_explain_of_a_multitask_run_says_its_value_and_the_values_terms_after_the_labels():
+    term = {"term": "goal", "feature": 3, "value": 0.5, "weight": 2.0, "contribution": 1.0}
+    doc = {"status": "ok", "label": "sports", "probability": 0.9, "logit": 2.5, "method": "exact", "bias": 1.5,
+           "terms": [term], "rest": 0.0, "terms_total": 1, "value": 7.25,
+           "value_explained": {"method": "exact", "bias": 6.0, "terms": [{**term, "weight": 2.5, "contribution": 1.25}],
+                               "rest": 0.0, "terms_total": 1}}
+    lines = commands.explained_lines("a goal", doc).splitlines()
+    assert lines[2] == "  and value 7.25 = bias +6 + the terms' contributions (exact)"
+    assert "+1.2500  goal  (value 0.5 × weight 2.5, feature 3)" in lines[3]
+
+
 def test_an_explained_label_a_multilabel_run_does_not_predict_is_said_to_be_not_predicted():
     doc = {"status": "ok", "label": "tech", "probability": 0.4, "logit": -0.4, "method": "exact", "bias": -0.4,
            "terms": [], "rest": 0.0, "terms_total": 0}

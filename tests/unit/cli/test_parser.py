@@ -95,3 +95,97 @@ def test_a_column_option_given_twice_with_two_names_is_refused_and_numeric_colum
     a = p.parse_args(["train", "x.csv", "--numeric", "v", "--numeric", "w,u"])
     assert config_from_options(vars(a)).data.numeric == ["v", "w", "u"]
     assert config_from_options(vars(p.parse_args(["train", "x.csv"]))).data.numeric == []
+
+
+# ---------------------------------------------------------------- flags the messages name
+
+# Flags of other tools, and the help's own notation, that messages name on purpose.
+NOT_OURS = {"--memory-limit",        # `dask worker --memory-limit`
+            "--x", "--no-x", "--no-"}  # how options.py and cli/commands.py describe --x/--no-x
+
+
+def _every_flag() -> set[str]:
+    import argparse
+
+    seen: set[str] = set()
+
+    def walk(parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            seen.update(s for s in action.option_strings if s.startswith("--"))
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub)
+
+    walk(build_parser())
+    return seen
+
+
+def _package_texts():
+    """Every string literal of the package, with where it is: the parts of an f-string too."""
+    import ast
+    import pathlib
+
+    import lancetnic_flow
+
+    root = pathlib.Path(lancetnic_flow.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.JoinedStr, ast.Call)):
+                yield f"{path.relative_to(root)}:{node.lineno}", node
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                yield f"{path.relative_to(root)}:{node.lineno}", node.value
+
+
+def test_every_flag_a_message_names_is_one_a_command_offers():
+    """A message or hint naming `--n-features` where the parser has `--buckets` sends the
+    user to an option that does not exist; so does a field placeholder (`{training.lr}`)
+    that names no declared field."""
+    import re
+
+    flags, wrong = _every_flag(), []
+    for where, text in _package_texts():
+        if not isinstance(text, str):
+            continue
+        wrong += [f"{where}: {f}" for f in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text)
+                  if f not in flags and f not in NOT_OURS]
+        for field in re.findall(r"\{((?:%s)\.[a-z_]+)\}" % "|".join(opts.SECTIONS), text):
+            if field not in opts.BY_FIELD:
+                wrong.append(f"{where}: {{{field}}}")
+            elif opts.cli_name(field) not in flags:
+                wrong.append(f"{where}: {{{field}}} says {opts.cli_name(field)}")
+    assert not wrong, wrong
+
+
+def test_no_message_shows_a_value_after_a_flag_that_takes_none():
+    """`{features.idf} {value}` said `--idf False`, `{name} {'on' if on else 'off'}` `--idf off`, and a
+    field named at run time (`{{{f}}} {value}`) `--ngrams 3` for `--ngram-range 1,3`: a --x/--no-x
+    option and --ngram-range are said with ``say.setting`` (options.Words), as typed."""
+    import ast
+
+    flagged = {f for f, o in opts.BY_FIELD.items() if o.kind in ("bool", "flag")} | set(opts.NGRAM_FIELDS)
+    wrong = []
+    for where, node in _package_texts():
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "bad" and node.args \
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value in flagged:
+            named = ["{name} "]             # the error's own field, a flag: no value follows it
+        elif isinstance(node, ast.JoinedStr):
+            named = ["{%s} " % f for f in flagged]
+        else:
+            continue
+        for text in _strings(node):
+            parts = text.values
+            for before, after in zip(parts, parts[1:]):
+                if isinstance(before, ast.Constant) and isinstance(after, ast.FormattedValue) \
+                        and before.value.endswith(tuple(named)):
+                    wrong.append(f"{where}: {before.value[-30:]!r} then a value")
+            for a, b, c in zip(parts, parts[1:], parts[2:]):   # {{{f}}} {value}: a field named at run time
+                if isinstance(a, ast.Constant) and a.value.endswith("{") and isinstance(b, ast.FormattedValue) \
+                        and isinstance(c, ast.Constant) and c.value.startswith("} "):
+                    wrong.append(f"{where}: a field named at run time, then a value")
+    assert not wrong, sorted(set(wrong))
+
+
+def _strings(node):
+    import ast
+
+    return [n for n in ast.walk(node) if isinstance(n, ast.JoinedStr)]

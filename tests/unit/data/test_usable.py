@@ -93,3 +93,50 @@ def test_the_word_rule_and_the_tokenizer_agree_on_every_letter_newer_unicode_inc
     has_token[tokens.rows] = True
     assert usable(texts, "word").to_pylist() == has_token.tolist()
     assert usable(pa.array(["\U00031350\U00031351", "\U0001e030\U0001e031"]), "word").to_pylist() == [False, False]
+
+
+WORDY = TRICKY + ["the the and of", "The AND of", "THE", "of the cat", "hello", "hello world", "cat, the",
+                  "the cat sat", "Σ the", "ﬁ the", "a the b", "_the", "the_", "de la", "de la la",
+                  "ΚΑΛΟΣ", "ΚΑΛΟΣ the", "καλοσ", "the１２"]
+# str.lower gives "İ" a combining dot, which scikit-learn's \w leaves out and the tokenizer keeps: the run's terms decide.
+OWN_TERMS = WORDY + ["İİ the", "İİ"]
+
+
+@pytest.mark.parametrize("stop", [None, "english", ["the", "and", "of", "la", "καλος"]])
+@pytest.mark.parametrize("lo,hi", [(1, 1), (1, 2), (2, 2), (2, 3), (3, 3)])
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_a_text_of_stop_words_alone_or_of_fewer_words_than_min_is_empty_text_as_scikit_learn_reads_it(
+        stop, lo, hi, lowercase):
+    """`the the and of` with --stop-words english, and `hello` with --ngram-range 2,3, were `ok`
+    rows without one feature, predicted from the bias: scikit-learn's word analyzer reads no term
+    from them, nor do the run's own features."""
+    from lancetnic_flow.features.vectorize import FittedFeatures
+
+    features = SimpleNamespace(analyzer="word", ngram_min=lo, ngrams=hi, normalize="none", tokenizer=None,
+                               stop_words=stop, lowercase=lowercase)
+    got = usable(pa.array(WORDY, pa.string()), text_rule(features)).to_pylist()
+    build = sklearn_text.CountVectorizer(analyzer="word", ngram_range=(lo, hi), stop_words=stop,
+                                         lowercase=lowercase).build_analyzer()
+    assert [t for t, g in zip(WORDY, got) if g != (bool(build(t)) and bool(t.strip()))] == []
+    words = sorted(sklearn_text.ENGLISH_STOP_WORDS) if stop == "english" else stop
+    run = FittedFeatures(mode="hashing", analyzer="word", ngram_min=lo, ngrams=hi, buckets=1 << 20,
+                         lowercase=lowercase, stop_words=words)
+    block = run.transform(pa.table({"text": pa.array(OWN_TERMS, pa.string())}), [])
+    terms = [int(block.offsets[i + 1] - block.offsets[i]) for i in range(len(OWN_TERMS))]
+    assert usable(pa.array(OWN_TERMS, pa.string()), text_rule(run)).to_pylist() == [n > 0 for n in terms]
+    if stop is None and lo == 1:
+        assert text_rule(features) == "word"   # the rule, and the cache keys of entries made with it, unchanged
+
+
+@pytest.mark.parametrize("normalize", ["nfkc", "nfd"])
+def test_stop_words_are_read_as_the_normalised_text_is(normalize):
+    """A stop word of a file (`ﬁne`, `Café`) matches the text as the features match it: both normalised
+    and lower-cased first."""
+    from lancetnic_flow.features.vectorize import FittedFeatures
+
+    texts = ["ﬁne", "fine", "FINE the", "café", "CAFE\u0301", "cafe", "ﬁne café x"]
+    run = FittedFeatures(mode="hashing", analyzer="word", ngrams=2, buckets=1 << 20, normalize=normalize,
+                         stop_words=["ﬁne", "Café", "the"])
+    block = run.transform(pa.table({"text": pa.array(texts, pa.string())}), [])
+    terms = [int(block.offsets[i + 1] - block.offsets[i]) for i in range(len(texts))]
+    assert usable(pa.array(texts, pa.string()), text_rule(run)).to_pylist() == [n > 0 for n in terms]

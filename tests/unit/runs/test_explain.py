@@ -168,6 +168,24 @@ def test_a_regressors_value_is_its_terms_and_bias_in_the_targets_units():
         assert _sum(doc) == pytest.approx(float(v), abs=1e-3)
 
 
+def test_a_multitask_run_explains_its_value_too_in_the_targets_units():
+    """A multitask run (ScalpelMTSK) predicts a label and a value; explain gave the label's
+    decomposition alone. Its value now comes with its own: terms, rest and bias summing to the
+    value predict gives, as a regressor's do; a row it cannot predict has no value either."""
+    import pandas as pd
+
+    pred = net_run(2, "relu", regress=True, numeric=2)
+    data = pd.DataFrame({"text": TEXTS[:3] + [""], "n0": [0.5, -1.0, 2.0, 0.0], "n1": [1.0, 0.0, -2.0, 1.0]})
+    rows = pred.predict(data)
+    docs = pred.explain(data, top=2)
+    for row, doc in zip(rows[:3], docs[:3]):
+        assert doc["label"] == row["label"] and doc["value"] == pytest.approx(row["value"], rel=1e-5)
+        assert _sum(doc["value_explained"]) == pytest.approx(row["value"], abs=1e-3)
+        assert doc["value_explained"]["method"] == "local" and len(doc["value_explained"]["terms"]) == 2
+    assert docs[3] == {"status": "empty_text", "label": None, "terms": None, "value": None}
+    assert "value_explained" not in net_run(1, "relu", regress=True, classes=0).explain(TEXTS[:1])[0]
+
+
 def test_a_sequence_model_says_explain_is_not_available():
     import torch
 
@@ -192,6 +210,18 @@ def test_bad_arguments_are_user_errors():
         pred.explain(["goal"], label="weather")
     with pytest.raises(UserError, match="top must be"):
         pred.explain(["goal"], top=0)
+
+
+def test_a_label_explain_cannot_use_is_named_as_each_caller_gives_it():
+    """`explain REG_RUN --label x` hinted `leave label out`, the Python API's word, on the command line."""
+    with pytest.raises(UserError) as e:
+        net_run(1, "relu", regress=True, classes=0).explain(["goal"], label="sports")
+    assert (e.value.message, e.value.hint) == ("label: this run is a regression model, it explains its value",
+                                               "leave label out")
+    assert e.value.cli == ("--label: this run is a regression model, it explains its value", "drop --label")
+    with pytest.raises(UserError) as e:
+        linear_run().explain(["goal"], label="weather")
+    assert e.value.cli[0] == "--label 'weather' is not one of this run's labels"
 
 
 # ---------------------------------------------------------------- the terms read from a text

@@ -178,3 +178,28 @@ def test_a_run_that_reads_every_term_says_nothing_of_max_len(tmp_path):
         warnings.simplefilter("error")
         pred.predict(["cat dog cat dog cat dog cat dog"] * 3)
     assert pred.longer_than_max_len == 0
+
+
+def test_a_text_of_the_runs_stop_words_alone_is_empty_text_and_one_of_unknown_words_is_predicted(tmp_path):
+    """`the of` under a run with stop words was `ok`, predicted from the bias alone: its analyzer
+    reads no term there. A word outside the vocabulary is read, as scikit-learn's analyzer reads
+    it, and finds no column: `ok`, as a word seen in no training row always was."""
+    model = ScalpelNet(2, classes=2, regress=False, layers=0, dropout=0.0)
+    features = FittedFeatures(mode="tfidf", vocabulary=pa.array(["cat", "dog"]), idf=np.ones(2, np.float32),
+                              labels=["pos", "neg"], stop_words=["of", "the"])
+    save_run(str(tmp_path), config={"data": {"text": ["text"]}}, features=features, model=model,
+             model_meta={"net": "ScalpelNet", "kwargs": model.config, "task": "classify"}, metrics={}, history=[])
+    out = Predictor(str(tmp_path)).predict(["the of", "The OF the", "the cat", "zebra crossing"])
+    assert [o["status"] for o in out] == ["empty_text", "empty_text", "ok", "ok"]
+
+
+def test_an_argument_the_run_cannot_use_is_named_as_each_caller_gives_it(tmp_path):
+    """`--top-k (top_k) ranks labels`: both names to every reader; now each its own."""
+    pred = Predictor(linear_run(tmp_path / "run", classes=0, task="regress"))
+    with pytest.raises(UserError) as e:
+        pred.predict(["a cat"], top_k=2)
+    assert (e.value.message, e.value.hint) == ("top_k ranks labels: this run is a regression model", "drop top_k")
+    assert e.value.cli == ("--top-k ranks labels: this run is a regression model", "drop --top-k")
+    with pytest.raises(UserError) as e:
+        Predictor(linear_run(tmp_path / "one", regress=False, task="classify")).predict(["a cat"], threshold=0.3)
+    assert e.value.message.startswith("threshold applies") and e.value.cli[0].startswith("--threshold applies")

@@ -87,7 +87,7 @@ def test_an_option_a_workflow_or_an_estimator_gives_at_its_default_value_is_used
     assert auto.model.name == "LinearSVM"
     buckets = config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run), "buckets": 524288},
                                   given=["buckets"])
-    with pytest.raises(UserError, match="buckets 524288 .the run's: 1024"):   # given at its default: refused
+    with pytest.raises(UserError, match="buckets=524288 .the run's: 1024"):   # given at its default: refused
         continue_config(buckets)
 
 
@@ -96,6 +96,21 @@ def _words(text: str) -> list[str]:
 
 
 register_tokenizer("keep_learning_words", _words)
+
+
+def test_a_refused_option_is_said_as_the_caller_types_it(tmp_path, old_run):
+    """`--no-idf` was said `--idf False (the run's: True)`, `--ngram-range 1,3` as `--ngrams 3`:
+    flags and values no command line takes. Each reader now sees its own spelling."""
+    with pytest.raises(UserError) as e:
+        continue_config(_given(_data(tmp_path), old_run, idf=False, ngram_range=(1, 3), lowercase=False))
+    message = e.value.cli[0]
+    assert "--no-idf (the run's: --idf)" in message and "--no-lowercase (the run's: --lowercase)" in message
+    assert "--ngram-range 1,3 (the run's: 1,2)" in message and "--ngrams" not in message
+    assert "idf=False (the run's: True)" in e.value.message
+    assert "ngram_range=(1, 3) (the run's: (1, 2))" in e.value.message
+    flow = e.value.workflow[0]   # `run WORKFLOW`: the file's keys and YAML words
+    assert flow.startswith(f"init_from {old_run} keeps") and "--" not in flow
+    assert "idf: false (the run's: true)" in flow and "ngram_range: 1,3 (the run's: 1,2)" in flow
 
 
 def test_the_runs_stop_words_file_and_tokenizer_given_again_are_no_contradiction(tmp_path):
@@ -107,7 +122,7 @@ def test_the_runs_stop_words_file_and_tokenizer_given_again_are_no_contradiction
                                  tokenizer="keep_learning_words"))
     assert cfg.features.stop_words == ["and", "of", "the"] and cfg.features.tokenizer.endswith(":keep_learning_words")
     (tmp_path / "other.txt").write_text("a\n")
-    with pytest.raises(UserError, match="stop_words .*other.txt .the run.s: and,of,the"):   # another file: refused
+    with pytest.raises(UserError, match=r"stop_words=.*other.txt. .the run.s: \['and', 'of', 'the'\]"):   # another file: refused
         continue_config(_given(_data(tmp_path), run, stop_words=str(tmp_path / "other.txt")))
 
 
@@ -118,8 +133,8 @@ def test_options_that_contradict_the_run_are_refused_naming_each_and_what_works(
     assert f"--init-from {old_run} keeps the run's features" in message
     assert "--features tfidf (the run's: hashing)" in message and "--buckets 2048 (the run's: 1024)" in message
     assert "drop them" in hint and "without --init-from" in hint
-    assert "features tfidf" in e.value.message        # the Python API names its parameters
-    with pytest.raises(UserError, match="the run's: LinearSVM") as e:
+    assert "features='tfidf'" in e.value.message        # the Python API names its parameters
+    with pytest.raises(UserError, match="the run's: 'LinearSVM'") as e:
         continue_config(_given(_data(tmp_path), old_run, model="ScalpelMC"))
     assert "--model ScalpelMC" in e.value.cli[0]
     # A default value given on the command line is given: it contradicts the run too.
