@@ -59,6 +59,12 @@ _RECOVERIES = 8
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
+def _holds_rows(body, delimiter: str) -> bool:
+    """Whether ``body`` holds a line that is not blank (:func:`_blank`): in TSV a
+    line of tabs is a row of empty fields, though whitespace."""
+    return has_content(body) or (delimiter == "\t" and b"\t" in body.to_pybytes())
+
+
 def _lines(text: bytes, delimiter: str) -> int:
     return sum(1 for line in text.split(b"\n") if not _blank(line, delimiter))
 
@@ -91,7 +97,7 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str]) -> t
             taken.append(text)
         return "skip"
 
-    if not has_content(body):
+    if not _holds_rows(body, delimiter):
         return pa.table({n: pa.array([], pa.string()) for n in names}), 0
     table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
     if any(_LINE_END.search(t.rstrip(b"\r\n")) for t in taken):
@@ -153,7 +159,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     have = header_names(first, delimiter, url)
     check_names(url, have, columns, fmt)
     undecodable = skipped.get("undecodable", 0)
-    if not has_content(body):
+    if not _holds_rows(body, delimiter):
         return Chunk(empty_table(columns, fmt), undecodable, skipped)
     names = columns.read_names(have)
     if columns.all_rows and escaped:

@@ -267,6 +267,9 @@ _CUT_CASES = [
     b'""q x"y","a z""",\r \r\n"z""\r\ncat,hi there, \r\nbc,1,"q\r\n',
     b'text,label\rhi there,\r"x"y"q",",\r\r\n"\rdog,dog,"""\r\n\r"\ndog,"""bca",a b\r""\r\n,"a\n\r"",a \r\n\ncat,"a\n""\n"\r,"q,""',
     b'text,label\n"stray,a\nx,"b\ny",c\nlast, d" e\nz,f\n',
+    # TSV, where a partition holding a line of tabs alone read no row
+    b'text\tlabel\r\n\t\r\n\r\n\r\n""q"\t\thi there\r\n"bc"q"x"y"\r\n\t\r\nhi there\t"qz"bcbc\t" \ta"""\r\n\r\n'
+    b'hi there\thi there\r\n"\r\na\n"\t",ax"y""\t"q\r\r\n"\r\n"""qx"y"\t\r\n1\t""az"""',
 ]
 
 
@@ -275,9 +278,10 @@ def test_a_malformed_csv_reads_the_same_rows_texts_labels_and_statuses_however_i
     from lancetnic_flow.data.readers import read_partition
     from lancetnic_flow.data.sources import FileInfo, Partition
 
-    path = tmp_path / "f.csv"
+    fmt = "tsv" if data.startswith(b"text\t") else "csv"
+    path = tmp_path / f"f.{fmt}"
     path.write_bytes(data)
-    fi = FileInfo(path.as_uri(), len(data), "v", "csv", None)
+    fi = FileInfo(path.as_uri(), len(data), "v", fmt, None)
 
     def read(step: int, cols: Columns) -> tuple:
         parts = [Partition(i, fi, s, min(step, fi.size - s)) for i, s in enumerate(range(0, fi.size, step))]
@@ -293,3 +297,12 @@ def test_a_malformed_csv_reads_the_same_rows_texts_labels_and_statuses_however_i
         whole = read(len(data), cols)
         for step in (1, 2, 3, 5, 7, 11, 16, 23, 32, 64, 97):
             assert read(step, cols) == whole, (step, cols.all_rows)
+
+
+def test_a_tsv_block_of_a_line_of_tabs_alone_is_a_row_of_empty_fields_not_nothing():
+    # a partition holding only "\t\n" was taken for whitespace: prediction wrote one row fewer there
+    for all_rows in (False, True):
+        chunk = parse_csv(b"\t\n", b"text\tlabel\n", "tsv", Columns(text=("text",), label="label", all_rows=all_rows),
+                          "f.tsv")
+        assert chunk.rows_read == 1 and chunk.skipped == {"empty_text": 1}
+    assert parse_csv(b" \n\n", b"text\tlabel\n", "tsv", Columns(text=("text",)), "f.tsv").rows_read == 0
