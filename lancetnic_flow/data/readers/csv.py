@@ -71,9 +71,9 @@ def _lines(text: bytes, delimiter: str) -> int:
 
 def _after_first_line(record: bytes, delimiter: str) -> bytes:
     """The lines of a malformed ``record`` after its first (at any line end: inside
-    its quote a lone "\r" was not made "\n"), to be read as rows of their own."""
+    its quote a lone "\\r" was not made "\\n"), to be read as rows of their own."""
     parts = _LINE_END.split(record, 1)
-    if len(parts) < 2 or not parts[1].strip():
+    if len(parts) < 2 or _blank(parts[1], delimiter):   # in TSV a line of tabs is a row
         return b""
     return with_lf_row_ends(parts[1].rstrip(b"\r\n") + b"\n", delimiter)
 
