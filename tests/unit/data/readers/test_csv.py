@@ -306,3 +306,8 @@ def test_a_tsv_block_of_a_line_of_tabs_alone_is_a_row_of_empty_fields_not_nothin
                           "f.tsv")
         assert chunk.rows_read == 1 and chunk.skipped == {"empty_text": 1}
     assert parse_csv(b" \n\n", b"text\tlabel\n", "tsv", Columns(text=("text",)), "f.tsv").rows_read == 0
+
+
+def test_a_line_of_tabs_an_unclosed_tsv_quote_took_is_read_again_as_a_row():
+    listed = parse_csv(b'"open\n\t\n', b"text\tlabel\n", "tsv", Columns(text=("text",), all_rows=True), "f.tsv")
+    assert listed.table["status"].to_pylist() == ["malformed", "empty_text"]
