@@ -24,7 +24,7 @@ from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
 from .row_ends import WHOLE, records, with_lf_row_ends
-from .table import (BOM, ESCAPED, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
+from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 
 _HEADER_BYTES = 2**20
@@ -147,12 +147,12 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
         raise no_header(url, blank=not first)
     raw = data
     escaped = not utf8_ok(data)
-    marked = False
+    marked = taken = False
     if escaped:
         text = data.decode("utf-8", errors="surrogateescape")
-        if _MARK in text:   # the mark is taken: whole lines go instead
-            data = drop_undecodable(data, skipped)
-        else:
+        # The mark is taken: the records in order find the undecodable ones (lines dropped whole broke quoted records).
+        taken = _MARK in text
+        if not taken:
             data, marked = ESCAPED.sub(_MARK, text).encode("utf-8"), True
         del text
     body = pa.py_buffer(data)
@@ -162,7 +162,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     if not _holds_rows(body, delimiter):
         return Chunk(empty_table(columns, fmt), undecodable, skipped)
     names = columns.read_names(have)
-    if columns.all_rows and escaped:
+    if (columns.all_rows and escaped) or taken:
         return _rows_in_order(raw, have, delimiter, names, columns)
     read = _read_csv_rows(body, have, delimiter, names)
     if read is None or (columns.all_rows and read[1]):

@@ -267,6 +267,8 @@ _CUT_CASES = [
     b'""q x"y","a z""",\r \r\n"z""\r\ncat,hi there, \r\nbc,1,"q\r\n',
     b'text,label\rhi there,\r"x"y"q",",\r\r\n"\rdog,dog,"""\r\n\r"\ndog,"""bca",a b\r""\r\n,"a\n\r"",a \r\n\ncat,"a\n""\n"\r,"q,""',
     b'text,label\n"stray,a\nx,"b\ny",c\nlast, d" e\nz,f\n',
+    # U+FFFF as text beside an undecodable byte: lines were dropped whole, breaking a quoted record
+    "text,label\n\"two\nlines \uffff\",a\n".encode() + b'"bad \xff\nbyte, here",b\nnext,c\n"x\ny",d\n',
     # TSV, where a partition holding a line of tabs alone read no row
     b'text\tlabel\r\n\t\r\n\r\n\r\n""q"\t\thi there\r\n"bc"q"x"y"\r\n\t\r\nhi there\t"qz"bcbc\t" \ta"""\r\n\r\n'
     b'hi there\thi there\r\n"\r\na\n"\t",ax"y""\t"q\r\r\n"\r\n"""qx"y"\t\r\n1\t""az"""',
