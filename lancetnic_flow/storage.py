@@ -61,6 +61,20 @@ def protocol(url: str) -> str:
     return url.split("://", 1)[0].lower() if "://" in url else "file"
 
 
+def url_to_fs(url: str, **options: Any) -> tuple[Any, str]:
+    """fsspec's ``url_to_fs``, with a local path read as that path: fsspec
+    takes each ``::`` for a chain of protocols (``simplecache::s3://…``), so a
+    file or folder named ``co::lon.csv`` was "no such file" or "Protocol not
+    known". A URL of another protocol (a chain among them) goes to fsspec as it is."""
+    url = str(url)
+    if "::" not in url or protocol(url) != "file":
+        return fsspec.core.url_to_fs(url, **options)
+    from fsspec.implementations.local import LocalFileSystem
+
+    path = url[len("file://"):] if url.lower().startswith("file://") else url
+    return LocalFileSystem(**options), os.path.abspath(os.path.expanduser(path))
+
+
 def options_for(url: str, storage_options: dict | None, like: str | None = None) -> dict:
     """The storage options that open ``url``: those given (for the data at
     ``like``, when named) if ``url`` speaks the same protocol; a local path
@@ -125,7 +139,7 @@ def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator
     the block ends without an error, so a killed or failed writer never
     leaves a half file under the real name (and a failed one no temporary
     file). ``sync``: a local file reaches the disk before the rename."""
-    fs, path = fsspec.core.url_to_fs(url, **storage_options)
+    fs, path = url_to_fs(url, **storage_options)
     if "file" in fs.protocol and os.path.isdir(path):   # the rename would move the file into the folder
         raise _folder_in_the_way(url)
     if "file" in fs.protocol and special_kind(path) is not None:
@@ -171,7 +185,7 @@ def check_writable(url: str, storage_options: dict, flag: str, folder: bool = Tr
     where = url if folder else (url.rsplit("/", 1)[0] if "/" in url.split("://", 1)[-1] else ".")
     local = protocol(url) == "file"
     try:
-        fs, path = fsspec.core.url_to_fs(where, **open_options(where, storage_options))
+        fs, path = url_to_fs(where, **open_options(where, storage_options))
         if local:
             path = _nearest_existing(path)
         probe = f"{path.rstrip('/')}/.lancetnic-write-check-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
@@ -179,7 +193,7 @@ def check_writable(url: str, storage_options: dict, flag: str, folder: bool = Tr
             f.write(b"ok")
         fs.rm(probe)
         if not folder:
-            file_fs, file_path = fsspec.core.url_to_fs(url, **open_options(url, storage_options))
+            file_fs, file_path = url_to_fs(url, **open_options(url, storage_options))
             if file_fs.isdir(file_path):   # "wrote X" would have put the file inside it, under a temporary name
                 raise _folder_in_the_way(url, flag)
     except WriteError:
@@ -268,5 +282,5 @@ def write_bytes(url: str, data: bytes, storage_options: dict) -> None:
 def read_bytes(url: str, storage_options: dict) -> bytes:
     """The whole file at ``url`` (a local pipe or device is refused: :func:`check_regular`)."""
     check_regular(url)
-    fs, path = fsspec.core.url_to_fs(url, **storage_options)
+    fs, path = url_to_fs(url, **storage_options)
     return fs.cat_file(path)

@@ -11,7 +11,7 @@ import os
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError
 from ..formats import text_encoding
-from ..storage import absolute, check_writable, options_for
+from ..storage import absolute, check_writable, options_for, url_to_fs
 
 
 def _size(text: str | None, what: str) -> int | None:
@@ -700,8 +700,6 @@ def cmd_export(a: argparse.Namespace, report) -> int:
 
 
 def _export_compact(a: argparse.Namespace, report) -> int:
-    import fsspec
-
     from ..runs.compact import compact_run
     from ..runs.loading import read_run_json
 
@@ -712,7 +710,7 @@ def _export_compact(a: argparse.Namespace, report) -> int:
         raise UserError(f"--compact {a.compact} is the run itself; the copy goes to a folder of its own",
                         f"lancetnic-flow export {a.run} --compact {a.run.rstrip('/')}-int8")
     check_writable(a.compact, out_so, "--compact", folder=True)   # first: an unknown protocol, no credentials
-    fs, path = fsspec.core.url_to_fs(a.compact, **out_so)
+    fs, path = url_to_fs(a.compact, **out_so)
     if fs.exists(path) and (not fs.isdir(path) or fs.ls(path, detail=False)):
         raise UserError(f"--compact {a.compact} exists and is not an empty folder; the copy is written to a new one",
                         "name a folder that does not exist yet")

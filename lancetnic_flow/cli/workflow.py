@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError, close_matches
-from ..storage import check_writable, options_for, protocol
+from ..storage import check_writable, options_for, protocol, url_to_fs
 from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
@@ -280,7 +280,5 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
 def _corpus_exists(out: str, storage_options: dict | None) -> bool:
     """Whether make_data's ``out`` is there, on its own filesystem: a URL (``s3://``) asked
     of the local disk was never there, so the corpus was written again on every run."""
-    import fsspec
-
-    fs, where = fsspec.core.url_to_fs(out, **options_for(out, storage_options))
+    fs, where = url_to_fs(out, **options_for(out, storage_options))
     return fs.exists(where)

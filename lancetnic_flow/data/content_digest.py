@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
-from fsspec.core import url_to_fs
+from ..storage import url_to_fs
 
 # Bytes read at a time: a large file is hashed without holding it.
 BLOCK = 8 * 2**20

@@ -16,7 +16,7 @@ import io
 
 from ..errors import UserError
 from ..formats import file_name
-from ..storage import open_options
+from ..storage import open_options, url_to_fs
 
 # Compressed bytes decoded at a time: a zstd block of four bytes may stand
 # for 128 KiB, so a small input bounds what one step can hand back (at most
@@ -86,7 +86,6 @@ def decompressed(raw, compression: str | None):
 def open_decompressed(url: str, compression: str | None, storage_options: dict | None, **open_kw):
     """The file ``url`` opened for reading and decompressed (:func:`decompressed`);
     ``open_kw`` go to the filesystem's ``open`` (``block_size``)."""
-    from fsspec.core import url_to_fs
 
     fs, path = url_to_fs(url, **open_options(url, storage_options))
     raw = fs.open(path, "rb", **open_kw)

@@ -34,13 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import pyarrow as pa
-from fsspec.core import url_to_fs
 from fsspec.utils import infer_compression
 
 from ..errors import UserError, close_matches
 from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
                        format_names, sniff, sniffed_from, split_compression)
-from ..storage import NOT_REGULAR_HINT, NotRegularFile, open_options, special_kind
+from ..storage import NOT_REGULAR_HINT, NotRegularFile, open_options, special_kind, url_to_fs
 from .decompress import check_not_packed, open_decompressed
 from .local_walk import FollowingFileSystem
 

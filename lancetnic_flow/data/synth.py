@@ -45,6 +45,7 @@ is byte-identical run to run as well.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from typing import Callable
@@ -56,7 +57,7 @@ import pyarrow.compute as pc
 
 from ..errors import UserError
 from ..formats import COMPRESSION_SUFFIXES, Format, file_name, format_for_path, format_named, registered, split_compression
-from ..storage import open_special, special_kind
+from ..storage import open_special, special_kind, url_to_fs
 from .writers import compressed
 
 __all__ = ["write_corpus", "infer_format", "generate_blocks", "BLOCK_ROWS", "class_names"]
@@ -388,6 +389,15 @@ def _as_written(table: pa.Table, fmt: Format, multilabel: bool) -> pa.Table:
     return table
 
 
+def _open_to_write(url: str, storage_options: dict | None):
+    """``url`` to write, its folders made, as ``fsspec.open`` does, with a local path that holds "::"
+    read as that path (storage.url_to_fs)."""
+    fs, path = url_to_fs(url, **dict(storage_options or {}))
+    with contextlib.suppress(PermissionError):   # a store without folders, or one made by its owner
+        fs.makedirs(fs._parent(path), exist_ok=True)
+    return fsspec.core.OpenFile(fs, path, "wb")
+
+
 def write_corpus(
     url: str,
     rows: int,
@@ -432,7 +442,7 @@ def write_corpus(
             yield pa.Table.from_batches(batches, schema=SCHEMA), min(stop * BLOCK_ROWS, rows)
 
     # a named pipe (a reader waits at its other end) is opened so that one nobody reads is refused, not a wait
-    of = open_special(url) if special_kind(url) is not None else fsspec.open(url, "wb", **dict(storage_options or {}))
+    of = open_special(url) if special_kind(url) is not None else _open_to_write(url, storage_options)
     with of as f, compressed(f, comp) as sink:
         writer = None
         for table, done in chunks():

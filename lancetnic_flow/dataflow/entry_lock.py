@@ -31,9 +31,7 @@ import socket
 import time
 from typing import IO, Any, Callable
 
-import fsspec
-
-from ..storage import writing
+from ..storage import url_to_fs, writing
 from .entry_lease import LEASE, Busy, holder_of, lease_holder, take_lease
 
 LOCK = ".lock"  # the S3 lease is entry_lease.LEASE
@@ -85,7 +83,7 @@ def try_lock_entry(entry: str, options: dict) -> EntryLock | None:
 
 def _lock(entry: str, options: dict, on_wait: Callable[[str], None] | None, poll: float,
           wait: bool) -> EntryLock | None:
-    fs, path = fsspec.core.url_to_fs(entry, **options)
+    fs, path = url_to_fs(entry, **options)
     if "s3" in fs.protocol:
         with writing(entry):    # a store that refuses the write says so, as for a shard
             held = take_lease(fs, path, on_wait, wait=wait)
@@ -142,7 +140,7 @@ def _flock(handle: IO[str], on_wait: Callable[[str], None] | None, poll: float, 
 def entry_holder(entry: str, options: dict) -> str | None:
     """Who holds ``entry``'s writer lock now, in words; None when nobody does, or
     when it cannot be told (a remote filesystem other than S3). Writes nothing."""
-    fs, path = fsspec.core.url_to_fs(entry, **options)
+    fs, path = url_to_fs(entry, **options)
     if "s3" in fs.protocol:
         return lease_holder(fs, path)
     if _fcntl() is None or "file" not in fs.protocol:

@@ -50,6 +50,9 @@ SPACE_LINES_READ_AS_ROWS = {"csv": 1, "tsv": 1}
 # Their revisions before a lone "\r" ended a row everywhere (revision 3): the header, the cuts between
 # partitions and the quote automaton knew "\n" alone, so such a file was refused or some rows read otherwise.
 LONE_CR_NOT_A_ROW_END = {"csv": 2, "tsv": 2}
+# Their revisions before each record was read on its own (revision 4): the lines a malformed record's quote
+# took were re-read past the record's end, so a malformed file's rows depended on where it was cut.
+MALFORMED_READ_PAST_ITS_RECORD = {"csv": 3, "tsv": 3}
 
 
 def cache_key(*parts: Any) -> str:

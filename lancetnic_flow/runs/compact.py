@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import fsspec
-
 from ..errors import UserError
-from ..storage import join, read_bytes, write_bytes
+from ..storage import join, read_bytes, url_to_fs, write_bytes
 from .folder import (CHECKPOINT_FILE, LOCK_FILES, STAMP_KEYS, WEIGHTS_FILE, finish_run, folder_options,
                      network_digest, unfinish, write_weights)
 from .loading import load_run
@@ -49,11 +47,11 @@ def compact_run(src: str, dst: str, src_options: dict | None = None, dst_options
     max_error = max(float(((back[n] - state[n]).abs() / state[n].abs().amax(dim=0).clamp_min(1e-30)).max())
                     for n in matrices)
     del back
-    fs, path = fsspec.core.url_to_fs(src, **sso)
+    fs, path = url_to_fs(src, **sso)
     # The run's trainer's writer lock is no file of the run: the copy is a run of its own.
     names = [b for n in fs.ls(path, detail=False) if fs.isfile(n)
              and (b := n.rstrip("/").rsplit("/", 1)[-1]) not in LOCK_FILES]
-    dfs, dpath = fsspec.core.url_to_fs(dst, **dso)
+    dfs, dpath = url_to_fs(dst, **dso)
     fresh = not dfs.exists(dpath) or (dfs.isdir(dpath) and not dfs.ls(dpath, detail=False))
     try:
         out = _write_copy(src, dst, sso, dso, names, loaded.meta, stored, matrices, max_error)

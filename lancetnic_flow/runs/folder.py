@@ -31,13 +31,11 @@ import re
 import time
 from typing import Any
 
-import fsspec
-
 from ..dataflow.entry_lease import LEASE
 from ..dataflow.entry_lock import LOCK, try_lock_entry
 from ..errors import UserError
 from ..features.vectorize import FittedFeatures
-from ..storage import check_writable, join, open_atomic, options_for, read_bytes, write_bytes, writing
+from ..storage import check_writable, join, open_atomic, options_for, read_bytes, url_to_fs, write_bytes, writing
 
 # 2: model.safetensors may hold a matrix as its entries (stored_weights.py), which
 # a reader of format 1 would take for another network's weights.
@@ -90,7 +88,7 @@ def claim_run_dir(out: str, name: str | None, storage_options: dict | None = Non
     its config.json is created: no ``train --resume`` gets in while it is trained. The
     lock is None where the folder's store has none; ``release()`` it once the run is saved."""
     so = storage_options or {}
-    fs, base = fsspec.core.url_to_fs(out, **so)
+    fs, base = url_to_fs(out, **so)
     name = name or time.strftime("%Y%m%d-%H%M%S")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name in (".", ".."):
         raise UserError(f"run name {name!r} is not a plain folder name", "use letters, digits, '.', '-' and '_'")
@@ -185,7 +183,7 @@ class _Digesting:
 
 def weights_record(run: str, storage_options: dict | None = None, name: str = WEIGHTS_FILE) -> dict:
     """The size and SHA-256 of the weights (or the file ``name``) in ``run``, as ``model.json`` records them."""
-    fs, path = fsspec.core.url_to_fs(join(run, name), **folder_options(run, storage_options))
+    fs, path = url_to_fs(join(run, name), **folder_options(run, storage_options))
     sha, size = hashlib.sha256(), 0
     with fs.open(path, "rb") as f:
         while block := f.read(2**24):
@@ -206,7 +204,7 @@ def _features_record(run: str, storage_options: dict) -> dict:
 def unfinish(run: str, storage_options: dict | None = None) -> None:
     """Remove ``run``'s ``model.json`` if it has one, before anything else is written
     into the folder: until the new one is written, it is an unfinished run."""
-    fs, path = fsspec.core.url_to_fs(join(run, "model.json"), **folder_options(run, storage_options))
+    fs, path = url_to_fs(join(run, "model.json"), **folder_options(run, storage_options))
     with writing(run):
         try:
             fs.rm(path)
@@ -282,7 +280,7 @@ def copy_run(src: str, dst: str, src_options: dict | None = None, dst_options: d
     """Copy the files of the run folder ``src`` into ``dst`` as :func:`save_run` writes them:
     ``dst``'s own ``model.json`` removed first, each file renamed into place, ``model.json`` last."""
     sso, dso = folder_options(src, src_options), folder_options(dst, dst_options)
-    fs, path = fsspec.core.url_to_fs(src, **sso)
+    fs, path = url_to_fs(src, **sso)
     # The source's writer lock is its trainer's, not the run's: the copy has its own.
     names = [b for n in fs.ls(path, detail=False) if fs.isfile(n)
              and (b := n.rstrip("/").rsplit("/", 1)[-1]) not in LOCK_FILES]

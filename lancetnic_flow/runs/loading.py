@@ -21,13 +21,11 @@ import json
 import warnings
 from typing import Any
 
-import fsspec
-
 from ..errors import UserError
 from ..features.vectorize import VERSION as FEATURES_VERSION
 from ..features.vectorize import FittedFeatures
 from ..registry import task_kind
-from ..storage import join, read_bytes
+from ..storage import join, read_bytes, url_to_fs
 from .config_check import config_problem, meta_problem
 from .folder import (CHECKPOINT_FILE, FORMAT_VERSION, NETWORK_DIGEST, READS_FORMATS, STAMP_KEYS, WEIGHTS_FILE,
                      folder_options, network_digest, written_by)
@@ -109,7 +107,7 @@ def _unfinished(run: str, storage_options: dict) -> UserError:
     if holder is not None:
         return UserError(said + f"it is still being trained ({holder})",
                          "wait for that training to end, then use the run")
-    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT_FILE), **storage_options)
+    fs, path = url_to_fs(join(run, CHECKPOINT_FILE), **storage_options)
     said += "it stopped before its model was saved"
     if fs.exists(path):
         return UserError(said, f"continue it from its checkpoint with `lancetnic-flow train --resume {run}`")
@@ -126,7 +124,7 @@ def _missing(run: str, name: str, holds: str) -> UserError:
 
 
 def _exists(url: str, storage_options: dict) -> bool:
-    fs, path = fsspec.core.url_to_fs(url, **storage_options)
+    fs, path = url_to_fs(url, **storage_options)
     return fs.exists(path)
 
 
@@ -329,7 +327,7 @@ def _check_network(run: str, so: dict, meta: dict) -> None:
     """model.json's network, sizes, task and thresholds must be those the weights were saved as
     (their file's header records the digest; weights saved before it are not checked). Checked
     once the weights fit the network, whose own words say more about other damage."""
-    fs, path = fsspec.core.url_to_fs(join(run, WEIGHTS_FILE), **so)
+    fs, path = url_to_fs(join(run, WEIGHTS_FILE), **so)
     with fs.open(path, "rb") as f:
         header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
     saved = (header.get("__metadata__") or {}).get(NETWORK_DIGEST)
@@ -452,7 +450,7 @@ def weights_stamp(run: str, storage_options: dict | None = None) -> str:
     there (size and modification time, or the store's ETag): the key under which a
     worker may keep the loaded run between tasks."""
     so = folder_options(run, storage_options)
-    fs, path = fsspec.core.url_to_fs(join(run, WEIGHTS_FILE), **so)
+    fs, path = url_to_fs(join(run, WEIGHTS_FILE), **so)
     try:
         info = fs.info(path)
     except FileNotFoundError:

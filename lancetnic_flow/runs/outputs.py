@@ -16,13 +16,12 @@ import io
 import os
 import posixpath
 
-import fsspec
 import pyarrow as pa
 
 from ..data.writers import LIST_SEP, JsonLinesWriter, compressed, flat_lists
 from ..errors import UserError
 from ..formats import Format, format_for_path, format_named, registered
-from ..storage import open_atomic, open_options
+from ..storage import open_atomic, open_options, url_to_fs
 
 # The files of a run folder an output's name could take (JSON is written as JSON Lines): the run
 # (runs/folder.py, runs/plots.py), a saved estimator's labels, tune's and the trackers' records.
@@ -63,7 +62,7 @@ def output_file_format(url: str) -> tuple[Format, str | None]:
 def _where(url: str, storage_options: dict) -> tuple[object, str, str]:
     """The filesystem, the path and a key that is one file's whatever the spelling (a local
     path resolved through its links)."""
-    fs, path = fsspec.core.url_to_fs(url, **open_options(url, storage_options))
+    fs, path = url_to_fs(url, **open_options(url, storage_options))
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     local = "file" in protocols or "local" in protocols
     return fs, path, os.path.realpath(path) if local else f"{protocols[0]}://{path.rstrip('/')}"

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import fsspec
-
 from ..dataflow.entry_lock import EntryLock, entry_holder, try_lock_entry
 from ..errors import UserError
+from ..storage import url_to_fs
+
 
 def lock_run(run: str, storage_options: dict | None = None) -> EntryLock | None:
     """Hold ``run``'s writer lock (None where its store has none); a UserError
     naming the holder when another process trains into it now."""
     so = _options(run, storage_options)
-    fs, path = fsspec.core.url_to_fs(run, **so)
+    fs, path = url_to_fs(run, **so)
     if not fs.isdir(path):   # no folder (a typo, a file): the lock would create one; its reader says what is wrong
         return None
     got = try_lock_entry(run, so)

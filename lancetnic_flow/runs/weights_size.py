@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 import struct
 
-import fsspec
-
-from ..storage import join, special_kind
+from ..storage import join, special_kind, url_to_fs
 from .folder import WEIGHTS_FILE, folder_options
 
 # Bytes per element of the dtypes safetensors names.
@@ -58,7 +56,7 @@ def loaded_bytes(run: str, storage_options: dict | None = None, *, torch_network
     if special_kind(url) is not None:
         return 0   # a pipe would wait for a writer here; loading says what it is
     try:
-        fs, path = fsspec.core.url_to_fs(url, **folder_options(run, storage_options))
+        fs, path = url_to_fs(url, **folder_options(run, storage_options))
         size = fs.size(path)
         with fs.open(path, "rb") as f:
             header, start = _header(f)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..events import Events
-from ..storage import join, open_atomic, read_bytes
+from ..storage import join, open_atomic, read_bytes, url_to_fs
 from ..runs.folder import CHECKPOINT_FILE
 from ..runs.tensor_file import write_safetensors
 from .state import TrainState
@@ -187,17 +187,13 @@ def check_network(run: str, saved: TrainState, network: dict) -> None:
 
 def has_checkpoint(run: str, storage_options: dict | None = None) -> bool:
     """Whether ``run`` holds a checkpoint to resume from."""
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
+    fs, path = url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
     return fs.exists(path)
 
 
 def remove_checkpoint(run: str, storage_options: dict | None = None) -> None:
     """Drop the checkpoint once the run is saved: it holds optimiser moments, ~3× the model."""
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
+    fs, path = url_to_fs(join(run, CHECKPOINT), **(storage_options or {}))
     try:
         fs.rm(path)
     except FileNotFoundError:

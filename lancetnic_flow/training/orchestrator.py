@@ -32,8 +32,8 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
-from ..dataflow.manifest import (LONE_CR_NOT_A_ROW_END, SPACE_LINES_READ_AS_ROWS, entry_key, read_features,
-                                 read_manifest, read_names, shards_digest, write_features, write_names)
+from ..dataflow.manifest import (LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD, SPACE_LINES_READ_AS_ROWS,
+                                 entry_key, read_features, read_manifest, read_names, shards_digest, write_features, write_names)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import LEARNED, SHARD_READS, count_partition
@@ -951,6 +951,11 @@ class Training:
                                   fraction_of(self.val_fraction), readers=LONE_CR_NOT_A_ROW_END):
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV reader "
                             "was revised since (a lone \\r, a classic Mac line end, now ends a row everywhere)",
+                            "start a new run on the same data (see CHANGELOG.md)")
+        if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
+                                  fraction_of(self.val_fraction), readers=MALFORMED_READ_PAST_ITS_RECORD):
+            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV reader "
+                            "was revised since (a malformed row's lines are now read the same however the file is cut)",
                             "start a new run on the same data (see CHANGELOG.md)")
         one_rule = dataclasses.replace(self.columns, text_rule="word")   # every analyzer's empty_text was words'
         if self.columns.text_rule != "word" and saved_key == entry_key(

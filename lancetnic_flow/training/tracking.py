@@ -32,7 +32,7 @@ from ..config import TrainConfig
 from ..errors import UserError
 from ..events import Events
 from ..scores import BY_KEY
-from ..storage import join, protocol, read_bytes, write_bytes
+from ..storage import join, protocol, read_bytes, url_to_fs, write_bytes
 
 TRACKING_FILE = "tracking.json"
 # MLflow's oldest servers take parameter values of up to 500 characters (newer ones 6,000).
@@ -95,9 +95,7 @@ def _local_copy(run: str, storage_options: dict) -> contextlib.AbstractContextMa
 
 @contextlib.contextmanager
 def _downloaded(run: str, storage_options: dict) -> Iterator[str]:
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(run, **storage_options)
+    fs, path = url_to_fs(run, **storage_options)
     tmp = tempfile.mkdtemp(prefix="lancetnic-run-")
     try:
         fs.get(path.rstrip("/") + "/", tmp + "/", recursive=True)

@@ -150,3 +150,31 @@ def test_a_named_pipe_no_process_reads_is_refused_to_write_at_once_not_waited_on
             f.write(b"never")
     with open_special("/dev/null") as f:
         f.write(b"gone")
+
+
+def test_a_local_path_holding_double_colons_is_that_path_and_a_chain_url_stays_a_chain(tmp_path):
+    # fsspec reads "a::b" as a chain of protocols: a file named co::lon.csv was "no such file",
+    # a folder so named "Protocol not known"
+    from lancetnic_flow.storage import url_to_fs
+
+    folder = tmp_path / "fold::er"
+    url = str(folder / "co::lon.csv")
+    write_bytes(url, b"text\n", {})
+    assert read_bytes(url, {}) == b"text\n" and read_bytes("file://" + url, {}) == b"text\n"
+    fs, path = url_to_fs(str(folder))
+    assert path == str(folder) and fs.isdir(path) and fs.ls(path, detail=False) == [url]
+    chained, _ = url_to_fs("simplecache::memory://x/y.csv")
+    assert type(chained).__name__ == "SimpleCacheFileSystem"
+
+
+def test_no_module_but_storage_asks_fsspec_for_a_filesystem_or_a_file_by_url():
+    # the one place a local path holding "::" is read as that path (storage.url_to_fs)
+    import pathlib
+
+    import lancetnic_flow
+
+    root = pathlib.Path(lancetnic_flow.__file__).parent
+    asks = ("fsspec.core.url_to_fs", "from fsspec.core import url_to_fs", "fsspec.open(", "fsspec.filesystem(")
+    users = [str(p.relative_to(root)) for p in root.rglob("*.py") if p.name != "storage.py" or p.parent != root
+             if any(a in p.read_text() for a in asks)]
+    assert users == []

@@ -28,12 +28,11 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from fsspec.core import url_to_fs
 from fsspec.utils import read_block
 
 from ...errors import UserError
 from ...formats import Format, format_named, to_utf8
-from ...storage import open_options
+from ...storage import open_options, url_to_fs
 from ..decompress import open_decompressed
 from ..sources import Chunk, Columns, Partition, open_error
 from .csv import find_header, no_header, split_header

@@ -1,10 +1,13 @@
 """CSV and TSV: a header line, then rows split by byte range.
 
 A partition past the file's start gets the header read separately. Quoted
-newlines are allowed; a quote opened and never closed is found and its
-lines re-read (see :func:`_read_csv_rows`), and so are the lines a stray
-quote took until a later quote with text behind it "closed" it
-(:func:`~.row_ends.stray_quote_lines`), so no row vanishes uncounted.
+newlines are allowed. Rows are the quote automaton's records, the ones a
+partition cut starts (:func:`~.row_ends.records`), each read on its own: a
+record that is malformed (a wrong count of fields, a quote never closed, a
+stray quote "closed" by one with text behind it) is one malformed row, and
+the lines it took after its first are read again as rows of their own
+(:func:`_read_csv_rows`), so no row vanishes uncounted and none depends on
+where the file is cut.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import csv
 import io
 import re
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pv
 
@@ -19,8 +23,8 @@ from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
-from .row_ends import with_lf_row_ends, without_stray_quote_lines
-from .table import (BOM, ESCAPED, check_names, check_not_wide, drop_undecodable, empty_table, finish, has_content,
+from .row_ends import WHOLE, records, with_lf_row_ends
+from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 
 _HEADER_BYTES = 2**20
@@ -48,128 +52,84 @@ def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
     return names
 
 
-# A row no file holds, added after each CSV block: it comes out last and whole
-# only if every quote the block opened was closed.
-_END = "lancetnic-flow:end-of-block"
-# Re-reads of the lines an unclosed quote took, per block (each re-reads at
-# most the rest of the block); past that they are counted as malformed.
+# How deep the lines a malformed record took are read again on their own
+# (each time without the record's first line); past that each is counted as
+# malformed. Per record, so it is the same however the file is cut.
 _RECOVERIES = 8
-# Where a line ends, each keeping its end: "\n", "\r\n" or a lone "\r" — where Arrow's parser (training's,
-# and prediction's for a clean block) and pandas end an unquoted record. Cut at "\n" alone, "a\rb,x"
-# was one malformed record in prediction where training read the rows "a" and "b,x".
-_LINE_ENDS = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
-class _Joined(io.RawIOBase):
-    """Several buffers read as one stream, without joining them in memory."""
-
-    def __init__(self, *parts) -> None:
-        self._parts = [memoryview(p) for p in parts if len(p)]
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        # Fill ``b`` across parts: the parser takes each read as one block.
-        done = 0
-        while self._parts and done < len(b):
-            head = self._parts[0]
-            n = min(len(b) - done, len(head))
-            b[done:done + n] = head[:n]
-            done += n
-            if n == len(head):
-                self._parts.pop(0)
-            else:
-                self._parts[0] = head[n:]
-        return done
+def _holds_rows(body, delimiter: str) -> bool:
+    """Whether ``body`` holds a line that is not blank (:func:`_blank`): in TSV a
+    line of tabs is a row of empty fields, though whitespace."""
+    return has_content(body) or (delimiter == "\t" and b"\t" in body.to_pybytes())
 
 
-_LINE_END = re.compile(r"\r\n|\r|\n")
+def _lines(text: bytes, delimiter: str) -> int:
+    return sum(1 for line in text.split(b"\n") if not _blank(line, delimiter))
 
 
-def _lines(text: str) -> int:
-    return sum(1 for line in text.split("\n") if line.strip())
+def _after_first_line(record: bytes, delimiter: str) -> bytes:
+    """The lines of a malformed ``record`` after its first (at any line end: inside
+    its quote a lone "\\r" was not made "\\n"), to be read as rows of their own."""
+    parts = _LINE_END.split(record, 1)
+    if len(parts) < 2 or _blank(parts[1], delimiter):   # in TSV a line of tabs is a row
+        return b""
+    return with_lf_row_ends(parts[1].rstrip(b"\r\n") + b"\n", delimiter)
 
 
-def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
-                   budget: list[int]) -> tuple[pa.Table, int]:
+def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str]) -> tuple[pa.Table, int] | None:
     """CSV rows of ``body`` (columns ``names``, as strings) and the count of
-    malformed rows.
+    malformed rows, by Arrow's parser; None when a malformed record took the
+    lines after its first (a quote opened in it), which :func:`_records` reads.
 
-    A quote opened and never closed makes the parser take the lines after it
-    into one field, up to the next quote or the end of the block, so whole
-    rows would vanish without a count. When the row that took them comes out
-    malformed, or took the end row, it counts as one malformed row and the
-    lines it took are read again on their own (``budget`` times per block;
-    past that, each line counts as malformed)."""
+    Rows are the quote automaton's records, where a partition cut starts one
+    (:func:`~.row_ends.records`); Arrow's parser reads the same records."""
     if len(have) == 1:
         body = without_space_lines(body, delimiter)
-    end_row = (delimiter.join([_END] * len(have)) + "\n").encode()
-    lead = b"" if memoryview(body)[-1:] == b"\n" else b"\n"  # the end row starts a line
-    bad = 0
-    taken: list[str] = []  # raw text of malformed rows that span lines
+    if len(records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), False)[0]):
+        return None   # a stray or unclosed quote
+    taken: list[bytes] = []  # raw text of the malformed rows Arrow found
 
     def on_invalid(row) -> str:
-        nonlocal bad
-        if _blank((row.text or "").encode(), delimiter):
-            return "skip"   # spaces alone on a line: blank, as pandas skips it, no row and no count
-        bad += 1
-        if _LINE_END.search(row.text or ""):
-            taken.append(row.text)
+        text = (row.text or "").encode("utf-8", "surrogateescape")
+        if not _blank(text, delimiter):   # spaces alone on a line: blank, as pandas skips it, no row and no count
+            taken.append(text)
         return "skip"
 
-    def read(include: list[str], block_size: int) -> pa.Table:
+    if not _holds_rows(body, delimiter):
+        return pa.table({n: pa.array([], pa.string()) for n in names}), 0
+    table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
+    if any(_LINE_END.search(t.rstrip(b"\r\n")) for t in taken):
+        return None
+    return table, len(taken)
+
+
+def _arrow_rows(body, have: list[str], delimiter: str, names: list[str], on_invalid,
+                taken: list) -> pa.Table:
+    """Arrow's read of ``body`` (no record in it stray or unclosed)."""
+    def read(block_size: int) -> pa.Table:
         return pv.read_csv(
-            _Joined(body, lead, end_row),
+            pa.BufferReader(body),
             read_options=pv.ReadOptions(column_names=have, block_size=block_size, use_threads=False),
             parse_options=pv.ParseOptions(delimiter=delimiter, newlines_in_values=True,
                                           invalid_row_handler=on_invalid),
             convert_options=pv.ConvertOptions(
-                include_columns=include,
-                column_types={n: pa.string() for n in include},
+                include_columns=names,
+                column_types={n: pa.string() for n in names},
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),
         )
 
-    def read_all(include: list[str]) -> pa.Table:
-        nonlocal bad
-        bad, taken[:] = 0, []
-        try:
-            return read(include, 1 << 20)
-        except pa.ArrowInvalid as exc:
-            if "straddl" not in str(exc):
-                raise
-        # One row longer than a parser block (a very long line, or a quote
-        # that took most of the block): parse the block as one piece.
-        bad, taken[:] = 0, []
-        return read(include, body.size + len(lead) + len(end_row) + 1)
-
-    table = read_all(names)
-    n = table.num_rows
-    if n and table.column(names[0])[n - 1].as_py() == _END:
-        table = table.slice(0, n - 1)
-    elif n and not any(_END in t for t in taken):
-        # A well-formed row took the end row: its quote never closed.
-        if not any(_END in (table.column(c)[n - 1].as_py() or "") for c in names):
-            wide = read_all(list(have))  # the quote is in a column not read: rare
-            row = [wide.column(c)[wide.num_rows - 1].as_py() or "" for c in wide.column_names]
-        else:
-            row = [table.column(c)[n - 1].as_py() or "" for c in names]
-        taken.append(next((v for v in row if _END in v), ""))
-        bad += 1
-        table = table.slice(0, n - 1)
-    lost = [t[: t.find(_END)] if _END in t else t for t in taken]
-    # The lines after the first, at any line end: inside the open quote a lone "\r" was not made "\n".
-    rest = "".join(_LINE_END.split(t, 1)[1].rstrip("\r\n") + "\n" for t in lost if _LINE_END.search(t))
-    rest = with_lf_row_ends(rest.encode(), delimiter).decode()
-    if not rest.strip():
-        return table, bad
-    if budget[0] <= 0:
-        return table, bad + _lines(rest)
-    budget[0] -= 1
-    more, more_bad = _read_csv_rows(pa.py_buffer(rest.encode()), have, delimiter, names, budget)
-    return pa.concat_tables([table, more]), bad + more_bad
+    try:
+        return read(1 << 20)
+    except pa.ArrowInvalid as exc:
+        if "straddl" not in str(exc):
+            raise
+    # One row longer than a parser block: parse the block as one piece (the rows counted afresh).
+    taken.clear()
+    return read(body.size + 1)
 
 
 def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
@@ -187,41 +147,34 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
         raise no_header(url, blank=not first)
     raw = data
     escaped = not utf8_ok(data)
-    marked = False
+    marked = taken = False
     if escaped:
         text = data.decode("utf-8", errors="surrogateescape")
-        if _MARK in text:   # the mark is taken: whole lines go instead
-            data = drop_undecodable(data, skipped)
-        else:
+        # The mark is taken: the records in order find the undecodable ones (lines dropped whole broke quoted records).
+        taken = _MARK in text
+        if not taken:
             data, marked = ESCAPED.sub(_MARK, text).encode("utf-8"), True
         del text
     body = pa.py_buffer(data)
     have = header_names(first, delimiter, url)
     check_names(url, have, columns, fmt)
     undecodable = skipped.get("undecodable", 0)
-    if not has_content(body):
+    if not _holds_rows(body, delimiter):
         return Chunk(empty_table(columns, fmt), undecodable, skipped)
     names = columns.read_names(have)
-    if columns.all_rows and escaped:
+    if (columns.all_rows and escaped) or taken:
         return _rows_in_order(raw, have, delimiter, names, columns)
-    # A quote that opened a field, took the lines after it and "closed" with text behind it: its line
-    # is malformed, the lines it took are rows (row_ends.stray_quote_lines).
-    kept, strays = without_stray_quote_lines(body, delimiter, '"')
-    if strays:
-        if columns.all_rows:
-            return _rows_in_order(raw, have, delimiter, names, columns)
-        body = pa.py_buffer(with_lf_row_ends(kept, delimiter))   # the lines it took kept their lone "\r"
-        skipped["malformed"] = skipped.get("malformed", 0) + strays
-    table, bad = _read_csv_rows(body, have, delimiter, names, [_RECOVERIES])
-    if columns.all_rows and bad:
+    read = _read_csv_rows(body, have, delimiter, names)
+    if read is None or (columns.all_rows and read[1]):
         return _rows_in_order(raw, have, delimiter, names, columns)
+    table, bad = read
     if bad:
         skipped["malformed"] = skipped.get("malformed", 0) + bad
     if marked:
         table, undecodable = _without_marks(table)
         if undecodable:
             skipped["undecodable"] = undecodable
-    rows_read = table.num_rows + bad + undecodable + strays
+    rows_read = table.num_rows + bad + undecodable
     return finish(columns, table.column, table.num_rows, rows_read, skipped, have=have)
 
 
@@ -237,76 +190,71 @@ def _without_marks(table: pa.Table) -> tuple[pa.Table, int]:
     return (table.filter(pc.invert(hit)), n) if n else (table, 0)
 
 
-def _stray(taken: list[str], delimiter: str) -> bool:
-    """Whether a record of several lines is a stray quote's (row_ends.stray_quote_lines)."""
-    text = "".join(taken).encode("utf-8", errors="surrogateescape")
-    return without_stray_quote_lines(text, delimiter, '"')[1] > 0
-
-
 def _rows_in_order(raw: bytes, have: list[str], delimiter: str, names: list[str],
                    columns: Columns) -> Chunk:
-    """Prediction's slow path, for a block holding a malformed or undecodable
-    row: every record in order, with its status (a Python loop per row, for
-    such blocks only)."""
-    text = strip_bom(raw).decode("utf-8", errors="surrogateescape")
-    lines = [line for line in _LINE_ENDS.split(text) if line]
+    """The slow path, for a block holding a record that took the lines after
+    it or (prediction) a malformed or undecodable row: every record in order
+    (:func:`_records`), with its status or, in training, the rows fit to use
+    (a Python loop per row, for such blocks only)."""
     where = [have.index(n) for n in names]
     cols: dict[str, list] = {n: [] for n in names}
     status: list[str | None] = []
-    for fields, why in _records(lines, delimiter, len(have)):
+    skipped: dict[str, int] = {}
+    read = 0
+    # Training skips a row as undecodable for the columns it reads; prediction for any (it may keep them all).
+    check = None if columns.all_rows else where
+    for fields, why in _records(strip_bom(raw), delimiter, len(have), 0, check):
+        read += 1
+        if why:
+            skipped[why] = skipped.get(why, 0) + 1
+            if not columns.all_rows:
+                continue
         status.append(why)
         for n, i in zip(names, where):
             cols[n].append(None if fields is None else fields[i])
-    skipped: dict[str, int] = {}
-    for why in status:
-        if why:
-            skipped[why] = skipped.get(why, 0) + 1
     arrays = {n: pa.array(v, pa.string()) for n, v in cols.items()}
+    if not columns.all_rows:
+        return finish(columns, arrays.__getitem__, len(status), read, skipped, have=have)
     return finish(columns, arrays.__getitem__, len(status), len(status), skipped,
                   status=pa.array(status, pa.string()), have=have)
 
 
-def _records(lines: list[str], delimiter: str, width: int):
-    """(fields, None) or (None, reason) per CSV record of ``lines``. A quote
-    never closed takes every line after it: that record is malformed and the
-    lines it took are read again on their own, as :func:`_read_csv_rows` does."""
-    start, recoveries = 0, _RECOVERIES
-    while start < len(lines):
-        reader = csv.reader(lines[start:], delimiter=delimiter, strict=False)
-        restart = None
-        while True:
-            before = reader.line_num
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error:
-                row = None
-            taken = lines[start + before:start + reader.line_num]
-            if row == [] or (row is not None and len(taken) == 1
-                             and _blank(taken[0].encode("utf-8", "surrogateescape"), delimiter)):
-                continue   # a blank line (or one of spaces alone, as pandas reads it) is not a row
-            if row is not None and len(taken) > 1 and (sum(t.count('"') for t in taken) % 2 or _stray(taken, delimiter)):
-                row = None                       # an unclosed (or stray) quote took the lines after it
-                restart = start + before + 1
-            if row is None or len(row) != width:
-                yield None, "malformed"
-            elif any(ESCAPED.search(f) for f in row):
-                # kept columns (an id) still identify the row
-                yield [ESCAPED.sub("\ufffd", f) for f in row], "undecodable"
-            else:
-                yield row, None
-            if restart is not None:
-                break
-        if restart is None:
-            return
-        if recoveries <= 0:
-            for line in lines[restart:]:
-                if line.strip():
-                    yield None, "malformed"
-            return
-        recoveries -= 1
-        start = restart
+def _records(data: bytes, delimiter: str, width: int, depth: int, check: list[int] | None = None):
+    """(fields, None) or (None, reason) per CSV record of ``data``, the records the
+    quote automaton reads (:func:`~.row_ends.records`, where a partition cut
+    starts one), in order. A malformed record (a wrong count of fields, a quote
+    never closed, a stray quote) is one malformed row, followed by the rows of
+    the lines it took after its first, read on their own: a quote never takes
+    rows past its record, so the rows do not depend on the cuts. ``check``: the
+    fields an undecodable byte makes a row "undecodable" in (None: any)."""
+    starts, ends, kinds = records(np.frombuffer(data, np.uint8), ord(delimiter), ord('"'), True)
+    for start, end, kind in zip(starts, ends, kinds):
+        record = data[start:end]
+        if _blank(record, delimiter):
+            continue   # a blank line (or one of spaces alone, as pandas reads it) is not a row
+        row = _one_row(record, delimiter) if kind == WHOLE else None
+        if row is None or len(row) != width:
+            yield None, "malformed"
+            rest = _after_first_line(record, delimiter)
+            if rest and depth >= _RECOVERIES:
+                yield from ((None, "malformed") for _ in range(_lines(rest, delimiter)))
+            elif rest:
+                yield from _records(rest, delimiter, width, depth + 1, check)
+        elif any(ESCAPED.search(row[i]) for i in (range(width) if check is None else check)):
+            # kept columns (an id) still identify the row
+            yield [ESCAPED.sub("\ufffd", f) for f in row], "undecodable"
+        else:
+            yield row, None
+
+
+def _one_row(record: bytes, delimiter: str) -> list[str] | None:
+    """The fields of one record (None: it does not read as one row)."""
+    text = record.decode("utf-8", errors="surrogateescape")
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False))
+    except csv.Error:
+        return None
+    return rows[0] if len(rows) == 1 else None
 
 
 # Blank lines, as pandas' reader skips them (skip_blank_lines): nothing but

@@ -32,9 +32,11 @@ A quoted field that never ends within :data:`MAX_ROW` bytes is cut at a
 newline as before: the parser then finds the unclosed quote and counts its
 row as malformed (readers/csv.py), rather than a reader holding the file.
 
-The same automaton finds a stray quote in a block (:func:`stray_quote_lines`):
-a field whose quote took the lines after it and was then "closed" by a quote
-with text behind it, which no well-formed row holds.
+The same automaton splits a block into its records (:func:`records`), which a
+reader reads each on its own: so a row is the same whichever partition reads
+it. It marks a stray quote's record (a field whose quote took the lines after
+it and was then "closed" by a quote with text behind it, which no well-formed
+row holds) and one whose quote is never closed, for the reader to re-read.
 """
 from __future__ import annotations
 
@@ -154,60 +156,46 @@ def with_lf_row_ends(data: bytes, delimiter: str, quote: str = '"') -> bytes:
     return out.tobytes()
 
 
+# What :func:`records` says of a record besides where it ends.
+WHOLE, STRAY, UNCLOSED = 0, 1, 2
+
+
 @njit(cache=True, nogil=True)
-def stray_quote_lines(data: np.ndarray, delim: int, quote: int) -> list:
-    """Where the lines start whose quote opened a field that took the lines
-    after it and was then "closed" by a quote with text behind it (``"a text
-    that starts with a quote`` ... ``a 5" screen``): a closing quote is
-    followed by a delimiter, a line end or a second quote in any well-formed
-    row, so that field is a stray quote's, and the lines it took are rows of
-    their own. ``data`` starts where a row does; after each such line the
-    scan starts again at the next one."""
-    out = [np.int64(0)][:0]
+def records(data: np.ndarray, delim: int, quote: int, every: bool) -> tuple[list, list, list]:
+    """The records of ``data`` (starting where a row does), as the quote
+    automaton reads them, which is where a cut puts a row start
+    (:func:`row_start`): their start and end offsets and a kind each, WHOLE,
+    STRAY (a quoted field that took line ends was "closed" by a quote with text
+    behind it, which no well-formed row holds) or UNCLOSED (a quote still open
+    where ``data`` ends). Without ``every``, the STRAY and UNCLOSED ones only:
+    a clean block lists none. A record is read on its own, so what it holds
+    never depends on the records around it, nor on where a partition starts."""
+    starts, ends, kinds = [np.int64(0)][:0], [np.int64(0)][:0], [np.int64(0)][:0]
     n = data.shape[0]
-    state, line, opened, spans = FIELD, 0, 0, False
-    i = 0
-    while i < n:
+    state, start, spans, stray = FIELD, 0, False, False
+    for i in range(n):
         c = data[i]
         if state == FIELD and c == quote:
-            opened, spans = line, False
-        elif state == QUOTED and (c == NEWLINE or c == CR):   # a lone "\r" inside it was left a "\r"
+            spans = False
+        elif state == QUOTED and (c == NEWLINE or c == CR):
             spans = True
         elif state == CLOSING and spans and c != quote and c != delim and c != NEWLINE and c != CR:
-            out.append(np.int64(opened))
-            i = _next_line(data, opened)
-            state, line, spans = FIELD, i, False
-            continue
+            stray = True
         if _ends_row(data, i, state):
-            line = i + 1
+            if every or stray:
+                starts.append(np.int64(start))
+                ends.append(np.int64(i + 1))
+                kinds.append(np.int64(STRAY if stray else WHOLE))
+            state, start, spans, stray = FIELD, i + 1, False, False
+            continue
         state = _step(state, c, delim, quote)
-        i += 1
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _next_line(data: np.ndarray, start: int) -> int:
-    """Where the line after the one starting at ``start`` starts (past its b"\\n", b"\\r\\n" or lone b"\\r")."""
-    for i in range(start, data.shape[0]):
-        if _ends_row(data, i, FIELD):
-            return i + 1
-    return data.shape[0]
-
-
-def without_stray_quote_lines(data, delimiter: str, quote: str) -> tuple[bytes | None, int]:
-    """``data`` (bytes or a buffer, starting at a row) without the lines of
-    :func:`stray_quote_lines`, and how many: (None, 0) when it has none."""
-    raw = np.frombuffer(data, np.uint8)
-    starts = stray_quote_lines(raw, ord(delimiter), ord(quote))
-    if not len(starts):
-        return None, 0
-    view, kept, at = memoryview(data), [], 0
-    for start in starts:
-        end = int(_next_line(raw, int(start)))
-        kept.append(bytes(view[at:start]))
-        at = end
-    kept.append(bytes(view[at:]))
-    return b"".join(kept), len(starts)
+    if start < n:
+        kind = UNCLOSED if state == QUOTED else (STRAY if stray else WHOLE)
+        if every or kind != WHOLE:
+            starts.append(np.int64(start))
+            ends.append(np.int64(n))
+            kinds.append(np.int64(kind))
+    return starts, ends, kinds
 
 
 def _bytes(b: bytes) -> np.ndarray:

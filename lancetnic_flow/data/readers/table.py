@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import UserError
-from ...storage import open_options
+from ...storage import open_options, url_to_fs
 from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
 from ..usable import usable as holds_terms
@@ -57,8 +57,6 @@ def read_lines(f, chunk: int = 1 << 16) -> Iterator[bytes]:
 
 def fs_path(url: str, storage_options: dict | None):
     """``(filesystem, path)`` of ``url``, for a reader that seeks in the file (Parquet, Arrow IPC)."""
-    from fsspec.core import url_to_fs
-
     return url_to_fs(url, **open_options(url, storage_options))
 
 

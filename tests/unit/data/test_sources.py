@@ -906,3 +906,13 @@ def test_a_glob_matching_folders_alone_reads_them_as_the_shells_expansion_would_
                              f"{tmp_path}/data/date=2024-02 that {tmp_path}/data/* matches beside files: a glob reads "
                              "the files it matches (name the folders, or add /** to read their files)."]
     assert plan_source([str(tmp_path / "data" / "**")]).warnings == []
+
+
+def test_a_local_file_or_folder_named_with_double_colons_is_planned_as_that_path(tmp_path):
+    # fsspec reads "::" as a chain of protocols; pandas opens such a file
+    folder = tmp_path / "fold::er"
+    folder.mkdir()
+    (folder / "co::lon.csv").write_bytes(b"text,label\nhello,a\n")
+    for given in (folder / "co::lon.csv", folder, folder / "*.csv"):
+        plan = plan_source([str(given)])
+        assert [f.url.split("://")[-1] for f in plan.files] == [str(folder / "co::lon.csv")], given

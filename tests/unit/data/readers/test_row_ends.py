@@ -135,14 +135,19 @@ def test_a_stream_piece_is_cut_after_its_last_row_not_inside_a_quoted_field():
     assert stream_cut(b"a\nb\nc", None, None) == 4          # a line format: the last newline
 
 
-def test_a_stray_quotes_line_is_found_and_a_well_formed_or_one_line_quote_is_not():
-    from lancetnic_flow.data.readers.row_ends import stray_quote_lines
+def test_records_are_the_automatons_with_a_stray_and_an_unclosed_quotes_record_marked():
+    from lancetnic_flow.data.readers.row_ends import STRAY, UNCLOSED, WHOLE, records
 
     d, q = ord(","), ord('"')
-    data = b'a,x\n"stray opens,x\nb,x\nthe 5" screen,x\nc,x\n'
-    assert list(stray_quote_lines(_b(data.decode()), d, q)) == [4]
-    assert list(stray_quote_lines(_b('"two\nlines",x\n"say ""hi""",y\n'), d, q)) == []
-    assert list(stray_quote_lines(_b('"lenient" text,x\n'), d, q)) == []   # one line: read as before
+    data = b'a,x\n"stray opens,x\nb,x\nthe 5" screen,x\n"two\nlines",x\n"lenient" text,x\n"open\nto the end'
+    starts, ends, kinds = records(_b(data.decode()), d, q, True)
+    got = [(data[s:e], k) for s, e, k in zip(starts, ends, kinds)]
+    assert got == [(b"a,x\n", WHOLE), (b'"stray opens,x\nb,x\nthe 5" screen,x\n', STRAY),
+                   (b'"two\nlines",x\n', WHOLE), (b'"lenient" text,x\n', WHOLE),   # one line: no stray
+                   (b'"open\nto the end', UNCLOSED)]
+    # without ``every``, the records a reader must re-read only
+    assert [int(k) for k in records(_b(data.decode()), d, q, False)[2]] == [STRAY, UNCLOSED]
+    assert len(records(_b('"say ""hi""\nthere",x\n'), d, q, False)[0]) == 0
 
 
 def test_a_lone_cr_ends_a_row_for_the_automaton_and_the_cuts_as_a_newline_does():
