@@ -942,21 +942,15 @@ class Training:
                             "where the file was split; a JSON number label named two ways; a word's final capital "
                             "sigma lower-cased as σ; a true or false numeric value read as no number)",
                             "start a new run on the same data (see CHANGELOG.md)")
-        if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
-                                  fraction_of(self.val_fraction), readers=SPACE_LINES_READ_AS_ROWS):
-            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV reader "
-                            "was revised since (it read a one-column file's lines of spaces as empty_text rows)",
-                            "start a new run on the same data (see CHANGELOG.md)")
-        if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
-                                  fraction_of(self.val_fraction), readers=LONE_CR_NOT_A_ROW_END):
-            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV reader "
-                            "was revised since (a lone \\r, a classic Mac line end, now ends a row everywhere)",
-                            "start a new run on the same data (see CHANGELOG.md)")
-        if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
-                                  fraction_of(self.val_fraction), readers=MALFORMED_READ_PAST_ITS_RECORD):
-            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV reader "
-                            "was revised since (a malformed row's lines are now read the same however the file is cut)",
-                            "start a new run on the same data (see CHANGELOG.md)")
+        for readers, why in ((SPACE_LINES_READ_AS_ROWS, "it read a one-column file's lines of spaces as empty_text "
+                                                        "rows"),
+                             (LONE_CR_NOT_A_ROW_END, "a lone \\r, a classic Mac line end, now ends a row everywhere"),
+                             (MALFORMED_READ_PAST_ITS_RECORD, "a malformed row's lines are now read the same however "
+                                                              "the file is cut")):
+            if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
+                                      fraction_of(self.val_fraction), readers=readers):
+                raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV "
+                                f"reader was revised since ({why})", "start a new run on the same data (see CHANGELOG.md)")
         one_rule = dataclasses.replace(self.columns, text_rule="word")   # every analyzer's empty_text was words'
         if self.columns.text_rule != "word" and saved_key == entry_key(
                 self.train_src, self.val_src, self._key_options(), one_rule, fraction_of(self.val_fraction)):

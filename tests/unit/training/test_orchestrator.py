@@ -244,3 +244,27 @@ def test_ddp_ranks_set_the_workers_of_a_cluster_the_run_starts_not_of_an_existin
     assert ranks(SimpleNamespace(external=True, tc=SimpleNamespace(ddp=3))) == 0   # ranks go on the workers it has
     assert ranks(SimpleNamespace(external=False, tc=SimpleNamespace(ddp=1))) == 0
     assert ranks(SimpleNamespace(external=False, tc=SimpleNamespace(ddp=None))) == 0
+
+
+@pytest.mark.parametrize("readers, said", [("SPACE_LINES_READ_AS_ROWS", "lines of spaces"),
+                                            ("LONE_CR_NOT_A_ROW_END", "a lone \\r"),
+                                            ("MALFORMED_READ_PAST_ITS_RECORD", "however the file is cut")])
+def test_a_checkpoint_of_an_entry_an_earlier_csv_reader_made_is_refused_saying_which_revision(readers, said):
+    from types import SimpleNamespace
+
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow import manifest
+    from lancetnic_flow.dataflow.manifest import entry_key
+    from lancetnic_flow.features.split import fraction_of
+    from lancetnic_flow.training.orchestrator import Training
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.csv", 10, "v1", "csv", None)], partitions=[])
+    columns = Columns(text=("text",), label="label")
+    run = SimpleNamespace(train_src=plan, val_src=None, columns=columns, val_fraction=0.1, resume="runs/r",
+                          _key_options=lambda: {"features": {}})
+    saved = entry_key(plan, None, run._key_options(), columns, fraction_of(0.1), readers=getattr(manifest, readers))
+    with pytest.raises(UserError, match="whose CSV and TSV reader was revised since") as e:
+        Training._refuse_other_key(run, saved)
+    assert said in str(e.value)
+    with pytest.raises(UserError, match="the training data or feature options changed"):
+        Training._refuse_other_key(run, "another key")
