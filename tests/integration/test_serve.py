@@ -397,13 +397,19 @@ def test_health_answers_503_loading_from_the_moment_the_port_opens_then_200_read
     assert re.search(r"serving .*, loading the run\n(.*\n)*ready: .* loaded in [\d.]+ s", bounded.output())
 
 
-def test_a_run_that_fails_to_load_answers_loading_then_exits_2_naming_the_file(built, tmp_path):
+def damaged_copy(built, tmp_path):
+    """A copy of the run ``built`` whose weights are cut to 1,000 bytes: found only once it loads."""
     run = tmp_path / "damaged"
     run.mkdir()
     for f in built.iterdir():
         (run / f.name).write_bytes(f.read_bytes())
     with open(run / "model.safetensors", "r+b") as f:
         f.truncate(1000)
+    return run
+
+
+def test_a_run_that_fails_to_load_answers_loading_then_exits_2_naming_the_file(built, tmp_path):
+    run = damaged_copy(built, tmp_path)
     s = Server(run, cwd=tmp_path, ready=False, port=free_port())
     try:
         assert s.proc.wait(timeout=30) == 2, s.output()        # not a server left answering "failed"
@@ -423,12 +429,7 @@ def test_the_served_run_starts_loading_only_once_the_port_answers_so_a_damaged_o
     left unanswered when the load, begun before the server accepted, failed first."""
     from lancetnic_flow.runs.serve import Model, app, listen, serve
 
-    run = tmp_path / "damaged"
-    run.mkdir()
-    for f in built.iterdir():
-        (run / f.name).write_bytes(f.read_bytes())
-    with open(run / "model.safetensors", "r+b") as f:
-        f.truncate(1000)
+    run = damaged_copy(built, tmp_path)
     sock = listen("127.0.0.1", 0)
     url = "http://127.0.0.1:%d/health" % sock.getsockname()[1]
 
