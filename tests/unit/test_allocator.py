@@ -25,6 +25,14 @@ def _huge_kib_at(address: int) -> int | None:
     return 0
 
 
+def _numpy_huge_kib(nbytes: int) -> int | None:
+    """AnonHugePages under a fresh numpy array of ``nbytes``, written (numpy asks for huge pages)."""
+    import numpy as np
+
+    a = np.ones(nbytes, np.uint8)
+    return _huge_kib_at(a.ctypes.data + nbytes // 2)
+
+
 def test_large_parameters_move_to_new_memory_with_the_same_values_and_the_same_parameter_objects():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(2**16, 40), torch.nn.Linear(40, 3))
@@ -47,4 +55,9 @@ def test_a_moved_weight_is_backed_by_huge_pages_where_the_machine_allows_them():
         pytest.skip("no transparent huge pages on this machine")
     model = torch.nn.Embedding(2**17, 64)   # 32 MiB
     on_huge_pages(model)
-    assert _huge_kib_at(model.weight.data_ptr() + model.weight.nbytes // 2) > 0
+    huge = _huge_kib_at(model.weight.data_ptr() + model.weight.nbytes // 2)
+    if huge == 0 and _numpy_huge_kib(model.weight.nbytes) == 0:
+        # Memory fragmented by the test session (clusters, caches): the kernel gives no huge
+        # page to any mapping just now (seen once in CI), so none is to be asked of this one.
+        pytest.skip("the kernel gives no huge page to numpy's own memory at this moment either")
+    assert huge > 0
