@@ -522,7 +522,7 @@ def _version(info: dict) -> str:
     return ";".join(parts)
 
 
-def _hint_for_missing(fs, path: str) -> str:
+def hint_for_missing(fs, path: str) -> str:
     """'check the path' plus what the nearest existing parent folder holds."""
     target = path.rstrip("/")
     parent = posixpath.dirname(target)
@@ -574,7 +574,7 @@ def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None
         if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
             (found, folders), globbed = _glob(fs, path), True
             if not found and not _unfollowed(fs):
-                raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
+                raise UserError(f"no files match {url}", hint_for_missing(fs, path))
         else:
             try:
                 info = fs.info(path)
@@ -587,7 +587,7 @@ def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None
                 if protocol in ("http", "https"):
                     raise UserError(f"{url}: not found on the server (HTTP 404)",
                                     "check the URL") from exc
-                raise UserError(f"{url}: no such file or folder", _hint_for_missing(fs, path))
+                raise UserError(f"{url}: no such file or folder", hint_for_missing(fs, path))
             if info.get("type") == "directory":
                 found = fs.find(path, detail=True)
                 if not found and not _unfollowed(fs):
@@ -624,7 +624,7 @@ def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None
     said = _not_gone_into(fs, url, folders, lambda p: explicit or not _hidden(p, root))
     if not out:
         raise UserError(f"no files match {url}" + "".join(f"; {s}" for s in said),
-                        "name the files, or a folder that holds them" if said else _hint_for_missing(fs, path))
+                        "name the files, or a folder that holds them" if said else hint_for_missing(fs, path))
     if unfollowed is not None:
         unfollowed += said
     return sorted(out, key=lambda t: t[0])
