@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_control(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    t = sub.add_parser("train", help="train a classifier", epilog=EXAMPLES_TRAIN,
+    t = sub.add_parser("train", help="train a model on text: classify, regress, multitask or multilabel", epilog=EXAMPLES_TRAIN,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_option(t, DATA_ARGUMENT)
     _add_output_control(t)
