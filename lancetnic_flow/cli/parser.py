@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import Any, NoReturn
 
 from .. import __version__
@@ -235,7 +236,28 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         said, hint = refusal_words(message, self)
-        self.exit(2, f"error: {said}\n  hint: {hint}\n")
+        self._print_message(f"error: {said}\n  hint: {hint}\n", sys.stderr)
+        raise Refused(said, hint)
+
+
+class Refused(SystemExit):
+    """The parser's refusal, exit status 2, with its words kept for ``--json-log``'s ``error`` event."""
+
+    def __init__(self, said: str, hint: str):
+        super().__init__(2)
+        self.said, self.hint = said, hint
+
+
+def logs_to_stdout(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for the JSON log on stdout (``--json-log`` with no FILE, or ``-``),
+    read without the parser: for a command line the parser refused."""
+    for i, token in enumerate(argv):
+        if token == "--":
+            return False
+        if token in ("--json-log", "--json-log=-"):
+            after = argv[i + 1] if i + 1 < len(argv) and token == "--json-log" else "-"
+            return after == "-" or after.startswith("-")
+    return False
 
 
 def unknown_words(extra: list[str], parser: argparse.ArgumentParser) -> str:
