@@ -22,6 +22,8 @@ Reading a partition into Arrow tables is :mod:`lancetnic_flow.data.readers`.
 """
 from __future__ import annotations
 
+import difflib
+
 import errno
 import hashlib
 import json
@@ -262,12 +264,28 @@ def open_error(url: str, exc: BaseException) -> UserError:
                      "check the URL, its access rights and the storage options")
 
 
-def missing_column_error(url: str, missing: str, have: list[str]) -> UserError:
+def missing_column_error(url: str, missing: str, have: list[str], columns: Columns | None = None) -> UserError:
+    """A file without a column the run reads; with ``columns``, the hint names the option that
+    reads it and a column of the file to give it (where the user left the default `text`)."""
     return UserError(
         f"{url}: no column {missing!r}{close_matches(missing, have)}; "
         f"the file has columns: {', '.join(repr(h) for h in have) or '(none)'}",
-        "pass column names that exist in the file",
+        column_hint(missing, have, columns) if columns is not None else "pass column names that exist in the file",
     )
+
+
+def column_hint(missing: str, have: list[str], columns: Columns) -> str:
+    """``pass --text review``: the option naming ``missing``, and the file's closest column
+    (else its first one no other option reads)."""
+    if columns.all_rows and missing in columns.numeric:   # prediction: the run's own, no option names it
+        return f"the run was trained with --numeric {missing}: predict reads that column from each input"
+    flag = (("--text-column" if columns.all_rows else "--text") if missing in columns.text else
+            "--label" if missing == columns.label else "--target" if missing == columns.target else
+            "--numeric" if missing in columns.numeric else "--keep")
+    near = difflib.get_close_matches(missing, have, n=1, cutoff=0.5)
+    free = near or [h for h in have if h not in columns.names()]
+    example = f", e.g. {flag} {free[0]}" if free else ""
+    return f"pass {flag} the name of the file's column that holds it{example}"
 
 
 # ---------------------------------------------------------------- planning
