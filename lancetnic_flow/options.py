@@ -256,7 +256,7 @@ OPTIONS: list[Option] = [
           field="training.loss_weights", parse=parse_pair),
         O("--class-weights", "none|balanced (for imbalanced labels)", "MODE", default="none",
           field="training.class_weights", api="class_weights"),
-        O("--embed", "token embedding width (Lancet models)", "N", int, 128, field="model.embed"),
+        O("--embed", "token embedding width (Lancet models; default {default})", "N", int, 128, field="model.embed"),
         O("--hidden", "hidden layer width (default 64 for Scalpel*/FastTextBag, 128 for Lancet*)", "N", int,
           field="model.hidden", api="hidden"),
         O("--layers", "hidden layers; 0 = linear model (default {default})", "N", int, 1, field="model.layers"),
