@@ -559,12 +559,14 @@ def hint_for_missing(fs, path: str) -> str:
         return "check the path and the bucket/folder names"
     where = parent or "the root"
     gone = f"{missing_parent} does not exist; " if missing_parent else ""
-    if not names:
-        return f"check the path; {gone}{where} is empty"
-    shown = ", ".join(names[:10]) + (f", ... ({len(names)} entries)" if len(names) > 10 else "")
     base = posixpath.basename(target)
     if not missing_parent and base in names:  # listed, yet it cannot be opened
         return f"{target} is listed in {where} but cannot be opened (a symbolic link to a missing file?)"
+    # Hidden entries (.cache, _SUCCESS) are what a folder's reading passes over: not what a typo meant.
+    names = [n for n in names if not n.startswith((".", "_")) or base.startswith((".", "_"))] or names
+    if not names:
+        return f"check the path; {gone}{where} is empty"
+    shown = ", ".join(names[:10]) + (f", ... ({len(names)} entries)" if len(names) > 10 else "")
     return f"check the path{close_matches(base, names)}; {gone}{where} contains: {shown}"
 
 

@@ -935,3 +935,16 @@ def test_a_missing_column_is_told_the_option_that_reads_it_and_a_column_of_the_f
     with pytest.raises(UserError) as e:
         check_columns(plan_source([str(p)]), columns)
     assert hint in e.value.hint
+
+
+def test_a_missing_path_is_told_the_folders_entries_but_its_hidden_ones(tmp_path):
+    """`predict runs/frist` listed `.cache` first among the runs beside it: the shard cache, which no
+    typo meant and a folder's reading passes over."""
+    for name in (".cache", "_tmp", "first"):
+        (tmp_path / name).mkdir()
+    with pytest.raises(UserError) as e:
+        plan_source([str(tmp_path / "frist.csv")])
+    assert e.value.hint.endswith("contains: first") and "did you mean 'first'?" in e.value.hint
+    with pytest.raises(UserError) as e:
+        plan_source([str(tmp_path / ".cach")])
+    assert "did you mean '.cache'?" in e.value.hint
