@@ -249,14 +249,14 @@ OPTIONS: list[Option] = [
           "NAME", default="auto", field="model.name", api="model", api_default=None),
         O("--task", "classify|regress|multitask|multilabel (default: the model's; --model auto with --target: "
           "regress; multilabel: a set of labels per row, see docs/multilabel.md)", "TASK", field="training.task"),
-        O("--class-loss", "cross_entropy|bce (two classes)|hinge (one-vs-rest; LinearSVM's)", "NAME",
+        O("--class-loss", "cross_entropy|bce (two classes)|hinge (one-vs-rest); default cross_entropy, LinearSVM's hinge", "NAME",
           default="cross_entropy", field="training.class_loss"),
-        O("--value-loss", "mse|l1|smooth_l1", "NAME", default="mse", field="training.value_loss"),
-        O("--loss-weights", "multi-task: class and value loss weights", "C,V", default=(1.0, 1.0),
+        O("--value-loss", "mse|l1|smooth_l1 (default {default})", "NAME", default="mse", field="training.value_loss"),
+        O("--loss-weights", "multi-task: class and value loss weights (default 1,1)", "C,V", default=(1.0, 1.0),
           field="training.loss_weights", parse=parse_pair),
-        O("--class-weights", "none|balanced (for imbalanced labels)", "MODE", default="none",
+        O("--class-weights", "none|balanced (for imbalanced labels; default {default})", "MODE", default="none",
           field="training.class_weights", api="class_weights"),
-        O("--embed", "token embedding width (Lancet models)", "N", int, 128, field="model.embed"),
+        O("--embed", "token embedding width (Lancet models; default {default})", "N", int, 128, field="model.embed"),
         O("--hidden", "hidden layer width (default 64 for Scalpel*/FastTextBag, 128 for Lancet*)", "N", int,
           field="model.hidden", api="hidden"),
         O("--layers", "hidden layers; 0 = linear model (default {default})", "N", int, 1, field="model.layers"),
@@ -271,7 +271,7 @@ OPTIONS: list[Option] = [
           default="linear", field="training.lr_schedule"),
     ]),
     *_group("training", [
-        O("--optimizer", "adam|radam|sgd|rmsprop|adadelta", "NAME", default="adam", field="training.optimizer"),
+        O("--optimizer", "adam|radam|sgd|rmsprop|adadelta, the dense layers' (default {default})", "NAME", default="adam", field="training.optimizer"),
         O("--sparse-optimizer", "sgd|adam for the input rows (default: sgd for Scalpel*/FastTextBag, adam for "
           "Lancet*; LinearSVM has its own per-example hinge step)", "NAME", field="training.sparse_optimizer"),
         O("--sparse-lr", "learning rate of the input rows: per example with sgd (default 2.5; 1.0 when a "
@@ -287,7 +287,7 @@ OPTIONS: list[Option] = [
         O("--monitor", "val_loss|val_accuracy|val_macro_f1|val_micro_f1|val_subset_accuracy|val_mae|val_rmse|val_r2 "
           "(default: val_accuracy for one label a row, val_micro_f1 for LinearSVM's label sets, else val_loss)",
           "METRIC", field="training.monitor"),
-        O("--clip-grad", "clip the gradient norm", "NORM", float, field="training.clip_grad"),
+        O("--clip-grad", "clip the gradient norm (default: off)", "NORM", float, field="training.clip_grad"),
         O("--device", "auto|cpu|cuda (auto: CUDA when present; with --ddp, on the ranks' workers, a GPU per rank)",
           "DEV", default="auto", field="training.device"),
         O("--threads", "trainer threads (default: cores not used by workers)", "N", int, field="training.threads"),

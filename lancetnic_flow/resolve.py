@@ -326,6 +326,7 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
         raise bad("data.target", f"{{name}} {cfg.data.target} is a value to predict, and this run's task, {t.task}, "
                   f"predicts labels ({name}'s)", "drop {name}, or pass {training.task} regress (or multitask) with "
                   "a model that does it: " + ", ".join(n for n, m in MODELS.items() if "regress" in m.every_task))
+    _check_answers_are_not_text(cfg.data)
     _check_numeric(cfg.data)
     _check_loss_options(cfg)
     t.monitor = t.monitor or default_monitor(spec, t.task)
@@ -338,6 +339,16 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
 # names would be read as that column (a classify run's numeric `target` trained as a target, its input
 # left out) or stop the run as a name found twice.
 READ_AS = {"text": "text", "label": "label", "target": "target", "status": "prediction status"}
+
+
+def _check_answers_are_not_text(d: Any) -> None:
+    """The label and the target are not a ``--text`` column: ``--label text`` learned every
+    text as a class of its own (as many classes as rows, no validation row of a known one)."""
+    for field, col, what in (("data.label", d.label, "a class of its own, so the model could predict no "
+                              "new text"), ("data.target", d.target, "its own answer, given to the model as its input")):
+        if col and col in d.text:
+            raise bad(field, f"{{name}} {col} is also the {{data.text}} column: each text would be read as {what}",
+                      "pass {name} the column that holds the answers, and {data.text} the one that holds the texts")
 
 
 def _check_numeric(d: Any) -> None:

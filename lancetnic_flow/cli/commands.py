@@ -289,7 +289,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     check_writable(a.output, options_for(a.output, so), "--output", folder=False)
     data = config.get("data") or {}
     cols = Columns(text=tuple(a.text_column or data.get("text") or ("text",)),
-                   numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
+                   numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, all_rows=True,
+                   encoding=text_encoding(a.encoding or data.get("encoding")))
     plan, src, here, where = _planned_inputs(   # rows as the inputs list them
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from ..errors import UserError
 from .commands import COMMANDS
-from .parser import all_options, build_parser, given_dests, with_negative_values
+from .parser import Refused, all_options, build_parser, given_dests, logs_to_stdout, with_negative_values
 
 
 def known_failure(exc: Exception) -> tuple[str, str] | None:
@@ -77,10 +77,23 @@ def _log_would_empty_a_file(a, debug: bool) -> bool:
     return False
 
 
+def parsed(parser, args: list[str]):
+    """``args`` parsed; a refused command line also said as an ``error`` event where the
+    JSON log goes to stdout: the console view is off there, and its reader is told why it ended."""
+    try:
+        return parser.parse_args(with_negative_values(args))
+    except Refused as no:
+        if logs_to_stdout(args):
+            from ..ui.jsonlog import JsonLog
+
+            JsonLog(sys.stdout)("error", {"message": no.said, "hint": no.hint, "status": 2, "kind": "error"})
+        raise
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = list(sys.argv[1:] if argv is None else argv)
-    a = parser.parse_args(with_negative_values(args))
+    a = parsed(parser, args)
     if not a.command:
         parser.print_help()
         return 2

@@ -9,9 +9,12 @@ commands' own options are tables of the same :class:`Option` below. Each
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import re
+import sys
+from typing import Any, NoReturn
 
 from .. import __version__
+from ..errors import close_matches
 from ..formats import registered
 from ..options import GROUPS, OPTIONS, Option, command_options
 
@@ -215,6 +218,78 @@ def given_dests(argv: list[str], command: str) -> set[str]:
     return {k for k, v in given.items() if k != "command" and not (k == "data" and v == [])}
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse refusing as every other check of the command line does: one
+    line naming what is wrong, a hint with what would work, exit 2; never the
+    usage block, whose thirty lines hid the one that mattered."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        a, extra = self.parse_known_args(args, namespace)
+        if extra:
+            parser = self._command_parser(getattr(a, "command", None))
+            parser.error(unknown_words(extra, parser))
+        return a
+
+    def _command_parser(self, command: str | None) -> argparse.ArgumentParser:
+        sub = next((x for x in self._actions if isinstance(x, argparse._SubParsersAction)), None)
+        return sub.choices[command] if sub is not None and command in sub.choices else self
+
+    def error(self, message: str) -> NoReturn:
+        said, hint = refusal_words(message, self)
+        self._print_message(f"error: {said}\n  hint: {hint}\n", sys.stderr)
+        raise Refused(said, hint)
+
+
+class Refused(SystemExit):
+    """The parser's refusal, exit status 2, with its words kept for ``--json-log``'s ``error`` event."""
+
+    def __init__(self, said: str, hint: str):
+        super().__init__(2)
+        self.said, self.hint = said, hint
+
+
+def logs_to_stdout(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for the JSON log on stdout (``--json-log`` with no FILE, or ``-``),
+    read without the parser: for a command line the parser refused."""
+    for i, token in enumerate(argv):
+        if token == "--":
+            return False
+        if token in ("--json-log", "--json-log=-"):
+            after = argv[i + 1] if i + 1 < len(argv) and token == "--json-log" else "-"
+            return after == "-" or after.startswith("-")
+    return False
+
+
+def unknown_words(extra: list[str], parser: argparse.ArgumentParser) -> str:
+    """What argparse left unread, with the command's flags closest to the first such option."""
+    first = next((w for w in extra if w.startswith("-")), None)
+    if first is None:
+        return f"no option or argument {' '.join(extra)!r}"
+    flags = [s for action in parser._actions for s in action.option_strings]
+    return f"no option {first!r}{close_matches(first.split('=', 1)[0], flags)}"
+
+
+def refusal_words(message: str, parser: argparse.ArgumentParser) -> tuple[str, str]:
+    """argparse's ``message`` as (what is wrong, what would work)."""
+    listed = f"`{parser.prog} --help` lists its options and what each takes"
+    choice = re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from (.*)\)$", message)
+    if choice:
+        names = re.findall(r"'([^']+)'", choice.group(2))
+        return (f"no command {choice.group(1)!r}{close_matches(choice.group(1), names)}",
+                f"the commands: {', '.join(names)}; `lancetnic-flow --help` says what each does")
+    typed = re.match(r"argument (\S+): invalid (int|float) value: (.*)$", message)
+    if typed:
+        kind = "a whole number" if typed.group(2) == "int" else "a number"
+        flag = typed.group(1).split("/")[0]
+        # This command's own option: --epochs of `demo` and of `train` say different defaults.
+        action = next((x for x in parser._actions if flag in x.option_strings), None)
+        return (f"{flag}: expected {kind}, got {typed.group(3)}",
+                f"{flag} {action.metavar}: {action.help}" if action is not None and action.help else listed)
+    if message.startswith("argument "):
+        message = message[len("argument "):]
+    return f"{parser.prog}: {message}" if not message.startswith("lancetnic-flow") else message, listed
+
+
 def _add_output_control(p: argparse.ArgumentParser) -> None:
     # SUPPRESS: given before or after the command, either place sets it.
     g = p.add_argument_group("output control")
@@ -236,7 +311,7 @@ def _command(sub: Any, name: str, help: str, groups: dict[str, list[Option]], **
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="lancetnic-flow",
         description="Train text models on more text than fits in memory: Dask + fsspec + PyTorch.",
         epilog="Run `lancetnic-flow demo` to see a whole run on generated data.",
@@ -245,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_control(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    t = sub.add_parser("train", help="train a classifier", epilog=EXAMPLES_TRAIN,
+    t = sub.add_parser("train", help="train a model on text: classify, regress, multitask or multilabel", epilog=EXAMPLES_TRAIN,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_option(t, DATA_ARGUMENT)
     _add_output_control(t)

@@ -22,6 +22,8 @@ Reading a partition into Arrow tables is :mod:`lancetnic_flow.data.readers`.
 """
 from __future__ import annotations
 
+import difflib
+
 import errno
 import hashlib
 import json
@@ -262,12 +264,28 @@ def open_error(url: str, exc: BaseException) -> UserError:
                      "check the URL, its access rights and the storage options")
 
 
-def missing_column_error(url: str, missing: str, have: list[str]) -> UserError:
+def missing_column_error(url: str, missing: str, have: list[str], columns: Columns | None = None) -> UserError:
+    """A file without a column the run reads; with ``columns``, the hint names the option that
+    reads it and a column of the file to give it (where the user left the default `text`)."""
     return UserError(
         f"{url}: no column {missing!r}{close_matches(missing, have)}; "
         f"the file has columns: {', '.join(repr(h) for h in have) or '(none)'}",
-        "pass column names that exist in the file",
+        column_hint(missing, have, columns) if columns is not None else "pass column names that exist in the file",
     )
+
+
+def column_hint(missing: str, have: list[str], columns: Columns) -> str:
+    """``pass --text review``: the option naming ``missing``, and the file's closest column
+    (else its first one no other option reads)."""
+    if columns.all_rows and missing in columns.numeric:   # prediction: the run's own, no option names it
+        return f"the run was trained with --numeric {missing}: predict reads that column from each input"
+    flag = (("--text-column" if columns.all_rows else "--text") if missing in columns.text else
+            "--label" if missing == columns.label else "--target" if missing == columns.target else
+            "--numeric" if missing in columns.numeric else "--keep")
+    near = difflib.get_close_matches(missing, have, n=1, cutoff=0.5)
+    free = near or [h for h in have if h not in columns.names()]
+    example = f", e.g. {flag} {free[0]}" if free else ""
+    return f"pass {flag} the name of the file's column that holds it{example}"
 
 
 # ---------------------------------------------------------------- planning
@@ -522,7 +540,7 @@ def _version(info: dict) -> str:
     return ";".join(parts)
 
 
-def _hint_for_missing(fs, path: str) -> str:
+def hint_for_missing(fs, path: str) -> str:
     """'check the path' plus what the nearest existing parent folder holds."""
     target = path.rstrip("/")
     parent = posixpath.dirname(target)
@@ -541,12 +559,14 @@ def _hint_for_missing(fs, path: str) -> str:
         return "check the path and the bucket/folder names"
     where = parent or "the root"
     gone = f"{missing_parent} does not exist; " if missing_parent else ""
-    if not names:
-        return f"check the path; {gone}{where} is empty"
-    shown = ", ".join(names[:10]) + (f", ... ({len(names)} entries)" if len(names) > 10 else "")
     base = posixpath.basename(target)
     if not missing_parent and base in names:  # listed, yet it cannot be opened
         return f"{target} is listed in {where} but cannot be opened (a symbolic link to a missing file?)"
+    # Hidden entries (.cache, _SUCCESS) are what a folder's reading passes over: not what a typo meant.
+    names = [n for n in names if not n.startswith((".", "_")) or base.startswith((".", "_"))] or names
+    if not names:
+        return f"check the path; {gone}{where} is empty"
+    shown = ", ".join(names[:10]) + (f", ... ({len(names)} entries)" if len(names) > 10 else "")
     return f"check the path{close_matches(base, names)}; {gone}{where} contains: {shown}"
 
 
@@ -574,7 +594,7 @@ def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None
         if protocol not in ("http", "https") and any(c in path for c in "*?[") and not _names_a_file(fs, path):
             (found, folders), globbed = _glob(fs, path), True
             if not found and not _unfollowed(fs):
-                raise UserError(f"no files match {url}", _hint_for_missing(fs, path))
+                raise UserError(f"no files match {url}", hint_for_missing(fs, path))
         else:
             try:
                 info = fs.info(path)
@@ -587,7 +607,7 @@ def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None
                 if protocol in ("http", "https"):
                     raise UserError(f"{url}: not found on the server (HTTP 404)",
                                     "check the URL") from exc
-                raise UserError(f"{url}: no such file or folder", _hint_for_missing(fs, path))
+                raise UserError(f"{url}: no such file or folder", hint_for_missing(fs, path))
             if info.get("type") == "directory":
                 found = fs.find(path, detail=True)
                 if not found and not _unfollowed(fs):
@@ -624,7 +644,7 @@ def _expand(url: str, storage_options: dict, unfollowed: list[str] | None = None
     said = _not_gone_into(fs, url, folders, lambda p: explicit or not _hidden(p, root))
     if not out:
         raise UserError(f"no files match {url}" + "".join(f"; {s}" for s in said),
-                        "name the files, or a folder that holds them" if said else _hint_for_missing(fs, path))
+                        "name the files, or a folder that holds them" if said else hint_for_missing(fs, path))
     if unfollowed is not None:
         unfollowed += said
     return sorted(out, key=lambda t: t[0])

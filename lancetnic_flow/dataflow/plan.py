@@ -68,8 +68,9 @@ class MemoryPlan:
         """The workers' memory limits together."""
         return self.workers_total or self.workers * self.worker_limit
 
-    def describe(self) -> str:
-        """Two human lines, printed at start."""
+    def describe(self, cut: int = 0) -> str:
+        """Two human lines, printed at start. ``cut``: the size the inputs were cut into, where an
+        input too small for four of the plan's partitions a thread was cut finer (data/checks.py)."""
         g = lambda n: f"{n / GiB:.1f}"  # noqa: E731
         if self.in_process:
             head = (f"memory plan  budget {g(self.budget)} GiB · OS/other apps {g(self.reserve)} · trainer "
@@ -85,7 +86,9 @@ class MemoryPlan:
             head = (f"memory plan  budget {g(self.budget)} GiB · OS/other apps {g(self.reserve)} · trainer "
                     f"{g(self.trainer)} · {self.workers} worker{'s' if self.workers > 1 else ''} × "
                     f"{format_size(self.worker_limit)} ({self.threads} thread{'s' if self.threads > 1 else ''})")
-        tail = (f"             partition {format_size(self.partition)} (peak ≈ {PEAK_PER_BYTE}× per task) · "
+        # The plan's own (the most it allows) is in its dict: the line keeps to a terminal's width.
+        size = format_size(cut if 0 < cut < self.partition else self.partition)
+        tail = (f"             partition {size} (peak ≈ {PEAK_PER_BYTE}× per task) · "
                 f"{self.in_flight} in flight · spill at {THRESHOLDS['spill']:.0%} · pause at {THRESHOLDS['pause']:.0%}")
         if self.held:
             head += f"\n             the trainer's share counts {format_size(self.held)} this process held before the run"

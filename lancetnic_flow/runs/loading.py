@@ -21,6 +21,7 @@ import json
 import warnings
 from typing import Any
 
+from ..data.sources import hint_for_missing
 from ..errors import UserError
 from ..features.vectorize import VERSION as FEATURES_VERSION
 from ..features.vectorize import FittedFeatures
@@ -82,9 +83,19 @@ class LoadedRun:
 # ---------------------------------------------------------------- loading, and what a damaged file says
 
 
-def _not_a_run(run: str, missing: str) -> UserError:
-    return UserError(f"{run} is not a lancetnic_flow run folder ({missing} missing)",
-                     "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500")
+def no_such_run(run: str, storage_options: dict) -> UserError | None:
+    """The error for a RUN that names nothing at all, or None where something is there. A typo
+    (`predict runs/frist`) is told the runs beside it, the closest first: what was meant."""
+    fs, path = url_to_fs(run, **storage_options)
+    if fs.exists(path):
+        return None
+    return UserError(f"{run} is not a lancetnic_flow run folder: there is no such folder", hint_for_missing(fs, path))
+
+
+def _not_a_run(run: str, missing: str, storage_options: dict) -> UserError:
+    return no_such_run(run, storage_options) or UserError(
+        f"{run} is not a lancetnic_flow run folder ({missing} missing)",
+        "pass the folder printed at the end of `lancetnic-flow train`, e.g. runs/20261130-101500")
 
 
 class FileNotARun(UserError):
@@ -200,7 +211,7 @@ def read_run_json(run: str, storage_options: dict | None = None) -> tuple[dict, 
     except FileNotFoundError:
         if _exists(join(run, "model.json"), so):
             raise _missing(run, "config.json", "the configuration the run was trained with") from None
-        raise _not_a_run(run, "model.json or config.json") from None
+        raise _not_a_run(run, "model.json or config.json", so) from None
     url = join(run, "model.json")
     try:
         meta = _read_doc(url, so)

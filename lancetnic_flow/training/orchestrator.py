@@ -490,7 +490,9 @@ class Training:
         # In this process the featurising threads and torch's take turns (the fit pass, then epochs):
         # set when a network is built (build_model), for the epochs.
         self.torch_threads = tc.threads or max(1, (os.cpu_count() or 1) - busy)
-        self.events.emit("plan", plan=plan.to_dict(), text=plan.describe() + (f"\nfeaturising  {self.where}" if self.where else ""),
+        # The size the inputs were cut into, where they were planned before the cluster (not on an existing one).
+        cut = max((p.length for p in self.sources[0].partitions), default=0) if self.sources else 0
+        self.events.emit("plan", plan=plan.to_dict(), text=plan.describe(cut) + (f"\nfeaturising  {self.where}" if self.where else ""),
                          where=self.where,
                          dashboard=getattr(client, "dashboard_link", None) if cfg.cluster.dashboard else None)
         if getattr(self, "planned_note", None):

@@ -5,7 +5,7 @@ from typing import Any, Iterable
 
 from ..config import TrainConfig
 from ..errors import UserError
-from ..runs.loading import a_file_not_a_run, read_config
+from ..runs.loading import a_file_not_a_run, no_such_run, read_config
 from .keep_learning import mark_continued
 
 
@@ -22,8 +22,9 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     except NotADirectoryError:
         raise a_file_not_a_run(run) from None
     except FileNotFoundError:
-        raise UserError(f"{run} is not a run folder (no config.json)",
-                        "pass the folder named by the interrupted run, e.g. runs/20261130-101500") from None
+        raise no_such_run(run, so) or UserError(
+            f"{run} is not a run folder (no config.json)",
+            "pass the folder named by the interrupted run, e.g. runs/20261130-101500") from None
     cfg = TrainConfig.from_dict(saved)
     if cfg.training.init_from:   # a continued run's config.json is merged with its old run's already
         mark_continued(cfg)

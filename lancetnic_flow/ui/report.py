@@ -60,7 +60,8 @@ class PlainLog:
                 self._print(f"training epoch {e['epoch']}/{e['epochs']}{src}")
             elif stage == "fitting":
                 setting = f" (ngrams {e['ngrams']})" if e.get("ngrams") else ""   # tune: one fit per setting
-                self._print(f"fitting features over {e.get('total', 0)} partitions{setting}")
+                total = e.get("total", 0)
+                self._print(f"fitting features over {total} partition{'' if total == 1 else 's'}{setting}")
             elif stage in ("evaluating", "saving"):
                 self._print(f"{stage}" + (f" epoch {e['epoch']}/{e['epochs']}" if e.get("epoch") else ""))
             self._last = now

@@ -209,3 +209,11 @@ def test_kept_shards_train_every_kind_of_model_to_the_weights_of_reading_them_ea
     assert read_metrics["shards_kept"]["shards"] == 0
     assert kept == read
     assert kept_metrics["val_accuracy"] == read_metrics["val_accuracy"]
+
+
+def test_the_plan_line_of_a_file_smaller_than_a_partition_gives_its_size_not_the_plans(runs, small_corpus):
+    plan = next(e for e in runs["here"] if e["event"] == "plan")
+    line = plan["text"].splitlines()[1]
+    size = small_corpus.stat().st_size
+    assert size < plan["plan"]["partition"]   # the plan's, in its dict: what the tasks may read at most
+    assert f"partition {size / 1024:.1f} KiB (peak" in line

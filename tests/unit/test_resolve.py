@@ -685,3 +685,20 @@ def test_a_numeric_column_named_twice_or_as_a_column_the_rows_read_hold_is_refus
     assert e.value.field == "data.numeric"
     ok = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, numeric=["n", "text_value"]))
     assert resolve(ok).data.numeric == ["n", "text_value"]
+
+
+@pytest.mark.parametrize("text,label,target,field", [
+    (["text"], "text", None, "data.label"),
+    (["title", "body"], "body", None, "data.label"),
+    (["text"], None, "text", "data.target"),
+])
+def test_a_label_or_target_that_is_a_text_column_is_refused_naming_both(text, label, target, field):
+    """`train data.csv --label text` trained every text as a class of its own: as many classes
+    as rows, no validation row of a known label, exit 0."""
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], text=text, label=label, target=target))
+    with pytest.raises(UserError, match="is also the text column") as e:
+        resolve(cfg)
+    assert e.value.field == field and f"--{field.split('.')[1]} {label or target} is also the --text column" \
+        in e.value.cli[0]
+    ok = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, text=["other"]))
+    assert resolve(ok).data.text == ["other"]

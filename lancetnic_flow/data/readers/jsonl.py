@@ -46,7 +46,7 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if table is not None:
         missing = [n for n in names if n not in table.column_names]
         if missing and table.num_rows:
-            raise missing_column_error(url, missing[0], table.column_names)
+            raise missing_column_error(url, missing[0], table.column_names, columns)
         get, not_text = text_kinds(columns, table.column) if table.num_rows else (table.column, None)
         return finish(columns, get, table.num_rows, table.num_rows + undecodable, skipped,
                       have=table.column_names, not_text=not_text)
@@ -170,7 +170,7 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
     if n_rows:
         for n in names:
             if n not in found:
-                raise missing_column_error(url, n, sorted(seen_keys))
+                raise missing_column_error(url, n, sorted(seen_keys), columns)
     if malformed:
         skipped["malformed"] = skipped.get("malformed", 0) + malformed
     if lone:
@@ -277,7 +277,7 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
     if objs and have:
         for n in columns.names():
             if n not in have:
-                raise missing_column_error(url, n, have)
+                raise missing_column_error(url, n, have, columns)
     skipped: dict[str, int] = {}
     for why in status:
         if why:

@@ -515,7 +515,7 @@ def check_names(url: str, have: list[str], columns: Columns, fmt: str = "") -> N
     used column twice is refused, since either choice could be the wrong one."""
     for name in columns.names():
         if name not in have:
-            err = missing_column_error(url, name, have)
+            err = missing_column_error(url, name, have, columns)
             err.hint = format_hint(fmt, have) or err.hint
             if fmt in ("csv", "tsv") and _named_as_lines(url):   # sniffed: its first lines hold the delimiter
                 err.message += f" (read as {fmt.upper()}: its first lines look like delimited fields)"

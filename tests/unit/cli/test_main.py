@@ -23,3 +23,24 @@ def test_a_workflow_run_is_told_of_its_files_keys_the_command_line_of_its_flags(
     assert cli_words(err, "run") == ("idf: false: ids are unweighted", "drop idf")
     assert cli_words(err, "train") == ("--no-idf: ids are unweighted", "drop --idf")
     assert str(err) == "idf=False: ids are unweighted\n  hint: drop idf"
+
+
+def test_a_refused_command_line_is_an_error_event_in_a_json_log_on_stdout(capsys):
+    """With --json-log to stdout the console view is off: a misspelled flag printed its error on
+    stderr alone, and a reader of the log got no line at all, where every other error is an event."""
+    import json
+
+    import pytest
+
+    from lancetnic_flow.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["evaluate", "runs/r", "d.csv", "--jsn", "--json-log"])
+    assert done.value.code == 2
+    out, err = capsys.readouterr()
+    event = json.loads(out)
+    assert event["event"] == "error" and event["status"] == 2 and "no option '--jsn'" in event["message"]
+    assert "no option '--jsn'" in err
+    with pytest.raises(SystemExit):
+        main(["train", "d.csv", "--epochs", "x", "--json-log", "events.jsonl"])   # a FILE: not opened for this
+    assert capsys.readouterr().out == ""

@@ -189,3 +189,34 @@ def _strings(node):
     import ast
 
     return [n for n in ast.walk(node) if isinstance(n, ast.JoinedStr)]
+
+
+# ---------------------------------------------------------------- argparse's own refusals
+
+
+def _refusal(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(list(argv))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage:" not in err and err.startswith("error: ") and "\n  hint: " in err, err
+    return err
+
+
+def test_a_misspelled_command_is_one_line_naming_the_command_meant_not_a_usage_block(capsys):
+    err = _refusal(capsys, "trian", "data/train.csv")
+    assert "no command 'trian' (did you mean 'train'" in err and "`lancetnic-flow --help`" in err
+
+
+def test_a_misspelled_flag_names_the_commands_closest_flags_and_its_help(capsys):
+    err = _refusal(capsys, "evaluate", "runs/r", "data/test.csv", "--jsn")
+    assert "lancetnic-flow evaluate: no option '--jsn' (did you mean '--json'" in err
+    assert "`lancetnic-flow evaluate --help`" in err
+    assert "no option or argument 'extra'" in _refusal(capsys, "predict", "runs/r", "extra", "--text", "t")
+
+
+def test_a_value_of_the_wrong_kind_names_the_flag_and_says_what_this_commands_option_takes(capsys):
+    err = _refusal(capsys, "train", "x.csv", "--epochs", "x")
+    assert "error: --epochs: expected a whole number, got 'x'" in err and "(default 10;" in err
+    assert "(default 2)" in _refusal(capsys, "demo", "--epochs", "x")    # demo's --epochs, not train's
+    assert "--lr: expected a number, got 'fast'" in _refusal(capsys, "train", "x.csv", "--lr", "fast")

@@ -916,3 +916,35 @@ def test_a_local_file_or_folder_named_with_double_colons_is_planned_as_that_path
     for given in (folder / "co::lon.csv", folder, folder / "*.csv"):
         plan = plan_source([str(given)])
         assert [f.url.split("://")[-1] for f in plan.files] == [str(folder / "co::lon.csv")], given
+
+
+@pytest.mark.parametrize("columns,fmt,hint", [
+    (Columns(text=("text",), label="label"), "csv", "pass --text the name of the file's column that holds it, "
+                                                    "e.g. --text review"),
+    (Columns(text=("review",), label="label"), "csv", "e.g. --label sentiment"),
+    (Columns(text=("text",), all_rows=True), "csv", "e.g. --text-column review"),   # predict --input
+    (Columns(text=("review",), keep=("id",), all_rows=True), "csv", "e.g. --keep sentiment"),
+    (Columns(text=("body",), label="sentiment"), "jsonl", "e.g. --text review"),
+])
+def test_a_missing_column_is_told_the_option_that_reads_it_and_a_column_of_the_file(tmp_path, columns, fmt, hint):
+    """`train reviews.csv` on a header `review,sentiment` said "pass column names that exist in the
+    file", naming neither --text nor a column to give it."""
+    p = tmp_path / f"d.{fmt}"
+    p.write_text("review,sentiment\ngreat movie,pos\n" if fmt == "csv" else
+                 '{"review": "great movie", "sentiment": "pos"}\n')
+    with pytest.raises(UserError) as e:
+        check_columns(plan_source([str(p)]), columns)
+    assert hint in e.value.hint
+
+
+def test_a_missing_path_is_told_the_folders_entries_but_its_hidden_ones(tmp_path):
+    """`predict runs/frist` listed `.cache` first among the runs beside it: the shard cache, which no
+    typo meant and a folder's reading passes over."""
+    for name in (".cache", "_tmp", "first"):
+        (tmp_path / name).mkdir()
+    with pytest.raises(UserError) as e:
+        plan_source([str(tmp_path / "frist.csv")])
+    assert e.value.hint.endswith("contains: first") and "did you mean 'first'?" in e.value.hint
+    with pytest.raises(UserError) as e:
+        plan_source([str(tmp_path / ".cach")])
+    assert "did you mean '.cache'?" in e.value.hint

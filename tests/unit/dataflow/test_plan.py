@@ -161,3 +161,14 @@ def test_ddp_ranks_get_a_worker_each_when_workers_are_not_given_or_a_refusal_nam
     fewer = int(re.search(r"--ddp (\d+)", said).group(1))
     assert plan_memory(parse_size(budget), ranks=4).workers == 4
     assert plan_memory(2 * GiB, ranks=fewer).workers == fewer
+
+
+def test_the_plan_line_gives_the_size_the_inputs_were_cut_into_where_it_is_below_the_plans():
+    """A 1.2 MiB input cut into 1 MiB partitions for two threads printed `partition 4.0 MiB`: the
+    plan's largest, a size no partition of the run had."""
+    plan = plan_memory(8 * GiB, workers=1)
+    assert plan.partition == 4 * MiB
+    assert "partition 1.0 MiB (peak ≈ 29× per task)" in plan.describe(cut=MiB)
+    assert "partition 560.5 KiB (peak" in plan.describe(cut=int(560.5 * 1024))
+    for cut in (0, -1, 4 * MiB):   # not known (an existing cluster), whole files (Parquet), the plan's own
+        assert "partition 4.0 MiB (peak ≈ 29× per task)" in plan.describe(cut=cut)

@@ -99,6 +99,15 @@ def test_a_folder_without_config_json_is_not_a_run(tmp_path):
     assert "lancetnic-flow train" in e.value.hint
 
 
+def test_a_misspelled_run_folder_is_said_to_be_missing_with_the_runs_beside_it(tmp_path):
+    """`predict runs/frist` said the folder lacked model.json and config.json, and gave an example
+    name: the folder was not there at all, and the run meant sat beside it."""
+    save_small_run(str(tmp_path / "runs" / "first"))
+    with pytest.raises(UserError, match="not a lancetnic_flow run folder: there is no such folder") as e:
+        read_run_json(str(tmp_path / "runs" / "frist"))
+    assert "did you mean 'first'?" in e.value.hint
+
+
 def test_an_unfinished_run_says_to_resume_from_its_checkpoint_or_to_train_again(tmp_path):
     run = str(tmp_path / "stopped")
     save_small_run(run, finish=False)

@@ -40,3 +40,10 @@ def test_resume_refuses_a_truncated_or_newer_config_json_naming_it(tmp_path):
     path.unlink()
     with pytest.raises(UserError, match="not a run folder"):
         resume_config(run)
+
+
+def test_resume_of_a_misspelled_run_names_the_runs_beside_it(tmp_path):
+    write_config(str(tmp_path / "runs" / "first"), TrainConfig(data=DataConfig(train=["x.csv"])).to_dict())
+    with pytest.raises(UserError, match="there is no such folder") as e:
+        resume_config(str(tmp_path / "runs" / "frist"))
+    assert "did you mean 'first'?" in e.value.hint

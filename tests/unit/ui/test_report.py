@@ -109,3 +109,11 @@ def test_a_commands_result_line_is_left_to_its_event_when_the_json_log_is_on_std
     for report in (ConsoleReport(console), ConsoleReport(console, quiet=True)):
         report.say("wrote 4 rows to p.csv")
     assert out.getvalue().count("wrote 4 rows to p.csv") == 2
+
+
+def test_one_partition_is_said_in_the_singular():
+    out = io.StringIO()
+    log = PlainLog(Console(file=out, force_terminal=False, width=200), interval=1.0)
+    log("stage", {"t": 0.0, "stage": "fitting", "total": 1})   # a small file read whole said "1 partitions"
+    log("stage", {"t": 0.1, "stage": "fitting", "total": 3})
+    assert out.getvalue().splitlines() == ["fitting features over 1 partition", "fitting features over 3 partitions"]
