@@ -39,6 +39,7 @@ from ..errors import UserError
 from ..features.label_values import same_values
 from ..features.vectorize import FittedFeatures
 from ..options import BY_FIELD, NGRAM_FIELDS, REQUIRED, bad
+from ..runs.bucket_names import read_bucket_names
 from ..runs.learned_rows import LearnedRows, read_learned
 from ..registry import ROW_WISE
 from ..storage import absolute, options_for
@@ -287,6 +288,7 @@ class InitRun:
     state: dict            # its weights, as tensors
     digest: str            # of its features.json: the continued run's cache entry is its own
     learned: LearnedRows = dataclasses.field(default_factory=LearnedRows)   # rows it learned besides training rows
+    names: Any = None      # hashing: its buckets' sampled terms (runs/bucket_names.py), None where it keeps none
 
     @property
     def classes(self) -> int:
@@ -308,9 +310,10 @@ def load_init(run: str, storage_options: dict) -> InitRun:
     state = dict(loaded.linear.state) if loaded.linear is not None else loaded.model.state_dict()
     try:
         learned = read_learned(run, loaded.meta, loaded.config, storage_options)
+        names = read_bucket_names(run, loaded.meta, storage_options)
     except UserError as exc:
         raise _damaged(run, exc) from None
-    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned)
+    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned, names)
 
 
 def key_options(feature_config: dict, init: InitRun | None, declared: list[str] | None) -> dict:

@@ -43,6 +43,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.label_values import same_values, spelled_apart_warning, spelled_twice
 from ..features.labelsets import joined_labels
+from ..features.names import merge_names
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
 from ..features.vectorize import TRUNCATED, FittedFeatures
@@ -51,6 +52,7 @@ from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
 from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, unused_monitor, words_kept_warning
+from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
 from ..runs.run_lock import lock_run
@@ -616,6 +618,8 @@ class Training:
     def _fitted(self, features: FittedFeatures) -> None:
         self.features = features
         if self.init is not None:
+            # The old run's bucket names too: its strongest buckets were learned from data this run does not read.
+            self.bucket_names = merge_names([self.init.names, self.bucket_names])
             self._say_continued()
         # (a continued run pairs the labels it adds with its old run's: _say_continued)
         twice = None if self.init is not None else spelled_apart_warning(
@@ -1256,6 +1260,17 @@ class Training:
             out["val_at_thresholds"] = {**c.at_thresholds, "rows": c.rows}
         return out
 
+    def _write_for_continuations(self) -> None:
+        """What a run continued from this one reads besides the model, recorded in model.json: which
+        rows the model learned besides its training rows (it trains on them), and the buckets' names
+        (it names the terms this one learned)."""
+        learned = write_learned(self.run, self.learned, self.out_so)
+        if learned is not None:
+            self.model_meta["learned_rows"] = learned
+        names = write_bucket_names(self.run, self.bucket_names, self.out_so)
+        if names is not None:
+            self.model_meta["bucket_names"] = names
+
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""
         cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
@@ -1307,10 +1322,7 @@ class Training:
                                storage_options=self.out_so, finish=False)
             plots.result()
             metrics["plots"] = [u.rsplit("/", 1)[-1] for j in jobs for u in j.files]
-        # Which rows the model learned besides its training rows: a run continued from it trains on them.
-        learned = write_learned(self.run, self.learned, self.out_so)
-        if learned is not None:
-            self.model_meta["learned_rows"] = learned
+        self._write_for_continuations()
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts

@@ -261,6 +261,8 @@ def test_what_cannot_continue_the_run_is_refused_up_front_and_nothing_is_written
     (runs / "unfinished" / "model.json").unlink()
     shutil.copytree(A, runs / "bad-record")
     (runs / "bad-record" / "learned_rows.u64").write_bytes(b"\0" * 8)
+    shutil.copytree(A, runs / "bad-names")
+    (runs / "bad-names" / "bucket_names.json").write_text('{"bucket": [], "term": [], "count": []}')
     body = _write(d / "body.csv", ["body", "label"], [["a match was won", "sports"], ["a vote", "politics"]])
     before, folders = _bytes(A), sorted(p.name for p in runs.iterdir())
     cases = [
@@ -279,6 +281,8 @@ def test_what_cannot_continue_the_run_is_refused_up_front_and_nothing_is_written
         ((keep["B"], "--init-from", runs / "bad-record"),
          [f"--init-from {runs / 'bad-record'}: {runs / 'bad-record' / 'learned_rows.u64'} is not the file",
           "restore the run folder whole"]),
+        ((keep["B"], "--init-from", runs / "bad-names"),
+         [f"{runs / 'bad-names' / 'bucket_names.json'} is not the file", "restore the run folder whole"]),
     ]
     for args, needles in cases:
         assert_user_error(cli("train", *args, "--out", runs, "--no-plots", cwd=d), *needles)
@@ -298,3 +302,27 @@ def test_the_models_default_patience_with_no_row_held_out_says_it_watched_nothin
     assert "--early-stopping 2 (the model's default) had no validation row to watch" in out
     m = _metrics(tmp_path / "runs" / "few")
     assert m["rows"]["validated"] == 0 and m["kept"] == "last"
+
+
+def _top_terms(run: Path) -> dict[tuple[str, str], str]:
+    with open(run / "top_terms.csv", newline="") as f:
+        return {(r["class"], r["feature"]): r["terms"] for r in csv.DictReader(f)}
+
+
+def test_a_continued_hashing_run_names_the_buckets_the_old_run_learned_as_the_old_run_does(keep):
+    """200 rows of new data name few of the buckets A learned from its own rows: the
+    continued run names them from the names A's folder keeps (they were `#33618`)."""
+    d, A = keep["dir"], keep["A"]
+    p = cli("train", keep["same"], "--init-from", A, "--epochs", "1", "--out", keep["runs"], "--name", "named",
+            "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    old, new = _top_terms(A), _top_terms(keep["runs"] / "named")
+    shared = [k for k in new if k in old and not old[k].startswith("#")]
+    assert len(shared) >= 20
+    for k in shared:   # each of A's names is still there, with what the new rows put in the bucket
+        assert not new[k].startswith("#") and set(old[k].split(" | ")) & set(new[k].split(" | ")), (k, new[k])
+    term = old[shared[0]].split(" | ")[0]
+    p = cli("explain", keep["runs"] / "named", "--text", f"{term} and more", "--json", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert term in [t["term"] for t in json.loads(p.stdout.strip().splitlines()[-1])["terms"]]
+
