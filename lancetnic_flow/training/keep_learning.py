@@ -34,10 +34,13 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+import numpy as np
+
 from ..config import FeatureConfig, TrainConfig
 from ..errors import UserError
 from ..features.label_values import same_values
 from ..features.vectorize import FittedFeatures
+from ..models.calibrate import Prior
 from ..options import BY_FIELD, NGRAM_FIELDS, REQUIRED, bad
 from ..runs.bucket_names import read_bucket_names
 from ..runs.learned_rows import LearnedRows, read_learned
@@ -290,9 +293,17 @@ class InitRun:
     learned: LearnedRows = dataclasses.field(default_factory=LearnedRows)   # rows it learned besides training rows
     names: Any = None      # hashing: its buckets' sampled terms (runs/bucket_names.py), None where it keeps none
 
+    scale: float = 1.0     # its probability scale (a margin model's logit_scale)
+
     @property
     def classes(self) -> int:
         return int(self.meta["kwargs"].get("classes") or 0)
+
+    @property
+    def prior(self) -> Prior | None:
+        """A multilabel run's thresholds, as a continued run's calibration starts from them."""
+        old = self.meta.get("thresholds")
+        return Prior(np.asarray(old, np.float64), self.scale) if isinstance(old, list) else None
 
 
 def load_init(run: str, storage_options: dict) -> InitRun:
@@ -313,7 +324,8 @@ def load_init(run: str, storage_options: dict) -> InitRun:
         names = read_bucket_names(run, loaded.meta, storage_options)
     except UserError as exc:
         raise _damaged(run, exc) from None
-    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned, names)
+    scale = float(np.asarray(state["logit_scale"])) if "logit_scale" in state else 1.0
+    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned, names, scale)
 
 
 def key_options(feature_config: dict, init: InitRun | None, declared: list[str] | None) -> dict:

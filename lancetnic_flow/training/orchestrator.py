@@ -1072,7 +1072,8 @@ class Training:
                 self.stage_seconds["calibrate"] = seconds
         elif self.feed.has_val() and (self.rule.scales_logits or self.task.multilabel):
             ts = time.monotonic()
-            self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits)
+            self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits,
+                                         prior=self.init.prior if self.init is not None else None)
             self.stage_seconds["calibrate"] = time.monotonic() - ts
         if self.calibration.at_limit:
             self.events.emit("warning", message=learned_validation_warning(self.calibration, self.init is not None))

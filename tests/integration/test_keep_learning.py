@@ -16,6 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow.csv as pacsv
 import pytest
 
@@ -326,3 +327,26 @@ def test_a_continued_hashing_run_names_the_buckets_the_old_run_learned_as_the_ol
     assert p.returncode == 0, p.stdout + p.stderr
     assert term in [t["term"] for t in json.loads(p.stdout.strip().splitlines()[-1])["terms"]]
 
+
+def test_a_continued_multilabel_run_keeps_the_old_threshold_of_a_label_its_validation_rows_lack(tmp_path):
+    """New data without one label: its validation rows cannot choose that label's threshold.
+    It took the pooled one of the other labels; it keeps the old run's (at the refitted scale,
+    the same margin)."""
+    write_corpus(str(tmp_path / "all.csv"), 3000, classes=5, seed=3, multilabel=True)
+    header, rows = _rows(tmp_path / "all.csv")
+    gone = rows[0][header.index("label")].split("|")[0]
+    _write(tmp_path / "old.csv", header, rows[:2000])
+    _write(tmp_path / "new.csv", header, [r for r in rows[2000:] if gone not in r[header.index("label")].split("|")])
+    runs = tmp_path / "runs"
+    p = cli("train", tmp_path / "old.csv", "--task", "multilabel", "--label-sep", "|", "--epochs", "3", "--out", runs,
+            "--name", "old", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = cli("train", tmp_path / "new.csv", "--init-from", runs / "old", "--out", runs, "--name", "new", "--no-plots",
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    old, new = (json.loads((runs / r / "model.json").read_text()) for r in ("old", "new"))
+    k = _metrics(runs / "old")["labels"].index(gone)
+    scales = [_metrics(runs / r)["calibration"]["scale"] for r in ("old", "new")]
+    logit = np.log(old["thresholds"][k] / (1 - old["thresholds"][k])) * scales[1] / scales[0]
+    assert new["thresholds"][k] == pytest.approx(1 / (1 + np.exp(-logit)), abs=1e-5)
+    assert _metrics(runs / "new")["calibration"]["rows"] > 0   # the other labels were chosen on the new rows
