@@ -64,8 +64,8 @@ from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
-from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
-                            load_init, look_alike, run_options)
+from .keep_learning import (MARKS, InitRun, check_resolved, continue_config, continued_by, is_continued, key_options,
+                            labelled, load_init, look_alike, refusal, run_options)
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
@@ -274,7 +274,7 @@ def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
                                    else o.cache),
         # --resume loads the continued run again: from another folder, a relative one is not found (or another's)
         training=dataclasses.replace(t, init_from=absolute(str(t.init_from)) if t.init_from else t.init_from))
-    out.__dict__.update({k: v for k, v in cfg.__dict__.items() if k == "continued"})   # keep_learning's mark
+    out.__dict__.update({k: v for k, v in cfg.__dict__.items() if k in MARKS})   # keep_learning's marks
     return out
 
 
@@ -301,7 +301,7 @@ class Training:
         self.tc = cfg.training
         # --init-from: the finished run this one starts from, every file checked before any data is read.
         init = cfg.training.init_from
-        self.init: InitRun | None = load_init(init, run_options(init, cfg)) if init else None
+        self.init: InitRun | None = load_init(init, run_options(init, cfg), continued_by(self.given)) if init else None
         self.every = CheckpointEvery.parse(self.tc.checkpoint_every)
         self.t0, self.stage_seconds = time.monotonic(), {}
         self.reads_at_start = SHARD_READS.now()   # shards this process reads from here on go into metrics.json
@@ -813,14 +813,14 @@ class Training:
         if old != new or self.init.meta.get("net") != self.model_meta["net"]:
             differ = ", ".join(f"{k} {old.get(k)} → {new.get(k)}" for k in sorted(set(old) | set(new))
                                if old.get(k) != new.get(k)) or f"net {self.init.meta.get('net')}"
-            raise UserError(f"--init-from {self.init.url}: its network does not match the one its configuration "
-                            f"builds here ({differ})", "continue it with the lancetnic_flow version that trained it, "
-                            "or train a new run without --init-from")
+            raise refusal(self.init.url, continued_by(self.given), f"its network does not match the one its "
+                          f"configuration builds here ({differ})",
+                          "continue it with the lancetnic_flow version that trained it")
         try:
             grow_into(self.model, self.init.state, self.init.classes, classes)
         except ValueError as exc:
-            raise UserError(f"--init-from {self.init.url}: its weights do not fit the network ({exc})",
-                            "restore the run folder from a copy, or train a new run without --init-from") from None
+            raise refusal(self.init.url, continued_by(self.given), f"its weights do not fit the network ({exc})",
+                          "restore the run folder from a copy") from None
         self.init.state = {}   # the model holds them now
 
     def _fit_shuffle_buffer(self, classes: int) -> None:
