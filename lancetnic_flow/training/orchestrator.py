@@ -1229,6 +1229,7 @@ class Training:
 
         dec = exact_decomposition(self.model, self.model_meta, self.features.target)
         if dec is None:   # ReLU layers: a term's weight depends on the text (explain's "local" method)
+            self.bucket_names = None   # nothing to name, here or in a run continued from it (the same network)
             return []
         # trained on the cluster, rank 0 found them on the weights it sent (none where it left them to this process)
         return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so, self.ranks_top_rows)

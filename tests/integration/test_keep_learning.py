@@ -254,6 +254,9 @@ def test_what_cannot_continue_the_run_is_refused_up_front_and_nothing_is_written
     p = cli("train", keep["A_data"], "--model", "ScalpelReg", "--target", "target", "--epochs", "1", "--out", runs,
             "--name", "reg", "--no-plots", cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
+    # ReLU layers: no term has one weight, so no top_terms.csv, and no bucket names kept for it
+    assert not (runs / "reg" / "top_terms.csv").exists() and not (runs / "reg" / "bucket_names.json").exists()
+    assert (A / "bucket_names.json").exists()
     shutil.copytree(A, runs / "no-weights")
     (runs / "no-weights" / "model.safetensors").unlink()
     shutil.copytree(A, runs / "no-config")
