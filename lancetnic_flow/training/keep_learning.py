@@ -140,9 +140,11 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = (), by: str | 
     run = str(given.training.init_from)
     config, _, _ = read_old_run(run, run_options(run, given), by)
     old = TrainConfig.from_dict(config)
-    # A workflow's keys and an estimator's parameters are given as the command line's flags are, but
-    # for a value that leaves the choice to the tool (auto, None): the run's choice is that choice.
-    explicit = set(explicit) | {f for f in given.given if f in FIXED + INHERITED and not _chooses(_get(given, f))}
+    # A workflow's keys and an estimator's parameters are given as the command line's flags are; a feature
+    # or model option given a value that leaves the choice to the tool (auto, None), by any of them, is
+    # not: the run's choice is that choice (`--model auto` continues the run's LinearSVM).
+    explicit = {f for f in {*explicit, *(f for f in given.given if f in FIXED + INHERITED)}
+                if not ((f in FIXED or f in given.given) and _chooses(_get(given, f)))}
     _check_task(run, given, old, by)
 
     def left(field: str) -> bool:   # not given: the old run's value

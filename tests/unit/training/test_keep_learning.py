@@ -85,6 +85,11 @@ def test_an_option_a_workflow_or_an_estimator_gives_at_its_default_value_is_used
     auto = continue_config(config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run),
                                                 "model": "auto"}, given=["model"]))
     assert auto.model.name == "LinearSVM"
+    # So does the command line's `--model auto --analyzer auto` (it was refused: "--model auto (the run's:
+    # LinearSVM)"), where a workflow's `model: auto` was taken.
+    typed = continue_config(_given(_data(tmp_path), old_run, model="auto", analyzer="auto"),
+                            explicit={"model.name", "features.analyzer"})
+    assert (typed.model.name, typed.features.analyzer) == ("LinearSVM", "word")
     buckets = config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run), "buckets": 524288},
                                   given=["buckets"])
     with pytest.raises(UserError, match="buckets=524288 .the run's: 1024"):   # given at its default: refused
