@@ -64,8 +64,8 @@ from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
-from .keep_learning import (MARKS, InitRun, check_resolved, continue_config, continued_by, is_continued, key_options,
-                            labelled, load_init, look_alike, refusal, run_options)
+from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continue_config, continued_by, is_continued,
+                            key_options, labelled, load_init, look_alike, refusal, run_options)
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
@@ -258,7 +258,7 @@ def sum_rows(results: list) -> dict:
 NOTED = {"repeated_label": "row(s) named a label twice in their label set; each label counts once",
          "unreadable_numeric": ("--numeric value(s) that are not numbers (a decimal comma, text): each counts as "
                                 "the training mean, as a missing one does"),
-         LEARNED: ("validation row(s) the --init-from model had learned: trained on, not held out, since a "
+         LEARNED: ("validation row(s) the {continued} model had learned: trained on, not held out, since a "
                    "row a model learned does not test it"),
          TRUNCATED: ("row(s) held more tokens than --max-len {max_len}: the model reads the first {max_len} of "
                      "each (raise --max-len to read more)")}
@@ -1239,7 +1239,9 @@ class Training:
         patience with no validation row to watch."""
         cfg, tc = self.cfg, self.tc
         for reason, n in rows.get("noted", {}).items():
-            said = NOTED.get(reason, reason).format(max_len=cfg.features.max_len)
+            # the model continued, as the caller asked for it (partial_fit's caller typed no --init-from)
+            continued = "partial_fit" if continued_by(self.given) == PARTIAL_FIT else "--init-from"
+            said = NOTED.get(reason, reason).format(max_len=cfg.features.max_len, continued=continued)
             self.events.emit("warning", message=f"{n:,} {said} ({reason} in metrics.json)")
         # The patience in effect (the model's own when none was given), where rows were to be held out.
         if tc.early_stopping and not rows["validated"] and (cfg.data.val or cfg.data.val_fraction):

@@ -182,7 +182,7 @@ def test_without_progress_what_a_run_warns_of_reaches_the_caller_as_a_python_war
         warnings.simplefilter("error", RunWarning)   # the first call has nothing to warn of
         clf.partial_fit(rows["text"], rows["label"])
     first = clf.metrics_["rows"]["validated"]
-    with pytest.warns(RunWarning, match=rf"{first:,} validation row\(s\) the --init-from model had learned"):
+    with pytest.warns(RunWarning, match=rf"{first:,} validation row\(s\) the partial_fit model had learned"):
         clf.partial_fit(rows["text"], rows["label"])
     assert clf.metrics_["rows"]["noted"] == {"learned_by_init": first} and clf.metrics_["rows"]["validated"] == 0
 
