@@ -69,7 +69,7 @@ from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continu
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, lr_schedule
+from .step import EVAL_BATCH, evaluate_blocks, keep_best, lr_schedule
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 
@@ -1028,6 +1028,18 @@ class Training:
                                                        shards=shards_digest(manifest) if manifest else None),
                          self.out_so, self.events, reason)
 
+    def _start_as_candidate(self, state: TrainState) -> None:
+        """A continued run's starting weights (its old run's) as epoch 0 of the best-epoch choice,
+        scored on this run's validation rows before the first step: where no epoch beats them, they
+        are what the run saves, not an epoch that lost what the old run knew (a rate that suits fresh
+        weights can throw trained ones off). Not LinearSVM's: its saved model and twin learn the
+        validation rows as its epochs score them (models/margin.py)."""
+        if (self.init is None or state.epoch or state.batches or state.best is not None
+                or self.rule.keeps_last_epoch() or self.rule.scales_logits or not self.feed.has_val()):
+            return
+        val_m = evaluate_blocks(self.model, self.feed.val_blocks(), self.task, self.device)
+        state.best, _ = keep_best(None, 0, val_m.result(), val_m, self.model, 0, self.tc.monitor)
+
     def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
         (the best epoch's, whose weights the model then holds, or LinearSVM's last epoch's).
@@ -1045,6 +1057,7 @@ class Training:
             trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
                               lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
                                           self.rule.decay_steps), cached)
+            self._start_as_candidate(state)
             val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                             ).run_epochs(state, stop, self.every)
         self.stage_seconds["train"] = time.monotonic() - ts
@@ -1052,6 +1065,11 @@ class Training:
         if state.best is not None and "state" in state.best:
             self.model.load_state_dict(state.best.pop("state"))
             val = state.best["val"]
+            if state.best["epoch"] == 0:
+                self.events.emit("warning", message=(
+                    f"no epoch scored better by {self.tc.monitor} on the validation rows than the weights "
+                    f"{self.init.url} started this run with: it saves them as they were (kept: start in "
+                    "metrics.json); a lower learning rate (lr, sparse_lr) moves them less"))
         self._calibrate()
         self.rule.finish(self.model)
         # Which rows the model learned besides its training rows (a pass beside the epochs may still
@@ -1294,7 +1312,8 @@ class Training:
             # Without validation scores there is no best: the last epoch's weights are what was trained.
             "best_epoch": (state.best["epoch"] if state.best and not self.rule.keeps_last_epoch() else
                            len(state.history) or None), "monitor": tc.monitor,
-            "kept": "best" if state.best and not self.rule.keeps_last_epoch() else "last",
+            "kept": ("last" if not state.best or self.rule.keeps_last_epoch() else
+                     "start" if state.best["epoch"] == 0 else "best"),
             **self._calibration_metrics(),
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),

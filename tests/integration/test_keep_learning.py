@@ -353,3 +353,23 @@ def test_a_continued_multilabel_run_keeps_the_old_threshold_of_a_label_its_valid
     logit = np.log(old["thresholds"][k] / (1 - old["thresholds"][k])) * scales[1] / scales[0]
     assert new["thresholds"][k] == pytest.approx(1 / (1 + np.exp(-logit)), abs=1e-5)
     assert _metrics(runs / "new")["calibration"]["rows"] > 0   # the other labels were chosen on the new rows
+
+
+def test_a_continued_network_that_no_epoch_improves_keeps_the_weights_it_started_from(keep):
+    """At a rate that throws trained weights off, every epoch scored worse on the new validation
+    rows than the old run's weights, and the run saved its best epoch anyway: the old knowledge
+    lost (a regressor's test R² 0.33 → 0.10 at the default rates when this was written). The
+    starting weights are epoch 0 of the choice now: kept, said, and predicting as the old run."""
+    d, runs = keep["dir"], keep["runs"]
+    p = cli("train", keep["A_data"], "--model", "ScalpelMC", "--epochs", "2", "--out", runs, "--name", "net",
+            "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = cli("train", keep["same"], "--init-from", runs / "net", "--lr", "5", "--sparse-lr", "5000", "--out", runs,
+            "--name", "net-thrown", "--no-plots", cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = " ".join((p.stdout + p.stderr).split())
+    assert f"than the weights {runs / 'net'} started this run with: it saves them as they were" in out
+    m = _metrics(runs / "net-thrown")
+    assert m["kept"] == "start" and m["best_epoch"] == 0 and len(m["epochs"]) >= 1
+    assert all(e["val_loss"] > m["val_loss"] for e in m["epochs"])
+    assert _accuracy(runs / "net-thrown", keep["test_old"], d) == _accuracy(runs / "net", keep["test_old"], d)
