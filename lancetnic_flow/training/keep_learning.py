@@ -104,12 +104,14 @@ def run_options(run: str, cfg: TrainConfig) -> dict:
     return options_for(run, cfg.data.storage_options, like=cfg.data.train[0] if cfg.data.train else None)
 
 
-def refusal(run: str, by: str | None, what: str, hint: str) -> UserError:
+def refusal(run: str, by: str | None, what: str, hint: str | None) -> UserError:
     """Continuing ``run`` refused: ``what`` is wrong with it, ``hint`` what would work; said as
     the caller asked for the run (``by``: :data:`PARTIAL_FIT`, else ``--init-from``/``init_from``)."""
+    anew = REFIT if by == PARTIAL_FIT else NEW_RUN
+    hint = f"{hint}, {anew}" if hint else anew.removeprefix("or ")
     if by == PARTIAL_FIT:
-        return UserError(f"{EARLIER} ({run}), and cannot: {what}", f"{hint}, {REFIT}")
-    return bad("training.init_from", f"{{training.init_from}} {run}: {what}", f"{hint}, {NEW_RUN}")
+        return UserError(f"{EARLIER} ({run}), and cannot: {what}", hint)
+    return bad("training.init_from", f"{{training.init_from}} {run}: {what}", hint)
 
 
 def read_old_run(run: str, storage_options: dict, by: str | None = None) -> tuple[dict, dict, FittedFeatures]:

@@ -17,7 +17,7 @@ from lancetnic_flow.models import create_model
 from lancetnic_flow.resolve import resolve
 from lancetnic_flow.runs.folder import save_run
 from lancetnic_flow.training.keep_learning import (PARTIAL_FIT, check_resolved, continue_config, is_continued,
-                                                   key_options, labelled, load_init, look_alike)
+                                                   key_options, labelled, load_init, look_alike, refusal)
 
 OLD_LABELS = ["politics", "sports", "tech"]
 
@@ -210,6 +210,8 @@ def test_partial_fits_refusals_name_partial_fit_and_the_estimators_parameters_no
     assert str(e.value).startswith("partial_fit continues the model") and "model.safetensors is missing" in str(e.value)
     for said in (str(e.value),):
         assert "init_from" not in said and "init-from" not in said and "drop task" not in said
+    assert refusal("r", None, "it is odd", None).cli[1] == "train a new run without --init-from"   # no "None, …"
+    assert refusal("r", PARTIAL_FIT, "it is odd", None).hint == "call fit(X, y) to train a new model"
 
 
 def test_training_on_dask_workers_is_refused(tmp_path, old_run):
