@@ -338,13 +338,14 @@ class _TextEstimator:
                 # Already in memory, whatever its size: featurised here, never shipped to workers.
                 cfg.cluster.run_on = "process"
             if init_from is not None:
-                from ..training.keep_learning import continue_config
+                from ..training.keep_learning import PARTIAL_FIT, continue_config
 
                 cfg.training.init_from = init_from
                 if cfg.cluster.train_on == "auto":   # with a scheduler too: the network is built here
                     cfg.cluster.train_on = "client"
                 # The columns are the estimator's own (its temporary file's), whatever the run read.
-                cfg = continue_config(cfg, explicit=("data.text", "data.label", "data.target", "data.label_sep"))
+                cfg = continue_config(cfg, explicit=("data.text", "data.label", "data.target", "data.label_sep"),
+                                      by=PARTIAL_FIT)
             self._fit_config(cfg)
         finally:
             shutil.rmtree(work, ignore_errors=True)

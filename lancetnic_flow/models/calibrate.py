@@ -17,6 +17,10 @@
   pooled threshold. Chosen on a development split of a real multi-label
   corpus (docs/benchmarks.md, "Multi-label"): it beat both each label's
   own threshold and the pooled one alone on the sum of micro- and macro-F1.
+  A continued run (``--init-from``, ``partial_fit``) draws each of its old
+  labels towards that label's old threshold instead (:class:`Prior`): its
+  new rows may hold few or no positives of a label the old run chose a
+  threshold for on its own, and the pooled one would replace it.
 
 Both read the validation rows once, at most :data:`MAX_CELLS` scores
 (rows × labels) of them: memory is bounded by that, not by the rows.
@@ -177,18 +181,41 @@ def _logit(p: np.ndarray | float) -> np.ndarray:
     return np.log(p) - np.log1p(-np.asarray(p))
 
 
-def label_thresholds(proba: np.ndarray, hot: np.ndarray) -> tuple[np.ndarray, float]:
+def label_thresholds(proba: np.ndarray, hot: np.ndarray, prior: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, float]:
     """Per label, the probability threshold of its best F1 on these rows
     (rows × labels), drawn towards the pooled threshold (every label's
-    decisions together) by how few positive rows it has (:data:`SHRINK`).
+    decisions together) by how few positive rows it has (:data:`SHRINK`), or
+    towards ``prior``'s where it has one (not NaN): a continued run's old
+    thresholds, which a label with no positive row here keeps.
     Returns the thresholds and the pooled one."""
     pooled, _ = best_cut(proba.ravel(), hot.ravel())
+    toward = np.full(proba.shape[1], pooled)
+    if prior is not None:
+        known = ~np.isnan(prior)
+        toward[known] = np.clip(prior[known], *THRESHOLD_RANGE)
     positives = hot.sum(0).astype(np.float64)
-    own = np.array([best_cut(proba[:, k], hot[:, k])[0] if positives[k] else pooled
+    own = np.array([best_cut(proba[:, k], hot[:, k])[0] if positives[k] else toward[k]
                     for k in range(proba.shape[1])])
     w = positives / (positives + SHRINK)
-    z = w * _logit(own) + (1 - w) * _logit(pooled)
+    z = w * _logit(own) + (1 - w) * _logit(toward)
     return 1.0 / (1.0 + np.exp(-z)), pooled
+
+
+@dataclass
+class Prior:
+    """A continued run's old thresholds (one per old label) and the probability scale
+    they were chosen at: a margin model's scale is fitted again, and a threshold
+    keeps its meaning as the margin it cuts at (its logit over the scale)."""
+
+    thresholds: np.ndarray
+    scale: float = 1.0
+
+    def at_scale(self, scale: float, labels: int) -> np.ndarray:
+        """The thresholds at probability scale ``scale``, for ``labels`` labels (NaN for those added)."""
+        old = np.clip(np.asarray(self.thresholds, np.float64)[:labels], *THRESHOLD_RANGE)
+        cut = 1.0 / (1.0 + np.exp(-_logit(old) * (scale / self.scale)))
+        return np.concatenate([cut, np.full(labels - len(cut), np.nan)])
 
 
 @dataclass
@@ -223,14 +250,18 @@ def _set_scale(model: Any, value: float) -> None:
         model.logit_scale.fill_(value)
 
 
-def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool) -> Calibration:
+def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool, prior: Prior | None = None) -> Calibration:
     """Fit, on the validation ``blocks``: the model's probability scale
     (``scale``: the model has a ``logit_scale``, which is set) and, for label
-    sets, a threshold per label on the probabilities at that scale."""
+    sets, a threshold per label on the probabilities at that scale, each drawn
+    towards ``prior``'s for that label where it has one (a continued run's)."""
+    before = float(model.logit_scale) if scale else 1.0
     if scale:
         _set_scale(model, 1.0)
     val = read_scores(model, blocks)
-    if val is None:
+    if val is None:   # no row to fit on: the scale stays as it was (a continued run's, its old run's)
+        if scale:
+            _set_scale(model, before)
         return Calibration()
     out = Calibration(rows=len(val.scores))
     if scale:
@@ -239,7 +270,8 @@ def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool) -> Calibratio
         _set_scale(model, out.scale)
     if val.label_sets:
         proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)
-        out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels)
+        toward = prior.at_scale(out.scale, proba.shape[1]) if prior is not None else None
+        out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels, toward)
         out.at_thresholds = scores_at(proba, val.labels, out.thresholds, val.missed, val.unseen)
     return out
 

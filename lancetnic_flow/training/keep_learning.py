@@ -34,11 +34,15 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+import numpy as np
+
 from ..config import FeatureConfig, TrainConfig
 from ..errors import UserError
 from ..features.label_values import same_values
 from ..features.vectorize import FittedFeatures
-from ..options import BY_FIELD, NGRAM_FIELDS, REQUIRED, bad
+from ..models.calibrate import Prior
+from ..options import BY_FIELD, NGRAM_FIELDS, REQUIRED, Words, bad
+from ..runs.bucket_names import read_bucket_names
 from ..runs.learned_rows import LearnedRows, read_learned
 from ..registry import ROW_WISE
 from ..storage import absolute, options_for
@@ -55,6 +59,12 @@ INHERITED = ("data.text", "data.label", "data.target", "data.label_sep", "data.v
              "training.clip_grad")
 CLASSIFIES = ("classify", "multitask", "multilabel")
 NEW_RUN = "or train a new run without {training.init_from}"
+# An estimator's partial_fit continues its own last run: its refusals name what its caller typed.
+PARTIAL_FIT = "partial_fit"
+EARLIER = "partial_fit continues the model the earlier calls fitted"
+REFIT = "or call fit(X, y) to train a new model"
+# What y holds for each task an estimator trains.
+ANSWERS = {"classify": "one label per row", "multilabel": "a list of labels per row", "regress": "a number per row"}
 
 
 def _get(cfg: Any, field: str) -> Any:
@@ -94,11 +104,17 @@ def run_options(run: str, cfg: TrainConfig) -> dict:
     return options_for(run, cfg.data.storage_options, like=cfg.data.train[0] if cfg.data.train else None)
 
 
-def _damaged(run: str, exc: UserError) -> UserError:
-    return UserError(f"--init-from {run}: {exc.message}", exc.hint)
+def refusal(run: str, by: str | None, what: str, hint: str | None) -> UserError:
+    """Continuing ``run`` refused: ``what`` is wrong with it, ``hint`` what would work; said as
+    the caller asked for the run (``by``: :data:`PARTIAL_FIT`, else ``--init-from``/``init_from``)."""
+    anew = REFIT if by == PARTIAL_FIT else NEW_RUN
+    hint = f"{hint}, {anew}" if hint else anew.removeprefix("or ")
+    if by == PARTIAL_FIT:
+        return UserError(f"{EARLIER} ({run}), and cannot: {what}", hint)
+    return bad("training.init_from", f"{{training.init_from}} {run}: {what}", hint)
 
 
-def read_old_run(run: str, storage_options: dict) -> tuple[dict, dict, FittedFeatures]:
+def read_old_run(run: str, storage_options: dict, by: str | None = None) -> tuple[dict, dict, FittedFeatures]:
     """The finished run ``run``'s config.json, model.json and features.json, checked
     (no torch): a damaged or unfinished folder is a UserError naming the file."""
     from ..runs.loading import FileNotARun, read_features, read_run_json
@@ -107,28 +123,31 @@ def read_old_run(run: str, storage_options: dict) -> tuple[dict, dict, FittedFea
         meta, config = read_run_json(run, storage_options)
         return config, meta, read_features(run, storage_options, meta)
     except (NotADirectoryError, FileNotARun):   # a file where the folder should be: the data, given twice?
-        raise UserError(f"--init-from {run} is a file, not a run folder",
-                        "pass the folder of a finished run, as printed at the end of `lancetnic-flow train`, "
-                        "e.g. --init-from runs/20261130-101500") from None
+        raise bad("training.init_from", f"{{training.init_from}} {run} is a file, not a run folder",
+                  "pass the folder of a finished run, as printed at the end of `lancetnic-flow train`, "
+                  "e.g. {training.init_from} runs/20261130-101500") from None
     except UserError as exc:
-        raise _damaged(run, exc) from None
+        raise refusal(run, by, exc.message, exc.hint) from None
 
 
-def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainConfig:
+def continue_config(given: TrainConfig, explicit: Iterable[str] = (), by: str | None = None) -> TrainConfig:
     """``given`` (with ``training.init_from``) as the continued run trains it: the old
     run's features, model and task, and its columns and training options where
     ``given`` leaves them at their defaults (``explicit``, and ``given.given``: fields
     given even where their value is the default, e.g. the command line's ``--text text``,
     a workflow's ``epochs: 10``). Refuses,
     naming them, the options that contradict the old run, a damaged old run, and new
-    data without its columns. The result is marked (:func:`is_continued`): merged once."""
+    data without its columns. The result is marked (:func:`is_continued`): merged once.
+    ``by``: :data:`PARTIAL_FIT` when an estimator's partial_fit asks, whose refusals say so."""
     run = str(given.training.init_from)
-    config, _, _ = read_old_run(run, run_options(run, given))
+    config, _, _ = read_old_run(run, run_options(run, given), by)
     old = TrainConfig.from_dict(config)
-    # A workflow's keys and an estimator's parameters are given as the command line's flags are, but
-    # for a value that leaves the choice to the tool (auto, None): the run's choice is that choice.
-    explicit = set(explicit) | {f for f in given.given if f in FIXED + INHERITED and not _chooses(_get(given, f))}
-    _check_task(run, given, old)
+    # A workflow's keys and an estimator's parameters are given as the command line's flags are; a feature
+    # or model option given a value that leaves the choice to the tool (auto, None), by any of them, is
+    # not: the run's choice is that choice (`--model auto` continues the run's LinearSVM).
+    explicit = {f for f in {*explicit, *(f for f in given.given if f in FIXED + INHERITED)}
+                if not ((f in FIXED or f in given.given) and _chooses(_get(given, f)))}
+    _check_task(run, given, old, by)
 
     def left(field: str) -> bool:   # not given: the old run's value
         return field not in explicit and _is_default(field, _get(given, field))
@@ -142,7 +161,7 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainCo
         else:
             differ.append(field)
     if differ:
-        raise _contradiction(run, given, old, differ)
+        raise _contradiction(run, given, old, differ, by)
     # With a validation source of its own the run holds nothing out by hash: no band to take.
     inherited = [f for f in INHERITED if left(f) and not (f == "data.val_fraction" and given.data.val)]
     for field in inherited:
@@ -151,7 +170,7 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = ()) -> TrainCo
         # another optimiser given steps every parameter: the old run's input-row step is not this run's
         cfg.training.sparse_optimizer = cfg.training.sparse_lr = None
     check_columns(cfg, run, [f for f in inherited if f.startswith("data.")] + ["data.numeric"])
-    mark_continued(cfg)
+    mark_continued(cfg, by)
     return cfg
 
 
@@ -169,19 +188,34 @@ def _as_saved(given: TrainConfig) -> TrainConfig:
     return saved
 
 
-def mark_continued(cfg: TrainConfig) -> None:
+MARKS = ("continued", "continued_by")   # a configuration's marks of keep learning, kept by its copies
+
+
+def mark_continued(cfg: TrainConfig, by: str | None = None) -> None:
     """Say that ``cfg`` is a continued run's configuration as merged (a resumed one's
-    config.json is too): :func:`continue_config` is not applied to it again."""
+    config.json is too): :func:`continue_config` is not applied to it again; and who
+    asked for it (``by``, :data:`PARTIAL_FIT`), so that the run's refusals name it."""
     cfg.__dict__["continued"] = True
+    if by is not None:
+        cfg.__dict__["continued_by"] = by
 
 
 def is_continued(cfg: TrainConfig) -> bool:
     return bool(cfg.__dict__.get("continued"))
 
 
-def _check_task(run: str, given: TrainConfig, old: TrainConfig) -> None:
+def continued_by(cfg: TrainConfig) -> str | None:
+    """:data:`PARTIAL_FIT` where an estimator's partial_fit continues the run, else None."""
+    return cfg.__dict__.get("continued_by")
+
+
+def _check_task(run: str, given: TrainConfig, old: TrainConfig, by: str | None = None) -> None:
     """A run continues as the task it was trained for: another is refused first, in its own words."""
     theirs, mine = old.training.task, given.training.task
+    if by == PARTIAL_FIT and mine is not None and mine != theirs:   # the estimator's task is y's shape
+        raise UserError(f"{EARLIER} ({run}), a {theirs} model ({old.model.name}), and this y asks for a {mine} "
+                        f"one: {ANSWERS.get(mine, mine)}",
+                        f"give y as the earlier calls did, {ANSWERS.get(theirs, theirs)}, {REFIT}")
     what = f"{{training.init_from}} {run} is a {theirs} run ({old.model.name})"
     if mine is not None and mine != theirs:
         raise bad("training.task", f"{what}; {{name}} {mine} asks for a {mine} run",
@@ -191,14 +225,21 @@ def _check_task(run: str, given: TrainConfig, old: TrainConfig) -> None:
                   f"drop {{name}}, {NEW_RUN}")
 
 
-def _contradiction(run: str, given: TrainConfig, old: TrainConfig, fields: list[str]) -> UserError:
+def _contradiction(run: str, given: TrainConfig, old: TrainConfig, fields: list[str], by: str | None = None
+                   ) -> UserError:
     # --ngram-range sets two fields: one entry, said as the pair.
     named = list(dict.fromkeys(NGRAM_FIELDS if f in NGRAM_FIELDS else (f,) for f in fields))
     what = "features" if all(f.startswith("features.") for f in fields) else "model and features"
 
-    def shown(say) -> str:
-        return "; ".join(f"{say.setting(fs[-1], _value(given, fs))} (the run's: "
+    def shown(say, whose: str = "the run's") -> str:
+        return "; ".join(f"{say.setting(fs[-1], _value(given, fs))} ({whose}: "
                          f"{say.value(fs[-1], _value(old, fs))})" for fs in named)
+
+    if by == PARTIAL_FIT:   # the estimator's parameters, changed since the earlier calls (set_params)
+        say = Words("python")
+        back, differ = ", ".join(say.setting(fs[-1], _value(old, fs)) for fs in named), shown(say, "the model's")
+        return UserError(f"{EARLIER} ({run}) and keeps its {what}, so its weights mean what they meant, and these "
+                         f"parameters differ: {differ}", f"set them back (set_params({back})), {REFIT}")
 
     return bad(fields[0], lambda say: f"{{training.init_from}} {run} keeps the run's {what}, so its weights mean "
                                       f"what they meant, and these options differ: {shown(say)}",
@@ -287,13 +328,22 @@ class InitRun:
     state: dict            # its weights, as tensors
     digest: str            # of its features.json: the continued run's cache entry is its own
     learned: LearnedRows = dataclasses.field(default_factory=LearnedRows)   # rows it learned besides training rows
+    names: Any = None      # hashing: its buckets' sampled terms (runs/bucket_names.py), None where it keeps none
+
+    scale: float = 1.0     # its probability scale (a margin model's logit_scale)
 
     @property
     def classes(self) -> int:
         return int(self.meta["kwargs"].get("classes") or 0)
 
+    @property
+    def prior(self) -> Prior | None:
+        """A multilabel run's thresholds, as a continued run's calibration starts from them."""
+        old = self.meta.get("thresholds")
+        return Prior(np.asarray(old, np.float64), self.scale) if isinstance(old, list) else None
 
-def load_init(run: str, storage_options: dict) -> InitRun:
+
+def load_init(run: str, storage_options: dict, by: str | None = None) -> InitRun:
     """``run`` read back whole, every file checked (:func:`~lancetnic_flow.runs.loading.load_run`):
     a damaged one is a UserError naming it, before any data is read."""
     from ..runs.loading import load_run
@@ -301,16 +351,18 @@ def load_init(run: str, storage_options: dict) -> InitRun:
     try:
         loaded = load_run(run, storage_options, numpy=True)
     except UserError as exc:
-        raise _damaged(run, exc) from None
+        raise refusal(run, by, exc.message, exc.hint) from None
     features = loaded.features
     digest = hashlib.sha256(features.to_json().encode()).hexdigest()[:16]
     # A LinearSVM's weights as NumPy arrays (no torch to read them); another network's tensors.
     state = dict(loaded.linear.state) if loaded.linear is not None else loaded.model.state_dict()
     try:
         learned = read_learned(run, loaded.meta, loaded.config, storage_options)
+        names = read_bucket_names(run, loaded.meta, storage_options)
     except UserError as exc:
-        raise _damaged(run, exc) from None
-    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned)
+        raise refusal(run, by, exc.message, exc.hint) from None
+    scale = float(np.asarray(state["logit_scale"])) if "logit_scale" in state else 1.0
+    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned, names, scale)
 
 
 def key_options(feature_config: dict, init: InitRun | None, declared: list[str] | None) -> dict:

@@ -43,6 +43,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.label_values import same_values, spelled_apart_warning, spelled_twice
 from ..features.labelsets import joined_labels
+from ..features.names import merge_names
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
 from ..features.vectorize import TRUNCATED, FittedFeatures
@@ -51,6 +52,7 @@ from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
 from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, unused_monitor, words_kept_warning
+from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
 from ..runs.run_lock import lock_run
@@ -62,12 +64,12 @@ from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
-from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
-                            load_init, look_alike, run_options)
+from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continue_config, continued_by, is_continued,
+                            key_options, labelled, load_init, look_alike, refusal, run_options)
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, lr_schedule
+from .step import EVAL_BATCH, evaluate_blocks, keep_best, lr_schedule
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 
@@ -256,7 +258,7 @@ def sum_rows(results: list) -> dict:
 NOTED = {"repeated_label": "row(s) named a label twice in their label set; each label counts once",
          "unreadable_numeric": ("--numeric value(s) that are not numbers (a decimal comma, text): each counts as "
                                 "the training mean, as a missing one does"),
-         LEARNED: ("validation row(s) the --init-from model had learned: trained on, not held out, since a "
+         LEARNED: ("validation row(s) the {continued} model had learned: trained on, not held out, since a "
                    "row a model learned does not test it"),
          TRUNCATED: ("row(s) held more tokens than --max-len {max_len}: the model reads the first {max_len} of "
                      "each (raise --max-len to read more)")}
@@ -272,7 +274,7 @@ def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
                                    else o.cache),
         # --resume loads the continued run again: from another folder, a relative one is not found (or another's)
         training=dataclasses.replace(t, init_from=absolute(str(t.init_from)) if t.init_from else t.init_from))
-    out.__dict__.update({k: v for k, v in cfg.__dict__.items() if k == "continued"})   # keep_learning's mark
+    out.__dict__.update({k: v for k, v in cfg.__dict__.items() if k in MARKS})   # keep_learning's marks
     return out
 
 
@@ -299,7 +301,7 @@ class Training:
         self.tc = cfg.training
         # --init-from: the finished run this one starts from, every file checked before any data is read.
         init = cfg.training.init_from
-        self.init: InitRun | None = load_init(init, run_options(init, cfg)) if init else None
+        self.init: InitRun | None = load_init(init, run_options(init, cfg), continued_by(self.given)) if init else None
         self.every = CheckpointEvery.parse(self.tc.checkpoint_every)
         self.t0, self.stage_seconds = time.monotonic(), {}
         self.reads_at_start = SHARD_READS.now()   # shards this process reads from here on go into metrics.json
@@ -618,6 +620,8 @@ class Training:
     def _fitted(self, features: FittedFeatures) -> None:
         self.features = features
         if self.init is not None:
+            # The old run's bucket names too: its strongest buckets were learned from data this run does not read.
+            self.bucket_names = merge_names([self.init.names, self.bucket_names])
             self._say_continued()
         # (a continued run pairs the labels it adds with its old run's: _say_continued)
         twice = None if self.init is not None else spelled_apart_warning(
@@ -811,14 +815,14 @@ class Training:
         if old != new or self.init.meta.get("net") != self.model_meta["net"]:
             differ = ", ".join(f"{k} {old.get(k)} → {new.get(k)}" for k in sorted(set(old) | set(new))
                                if old.get(k) != new.get(k)) or f"net {self.init.meta.get('net')}"
-            raise UserError(f"--init-from {self.init.url}: its network does not match the one its configuration "
-                            f"builds here ({differ})", "continue it with the lancetnic_flow version that trained it, "
-                            "or train a new run without --init-from")
+            raise refusal(self.init.url, continued_by(self.given), f"its network does not match the one its "
+                          f"configuration builds here ({differ})",
+                          "continue it with the lancetnic_flow version that trained it")
         try:
             grow_into(self.model, self.init.state, self.init.classes, classes)
         except ValueError as exc:
-            raise UserError(f"--init-from {self.init.url}: its weights do not fit the network ({exc})",
-                            "restore the run folder from a copy, or train a new run without --init-from") from None
+            raise refusal(self.init.url, continued_by(self.given), f"its weights do not fit the network ({exc})",
+                          "restore the run folder from a copy") from None
         self.init.state = {}   # the model holds them now
 
     def _fit_shuffle_buffer(self, classes: int) -> None:
@@ -1026,6 +1030,18 @@ class Training:
                                                        shards=shards_digest(manifest) if manifest else None),
                          self.out_so, self.events, reason)
 
+    def _start_as_candidate(self, state: TrainState) -> None:
+        """A continued run's starting weights (its old run's) as epoch 0 of the best-epoch choice,
+        scored on this run's validation rows before the first step: where no epoch beats them, they
+        are what the run saves, not an epoch that lost what the old run knew (a rate that suits fresh
+        weights can throw trained ones off). Not LinearSVM's: its saved model and twin learn the
+        validation rows as its epochs score them (models/margin.py)."""
+        if (self.init is None or state.epoch or state.batches or state.best is not None
+                or self.rule.keeps_last_epoch() or self.rule.scales_logits or not self.feed.has_val()):
+            return
+        val_m = evaluate_blocks(self.model, self.feed.val_blocks(), self.task, self.device)
+        state.best, _ = keep_best(None, 0, val_m.result(), val_m, self.model, 0, self.tc.monitor)
+
     def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
         (the best epoch's, whose weights the model then holds, or LinearSVM's last epoch's).
@@ -1043,6 +1059,7 @@ class Training:
             trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
                               lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
                                           self.rule.decay_steps), cached)
+            self._start_as_candidate(state)
             val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                             ).run_epochs(state, stop, self.every)
         self.stage_seconds["train"] = time.monotonic() - ts
@@ -1050,6 +1067,11 @@ class Training:
         if state.best is not None and "state" in state.best:
             self.model.load_state_dict(state.best.pop("state"))
             val = state.best["val"]
+            if state.best["epoch"] == 0:
+                self.events.emit("warning", message=(
+                    f"no epoch scored better by {self.tc.monitor} on the validation rows than the weights "
+                    f"{self.init.url} started this run with: it saves them as they were (kept: start in "
+                    "metrics.json); a lower learning rate (lr, sparse_lr) moves them less"))
         self._calibrate()
         self.rule.finish(self.model)
         # Which rows the model learned besides its training rows (a pass beside the epochs may still
@@ -1070,7 +1092,8 @@ class Training:
                 self.stage_seconds["calibrate"] = seconds
         elif self.feed.has_val() and (self.rule.scales_logits or self.task.multilabel):
             ts = time.monotonic()
-            self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits)
+            self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits,
+                                         prior=self.init.prior if self.init is not None else None)
             self.stage_seconds["calibrate"] = time.monotonic() - ts
         if self.calibration.at_limit:
             self.events.emit("warning", message=learned_validation_warning(self.calibration, self.init is not None))
@@ -1226,6 +1249,7 @@ class Training:
 
         dec = exact_decomposition(self.model, self.model_meta, self.features.target)
         if dec is None:   # ReLU layers: a term's weight depends on the text (explain's "local" method)
+            self.bucket_names = None   # nothing to name, here or in a run continued from it (the same network)
             return []
         # trained on the cluster, rank 0 found them on the weights it sent (none where it left them to this process)
         return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so, self.ranks_top_rows)
@@ -1235,7 +1259,9 @@ class Training:
         patience with no validation row to watch."""
         cfg, tc = self.cfg, self.tc
         for reason, n in rows.get("noted", {}).items():
-            said = NOTED.get(reason, reason).format(max_len=cfg.features.max_len)
+            # the model continued, as the caller asked for it (partial_fit's caller typed no --init-from)
+            continued = "partial_fit" if continued_by(self.given) == PARTIAL_FIT else "--init-from"
+            said = NOTED.get(reason, reason).format(max_len=cfg.features.max_len, continued=continued)
             self.events.emit("warning", message=f"{n:,} {said} ({reason} in metrics.json)")
         # The patience in effect (the model's own when none was given), where rows were to be held out.
         if tc.early_stopping and not rows["validated"] and (cfg.data.val or cfg.data.val_fraction):
@@ -1258,6 +1284,17 @@ class Training:
             out["val_at_thresholds"] = {**c.at_thresholds, "rows": c.rows}
         return out
 
+    def _write_for_continuations(self) -> None:
+        """What a run continued from this one reads besides the model, recorded in model.json: which
+        rows the model learned besides its training rows (it trains on them), and the buckets' names
+        (it names the terms this one learned)."""
+        learned = write_learned(self.run, self.learned, self.out_so)
+        if learned is not None:
+            self.model_meta["learned_rows"] = learned
+        names = write_bucket_names(self.run, self.bucket_names, self.out_so)
+        if names is not None:
+            self.model_meta["bucket_names"] = names
+
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""
         cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
@@ -1277,7 +1314,8 @@ class Training:
             # Without validation scores there is no best: the last epoch's weights are what was trained.
             "best_epoch": (state.best["epoch"] if state.best and not self.rule.keeps_last_epoch() else
                            len(state.history) or None), "monitor": tc.monitor,
-            "kept": "best" if state.best and not self.rule.keeps_last_epoch() else "last",
+            "kept": ("last" if not state.best or self.rule.keeps_last_epoch() else
+                     "start" if state.best["epoch"] == 0 else "best"),
             **self._calibration_metrics(),
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
             "vocabulary": self.features.dim, "device": str(self.device),
@@ -1309,10 +1347,7 @@ class Training:
                                storage_options=self.out_so, finish=False)
             plots.result()
             metrics["plots"] = [u.rsplit("/", 1)[-1] for j in jobs for u in j.files]
-        # Which rows the model learned besides its training rows: a run continued from it trains on them.
-        learned = write_learned(self.run, self.learned, self.out_so)
-        if learned is not None:
-            self.model_meta["learned_rows"] = learned
+        self._write_for_continuations()
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts

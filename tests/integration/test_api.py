@@ -153,6 +153,12 @@ def test_partial_fit_continues_the_model_and_grows_its_classes(frame, tmp_path):
     assert clf.score(test["text"], test["label"]) > 0.78
     assert set(clf.predict(test["text"])) == set(labels)
     assert {p: p.read_bytes() for p in run.iterdir() if p.is_file()} == files
+    # A parameter changed since: refused in partial_fit's words (they named init_from, a CLI's --init-from).
+    with pytest.raises(UserError) as e:
+        clf.set_params(buckets=1024).partial_fit(second["text"], second["label"])
+    assert str(e.value).startswith(f"partial_fit continues the model the earlier calls fitted ({clf.run_})")
+    assert "set_params(buckets=524288)" in e.value.hint and "init_from" not in str(e.value)
+    clf.set_params(buckets=524288)
     declared = TextClassifier(progress=False).partial_fit(first["text"], first["label"], classes=[*labels, "other"])
     assert sorted(declared.classes_) == sorted([*labels, "other"])
     assert declared.predict_proba(test["text"][:3]).shape == (3, 5)
@@ -176,7 +182,7 @@ def test_without_progress_what_a_run_warns_of_reaches_the_caller_as_a_python_war
         warnings.simplefilter("error", RunWarning)   # the first call has nothing to warn of
         clf.partial_fit(rows["text"], rows["label"])
     first = clf.metrics_["rows"]["validated"]
-    with pytest.warns(RunWarning, match=rf"{first:,} validation row\(s\) the --init-from model had learned"):
+    with pytest.warns(RunWarning, match=rf"{first:,} validation row\(s\) the partial_fit model had learned"):
         clf.partial_fit(rows["text"], rows["label"])
     assert clf.metrics_["rows"]["noted"] == {"learned_by_init": first} and clf.metrics_["rows"]["validated"] == 0
 

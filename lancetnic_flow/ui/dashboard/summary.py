@@ -96,7 +96,9 @@ def render_summary(done: dict, width: int = 80) -> Group:
     if at.get("micro_f1") is not None:   # the figures above are at 0.5, as each epoch's
         metrics.add_row("micro-F1 at thresholds", f"{at['micro_f1']:.4f}")
         metrics.add_row("subset accuracy at thresholds", f"{at['subset_accuracy']:.4f}")
-    if m.get("best_epoch") and m.get("kept") == "last":
+    if m.get("kept") == "start":   # a continued run that no epoch improved: its old run's weights
+        metrics.add_row("kept", "its start (no epoch beat it)")
+    elif m.get("best_epoch") and m.get("kept") == "last":
         metrics.add_row("kept epoch", f"{m['best_epoch']} (the last)")
     elif m.get("best_epoch"):
         metrics.add_row("best epoch", f"{m['best_epoch']} ({m.get('monitor', 'val_loss')})")

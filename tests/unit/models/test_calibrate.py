@@ -10,7 +10,7 @@ import torch
 
 from lancetnic_flow.features.rows import RowBlock
 from lancetnic_flow.models import create_model
-from lancetnic_flow.models.calibrate import (SHRINK, THRESHOLD_RANGE, Scores, best_cut, calibrate, fit_scale,
+from lancetnic_flow.models.calibrate import (SHRINK, THRESHOLD_RANGE, Prior, Scores, best_cut, calibrate, fit_scale,
                                              label_thresholds)
 
 
@@ -58,6 +58,45 @@ def test_label_thresholds_draw_a_label_with_few_positives_towards_the_pooled_thr
         assert logit(cuts[k]) == pytest.approx(w * logit(own) + (1 - w) * logit(pooled))
     # the many-positive label keeps nearly its own threshold; the 3-positive one moves a quarter of the way
     assert abs(cuts[0] - best_cut(proba[:, 0], hot[:, 0])[0]) < 0.01
+
+
+def test_a_continued_runs_label_without_positives_keeps_its_old_threshold_and_others_draw_towards_theirs():
+    """A continued run's label with no validation positive took the pooled threshold, not the one
+    its old run had chosen for it; a label the old run lacks (NaN) is drawn towards the pooled one."""
+    rng = np.random.default_rng(0)
+    hot = np.zeros((400, 4), np.uint8)
+    hot[:200, 0] = 1
+    hot[[5, 50, 300], 1] = 1
+    hot[:100, 3] = 1
+    proba = np.clip(rng.normal(0.3, 0.15, (400, 4)) + 0.4 * hot, 0.001, 0.999)
+    prior = np.array([0.8, 0.9, 0.15, np.nan])
+    cuts, pooled = label_thresholds(proba, hot, prior)
+    assert cuts[2] == pytest.approx(0.15)                      # no positive: the old run's, not the pooled one
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    own = best_cut(proba[:, 1], hot[:, 1])[0]
+    assert logit(cuts[1]) == pytest.approx(0.75 * logit(own) + 0.25 * logit(0.9))   # 3 positives: a quarter old
+    assert cuts[3] == pytest.approx(label_thresholds(proba, hot)[0][3])              # an added label: as fresh
+
+
+def test_a_prior_threshold_keeps_the_margin_it_cut_at_when_the_scale_is_fitted_again():
+    prior = Prior(np.array([0.5, 0.88, 0.2]), scale=2.0)
+    at = prior.at_scale(4.0, 5)
+    z = np.log(at[:3] / (1 - at[:3]))
+    assert z / 4.0 == pytest.approx(np.log(np.array([0.5, 0.88, 0.2]) / np.array([0.5, 0.12, 0.8])) / 2.0)
+    assert np.isnan(at[3:]).all()                              # the labels added have none
+    assert prior.at_scale(2.0, 3) == pytest.approx([0.5, 0.88, 0.2])
+
+
+def test_calibrating_on_no_labelled_row_leaves_the_scale_as_it_was():
+    """A continued run whose validation rows hold no label its model has reset its old run's
+    scale to 1 (probabilities of a LinearSVM no longer calibrated) while keeping its thresholds."""
+    model, _ = create_model("LinearSVM", dim=20, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
+                            embed=8, numeric=0)
+    model.logit_scale.fill_(7.5)
+    none = RowBlock(np.zeros(3, np.int32), np.arange(4, dtype=np.int64), np.ones(3, np.float32),
+                    np.full(3, -1, np.int32))
+    assert calibrate(model, [none], scale=True).thresholds is None
+    assert float(model.logit_scale) == pytest.approx(7.5)
 
 
 def test_fit_scale_minimises_the_sigmoid_loss_for_label_sets_and_the_softmax_loss_for_classes():

@@ -16,8 +16,8 @@ from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.models import create_model
 from lancetnic_flow.resolve import resolve
 from lancetnic_flow.runs.folder import save_run
-from lancetnic_flow.training.keep_learning import (check_resolved, continue_config, is_continued, key_options,
-                                                   labelled, load_init, look_alike)
+from lancetnic_flow.training.keep_learning import (PARTIAL_FIT, check_resolved, continue_config, is_continued,
+                                                   key_options, labelled, load_init, look_alike, refusal)
 
 OLD_LABELS = ["politics", "sports", "tech"]
 
@@ -85,6 +85,11 @@ def test_an_option_a_workflow_or_an_estimator_gives_at_its_default_value_is_used
     auto = continue_config(config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run),
                                                 "model": "auto"}, given=["model"]))
     assert auto.model.name == "LinearSVM"
+    # So does the command line's `--model auto --analyzer auto` (it was refused: "--model auto (the run's:
+    # LinearSVM)"), where a workflow's `model: auto` was taken.
+    typed = continue_config(_given(_data(tmp_path), old_run, model="auto", analyzer="auto"),
+                            explicit={"model.name", "features.analyzer"})
+    assert (typed.model.name, typed.features.analyzer) == ("LinearSVM", "word")
     buckets = config_from_options({"data": [_data(tmp_path)], "init_from": str(old_run), "buckets": 524288},
                                   given=["buckets"])
     with pytest.raises(UserError, match="buckets=524288 .the run's: 1024"):   # given at its default: refused
@@ -170,9 +175,10 @@ def test_a_damaged_or_unfinished_run_folder_is_refused_naming_the_file(tmp_path,
     data = _data(tmp_path)
     (old_run / "model.safetensors").rename(tmp_path / "weights")
     cfg = continue_config(_given(data, old_run))     # the JSON files are whole: the weights are read later
-    with pytest.raises(UserError, match=f"--init-from {old_run}: .*model.safetensors is missing") as e:
+    with pytest.raises(UserError, match=f"^init_from {old_run}: .*model.safetensors is missing") as e:
         load_init(str(old_run), {})
     assert "restore the run folder" in e.value.hint
+    assert e.value.cli[0].startswith(f"--init-from {old_run}: ")   # each caller its own word
     (tmp_path / "weights").rename(old_run / "model.safetensors")
     assert load_init(str(old_run), {}).classes == 3
     (old_run / "config.json").rename(tmp_path / "config.json")
@@ -183,6 +189,29 @@ def test_a_damaged_or_unfinished_run_folder_is_refused_naming_the_file(tmp_path,
     with pytest.raises(UserError, match="is an unfinished run"):
         continue_config(_given(data, old_run))
     assert cfg.model.name == "LinearSVM"
+
+
+def test_partial_fits_refusals_name_partial_fit_and_the_estimators_parameters_not_init_from(tmp_path, old_run):
+    """partial_fit continues its own last run: its caller typed neither init_from nor task."""
+    data = _data(tmp_path)
+    with pytest.raises(UserError) as e:
+        continue_config(_given(data, old_run, buckets=2048, ngram_range=(1, 1)), by=PARTIAL_FIT)
+    assert str(e.value).startswith(f"partial_fit continues the model the earlier calls fitted ({old_run})")
+    assert "ngram_range=(1, 1) (the model's: (1, 2)); buckets=2048 (the model's: 1024)" in e.value.message
+    assert e.value.hint == "set them back (set_params(ngram_range=(1, 2), buckets=1024)), or call fit(X, y) to train " \
+                           "a new model"
+    with pytest.raises(UserError) as e:
+        continue_config(_given(data, old_run, task="multilabel"), by=PARTIAL_FIT)
+    assert "a classify model (LinearSVM), and this y asks for a multilabel one: a list of labels per row" in str(e.value)
+    assert e.value.hint.startswith("give y as the earlier calls did, one label per row")
+    (old_run / "model.safetensors").unlink()
+    with pytest.raises(UserError) as e:
+        load_init(str(old_run), {}, by=PARTIAL_FIT)
+    assert str(e.value).startswith("partial_fit continues the model") and "model.safetensors is missing" in str(e.value)
+    for said in (str(e.value),):
+        assert "init_from" not in said and "init-from" not in said and "drop task" not in said
+    assert refusal("r", None, "it is odd", None).cli[1] == "train a new run without --init-from"   # no "None, …"
+    assert refusal("r", PARTIAL_FIT, "it is odd", None).hint == "call fit(X, y) to train a new model"
 
 
 def test_training_on_dask_workers_is_refused(tmp_path, old_run):

@@ -100,3 +100,10 @@ def test_a_label_set_runs_summary_shows_its_validation_at_the_saved_thresholds_b
 
     assert "0.5021" in text and re.search(r"micro-F1 at thresholds +0\.7674", text), text
     assert re.search(r"subset accuracy at thresholds +0\.4512", text), text
+
+
+def test_a_continued_run_that_kept_its_start_says_so_not_a_best_epoch():
+    metrics = {"val_loss": 0.73, "best_epoch": 0, "kept": "start", "monitor": "val_loss", "rows": {"read": 10},
+               "memory": {"plan": PLAN}}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 120), 120)
+    assert "its start (no epoch beat it)" in text and "best epoch" not in text, text
