@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .column_roles import WHY_TWICE, named_twice
 from .options import BY_FIELD, bad
 from .registry import AUTO, AUTO_CHOICES, MODELS, ROW_WISE, ModelSpec
 from .scores import monitor_fits
@@ -326,7 +327,7 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
         raise bad("data.target", f"{{name}} {cfg.data.target} is a value to predict, and this run's task, {t.task}, "
                   f"predicts labels ({name}'s)", "drop {name}, or pass {training.task} regress (or multitask) with "
                   "a model that does it: " + ", ".join(n for n, m in MODELS.items() if "regress" in m.every_task))
-    _check_numeric(cfg.data)
+    _check_columns(cfg.data)
     _check_loss_options(cfg)
     t.monitor = t.monitor or default_monitor(spec, t.task)
     if not monitor_fits(t.monitor, t.task):
@@ -340,17 +341,30 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
 READ_AS = {"text": "text", "label": "label", "target": "target", "status": "prediction status"}
 
 
-def _check_numeric(d: Any) -> None:
-    """``--numeric`` columns once each, none of them the label or target, none of a name the rows read take."""
-    seen: set[str] = set()
+# What would work instead of one column in two roles, by the roles (column_roles.WHY_TWICE says why not).
+_INSTEAD = {
+    ("text", "label"): "read the text from another column, or name the label column with {data.label}",
+    ("text", "target"): "read the text from another column, or name the target column with {data.target}",
+    ("text", "numeric"): "drop it from {data.numeric} to read its words, or from {data.text} to read it as a number",
+    ("label", "target"): "pass the label and the value as two columns, or {training.task} classify or regress to "
+                         "learn one of them",
+    ("label", "numeric"): "drop it from {name}",
+    ("target", "numeric"): "drop it from {name}",
+}
+
+
+def _check_columns(d: Any) -> None:
+    """Each column in one role, once: text, label, target and ``--numeric``
+    columns; none of the numeric ones of a name the rows read take."""
+    twice = named_twice([("text", d.text), ("label", [d.label]), ("target", [d.target]), ("numeric", d.numeric)])
+    if twice:
+        col, first, again = twice
+        why = WHY_TWICE[first, again]
+        if first == again:
+            raise bad(f"data.{again}", f"{{name}} names the column {col!r} twice: {why}", "name each column once")
+        raise bad(f"data.{again}", f"{{name}} {col}: it is also the run's {{data.{first}}} column: {why}",
+                  _INSTEAD[first, again])
     for col in d.numeric:
-        if col in seen:
-            raise bad("data.numeric", f"{{name}} names the column {col!r} twice", "name each numeric column once")
-        seen.add(col)
-        role = "{data.label}" if col == d.label else "{data.target}" if col == d.target else None
-        if role:
-            raise bad("data.numeric", f"{{name}} {col}: it is the run's {role} column, which the model would "
-                      "then be given as an input", "drop it from {name}")
         if col in READ_AS:
             raise bad("data.numeric", f"{{name}} {col}: the rows a run reads hold its own {READ_AS[col]} "
                       f"column under that name, so a numeric column named {col!r} cannot be read beside it",

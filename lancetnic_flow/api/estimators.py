@@ -227,6 +227,7 @@ class _TextEstimator:
         if isinstance(y, str):
             if not is_table(X) or y not in table.column_names:
                 raise UserError(f"y={y!r} names no column of X", "pass the answers, or the name of a column of X")
+            self._refuse_answers_as_text(y, text)
             values = table.column(y).to_pylist()
         elif y is None:
             raise UserError(f"{type(self).__name__}.fit needs y: the answers, or the name of a column of X")
@@ -238,6 +239,13 @@ class _TextEstimator:
         text_cols = [table.column(c) for c in text]
         names = ["text"] if len(text) == 1 else [f"text{i}" for i in range(len(text))]
         return pa.table(text_cols + [answers], names=names + ["answer"]), task
+
+    def _refuse_answers_as_text(self, y: str, text: Sequence[str]) -> None:
+        """``y`` naming a column X's text is read from would put each row's answer in the model's input."""
+        if y in text:
+            raise UserError(f"y={y!r} is the text column X is read from (text_column={self.text_column!r}): "
+                            "the model would read each row's answer in its input",
+                            "pass the answers' column as y and the text's as text_column, two columns")
 
     def _answers(self, values: list) -> tuple[str, pa.Array]:
         raise NotImplementedError
@@ -318,6 +326,7 @@ class _TextEstimator:
             if _is_files(X):
                 urls = [str(X)] if isinstance(X, (str, os.PathLike)) else [str(x) for x in X]
                 answer = y if isinstance(y, str) else ("target" if self._task == "regress" else "label")
+                self._refuse_answers_as_text(answer, (self.text_column,))
                 data = DataConfig(train=urls, text=[self.text_column], val_fraction=self.val_fraction)
                 task = self._task
             else:

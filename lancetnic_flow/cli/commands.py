@@ -290,6 +290,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     data = config.get("data") or {}
     cols = Columns(text=tuple(a.text_column or data.get("text") or ("text",)),
                    numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
+    cols.refuse_named_twice({"text": "--text-column" if a.text_column else "the run's --text",
+                             "numeric": "the run's --numeric"})
     plan, src, here, where = _planned_inputs(   # rows as the inputs list them
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
@@ -486,6 +488,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    numeric=tuple(data.get("numeric") or ()), multilabel=kind == "multilabel",
                    label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None,
                    encoding=text_encoding(a.encoding or data.get("encoding")))
+    cols.refuse_named_twice({role: f"--{role}" if getattr(a, role, None) else f"the run's --{role}"
+                             for role in ("text", "label", "target", "numeric")})
     plan, src, here, where = _planned_inputs(a, _run_model_bytes(a.run, run_so, meta),
                                              lambda size: checked_source(a.data, a.format, so, size, cols))
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result

@@ -36,6 +36,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 from fsspec.utils import infer_compression
 
+from ..column_roles import WHY_TWICE, named_twice
 from ..errors import UserError, close_matches
 from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
                        format_names, sniff, sniffed_from, split_compression)
@@ -72,6 +73,22 @@ class Columns:
     # Which texts the features read a term from (data/usable.py: "word", "chars N",
     # "visible", with the normalisation): the others are "empty_text".
     text_rule: str = "word"
+
+    def named_twice(self) -> tuple[str, str, str] | None:
+        """The first column read in two roles (or twice in one), as
+        :func:`~lancetnic_flow.column_roles.named_twice` gives it; None when none is."""
+        return named_twice([("text", self.text), ("label", [self.label]), ("target", [self.target]),
+                            ("numeric", self.numeric)])
+
+    def refuse_named_twice(self, say: dict[str, str]) -> None:
+        """A column read in two roles (or twice in one) is a :class:`UserError`
+        naming each role as ``say`` spells it for its reader (``{"text": "--text-column"}``)."""
+        twice = self.named_twice()
+        if twice:
+            col, first, again = twice
+            roles = f"{say[first]} twice" if first == again else f"both {say[first]} and {say[again]}"
+            raise UserError(f"the column {col!r} is {roles}: {WHY_TWICE[first, again]}",
+                            "name each column once, in one role")
 
     def names(self) -> list[str]:
         out: list[str] = []

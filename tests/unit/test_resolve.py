@@ -666,11 +666,11 @@ def test_an_option_given_where_it_does_nothing_is_refused_not_recorded_as_set(mo
 
 
 @pytest.mark.parametrize("label,target,task,numeric,match", [
-    ("label", None, None, ["label"], "it is the run's label column"),
-    ("cat", "y", "multitask", ["n", "y"], "it is the run's target column"),
+    ("label", None, None, ["label"], "it is also the run's label column"),
+    ("cat", "y", "multitask", ["n", "y"], "it is also the run's target column"),
     ("cat", None, None, ["n", "n"], "names the column 'n' twice"),
     ("cat", None, None, ["target"], "its own target column"),   # trained as the target, its input left out
-    ("cat", None, None, ["text"], "its own text column"),
+    ("cat", None, None, ["text"], "also the run's text column"),   # the default text column
     (None, "y", "regress", ["label"], "its own label column"),
     ("cat", None, None, ["status"], "its own prediction status column"),   # the run could not predict
 ])
@@ -685,3 +685,33 @@ def test_a_numeric_column_named_twice_or_as_a_column_the_rows_read_hold_is_refus
     assert e.value.field == "data.numeric"
     ok = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, numeric=["n", "text_value"]))
     assert resolve(ok).data.numeric == ["n", "text_value"]
+
+
+@pytest.mark.parametrize("text,label,target,task,numeric,field,match", [
+    (["value"], "cat", None, None, ["value"], "data.numeric", "numeric value: it is also the run's text column: "
+     "one column is read either as words or as a number"),
+    (["body", "title"], "cat", None, None, ["n", "title"], "data.numeric", "numeric title: it is also"),
+    (["body", "body"], "cat", None, None, [], "data.text", "text names the column 'body' twice"),
+    (["cat"], "cat", None, None, [], "data.label", "label cat: it is also the run's text column: the model "
+     "would read each row's label"),
+    (["y"], None, "y", "regress", [], "data.target", "target y: it is also the run's text column"),
+    (["body"], "y", "y", "multitask", [], "data.target", "target y: it is also the run's label column"),
+])
+def test_a_column_read_in_two_roles_or_twice_as_text_is_refused_naming_it_and_both_roles(
+        text, label, target, task, numeric, field, match):
+    # each trained: text also read as a number, a label or target read in the input, one column learned twice
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], text=text, label=label, target=target, numeric=numeric),
+                      model=ModelConfig(name={"multitask": "ScalpelMTSK", "regress": "ScalpelReg"}.get(task, "auto")),
+                      training=TrainingConfig(task=task))
+    with pytest.raises(UserError, match=match) as e:
+        resolve(cfg)
+    assert e.value.field == field
+    assert e.value.cli[0].startswith(f"--{field[5:]} ")   # the command line names its flag
+
+
+def test_the_default_label_column_read_as_text_is_refused_but_a_regression_reads_it_freely():
+    with pytest.raises(UserError, match="label label: it is also the run's text column"):
+        resolve(TrainConfig(data=DataConfig(train=["x.csv"], text=["label"])))
+    cfg = resolve(TrainConfig(data=DataConfig(train=["x.csv"], text=["label"], target="y"),
+                              model=ModelConfig(name="ScalpelReg"), training=TrainingConfig(task="regress")))
+    assert cfg.data.text == ["label"] and cfg.data.label is None
