@@ -30,6 +30,7 @@ from ..options import api_default as d
 from ..options import api_options
 from .labels import FILE as LABELS_FILE
 from .labels import LabelNames, run_name
+from ..plurals import counted, verb
 
 # Rows per Parquet row group of in-memory training data: each row group is a
 # partition, so a few thousand rows give the workers several to share.
@@ -234,7 +235,7 @@ class _TextEstimator:
         else:
             values = _values(y)
         if len(values) != table.num_rows:
-            raise UserError(f"X has {table.num_rows:,} rows but y has {len(values):,}", "give one answer per row")
+            raise UserError(f"X has {counted(table.num_rows, 'row')} but y has {len(values):,}", "give one answer per row")
         task, answers = self._answers(values)
         text_cols = [table.column(c) for c in text]
         names = ["text"] if len(text) == 1 else [f"text{i}" for i in range(len(text))]
@@ -307,7 +308,7 @@ class _TextEstimator:
                      for x in (v if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v])} - {None}
             outside = sorted(given - set(declared) - {run_name(c) for c in getattr(self, "classes_", ())})
             if outside:
-                raise UserError(f"y holds label(s) outside classes=: {', '.join(outside[:5])}",
+                raise UserError(f"y holds {verb(len(outside), 'a label', 'labels')} outside classes=: {', '.join(outside[:5])}",
                                 "add them to classes=, or leave classes= out (the model's labels grow with y)")
         return declared
 
@@ -529,7 +530,7 @@ class TextClassifier(_TextEstimator):
         got = self.predict(X)
         want = list(y.tolist() if hasattr(y, "tolist") else y)
         if len(want) != len(got):
-            raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
+            raise UserError(f"X has {counted(len(got), 'row')} but y has {len(want):,}", "give one answer per row")
         if getattr(self, "multilabel_", False):
             return float(np.mean([g is not None and {run_name(x) for x in g} == _answer_set(ws)
                                   for g, ws in zip(got, want)]))
@@ -566,9 +567,9 @@ class TextRegressor(_TextEstimator):
         got = self.predict(X)
         want = np.asarray(y, dtype=np.float64)
         if len(want) != len(got):
-            raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
+            raise UserError(f"X has {counted(len(got), 'row')} but y has {len(want):,}", "give one answer per row")
         if not np.isfinite(want).all():   # as scikit-learn's r2_score: a NaN would make the score NaN
-            raise UserError(f"y holds {int((~np.isfinite(want)).sum()):,} NaN or infinite value(s)",
+            raise UserError(f"y holds {counted(int((~np.isfinite(want)).sum()), 'NaN or infinite value')}",
                             "score the rows whose answer is a number")
         got = np.where(np.isnan(got), want.mean(), got)
         total = ((want - want.mean()) ** 2).sum()

@@ -43,6 +43,7 @@ from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, fil
 from ..storage import NOT_REGULAR_HINT, NotRegularFile, open_options, special_kind, url_to_fs
 from .decompress import check_not_packed, open_decompressed
 from .local_walk import FollowingFileSystem
+from ..plurals import counted, verb
 
 # ---------------------------------------------------------------- data types
 
@@ -910,7 +911,8 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
     if unknown:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5]) + (
             f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
-        warnings.append(f"Skipped {len(unknown)} file(s) that are not data by their extension: {shown}.")
+        warnings.append(f"Skipped {counted(len(unknown), 'file')} that {verb(len(unknown), 'is', 'are')} not data by "
+                        f"{verb(len(unknown), 'its', 'their')} extension: {shown}.")
     if compressed:
         shown = ", ".join(compressed[:5]) + (f" and {len(compressed) - 5} more"
                                              if len(compressed) > 5 else "")

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from ..errors import UserError
 from ..textcase import PER_CHARACTER, lower
 from ..tokenizers import resolve
+from ..plurals import counted
 
 MIN_CHARS = 2
 
@@ -152,7 +153,7 @@ def run_tokenizer(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
         # The function's own lists: a Python object per token is the price of a per-text tokenizer.
         lists = pa.array([fn(t) for t in texts.to_pylist()], pa.list_(pa.string()))
     if not isinstance(lists, (pa.ListArray, pa.LargeListArray)) or len(lists) != len(texts):
-        raise UserError(f"tokenizer {spec!r} returned {type(lists).__name__} for {len(texts)} texts",
+        raise UserError(f"tokenizer {spec!r} returned {type(lists).__name__} for {counted(len(texts), 'text')}",
                         "return a list of tokens per text (batch=True: a pyarrow list array, one list per text)")
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
     tokens = pc.fill_null(lists.flatten().cast(pa.string()), "")

@@ -21,6 +21,7 @@ from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
 from ..usable import usable as holds_terms
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
+from ...plurals import counted
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -572,7 +573,7 @@ def check_decodable(chunk: Chunk, data: bytes, url: str, encoding: str | None) -
     rows = max(chunk.rows_read, 1)
     if bad <= UNDECODABLE_ROWS or bad <= UNDECODABLE_SHARE * rows:
         return
-    share = f"{bad:,} of {chunk.rows_read:,} rows read ({100 * bad / rows:.1f} %)"
+    share = f"{bad:,} of {counted(chunk.rows_read, 'row')} read ({100 * bad / rows:.1f} %)"
     if encoding is not None:
         raise UserError(f"{url}: {share} are not valid {encoding} text",
                         "pass the file's own encoding (--encoding NAME), or convert it to UTF-8")

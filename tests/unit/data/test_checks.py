@@ -216,7 +216,7 @@ def test_a_ddp_rank_whose_share_holds_no_row_is_named_in_a_warning():
     from lancetnic_flow.data.checks import idle_ranks_warning
 
     said = idle_ranks_warning([537, 0], 1)
-    assert said.startswith("--ddp 2: the training rows are in 1 partition(s), so rank 1 has none to train on")
+    assert said.startswith("--ddp 2: the training rows are in 1 partition, so rank 1 has none to train on")
     assert "lower --ddp" in said and "--blocksize" in said
     assert "ranks 2, 3 have none" in idle_ranks_warning([5, 4, 0, 0], 2)
     assert idle_ranks_warning([270, 267], 2) is None

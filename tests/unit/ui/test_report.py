@@ -109,3 +109,12 @@ def test_a_commands_result_line_is_left_to_its_event_when_the_json_log_is_on_std
     for report in (ConsoleReport(console), ConsoleReport(console, quiet=True)):
         report.say("wrote 4 rows to p.csv")
     assert out.getvalue().count("wrote 4 rows to p.csv") == 2
+
+
+def test_plain_log_says_one_partition_in_the_singular():
+    # a small input is one partition: it said "fitting features over 1 partitions"
+    out = io.StringIO()
+    log = PlainLog(Console(file=out, force_terminal=False, width=300), interval=1.0, state=DashboardState())
+    log("stage", {"stage": "fitting", "total": 1})
+    log("stage", {"stage": "fitting", "total": 3})
+    assert out.getvalue().splitlines() == ["fitting features over 1 partition", "fitting features over 3 partitions"]
