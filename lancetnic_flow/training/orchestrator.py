@@ -32,7 +32,7 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
-from ..dataflow.manifest import (LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD, SPACE_LINES_READ_AS_ROWS,
+from ..dataflow.manifest import (DURATIONS_IN_SECONDS, LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD, SPACE_LINES_READ_AS_ROWS,
                                  entry_key, read_features, read_manifest, read_names, shards_digest, write_features, write_names)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
@@ -954,6 +954,12 @@ class Training:
                                       fraction_of(self.val_fraction), readers=readers):
                 raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV "
                                 f"reader was revised since ({why})", "start a new run on the same data (see CHANGELOG.md)")
+        if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
+                                  fraction_of(self.val_fraction), numbers=DURATIONS_IN_SECONDS - 1):
+            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which read a Parquet or "
+                            "Arrow duration column of --numeric or --target in the unit the file stores "
+                            "(nanoseconds, microseconds), where it now reads seconds",
+                            "start a new run on the same data (see CHANGELOG.md)")
         one_rule = dataclasses.replace(self.columns, text_rule="word")   # every analyzer's empty_text was words'
         if self.columns.text_rule != "word" and saved_key == entry_key(
                 self.train_src, self.val_src, self._key_options(), one_rule, fraction_of(self.val_fraction)):

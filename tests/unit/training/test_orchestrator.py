@@ -246,6 +246,23 @@ def test_ddp_ranks_set_the_workers_of_a_cluster_the_run_starts_not_of_an_existin
     assert ranks(SimpleNamespace(external=False, tc=SimpleNamespace(ddp=None))) == 0
 
 
+def test_a_checkpoint_of_an_entry_that_read_durations_in_their_stored_unit_is_refused_saying_so():
+    from types import SimpleNamespace
+
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow.manifest import entry_key
+    from lancetnic_flow.features.split import fraction_of
+    from lancetnic_flow.training.orchestrator import Training
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    columns = Columns(text=("text",), label="label", numeric=("took",))
+    run = SimpleNamespace(train_src=plan, val_src=None, columns=columns, val_fraction=0.1, resume="runs/r",
+                          _key_options=lambda: {"features": {}})
+    saved = entry_key(plan, None, run._key_options(), columns, fraction_of(0.1), numbers=1)
+    with pytest.raises(UserError, match="read a Parquet or Arrow duration column .* where it now reads seconds"):
+        Training._refuse_other_key(run, saved)
+
+
 @pytest.mark.parametrize("readers, said", [("SPACE_LINES_READ_AS_ROWS", "lines of spaces"),
                                             ("LONE_CR_NOT_A_ROW_END", "a lone \\r"),
                                             ("MALFORMED_READ_PAST_ITS_RECORD", "however the file is cut")])
