@@ -27,6 +27,7 @@ from ..config import CheckpointEvery, TrainConfig
 from ..data.checks import (coarse_cache_warning, idle_ranks_warning, plan_training_sources, sample_label_count,
                            sample_rows, sample_texts, skip_hint, training_columns)
 from ..data.sources import Columns
+from ..data.usable import rules_before
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.fresh import FreshFeed, fit_partition_counted
@@ -960,13 +961,14 @@ class Training:
                             "Arrow duration column of --numeric or --target in the unit the file stores "
                             "(nanoseconds, microseconds), where it now reads seconds",
                             "start a new run on the same data (see CHANGELOG.md)")
-        one_rule = dataclasses.replace(self.columns, text_rule="word")   # every analyzer's empty_text was words'
-        if self.columns.text_rule != "word" and saved_key == entry_key(
-                self.train_src, self.val_src, self._key_options(), one_rule, fraction_of(self.val_fraction)):
-            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which told empty_text "
-                            "rows by words alone (it skipped one Chinese character or :) under character n-grams, "
-                            "and trained texts of stop words alone, or of fewer words than --ngram-range's MIN)",
-                            "start a new run on the same data (see CHANGELOG.md)")
+        for rule in rules_before(self.columns.text_rule):   # the rows an earlier version kept or skipped as empty_text
+            if saved_key == entry_key(self.train_src, self.val_src, self._key_options(),
+                                      dataclasses.replace(self.columns, text_rule=rule), fraction_of(self.val_fraction)):
+                raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which told empty_text "
+                                "rows by words alone (it skipped one Chinese character or :) under character n-grams, "
+                                "and trained texts of stop words alone, or of fewer words than --ngram-range's MIN, "
+                                "or from which a --tokenizer of yours read no token)",
+                                "start a new run on the same data (see CHANGELOG.md)")
         raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
                         "resume needs the same inputs; start a new run instead")
 
