@@ -520,6 +520,10 @@ def refuse_blank(o: Any, value: Any) -> None:
     """A text option given an empty value (``--val ""``, ``init_from: ''``, an unset shell
     variable) is refused: as a path it read or wrote the current folder, elsewhere it
     counted as not given, so the option did nothing while the run said it was set."""
+    if o.parse is parse_columns and isinstance(value, str) and not parse_columns(value, o.field):
+        # --numeric "" (or ","), an unset shell variable: no column, where the run said the option was set
+        raise bad(o.field, f"{{name}} {value!r}: an empty value, naming no column",
+                  "give it COLUMN or COL1,COL2, or drop {name}")
     if o.type is not None or o.parse in (parse_columns, parse_storage_options) or o.kind in ("flag", "bool"):
         return
     values = value if isinstance(value, (list, tuple)) else [value]

@@ -59,6 +59,7 @@ def test_a_seed_numpy_cannot_take_is_refused_naming_it(seed):
 @pytest.mark.parametrize("dest, value", [
     ("data", [""]), ("val", ["d.csv", " "]), ("out", ""), ("cache", ""), ("init_from", ""), ("encoding", ""),
     ("scheduler", " "), ("track", [""]), ("stop_words", ""), ("experiment", ""), ("memory_budget", ""),
+    ("numeric", ""), ("numeric", ","),   # trained without a numeric column while the run said it was set
 ])
 def test_an_empty_value_of_a_text_option_is_refused_not_read_as_the_current_folder_or_as_not_given(dest, value):
     # --val "" read every file of the current folder as validation data, --out "" wrote the run there,
