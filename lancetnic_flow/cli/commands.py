@@ -292,7 +292,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     cols = Columns(text=tuple(a.text_column or data.get("text") or ("text",)),
                    numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, encoding=text_encoding(a.encoding or data.get("encoding")))
     cols.refuse_named_twice({"text": "--text-column" if a.text_column else "the run's --text",
-                             "numeric": "the run's --numeric"})
+                             "numeric": "the run's --numeric", "keep": "--keep"})
     plan, src, here, where = _planned_inputs(   # rows as the inputs list them
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))

@@ -82,8 +82,11 @@ class Columns:
                             ("numeric", self.numeric)])
 
     def refuse_named_twice(self, say: dict[str, str]) -> None:
-        """A column read in two roles (or twice in one) is a :class:`UserError`
+        """A column read in two roles (or twice in one), or kept twice, is a :class:`UserError`
         naming each role as ``say`` spells it for its reader (``{"text": "--text-column"}``)."""
+        kept = next((c for i, c in enumerate(self.keep) if c in self.keep[:i]), None)
+        if kept is not None:   # two output columns of one name: the output could not be written
+            raise UserError(f"{say.get('keep', '--keep')} names the column {kept!r} twice", "name each column once")
         twice = self.named_twice()
         if twice:
             col, first, again = twice
