@@ -253,7 +253,7 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
                       "{features.mode} ids reads word tokens in order, not n-grams",
                       "drop it, or pick a bag model (ScalpelMC) for n-grams")
         for field, on in (("features.idf", f.idf), ("features.sublinear_tf", f.sublinear_tf)):
-            if on != BY_FIELD[field].default:
+            if _set(cfg, field, on):
                 raise bad(field, lambda say: f"{say.setting(field, on)}: idf and sublinear tf weigh the terms of "
                           "a bag; {features.mode} ids feeds token ids in order, unweighted", "drop it")
         f.ngrams = 1
@@ -264,20 +264,26 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
         raise bad("features.max_features", "{name} caps a fitted vocabulary; hashed features have "
                   "{features.buckets} columns", "drop {name}, or use {features.mode} tfidf")
     for field, given in (("features.min_df", f.min_df), ("features.max_df", f.max_df)):
-        if f.mode == "hashing" and given != BY_FIELD[field].default:
+        if f.mode == "hashing" and _set(cfg, field, given):
             raise bad(field, f"{{name}} {given} prunes a fitted vocabulary's terms by how many rows hold them; "
                       "hashed features keep every term in its bucket", "drop {name}, or use {features.mode} tfidf")
     # Options of one feature mode, given with another: they would do nothing.
-    if f.mode != "hashing" and f.buckets != BY_FIELD["features.buckets"].default:
+    if f.mode != "hashing" and _set(cfg, "features.buckets", f.buckets):
         raise bad("features.buckets", f"{{name}} sets the columns of hashed features; {{features.mode}} {f.mode} "
                   "fits a vocabulary (--max-features caps it)", "drop {name}, or use {features.mode} hashing")
-    if f.mode != "ids" and f.max_len != BY_FIELD["features.max_len"].default:
+    if f.mode != "ids" and _set(cfg, "features.max_len", f.max_len):
         raise bad("features.max_len", f"{{name}} cuts the token ids a sequence model reads; {{features.mode}} "
                   f"{f.mode} makes a bag of terms of the whole text", "drop {name}, or use a Lancet* model")
     if f.mode not in spec.features:
         raise bad("features.mode", f"model {name} reads {{name}} {'/'.join(spec.features)}, not {f.mode}",
                   f"drop {{name}}, or pick a model for {f.mode}: "
                   + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
+
+
+def _set(cfg: TrainConfig, field: str, value: Any) -> bool:
+    """Whether ``field`` was given (typed, at the default's value too: ``--idf`` with token
+    ids does nothing as ``--no-idf`` does) or holds another value than its default."""
+    return field in cfg.given or value != BY_FIELD[field].default
 
 
 def _prunes(f: Any) -> bool:

@@ -715,3 +715,18 @@ def test_the_default_label_column_read_as_text_is_refused_but_a_regression_reads
     cfg = resolve(TrainConfig(data=DataConfig(train=["x.csv"], text=["label"], target="y"),
                               model=ModelConfig(name="ScalpelReg"), training=TrainingConfig(task="regress")))
     assert cfg.data.text == ["label"] and cfg.data.label is None
+
+
+@pytest.mark.parametrize("model, field, value, match", [
+    ("LancetMC", "idf", True, "idf and sublinear tf weigh the terms of a bag"),
+    ("LancetMC", "sublinear_tf", True, "idf and sublinear tf weigh the terms of a bag"),
+    ("LancetMC", "buckets", 524288, "buckets sets the columns of hashed features"),
+    ("LinearSVM", "max_len", 256, "max.len cuts the token ids a sequence model reads"),
+])
+def test_a_feature_option_of_another_mode_typed_at_its_default_is_refused_as_doing_nothing(model, field, value,
+                                                                                           match):
+    # --model LancetMC --idf (or --buckets 524288, --max-len 256 with a bag) trained as if it was not given
+    cfg = features(model, **{field: value})
+    with pytest.raises(UserError, match=match):
+        resolve(dataclasses.replace(cfg, given=frozenset({f"features.{field}"})))
+    resolve(cfg)   # the same value left untyped: the default, no choice
