@@ -64,6 +64,12 @@ class DataConfig:
     classes: list[str] | None = default("data.classes")
 
     def validate(self) -> None:
+        # Columns as a caller types them: text="body" is one column (its letters were read as
+        # columns 'b', 'o', ...), numeric="a,b" two, as --numeric a,b.
+        if isinstance(self.text, str):
+            self.text = [self.text]
+        if isinstance(self.numeric, str):
+            self.numeric = parse_columns(self.numeric, "{data.numeric}")
         if not self.train:
             raise bad("data.train", "no training data given", "pass one or more URLs or globs, e.g. data/*.csv")
         _choice("data.format", self.format, ("auto", *format_names()))

@@ -80,3 +80,14 @@ def test_an_experiment_without_mlflow_tracking_is_refused_rather_than_doing_noth
         OutputConfig(experiment="x").validate()
     assert e.value.field == "output.experiment" and "tracks nothing" in e.value.message
     OutputConfig().validate()
+
+
+def test_a_text_or_numeric_column_given_as_one_string_is_that_column_as_the_command_line_reads_it():
+    # DataConfig(text="body") read the columns 'b', 'o', 'd', 'y' (text="text": "names the column 't' twice")
+    from lancetnic_flow.config import DataConfig
+
+    d = DataConfig(train=["x.csv"], text="text", numeric="value, length")
+    d.validate()
+    assert d.text == ["text"] and d.numeric == ["value", "length"]
+    d.validate()   # as saved: unchanged
+    assert d.text == ["text"] and d.numeric == ["value", "length"]
