@@ -109,6 +109,12 @@ def _refuse_idle(cfg: TrainConfig) -> None:
         raise bad("cluster.scheduler_wait", f"{{name}} {c.scheduler_wait} is how long a lost scheduler of an existing "
                   "cluster is waited for, and this run starts its own (no {cluster.scheduler})",
                   "add {cluster.scheduler} ADDRESS, or drop {name}")
+    d = cfg.data
+    if "data.val_fraction" in cfg.given and d.val and d.val_fraction == BY_FIELD["data.val_fraction"].default:
+        # another value is refused by DataConfig; the default's, typed, would do nothing as silently
+        raise bad("data.val_fraction", f"{{name}} {d.val_fraction} holds rows of the training data out by hash; "
+                  "with {data.val} the validation rows are that data's, and every training row trains",
+                  "drop {name}, or drop {data.val}")
     if "output.wait_for_plots" in cfg.given and o.wait_for_plots and not o.plots:
         raise bad("output.wait_for_plots", "{name} waits for the charts, and {output.plots} is off: none is drawn",
                   "drop one of them")

@@ -730,3 +730,12 @@ def test_a_feature_option_of_another_mode_typed_at_its_default_is_refused_as_doi
     with pytest.raises(UserError, match=match):
         resolve(dataclasses.replace(cfg, given=frozenset({f"features.{field}"})))
     resolve(cfg)   # the same value left untyped: the default, no choice
+
+
+def test_a_val_fraction_typed_at_its_default_beside_a_val_file_is_refused_as_any_other_value_is():
+    # --val v.csv --val-fraction 0.1 held nothing out and trained every row without a word
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], val=["v.csv"]))
+    with pytest.raises(UserError, match=r"val_fraction 0.1 holds rows of the training data out by hash") as e:
+        resolve(dataclasses.replace(cfg, given=frozenset({"data.val_fraction"})))
+    assert e.value.field == "data.val_fraction"
+    resolve(cfg)   # left untyped: the default, no choice
