@@ -494,6 +494,10 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                              for role in ("text", "label", "target", "numeric")})
     plan, src, here, where = _planned_inputs(a, _run_model_bytes(a.run, run_so, meta),
                                              lambda size: checked_source(a.data, a.format, so, size, cols))
+    if a.label_sep is not None:   # the run's own separator applies where it splits something, unsaid
+        from ..data.checks import refuse_idle_label_sep
+
+        refuse_idle_label_sep(cols, src)
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
         from ..runs.outputs import check_plots_place
 
