@@ -64,6 +64,12 @@ class DataConfig:
     classes: list[str] | None = default("data.classes")
 
     def validate(self) -> None:
+        # Columns as a caller types them: text="body" is one column (its letters were read as
+        # columns 'b', 'o', ...), numeric="a,b" two, as --numeric a,b.
+        if isinstance(self.text, str):
+            self.text = [self.text]
+        if isinstance(self.numeric, str):
+            self.numeric = parse_columns(self.numeric, "{data.numeric}")
         if not self.train:
             raise bad("data.train", "no training data given", "pass one or more URLs or globs, e.g. data/*.csv")
         _choice("data.format", self.format, ("auto", *format_names()))
@@ -520,6 +526,10 @@ def refuse_blank(o: Any, value: Any) -> None:
     """A text option given an empty value (``--val ""``, ``init_from: ''``, an unset shell
     variable) is refused: as a path it read or wrote the current folder, elsewhere it
     counted as not given, so the option did nothing while the run said it was set."""
+    if o.parse is parse_columns and isinstance(value, str) and not parse_columns(value, o.field):
+        # --numeric "" (or ","), an unset shell variable: no column, where the run said the option was set
+        raise bad(o.field, f"{{name}} {value!r}: an empty value, naming no column",
+                  "give it COLUMN or COL1,COL2, or drop {name}")
     if o.type is not None or o.parse in (parse_columns, parse_storage_options) or o.kind in ("flag", "bool"):
         return
     values = value if isinstance(value, (list, tuple)) else [value]

@@ -11,6 +11,8 @@ import sys
 import time
 from typing import Any, Callable
 
+from .plurals import counted
+
 Listener = Callable[[str, dict[str, Any]], None]
 
 
@@ -60,10 +62,10 @@ def _as_python_warning(kind: str, data: dict[str, Any]) -> None:
 
 
 def skipped_rows_message(rows: dict[str, Any]) -> str | None:
-    """``30 row(s) skipped (30 missing_label; rows.skipped in metrics_)``, or None."""
+    """``30 rows skipped (30 missing_label; rows.skipped in metrics_)``, or None."""
     skipped = rows.get("skipped") or {}
     if not sum(skipped.values()):
         return None
     why = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
-    return f"{sum(skipped.values()):,} row(s) skipped ({why}; rows.skipped in metrics.json and metrics_)"
+    return f"{counted(sum(skipped.values()), 'row')} skipped ({why}; rows.skipped in metrics.json and metrics_)"
 

@@ -580,6 +580,8 @@ def typed_value(o: Option, value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         if o.kind in ("append", "list", "positional"):
             return [_scalar(o, v) for v in value]
+        if o.parse is parse_columns and not value:   # ``numeric: []``: none, as the default
+            return []
         if o.parse in (parse_columns, parse_pair, parse_ngram_range):
             return ",".join(str(_scalar(o, v)) for v in value)
         raise ValueError("one value, not a list")

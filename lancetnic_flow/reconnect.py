@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable, TypeVar
 
 from .errors import UserError
+from .plurals import counted
 
 T = TypeVar("T")
 LOST = "scheduler-connection-lost"
@@ -98,7 +99,7 @@ def retrying(client: Any, fn: Callable[..., T], *args: Any, attempts: int = 3, o
             reconnected(client)
             if attempt == attempts - 1:
                 address = scheduler_of(client)
-                raise SchedulerLost(f"lost the Dask scheduler at {address} {attempts} times in a row",
+                raise SchedulerLost(f"lost the Dask scheduler at {address} {counted(attempts, 'time')} in a row",
                                     "check the network between this machine and the scheduler",
                                     address=address) from None
             if on_retry is not None:

@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .column_roles import WHY_TWICE, named_twice
 from .options import BY_FIELD, bad
 from .registry import AUTO, AUTO_CHOICES, MODELS, ROW_WISE, ModelSpec
 from .scores import monitor_fits
@@ -108,6 +109,12 @@ def _refuse_idle(cfg: TrainConfig) -> None:
         raise bad("cluster.scheduler_wait", f"{{name}} {c.scheduler_wait} is how long a lost scheduler of an existing "
                   "cluster is waited for, and this run starts its own (no {cluster.scheduler})",
                   "add {cluster.scheduler} ADDRESS, or drop {name}")
+    d = cfg.data
+    if "data.val_fraction" in cfg.given and d.val and d.val_fraction == BY_FIELD["data.val_fraction"].default:
+        # another value is refused by DataConfig; the default's, typed, would do nothing as silently
+        raise bad("data.val_fraction", f"{{name}} {d.val_fraction} holds rows of the training data out by hash; "
+                  "with {data.val} the validation rows are that data's, and every training row trains",
+                  "drop {name}, or drop {data.val}")
     if "output.wait_for_plots" in cfg.given and o.wait_for_plots and not o.plots:
         raise bad("output.wait_for_plots", "{name} waits for the charts, and {output.plots} is off: none is drawn",
                   "drop one of them")
@@ -252,7 +259,7 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
                       "{features.mode} ids reads word tokens in order, not n-grams",
                       "drop it, or pick a bag model (ScalpelMC) for n-grams")
         for field, on in (("features.idf", f.idf), ("features.sublinear_tf", f.sublinear_tf)):
-            if on != BY_FIELD[field].default:
+            if _set(cfg, field, on):
                 raise bad(field, lambda say: f"{say.setting(field, on)}: idf and sublinear tf weigh the terms of "
                           "a bag; {features.mode} ids feeds token ids in order, unweighted", "drop it")
         f.ngrams = 1
@@ -263,20 +270,26 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
         raise bad("features.max_features", "{name} caps a fitted vocabulary; hashed features have "
                   "{features.buckets} columns", "drop {name}, or use {features.mode} tfidf")
     for field, given in (("features.min_df", f.min_df), ("features.max_df", f.max_df)):
-        if f.mode == "hashing" and given != BY_FIELD[field].default:
+        if f.mode == "hashing" and _set(cfg, field, given):
             raise bad(field, f"{{name}} {given} prunes a fitted vocabulary's terms by how many rows hold them; "
                       "hashed features keep every term in its bucket", "drop {name}, or use {features.mode} tfidf")
     # Options of one feature mode, given with another: they would do nothing.
-    if f.mode != "hashing" and f.buckets != BY_FIELD["features.buckets"].default:
+    if f.mode != "hashing" and _set(cfg, "features.buckets", f.buckets):
         raise bad("features.buckets", f"{{name}} sets the columns of hashed features; {{features.mode}} {f.mode} "
                   "fits a vocabulary (--max-features caps it)", "drop {name}, or use {features.mode} hashing")
-    if f.mode != "ids" and f.max_len != BY_FIELD["features.max_len"].default:
+    if f.mode != "ids" and _set(cfg, "features.max_len", f.max_len):
         raise bad("features.max_len", f"{{name}} cuts the token ids a sequence model reads; {{features.mode}} "
                   f"{f.mode} makes a bag of terms of the whole text", "drop {name}, or use a Lancet* model")
     if f.mode not in spec.features:
         raise bad("features.mode", f"model {name} reads {{name}} {'/'.join(spec.features)}, not {f.mode}",
                   f"drop {{name}}, or pick a model for {f.mode}: "
                   + ", ".join(n for n, m in MODELS.items() if f.mode in m.features))
+
+
+def _set(cfg: TrainConfig, field: str, value: Any) -> bool:
+    """Whether ``field`` was given (typed, at the default's value too: ``--idf`` with token
+    ids does nothing as ``--no-idf`` does) or holds another value than its default."""
+    return field in cfg.given or value != BY_FIELD[field].default
 
 
 def _prunes(f: Any) -> bool:
@@ -326,8 +339,7 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
         raise bad("data.target", f"{{name}} {cfg.data.target} is a value to predict, and this run's task, {t.task}, "
                   f"predicts labels ({name}'s)", "drop {name}, or pass {training.task} regress (or multitask) with "
                   "a model that does it: " + ", ".join(n for n, m in MODELS.items() if "regress" in m.every_task))
-    _check_answers_are_not_text(cfg.data)
-    _check_numeric(cfg.data)
+    _check_columns(cfg.data)
     _check_loss_options(cfg)
     t.monitor = t.monitor or default_monitor(spec, t.task)
     if not monitor_fits(t.monitor, t.task):
@@ -341,27 +353,30 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
 READ_AS = {"text": "text", "label": "label", "target": "target", "status": "prediction status"}
 
 
-def _check_answers_are_not_text(d: Any) -> None:
-    """The label and the target are not a ``--text`` column: ``--label text`` learned every
-    text as a class of its own (as many classes as rows, no validation row of a known one)."""
-    for field, col, what in (("data.label", d.label, "a class of its own, so the model could predict no "
-                              "new text"), ("data.target", d.target, "its own answer, given to the model as its input")):
-        if col and col in d.text:
-            raise bad(field, f"{{name}} {col} is also the {{data.text}} column: each text would be read as {what}",
-                      "pass {name} the column that holds the answers, and {data.text} the one that holds the texts")
+# What would work instead of one column in two roles, by the roles (column_roles.WHY_TWICE says why not).
+_INSTEAD = {
+    ("text", "label"): "read the text from another column, or name the label column with {data.label}",
+    ("text", "target"): "read the text from another column, or name the target column with {data.target}",
+    ("text", "numeric"): "drop it from {data.numeric} to read its words, or from {data.text} to read it as a number",
+    ("label", "target"): "pass the label and the value as two columns, or {training.task} classify or regress to "
+                         "learn one of them",
+    ("label", "numeric"): "drop it from {name}",
+    ("target", "numeric"): "drop it from {name}",
+}
 
 
-def _check_numeric(d: Any) -> None:
-    """``--numeric`` columns once each, none of them the label or target, none of a name the rows read take."""
-    seen: set[str] = set()
+def _check_columns(d: Any) -> None:
+    """Each column in one role, once: text, label, target and ``--numeric``
+    columns; none of the numeric ones of a name the rows read take."""
+    twice = named_twice([("text", d.text), ("label", [d.label]), ("target", [d.target]), ("numeric", d.numeric)])
+    if twice:
+        col, first, again = twice
+        why = WHY_TWICE[first, again]
+        if first == again:
+            raise bad(f"data.{again}", f"{{name}} names the column {col!r} twice: {why}", "name each column once")
+        raise bad(f"data.{again}", f"{{name}} {col}: it is also the run's {{data.{first}}} column: {why}",
+                  _INSTEAD[first, again])
     for col in d.numeric:
-        if col in seen:
-            raise bad("data.numeric", f"{{name}} names the column {col!r} twice", "name each numeric column once")
-        seen.add(col)
-        role = "{data.label}" if col == d.label else "{data.target}" if col == d.target else None
-        if role:
-            raise bad("data.numeric", f"{{name}} {col}: it is the run's {role} column, which the model would "
-                      "then be given as an input", "drop it from {name}")
         if col in READ_AS:
             raise bad("data.numeric", f"{{name}} {col}: the rows a run reads hold its own {READ_AS[col]} "
                       f"column under that name, so a numeric column named {col!r} cannot be read beside it",

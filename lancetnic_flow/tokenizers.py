@@ -34,7 +34,12 @@ import importlib
 import re
 from typing import Callable
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from .errors import UserError
+from .plurals import counted
 
 _TOKENIZERS: dict[str, tuple[Callable, bool]] = {}
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -71,6 +76,32 @@ def resolve(spec: str) -> tuple[Callable, bool]:
     return _TOKENIZERS[name]
 
 
+def tokens_of(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """(row offsets into the tokens, the tokens as one string array) of
+    ``texts`` by the registered tokenizer ``spec``."""
+    fn, batch = resolve(spec)
+    if batch:
+        lists = fn(texts)
+        if isinstance(lists, pa.ChunkedArray):
+            lists = lists.combine_chunks()
+    else:
+        # The function's own lists: a Python object per token is the price of a per-text tokenizer.
+        lists = pa.array([fn(t) for t in texts.to_pylist()], pa.list_(pa.string()))
+    if not isinstance(lists, (pa.ListArray, pa.LargeListArray)) or len(lists) != len(texts):
+        raise UserError(f"tokenizer {spec!r} returned {type(lists).__name__} for {counted(len(texts), 'text')}",
+                        "return a list of tokens per text (batch=True: a pyarrow list array, one list per text)")
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    tokens = pc.fill_null(lists.flatten().cast(pa.string()), "")
+    keep = pc.greater(pc.binary_length(tokens), 0)
+    if not pc.all(keep).as_py():   # an empty token is no token (e.g. a split at each of two spaces)
+        rows = np.repeat(np.arange(len(lists)), lengths)[keep.to_numpy(zero_copy_only=False)]
+        tokens, lengths = tokens.filter(keep), np.bincount(rows, minlength=len(lists))
+    offsets = np.zeros(len(lists) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets, tokens
+
+
+
 class TokenizerRef(str):
     """A tokenizer's name (``"name"`` or ``"module:name"``) that, pickled,
     carries the registered function with it: the process that unpickles it
@@ -80,6 +111,29 @@ class TokenizerRef(str):
     def __reduce__(self):
         entry = _TOKENIZERS.get(self.rpartition(":")[2])
         return (_restore, (str(self), *entry) if entry else (str(self),))
+
+
+class CarriesTokenizer(str):
+    """A string about tokenizer ``spec`` (the ``empty_text`` rule of a run
+    with one, data/usable.py) that, pickled, carries the registered function
+    as :class:`TokenizerRef` does: a worker that reads rows by the rule can run
+    the tokenizer a script registered. Reads, compares and writes as the plain string."""
+
+    spec: str
+
+    def __new__(cls, text: str, spec: str) -> "CarriesTokenizer":
+        out = super().__new__(cls, text)
+        out.spec = str(spec)
+        return out
+
+    def __reduce__(self):
+        entry = _TOKENIZERS.get(self.spec.rpartition(":")[2])
+        return (_restore_carried, (str(self), self.spec, *entry) if entry else (str(self), self.spec))
+
+
+def _restore_carried(text: str, spec: str, fn: Callable | None = None, batch: bool = False) -> CarriesTokenizer:
+    _restore(spec, fn, batch)
+    return CarriesTokenizer(text, spec)
 
 
 def _restore(spec: str, fn: Callable | None = None, batch: bool = False) -> TokenizerRef:

@@ -30,6 +30,7 @@ from ..options import api_default as d
 from ..options import api_options
 from .labels import FILE as LABELS_FILE
 from .labels import LabelNames, run_name
+from ..plurals import counted, verb
 
 # Rows per Parquet row group of in-memory training data: each row group is a
 # partition, so a few thousand rows give the workers several to share.
@@ -227,17 +228,25 @@ class _TextEstimator:
         if isinstance(y, str):
             if not is_table(X) or y not in table.column_names:
                 raise UserError(f"y={y!r} names no column of X", "pass the answers, or the name of a column of X")
+            self._refuse_answers_as_text(y, text)
             values = table.column(y).to_pylist()
         elif y is None:
             raise UserError(f"{type(self).__name__}.fit needs y: the answers, or the name of a column of X")
         else:
             values = _values(y)
         if len(values) != table.num_rows:
-            raise UserError(f"X has {table.num_rows:,} rows but y has {len(values):,}", "give one answer per row")
+            raise UserError(f"X has {counted(table.num_rows, 'row')} but y has {len(values):,}", "give one answer per row")
         task, answers = self._answers(values)
         text_cols = [table.column(c) for c in text]
         names = ["text"] if len(text) == 1 else [f"text{i}" for i in range(len(text))]
         return pa.table(text_cols + [answers], names=names + ["answer"]), task
+
+    def _refuse_answers_as_text(self, y: str, text: Sequence[str]) -> None:
+        """``y`` naming a column X's text is read from would put each row's answer in the model's input."""
+        if y in text:
+            raise UserError(f"y={y!r} is the text column X is read from (text_column={self.text_column!r}): "
+                            "the model would read each row's answer in its input",
+                            "pass the answers' column as y and the text's as text_column, two columns")
 
     def _answers(self, values: list) -> tuple[str, pa.Array]:
         raise NotImplementedError
@@ -299,7 +308,7 @@ class _TextEstimator:
                      for x in (v if isinstance(v, (list, tuple, set, frozenset, np.ndarray)) else [v])} - {None}
             outside = sorted(given - set(declared) - {run_name(c) for c in getattr(self, "classes_", ())})
             if outside:
-                raise UserError(f"y holds label(s) outside classes=: {', '.join(outside[:5])}",
+                raise UserError(f"y holds {verb(len(outside), 'a label', 'labels')} outside classes=: {', '.join(outside[:5])}",
                                 "add them to classes=, or leave classes= out (the model's labels grow with y)")
         return declared
 
@@ -318,6 +327,7 @@ class _TextEstimator:
             if _is_files(X):
                 urls = [str(X)] if isinstance(X, (str, os.PathLike)) else [str(x) for x in X]
                 answer = y if isinstance(y, str) else ("target" if self._task == "regress" else "label")
+                self._refuse_answers_as_text(answer, (self.text_column,))
                 data = DataConfig(train=urls, text=[self.text_column], val_fraction=self.val_fraction)
                 task = self._task
             else:
@@ -521,7 +531,7 @@ class TextClassifier(_TextEstimator):
         got = self.predict(X)
         want = list(y.tolist() if hasattr(y, "tolist") else y)
         if len(want) != len(got):
-            raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
+            raise UserError(f"X has {counted(len(got), 'row')} but y has {len(want):,}", "give one answer per row")
         if getattr(self, "multilabel_", False):
             return float(np.mean([g is not None and {run_name(x) for x in g} == _answer_set(ws)
                                   for g, ws in zip(got, want)]))
@@ -558,9 +568,9 @@ class TextRegressor(_TextEstimator):
         got = self.predict(X)
         want = np.asarray(y, dtype=np.float64)
         if len(want) != len(got):
-            raise UserError(f"X has {len(got):,} rows but y has {len(want):,}", "give one answer per row")
+            raise UserError(f"X has {counted(len(got), 'row')} but y has {len(want):,}", "give one answer per row")
         if not np.isfinite(want).all():   # as scikit-learn's r2_score: a NaN would make the score NaN
-            raise UserError(f"y holds {int((~np.isfinite(want)).sum()):,} NaN or infinite value(s)",
+            raise UserError(f"y holds {counted(int((~np.isfinite(want)).sum()), 'NaN or infinite value')}",
                             "score the rows whose answer is a number")
         got = np.where(np.isnan(got), want.mean(), got)
         total = ((want - want.mean()) ** 2).sum()

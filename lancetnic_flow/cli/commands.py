@@ -12,6 +12,7 @@ from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError
 from ..formats import text_encoding
 from ..storage import absolute, check_writable, options_for, url_to_fs
+from ..plurals import counted, verb
 
 
 def _size(text: str | None, what: str) -> int | None:
@@ -291,6 +292,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     cols = Columns(text=tuple(a.text_column or data.get("text") or ("text",)),
                    numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, all_rows=True,
                    encoding=text_encoding(a.encoding or data.get("encoding")))
+    cols.refuse_named_twice({"text": "--text-column" if a.text_column else "the run's --text",
+                             "numeric": "the run's --numeric", "keep": "--keep"})
     plan, src, here, where = _planned_inputs(   # rows as the inputs list them
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
@@ -430,7 +433,7 @@ def _check_kept_names(cols, have: list[str] | None, outputs: list[str]) -> None:
 
 def predicted_line(out: dict) -> str:
     """``wrote 4 rows to p.csv: 2 predicted, 2 not (1 empty_text, 1 malformed; see the status column)``"""
-    line = f"wrote {out['rows_written']:,} rows to {out['output']}: {out['predicted']:,} predicted"
+    line = f"wrote {counted(out['rows_written'], 'row')} to {out['output']}: {out['predicted']:,} predicted"
     bad = out["not_predicted"]
     if bad:
         why = ", ".join(f"{n:,} {k}" for k, n in sorted(bad.items(), key=lambda kv: -kv[1]))
@@ -439,20 +442,21 @@ def predicted_line(out: dict) -> str:
 
 
 def noted_note(noted: dict) -> str:
-    """``; 300 --numeric value(s) that are not numbers …`` for the rows read changed, where there are some."""
+    """``; 300 --numeric values that are not numbers …`` for the rows read changed, where there are some."""
     from ..features.vectorize import TRUNCATED
 
     words = ""
     n = noted.get("unreadable_numeric")
     if n:
-        words += (f"; {n:,} --numeric value(s) that are not numbers (a decimal comma, text) read as the training "
-                  "mean, as a missing one is (unreadable_numeric)")
+        words += (f"; {counted(n, '--numeric value')} that {verb(n, 'is not a number', 'are not numbers')} (a "
+                  "decimal comma, text) read as the training mean, as a missing one is (unreadable_numeric)")
     n = noted.get("label_as_run")
     if n:
-        words += f"; {n:,} label(s) read as the run's spelling of the same value (label_as_run)"
+        words += f"; {counted(n, 'label')} read as the run's spelling of the same value (label_as_run)"
     n = noted.get(TRUNCATED)
     if n:
-        words += f"; {n:,} row(s) held more tokens than the model's --max-len: it read the first ones ({TRUNCATED})"
+        words += (f"; {counted(n, 'row')} held more tokens than the model's --max-len: it read the first ones "
+                  f"({TRUNCATED})")
     return words
 
 
@@ -487,8 +491,14 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    numeric=tuple(data.get("numeric") or ()), multilabel=kind == "multilabel",
                    label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None,
                    encoding=text_encoding(a.encoding or data.get("encoding")))
+    cols.refuse_named_twice({role: f"--{role}" if getattr(a, role, None) else f"the run's --{role}"
+                             for role in ("text", "label", "target", "numeric")})
     plan, src, here, where = _planned_inputs(a, _run_model_bytes(a.run, run_so, meta),
                                              lambda size: checked_source(a.data, a.format, so, size, cols))
+    if a.label_sep is not None:   # the run's own separator applies where it splits something, unsaid
+        from ..data.checks import refuse_idle_label_sep
+
+        refuse_idle_label_sep(cols, src)
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
         from ..runs.outputs import check_plots_place
 
@@ -521,7 +531,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     else:
         shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
                                                 "r2", "loss") if out.get(k) is not None]
-        report.say(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + skipped_note(out["rows"])
+        report.say(" · ".join(shown) + f" · {counted(out['rows']['evaluated'], 'row')}" + skipped_note(out["rows"])
                              + unseen_note(out)
                              + noted_note(out["rows"].get("noted", {})) + read_as_note(out), markup=False, soft_wrap=True)
         if out.get("plots"):
@@ -570,7 +580,7 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel, storage_options=so)
     if report.json is not None:
         report.json("made", {"output": str(a.out), **info})
-    report.say(f"wrote {info['rows']:,} rows to {a.out} ({info['format']})", markup=False)
+    report.say(f"wrote {counted(info['rows'], 'row')} to {a.out} ({info['format']})", markup=False)
     return 0
 
 
@@ -583,7 +593,7 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
     os.makedirs(a.dir, exist_ok=True)
     data = os.path.join(a.dir, f"demo-{a.rows}.csv")
     if not os.path.exists(data):
-        report.console.print(f"generating {a.rows:,} rows → {data}", markup=False)
+        report.console.print(f"generating {counted(a.rows, 'row')} → {data}", markup=False)
         write_corpus(data + ".tmp.csv", a.rows, classes=4, seed=0)
         os.replace(data + ".tmp.csv", data)
     events = Events()

@@ -17,11 +17,13 @@ import pyarrow.compute as pc
 from ..config import TrainConfig
 from ..errors import UserError
 from ..formats import format_named, text_encoding
+from ..options import bad
 from .readers import read_partition
 from .readers.lines import check_line_columns
 from .readers.table import check_names
 from .sources import Columns, FileInfo, Partition, SourcePlan, open_error, plan_source
 from .usable import text_rule
+from ..plurals import counted
 
 
 # Headers read at once while checking many files (remote stores answer in parallel).
@@ -214,7 +216,7 @@ def idle_ranks_warning(rows: list[int], partitions: int) -> str | None:
     if len(rows) < 2 or not idle:
         return None
     which = f"rank {idle[0]}" if len(idle) == 1 else f"ranks {', '.join(map(str, idle))}"
-    return (f"--ddp {len(rows)}: the training rows are in {partitions} partition(s), so {which} "
+    return (f"--ddp {len(rows)}: the training rows are in {counted(partitions, 'partition')}, so {which} "
             f"{'has' if len(idle) == 1 else 'have'} none to train on (a share is whole partitions) and only "
             f"{'joins' if len(idle) == 1 else 'join'} the average; lower --ddp, or cut the input finer: a smaller "
             "--blocksize (text files), more files or Parquet row groups (a compressed file is one partition), or a "
@@ -227,7 +229,7 @@ def coarse_cache_warning(cut: int, planned: int, ranks: int) -> str | None:
     the cache is keyed by the data, not its partitioning); None otherwise."""
     if ranks < 2 or cut >= planned or cut >= RANK_PARTITIONS * ranks:
         return None
-    return (f"the shard cache was cut into {cut} partitions by an earlier run, where this run's plan cuts {planned} "
+    return (f"the shard cache was cut into {counted(cut, 'partition')} by an earlier run, where this run's plan cuts {planned} "
             f"for {ranks} ranks: between syncs each rank learns from fewer stretches of the input, which costs "
             "accuracy when the input is sorted (by name, date, source); a new --cache folder featurises it anew")
 
@@ -255,7 +257,17 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
     val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None
     if val_src is not None:
         refuse_files_in_both(train_src, val_src)
+    refuse_idle_label_sep(columns, train_src, val_src)
     return train_src, val_src
+
+
+def refuse_idle_label_sep(columns: Columns, *plans: SourcePlan | None) -> None:
+    """``--label-sep`` where every file is fastText, whose lines give each label its own
+    ``__label__`` tag: no label string is split, so the option would do nothing."""
+    files = [f for p in plans if p is not None for f in p.files]
+    if columns.label_sep is not None and files and all(f.format == "fasttext" for f in files):
+        raise bad("data.label_sep", f"{{name}} {columns.label_sep!r} splits a label string, and fastText lines "
+                  "give each label its own __label__ tag (every tag of a line is one of its labels)", "drop {name}")
 
 
 def refuse_files_in_both(train: SourcePlan, val: SourcePlan) -> None:

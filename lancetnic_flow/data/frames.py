@@ -186,6 +186,8 @@ def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] |
                         "add the column, or pass the texts alone (a list or a Series) to read it as the training mean")
     columns = Columns(text=cols, numeric=tuple(c for c in numeric if c in have), keep=listed,
                       keep_all=keep_all, all_rows=True, text_rule=text_rule)
+    columns.refuse_named_twice({"text": "the text column (text_column=)", "numeric": "a numeric column of the run",
+                                "keep": "keep="})
     return finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have)
 
 

@@ -38,12 +38,14 @@ from typing import Any, Sequence
 import pyarrow as pa
 from fsspec.utils import infer_compression
 
+from ..column_roles import WHY_TWICE, named_twice
 from ..errors import UserError, close_matches
 from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
                        format_names, sniff, sniffed_from, split_compression)
 from ..storage import NOT_REGULAR_HINT, NotRegularFile, open_options, special_kind, url_to_fs
 from .decompress import check_not_packed, open_decompressed
 from .local_walk import FollowingFileSystem
+from ..plurals import counted, verb
 
 # ---------------------------------------------------------------- data types
 
@@ -74,6 +76,25 @@ class Columns:
     # Which texts the features read a term from (data/usable.py: "word", "chars N",
     # "visible", with the normalisation): the others are "empty_text".
     text_rule: str = "word"
+
+    def named_twice(self) -> tuple[str, str, str] | None:
+        """The first column read in two roles (or twice in one), as
+        :func:`~lancetnic_flow.column_roles.named_twice` gives it; None when none is."""
+        return named_twice([("text", self.text), ("label", [self.label]), ("target", [self.target]),
+                            ("numeric", self.numeric)])
+
+    def refuse_named_twice(self, say: dict[str, str]) -> None:
+        """A column read in two roles (or twice in one), or kept twice, is a :class:`UserError`
+        naming each role as ``say`` spells it for its reader (``{"text": "--text-column"}``)."""
+        kept = next((c for i, c in enumerate(self.keep) if c in self.keep[:i]), None)
+        if kept is not None:   # two output columns of one name: the output could not be written
+            raise UserError(f"{say.get('keep', '--keep')} names the column {kept!r} twice", "name each column once")
+        twice = self.named_twice()
+        if twice:
+            col, first, again = twice
+            roles = f"{say[first]} twice" if first == again else f"both {say[first]} and {say[again]}"
+            raise UserError(f"the column {col!r} is {roles}: {WHY_TWICE[first, again]}",
+                            "name each column once, in one role")
 
     def names(self) -> list[str]:
         out: list[str] = []
@@ -913,7 +934,8 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
     if unknown:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5]) + (
             f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
-        warnings.append(f"Skipped {len(unknown)} file(s) that are not data by their extension: {shown}.")
+        warnings.append(f"Skipped {counted(len(unknown), 'file')} that {verb(len(unknown), 'is', 'are')} not data by "
+                        f"{verb(len(unknown), 'its', 'their')} extension: {shown}.")
     if compressed:
         shown = ", ".join(compressed[:5]) + (f" and {len(compressed) - 5} more"
                                              if len(compressed) > 5 else "")

@@ -11,19 +11,25 @@ read text:
   numbers, and "_": ``features/tokenize.py``'s rule, ``MIN_CHARS`` 2);
 * ``chars N`` (``--analyzer char``, n-grams from N characters): at least N
   characters once each run of whitespace is one space;
-* ``visible`` (``char_wb``, a ``--tokenizer`` of the user's, and ``auto``
-  before it is decided): one character that is not whitespace. ``char_wb``
-  gives every word at least itself padded with spaces; a tokenizer is the
-  user's code, so any text that is not blank is handed to it (one that
-  returns no token gives a row without features, as a word seen in no
-  training row does), never run twice a row.
+* ``visible`` (``char_wb``, and ``auto`` before it is decided): one
+  character that is not whitespace. ``char_wb`` gives every word at least
+  itself padded with spaces;
+* ``tokens SPEC`` (a ``--tokenizer`` of the user's): the word rule, read
+  from the tokens the registered tokenizer ``SPEC`` returns for a text not
+  blank, handed as the features hand it (normalised, cased): a text it
+  returns no token for, or only stop words, or fewer than MIN, is
+  ``empty_text``, as the built-in tokenizer's would be. The tokenizer then
+  runs twice a row, here and in the features: the price of one rule for
+  every tokenizer. The rule pickles with the function a script registered
+  (:class:`~lancetnic_flow.tokenizers.CarriesTokenizer`), so a worker reads by it.
 
 The word rule also follows what the analyzer drops or needs: with stop words
 a text must hold a token that is not one (``the the and of`` gives no term),
 and with ``--ngram-range MIN,MAX`` from MIN ≥ 2, MIN tokens (one word gives
 no pair), as scikit-learn's word analyzer reads them: stop words out first,
 then n-grams. Those options travel in the rule after a line end, as JSON
-(``word\n{"least": 2, ...}``); a rule without them is unchanged.
+(``word\n{"least": 2, ...}``); a word rule without them is unchanged (a
+tokenizer's always has them: its tokens may depend on the text's case).
 
 A text of whitespace alone is ``empty_text`` under every rule, although
 scikit-learn's ``char`` analyzer reads it as the one n-gram " ": that term
@@ -41,9 +47,13 @@ import pyarrow.compute as pc
 
 from ..stop_words import ENGLISH
 from ..textcase import PER_CHARACTER, lower
+from ..tokenizers import CarriesTokenizer, tokens_of
 from ..wordchars import RANGES
 
 WORD = "word"
+TOKENS = "tokens"   # a tokenizer of the user's: "tokens SPEC [normalisation]", then its options as JSON
+# Texts handed to a tokenizer of the user's at once: its token lists for a few MiB of text.
+PIECE_ROWS = 8192
 # Two word characters in a row, as the tokenizer knows them: its fixed ranges
 # (wordchars.py, Unicode 14), not RE2's \pL\pN, whose newer Unicode
 # called rows of later letters (U+31350) usable that gave no token. RE2 stops
@@ -68,38 +78,64 @@ def text_rule(features) -> str:
     known = getattr(features, "known_analyzer", None)
     if callable(known):
         analyzer = known()
-    if getattr(features, "tokenizer", None) or analyzer is None or analyzer == "char_wb":
+    normalize = getattr(features, "normalize", "none") or "none"
+    tokenizer = getattr(features, "tokenizer", None)
+    if tokenizer:
+        rule = f"{TOKENS} {tokenizer}" + ("" if normalize == "none" else f" {normalize}")
+        return CarriesTokenizer(rule + "\n" + json.dumps(_word_options(features), ensure_ascii=False,
+                                                          sort_keys=True), str(tokenizer))
+    if analyzer is None or analyzer == "char_wb":
         kind = "visible"
     elif analyzer == "char":
         kind = f"chars {int(getattr(features, 'ngram_min', 1) or 1)}"
     else:
         kind = WORD
-    normalize = getattr(features, "normalize", "none") or "none"
     rule = kind if normalize == "none" else f"{kind} {normalize}"
     return rule + _word_extras(features) if kind == WORD else rule
 
 
+def rules_before(rule: str) -> list[str]:
+    """The rules earlier versions read rows by where today's is ``rule``: the
+    word analyzer's for every analyzer, then a tokenizer of the user's handed
+    every text not blank (``visible``), training those it read no token from."""
+    first = rule.partition("\n")[0].split()
+    before = [WORD]
+    if first and first[0] == TOKENS:
+        before.append("visible" + "".join(f" {n}" for n in first[2:]))
+    return [r for r in before if r != rule]
+
+
 def _word_extras(features) -> str:
     """The word options that make a text with tokens read no term: stop words, MIN ≥ 2."""
+    extras = _word_options(features)
+    if not extras["stop"] and extras["least"] <= 1:
+        return ""
+    return "\n" + json.dumps(extras, ensure_ascii=False, sort_keys=True)
+
+
+def _word_options(features) -> dict:
+    """The fewest tokens a text needs (``--ngram-range``'s MIN), the text's case as
+    the tokens are read, and the stop words as they match them."""
     stop = getattr(features, "stop_words", None)
     if isinstance(stop, str) and stop != "english":   # a file's name: its words are read first (config.py)
         raise RuntimeError(f"stop words {stop!r} reached the empty_text rule unread")
     words = sorted(ENGLISH) if stop == "english" else sorted(set(stop)) if stop else []
     least = int(getattr(features, "ngram_min", 1) or 1)
-    if not words and least <= 1:
-        return ""
     lowering = getattr(features, "lowering", None)   # a run's features: its format's lower-casing
     text_case = lowering if lowering is not None else bool(getattr(features, "lowercase", True))
     if words and getattr(features, "version", 3) >= 3:   # read as the text is (tokenize.stop_table)
         words = _normalized(pa.array(words, pa.string()), getattr(features, "normalize", "none") or "none")
         words = sorted(set(_cased(words, text_case).to_pylist()))
     # Runs of feature format 2 matched stop words as written (FittedFeatures._stop_table).
-    return "\n" + json.dumps({"least": least, "case": text_case, "stop": words}, ensure_ascii=False, sort_keys=True)
+    return {"least": least, "case": text_case, "stop": words}
 
 
 def usable(texts: pa.Array, rule: str = WORD) -> pa.Array:
     """Which of ``texts`` (strings, no nulls) the analyzer of ``rule`` reads a term from."""
     rule, _, extras = rule.partition("\n")
+    if rule.startswith(TOKENS + " "):
+        _, spec, *normalize = rule.split()
+        return _tokens_left(_normalized(texts, normalize[0] if normalize else "none"), spec, json.loads(extras))
     kind, least, normalize = _parts(rule)
     texts = _normalized(texts, normalize)
     if kind == WORD:
@@ -132,6 +168,24 @@ def _words_left(texts: pa.Array, tokens: pa.Array, extras: dict) -> pa.Array:
     return pa.array(keep)
 
 
+def _tokens_left(texts: pa.Array, spec: str, extras: dict) -> pa.Array:
+    """Which texts keep ``least`` of the registered tokenizer ``spec``'s tokens once the
+    stop words are out, the tokenizer handed each text as the features hand it
+    (normalised, then cased), a piece of rows at a time. A blank text is never handed to it."""
+    texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    keep = np.asarray(pc.match_substring_regex(texts, _VISIBLE_RE).to_numpy(zero_copy_only=False), bool).copy()
+    rows = np.flatnonzero(keep)
+    stop = pa.array(extras["stop"], pa.string()) if extras["stop"] else None
+    for start in range(0, len(rows), PIECE_ROWS):
+        piece = rows[start:start + PIECE_ROWS]
+        offsets, tokens = tokens_of(spec, _cased(texts.take(pa.array(piece)), extras["case"]))
+        owner = np.repeat(np.arange(len(piece)), np.diff(offsets))
+        if stop is not None and len(tokens):
+            owner = owner[pc.invert(pc.is_in(tokens, value_set=stop)).to_numpy(zero_copy_only=False)]
+        keep[piece] = np.bincount(owner, minlength=len(piece)) >= extras["least"]
+    return pa.array(keep)
+
+
 def _normalized(texts: pa.Array, normalize: str) -> pa.Array:
     # as features/tokenize.prepare reads the text: normalised, then lower-cased
     return texts if normalize == "none" else pc.utf8_normalize(texts, normalize.upper())
@@ -150,4 +204,4 @@ def _parts(rule: str) -> tuple[str, int, str]:
     return words[0], least, words[1] if len(words) > 1 else "none"
 
 
-__all__ = ["WORD", "text_rule", "usable"]
+__all__ = ["TOKENS", "WORD", "rules_before", "text_rule", "usable"]

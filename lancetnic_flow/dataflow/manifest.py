@@ -42,8 +42,11 @@ ENCODED_BYTES_REVISION = 1
 # (data/decompress.py), where an earlier entry may hold only the rows before the cut.
 ZSTD_REVISION = 1
 # Numbers' revision, in the key of entries with --numeric or --target columns: 1 reads true/false text
-# there as 1/0, as a boolean column is read, where earlier entries hold no number (the mean, a skip).
-NUMBERS_REVISION = 1
+# there as 1/0, as a boolean column is read, where earlier entries hold no number (the mean, a skip);
+# 2 reads a typed file's (Parquet, Arrow IPC) duration column in seconds, where earlier entries hold its
+# stored unit (pandas' nanoseconds, Arrow's microseconds). Text formats hold no duration: theirs stay 1.
+NUMBERS_REVISION = 2
+DURATIONS_IN_SECONDS = 2
 # The CSV and TSV readers' revisions before a one-column file's lines of spaces were blank, no row
 # (formats.py's revision 2): a checkpoint keyed by them is of that reading.
 SPACE_LINES_READ_AS_ROWS = {"csv": 1, "tsv": 1}
@@ -159,7 +162,7 @@ def write_names(entry: str, names, cache_options: dict) -> None:
 
 def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
               val_fraction: float, version: int = CACHE_VERSION, revisions: bool = True,
-              readers: dict[str, int] | None = None) -> str:
+              readers: dict[str, int] | None = None, numbers: int = NUMBERS_REVISION) -> str:
     """The cache entry of featurising ``train`` (and ``val``) with these options.
     Options added later count only when they differ from what an entry made
     before them meant, so those entries (and their runs' checkpoints) still match.
@@ -176,7 +179,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     (:data:`ENCODED_BYTES_REVISION`), a cut-off zstd file was refused
     (:data:`ZSTD_REVISION`) and true/false read as numbers
     (:data:`NUMBERS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
-    revision its reader had (a key an earlier reader made, to recognise its checkpoint)."""
+    revision its reader had (a key an earlier reader made, to recognise its checkpoint); ``numbers``:
+    the numbers' revision an earlier reader had, likewise."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
@@ -199,7 +203,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     if revisions and any(f.compression == "zstd" for p in (train, val) if p is not None for f in p.files):
         revised.append(("zstd", ZSTD_REVISION))
     if revisions and (columns.numeric or columns.target):
-        revised.append(("numbers", NUMBERS_REVISION))
+        if not _typed_files(train, val):   # durations are typed files' alone: text formats' entries read as before
+            numbers = min(numbers, DURATIONS_IN_SECONDS - 1)
+        revised.append(("numbers", numbers))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
 
 

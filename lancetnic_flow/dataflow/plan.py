@@ -16,6 +16,7 @@ import psutil
 
 from ..errors import UserError
 from ..sizes import format_size
+from ..plurals import counted
 
 GiB = 2**30
 MiB = 2**20
@@ -77,9 +78,9 @@ class MemoryPlan:
                     f"{g(self.trainer)}, featurising in this process ({self.threads} thread"
                     f"{'s' if self.threads > 1 else ''}, no workers)")
         elif self.external:
-            each = (f"{self.workers} workers × {format_size(self.worker_limit)}"
+            each = (f"{counted(self.workers, 'worker')} × {format_size(self.worker_limit)}"
                     if self.workers_bytes() == self.workers * self.worker_limit else   # limits that differ
-                    f"{self.workers} workers, {format_size(self.workers_bytes())} in all, the smallest "
+                    f"{counted(self.workers, 'worker')}, {format_size(self.workers_bytes())} in all, the smallest "
                     f"{format_size(self.worker_limit)}")
             head = f"memory plan  trainer {g(self.trainer)} GiB · existing cluster: {each}"
         else:
@@ -160,7 +161,7 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
         raise UserError(
             f"memory budget {format_size(budget)} is too small: {holder} needs {format_size(trainer)} "
             f"({'model and optimiser' if holder == 'the trainer' else 'the model'} {format_size(model_bytes)}) "
-            f"and {workers} worker(s){f' (one per --ddp rank)' if by_ranks else ''} need "
+            f"and {counted(workers, 'worker')}{f' (one per --ddp rank)' if by_ranks else ''} need "
             f"{format_size(workers * worker_min)}{held} after {format_size(reserve)} of OS headroom",
             "use " + (", ".join(ways[:-1]) + ", or " + ways[-1] if len(ways) > 1 else ways[0]))
     worker_limit = worker_share // workers

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .labelsets import is_label_sets
+from ..plurals import counted, verb
 
 # A decimal number as people and writers spell one; Python's float() would also take "1_0", "infinity".
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -137,6 +138,6 @@ def spelled_apart_warning(pairs: list[tuple[str, str]], whose: str, what: str) -
     if not pairs:
         return None
     shown = ", ".join(f"{a!r} ({whose} {b!r})" for a, b in pairs[:5]) + (", …" if len(pairs) > 5 else "")
-    return (f"{len(pairs):,} label(s) are the same value as another written otherwise: {shown}; {what}. A CSV "
+    return (f"{counted(len(pairs), 'label')} {verb(len(pairs), 'is', 'are')} the same value as another written otherwise: {shown}; {what}. A CSV "
             "keeps a label as written (1.0, True) where a Parquet, Arrow or JSON Lines column of numbers or "
             "booleans names it as Arrow writes the value (1, true): write the labels one way in every file")

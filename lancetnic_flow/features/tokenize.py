@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ..errors import UserError
 from ..textcase import PER_CHARACTER, lower
-from ..tokenizers import resolve
+from ..tokenizers import tokens_of
 
 MIN_CHARS = 2
 
@@ -140,36 +140,11 @@ def drop_stop_words(tokens: Terms, stop_words: list[str] | None, lowercase: bool
     return Terms(tokens.terms.filter(keep), tokens.rows[keep.to_numpy(zero_copy_only=False)], tokens.n_rows)
 
 
-def run_tokenizer(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """(row offsets into the tokens, the tokens as one string array) of
-    ``texts`` by the registered tokenizer ``spec``."""
-    fn, batch = resolve(spec)
-    if batch:
-        lists = fn(texts)
-        if isinstance(lists, pa.ChunkedArray):
-            lists = lists.combine_chunks()
-    else:
-        # The function's own lists: a Python object per token is the price of a per-text tokenizer.
-        lists = pa.array([fn(t) for t in texts.to_pylist()], pa.list_(pa.string()))
-    if not isinstance(lists, (pa.ListArray, pa.LargeListArray)) or len(lists) != len(texts):
-        raise UserError(f"tokenizer {spec!r} returned {type(lists).__name__} for {len(texts)} texts",
-                        "return a list of tokens per text (batch=True: a pyarrow list array, one list per text)")
-    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
-    tokens = pc.fill_null(lists.flatten().cast(pa.string()), "")
-    keep = pc.greater(pc.binary_length(tokens), 0)
-    if not pc.all(keep).as_py():   # an empty token is no token (e.g. a split at each of two spaces)
-        rows = np.repeat(np.arange(len(lists)), lengths)[keep.to_numpy(zero_copy_only=False)]
-        tokens, lengths = tokens.filter(keep), np.bincount(rows, minlength=len(lists))
-    offsets = np.zeros(len(lists) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets, tokens
-
-
 def custom_tokens(texts: pa.Array | pa.ChunkedArray, tokenizer: str, *, lowercase: bool = True,
                   normalize: str = "none") -> Terms:
     """The tokens of a registered tokenizer (``lancetnic_flow/tokenizers.py``), with the row of each."""
     prepared = pc.fill_null(prepare(texts, lowercase=lowercase, normalize=normalize), "")
-    offsets, tokens = run_tokenizer(tokenizer, prepared)
+    offsets, tokens = tokens_of(tokenizer, prepared)
     return Terms(tokens, np.repeat(np.arange(len(offsets) - 1), np.diff(offsets)), len(offsets) - 1)
 
 

@@ -29,6 +29,7 @@ from ..features.vectorize import TRUNCATED, cut_rows
 from ..models.tasks import Task, TaskMetrics
 from .loading import weights_stamp
 from .predict import BATCH_ROWS, predictor
+from ..plurals import counted
 
 # Noted: labels read in the run's spelling of their value.
 LABEL_AS_RUN = "label_as_run"
@@ -160,7 +161,7 @@ def check_scored(data: list[str], rows: dict, columns: Columns) -> None:
     if not skipped:
         raise UserError(f"no rows to evaluate in {names}", "the input holds a header only; check the file and --format")
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
-    raise UserError(f"no rows to evaluate in {names}: {rows.get('read', 0):,} rows read, "
+    raise UserError(f"no rows to evaluate in {names}: {counted(rows.get('read', 0), 'row')} read, "
                     f"{sum(skipped.values()):,} skipped ({reasons})",
                     skip_hint(max(skipped, key=skipped.get), label=columns.label, target=columns.target,
                               text=columns.text))

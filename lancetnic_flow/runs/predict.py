@@ -39,6 +39,7 @@ from . import asks
 from .linear_scores import sigmoid, softmax
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import OutputFile, check_output_place, output_format, output_names
+from ..plurals import counted
 
 BATCH_ROWS = 4096
 # Scores (rows × labels) made at once when predicting a table: the logits, their
@@ -465,7 +466,7 @@ class Predictor:
 def cut_message(n: int, max_len: int) -> str:
     """What a prediction says of ``n`` texts read only to ``max_len`` tokens (the words of
     ``predict --input``'s line, and its key)."""
-    return (f"{n:,} text(s) held more tokens than the run's --max-len {max_len}: the model read the first "
+    return (f"{counted(n, 'text')} held more tokens than the run's --max-len {max_len}: the model read the first "
             f"{max_len} of each ({TRUNCATED}; a run trained with a larger --max-len reads more)")
 
 

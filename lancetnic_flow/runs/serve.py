@@ -42,6 +42,7 @@ from typing import Any, Callable
 from ..data.readers.labels import LONE_SURROGATE
 from ..errors import UserError
 from ..features.vectorize import TRUNCATED, cut_rows
+from ..plurals import counted, verb
 
 MAX_BATCH = 1000
 MAX_BODY = 64 * 2**20
@@ -129,7 +130,7 @@ def _texts(doc: Any, fields: tuple[str, ...], max_batch: int) -> list:
         raise BadRequest(422, 'no "texts" list: send {"texts": ["a text", ...]}' if texts is None
                          else f"texts must be a list of strings, got {_kind(texts)}")
     if len(texts) > max_batch:
-        raise BadRequest(413, f"{len(texts):,} texts in one request; this server takes at most {max_batch:,} "
+        raise BadRequest(413, f"{counted(len(texts), 'text')} in one request; this server takes at most {max_batch:,} "
                               "(send smaller batches, or start it with a larger --max-batch)")
     for i, t in enumerate(texts):
         if t is not None and not isinstance(t, str):
@@ -362,7 +363,8 @@ class Service:
         if self.model.pred is None:
             raise self.unready()
         if self.held >= self.max_queue:
-            raise BadRequest(503, f"busy: {self.held} requests are being answered or waiting, the most this server "
+            raise BadRequest(503, f"busy: {counted(self.held, 'request')} {verb(self.held, 'is', 'are')} being answered or "
+                                  "waiting, the most this server "
                                   "holds (--max-queue); retry", RETRY)
         self.held += 1
         try:

@@ -27,12 +27,13 @@ from ..config import CheckpointEvery, TrainConfig
 from ..data.checks import (coarse_cache_warning, idle_ranks_warning, plan_training_sources, sample_label_count,
                            sample_rows, sample_texts, skip_hint, training_columns)
 from ..data.sources import Columns
+from ..data.usable import rules_before
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
-from ..dataflow.manifest import (LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD, SPACE_LINES_READ_AS_ROWS,
+from ..dataflow.manifest import (DURATIONS_IN_SECONDS, LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD, SPACE_LINES_READ_AS_ROWS,
                                  entry_key, read_features, read_manifest, read_names, shards_digest, write_features, write_names)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
@@ -72,6 +73,7 @@ from .state import TrainState
 from .step import EVAL_BATCH, evaluate_blocks, keep_best, lr_schedule
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
+from ..plurals import counted, verb
 
 if TYPE_CHECKING:   # torch is imported where a network is built: a LinearSVM run in this process never needs it
     import torch
@@ -142,7 +144,7 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
         return label_set_task(task, features, tc.class_weights, device)
     if task.classifies:
         if task.classes < 2:
-            raise UserError(f"found {task.classes} label value(s) ({', '.join(features.labels)}); "
+            raise UserError(f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
                             "classification needs at least 2", "check --label, or use --task regress")
         if tc.class_loss == "bce" and task.classes != 2:
             raise UserError(f"--class-loss bce needs exactly 2 classes, the data has {task.classes}",
@@ -161,7 +163,7 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
     """A multilabel task, checked; ``balanced`` weighs each label's positive rows
     by its negatives over its positives (BCE's ``pos_weight``)."""
     if task.classes < 2:
-        raise UserError(f"found {task.classes} label value(s) ({', '.join(features.labels)}); multilabel needs at "
+        raise UserError(f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); multilabel needs at "
                         "least 2 (rows without a label are skipped, so a single label is in every set)",
                         "check --label and --label-sep")
     if class_weights == "balanced":
@@ -178,8 +180,8 @@ def learned_validation_warning(calibration: Calibration, continued: bool) -> str
     why = ("this run continues one (--init-from, partial_fit) whose model learned rows of this data, and the "
            "validation rows are among them" if continued else
            "the validation rows are too few or too easy to fit a scale on, or they repeat training rows")
-    return (f"the probability scale reached its limit ({calibration.scale:.0f}) on {calibration.rows:,} validation "
-            f"rows: the model scores every one of them right by a wide margin, as rows it has learned; likely "
+    return (f"the probability scale reached its limit ({calibration.scale:.0f}) on "
+            f"{counted(calibration.rows, 'validation row')}: the model scores every one of them right by a wide margin, as rows it has learned; likely "
             f"{why}. The validation figures are then not those of unseen text, and the probabilities are "
             "over-confident: validate on rows no run trained on (--val FILE)")
 
@@ -190,12 +192,12 @@ def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> 
     if not rows_read:
         return UserError(f"no training rows in {data}", "the input holds a header only; check the file and --format")
     if not skipped:
-        return UserError(f"no training rows in {data}: the {rows_read:,} rows read were all held out for validation",
+        return UserError(f"no training rows in {data}: the {counted(rows_read, 'row')} read were all held out for validation",
                          "add rows, or lower --val-fraction")
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
     worst = max(skipped, key=skipped.get)
     hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text)
-    return UserError(f"no training rows in {data}: {rows_read:,} rows read, {sum(skipped.values()):,} skipped "
+    return UserError(f"no training rows in {data}: {counted(rows_read, 'row')} read, {sum(skipped.values()):,} skipped "
                      f"({reasons})", hint)
 
 
@@ -233,7 +235,7 @@ def numeric_labels_note(labels: list[str], column: str | None) -> str | None:
     except ValueError:
         return None
     shown = ", ".join(labels[:5]) + (", …" if len(labels) > 5 else "")
-    return (f"the label column {column!r} holds numbers ({len(labels):,} values: {shown}): each value is a class, "
+    return (f"the label column {column!r} holds numbers ({counted(len(labels), 'value')}: {shown}): each value is a class, "
             f"as written; to predict a number, use --target {column}")
 
 
@@ -255,12 +257,13 @@ def sum_rows(results: list) -> dict:
 
 
 # What a noted row was changed to, for the run's warning.
-NOTED = {"repeated_label": "row(s) named a label twice in their label set; each label counts once",
-         "unreadable_numeric": ("--numeric value(s) that are not numbers (a decimal comma, text): each counts as "
-                                "the training mean, as a missing one does"),
-         LEARNED: ("validation row(s) the {continued} model had learned: trained on, not held out, since a "
+# Each as the noun counted and what is said of them ({its}, {are}: as the count wants).
+NOTED = {"repeated_label": ("row", "named a label twice in {its} label set; each label counts once"),
+         "unreadable_numeric": ("--numeric value", "that {are} not a number (a decimal comma, text): each counts "
+                                "as the training mean, as a missing one does"),
+         LEARNED: ("validation row", "the {continued} model had learned: trained on, not held out, since a "
                    "row a model learned does not test it"),
-         TRUNCATED: ("row(s) held more tokens than --max-len {max_len}: the model reads the first {max_len} of "
+         TRUNCATED: ("row", "held more tokens than --max-len {max_len}: the model reads the first {max_len} of "
                      "each (raise --max-len to read more)")}
 
 
@@ -518,7 +521,7 @@ class Training:
             self.decisions["cache"] = "none"
             where = (f"by the {self.tc.ddp} ranks, each its own share," if (self.tc.ddp or 0) > 1 else
                      "by the trainer task on the cluster" if self.tc.ddp == 1 else
-                     f"{self.tc.in_flight or plan.in_flight} partitions in flight")
+                     f"{counted(self.tc.in_flight or plan.in_flight, 'partition')} in flight")
             self.events.emit("decided", what="cache", message=(
                 f"no shard cache (--cache none): every epoch and validation pass is featurised afresh, {where}; "
                 "nothing is written but the run folder"))
@@ -712,9 +715,9 @@ class Training:
                                        "labels_added": added}
         kept = (f"{f.mode} features ({f.dim:,} {'buckets' if f.mode == 'hashing' else 'terms'}, "
                 f"idf {'kept' if f.idf is not None else 'none'})")
-        news = (f"{len(added):,} new label(s): {', '.join(added[:10])}{', …' if len(added) > 10 else ''}"
+        news = (f"{counted(len(added), 'new label')}: {', '.join(added[:10])}{', …' if len(added) > 10 else ''}"
                 if added else "no new label")
-        labels = f"{len(init.features.labels):,} label(s) kept; {news}" if f.labels else "the target's scale kept"
+        labels = f"{counted(len(init.features.labels), 'label')} kept; {news}" if f.labels else "the target's scale kept"
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
@@ -722,8 +725,9 @@ class Training:
         if same:
             shown = ", ".join(f"{new!r} (the run's {old!r})" for new, old in same[:5])
             self.events.emit("warning", message=(
-                f"{len(same):,} label(s) of this data are new classes though they are the same number as one of "
-                f"{init.url}'s: {shown}; they learn apart from the old ones. A label column written as floats "
+                f"{counted(len(same), 'label')} of this data {verb(len(same), 'is a new class', 'are new classes')} though "
+                f"{verb(len(same), 'it is', 'they are')} the same number as one of "
+                f"{init.url}'s: {shown}; {verb(len(same), 'it learns', 'they learn')} apart from the old ones. A label column written as floats "
                 "(pandas writes 1.0 where a value is missing) does this: write the labels as the run's"))
         if not init.learned.complete:
             self.events.emit("warning", message=(
@@ -957,13 +961,20 @@ class Training:
                                       fraction_of(self.val_fraction), readers=readers):
                 raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV "
                                 f"reader was revised since ({why})", "start a new run on the same data (see CHANGELOG.md)")
-        one_rule = dataclasses.replace(self.columns, text_rule="word")   # every analyzer's empty_text was words'
-        if self.columns.text_rule != "word" and saved_key == entry_key(
-                self.train_src, self.val_src, self._key_options(), one_rule, fraction_of(self.val_fraction)):
-            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which told empty_text "
-                            "rows by words alone (it skipped one Chinese character or :) under character n-grams, "
-                            "and trained texts of stop words alone, or of fewer words than --ngram-range's MIN)",
+        if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
+                                  fraction_of(self.val_fraction), numbers=DURATIONS_IN_SECONDS - 1):
+            raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which read a Parquet or "
+                            "Arrow duration column of --numeric or --target in the unit the file stores "
+                            "(nanoseconds, microseconds), where it now reads seconds",
                             "start a new run on the same data (see CHANGELOG.md)")
+        for rule in rules_before(self.columns.text_rule):   # the rows an earlier version kept or skipped as empty_text
+            if saved_key == entry_key(self.train_src, self.val_src, self._key_options(),
+                                      dataclasses.replace(self.columns, text_rule=rule), fraction_of(self.val_fraction)):
+                raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which told empty_text "
+                                "rows by words alone (it skipped one Chinese character or :) under character n-grams, "
+                                "and trained texts of stop words alone, or of fewer words than --ngram-range's MIN, "
+                                "or from which a --tokenizer of yours read no token)",
+                                "start a new run on the same data (see CHANGELOG.md)")
         raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
                         "resume needs the same inputs; start a new run instead")
 
@@ -983,7 +994,7 @@ class Training:
             raise UserError(f"{self.resume} was checkpointed by a run {'with' if saved.ddp else 'without'} "
                             "--ddp and cannot continue in the other mode", "start a new run instead")
         if saved.ddp and saved.ddp.get("ranks", self.tc.ddp) != self.tc.ddp:
-            raise UserError(f"{self.resume} was checkpointed by {saved.ddp['ranks']} rank(s) and cannot continue "
+            raise UserError(f"{self.resume} was checkpointed by {counted(saved.ddp['ranks'], 'rank')} and cannot continue "
                             f"with {self.tc.ddp}", "resume with the run's own --ddp, or start a new run")
         check_network(str(self.resume), saved, network_of(self.model_meta))
         self._check_same_shards(saved, feed)
@@ -1261,8 +1272,9 @@ class Training:
         for reason, n in rows.get("noted", {}).items():
             # the model continued, as the caller asked for it (partial_fit's caller typed no --init-from)
             continued = "partial_fit" if continued_by(self.given) == PARTIAL_FIT else "--init-from"
-            said = NOTED.get(reason, reason).format(max_len=cfg.features.max_len, continued=continued)
-            self.events.emit("warning", message=f"{n:,} {said} ({reason} in metrics.json)")
+            noun, said = NOTED.get(reason, (reason, ""))
+            said = said.format(max_len=cfg.features.max_len, continued=continued, its=verb(n, "its", "their"), are=verb(n, "is", "are"))
+            self.events.emit("warning", message=f"{counted(n, noun)} {said} ({reason} in metrics.json)")
         # The patience in effect (the model's own when none was given), where rows were to be held out.
         if tc.early_stopping and not rows["validated"] and (cfg.data.val or cfg.data.val_fraction):
             given = "" if self.given.training.early_stopping else " (the model's default)"

@@ -28,6 +28,7 @@ from .dashboard.state import DashboardState
 from .dashboard.summary import milestone, render_summary, status_line
 from ..storage import open_special, special_kind
 from .jsonlog import JsonLog
+from ..plurals import counted
 
 
 class PlainLog:
@@ -60,8 +61,7 @@ class PlainLog:
                 self._print(f"training epoch {e['epoch']}/{e['epochs']}{src}")
             elif stage == "fitting":
                 setting = f" (ngrams {e['ngrams']})" if e.get("ngrams") else ""   # tune: one fit per setting
-                total = e.get("total", 0)
-                self._print(f"fitting features over {total} partition{'' if total == 1 else 's'}{setting}")
+                self._print(f"fitting features over {counted(e.get('total', 0), 'partition')}{setting}")
             elif stage in ("evaluating", "saving"):
                 self._print(f"{stage}" + (f" epoch {e['epoch']}/{e['epochs']}" if e.get("epoch") else ""))
             self._last = now

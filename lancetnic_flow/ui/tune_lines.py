@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..scores import BY_KEY
+from ..plurals import counted
 
 SHORT = {"sparse_lr": "sparse_lr", "lr": "lr", "hidden": "hidden", "epochs": "epochs", "batch_size": "batch",
          "dropout": "dropout", "ngrams": "ngrams"}
@@ -38,8 +39,8 @@ def _clock(seconds: float) -> str:
 
 def tune_start_line(e: dict) -> str:
     names = ", ".join(p["name"] for p in e["space"])
-    cap = f", at most {e['trials']} trials" if e.get("trials") else ""
-    return (f"tuning {names} by {e['monitor']}: {e['slots']} trial(s) at a time on the workers, "
+    cap = f", at most {counted(e['trials'], 'trial')}" if e.get("trials") else ""
+    return (f"tuning {names} by {e['monitor']}: {counted(e['slots'], 'trial')} at a time on the workers, "
             f"{_clock(e['left'])} left{cap}")
 
 
@@ -62,7 +63,7 @@ def tuned_line(e: dict) -> str:
     vs = ""
     if d is not None and d.get("value") is not None:
         vs = f" vs defaults (trial {d['number']}) {_value(d['value'], mon)}"
-    return (f"tuned in {_clock(e['seconds'])}, {e['trials']} trials: best trial {best['number']} "
+    return (f"tuned in {_clock(e['seconds'])}, {counted(e['trials'], 'trial')}: best trial {best['number']} "
             f"{mon} {_value(best['value'], mon)}{vs}; final run {_value(e.get('final'), mon)} in {e['run']}\n"
             f"best options  {options_text(best['params'])}")
 

@@ -111,7 +111,10 @@ def test_a_bad_path_format_column_or_option_is_refused_before_torch_is_imported(
     (tmp_path / "x.csv").write_text("text,label\nhello world,a\nbye world,b\n")
     cases = {("x.csv", "--label", "topic"): "'topic'", ("x.csv", "--format", "parquet"): "parquet",
              ("nothing-*.csv",): "no files match", ("x.csv", "--model", "ScalpelReg"): "--target",
-             ("x.csv", "--val", "missing.csv"): "missing.csv"}
+             ("x.csv", "--val", "missing.csv"): "missing.csv",
+             # one column in two roles: read as words and as a number, or the label read as text
+             ("x.csv", "--numeric", "text"): "--numeric text: it is also the run's --text column",
+             ("x.csv", "--text", "label"): "--label label: it is also the run's --text column"}
     for args, needle in cases.items():
         assert_user_error_without_torch(tmp_path, ("train", *args, "--out", "runs"), needle)
     assert not (tmp_path / "runs").exists()
@@ -127,6 +130,7 @@ def test_predict_and_evaluate_refuse_a_wrong_run_folder_or_input_before_torch_is
              ("evaluate", "no-run", "x.csv"): "not a lancetnic_flow run folder",
              ("evaluate", run, "nothing.csv"): "nothing.csv",
              ("evaluate", run, "x.csv", "--label", "topic"): "'topic'",
+             ("evaluate", run, "x.csv", "--text", "label"): "'label' is both --text and the run's --label",
              # A column the run's task does not score: refused, not left unread.
              ("evaluate", run, "x.csv", "--target", "target"): "--target target: this classify run predicts one label"}
     for args, needle in cases.items():

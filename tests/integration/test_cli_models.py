@@ -322,7 +322,7 @@ def test_rows_longer_than_max_len_are_counted_by_train_and_evaluate_and_paths_ar
             "--epochs", "1", "--no-plots", "--scheduler", client.scheduler.address, "--out", "runs", "--name", "r",
             cwd=tmp_path)
     ok(p, "train --max-len 6")
-    assert f"{longer:,} row(s) held more tokens than --max-len 6" in " ".join((p.stdout + p.stderr).split())
+    assert f"{longer:,} rows held more tokens than --max-len 6" in " ".join((p.stdout + p.stderr).split())
     m = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())
     assert m["rows"]["validated"] > 0 and m["rows"]["noted"] == {"longer_than_max_len": longer}
     # The workers run in another folder than this command: the relative --out's cache holds the shards they

@@ -80,7 +80,7 @@ def test_continuing_on_new_labels_predicts_the_old_and_the_new_and_leaves_the_ol
     p = cli("train", keep["B"], "--init-from", keep["A"], "--out", keep["runs"], "--name", "B", "--no-plots", cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout + p.stderr
-    assert f"continuing {keep['A']}" in out and "2 new label(s)" in out
+    assert f"continuing {keep['A']}" in out and "2 new labels" in out
     run = keep["runs"] / "B"
     metrics = json.loads((run / "metrics.json").read_text())
     old_labels = json.loads((keep["A"] / "metrics.json").read_text())["labels"]
@@ -136,7 +136,7 @@ def test_a_continued_run_trains_on_the_validation_rows_its_model_learned_instead
             "--no-plots", cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
     out = " ".join((p.stdout + p.stderr).split())
-    assert f"{a_val:,} validation row(s) the --init-from model had learned: trained on, not held out" in out
+    assert f"{a_val:,} validation rows the --init-from model had learned: trained on, not held out" in out
     assert "probability scale reached its limit" not in out
     rows = _metrics(keep["runs"] / "again")["rows"]
     assert rows["validated"] == 0 and rows["noted"] == {"learned_by_init": a_val}

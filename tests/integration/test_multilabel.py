@@ -286,7 +286,7 @@ def test_rows_whose_label_set_repeats_a_label_are_kept_counted_and_named(tmp_pat
     rows = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())["rows"]
     assert rows["noted"] == {"repeated_label": 12} and rows["read"] == 300 and not rows["skipped"]
     assert rows["trained"] + rows["validated"] == 300
-    assert "12 row(s) named a label twice in their label set" in p.stdout + p.stderr
+    assert "12 rows named a label twice in their label set" in p.stdout + p.stderr
     e = cli("evaluate", tmp_path / "runs" / "r", "rep.csv", "--json", cwd=tmp_path)
     assert e.returncode == 0, e.stderr
     assert json.loads(e.stdout)["rows"]["noted"] == {"repeated_label": 12}

@@ -59,6 +59,7 @@ def test_a_seed_numpy_cannot_take_is_refused_naming_it(seed):
 @pytest.mark.parametrize("dest, value", [
     ("data", [""]), ("val", ["d.csv", " "]), ("out", ""), ("cache", ""), ("init_from", ""), ("encoding", ""),
     ("scheduler", " "), ("track", [""]), ("stop_words", ""), ("experiment", ""), ("memory_budget", ""),
+    ("numeric", ""), ("numeric", ","),   # trained without a numeric column while the run said it was set
 ])
 def test_an_empty_value_of_a_text_option_is_refused_not_read_as_the_current_folder_or_as_not_given(dest, value):
     # --val "" read every file of the current folder as validation data, --out "" wrote the run there,
@@ -79,3 +80,14 @@ def test_an_experiment_without_mlflow_tracking_is_refused_rather_than_doing_noth
         OutputConfig(experiment="x").validate()
     assert e.value.field == "output.experiment" and "tracks nothing" in e.value.message
     OutputConfig().validate()
+
+
+def test_a_text_or_numeric_column_given_as_one_string_is_that_column_as_the_command_line_reads_it():
+    # DataConfig(text="body") read the columns 'b', 'o', 'd', 'y' (text="text": "names the column 't' twice")
+    from lancetnic_flow.config import DataConfig
+
+    d = DataConfig(train=["x.csv"], text="text", numeric="value, length")
+    d.validate()
+    assert d.text == ["text"] and d.numeric == ["value", "length"]
+    d.validate()   # as saved: unchanged
+    assert d.text == ["text"] and d.numeric == ["value", "length"]

@@ -63,5 +63,7 @@ def test_a_run_that_shows_nothing_warns_of_the_rows_it_skipped_which_the_command
         warnings.simplefilter("always")
         events.emit("done", run="r", metrics={"rows": {"read": 60, "skipped": {"missing_label": 30, "empty_text": 5}}})
         events.emit("done", run="r", metrics={"rows": {"read": 60, "skipped": {}}})   # none skipped: no warning
+        events.emit("done", run="r", metrics={"rows": {"read": 60, "skipped": {"empty_text": 1}}})
     assert [str(w.message) for w in caught if w.category is RunWarning] == [
-        "35 row(s) skipped (30 missing_label, 5 empty_text; rows.skipped in metrics.json and metrics_)"]
+        "35 rows skipped (30 missing_label, 5 empty_text; rows.skipped in metrics.json and metrics_)",
+        "1 row skipped (1 empty_text; rows.skipped in metrics.json and metrics_)"]

@@ -232,3 +232,11 @@ def test_an_option_given_a_value_is_said_as_each_caller_types_it():
             for value in (True, False) if o.kind == "bool" else (True,):
                 a = parser.parse_args(["train", "x.csv", cli.setting(o.field, value)])   # the parser takes it
                 assert getattr(a, o.dest) is value
+
+
+def test_a_workflows_empty_list_of_numeric_columns_is_none_and_a_list_names_its_columns():
+    # numeric: [] joined to "" read as the empty value the command line's --numeric "" is, refused
+    from lancetnic_flow.options import BY_DEST, typed_value
+
+    assert typed_value(BY_DEST["numeric"], []) == []
+    assert typed_value(BY_DEST["numeric"], ["a", "b"]) == "a,b"

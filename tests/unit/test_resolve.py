@@ -666,11 +666,11 @@ def test_an_option_given_where_it_does_nothing_is_refused_not_recorded_as_set(mo
 
 
 @pytest.mark.parametrize("label,target,task,numeric,match", [
-    ("label", None, None, ["label"], "it is the run's label column"),
-    ("cat", "y", "multitask", ["n", "y"], "it is the run's target column"),
+    ("label", None, None, ["label"], "it is also the run's label column"),
+    ("cat", "y", "multitask", ["n", "y"], "it is also the run's target column"),
     ("cat", None, None, ["n", "n"], "names the column 'n' twice"),
     ("cat", None, None, ["target"], "its own target column"),   # trained as the target, its input left out
-    ("cat", None, None, ["text"], "its own text column"),
+    ("cat", None, None, ["text"], "also the run's text column"),   # the default text column
     (None, "y", "regress", ["label"], "its own label column"),
     ("cat", None, None, ["status"], "its own prediction status column"),   # the run could not predict
 ])
@@ -687,18 +687,55 @@ def test_a_numeric_column_named_twice_or_as_a_column_the_rows_read_hold_is_refus
     assert resolve(ok).data.numeric == ["n", "text_value"]
 
 
-@pytest.mark.parametrize("text,label,target,field", [
-    (["text"], "text", None, "data.label"),
-    (["title", "body"], "body", None, "data.label"),
-    (["text"], None, "text", "data.target"),
+@pytest.mark.parametrize("text,label,target,task,numeric,field,match", [
+    (["value"], "cat", None, None, ["value"], "data.numeric", "numeric value: it is also the run's text column: "
+     "one column is read either as words or as a number"),
+    (["body", "title"], "cat", None, None, ["n", "title"], "data.numeric", "numeric title: it is also"),
+    (["body", "body"], "cat", None, None, [], "data.text", "text names the column 'body' twice"),
+    (["cat"], "cat", None, None, [], "data.label", "label cat: it is also the run's text column: the model "
+     "would read each row's label"),
+    (["y"], None, "y", "regress", [], "data.target", "target y: it is also the run's text column"),
+    (["body"], "y", "y", "multitask", [], "data.target", "target y: it is also the run's label column"),
 ])
-def test_a_label_or_target_that_is_a_text_column_is_refused_naming_both(text, label, target, field):
-    """`train data.csv --label text` trained every text as a class of its own: as many classes
-    as rows, no validation row of a known label, exit 0."""
-    cfg = TrainConfig(data=DataConfig(train=["x.csv"], text=text, label=label, target=target))
-    with pytest.raises(UserError, match="is also the text column") as e:
+def test_a_column_read_in_two_roles_or_twice_as_text_is_refused_naming_it_and_both_roles(
+        text, label, target, task, numeric, field, match):
+    # each trained: text also read as a number, a label or target read in the input, one column learned twice
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], text=text, label=label, target=target, numeric=numeric),
+                      model=ModelConfig(name={"multitask": "ScalpelMTSK", "regress": "ScalpelReg"}.get(task, "auto")),
+                      training=TrainingConfig(task=task))
+    with pytest.raises(UserError, match=match) as e:
         resolve(cfg)
-    assert e.value.field == field and f"--{field.split('.')[1]} {label or target} is also the --text column" \
-        in e.value.cli[0]
-    ok = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, text=["other"]))
-    assert resolve(ok).data.text == ["other"]
+    assert e.value.field == field
+    assert e.value.cli[0].startswith(f"--{field[5:]} ")   # the command line names its flag
+
+
+def test_the_default_label_column_read_as_text_is_refused_but_a_regression_reads_it_freely():
+    with pytest.raises(UserError, match="label label: it is also the run's text column"):
+        resolve(TrainConfig(data=DataConfig(train=["x.csv"], text=["label"])))
+    cfg = resolve(TrainConfig(data=DataConfig(train=["x.csv"], text=["label"], target="y"),
+                              model=ModelConfig(name="ScalpelReg"), training=TrainingConfig(task="regress")))
+    assert cfg.data.text == ["label"] and cfg.data.label is None
+
+
+@pytest.mark.parametrize("model, field, value, match", [
+    ("LancetMC", "idf", True, "idf and sublinear tf weigh the terms of a bag"),
+    ("LancetMC", "sublinear_tf", True, "idf and sublinear tf weigh the terms of a bag"),
+    ("LancetMC", "buckets", 524288, "buckets sets the columns of hashed features"),
+    ("LinearSVM", "max_len", 256, "max.len cuts the token ids a sequence model reads"),
+])
+def test_a_feature_option_of_another_mode_typed_at_its_default_is_refused_as_doing_nothing(model, field, value,
+                                                                                           match):
+    # --model LancetMC --idf (or --buckets 524288, --max-len 256 with a bag) trained as if it was not given
+    cfg = features(model, **{field: value})
+    with pytest.raises(UserError, match=match):
+        resolve(dataclasses.replace(cfg, given=frozenset({f"features.{field}"})))
+    resolve(cfg)   # the same value left untyped: the default, no choice
+
+
+def test_a_val_fraction_typed_at_its_default_beside_a_val_file_is_refused_as_any_other_value_is():
+    # --val v.csv --val-fraction 0.1 held nothing out and trained every row without a word
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], val=["v.csv"]))
+    with pytest.raises(UserError, match=r"val_fraction 0.1 holds rows of the training data out by hash") as e:
+        resolve(dataclasses.replace(cfg, given=frozenset({"data.val_fraction"})))
+    assert e.value.field == "data.val_fraction"
+    resolve(cfg)   # left untyped: the default, no choice

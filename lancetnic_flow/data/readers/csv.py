@@ -26,6 +26,7 @@ from ..sources import Chunk, Columns
 from .row_ends import WHOLE, records, with_lf_row_ends
 from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
+from ...plurals import counted
 
 _HEADER_BYTES = 2**20
 # What an undecodable byte becomes while a block is parsed (a noncharacter,
@@ -383,7 +384,7 @@ def sniff_header(head: Head, fmt: Format) -> str | None:
     # Without the run's names, prose with a comma a line would pass the count: only words without spaces name columns.
     body = rows[1:]
     if len(body) >= SNIFF_ROWS and all(map(_WORD.fullmatch, names)) and all(len(r) == len(names) for r in body):
-        return f"first line names {len(names)} columns ({', '.join(names)}) and the rows after it have as many, " \
+        return f"first line names {counted(len(names), 'column')} ({', '.join(names)}) and the rows after it have as many, " \
                f"split by {split}"
     return None
 

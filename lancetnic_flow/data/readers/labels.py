@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import UserError
+from ...plurals import counted, verb
 
 # A JSON array: "[", then an empty list or the start of a JSON value. "[deleted]"
 # or "[draft]" are plain label names, not lists.
@@ -49,7 +50,7 @@ class LabelListError(UserError):
 
 def several_labels(what: str, example: str, rows: int) -> LabelListError:
     """The error of a single-label task given rows that hold several labels."""
-    return LabelListError(f"{rows:,} row(s) hold {what} (e.g. {example[:80]!r}), but a single-label task "
+    return LabelListError(f"{counted(rows, 'row')} {verb(rows, 'holds', 'hold')} {what} (e.g. {example[:80]!r}), but a single-label task "
                           "keeps one label per row: rerun with --task multilabel", MULTILABEL_HINT)
 
 

@@ -21,6 +21,7 @@ from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
 from ..usable import usable as holds_terms
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
+from ...plurals import counted
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -77,11 +78,33 @@ def strip_bom(data: bytes) -> bytes:
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+# A duration's unit per second: a duration column reads in seconds whatever unit the file stores it in
+# (pandas' timedelta64 writes nanoseconds, Arrow's default is microseconds).
+PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+
+
+def number_column(arr, name: str, flag: str) -> pa.ChunkedArray | pa.Array:
+    """The ``flag`` (``--numeric``, ``--target``) column ``name`` as float64
+    (:func:`to_float`): a duration in seconds; a column of dates, times or
+    timestamps, whose number is in no unit the run could state (days since
+    1970? nanoseconds?), is a :class:`UserError` naming it."""
+    t = arr.type
+    if pa.types.is_temporal(t) and not pa.types.is_duration(t):
+        kind = "dates" if pa.types.is_date(t) else "times of day" if pa.types.is_time(t) else \
+            "intervals" if pa.types.is_interval(t) else "timestamps"
+        raise UserError(f"{flag} {name}: a column of {kind} ({t}) holds no number in a unit the model could "
+                        "be told", f"write the number you mean into a column of numbers (seconds or days since an "
+                        f"event, a year), or leave {name} out of {flag}")
+    return to_float(arr)
+
+
 def to_float(arr) -> pa.ChunkedArray | pa.Array:
     """Any column -> float64; values that are not numbers (or lie past
-    ±:data:`FLOAT32_MAX`) become null."""
+    ±:data:`FLOAT32_MAX`) become null; a duration in seconds."""
     t = arr.type
-    if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t) \
+    if pa.types.is_duration(t):
+        out = pc.divide(pc.cast(pc.cast(arr, pa.int64()), pa.float64()), PER_SECOND[t.unit])
+    elif pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t) \
             or pa.types.is_decimal(t) or pa.types.is_null(t):
         # unchecked: a checked cast refuses an integer past 2^53 (float64's exact range) where the
         # same number written as text reads as its nearest float64
@@ -269,7 +292,7 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
         label, ok = label_column(columns, get(columns.label))
         reasons.append(("missing_label", ok))
     if columns.target:
-        target = to_float(get(columns.target))
+        target = number_column(get(columns.target), columns.target, "--target")
         reasons.append(("missing_target", pc.is_valid(target)))
     mask = None
     dropped = 0
@@ -299,7 +322,7 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
     unreadable = 0
     for c in columns.numeric:
         raw = get(c)
-        value = to_float(raw)
+        value = number_column(raw, c, "--numeric")
         arrays.append(kept(value))
         names.append(c)
         unreadable += _unreadable_numbers(kept(raw), kept(value))
@@ -332,7 +355,8 @@ def _unreadable_numbers(raw, value) -> int:
     """Values of a ``--numeric`` column given but not read as a number (``0,5``,
     ``n/a``, ``inf``): the row stays, the value counts as the training mean,
     and the run says how many (``rows.noted.unreadable_numeric``)."""
-    if pa.types.is_floating(raw.type) or pa.types.is_integer(raw.type) or pa.types.is_null(raw.type):
+    if pa.types.is_floating(raw.type) or pa.types.is_integer(raw.type) or pa.types.is_null(raw.type) \
+            or pa.types.is_duration(raw.type):
         return int(pc.sum(pc.and_(pc.is_valid(raw), pc.is_null(value))).as_py() or 0)   # nan, inf
     typed = pa.types.is_boolean(raw.type) or pa.types.is_decimal(raw.type) or pa.types.is_nested(raw.type)
     given = pc.is_valid(raw) if typed else \
@@ -373,12 +397,12 @@ def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[
         arrays.append(to_string(get(columns.label)))
         names.append("label")
     if columns.target:
-        arrays.append(to_float(get(columns.target)))
+        arrays.append(number_column(get(columns.target), columns.target, "--target"))
         names.append("target")
     ok, unreadable = None, 0
     for c in columns.numeric:
         raw = get(c)
-        value = to_float(raw)
+        value = number_column(raw, c, "--numeric")
         arrays.append(value)
         names.append(c)
         ok = pc.equal(final, "ok") if ok is None else ok   # rows that are predicted or scored
@@ -572,7 +596,7 @@ def check_decodable(chunk: Chunk, data: bytes, url: str, encoding: str | None) -
     rows = max(chunk.rows_read, 1)
     if bad <= UNDECODABLE_ROWS or bad <= UNDECODABLE_SHARE * rows:
         return
-    share = f"{bad:,} of {chunk.rows_read:,} rows read ({100 * bad / rows:.1f} %)"
+    share = f"{bad:,} of {counted(chunk.rows_read, 'row')} read ({100 * bad / rows:.1f} %)"
     if encoding is not None:
         raise UserError(f"{url}: {share} are not valid {encoding} text",
                         "pass the file's own encoding (--encoding NAME), or convert it to UTF-8")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from ...plurals import counted
 
 # Up to this many ranks, one sync at each epoch's end is enough (measured).
 EPOCH_SYNC_RANKS = 4
@@ -36,7 +37,7 @@ class Cadence:
         if self.per_epoch <= 1:
             return f"the {ranks} ranks average their weights at each epoch's end"
         how = "--sync-every" if self.chosen_by == "--sync-every" else f"{ranks} ranks"
-        return (f"the {ranks} ranks average their weights every {self.every} steps, {self.per_epoch} times an epoch "
+        return (f"the {ranks} ranks average their weights every {counted(self.every, 'step')}, {self.per_epoch} times an epoch "
                 f"({how}; each sync sends about twice the weights a rank holds)")
 
 

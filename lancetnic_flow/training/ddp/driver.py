@@ -31,6 +31,7 @@ from .cadence import Cadence, cadence
 from .comm import worker_host
 from .rank import EVENT_TOPIC, RankJob, run_rank
 from .shares import steps_in
+from ...plurals import counted
 
 MAX_RESTARTS = 3   # segments restarted after a rank's worker left, per run
 ON_DISK = "on disk"   # RankDriver.handover: the next start is the checkpoint on_pause wrote, read back if needed
@@ -55,8 +56,9 @@ def choose_device(client: Any, chosen: list[str], want: str) -> tuple[str, list[
         return "cuda", local
     if want == "cuda":
         worker = short[0]
-        raise UserError(f"--device cuda with --ddp {len(chosen)}: worker {worker} sees {gpus.get(worker, 0)} CUDA "
-                        f"device(s) for the {hosts.count(hosts[chosen.index(worker)])} rank(s) on its machine",
+        raise UserError(f"--device cuda with --ddp {len(chosen)}: worker {worker} sees "
+                        f"{counted(gpus.get(worker, 0), 'CUDA device')} for the "
+                        f"{counted(hosts.count(hosts[chosen.index(worker)]), 'rank')} on its machine",
                         "every rank needs a GPU of its own: start one worker per GPU, lower --ddp, "
                         "or use --device cpu")
     return "cpu", local
@@ -202,7 +204,7 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
         return holds[:world]
     w = next(w for w in limit if w not in holds)
     torch_words = "torch and its CUDA context" if cuda else "torch"
-    room = f"; {len(holds)} of the {len(limit)} workers can hold one, --ddp {world} needs {world}" if holds else ""
+    room = f"; {len(holds)} of the {counted(len(limit), 'worker')} can hold one, --ddp {world} needs {world}" if holds else ""
     raise UserError(f"--ddp: a rank needs about {format_size(rank_bytes)} (a worker process with "
                     f"{torch_words}, the model, its optimiser moments and the shuffle buffer); worker {w} has a "
                     f"{format_size(limit[w])} memory limit{room}",
@@ -223,7 +225,7 @@ def _more_workers(world: int, resuming: bool) -> str:
     checkpoint holds that many ranks' state), so it is offered to new runs only."""
     if resuming:
         return (f"resume with --workers {world} (local), start more `dask worker` processes, or give --scheduler "
-                f"ADDRESS of a cluster with {world} workers (the run keeps its --ddp {world})")
+                f"ADDRESS of a cluster with {counted(world, 'worker')} (the run keeps its --ddp {world})")
     return f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp"
 
 
@@ -447,7 +449,7 @@ class RankDriver:
         except TimeoutError:
             have = len(workers_info(self.client))
             raise RankWorkersGone(f"worker {lost} left during {what} and the cluster has {have} of the "
-                                  f"{self.job.world} workers it needs after {WORKERS_BACK_S:.0f} s") from None
+                                  f"{counted(self.job.world, 'worker')} it needs after {WORKERS_BACK_S:.0f} s") from None
         self.place()
 
     def _retire_stop_event(self) -> None:

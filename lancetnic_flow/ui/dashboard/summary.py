@@ -15,6 +15,7 @@ from ...scores import SCORES
 from ..tune_lines import TUNE_MILESTONES
 from .state import DashboardState
 from .widgets import count, duration, features_text, short_size, val_parts
+from ...plurals import counted
 
 
 def rank_text(r: dict) -> str:
@@ -125,7 +126,7 @@ def render_summary(done: dict, width: int = 80) -> Group:
     for key, secs in stage_s.items():
         times.add_row(names.get(key, key), f"{secs:.1f}s", "")
     if m.get("seconds") is not None:
-        epochs = f"{len(m.get('epochs') or [])} epoch(s)"
+        epochs = counted(len(m.get('epochs') or []), 'epoch')
         if m.get("resumed"):   # the times are this command's: the run's first part ran before its checkpoint
             epochs += f", this command's from epoch {m['resumed']['epoch']} (resumed)"
         times.add_row("total", f"{m['seconds']:.1f}s", epochs)
@@ -140,7 +141,7 @@ def render_summary(done: dict, width: int = 80) -> Group:
     # an existing cluster's workers may differ: the smallest limit times the workers is not theirs
     wlimit = plan.get("workers_total") or same
     of = (f"{plan.get('workers')} × {short_size(plan.get('worker_limit'))}" if wlimit == same else
-          f"{short_size(wlimit)} ({plan.get('workers')} workers)")
+          f"{short_size(wlimit)} ({counted(plan.get('workers') or 0, 'worker')})")
     if not plan.get("in_process"):   # featurised in the trainer's process: no workers to show
         mem.add_row("workers", short_size(wp), f"{wp / wlimit:.0%} of {of}" if wlimit and wp is not None else "")
     if mm.get("budget_bytes"):
@@ -180,7 +181,7 @@ def epoch_line(e: dict) -> str:
 
 
 def resumed_line(e: dict) -> str:
-    skip = f", replaying its first {e['batches']:,} batches without training on them" if e.get("batches") else ""
+    skip = f", replaying its first {counted(e['batches'], 'batch')} without training on them" if e.get("batches") else ""
     return f"resuming {e['run']} at epoch {e['epoch']}{skip}"
 
 

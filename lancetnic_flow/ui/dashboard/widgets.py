@@ -14,6 +14,7 @@ from ...dataflow.plan import THRESHOLDS
 from ...scores import SCORES
 from ...sizes import format_size
 from .state import DashboardState
+from ...plurals import counted
 
 STAGES = ("planning", "fitting", "training", "evaluating", "saving")
 SPARK = "▁▂▃▄▅▆▇█"
@@ -253,8 +254,8 @@ def val_text(e: dict | None) -> Text:
 
 def features_text(f: dict) -> str:
     """``19,951 inputs · 4 classes · 54,027 training rows``; a run with no classes (regression) names none."""
-    classes = f" · {f['labels']:,} classes" if f.get("labels") else ""
-    return f"{f.get('vocabulary', 0):,} inputs{classes} · {f.get('docs', 0):,} training rows"
+    classes = f" · {counted(f['labels'], 'class')}" if f.get("labels") else ""
+    return f"{f.get('vocabulary', 0):,} inputs{classes} · {counted(f.get('docs', 0), 'training row')}"
 
 
 def model_lines(s: DashboardState, width: int) -> list[Text]:
@@ -338,7 +339,7 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
         elif plan.get("external"):
             total, same = plan.get("workers_total") or 0, plan["workers"] * plan["worker_limit"]
             each = (f"{plan['workers']} × {short_size(plan['worker_limit'])}" if not total or total == same else
-                    f"{plan['workers']} workers, {short_size(total)} in all")
+                    f"{counted(plan['workers'], 'worker')}, {short_size(total)} in all")
             foot.append(f"trainer {short_size(plan['trainer'])} · existing cluster {each}")
         else:
             foot.append(f"{short_size(plan['budget'])} = OS {short_size(plan['reserve'])} + trainer {short_size(plan['trainer'])} + "

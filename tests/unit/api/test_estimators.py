@@ -59,6 +59,21 @@ def test_an_answer_that_is_not_one_per_row_is_refused_before_training(cls, y, mo
     assert "list of labels per row" in e.value.hint or "column" in e.value.hint
 
 
+@pytest.mark.parametrize("cls", [TextClassifier, TextRegressor])
+@pytest.mark.parametrize("files", [False, True], ids=["frame", "file"])
+def test_answers_named_as_the_text_column_are_refused_before_training(cls, files, tmp_path, monkeypatch):
+    # fit(df, y="body") with text_column="body" trained the answers as their own input
+    monkeypatch.setattr(cls, "_fit_config", lambda *a: pytest.fail("trained"))
+    df = pd.DataFrame({"body": ["1.5", "2.5"] * 3, "other": ["a b"] * 6})
+    X = df
+    if files:
+        X = str(tmp_path / "x.csv")
+        df.to_csv(X, index=False)
+    with pytest.raises(UserError, match="y='body' is the text column X is read from") as e:
+        cls(text_column="body").fit(X, "body")
+    assert "two columns" in e.value.hint
+
+
 def test_a_refused_fit_leaves_the_fitted_labels_values_as_they_were():
     # after a refit was refused, a bool-label classifier read its labels as the strings "False"/"True": all True
     from lancetnic_flow.api.labels import LabelNames

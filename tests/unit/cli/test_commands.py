@@ -186,10 +186,10 @@ def test_predict_and_evaluate_say_the_planners_warnings_as_train_does(capsys):
     from lancetnic_flow.ui.report import ConsoleReport
 
     report = ConsoleReport(live=False)
-    commands.say_decided(report, SimpleNamespace(warnings=["Skipped 1 file(s) that are not data by their "
+    commands.say_decided(report, SimpleNamespace(warnings=["Skipped 1 file that is not data by its "
                                                            "extension: README."], sniffed=[]))
     report.close()
-    assert "warning: Skipped 1 file(s) that are not data by their extension: README." in capsys.readouterr().err
+    assert "warning: Skipped 1 file that is not data by its extension: README." in capsys.readouterr().err
 
 
 def test_explain_of_a_multitask_run_says_its_value_and_the_values_terms_after_the_labels():
@@ -210,3 +210,15 @@ def test_an_explained_label_a_multilabel_run_does_not_predict_is_said_to_be_not_
     assert "not predicted" not in commands.explained_lines("a text", {**doc, "labels": ["tech", "sports"]})
     assert commands.explained_lines("a text", {**doc, "labels": []}).splitlines()[0].endswith(
         "; not predicted (the row's labels: none)")
+
+
+def test_the_result_lines_say_a_count_of_one_in_the_singular():
+    # predict --input of one row said "wrote 1 rows", a noted value "1 --numeric value(s) that are not numbers"
+    line = commands.predicted_line({"rows_written": 1, "output": "p.csv", "predicted": 1, "not_predicted": {}})
+    assert line == "wrote 1 row to p.csv: 1 predicted"
+    assert commands.predicted_line({"rows_written": 3, "output": "p.csv", "predicted": 3,
+                                    "not_predicted": {}}).startswith("wrote 3 rows to")
+    one = commands.noted_note({"unreadable_numeric": 1, "label_as_run": 1, "longer_than_max_len": 1})
+    assert "; 1 --numeric value that is not a number (a decimal comma" in one
+    assert "; 1 label read as the run's spelling" in one and "; 1 row held more tokens" in one
+    assert "; 2 --numeric values that are not numbers" in commands.noted_note({"unreadable_numeric": 2})

@@ -216,8 +216,27 @@ def test_a_ddp_rank_whose_share_holds_no_row_is_named_in_a_warning():
     from lancetnic_flow.data.checks import idle_ranks_warning
 
     said = idle_ranks_warning([537, 0], 1)
-    assert said.startswith("--ddp 2: the training rows are in 1 partition(s), so rank 1 has none to train on")
+    assert said.startswith("--ddp 2: the training rows are in 1 partition, so rank 1 has none to train on")
     assert "lower --ddp" in said and "--blocksize" in said
     assert "ranks 2, 3 have none" in idle_ranks_warning([5, 4, 0, 0], 2)
     assert idle_ranks_warning([270, 267], 2) is None
     assert idle_ranks_warning([537], 1) is None   # one trainer task
+
+
+def test_a_label_separator_for_fasttext_files_alone_is_refused_as_splitting_nothing(tmp_path):
+    # --task multilabel --label-sep "|" on fastText lines trained as without it: every tag is a label
+    from lancetnic_flow.config import DataConfig, TrainConfig, TrainingConfig
+    from lancetnic_flow.data.checks import plan_training_sources
+
+    (tmp_path / "t.ft").write_text("__label__a __label__b good words\n__label__b more words\n")
+    (tmp_path / "t.csv").write_text('text,label\ngood words,a|b\nmore words,b\n')
+
+    def cfg(*files):
+        return TrainConfig(data=DataConfig(train=[str(tmp_path / f) for f in files], label_sep="|"),
+                           training=TrainingConfig(task="multilabel"))
+
+    with pytest.raises(UserError, match=r"label_sep '\|' splits a label string, and fastText lines") as e:
+        plan_training_sources(cfg("t.ft"), 1 << 20)
+    assert e.value.cli[0].startswith("--label-sep '|'")
+    plan_training_sources(cfg("t.csv"), 1 << 20)   # a CSV's label strings are split
+    plan_training_sources(cfg("t.ft", "t.csv"), 1 << 20)

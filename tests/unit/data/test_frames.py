@@ -141,6 +141,22 @@ def test_a_frame_without_a_numeric_column_of_the_run_is_refused_as_a_file_is_and
         assert "n" not in input_rows(texts, numeric=["n"]).table.column_names
 
 
+def test_a_text_column_that_is_a_numeric_column_of_the_run_is_refused():
+    # predict_table(df, text_column="n") read one column as the text and as the run's numeric input
+    df = pd.DataFrame({"text": ["good words here", "more words"], "n": [0.5, 1.0]})
+    with pytest.raises(UserError, match="'n' is both the text column .* and a numeric column of the run"):
+        input_rows(df, text=("n",), numeric=["n"])
+    assert input_rows(df, text=("text",), numeric=["n"]).table.column_names[:2] == ["text", "n"]
+
+
+def test_a_column_kept_twice_is_refused():
+    # predict --keep id,id stopped with an internal error; predict_table(keep=["id", "id"]) wrote it twice
+    df = pd.DataFrame({"text": ["good words here", "more words"], "id": [1, 2]})
+    with pytest.raises(UserError, match="keep= names the column 'id' twice"):
+        input_rows(df, keep=["id", "id"])
+    assert "keep:id" in input_rows(df, keep=["id", "text"]).table.column_names
+
+
 def test_a_frames_column_mixing_numbers_and_words_is_read_as_the_same_values_in_a_csv_are():
     # Arrow refuses an object column of two kinds: predict_table and fit stopped with ArrowInvalid
     mixed = pd.DataFrame({"text": ["good words here", 15, "more words", "the last words"],

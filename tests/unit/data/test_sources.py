@@ -948,3 +948,15 @@ def test_a_missing_path_is_told_the_folders_entries_but_its_hidden_ones(tmp_path
     with pytest.raises(UserError) as e:
         plan_source([str(tmp_path / ".cach")])
     assert "did you mean '.cache'?" in e.value.hint
+
+
+def test_columns_read_in_two_roles_are_refused_naming_both_roles_as_the_reader_spells_them():
+    say = {"text": "--text", "label": "the run's --label", "target": "--target", "numeric": "the run's --numeric"}
+    with pytest.raises(UserError, match="the column 'label' is both --text and the run's --label: the model "
+                                        "would read each row's label"):
+        Columns(text=("label",), label="label").refuse_named_twice(say)
+    with pytest.raises(UserError, match="'n' is both --text and the run's --numeric: .* words or as a number"):
+        Columns(text=("body", "n"), numeric=("n",)).refuse_named_twice(say)
+    with pytest.raises(UserError, match="'body' is --text twice"):
+        Columns(text=("body", "body")).refuse_named_twice(say)
+    Columns(text=("body",), label="label", numeric=("n",), keep=("body", "n")).refuse_named_twice(say)   # kept: fine

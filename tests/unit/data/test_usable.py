@@ -52,9 +52,59 @@ def test_auto_reads_the_widest_rule_until_it_is_decided_then_the_decided_analyze
     assert text_rule(words) == "word"
 
 
-def test_a_custom_tokenizer_is_handed_every_text_that_is_not_blank():
-    rule = text_rule(_features("word", tokenizer="my.mod:seg"))
-    assert usable(pa.array(["好", "!", " ", ""], pa.string()), rule).to_pylist() == [True, True, False, False]
+def split_spaces(text):
+    return text.split(" ")
+
+
+def first_letters(texts):
+    """A batch tokenizer: each text's words of two letters or more."""
+    return pa.array([[w for w in t.split() if len(w) > 1] for t in texts.to_pylist()], pa.list_(pa.string()))
+
+
+@pytest.mark.parametrize("batch", [False, True])
+@pytest.mark.parametrize("stop, lo, hi", [(None, 1, 1), (["the", "and", "of"], 1, 2), (None, 2, 3),
+                                          (["the"], 2, 2)])
+@pytest.mark.parametrize("mode", ["hashing", "ids"])
+def test_with_a_tokenizer_of_ones_own_a_text_is_usable_iff_the_runs_features_hold_a_term_for_it(
+        batch, stop, lo, hi, mode):
+    # a text of stop words alone (or one token under --ngram-range 2,3) stayed ok, predicted from the bias,
+    # where the built-in tokenizer's rule calls it empty_text
+    from lancetnic_flow.features.vectorize import FittedFeatures
+    from lancetnic_flow.tokenizers import register_tokenizer
+
+    if mode == "ids" and lo > 1:
+        return
+    spec = register_tokenizer("unit-usable-batch" if batch else "unit-usable", first_letters if batch else split_spaces,
+                              batch=batch)
+    texts = TRICKY + ["the the and of", "The OF", "the cat", "cat", "cat dog", "  the  ", "x y", "ＴＨＥ"]
+    f = FittedFeatures(mode=mode, ngram_min=lo, ngrams=hi, buckets=1 << 20, stop_words=stop, tokenizer=spec,
+                       vocabulary=pa.array([], pa.string()) if mode == "ids" else None, max_len=64)
+    block = f.transform(pa.table({"text": pa.array(texts, pa.string())}), [])
+    terms = [int(block.offsets[i + 1] - block.offsets[i]) for i in range(len(texts))]
+    got = usable(pa.array(texts, pa.string()), text_rule(f)).to_pylist()
+    assert [t for t, g, n in zip(texts, got, terms) if g != (n > 0 and bool(t.strip()))] == []
+    if stop and "and" in stop:   # stop words alone
+        assert got[texts.index("the the and of")] is False
+
+
+def test_a_tokenizer_rule_pickles_with_the_function_a_script_registered():
+    # a worker that never imported the script reads rows by the rule: the function travels with it
+    import pickle
+
+    from lancetnic_flow import tokenizers
+
+    spec = tokenizers.register_tokenizer("unit-carried", split_spaces)
+    rule = text_rule(_features("word", tokenizer=spec))
+    entry = tokenizers._TOKENIZERS.pop("unit-carried")
+    try:
+        tokenizers._TOKENIZERS["unit-carried"] = entry
+        blob = pickle.dumps(rule)
+        del tokenizers._TOKENIZERS["unit-carried"]
+        back = pickle.loads(blob)
+        assert back == rule and "unit-carried" in tokenizers._TOKENIZERS
+        assert usable(pa.array(["a b", " "], pa.string()), back).to_pylist() == [True, False]
+    finally:
+        tokenizers._TOKENIZERS["unit-carried"] = entry
 
 
 def test_normalisation_is_applied_before_the_rule_as_the_features_apply_it():

@@ -294,3 +294,20 @@ def test_entries_with_numeric_or_target_columns_read_before_true_and_false_were_
                                                                             revisions=False)
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
                                                                          revisions=False)
+
+
+def test_entries_of_typed_files_with_numeric_or_target_columns_read_before_durations_were_seconds_are_not_reused():
+    # a Parquet duration column was read in its stored unit (microseconds, nanoseconds): not reused
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    typed = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    text = SourcePlan(files=[FileInfo("file:///d/a.csv", 10, "v1", "csv", None)], partitions=[])
+    fc = FeatureConfig().__dict__
+    for columns in (dataclasses.replace(COLUMNS, numeric=("n",)), dataclasses.replace(COLUMNS, target="y")):
+        assert entry_key(typed, None, fc, columns, VAL_FRACTION) != entry_key(typed, None, fc, columns,
+                                                                             VAL_FRACTION, numbers=1)
+        # a CSV holds no duration: its entries read as before and are kept
+        assert entry_key(text, None, fc, columns, VAL_FRACTION) == entry_key(text, None, fc, columns,
+                                                                            VAL_FRACTION, numbers=1)
+    assert entry_key(typed, None, fc, COLUMNS, VAL_FRACTION) == entry_key(typed, None, fc, COLUMNS, VAL_FRACTION,
+                                                                          numbers=1)

@@ -156,7 +156,7 @@ def test_ddp_ranks_get_a_worker_each_when_workers_are_not_given_or_a_refusal_nam
     with pytest.raises(UserError) as refused:
         plan_memory(2 * GiB, ranks=4)
     said = str(refused.value)
-    assert "4 worker(s) (one per --ddp rank)" in said and "--workers" not in said
+    assert "4 workers (one per --ddp rank)" in said and "--workers" not in said
     budget = re.search(r"--memory-budget (\S+)", said).group(1)
     fewer = int(re.search(r"--ddp (\d+)", said).group(1))
     assert plan_memory(parse_size(budget), ranks=4).workers == 4

@@ -12,7 +12,7 @@ import pytest
 
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.tokenize import (Terms, add_bigrams, add_ngrams, drop_stop_words, prepare,
-                                              run_tokenizer, terms_of, text_buffers, tokenize)
+                                              terms_of, text_buffers, tokenize)
 
 TEXTS = ["New York City is big", "", None, "Ünïcode wörds, and 42 numbers!", "a b c", "日本語 テキスト"]
 
@@ -109,10 +109,10 @@ def split_dashes(text: str) -> list[str]:
 
 
 def test_a_registered_tokenizers_lists_become_offsets_and_tokens_without_empty_ones():
-    from lancetnic_flow.tokenizers import register_tokenizer
+    from lancetnic_flow.tokenizers import register_tokenizer, tokens_of
 
     spec = register_tokenizer("unit-dashes", split_dashes)
-    offsets, tokens = run_tokenizer(spec, pa.array(["a-b--c", "", "solo"]))
+    offsets, tokens = tokens_of(spec, pa.array(["a-b--c", "", "solo"]))
     assert offsets.tolist() == [0, 3, 3, 4]
     assert tokens.to_pylist() == ["a", "b", "c", "solo"]
     rows = by_row(terms_of(pa.array(["New-York"]), 2, tokenizer=spec))

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -244,6 +246,44 @@ def test_ddp_ranks_set_the_workers_of_a_cluster_the_run_starts_not_of_an_existin
     assert ranks(SimpleNamespace(external=True, tc=SimpleNamespace(ddp=3))) == 0   # ranks go on the workers it has
     assert ranks(SimpleNamespace(external=False, tc=SimpleNamespace(ddp=1))) == 0
     assert ranks(SimpleNamespace(external=False, tc=SimpleNamespace(ddp=None))) == 0
+
+
+def test_a_checkpoint_of_an_entry_that_read_durations_in_their_stored_unit_is_refused_saying_so():
+    from types import SimpleNamespace
+
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow.manifest import entry_key
+    from lancetnic_flow.features.split import fraction_of
+    from lancetnic_flow.training.orchestrator import Training
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    columns = Columns(text=("text",), label="label", numeric=("took",))
+    run = SimpleNamespace(train_src=plan, val_src=None, columns=columns, val_fraction=0.1, resume="runs/r",
+                          _key_options=lambda: {"features": {}})
+    saved = entry_key(plan, None, run._key_options(), columns, fraction_of(0.1), numbers=1)
+    with pytest.raises(UserError, match="read a Parquet or Arrow duration column .* where it now reads seconds"):
+        Training._refuse_other_key(run, saved)
+
+
+def test_a_checkpoint_of_a_tokenizer_run_that_trained_texts_it_read_no_token_from_is_refused_saying_so():
+    from types import SimpleNamespace
+
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.data.usable import text_rule
+    from lancetnic_flow.dataflow.manifest import entry_key
+    from lancetnic_flow.features.split import fraction_of
+    from lancetnic_flow.training.orchestrator import Training
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.csv", 10, "v1", "csv", None)], partitions=[])
+    rule = text_rule(SimpleNamespace(analyzer="word", ngram_min=1, normalize="nfkc", tokenizer="my.mod:seg",
+                                     stop_words="english"))
+    columns = Columns(text=("text",), label="label", text_rule=rule)
+    run = SimpleNamespace(train_src=plan, val_src=None, columns=columns, val_fraction=0.1, resume="runs/r",
+                          _key_options=lambda: {"features": {}})
+    saved = entry_key(plan, None, run._key_options(), dataclasses.replace(columns, text_rule="visible nfkc"),
+                      fraction_of(0.1))
+    with pytest.raises(UserError, match="or from which a --tokenizer of yours read no token"):
+        Training._refuse_other_key(run, saved)
 
 
 @pytest.mark.parametrize("readers, said", [("SPACE_LINES_READ_AS_ROWS", "lines of spaces"),

@@ -111,9 +111,10 @@ def test_a_commands_result_line_is_left_to_its_event_when_the_json_log_is_on_std
     assert out.getvalue().count("wrote 4 rows to p.csv") == 2
 
 
-def test_one_partition_is_said_in_the_singular():
+def test_plain_log_says_one_partition_in_the_singular():
+    # a small input is one partition: it said "fitting features over 1 partitions"
     out = io.StringIO()
-    log = PlainLog(Console(file=out, force_terminal=False, width=200), interval=1.0)
-    log("stage", {"t": 0.0, "stage": "fitting", "total": 1})   # a small file read whole said "1 partitions"
-    log("stage", {"t": 0.1, "stage": "fitting", "total": 3})
+    log = PlainLog(Console(file=out, force_terminal=False, width=300), interval=1.0, state=DashboardState())
+    log("stage", {"stage": "fitting", "total": 1})
+    log("stage", {"stage": "fitting", "total": 3})
     assert out.getvalue().splitlines() == ["fitting features over 1 partition", "fitting features over 3 partitions"]

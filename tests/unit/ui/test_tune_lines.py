@@ -13,7 +13,7 @@ from lancetnic_flow.ui.tune_lines import options_text, trial_line, trials_table,
 def test_the_start_line_names_the_space_the_monitor_the_slots_and_the_time():
     line = tune_start_line({"space": [{"name": "lr"}, {"name": "hidden"}], "monitor": "val_loss", "slots": 2,
                             "left": 125, "trials": 20})
-    assert line == "tuning lr, hidden by val_loss: 2 trial(s) at a time on the workers, 2m05s left, at most 20 trials"
+    assert line == "tuning lr, hidden by val_loss: 2 trials at a time on the workers, 2m05s left, at most 20 trials"
 
 
 def test_a_trial_line_gives_its_options_score_and_the_best_so_far_or_its_failure():

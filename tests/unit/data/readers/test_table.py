@@ -53,6 +53,41 @@ def test_true_and_false_read_as_1_and_0_in_text_as_in_a_boolean_column_whatever_
         [1.0, 0.0, None, 2.5, 1.0, 0.0, None]
 
 
+@pytest.mark.parametrize("unit, per_second", [("s", 1), ("ms", 1e3), ("us", 1e6), ("ns", 1e9)])
+def test_a_duration_column_reads_in_seconds_whatever_unit_the_file_stores(unit, per_second):
+    # a pandas timedelta written to Parquet (duration[ns], or [us]) read as its stored count: 90 s as 9e10
+    arr = pa.array([int(90 * per_second), int(3 * per_second), None], pa.duration(unit))
+    assert to_float(arr).to_pylist() == [90.0, 3.0, None]
+    if per_second > 1:   # a fraction of a second stays
+        assert to_float(pa.array([int(per_second) // 2], pa.duration(unit))).to_pylist() == [0.5]
+    assert _unreadable_numbers(arr, to_float(arr)) == 0
+
+
+def test_a_decimal_column_reads_as_its_value():
+    from decimal import Decimal
+
+    assert to_float(pa.array([Decimal("1.25"), Decimal("-3.50"), None])).to_pylist() == [1.25, -3.5, None]
+
+
+@pytest.mark.parametrize("arr, kind", [
+    (pa.array([0, 86_400_000_000], pa.timestamp("us")), "timestamps"),
+    (pa.array([0, 1], pa.timestamp("ns", tz="UTC")), "timestamps"),
+    (pa.array([0, 1], pa.date32()), "dates"),
+    (pa.array([0, 1], pa.time64("us")), "times of day")])
+def test_a_numeric_or_target_column_of_dates_or_times_is_refused_naming_it(arr, kind):
+    # they read as no number in every row: the run stopped blaming decimal commas, predict read the mean
+    from lancetnic_flow.data.readers.table import finish
+
+    words = pa.array(["alpha beta", "gamma delta"])
+    for cols, flag in ((Columns(text=("text",), label="label", numeric=("when",)), "--numeric"),
+                       (Columns(text=("text",), target="when"), "--target"),
+                       (Columns(text=("text",), numeric=("when",), all_rows=True), "--numeric")):
+        given = {"text": words, "label": pa.array(["x", "y"]), "when": arr}
+        with pytest.raises(UserError, match=f"{flag} when: a column of {kind} .* holds no number") as e:
+            finish(cols, given.__getitem__, 2, 2, {})
+        assert "leave when out of" in e.value.hint
+
+
 def test_to_string_reads_numbers_and_dictionaries_as_text_and_refuses_structs():
     assert to_string(pa.array([1, 2])).to_pylist() == ["1", "2"]
     assert to_string(pa.array(["a", "b"]).dictionary_encode()).to_pylist() == ["a", "b"]

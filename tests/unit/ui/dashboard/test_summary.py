@@ -55,10 +55,13 @@ def test_a_resumed_runs_summary_says_its_time_is_this_commands_from_the_epoch_it
                "stage_seconds": {"train": 12.0}, "seconds": 13.0, "epochs": [{}, {}, {}],
                "resumed": {"epoch": 2, "batches": 216}}
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
-    assert "13.0s  3 epoch(s), this command's from epoch 2 (resumed)" in text
+    assert "13.0s  3 epochs, this command's from epoch 2 (resumed)" in text
     del metrics["resumed"]
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
-    assert "13.0s  3 epoch(s)" in text and "resumed" not in text
+    assert "13.0s  3 epochs" in text and "resumed" not in text
+    metrics["epochs"] = [{}]   # said "1 epoch(s)"
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "13.0s  1 epoch " in text
 
 
 def test_the_workers_peak_of_a_cluster_of_different_limits_is_a_share_of_their_total():
