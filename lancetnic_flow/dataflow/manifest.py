@@ -44,6 +44,10 @@ ZSTD_REVISION = 1
 # Numbers' revision, in the key of entries with --numeric or --target columns: 1 reads true/false text
 # there as 1/0, as a boolean column is read, where earlier entries hold no number (the mean, a skip).
 NUMBERS_REVISION = 1
+# Validation labels' revision, in the key of entries with a label column and a --val source: 1 reads a
+# validation label the training labels hold in another spelling of its value (1 for 1.0) as training's,
+# where earlier entries skipped its rows (unknown_label).
+VAL_LABELS_REVISION = 1
 # The CSV and TSV readers' revisions before a one-column file's lines of spaces were blank, no row
 # (formats.py's revision 2): a checkpoint keyed by them is of that reading.
 SPACE_LINES_READ_AS_ROWS = {"csv": 1, "tsv": 1}
@@ -174,8 +178,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
     (:data:`ENCODED_BYTES_REVISION`), a cut-off zstd file was refused
-    (:data:`ZSTD_REVISION`) and true/false read as numbers
-    (:data:`NUMBERS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
+    (:data:`ZSTD_REVISION`), true/false read as numbers
+    (:data:`NUMBERS_REVISION`) and validation labels read in training's spelling
+    (:data:`VAL_LABELS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
     revision its reader had (a key an earlier reader made, to recognise its checkpoint)."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
@@ -200,6 +205,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
         revised.append(("zstd", ZSTD_REVISION))
     if revisions and (columns.numeric or columns.target):
         revised.append(("numbers", NUMBERS_REVISION))
+    if revisions and columns.label and val is not None:
+        revised.append(("val_labels", VAL_LABELS_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
 
 

@@ -140,3 +140,65 @@ def spelled_apart_warning(pairs: list[tuple[str, str]], whose: str, what: str) -
     return (f"{len(pairs):,} label(s) are the same value as another written otherwise: {shown}; {what}. A CSV "
             "keeps a label as written (1.0, True) where a Parquet, Arrow or JSON Lines column of numbers or "
             "booleans names it as Arrow writes the value (1, true): write the labels one way in every file")
+
+
+# Noted: labels read in the run's spelling of their value (per spelling: ``label_as_run:1.0 as 1``).
+LABEL_AS_RUN = "label_as_run"
+
+
+def in_run_spelling(table: pa.Table, labels: list[str], noted: dict) -> pa.Table:
+    """``table`` with each label the run knows only in another spelling of its value
+    (``1.0`` for its ``1``: a Parquet float column against a CSV's text) in the
+    run's; noted, per spelling (``label_as_run:1.0 as 1``) and in all (``label_as_run``)."""
+    if "label" not in table.column_names or not labels or not table.num_rows:
+        return table
+    column, renamed = as_run_labels(table.column("label"), labels)
+    for pair, n in renamed.items():
+        noted[f"{LABEL_AS_RUN}:{pair}"] = noted.get(f"{LABEL_AS_RUN}:{pair}", 0) + n
+        noted[LABEL_AS_RUN] = noted.get(LABEL_AS_RUN, 0) + n
+    return table.set_column(table.column_names.index("label"), "label", column) if renamed else table
+
+
+def in_run_names(names: list[str], labels: list[str]) -> list[str]:
+    """Distinct label ``names`` (a raw shard's own) with each that the run's ``labels``
+    hold only under another spelling of its value written as the run's."""
+    renames = _renames(names, labels)
+    return [renames.get(name, name) for name in names] if renames else list(names)
+
+
+def counted_names(counts: dict[str, int], labels: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Label ``counts`` (name → rows) against the run's ``labels``: how many rows of
+    each rename (``"1.0 as 1": 12``, :func:`in_run_spelling`'s notes) and of each
+    label the run does not know in any spelling."""
+    renames = _renames(list(counts), labels)
+    known = set(labels)
+    read_as = {f"{name} as {renames[name]}": n for name, n in counts.items() if name in renames}
+    unknown = {name: n for name, n in counts.items() if name not in known and name not in renames}
+    return read_as, unknown
+
+
+def noted_read_as(noted: dict[str, int], read_as: dict[str, int]) -> None:
+    """Add ``read_as`` (``"1.0 as 1": 12``) to ``noted``, per spelling and in all."""
+    for pair, n in read_as.items():
+        noted[f"{LABEL_AS_RUN}:{pair}"] = noted.get(f"{LABEL_AS_RUN}:{pair}", 0) + n
+        noted[LABEL_AS_RUN] = noted.get(LABEL_AS_RUN, 0) + n
+
+
+def read_as_of(noted: dict[str, int]) -> dict[str, int]:
+    """Take the per-spelling notes out of ``noted`` (rows' notes, by reason): ``{"1.0 as 1": 12}``;
+    ``noted`` keeps the total (``label_as_run``)."""
+    keys = [k for k in noted if k.startswith(LABEL_AS_RUN + ":")]
+    return {k.split(":", 1)[1]: noted.pop(k) for k in keys}
+
+
+def read_as_warning(read_as: dict[str, int], whose: str) -> str | None:
+    """The warning that labels written otherwise than ``whose`` were read as its
+    spelling of their value (``read_as``: :func:`read_as_of`); None where none were."""
+    if not read_as:
+        return None
+    shown = ", ".join(f"{pair} ({n:,})" for pair, n in list(read_as.items())[:5]) + (", …" if len(read_as) > 5 else "")
+    total = sum(read_as.values())
+    return (f"{total:,} {'label was' if total == 1 else 'labels were'} read as {whose} spelling of the same value: "
+            f"{shown} ({LABEL_AS_RUN} in metrics.json). A CSV keeps a label as written (1.0, True) where a Parquet, "
+            "Arrow or JSON Lines column of numbers or booleans names it as Arrow writes the value (1, true): "
+            "write the labels one way in every file")

@@ -41,7 +41,7 @@ from ..errors import UserError
 from ..options import BY_FIELD, bad
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
-from ..features.label_values import same_values, spelled_apart_warning, spelled_twice
+from ..features.label_values import LABEL_AS_RUN, read_as_of, read_as_warning, spelled_apart_warning, spelled_twice
 from ..features.labelsets import joined_labels
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -574,7 +574,7 @@ class Training:
             features, results, totals = self._fit_pass()
             check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
             self.bucket_names = totals.names
-            self.held_out.take(totals, self._unread(), features.labels, self._partitions())
+            self.held_out.take(totals, self._unread(), self._row_labels(features), self._partitions())
             self.held_out.write_entry(self.entry, self.cache_so)
             write_names(self.entry, totals.names, self.cache_so)
             write_features(self.entry, features, self.cache_so)
@@ -598,10 +598,15 @@ class Training:
         features, results, totals = self._fit_pass()
         check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
         self.bucket_names = totals.names
-        self.held_out.take(totals, self._unread(), features.labels, self._partitions())
+        self.held_out.take(totals, self._unread(), self._row_labels(features), self._partitions())
         self._fitted(features)
         self.feed = FreshFeed(self.client, self._feed_spec(), self.events, trained=totals.results,
                               results=results)
+
+    def _row_labels(self, features: FittedFeatures) -> list[str] | None:
+        """The run's classes where a validation row of another label is skipped; None for
+        label sets, whose row stays (only such a label is left out of its set)."""
+        return None if self.columns.multilabel else features.labels
 
     def _partitions(self) -> list:
         """Every partition with its source's forced split (None: split by hash)."""
@@ -683,12 +688,8 @@ class Training:
                                    self.columns, fc, task=count_partition,
                                    splits=[None] * len(self.train_src.partitions) + ["val"] * len(val),
                                    cache_options=self.cache_so, **shards, **again, **opts)
-        apart = same_values(features.labels, sorted({k for r in stats.results for k in r.val_labels}))
-        warning = spelled_apart_warning(apart, "training's", "their validation rows are skipped (unknown_label)")
-        if warning:
-            self.events.emit("warning", message=warning)
-        for r in stats.results:
-            r.drop_unknown(features.labels)
+        for r in stats.results:   # a label written otherwise is noted, read as training's (the run warns at its end)
+            r.drop_unknown(features.labels, sets=self.columns.multilabel)
         return features, stats.results, stats
 
     def _labelled(self, fitted: FittedFeatures) -> FittedFeatures:
@@ -940,7 +941,8 @@ class Training:
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which read some rows of "
                             "these files differently (a CSV or TSV row whose quoted text holds line ends, cut in two "
                             "where the file was split; a JSON number label named two ways; a word's final capital "
-                            "sigma lower-cased as σ; a true or false numeric value read as no number)",
+                            "sigma lower-cased as σ; a true or false numeric value read as no number; a validation "
+                            "label spelled otherwise than training's skipped)",
                             "start a new run on the same data (see CHANGELOG.md)")
         for readers, why in ((SPACE_LINES_READ_AS_ROWS, "it read a one-column file's lines of spaces as empty_text "
                                                         "rows"),
@@ -1228,11 +1230,16 @@ class Training:
         # trained on the cluster, rank 0 found them on the weights it sent (none where it left them to this process)
         return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so, self.ranks_top_rows)
 
-    def _warn_of_rows(self, rows: dict) -> None:
-        """The run's warnings about its rows: those read changed (noted), and a
-        patience with no validation row to watch."""
+    def _warn_of_rows(self, rows: dict, read_as: dict[str, int]) -> None:
+        """The run's warnings about its rows: those read changed (noted; ``read_as``: the
+        labels read as training's spelling of their value), and a patience with no
+        validation row to watch."""
         cfg, tc = self.cfg, self.tc
+        if read_as:
+            self.events.emit("warning", message=read_as_warning(read_as, "training's"))
         for reason, n in rows.get("noted", {}).items():
+            if reason == LABEL_AS_RUN:   # said above, spelling by spelling
+                continue
             said = NOTED.get(reason, reason).format(max_len=cfg.features.max_len)
             self.events.emit("warning", message=f"{n:,} {said} ({reason} in metrics.json)")
         # The patience in effect (the model's own when none was given), where rows were to be held out.
@@ -1270,6 +1277,8 @@ class Training:
             # Labels of validation sets that training never had, as evaluate names them (each a missed one).
             **({"unseen_labels": final_val["unseen_labels"]} if final_val.get("unseen_labels") else {}),
             "labels": self.features.labels, "rows": (rows := sum_rows(self.feed.results())),
+            # Validation labels written otherwise than training's, read as training's ("1 as 1.0": rows).
+            **({"labels_read_as": read_as} if (read_as := read_as_of(rows.get("noted", {}))) else {}),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
             # The epoch whose weights were saved: the best by --monitor, or the last (the rule's keeps_last_epoch).
             # Without validation scores there is no best: the last epoch's weights are what was trained.
@@ -1287,7 +1296,7 @@ class Training:
             "shards_kept": self.feed.kept_shards() if isinstance(self.feed, ShardFeed) else None,
             "client_shard_bytes": SHARD_READS.now()[1] - self.reads_at_start[1],
         }
-        self._warn_of_rows(rows)
+        self._warn_of_rows(rows, read_as)
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
         if getattr(self, "resumed_at", None):

@@ -58,8 +58,20 @@ def test_one_run_over_csv_and_parquet_spelling_one_label_two_ways_warns_pairing_
     assert sorted(decided["labels_spelled_twice"]) == [["1", "1.0"], ["2", "2.0"], ["3", "3.0"]]
 
 
-def test_a_validation_file_spelling_the_training_labels_otherwise_is_named_in_a_warning(floats):
-    p = cli("train", floats / "train.csv", "--val", floats / "test.parquet", "--out", floats / "runs", "--name", "val",
-            "--epochs", "1", "--workers", "1", "--no-plots", cwd=floats)
+@pytest.mark.parametrize("features", ["tfidf", "hashing"])
+def test_a_validation_file_spelling_the_training_labels_otherwise_validates_as_them_counted_and_warned(floats,
+                                                                                                      features):
+    """A --val Parquet whose floats read 1, 2, 3 against a CSV run's 1.0, 2.0, 3.0: every row validates as
+    the run's label (none skipped as unknown_label), counted and warned of, with a fitted vocabulary as with hashing."""
+    name = f"val-{features}"
+    p = cli("train", floats / "train.csv", "--val", floats / "test.parquet", "--out", floats / "runs", "--name", name,
+            "--epochs", "1", "--workers", "1", "--no-plots", "--features", features, cwd=floats)
+    assert p.returncode == 0, p.stdout + p.stderr
     out = " ".join((p.stdout + p.stderr).split())
-    assert "'1' (training's '1.0')" in out and "their validation rows are skipped (unknown_label)" in out
+    assert "300 labels were read as training's spelling of the same value: 1 as 1.0" in out
+    metrics = json.loads((floats / "runs" / name / "metrics.json").read_text())
+    assert metrics["rows"]["validated"] == 300 and "unknown_label" not in metrics["rows"]["skipped"]
+    assert metrics["rows"]["noted"]["label_as_run"] == 300 == sum(metrics["labels_read_as"].values())
+    assert set(metrics["labels_read_as"]) == {"1 as 1.0", "2 as 2.0", "3 as 3.0"}
+    assert metrics["val_accuracy"] > 0.5 and "unseen_labels" not in metrics
+

@@ -294,3 +294,15 @@ def test_entries_with_numeric_or_target_columns_read_before_true_and_false_were_
                                                                             revisions=False)
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
                                                                          revisions=False)
+
+
+def test_entries_with_a_validation_source_made_before_its_labels_were_read_in_trainings_spelling_are_not_reused():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])
+    val = SourcePlan(files=[FileInfo("file:///d/v.txt", 10, "v1", "text", None)], partitions=[])
+    fc = {**FeatureConfig().__dict__, "lowercase": False}   # no other revision in the key
+    assert entry_key(plan, val, fc, COLUMNS, VAL_FRACTION) != entry_key(plan, val, fc, COLUMNS, VAL_FRACTION,
+                                                                        revisions=False)
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
+                                                                         revisions=False)

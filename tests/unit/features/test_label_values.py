@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lancetnic_flow.features.label_values import (as_run_labels, same_values, spelled_apart_warning, spelled_twice,
-                                                  value_of)
+from lancetnic_flow.features.label_values import (LABEL_AS_RUN, as_run_labels, counted_names, in_run_names,
+                                                  in_run_spelling, noted_read_as, read_as_of, read_as_warning,
+                                                  same_values, spelled_apart_warning, spelled_twice, value_of)
 
 
 def test_the_spellings_of_one_number_or_boolean_are_one_value_and_numbers_compare_exactly():
@@ -46,3 +47,30 @@ def test_two_spellings_of_one_value_among_one_runs_labels_are_paired_and_said():
     said = spelled_apart_warning([("1", "1.0")], "and", "each is learned as a class of its own")
     assert "'1' (and '1.0')" in said and "each is learned as a class of its own" in said
     assert spelled_apart_warning([], "and", "x") is None
+
+
+def test_a_tables_labels_the_run_knows_in_another_spelling_are_read_as_the_runs_and_noted():
+    noted: dict = {}
+    table = pa.table({"text": ["a", "b", "c", "d"], "label": ["1", "2", "1.0", "x"]})
+    got = in_run_spelling(table, ["1.0", "2.0"], noted)   # a Parquet float column against a CSV run's
+    assert got["label"].to_pylist() == ["1.0", "2.0", "1.0", "x"] and got["text"] == table["text"]
+    assert noted == {f"{LABEL_AS_RUN}:1 as 1.0": 1, f"{LABEL_AS_RUN}:2 as 2.0": 1, LABEL_AS_RUN: 2}
+    assert in_run_spelling(table.drop_columns(["label"]), ["1.0"], noted).column_names == ["text"]
+    assert read_as_of(noted) == {"1 as 1.0": 1, "2 as 2.0": 1} and noted == {LABEL_AS_RUN: 2}
+
+
+def test_a_raw_shards_label_names_and_counts_are_read_in_the_runs_spelling():
+    assert in_run_names(["1", "x", "2.0", "true"], ["1.0", "2.0", "True"]) == ["1.0", "x", "2.0", "True"]
+    read_as, unknown = counted_names({"1": 6, "x": 4, "2.0": 3}, ["1.0", "2.0"])
+    assert read_as == {"1 as 1.0": 6} and unknown == {"x": 4}
+    noted = {"other": 1}
+    noted_read_as(noted, read_as)
+    noted_read_as(noted, read_as)
+    assert noted == {"other": 1, f"{LABEL_AS_RUN}:1 as 1.0": 12, LABEL_AS_RUN: 12}
+
+
+def test_the_warning_of_labels_read_as_the_runs_pairs_them_and_counts_in_words():
+    said = read_as_warning({"1 as 1.0": 1}, "training's")
+    assert said.startswith("1 label was read as training's spelling") and "1 as 1.0 (1)" in said
+    assert read_as_warning({"1 as 1.0": 2, "2 as 2.0": 1}, "training's").startswith("3 labels were read")
+    assert read_as_warning({}, "training's") is None
