@@ -1,8 +1,10 @@
-"""Label names that spell one value: ``1``, ``1.0``, ``1e0`` and ``01``; ``True``, ``true`` and ``TRUE``.
+"""Label names that spell one value: ``1``, ``1.0``, ``1e0`` and ``01``; ``True``, ``true`` and ``TRUE``;
+``2024-01-05`` and ``2024-01-05 00:00:00``.
 
 A run learns labels as text, as each reader names them: a CSV cell as it is
 written (``1.0``, ``True``), a typed column (Parquet, Arrow IPC, JSON Lines)
-as Arrow writes its value (a float ``1.0`` is ``1``, a boolean ``true``). So
+as Arrow writes its value (a float ``1.0`` is ``1``, a boolean ``true``; a
+date or timestamp as pandas writes it to a CSV, :mod:`~lancetnic_flow.data.readers.times`). So
 one value can reach a run in two spellings: a CSV and a Parquet file of the
 same frame, a run trained on one and evaluated on the other. The rule:
 
@@ -19,6 +21,7 @@ infinities name no value. All work is on the distinct names, not per row.
 from __future__ import annotations
 
 import re
+from datetime import date
 from decimal import Decimal
 
 import numpy as np
@@ -31,15 +34,38 @@ from .labelsets import is_label_sets
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
+# An ISO 8601 date or time as pandas and Arrow spell one: 2024-01-05, 2024-01-05 10:30:00.5, …T10:30+01:00.
+_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[ T]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,9}))?)?"
+                   r"(Z|[+-][0-9]{2}:?[0-9]{2})?)?")
+
+
+def _time_value(text: str) -> tuple | None:
+    """The instant an ISO 8601 date or time spells (a date is its midnight; one with a
+    zone is compared in UTC, apart from those without), or None."""
+    m = _TIME.fullmatch(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    try:
+        days = date(int(year), int(month), int(day)).toordinal()
+    except ValueError:
+        return None
+    seconds = days * 86_400 + int(hour or 0) * 3_600 + int(minute or 0) * 60 + int(second or 0)
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        seconds -= sign * (int(zone[1:3]) * 3_600 + int(zone[-2:]) * 60)
+    return ("time", zone is not None, seconds * 10**9 + int((fraction or "").ljust(9, "0")))
+
+
 def value_of(name: str) -> tuple | None:
     """The value a label name spells, comparable across spellings; None for a name
-    that is no number or boolean (a plain name is compared as it is written)."""
+    that is no number, boolean, date or time (a plain name is compared as it is written)."""
     text = str(name).strip()
     low = text.lower()
     if low in ("true", "false"):
         return ("bool", low == "true")
     if not _NUMBER.fullmatch(text):
-        return None
+        return _time_value(text)
     sign, digits, exponent = Decimal(text).as_tuple()
     digits = "".join(map(str, digits)).lstrip("0")
     if not digits:   # every zero, -0 and 0.00 included

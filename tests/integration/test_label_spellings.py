@@ -75,3 +75,22 @@ def test_a_validation_file_spelling_the_training_labels_otherwise_validates_as_t
     assert set(metrics["labels_read_as"]) == {"1 as 1.0", "2 as 2.0", "3 as 3.0"}
     assert metrics["val_accuracy"] > 0.5 and "unseen_labels" not in metrics
 
+
+def test_a_parquet_column_of_dates_names_the_labels_its_csv_names(tmp_path):
+    """One frame whose labels are dates, in CSV and in Parquet: a run trained on either knows the
+    other's labels by name (ISO 8601, as pandas writes them to a CSV), and scores both alike."""
+    write_corpus(str(tmp_path / "all.csv"), 900, classes=3, seed=5)
+    df = pd.read_csv(tmp_path / "all.csv")[["text", "label"]]
+    days = {n: pd.Timestamp(f"2024-0{i + 1}-15") for i, n in enumerate(sorted(df["label"].unique()))}
+    df["label"] = df["label"].map(days)
+    df.to_csv(tmp_path / "d.csv", index=False)
+    df.to_parquet(tmp_path / "d.parquet", index=False)
+    p = cli("train", tmp_path / "d.parquet", "--out", tmp_path / "runs", "--name", "pq", "--epochs", "1",
+            "--workers", "1", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = tmp_path / "runs" / "pq"
+    labels = json.loads((run / "metrics.json").read_text())["labels"]
+    assert sorted(labels) == ["2024-01-15", "2024-02-15", "2024-03-15"]
+    as_csv, as_parquet = _evaluated(run, tmp_path / "d.csv", tmp_path), _evaluated(run, tmp_path / "d.parquet", tmp_path)
+    assert as_csv["accuracy"] == as_parquet["accuracy"] > 0.5 and "labels_read_as" not in as_csv
+    assert "unseen_labels" not in as_csv

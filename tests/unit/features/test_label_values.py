@@ -20,6 +20,16 @@ def test_the_spellings_of_one_number_or_boolean_are_one_value_and_numbers_compar
         assert value_of(name) is None
 
 
+def test_the_spellings_of_one_date_or_instant_are_one_value():
+    """pandas writes a midnight as 2024-02-01 00:00:00 in a column that holds a time of day."""
+    assert value_of("2024-02-01") == value_of("2024-02-01 00:00:00") == value_of("2024-02-01T00:00:00.000")
+    assert value_of("2024-01-05 10:00:00+01:00") == value_of("2024-01-05T09:00Z") != value_of("2024-01-05 09:00")
+    assert value_of("2024-01-05 10:00:00.5") == value_of("2024-01-05 10:00:00.500000") != value_of("2024-01-05 10:00")
+    for name in ("2024-02-30", "2024-13-01", "2024-01-05 10", "2024/01/05"):
+        assert value_of(name) is None
+    assert as_run_labels(pa.array(["2024-02-01 00:00:00"]), ["2024-02-01"])[0].to_pylist() == ["2024-02-01"]
+
+
 def test_a_label_the_run_knows_in_another_spelling_of_its_value_is_read_as_the_runs():
     column, renamed = as_run_labels(pa.array(["1", "2", "x", None, "3", "1"]), ["1.0", "2.0", "3.0"])
     assert column.to_pylist() == ["1.0", "2.0", "x", None, "3.0", "1.0"]

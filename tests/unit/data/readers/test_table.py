@@ -60,6 +60,13 @@ def test_to_string_reads_numbers_and_dictionaries_as_text_and_refuses_structs():
         to_string(pa.array([{"a": 1}]))
 
 
+def test_to_string_reads_dates_and_timestamps_as_the_iso_text_a_csv_of_them_holds():
+    import datetime as dt
+
+    assert to_string(pa.array([dt.date(2024, 1, 5), None])).to_pylist() == ["2024-01-05", None]
+    assert to_string(pa.array([dt.datetime(2024, 1, 5, 10, 30)])).to_pylist() == ["2024-01-05 10:30:00"]
+
+
 def test_utf8_checks_and_line_splitting():
     assert utf8_ok("héllo".encode()) and not utf8_ok(b"caf\xe9")
     assert split_lines(b"a\r\nb\n\nc\n").to_pylist() == ["a", "b", "", "c"]
