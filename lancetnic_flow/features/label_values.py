@@ -192,6 +192,15 @@ def in_run_names(names: list[str], labels: list[str]) -> list[str]:
     return [renames.get(name, name) for name in names] if renames else list(names)
 
 
+def run_label(name, labels: list[str]):
+    """A label a caller names (``explain --label 1``, a JSON ``1`` or ``true``) as the run's
+    ``labels`` hold it: by name, else the one label that spells its value; as given otherwise."""
+    if name is None or name in labels:
+        return name
+    text = str(name).strip()
+    return text if text in labels else _renames([text], labels).get(text, name)
+
+
 def counted_names(counts: dict[str, int], labels: list[str]) -> tuple[dict[str, int], dict[str, int]]:
     """Label ``counts`` (name → rows) against the run's ``labels``: how many rows of
     each rename (``"1.0 as 1": 12``, :func:`in_run_spelling`'s notes) and of each
@@ -222,7 +231,8 @@ def read_as_warning(read_as: dict[str, int], whose: str) -> str | None:
     spelling of their value (``read_as``: :func:`read_as_of`); None where none were."""
     if not read_as:
         return None
-    shown = ", ".join(f"{pair} ({n:,})" for pair, n in list(read_as.items())[:5]) + (", …" if len(read_as) > 5 else "")
+    shown = ", ".join(f"{pair} ({n:,})" for pair, n in list(read_as.items())[:5])
+    shown += ", …" if len(read_as) > 5 else ""
     total = sum(read_as.values())
     return (f"{total:,} {'label was' if total == 1 else 'labels were'} read as {whose} spelling of the same value: "
             f"{shown} ({LABEL_AS_RUN} in metrics.json). A CSV keeps a label as written (1.0, True) where a Parquet, "

@@ -91,6 +91,7 @@ def test_a_parquet_column_of_dates_names_the_labels_its_csv_names(tmp_path):
     run = tmp_path / "runs" / "pq"
     labels = json.loads((run / "metrics.json").read_text())["labels"]
     assert sorted(labels) == ["2024-01-15", "2024-02-15", "2024-03-15"]
-    as_csv, as_parquet = _evaluated(run, tmp_path / "d.csv", tmp_path), _evaluated(run, tmp_path / "d.parquet", tmp_path)
+    as_csv = _evaluated(run, tmp_path / "d.csv", tmp_path)
+    as_parquet = _evaluated(run, tmp_path / "d.parquet", tmp_path)
     assert as_csv["accuracy"] == as_parquet["accuracy"] > 0.5 and "labels_read_as" not in as_csv
     assert "unseen_labels" not in as_csv

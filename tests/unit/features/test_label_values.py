@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lancetnic_flow.features.label_values import (LABEL_AS_RUN, as_run_labels, counted_names, in_run_names,
+from lancetnic_flow.features.label_values import (LABEL_AS_RUN, as_run_labels, counted_names, in_run_names, run_label,
                                                   in_run_spelling, noted_read_as, read_as_of, read_as_warning,
                                                   same_values, spelled_apart_warning, spelled_twice, value_of)
 
@@ -84,3 +84,9 @@ def test_the_warning_of_labels_read_as_the_runs_pairs_them_and_counts_in_words()
     assert said.startswith("1 label was read as training's spelling") and "1 as 1.0 (1)" in said
     assert read_as_warning({"1 as 1.0": 2, "2 as 2.0": 1}, "training's").startswith("3 labels were read")
     assert read_as_warning({}, "training's") is None
+
+
+def test_a_label_a_caller_names_in_another_spelling_is_the_runs_and_another_is_left_as_given():
+    labels = ["1.0", "2.0", "True", "a"]
+    assert [run_label(x, labels) for x in (1, "2", True, " a ", "a", None)] == ["1.0", "2.0", "True", "a", "a", None]
+    assert run_label(3, labels) == 3 and run_label("1", ["1", "1.0"]) == "1" and run_label(1.5, ["1", "1.0"]) == 1.5
