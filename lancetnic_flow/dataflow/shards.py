@@ -159,6 +159,17 @@ def _featurized_split(block: RowBlock, is_val: np.ndarray, table: pa.Table,
     return parts
 
 
+def _in_run_labels(table: pa.Table, is_val: np.ndarray, labels: list[str], res: "PartitionResult") -> pa.Table:
+    """``table`` with each label the run holds in another spelling of its value (a --val
+    Parquet's 1 for a CSV's 1.0; a continued run's new data) as the run's. The validation
+    rows' are noted in ``res``, as the counting pass notes them (:meth:`PartitionResult.drop_unknown`)."""
+    if is_val.all():
+        return in_run_spelling(table, labels, res.noted)
+    if is_val.any():
+        in_run_spelling(table.filter(pa.array(is_val)), labels, res.noted)
+    return in_run_spelling(table, labels, {})
+
+
 def count_partition(part: Partition, split: str | None, *, columns: Columns, fcfg: FeatureConfig,
                     shard_dir: str | None, storage_options: dict, cache_options: dict, chunk_bytes: int,
                     val_fraction: float | Holdout, keep: tuple[str, ...] = SPLITS) -> FitStats:
@@ -263,9 +274,8 @@ def featurize_partition(part: Partition, split: str | None, *, columns: Columns,
     res = PartitionResult(partition=part.index)
     one = keep[0] if shard_dir is None and split is None and len(keep) == 1 else None
     for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res, split, val_fraction)):
-        # A label the run holds in another spelling of its value (a --val Parquet's 1 for a CSV's 1.0) is the run's.
-        table = in_run_spelling(table, features.labels, res.noted)
         is_val = _val_mask(table, split, val_fraction, res)
+        table = _in_run_labels(table, is_val, features.labels, res)
         if one is not None:   # featurise only the split asked for
             res.cut_splits = [one]
             table = _one_split(table, is_val, one, res, features.unknown_labels)

@@ -226,15 +226,16 @@ def read_as_of(noted: dict[str, int]) -> dict[str, int]:
     return {k.split(":", 1)[1]: noted.pop(k) for k in keys}
 
 
-def read_as_warning(read_as: dict[str, int], whose: str) -> str | None:
+def read_as_warning(read_as: dict[str, int], whose: str, where: str = f"{LABEL_AS_RUN} in metrics.json") -> str | None:
     """The warning that labels written otherwise than ``whose`` were read as its
-    spelling of their value (``read_as``: :func:`read_as_of`); None where none were."""
+    spelling of their value (``read_as``: :func:`read_as_of`), counted ``where``;
+    None where none were."""
     if not read_as:
         return None
     shown = ", ".join(f"{pair} ({n:,})" for pair, n in list(read_as.items())[:5])
     shown += ", …" if len(read_as) > 5 else ""
     total = sum(read_as.values())
     return (f"{total:,} {'label was' if total == 1 else 'labels were'} read as {whose} spelling of the same value: "
-            f"{shown} ({LABEL_AS_RUN} in metrics.json). A CSV keeps a label as written (1.0, True) where a Parquet, "
+            f"{shown} ({where}). A CSV keeps a label as written (1.0, True) where a Parquet, "
             "Arrow or JSON Lines column of numbers or booleans names it as Arrow writes the value (1, true): "
             "write the labels one way in every file")

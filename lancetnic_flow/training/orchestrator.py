@@ -41,7 +41,7 @@ from ..errors import UserError
 from ..options import BY_FIELD, bad
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
-from ..features.label_values import LABEL_AS_RUN, read_as_of, read_as_warning, spelled_apart_warning, spelled_twice
+from ..features.label_values import LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning, spelled_twice
 from ..features.labelsets import joined_labels
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -63,7 +63,7 @@ from .held_out import HeldOut, holdout_for
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
 from .keep_learning import (InitRun, check_resolved, continue_config, is_continued, key_options, labelled,
-                            load_init, look_alike, run_options)
+                            load_init, run_options)
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
@@ -697,6 +697,9 @@ class Training:
         its old run's, with the labels the data adds; declared labels come last."""
         if self.init is None and not self.cfg.data.classes:
             return fitted
+        if self.init is not None:   # the training rows of labels the old run spells otherwise: said once fitted
+            self.init_read_as = counted_names(dict(zip(fitted.labels, fitted.label_counts)),
+                                              self.init.features.labels)[0]
         return labelled(fitted, self.init, self.cfg.data.classes)[0]
 
     def _say_continued(self) -> None:
@@ -713,13 +716,11 @@ class Training:
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
-        same = look_alike(init.features.labels, added)
-        if same:
-            shown = ", ".join(f"{new!r} (the run's {old!r})" for new, old in same[:5])
-            self.events.emit("warning", message=(
-                f"{len(same):,} label(s) of this data are new classes though they are the same number as one of "
-                f"{init.url}'s: {shown}; they learn apart from the old ones. A label column written as floats "
-                "(pandas writes 1.0 where a value is missing) does this: write the labels as the run's"))
+        read_as = getattr(self, "init_read_as", None)   # None: the features came from the cache, no pass
+        if read_as:
+            self.decisions["init_from"]["labels_read_as"] = read_as
+            self.events.emit("warning", message=read_as_warning(read_as, f"{init.url}'s",
+                                                                "decided.init_from.labels_read_as in metrics.json"))
         if not init.learned.complete:
             self.events.emit("warning", message=(
                 f"{init.url} learned its validation rows and does not record them all (a run saved by an earlier "

@@ -95,3 +95,18 @@ def test_a_parquet_column_of_dates_names_the_labels_its_csv_names(tmp_path):
     as_parquet = _evaluated(run, tmp_path / "d.parquet", tmp_path)
     assert as_csv["accuracy"] == as_parquet["accuracy"] > 0.5 and "labels_read_as" not in as_csv
     assert "unseen_labels" not in as_csv
+
+
+def test_a_run_continued_on_data_spelling_its_labels_otherwise_trains_them_as_its_own_labels(floats):
+    """--init-from a CSV run (1.0, 2.0, 3.0) on the Parquet of the same frame (1, 2, 3): its rows train
+    and validate as the run's labels, no class added, counted and warned of."""
+    p = cli("train", floats / "test.parquet", "--init-from", floats / "runs" / "csv", "--out", floats / "runs",
+            "--name", "more", "--epochs", "1", "--workers", "1", "--no-plots", cwd=floats)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = " ".join((p.stdout + p.stderr).split())
+    assert "277 labels were read as" in out and "1 as 1.0 (" in out
+    metrics = json.loads((floats / "runs" / "more" / "metrics.json").read_text())
+    assert sorted(metrics["labels"]) == ["1.0", "2.0", "3.0"] and metrics["decided"]["init_from"]["labels_added"] == []
+    assert set(metrics["decided"]["init_from"]["labels_read_as"]) == {"1 as 1.0", "2 as 2.0", "3 as 3.0"}
+    assert "unknown_label" not in metrics["rows"]["skipped"]
+    assert metrics["rows"]["trained"] + metrics["rows"]["validated"] == 300

@@ -157,6 +157,24 @@ def test_a_validation_file_spelling_the_runs_labels_otherwise_is_featurised_as_t
         assert res.skipped.get("unknown_label", 0) == (0 if multilabel else 1), mode
 
 
+def test_rows_spelling_a_label_otherwise_train_as_the_runs_and_only_the_validation_rows_are_noted(tmp_path):
+    """A continued run's new data (1 for the run's 1.0): every row is the run's label; the rows
+    noted (``label_as_run``) are the validation rows', as the hashing fit pass counts them."""
+    data = write_rows(tmp_path / "d.csv")
+    table = pa.csv.read_csv(data).replace_schema_metadata(None)
+    rows = table.set_column(1, "label", pa.array(["1"] * table.num_rows))
+    pa.csv.write_csv(rows, tmp_path / "one.csv")
+    part = plan_source([str(tmp_path / "one.csv")], blocksize=2**30).partitions[0]
+    fcfg = FeatureConfig(mode="tfidf", ngrams=1, analyzer="word")
+    features = finish_fit(fit_partition(part, COLUMNS, fcfg, {}, 2**30, VAL_FRACTION), fcfg, COLUMNS)
+    features.labels = ["1.0"]
+    res = featurize_partition(part, None, columns=COLUMNS, features=features, shard_dir=str(tmp_path / "c"),
+                              storage_options={}, cache_options={}, chunk_bytes=2**30, val_fraction=VAL_FRACTION)
+    assert 0 < res.val_rows < res.train_rows and res.train_rows + res.val_rows == table.num_rows
+    assert res.noted == {"label_as_run:1 as 1.0": res.val_rows, "label_as_run": res.val_rows}
+    assert all((load_shard(s, {}).labels == 0).all() for s in res.shards)
+
+
 def test_every_shard_this_process_loads_is_counted_with_its_bytes(entry):
     """The trainer's metrics.json reports ``client_shard_reads`` from this
     counter: a run that trains on the cluster must show 0, so a read here must count."""
