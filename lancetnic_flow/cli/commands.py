@@ -10,6 +10,7 @@ import os
 
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError
+from ..words import counted
 from ..formats import text_encoding
 from ..storage import absolute, check_writable, options_for, url_to_fs
 
@@ -429,7 +430,7 @@ def _check_kept_names(cols, have: list[str] | None, outputs: list[str]) -> None:
 
 def predicted_line(out: dict) -> str:
     """``wrote 4 rows to p.csv: 2 predicted, 2 not (1 empty_text, 1 malformed; see the status column)``"""
-    line = f"wrote {out['rows_written']:,} rows to {out['output']}: {out['predicted']:,} predicted"
+    line = f"wrote {counted(out['rows_written'], 'row')} to {out['output']}: {out['predicted']:,} predicted"
     bad = out["not_predicted"]
     if bad:
         why = ", ".join(f"{n:,} {k}" for k, n in sorted(bad.items(), key=lambda kv: -kv[1]))
@@ -448,7 +449,7 @@ def noted_note(noted: dict) -> str:
                   "mean, as a missing one is (unreadable_numeric)")
     n = noted.get("label_as_run")
     if n:
-        words += f"; {n:,} label(s) read as the run's spelling of the same value (label_as_run)"
+        words += f"; {counted(n, 'label')} read as the run's spelling of the same value (label_as_run)"
     n = noted.get(TRUNCATED)
     if n:
         words += f"; {n:,} row(s) held more tokens than the model's --max-len: it read the first ones ({TRUNCATED})"
@@ -520,7 +521,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     else:
         shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
                                                 "r2", "loss") if out.get(k) is not None]
-        report.say(" · ".join(shown) + f" · {out['rows']['evaluated']:,} rows" + skipped_note(out["rows"])
+        report.say(" · ".join(shown) + f" · {counted(out['rows']['evaluated'], 'row')}" + skipped_note(out["rows"])
                              + unseen_note(out)
                              + noted_note(out["rows"].get("noted", {})) + read_as_note(out), markup=False, soft_wrap=True)
         if out.get("plots"):

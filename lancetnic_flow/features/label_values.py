@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..words import counted
 from .labelsets import is_label_sets
 
 # A decimal number as people and writers spell one; Python's float() would also take "1_0", "infinity".
@@ -163,7 +164,8 @@ def spelled_apart_warning(pairs: list[tuple[str, str]], whose: str, what: str) -
     if not pairs:
         return None
     shown = ", ".join(f"{a!r} ({whose} {b!r})" for a, b in pairs[:5]) + (", …" if len(pairs) > 5 else "")
-    return (f"{len(pairs):,} label(s) are the same value as another written otherwise: {shown}; {what}. A CSV "
+    return (f"{counted(len(pairs), 'label is', 'labels are')} the same value as another written otherwise: "
+            f"{shown}; {what}. A CSV "
             "keeps a label as written (1.0, True) where a Parquet, Arrow or JSON Lines column of numbers or "
             "booleans names it as Arrow writes the value (1, true): write the labels one way in every file")
 
@@ -235,7 +237,7 @@ def read_as_warning(read_as: dict[str, int], whose: str, where: str = f"{LABEL_A
     shown = ", ".join(f"{pair} ({n:,})" for pair, n in list(read_as.items())[:5])
     shown += ", …" if len(read_as) > 5 else ""
     total = sum(read_as.values())
-    return (f"{total:,} {'label was' if total == 1 else 'labels were'} read as {whose} spelling of the same value: "
+    return (f"{counted(total, 'label was', 'labels were')} read as {whose} spelling of the same value: "
             f"{shown} ({where}). A CSV keeps a label as written (1.0, True) where a Parquet, "
             "Arrow or JSON Lines column of numbers or booleans names it as Arrow writes the value (1, true): "
             "write the labels one way in every file")

@@ -22,6 +22,7 @@ from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
+from ..words import counted
 from ..features.label_values import in_run_spelling, read_as_of
 from ..features.labelsets import unseen
 from ..features.rows import RowBlock
@@ -144,7 +145,7 @@ def check_scored(data: list[str], rows: dict, columns: Columns) -> None:
     if not skipped:
         raise UserError(f"no rows to evaluate in {names}", "the input holds a header only; check the file and --format")
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
-    raise UserError(f"no rows to evaluate in {names}: {rows.get('read', 0):,} rows read, "
+    raise UserError(f"no rows to evaluate in {names}: {counted(rows.get('read', 0), 'row')} read, "
                     f"{sum(skipped.values()):,} skipped ({reasons})",
                     skip_hint(max(skipped, key=skipped.get), label=columns.label, target=columns.target,
                               text=columns.text))

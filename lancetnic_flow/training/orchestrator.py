@@ -58,6 +58,7 @@ from ..runs.plots import preload as preload_plots
 from ..runs.plots import can_detach, draw_detached, plot_jobs, write_jobs
 from ..scores import val_scores
 from ..sizes import format_size
+from ..words import counted
 from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
@@ -710,9 +711,9 @@ class Training:
                                        "labels_added": added}
         kept = (f"{f.mode} features ({f.dim:,} {'buckets' if f.mode == 'hashing' else 'terms'}, "
                 f"idf {'kept' if f.idf is not None else 'none'})")
-        news = (f"{len(added):,} new label(s): {', '.join(added[:10])}{', …' if len(added) > 10 else ''}"
+        news = (f"{counted(len(added), 'new label')}: {', '.join(added[:10])}{', …' if len(added) > 10 else ''}"
                 if added else "no new label")
-        labels = f"{len(init.features.labels):,} label(s) kept; {news}" if f.labels else "the target's scale kept"
+        labels = f"{counted(len(init.features.labels), 'label')} kept; {news}" if f.labels else "the target's scale kept"
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)

@@ -79,7 +79,7 @@ def test_continuing_on_new_labels_predicts_the_old_and_the_new_and_leaves_the_ol
     p = cli("train", keep["B"], "--init-from", keep["A"], "--out", keep["runs"], "--name", "B", "--no-plots", cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout + p.stderr
-    assert f"continuing {keep['A']}" in out and "2 new label(s)" in out
+    assert f"continuing {keep['A']}" in out and "2 new labels" in out
     run = keep["runs"] / "B"
     metrics = json.loads((run / "metrics.json").read_text())
     old_labels = json.loads((keep["A"] / "metrics.json").read_text())["labels"]

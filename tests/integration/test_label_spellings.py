@@ -53,7 +53,7 @@ def test_one_run_over_csv_and_parquet_spelling_one_label_two_ways_warns_pairing_
             "--no-plots", cwd=floats)
     assert p.returncode == 0, p.stdout + p.stderr
     out = " ".join((p.stdout + p.stderr).split())
-    assert "3 label(s) are the same value as another written otherwise" in out and "'1' (and '1.0')" in out
+    assert "3 labels are the same value as another written otherwise" in out and "'1' (and '1.0')" in out
     decided = json.loads((floats / "runs" / "mixed" / "metrics.json").read_text())["decided"]
     assert sorted(decided["labels_spelled_twice"]) == [["1", "1.0"], ["2", "2.0"], ["3", "3.0"]]
 

@@ -57,6 +57,8 @@ def test_two_spellings_of_one_value_among_one_runs_labels_are_paired_and_said():
     said = spelled_apart_warning([("1", "1.0")], "and", "each is learned as a class of its own")
     assert "'1' (and '1.0')" in said and "each is learned as a class of its own" in said
     assert spelled_apart_warning([], "and", "x") is None
+    assert spelled_apart_warning([("1", "1.0")], "and", "x").startswith("1 label is the same value")
+    assert spelled_apart_warning([("1", "1.0"), ("2", "2.0")], "and", "x").startswith("2 labels are the same")
 
 
 def test_a_tables_labels_the_run_knows_in_another_spelling_are_read_as_the_runs_and_noted():
