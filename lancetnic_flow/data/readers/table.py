@@ -406,7 +406,9 @@ def kept_values(arr, encoding: str | None = None) -> pa.Array:
 
         return pa.array([None if v is None else json.dumps(v, ensure_ascii=False, default=str)
                          for v in arr.to_pylist()], pa.string())
-    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
+    if is_time_type(t):   # as a label of them reads, and a CSV pandas writes holds them
+        return iso_text(arr)
+    if pa.types.is_time(t):
         return pc.cast(pc.cast(arr, pa.string()), pa.string())
     return to_string(arr, encoding)
 
