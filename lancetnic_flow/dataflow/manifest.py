@@ -23,6 +23,8 @@ from .shards import PartitionResult, ShardInfo
 MANIFEST = "manifest.json"
 FEATURES = "features.json"
 NAMES = "bucket_names.json"   # the hashed buckets' sampled terms, for top_terms.csv (features/names.py)
+# A continued run's training labels read as its old run's spelling ({"1 as 1.0": rows}), said by runs that reuse the entry.
+READ_AS = "labels_read_as.json"
 # 3: the validation split hashes the whole text (features/hashing.py). Entries
 # of version 2 may hold the split of the first and last 64 bytes: never reused.
 # 4: shards are packed (features/packing.py), which a version-3 reader cannot
@@ -159,6 +161,22 @@ def write_names(entry: str, names, cache_options: dict) -> None:
     if names is not None:
         write_bytes(join(entry, NAMES), json.dumps(names_to_json(names), ensure_ascii=False).encode(),
                     cache_options)
+
+
+def read_read_as(entry: str, cache_options: dict) -> dict[str, int]:
+    """The training labels the entry's fit pass read in a continued run's spelling
+    (:func:`write_read_as`); none for an entry without them, or a damaged file."""
+    try:
+        doc = json.loads(read_bytes(join(entry, READ_AS), cache_options))
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return {}
+    return {str(k): int(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def write_read_as(entry: str, read_as: dict[str, int], cache_options: dict) -> None:
+    """Keep the training labels read in a continued run's spelling beside the entry (nothing when none were)."""
+    if read_as:
+        write_bytes(join(entry, READ_AS), json.dumps(read_as, ensure_ascii=False).encode(), cache_options)
 
 
 def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,

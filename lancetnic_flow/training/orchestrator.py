@@ -33,7 +33,8 @@ from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
 from ..dataflow.manifest import (LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD, SPACE_LINES_READ_AS_ROWS,
-                                 entry_key, read_features, read_manifest, read_names, shards_digest, write_features, write_names)
+                                 entry_key, read_features, read_manifest, read_names, read_read_as, shards_digest,
+                                 write_features, write_names, write_read_as)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import LEARNED, SHARD_READS, count_partition
@@ -578,9 +579,11 @@ class Training:
             self.held_out.take(totals, self._unread(), self._row_labels(features), self._partitions())
             self.held_out.write_entry(self.entry, self.cache_so)
             write_names(self.entry, totals.names, self.cache_so)
+            write_read_as(self.entry, getattr(self, "init_read_as", None) or {}, self.cache_so)
             write_features(self.entry, features, self.cache_so)
         else:
             self.bucket_names = read_names(self.entry, self.cache_so)
+            self.init_read_as = read_read_as(self.entry, self.cache_so) if self.init is not None else None
             self.held_out.read_entry(self.entry, self.cache_so, self._partitions())
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                              labels=len(features.labels))
@@ -717,7 +720,7 @@ class Training:
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
-        read_as = getattr(self, "init_read_as", None)   # None: the features came from the cache, no pass
+        read_as = getattr(self, "init_read_as", None)
         if read_as:
             self.decisions["init_from"]["labels_read_as"] = read_as
             self.events.emit("warning", message=read_as_warning(read_as, f"{init.url}'s",

@@ -110,3 +110,10 @@ def test_a_run_continued_on_data_spelling_its_labels_otherwise_trains_them_as_it
     assert set(metrics["decided"]["init_from"]["labels_read_as"]) == {"1 as 1.0", "2 as 2.0", "3 as 3.0"}
     assert "unknown_label" not in metrics["rows"]["skipped"]
     assert metrics["rows"]["trained"] + metrics["rows"]["validated"] == 300
+    # A second such run reuses the cache entry, without a fit pass: it says the same.
+    p = cli("train", floats / "test.parquet", "--init-from", floats / "runs" / "csv", "--out", floats / "runs",
+            "--name", "more-again", "--epochs", "1", "--workers", "1", "--no-plots", cwd=floats)
+    assert p.returncode == 0 and "from cache" in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "277 labels were read as" in " ".join((p.stdout + p.stderr).split())
+    again = json.loads((floats / "runs" / "more-again" / "metrics.json").read_text())
+    assert again["decided"]["init_from"]["labels_read_as"] == metrics["decided"]["init_from"]["labels_read_as"]
