@@ -23,7 +23,8 @@ from .shards import PartitionResult, ShardInfo
 MANIFEST = "manifest.json"
 FEATURES = "features.json"
 NAMES = "bucket_names.json"   # the hashed buckets' sampled terms, for top_terms.csv (features/names.py)
-# A continued run's training labels read as its old run's spelling ({"1 as 1.0": rows}), said by runs that reuse the entry.
+# A continued run's training labels read as its old run's spelling ({"1 as 1.0": rows}), said by the runs
+# that reuse the entry.
 READ_AS = "labels_read_as.json"
 # 3: the validation split hashes the whole text (features/hashing.py). Entries
 # of version 2 may hold the split of the first and last 64 bytes: never reused.

@@ -42,7 +42,8 @@ from ..errors import UserError
 from ..options import BY_FIELD, bad
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
-from ..features.label_values import LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning, spelled_twice
+from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning,
+                                     spelled_twice)
 from ..features.labelsets import joined_labels
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -716,7 +717,8 @@ class Training:
                 f"idf {'kept' if f.idf is not None else 'none'})")
         news = (f"{counted(len(added), 'new label')}: {', '.join(added[:10])}{', …' if len(added) > 10 else ''}"
                 if added else "no new label")
-        labels = f"{counted(len(init.features.labels), 'label')} kept; {news}" if f.labels else "the target's scale kept"
+        kept_labels = counted(len(init.features.labels), "label")
+        labels = f"{kept_labels} kept; {news}" if f.labels else "the target's scale kept"
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
