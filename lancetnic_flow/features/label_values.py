@@ -109,16 +109,17 @@ def _renames(names: list[str], labels: list[str]) -> dict[str, str]:
     """Of the distinct ``names`` given, those the run's ``labels`` hold under
     another spelling of their value, and that spelling: only where exactly one
     of the run's labels spells it (a run with ``1`` and ``1.0`` names neither)."""
+    known = set(labels)
+    others = [name for name in names if name is not None and name not in known]
+    if not others:   # every shard and chunk of a run's own labels: no label's value is read
+        return {}
     by_value: dict = {}
     for label in labels:
         key = value_of(label)
         if key is not None:
             by_value.setdefault(key, []).append(label)
-    known = set(labels)
     out = {}
-    for name in names:
-        if name is None or name in known:
-            continue
+    for name in others:
         match = by_value.get(value_of(name))
         if match is not None and len(match) == 1:
             out[name] = match[0]
