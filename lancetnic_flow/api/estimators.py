@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from ..config import DataConfig, TrainConfig, config_from_options
 from ..data.frames import SUPPORTED, arrow_of, as_table, is_table, text_columns_of
 from ..errors import UserError, not_fitted
+from ..features.label_values import in_run_names
 from ..options import api_default as d
 from ..options import api_options
 from .labels import FILE as LABELS_FILE
@@ -532,10 +533,24 @@ class TextClassifier(_TextEstimator):
         want = list(y.tolist() if hasattr(y, "tolist") else y)
         if len(want) != len(got):
             raise UserError(f"X has {counted(len(got), 'row')} but y has {len(want):,}", "give one answer per row")
+        # An answer the run holds in another spelling of its value (y's 1.0 for a CSV run's "1.0",
+        # named "1") is the run's label, as evaluate reads it.
+        labels = getattr(getattr(self, "predictor_", None), "labels", None) or []
         if getattr(self, "multilabel_", False):
-            return float(np.mean([g is not None and {run_name(x) for x in g} == _answer_set(ws)
-                                  for g, ws in zip(got, want)]))
-        return float(np.mean([g is not None and run_name(g) == run_name(w) for g, w in zip(got, want)]))
+            sets = [_answer_set(ws) for ws in want]
+            run = _as_run_names(set().union(*sets), labels)
+            return float(np.mean([g is not None and {run_name(x) for x in g} == {run[n] for n in ws}
+                                  for g, ws in zip(got, sets)]))
+        names = [run_name(w) for w in want]
+        run = _as_run_names({n for n in names if n is not None}, labels)
+        return float(np.mean([g is not None and run_name(g) == run.get(n) for g, n in zip(got, names)]))
+
+
+def _as_run_names(names: set, labels: list[str]) -> dict:
+    """Each distinct answer name as the run's ``labels`` hold it
+    (:func:`~lancetnic_flow.features.label_values.in_run_names`)."""
+    names = sorted(names)
+    return dict(zip(names, in_run_names(names, labels)))
 
 
 def _answer_set(answer: Any) -> set:

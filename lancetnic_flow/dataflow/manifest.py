@@ -23,6 +23,9 @@ from .shards import PartitionResult, ShardInfo
 MANIFEST = "manifest.json"
 FEATURES = "features.json"
 NAMES = "bucket_names.json"   # the hashed buckets' sampled terms, for top_terms.csv (features/names.py)
+# A continued run's training labels read as its old run's spelling ({"1 as 1.0": rows}), said by the runs
+# that reuse the entry.
+READ_AS = "labels_read_as.json"
 # 3: the validation split hashes the whole text (features/hashing.py). Entries
 # of version 2 may hold the split of the first and last 64 bytes: never reused.
 # 4: shards are packed (features/packing.py), which a version-3 reader cannot
@@ -47,6 +50,10 @@ ZSTD_REVISION = 1
 # stored unit (pandas' nanoseconds, Arrow's microseconds). Text formats hold no duration: theirs stay 1.
 NUMBERS_REVISION = 2
 DURATIONS_IN_SECONDS = 2
+# Validation labels' revision, in the key of entries with a label column and a --val source: 1 reads a
+# validation label the training labels hold in another spelling of its value (1 for 1.0) as training's,
+# where earlier entries skipped its rows (unknown_label).
+VAL_LABELS_REVISION = 1
 # The CSV and TSV readers' revisions before a one-column file's lines of spaces were blank, no row
 # (formats.py's revision 2): a checkpoint keyed by them is of that reading.
 SPACE_LINES_READ_AS_ROWS = {"csv": 1, "tsv": 1}
@@ -160,6 +167,22 @@ def write_names(entry: str, names, cache_options: dict) -> None:
                     cache_options)
 
 
+def read_read_as(entry: str, cache_options: dict) -> dict[str, int]:
+    """The training labels the entry's fit pass read in a continued run's spelling
+    (:func:`write_read_as`); none for an entry without them, or a damaged file."""
+    try:
+        doc = json.loads(read_bytes(join(entry, READ_AS), cache_options))
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return {}
+    return {str(k): int(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def write_read_as(entry: str, read_as: dict[str, int], cache_options: dict) -> None:
+    """Keep the training labels read in a continued run's spelling beside the entry (nothing when none were)."""
+    if read_as:
+        write_bytes(join(entry, READ_AS), json.dumps(read_as, ensure_ascii=False).encode(), cache_options)
+
+
 def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
               val_fraction: float, version: int = CACHE_VERSION, revisions: bool = True,
               readers: dict[str, int] | None = None, numbers: int = NUMBERS_REVISION) -> str:
@@ -177,8 +200,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
     (:data:`ENCODED_BYTES_REVISION`), a cut-off zstd file was refused
-    (:data:`ZSTD_REVISION`) and true/false read as numbers
-    (:data:`NUMBERS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
+    (:data:`ZSTD_REVISION`), true/false read as numbers
+    (:data:`NUMBERS_REVISION`) and validation labels read in training's spelling
+    (:data:`VAL_LABELS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
     revision its reader had (a key an earlier reader made, to recognise its checkpoint); ``numbers``:
     the numbers' revision an earlier reader had, likewise."""
     added = ADDED_FIELDS["features"]
@@ -206,6 +230,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
         if not _typed_files(train, val):   # durations are typed files' alone: text formats' entries read as before
             numbers = min(numbers, DURATIONS_IN_SECONDS - 1)
         revised.append(("numbers", numbers))
+    if revisions and columns.label and val is not None:
+        revised.append(("val_labels", VAL_LABELS_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
 
 

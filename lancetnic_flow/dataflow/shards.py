@@ -29,6 +29,7 @@ from ..features.fit import bucket_frequencies, table_stats
 from ..features.names import sample_names
 from ..features.rows import RowBlock
 from ..features.fit import record_held_out
+from ..features.label_values import counted_names, in_run_spelling, noted_read_as
 from ..features.labelsets import unseen_per_row
 from ..features.split import Holdout, learned_rows, split_rows
 from ..features.vectorize import TRUNCATED, FittedFeatures, cut_rows, text_options
@@ -66,11 +67,15 @@ class PartitionResult:
     # A pass that tokenised one split only (no cache): the split whose rows noted counts cut at max_len.
     cut_splits: list[str] = field(default_factory=list)
 
-    def drop_unknown(self, labels: list[str]) -> None:
-        """Raw val shards, once the label set is known: their rows whose label no
-        training row had are dropped when read, so count them as skipped."""
-        known = set(labels)
-        unknown = sum(n for name, n in self.val_labels.items() if name not in known)
+    def drop_unknown(self, labels: list[str], sets: bool = False) -> None:
+        """Raw val shards, once the label set is known: a label the run holds in another
+        spelling of its value is read as the run's when the shard is finished
+        (:meth:`~lancetnic_flow.features.vectorize.FittedFeatures.finish`), so
+        noted; a row whose label no training row had in any spelling is dropped
+        when read, so counted as skipped (``sets``: label sets, whose row stays)."""
+        read_as, unknown_names = counted_names(self.val_labels, labels)
+        noted_read_as(self.noted, read_as)
+        unknown = 0 if sets else sum(unknown_names.values())
         if unknown:
             self.val_rows -= unknown
             self.skipped["unknown_label"] = self.skipped.get("unknown_label", 0) + unknown
@@ -152,6 +157,17 @@ def _featurized_split(block: RowBlock, is_val: np.ndarray, table: pa.Table,
     if val is not None and val is not block and val.missed is not None:
         val.set_missed(val.missed, unseen_per_row(table["label"].filter(pa.array(is_val)), features.labels)[1])
     return parts
+
+
+def _in_run_labels(table: pa.Table, is_val: np.ndarray, labels: list[str], res: "PartitionResult") -> pa.Table:
+    """``table`` with each label the run holds in another spelling of its value (a --val
+    Parquet's 1 for a CSV's 1.0; a continued run's new data) as the run's. The validation
+    rows' are noted in ``res``, as the counting pass notes them (:meth:`PartitionResult.drop_unknown`)."""
+    if is_val.all():
+        return in_run_spelling(table, labels, res.noted)
+    if is_val.any():
+        in_run_spelling(table.filter(pa.array(is_val)), labels, res.noted)
+    return in_run_spelling(table, labels, {})
 
 
 def count_partition(part: Partition, split: str | None, *, columns: Columns, fcfg: FeatureConfig,
@@ -259,6 +275,7 @@ def featurize_partition(part: Partition, split: str | None, *, columns: Columns,
     one = keep[0] if shard_dir is None and split is None and len(keep) == 1 else None
     for ci, table in enumerate(_tables(part, columns, storage_options, chunk_bytes, res, split, val_fraction)):
         is_val = _val_mask(table, split, val_fraction, res)
+        table = _in_run_labels(table, is_val, features.labels, res)
         if one is not None:   # featurise only the split asked for
             res.cut_splits = [one]
             table = _one_split(table, is_val, one, res, features.unknown_labels)

@@ -19,6 +19,7 @@ from ..config import FeatureConfig
 from ..data.readers import read_partition
 from ..data.sources import Chunk, Columns, Partition
 from ..events import NULL_EVENTS, Events
+from .label_values import as_run_labels
 from .labelsets import is_label_sets, set_counts
 from .rows import RowBlock
 from .split import Holdout, held_out_hashes, validation_mask
@@ -35,9 +36,11 @@ def table_stats(table: pa.Table, train: np.ndarray, numeric: tuple[str, ...]) ->
     stats = FitStats(docs=int(train.sum()))
     if "label" in table.column_names and is_label_sets(table["label"]):
         # Rows per label. Validation rows keep their row whatever their labels
-        # (a label training never saw is only left out of its set): no val_labels.
+        # (a label training never saw is only left out of its set).
         if train.any():
             stats.labels = set_counts(table["label"].filter(pa.array(train)))
+        if not train.all():   # their labels (rows per label), to note those read in the run's spelling
+            stats.val_labels = set_counts(table["label"].filter(pa.array(~train)))
     elif "label" in table.column_names:
         for name, mask in (("labels", train), ("val_labels", ~train)):
             if mask.any():
@@ -124,7 +127,8 @@ def known_labels(table: pa.Table, labels: list[str] | None) -> np.ndarray:
     record may say one did. A label set keeps its row, less that label."""
     if labels is None or "label" not in table.column_names or is_label_sets(table["label"]):
         return np.ones(table.num_rows, bool)
-    found = pc.is_in(table["label"], value_set=pa.array(labels, pa.string()))
+    # a label the run holds in another spelling of its value is read as the run's: the model learns its row
+    found = pc.is_in(as_run_labels(table["label"], labels)[0], value_set=pa.array(labels, pa.string()))
     return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool)
 
 

@@ -65,13 +65,17 @@ def set_counts(sets) -> dict[str, int]:
 
 def remap(hot: np.ndarray, names: np.ndarray, labels: list[str]) -> np.ndarray:
     """A raw shard's multi-hot over its own ``names`` → columns in the run's
-    ``labels`` order; labels the run does not know are dropped."""
+    ``labels`` order; labels the run does not know are dropped. Two names of one
+    label (spellings read as the run's) set its column where either is set."""
     out = np.zeros((len(hot), len(labels)), np.uint8)
     if len(names):
         ids = pc.fill_null(pc.index_in(pa.array(names.tolist(), pa.string()),
                                        value_set=pa.array(labels, pa.string())), -1).to_numpy()
-        known = ids >= 0
+        known = np.flatnonzero(ids >= 0)
         out[:, ids[known]] = hot[:, known]
+        columns, times = np.unique(ids[known], return_counts=True)
+        for j in known[np.isin(ids[known], columns[times > 1])]:   # or-ed, per distinct name of the chunk
+            out[:, ids[j]] |= hot[:, j].astype(np.uint8)
     return out
 
 

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .hashing import legacy_hashes
+from .label_values import in_run_names
 from .labelsets import chunk_multi_hot, is_label_sets, left_out, multi_hot, remap, unseen_per_row
 from .packing import float_planes, float_unplanes
 from .rows import RowBlock
@@ -220,15 +221,19 @@ class FittedFeatures:
     def finish(self, raw: RowBlock) -> RowBlock:
         """A raw shard of the counting fit pass (counts, labels by name, raw
         targets and numeric columns) → the rows :meth:`transform` would have
-        made. Validation rows whose label the training rows never had are dropped
+        made. A label the run holds in another spelling of its value is read as
+        the run's. Validation rows whose label the training rows never had are dropped
         (the fit counted them as skipped, ``unknown_label``); in a label set
         such a label is only left out, and counted (``missed``, as :meth:`transform` does)."""
         block = self.weigh(raw)
-        if raw.label_names is not None and raw.labels.ndim == 2:   # label sets: multi-hot over the chunk's names
-            block.set_missed(*left_out(raw.labels, raw.label_names, self.labels))
-            block.labels, block.label_names = remap(raw.labels, raw.label_names, self.labels), None
-        elif raw.label_names is not None:
-            known = self.label_ids(pa.array(raw.label_names.tolist(), pa.string()))
+        # A name the run holds in another spelling of its value is the run's (the fit pass noted it).
+        names = None if raw.label_names is None else np.array(in_run_names(raw.label_names.tolist(), self.labels),
+                                                               dtype=str)
+        if names is not None and raw.labels.ndim == 2:   # label sets: multi-hot over the chunk's names
+            block.set_missed(*left_out(raw.labels, names, self.labels))
+            block.labels, block.label_names = remap(raw.labels, names, self.labels), None
+        elif names is not None:
+            known = self.label_ids(pa.array(names.tolist(), pa.string()))
             labels = np.where(raw.labels >= 0, known[np.maximum(raw.labels, 0)], -1).astype(np.int32)
             block.labels, block.label_names = labels, None
             if (labels < 0).any():

@@ -22,7 +22,7 @@ from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
-from ..features.label_values import as_run_labels
+from ..features.label_values import in_run_spelling, read_as_of
 from ..features.labelsets import unseen
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
@@ -30,9 +30,6 @@ from ..models.tasks import Task, TaskMetrics
 from .loading import weights_stamp
 from .predict import BATCH_ROWS, predictor
 from ..plurals import counted
-
-# Noted: labels read in the run's spelling of their value.
-LABEL_AS_RUN = "label_as_run"
 
 
 def evaluate_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,
@@ -49,7 +46,7 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
             skipped[k] = skipped.get(k, 0) + v
         for k, v in chunk.noted.items():
             noted[k] = noted.get(k, 0) + v
-        table = _in_run_spelling(chunk.table, pred.run.features.labels, noted)
+        table = in_run_spelling(chunk.table, pred.run.features.labels, noted)
         cut: list = []
         block = pred.run.features.transform(table, cut)
         longer = int(cut_rows(cut, len(block)).sum())
@@ -67,19 +64,6 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
             out, loss = _scored(pred, task, b)
             m.update(out, b.labels, b.targets, loss, b.missed)
     return m, rows, skipped, noted
-
-
-def _in_run_spelling(table, labels: list[str], noted: dict):
-    """``table`` with each label the run knows only in another spelling of its value
-    (``1.0`` for its ``1``: a Parquet float column against a CSV's text) in the
-    run's; noted, per spelling (``label_as_run:1.0 as 1``) and in all (``label_as_run``)."""
-    if "label" not in table.column_names or not labels:
-        return table
-    column, renamed = as_run_labels(table.column("label"), labels)
-    for pair, n in renamed.items():
-        noted[f"{LABEL_AS_RUN}:{pair}"] = noted.get(f"{LABEL_AS_RUN}:{pair}", 0) + n
-        noted[LABEL_AS_RUN] = noted.get(LABEL_AS_RUN, 0) + n
-    return table.set_column(table.column_names.index("label"), "label", column) if renamed else table
 
 
 def _scored(pred, task: Task, b: RowBlock) -> tuple[dict, float]:
@@ -141,7 +125,7 @@ def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_opt
         for k, v in nt.items():
             noted[k] = noted.get(k, 0) + v
     out = total.result() if total is not None else {}
-    read_as = {k.split(":", 1)[1]: noted.pop(k) for k in [k for k in noted if k.startswith(LABEL_AS_RUN + ":")]}
+    read_as = read_as_of(noted)
     if read_as:
         out["labels_read_as"] = read_as
     unseen_rows = total.unseen_rows if total is not None else 0

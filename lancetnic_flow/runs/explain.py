@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from ..errors import UserError
+from ..features.label_values import run_label
 from ..registry import task_kind
 from ..storage import join, write_bytes
 from .asks import count
@@ -204,6 +205,8 @@ def explain(pred: Any, data: Any, top: int = TOP, label: str | None = None,
     if label is not None and not pred.classifies:
         raise UserError("label: this run is a regression model, it explains its value", "leave label out",
                         cli=("--label: this run is a regression model, it explains its value", "drop --label"))
+    # a label named in another spelling of a value the run holds (1 for its 1.0) is the run's
+    label = run_label(label, pred.labels) if pred.classifies else label
     if label is not None and label not in pred.labels:
         labels = f"one of: {', '.join(map(str, pred.labels[:10]))}{' …' if len(pred.labels) > 10 else ''}"
         raise UserError(f"label {label!r} is not one of this run's labels", labels,

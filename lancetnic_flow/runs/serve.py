@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 from ..data.readers.labels import LONE_SURROGATE
 from ..errors import UserError
+from ..features.label_values import run_label
 from ..features.vectorize import TRUNCATED, cut_rows
 from ..plurals import counted, verb
 
@@ -154,6 +155,8 @@ def parse_explain(body: bytes, max_batch: int, labels: list | None = None) -> tu
     label = doc.get("label")
     if label is not None and not isinstance(label, str):
         raise BadRequest(422, f"label must be a string, got {_kind(label)}")
+    if label is not None and labels:   # a label the run holds in another spelling of its value (1 for 1.0) is the run's
+        label = run_label(label, labels)
     if label is not None and labels is not None and label not in labels:
         raise BadRequest(422, f"label {label!r} is not one of this run's labels" if labels
                          else "label: this run is a regression model, it explains its value")

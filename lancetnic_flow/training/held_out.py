@@ -26,6 +26,7 @@ import numpy as np
 
 from ..data.sources import Columns, Partition
 from ..features.fit import held_out_partition
+from ..features.label_values import counted_names
 from ..features.split import RECORD_MAX, Holdout
 from ..features.vocab import FitStats, merge_stats
 from ..resolve import LEARN_VAL_MAX_ROWS
@@ -70,14 +71,15 @@ class HeldOut:
         The fit pass hashes its validation rows before the classes are known, so
         when one has a label outside ``labels`` (the run's classes) its record
         holds a row no model learns: :meth:`start_pass` then hashes every one of
-        ``partitions`` again, keeping only the rows of those classes."""
+        ``partitions`` again, keeping only the rows of those classes (a label
+        written otherwise, read as the run's, is one of them)."""
         if not self.record:
             return
         self.lost = stats.held_out_lost
         self.hashes = None if self.lost else np.unique(stats.held_out if stats.held_out is not None
                                                        else np.zeros(0, np.uint64))
         self.missing = list(unread)
-        if not self.lost and labels is not None and set(stats.val_labels) - set(labels):
+        if not self.lost and labels is not None and counted_names(stats.val_labels, labels)[1]:
             self.hashes, self.missing = None, list(partitions)
 
     def write_entry(self, entry: str, cache_options: dict) -> None:

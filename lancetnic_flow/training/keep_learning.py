@@ -38,7 +38,7 @@ import numpy as np
 
 from ..config import FeatureConfig, TrainConfig
 from ..errors import UserError
-from ..features.label_values import same_values
+from ..features.label_values import in_run_names
 from ..features.vectorize import FittedFeatures
 from ..models.calibrate import Prior
 from ..options import BY_FIELD, NGRAM_FIELDS, REQUIRED, Words, bad
@@ -368,7 +368,8 @@ def load_init(run: str, storage_options: dict, by: str | None = None) -> InitRun
 def key_options(feature_config: dict, init: InitRun | None, declared: list[str] | None) -> dict:
     """The feature options a cache entry is keyed by, with what else decides its shards:
     the run continued (its features), and labels declared beyond the data's."""
-    extra = {"init_from": init.digest} if init is not None else {}
+    # 1: the new data's labels that spell one of the run's otherwise are read as the run's (earlier: new classes)
+    extra = {"init_from": init.digest, "labels_as_run": 1} if init is not None else {}
     if init is not None and (init.learned.hashes.size or not init.learned.complete):
         extra["learned_rows"] = init.learned.digest()   # they train instead of validating: other shards
     if declared:
@@ -380,26 +381,22 @@ def labelled(fitted: FittedFeatures, init: InitRun | None, declared: list[str] |
              ) -> tuple[FittedFeatures, list[str]]:
     """The features a run trains with, from the fit pass's ``fitted`` (the new data's
     rows and labels): a continued run's are its old run's, with the labels ``fitted``
-    adds appended; labels ``declared`` (``partial_fit``'s classes) that neither has
+    adds appended (one the old run holds in another spelling of its value, ``1`` for its
+    ``1.0``, is the old run's); labels ``declared`` (``partial_fit``'s classes) that neither has
     come last. ``docs`` and ``label_counts`` count this run's rows (0 for a label they
     lack). Returns them and the labels added to the old run's."""
     base = dataclasses.replace(init.features) if init is not None else dataclasses.replace(fitted)
     base.__dict__.pop("_table", None)
-    counts = dict(zip(fitted.labels, fitted.label_counts))
     labels = list(init.features.labels) if init is not None else list(fitted.labels)
-    added = [x for x in fitted.labels if x not in set(labels)]
+    # a label the old run holds in another spelling of its value (1 for its 1.0) is the run's, not a new class
+    names = in_run_names(fitted.labels, labels) if init is not None else list(fitted.labels)
+    counts: dict[str, int] = {}
+    for name, n in zip(names, fitted.label_counts):
+        counts[name] = counts.get(name, 0) + int(n)
+    added = [x for x in dict.fromkeys(names) if x not in set(labels)]
     labels += added
     more = [str(x) for x in (declared or []) if str(x) not in set(labels)]
     labels += more
     base.labels, base.label_counts = labels, [int(counts.get(x, 0)) for x in labels]
     base.docs = fitted.docs
     return base, (added + more if init is not None else [])
-
-
-def look_alike(kept: list[str], added: list[str]) -> list[tuple[str, str]]:
-    """The labels ``added`` that are the same number as one ``kept`` (``1.0`` and the
-    run's ``1``: a label column pandas wrote as floats because a value was missing),
-    with that label: new classes that the user most likely meant as the old ones.
-    Numbers compare exactly (:func:`~lancetnic_flow.features.label_values.value_of`):
-    2^53 + 1 is no other label's, though it is as a float64."""
-    return same_values(kept, added)

@@ -34,7 +34,8 @@ from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
 from ..dataflow.manifest import (DURATIONS_IN_SECONDS, LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD, SPACE_LINES_READ_AS_ROWS,
-                                 entry_key, read_features, read_manifest, read_names, shards_digest, write_features, write_names)
+                                 entry_key, read_features, read_manifest, read_names, read_read_as, shards_digest,
+                                 write_features, write_names, write_read_as)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import LEARNED, SHARD_READS, count_partition
@@ -42,7 +43,8 @@ from ..errors import UserError
 from ..options import BY_FIELD, bad
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
-from ..features.label_values import same_values, spelled_apart_warning, spelled_twice
+from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning,
+                                     spelled_twice)
 from ..features.labelsets import joined_labels
 from ..features.names import merge_names
 from ..features.split import fraction_of
@@ -66,7 +68,7 @@ from .held_out import HeldOut, holdout_for
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
 from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continue_config, continued_by, is_continued,
-                            key_options, labelled, load_init, look_alike, refusal, run_options)
+                            key_options, labelled, load_init, refusal, run_options)
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
@@ -581,12 +583,14 @@ class Training:
             features, results, totals = self._fit_pass()
             check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
             self.bucket_names = totals.names
-            self.held_out.take(totals, self._unread(), features.labels, self._partitions())
+            self.held_out.take(totals, self._unread(), self._row_labels(features), self._partitions())
             self.held_out.write_entry(self.entry, self.cache_so)
             write_names(self.entry, totals.names, self.cache_so)
+            write_read_as(self.entry, getattr(self, "init_read_as", None) or {}, self.cache_so)
             write_features(self.entry, features, self.cache_so)
         else:
             self.bucket_names = read_names(self.entry, self.cache_so)
+            self.init_read_as = read_read_as(self.entry, self.cache_so) if self.init is not None else None
             self.held_out.read_entry(self.entry, self.cache_so, self._partitions())
             self.events.emit("fitted", cached=True, vocabulary=features.dim, docs=features.docs,
                              labels=len(features.labels))
@@ -605,10 +609,15 @@ class Training:
         features, results, totals = self._fit_pass()
         check_fitted(self.cfg, self.columns, features, totals.rows_read, totals.skipped, totals.numeric)
         self.bucket_names = totals.names
-        self.held_out.take(totals, self._unread(), features.labels, self._partitions())
+        self.held_out.take(totals, self._unread(), self._row_labels(features), self._partitions())
         self._fitted(features)
         self.feed = FreshFeed(self.client, self._feed_spec(), self.events, trained=totals.results,
                               results=results)
+
+    def _row_labels(self, features: FittedFeatures) -> list[str] | None:
+        """The run's classes where a validation row of another label is skipped; None for
+        label sets, whose row stays (only such a label is left out of its set)."""
+        return None if self.columns.multilabel else features.labels
 
     def _partitions(self) -> list:
         """Every partition with its source's forced split (None: split by hash)."""
@@ -692,12 +701,8 @@ class Training:
                                    self.columns, fc, task=count_partition,
                                    splits=[None] * len(self.train_src.partitions) + ["val"] * len(val),
                                    cache_options=self.cache_so, **shards, **again, **opts)
-        apart = same_values(features.labels, sorted({k for r in stats.results for k in r.val_labels}))
-        warning = spelled_apart_warning(apart, "training's", "their validation rows are skipped (unknown_label)")
-        if warning:
-            self.events.emit("warning", message=warning)
-        for r in stats.results:
-            r.drop_unknown(features.labels)
+        for r in stats.results:   # a label written otherwise is noted, read as training's (the run warns at its end)
+            r.drop_unknown(features.labels, sets=self.columns.multilabel)
         return features, stats.results, stats
 
     def _labelled(self, fitted: FittedFeatures) -> FittedFeatures:
@@ -705,6 +710,9 @@ class Training:
         its old run's, with the labels the data adds; declared labels come last."""
         if self.init is None and not self.cfg.data.classes:
             return fitted
+        if self.init is not None:   # the training rows of labels the old run spells otherwise: said once fitted
+            self.init_read_as = counted_names(dict(zip(fitted.labels, fitted.label_counts)),
+                                              self.init.features.labels)[0]
         return labelled(fitted, self.init, self.cfg.data.classes)[0]
 
     def _say_continued(self) -> None:
@@ -717,18 +725,16 @@ class Training:
                 f"idf {'kept' if f.idf is not None else 'none'})")
         news = (f"{counted(len(added), 'new label')}: {', '.join(added[:10])}{', …' if len(added) > 10 else ''}"
                 if added else "no new label")
-        labels = f"{counted(len(init.features.labels), 'label')} kept; {news}" if f.labels else "the target's scale kept"
+        kept_labels = counted(len(init.features.labels), "label")
+        labels = f"{kept_labels} kept; {news}" if f.labels else "the target's scale kept"
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
-        same = look_alike(init.features.labels, added)
-        if same:
-            shown = ", ".join(f"{new!r} (the run's {old!r})" for new, old in same[:5])
-            self.events.emit("warning", message=(
-                f"{counted(len(same), 'label')} of this data {verb(len(same), 'is a new class', 'are new classes')} though "
-                f"{verb(len(same), 'it is', 'they are')} the same number as one of "
-                f"{init.url}'s: {shown}; {verb(len(same), 'it learns', 'they learn')} apart from the old ones. A label column written as floats "
-                "(pandas writes 1.0 where a value is missing) does this: write the labels as the run's"))
+        read_as = getattr(self, "init_read_as", None)
+        if read_as:
+            self.decisions["init_from"]["labels_read_as"] = read_as
+            self.events.emit("warning", message=read_as_warning(read_as, f"{init.url}'s",
+                                                                "decided.init_from.labels_read_as in metrics.json"))
         if not init.learned.complete:
             self.events.emit("warning", message=(
                 f"{init.url} learned its validation rows and does not record them all (a run saved by an earlier "
@@ -950,7 +956,8 @@ class Training:
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which read some rows of "
                             "these files differently (a CSV or TSV row whose quoted text holds line ends, cut in two "
                             "where the file was split; a JSON number label named two ways; a word's final capital "
-                            "sigma lower-cased as σ; a true or false numeric value read as no number)",
+                            "sigma lower-cased as σ; a true or false numeric value read as no number; a validation "
+                            "label spelled otherwise than training's skipped)",
                             "start a new run on the same data (see CHANGELOG.md)")
         for readers, why in ((SPACE_LINES_READ_AS_ROWS, "it read a one-column file's lines of spaces as empty_text "
                                                         "rows"),
@@ -1265,11 +1272,16 @@ class Training:
         # trained on the cluster, rank 0 found them on the weights it sent (none where it left them to this process)
         return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so, self.ranks_top_rows)
 
-    def _warn_of_rows(self, rows: dict) -> None:
-        """The run's warnings about its rows: those read changed (noted), and a
-        patience with no validation row to watch."""
+    def _warn_of_rows(self, rows: dict, read_as: dict[str, int]) -> None:
+        """The run's warnings about its rows: those read changed (noted; ``read_as``: the
+        labels read as training's spelling of their value), and a patience with no
+        validation row to watch."""
         cfg, tc = self.cfg, self.tc
+        if read_as:
+            self.events.emit("warning", message=read_as_warning(read_as, "training's"))
         for reason, n in rows.get("noted", {}).items():
+            if reason == LABEL_AS_RUN:   # said above, spelling by spelling
+                continue
             # the model continued, as the caller asked for it (partial_fit's caller typed no --init-from)
             continued = "partial_fit" if continued_by(self.given) == PARTIAL_FIT else "--init-from"
             noun, said = NOTED.get(reason, (reason, ""))
@@ -1321,6 +1333,8 @@ class Training:
             # Labels of validation sets that training never had, as evaluate names them (each a missed one).
             **({"unseen_labels": final_val["unseen_labels"]} if final_val.get("unseen_labels") else {}),
             "labels": self.features.labels, "rows": (rows := sum_rows(self.feed.results())),
+            # Validation labels written otherwise than training's, read as training's ("1 as 1.0": rows).
+            **({"labels_read_as": read_as} if (read_as := read_as_of(rows.get("noted", {}))) else {}),
             "epochs": [{**h, "val_confusion": c} for h, c in zip(state.history, state.confusions)],
             # The epoch whose weights were saved: the best by --monitor, or the last (the rule's keeps_last_epoch).
             # Without validation scores there is no best: the last epoch's weights are what was trained.
@@ -1339,7 +1353,7 @@ class Training:
             "shards_kept": self.feed.kept_shards() if isinstance(self.feed, ShardFeed) else None,
             "client_shard_bytes": SHARD_READS.now()[1] - self.reads_at_start[1],
         }
-        self._warn_of_rows(rows)
+        self._warn_of_rows(rows, read_as)
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
         if getattr(self, "resumed_at", None):

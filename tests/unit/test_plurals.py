@@ -18,3 +18,8 @@ def test_regular_plurals_of_the_nouns_messages_count():
     assert [plural(n) for n in ("row", "partition", "process", "batch", "entry", "key", "epoch",
                                         "validation row")] == [
         "rows", "partitions", "processes", "batches", "entries", "keys", "epochs", "validation rows"]
+
+
+def test_a_phrase_with_its_verb_is_said_whole_for_one_and_for_many():
+    assert counted(1, "label was", "labels were") == "1 label was"
+    assert counted(3, "label was", "labels were") == "3 labels were"

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from ...errors import UserError
 from ...plurals import counted, verb
+from .times import is_time_type, iso_text
 
 # A JSON array: "[", then an empty list or the start of a JSON value. "[deleted]"
 # or "[draft]" are plain label names, not lists.
@@ -157,6 +158,8 @@ def _as_text(arr) -> pa.Array:
         return arr
     if pa.types.is_dictionary(arr.type):
         arr = pc.cast(arr, arr.type.value_type)
+    if is_time_type(arr.type):   # as the CSV pandas writes from the same frame reads
+        return iso_text(arr)
     arr = nan_as_null(arr)
     try:
         return pc.cast(arr, pa.string())

@@ -22,6 +22,7 @@ from ..sources import Chunk, Columns, missing_column_error, open_error
 from ..usable import usable as holds_terms
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 from ...plurals import counted
+from .times import is_time_type, iso_text
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -137,8 +138,9 @@ def _undictionary(arr):
 
 
 def to_string(arr, encoding: str | None = None):
-    """Any column of text, numbers or a dictionary of them as strings; bytes
-    decoded in ``encoding`` (None: UTF-8), a value that is not as U+FFFD."""
+    """Any column of text, numbers, dates or a dictionary of them as strings; bytes
+    decoded in ``encoding`` (None: UTF-8), a value that is not as U+FFFD; dates and
+    timestamps in ISO 8601, as pandas writes them to a CSV (:mod:`.times`)."""
     arr = _undictionary(arr)
     t = arr.type
     if pa.types.is_string(t):
@@ -149,8 +151,10 @@ def to_string(arr, encoding: str | None = None):
             or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t) \
             or pa.types.is_string_view(t):
         return pc.cast(nan_as_null(arr), pa.string())
+    if is_time_type(t):   # as the CSV pandas writes from the same frame reads
+        return iso_text(arr)
     raise UserError(f"a column of type {t} cannot be read as text",
-                    "choose a column holding strings or numbers")
+                    "choose a column holding strings, numbers or dates")
 
 
 def utf8_values(arr, errors: str = "strict", encoding: str | None = None) -> tuple:
@@ -426,7 +430,9 @@ def kept_values(arr, encoding: str | None = None) -> pa.Array:
 
         return pa.array([None if v is None else json.dumps(v, ensure_ascii=False, default=str)
                          for v in arr.to_pylist()], pa.string())
-    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
+    if is_time_type(t):   # as a label of them reads, and a CSV pandas writes holds them
+        return iso_text(arr)
+    if pa.types.is_time(t):
         return pc.cast(pc.cast(arr, pa.string()), pa.string())
     return to_string(arr, encoding)
 

@@ -156,6 +156,21 @@ def test_a_label_set_models_score_reads_one_label_given_alone_as_a_set_of_one_no
     assert clf.score(texts, np.array(["sports", "tech", "tech", "x"], dtype=object)) == 0.25
 
 
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_score_reads_an_answer_the_run_holds_in_another_spelling_of_its_value_as_the_runs_label(monkeypatch,
+                                                                                                  multilabel):
+    """A run trained from a CSV names its labels 1.0, 2.0; y of floats names them 1, 2 (scored 0.0 for
+    a model right on every row): as evaluate reads a Parquet of the same frame, they are the run's."""
+    clf = TextClassifier()
+    clf.multilabel_, clf.predictor_ = multilabel, type("Run", (), {"labels": ["1.0", "2.0", "True"]})()
+    got = np.empty(4, dtype=object)
+    got[:] = [["1.0"], ["2.0"], ["True"], ["1.0"]] if multilabel else ["1.0", "2.0", "True", "1.0"]
+    monkeypatch.setattr(clf, "predict", lambda X: got)
+    y = [[1.0], [2], [True], ["1.0"]] if multilabel else [1.0, 2, True, "1.0"]
+    assert clf.score(["a", "b", "c", "d"], y) == 1.0
+    assert clf.score(["a", "b", "c", "d"], np.array([1.0, 1.0, 1.0, 2.0])) == 0.25
+
+
 def test_a_pickled_or_saved_estimator_carries_its_run_but_not_its_trainers_writer_lock(tmp_path):
     # a trained run's folder keeps its trainer's .lock (runs/run_lock.py): a copy is a run of its own
     est = _fitted_in_a_temporary_folder()

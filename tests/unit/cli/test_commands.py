@@ -179,6 +179,22 @@ def test_evaluate_that_scores_no_row_is_exit_2_naming_why_not_exit_0_with_no_sco
     assert said.format(data=data) in out.err and out.out == ""
 
 
+def test_predict_and_evaluate_lines_say_one_row_and_one_label_in_the_singular():
+    out = {"rows_written": 1, "output": "p.csv", "predicted": 1, "not_predicted": {}, "noted": {"label_as_run": 1}}
+    assert commands.predicted_line(out) == ("wrote 1 row to p.csv: 1 predicted; 1 label read as the run's spelling "
+                                            "of the same value (label_as_run)")
+    assert commands.predicted_line({**out, "rows_written": 2, "noted": {}}).startswith("wrote 2 rows to p.csv")
+
+
+def test_an_evaluation_of_one_unscored_row_says_one_row():
+    from lancetnic_flow.data.sources import Columns
+    from lancetnic_flow.runs.evaluate import check_scored
+
+    with pytest.raises(UserError, match="no rows to evaluate in d.csv: 1 row read, 1 skipped"):
+        check_scored(["d.csv"], {"read": 1, "evaluated": 0, "skipped": {"missing_label": 1}},
+                     Columns(text=("text",), label="label"))
+
+
 def test_predict_and_evaluate_say_the_planners_warnings_as_train_does(capsys):
     # files left out of a folder (a README), a link read once: train said them, predict and evaluate did not
     from types import SimpleNamespace

@@ -311,3 +311,28 @@ def test_entries_of_typed_files_with_numeric_or_target_columns_read_before_durat
                                                                             VAL_FRACTION, numbers=1)
     assert entry_key(typed, None, fc, COLUMNS, VAL_FRACTION) == entry_key(typed, None, fc, COLUMNS, VAL_FRACTION,
                                                                           numbers=1)
+
+
+def test_entries_with_a_validation_source_made_before_its_labels_were_read_in_trainings_spelling_are_not_reused():
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])
+    val = SourcePlan(files=[FileInfo("file:///d/v.txt", 10, "v1", "text", None)], partitions=[])
+    fc = {**FeatureConfig().__dict__, "lowercase": False}   # no other revision in the key
+    assert entry_key(plan, val, fc, COLUMNS, VAL_FRACTION) != entry_key(plan, val, fc, COLUMNS, VAL_FRACTION,
+                                                                        revisions=False)
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
+                                                                         revisions=False)
+
+
+def test_a_continued_runs_labels_read_in_its_spelling_are_kept_beside_the_entry_for_the_runs_that_reuse_it(tmp_path):
+    from lancetnic_flow.dataflow.manifest import READ_AS, read_read_as, write_read_as
+
+    entry = str(tmp_path / "entry")
+    assert read_read_as(entry, {}) == {}
+    write_read_as(entry, {}, {})
+    assert not (tmp_path / "entry" / READ_AS).exists()   # none read so: no file
+    write_read_as(entry, {"1 as 1.0": 63, "2 as 2.0": 119}, {})
+    assert read_read_as(entry, {}) == {"1 as 1.0": 63, "2 as 2.0": 119}
+    (tmp_path / "entry" / READ_AS).write_text("[1, 2")
+    assert read_read_as(entry, {}) == {}   # damaged: said by the runs that fit it, not here

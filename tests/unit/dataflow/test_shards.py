@@ -121,6 +121,60 @@ def test_drop_unknown_counts_validation_rows_of_labels_training_never_saw_as_ski
     assert same.val_rows == 6 and same.skipped["unknown_label"] == 4
 
 
+def test_drop_unknown_notes_validation_labels_the_run_holds_in_another_spelling_and_keeps_their_rows():
+    res = PartitionResult(partition=0, val_rows=10, val_labels={"1": 6, "zz": 4})
+    res.drop_unknown(["1.0", "2.0"])
+    assert res.val_rows == 6 and res.skipped == {"unknown_label": 4}
+    assert res.noted == {"label_as_run:1 as 1.0": 6, "label_as_run": 6}
+    sets = PartitionResult(partition=0, val_rows=10, val_labels={"1": 6, "zz": 4})
+    sets.drop_unknown(["1.0"], sets=True)   # a label set keeps its row, less the label
+    assert sets.val_rows == 10 and sets.skipped == {} and sets.noted["label_as_run"] == 6
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_a_validation_file_spelling_the_runs_labels_otherwise_is_featurised_as_the_runs_labels(tmp_path, multilabel):
+    """A --val file whose labels spell the training labels' values otherwise (a Parquet float
+    column's 1 for a CSV's 1.0) validates as those labels, counted, in the fitted-vocabulary
+    modes (featurised) and with hashing (finished from the counting pass's raw shards)."""
+    (tmp_path / "v.csv").write_text("text,label\ngoal team,1\nsoup bread,2\nchip code,2.0\ndisk cloud,9\n")
+    columns = dataclasses.replace(COLUMNS, multilabel=multilabel)
+    part = plan_source([str(tmp_path / "v.csv")], blocksize=2**30).partitions[0]
+    kw = dict(columns=columns, storage_options={}, cache_options={}, chunk_bytes=2**30, val_fraction=VAL_FRACTION)
+    want = [[1, 0], [0, 1], [0, 1], [0, 0]] if multilabel else [0, 1, 1]
+    for mode in ("tfidf", "hashing"):
+        fcfg = FeatureConfig(mode=mode, ngrams=1, analyzer="word", buckets=2**10)
+        features = finish_fit(fit_partition(part, columns, fcfg, {}, 2**30, VAL_FRACTION), fcfg, columns)
+        features.labels = ["1.0", "2.0"]
+        if mode == "tfidf":
+            res = featurize_partition(part, "val", features=features, shard_dir=str(tmp_path / mode), **kw)
+        else:
+            stats = count_partition(part, "val", fcfg=fcfg, shard_dir=str(tmp_path / mode), **kw)
+            res = stats.results[0]
+            res.drop_unknown(features.labels, sets=multilabel)
+        (val,) = [features.finish(load_shard(s, {})) if s.raw else load_shard(s, {}) for s in res.shards]
+        assert val.labels.tolist() == want, mode
+        assert res.noted == {"label_as_run:1 as 1.0": 1, "label_as_run:2 as 2.0": 1, "label_as_run": 2}, mode
+        assert res.skipped.get("unknown_label", 0) == (0 if multilabel else 1), mode
+
+
+def test_rows_spelling_a_label_otherwise_train_as_the_runs_and_only_the_validation_rows_are_noted(tmp_path):
+    """A continued run's new data (1 for the run's 1.0): every row is the run's label; the rows
+    noted (``label_as_run``) are the validation rows', as the hashing fit pass counts them."""
+    data = write_rows(tmp_path / "d.csv")
+    table = pa.csv.read_csv(data).replace_schema_metadata(None)
+    rows = table.set_column(1, "label", pa.array(["1"] * table.num_rows))
+    pa.csv.write_csv(rows, tmp_path / "one.csv")
+    part = plan_source([str(tmp_path / "one.csv")], blocksize=2**30).partitions[0]
+    fcfg = FeatureConfig(mode="tfidf", ngrams=1, analyzer="word")
+    features = finish_fit(fit_partition(part, COLUMNS, fcfg, {}, 2**30, VAL_FRACTION), fcfg, COLUMNS)
+    features.labels = ["1.0"]
+    res = featurize_partition(part, None, columns=COLUMNS, features=features, shard_dir=str(tmp_path / "c"),
+                              storage_options={}, cache_options={}, chunk_bytes=2**30, val_fraction=VAL_FRACTION)
+    assert 0 < res.val_rows < res.train_rows and res.train_rows + res.val_rows == table.num_rows
+    assert res.noted == {"label_as_run:1 as 1.0": res.val_rows, "label_as_run": res.val_rows}
+    assert all((load_shard(s, {}).labels == 0).all() for s in res.shards)
+
+
 def test_every_shard_this_process_loads_is_counted_with_its_bytes(entry):
     """The trainer's metrics.json reports ``client_shard_reads`` from this
     counter: a run that trains on the cluster must show 0, so a read here must count."""

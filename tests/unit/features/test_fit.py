@@ -127,6 +127,12 @@ def test_the_held_out_pass_records_only_validation_rows_of_the_runs_classes(tmp_
     assert sorted(known.held_out.tolist()) == sorted(hash_strings(pa.array(["old one", "old two"])).tolist())
 
 
+def test_known_labels_keeps_the_rows_of_a_label_the_run_holds_in_another_spelling():
+    """Such a row validates as the run's label, so a model that learns the validation rows learns it."""
+    table = pa.table({"text": ["x", "y", "z"], "label": ["1", "2.0", "9"]})
+    assert known_labels(table, ["1.0", "2.0"]).tolist() == [True, True, False]
+
+
 def test_known_labels_keeps_every_row_without_classes_or_of_label_sets():
     table = pa.table({"text": ["x", "y", "z"], "label": ["a", None, "q"]})
     assert known_labels(table, ["a"]).tolist() == [True, False, False]

@@ -36,6 +36,13 @@ def test_a_chunks_own_multi_hot_remapped_to_the_run_labels_equals_multi_hot_over
     assert empty.shape == (2, 0) and remap(empty, none, ["a"]).tolist() == [[0], [0]]
 
 
+def test_two_names_of_a_chunk_remapped_to_one_run_label_set_its_column_where_either_is_set():
+    """Two spellings of one value read as the run's one label (``1`` and ``1.0`` as ``1.0``)."""
+    hot = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]], np.uint8)
+    got = remap(hot, np.array(["1.0", "1.0", "b"]), ["b", "1.0"])
+    assert got.tolist() == [[0, 1], [0, 1], [1, 0], [0, 1]]
+
+
 def test_single_labels_joined_by_a_separator_are_named_and_other_names_are_not():
     from lancetnic_flow.features.labelsets import joined_labels
 

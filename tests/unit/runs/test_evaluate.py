@@ -47,14 +47,3 @@ def test_a_multitask_runs_values_are_scored_on_every_evaluated_row_an_unseen_lab
     assert got["mae"] == pytest.approx(skm.mean_absolute_error(rows["target"], values), rel=1e-5)
     assert got["rmse"] == pytest.approx(skm.root_mean_squared_error(rows["target"], values), rel=1e-5)
     assert got["r2"] == pytest.approx(skm.r2_score(rows["target"], values), rel=1e-5)
-
-
-def test_evaluate_reads_a_label_the_run_knows_in_another_spelling_of_its_value_as_the_runs_and_notes_it():
-    from lancetnic_flow.runs.evaluate import LABEL_AS_RUN, _in_run_spelling
-
-    noted: dict = {}
-    table = pa.table({"text": ["a", "b", "c", "d"], "label": ["1", "2", "1.0", "x"]})
-    got = _in_run_spelling(table, ["1.0", "2.0"], noted)   # a Parquet float column against a CSV run's
-    assert got["label"].to_pylist() == ["1.0", "2.0", "1.0", "x"] and got["text"] == table["text"]
-    assert noted == {f"{LABEL_AS_RUN}:1 as 1.0": 1, f"{LABEL_AS_RUN}:2 as 2.0": 1, LABEL_AS_RUN: 2}
-    assert _in_run_spelling(table.drop_columns(["label"]), ["1.0"], noted).column_names == ["text"]

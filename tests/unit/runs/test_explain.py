@@ -212,6 +212,16 @@ def test_bad_arguments_are_user_errors():
         pred.explain(["goal"], top=0)
 
 
+def test_a_label_named_in_another_spelling_of_a_value_the_run_holds_is_explained_as_the_runs():
+    """``explain --label 1`` of a run whose label is 1.0 (a CSV's), or serve's JSON ``{"label": 1}``."""
+    pred = linear_run()
+    pred.labels = pred.run.features.labels = ["1.0", "2.0", "True"]
+    for given, run in ((1, "1.0"), ("2", "2.0"), (" 2.00 ", "2.0"), ("true", "True"), (True, "True")):
+        assert pred.explain(TEXTS[:1], label=given)[0]["label"] == run
+    with pytest.raises(UserError, match="not one of this run's labels"):
+        pred.explain(TEXTS[:1], label=3)
+
+
 def test_a_label_explain_cannot_use_is_named_as_each_caller_gives_it():
     """`explain REG_RUN --label x` hinted `leave label out`, the Python API's word, on the command line."""
     with pytest.raises(UserError) as e:

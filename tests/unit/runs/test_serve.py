@@ -33,3 +33,16 @@ def test_a_predict_answer_counts_the_texts_a_sequence_run_read_only_to_max_len(t
         whole = json.loads(service.answer(json.dumps({"texts": ["cat dog", None]}).encode(), "application/json"))
     assert cut["longer_than_max_len"] == 2 and len(cut["predictions"]) == 5
     assert set(whole) == {"predictions"}
+
+
+def test_an_explain_label_in_another_spelling_of_a_value_the_run_holds_is_the_runs():
+    """`{"label": "1"}` for a run trained on a CSV's 1.0 was a 422, where `explain --label 1` explains 1.0."""
+    import pytest
+
+    from lancetnic_flow.runs.serve import BadRequest
+
+    body = json.dumps({"texts": ["a"], "label": "1"}).encode()
+    assert parse_explain(body, 10, ["1.0", "2.0"])[1]["label"] == "1.0"
+    assert parse_explain(json.dumps({"texts": ["a"], "label": "true"}).encode(), 10, ["True"])[1]["label"] == "True"
+    with pytest.raises(BadRequest, match="is not one of this run's labels"):
+        parse_explain(json.dumps({"texts": ["a"], "label": "3"}).encode(), 10, ["1.0", "2.0"])

@@ -4,6 +4,8 @@ new data without its columns, each in words naming what differs and what would
 work; the labels a continued run trains with keep the old ids and append the new."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -17,7 +19,7 @@ from lancetnic_flow.models import create_model
 from lancetnic_flow.resolve import resolve
 from lancetnic_flow.runs.folder import save_run
 from lancetnic_flow.training.keep_learning import (PARTIAL_FIT, check_resolved, continue_config, is_continued,
-                                                   key_options, labelled, load_init, look_alike, refusal)
+                                                   key_options, labelled, load_init, refusal)
 
 OLD_LABELS = ["politics", "sports", "tech"]
 
@@ -259,7 +261,8 @@ def test_the_labels_keep_the_old_ids_and_append_the_new_and_the_declared(old_run
     # A continued run's shards are its own in the cache: keyed by the old features, and declared labels.
     options = {"mode": "hashing"}
     assert key_options(options, None, None) == options
-    assert key_options(options, init, ["zoo"]) == {"mode": "hashing", "init_from": init.digest, "classes": ["zoo"]}
+    assert key_options(options, init, ["zoo"]) == {"mode": "hashing", "init_from": init.digest, "labels_as_run": 1,
+                                                   "classes": ["zoo"]}
 
 
 def test_another_optimizer_given_to_a_continued_run_takes_no_input_row_step_from_the_old_run(tmp_path):
@@ -281,14 +284,17 @@ def test_another_optimizer_given_to_a_continued_run_takes_no_input_row_step_from
     assert (kept.training.sparse_optimizer, kept.training.sparse_lr) == ("sgd", 5.0)
 
 
-def test_labels_added_that_are_the_same_number_as_the_runs_are_named_with_them():
+def test_labels_of_the_new_data_that_spell_one_of_the_runs_otherwise_are_the_runs_not_new_classes(old_run):
     """A run of labels 0..3 continued on a CSV that pandas wrote with 0.0..3.0 (a missing value made the
-    column floats) added four classes without a word but their names: now each is paired with the run's."""
-    assert look_alike(["0", "1", "2", "3"], ["1.0", "3.0", "4.0", "x"]) == [("1.0", "1"), ("3.0", "3")]
-    assert look_alike(["sports", "nan"], ["NaN", "tech"]) == []   # not a number: no class to be the same as
-
-
-def test_labels_added_are_paired_with_the_runs_only_where_they_are_exactly_the_same_value():
-    # equal as float64, two numbers: no pairing; the spellings of a boolean are one value
-    assert look_alike([str(2**53)], [str(2**53 + 1)]) == []
-    assert look_alike(["True", "1e3"], ["true", "1000.0"]) == [("true", "True"), ("1000.0", "1e3")]
+    column floats) added them as new classes that learned apart from the old ones: they are the run's now."""
+    init = dataclasses.replace(load_init(str(old_run), {}))
+    init.features = dataclasses.replace(init.features, labels=["0", "1", "2", "3"])
+    fitted = FittedFeatures(mode="hashing", buckets=1024, labels=["1.0", "1", "3.0", "4.0", "x"],
+                            label_counts=[5, 2, 4, 3, 1], docs=15, idf=np.ones(1024, np.float32))
+    features, added = labelled(fitted, init, None)
+    assert features.labels == ["0", "1", "2", "3", "4.0", "x"] and added == ["4.0", "x"]
+    assert features.label_counts == [0, 7, 0, 4, 3, 1]
+    # equal as float64, two numbers: a new class; the spellings of a boolean are one value
+    init.features = dataclasses.replace(init.features, labels=[str(2**53), "True"])
+    fitted = dataclasses.replace(fitted, labels=[str(2**53 + 1), "true"], label_counts=[1, 2])
+    assert labelled(fitted, init, None)[0].labels == [str(2**53), "True", str(2**53 + 1)]

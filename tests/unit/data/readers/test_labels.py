@@ -130,3 +130,10 @@ def test_a_float_label_minus_zero_is_the_class_zero_as_pandas_and_scikit_learn_r
     cols = Columns(text=("text",), label="label", multilabel=multilabel)
     got = [c.table["label"].to_pylist() for c in read_partition(plan_source([path]).partitions[0], cols)][0]
     assert got == ([["0"], ["0"], ["1.5"]] if multilabel else ["0", "0", "1.5"])
+
+
+def test_a_list_column_of_dates_is_a_set_of_the_labels_a_csv_of_them_holds():
+    import datetime as dt
+
+    sets = label_sets(pa.array([[dt.date(2024, 1, 5), dt.date(2024, 2, 1)], []]), None)
+    assert sets.to_pylist() == [["2024-01-05", "2024-02-01"], []]

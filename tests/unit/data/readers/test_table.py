@@ -95,6 +95,25 @@ def test_to_string_reads_numbers_and_dictionaries_as_text_and_refuses_structs():
         to_string(pa.array([{"a": 1}]))
 
 
+def test_to_string_reads_dates_and_timestamps_as_the_iso_text_a_csv_of_them_holds():
+    import datetime as dt
+
+    assert to_string(pa.array([dt.date(2024, 1, 5), None])).to_pylist() == ["2024-01-05", None]
+    assert to_string(pa.array([dt.datetime(2024, 1, 5, 10, 30)])).to_pylist() == ["2024-01-05 10:30:00"]
+
+
+def test_a_kept_date_or_timestamp_column_is_written_as_the_label_of_it_reads():
+    """predict --keep day beside a run whose labels are days: the kept value and the label spell one date."""
+    import datetime as dt
+
+    from lancetnic_flow.data.readers.table import kept_values
+
+    days = pa.array([dt.datetime(2024, 1, 5), dt.datetime(2024, 1, 5, 10, 30, 0, 500000), None])
+    assert kept_values(days).to_pylist() == to_string(days).to_pylist() == [
+        "2024-01-05", "2024-01-05 10:30:00.500", None]
+    assert kept_values(pa.array([dt.time(10, 30)])).to_pylist() == ["10:30:00.000000"]
+
+
 def test_utf8_checks_and_line_splitting():
     assert utf8_ok("héllo".encode()) and not utf8_ok(b"caf\xe9")
     assert split_lines(b"a\r\nb\n\nc\n").to_pylist() == ["a", "b", "", "c"]
