@@ -198,6 +198,35 @@ def records(data: np.ndarray, delim: int, quote: int, every: bool) -> tuple[list
     return starts, ends, kinds
 
 
+@njit(cache=True, nogil=True)
+def misfit_records(data: np.ndarray, delim: int, quote: int, width: int) -> tuple[list, list]:
+    """The records of ``data`` (starting where a row does) whose quoted field took a
+    line end and that hold other than ``width`` fields: their start and end offsets.
+    Such a record is malformed, and the lines after its first are rows to read again
+    (readers/csv.py), which a parser of the whole block cannot do in place."""
+    starts, ends = [np.int64(0)][:0], [np.int64(0)][:0]
+    n = data.shape[0]
+    state, start, spans, fields = FIELD, 0, False, np.int64(1)
+    for i in range(n):
+        c = data[i]
+        if state == QUOTED:
+            if c == NEWLINE or c == CR:
+                spans = True
+        elif c == delim:
+            fields += 1
+        if _ends_row(data, i, state):
+            if spans and fields != width:
+                starts.append(np.int64(start))
+                ends.append(np.int64(i + 1))
+            state, start, spans, fields = FIELD, i + 1, False, np.int64(1)
+            continue
+        state = _step(state, c, delim, quote)
+    if start < n and spans and fields != width:
+        starts.append(np.int64(start))
+        ends.append(np.int64(n))
+    return starts, ends
+
+
 def _bytes(b: bytes) -> np.ndarray:
     return np.frombuffer(b, np.uint8)
 
