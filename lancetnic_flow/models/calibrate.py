@@ -77,19 +77,21 @@ class Scores:
         return self.labels.ndim == 2
 
 
-def read_scores(model: Any, blocks: Iterator[RowBlock]) -> tuple[Scores | None, RowBlock | None]:
+def read_scores(model: Any, blocks: Iterator[RowBlock]) -> tuple[Scores | None, list[RowBlock]]:
     """The model's logits on the validation rows up to :data:`MAX_CELLS` scores, and
-    the rows of the last block read past them (None when none are): the blocks after
-    it are left unread in ``blocks``, for :func:`calibrate` to read on. Scores holds
+    the rows of the blocks read that were left out of them (the first block's past
+    :data:`MIN_ROWS` when the cap, known once a block is scored, is higher; the last
+    block's past the cap): the blocks after it are left unread in ``blocks``, for
+    :func:`calibrate` to read on. Scores holds
     the labelled rows, and (label sets) the rows with none as ``blank``: every row
     read is counted at the thresholds, as ``evaluate`` counts it. None when no row
     has a label. The model is left in eval mode."""
-    scores, labels, missed, blank, n, cap, rest = [], [], [], [], 0, None, None
+    scores, labels, missed, blank, n, cap, rest = [], [], [], [], 0, None, []
     model.eval()
     for block in blocks:
         b = block.slice(0, (cap or MIN_ROWS) - n)
         if len(b) < len(block):
-            rest = block.slice(len(b), len(block))
+            rest.append(block.slice(len(b), len(block)))
         keep = b.labels.any(1) if b.labels.ndim == 2 else b.labels >= 0
         if b.missed is not None:   # a set of labels training never had alone is still a row to score
             keep |= b.missed > 0
@@ -98,9 +100,8 @@ def read_scores(model: Any, blocks: Iterator[RowBlock]) -> tuple[Scores | None, 
             cap = cap or max(MIN_ROWS, MAX_CELLS // max(1, out.shape[1]))
             scores.append(out[keep])
             labels.append(b.labels[keep])
-            if b.missed is not None:
-                missed.append(b.missed[keep])
-            if b.labels.ndim == 2:
+            if b.labels.ndim == 2:   # a block that names no label training never had: none a row
+                missed.append(b.missed[keep] if b.missed is not None else np.zeros(int(keep.sum()), np.int32))
                 blank.append(out[~keep])
             n += len(b) if b.labels.ndim == 2 else int(keep.sum())
         if n >= (cap or MIN_ROWS):
@@ -108,7 +109,7 @@ def read_scores(model: Any, blocks: Iterator[RowBlock]) -> tuple[Scores | None, 
     if not any(len(s) for s in scores):
         return None, rest
     return Scores(np.concatenate(scores), np.concatenate(labels),
-                  np.concatenate(missed) if len(missed) == len(scores) else None,
+                  np.concatenate(missed) if missed else None,
                   blank=np.concatenate(blank) if blank else None), rest
 
 
@@ -296,7 +297,7 @@ def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool, prior: Prior 
             out.thresholds = np.round(out.thresholds, 6)
             del proba
             out.at_thresholds = count_at_thresholds(model, val, out.scale, out.thresholds, seen,
-                                                    itertools.chain([rest] if rest is not None else [], noted))
+                                                    itertools.chain(rest, noted))
     return out
 
 

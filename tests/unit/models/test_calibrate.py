@@ -208,7 +208,10 @@ def label_set_blocks(model, rng, blocks: int, rows: int) -> list[RowBlock]:
     return out
 
 
-def test_the_figures_at_the_thresholds_count_every_validation_row_past_the_rows_they_were_chosen_on(monkeypatch):
+# the cap known at once, or once a block is scored (that block cut at MIN_ROWS, a later one at the cap)
+@pytest.mark.parametrize("min_rows, max_cells", [(300, 3), (100, 1050)])
+def test_the_figures_at_the_thresholds_count_every_validation_row_past_the_rows_they_were_chosen_on(min_rows, max_cells,
+                                                                                                   monkeypatch):
     # they were counted on the first 20,000 rows (or MAX_CELLS scores) only, and a block cut there named
     # its new labels in the macro average although their rows were never counted
     from sklearn.metrics import accuracy_score, f1_score
@@ -217,18 +220,18 @@ def test_the_figures_at_the_thresholds_count_every_validation_row_past_the_rows_
     from lancetnic_flow.models.inputs import outputs_of
     from lancetnic_flow.models.tasks import label_cuts
 
-    monkeypatch.setattr(cal, "MIN_ROWS", 300)
-    monkeypatch.setattr(cal, "MAX_CELLS", 3)
+    monkeypatch.setattr(cal, "MIN_ROWS", min_rows)
+    monkeypatch.setattr(cal, "MAX_CELLS", max_cells)
     model, _ = create_model("LinearSVM", dim=20, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
                             embed=8, numeric=0)
     with torch.no_grad():
         model.input.weight.copy_(torch.randn(20, 3, generator=torch.Generator().manual_seed(0)))
     blocks = label_set_blocks(model, np.random.default_rng(7), 5, 200)
     per_row = np.zeros(200, np.int32)
-    per_row[150:] = 1                                   # rows 350-399, past the cut at 300: one new label each
+    per_row[150:] = 1   # the second block's last rows (past the cut where the cap is 300 rows): one new label each
     blocks[1].set_missed(per_row, {"new": 50})
     out = calibrate(model, iter(blocks), scale=True)
-    assert out.rows == 300                              # chosen on the first 300 rows
+    assert out.rows == max(min_rows, max_cells // 3) < 400   # chosen on the first rows, cut inside block 2
     assert out.at_thresholds["rows"] == 1000            # counted on all
     # what evaluate decides with the saved model: its scaled logits at the thresholds model.json keeps
     hot = np.concatenate([b.labels for b in blocks])
