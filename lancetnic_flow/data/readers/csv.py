@@ -210,7 +210,7 @@ def _by_regions(data: bytes, have: list[str], delimiter: str, names: list[str], 
     ``data``, and the rows holding one are counted after the read."""
     where = [have.index(n) for n in names]
     tables, statuses, skipped, read = [], [], {}, 0
-    bounds = _bad_records(data, delimiter, len(have)) + [(len(data), len(data))]
+    bounds = _bad_records(data, delimiter, len(have), columns.all_rows) + [(len(data), len(data))]
     view, at = memoryview(data), 0   # the runs between bad quotes as views: no copy of the block
     for start, end in bounds:
         for region, clean in ((view[at:start], True), (view[start:end], False)):
@@ -235,15 +235,16 @@ def _by_regions(data: bytes, have: list[str], delimiter: str, names: list[str], 
     return _finished(columns, table, status, read, skipped, have)
 
 
-def _bad_records(data: bytes, delimiter: str, width: int) -> list[tuple[int, int]]:
+def _bad_records(data: bytes, delimiter: str, width: int, every: bool) -> list[tuple[int, int]]:
     """Where the records that take the lines after their first are, in order: a
     stray or unclosed quote's (:func:`~.row_ends.records`), and a quoted field's
     over several lines in a record of a wrong count of fields
-    (:func:`~.row_ends.misfit_records`). Both split the block at the same record
-    ends, so a record named by both is one record."""
+    (:func:`~.row_ends.misfit_records`); with ``every`` (prediction, which lists a
+    malformed row in place) every record of a wrong count. Both split the block at
+    the same record ends, so a record named by both is one record."""
     arr, d, q = np.frombuffer(data, np.uint8), ord(delimiter), ord('"')
     starts, ends, _ = records(arr, d, q, False)
-    more = misfit_records(arr, d, q, width)
+    more = misfit_records(arr, d, q, width, not every)
     return sorted({(int(s), int(e)) for s, e in zip(list(starts) + list(more[0]), list(ends) + list(more[1]))})
 
 

@@ -316,17 +316,19 @@ def test_a_line_of_tabs_an_unclosed_tsv_quote_took_is_read_again_as_a_row():
 
 
 # A stray quote (its record's rows read again: the screen's), a quoted field over two lines in a row of three
-# fields (its second line read again, one field too many), a quote never closed (to the block's end).
+# fields (its second line read again, one field too many), a quote never closed (to the block's end), a row of
+# three fields on one line (prediction lists it in place).
 _ONE_BAD = [('"a stray quote{d}b\nthe 5" screen{d}a', 1), ('"a text over\ntwo lines"{d}b{d}extra', 2),
-            ('"never closed{d}b', 1)]
+            ('"never closed{d}b', 1), ("one{d}too{d}many", 1)]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])
 @pytest.mark.parametrize("bad, malformed", _ONE_BAD)
 def test_a_block_with_one_bad_record_reads_that_record_alone_one_by_one_and_the_same_rows_as_all_of_them(
         fmt, bad, malformed, monkeypatch):
-    # a stray quote, or a quoted field over two lines in a row of three fields, sent every record of its block
-    # through Python's csv module one by one: 0.7 s for a 29 MB block where the clean block takes 0.15 s
+    # a stray quote, or a quoted field over two lines in a row of three fields (in prediction any malformed
+    # row), sent every record of its block through Python's csv module one by one: 0.7 s for a 29 MB block
+    # where the clean block takes 0.15 s
     from lancetnic_flow.data.readers import csv as reader
 
     d = "," if fmt == "csv" else "\t"
