@@ -22,14 +22,19 @@
   new rows may hold few or no positives of a label the old run chose a
   threshold for on its own, and the pooled one would replace it.
 
-Both read the validation rows once, at most :data:`MAX_CELLS` scores
-(rows × labels) of them: memory is bounded by that, not by the rows.
+Both are fitted on the first :data:`MAX_CELLS` scores (rows × labels) of the
+validation rows, 20,000 rows at least: memory is bounded by that, not by the
+rows (``calibration.rows`` says how many; ``calibration.val_loss`` is theirs).
+A label set's figures at the saved thresholds (``val_at_thresholds``) count
+every validation row, as ``evaluate`` of the same rows does: the pass that
+read the held rows reads on and counts the others per label as they come.
 """
 from __future__ import annotations
 
 import contextlib
+import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -44,6 +49,8 @@ MAX_CELLS = 10_000_000
 MIN_ROWS = 20_000
 # The loss is summed over this many scores at a time (float64 temporaries of 8 MiB each).
 PIECE_CELLS = 1 << 20
+# Rows scored at a time where every validation row is read on past the held ones.
+PIECE_ROWS = 2048
 # A label's own threshold weighs n / (n + SHRINK) against the pooled one (n: its positive rows).
 SHRINK = 1.0
 # The range the scale is searched in. A scale at its top means no finite one fits better: every
@@ -56,49 +63,54 @@ THRESHOLD_RANGE = (0.01, 0.99)
 @dataclass
 class Scores:
     """Validation rows' scores (rows × classes, float32) and answers: class ids, or a
-    multi-hot matrix with, per row, the labels of its set training never had
-    (``missed``) and those labels by the rows holding them (``unseen``)."""
+    multi-hot matrix with, per row, how many labels of its set training never had
+    (``missed``). ``blank``: the scores of rows with no label at all (label sets),
+    fitted on by nothing, counted at the thresholds."""
 
     scores: np.ndarray
     labels: np.ndarray
     missed: np.ndarray | None = None
-    unseen: dict | None = None
+    blank: np.ndarray | None = None
 
     @property
     def label_sets(self) -> bool:
         return self.labels.ndim == 2
 
 
-def read_scores(model: Any, blocks: Iterable[RowBlock]) -> Scores | None:
-    """The model's logits on the labelled validation rows, up to :data:`MAX_CELLS`
-    scores; None when no row has a label."""
-    scores, labels, missed, unseen, n, cap = [], [], [], {}, 0, None
+def read_scores(model: Any, blocks: Iterator[RowBlock]) -> tuple[Scores | None, list[RowBlock]]:
+    """The model's logits on the validation rows up to :data:`MAX_CELLS` scores, and
+    the rows of the blocks read that were left out of them (the first block's past
+    :data:`MIN_ROWS` when the cap, known once a block is scored, is higher; the last
+    block's past the cap): the blocks after it are left unread in ``blocks``, for
+    :func:`calibrate` to read on. Scores holds
+    the labelled rows, and (label sets) the rows with none as ``blank``: every row
+    read is counted at the thresholds, as ``evaluate`` counts it. None when no row
+    has a label. The model is left in eval mode."""
+    scores, labels, missed, blank, n, cap, rest = [], [], [], [], 0, None, []
     model.eval()
-    rows = iter(blocks)
-    with contextlib.ExitStack() as done:
-        done.callback(getattr(rows, "close", lambda: None))   # a generator's close stops its read-ahead thread
-        for block in rows:
-            b = block.slice(0, (cap or MIN_ROWS) - n)
-            keep = b.labels.any(1) if b.labels.ndim == 2 else b.labels >= 0
-            if b.missed is not None:   # a set of labels training never had alone is still a row to score
-                keep |= b.missed > 0
-                for k, v in block.missed_by_label().items():
-                    unseen[k] = unseen.get(k, 0) + v
-            if keep.any():
-                out = as_array(outputs_of(model, b, "cpu")["logits"])
-                cap = cap or max(MIN_ROWS, MAX_CELLS // max(1, out.shape[1]))
-                scores.append(out[keep].astype(np.float32, copy=False))
-                labels.append(b.labels[keep])
-                if b.missed is not None:
-                    missed.append(b.missed[keep])
-                n += int(keep.sum())
-            if n >= (cap or MIN_ROWS):
-                break
-    model.train()
-    if not scores:
-        return None
+    for block in blocks:
+        b = block.slice(0, (cap or MIN_ROWS) - n)
+        if len(b) < len(block):
+            rest.append(block.slice(len(b), len(block)))
+        keep = b.labels.any(1) if b.labels.ndim == 2 else b.labels >= 0
+        if b.missed is not None:   # a set of labels training never had alone is still a row to score
+            keep |= b.missed > 0
+        if len(b):
+            out = as_array(outputs_of(model, b, "cpu")["logits"]).astype(np.float32, copy=False)
+            cap = cap or max(MIN_ROWS, MAX_CELLS // max(1, out.shape[1]))
+            scores.append(out[keep])
+            labels.append(b.labels[keep])
+            if b.labels.ndim == 2:   # a block that names no label training never had: none a row
+                missed.append(b.missed[keep] if b.missed is not None else np.zeros(int(keep.sum()), np.int32))
+                blank.append(out[~keep])
+            n += len(b) if b.labels.ndim == 2 else int(keep.sum())
+        if n >= (cap or MIN_ROWS):
+            break
+    if not any(len(s) for s in scores):
+        return None, rest
     return Scores(np.concatenate(scores), np.concatenate(labels),
-                  np.concatenate(missed) if len(missed) == len(scores) else None, unseen)
+                  np.concatenate(missed) if missed else None,
+                  blank=np.concatenate(blank) if blank else None), rest
 
 
 def _arrays(val: Scores) -> tuple[np.ndarray, np.ndarray]:
@@ -222,17 +234,18 @@ class Prior:
 class Calibration:
     """What :func:`calibrate` fitted: the scale (1.0 if none was fitted) and the
     loss at it, the per-label thresholds (None for one label a row) and the
-    rows it read."""
+    rows they were fitted on (the first :data:`MAX_CELLS` scores' rows)."""
 
     scale: float = 1.0
-    # The validation loss at the fitted scale: of the probabilities predict gives (an epoch's
-    # val_loss is the scores' at scale 1). None when no scale was fitted.
+    # The validation loss at the fitted scale, on the rows it was fitted on: of the probabilities
+    # predict gives (an epoch's val_loss is the scores' at scale 1). None when no scale was fitted.
     loss: float | None = None
     thresholds: np.ndarray | None = None
     pooled_threshold: float | None = None
     rows: int = 0
-    # Label sets: the validation rows scored at the thresholds (what the saved model decides on
-    # them; the thresholds were chosen on the same rows), where each epoch's figures are at 0.5.
+    # Label sets: every validation row scored at the thresholds (what the saved model decides on
+    # them; the thresholds were chosen on the first ``rows`` of them), where each epoch's figures
+    # are at 0.5; its own ``rows`` are those counted.
     at_thresholds: dict | None = None
 
     @property
@@ -254,37 +267,70 @@ def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool, prior: Prior 
     """Fit, on the validation ``blocks``: the model's probability scale
     (``scale``: the model has a ``logit_scale``, which is set) and, for label
     sets, a threshold per label on the probabilities at that scale, each drawn
-    towards ``prior``'s for that label where it has one (a continued run's)."""
+    towards ``prior``'s for that label where it has one (a continued run's). Both
+    are fitted on the first :data:`MAX_CELLS` scores; a label set's figures at the
+    thresholds count every row, the rest read on in the same pass."""
     before = float(model.logit_scale) if scale else 1.0
     if scale:
         _set_scale(model, 1.0)
-    val = read_scores(model, blocks)
-    if val is None:   # no row to fit on: the scale stays as it was (a continued run's, its old run's)
+    rows = iter(blocks)
+    with contextlib.ExitStack() as done:
+        done.callback(getattr(rows, "close", lambda: None))   # a generator's close stops its read-ahead thread
+        done.callback(model.train)
+        seen: dict[str, int] = {}
+        noted = _noting(rows, seen)
+        val, rest = read_scores(model, noted)
+        if val is None:   # no row to fit on: the scale stays as it was (a continued run's, its old run's)
+            if scale:
+                _set_scale(model, before)
+            return Calibration()
+        out = Calibration(rows=len(val.scores))
         if scale:
-            _set_scale(model, before)
-        return Calibration()
-    out = Calibration(rows=len(val.scores))
-    if scale:
-        out.scale = fit_scale(val)
-        out.loss = scaled_loss(val, out.scale)
-        _set_scale(model, out.scale)
-    if val.label_sets:
-        proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)
-        toward = prior.at_scale(out.scale, proba.shape[1]) if prior is not None else None
-        out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels, toward)
-        out.at_thresholds = scores_at(proba, val.labels, out.thresholds, val.missed, val.unseen)
+            out.scale = fit_scale(val)
+            out.loss = scaled_loss(val, out.scale)
+            _set_scale(model, out.scale)
+        if val.label_sets:
+            proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)
+            toward = prior.at_scale(out.scale, proba.shape[1]) if prior is not None else None
+            # Rounded as model.json keeps them: the figures are those of the thresholds predict and evaluate use.
+            out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels, toward)
+            out.thresholds = np.round(out.thresholds, 6)
+            del proba
+            out.at_thresholds = count_at_thresholds(model, val, out.scale, out.thresholds, seen,
+                                                    itertools.chain(rest, noted))
     return out
 
 
-def scores_at(proba: np.ndarray, hot: np.ndarray, thresholds: np.ndarray, missed: np.ndarray | None = None,
-              unseen: dict | None = None) -> dict:
-    """micro-F1, macro-F1 and subset accuracy of deciding each label at its threshold
-    (rows × labels), counted as an epoch's validation figures are: with each row's
-    labels training never had (``missed``, by name ``unseen``) as missed ones."""
-    from .metrics import MultiLabelMetrics
+def _noting(blocks: Iterator[RowBlock], seen: dict[str, int]) -> Iterator[RowBlock]:
+    """``blocks``, each block's labels training never had added to ``seen`` (rows, by name)
+    as it is read: a block cut at the cap is named whole, its rest read on."""
+    for block in blocks:
+        for k, v in block.missed_by_label().items():
+            seen[k] = seen.get(k, 0) + v
+        yield block
 
-    m = MultiLabelMetrics(proba.shape[1])
-    m.update(hot, proba >= thresholds.astype(proba.dtype), 0.0, missed)
-    m.update_unseen(unseen or {})
+
+def count_at_thresholds(model: Any, val: Scores, scale: float, thresholds: np.ndarray, seen: dict[str, int],
+                        rest: Iterable[RowBlock]) -> dict:
+    """micro-F1, macro-F1 and subset accuracy of deciding each label at its threshold,
+    and the rows counted: the held rows' scores (``val``, at ``scale``), then every row
+    of ``rest`` scored by the model, counted per label as they come (memory: a piece
+    of rows, never them all), as ``evaluate`` counts the same rows, with each row's
+    labels training never had as missed ones (``seen``: their rows by name, complete
+    once ``rest`` is read)."""
+    from .metrics import MultiLabelMetrics
+    from .tasks import TaskMetrics, label_cuts
+
+    m = TaskMetrics(MultiLabelMetrics(val.labels.shape[1]), None, label_cuts(thresholds.tolist()))
+    factor = np.float32(scale)
+    m.update({"logits": val.scores * factor}, val.labels, None, 0.0, val.missed)
+    if val.blank is not None and len(val.blank):
+        m.update({"logits": val.blank * factor}, np.zeros(val.blank.shape, np.uint8), None, 0.0, None)
+    for block in rest:
+        for start in range(0, len(block), PIECE_ROWS):
+            b = block.slice(start, start + PIECE_ROWS)
+            m.update(outputs_of(model, b, "cpu"), b.labels, None, 0.0, b.missed)
+    m.cls.update_unseen(seen)
     r = m.result()
-    return {k: (None if r[k] is None else round(float(r[k]), 6)) for k in ("micro_f1", "macro_f1", "subset_accuracy")}
+    return {**{k: (None if r[k] is None else round(float(r[k]), 6)) for k in ("micro_f1", "macro_f1", "subset_accuracy")},
+            "rows": int(r["rows"])}

@@ -1297,15 +1297,17 @@ class Training:
 
     def _calibration_metrics(self) -> dict:
         """metrics.json's record of the calibration: a margin model's probability scale and the
-        validation loss at it (the loss of the probabilities predict gives; val_loss is its scores'
-        at scale 1, as each epoch's), and for label sets the validation rows at the saved thresholds
-        (chosen on them): what predict decides, where each epoch's figures are at 0.5."""
+        validation loss at it on the rows it was fitted on (the loss of the probabilities predict
+        gives; val_loss is its scores' at scale 1, as each epoch's), and for label sets every
+        validation row at the saved thresholds (chosen on the first of them): what predict decides,
+        where each epoch's figures are at 0.5."""
         c, out = self.calibration, {}
         if c.loss is not None:
             out["calibration"] = {"scale": round(c.scale, 6), "val_loss": round(c.loss, 6), "rows": c.rows,
                                   "at_limit": c.at_limit}
         if c.at_thresholds:
-            out["val_at_thresholds"] = {**c.at_thresholds, "rows": c.rows}
+            # Every validation row counted; the thresholds were chosen on the first thresholds_rows of them.
+            out["val_at_thresholds"] = {**c.at_thresholds, "thresholds_rows": c.rows}
         return out
 
     def _write_for_continuations(self) -> None:

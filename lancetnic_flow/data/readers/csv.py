@@ -6,8 +6,11 @@ partition cut starts (:func:`~.row_ends.records`), each read on its own: a
 record that is malformed (a wrong count of fields, a quote never closed, a
 stray quote "closed" by one with text behind it) is one malformed row, and
 the lines it took after its first are read again as rows of their own
-(:func:`_read_csv_rows`), so no row vanishes uncounted and none depends on
-where the file is cut.
+(:func:`_records`), so no row vanishes uncounted and none depends on
+where the file is cut. A block is read by Arrow's parser
+(:func:`_read_csv_rows`); one holding such a record reads that record
+alone in Python and the runs of records around it by Arrow
+(:func:`_by_regions`).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
-from .row_ends import WHOLE, records, with_lf_row_ends
+from .row_ends import WHOLE, misfit_records, records, with_lf_row_ends
 from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 from ...plurals import counted
@@ -79,16 +82,18 @@ def _after_first_line(record: bytes, delimiter: str) -> bytes:
     return with_lf_row_ends(parts[1].rstrip(b"\r\n") + b"\n", delimiter)
 
 
-def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str]) -> tuple[pa.Table, int] | None:
+def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
+                   checked: bool = False) -> tuple[pa.Table, int] | None:
     """CSV rows of ``body`` (columns ``names``, as strings) and the count of
     malformed rows, by Arrow's parser; None when a malformed record took the
     lines after its first (a quote opened in it), which :func:`_records` reads.
+    ``checked``: ``body`` is known to hold no stray or unclosed quote.
 
     Rows are the quote automaton's records, where a partition cut starts one
     (:func:`~.row_ends.records`); Arrow's parser reads the same records."""
     if len(have) == 1:
         body = without_space_lines(body, delimiter)
-    if len(records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), False)[0]):
+    if not checked and len(records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), False)[0]):
         return None   # a stray or unclosed quote
     taken: list[bytes] = []  # raw text of the malformed rows Arrow found
 
@@ -167,7 +172,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
         return _rows_in_order(raw, have, delimiter, names, columns)
     read = _read_csv_rows(body, have, delimiter, names)
     if read is None or (columns.all_rows and read[1]):
-        return _rows_in_order(raw, have, delimiter, names, columns)
+        return _by_regions(data, have, delimiter, names, columns, marked)
     table, bad = read
     if bad:
         skipped["malformed"] = skipped.get("malformed", 0) + bad
@@ -191,20 +196,82 @@ def _without_marks(table: pa.Table) -> tuple[pa.Table, int]:
     return (table.filter(pc.invert(hit)), n) if n else (table, 0)
 
 
-def _rows_in_order(raw: bytes, have: list[str], delimiter: str, names: list[str],
-                   columns: Columns) -> Chunk:
-    """The slow path, for a block holding a record that took the lines after
-    it or (prediction) a malformed or undecodable row: every record in order
-    (:func:`_records`), with its status or, in training, the rows fit to use
-    (a Python loop per row, for such blocks only)."""
+def _by_regions(data: bytes, have: list[str], delimiter: str, names: list[str], columns: Columns,
+                marked: bool) -> Chunk:
+    """A block the fast read could not take whole (a record a quote made take the
+    lines after it or, in prediction, a malformed row): the records of each stray
+    or unclosed quote read in order (:func:`_records`, a Python loop per row),
+    the runs of records between them by Arrow's parser as a clean block is, and
+    a run Arrow cannot take either (a malformed row over several lines; in
+    prediction, any malformed row) record by record too. Each record is read on
+    its own either way, so the rows are those of :func:`_rows_in_order` in the
+    same order, at the cost of the clean block for all but the few records
+    around a bad quote. ``marked``: undecodable bytes are :data:`_MARK` in
+    ``data``, and the rows holding one are counted after the read."""
     where = [have.index(n) for n in names]
+    tables, statuses, skipped, read = [], [], {}, 0
+    bounds = _bad_records(data, delimiter, len(have), columns.all_rows) + [(len(data), len(data))]
+    view, at = memoryview(data), 0   # the runs between bad quotes as views: no copy of the block
+    for start, end in bounds:
+        for region, clean in ((view[at:start], True), (view[start:end], False)):
+            got = _clean_run(region, have, delimiter, names, columns) if clean and len(region) else None
+            if got is None and len(region):
+                got = _record_rows(bytes(region), have, delimiter, names, where, columns)
+            if got is not None:
+                table, status, bad, n = got
+                tables.append(table)
+                statuses.append(status)
+                read += n
+                for why, k in bad.items():
+                    skipped[why] = skipped.get(why, 0) + k
+        at = end
+    table = pa.concat_tables(tables) if tables else pa.table({n: pa.array([], pa.string()) for n in names})
+    undecodable = 0
+    if marked:
+        table, undecodable = _without_marks(table)
+        if undecodable:
+            skipped["undecodable"] = undecodable
+    status = pa.concat_arrays(statuses) if statuses else pa.array([], pa.string())
+    return _finished(columns, table, status, read, skipped, have)
+
+
+def _bad_records(data: bytes, delimiter: str, width: int, every: bool) -> list[tuple[int, int]]:
+    """Where the records that take the lines after their first are, in order: a
+    stray or unclosed quote's (:func:`~.row_ends.records`), and a quoted field's
+    over several lines in a record of a wrong count of fields
+    (:func:`~.row_ends.misfit_records`); with ``every`` (prediction, which lists a
+    malformed row in place) every record of a wrong count. Both split the block at
+    the same record ends, so a record named by both is one record."""
+    arr, d, q = np.frombuffer(data, np.uint8), ord(delimiter), ord('"')
+    starts, ends, _ = records(arr, d, q, False)
+    more = misfit_records(arr, d, q, width, not every)
+    return sorted({(int(s), int(e)) for s, e in zip(list(starts) + list(more[0]), list(ends) + list(more[1]))})
+
+
+def _clean_run(region: memoryview, have: list[str], delimiter: str, names: list[str], columns: Columns):
+    """Arrow's read of a run of records holding no stray or unclosed quote, as
+    (table, statuses, skipped, rows read); None where it must be read record by
+    record (:func:`_read_csv_rows`'s None, or a malformed row in prediction)."""
+    # Found free of stray and unclosed quotes in its block; a one-column file's is checked again
+    # once its lines of spaces are out.
+    got = _read_csv_rows(pa.py_buffer(region), have, delimiter, names, checked=len(have) > 1)
+    if got is None or (columns.all_rows and got[1]):
+        return None
+    table, bad = got
+    return table, pa.nulls(table.num_rows, pa.string()), {"malformed": bad} if bad else {}, table.num_rows + bad
+
+
+def _record_rows(region: bytes, have: list[str], delimiter: str, names: list[str], where: list[int],
+                 columns: Columns):
+    """The rows of ``region`` record by record (:func:`_records`), as (table,
+    statuses, skipped, rows read): in training the rows fit to use, in
+    prediction every row with its status."""
     cols: dict[str, list] = {n: [] for n in names}
     status: list[str | None] = []
     skipped: dict[str, int] = {}
     read = 0
-    # Training skips a row as undecodable for the columns it reads; prediction for any (it may keep them all).
     check = None if columns.all_rows else where
-    for fields, why in _records(strip_bom(raw), delimiter, len(have), 0, check):
+    for fields, why in _records(region, delimiter, len(have), 0, check):
         read += 1
         if why:
             skipped[why] = skipped.get(why, 0) + 1
@@ -213,11 +280,27 @@ def _rows_in_order(raw: bytes, have: list[str], delimiter: str, names: list[str]
         status.append(why)
         for n, i in zip(names, where):
             cols[n].append(None if fields is None else fields[i])
-    arrays = {n: pa.array(v, pa.string()) for n, v in cols.items()}
+    table = pa.table({n: pa.array(v, pa.string()) for n, v in cols.items()})
+    return table, pa.array(status, pa.string()), skipped, read
+
+
+def _rows_in_order(raw: bytes, have: list[str], delimiter: str, names: list[str],
+                   columns: Columns) -> Chunk:
+    """The slow path, for a block whose undecodable bytes cannot be marked or
+    (prediction) that holds one: every record in order (:func:`_record_rows`,
+    a Python loop per row)."""
+    table, status, skipped, read = _record_rows(strip_bom(raw), have, delimiter, names,
+                                                [have.index(n) for n in names], columns)
+    return _finished(columns, table, status, read, skipped, have)
+
+
+def _finished(columns: Columns, table: pa.Table, status: pa.Array, read: int, skipped: dict,
+              have: list[str]) -> Chunk:
+    """:func:`~.table.finish` of rows read in order: in training those fit to use,
+    in prediction every row with its status."""
     if not columns.all_rows:
-        return finish(columns, arrays.__getitem__, len(status), read, skipped, have=have)
-    return finish(columns, arrays.__getitem__, len(status), len(status), skipped,
-                  status=pa.array(status, pa.string()), have=have)
+        return finish(columns, table.column, table.num_rows, read, skipped, have=have)
+    return finish(columns, table.column, table.num_rows, table.num_rows, skipped, status=status, have=have)
 
 
 def _records(data: bytes, delimiter: str, width: int, depth: int, check: list[int] | None = None):

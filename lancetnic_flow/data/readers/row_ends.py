@@ -198,6 +198,48 @@ def records(data: np.ndarray, delim: int, quote: int, every: bool) -> tuple[list
     return starts, ends, kinds
 
 
+@njit(cache=True, nogil=True)
+def _blank_record(data: np.ndarray, start: int, end: int, delim: int) -> bool:
+    """Whether bytes ``start:end`` are spaces and line ends alone (and in CSV tabs)."""
+    for j in range(start, end):
+        c = data[j]
+        if c != 32 and c != NEWLINE and c != CR and (c != 9 or delim == 9):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def misfit_records(data: np.ndarray, delim: int, quote: int, width: int, spanning: bool) -> tuple[list, list]:
+    """The records of ``data`` (starting where a row does) that hold other than
+    ``width`` fields, not blank (:func:`_blank_record`): their start and end offsets.
+    With ``spanning``, only those whose quoted field took a line end: the lines
+    after their first are rows to read again (readers/csv.py), which a parser of
+    the whole block cannot do in place."""
+    starts, ends = [np.int64(0)][:0], [np.int64(0)][:0]
+    n = data.shape[0]
+    state, start, spans, fields = FIELD, 0, False, np.int64(1)
+    for i in range(n):
+        c = data[i]
+        if state == QUOTED:
+            if c == NEWLINE or c == CR:
+                spans = True
+        elif c == delim:
+            fields += 1
+        if _ends_row(data, i, state):
+            # Blank is checked for a record of a wrong count alone: a check per byte made the loop
+            # many times slower.
+            if fields != width and (spans or not spanning) and not _blank_record(data, start, i, delim):
+                starts.append(np.int64(start))
+                ends.append(np.int64(i + 1))
+            state, start, spans, fields = FIELD, i + 1, False, np.int64(1)
+            continue
+        state = _step(state, c, delim, quote)
+    if start < n and fields != width and (spans or not spanning) and not _blank_record(data, start, n, delim):
+        starts.append(np.int64(start))
+        ends.append(np.int64(n))
+    return starts, ends
+
+
 def _bytes(b: bytes) -> np.ndarray:
     return np.frombuffer(b, np.uint8)
 

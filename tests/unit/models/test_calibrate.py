@@ -178,17 +178,72 @@ def test_label_sets_validation_scores_at_the_saved_thresholds_are_what_deciding_
     # micro-F1 of 0.50 for a model that `evaluate` scores 0.77 on the same rows
     from sklearn.metrics import accuracy_score, f1_score
 
-    from lancetnic_flow.models.calibrate import scores_at
+    from lancetnic_flow.models.calibrate import count_at_thresholds
 
     rng = np.random.default_rng(5)
     hot = (rng.random((300, 4)) < [0.5, 0.2, 0.05, 0.3]).astype(np.uint8)
     proba = (hot * 0.2 + rng.random((300, 4)) * 0.25).astype(np.float32)   # every one below 0.5
+    logits = np.log(proba / (1 - proba)).astype(np.float32)
     cuts = np.array([0.3, 0.25, 0.35, 0.3])
-    got = scores_at(proba, hot, cuts)
+    got = count_at_thresholds(None, Scores(logits, hot), 1.0, cuts, {}, [])
     pred = (proba >= cuts.astype(np.float32)).astype(int)
+    assert got["rows"] == 300
     assert got["micro_f1"] == pytest.approx(f1_score(hot, pred, average="micro"), abs=1e-6)
     assert got["subset_accuracy"] == pytest.approx(accuracy_score(hot, pred), abs=1e-6)
-    assert got["micro_f1"] > scores_at(proba, hot, np.full(4, 0.5))["micro_f1"] + 0.1
+    assert got["micro_f1"] > count_at_thresholds(None, Scores(logits, hot), 1.0, np.full(4, 0.5), {}, [])["micro_f1"] + 0.1
+
+
+def label_set_blocks(model, rng, blocks: int, rows: int) -> list[RowBlock]:
+    """``blocks`` blocks of ``rows`` label-set rows (3 labels, three of 20 terms a row) that
+    ``model`` scores roughly right."""
+    weight = model.input.weight.detach().numpy()
+    out = []
+    for _ in range(blocks):
+        indices = rng.integers(0, 20, rows * 3).astype(np.int32)
+        scores = weight[indices].reshape(rows, 3, 3).sum(1)
+        hot = (scores + rng.normal(0, 0.7, scores.shape) > 0.3).astype(np.uint8)
+        hot[hot.sum(1) == 0, 0] = 1   # a reader skips a row without a label
+        out.append(RowBlock(indices, np.arange(0, rows * 3 + 1, 3, dtype=np.int64), np.ones(rows * 3, np.float32),
+                            hot))
+    return out
+
+
+# the cap known at once, or once a block is scored (that block cut at MIN_ROWS, a later one at the cap)
+@pytest.mark.parametrize("min_rows, max_cells", [(300, 3), (100, 1050)])
+def test_the_figures_at_the_thresholds_count_every_validation_row_past_the_rows_they_were_chosen_on(min_rows, max_cells,
+                                                                                                   monkeypatch):
+    # they were counted on the first 20,000 rows (or MAX_CELLS scores) only, and a block cut there named
+    # its new labels in the macro average although their rows were never counted
+    from sklearn.metrics import accuracy_score, f1_score
+
+    from lancetnic_flow.models import calibrate as cal
+    from lancetnic_flow.models.inputs import outputs_of
+    from lancetnic_flow.models.tasks import label_cuts
+
+    monkeypatch.setattr(cal, "MIN_ROWS", min_rows)
+    monkeypatch.setattr(cal, "MAX_CELLS", max_cells)
+    model, _ = create_model("LinearSVM", dim=20, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
+                            embed=8, numeric=0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.randn(20, 3, generator=torch.Generator().manual_seed(0)))
+    blocks = label_set_blocks(model, np.random.default_rng(7), 5, 200)
+    per_row = np.zeros(200, np.int32)
+    per_row[150:] = 1   # the second block's last rows (past the cut where the cap is 300 rows): one new label each
+    blocks[1].set_missed(per_row, {"new": 50})
+    out = calibrate(model, iter(blocks), scale=True)
+    assert out.rows == max(min_rows, max_cells // 3) < 400   # chosen on the first rows, cut inside block 2
+    assert out.at_thresholds["rows"] == 1000            # counted on all
+    # what evaluate decides with the saved model: its scaled logits at the thresholds model.json keeps
+    hot = np.concatenate([b.labels for b in blocks])
+    logits = np.concatenate([outputs_of(model, b, "cpu")["logits"].numpy() for b in blocks])
+    pred = (logits >= label_cuts([round(float(t), 6) for t in out.thresholds])).astype(np.uint8)
+    new = np.concatenate([np.zeros(200), per_row, np.zeros(600)]).astype(np.uint8)[:, None]
+    t, p = np.hstack([hot, new]), np.hstack([pred, np.zeros_like(new)])
+    occurring = [k for k in range(4) if t[:, k].any() or p[:, k].any()]
+    assert out.at_thresholds["micro_f1"] == pytest.approx(f1_score(t, p, average="micro"), abs=1e-6)
+    assert out.at_thresholds["macro_f1"] == pytest.approx(f1_score(t, p, average="macro", labels=occurring),
+                                                          abs=1e-6)
+    assert out.at_thresholds["subset_accuracy"] == pytest.approx(accuracy_score(t, p), abs=1e-6)
 
 
 def test_calibrate_scores_label_sets_at_their_thresholds_and_classes_not():
@@ -199,6 +254,6 @@ def test_calibrate_scores_label_sets_at_their_thresholds_and_classes_not():
     offsets = np.arange(0, 601, 3, dtype=np.int64)
     hot = (rng.random((200, 3)) < 0.4).astype(np.uint8)
     out = calibrate(model, [RowBlock(indices, offsets, np.ones(600, np.float32), hot)], scale=True)
-    assert set(out.at_thresholds) == {"micro_f1", "macro_f1", "subset_accuracy"}
+    assert set(out.at_thresholds) == {"micro_f1", "macro_f1", "subset_accuracy", "rows"}
     single = RowBlock(indices, offsets, np.ones(600, np.float32), hot.argmax(1).astype(np.int32))
     assert calibrate(model, [single], scale=True).at_thresholds is None

@@ -150,6 +150,26 @@ def test_records_are_the_automatons_with_a_stray_and_an_unclosed_quotes_record_m
     assert len(records(_b('"say ""hi""\nthere",x\n'), d, q, False)[0]) == 0
 
 
+def test_misfit_records_are_those_whose_quoted_field_took_a_line_end_in_a_row_of_a_wrong_count_of_fields():
+    from lancetnic_flow.data.readers.row_ends import misfit_records
+
+    d, q = ord(","), ord('"')
+    data = (b'a,x\n"two\nlines",x\n"two\nlines",x,extra\nshort\n \t \n\n"a, b",x\n"q\r\nr"\r\n'
+            b'"in ""quotes""\n, too",x,y\n"open\nto the end,x,y')
+    starts, ends = misfit_records(_b(data.decode()), d, q, 2, True)
+    # one line of a wrong count (a parser reads it in place) and a quoted delimiter are no misfit
+    assert [data[s:e] for s, e in zip(starts, ends)] == [b'"two\nlines",x,extra\n', b'"q\r\nr"\r\n',
+                                                         b'"in ""quotes""\n, too",x,y\n',
+                                                         b'"open\nto the end,x,y']   # one field, still open
+    assert len(misfit_records(_b(data.decode()), d, q, 3, True)[0]) == 3
+    # every record of a wrong count (prediction lists each in place), blank lines aside
+    starts, ends = misfit_records(_b(data.decode()), d, q, 2, False)
+    assert [data[s:e] for s, e in zip(starts, ends)] == [b'"two\nlines",x,extra\n', b"short\n", b'"q\r\nr"\r\n',
+                                                         b'"in ""quotes""\n, too",x,y\n', b'"open\nto the end,x,y']
+    tsv = b'a\tx\n\t\t\n  \n'   # in TSV a line of tabs holds fields
+    assert [tsv[s:e] for s, e in zip(*misfit_records(_b(tsv.decode()), 9, q, 2, False))] == [b"\t\t\n"]
+
+
 def test_a_lone_cr_ends_a_row_for_the_automaton_and_the_cuts_as_a_newline_does():
     d, q = ord(","), ord('"')
     assert first_row_end(_b('a\r"b\nc",x\n'), FIELD, d, q) == (1, FIELD)    # a lone \r ends the row "a"
