@@ -15,28 +15,45 @@ from lancetnic_flow.runs.evaluate import evaluate_partition
 from lancetnic_flow.runs.predict import Predictor
 from lancetnic_flow.training.orchestrator import train
 
+
+def held_out(tmp, rows: int, seed: int, relabel, **corpus) -> str:
+    """A corpus whose first 600 rows are ``train.csv`` and the rest ``held.csv``, its labels
+    passed through ``relabel``; the held file's path."""
+    write_corpus(str(tmp / "all.csv"), rows, classes=3, seed=seed, **corpus)
+    table = pacsv.read_csv(tmp / "all.csv")
+    pacsv.write_csv(table.slice(0, 600), tmp / "train.csv")
+    held = table.slice(600).to_pydict()
+    held["label"] = relabel(held["label"])
+    pacsv.write_csv(pa.table(held), tmp / "held.csv")
+    return str(tmp / "held.csv")
+
+
+def trained(tmp, data: DataConfig, model: str, task: str) -> str:
+    """A two-epoch run of ``model`` on ``data``, in this process; its folder."""
+    cfg = TrainConfig(data=data, features=FeatureConfig(buckets=2**14), model=ModelConfig(name=model),
+                      training=TrainingConfig(epochs=2, seed=0, task=task),
+                      output=OutputConfig(out=str(tmp / "runs"), name=task, cache=str(tmp / "cache"), plots=False))
+    return str(train(cfg).run)
+
+
+def whole_file(path: str) -> Partition:
+    size = len(open(path, "rb").read())
+    return Partition(0, FileInfo(url=f"file://{path}", size=size, version="", format="csv", compression=None), 0, size)
+
+
 @pytest.fixture(scope="module")
 def multitask(tmp_path_factory) -> tuple[str, str]:
     """A ScalpelMTSK run on 600 rows, and 200 other rows whose first 40 carry a label it never saw."""
     tmp = tmp_path_factory.mktemp("mt")
-    write_corpus(str(tmp / "all.csv"), 800, classes=3, seed=5)
-    table = pacsv.read_csv(tmp / "all.csv")
-    pacsv.write_csv(table.slice(0, 600), tmp / "train.csv")
-    held = table.slice(600).to_pydict()
-    held["label"] = ["brand_new"] * 40 + held["label"][40:]
-    pacsv.write_csv(pa.table(held), tmp / "held.csv")
-    cfg = TrainConfig(data=DataConfig(train=[str(tmp / "train.csv")], label="label", target="target"),
-                      features=FeatureConfig(buckets=2**14), model=ModelConfig(name="ScalpelMTSK"),
-                      training=TrainingConfig(epochs=2, seed=0, task="multitask"),
-                      output=OutputConfig(out=str(tmp / "runs"), name="mt", cache=str(tmp / "cache"), plots=False))
-    return str(train(cfg).run), str(tmp / "held.csv")
+    held = held_out(tmp, 800, 5, lambda labels: ["brand_new"] * 40 + labels[40:])
+    data = DataConfig(train=[str(tmp / "train.csv")], label="label", target="target")
+    return trained(tmp, data, "ScalpelMTSK", "multitask"), held
+
 
 def test_a_multitask_runs_values_are_scored_on_every_evaluated_row_an_unseen_label_included(multitask):
     run, held = multitask
-    size = len(open(held, "rb").read())
-    part = Partition(0, FileInfo(url=f"file://{held}", size=size, version="", format="csv", compression=None), 0, size)
-    m, read, _, _ = evaluate_partition(part, Columns(text=("text",), label="label", target="target"), run, {}, {},
-                                       1 << 20)
+    columns = Columns(text=("text",), label="label", target="target")
+    m, read, _, _ = evaluate_partition(whole_file(held), columns, run, {}, {}, 1 << 20)
     got = m.result()
     rows = pacsv.read_csv(held).to_pydict()
     p = Predictor(run)
@@ -58,3 +75,36 @@ def test_evaluate_reads_a_label_the_run_knows_in_another_spelling_of_its_value_a
     assert got["label"].to_pylist() == ["1.0", "2.0", "1.0", "x"] and got["text"] == table["text"]
     assert noted == {f"{LABEL_AS_RUN}:1 as 1.0": 1, f"{LABEL_AS_RUN}:2 as 2.0": 1, LABEL_AS_RUN: 2}
     assert _in_run_spelling(table.drop_columns(["label"]), ["1.0"], noted).column_names == ["text"]
+
+
+@pytest.fixture(scope="module")
+def label_sets(tmp_path_factory) -> tuple[str, str]:
+    """A multilabel LinearSVM run on 600 rows, and 120 other rows of which some name a label it never
+    saw, some twice in one row (``sports|brand_new|brand_new``)."""
+    tmp = tmp_path_factory.mktemp("ml")
+    new = ["brand_new", "brand_new|brand_new", "{}|brand_new|brand_new", "{}|brand_new|other_new|other_new"]
+    held = held_out(tmp, 720, 6, lambda labels: [new[i % 4].format(x) if i < 40 else x for i, x in enumerate(labels)],
+                    multilabel=True)
+    data = DataConfig(train=[str(tmp / "train.csv")], label="label", label_sep="|")
+    return trained(tmp, data, "LinearSVM", "multilabel"), held
+
+
+def test_a_label_the_run_never_saw_named_twice_in_a_row_is_one_missed_label_as_scikit_learn_scores_the_set(
+        label_sets):
+    import numpy as np
+
+    run, held = label_sets
+    columns = Columns(text=("text",), label="label", label_sep="|", multilabel=True)
+    m, _, _, _ = evaluate_partition(whole_file(held), columns, run, {}, {}, 1 << 20)
+    got = m.result()
+    rows = pacsv.read_csv(held).to_pydict()
+    truth = [set(x.split("|")) for x in rows["label"]]
+    predicted = [set(d["labels"]) for d in Predictor(run).predict(rows["text"])]
+    names = sorted(set().union(*truth, *predicted))
+    y, p = (np.array([[n in s for n in names] for s in sets]) for sets in (truth, predicted))
+    assert got["unseen_labels"] == {"brand_new": 40, "other_new": 10}   # rows holding each, once a row
+    for average in ("micro", "macro", "weighted"):
+        for name, score in (("f1", skm.f1_score), ("precision", skm.precision_score), ("recall", skm.recall_score)):
+            want = score(y, p, average=average, zero_division=0)
+            assert got[f"{average}_{name}"] == pytest.approx(want, abs=1e-9), f"{average}_{name}"
+    assert got["subset_accuracy"] == pytest.approx(skm.accuracy_score(y, p), abs=1e-9)
