@@ -282,7 +282,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         if longer:
             report("warning", {"message": cut_message(longer, pred.run.features.max_len)})
         return 0
-    from ..runs.outputs import check_output_place, output_format
+    from ..runs.outputs import check_label_sets_written_whole, check_output_place, output_format
 
     output_format(a.output)
     # An unwritable --output: exit 2 now, not after every row is predicted.
@@ -302,6 +302,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     # Damaged weights fail here, once, not on every worker; the tasks of this process use this same copy.
     pred = predictor(absolute(a.run), run_so, weights_stamp(absolute(a.run), run_so))
     pred.check_asks(a.top_k, a.threshold)
+    if pred.multilabel:
+        check_label_sets_written_whole(a.output, pred.labels)
     _check_kept_names(cols, first_columns(src, so, cols.encoding), pred.output_names(a.top_k))
     with _client_for(a, plan, here) as client:
         out = predict_files(client, absolute(a.run), src, cols, a.output, storage_options=so, run_options=run_so,
