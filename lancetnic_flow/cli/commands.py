@@ -496,7 +496,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
         check_plots_place(a.plots, options_for(a.plots, so), a.run)   # a run's charts are its validation's
         check_writable(a.plots, options_for(a.plots, so), "--plots", folder=True)
     say_decided(report, src)
-    from ..runs.evaluate import check_scored, evaluate_files
+    from ..runs.evaluate import check_label_sets_split, check_scored, evaluate_files
     from ..runs.loading import weights_stamp
     from ..runs.predict import predictor
 
@@ -507,6 +507,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
         out, merged = evaluate_files(client, absolute(a.run), src, cols, storage_options=so, run_options=run_so,
                                      chunk_bytes=plan.partition, window=plan.in_flight)
     check_scored(a.data, out["rows"], cols)
+    check_label_sets_split(out, run.features.labels, cols)
     out["where"] = where
     if a.plots:
         from ..runs.plots import write_plots

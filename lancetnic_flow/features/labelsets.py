@@ -134,10 +134,17 @@ def joined_labels(labels: list[str]) -> tuple[str, list[str]] | None:
     string as a class learns the combinations, not the labels (``--task
     multilabel --label-sep SEP`` learns each). Hierarchical names whose parts
     are not labels (``Science|Physics`` without ``Physics``) do not count."""
+    found = joins_of(labels, labels)
+    return (found[0], found[1][:3]) if found is not None and len(found[1]) >= 2 else None
+
+
+def joins_of(names, labels) -> tuple[str, list[str]] | None:
+    """The first separator of :data:`JOINERS` by which some of ``names`` are
+    ``labels`` joined (each part a label other than the whole), and those names; or None."""
     known = {x.strip() for x in labels}
     for sep in JOINERS:
-        joined = [x for x in labels if sep in x
+        joined = [x for x in names if sep in x
                   and all(p.strip() in known and p.strip() != x.strip() for p in x.split(sep))]
-        if len(joined) >= 2:
-            return sep, joined[:3]
+        if joined:
+            return sep, joined
     return None

@@ -11,6 +11,7 @@ from sklearn import metrics as skm
 from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.data.sources import Columns, FileInfo, Partition
 from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.errors import UserError
 from lancetnic_flow.runs.evaluate import evaluate_partition
 from lancetnic_flow.runs.predict import Predictor
 from lancetnic_flow.training.orchestrator import train
@@ -108,3 +109,18 @@ def test_a_label_the_run_never_saw_named_twice_in_a_row_is_one_missed_label_as_s
             want = score(y, p, average=average, zero_division=0)
             assert got[f"{average}_{name}"] == pytest.approx(want, abs=1e-9), f"{average}_{name}"
     assert got["subset_accuracy"] == pytest.approx(skm.accuracy_score(y, p), abs=1e-9)
+
+
+def test_label_sets_joined_by_a_separator_the_run_was_not_given_are_refused_naming_the_label_sep_to_pass():
+    # a run trained on JSON lists, evaluated on a CSV of "sports|tech": each joined set read as one new label
+    # scored every such row as missing all its labels (micro F1 0.39 where the labels split give 0.78)
+    from lancetnic_flow.runs.evaluate import check_label_sets_split
+
+    labels = ["sports", "tech", "politics"]
+    sets = Columns(text=("text",), label="label", multilabel=True)
+    out = {"unseen_labels": {"sports|tech": 89, "tech|politics": 57, "weather": 3}}
+    with pytest.raises(UserError, match=r"(?s)'sports\|tech'.*--label-sep '\|'"):
+        check_label_sets_split(out, labels, sets)
+    check_label_sets_split({"unseen_labels": {"weather": 3, "sports|weather": 2}}, labels, sets)   # new labels
+    check_label_sets_split({}, labels, sets)
+    check_label_sets_split(out, labels, Columns(text=("text",), label="label"))   # one label a row: a class
