@@ -283,7 +283,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         if longer:
             report("warning", {"message": cut_message(longer, pred.run.features.max_len)})
         return 0
-    from ..runs.outputs import check_output_place, output_format
+    from ..runs.outputs import check_label_sets_written_whole, check_output_place, output_format
 
     output_format(a.output)
     # An unwritable --output: exit 2 now, not after every row is predicted.
@@ -306,6 +306,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     # Damaged weights fail here, once, not on every worker; the tasks of this process use this same copy.
     pred = predictor(absolute(a.run), run_so, weights_stamp(absolute(a.run), run_so))
     pred.check_asks(a.top_k, a.threshold)
+    if pred.multilabel:
+        check_label_sets_written_whole(a.output, pred.labels)
     _check_kept_names(cols, first_columns(src, so, cols.encoding), pred.output_names(a.top_k))
     with _client_for(a, plan, here) as client:
         out = predict_files(client, absolute(a.run), src, cols, a.output, storage_options=so, run_options=run_so,
@@ -505,7 +507,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
         check_plots_place(a.plots, options_for(a.plots, so), a.run)   # a run's charts are its validation's
         check_writable(a.plots, options_for(a.plots, so), "--plots", folder=True)
     say_decided(report, src)
-    from ..runs.evaluate import check_scored, evaluate_files
+    from ..runs.evaluate import check_label_sets_split, check_scored, evaluate_files
     from ..runs.loading import weights_stamp
     from ..runs.predict import predictor
 
@@ -516,6 +518,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
         out, merged = evaluate_files(client, absolute(a.run), src, cols, storage_options=so, run_options=run_so,
                                      chunk_bytes=plan.partition, window=plan.in_flight)
     check_scored(a.data, out["rows"], cols)
+    check_label_sets_split(out, run.features.labels, cols)
     out["where"] = where
     if a.plots:
         from ..runs.plots import write_plots

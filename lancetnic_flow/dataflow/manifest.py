@@ -36,8 +36,9 @@ CACHE_VERSION = 4
 LOWER_REVISION = 1
 # Label sets' revision, in the key of --task multilabel entries: 1 reads a cell holding a Python list
 # (['a', 'b'], as pandas writes a list column) as its labels, where earlier entries hold one label;
-# 2 keeps, per row, the labels training never had (``missed``), which earlier entries dropped uncounted.
-LABEL_SETS_REVISION = 2
+# 2 keeps, per row, the labels training never had (``missed``), which earlier entries dropped uncounted;
+# 3 counts such a label named twice in one row's set once, where earlier entries count it twice.
+LABEL_SETS_REVISION = 3
 # Bytes columns' revision, in the key of Parquet/Arrow entries made with --encoding: 1 decodes a column
 # of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there).
 ENCODED_BYTES_REVISION = 1

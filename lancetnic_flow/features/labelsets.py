@@ -50,17 +50,24 @@ def chunk_multi_hot(sets) -> tuple[np.ndarray, np.ndarray]:
     return out, np.array(enc.dictionary.to_pylist(), dtype=str)
 
 
+def _row_label_pairs(values: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """Each (row, label) of ``values`` once, a label twice in one row once as its set holds it:
+    (the pairs' rows, their labels' ids, the labels' names). O(labels given), not rows × labels."""
+    enc = values.dictionary_encode()
+    ids = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    k = max(len(enc.dictionary), 1)
+    pairs = np.unique(rows * k + ids)
+    return pairs // k, pairs % k, enc.dictionary.to_pylist()
+
+
 def set_counts(sets) -> dict[str, int]:
     """Rows per label (a label twice in one row counts once)."""
     values, rows, _ = _flat(sets)
     if not len(values):
         return {}
-    enc = values.dictionary_encode()
-    ids = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    k = len(enc.dictionary)
-    pairs = np.unique(rows * k + ids)   # O(labels given), not rows × labels
-    counts = np.bincount(pairs % k, minlength=k)
-    return {str(name): int(c) for name, c in zip(enc.dictionary.to_pylist(), counts.tolist()) if c}
+    _, ids, names = _row_label_pairs(values, rows)
+    counts = np.bincount(ids, minlength=len(names))
+    return {str(name): int(c) for name, c in zip(names, counts.tolist()) if c}
 
 
 def remap(hot: np.ndarray, names: np.ndarray, labels: list[str]) -> np.ndarray:
@@ -88,7 +95,8 @@ def unseen(labels, names: list[str]) -> tuple[np.ndarray, dict[str, int]]:
 
 def unseen_per_row(labels, names: list[str]) -> tuple[np.ndarray, dict[str, int]]:
     """Labels outside ``names`` in a ``label`` column: (per row, how many it holds,
-    int32; how many rows hold each such label)."""
+    int32; how many rows hold each such label). A label named twice in one row's set
+    counts once, as its multi-hot row (and :func:`left_out`) holds it once."""
     if is_label_sets(labels):
         values, rows, n = _flat(labels)
     else:
@@ -96,11 +104,15 @@ def unseen_per_row(labels, names: list[str]) -> tuple[np.ndarray, dict[str, int]
         rows, n = np.arange(len(values)), len(values)
     if not len(values):
         return np.zeros(n, np.int32), {}
-    known = pc.fill_null(pc.is_in(values, value_set=pa.array(names, pa.string())), True).to_numpy(
+    # a missing label is no label the run never had (is_in gives it False, not null)
+    known = pc.or_(pc.is_in(values, value_set=pa.array(names, pa.string())), pc.is_null(values)).to_numpy(
         zero_copy_only=False)
-    per_row = np.bincount(rows[~known], minlength=n).astype(np.int32)
-    counts = pc.value_counts(values.filter(pa.array(~known))).to_pylist()
-    return per_row, {str(c["values"]): int(c["counts"]) for c in counts}
+    if known.all():
+        return np.zeros(n, np.int32), {}
+    at, ids, unknown = _row_label_pairs(values.filter(pa.array(~known)), rows[~known])
+    counts = np.bincount(ids, minlength=len(unknown))
+    return (np.bincount(at, minlength=n).astype(np.int32),
+            {str(name): int(c) for name, c in zip(unknown, counts.tolist()) if c})
 
 
 def left_out(hot: np.ndarray, names: np.ndarray, labels: list[str]) -> tuple[np.ndarray, dict[str, int]]:
@@ -126,10 +138,17 @@ def joined_labels(labels: list[str]) -> tuple[str, list[str]] | None:
     string as a class learns the combinations, not the labels (``--task
     multilabel --label-sep SEP`` learns each). Hierarchical names whose parts
     are not labels (``Science|Physics`` without ``Physics``) do not count."""
+    found = joins_of(labels, labels)
+    return (found[0], found[1][:3]) if found is not None and len(found[1]) >= 2 else None
+
+
+def joins_of(names, labels) -> tuple[str, list[str]] | None:
+    """The first separator of :data:`JOINERS` by which some of ``names`` are
+    ``labels`` joined (each part a label other than the whole), and those names; or None."""
     known = {x.strip() for x in labels}
     for sep in JOINERS:
-        joined = [x for x in labels if sep in x
+        joined = [x for x in names if sep in x
                   and all(p.strip() in known and p.strip() != x.strip() for p in x.split(sep))]
-        if len(joined) >= 2:
-            return sep, joined[:3]
+        if joined:
+            return sep, joined
     return None

@@ -59,6 +59,18 @@ def output_file_format(url: str) -> tuple[Format, str | None]:
     return fmt, comp
 
 
+def check_label_sets_written_whole(url: str, labels: list[str]) -> None:
+    """Refuse a CSV or TSV ``url`` for a multilabel run one of whose ``labels`` holds
+    ``LIST_SEP``: those formats join a row's predicted labels by it (``flat_lists``),
+    so such a row would read back with other labels. Before any work."""
+    fmt, _ = output_file_format(url)
+    holding = [x for x in labels if LIST_SEP in x]
+    if (fmt.writer or "").endswith(":DelimitedWriter") and holding:
+        raise UserError(f"--output {url}: the run's label {holding[0]!r} holds {LIST_SEP!r}, which joins a row's "
+                        f"predicted labels in a {fmt.shown} file: that row would read back with other labels",
+                        "write .jsonl, .parquet or .arrow, where each row's labels are a list")
+
+
 def _where(url: str, storage_options: dict) -> tuple[object, str, str]:
     """The filesystem, the path and a key that is one file's whatever the spelling (a local
     path resolved through its links)."""
@@ -180,4 +192,4 @@ def encode(table: pa.Table, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LIST_SEP", "OutputFile", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]
+__all__ = ["LIST_SEP", "OutputFile", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]

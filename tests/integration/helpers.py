@@ -122,10 +122,12 @@ LABELS = ["sports", "tech", "politics"]
 THRESHOLDS = [0.35, 0.6, 0.2]    # a multilabel run's, one per label
 
 
-def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path | None = None):
+def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path | None = None,
+              labels: list[str] | None = None):
     """A :class:`Predictor` of model ``name`` for ``task`` with random (scaled-up) weights,
     built in process in a second (no cluster, no training): hashed words and pairs, or ids
-    of ``WORDS`` cut at 12. With ``out``, also saved there as a run folder."""
+    of ``WORDS`` cut at 12; ``labels`` (three; default :data:`LABELS`). With ``out``, also
+    saved there as a run folder."""
     import pyarrow as pa
     import torch
 
@@ -140,7 +142,7 @@ def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path |
     regress = task in ("regress", "multitask")
     features = FittedFeatures(mode=mode, ngrams=1 if mode == "ids" else 2, buckets=4096, max_len=12,
                               vocabulary=pa.array(WORDS, pa.string()) if mode == "ids" else None,
-                              labels=LABELS if task != "regress" else [], target=(250.0, 40.0) if regress else None,
+                              labels=(labels or LABELS) if task != "regress" else [], target=(250.0, 40.0) if regress else None,
                               numeric={f"n{i}": (3.0, 2.0) for i in range(numeric)})
     model, meta = create_model(name, dim=features.dim, classes=0 if task == "regress" else len(LABELS),
                                regress=regress, hidden=16, layers=1, dropout=0.1, embed=8, numeric=numeric)

@@ -259,3 +259,23 @@ def test_what_a_run_cannot_do_is_refused_not_ignored(tmp_path):
     everything = many.predict([text], top_k=3)[0]
     assert row["top_labels"] == everything["top_labels"][:2] and set(everything["top_labels"]) == set(many.labels)
     assert row["labels"] == everything["labels"]   # the label set is still the thresholds'
+
+
+def test_a_multilabel_runs_label_holding_the_csv_list_separator_is_refused_in_csv_and_written_whole_in_jsonl(
+        tmp_path):
+    """Before: a run whose label is ``sports|outdoor`` (a JSON list's label) wrote ``sports|outdoor|tech``
+    beside two probabilities into a CSV, read back as three labels; now exit 2 before any work, naming
+    the label and the formats that keep each row's labels a list."""
+    from helpers import WORDS, assert_user_error, built_run
+
+    built_run("ScalpelMC", "multilabel", out=tmp_path / "run", labels=["sports|outdoor", "tech", "politics"])
+    (tmp_path / "in.csv").write_text("text\n" + "\n".join(" ".join(WORDS[i:i + 6]) for i in range(20)) + "\n")
+    p = cli("predict", tmp_path / "run", "--input", tmp_path / "in.csv", "--output", tmp_path / "out.csv",
+            "--run-on", "process", "--threshold", "0.01", cwd=tmp_path)
+    assert_user_error(p, "'sports|outdoor'", ".jsonl")
+    assert not (tmp_path / "out.csv").exists()
+    p = cli("predict", tmp_path / "run", "--input", tmp_path / "in.csv", "--output", tmp_path / "out.jsonl",
+            "--run-on", "process", "--threshold", "0.01", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert all(set(r["predicted"]) == {"sports|outdoor", "tech", "politics"} for r in rows)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lancetnic_flow.features.labelsets import chunk_multi_hot, is_label_sets, multi_hot, remap, set_counts
+from lancetnic_flow.features.labelsets import (chunk_multi_hot, is_label_sets, left_out, multi_hot, remap, set_counts,
+                                               unseen_per_row)
 
 SETS = pa.array([["a", "b"], [], ["c"], ["b", "b", "zz"], None], pa.list_(pa.string()))
 
@@ -25,6 +26,19 @@ def test_multi_hot_has_a_column_per_known_label_and_leaves_unseen_labels_out():
 def test_set_counts_count_rows_per_label_once_each():
     assert set_counts(SETS) == {"a": 1, "b": 2, "c": 1, "zz": 1}
     assert set_counts(pa.array([[]], pa.list_(pa.string()))) == {}
+
+
+def test_a_label_the_run_never_had_named_twice_in_a_row_counts_once_as_its_set_holds_it_once():
+    # scikit-learn's multi-hot holds such a label once: one missed label of its row, one row of its name
+    sets = pa.array([["b", "zz", "zz"], ["zz", "q"], ["q", "q", "q"], ["a"], None], pa.list_(pa.string()))
+    per_row, names = unseen_per_row(sets, ["a", "b"])
+    assert per_row.tolist() == [1, 2, 1, 0, 0] and per_row.dtype == np.int32
+    assert names == {"zz": 2, "q": 2}
+    hot, own = chunk_multi_hot(sets)   # what the counting fit pass's raw shard finishes to
+    raw_per_row, raw_names = left_out(hot, own, ["a", "b"])
+    assert raw_per_row.tolist() == per_row.tolist() and raw_names == names
+    plain = unseen_per_row(pa.array(["zz", "zz", "a", None]), ["a"])   # one label a row: each row counts
+    assert plain[0].tolist() == [1, 1, 0, 0] and plain[1] == {"zz": 2}
 
 
 def test_a_chunks_own_multi_hot_remapped_to_the_run_labels_equals_multi_hot_over_them():

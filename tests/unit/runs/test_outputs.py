@@ -113,3 +113,17 @@ def test_an_output_that_is_an_input_file_is_refused_before_it_replaces_the_data(
     (tmp_path / "link.csv").symlink_to(tmp_path / "in" / "a.csv")
     with pytest.raises(UserError, match="is the input"):
         check_output_place("link.csv", {}, files)
+
+
+def test_a_multilabel_runs_label_holding_the_list_separator_refuses_a_csv_or_tsv_output_and_takes_a_list_format():
+    # CSV and TSV join a row's predicted labels by "|": "sports|outdoor" and "tech" would read back as three
+    from lancetnic_flow.runs.outputs import check_label_sets_written_whole
+
+    labels = ["sports|outdoor", "tech"]
+    for url in ("p.csv", "p.tsv", "s3://b/p.csv.gz"):
+        with pytest.raises(UserError, match=r"(?s)'sports\|outdoor'.*\.jsonl") as err:
+            check_label_sets_written_whole(url, labels)
+        assert url in str(err.value)
+    for url in ("p.jsonl", "p.parquet", "p.arrow"):
+        check_label_sets_written_whole(url, labels)
+    check_label_sets_written_whole("p.csv", ["sports", "tech"])
