@@ -11,7 +11,7 @@ import os
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError
 from ..formats import text_encoding
-from ..storage import absolute, check_writable, options_for, url_to_fs
+from ..storage import absolute, check_writable, open_options, options_for, url_to_fs
 from ..plurals import counted, verb
 
 
@@ -577,11 +577,27 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
         raise UserError(f"--classes must be ≥ 2, got {a.classes}")
     so = parse_storage_options(a.storage_option)
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
+    if not a.force:
+        _refuse_existing_file(a.out, options_for(a.out, so))
     info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel, storage_options=so)
     if report.json is not None:
         report.json("made", {"output": str(a.out), **info})
     report.say(f"wrote {counted(info['rows'], 'row')} to {a.out} ({info['format']})", markup=False)
     return 0
+
+
+def _refuse_existing_file(out: str, storage_options: dict) -> None:
+    """Refuse to replace a file OUT names: it may be the user's own data
+    (data/train.csv), and a generated corpus would take its place without a
+    word. A named pipe is not a file here: writing into one is how a reader is fed."""
+    fs, path = url_to_fs(out, **open_options(out, storage_options))
+    try:
+        exists = fs.isfile(path)
+    except Exception:   # a store that cannot say: check_writable has already shown the place is writable
+        return
+    if exists:
+        raise UserError(f"make-data {out}: the file already exists; make-data does not replace a file unless asked",
+                        "pass --force to replace it, or give another path")
 
 
 def cmd_demo(a: argparse.Namespace, report) -> int:
