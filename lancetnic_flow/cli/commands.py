@@ -298,6 +298,10 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
     check_output_place(a.output, so, [f.url for f in src.files])
+    if a.encoding is not None:   # the run's own encoding is used where it decodes something, unsaid
+        from ..data.idle_options import refuse_idle_encoding
+
+        refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
     say_decided(report, src)
     from ..data.checks import first_columns
     from ..runs.loading import weights_stamp
@@ -495,10 +499,12 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                              for role in ("text", "label", "target", "numeric")})
     plan, src, here, where = _planned_inputs(a, _run_model_bytes(a.run, run_so, meta),
                                              lambda size: checked_source(a.data, a.format, so, size, cols))
-    if a.label_sep is not None:   # the run's own separator applies where it splits something, unsaid
-        from ..data.checks import refuse_idle_label_sep
+    from ..data.idle_options import refuse_idle_encoding, refuse_idle_label_sep
 
-        refuse_idle_label_sep(cols, src)
+    if a.label_sep is not None:   # the run's own separator applies where it splits something, unsaid
+        refuse_idle_label_sep(cols, src, storage_options=so)
+    if a.encoding is not None:   # as with the run's own encoding
+        refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
         from ..runs.outputs import check_plots_place
 
