@@ -256,7 +256,8 @@ def identifier_labels_note(classes: int, rows: int, column: str | None) -> str |
     return (f"the label column {column!r} looks like identifiers, not classes: {counted(classes, 'class', 'classes')} "
             f"over {counted(rows, 'training row')} (warned at a class for every row, or nearly: at least "
             f"{IDENTIFIER_SHARE:.0%} of them), so each class is learned from about one row and a validation row's "
-            "label is one no training row has (skipped, unknown_label); pass --label the column that holds the classes")
+            "label is one no training row has (skipped, unknown_label); pass --label the column that holds the classes "
+            "(to a TextClassifier: a y of classes)")
 
 
 def sum_rows(results: list) -> dict:
