@@ -104,6 +104,13 @@ SPELLED_ELSEWHERE = {"learning_rate": "lr", "max_iter": "epochs", "n_epochs": "e
                      "lower": "lowercase", "n_features": "buckets"}
 
 
+def closest_parameter(name: str, valid: list[str]) -> str:
+    """`` (did you mean 'epochs'?)`` for a parameter an estimator does not take, or nothing."""
+    if name in SPELLED_ELSEWHERE:
+        return f" (did you mean {SPELLED_ELSEWHERE[name]!r}?)"
+    return close_matches(name, valid)
+
+
 class _TextEstimator:
     """What :class:`TextClassifier` and :class:`TextRegressor` share."""
 
@@ -116,11 +123,9 @@ class _TextEstimator:
         valid = cls._param_names()
         unknown = [name for name in params if name not in valid]
         if unknown:
-            name = unknown[0]
-            near = f" (did you mean {SPELLED_ELSEWHERE[name]!r}?)" if name in SPELLED_ELSEWHERE \
-                else close_matches(name, valid)
-            raise UnknownParameter(f"{cls.__name__}() got an unexpected parameter {name!r}" + near,
-                                   f"its parameters: {', '.join(valid)}")
+            said = "; ".join(f"{name!r}{closest_parameter(name, valid)}" for name in unknown)
+            what = "an unexpected parameter" if len(unknown) == 1 else "unexpected parameters"
+            raise UnknownParameter(f"{cls.__name__}() got {what} {said}", f"its parameters: {', '.join(valid)}")
         return super().__new__(cls)
 
     # Each parameter that sets an option takes the option's declared default
@@ -184,7 +189,8 @@ class _TextEstimator:
         valid = self._param_names()
         for name, value in params.items():
             if name not in valid:
-                raise ValueError(f"{name!r} is not a parameter of {type(self).__name__}; "
+                near = closest_parameter(name, valid)
+                raise ValueError(f"{name!r} is not a parameter of {type(self).__name__}{near}; "
                                  f"valid parameters: {', '.join(valid)}")
             setattr(self, name, value)
         return self

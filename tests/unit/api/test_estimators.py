@@ -217,3 +217,11 @@ def test_a_misspelled_parameter_is_a_type_error_naming_it_and_the_closest_valid_
 def test_an_estimator_with_valid_parameters_still_pickles_and_clones():
     est = TextClassifier(epochs=2, lr=0.5)
     assert pickle.loads(pickle.dumps(est)).get_params() == est.get_params() == clone(est).get_params()
+
+
+def test_every_unknown_parameter_is_named_and_set_params_names_the_closest_too():
+    with pytest.raises(TypeError, match=r"got unexpected parameters 'epoch' \(did you mean 'epochs'\?\); "
+                                        r"'lrate' \(did you mean 'lr'"):
+        TextClassifier(epoch=3, lrate=0.1)
+    with pytest.raises(ValueError, match=r"'epoch' is not a parameter of TextRegressor \(did you mean 'epochs'\?\)"):
+        TextRegressor().set_params(epoch=3)
