@@ -263,3 +263,27 @@ def test_make_data_writes_into_an_existing_named_pipe_without_force(tmp_path):
     fifo = tmp_path / "p.csv"
     os.mkfifo(fifo)
     commands._refuse_existing_file(str(fifo), {})
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_predict_and_evaluate_refuse_an_encoding_for_parquet_strings_alone(command, tmp_path, monkeypatch):
+    # --encoding latin-1 on Parquet of strings read them as without it, without a word
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import lancetnic_flow.runs.loading as loading
+
+    data = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": ["good words"], "label": ["a"]}), data)
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({"task": "classify"}, {"data": {}}))
+    monkeypatch.setattr(commands, "_run_model_bytes", lambda *args: 0)
+    monkeypatch.setattr(commands, "_planned_inputs", lambda a, model, inputs: (None, inputs(1 << 20), True, "here"))
+    argv = ([command, "RUN", "--input", str(data), "--output", str(tmp_path / "p.csv")] if command == "predict"
+            else [command, "RUN", str(data)]) + ["--encoding", "latin-1"]
+    a = build_parser().parse_args(argv)
+    run = commands.cmd_predict if command == "predict" else commands.cmd_evaluate
+    with pytest.raises(UserError) as e:
+        run(a, type("Report", (), {"json": None, "say": lambda self, *x, **k: None})())
+    # the command line prints e.cli
+    assert e.value.cli[0].startswith("--encoding latin-1: it decodes text files and Parquet/Arrow columns of bytes")
+    assert e.value.cli[1] == "drop --encoding"
