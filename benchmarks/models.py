@@ -218,7 +218,7 @@ def prepare_make_data(out: Path, logs: Path) -> dict:
     if not (train.exists() and test.exists()):
         pool = data / "md-pool-30000-s0.csv"
         r = sc.run_sampled(sc.cli_cmd() + ["make-data", str(pool), "--rows", "30000", "--classes", "4",
-                                           "--seed", "0"], logs / "make-data.log")
+                                           "--seed", "0", "--force"], logs / "make-data.log")
         sc.check_rc(r, "make-data")
         df = pd.read_csv(pool, dtype={"text": str, "label": str}, keep_default_na=False)
         df.iloc[:25000].to_csv(train, index=False)

@@ -386,7 +386,7 @@ def make_data(path: Path, rows: int, seed: int, logs: Path) -> float:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".partial.csv")
     res = run_sampled(cli_cmd() + ["make-data", str(tmp), "--rows", str(rows), "--classes", str(CLASSES),
-                                   "--seed", str(seed)], logs / f"make-data-{rows}-s{seed}.log")
+                                   "--seed", str(seed), "--force"], logs / f"make-data-{rows}-s{seed}.log")
     check_rc(res, f"make-data {rows} rows")
     os.replace(tmp, path)
     return res["wall_seconds"]

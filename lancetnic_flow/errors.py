@@ -43,6 +43,11 @@ class NotFittedError(UserError, ValueError, AttributeError):
     class too, so ``except NotFittedError`` of either package catches it."""
 
 
+class UnknownParameter(UserError, TypeError):
+    """A keyword a constructor does not take (``TextClassifier(epoch=3)``): a
+    TypeError, as Python's own, that names the parameter and the closest valid ones."""
+
+
 def not_fitted(message: str, hint: str | None = None) -> NotFittedError:
     """The error to raise for an estimator used before it was fitted."""
     import sys

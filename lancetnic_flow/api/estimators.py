@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..config import DataConfig, TrainConfig, config_from_options
 from ..data.frames import SUPPORTED, arrow_of, as_table, is_table, text_columns_of
-from ..errors import UserError, not_fitted
+from ..errors import UnknownParameter, UserError, close_matches, not_fitted
 from ..features.label_values import in_run_names
 from ..options import api_default as d
 from ..options import api_options
@@ -97,11 +97,36 @@ def _check_one_answer_per_row(y: Any) -> None:
                         "TextRegressor per target")
 
 
+# Parameters other text libraries name otherwise, and this estimator's name
+# for each: a spelling match would not find them (learning_rate is nearer learn_val).
+SPELLED_ELSEWHERE = {"learning_rate": "lr", "max_iter": "epochs", "n_epochs": "epochs", "epoch": "epochs",
+                     "seed": "random_state", "n_jobs": "workers", "ngram": "ngram_range", "ngrams": "ngram_range",
+                     "lower": "lowercase", "n_features": "buckets"}
+
+
+def closest_parameter(name: str, valid: list[str]) -> str:
+    """`` (did you mean 'epochs'?)`` for a parameter an estimator does not take, or nothing."""
+    if name in SPELLED_ELSEWHERE:
+        return f" (did you mean {SPELLED_ELSEWHERE[name]!r}?)"
+    return close_matches(name, valid)
+
+
 class _TextEstimator:
     """What :class:`TextClassifier` and :class:`TextRegressor` share."""
 
     _task = "classify"
     _default_model = "auto"   # LinearSVM for one label per row (resolve.choose_model)
+
+    def __new__(cls, *args: Any, **params: Any) -> "_TextEstimator":
+        # Python's own error for a misspelled keyword names _TextEstimator.__init__
+        # and no valid parameter: name the estimator and the closest ones instead.
+        valid = cls._param_names()
+        unknown = [name for name in params if name not in valid]
+        if unknown:
+            said = "; ".join(f"{name!r}{closest_parameter(name, valid)}" for name in unknown)
+            what = "an unexpected parameter" if len(unknown) == 1 else "unexpected parameters"
+            raise UnknownParameter(f"{cls.__name__}() got {what} {said}", f"its parameters: {', '.join(valid)}")
+        return super().__new__(cls)
 
     # Each parameter that sets an option takes the option's declared default
     # (lancetnic_flow/options.py: ``d("lr")`` is training.lr's, ``d("random_state")``
@@ -164,7 +189,8 @@ class _TextEstimator:
         valid = self._param_names()
         for name, value in params.items():
             if name not in valid:
-                raise ValueError(f"{name!r} is not a parameter of {type(self).__name__}; "
+                near = closest_parameter(name, valid)
+                raise ValueError(f"{name!r} is not a parameter of {type(self).__name__}{near}; "
                                  f"valid parameters: {', '.join(valid)}")
             setattr(self, name, value)
         return self

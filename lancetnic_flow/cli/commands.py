@@ -11,7 +11,7 @@ import os
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError
 from ..formats import text_encoding
-from ..storage import absolute, check_writable, options_for, url_to_fs
+from ..storage import absolute, check_writable, open_options, options_for, url_to_fs
 from ..plurals import counted, verb
 
 
@@ -298,6 +298,10 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
     check_output_place(a.output, so, [f.url for f in src.files])
+    if a.encoding is not None:   # the run's own encoding is used where it decodes something, unsaid
+        from ..data.idle_options import refuse_idle_encoding
+
+        refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
     say_decided(report, src)
     from ..data.checks import first_columns
     from ..runs.loading import weights_stamp
@@ -497,10 +501,12 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                              for role in ("text", "label", "target", "numeric")})
     plan, src, here, where = _planned_inputs(a, _run_model_bytes(a.run, run_so, meta),
                                              lambda size: checked_source(a.data, a.format, so, size, cols))
-    if a.label_sep is not None:   # the run's own separator applies where it splits something, unsaid
-        from ..data.checks import refuse_idle_label_sep
+    from ..data.idle_options import refuse_idle_encoding, refuse_idle_label_sep
 
-        refuse_idle_label_sep(cols, src)
+    if a.label_sep is not None:   # the run's own separator applies where it splits something, unsaid
+        refuse_idle_label_sep(cols, src, storage_options=so)
+    if a.encoding is not None:   # as with the run's own encoding
+        refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
         from ..runs.outputs import check_plots_place
 
@@ -580,11 +586,27 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
         raise UserError(f"--classes must be ≥ 2, got {a.classes}")
     so = parse_storage_options(a.storage_option)
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
+    if not a.force:
+        _refuse_existing_file(a.out, options_for(a.out, so))
     info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel, storage_options=so)
     if report.json is not None:
         report.json("made", {"output": str(a.out), **info})
     report.say(f"wrote {counted(info['rows'], 'row')} to {a.out} ({info['format']})", markup=False)
     return 0
+
+
+def _refuse_existing_file(out: str, storage_options: dict) -> None:
+    """Refuse to replace a file OUT names: it may be the user's own data
+    (data/train.csv), and a generated corpus would take its place without a
+    word. A named pipe is not a file here: writing into one is how a reader is fed."""
+    fs, path = url_to_fs(out, **open_options(out, storage_options))
+    try:
+        exists = fs.isfile(path)
+    except Exception:   # a store that cannot say: check_writable has already shown the place is writable
+        return
+    if exists:
+        raise UserError(f"make-data {out}: the file already exists; make-data does not replace a file unless asked",
+                        "pass --force to replace it, or give another path")
 
 
 def cmd_demo(a: argparse.Namespace, report) -> int:

@@ -123,6 +123,7 @@ MAKE_DATA = [
       "like \"sports|tech\" (train with --task multilabel --label-sep \"|\"), a JSON list in jsonl, several "
       "__label__ tags in fastText", kind="flag"),
     O("--seed", "picks the vocabulary, topics and rows (default 0)", "S", int, 0),
+    O("--force", "replace OUT when it is already a file (without it an existing file is refused)", kind="flag"),
     O("--storage-option", "fsspec storage option, repeatable", "K=V", default=[], kind="append"),
 ]
 RUN = [O("--set", "override a field (repeatable): epochs=1, training.lr=0.02, make_data.rows=5000", "KEY=VALUE",

@@ -18,6 +18,7 @@ from ..config import TrainConfig
 from ..errors import UserError
 from ..formats import format_named, text_encoding
 from ..options import bad
+from .idle_options import refuse_idle_encoding, refuse_idle_label_sep
 from .readers import read_partition
 from .readers.lines import check_line_columns
 from .readers.table import check_names
@@ -257,17 +258,9 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
     val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None
     if val_src is not None:
         refuse_files_in_both(train_src, val_src)
-    refuse_idle_label_sep(columns, train_src, val_src)
+    refuse_idle_label_sep(columns, train_src, val_src, storage_options=so)
+    refuse_idle_encoding(columns, train_src, val_src, storage_options=so, named=cfg.data.encoding)
     return train_src, val_src
-
-
-def refuse_idle_label_sep(columns: Columns, *plans: SourcePlan | None) -> None:
-    """``--label-sep`` where every file is fastText, whose lines give each label its own
-    ``__label__`` tag: no label string is split, so the option would do nothing."""
-    files = [f for p in plans if p is not None for f in p.files]
-    if columns.label_sep is not None and files and all(f.format == "fasttext" for f in files):
-        raise bad("data.label_sep", f"{{name}} {columns.label_sep!r} splits a label string, and fastText lines "
-                  "give each label its own __label__ tag (every tag of a line is one of its labels)", "drop {name}")
 
 
 def refuse_files_in_both(train: SourcePlan, val: SourcePlan) -> None:

@@ -153,10 +153,14 @@ def parse_explain(body: bytes, max_batch: int, labels: list | None = None) -> tu
     if top is not None and top < 1:
         raise BadRequest(422, f"top must be ≥ 1, got {top}")
     label = doc.get("label")
-    if label is not None and not isinstance(label, str):
-        raise BadRequest(422, f"label must be a string, got {_kind(label)}")
+    # A number or true/false names a label as the Python API's explain(label=1) does: a run
+    # trained on a column of 0/1 holds "0" and "1", and a JSON client sends them as numbers.
+    if label is not None and not isinstance(label, (str, int, float)):
+        raise BadRequest(422, f"label must be a string, a number or true/false, got {_kind(label)}")
     if label is not None and labels:   # a label the run holds in another spelling of its value (1 for 1.0) is the run's
         label = run_label(label, labels)
+    if label is not None and not isinstance(label, str):
+        label = json.dumps(label)
     if label is not None and labels is not None and label not in labels:
         raise BadRequest(422, f"label {label!r} is not one of this run's labels" if labels
                          else "label: this run is a regression model, it explains its value")

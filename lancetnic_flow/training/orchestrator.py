@@ -241,6 +241,25 @@ def numeric_labels_note(labels: list[str], column: str | None) -> str | None:
             f"as written; to predict a number, use --target {column}")
 
 
+# A label column is taken for identifiers when its classes are at least this share of the
+# training rows, and at least IDENTIFIER_MIN_CLASSES of them (a toy set of a few rows, each
+# its own class, is what its author meant): each class is then learned from about one row.
+IDENTIFIER_SHARE = 0.9
+IDENTIFIER_MIN_CLASSES = 20
+
+
+def identifier_labels_note(classes: int, rows: int, column: str | None) -> str | None:
+    """Words for a label column whose values look like row identifiers (about one
+    training row per class, the rule of :data:`IDENTIFIER_SHARE`), or None."""
+    if classes < IDENTIFIER_MIN_CLASSES or rows <= 0 or classes < IDENTIFIER_SHARE * rows:
+        return None
+    return (f"the label column {column!r} looks like identifiers, not classes: {counted(classes, 'class', 'classes')} "
+            f"over {counted(rows, 'training row')} (warned at a class for every row, or nearly: at least "
+            f"{IDENTIFIER_SHARE:.0%} of them), so each class is learned from about one row and a validation row's "
+            "label is one no training row has (skipped, unknown_label); pass --label the column that holds the classes "
+            "(to a TextClassifier: a y of classes)")
+
+
 def sum_rows(results: list) -> dict:
     """Row accounting over partition results: read, trained, validated, skipped by
     reason, and (when any) the rows kept but read changed, by reason (``noted``)."""
@@ -641,13 +660,6 @@ class Training:
         if twice:
             self.decisions["labels_spelled_twice"] = [list(p) for p in spelled_twice(features.labels)]
             self.events.emit("warning", message=twice)
-        note = numeric_labels_note(features.labels, self.cfg.data.label)
-        if note:
-            self.decisions["numeric_labels"] = len(features.labels)
-            # A task chosen (--task classify; a TextClassifier, whose y of integers are
-            # classes as scikit-learn's are) is not a regression the run guessed wrong.
-            if self.given.training.task is None:
-                self.events.emit("warning", message=note)
         joined = joined_labels(features.labels) if self.cfg.training.task in ("classify", "multitask") else None
         if joined:
             sep, shown = joined
@@ -748,6 +760,7 @@ class Training:
         taken once: the configuration is final from here on, and ``config.json`` is what runs."""
         classes = len(self.features.labels)
         counts = FitCounts(rows=self.feed.total_rows(), classes=classes)
+        self._say_labels(counts)
         resolved, before = self.cfg, self.cfg.model.name
         if self.saved is not None:
             # A resumed run goes on as the run it was: config.json names what its start chose, the
@@ -772,6 +785,22 @@ class Training:
         unused = unused_monitor(self.given, self.cfg, self.rule.keeps_last_epoch())
         if unused:
             self.events.emit("warning", message=unused)
+
+    def _say_labels(self, counts: FitCounts) -> None:
+        """Warn of a label column that looks like identifiers, else of one that holds numbers
+        (both would say --target of a row id: only the first is true of one)."""
+        labels, column = self.features.labels, self.cfg.data.label
+        ids = None if self.columns.multilabel else identifier_labels_note(counts.classes, counts.rows, column)
+        if ids:
+            self.decisions["identifier_labels"] = {"classes": counts.classes, "training_rows": counts.rows}
+            self.events.emit("warning", message=ids)
+        note = numeric_labels_note(labels, column)
+        if note:
+            self.decisions["numeric_labels"] = len(labels)
+            # A task chosen (--task classify; a TextClassifier, whose y of integers are
+            # classes as scikit-learn's are) is not a regression the run guessed wrong.
+            if self.given.training.task is None and not ids:
+                self.events.emit("warning", message=note)
 
     def build_model(self) -> None:
         """Task, model and the rule's optimisers (refused if the plan cannot hold them), and the run folder."""

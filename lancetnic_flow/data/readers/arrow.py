@@ -220,10 +220,15 @@ def read_arrow(part: Partition, columns: Columns, storage_options: dict | None) 
 
 def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str]:
     """The registry's ``head``: the columns of the file's schema (its first message)."""
+    return schema_of(fi, storage_options).names
+
+
+def schema_of(fi, storage_options: dict | None) -> pa.Schema:
+    """The schema of the Arrow IPC file ``fi`` (the file layout's footer, or a stream's first message)."""
     fs, path = fs_path(fi.url, storage_options)
     with fs.open(path, "rb", block_size=2**16) as f:
         check_not_feather_v1(f, fi.url)
-        return _schema(f).names
+        return _schema(f)
 
 
 def sniff(head: Head, fmt: Format) -> str | None:

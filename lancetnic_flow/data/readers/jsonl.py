@@ -34,6 +34,12 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
         return columns_of(f, fi.url, encoding)
 
 
+def head_object(fi, storage_options: dict | None, encoding: str | None = None) -> dict | None:
+    """The first object of the file ``fi`` (None: a file of blank lines)."""
+    with open_head(fi, storage_options) as f:
+        return first_object(f, fi.url, encoding)
+
+
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if columns.all_rows and not utf8_ok(data):
         return _rows_in_order(strip_bom(data), columns, url)
@@ -291,6 +297,13 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
 def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
     """The keys of the first object in the open file ``f`` (text in ``encoding``;
     None: UTF-8); None for a file of blank lines."""
+    obj = first_object(f, url, encoding)
+    return None if obj is None else list(obj)
+
+
+def first_object(f, url: str, encoding: str | None = None) -> dict | None:
+    """The first object in the open file ``f`` (text in ``encoding``; None:
+    UTF-8); None for a file of blank lines."""
     for line in read_lines(f):
         if line.strip():
             check_not_packed(line, url)
@@ -307,7 +320,7 @@ def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
                 raise UserError(f"{url}: the first line is not a JSON object",
                                 "each line must be an object like "
                                 '{"text": "...", "label": "..."}')
-            return list(obj)
+            return obj
     return None
 
 

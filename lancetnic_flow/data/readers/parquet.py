@@ -1,6 +1,7 @@
 """Parquet: one partition per row group."""
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...formats import Format, Head
@@ -31,9 +32,14 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
 
 
 def columns_of(url: str, storage_options: dict | None) -> list[str]:
+    return schema_of(url, storage_options).names
+
+
+def schema_of(url: str, storage_options: dict | None) -> pa.Schema:
+    """The Arrow schema of the Parquet file at ``url`` (its footer alone is read)."""
     fs, path = fs_path(url, storage_options)
     with fs.open(path, "rb") as f:
-        return pq.ParquetFile(f).schema_arrow.names
+        return pq.ParquetFile(f).schema_arrow
 
 
 def sniff(head: Head, fmt: Format) -> str | None:

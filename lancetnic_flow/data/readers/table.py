@@ -130,6 +130,12 @@ def _is_bytes(t: pa.DataType) -> bool:
     return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
 
 
+def holds_bytes(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` holds bytes (a dictionary of them too): what
+    ``--encoding`` decodes in a Parquet or Arrow IPC file."""
+    return _is_bytes(t.value_type if pa.types.is_dictionary(t) else t)
+
+
 def _undictionary(arr):
     """A dictionary-encoded column as its values' type: a Parquet or Arrow IPC
     file written from a dictionary (pandas' categoricals) keeps that type, and

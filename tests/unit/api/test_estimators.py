@@ -200,3 +200,28 @@ def test_an_estimators_predictions_say_the_texts_cut_at_max_len_once_a_call_and_
         assert est.longer_than_max_len_ == 2
     est.predict(["cat dog"])
     assert est.longer_than_max_len_ == 0
+
+
+@pytest.mark.parametrize("cls", [TextClassifier, TextRegressor])
+@pytest.mark.parametrize("given, meant", [("epoch", "epochs"), ("batchsize", "batch_size"),
+                                          ("learning_rate", "lr"), ("seed", "random_state")])
+def test_a_misspelled_parameter_is_a_type_error_naming_it_and_the_closest_valid_one(cls, given, meant):
+    # Python's own: "_TextEstimator.__init__() got an unexpected keyword argument 'epoch'", naming no valid one
+    with pytest.raises(TypeError) as e:
+        cls(**{given: 3})
+    assert isinstance(e.value, UserError)
+    assert f"{cls.__name__}() got an unexpected parameter {given!r} (did you mean {meant!r}" in str(e.value)
+    assert "_TextEstimator" not in str(e.value) and "epochs, batch_size" in e.value.hint
+
+
+def test_an_estimator_with_valid_parameters_still_pickles_and_clones():
+    est = TextClassifier(epochs=2, lr=0.5)
+    assert pickle.loads(pickle.dumps(est)).get_params() == est.get_params() == clone(est).get_params()
+
+
+def test_every_unknown_parameter_is_named_and_set_params_names_the_closest_too():
+    with pytest.raises(TypeError, match=r"got unexpected parameters 'epoch' \(did you mean 'epochs'\?\); "
+                                        r"'lrate' \(did you mean 'lr'"):
+        TextClassifier(epoch=3, lrate=0.1)
+    with pytest.raises(ValueError, match=r"'epoch' is not a parameter of TextRegressor \(did you mean 'epochs'\?\)"):
+        TextRegressor().set_params(epoch=3)

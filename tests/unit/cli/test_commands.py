@@ -4,6 +4,8 @@ default included, and accepts the run's own values and where the data and
 the cluster are."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import lancetnic_flow.training.orchestrator as orchestrator
@@ -238,3 +240,50 @@ def test_the_result_lines_say_a_count_of_one_in_the_singular():
     assert "; 1 --numeric value that is not a number (a decimal comma" in one
     assert "; 1 label read as the run's spelling" in one and "; 1 row held more tokens" in one
     assert "; 2 --numeric values that are not numbers" in commands.noted_note({"unreadable_numeric": 2})
+
+
+def test_make_data_refuses_to_replace_an_existing_file_unless_forced(tmp_path):
+    # a user's own data/train.csv was silently replaced by a generated corpus
+    own = tmp_path / "train.csv"
+    own.write_text("text,label\nmy own row,mine\n")
+    a = build_parser().parse_args(["make-data", str(own), "--rows", "10"])
+    with pytest.raises(UserError, match="train.csv: the file already exists") as e:
+        commands.cmd_make_data(a, None)
+    assert "--force" in e.value.hint
+    assert own.read_text() == "text,label\nmy own row,mine\n"
+    said = []
+    report = type("Report", (), {"json": None, "say": lambda self, text, **kw: said.append(text)})()
+    assert commands.cmd_make_data(build_parser().parse_args(["make-data", str(own), "--rows", "10", "--force"]),
+                                  report) == 0
+    assert own.read_text().startswith("text,label,value,target") and said
+
+
+def test_make_data_writes_into_an_existing_named_pipe_without_force(tmp_path):
+    # a named pipe a reader holds is how make-data feeds a reader: not a file to protect
+    fifo = tmp_path / "p.csv"
+    os.mkfifo(fifo)
+    commands._refuse_existing_file(str(fifo), {})
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_predict_and_evaluate_refuse_an_encoding_for_parquet_strings_alone(command, tmp_path, monkeypatch):
+    # --encoding latin-1 on Parquet of strings read them as without it, without a word
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import lancetnic_flow.runs.loading as loading
+
+    data = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": ["good words"], "label": ["a"]}), data)
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({"task": "classify"}, {"data": {}}))
+    monkeypatch.setattr(commands, "_run_model_bytes", lambda *args: 0)
+    monkeypatch.setattr(commands, "_planned_inputs", lambda a, model, inputs: (None, inputs(1 << 20), True, "here"))
+    argv = ([command, "RUN", "--input", str(data), "--output", str(tmp_path / "p.csv")] if command == "predict"
+            else [command, "RUN", str(data)]) + ["--encoding", "latin-1"]
+    a = build_parser().parse_args(argv)
+    run = commands.cmd_predict if command == "predict" else commands.cmd_evaluate
+    with pytest.raises(UserError) as e:
+        run(a, type("Report", (), {"json": None, "say": lambda self, *x, **k: None})())
+    # the command line prints e.cli
+    assert e.value.cli[0].startswith("--encoding latin-1: it decodes text files and Parquet/Arrow columns of bytes")
+    assert e.value.cli[1] == "drop --encoding"

@@ -46,3 +46,23 @@ def test_an_explain_label_in_another_spelling_of_a_value_the_run_holds_is_the_ru
     assert parse_explain(json.dumps({"texts": ["a"], "label": "true"}).encode(), 10, ["True"])[1]["label"] == "True"
     with pytest.raises(BadRequest, match="is not one of this run's labels"):
         parse_explain(json.dumps({"texts": ["a"], "label": "3"}).encode(), 10, ["1.0", "2.0"])
+
+
+def test_an_explain_label_sent_as_a_json_number_or_boolean_names_the_label_of_that_text():
+    """`{"label": 1}` was a 422 "label must be a string" where Predictor.explain(label=1) explains 1."""
+    import pytest
+
+    from lancetnic_flow.runs.serve import BadRequest
+
+    def label(value, labels):
+        return parse_explain(json.dumps({"texts": ["a"], "label": value}).encode(), 10, labels)[1]["label"]
+
+    assert label(1, ["0", "1"]) == "1"
+    assert label(1, ["1.0", "2.0"]) == "1.0"
+    assert label(2.0, ["1", "2"]) == "2"
+    assert label(True, ["False", "True"]) == "True"
+    assert label(False, ["false", "true"]) == "false"
+    with pytest.raises(BadRequest, match="label '3' is not one of this run's labels"):
+        label(3, ["1", "2"])
+    with pytest.raises(BadRequest, match="label must be a string, a number or true/false, got"):
+        label(["1"], ["1", "2"])

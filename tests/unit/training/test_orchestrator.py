@@ -126,7 +126,8 @@ def _resuming(tmp_path, fits_twin: bool):
         _trainer_need=lambda classes, c=None: 2 if (c or cfg).training.learn_val else 1,
         _fits=lambda need: need <= (2 if fits_twin else 1), need=2, shrunk=shrunk,
         _fit_shuffle_buffer=lambda classes: shrunk.append(classes),
-        _too_small_to_resume=lambda classes: UserError("--memory-budget too small to resume"))
+        _too_small_to_resume=lambda classes: UserError("--memory-budget too small to resume"),
+        _say_labels=lambda counts: None)
 
 
 def test_a_resumed_run_keeps_its_twin_and_shuffle_buffer_whatever_this_sessions_memory_budget(tmp_path):
@@ -308,3 +309,38 @@ def test_a_checkpoint_of_an_entry_an_earlier_csv_reader_made_is_refused_saying_w
     assert said in str(e.value)
     with pytest.raises(UserError, match="the training data or feature options changed"):
         Training._refuse_other_key(run, "another key")
+
+
+def _labels_said(labels, rows, task=None, multilabel=False):
+    """The warnings and decisions Training._say_labels gives for ``labels`` over ``rows`` training rows."""
+    from types import SimpleNamespace
+
+    from lancetnic_flow.resolve import FitCounts
+    from lancetnic_flow.training.orchestrator import Training
+
+    said = []
+    run = SimpleNamespace(features=SimpleNamespace(labels=labels), cfg=TrainConfig(data=DataConfig(train=["d.csv"], label="id")),
+                          columns=SimpleNamespace(multilabel=multilabel), decisions={},
+                          events=SimpleNamespace(emit=lambda kind, **kw: said.append(kw["message"])),
+                          given=SimpleNamespace(training=SimpleNamespace(task=task)))
+    Training._say_labels(run, FitCounts(rows=rows, classes=len(labels)))
+    return said, run.decisions
+
+
+@pytest.mark.parametrize("labels", [[f"doc-{i}" for i in range(900)], [str(i) for i in range(900)]])
+def test_a_label_column_with_a_class_per_training_row_is_warned_of_as_identifiers(labels):
+    # --label id trained one class per row; the only sign was "validated 0, skipped unknown_label"
+    said, decisions = _labels_said(labels, 900)
+    assert len(said) == 1 and "the label column 'id' looks like identifiers, not classes: 900 classes over " \
+        "900 training rows" in said[0] and "pass --label the column that holds the classes" in said[0]
+    assert "--target" not in said[0]   # a row id is no number to predict either
+    assert decisions["identifier_labels"] == {"classes": 900, "training_rows": 900}
+
+
+def test_labels_of_several_rows_each_or_few_or_sets_are_not_taken_for_identifiers():
+    assert _labels_said([f"c{i}" for i in range(100)], 1000)[0] == []
+    assert _labels_said([f"c{i}" for i in range(800)], 1000)[0] == []   # under nine in ten of the rows
+    assert _labels_said(["a", "b", "c"], 3)[0] == []   # a toy set, each row its own class on purpose
+    assert _labels_said([f"t{i}" for i in range(300)], 100, multilabel=True)[0] == []
+    numbers, _ = _labels_said(["1", "2", "3"], 300)
+    assert len(numbers) == 1 and "holds numbers" in numbers[0]

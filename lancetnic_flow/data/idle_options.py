@@ -1,0 +1,112 @@
+"""Options the data gives nothing to do, refused before any work.
+
+``--label-sep`` splits label strings: fastText lines tag each label on its
+own, and a label column of lists (a Parquet or Arrow list column, a JSON
+array) holds each label as an item, so there is no string to split.
+``--encoding`` decodes text files and Parquet/Arrow columns of bytes: where
+every input is Parquet or Arrow and none of the columns read holds bytes,
+their strings are already text. An option that would change nothing is
+refused by name (exit 2), as the project refuses others.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+
+from ..formats import format_named
+from ..options import bad
+from .readers.labels import is_list_type
+from .readers.table import holds_bytes
+from .sources import Columns, FileInfo, SourcePlan
+
+# The formats whose labels may be lists, or tags: where every file is one, --label-sep may split nothing.
+LISTED_FORMATS = ("fasttext", "parquet", "arrow", "jsonl")
+# Files whose heads are read at once (a remote store answers each in its own time).
+HEAD_THREADS = 8
+
+
+def column_types(fi: FileInfo, storage_options: dict | None, encoding: str | None = None) -> dict | None:
+    """What the head of one file says its columns hold: a Parquet or Arrow IPC
+    file's schema, or a JSON Lines file's first object (a list as a list of
+    strings, anything else as a string); None for the other formats and an empty file."""
+    if fi.size == 0:
+        return None
+    if fi.format == "parquet":
+        from .readers.parquet import schema_of
+
+        schema = schema_of(fi.url, storage_options)
+    elif fi.format == "arrow":
+        from .readers.arrow import schema_of
+
+        schema = schema_of(fi, storage_options)
+    elif fi.format == "jsonl":
+        from .readers.jsonl import head_object
+
+        obj = head_object(fi, storage_options, encoding) or {}
+        return {k: pa.list_(pa.string()) if isinstance(v, list) else pa.string() for k, v in obj.items()}
+    else:
+        return None
+    return {field.name: field.type for field in schema}
+
+
+def _files(plans: tuple) -> list[FileInfo]:
+    return [f for p in plans if p is not None for f in p.files]
+
+
+def _each(files: list[FileInfo], look) -> list:
+    """``look(file)`` of every file, in the files' order."""
+    if len(files) <= 1:
+        return [look(f) for f in files]
+    with ThreadPoolExecutor(min(HEAD_THREADS, len(files)), thread_name_prefix="lancetnic-idle") as pool:
+        return list(pool.map(look, files))
+
+
+def refuse_idle_label_sep(columns: Columns, *plans: SourcePlan | None, storage_options: dict | None = None) -> None:
+    """``--label-sep`` where no file has a label string to split: every file is
+    fastText (each label its own ``__label__`` tag) or holds its labels as lists
+    (a Parquet/Arrow list column; a JSON Lines file whose first object's label is an array)."""
+    files = _files(plans)
+    if columns.label_sep is None or not files:
+        return
+    if all(f.format == "fasttext" for f in files):
+        raise bad("data.label_sep", f"{{name}} {columns.label_sep!r} splits a label string, and fastText lines "
+                  "give each label its own __label__ tag (every tag of a line is one of its labels)", "drop {name}")
+    if any(f.format not in LISTED_FORMATS for f in files):
+        return   # CSV/TSV labels are strings
+
+    def lists(fi: FileInfo) -> bool | None:
+        """Whether the file's labels are lists (None: an empty file, which says nothing)."""
+        if fi.format == "fasttext":
+            return True
+        types = column_types(fi, storage_options, columns.encoding)
+        return None if types is None else is_list_type(types.get(columns.label, pa.string()))
+
+    found = _each(files, lists)
+    listed = [f for f, lists_ in zip(files, found) if lists_ and f.format != "fasttext"]
+    if listed and all(x is not False for x in found):
+        raise bad("data.label_sep", f"{{name}} {columns.label_sep!r} splits a label string, and {listed[0].url}'s "
+                  f"label column {columns.label!r} holds lists (each item one label)"
+                  + (", as every input's does" if len(files) > 1 else ""), "drop {name}")
+
+
+def refuse_idle_encoding(columns: Columns, *plans: SourcePlan | None, storage_options: dict | None = None,
+                         named: str | None = None) -> None:
+    """``--encoding`` where every input is Parquet or Arrow IPC and none of the
+    columns it would decode (text, label, kept) holds bytes in any file;
+    ``named``: the encoding as the user spelled it."""
+    files = _files(plans)
+    if columns.encoding is None or not files or any(format_named(f.format).splits_by_bytes for f in files):
+        return
+    wanted = {*columns.text, columns.label, *columns.keep} - {None}
+
+    def decodes(fi: FileInfo) -> bool:
+        types = column_types(fi, storage_options) or {}
+        return any(holds_bytes(t) for name, t in types.items() if columns.keep_all or name in wanted)
+
+    if not any(_each(files, decodes)):
+        read = ", ".join(repr(c) for c in (*columns.text, columns.label) if c)
+        raise bad("data.encoding", f"{{name}} {named or columns.encoding}: it decodes text files and Parquet/Arrow columns "
+                  f"of bytes, and the columns read ({read}) of {files[0].url}"
+                  + (f" and the {len(files) - 1} other inputs" if len(files) > 1 else "")
+                  + " hold strings, already text: it would change nothing", "drop {name}")

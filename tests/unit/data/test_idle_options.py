@@ -1,0 +1,89 @@
+"""Options the data gives nothing to do (data/idle_options.py): refused by name before any work."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lancetnic_flow.config import DataConfig, TrainConfig, TrainingConfig
+from lancetnic_flow.data.checks import plan_training_sources
+from lancetnic_flow.data.idle_options import column_types, refuse_idle_encoding
+from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.errors import UserError
+
+
+def _parquet(path, text, label):
+    pq.write_table(pa.table({"text": text, "label": label}), path)
+    return str(path)
+
+
+def _cfg(files, task=None, **data):
+    return TrainConfig(data=DataConfig(train=[str(f) for f in files], **data),
+                       training=TrainingConfig(task=task) if task else TrainingConfig())
+
+
+def test_an_encoding_for_parquet_and_arrow_columns_of_strings_alone_is_refused_as_changing_nothing(tmp_path):
+    # --encoding latin-1 on Parquet of strings trained as without it, without a word
+    strings = _parquet(tmp_path / "s.parquet", ["good words", "more words"], ["a", "b"])
+    with pytest.raises(UserError, match=r"encoding latin-1: it decodes text files and Parquet/Arrow columns of "
+                                        r"bytes, and the columns read \('text', 'label'\) of .*s.parquet hold strings") \
+            as e:
+        plan_training_sources(_cfg([strings], encoding="latin-1"), 1 << 20)
+    assert e.value.cli[0].startswith("--encoding latin-1") and e.value.cli[1] == "drop --encoding"
+    with pa.OSFile(str(tmp_path / "s.arrow"), "wb") as sink, \
+            pa.ipc.new_file(sink, pa.schema([("text", pa.string()), ("label", pa.string())])) as w:
+        w.write_table(pa.table({"text": ["x y"], "label": ["a"]}))
+    with pytest.raises(UserError, match="hold strings, already text"):
+        plan_training_sources(_cfg([tmp_path / "s.arrow"], encoding="cp1252"), 1 << 20)
+
+
+def test_an_encoding_is_taken_where_a_file_holds_bytes_or_text_to_decode(tmp_path):
+    strings = _parquet(tmp_path / "s.parquet", ["good words", "more words"], ["a", "b"])
+    raw = _parquet(tmp_path / "b.parquet", pa.array([b"caf\xe9 words", b"more"], pa.binary()), ["a", "b"])
+    (tmp_path / "t.csv").write_bytes(b"text,label\ncaf\xe9 words,a\nmore words,b\n")
+    plan_training_sources(_cfg([raw], encoding="latin-1"), 1 << 20)
+    plan_training_sources(_cfg([strings, raw], encoding="latin-1"), 1 << 20)   # one file's bytes are decoded
+    plan_training_sources(_cfg([strings, tmp_path / "t.csv"], encoding="latin-1"), 1 << 20)
+    plan_training_sources(_cfg([strings]), 1 << 20)   # no --encoding: nothing to refuse
+    # predict's kept columns are decoded too: a kept column of bytes takes the encoding
+    kept = tmp_path / "k.parquet"
+    pq.write_table(pa.table({"text": ["x"], "id": pa.array([b"\xe9"], pa.binary())}), kept)
+    src = plan_source([str(kept)], format="auto", storage_options={}, blocksize=1 << 20)
+    refuse_idle_encoding(Columns(text=("text",), keep=("id",), encoding="latin_1"), src)
+    with pytest.raises(UserError, match="would change nothing"):
+        refuse_idle_encoding(Columns(text=("text",), encoding="latin_1"), src)
+
+
+def test_a_label_separator_for_labels_held_as_lists_is_refused_as_splitting_nothing(tmp_path):
+    # --label-sep "|" on a list-typed label column (Parquet, JSON arrays) trained as without it
+    listed = _parquet(tmp_path / "l.parquet", ["good words", "more words"], [["a", "b"], ["b"]])
+    (tmp_path / "l.jsonl").write_text('{"text": "good words", "label": ["a", "b"]}\n'
+                                      '{"text": "more words", "label": ["b"]}\n')
+    for f in (listed, tmp_path / "l.jsonl"):
+        with pytest.raises(UserError, match=r"label_sep '\|' splits a label string, and .*'s label column 'label' "
+                                            r"holds lists \(each item one label\)") as e:
+            plan_training_sources(_cfg([f], "multilabel", label_sep="|"), 1 << 20)
+        assert e.value.cli[0].startswith("--label-sep '|'") and e.value.cli[1] == "drop --label-sep"
+
+
+def test_a_label_separator_is_taken_where_some_file_holds_label_strings(tmp_path):
+    listed = _parquet(tmp_path / "l.parquet", ["good words", "more words"], [["a", "b"], ["b"]])
+    joined = _parquet(tmp_path / "j.parquet", ["good words", "more words"], ["a|b", "b"])
+    (tmp_path / "j.jsonl").write_text(json.dumps({"text": "good words", "label": "a|b"}) + "\n")
+    (tmp_path / "t.csv").write_text("text,label\ngood words,a|b\n")
+    for files in ([joined], [tmp_path / "j.jsonl"], [listed, joined], [listed, tmp_path / "t.csv"]):
+        plan_training_sources(_cfg(files, "multilabel", label_sep="|"), 1 << 20)
+
+
+def test_the_column_types_of_a_file_head_are_its_schema_or_its_first_objects_values(tmp_path):
+    listed = _parquet(tmp_path / "l.parquet", ["x"], [["a"]])
+    (tmp_path / "l.jsonl").write_text('{"text": "x", "label": ["a"]}\n')
+    (tmp_path / "t.csv").write_text("text,label\nx,a\n")
+    src = plan_source([listed, str(tmp_path / "l.jsonl"), str(tmp_path / "t.csv")], format="auto",
+                      storage_options={}, blocksize=1 << 20)
+    by_name = {f.url.rsplit("/", 1)[-1]: column_types(f, {}) for f in src.files}
+    assert pa.types.is_list(by_name["l.parquet"]["label"]) and by_name["l.parquet"]["text"] == pa.string()
+    assert pa.types.is_list(by_name["l.jsonl"]["label"]) and by_name["l.jsonl"]["text"] == pa.string()
+    assert by_name["t.csv"] is None
