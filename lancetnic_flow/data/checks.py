@@ -216,11 +216,11 @@ def idle_ranks_warning(rows: list[int], partitions: int) -> str | None:
     if len(rows) < 2 or not idle:
         return None
     which = f"rank {idle[0]}" if len(idle) == 1 else f"ranks {', '.join(map(str, idle))}"
-    return (f"--ddp {len(rows)}: the training rows are in {counted(partitions, 'partition')}, so {which} "
+    return (f"{{training.ddp}} {len(rows)}: the training rows are in {counted(partitions, 'partition')}, so {which} "
             f"{'has' if len(idle) == 1 else 'have'} none to train on (a share is whole partitions) and only "
-            f"{'joins' if len(idle) == 1 else 'join'} the average; lower --ddp, or cut the input finer: a smaller "
-            "--blocksize (text files), more files or Parquet row groups (a compressed file is one partition), or a "
-            "new --cache folder where an earlier run cut the entry coarser")
+            f"{'joins' if len(idle) == 1 else 'join'} the average; lower {{training.ddp}}, or cut the input finer: a "
+            "smaller {cluster.blocksize} (text files), more files or Parquet row groups (a compressed file is one "
+            "partition), or a new {output.cache} folder where an earlier run cut the entry coarser")
 
 
 def coarse_cache_warning(cut: int, planned: int, ranks: int) -> str | None:
@@ -231,7 +231,7 @@ def coarse_cache_warning(cut: int, planned: int, ranks: int) -> str | None:
         return None
     return (f"the shard cache was cut into {counted(cut, 'partition')} by an earlier run, where this run's plan cuts {planned} "
             f"for {ranks} ranks: between syncs each rank learns from fewer stretches of the input, which costs "
-            "accuracy when the input is sorted (by name, date, source); a new --cache folder featurises it anew")
+            "accuracy when the input is sorted (by name, date, source); a new {output.cache} folder featurises it anew")
 
 
 def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0

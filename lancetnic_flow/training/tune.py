@@ -113,7 +113,7 @@ def entry_events(events: Events, run: Any, plan: bool = True) -> Events:
     name its n-gram setting (one entry per setting searched, whose lines read alike otherwise),
     as ``run`` has it then (``--analyzer auto`` decides it on the cluster); without ``plan``,
     less the memory plan's lines, which the first entry already showed."""
-    out = Events(events.clock)
+    out = Events(events.clock, events.words)
 
     def relay(kind: str, e: dict) -> None:
         if kind == "plan" and not plan:
@@ -130,7 +130,7 @@ def final_events(events: Events) -> Events:
     """``events`` for the final run, which trains on a cache entry and a cluster the search's
     lines already announced: its read of the entry is marked ``announced`` (no second features
     line), and its plan does not repeat the dashboard's address."""
-    out = Events(events.clock)
+    out = Events(events.clock, events.words)
 
     def relay(kind: str, e: dict) -> None:
         if kind == "fitted" and e.get("cached"):

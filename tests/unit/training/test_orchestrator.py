@@ -308,3 +308,48 @@ def test_a_checkpoint_of_an_entry_an_earlier_csv_reader_made_is_refused_saying_w
     assert said in str(e.value)
     with pytest.raises(UserError, match="the training data or feature options changed"):
         Training._refuse_other_key(run, "another key")
+
+
+def _row_warnings(words: str, by: str | None = None) -> list[str]:
+    """What a run's row warnings say to a caller of ``words`` (cli, python, workflow); ``by``:
+    :data:`PARTIAL_FIT` when an estimator's partial_fit continued the run."""
+    import types
+
+    from lancetnic_flow.config import TrainingConfig
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.keep_learning import mark_continued
+    from lancetnic_flow.training.orchestrator import Training
+
+    cfg = TrainConfig(data=DataConfig(train=["t.csv"], val_fraction=0.1), training=TrainingConfig(early_stopping=2))
+    cfg.features.max_len = 64
+    if by:
+        mark_continued(cfg, by)
+    said: list[str] = []
+    events = Events(words=words)
+    events.subscribe(lambda kind, e: said.append(e["message"]))
+    run = types.SimpleNamespace(cfg=cfg, tc=cfg.training, given=cfg, events=events)
+    run._continued = lambda: Training._continued(run)
+    rows = {"validated": 0, "noted": {"longer_than_max_len": 3, "unreadable_numeric": 1, "learned_by_init": 2}}
+    Training._warn_of_rows(run, rows, {})
+    return said
+
+
+def test_a_runs_row_warnings_name_each_option_as_its_caller_typed_it():
+    """`3 rows held more tokens than --max-len 64`, `--numeric value`, `--early-stopping 2 had no
+    validation row` and `the --init-from model` reached train(cfg) and the estimators: each now names
+    the option as the caller gave it, a flag on the command line, a parameter in Python, a key in a workflow."""
+    cli, python, flow = _row_warnings("cli"), _row_warnings("python"), _row_warnings("workflow")
+    assert any("more tokens than --max-len 64" in m and "raise --max-len" in m for m in cli)
+    assert any("1 --numeric value that is not a number" in m for m in cli)
+    assert any(m.startswith("--early-stopping 2") for m in cli)
+    assert any("the --init-from model had learned" in m for m in cli)
+    for said in (python, flow):
+        text = "\n".join(said)
+        assert "--" not in text, text
+        assert "more tokens than max_len 64" in text and "1 numeric value" in text
+        assert "early_stopping 2" in text and "the init_from model had learned" in text
+
+
+def test_a_partial_fit_runs_row_warnings_name_partial_fit_not_a_flag():
+    text = "\n".join(_row_warnings("python", by="partial_fit"))
+    assert "the partial_fit model had learned" in text and "--" not in text
