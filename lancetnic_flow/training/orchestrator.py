@@ -131,8 +131,8 @@ def pick_device(name: str = "auto") -> torch.device | str:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: this machine has no CUDA device torch can use",
-                        "use --device cpu, or --device auto to take CUDA when present")
+        raise bad("training.device", "{name} cuda: this machine has no CUDA device torch can use",
+                  "use {name} cpu, or {name} auto to take CUDA when present")
     return torch.device(name)
 
 
@@ -146,11 +146,11 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
         return label_set_task(task, features, tc.class_weights, device)
     if task.classifies:
         if task.classes < 2:
-            raise UserError(f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
-                            "classification needs at least 2", "check --label, or use --task regress")
+            raise bad("data.label", f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
+                      "classification needs at least 2", "check {name}, or use {training.task} regress")
         if tc.class_loss == "bce" and task.classes != 2:
-            raise UserError(f"--class-loss bce needs exactly 2 classes, the data has {task.classes}",
-                            "use --class-loss cross_entropy")
+            raise bad("training.class_loss", f"{{name}} bce needs exactly 2 classes, the data has {task.classes}",
+                      "use {name} cross_entropy")
         if tc.class_weights == "balanced":
             # A continued run's old labels may have no row in its data: weighed as one row (never a target).
             import torch
@@ -165,9 +165,9 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
     """A multilabel task, checked; ``balanced`` weighs each label's positive rows
     by its negatives over its positives (BCE's ``pos_weight``)."""
     if task.classes < 2:
-        raise UserError(f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); multilabel needs at "
-                        "least 2 (rows without a label are skipped, so a single label is in every set)",
-                        "check --label and --label-sep")
+        raise bad("data.label", f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
+                  "multilabel needs at least 2 (rows without a label are skipped, so a single label is in every set)",
+                  "check {name} and {data.label_sep}")
     if class_weights == "balanced":
         import torch
 
@@ -193,10 +193,11 @@ def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> 
     """No training row: what was read, why each row was skipped, and what to check."""
     data = ", ".join(cfg.data.train)
     if not rows_read:
-        return UserError(f"no training rows in {data}", "the input holds a header only; check the file and --format")
+        return bad("data.format", f"no training rows in {data}", "the input holds a header only; check the file and "
+                   "{name}")
     if not skipped:
-        return UserError(f"no training rows in {data}: the {counted(rows_read, 'row')} read were all held out for validation",
-                         "add rows, or lower --val-fraction")
+        return bad("data.val_fraction", f"no training rows in {data}: the {counted(rows_read, 'row')} read were all "
+                   "held out for validation", "add rows, or lower {name}")
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
     worst = max(skipped, key=skipped.get)
     hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text)
@@ -212,14 +213,14 @@ def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, r
     if features.docs == 0:
         raise no_rows_error(cfg, rows_read, skipped or {})
     if columns.label and not features.labels:
-        raise UserError(f"no labelled training rows in {data}",
-                        f"check --label {cfg.data.label!r} and that rows have a value in it")
+        raise bad("data.label", f"no labelled training rows in {data}",
+                  f"check {{name}} {cfg.data.label!r} and that rows have a value in it")
     if columns.target and features.target is None:
-        raise UserError(f"no numeric values in target column {cfg.data.target!r}",
-                        "check --target; rows with a missing or non-numeric target are skipped")
+        raise bad("data.target", f"no numeric values in target column {cfg.data.target!r}",
+                  "check {name}; rows with a missing or non-numeric target are skipped")
     if cfg.features.mode != "hashing" and features.dim == 0:
-        raise UserError("the vocabulary is empty after pruning",
-                        "lower --min-df, raise --max-df, or check the --text column")
+        raise bad("features.min_df", "the vocabulary is empty after pruning",
+                  "lower {name}, raise {features.max_df}, or check the {data.text} column")
     # A column without one number stands at the same value in every row: it would train as given and do nothing.
     empty = [c for c in columns.numeric if numeric is not None and not getattr(numeric.get(c), "n", 0)]
     if empty:

@@ -353,3 +353,20 @@ def test_a_runs_row_warnings_name_each_option_as_its_caller_typed_it():
 def test_a_partial_fit_runs_row_warnings_name_partial_fit_not_a_flag():
     text = "\n".join(_row_warnings("python", by="partial_fit"))
     assert "the partial_fit model had learned" in text and "--" not in text
+
+
+def test_a_runs_errors_about_its_data_name_options_as_each_caller_typed_them():
+    """`check --target`, `lower --min-df`, `--class-loss bce needs exactly 2 classes` reached Python callers."""
+    from lancetnic_flow.config import FeatureConfig
+    from lancetnic_flow.training.orchestrator import no_rows_error
+
+    cfg = TrainConfig(data=DataConfig(train=["t.csv"]))
+    e = no_rows_error(cfg, 10, {})
+    assert e.hint == "add rows, or lower val_fraction" and e.cli[1] == "add rows, or lower --val-fraction"
+    cfg = TrainConfig(data=DataConfig(train=["t.csv"]), features=FeatureConfig(mode="tfidf"))
+    features = FittedFeatures(mode="tfidf", ngrams=1, lowercase=True, sublinear_tf=False, buckets=0, max_len=0,
+                              labels=["a", "b"], target=None, vocabulary={}, idf=None, docs=5)
+    with pytest.raises(UserError) as e:
+        check_fitted(cfg, Columns(text=["text"], label="label"), features, rows_read=5)
+    assert e.value.hint == "lower min_df, raise max_df, or check the text column"
+    assert e.value.cli[1] == "lower --min-df, raise --max-df, or check the --text column"
