@@ -200,9 +200,9 @@ def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> 
                    "held out for validation", "add rows, or lower {name}")
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
     worst = max(skipped, key=skipped.get)
-    hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text)
-    return UserError(f"no training rows in {data}: {counted(rows_read, 'row')} read, {sum(skipped.values()):,} skipped "
-                     f"({reasons})", hint)
+    hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text, style=None)
+    return bad("data.train", f"no training rows in {data}: {counted(rows_read, 'row')} read, "
+               f"{sum(skipped.values()):,} skipped ({reasons})", hint)
 
 
 def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, rows_read: int = 0,
