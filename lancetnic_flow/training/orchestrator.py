@@ -334,9 +334,9 @@ class Training:
     def _load_checkpoint(self) -> TrainState:
         saved = load_checkpoint(self.resume, self.out_so)
         if saved is None:
-            raise UserError(f"{self.resume} has no checkpoint to resume from",
-                            "a checkpoint is written every --checkpoint-every and on "
-                            "Ctrl-C; a finished run has none (it was removed once the model was saved)")
+            raise bad("training.checkpoint_every", f"{self.resume} has no checkpoint to resume from",
+                      "a checkpoint is written every {name} and on Ctrl-C; a finished run has none (it was "
+                      "removed once the model was saved)")
         return TrainState.from_checkpoint(saved)
 
     # ---- plan

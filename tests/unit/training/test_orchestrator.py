@@ -373,3 +373,15 @@ def test_a_runs_errors_about_its_data_name_options_as_each_caller_typed_them():
         check_fitted(cfg, Columns(text=["text"], label="label"), features, rows_read=5)
     assert e.value.hint == "lower min_df, raise max_df, or check the text column"
     assert e.value.cli[1] == "lower --min-df, raise --max-df, or check the --text column"
+
+
+def test_a_run_without_a_checkpoint_to_resume_names_checkpoint_every_as_the_caller_typed_it(tmp_path):
+    """train(cfg, resume=RUN) was told a checkpoint is written every `--checkpoint-every`."""
+    import types
+
+    from lancetnic_flow.training.orchestrator import Training
+
+    with pytest.raises(UserError) as e:
+        Training._load_checkpoint(types.SimpleNamespace(resume=str(tmp_path), out_so={}))
+    assert "written every checkpoint_every and on Ctrl-C" in e.value.hint
+    assert "written every --checkpoint-every and on Ctrl-C" in e.value.cli[1]
