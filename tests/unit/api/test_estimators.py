@@ -200,3 +200,18 @@ def test_an_estimators_predictions_say_the_texts_cut_at_max_len_once_a_call_and_
         assert est.longer_than_max_len_ == 2
     est.predict(["cat dog"])
     assert est.longer_than_max_len_ == 0
+
+
+def test_a_fit_whose_every_row_was_skipped_speaks_of_x_not_of_the_estimators_own_file_and_columns():
+    """fit(["a b", "c d"], y) was refused as `no training rows in /tmp/lancetnic-flow-data-…/train.parquet`,
+    hint `check --text` / `check text`: a file and a column its caller never named."""
+    from lancetnic_flow.api.estimators import in_terms_of_x
+    from lancetnic_flow.errors import UserError
+
+    path = "/tmp/lancetnic-flow-data-x/train.parquet"
+    said = in_terms_of_x(UserError(f"no training rows in {path}: 2 rows read, 2 skipped (2 empty_text)",
+                                   "the text column 'text' must hold text the analyzer reads; check text"), path)
+    assert str(said).startswith("no training rows in X: 2 rows read, 2 skipped (2 empty_text)")
+    assert "one-letter words are not read" in said.hint and "check text" not in said.hint
+    other = UserError("lr: must be > 0")
+    assert in_terms_of_x(other, path) is other
