@@ -529,6 +529,16 @@ def said(text: str, style: str) -> str:
     return _FIELD.sub(lambda m: words(m.group(1)) if m.group(1) in BY_FIELD else m.group(0), text)
 
 
+def hinted(message: str, hint: Any) -> UserError:
+    """A UserError whose ``hint`` names options as ``{section.field}``, or is a function of
+    :class:`Words`, said in each reader's words; ``message`` (a file's name, its columns) is
+    shown as it is."""
+    def told(style: str) -> str:
+        return said(hint(Words(style)) if callable(hint) else hint, style)
+
+    return UserError(message, told("python"), cli=(message, told("cli")), workflow=(message, told("workflow")))
+
+
 def bad(field: str, message: Any, hint: Any = None) -> UserError:
     """A UserError about ``field``: ``message`` and ``hint`` name options as
     ``{name}`` (this field) or ``{section.field}``; the Python API reads them
@@ -632,5 +642,5 @@ def unknown_key(key: str, where: str) -> UserError:
 
 
 __all__ = ["Option", "OPTIONS", "option", "command_options", "default", "api_default", "api_options", "bad",
-           "cli_name", "python_name", "workflow_name", "Words", "said", "NGRAM_FIELDS", "typed_value", "text_value", "parse_storage_options", "parse_df",
+           "cli_name", "python_name", "workflow_name", "Words", "said", "hinted", "NGRAM_FIELDS", "typed_value", "text_value", "parse_storage_options", "parse_df",
            "SECTIONS"]
