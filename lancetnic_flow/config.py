@@ -206,9 +206,19 @@ def parse_duration(text: str | float | None, name: str = "time_budget") -> float
     m = _DURATION.match(s) or re.match(r"^\s*(\d+(?:\.\d+)?)()\s*$", s)
     seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "": 1}[m.group(2)] if m else 0.0
     if seconds <= 0:
-        raise UserError(f"{name}: {text!r} is not a duration above zero",
-                        f"e.g. --{name.replace('_', '-')} 10m, 90s, 1h (or seconds: 600)")
+        raise argument_error(name, f"{text!r} is not a duration above zero", "{name} 10m, 90s, 1h (or seconds: 600)",
+                             "{name}='10m', '90s', '1h' (or seconds: 600)")
     return seconds
+
+
+def argument_error(name: str, what: str, example: str, python_example: str) -> UserError:
+    """A refused value of ``name`` (``time_budget``: a field, or an argument of tune() that the
+    command line gives as ``--time-budget``), in each reader's words: ``example`` as the command
+    line and a workflow write it, ``python_example`` as Python does, ``{name}`` standing for it."""
+    flag = "--" + name.replace("_", "-")
+    return UserError(f"{name}: {what}", "e.g. " + python_example.format(name=name), field=None,
+                     cli=(f"{flag}: {what}", "e.g. " + example.format(name=flag)),
+                     workflow=(f"{name}: {what}", "e.g. " + example.format(name=name + ":")))
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,23 @@ import sys
 import time
 from typing import Any, Callable
 
+from .options import said
 from .plurals import counted
 
 Listener = Callable[[str, dict[str, Any]], None]
 
 
 class Events:
-    """A tiny synchronous event bus with an injectable clock."""
+    """A tiny synchronous event bus with an injectable clock.
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
+    ``words``: how the caller names options (``cli``, ``python``, ``workflow``:
+    :class:`~lancetnic_flow.options.Words`). An event's message and hint name
+    options as ``{section.field}`` (``{features.max_len}``), and each listener
+    reads them as its caller typed them: ``--max-len``, ``max_len``."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, words: str = "python"):
         self.clock = clock
+        self.words = words
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
@@ -28,6 +35,9 @@ class Events:
 
     def emit(self, kind: str, **data: Any) -> None:
         data.setdefault("t", self.clock())
+        for key in ("message", "hint"):
+            if isinstance(data.get(key), str):
+                data[key] = said(data[key], self.words)
         for listener in list(self._listeners):
             try:
                 listener(kind, data)

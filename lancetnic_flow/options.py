@@ -515,6 +515,30 @@ def render(text: Any, field: str | None, style: str = "python") -> str | None:
     return _PLACEHOLDER.sub(name, text)
 
 
+_FIELD = re.compile(r"\{((?:%s)\.[a-z_]+)\}" % "|".join(SECTIONS))
+
+
+def said(text: str, style: str) -> str:
+    """``text`` with its ``{section.field}`` placeholders named as ``style``
+    (:class:`Words`) names them: a run's warnings, said to the command line with
+    its flags, to Python with its parameters, to a workflow with its keys.
+    Anything else in braces (a label, a path) stays as written."""
+    if "{" not in text:
+        return text
+    words = Words(style)
+    return _FIELD.sub(lambda m: words(m.group(1)) if m.group(1) in BY_FIELD else m.group(0), text)
+
+
+def hinted(message: str, hint: Any) -> UserError:
+    """A UserError whose ``hint`` names options as ``{section.field}``, or is a function of
+    :class:`Words`, said in each reader's words; ``message`` (a file's name, its columns) is
+    shown as it is."""
+    def told(style: str) -> str:
+        return said(hint(Words(style)) if callable(hint) else hint, style)
+
+    return UserError(message, told("python"), cli=(message, told("cli")), workflow=(message, told("workflow")))
+
+
 def bad(field: str, message: Any, hint: Any = None) -> UserError:
     """A UserError about ``field``: ``message`` and ``hint`` name options as
     ``{name}`` (this field) or ``{section.field}``; the Python API reads them
@@ -618,5 +642,5 @@ def unknown_key(key: str, where: str) -> UserError:
 
 
 __all__ = ["Option", "OPTIONS", "option", "command_options", "default", "api_default", "api_options", "bad",
-           "cli_name", "python_name", "workflow_name", "Words", "NGRAM_FIELDS", "typed_value", "text_value", "parse_storage_options", "parse_df",
+           "cli_name", "python_name", "workflow_name", "Words", "said", "hinted", "NGRAM_FIELDS", "typed_value", "text_value", "parse_storage_options", "parse_df",
            "SECTIONS"]

@@ -396,9 +396,9 @@ def unused_monitor(given: TrainConfig, resolved: TrainConfig, keeps_last: bool) 
     g, t = given.training, resolved.training
     if not keeps_last or not g.monitor or g.monitor == default_monitor(MODELS[resolved.model.name], t.task):
         return None
-    return (f"--monitor {g.monitor} chooses no epoch in this run: {resolved.model.name} keeps the last epoch's "
-            "weights without --early-stopping (docs/models.md); add --early-stopping N to keep the epoch with the "
-            f"best {g.monitor}, or drop --monitor")
+    return (f"{{training.monitor}} {g.monitor} chooses no epoch in this run: {resolved.model.name} keeps the last "
+            "epoch's weights without {training.early_stopping} (docs/models.md); add {training.early_stopping} N to "
+            f"keep the epoch with the best {g.monitor}, or drop {{training.monitor}}")
 
 
 def _check_multilabel(cfg: TrainConfig) -> None:
@@ -456,7 +456,7 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
     return given, resolved, (f"analyzer {f.analyzer} {f.ngram_min},{f.ngrams}: {share:.0%} of the sampled "
                              "letters are in scripts whose words do not repeat in one form (written without "
                              "spaces: Chinese, Japanese, Thai, …; with particles joined to each word: Korean); "
-                             "--analyzer word keeps words")
+                             "{features.analyzer} word keeps words")
 
 
 def words_kept_warning(features, model: str, share: float, letters: int) -> str | None:
@@ -471,14 +471,14 @@ def words_kept_warning(features, model: str, share: float, letters: int) -> str 
         return None
     if features.mode == "ids":
         why = f"{model} reads word tokens in order"
-        fix = ("a bag model reads character n-grams (--model LinearSVM, the default, or ScalpelMC), or give "
-               "--tokenizer a word segmenter")
+        fix = ("a bag model reads character n-grams ({model.name} LinearSVM, the default, or ScalpelMC), or give "
+               "{features.tokenizer} a word segmenter")
     elif features.mode != "hashing":
-        why = f"a fitted vocabulary (--features {features.mode}) holds words"
-        fix = "--features hashing reads character n-grams here (--analyzer auto decides them)"
+        why = f"a fitted vocabulary ({{features.mode}} {features.mode}) holds words"
+        fix = "{features.mode} hashing reads character n-grams here ({features.analyzer} auto decides them)"
     elif features.stop_words is not None:
-        why = "--stop-words makes the analyzer read words"
-        fix = "drop --stop-words to read character n-grams"
+        why = "{features.stop_words} makes the analyzer read words"
+        fix = "drop {features.stop_words} to read character n-grams"
     else:
         return None
     return (f"{share:.0%} of the sampled letters are in scripts whose words do not repeat in one form (Chinese, "
@@ -523,7 +523,7 @@ def resolve_counts(given: TrainConfig, resolved: TrainConfig, counts: FitCounts,
         learn = wanted and fits(_with_learn_val(cfg, True))
         if wanted and not learn and fits(_with_learn_val(cfg, False)):
             notes.append(f"{cfg.model.name}: the plan has no room for the twin that lets the saved model learn "
-                         "the validation rows; it learns the training rows only (raise --memory-budget to learn "
+                         "the validation rows; it learns the training rows only (raise {cluster.memory_budget} to learn "
                          "them too)")
         cfg = _with_learn_val(cfg, learn)
     return cfg, notes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -37,6 +38,28 @@ from ..plurals import counted, verb
 # partition, so a few thousand rows give the workers several to share.
 ROW_GROUP_ROWS = 16_384
 LABEL_SEP = "\x1f"   # joins a row's labels in the temporary file: no label holds it
+
+
+# What an estimator's caller can do when no row of X could be trained on, by the reason most were skipped:
+# the run's own hint names the columns of the file the estimator wrote for X, which its caller never named.
+X_SKIP_HINTS = {
+    "empty_text": "each text in X needs a term the analyzer reads: a word of two or more letters or digits "
+                  "(one-letter words are not read), or characters with analyzer='char_wb'",
+    "not_text": "give X as strings, one text per row",
+    "missing_label": "give y one answer per row of X (None and NaN are missing answers)",
+    "missing_target": "give y a number per row of X (None and NaN are missing)",
+}
+
+
+def in_terms_of_x(exc: UserError, path: str) -> UserError:
+    """A run's refusal of the file an estimator wrote for in-memory ``X`` (``path``) said of
+    X and y: the file and its columns are the estimator's, not the caller's."""
+    if path not in exc.message:
+        return exc
+    message = exc.message.replace(path, "X")
+    worst = re.search(r" skipped \([\d,]+ (\w+)", message)
+    hint = X_SKIP_HINTS.get(worst.group(1)) if worst else None
+    return UserError(message, hint or exc.hint, field=exc.field)
 
 
 def _folder_files(folder: str) -> dict[str, bytes]:
@@ -383,7 +406,10 @@ class _TextEstimator:
                 # The columns are the estimator's own (its temporary file's), whatever the run read.
                 cfg = continue_config(cfg, explicit=("data.text", "data.label", "data.target", "data.label_sep"),
                                       by=PARTIAL_FIT)
-            self._fit_config(cfg)
+            try:
+                self._fit_config(cfg)
+            except UserError as exc:
+                raise (in_terms_of_x(exc, data.train[0]) if not _is_files(X) else exc) from None
         finally:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -123,16 +123,19 @@ def cmd_train(a: argparse.Namespace, report) -> int:
     return train_config(given, report)
 
 
-def _events(report):
+def _events(report, words: str = "cli"):
+    """The run's events, shown by ``report``; its messages name options as ``words``
+    does (``cli``: flags; ``workflow``: a workflow file's keys)."""
     from ..events import Events
 
-    events = Events()
+    events = Events(words=words)
     events.subscribe(report)
     return events
 
 
-def train_config(given, report) -> int:
-    """Train a configuration (of `train` or a workflow file), checked, its places and inputs too, first."""
+def train_config(given, report, words: str = "cli") -> int:
+    """Train a configuration (of `train` or a workflow file, ``words`` ``workflow``: its
+    messages name the file's keys), checked, its places and inputs too, first."""
     from ..dataflow.cluster import scheduler_address
     from ..runs.folder import check_output_places
 
@@ -155,7 +158,7 @@ def train_config(given, report) -> int:
         check_training_inputs(cfg)
     from ..training.orchestrator import train
 
-    train(given, _events(report))
+    train(given, _events(report, words))
     return 0
 
 
@@ -621,7 +624,7 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
         report.console.print(f"generating {counted(a.rows, 'row')} → {data}", markup=False)
         write_corpus(data + ".tmp.csv", a.rows, classes=4, seed=0)
         os.replace(data + ".tmp.csv", data)
-    events = Events()
+    events = Events(words="cli")
     events.subscribe(report)
     from ..training.orchestrator import train
 
@@ -642,7 +645,7 @@ def cmd_run(a: argparse.Namespace, report) -> int:
 
     # The workflow's fields become the configuration directly, as declared
     # (options.py), and train with this command's report (so --quiet/--json-log apply).
-    return train_config(prepare_workflow(a.workflow, a.set), report)
+    return train_config(prepare_workflow(a.workflow, a.set), report, "workflow")
 
 
 def cmd_serve(a: argparse.Namespace, report) -> int:
@@ -783,7 +786,7 @@ def cmd_tune(a: argparse.Namespace, report) -> int:
     from ..training.tune import require_optuna, tune
 
     require_optuna()
-    events = Events()
+    events = Events(words="cli")
     events.subscribe(report)
     res = tune(given, time_budget=budget, trials=a.trials, events=events)
     if report.view is not None and not report.quiet:   # not with --quiet or --json-log to stdout

@@ -9,6 +9,7 @@ commands' own options are tables of the same :class:`Option` below. Each
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import sys
 from typing import Any, NoReturn
@@ -225,6 +226,14 @@ class Parser(argparse.ArgumentParser):
     usage block, whose thirty lines hid the one that mattered."""
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        names = self._command_names()
+        taken = log_file_as_command(list(sys.argv[1:] if args is None else args), names)
+        if taken is not None:
+            meant = taken if taken in names else difflib.get_close_matches(taken, names, n=1, cutoff=0.5)[0]
+            self._refuse(f"--json-log took {taken!r} as its FILE, so no command follows it"
+                         + ("" if taken == meant else f" (did you mean the command {meant!r}?)"),
+                         f"to log to stdout, put --json-log after the command (lancetnic-flow {meant} … --json-log) "
+                         f"or write --json-log=- {meant} …; to a file: --json-log FILE {meant} …")
         a, extra = self.parse_known_args(args, namespace)
         if extra:
             parser = self._command_parser(getattr(a, "command", None))
@@ -235,8 +244,14 @@ class Parser(argparse.ArgumentParser):
         sub = next((x for x in self._actions if isinstance(x, argparse._SubParsersAction)), None)
         return sub.choices[command] if sub is not None and command in sub.choices else self
 
+    def _command_names(self) -> list[str]:
+        sub = next((x for x in self._actions if isinstance(x, argparse._SubParsersAction)), None)
+        return list(sub.choices) if sub is not None else []
+
     def error(self, message: str) -> NoReturn:
-        said, hint = refusal_words(message, self)
+        self._refuse(*refusal_words(message, self))
+
+    def _refuse(self, said: str, hint: str) -> NoReturn:
         self._print_message(f"error: {said}\n  hint: {hint}\n", sys.stderr)
         raise Refused(said, hint)
 
@@ -259,6 +274,24 @@ def logs_to_stdout(argv: list[str]) -> bool:
             after = argv[i + 1] if i + 1 < len(argv) and token == "--json-log" else "-"
             return after == "-" or after.startswith("-")
     return False
+
+
+def log_file_as_command(argv: list[str], commands: list[str]) -> str | None:
+    """The word ``--json-log`` given before the command took as its FILE where that word is
+    a command, or close to one, and no command follows it (``lancetnic-flow --json-log trian``
+    printed the whole help, ``--json-log train data.csv`` refused a command 'data.csv'); else None."""
+    if not commands:
+        return None
+    for i, token in enumerate(argv):
+        if token in commands or token == "--":
+            return None
+        if token == "--json-log" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            word, rest = argv[i + 1], argv[i + 2:]
+            follows = next((w for w in rest if not w.startswith("-")), None)
+            if follows not in commands and (word in commands or close_matches(word, commands)):
+                return word
+            return None
+    return None
 
 
 def unknown_words(extra: list[str], parser: argparse.ArgumentParser) -> str:

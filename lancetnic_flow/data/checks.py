@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from ..config import TrainConfig
 from ..errors import UserError
 from ..formats import format_named, text_encoding
-from ..options import bad
+from ..options import bad, said
 from .idle_options import refuse_idle_encoding, refuse_idle_label_sep
 from .readers import read_partition
 from .readers.lines import check_line_columns
@@ -32,20 +32,25 @@ CHECK_THREADS = 16
 
 # What to check when every row was skipped for a reason, by the reason most rows had
 # (train's training rows, evaluate's rows to score: the same column options).
+# Options named as {{section.field}}: options.bad, or options.said, says them in the reader's words.
 SKIP_HINTS = {
-    "missing_target": "the --target column {target!r} must hold numbers; check --target",
-    "missing_label": "the --label column {label!r} must hold a value in every row; check --label",
-    "empty_text": "the --text column {text} must hold text the analyzer reads (words, for --analyzer word); "
-                  "check --text",
-    "not_text": "the --text column {text} must hold strings, not numbers, lists or objects; check --text",
-    "unknown_label": "no training row has the validation rows' labels; check the --val data",
+    "missing_target": "the {{data.target}} column {target!r} must hold numbers; check {{data.target}}",
+    "missing_label": "the {{data.label}} column {label!r} must hold a value in every row; check {{data.label}}",
+    "empty_text": "the {{data.text}} column {text} must hold text the analyzer reads (words, for "
+                  "{{features.analyzer}} word); check {{data.text}}",
+    "not_text": "the {{data.text}} column {text} must hold strings, not numbers, lists or objects; check "
+                "{{data.text}}",
+    "unknown_label": "no training row has the validation rows' labels; check the {{data.val}} data",
 }
 
 
-def skip_hint(reason: str, *, label: str | None, target: str | None, text: tuple[str, ...] | list[str]) -> str:
-    """What to check when every row was skipped, most of them for ``reason``."""
-    return SKIP_HINTS.get(reason, "check the file, --format and the column options").format(
+def skip_hint(reason: str, *, label: str | None, target: str | None, text: tuple[str, ...] | list[str],
+              style: str | None = "cli") -> str:
+    """What to check when every row was skipped, most of them for ``reason``: its options named
+    as ``style`` names them (options.Words), or as ``{section.field}`` where ``style`` is None."""
+    hint = SKIP_HINTS.get(reason, "check the file, {{data.format}} and the column options").format(
         target=target, label=label, text=", ".join(map(repr, text)))
+    return hint if style is None else said(hint, style)
 
 
 def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -> None:
@@ -217,11 +222,11 @@ def idle_ranks_warning(rows: list[int], partitions: int) -> str | None:
     if len(rows) < 2 or not idle:
         return None
     which = f"rank {idle[0]}" if len(idle) == 1 else f"ranks {', '.join(map(str, idle))}"
-    return (f"--ddp {len(rows)}: the training rows are in {counted(partitions, 'partition')}, so {which} "
+    return (f"{{training.ddp}} {len(rows)}: the training rows are in {counted(partitions, 'partition')}, so {which} "
             f"{'has' if len(idle) == 1 else 'have'} none to train on (a share is whole partitions) and only "
-            f"{'joins' if len(idle) == 1 else 'join'} the average; lower --ddp, or cut the input finer: a smaller "
-            "--blocksize (text files), more files or Parquet row groups (a compressed file is one partition), or a "
-            "new --cache folder where an earlier run cut the entry coarser")
+            f"{'joins' if len(idle) == 1 else 'join'} the average; lower {{training.ddp}}, or cut the input finer: a "
+            "smaller {cluster.blocksize} (text files), more files or Parquet row groups (a compressed file is one "
+            "partition), or a new {output.cache} folder where an earlier run cut the entry coarser")
 
 
 def coarse_cache_warning(cut: int, planned: int, ranks: int) -> str | None:
@@ -232,7 +237,7 @@ def coarse_cache_warning(cut: int, planned: int, ranks: int) -> str | None:
         return None
     return (f"the shard cache was cut into {counted(cut, 'partition')} by an earlier run, where this run's plan cuts {planned} "
             f"for {ranks} ranks: between syncs each rank learns from fewer stretches of the input, which costs "
-            "accuracy when the input is sorted (by name, date, source); a new --cache folder featurises it anew")
+            "accuracy when the input is sorted (by name, date, source); a new {output.cache} folder featurises it anew")
 
 
 def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0

@@ -40,6 +40,7 @@ from fsspec.utils import infer_compression
 
 from ..column_roles import WHY_TWICE, named_twice
 from ..errors import UserError, close_matches
+from ..options import hinted
 from ..formats import (COMPRESSIONS, Format, Head, extension_of, extensions, file_name, format_for_path, format_named,
                        format_names, sniff, sniffed_from, split_compression)
 from ..storage import NOT_REGULAR_HINT, NotRegularFile, open_options, special_kind, url_to_fs
@@ -285,28 +286,34 @@ def open_error(url: str, exc: BaseException) -> UserError:
                      "check the URL, its access rights and the storage options")
 
 
-def missing_column_error(url: str, missing: str, have: list[str], columns: Columns | None = None) -> UserError:
+def missing_column_error(url: str, missing: str, have: list[str], columns: Columns | None = None, *,
+                         note: str = "", hint: Any = None) -> UserError:
     """A file without a column the run reads; with ``columns``, the hint names the option that
-    reads it and a column of the file to give it (where the user left the default `text`)."""
-    return UserError(
-        f"{url}: no column {missing!r}{close_matches(missing, have)}; "
-        f"the file has columns: {', '.join(repr(h) for h in have) or '(none)'}",
-        column_hint(missing, have, columns) if columns is not None else "pass column names that exist in the file",
-    )
+    reads it and a column of the file to give it (where the user left the default `text`), as
+    each reader names it. ``note``: what the message adds; ``hint``: another hint (options as
+    ``{section.field}``, or a function of options.Words), where the file's form says more than its columns."""
+    return hinted(f"{url}: no column {missing!r}{close_matches(missing, have)}; "
+                  f"the file has columns: {', '.join(repr(h) for h in have) or '(none)'}{note}",
+                  hint or (column_hint(missing, have, columns) if columns is not None
+                           else "pass column names that exist in the file"))
 
 
-def column_hint(missing: str, have: list[str], columns: Columns) -> str:
+def column_hint(missing: str, have: list[str], columns: Columns) -> Any:
     """``pass --text review``: the option naming ``missing``, and the file's closest column
-    (else its first one no other option reads)."""
+    (else its first one no other option reads); a training option's as a function of
+    :class:`~lancetnic_flow.options.Words` (``text='review'`` in Python)."""
     if columns.all_rows and missing in columns.numeric:   # prediction: the run's own, no option names it
         return f"the run was trained with --numeric {missing}: predict reads that column from each input"
-    flag = (("--text-column" if columns.all_rows else "--text") if missing in columns.text else
-            "--label" if missing == columns.label else "--target" if missing == columns.target else
-            "--numeric" if missing in columns.numeric else "--keep")
+    # A training option in the caller's words; prediction's own flags as they are.
+    field = (("--text-column" if columns.all_rows else "data.text") if missing in columns.text else
+             "data.label" if missing == columns.label else "data.target" if missing == columns.target else
+             "data.numeric" if missing in columns.numeric else "--keep")
     near = difflib.get_close_matches(missing, have, n=1, cutoff=0.5)
     free = near or [h for h in have if h not in columns.names()]
-    example = f", e.g. {flag} {free[0]}" if free else ""
-    return f"pass {flag} the name of the file's column that holds it{example}"
+    if field.startswith("--"):
+        return f"pass {field} the name of the file's column that holds it" + (f", e.g. {field} {free[0]}" if free else "")
+    return lambda say: (f"pass {say(field)} the name of the file's column that holds it"
+                        + (f", e.g. {say.setting(field, free[0])}" if free else ""))
 
 
 # ---------------------------------------------------------------- planning

@@ -108,10 +108,22 @@ def refusal(run: str, by: str | None, what: str, hint: str | None) -> UserError:
     """Continuing ``run`` refused: ``what`` is wrong with it, ``hint`` what would work; said as
     the caller asked for the run (``by``: :data:`PARTIAL_FIT`, else ``--init-from``/``init_from``)."""
     anew = REFIT if by == PARTIAL_FIT else NEW_RUN
+    if by == PARTIAL_FIT:
+        hint = for_estimator(hint)
     hint = f"{hint}, {anew}" if hint else anew.removeprefix("or ")
     if by == PARTIAL_FIT:
         return UserError(f"{EARLIER} ({run}), and cannot: {what}", hint)
     return bad("training.init_from", f"{{training.init_from}} {run}: {what}", hint)
+
+
+def for_estimator(hint: str | None) -> str | None:
+    """A run folder's hint as an estimator's caller can act on it: what it says of training
+    the run again by command (``train it again (what was fitted … is cached)``,
+    ``lancetnic-flow train --resume``) is fit(X, y)'s to do here, which :data:`REFIT` says."""
+    if hint is None:
+        return None
+    kept = hint.split(", or train ")[0]
+    return None if kept.startswith("train ") or "lancetnic-flow" in kept else kept
 
 
 def read_old_run(run: str, storage_options: dict, by: str | None = None) -> tuple[dict, dict, FittedFeatures]:

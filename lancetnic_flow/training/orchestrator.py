@@ -131,8 +131,8 @@ def pick_device(name: str = "auto") -> torch.device | str:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: this machine has no CUDA device torch can use",
-                        "use --device cpu, or --device auto to take CUDA when present")
+        raise bad("training.device", "{name} cuda: this machine has no CUDA device torch can use",
+                  "use {name} cpu, or {name} auto to take CUDA when present")
     return torch.device(name)
 
 
@@ -146,11 +146,11 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
         return label_set_task(task, features, tc.class_weights, device)
     if task.classifies:
         if task.classes < 2:
-            raise UserError(f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
-                            "classification needs at least 2", "check --label, or use --task regress")
+            raise bad("data.label", f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
+                      "classification needs at least 2", "check {name}, or use {training.task} regress")
         if tc.class_loss == "bce" and task.classes != 2:
-            raise UserError(f"--class-loss bce needs exactly 2 classes, the data has {task.classes}",
-                            "use --class-loss cross_entropy")
+            raise bad("training.class_loss", f"{{name}} bce needs exactly 2 classes, the data has {task.classes}",
+                      "use {name} cross_entropy")
         if tc.class_weights == "balanced":
             # A continued run's old labels may have no row in its data: weighed as one row (never a target).
             import torch
@@ -165,9 +165,9 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
     """A multilabel task, checked; ``balanced`` weighs each label's positive rows
     by its negatives over its positives (BCE's ``pos_weight``)."""
     if task.classes < 2:
-        raise UserError(f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); multilabel needs at "
-                        "least 2 (rows without a label are skipped, so a single label is in every set)",
-                        "check --label and --label-sep")
+        raise bad("data.label", f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
+                  "multilabel needs at least 2 (rows without a label are skipped, so a single label is in every set)",
+                  "check {name} and {data.label_sep}")
     if class_weights == "balanced":
         import torch
 
@@ -177,30 +177,32 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
     return task
 
 
-def learned_validation_warning(calibration: Calibration, continued: bool) -> str:
-    """What a probability scale at the top of its range says about the validation rows."""
-    why = ("this run continues one (--init-from, partial_fit) whose model learned rows of this data, and the "
+def learned_validation_warning(calibration: Calibration, continued: str | None) -> str:
+    """What a probability scale at the top of its range says about the validation rows;
+    ``continued``: how the caller continued a run (``{training.init_from}``, ``partial_fit``), if it did."""
+    why = (f"this run continues one ({continued}) whose model learned rows of this data, and the "
            "validation rows are among them" if continued else
            "the validation rows are too few or too easy to fit a scale on, or they repeat training rows")
     return (f"the probability scale reached its limit ({calibration.scale:.0f}) on "
             f"{counted(calibration.rows, 'validation row')}: the model scores every one of them right by a wide margin, as rows it has learned; likely "
             f"{why}. The validation figures are then not those of unseen text, and the probabilities are "
-            "over-confident: validate on rows no run trained on (--val FILE)")
+            "over-confident: validate on rows no run trained on ({data.val})")
 
 
 def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> UserError:
     """No training row: what was read, why each row was skipped, and what to check."""
     data = ", ".join(cfg.data.train)
     if not rows_read:
-        return UserError(f"no training rows in {data}", "the input holds a header only; check the file and --format")
+        return bad("data.format", f"no training rows in {data}", "the input holds a header only; check the file and "
+                   "{name}")
     if not skipped:
-        return UserError(f"no training rows in {data}: the {counted(rows_read, 'row')} read were all held out for validation",
-                         "add rows, or lower --val-fraction")
+        return bad("data.val_fraction", f"no training rows in {data}: the {counted(rows_read, 'row')} read were all "
+                   "held out for validation", "add rows, or lower {name}")
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
     worst = max(skipped, key=skipped.get)
-    hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text)
-    return UserError(f"no training rows in {data}: {counted(rows_read, 'row')} read, {sum(skipped.values()):,} skipped "
-                     f"({reasons})", hint)
+    hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text, style=None)
+    return bad("data.train", f"no training rows in {data}: {counted(rows_read, 'row')} read, "
+               f"{sum(skipped.values()):,} skipped ({reasons})", hint)
 
 
 def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, rows_read: int = 0,
@@ -211,14 +213,14 @@ def check_fitted(cfg: TrainConfig, columns: Columns, features: FittedFeatures, r
     if features.docs == 0:
         raise no_rows_error(cfg, rows_read, skipped or {})
     if columns.label and not features.labels:
-        raise UserError(f"no labelled training rows in {data}",
-                        f"check --label {cfg.data.label!r} and that rows have a value in it")
+        raise bad("data.label", f"no labelled training rows in {data}",
+                  f"check {{name}} {cfg.data.label!r} and that rows have a value in it")
     if columns.target and features.target is None:
-        raise UserError(f"no numeric values in target column {cfg.data.target!r}",
-                        "check --target; rows with a missing or non-numeric target are skipped")
+        raise bad("data.target", f"no numeric values in target column {cfg.data.target!r}",
+                  "check {name}; rows with a missing or non-numeric target are skipped")
     if cfg.features.mode != "hashing" and features.dim == 0:
-        raise UserError("the vocabulary is empty after pruning",
-                        "lower --min-df, raise --max-df, or check the --text column")
+        raise bad("features.min_df", "the vocabulary is empty after pruning",
+                  "lower {name}, raise {features.max_df}, or check the {data.text} column")
     # A column without one number stands at the same value in every row: it would train as given and do nothing.
     empty = [c for c in columns.numeric if numeric is not None and not getattr(numeric.get(c), "n", 0)]
     if empty:
@@ -238,7 +240,7 @@ def numeric_labels_note(labels: list[str], column: str | None) -> str | None:
         return None
     shown = ", ".join(labels[:5]) + (", …" if len(labels) > 5 else "")
     return (f"the label column {column!r} holds numbers ({counted(len(labels), 'value')}: {shown}): each value is a class, "
-            f"as written; to predict a number, use --target {column}")
+            f"as written; to predict a number, use {{data.target}} {column}")
 
 
 # A label column is taken for identifiers when its classes are at least this share of the
@@ -256,7 +258,7 @@ def identifier_labels_note(classes: int, rows: int, column: str | None) -> str |
     return (f"the label column {column!r} looks like identifiers, not classes: {counted(classes, 'class', 'classes')} "
             f"over {counted(rows, 'training row')} (warned at a class for every row, or nearly: at least "
             f"{IDENTIFIER_SHARE:.0%} of them), so each class is learned from about one row and a validation row's "
-            "label is one no training row has (skipped, unknown_label); pass --label the column that holds the classes "
+            "label is one no training row has (skipped, unknown_label); pass {data.label} the column that holds the classes "
             "(to a TextClassifier: a y of classes)")
 
 
@@ -280,12 +282,12 @@ def sum_rows(results: list) -> dict:
 # What a noted row was changed to, for the run's warning.
 # Each as the noun counted and what is said of them ({its}, {are}: as the count wants).
 NOTED = {"repeated_label": ("row", "named a label twice in {its} label set; each label counts once"),
-         "unreadable_numeric": ("--numeric value", "that {are} not a number (a decimal comma, text): each counts "
+         "unreadable_numeric": ("{{data.numeric}} value", "that {are} not a number (a decimal comma, text): each counts "
                                 "as the training mean, as a missing one does"),
          LEARNED: ("validation row", "the {continued} model had learned: trained on, not held out, since a "
                    "row a model learned does not test it"),
-         TRUNCATED: ("row", "held more tokens than --max-len {max_len}: the model reads the first {max_len} of "
-                     "each (raise --max-len to read more)")}
+         TRUNCATED: ("row", "held more tokens than {{features.max_len}} {max_len}: the model reads the first "
+                     "{max_len} of each (raise {{features.max_len}} to read more)")}
 
 
 def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
@@ -351,9 +353,9 @@ class Training:
     def _load_checkpoint(self) -> TrainState:
         saved = load_checkpoint(self.resume, self.out_so)
         if saved is None:
-            raise UserError(f"{self.resume} has no checkpoint to resume from",
-                            "a checkpoint is written every --checkpoint-every and on "
-                            "Ctrl-C; a finished run has none (it was removed once the model was saved)")
+            raise bad("training.checkpoint_every", f"{self.resume} has no checkpoint to resume from",
+                      "a checkpoint is written every {name} and on Ctrl-C; a finished run has none (it was "
+                      "removed once the model was saved)")
         return TrainState.from_checkpoint(saved)
 
     # ---- plan
@@ -667,7 +669,8 @@ class Training:
             self.events.emit("warning", message=(
                 f"the labels look like sets joined by {sep!r} ({', '.join(repr(x) for x in shown)}): each whole "
                 f"string is learned as a class of its own, so a row is never predicted two labels; to learn each "
-                f"label, pass --task multilabel --label-sep '{sep}' (to a TextClassifier: y as lists of labels)"))
+                f"label, pass {{training.task}} multilabel {{data.label_sep}} '{sep}' (to a TextClassifier: y as "
+                "lists of labels)"))
 
     def _feed_spec(self) -> FeedSpec:
         plan = self.memory
@@ -751,7 +754,7 @@ class Training:
             self.events.emit("warning", message=(
                 f"{init.url} learned its validation rows and does not record them all (a run saved by an earlier "
                 "version, or past the record's limit): where this data repeats them, validation is not held out "
-                "from the model, and its scores and probabilities read high; --val FILE with rows it never saw "
+                "from the model, and its scores and probabilities read high; {data.val} with rows it never saw "
                 "validates it"))
 
     # ---- model
@@ -880,7 +883,8 @@ class Training:
             self.events.emit("warning", message=(
                 f"the model with {classes:,} classes needs {format_size(self.need)} in the trainer, the plan "
                 f"gives it {format_size(plan.trainer)}: the shuffle buffer holds {rows:,} rows instead of "
-                f"{tc.shuffle_buffer:,}" + (f" (--memory-budget {tenths / 10:.1f}GiB keeps them all)" if tenths else "")))
+                f"{tc.shuffle_buffer:,}" + (f" ({{cluster.memory_budget}} {tenths / 10:.1f}GiB keeps them all)"
+                                            if tenths else "")))
             self.need -= (tc.shuffle_buffer - rows) * per_row
             tc.shuffle_buffer, self.shuffle_bytes = rows, rows * ROW_BYTES_ESTIMATE
             return
@@ -1118,7 +1122,7 @@ class Training:
                 self.events.emit("warning", message=(
                     f"no epoch scored better by {self.tc.monitor} on the validation rows than the weights "
                     f"{self.init.url} started this run with: it saves them as they were (kept: start in "
-                    "metrics.json); a lower learning rate (lr, sparse_lr) moves them less"))
+                    "metrics.json); a lower learning rate ({training.lr}, {training.sparse_lr}) moves them less"))
         self._calibrate()
         self.rule.finish(self.model)
         # Which rows the model learned besides its training rows (a pass beside the epochs may still
@@ -1143,7 +1147,8 @@ class Training:
                                          prior=self.init.prior if self.init is not None else None)
             self.stage_seconds["calibrate"] = time.monotonic() - ts
         if self.calibration.at_limit:
-            self.events.emit("warning", message=learned_validation_warning(self.calibration, self.init is not None))
+            self.events.emit("warning", message=learned_validation_warning(
+                self.calibration, self._continued() if self.init is not None else None))
         if self.calibration.thresholds is not None:
             self.model_meta["thresholds"] = [round(float(t), 6) for t in self.calibration.thresholds]
         elif self.init is not None and isinstance(self.init.meta.get("thresholds"), list):
@@ -1301,6 +1306,10 @@ class Training:
         # trained on the cluster, rank 0 found them on the weights it sent (none where it left them to this process)
         return top_terms_jobs(self.run, dec, self.features, self.bucket_names, self.out_so, self.ranks_top_rows)
 
+    def _continued(self) -> str:
+        """The model continued, as the caller asked for it: partial_fit's caller gave no init_from."""
+        return "partial_fit" if continued_by(self.given) == PARTIAL_FIT else "{training.init_from}"
+
     def _warn_of_rows(self, rows: dict, read_as: dict[str, int]) -> None:
         """The run's warnings about its rows: those read changed (noted; ``read_as``: the
         labels read as training's spelling of their value), and a patience with no
@@ -1311,16 +1320,15 @@ class Training:
         for reason, n in rows.get("noted", {}).items():
             if reason == LABEL_AS_RUN:   # said above, spelling by spelling
                 continue
-            # the model continued, as the caller asked for it (partial_fit's caller typed no --init-from)
-            continued = "partial_fit" if continued_by(self.given) == PARTIAL_FIT else "--init-from"
             noun, said = NOTED.get(reason, (reason, ""))
-            said = said.format(max_len=cfg.features.max_len, continued=continued, its=verb(n, "its", "their"), are=verb(n, "is", "are"))
-            self.events.emit("warning", message=f"{counted(n, noun)} {said} ({reason} in metrics.json)")
+            said = said.format(max_len=cfg.features.max_len, continued=self._continued(), its=verb(n, "its", "their"),
+                               are=verb(n, "is", "are"))
+            self.events.emit("warning", message=f"{counted(n, noun.format())} {said} ({reason} in metrics.json)")
         # The patience in effect (the model's own when none was given), where rows were to be held out.
         if tc.early_stopping and not rows["validated"] and (cfg.data.val or cfg.data.val_fraction):
             given = "" if self.given.training.early_stopping else " (the model's default)"
             self.events.emit("warning", message=(
-                f"--early-stopping {tc.early_stopping}{given} had no validation row to watch (every one was "
+                f"{{training.early_stopping}} {tc.early_stopping}{given} had no validation row to watch (every one was "
                 "skipped, trained on, or none was held out: rows in metrics.json), so no epoch was stopped early "
                 "and the last was kept"))
 

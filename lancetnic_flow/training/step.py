@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from ..errors import UserError
+from ..options import bad
 from ..features.rows import RowBlock
 from ..models.inputs import answers, outputs_of
 from ..models.linear_arrays import is_arrays
@@ -101,10 +101,9 @@ def check_finite(epoch: int, train: dict, val: dict) -> None:
     and every later epoch, prediction and plot would be nan too."""
     for split, loss in (("training", train.get("loss")), ("validation", val.get("loss"))):
         if loss is not None and not math.isfinite(loss):
-            raise UserError(f"training diverged: the {split} loss is {loss} after epoch {epoch}, so the weights "
-                            "are no longer numbers",
-                            "lower the learning rates (--lr, and --sparse-lr for the input rows), or clip the "
-                            "gradient with --clip-grad 1.0")
+            raise bad("training.lr", f"training diverged: the {split} loss is {loss} after epoch {epoch}, so the "
+                      "weights are no longer numbers", "lower the learning rates ({name}, and {training.sparse_lr} for "
+                      "the input rows), or clip the gradient with {training.clip_grad} 1.0")
 
 
 def epoch_record(epoch: int, train: TaskMetrics, val: dict, clock: EpochClock, lr: float) -> dict:

@@ -227,7 +227,7 @@ class MlflowTracker:
             self.client.update_run(run_id, status="RUNNING")
             return run_id
         except Exception as exc:
-            events.emit("warning", message=f"--track mlflow: cannot continue MLflow run {run_id} ({exc}); "
+            events.emit("warning", message=f"{{output.track}} mlflow: cannot continue MLflow run {run_id} ({exc}); "
                                            "logging the resumed epochs to a new run")
             return None
 
@@ -308,7 +308,7 @@ class Tracking:
         else:   # a server's error can be a page long: its first line, shortened
             first = (str(exc).strip().splitlines() or [""])[0]
             why = f"{type(exc).__name__}: {first[:300]}{'…' if len(first) > 300 else ''}"
-        self.events.emit("warning", message=f"--track {name} stopped: {why}; training goes on without it")
+        self.events.emit("warning", message=f"{{output.track}} {name} stopped: {why}; training goes on without it")
 
     def _each(self, call: str, *args: Any) -> None:
         for t in list(self.trackers):

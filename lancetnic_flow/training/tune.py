@@ -29,7 +29,7 @@ import psutil
 import torch
 
 from ..allocator import trim_allocator
-from ..config import TrainConfig, parse_duration
+from ..config import TrainConfig, argument_error, parse_duration
 from ..dataflow.cluster import workers_info
 from ..dataflow.manifest import read_features
 from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
@@ -74,7 +74,8 @@ def budget_seconds(time_budget: str | float | int) -> float:
     """``"10m"``, ``"90s"``, ``"1h"``, or seconds as a number → seconds (> 0)."""
     if isinstance(time_budget, (int, float)) and not isinstance(time_budget, bool):
         if time_budget <= 0:
-            raise UserError(f"time_budget: must be > 0, got {time_budget!r}", "e.g. --time-budget 10m")
+            raise argument_error("time_budget", f"must be > 0, got {time_budget!r}", "{name} 10m",
+                                 "{name}='10m' (or seconds: 600)")
         return float(time_budget)
     return parse_duration(time_budget, "time_budget")
 
@@ -113,7 +114,7 @@ def entry_events(events: Events, run: Any, plan: bool = True) -> Events:
     name its n-gram setting (one entry per setting searched, whose lines read alike otherwise),
     as ``run`` has it then (``--analyzer auto`` decides it on the cluster); without ``plan``,
     less the memory plan's lines, which the first entry already showed."""
-    out = Events(events.clock)
+    out = Events(events.clock, events.words)
 
     def relay(kind: str, e: dict) -> None:
         if kind == "plan" and not plan:
@@ -130,7 +131,7 @@ def final_events(events: Events) -> Events:
     """``events`` for the final run, which trains on a cache entry and a cluster the search's
     lines already announced: its read of the entry is marked ``announced`` (no second features
     line), and its plan does not repeat the dashboard's address."""
-    out = Events(events.clock)
+    out = Events(events.clock, events.words)
 
     def relay(kind: str, e: dict) -> None:
         if kind == "fitted" and e.get("cached"):
@@ -280,8 +281,9 @@ def no_trial_finished(records: list[dict], budget: float) -> UserError:
         return UserError(f"no trial finished: trial {failed['number']} {failed['state']}: {failed.get('error')}",
                          "see each trial's error in tune.json's trials or the trial lines; a larger budget "
                          "would not help")
-    return UserError(f"no trial finished an epoch within the time budget ({budget:.0f} s)",
-                     "raise --time-budget (the featurised cache is kept, so a rerun starts with the trials)")
+    said, kept = f"no trial finished an epoch within the time budget ({budget:.0f} s)", \
+        " (the featurised cache is kept, so a rerun starts with the trials)"
+    return UserError(said, "raise time_budget" + kept, cli=(said, "raise --time-budget" + kept))
 
 
 def best_of(records: list[dict]) -> dict | None:
@@ -358,8 +360,8 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     optuna = require_optuna()
     budget = budget_seconds(time_budget)
     if trials is not None and trials < 1:
-        raise UserError(f"trials: must be ≥ 1, got {trials}", "e.g. --trials 20, or drop it to search until "
-                        "the time budget is spent")
+        raise argument_error("trials", f"must be ≥ 1, got {trials}", "{name} 20, or drop it to search until the "
+                             "time budget is spent", "{name}=20, or drop it to search until the time budget is spent")
     t0 = time.monotonic()
     if cfg.cluster.train_on == "auto":
         # The trials train on the workers their own way; the final run trains here, as before (docs/cluster.md).

@@ -309,7 +309,7 @@ def test_a_rank_whose_worker_is_killed_restarts_from_the_last_checkpoint_and_the
     pids = own_cluster.run(os.getpid)
     events, killed, warnings = _lose_rank_0_after_epoch_1(lambda w: os.kill(pids[w], signal.SIGKILL))
     res = train(_ddp_config(corpus4, tmp_path, "killed", "5"), events, client=own_cluster)
-    assert killed and any(re.search(f"worker {re.escape(killed[0])} left during --ddp training; restarting the "
+    assert killed and any(re.search(f"worker {re.escape(killed[0])} left during ddp training; restarting the "
                                     r"ranks from epoch [123], step \d+", w) for w in warnings), warnings
     assert killed[0] not in res.metrics["ddp"]["workers"]   # the ranks ended on the workers there were then
     _same_run(ddp_reference, res.metrics)
@@ -614,7 +614,7 @@ def test_a_linear_svm_rank_whose_worker_is_killed_restarts_from_the_last_sync_an
     pids = own_cluster.run(os.getpid)
     events, killed, warnings = _lose_rank_0_after_epoch_1(lambda w: os.kill(pids[w], signal.SIGKILL))
     res = train(_linear_config(corpus4, tmp_path, "killed", every="5"), events, client=own_cluster)
-    assert killed and any(re.search(f"worker {re.escape(killed[0])} left during --ddp training; restarting the "
+    assert killed and any(re.search(f"worker {re.escape(killed[0])} left during ddp training; restarting the "
                                     r"ranks from (epoch [23], step 0|the start of training)", w) for w in warnings), warnings
     _same_run(linear_reference["ddp"], res.metrics)
 

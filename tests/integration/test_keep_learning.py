@@ -190,8 +190,8 @@ def test_a_run_saved_without_the_record_says_its_continuations_validation_is_not
     assert p.returncode == 0, p.stdout + p.stderr
     out = " ".join((p.stdout + p.stderr).split())
     assert f"{old} learned its validation rows and does not record them all" in out
-    assert "the probability scale reached its limit (500)" in out and "(--init-from, partial_fit)" in out
-    assert "--val FILE" in out
+    assert "the probability scale reached its limit (500)" in out and "continues one (--init-from) whose" in out
+    assert "--val with rows it never saw validates it" in out
     calibration = _metrics(keep["runs"] / "from-old")["calibration"]
     assert calibration["at_limit"] is True and calibration["scale"] > 495
     assert _learned(keep["runs"] / "from-old")["complete"] is False   # and its own continuations hear of it

@@ -157,7 +157,7 @@ def test_an_unreachable_mlflow_server_costs_one_warning_not_the_run(client, smal
     seen: list = []
     res = train(cfg, _interrupt_at(0, 0, seen), client=client)
     warnings = [e["message"] for k, e in seen if k == "warning"]
-    assert len(warnings) == 1 and warnings[0].startswith("--track mlflow stopped:"), warnings
+    assert len(warnings) == 1 and warnings[0].startswith("track mlflow stopped:"), warnings
     assert "training goes on without it" in warnings[0]
     assert len(res.metrics["epochs"]) == 2 and (Path(res.run) / "model.safetensors").exists()
     # The other tracker carried on.
@@ -198,8 +198,8 @@ def test_a_failing_tracker_warns_once_is_closed_and_dropped_while_the_others_go_
     events.emit("done", run="runs/x", metrics={})
     tracking.end(None)   # after `done`: nothing more
     assert bad.calls == ["epoch", "close FAILED"] and good.calls == ["epoch", "epoch", "finish"]
-    assert warnings[0] == "--track mlflow stopped: RuntimeError: no server; training goes on without it"
-    assert len(warnings) == 2 and warnings[1].startswith("--track tensorboard stopped: OSError")
+    assert warnings[0] == "track mlflow stopped: RuntimeError: no server; training goes on without it"
+    assert len(warnings) == 2 and warnings[1].startswith("track tensorboard stopped: OSError")
 
 
 def test_an_interrupted_run_closes_its_trackers_as_killed():

@@ -150,6 +150,6 @@ def test_options_the_data_refuses_stop_tune_before_any_trial_naming_the_option(c
     seen = []
     events = Events()
     events.subscribe(lambda kind, e: seen.append(kind))
-    with pytest.raises(UserError, match="--class-loss bce needs exactly 2 classes"):
+    with pytest.raises(UserError, match="class_loss bce needs exactly 2 classes"):
         tune(cfg, time_budget="1m", events=events, client=client)
     assert "trial" not in seen

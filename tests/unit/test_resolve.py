@@ -10,6 +10,7 @@ import pytest
 from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.registry import MODELS, ModelSpec, Refusal
+from lancetnic_flow.options import said
 from lancetnic_flow.resolve import FitCounts, LEARN_VAL_MAX_ROWS, choose_model, resolve, resolve_counts
 
 
@@ -278,7 +279,7 @@ def test_learning_the_validation_rows_is_decided_by_the_rows_and_the_room_for_th
     no_twin = lambda c: c.training.learn_val is False   # noqa: E731 — the model fits, its twin does not
     cfg, notes = resolve_counts(given, r, few, no_twin)
     assert cfg.model.name == "LinearSVM" and cfg.training.learn_val is False
-    assert len(notes) == 1 and "--memory-budget" in notes[0]
+    assert len(notes) == 1 and "--memory-budget" in said(notes[0], "cli")
 
 
 def test_a_validation_file_stays_held_out_and_a_model_without_a_twin_refuses_learn_val():
@@ -321,7 +322,7 @@ def test_text_without_spaces_turns_auto_to_character_ngrams_in_both_configuratio
     g, r, note = resolve_sample(given, resolved, share=0.8, letters=5000)
     assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("char_wb", *AUTO_CHAR_NGRAMS)
     assert (g.features.analyzer, g.features.ngram_min, g.features.ngrams) == ("char_wb", *AUTO_CHAR_NGRAMS)
-    assert note.startswith("analyzer char_wb 1,3: 80% of the sampled letters") and "--analyzer word" in note
+    assert note.startswith("analyzer char_wb 1,3: 80% of the sampled letters") and "--analyzer word" in said(note, "cli")
     assert given.features.analyzer == "auto" and resolved.features.analyzer == "auto"   # not mutated
     assert resolve(g) == r and resolve(r) == r          # --model auto's retries and --resume keep the choice
 
@@ -351,7 +352,7 @@ def test_words_settled_by_another_option_on_text_whose_words_do_not_repeat_are_n
     given = config("LancetMC" if features.get("mode") == "ids" else "auto")
     given.features = FeatureConfig(**features)
     r = resolve(given)
-    warning = words_kept_warning(r.features, r.model.name, share=0.8, letters=5000)
+    warning = said(words_kept_warning(r.features, r.model.name, share=0.8, letters=5000), "cli")
     assert warning.startswith("80% of the sampled letters") and all(s in warning for s in says), warning
     # Words fit the text, no letters to judge by, or the user's own tokenizer splits the words: nothing to say.
     assert words_kept_warning(r.features, r.model.name, share=0.1, letters=5000) is None
@@ -492,8 +493,8 @@ def test_a_monitor_given_to_a_run_that_keeps_its_last_epoch_is_named_as_choosing
         resolved = resolve(given)
         return unused_monitor(given, resolved, rule_for(resolved).keeps_last_epoch())
 
-    said = warning("LinearSVM", "val_loss")
-    assert said and "--monitor val_loss chooses no epoch" in said and "--early-stopping N" in said
+    text = said(warning("LinearSVM", "val_loss"), "cli")   # as the command line reads it (Events' words)
+    assert text and "--monitor val_loss chooses no epoch" in text and "--early-stopping N" in text
     assert warning("LinearSVM", "val_loss", early=2) is None       # it stops on val_loss and keeps the best
     assert warning("LinearSVM", None) is None                       # the default score: nothing was asked
     assert warning("LinearSVM", "val_accuracy") is None             # the default, spelled out

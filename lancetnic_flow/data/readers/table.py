@@ -551,12 +551,11 @@ def check_names(url: str, have: list[str], columns: Columns, fmt: str = "") -> N
     used column twice is refused, since either choice could be the wrong one."""
     for name in columns.names():
         if name not in have:
-            err = missing_column_error(url, name, have, columns)
-            err.hint = format_hint(fmt, have) or err.hint
             if fmt in ("csv", "tsv") and _named_as_lines(url):   # sniffed: its first lines hold the delimiter
-                err.message += f" (read as {fmt.upper()}: its first lines look like delimited fields)"
-                err.hint = "if each line is one text, pass --format text"
-            raise err
+                raise missing_column_error(url, name, have, columns, hint=lambda say: "if each line is one text, "
+                                           f"pass {say.setting('data.format', 'text')}", note=f" (read as {fmt.upper()}: its first lines "
+                                           "look like delimited fields)")
+            raise missing_column_error(url, name, have, columns, hint=format_hint(fmt, have))
     for name in (have if columns.keep_all else columns.names()):
         fields = [i + 1 for i, h in enumerate(have) if h == name]
         if len(fields) > 1:

@@ -188,7 +188,7 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
     info = workers_info(client)
     if len(info) < world <= own_workers:
         if events is not None:
-            events.emit("warning", message=f"--ddp {world}: {len(info)} of this run's {own_workers} local workers "
+            events.emit("warning", message=f"{{training.ddp}} {world}: {len(info)} of this run's {own_workers} local workers "
                                            "are up (the others are restarting); waiting for them")
         with contextlib.suppress(TimeoutError):
             client.wait_for_workers(world, timeout=OWN_WORKERS_BACK_S)
@@ -440,7 +440,7 @@ class RankDriver:
             raise RanksKeptFailing(f"worker {lost} left the cluster during --ddp training, the "
                                    f"{MAX_RESTARTS + 1}th time a rank's worker was lost in this run") from None
         # One rank is the trainer task of a run without --ddp (--train-on cluster, --scheduler).
-        what, who = (("--ddp training", "the ranks") if self.job.world > 1 else
+        what, who = (("{training.ddp} training", "the ranks") if self.job.world > 1 else
                      ("training on the cluster", "the trainer task"))
         self.events.emit("warning", message=f"worker {lost} left during {what}; restarting {who} from {where}")
         self._retire_stop_event()
@@ -471,10 +471,10 @@ class RankDriver:
         checkpoint (it may raise to end the run); ``reload`` reads the last one
         back, for a segment lost after it (without it each start stays in memory)."""
         if chosen_protocol(self.client) == "tls":
-            self.events.emit("warning", message="--ddp on a TLS cluster: Dask's messages are encrypted, the ranks' "
-                                                "torch.distributed gradient exchange is not (gloo and nccl speak "
-                                                "plain TCP); use --ddp where the network between the workers is "
-                                                "trusted")
+            self.events.emit("warning", message="{training.ddp} on a TLS cluster: Dask's messages are encrypted, "
+                                                "the ranks' torch.distributed gradient exchange is not (gloo and nccl "
+                                                "speak plain TCP); use {training.ddp} where the network between the "
+                                                "workers is trusted")
         self.place()
         self.client.subscribe_topic(EVENT_TOPIC, self.relay)
         self.handover, self.reload = start, reload

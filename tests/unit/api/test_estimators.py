@@ -225,3 +225,18 @@ def test_every_unknown_parameter_is_named_and_set_params_names_the_closest_too()
         TextClassifier(epoch=3, lrate=0.1)
     with pytest.raises(ValueError, match=r"'epoch' is not a parameter of TextRegressor \(did you mean 'epochs'\?\)"):
         TextRegressor().set_params(epoch=3)
+
+
+def test_a_fit_whose_every_row_was_skipped_speaks_of_x_not_of_the_estimators_own_file_and_columns():
+    """fit(["a b", "c d"], y) was refused as `no training rows in /tmp/lancetnic-flow-data-…/train.parquet`,
+    hint `check --text` / `check text`: a file and a column its caller never named."""
+    from lancetnic_flow.api.estimators import in_terms_of_x
+    from lancetnic_flow.errors import UserError
+
+    path = "/tmp/lancetnic-flow-data-x/train.parquet"
+    said = in_terms_of_x(UserError(f"no training rows in {path}: 2 rows read, 2 skipped (2 empty_text)",
+                                   "the text column 'text' must hold text the analyzer reads; check text"), path)
+    assert str(said).startswith("no training rows in X: 2 rows read, 2 skipped (2 empty_text)")
+    assert "one-letter words are not read" in said.hint and "check text" not in said.hint
+    other = UserError("lr: must be > 0")
+    assert in_terms_of_x(other, path) is other

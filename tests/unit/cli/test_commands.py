@@ -287,3 +287,20 @@ def test_predict_and_evaluate_refuse_an_encoding_for_parquet_strings_alone(comma
     # the command line prints e.cli
     assert e.value.cli[0].startswith("--encoding latin-1: it decodes text files and Parquet/Arrow columns of bytes")
     assert e.value.cli[1] == "drop --encoding"
+
+
+@pytest.mark.parametrize("command, said", [("train", "raise --max-len"), ("run", "raise max_len")])
+def test_a_runs_warnings_name_flags_under_train_and_the_files_keys_under_run(command, said, tmp_path, monkeypatch):
+    """A warning of a run named `--max-len` to a workflow run, whose file holds `max_len:`."""
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\na b,x\nc d,y\n")
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(f"data:\n  train: {data}\noutput:\n  out: {tmp_path / 'runs'}\n")
+    monkeypatch.setattr(orchestrator, "train", lambda cfg, events, resume=None: events.emit(
+        "warning", message="raise {features.max_len}"))
+    argv = ["run", str(flow)] if command == "run" else ["train", str(data), "--out", str(tmp_path / "runs")]
+    a = build_parser().parse_args(with_negative_values(argv))
+    a.given = given_dests(argv, command)
+    seen = []
+    commands.COMMANDS[command](a, lambda kind, e: seen.append(e["message"]))
+    assert seen == [said]

@@ -220,3 +220,22 @@ def test_a_value_of_the_wrong_kind_names_the_flag_and_says_what_this_commands_op
     assert "error: --epochs: expected a whole number, got 'x'" in err and "(default 10;" in err
     assert "(default 2)" in _refusal(capsys, "demo", "--epochs", "x")    # demo's --epochs, not train's
     assert "--lr: expected a number, got 'fast'" in _refusal(capsys, "train", "x.csv", "--lr", "fast")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--json-log", "trian"], "--json-log took 'trian' as its FILE, so no command follows it (did you mean the "
+                              "command 'train'?)"),
+    (["--debug", "--json-log", "prdict", "runs/r"], "(did you mean the command 'predict'?)"),
+    (["--json-log", "train", "data.csv"], "--json-log took 'train' as its FILE, so no command follows it\n"),
+])
+def test_a_command_taken_as_the_global_json_logs_file_is_one_error_not_the_help(capsys, argv, said):
+    """`lancetnic-flow --json-log trian` took `trian` as the log file and printed the whole help,
+    exit 2 without a word why; `--json-log train data.csv` refused a command 'data.csv'."""
+    err = _refusal(capsys, *argv)
+    assert said in err and "put --json-log after the command" in err
+
+
+def test_a_log_file_before_the_command_is_still_a_log_file():
+    a = build_parser().parse_args(["--json-log", "events.jsonl", "train", "d.csv"])
+    assert a.json_log == "events.jsonl" and a.command == "train"
+    assert build_parser().parse_args(["--json-log", "train", "train", "d.csv"]).json_log == "train"

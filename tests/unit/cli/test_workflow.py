@@ -60,7 +60,7 @@ def test_a_workflow_means_what_its_command_line_means(tmp_path):
 def test_run_builds_the_configuration_without_a_command_line(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(parser, "build_parser", lambda: pytest.fail("a workflow went through argv"))
-    monkeypatch.setattr(commands, "train_config", lambda cfg, report: seen.append(cfg) or 0)
+    monkeypatch.setattr(commands, "train_config", lambda cfg, report, words="cli": seen.append(cfg) or 0)
     a = build_parser().parse_args(["run", _write(tmp_path), "--set", "epochs=3"])
     assert commands.cmd_run(a, report=None) == 0
     assert seen[0].training.epochs == 3 and seen[0].data.train == ["a.csv", "b.csv"]

@@ -135,7 +135,7 @@ def test_ddp_ranks_each_get_partitions_from_all_over_the_input(tmp_path):
 def test_a_ddp_run_reusing_a_cache_cut_coarser_than_its_plan_says_so_and_what_would_cut_it_finer():
     from lancetnic_flow.data.checks import coarse_cache_warning
 
-    said = coarse_cache_warning(8, 64, 8)
+    said = cli(coarse_cache_warning(8, 64, 8))
     assert said.startswith("the shard cache was cut into 8 partitions by an earlier run, where this run's plan cuts 64 "
                            "for 8 ranks") and "a new --cache folder" in said
     assert coarse_cache_warning(64, 64, 8) is None     # the entry is this plan's
@@ -215,7 +215,7 @@ def test_an_input_under_the_rank_floor_is_still_cut_into_a_partition_for_every_d
 def test_a_ddp_rank_whose_share_holds_no_row_is_named_in_a_warning():
     from lancetnic_flow.data.checks import idle_ranks_warning
 
-    said = idle_ranks_warning([537, 0], 1)
+    said = cli(idle_ranks_warning([537, 0], 1))
     assert said.startswith("--ddp 2: the training rows are in 1 partition, so rank 1 has none to train on")
     assert "lower --ddp" in said and "--blocksize" in said
     assert "ranks 2, 3 have none" in idle_ranks_warning([5, 4, 0, 0], 2)
@@ -240,3 +240,10 @@ def test_a_label_separator_for_fasttext_files_alone_is_refused_as_splitting_noth
     assert e.value.cli[0].startswith("--label-sep '|'")
     plan_training_sources(cfg("t.csv"), 1 << 20)   # a CSV's label strings are split
     plan_training_sources(cfg("t.ft", "t.csv"), 1 << 20)
+
+
+def cli(text: str) -> str:
+    """A run's warning as the command line reads it (options.said, Events' words)."""
+    from lancetnic_flow.options import said
+
+    return said(text, "cli")

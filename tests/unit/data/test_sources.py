@@ -934,7 +934,17 @@ def test_a_missing_column_is_told_the_option_that_reads_it_and_a_column_of_the_f
                  '{"review": "great movie", "sentiment": "pos"}\n')
     with pytest.raises(UserError) as e:
         check_columns(plan_source([str(p)]), columns)
-    assert hint in e.value.hint
+    assert hint in e.value.cli[1]
+
+
+def test_a_missing_column_is_told_the_option_in_the_callers_words(tmp_path):
+    """train(cfg) on a header `review,sentiment` was told `pass --text … e.g. --text review`."""
+    p = tmp_path / "d.csv"
+    p.write_text("review,sentiment\ngreat movie,pos\n")
+    with pytest.raises(UserError) as e:
+        check_columns(plan_source([str(p)]), Columns(text=("text",), label="label"))
+    assert e.value.hint == "pass text the name of the file's column that holds it, e.g. text='review'"
+    assert e.value.workflow[1] == "pass text the name of the file's column that holds it, e.g. text: review"
 
 
 def test_a_missing_path_is_told_the_folders_entries_but_its_hidden_ones(tmp_path):

@@ -210,10 +210,17 @@ def test_partial_fits_refusals_name_partial_fit_and_the_estimators_parameters_no
     with pytest.raises(UserError) as e:
         load_init(str(old_run), {}, by=PARTIAL_FIT)
     assert str(e.value).startswith("partial_fit continues the model") and "model.safetensors is missing" in str(e.value)
+    # the folder's hint, as an estimator's caller can act on it: no run to train again by command
+    assert e.value.hint == "restore the run folder from a copy, or call fit(X, y) to train a new model"
     for said in (str(e.value),):
         assert "init_from" not in said and "init-from" not in said and "drop task" not in said
     assert refusal("r", None, "it is odd", None).cli[1] == "train a new run without --init-from"   # no "None, …"
     assert refusal("r", PARTIAL_FIT, "it is odd", None).hint == "call fit(X, y) to train a new model"
+    unfinished = "train it again with the same command (what was fitted and featurised is cached)"
+    assert refusal("r", PARTIAL_FIT, "it is odd", unfinished).hint == "call fit(X, y) to train a new model"
+    resume = "continue it from its checkpoint with `lancetnic-flow train --resume r`"
+    assert refusal("r", PARTIAL_FIT, "it is odd", resume).hint == "call fit(X, y) to train a new model"
+    assert refusal("r", None, "it is odd", resume).hint.startswith(resume)   # the command line's, as it was
 
 
 def test_training_on_dask_workers_is_refused(tmp_path, old_run):

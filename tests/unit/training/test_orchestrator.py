@@ -9,6 +9,7 @@ from lancetnic_flow.errors import UserError
 from lancetnic_flow.features.vectorize import FittedFeatures
 from lancetnic_flow.features.vocab import Moments
 from lancetnic_flow.training.orchestrator import check_fitted
+from lancetnic_flow.options import said as said_as
 
 
 def _fitted() -> FittedFeatures:
@@ -332,7 +333,8 @@ def test_a_label_column_with_a_class_per_training_row_is_warned_of_as_identifier
     # --label id trained one class per row; the only sign was "validated 0, skipped unknown_label"
     said, decisions = _labels_said(labels, 900)
     assert len(said) == 1 and "the label column 'id' looks like identifiers, not classes: 900 classes over " \
-        "900 training rows" in said[0] and "pass --label the column that holds the classes" in said[0]
+        "900 training rows" in said[0] and "pass {data.label} the column that holds the classes" in said[0]
+    assert "pass --label the column" in said_as(said[0], "cli") and "pass label the column" in said_as(said[0], "python")
     assert "--target" not in said[0]   # a row id is no number to predict either
     assert decisions["identifier_labels"] == {"classes": 900, "training_rows": 900}
 
@@ -344,3 +346,80 @@ def test_labels_of_several_rows_each_or_few_or_sets_are_not_taken_for_identifier
     assert _labels_said([f"t{i}" for i in range(300)], 100, multilabel=True)[0] == []
     numbers, _ = _labels_said(["1", "2", "3"], 300)
     assert len(numbers) == 1 and "holds numbers" in numbers[0]
+
+
+def _row_warnings(words: str, by: str | None = None) -> list[str]:
+    """What a run's row warnings say to a caller of ``words`` (cli, python, workflow); ``by``:
+    :data:`PARTIAL_FIT` when an estimator's partial_fit continued the run."""
+    import types
+
+    from lancetnic_flow.config import TrainingConfig
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.keep_learning import mark_continued
+    from lancetnic_flow.training.orchestrator import Training
+
+    cfg = TrainConfig(data=DataConfig(train=["t.csv"], val_fraction=0.1), training=TrainingConfig(early_stopping=2))
+    cfg.features.max_len = 64
+    if by:
+        mark_continued(cfg, by)
+    said: list[str] = []
+    events = Events(words=words)
+    events.subscribe(lambda kind, e: said.append(e["message"]))
+    run = types.SimpleNamespace(cfg=cfg, tc=cfg.training, given=cfg, events=events)
+    run._continued = lambda: Training._continued(run)
+    rows = {"validated": 0, "noted": {"longer_than_max_len": 3, "unreadable_numeric": 1, "learned_by_init": 2}}
+    Training._warn_of_rows(run, rows, {})
+    return said
+
+
+def test_a_runs_row_warnings_name_each_option_as_its_caller_typed_it():
+    """`3 rows held more tokens than --max-len 64`, `--numeric value`, `--early-stopping 2 had no
+    validation row` and `the --init-from model` reached train(cfg) and the estimators: each now names
+    the option as the caller gave it, a flag on the command line, a parameter in Python, a key in a workflow."""
+    cli, python, flow = _row_warnings("cli"), _row_warnings("python"), _row_warnings("workflow")
+    assert any("more tokens than --max-len 64" in m and "raise --max-len" in m for m in cli)
+    assert any("1 --numeric value that is not a number" in m for m in cli)
+    assert any(m.startswith("--early-stopping 2") for m in cli)
+    assert any("the --init-from model had learned" in m for m in cli)
+    for said in (python, flow):
+        text = "\n".join(said)
+        assert "--" not in text, text
+        assert "more tokens than max_len 64" in text and "1 numeric value" in text
+        assert "early_stopping 2" in text and "the init_from model had learned" in text
+
+
+def test_a_partial_fit_runs_row_warnings_name_partial_fit_not_a_flag():
+    text = "\n".join(_row_warnings("python", by="partial_fit"))
+    assert "the partial_fit model had learned" in text and "--" not in text
+
+
+def test_a_runs_errors_about_its_data_name_options_as_each_caller_typed_them():
+    """`check --target`, `lower --min-df`, `--class-loss bce needs exactly 2 classes` reached Python callers."""
+    from lancetnic_flow.config import FeatureConfig
+    from lancetnic_flow.training.orchestrator import no_rows_error
+
+    cfg = TrainConfig(data=DataConfig(train=["t.csv"]))
+    e = no_rows_error(cfg, 10, {})
+    assert e.hint == "add rows, or lower val_fraction" and e.cli[1] == "add rows, or lower --val-fraction"
+    e = no_rows_error(TrainConfig(data=DataConfig(train=["t.csv"], target="y")), 10, {"missing_target": 10})
+    assert e.hint == "the target column 'y' must hold numbers; check target"
+    assert e.cli[1] == "the --target column 'y' must hold numbers; check --target"
+    cfg = TrainConfig(data=DataConfig(train=["t.csv"]), features=FeatureConfig(mode="tfidf"))
+    features = FittedFeatures(mode="tfidf", ngrams=1, lowercase=True, sublinear_tf=False, buckets=0, max_len=0,
+                              labels=["a", "b"], target=None, vocabulary={}, idf=None, docs=5)
+    with pytest.raises(UserError) as e:
+        check_fitted(cfg, Columns(text=["text"], label="label"), features, rows_read=5)
+    assert e.value.hint == "lower min_df, raise max_df, or check the text column"
+    assert e.value.cli[1] == "lower --min-df, raise --max-df, or check the --text column"
+
+
+def test_a_run_without_a_checkpoint_to_resume_names_checkpoint_every_as_the_caller_typed_it(tmp_path):
+    """train(cfg, resume=RUN) was told a checkpoint is written every `--checkpoint-every`."""
+    import types
+
+    from lancetnic_flow.training.orchestrator import Training
+
+    with pytest.raises(UserError) as e:
+        Training._load_checkpoint(types.SimpleNamespace(resume=str(tmp_path), out_so={}))
+    assert "written every checkpoint_every and on Ctrl-C" in e.value.hint
+    assert "written every --checkpoint-every and on Ctrl-C" in e.value.cli[1]

@@ -101,3 +101,16 @@ def test_validation_figures_count_every_label_of_a_row_as_evaluate_and_scikit_le
     for key, value in sk((proba >= at.thresholds).astype(int)).items():
         if key in at.at_thresholds:
             assert at.at_thresholds[key] == pytest.approx(value, abs=2e-6), key
+
+
+def test_a_diverged_runs_error_names_the_learning_rates_as_each_caller_typed_them():
+    """train(cfg) and the estimators were told to lower `--lr`, `--sparse-lr` and to give `--clip-grad`."""
+    import pytest
+
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.training.step import check_finite
+
+    with pytest.raises(UserError) as e:
+        check_finite(3, {"loss": float("nan")}, {})
+    assert "(lr, and sparse_lr for the input rows), or clip the gradient with clip_grad 1.0" in e.value.hint
+    assert "(--lr, and --sparse-lr for the input rows)" in e.value.cli[1] and "--clip-grad 1.0" in e.value.cli[1]

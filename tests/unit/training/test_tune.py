@@ -42,7 +42,8 @@ def test_a_search_whose_trials_all_failed_names_the_failure_not_the_time_budget(
     assert "trial 0 failed: RuntimeError: worker lost" in e.message and "--time-budget" not in e.hint
     skipped = {"number": 0, "state": "skipped", "error": "needs ~900 MiB, a worker thread has 300 MiB", "seconds": 0.0}
     assert "trial 0 skipped: needs ~900 MiB" in no_trial_finished([skipped], 20.0).message
-    assert "raise --time-budget" in no_trial_finished([stopped], 20.0).hint
+    late = no_trial_finished([stopped], 20.0)
+    assert "raise time_budget" in late.hint and "raise --time-budget" in late.cli[1]   # each caller's words
 
 
 def _tune_lines(json_log: io.StringIO | None = None) -> list[str]:
@@ -123,3 +124,18 @@ def test_before_the_final_run_the_search_drops_its_data_and_says_what_the_proces
     assert entries == {} and entry.remote is None   # each entry's features went, and its copy on the workers
     assert abs(rss - psutil.Process().memory_info().rss) < 64 * 2**20
     assert held == max(0, rss - TRAINER_BASE)
+
+
+def test_tunes_refused_budget_and_trials_are_said_in_pythons_words_to_python_and_as_flags_to_the_command_line():
+    """tune(cfg, time_budget="0s") was told `e.g. --time-budget 10m`, `--trials 20`: flags a Python caller never types."""
+    from lancetnic_flow.cli.main import cli_words
+    from lancetnic_flow.config import parse_duration
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.training.tune import budget_seconds
+
+    for call in (lambda: parse_duration("0s", "time_budget"), lambda: budget_seconds(0)):
+        with pytest.raises(UserError) as e:
+            call()
+        assert e.value.hint.startswith("e.g. time_budget='10m'") and "--" not in str(e.value)
+        said, hint = cli_words(e.value, "tune")
+        assert said.startswith("--time-budget: ") and hint.startswith("e.g. --time-budget 10m")

@@ -195,7 +195,8 @@ def test_a_txt_file_read_as_csv_for_its_commas_says_so_and_names_format_text():
     cols = Columns(text=("text",))
     with pytest.raises(UserError) as e:
         check_names("file:///d/cities.txt", ["Paris", " France"], cols, "csv")
-    assert "read as CSV" in str(e.value) and e.value.hint == "if each line is one text, pass --format text"
+    assert "read as CSV" in str(e.value) and e.value.cli[1] == "if each line is one text, pass --format text"
+    assert e.value.hint == "if each line is one text, pass format='text'"   # train(cfg)'s words
     with pytest.raises(UserError) as e:
         check_names("file:///d/cities.csv", ["Paris", " France"], cols, "csv")
     assert "read as CSV" not in str(e.value)
