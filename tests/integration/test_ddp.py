@@ -335,7 +335,7 @@ def test_a_rank_worker_that_never_comes_back_ends_the_run_in_words_and_resume_on
         target=own_cluster.run_on_scheduler, args=(drop,), kwargs={"address": w}).start())
     with pytest.raises(driver.RankWorkersGone) as gone:
         train(_ddp_config(corpus4, tmp_path, "dropped", "5"), events, client=own_cluster)
-    assert f"worker {dropped[0]} left during --ddp training and the cluster has 1 of the 2 workers" in str(gone.value)
+    assert f"worker {dropped[0]} left during ddp training and the cluster has 1 of the 2 workers" in str(gone.value)   # a Python caller: ddp=
     assert "--resume" in known_failure(gone.value)[1]
     run = tmp_path / "runs" / "dropped"
     assert (run / CHECKPOINT).exists() and not (run / "model.json").exists()

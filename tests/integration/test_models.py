@@ -271,6 +271,6 @@ def test_an_epoch_whose_loss_is_not_a_number_ends_the_run_in_words(train, val, b
 
     with pytest.raises(UserError, match=bad) as e:
         check_finite(3, train, val)
-    assert "after epoch 3" in e.value.message and "--sparse-lr" in e.value.hint
+    assert "after epoch 3" in e.value.message and "--sparse-lr" in e.value.cli[1] and "sparse_lr" in e.value.hint
     check_finite(3, {"loss": 0.5}, {})               # finite, or no validation: nothing to say
     check_finite(3, {"loss": None}, {"loss": None})

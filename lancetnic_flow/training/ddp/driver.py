@@ -31,6 +31,7 @@ from .cadence import Cadence, cadence
 from .comm import worker_host
 from .rank import EVENT_TOPIC, RankJob, run_rank
 from .shares import steps_in
+from ...options import said
 from ...plurals import counted
 
 MAX_RESTARTS = 3   # segments restarted after a rank's worker left, per run
@@ -448,8 +449,10 @@ class RankDriver:
             self.client.wait_for_workers(self.job.world, timeout=WORKERS_BACK_S)
         except TimeoutError:
             have = len(workers_info(self.client))
-            raise RankWorkersGone(f"worker {lost} left during {what} and the cluster has {have} of the "
-                                  f"{counted(self.job.world, 'worker')} it needs after {WORKERS_BACK_S:.0f} s") from None
+            # an exception is not an event: its words are said here, as the caller names --ddp
+            raise RankWorkersGone(said(f"worker {lost} left during {what} and the cluster has {have} of the "
+                                       f"{counted(self.job.world, 'worker')} it needs after {WORKERS_BACK_S:.0f} s",
+                                       getattr(self.events, "words", "python"))) from None
         self.place()
 
     def _retire_stop_event(self) -> None:
