@@ -34,10 +34,20 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
         return columns_of(f, fi.url, encoding)
 
 
-def head_object(fi, storage_options: dict | None, encoding: str | None = None) -> dict | None:
-    """The first object of the file ``fi`` (None: a file of blank lines)."""
+def head_schema(fi, storage_options: dict | None, encoding: str | None = None, window: int = 0) -> pa.Schema | None:
+    """The columns of the file ``fi``, its first object's keys (None: a file of blank lines),
+    with what they hold: a list where every object of :func:`first_objects` that holds the
+    column holds a list, and they are all the file's; a string otherwise."""
     with open_head(fi, storage_options) as f:
-        return first_object(f, fi.url, encoding)
+        objects, whole = first_objects(f, fi.url, encoding, window)
+    if not objects:
+        return None
+
+    def listed(name: str) -> bool:
+        values = [o.get(name) for o in objects]
+        return whole and any(isinstance(v, list) for v in values) and all(v is None or isinstance(v, list)
+                                                                         for v in values)
+    return pa.schema([(name, pa.list_(pa.string()) if listed(name) else pa.string()) for name in objects[0]])
 
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
@@ -304,24 +314,52 @@ def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
 def first_object(f, url: str, encoding: str | None = None) -> dict | None:
     """The first object in the open file ``f`` (text in ``encoding``; None:
     UTF-8); None for a file of blank lines."""
+    objects, _ = first_objects(f, url, encoding)
+    return objects[0] if objects else None
+
+
+def first_objects(f, url: str, encoding: str | None = None, window: int = 0) -> tuple[list[dict], bool]:
+    """The objects of the open file ``f`` (text in ``encoding``; None: UTF-8)
+    on its first line and the lines that start in its first ``window`` bytes, and
+    whether those are all its lines. A first line that is no object is refused;
+    a later one is left out (a reader counts its row as malformed)."""
+    objects: list[dict] = []
+    seen = 0
     for line in read_lines(f):
-        if line.strip():
-            check_not_packed(line, url)
-            line = to_utf8(line[len(BOM):] if line.startswith(BOM) else line, encoding)
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                # a line of several values ({..} {..}) is rows, as the readers take it (_values)
-                obj = next((v for _, v in _values(line)), _NOT_JSON)
-                if obj is _NOT_JSON:
-                    raise UserError(f"{url}: the first line is not JSON ({exc})",
-                                    "check the format, or pass --format") from exc
-            if not isinstance(obj, dict):
-                raise UserError(f"{url}: the first line is not a JSON object",
-                                "each line must be an object like "
-                                '{"text": "...", "label": "..."}')
-            return obj
-    return None
+        if not line.strip():
+            seen += len(line)
+            continue
+        if objects and seen >= window:
+            return objects, False
+        seen += len(line)
+        if not objects:
+            objects.append(_first_line_object(line, url, encoding))
+            continue
+        try:
+            values = [json.loads(to_utf8(line, encoding))]
+        except ValueError:
+            values = [v for _, v in _values(to_utf8(line, encoding))]
+        objects.extend(v for v in values if isinstance(v, dict))
+    return objects, True
+
+
+def _first_line_object(line: bytes, url: str, encoding: str | None) -> dict:
+    """The object on a file's first line that is not blank, or the UserError that it holds none."""
+    check_not_packed(line, url)
+    line = to_utf8(line[len(BOM):] if line.startswith(BOM) else line, encoding)
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        # a line of several values ({..} {..}) is rows, as the readers take it (_values)
+        obj = next((v for _, v in _values(line)), _NOT_JSON)
+        if obj is _NOT_JSON:
+            raise UserError(f"{url}: the first line is not JSON ({exc})",
+                            "check the format, or pass --format") from exc
+    if not isinstance(obj, dict):
+        raise UserError(f"{url}: the first line is not a JSON object",
+                        "each line must be an object like "
+                        '{"text": "...", "label": "..."}')
+    return obj
 
 
 def sniff(head: Head, fmt: Format) -> str | None:
