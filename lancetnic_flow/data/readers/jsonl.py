@@ -36,18 +36,30 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
 
 def head_schema(fi, storage_options: dict | None, encoding: str | None = None, window: int = 0) -> pa.Schema | None:
     """The columns of the file ``fi``, its first object's keys (None: a file of blank lines),
-    with what they hold: a list where every object of :func:`first_objects` that holds the
-    column holds a list, and they are all the file's; a string otherwise."""
+    with what they hold: a list where every object of the file that holds the column holds
+    a list, and the objects on lines that start in its first ``window`` bytes are all of
+    them; a string otherwise. Reading stops once no column can be a list."""
+    names: list[str] | None = None
+    listed: dict[str, bool] = {}   # the columns of lists and nulls alone so far: whether a list was seen
+    whole = True
     with open_head(fi, storage_options) as f:
-        objects, whole = first_objects(f, fi.url, encoding, window)
-    if not objects:
+        for at, obj in objects_of(f, fi.url, encoding):
+            if names is None:
+                names, listed = list(obj), dict.fromkeys(obj, False)
+            elif at >= window:
+                whole = False
+                break
+            for name in list(listed):
+                value = obj.get(name)
+                if isinstance(value, list):
+                    listed[name] = True
+                elif value is not None:
+                    del listed[name]
+            if not listed:   # no column can hold lists alone: nothing more to read
+                break
+    if names is None:
         return None
-
-    def listed(name: str) -> bool:
-        values = [o.get(name) for o in objects]
-        return whole and any(isinstance(v, list) for v in values) and all(v is None or isinstance(v, list)
-                                                                         for v in values)
-    return pa.schema([(name, pa.list_(pa.string()) if listed(name) else pa.string()) for name in objects[0]])
+    return pa.schema([(n, pa.list_(pa.string()) if whole and listed.get(n) else pa.string()) for n in names])
 
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
@@ -314,33 +326,28 @@ def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
 def first_object(f, url: str, encoding: str | None = None) -> dict | None:
     """The first object in the open file ``f`` (text in ``encoding``; None:
     UTF-8); None for a file of blank lines."""
-    objects, _ = first_objects(f, url, encoding)
-    return objects[0] if objects else None
+    return next((obj for _, obj in objects_of(f, url, encoding)), None)
 
 
-def first_objects(f, url: str, encoding: str | None = None, window: int = 0) -> tuple[list[dict], bool]:
-    """The objects of the open file ``f`` (text in ``encoding``; None: UTF-8)
-    on its first line and the lines that start in its first ``window`` bytes, and
-    whether those are all its lines. A first line that is no object is refused;
-    a later one is left out (a reader counts its row as malformed)."""
-    objects: list[dict] = []
-    seen = 0
+def objects_of(f, url: str, encoding: str | None = None):
+    """``(offset, object)`` for each object of the open file ``f`` (text in
+    ``encoding``; None: UTF-8), ``offset`` where its line starts. A first line
+    that is no object is refused; a later one is left out (a reader counts its
+    row as malformed)."""
+    seen, first = 0, True
     for line in read_lines(f):
+        at, seen = seen, seen + len(line)
         if not line.strip():
-            seen += len(line)
             continue
-        if objects and seen >= window:
-            return objects, False
-        seen += len(line)
-        if not objects:
-            objects.append(_first_line_object(line, url, encoding))
+        if first:
+            first = False
+            yield at, _first_line_object(line, url, encoding)
             continue
         try:
             values = [json.loads(to_utf8(line, encoding))]
         except ValueError:
             values = [v for _, v in _values(to_utf8(line, encoding))]
-        objects.extend(v for v in values if isinstance(v, dict))
-    return objects, True
+        yield from ((at, v) for v in values if isinstance(v, dict))
 
 
 def _first_line_object(line: bytes, url: str, encoding: str | None) -> dict:

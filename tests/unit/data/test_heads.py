@@ -49,3 +49,16 @@ def test_a_json_lines_column_is_lists_only_where_every_object_read_holds_a_list_
     assert column_type(head_schema(listed), "label") == pa.string()
     monkeypatch.setattr(heads, "LIST_WINDOW", 10)
     assert column_type(head_schema(listed, rows=True), "label") == pa.string()
+
+
+def test_a_json_lines_head_is_read_no_further_than_a_column_of_strings_everywhere_settles(tmp_path, monkeypatch):
+    from lancetnic_flow.data.readers import jsonl
+
+    name = "s.jsonl"
+    (tmp_path / name).write_text("".join(json.dumps({"text": "x" * 100, "label": "a|b"}) + "\n" for _ in range(2000)))
+    fi = _files([tmp_path / name])[name]
+    lines: list[int] = []
+    read_lines = jsonl.read_lines
+    monkeypatch.setattr(jsonl, "read_lines", lambda f: (lines.append(1) or line for line in read_lines(f)))
+    assert head_schema(fi, rows=True) == pa.schema([("text", pa.string()), ("label", pa.string())])
+    assert len(lines) == 1
