@@ -18,11 +18,12 @@ from ..config import TrainConfig
 from ..errors import UserError
 from ..formats import format_named, text_encoding
 from ..options import bad, said
+from .heads import file_columns, head_schema
 from .idle_options import refuse_idle_encoding, refuse_idle_label_sep
 from .readers import read_partition
 from .readers.lines import check_line_columns
 from .readers.table import check_names
-from .sources import Columns, FileInfo, Partition, SourcePlan, open_error, plan_source
+from .sources import Columns, FileInfo, Partition, SourcePlan, plan_source
 from .usable import text_rule
 from ..plurals import counted
 
@@ -53,13 +54,16 @@ def skip_hint(reason: str, *, label: str | None, target: str | None, text: tuple
     return hint if style is None else said(hint, style)
 
 
-def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -> None:
+def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -> dict[str, pa.Schema | None]:
     """Read the head of every file and raise UserError for the first one that
-    lacks a column or cannot be read as its format (files in parallel)."""
+    lacks a column or cannot be read as its format (files in parallel); what
+    each head says its columns hold (:func:`~.heads.head_schema`, by URL) is
+    kept in ``plan.heads`` and returned. With ``columns.label_sep`` a JSON
+    Lines head is read past its first object, to tell a column of lists."""
     if not columns.text:
         raise UserError("no text column given", "name at least one text column")
     if not plan.files:
-        return
+        return {}
     if not plan.partitions:
         shown = ", ".join(f.url for f in plan.files[:5]) + (
             f" and {len(plan.files) - 5} more" if len(plan.files) > 5 else "")
@@ -67,41 +71,28 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
                         f"{'is' if len(plan.files) == 1 else 'are'} empty",
                         "point at files that hold rows")
 
-    def check(fi: FileInfo) -> None:
+    def check(fi: FileInfo) -> pa.Schema | None:
         if format_named(fi.format).columns is not None:
             check_line_columns(fi.url, fi.format, columns)
-            return
-        have = file_columns(fi, storage_options, columns.encoding)
-        if have is not None:
-            check_names(fi.url, have, columns, fi.format)
+            return None
+        schema = head_schema(fi, storage_options, columns.encoding, rows=columns.label_sep is not None)
+        if schema is not None:
+            check_names(fi.url, schema.names, columns, fi.format)
+        return schema
 
     if len(plan.files) == 1:
-        check(plan.files[0])
-        return
-    with ThreadPoolExecutor(min(CHECK_THREADS, len(plan.files)), thread_name_prefix="lancetnic-check") as pool:
-        # map keeps file order: the error reported is the first file's in the listing.
-        for _ in pool.map(check, plan.files):
-            pass
+        schemas = [check(plan.files[0])]
+    else:
+        with ThreadPoolExecutor(min(CHECK_THREADS, len(plan.files)), thread_name_prefix="lancetnic-check") as pool:
+            # map keeps file order: the error reported is the first file's in the listing.
+            schemas = list(pool.map(check, plan.files))
+    plan.heads.update((fi.url, schema) for fi, schema in zip(plan.files, schemas))
+    return plan.heads
 
 
 def first_columns(plan: SourcePlan, storage_options=None, encoding: str | None = None) -> list[str] | None:
     """The columns of the first file of ``plan`` (None: a line format, or nothing to read there)."""
     return file_columns(plan.files[0], storage_options, encoding) if plan.files else None
-
-
-def file_columns(fi: FileInfo, storage_options=None, encoding: str | None = None) -> list[str] | None:
-    """The columns in the head of one file (None: a line format, or an empty file);
-    ``encoding``: its text encoding (None: UTF-8)."""
-    url = fi.url
-    head = format_named(fi.format).head_columns()
-    if head is None or fi.size == 0:
-        return None
-    try:
-        return head(fi, storage_options, encoding)
-    except UserError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise open_error(url, exc) from exc
 
 
 def training_columns(cfg: TrainConfig) -> Columns:
@@ -258,8 +249,10 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
             want, floor = max(want, RANK_PARTITIONS * ranks), RANK_FLOOR
         small = split_blocksize(train_src, blocksize, want, floor=floor, at_least=ranks)
         if small < blocksize:
+            heads = train_src.heads   # the same files, cut finer: their heads as read
             train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small,
                                     names=columns.names())
+            train_src.heads.update(heads)
     val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None
     if val_src is not None:
         refuse_files_in_both(train_src, val_src)

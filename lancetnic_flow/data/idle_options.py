@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ..formats import format_named
 from ..options import bad
+from .heads import column_type, head_schema
 from .readers.labels import is_list_type
 from .readers.table import holds_bytes
 from .sources import Columns, FileInfo, SourcePlan
@@ -26,47 +27,33 @@ LISTED_FORMATS = ("fasttext", "parquet", "arrow", "jsonl")
 HEAD_THREADS = 8
 
 
-def column_types(fi: FileInfo, storage_options: dict | None, encoding: str | None = None) -> dict | None:
-    """What the head of one file says its columns hold: a Parquet or Arrow IPC
-    file's schema, or a JSON Lines file's first object (a list as a list of
-    strings, anything else as a string); None for the other formats and an empty file."""
-    if fi.size == 0:
-        return None
-    if fi.format == "parquet":
-        from .readers.parquet import schema_of
-
-        schema = schema_of(fi.url, storage_options)
-    elif fi.format == "arrow":
-        from .readers.arrow import schema_of
-
-        schema = schema_of(fi, storage_options)
-    elif fi.format == "jsonl":
-        from .readers.jsonl import head_object
-
-        obj = head_object(fi, storage_options, encoding) or {}
-        return {k: pa.list_(pa.string()) if isinstance(v, list) else pa.string() for k, v in obj.items()}
-    else:
-        return None
-    return {field.name: field.type for field in schema}
+def _head(plan: SourcePlan, fi: FileInfo, storage_options: dict | None, columns: Columns) -> pa.Schema | None:
+    """What the head of ``fi`` says its columns hold: as the column check read it
+    (``plan.heads``), else read now (a plan no check has read)."""
+    if fi.url in plan.heads:
+        return plan.heads[fi.url]
+    return head_schema(fi, storage_options, columns.encoding, rows=columns.label_sep is not None)
 
 
-def _files(plans: tuple) -> list[FileInfo]:
-    return [f for p in plans if p is not None for f in p.files]
+def _files(plans: tuple) -> list[tuple[SourcePlan, FileInfo]]:
+    return [(p, f) for p in plans if p is not None for f in p.files]
 
 
-def _each(files: list[FileInfo], look) -> list:
-    """``look(file)`` of every file, in the files' order."""
-    if len(files) <= 1:
-        return [look(f) for f in files]
+def _each(files: list[tuple[SourcePlan, FileInfo]], look) -> list:
+    """``look(plan, file)`` of every file, in the files' order (heads not read yet read at once)."""
+    if len(files) <= 1 or all(f.url in p.heads for p, f in files):
+        return [look(p, f) for p, f in files]
     with ThreadPoolExecutor(min(HEAD_THREADS, len(files)), thread_name_prefix="lancetnic-idle") as pool:
-        return list(pool.map(look, files))
+        return list(pool.map(lambda pf: look(*pf), files))
 
 
 def refuse_idle_label_sep(columns: Columns, *plans: SourcePlan | None, storage_options: dict | None = None) -> None:
     """``--label-sep`` where no file has a label string to split: every file is
     fastText (each label its own ``__label__`` tag) or holds its labels as lists
-    (a Parquet/Arrow list column; a JSON Lines file whose first object's label is an array)."""
-    files = _files(plans)
+    (a Parquet/Arrow list column; a JSON Lines file whose every label is an array,
+    :func:`~.heads.head_schema`)."""
+    pairs = _files(plans)
+    files = [f for _, f in pairs]
     if columns.label_sep is None or not files:
         return
     if all(f.format == "fasttext" for f in files):
@@ -75,14 +62,14 @@ def refuse_idle_label_sep(columns: Columns, *plans: SourcePlan | None, storage_o
     if any(f.format not in LISTED_FORMATS for f in files):
         return   # CSV/TSV labels are strings
 
-    def lists(fi: FileInfo) -> bool | None:
+    def lists(plan: SourcePlan, fi: FileInfo) -> bool | None:
         """Whether the file's labels are lists (None: an empty file, which says nothing)."""
         if fi.format == "fasttext":
             return True
-        types = column_types(fi, storage_options, columns.encoding)
-        return None if types is None else is_list_type(types.get(columns.label, pa.string()))
+        schema = _head(plan, fi, storage_options, columns)
+        return None if schema is None else is_list_type(column_type(schema, columns.label) or pa.string())
 
-    found = _each(files, lists)
+    found = _each(pairs, lists)
     listed = [f for f, lists_ in zip(files, found) if lists_ and f.format != "fasttext"]
     if listed and all(x is not False for x in found):
         raise bad("data.label_sep", f"{{name}} {columns.label_sep!r} splits a label string, and {listed[0].url}'s "
@@ -95,16 +82,18 @@ def refuse_idle_encoding(columns: Columns, *plans: SourcePlan | None, storage_op
     """``--encoding`` where every input is Parquet or Arrow IPC and none of the
     columns it would decode (text, label, kept) holds bytes in any file;
     ``named``: the encoding as the user spelled it."""
-    files = _files(plans)
+    pairs = _files(plans)
+    files = [f for _, f in pairs]
     if columns.encoding is None or not files or any(format_named(f.format).splits_by_bytes for f in files):
         return
     wanted = {*columns.text, columns.label, *columns.keep} - {None}
 
-    def decodes(fi: FileInfo) -> bool:
-        types = column_types(fi, storage_options) or {}
-        return any(holds_bytes(t) for name, t in types.items() if columns.keep_all or name in wanted)
+    def decodes(plan: SourcePlan, fi: FileInfo) -> bool:
+        schema = _head(plan, fi, storage_options, columns)
+        return schema is not None and any(holds_bytes(f.type) for f in schema
+                                          if columns.keep_all or f.name in wanted)
 
-    if not any(_each(files, decodes)):
+    if not any(_each(pairs, decodes)):
         read = ", ".join(repr(c) for c in (*columns.text, columns.label) if c)
         raise bad("data.encoding", f"{{name}} {named or columns.encoding}: it decodes text files and Parquet/Arrow columns "
                   f"of bytes, and the columns read ({read}) of {files[0].url}"

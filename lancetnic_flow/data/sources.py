@@ -170,6 +170,9 @@ class SourcePlan:
     # What opens the files, for a file whose store gives no change token (its content is hashed).
     storage_options: dict = field(default_factory=dict, repr=False, compare=False)
     digests: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # What each file's head says its columns hold (URL → schema, None for a line format or an
+    # empty file), as the column check read it (data/heads.py), for the checks that judge from it.
+    heads: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def fingerprint(self) -> str:
         """Identity of the input data (not of its partitioning): each file's URL, size,

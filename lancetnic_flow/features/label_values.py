@@ -182,9 +182,7 @@ def in_run_spelling(table: pa.Table, labels: list[str], noted: dict) -> pa.Table
     if "label" not in table.column_names or not labels or not table.num_rows:
         return table
     column, renamed = as_run_labels(table.column("label"), labels)
-    for pair, n in renamed.items():
-        noted[f"{LABEL_AS_RUN}:{pair}"] = noted.get(f"{LABEL_AS_RUN}:{pair}", 0) + n
-        noted[LABEL_AS_RUN] = noted.get(LABEL_AS_RUN, 0) + n
+    noted_read_as(noted, renamed)
     return table.set_column(table.column_names.index("label"), "label", column) if renamed else table
 
 

@@ -170,9 +170,13 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     names = columns.read_names(have)
     if (columns.all_rows and escaped) or taken:
         return _rows_in_order(raw, have, delimiter, names, columns)
-    read = _read_csv_rows(body, have, delimiter, names)
+    # The block's stray and unclosed quotes, found once: the fast read needs none, the slow one starts from them.
+    # A one-column block is scanned once its lines of spaces are out (_read_csv_rows), which moves its offsets.
+    strays = _stray_records(data, delimiter) if len(have) > 1 else None
+    read = None if strays is not None and len(strays[0]) else \
+        _read_csv_rows(body, have, delimiter, names, checked=strays is not None)
     if read is None or (columns.all_rows and read[1]):
-        return _by_regions(data, have, delimiter, names, columns, marked)
+        return _by_regions(data, have, delimiter, names, columns, marked, strays)
     table, bad = read
     if bad:
         skipped["malformed"] = skipped.get("malformed", 0) + bad
@@ -196,8 +200,15 @@ def _without_marks(table: pa.Table) -> tuple[pa.Table, int]:
     return (table.filter(pc.invert(hit)), n) if n else (table, 0)
 
 
+def _stray_records(data: bytes, delimiter: str) -> tuple[list, list]:
+    """The starts and ends of the records of ``data`` that a stray or unclosed quote
+    made take the lines after their first (:func:`~.row_ends.records`)."""
+    starts, ends, _ = records(np.frombuffer(data, np.uint8), ord(delimiter), ord('"'), False)
+    return starts, ends
+
+
 def _by_regions(data: bytes, have: list[str], delimiter: str, names: list[str], columns: Columns,
-                marked: bool) -> Chunk:
+                marked: bool, strays: tuple[list, list] | None = None) -> Chunk:
     """A block the fast read could not take whole (a record a quote made take the
     lines after it or, in prediction, a malformed row): the records of each stray
     or unclosed quote read in order (:func:`_records`, a Python loop per row),
@@ -207,10 +218,11 @@ def _by_regions(data: bytes, have: list[str], delimiter: str, names: list[str], 
     its own either way, so the rows are those of :func:`_rows_in_order` in the
     same order, at the cost of the clean block for all but the few records
     around a bad quote. ``marked``: undecodable bytes are :data:`_MARK` in
-    ``data``, and the rows holding one are counted after the read."""
+    ``data``, and the rows holding one are counted after the read. ``strays``:
+    :func:`_stray_records` of ``data`` where the caller found them already."""
     where = [have.index(n) for n in names]
     tables, statuses, skipped, read = [], [], {}, 0
-    bounds = _bad_records(data, delimiter, len(have), columns.all_rows) + [(len(data), len(data))]
+    bounds = _bad_records(data, delimiter, len(have), columns.all_rows, strays) + [(len(data), len(data))]
     view, at = memoryview(data), 0   # the runs between bad quotes as views: no copy of the block
     for start, end in bounds:
         for region, clean in ((view[at:start], True), (view[start:end], False)):
@@ -235,16 +247,17 @@ def _by_regions(data: bytes, have: list[str], delimiter: str, names: list[str], 
     return _finished(columns, table, status, read, skipped, have)
 
 
-def _bad_records(data: bytes, delimiter: str, width: int, every: bool) -> list[tuple[int, int]]:
+def _bad_records(data: bytes, delimiter: str, width: int, every: bool,
+                 strays: tuple[list, list] | None = None) -> list[tuple[int, int]]:
     """Where the records that take the lines after their first are, in order: a
     stray or unclosed quote's (:func:`~.row_ends.records`), and a quoted field's
     over several lines in a record of a wrong count of fields
     (:func:`~.row_ends.misfit_records`); with ``every`` (prediction, which lists a
     malformed row in place) every record of a wrong count. Both split the block at
-    the same record ends, so a record named by both is one record."""
-    arr, d, q = np.frombuffer(data, np.uint8), ord(delimiter), ord('"')
-    starts, ends, _ = records(arr, d, q, False)
-    more = misfit_records(arr, d, q, width, not every)
+    the same record ends, so a record named by both is one record. ``strays``: the
+    first of them (:func:`_stray_records`), where already found."""
+    starts, ends = strays if strays is not None else _stray_records(data, delimiter)
+    more = misfit_records(np.frombuffer(data, np.uint8), ord(delimiter), ord('"'), width, not every)
     return sorted({(int(s), int(e)) for s, e in zip(list(starts) + list(more[0]), list(ends) + list(more[1]))})
 
 

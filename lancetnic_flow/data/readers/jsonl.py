@@ -34,10 +34,32 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
         return columns_of(f, fi.url, encoding)
 
 
-def head_object(fi, storage_options: dict | None, encoding: str | None = None) -> dict | None:
-    """The first object of the file ``fi`` (None: a file of blank lines)."""
+def head_schema(fi, storage_options: dict | None, encoding: str | None = None, window: int = 0) -> pa.Schema | None:
+    """The columns of the file ``fi``, its first object's keys (None: a file of blank lines),
+    with what they hold: a list where every object of the file that holds the column holds
+    a list, and the objects on lines that start in its first ``window`` bytes are all of
+    them; a string otherwise. Reading stops once no column can be a list."""
+    names: list[str] | None = None
+    listed: dict[str, bool] = {}   # the columns of lists and nulls alone so far: whether a list was seen
+    whole = True
     with open_head(fi, storage_options) as f:
-        return first_object(f, fi.url, encoding)
+        for at, obj in objects_of(f, fi.url, encoding):
+            if names is None:
+                names, listed = list(obj), dict.fromkeys(obj, False)
+            elif at >= window:
+                whole = False
+                break
+            for name in list(listed):
+                value = obj.get(name)
+                if isinstance(value, list):
+                    listed[name] = True
+                elif value is not None:
+                    del listed[name]
+            if not listed:   # no column can hold lists alone: nothing more to read
+                break
+    if names is None:
+        return None
+    return pa.schema([(n, pa.list_(pa.string()) if whole and listed.get(n) else pa.string()) for n in names])
 
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
@@ -304,24 +326,47 @@ def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:
 def first_object(f, url: str, encoding: str | None = None) -> dict | None:
     """The first object in the open file ``f`` (text in ``encoding``; None:
     UTF-8); None for a file of blank lines."""
+    return next((obj for _, obj in objects_of(f, url, encoding)), None)
+
+
+def objects_of(f, url: str, encoding: str | None = None):
+    """``(offset, object)`` for each object of the open file ``f`` (text in
+    ``encoding``; None: UTF-8), ``offset`` where its line starts. A first line
+    that is no object is refused; a later one is left out (a reader counts its
+    row as malformed)."""
+    seen, first = 0, True
     for line in read_lines(f):
-        if line.strip():
-            check_not_packed(line, url)
-            line = to_utf8(line[len(BOM):] if line.startswith(BOM) else line, encoding)
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                # a line of several values ({..} {..}) is rows, as the readers take it (_values)
-                obj = next((v for _, v in _values(line)), _NOT_JSON)
-                if obj is _NOT_JSON:
-                    raise UserError(f"{url}: the first line is not JSON ({exc})",
-                                    "check the format, or pass --format") from exc
-            if not isinstance(obj, dict):
-                raise UserError(f"{url}: the first line is not a JSON object",
-                                "each line must be an object like "
-                                '{"text": "...", "label": "..."}')
-            return obj
-    return None
+        at, seen = seen, seen + len(line)
+        if not line.strip():
+            continue
+        if first:
+            first = False
+            yield at, _first_line_object(line, url, encoding)
+            continue
+        try:
+            values = [json.loads(to_utf8(line, encoding))]
+        except ValueError:
+            values = [v for _, v in _values(to_utf8(line, encoding))]
+        yield from ((at, v) for v in values if isinstance(v, dict))
+
+
+def _first_line_object(line: bytes, url: str, encoding: str | None) -> dict:
+    """The object on a file's first line that is not blank, or the UserError that it holds none."""
+    check_not_packed(line, url)
+    line = to_utf8(line[len(BOM):] if line.startswith(BOM) else line, encoding)
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        # a line of several values ({..} {..}) is rows, as the readers take it (_values)
+        obj = next((v for _, v in _values(line)), _NOT_JSON)
+        if obj is _NOT_JSON:
+            raise UserError(f"{url}: the first line is not JSON ({exc})",
+                            "check the format, or pass --format") from exc
+    if not isinstance(obj, dict):
+        raise UserError(f"{url}: the first line is not a JSON object",
+                        "each line must be an object like "
+                        '{"text": "...", "label": "..."}')
+    return obj
 
 
 def sniff(head: Head, fmt: Format) -> str | None:

@@ -9,7 +9,7 @@ import pytest
 
 from lancetnic_flow.config import DataConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.data.checks import plan_training_sources
-from lancetnic_flow.data.idle_options import column_types, refuse_idle_encoding
+from lancetnic_flow.data.idle_options import refuse_idle_encoding
 from lancetnic_flow.data.sources import Columns, plan_source
 from lancetnic_flow.errors import UserError
 
@@ -77,13 +77,33 @@ def test_a_label_separator_is_taken_where_some_file_holds_label_strings(tmp_path
         plan_training_sources(_cfg(files, "multilabel", label_sep="|"), 1 << 20)
 
 
-def test_the_column_types_of_a_file_head_are_its_schema_or_its_first_objects_values(tmp_path):
-    listed = _parquet(tmp_path / "l.parquet", ["x"], [["a"]])
-    (tmp_path / "l.jsonl").write_text('{"text": "x", "label": ["a"]}\n')
-    (tmp_path / "t.csv").write_text("text,label\nx,a\n")
-    src = plan_source([listed, str(tmp_path / "l.jsonl"), str(tmp_path / "t.csv")], format="auto",
-                      storage_options={}, blocksize=1 << 20)
-    by_name = {f.url.rsplit("/", 1)[-1]: column_types(f, {}) for f in src.files}
-    assert pa.types.is_list(by_name["l.parquet"]["label"]) and by_name["l.parquet"]["text"] == pa.string()
-    assert pa.types.is_list(by_name["l.jsonl"]["label"]) and by_name["l.jsonl"]["text"] == pa.string()
-    assert by_name["t.csv"] is None
+def test_the_idle_option_checks_judge_from_the_heads_the_column_check_read_reading_each_file_once(
+        tmp_path, monkeypatch):
+    # --encoding and --label-sep read every Parquet footer again after the column check had read it
+    from lancetnic_flow.data.readers import parquet
+
+    files = [_parquet(tmp_path / f"{n}.parquet", ["good words"], ["a|b"]) for n in "ab"]
+    reads: list[str] = []
+    schema_of = parquet.schema_of
+    monkeypatch.setattr(parquet, "schema_of", lambda url, so: reads.append(url.rsplit("/", 1)[-1]) or schema_of(url, so))
+    plan_training_sources(_cfg(files, "multilabel", label_sep="|"), 1 << 20)
+    assert sorted(reads) == ["a.parquet", "b.parquet"]
+    reads.clear()
+    with pytest.raises(UserError, match="would change nothing"):
+        plan_training_sources(_cfg(files, "multilabel", label_sep="|", encoding="latin-1"), 1 << 20)
+    assert sorted(reads) == ["a.parquet", "b.parquet"]
+
+
+def test_a_label_separator_for_json_lines_is_judged_by_every_label_not_the_first_rows(tmp_path):
+    # a file whose first label was an array and a later one "a|b" was refused: dropped, the separator would
+    # have left "a|b" one label
+    def jsonl(name, labels):
+        (tmp_path / name).write_text("".join(json.dumps({"text": f"words {i}", "label": v}) + "\n"
+                                             for i, v in enumerate(labels)))
+        return tmp_path / name
+
+    for labels in ([["a"], ["b"], "a|b"], ["a|b", ["b"]], [["a"], None, "c"]):
+        plan_training_sources(_cfg([jsonl("mixed.jsonl", labels)], "multilabel", label_sep="|"), 1 << 20)
+    with pytest.raises(UserError, match="holds lists"):
+        plan_training_sources(_cfg([jsonl("lists.jsonl", [["a"], ["b", "c"], None, ["c"]])], "multilabel",
+                                   label_sep="|"), 1 << 20)

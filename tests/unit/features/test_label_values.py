@@ -71,6 +71,19 @@ def test_a_tables_labels_the_run_knows_in_another_spelling_are_read_as_the_runs_
     assert read_as_of(noted) == {"1 as 1.0": 1, "2 as 2.0": 1} and noted == {LABEL_AS_RUN: 2}
 
 
+def test_a_tables_renames_are_noted_as_a_raw_shards_counts_are_adding_to_what_was_noted():
+    # the rows path (in_run_spelling) and the shard path (counted_names, noted_read_as) keep one set of notes
+    table = pa.table({"text": ["a", "b", "c"], "label": ["1", "1", "x"]})
+    by_rows: dict = {"other": 1}
+    in_run_spelling(table, ["1.0"], by_rows)
+    in_run_spelling(table, ["1.0"], by_rows)
+    by_counts: dict = {"other": 1}
+    read_as, _ = counted_names({"1": 2, "x": 1}, ["1.0"])
+    noted_read_as(by_counts, read_as)
+    noted_read_as(by_counts, read_as)
+    assert by_rows == by_counts == {"other": 1, f"{LABEL_AS_RUN}:1 as 1.0": 4, LABEL_AS_RUN: 4}
+
+
 def test_a_raw_shards_label_names_and_counts_are_read_in_the_runs_spelling():
     assert in_run_names(["1", "x", "2.0", "true"], ["1.0", "2.0", "True"]) == ["1.0", "x", "2.0", "True"]
     read_as, unknown = counted_names({"1": 6, "x": 4, "2.0": 3}, ["1.0", "2.0"])

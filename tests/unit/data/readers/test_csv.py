@@ -350,3 +350,31 @@ def test_a_block_with_one_bad_record_reads_that_record_alone_one_by_one_and_the_
         assert (got.table.to_pylist(), got.skipped, got.rows_read) == (want.table.to_pylist(), want.skipped,
                                                                        want.rows_read)
         assert got.skipped.get("malformed") == malformed and len(want.table) > 100
+
+
+@pytest.mark.parametrize("bad, malformed", _ONE_BAD)
+def test_a_block_with_one_bad_record_is_scanned_for_stray_quotes_once_and_for_misfits_once(bad, malformed,
+                                                                                             monkeypatch):
+    # the slow path scanned the whole block for stray quotes again after the fast read had: each scan is about
+    # as long as Arrow's parse of the block
+    from lancetnic_flow.data.readers import csv as reader
+
+    rows = [f"row {i} text,{'ab'[i % 2]}" for i in range(300)]
+    body = ("\n".join(rows[:150] + [bad.format(d=",")] + rows[150:]) + "\n").encode()
+    scans: list[str] = []
+
+    def counted(name: str, scan):
+        def counting(data, *args):
+            if len(data) == len(body):   # the whole block, not one record read on its own
+                scans.append(name)
+            return scan(data, *args)
+        return counting
+
+    for name in ("records", "misfit_records"):
+        monkeypatch.setattr(reader, name, counted(name, getattr(reader, name)))
+    for cols in (Columns(text=("text",), label="label"), Columns(text=("text",), keep_all=True, all_rows=True)):
+        scans.clear()
+        got = parse_csv(body, b"text,label\n", "csv", cols, "f.csv")
+        assert got.skipped.get("malformed", 0) + (got.table["status"].to_pylist().count("malformed")
+                                                  if cols.all_rows else 0) >= 1
+        assert scans.count("records") == 1 and scans.count("misfit_records") <= 1, scans
