@@ -670,3 +670,31 @@ def test_waiting_for_the_ranks_leaves_no_reference_cycle_holding_the_waiting_fra
         assert held() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.timeout(120)
+def test_a_finished_rank_whose_worker_is_dropped_before_its_result_is_read_is_a_lost_rank_not_a_wait_forever(
+        own_cluster):
+    """The scheduler drops a worker (its process lives on) after the rank on it
+    finished and before the trainer read its result: the result went with the
+    worker, and the rank's task, bound to it, can never run again. Reading the
+    results must end as a lost rank within seconds (the segment then runs
+    again), not wait for that task forever."""
+    from distributed import wait
+
+    from lancetnic_flow.training.ddp import driver
+
+    workers = sorted(own_cluster.scheduler_info()["workers"])
+    futures = [own_cluster.submit(lambda r: {"rank": r}, r, workers=[w], allow_other_workers=False, pure=False)
+               for r, w in enumerate(workers)]
+    wait(futures)
+
+    async def drop(dask_scheduler, address):
+        return await dask_scheduler.remove_worker(address, stimulus_id="test-drop", close=False)
+
+    own_cluster.run_on_scheduler(drop, address=workers[1])
+    began = time.monotonic()
+    with pytest.raises(driver.RankLost) as lost:
+        driver.gather_results(own_cluster, futures, workers)
+    assert str(lost.value) == workers[1]
+    assert time.monotonic() - began < 60

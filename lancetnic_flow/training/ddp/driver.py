@@ -141,7 +141,7 @@ def wait_for_ranks(client: Any, futures: list, chosen: list[str], stop: Any, sto
                 raise said
             return client.gather(failed)   # raises the rank's own error
         if all(f.status == "finished" for f in futures):
-            return client.gather(futures)
+            return gather_results(client, futures, chosen)
         if stop is not None and stop.requested and not asked:
             stop_event.set()
             asked = True
@@ -152,6 +152,33 @@ def wait_for_ranks(client: Any, futures: list, chosen: list[str], stop: Any, sto
         if gone:
             client.cancel(futures)
             raise RankLost(gone[0])
+
+
+# How long fetching a finished rank's result may take before the trainer checks that its worker
+# is still there; doubled at each check, so a large state on a slow network is fetched all the same.
+GATHER_CHECK_S = 10.0
+
+
+def gather_results(client: Any, futures: list, chosen: list[str]) -> list:
+    """The finished ranks' results, each fetched from its worker. A worker the
+    scheduler drops after its rank finished (a missed heartbeat) takes the
+    result with it, and the rank's task, bound to that worker, can never run
+    again: a plain gather waited for it forever. Here that is a lost rank
+    (:class:`RankLost`): the segment runs again."""
+    results = []
+    for future in futures:
+        wait = GATHER_CHECK_S
+        while True:
+            try:
+                results.append(future.result(timeout=wait))
+                break
+            except TimeoutError:
+                gone = gone_workers(client, chosen)
+                if gone:
+                    client.cancel(futures)
+                    raise RankLost(gone[0]) from None
+                wait *= 2
+    return results
 
 
 def forget_segment(client: Any, segment: str) -> None:
