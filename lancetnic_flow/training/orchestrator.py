@@ -72,7 +72,7 @@ from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continu
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, evaluate_blocks, keep_best, lr_schedule
+from .step import EVAL_BATCH, evaluate_blocks, keep_best, kept_steps, lr_schedule
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 from ..plurals import counted, verb
@@ -745,6 +745,7 @@ class Training:
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
+        self.decisions["init_from"]["schedule_from_step"] = init.steps if self.tc.lr_schedule == "linear" else 0
         read_as = getattr(self, "init_read_as", None)
         if read_as:
             self.decisions["init_from"]["labels_read_as"] = read_as
@@ -1109,7 +1110,7 @@ class Training:
             cached = 0 if self.tc.threads or self.memory.external or is_arrays(self.model) else (os.cpu_count() or 1)
             trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
                               lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
-                                          self.rule.decay_steps), cached)
+                                          self.rule.decay_steps, self.init.steps if self.init else 0), cached)
             self._start_as_candidate(state)
             val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                             ).run_epochs(state, stop, self.every)
@@ -1347,10 +1348,13 @@ class Training:
             out["val_at_thresholds"] = {**c.at_thresholds, "thresholds_rows": c.rows}
         return out
 
-    def _write_for_continuations(self) -> None:
+    def _write_for_continuations(self, kept: int | None) -> None:
         """What a run continued from this one reads besides the model, recorded in model.json: which
-        rows the model learned besides its training rows (it trains on them), and the buckets' names
-        (it names the terms this one learned)."""
+        rows the model learned besides its training rows (it trains on them), the buckets' names
+        (it names the terms this one learned), and the steps the weights of the ``kept`` epoch took,
+        the runs they continued included (its learning rate's schedule goes on from there)."""
+        self.model_meta["steps"] = (self.init.steps if self.init else 0) + kept_steps(
+            self.state.history, kept, self.tc.batch_size)
         learned = write_learned(self.run, self.learned, self.out_so)
         if learned is not None:
             self.model_meta["learned_rows"] = learned
@@ -1412,7 +1416,7 @@ class Training:
                                storage_options=self.out_so, finish=False)
             plots.result()
             metrics["plots"] = [u.rsplit("/", 1)[-1] for j in jobs for u in j.files]
-        self._write_for_continuations()
+        self._write_for_continuations(metrics["best_epoch"])
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts
