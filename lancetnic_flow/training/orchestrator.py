@@ -1145,7 +1145,8 @@ class Training:
         elif self.feed.has_val() and (self.rule.scales_logits or self.task.multilabel):
             ts = time.monotonic()
             self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits,
-                                         prior=self.init.prior if self.init is not None else None)
+                                         prior=self.init.prior if self.init is not None else None,
+                                         again=self.feed.val_blocks)
             self.stage_seconds["calibrate"] = time.monotonic() - ts
         if self.calibration.at_limit:
             self.events.emit("warning", message=learned_validation_warning(
@@ -1344,7 +1345,7 @@ class Training:
             out["calibration"] = {"scale": round(c.scale, 6), "val_loss": round(c.loss, 6), "rows": c.rows,
                                   "at_limit": c.at_limit}
         if c.at_thresholds:
-            # Every validation row counted; the thresholds were chosen on the first thresholds_rows of them.
+            # Every validation row counted; the thresholds were chosen on a uniform sample, thresholds_rows of them.
             out["val_at_thresholds"] = {**c.at_thresholds, "thresholds_rows": c.rows}
         return out
 
