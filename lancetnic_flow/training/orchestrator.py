@@ -45,7 +45,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning,
                                      spelled_twice)
-from ..features.labelsets import joined_labels
+from ..features.labelsets import joined_labels, refuse_joined_sets
 from ..features.names import merge_names
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -1082,6 +1082,13 @@ class Training:
                                                        shards=shards_digest(manifest) if manifest else None),
                          self.out_so, self.events, reason)
 
+    def _check_val_labels(self, val: dict) -> None:
+        """Refuse, after the first validation, label sets of the validation data (a --val file's) that
+        join the run's labels by a separator they were not read with, as ``evaluate`` refuses them:
+        every such row was scored as missing all its labels, and every figure of the run with it."""
+        if self.task.multilabel:
+            refuse_joined_sets(val.get("unseen_labels") or {}, self.features.labels)
+
     def _start_as_candidate(self, state: TrainState) -> None:
         """A continued run's starting weights (its old run's) as epoch 0 of the best-epoch choice,
         scored on this run's validation rows before the first step: where no epoch beats them, they
@@ -1105,12 +1112,14 @@ class Training:
         self.training_began = True
         if self.tc.ddp:
             val = self._ddp_epochs(state, stop)
+            self._check_val_labels(val)
         else:
             # Reading the cache, local workers sit idle: the trainer may take every core.
             cached = 0 if self.tc.threads or self.memory.external or is_arrays(self.model) else (os.cpu_count() or 1)
             trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
                               lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
-                                          self.rule.decay_steps, self.init.steps if self.init else 0), cached)
+                                          self.rule.decay_steps, self.init.steps if self.init else 0), cached,
+                              self._check_val_labels)
             self._start_as_candidate(state)
             val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                             ).run_epochs(state, stop, self.every)
