@@ -25,7 +25,9 @@ labels; its shards are featurised with the old features, in a cache entry of
 their own); the old data is not read. The learning rate goes on with the old
 weights' schedule (:func:`~.step.lr_schedule`'s ``start``): as one run over
 the old run's steps and the new data's would decay it, not from full strength,
-which would shake what the old weights learned.
+which would shake what the old weights learned; from full strength where the
+new data has rows of a label the old run had none of, whose output row has
+learned nothing.
 """
 from __future__ import annotations
 

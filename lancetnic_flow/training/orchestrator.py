@@ -745,7 +745,7 @@ class Training:
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
-        self.decisions["init_from"]["schedule_from_step"] = init.steps if self.tc.lr_schedule == "linear" else 0
+        self.decisions["init_from"]["schedule_from_step"] = self._schedule_start()
         read_as = getattr(self, "init_read_as", None)
         if read_as:
             self.decisions["init_from"]["labels_read_as"] = read_as
@@ -1082,6 +1082,19 @@ class Training:
                                                        shards=shards_digest(manifest) if manifest else None),
                          self.out_so, self.events, reason)
 
+    def _schedule_start(self) -> int:
+        """The step a continued run's linear learning rate starts at: after those its weights
+        took, as one run over both would decay it, not at full strength, which would shake what
+        they learned. From the start where this run trains a label the old run had no training
+        row of (added, or declared by partial_fit's classes): its output row learned nothing yet,
+        and a decayed rate would leave it so. 0 for a fresh run."""
+        init = self.init
+        if init is None or self.tc.lr_schedule != "linear":
+            return 0
+        before = dict(zip(init.features.labels, init.features.label_counts or []))
+        fresh = any(n and not before.get(name) for name, n in zip(self.features.labels, self.features.label_counts or []))
+        return 0 if fresh else init.steps
+
     def _check_val_labels(self, val: dict) -> None:
         """Refuse, after the first validation, label sets of the validation data (a --val file's) that
         join the run's labels by a separator they were not read with, as ``evaluate`` refuses them:
@@ -1118,7 +1131,7 @@ class Training:
             cached = 0 if self.tc.threads or self.memory.external or is_arrays(self.model) else (os.cpu_count() or 1)
             trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
                               lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
-                                          self.rule.decay_steps, self.init.steps if self.init else 0), cached,
+                                          self.rule.decay_steps, self._schedule_start()), cached,
                               self._check_val_labels)
             self._start_as_candidate(state)
             val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
