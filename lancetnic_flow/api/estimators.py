@@ -37,7 +37,6 @@ from ..plurals import counted, verb
 # Rows per Parquet row group of in-memory training data: each row group is a
 # partition, so a few thousand rows give the workers several to share.
 ROW_GROUP_ROWS = 16_384
-LABEL_SEP = "\x1f"   # joins a row's labels in the temporary file: no label holds it
 
 
 # What an estimator's caller can do when no row of X could be trained on, by the reason most were skipped:
@@ -385,8 +384,8 @@ class _TextEstimator:
                 path = os.path.join(work, "train.parquet")
                 pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS)
                 text = [c for c in table.column_names if c != "answer"]
-                data = DataConfig(train=[path], text=text, val_fraction=self.val_fraction,
-                                  label_sep=LABEL_SEP if task == "multilabel" else None)
+                # label sets are a list column, as the command line reads a Parquet's: no label is split
+                data = DataConfig(train=[path], text=text, val_fraction=self.val_fraction)
                 answer = "answer"
             if task == "regress":
                 data.label, data.target = None, answer
@@ -533,8 +532,9 @@ class TextClassifier(_TextEstimator):
         first = next((v for v in values if v is not None), None)
         labels = self._label_names()   # labels travel as the run names them; answers come back as given
         if isinstance(first, (list, tuple, set, frozenset, np.ndarray)):
-            sets = [None if v is None else LABEL_SEP.join(n for n in labels.add(v) if n is not None) for v in values]
-            return "multilabel", pa.array(sets, pa.string())
+            # Lists, never joined: a separator would split a label that holds it (a unit separator, "|").
+            sets = [None if v is None else [n for n in labels.add(v) if n is not None] for v in values]
+            return "multilabel", pa.array(sets, pa.list_(pa.string()))
         return "classify", pa.array(labels.add(values), pa.string())
 
     def _set_predictor(self, predictor) -> None:

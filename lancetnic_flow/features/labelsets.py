@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..options import bad
+
 
 def is_label_sets(column) -> bool:
     """Whether a table's ``label`` column holds label sets (multilabel) rather than one label a row."""
@@ -152,3 +154,20 @@ def joins_of(names, labels) -> tuple[str, list[str]] | None:
         if joined:
             return sep, joined
     return None
+
+
+def refuse_joined_sets(unseen: dict[str, int], labels: list[str]) -> None:
+    """Refuse label sets whose labels the run never had (``unseen``: name → rows) are the run's
+    own ``labels`` joined (``sports|tech`` for a run of ``sports`` and ``tech``): the data joins each
+    row's labels by a separator it was not read with (a run trained on lists has none), and each such
+    row was scored as missing every label it has. ``evaluate`` and ``train``'s validation alike."""
+    found = joins_of(list(unseen), labels)
+    if found is None:
+        return
+    sep, joined = found
+    shown = ", ".join(f"{x!r} {unseen[x]:,}" for x in joined[:3]) + (", …" if len(joined) > 3 else "")
+    raise bad("data.label_sep", f"the label column joins this run's labels by {sep!r} ({shown}), and each joined "
+                                "set was read as one label the run never saw",
+              # a shell would read the command line's separator (| ; +) unquoted
+              lambda say: f"pass {say('data.label_sep')} {sep!r}" if say.style == "cli" else
+              f"pass {say.setting('data.label_sep', sep)}")

@@ -22,19 +22,22 @@
   new rows may hold few or no positives of a label the old run chose a
   threshold for on its own, and the pooled one would replace it.
 
-Both are fitted on the first :data:`MAX_CELLS` scores (rows × labels) of the
-validation rows, 20,000 rows at least: memory is bounded by that, not by the
-rows (``calibration.rows`` says how many; ``calibration.val_loss`` is theirs).
-A label set's figures at the saved thresholds (``val_at_thresholds``) count
-every validation row, as ``evaluate`` of the same rows does: the pass that
-read the held rows reads on and counts the others per label as they come.
+Both are fitted on a uniform sample of the validation rows, every block
+drawn from alike, of :data:`MAX_CELLS` scores (rows × labels), 20,000 rows
+at least: memory is bounded by that, not by the rows (``calibration.rows``
+says how many; ``calibration.val_loss`` is theirs). Not the first rows: a
+validation set in the order of its files (a month after another, a source
+after another, rows sorted by label) would choose the thresholds on one part
+of it. A label set's figures at the saved thresholds (``val_at_thresholds``)
+count every validation row, as ``evaluate`` of the same rows does: from the
+sample when it holds every row, else in a second read of the rows, counted
+per label as they come.
 """
 from __future__ import annotations
 
 import contextlib
-import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -77,40 +80,79 @@ class Scores:
         return self.labels.ndim == 2
 
 
-def read_scores(model: Any, blocks: Iterator[RowBlock]) -> tuple[Scores | None, list[RowBlock]]:
-    """The model's logits on the validation rows up to :data:`MAX_CELLS` scores, and
-    the rows of the blocks read that were left out of them (the first block's past
-    :data:`MIN_ROWS` when the cap, known once a block is scored, is higher; the last
-    block's past the cap): the blocks after it are left unread in ``blocks``, for
-    :func:`calibrate` to read on. Scores holds
-    the labelled rows, and (label sets) the rows with none as ``blank``: every row
-    read is counted at the thresholds, as ``evaluate`` counts it. None when no row
-    has a label. The model is left in eval mode."""
-    scores, labels, missed, blank, n, cap, rest = [], [], [], [], 0, None, []
+class _Sample:
+    """A uniform sample of at most ``cap`` of the rows read, the same chance for each row
+    wherever it is: each row draws a random key and the rows of the smallest keys are kept.
+    Rows whose key cannot make the sample any more are dropped as they come, and the sample
+    is cut back once it holds a quarter more than ``cap``: memory stays near the sample's."""
+
+    def __init__(self, seed: int = 0):
+        self.rng, self.parts, self.held, self.rows, self.cap = np.random.default_rng(seed), [], 0, 0, None
+        self.bar = 1.0   # the largest key kept once the sample is full: a row of a larger key is not taken
+
+    def add(self, n: int, cap: int, *columns: np.ndarray) -> None:
+        """Offer ``n`` rows (``columns``, each n long) to a sample of ``cap`` rows."""
+        self.cap, self.rows = cap, self.rows + n
+        keys = self.rng.random(n)
+        taken = keys < self.bar
+        if taken.any():
+            self.parts.append((keys[taken], *(c[taken] for c in columns)))
+            self.held += int(taken.sum())
+        if self.held > cap + cap // 4:
+            self._cut(cap)
+
+    def _cut(self, cap: int) -> None:
+        keys, *columns = (np.concatenate(c) for c in zip(*self.parts))
+        if len(keys) > cap:
+            kept = np.sort(np.argpartition(keys, cap - 1)[:cap])   # the order read, for reproducible sums
+            keys, columns = keys[kept], [c[kept] for c in columns]
+            self.bar = float(keys.max())
+        self.parts, self.held = [(keys, *columns)], len(keys)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every row offered is in the sample."""
+        return self.held == self.rows
+
+    def columns(self) -> list[np.ndarray] | None:
+        """The sample's columns, as offered; None when no row was."""
+        if not self.parts:
+            return None
+        self._cut(self.cap)
+        return list(self.parts[0][1:])
+
+
+def read_scores(model: Any, blocks: Iterable[RowBlock]) -> tuple[Scores | None, bool]:
+    """The model's logits on a uniform sample of the validation rows, :data:`MAX_CELLS`
+    scores (:data:`MIN_ROWS` rows at least), every block read; and whether that sample
+    is every row. Scores holds the labelled rows of the sample, and (label sets) its rows
+    with none as ``blank``: a sample of every row is counted at the thresholds as
+    ``evaluate`` counts it. None when no row has a label. The model is left in eval mode."""
+    sample, cap, label_sets = _Sample(), None, False
     model.eval()
-    for block in blocks:
-        b = block.slice(0, (cap or MIN_ROWS) - n)
-        if len(b) < len(block):
-            rest.append(block.slice(len(b), len(block)))
+    for b in blocks:
+        if not len(b):
+            continue
         keep = b.labels.any(1) if b.labels.ndim == 2 else b.labels >= 0
         if b.missed is not None:   # a set of labels training never had alone is still a row to score
             keep |= b.missed > 0
-        if len(b):
-            out = as_array(outputs_of(model, b, "cpu")["logits"]).astype(np.float32, copy=False)
-            cap = cap or max(MIN_ROWS, MAX_CELLS // max(1, out.shape[1]))
-            scores.append(out[keep])
-            labels.append(b.labels[keep])
-            if b.labels.ndim == 2:   # a block that names no label training never had: none a row
-                missed.append(b.missed[keep] if b.missed is not None else np.zeros(int(keep.sum()), np.int32))
-                blank.append(out[~keep])
-            n += len(b) if b.labels.ndim == 2 else int(keep.sum())
-        if n >= (cap or MIN_ROWS):
-            break
-    if not any(len(s) for s in scores):
-        return None, rest
-    return Scores(np.concatenate(scores), np.concatenate(labels),
-                  np.concatenate(missed) if missed else None,
-                  blank=np.concatenate(blank) if blank else None), rest
+        out = as_array(outputs_of(model, b, "cpu")["logits"]).astype(np.float32, copy=False)
+        cap = cap or max(MIN_ROWS, MAX_CELLS // max(1, out.shape[1]))
+        label_sets = b.labels.ndim == 2
+        if label_sets:   # a block that names no label training never had: none a row
+            missed = b.missed if b.missed is not None else np.zeros(len(b), np.int32)
+            sample.add(len(b), cap, out, b.labels, missed, keep)
+        else:
+            sample.add(int(keep.sum()), cap, out[keep], b.labels[keep])
+    columns = sample.columns()
+    if columns is None:
+        return None, True
+    if not label_sets:
+        return Scores(*columns), sample.complete
+    out, labels, missed, keep = columns
+    if not keep.any():
+        return None, sample.complete
+    return Scores(out[keep], labels[keep], missed[keep], blank=out[~keep]), sample.complete
 
 
 def _arrays(val: Scores) -> tuple[np.ndarray, np.ndarray]:
@@ -263,13 +305,16 @@ def _set_scale(model: Any, value: float) -> None:
         model.logit_scale.fill_(value)
 
 
-def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool, prior: Prior | None = None) -> Calibration:
+def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool, prior: Prior | None = None,
+              again: Callable[[], Iterable[RowBlock]] | None = None) -> Calibration:
     """Fit, on the validation ``blocks``: the model's probability scale
     (``scale``: the model has a ``logit_scale``, which is set) and, for label
     sets, a threshold per label on the probabilities at that scale, each drawn
     towards ``prior``'s for that label where it has one (a continued run's). Both
-    are fitted on the first :data:`MAX_CELLS` scores; a label set's figures at the
-    thresholds count every row, the rest read on in the same pass."""
+    are fitted on a uniform sample of :data:`MAX_CELLS` scores (:func:`read_scores`); a
+    label set's figures at the thresholds count every row: those of the sample when it
+    is every row, else of ``again()``, a second read of the same rows (``blocks``
+    read again when it is a list)."""
     before = float(model.logit_scale) if scale else 1.0
     if scale:
         _set_scale(model, 1.0)
@@ -278,8 +323,7 @@ def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool, prior: Prior 
         done.callback(getattr(rows, "close", lambda: None))   # a generator's close stops its read-ahead thread
         done.callback(model.train)
         seen: dict[str, int] = {}
-        noted = _noting(rows, seen)
-        val, rest = read_scores(model, noted)
+        val, whole = read_scores(model, _noting(rows, seen))
         if val is None:   # no row to fit on: the scale stays as it was (a continued run's, its old run's)
             if scale:
                 _set_scale(model, before)
@@ -296,9 +340,18 @@ def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool, prior: Prior 
             out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels, toward)
             out.thresholds = np.round(out.thresholds, 6)
             del proba
-            out.at_thresholds = count_at_thresholds(model, val, out.scale, out.thresholds, seen,
-                                                    itertools.chain(rest, noted))
+            out.at_thresholds = count_at_thresholds(model, val, out.scale, out.thresholds, seen, ()) if whole else \
+                count_at_thresholds(model, None, out.scale, out.thresholds, seen, _reread(blocks, again), done)
     return out
+
+
+def _reread(blocks: Iterable[RowBlock], again: Callable[[], Iterable[RowBlock]] | None) -> Iterable[RowBlock]:
+    """The validation rows read a second time: ``again()``, or ``blocks`` when a list holds them."""
+    if again is not None:
+        return again()
+    if isinstance(blocks, (list, tuple)):
+        return blocks
+    raise ValueError("calibrate: a sample of fewer than every row needs again(), a second read of the rows")
 
 
 def _noting(blocks: Iterator[RowBlock], seen: dict[str, int]) -> Iterator[RowBlock]:
@@ -310,22 +363,26 @@ def _noting(blocks: Iterator[RowBlock], seen: dict[str, int]) -> Iterator[RowBlo
         yield block
 
 
-def count_at_thresholds(model: Any, val: Scores, scale: float, thresholds: np.ndarray, seen: dict[str, int],
-                        rest: Iterable[RowBlock]) -> dict:
+def count_at_thresholds(model: Any, val: Scores | None, scale: float, thresholds: np.ndarray, seen: dict[str, int],
+                        rest: Iterable[RowBlock], done: contextlib.ExitStack | None = None) -> dict:
     """micro-F1, macro-F1 and subset accuracy of deciding each label at its threshold,
-    and the rows counted: the held rows' scores (``val``, at ``scale``), then every row
-    of ``rest`` scored by the model, counted per label as they come (memory: a piece
-    of rows, never them all), as ``evaluate`` counts the same rows, with each row's
+    and the rows counted: the held rows' scores (``val``, at ``scale``; None: none held),
+    then every row of ``rest`` scored by the model, counted per label as they come (memory:
+    a piece of rows, never them all), as ``evaluate`` counts the same rows, with each row's
     labels training never had as missed ones (``seen``: their rows by name, complete
-    once ``rest`` is read)."""
+    once every row was read). ``done``: closes ``rest`` (a generator's read-ahead) on the way out."""
     from .metrics import MultiLabelMetrics
     from .tasks import TaskMetrics, label_cuts
 
-    m = TaskMetrics(MultiLabelMetrics(val.labels.shape[1]), None, label_cuts(thresholds.tolist()))
+    m = TaskMetrics(MultiLabelMetrics(len(thresholds)), None, label_cuts(thresholds.tolist()))
     factor = np.float32(scale)
-    m.update({"logits": val.scores * factor}, val.labels, None, 0.0, val.missed)
-    if val.blank is not None and len(val.blank):
-        m.update({"logits": val.blank * factor}, np.zeros(val.blank.shape, np.uint8), None, 0.0, None)
+    if val is not None:
+        m.update({"logits": val.scores * factor}, val.labels, None, 0.0, val.missed)
+        if val.blank is not None and len(val.blank):
+            m.update({"logits": val.blank * factor}, np.zeros(val.blank.shape, np.uint8), None, 0.0, None)
+    rest = iter(rest)
+    if done is not None:
+        done.callback(getattr(rest, "close", lambda: None))
     for block in rest:
         for start in range(0, len(block), PIECE_ROWS):
             b = block.slice(start, start + PIECE_ROWS)

@@ -23,7 +23,7 @@ from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
 from ..features.label_values import in_run_spelling, read_as_of
-from ..features.labelsets import joins_of, unseen
+from ..features.labelsets import refuse_joined_sets, unseen
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
 from ..models.tasks import Task, TaskMetrics
@@ -139,15 +139,8 @@ def check_label_sets_split(out: dict, labels: list[str], columns: Columns) -> No
     joined (``sports|tech`` for a run of ``sports`` and ``tech``): the data joins each row's labels
     by a separator the run was not given (one trained on lists has none), and each such row was
     scored as missing every label it has."""
-    unseen = out.get("unseen_labels") or {}
-    found = joins_of(list(unseen), labels) if columns.multilabel else None
-    if found is None:
-        return
-    sep, joined = found
-    shown = ", ".join(f"{x!r} {unseen[x]:,}" for x in joined[:3]) + (", …" if len(joined) > 3 else "")
-    raise UserError(f"the label column joins this run's labels by {sep!r} ({shown}), and each joined set was "
-                    "read as one label the run never saw",
-                    f"pass --label-sep {sep!r}")
+    if columns.multilabel:
+        refuse_joined_sets(out.get("unseen_labels") or {}, labels)
 
 
 def check_scored(data: list[str], rows: dict, columns: Columns) -> None:

@@ -132,14 +132,19 @@ def confusion_chart(cells: np.ndarray, labels: list[str], url: str, options: dic
     return _save(plt, fig, url, options)
 
 
-def per_class_table(per_class: dict, labels: list[str], url: str, options: dict) -> str:
-    """Every class, however many: a table costs a line each."""
+def per_class_table(per_class: dict, labels: list[str], url: str, options: dict,
+                    unseen: dict[str, int] | None = None) -> str:
+    """Every class, however many: a table costs a line each. Then each label of the rows
+    that the run never had (``unseen``: its rows), which the macro averages count as a
+    label scoring 0, as scikit-learn's report of the same predictions lists it."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["label", "precision", "recall", "f1", "support"])
     for i, name in enumerate(labels):
         w.writerow([name, f"{per_class['precision'][i]:.4f}", f"{per_class['recall'][i]:.4f}",
                     f"{per_class['f1'][i]:.4f}", per_class["support"][i]])
+    for name, rows in (unseen or {}).items():
+        w.writerow([name, "0.0000", "0.0000", "0.0000", rows])
     write_bytes(url, buf.getvalue().encode(), options)
     return url
 
@@ -236,7 +241,7 @@ def plot_jobs(folder: str, *, history: list[dict] | None = None, metrics: dict |
         curve("loss", "loss per epoch")
         curve("accuracy", "accuracy per epoch")
         curve("micro_f1", "micro-F1 per epoch")
-        add("per_label.csv", per_class_table, m["per_label"], labels, chart=False)
+        add("per_label.csv", per_class_table, m["per_label"], labels, chart=False, unseen=m.get("unseen_labels"))
         add("per_label.png", per_class_chart, m["per_label"], labels, noun="label")
         if label_counts:
             add("label_distribution.png", class_distribution, labels, label_counts, noun="label")
@@ -247,7 +252,7 @@ def plot_jobs(folder: str, *, history: list[dict] | None = None, metrics: dict |
     if cells is not None:
         add("confusion_matrix.png", confusion_chart, cells, labels)
     if labels and m.get("per_class"):
-        add("per_class.csv", per_class_table, m["per_class"], labels, chart=False)
+        add("per_class.csv", per_class_table, m["per_class"], labels, chart=False, unseen=m.get("unseen_labels"))
         add("per_class.png", per_class_chart, m["per_class"], labels)
     if labels and label_counts:
         add("class_distribution.png", class_distribution, labels, label_counts)

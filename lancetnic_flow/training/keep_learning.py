@@ -22,8 +22,12 @@ The columns and the training options in :data:`INHERITED` also take the old
 run's values when left at their defaults, and may be given anew. The new
 data goes through the normal dataflow (its fit pass counts its rows and
 labels; its shards are featurised with the old features, in a cache entry of
-their own); the old data is not read. The learning rate follows the same
-schedule over the new data's steps as a run on it alone would.
+their own); the old data is not read. The learning rate goes on with the old
+weights' schedule (:func:`~.step.lr_schedule`'s ``start``): as one run over
+the old run's steps and the new data's would decay it, not from full strength,
+which would shake what the old weights learned; from full strength where the
+new data has rows of a label the old run had none of, whose output row has
+learned nothing.
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ from ..runs.bucket_names import read_bucket_names
 from ..runs.learned_rows import LearnedRows, read_learned
 from ..registry import ROW_WISE
 from ..storage import absolute, options_for
+from .step import schedule_start
 
 # What fixes the meaning of the weights: another value is refused.
 FIXED = ("training.task", "model.name", "model.hidden", "model.layers", "model.embed", "data.numeric",
@@ -343,6 +348,7 @@ class InitRun:
     names: Any = None      # hashing: its buckets' sampled terms (runs/bucket_names.py), None where it keeps none
 
     scale: float = 1.0     # its probability scale (a margin model's logit_scale)
+    steps: int = 0         # the steps its weights took: a continued run's learning rate goes on from there
 
     @property
     def classes(self) -> int:
@@ -374,7 +380,8 @@ def load_init(run: str, storage_options: dict, by: str | None = None) -> InitRun
     except UserError as exc:
         raise refusal(run, by, exc.message, exc.hint) from None
     scale = float(np.asarray(state["logit_scale"])) if "logit_scale" in state else 1.0
-    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned, names, scale)
+    steps = schedule_start(loaded.meta, loaded.metrics or {}, loaded.config or {})
+    return InitRun(str(run), features, dict(loaded.meta), state, digest, learned, names, scale, steps)
 
 
 def key_options(feature_config: dict, init: InitRun | None, declared: list[str] | None) -> dict:

@@ -41,6 +41,8 @@ class Trainee:
     device: Any                # a torch.device, or "cpu"
     schedule: Callable[[int], float]
     cached_threads: int = 0    # torch threads once epochs read the cache (the workers are idle then); 0: unchanged
+    # Called with each epoch's validation metrics before they are recorded: refuses rows read wrongly.
+    check_val: Callable[[dict], None] | None = None
 
 
 class EpochLoop:
@@ -119,6 +121,8 @@ class EpochLoop:
                                       then=t.rule.while_validating(t.model, t.schedule(state.step), self.tc.seed,
                                                                    epoch)) if self.feed.has_val() else None
         val = val_m.result() if val_m is not None else {}
+        if t.check_val is not None:
+            t.check_val(val)
         record = steps.epoch_record(epoch + 1, train_m, val, clock, t.rule.rate(t.schedule(state.step)))
         state.history.append(record)
         state.confusions.append(val.get("confusion"))

@@ -45,7 +45,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning,
                                      spelled_twice)
-from ..features.labelsets import joined_labels
+from ..features.labelsets import joined_labels, refuse_joined_sets
 from ..features.names import merge_names
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -72,7 +72,7 @@ from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continu
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, evaluate_blocks, keep_best, lr_schedule
+from .step import EVAL_BATCH, evaluate_blocks, keep_best, kept_steps, lr_schedule
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 from ..plurals import counted, verb
@@ -745,6 +745,7 @@ class Training:
         self.events.emit("decided", what="init_from", message=(
             f"continuing {init.url}: its {kept}, {self.cfg.model.name} weights and {labels}"))
         self.decisions["init_from"]["learned_rows"] = int(init.learned.hashes.size)
+        self.decisions["init_from"]["schedule_from_step"] = self._schedule_start()
         read_as = getattr(self, "init_read_as", None)
         if read_as:
             self.decisions["init_from"]["labels_read_as"] = read_as
@@ -1081,6 +1082,26 @@ class Training:
                                                        shards=shards_digest(manifest) if manifest else None),
                          self.out_so, self.events, reason)
 
+    def _schedule_start(self) -> int:
+        """The step a continued run's linear learning rate starts at: after those its weights
+        took, as one run over both would decay it, not at full strength, which would shake what
+        they learned. From the start where this run trains a label the old run had no training
+        row of (added, or declared by partial_fit's classes): its output row learned nothing yet,
+        and a decayed rate would leave it so. 0 for a fresh run."""
+        init = self.init
+        if init is None or self.tc.lr_schedule != "linear":
+            return 0
+        before = dict(zip(init.features.labels, init.features.label_counts or []))
+        fresh = any(n and not before.get(name) for name, n in zip(self.features.labels, self.features.label_counts or []))
+        return 0 if fresh else init.steps
+
+    def _check_val_labels(self, val: dict) -> None:
+        """Refuse, after the first validation, label sets of the validation data (a --val file's) that
+        join the run's labels by a separator they were not read with, as ``evaluate`` refuses them:
+        every such row was scored as missing all its labels, and every figure of the run with it."""
+        if self.task.multilabel:
+            refuse_joined_sets(val.get("unseen_labels") or {}, self.features.labels)
+
     def _start_as_candidate(self, state: TrainState) -> None:
         """A continued run's starting weights (its old run's) as epoch 0 of the best-epoch choice,
         scored on this run's validation rows before the first step: where no epoch beats them, they
@@ -1104,12 +1125,14 @@ class Training:
         self.training_began = True
         if self.tc.ddp:
             val = self._ddp_epochs(state, stop)
+            self._check_val_labels(val)
         else:
             # Reading the cache, local workers sit idle: the trainer may take every core.
             cached = 0 if self.tc.threads or self.memory.external or is_arrays(self.model) else (os.cpu_count() or 1)
             trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
                               lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
-                                          self.rule.decay_steps), cached)
+                                          self.rule.decay_steps, self._schedule_start()), cached,
+                              self._check_val_labels)
             self._start_as_candidate(state)
             val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                             ).run_epochs(state, stop, self.every)
@@ -1144,7 +1167,8 @@ class Training:
         elif self.feed.has_val() and (self.rule.scales_logits or self.task.multilabel):
             ts = time.monotonic()
             self.calibration = calibrate(self.model, self.feed.val_blocks(), scale=self.rule.scales_logits,
-                                         prior=self.init.prior if self.init is not None else None)
+                                         prior=self.init.prior if self.init is not None else None,
+                                         again=self.feed.val_blocks)
             self.stage_seconds["calibrate"] = time.monotonic() - ts
         if self.calibration.at_limit:
             self.events.emit("warning", message=learned_validation_warning(
@@ -1343,14 +1367,17 @@ class Training:
             out["calibration"] = {"scale": round(c.scale, 6), "val_loss": round(c.loss, 6), "rows": c.rows,
                                   "at_limit": c.at_limit}
         if c.at_thresholds:
-            # Every validation row counted; the thresholds were chosen on the first thresholds_rows of them.
+            # Every validation row counted; the thresholds were chosen on a uniform sample, thresholds_rows of them.
             out["val_at_thresholds"] = {**c.at_thresholds, "thresholds_rows": c.rows}
         return out
 
-    def _write_for_continuations(self) -> None:
+    def _write_for_continuations(self, kept: int | None) -> None:
         """What a run continued from this one reads besides the model, recorded in model.json: which
-        rows the model learned besides its training rows (it trains on them), and the buckets' names
-        (it names the terms this one learned)."""
+        rows the model learned besides its training rows (it trains on them), the buckets' names
+        (it names the terms this one learned), and the steps the weights of the ``kept`` epoch took,
+        the runs they continued included (its learning rate's schedule goes on from there)."""
+        self.model_meta["steps"] = (self.init.steps if self.init else 0) + kept_steps(
+            self.state.history, kept, self.tc.batch_size)
         learned = write_learned(self.run, self.learned, self.out_so)
         if learned is not None:
             self.model_meta["learned_rows"] = learned
@@ -1412,7 +1439,7 @@ class Training:
                                storage_options=self.out_so, finish=False)
             plots.result()
             metrics["plots"] = [u.rsplit("/", 1)[-1] for j in jobs for u in j.files]
-        self._write_for_continuations()
+        self._write_for_continuations(metrics["best_epoch"])
         # Time and peaks include the save (weights, plots): all but the few small JSON files below.
         mon.close()
         self.stage_seconds["save"] = time.monotonic() - ts

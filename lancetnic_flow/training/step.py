@@ -27,14 +27,35 @@ if TYPE_CHECKING:
 EVAL_BATCH = 2048
 
 
-def lr_schedule(kind: str, lr: float, total_steps: int, decay_steps: int = 0) -> Callable[[int], float]:
+def lr_schedule(kind: str, lr: float, total_steps: int, decay_steps: int = 0, start: int = 0
+                ) -> Callable[[int], float]:
     """The learning rate at step t: constant, or a linear decay to 5 % of
     ``lr`` over ``total_steps`` — over ``decay_steps`` at least, so a run of
-    fewer steps keeps most of its rate (ModelSpec.decay_steps)."""
+    fewer steps keeps most of its rate (ModelSpec.decay_steps). ``start``: the
+    steps the weights took before this run (a continued run's, :func:`schedule_start`):
+    the decay goes on from there, as one run over both runs' steps would decay."""
     if kind == "constant":
         return lambda t: lr
-    total = max(1, total_steps, decay_steps)
-    return lambda t: lr * max(0.05, 1.0 - t / total)
+    total = max(1, start + total_steps, decay_steps)
+    return lambda t: lr * max(0.05, 1.0 - (start + t) / total)
+
+
+def schedule_start(meta: dict, metrics: dict, config: dict) -> int:
+    """The optimiser steps a finished run's weights took (``model.json``'s ``steps``:
+    those of the runs it continued too). A run saved without the record: its own
+    epochs' steps up to the one it kept, from ``metrics.json`` and its batch size."""
+    if isinstance(meta.get("steps"), int):
+        return max(0, meta["steps"])
+    kept = metrics.get("best_epoch")
+    return kept_steps(metrics.get("epochs") or [], kept if isinstance(kept, int) else None,
+                      int((config.get("training") or {}).get("batch_size") or 1))
+
+
+def kept_steps(epochs: list, kept: int | None, batch_size: int) -> int:
+    """The steps of ``epochs`` (their records) up to the ``kept`` one (None: all), each epoch's
+    rows over ``batch_size``: what one process steps, whatever the ranks that trained them."""
+    return sum(-(-int(e.get("rows") or 0) // max(1, batch_size))
+               for e in epochs[:kept] if isinstance(e, dict))
 
 
 def count(metrics: TaskMetrics, out: dict[str, Any], batch: RowBlock, loss: Any) -> None:

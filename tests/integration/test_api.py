@@ -146,9 +146,12 @@ def test_partial_fit_continues_the_model_and_grows_its_classes(frame, tmp_path):
     second = train[1200:1350]
     clf.partial_fit(second["text"], second["label"])
     assert list(clf.classes_) == labels and Path(clf.run_) != run
-    learned = json.loads((run / "model.json").read_text())["learned_rows"]["rows"]   # the first fit's validation rows
+    meta = json.loads((run / "model.json").read_text())
+    learned = meta["learned_rows"]["rows"]   # the first fit's validation rows
+    # a call that adds a label starts the learning rate afresh: its new output row has learned nothing
     assert clf.metrics_["decided"]["init_from"] == {"run": str(run), "labels_kept": 3, "labels_added": [labels[3]],
-                                                    "learned_rows": learned}
+                                                    "learned_rows": learned, "schedule_from_step": 0}
+    assert meta["steps"] > 0
     assert clf.score(test["text"][old], test["label"][old]) >= before - 0.03
     assert clf.score(test["text"], test["label"]) > 0.78
     assert set(clf.predict(test["text"])) == set(labels)

@@ -87,6 +87,11 @@ def test_continuing_on_new_labels_predicts_the_old_and_the_new_and_leaves_the_ol
     assert sorted(old_labels) == sorted(OLD)
     assert metrics["labels"][:4] == old_labels and sorted(metrics["labels"][4:]) == ["health", "science"]
     assert metrics["decided"]["init_from"]["labels_added"] == metrics["labels"][4:]
+    # Labels added: their output rows are fresh, and the learning rate starts afresh for them.
+    steps = json.loads((keep["A"] / "model.json").read_text())["steps"]
+    assert metrics["decided"]["init_from"]["schedule_from_step"] == 0
+    assert metrics["epochs"][0]["lr"] == pytest.approx(_metrics(keep["A"])["epochs"][0]["lr"])
+    assert json.loads((run / "model.json").read_text())["steps"] > steps   # the steps its weights took in all
     assert json.loads((run / "config.json").read_text())["training"]["init_from"] == str(keep["A"])
     assert _accuracy(run, keep["test"], d) > 0.8
     p = cli("predict", run, "--input", keep["test"], "--output", d / "pred.csv", cwd=d)
@@ -105,6 +110,11 @@ def test_continuing_on_nothing_new_keeps_what_the_run_learned(keep):
             cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "no new label" in p.stdout + p.stderr
+    # The learning rate goes on from the steps A's weights took, not from full strength again.
+    steps = json.loads((keep["A"] / "model.json").read_text())["steps"]
+    same = _metrics(keep["runs"] / "same")
+    assert steps > 0 and same["decided"]["init_from"]["schedule_from_step"] == steps
+    assert same["epochs"][0]["lr"] < _metrics(keep["A"])["epochs"][0]["lr"]   # A's, one epoch from a full start
     a = _accuracy(keep["A"], keep["test_old"], d)
     assert a > 0.8
     assert _accuracy(keep["runs"] / "same", keep["test_old"], d) >= a - 0.03

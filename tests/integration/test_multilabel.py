@@ -19,6 +19,7 @@ import torch
 from lancetnic_flow.config import DataConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.data.readers import read_partition
 from lancetnic_flow.data.sources import Columns, plan_source
+from lancetnic_flow.data.synth import write_corpus
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.models import create_model
 from lancetnic_flow.models.metrics import MultiLabelMetrics
@@ -410,3 +411,20 @@ def test_a_runs_validation_figures_of_rows_with_new_labels_are_evaluates_on_the_
     assert metrics["val_micro_f1"] == pytest.approx(f1_score(t, g, average="micro"), abs=1e-6)
     assert metrics["val_macro_f1"] == pytest.approx(f1_score(t, g, average="macro", labels=occurring), abs=1e-6)
     assert metrics["val_subset_accuracy"] == pytest.approx(accuracy_score(t, g), abs=1e-6)
+
+
+def test_a_val_file_joining_the_label_sets_of_a_run_trained_on_lists_is_refused_naming_label_sep_as_evaluate_does(
+        tmp_path):
+    """Training on JSON lists with a --val CSV of "sports|tech": each joined set was read as one label
+    the run never had, every such row scored as missing all its labels, and the run finished with
+    its validation figures at 0 and exit 0; evaluate of the same file exits 2 naming --label-sep."""
+    write_corpus(str(tmp_path / "train.jsonl"), 1500, classes=4, seed=1, multilabel=True)
+    write_corpus(str(tmp_path / "val.csv"), 300, classes=4, seed=2, multilabel=True)
+    p = cli("train", "train.jsonl", "--val", "val.csv", "--task", "multilabel", "--epochs", "3", "--run-on", "process",
+            "--out", "runs", "--name", "lists", "--no-plots", cwd=tmp_path)
+    assert_user_error(p, "joins this run's labels by '|'", "'sports|tech'", "--label-sep '|'")
+    assert not (tmp_path / "runs" / "lists" / "model.json").exists()
+    p = cli("train", "train.jsonl", "--val", "val.csv", "--task", "multilabel", "--label-sep", "|", "--epochs", "1",
+            "--run-on", "process", "--out", "runs", "--name", "split", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "unseen_labels" not in json.loads((tmp_path / "runs" / "split" / "metrics.json").read_text())

@@ -301,7 +301,8 @@ class RankRun:
             return Calibration(), 0.0
         self.report("stage", stage="calibrating")
         tick = time.monotonic()
-        out = calibrate(self.model, prefetch(self.read(self.job.val_shards)), scale=self.rule.scales_logits)
+        out = calibrate(self.model, prefetch(self.read(self.job.val_shards)), scale=self.rule.scales_logits,
+                        again=lambda: prefetch(self.read(self.job.val_shards)))
         return out, time.monotonic() - tick
 
     def _top_rows(self) -> Any:

@@ -240,3 +240,13 @@ def test_a_fit_whose_every_row_was_skipped_speaks_of_x_not_of_the_estimators_own
     assert "one-letter words are not read" in said.hint and "check text" not in said.hint
     other = UserError("lr: must be > 0")
     assert in_terms_of_x(other, path) is other
+
+
+def test_label_sets_travel_to_the_run_as_lists_so_a_label_holding_a_separator_stays_whole():
+    # they were joined by the unit separator for a run reading them split by it: "a\x1fb" became a and b,
+    # where the command line keeps a JSON list's "a\x1fb" whole
+    import pyarrow as pa
+
+    task, answers = TextClassifier()._answers([["a\x1fb", "c"], ["a|d"], [], None])
+    assert task == "multilabel" and answers.type == pa.list_(pa.string())
+    assert answers.to_pylist() == [["a\x1fb", "c"], ["a|d"], [], None]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from lancetnic_flow.features.labelsets import (chunk_multi_hot, is_label_sets, left_out, multi_hot, remap, set_counts,
                                                unseen_per_row)
@@ -67,3 +68,13 @@ def test_single_labels_joined_by_a_separator_are_named_and_other_names_are_not()
     assert joined_labels(["sports", "tech", "sports|tech"]) is None
     assert joined_labels(["Science|Physics", "Science|Biology", "Arts, Culture", "Food, Drink"]) is None
     assert joined_labels(["1", "2", "3"]) is None and joined_labels([]) is None
+
+
+def test_label_sets_joining_the_runs_labels_are_refused_naming_the_separator_in_each_callers_words():
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.features.labelsets import refuse_joined_sets
+
+    with pytest.raises(UserError) as err:
+        refuse_joined_sets({"sports|tech": 3, "weather": 1}, ["sports", "tech"])
+    assert err.value.cli[1] == "pass --label-sep '|'" and err.value.workflow[1] == "pass label_sep: |"
+    refuse_joined_sets({"weather": 1, "sports|weather": 2}, ["sports", "tech"])   # new labels: nothing to split

@@ -208,7 +208,7 @@ def label_set_blocks(model, rng, blocks: int, rows: int) -> list[RowBlock]:
     return out
 
 
-# the cap known at once, or once a block is scored (that block cut at MIN_ROWS, a later one at the cap)
+# the cap at MIN_ROWS, or at MAX_CELLS' rows
 @pytest.mark.parametrize("min_rows, max_cells", [(300, 3), (100, 1050)])
 def test_the_figures_at_the_thresholds_count_every_validation_row_past_the_rows_they_were_chosen_on(min_rows, max_cells,
                                                                                                    monkeypatch):
@@ -230,9 +230,9 @@ def test_the_figures_at_the_thresholds_count_every_validation_row_past_the_rows_
     per_row = np.zeros(200, np.int32)
     per_row[150:] = 1   # the second block's last rows (past the cut where the cap is 300 rows): one new label each
     blocks[1].set_missed(per_row, {"new": 50})
-    out = calibrate(model, iter(blocks), scale=True)
-    assert out.rows == max(min_rows, max_cells // 3) < 400   # chosen on the first rows, cut inside block 2
-    assert out.at_thresholds["rows"] == 1000            # counted on all
+    out = calibrate(model, iter(blocks), scale=True, again=lambda: iter(blocks))
+    assert out.rows == max(min_rows, max_cells // 3) < 400   # chosen on a sample of the rows
+    assert out.at_thresholds["rows"] == 1000            # counted on all, in a second read
     # what evaluate decides with the saved model: its scaled logits at the thresholds model.json keeps
     hot = np.concatenate([b.labels for b in blocks])
     logits = np.concatenate([outputs_of(model, b, "cpu")["logits"].numpy() for b in blocks])
@@ -257,3 +257,28 @@ def test_calibrate_scores_label_sets_at_their_thresholds_and_classes_not():
     assert set(out.at_thresholds) == {"micro_f1", "macro_f1", "subset_accuracy", "rows"}
     single = RowBlock(indices, offsets, np.ones(600, np.float32), hot.argmax(1).astype(np.int32))
     assert calibrate(model, [single], scale=True).at_thresholds is None
+
+
+def test_the_thresholds_are_chosen_on_a_uniform_sample_of_every_block_not_on_the_first_rows(monkeypatch):
+    # a validation set in the order of its files, each block of one label: the first 150 rows were
+    # all the thresholds saw (label 0's), and the others' thresholds were the pooled one
+    from lancetnic_flow.models import calibrate as cal
+
+    monkeypatch.setattr(cal, "MIN_ROWS", 150)
+    monkeypatch.setattr(cal, "MAX_CELLS", 3)
+    model, _ = create_model("LinearSVM", dim=20, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
+                            embed=8, numeric=0)
+    blocks = []
+    for k in range(3):
+        hot = np.zeros((300, 3), np.uint8)
+        hot[:, k] = 1
+        blocks.append(RowBlock(np.arange(300, dtype=np.int32) % 20, np.arange(301, dtype=np.int64),
+                               np.ones(300, np.float32), hot))
+    val, whole = cal.read_scores(model, iter(blocks))
+    assert (val.labels.sum(0) >= 30).all()   # about 50 rows of each block's label
+    assert len(val.scores) == 150 and whole is False
+    again, _ = cal.read_scores(model, iter(blocks))
+    assert np.array_equal(again.scores, val.scores)   # the same sample each time: the run is reproducible
+    every, whole = cal.read_scores(model, iter([blocks[0].slice(0, 100), blocks[1].slice(0, 50)]))
+    assert whole and len(every.scores) == 150   # as many rows as the sample holds: every one, in order
+    assert every.labels[:100, 0].all() and every.labels[100:, 1].all()

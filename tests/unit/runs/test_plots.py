@@ -109,3 +109,32 @@ def test_the_files_a_run_names_before_drawing_are_the_files_drawn(tmp_path, case
     write_jobs(jobs)
     assert named == sorted(p.name for p in tmp_path.iterdir())
     assert all(j.chart == (j.files[0].endswith(".png")) for j in jobs)
+
+
+def test_the_per_class_table_lists_the_labels_the_run_never_had_as_scikit_learns_report_does(tmp_path):
+    # the macro averages counted 'science' and 'health' (each scoring 0) and the table left them out:
+    # its rows averaged 0.106 where the macro-F1 beside it said 0.071
+    import csv
+
+    from sklearn.metrics import classification_report
+
+    labels = ["sports", "tech", "politics"]
+    true = ["sports", "sports", "tech", "politics", "politics", "science", "science", "health"]
+    pred = ["sports", "tech", "tech", "politics", "sports", "tech", "sports", "politics"]
+    m = ClassificationMetrics(3)
+    seen = [i for i, t in enumerate(true) if t in labels]
+    m.update(np.array([labels.index(true[i]) for i in seen]), np.array([labels.index(pred[i]) for i in seen]), 1.0)
+    m.update_unseen({"science": 2, "health": 1}, np.array([labels.index(pred[i]) for i in range(8) if i not in seen]))
+    result = m.result()
+    write_plots(str(tmp_path), metrics=result, labels=labels, charts=False)
+    with open(tmp_path / "per_class.csv", newline="") as f:
+        table = {r["label"]: r for r in csv.DictReader(f)}
+    report = classification_report(true, pred, labels=sorted(set(true) | set(pred)), output_dict=True,
+                                   zero_division=0)
+    assert set(table) == set(true) | set(pred)
+    for name, row in table.items():
+        for key in ("precision", "recall", "f1"):
+            assert float(row[key]) == pytest.approx(report[name][f"{key}-score" if key == "f1" else key], abs=1e-4)
+        assert int(row["support"]) == report[name]["support"]
+    assert np.mean([float(r["f1"]) for r in table.values()]) == pytest.approx(result["macro_f1"], abs=1e-4)
+    assert result["macro_f1"] == pytest.approx(report["macro avg"]["f1-score"])

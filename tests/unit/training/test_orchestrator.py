@@ -423,3 +423,22 @@ def test_a_run_without_a_checkpoint_to_resume_names_checkpoint_every_as_the_call
         Training._load_checkpoint(types.SimpleNamespace(resume=str(tmp_path), out_so={}))
     assert "written every checkpoint_every and on Ctrl-C" in e.value.hint
     assert "written every --checkpoint-every and on Ctrl-C" in e.value.cli[1]
+
+
+@pytest.mark.parametrize("schedule, counts, start", [
+    ("linear", [5, 0, 0], 120),      # rows of a label the old run trained: the schedule goes on
+    ("linear", [5, 0, 3], 0),        # rows of a label added: its output row starts from nothing
+    ("linear", [5, 2, 0], 0),        # rows of a label declared (partial_fit's classes) but never trained
+    ("constant", [5, 0, 0], 0)])
+def test_a_continued_runs_learning_rate_goes_on_from_its_weights_steps_unless_a_label_is_new_to_training(
+        schedule, counts, start):
+    # it started at full --lr again, as a fresh run does
+    from types import SimpleNamespace
+
+    from lancetnic_flow.training.orchestrator import Training
+
+    init = SimpleNamespace(steps=120, features=SimpleNamespace(labels=["a", "b"], label_counts=[40, 0]))
+    run = SimpleNamespace(init=init, tc=SimpleNamespace(lr_schedule=schedule),
+                          features=SimpleNamespace(labels=["a", "b", "c"], label_counts=counts))
+    assert Training._schedule_start(run) == start
+    assert Training._schedule_start(SimpleNamespace(init=None, tc=run.tc, features=run.features)) == 0

@@ -11,7 +11,7 @@ from lancetnic_flow.resolve import resolve
 from lancetnic_flow.training.rules import rule_for
 from lancetnic_flow.features.rows import RowBlock
 from lancetnic_flow.training import step as steps
-from lancetnic_flow.training.step import lr_schedule
+from lancetnic_flow.training.step import kept_steps, lr_schedule, schedule_start
 
 
 def test_the_linear_schedule_decays_to_5_percent_over_the_run():
@@ -114,3 +114,24 @@ def test_a_diverged_runs_error_names_the_learning_rates_as_each_caller_typed_the
         check_finite(3, {"loss": float("nan")}, {})
     assert "(lr, and sparse_lr for the input rows), or clip the gradient with clip_grad 1.0" in e.value.hint
     assert "(--lr, and --sparse-lr for the input rows)" in e.value.cli[1] and "--clip-grad 1.0" in e.value.cli[1]
+
+
+def test_a_continued_runs_linear_schedule_goes_on_from_the_steps_its_weights_took():
+    # 300 steps before, 100 now: one run of 400 steps would be at 75 % when this one starts
+    rate = lr_schedule("linear", 0.01, 100, start=300)
+    assert rate(0) == pytest.approx(0.01 * (1 - 300 / 400))
+    assert rate(99) == pytest.approx(0.0005)   # the floor, as a run of its own ends
+    assert lr_schedule("constant", 0.01, 100, start=300)(0) == 0.01
+
+
+def test_the_steps_a_run_saved_are_read_from_model_json_else_from_its_kept_epochs():
+    assert schedule_start({"steps": 120}, {}, {}) == 120
+    # saved before model.json kept them: each epoch's rows over the batch size, up to the epoch kept
+    metrics = {"epochs": [{"rows": 1000}, {"rows": 1000}, {"rows": 1000}], "best_epoch": 2}
+    assert schedule_start({}, metrics, {"training": {"batch_size": 64}}) == 2 * 16
+    assert schedule_start({}, {**metrics, "best_epoch": 0}, {"training": {"batch_size": 64}}) == 0
+    assert schedule_start({}, {}, {}) == 0
+
+
+def test_kept_steps_counts_every_epoch_when_no_epoch_was_kept():
+    assert kept_steps([{"rows": 130}, {"rows": 130}], None, 64) == 6
