@@ -27,13 +27,33 @@ class UserError(Exception):
         self.cli = cli
         self.workflow = workflow
 
+    def said(self, style: str) -> tuple[str, str | None]:
+        """The message and hint as ``style`` (``cli``, ``python``, ``workflow``) reads
+        them: its own words where the error was made with them, and any
+        ``{section.field}`` still in the text (added later) named in them too."""
+        message, hint = {"cli": self.cli, "workflow": self.workflow}.get(style) or (self.message, self.hint)
+        return _said_as(style, message, hint)
+
     def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+        message, hint = self.said("python")
+        return message if not hint else f"{message}\n  hint: {hint}"
 
     def __reduce__(self) -> tuple:
         # A worker's exception travels back through Dask pickled: keep the
         # message, the hint and the field, whatever the subclass.
         return (rebuild_user_error, (type(self), self.message, self.hint, self.field, self.cli, self.workflow))
+
+
+def _names_options(*texts: str | None) -> bool:
+    return any(isinstance(t, str) and "{" in t for t in texts)
+
+
+def _said_as(style: str, message: str, hint: str | None) -> tuple[str, str | None]:
+    if not _names_options(message, hint):
+        return message, hint
+    from .options import said   # options builds its errors from this module
+
+    return said(message, style), (said(hint, style) if isinstance(hint, str) else hint)
 
 
 class NotFittedError(UserError, ValueError, AttributeError):

@@ -48,3 +48,15 @@ def test_an_estimator_used_before_fit_raises_not_fitted_as_scikit_learn_expects(
         with pytest.raises(SklearnNotFitted):
             check_is_fitted(est)
         assert est.__sklearn_is_fitted__() is False
+
+
+def test_a_user_error_naming_options_as_fields_is_read_in_each_callers_words():
+    """`UserError("... {features.max_len}")` showed the placeholder raw to every reader: the Python
+    API reads `max_len`, the command line `--max-len`, a workflow file `max_len`, through pickling too."""
+    err = UserError("texts are longer than {features.max_len}", "raise {features.max_len} or {training.seed}")
+    assert str(err) == "texts are longer than max_len\n  hint: raise max_len or random_state"
+    assert err.said("cli") == ("texts are longer than --max-len", "raise --max-len or --seed")
+    assert err.said("workflow") == ("texts are longer than max_len", "raise max_len or seed")
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.message, back.said("cli")) == (err.message, err.said("cli"))
+    assert UserError("label {x.y} of {name}").message == "label {x.y} of {name}"   # not an option: as written
