@@ -126,11 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = ConsoleReport(quiet=getattr(a, "quiet", False), json_log=getattr(a, "json_log", None))
     except OSError as exc:
         # Opening the log is the check: an unwritable --json-log stops the command before any work.
-        from ..storage import write_reason
+        from ..storage import WRITE_PLACES, write_reason
 
         why = write_reason(exc)
         print(f"error: --json-log {a.json_log}: cannot write there ({why[0] if why else exc.strerror or exc})\n"
-              f"  hint: {why[1].replace('--cache/--out/--output', '--json-log') if why else 'check the path'}",
+              f"  hint: {why[1].replace(WRITE_PLACES, '--json-log') if why else 'check the path'}",
               file=sys.stderr)
         return 2
     except UserError as exc:   # a named pipe no process reads (storage.open_special)

@@ -303,7 +303,8 @@ def check_resolved(cfg: TrainConfig) -> None:
     if t.ddp > 1:
         cause, fix = f"{{training.ddp}} {t.ddp} trains", "drop {training.ddp}"
     else:
-        cause = "{cluster.train_on} cluster (asked for by --train-on, --ddp 1 or an existing cluster's --scheduler) trains"
+        cause = ("{cluster.train_on} cluster (asked for by {cluster.train_on}, {training.ddp} 1 or an existing cluster's "
+                 "{cluster.scheduler}) trains")
         fix = "pass {cluster.train_on} client: the model trains in this process, the cluster still featurises"
     raise bad("training.init_from", f"{{name}} continues a run in this process; {cause} on Dask workers, which "
                                     "start from fresh weights", fix)

@@ -82,7 +82,7 @@ def best_scores(metrics: dict) -> dict[str, float]:
 
 def missing_extra(name: str, package: str) -> UserError:
     """The error for a tracker whose package is not installed."""
-    return UserError(f"--track {name} needs the {package} package, which is not installed",
+    return UserError(f"{{output.track}} {name} needs the {package} package, which is not installed",
                      "pip install 'lancetnic_flow[track]'")
 
 
