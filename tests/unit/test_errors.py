@@ -123,3 +123,17 @@ def test_no_error_a_python_or_workflow_caller_can_meet_names_a_flag_it_never_typ
     made, wrong = _flags_in_errors()
     assert made > 150
     assert not wrong, wrong
+
+
+def test_an_error_built_on_another_keeps_each_readers_words():
+    """A predict plan refused for the run's model, a stopped run's checkpoint, a label list's file:
+    an error that added to another's `message` said the command line's part in Python's `memory_budget`."""
+    import lancetnic_flow.options  # noqa: F401
+    from lancetnic_flow.errors import reworded
+
+    err = UserError("memory budget 1 GiB is too small", "use {cluster.memory_budget} 2GiB", field="cluster.memory_budget")
+    more = reworded(err, lambda message, hint: (f"{message} (the model)", f"{hint}, or {{cluster.run_on}} process"))
+    assert type(more) is UserError and more.field == "cluster.memory_budget"
+    assert str(more) == "memory budget 1 GiB is too small (the model)\n  hint: use memory_budget 2GiB, or run_on process"
+    assert more.said("cli")[1] == "use --memory-budget 2GiB, or --run-on process"
+    assert more.said("workflow")[1] == "use memory_budget 2GiB, or run_on process"
