@@ -25,7 +25,7 @@ class UserError(Exception):
 
     def __init__(self, message: str, hint: str | None = None, *, field: str | None = None,
                  cli: tuple[str, str | None] | None = None, workflow: tuple[str, str | None] | None = None):
-        if cli is None and workflow is None and _names_options(message, hint):
+        if cli is None and workflow is None and _said_as("cli", message, hint) != (message, hint):
             cli, workflow = _said_as("cli", message, hint), _said_as("workflow", message, hint)
             message, hint = _said_as("python", message, hint)
         super().__init__(message)

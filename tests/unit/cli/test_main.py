@@ -77,3 +77,13 @@ def test_an_error_naming_an_option_as_a_field_is_said_in_the_words_of_each_comma
         assert main(args) == 1
         assert f"lost {'--ddp' if command == 'train' else 'ddp'} ranks" in capsys.readouterr().err
     assert "--max-len" not in str(made) and "raise max_len" in str(made) and "(max_len)" in str(added)
+
+
+def test_an_error_with_braces_that_name_no_option_keeps_its_leading_field_said_as_a_flag():
+    """A text in braces (a JSON value, a label) names no option: the error is said as it was,
+    its leading field still named as the command line's flag."""
+    from lancetnic_flow.cli.main import cli_words
+    from lancetnic_flow.errors import UserError
+
+    err = UserError("max_features: got {'a': 1}", "give a number")
+    assert err.cli is None and cli_words(err, "train") == ("--max-features: got {'a': 1}", "give a number")
