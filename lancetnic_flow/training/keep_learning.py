@@ -37,7 +37,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..config import FeatureConfig, TrainConfig
-from ..errors import UserError
+from ..errors import UserError, reworded
 from ..features.label_values import in_run_names
 from ..features.vectorize import FittedFeatures
 from ..models.calibrate import Prior
@@ -116,6 +116,17 @@ def refusal(run: str, by: str | None, what: str, hint: str | None) -> UserError:
     return bad("training.init_from", f"{{training.init_from}} {run}: {what}", hint)
 
 
+def refused_run(run: str, by: str | None, exc: UserError) -> UserError:
+    """:func:`refusal` of ``run`` for what ``exc`` (reading it) says is wrong, in each
+    reader's words: the command line's flags stay flags in ``--init-from RUN: ...``."""
+    if by == PARTIAL_FIT:
+        return refusal(run, by, exc.message, exc.hint)
+    refused = reworded(exc, lambda what, hint: (f"{{training.init_from}} {run}: {what}",
+                                                f"{hint}, {NEW_RUN}" if hint else NEW_RUN.removeprefix("or ")), UserError)
+    refused.field = "training.init_from"
+    return refused
+
+
 def for_estimator(hint: str | None) -> str | None:
     """A run folder's hint as an estimator's caller can act on it: what it says of training
     the run again by command (``train it again (what was fitted … is cached)``,
@@ -139,7 +150,7 @@ def read_old_run(run: str, storage_options: dict, by: str | None = None) -> tupl
                   "pass the folder of a finished run, as printed at the end of `lancetnic-flow train`, "
                   "e.g. {training.init_from} runs/20261130-101500") from None
     except UserError as exc:
-        raise refusal(run, by, exc.message, exc.hint) from None
+        raise refused_run(run, by, exc) from None
 
 
 def continue_config(given: TrainConfig, explicit: Iterable[str] = (), by: str | None = None) -> TrainConfig:
@@ -364,7 +375,7 @@ def load_init(run: str, storage_options: dict, by: str | None = None) -> InitRun
     try:
         loaded = load_run(run, storage_options, numpy=True)
     except UserError as exc:
-        raise refusal(run, by, exc.message, exc.hint) from None
+        raise refused_run(run, by, exc) from None
     features = loaded.features
     digest = hashlib.sha256(features.to_json().encode()).hexdigest()[:16]
     # A LinearSVM's weights as NumPy arrays (no torch to read them); another network's tensors.
@@ -373,7 +384,7 @@ def load_init(run: str, storage_options: dict, by: str | None = None) -> InitRun
         learned = read_learned(run, loaded.meta, loaded.config, storage_options)
         names = read_bucket_names(run, loaded.meta, storage_options)
     except UserError as exc:
-        raise refusal(run, by, exc.message, exc.hint) from None
+        raise refused_run(run, by, exc) from None
     scale = float(np.asarray(state["logit_scale"])) if "logit_scale" in state else 1.0
     return InitRun(str(run), features, dict(loaded.meta), state, digest, learned, names, scale)
 
