@@ -347,6 +347,12 @@ class ClusterConfig:
         _choice("cluster.train_on", self.train_on, ("auto", "cluster", "client"))
         _positive("cluster.workers", self.workers)
         _positive("cluster.threads", self.threads)
+        for name in ("memory_budget", "blocksize"):   # "4GiB", as the estimators and the command line take it
+            if isinstance(getattr(self, name), str):
+                try:
+                    setattr(self, name, parse_size(getattr(self, name), placeholder(f"cluster.{name}")))
+                except UserError as e:
+                    raise refused(f"cluster.{name}", e) from None
         _positive("cluster.memory_budget", self.memory_budget)
         _positive("cluster.blocksize", self.blocksize)
         self.scheduler_wait = str(self.scheduler_wait)
