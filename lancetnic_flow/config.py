@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from .errors import UserError, close_matches
 from .formats import format_names, text_encoding
 from .options import (BY_DEST, BY_FIELD, SECTIONS, bad, default, parse_columns, parse_df, parse_ngram_range,
-                      parse_storage_options, placeholder)
+                      parse_storage_options, placeholder, refused)
 from .scores import MONITORS
 from .sizes import parse_size
 
@@ -347,6 +347,12 @@ class ClusterConfig:
         _choice("cluster.train_on", self.train_on, ("auto", "cluster", "client"))
         _positive("cluster.workers", self.workers)
         _positive("cluster.threads", self.threads)
+        for name in ("memory_budget", "blocksize"):   # "4GiB", as the estimators and the command line take it
+            if isinstance(getattr(self, name), str):
+                try:
+                    setattr(self, name, parse_size(getattr(self, name), placeholder(f"cluster.{name}")))
+                except UserError as e:
+                    raise refused(f"cluster.{name}", e) from None
         _positive("cluster.memory_budget", self.memory_budget)
         _positive("cluster.blocksize", self.blocksize)
         self.scheduler_wait = str(self.scheduler_wait)
@@ -496,7 +502,7 @@ def ngram_options(ngram_range: Any, ngrams: int | None) -> dict[str, int]:
     try:
         low, high = parse_ngram_range(ngram_range, placeholder("features.ngram_min"))
     except UserError as e:
-        raise bad("features.ngram_min", e.message, e.hint) from None
+        raise refused("features.ngram_min", e) from None
     return {"ngram_min": low, "ngrams": high}
 
 
@@ -523,7 +529,7 @@ def config_from_options(values: dict[str, Any], given: Iterable[str] = (), **sec
             try:
                 value = o.parse(value, placeholder(o.field))
             except UserError as e:
-                raise bad(o.field, e.message, e.hint) from None
+                raise refused(o.field, e) from None
         section, name = o.field.split(".")
         fields[section][name] = value
     fields["data"].setdefault("train", [])

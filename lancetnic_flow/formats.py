@@ -318,8 +318,8 @@ def text_encoding(name: str | None) -> str | None:
     try:
         info = codecs.lookup(str(name).strip())
     except LookupError:
-        raise UserError(f"--encoding {name!r}: no such text encoding",
-                        "e.g. --encoding latin-1, cp1252, shift_jis (Python's codec names)") from None
+        raise UserError(f"{{data.encoding}} {name!r}: no such text encoding",
+                        "e.g. {data.encoding} latin-1, cp1252, shift_jis (Python's codec names)") from None
     codec = info.name.replace("-", "_")
     if codec in ("utf_8", "utf_8_sig"):
         return None
@@ -329,7 +329,7 @@ def text_encoding(name: str | None) -> str | None:
     except (UnicodeError, LookupError):
         ascii_safe = False
     if wide or codec.startswith(_STATEFUL) or not ascii_safe:
-        raise UserError(f"--encoding {name!r}: files in {info.name} cannot be split into partitions at line ends",
+        raise UserError(f"{{data.encoding}} {name!r}: files in {info.name} cannot be split into partitions at line ends",
                         f"convert them to UTF-8 first, e.g. iconv -f {info.name} -t UTF-8 IN > OUT")
     return info.name
 

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from .errors import UserError, close_matches
+from .errors import UserError, close_matches, name_options_with
 from .formats import format_names
 
 SECTIONS = ("data", "features", "model", "training", "cluster", "output")
@@ -529,6 +529,9 @@ def said(text: str, style: str) -> str:
     return _FIELD.sub(lambda m: words(m.group(1)) if m.group(1) in BY_FIELD else m.group(0), text)
 
 
+name_options_with(said)
+
+
 def hinted(message: str, hint: Any) -> UserError:
     """A UserError whose ``hint`` names options as ``{section.field}``, or is a function of
     :class:`Words`, said in each reader's words; ``message`` (a file's name, its columns) is
@@ -550,6 +553,12 @@ def bad(field: str, message: Any, hint: Any = None) -> UserError:
     return UserError(render(message, field), render(hint, field), field=field,
                      cli=(render(message, field, "cli"), render(hint, field, "cli")),
                      workflow=(render(message, field, "workflow"), render(hint, field, "workflow")))
+
+
+def refused(field: str, exc: UserError) -> UserError:
+    """``exc``, a parse function's error naming the option as :func:`placeholder` gave it,
+    as the error about ``field``: each reader keeps its own words."""
+    return UserError(exc.message, exc.hint, field=field, cli=exc.said("cli"), workflow=exc.said("workflow"))
 
 
 def placeholder(field: str) -> str:

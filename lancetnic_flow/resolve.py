@@ -183,14 +183,14 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         # One rank (--ddp 1, a trainer task on the cluster) has nothing to average with: it ran and did nothing.
         why = (f"; {name}'s ranks exchange gradients every step" if t.ddp and spec.rule != "hinge" else
                ", and this run trains one rank, which has no other to average with" if t.ddp else
-               ", and this run has no --ddp")
-        raise bad("training.sync_every", "{name} sets how often --ddp ranks of LinearSVM average their weights" + why,
-                  "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add --ddp N (N ≥ 2)"))
+               ", and this run has no {training.ddp}")
+        raise bad("training.sync_every", "{name} sets how often {training.ddp} ranks of LinearSVM average their weights" + why,
+                  "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add {training.ddp} N (N ≥ 2)"))
     if t.sync_rows == "touched" and not (t.ddp and t.ddp > 1 and spec.rule == "hinge"):
-        raise bad("training.sync_rows", "{name} touched chooses the rows --ddp ranks of LinearSVM average" + (
+        raise bad("training.sync_rows", "{name} touched chooses the rows {training.ddp} ranks of LinearSVM average" + (
                   f"; {name}'s ranks exchange gradients every step" if t.ddp and spec.rule != "hinge"
                   else ", and this run has no ranks to average"),
-                  "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add --ddp N (N ≥ 2)"))
+                  "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add {training.ddp} N (N ≥ 2)"))
     if not spec.learns_val:
         if t.learn_val:
             learners = ", ".join(n for n, m in MODELS.items() if m.learns_val)
@@ -203,8 +203,8 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
                   "{data.val_fraction} 0 without {data.val} holds no row out", "drop {name}, or give {data.val} "
                   "FILE or a {data.val_fraction} above 0")
     elif t.learn_val and (t.ddp or 0) > 1:
-        raise bad("training.learn_val", "{name}: under --ddp the ranks average their weights, and only rank 0 "
-                  "scores the validation rows, so no twin can learn them there", "drop {name}, or --ddp")
+        raise bad("training.learn_val", "{name}: under {training.ddp} the ranks average their weights, and only rank 0 "
+                  "scores the validation rows, so no twin can learn them there", "drop {name}, or {training.ddp}")
     elif t.learn_val is None and (cfg.data.val or not cfg.data.val_fraction or (t.ddp or 0) > 1):
         # A validation file stays held out; under --ddp N > 1 only rank 0 scores the validation rows (no twin
         # there); one trainer task on the cluster (--ddp 1) keeps the twin, as in this process.
@@ -276,7 +276,7 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
     # Options of one feature mode, given with another: they would do nothing.
     if f.mode != "hashing" and _set(cfg, "features.buckets", f.buckets):
         raise bad("features.buckets", f"{{name}} sets the columns of hashed features; {{features.mode}} {f.mode} "
-                  "fits a vocabulary (--max-features caps it)", "drop {name}, or use {features.mode} hashing")
+                  "fits a vocabulary ({features.max_features} caps it)", "drop {name}, or use {features.mode} hashing")
     if f.mode != "ids" and _set(cfg, "features.max_len", f.max_len):
         raise bad("features.max_len", f"{{name}} cuts the token ids a sequence model reads; {{features.mode}} "
                   f"{f.mode} makes a bag of terms of the whole text", "drop {name}, or use a Lancet* model")
@@ -307,7 +307,7 @@ def _check_loss_options(cfg: TrainConfig) -> None:
         raise bad("training.loss_weights", f"{{name}} weighs the class and the value losses of "
                   f"{{training.task}} multitask; this run's task is {t.task}", "drop {name}")
     if not values and t.value_loss != BY_FIELD["training.value_loss"].default:
-        raise bad("training.value_loss", f"{{name}} {t.value_loss} is the loss of a --target value; this run's "
+        raise bad("training.value_loss", f"{{name}} {t.value_loss} is the loss of a {{data.target}} value; this run's "
                   f"task, {t.task}, predicts none", "drop {name}")
     if not classes and t.class_loss != BY_FIELD["training.class_loss"].default:
         raise bad("training.class_loss", f"{{name}} {t.class_loss} is the loss of labels; this run's task, "

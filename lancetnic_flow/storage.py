@@ -28,13 +28,15 @@ HTTP_TIMEOUT_S = 30.0
 
 # Failed writes a user can fix (free space, another place, permissions), by
 # errno: they become a WriteError naming the place, not an internal error.
+# Where a run and a prediction write, named as each caller names them (options.said).
+WRITE_PLACES = "{output.cache}/{output.out}/--output"
+
 WRITE_ERRORS = {
-    errno.ENOSPC: ("no space left on device", "free space there, or point --cache/--out/--output elsewhere"),
-    errno.EDQUOT: ("disk quota exceeded", "free space or raise the quota, or point --cache/--out/--output elsewhere"),
-    errno.EROFS: ("read-only file system", "point --cache/--out/--output at a writable place"),
-    errno.EACCES: ("permission denied", "make it writable for this user, or point --cache/--out/--output elsewhere"),
-    errno.EPERM: ("operation not permitted", "make it writable for this user, or point --cache/--out/--output "
-                                            "elsewhere"),
+    errno.ENOSPC: ("no space left on device", f"free space there, or point {WRITE_PLACES} elsewhere"),
+    errno.EDQUOT: ("disk quota exceeded", f"free space or raise the quota, or point {WRITE_PLACES} elsewhere"),
+    errno.EROFS: ("read-only file system", f"point {WRITE_PLACES} at a writable place"),
+    errno.EACCES: ("permission denied", f"make it writable for this user, or point {WRITE_PLACES} elsewhere"),
+    errno.EPERM: ("operation not permitted", f"make it writable for this user, or point {WRITE_PLACES} elsewhere"),
     errno.ENOTDIR: ("a part of the path is a file, not a folder", "choose a path whose folders are folders"),
     errno.EEXIST: ("a file is in the way of a folder", "choose a path whose folders are folders"),
 }
@@ -101,7 +103,7 @@ def open_options(url: str, storage_options: dict | None) -> dict:
     if isinstance(t, (int, float)) and not isinstance(t, bool):
         if t <= 0:
             raise UserError(f"client_kwargs.timeout must be a positive number of seconds, got {t}",
-                            "e.g. --storage-option client_kwargs.timeout=30")
+                            "e.g. {data.storage_options} client_kwargs.timeout=30")
         ck["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=float(t), sock_read=float(t))
     so["client_kwargs"] = ck
     return so

@@ -44,7 +44,7 @@ from .plurals import counted
 _TOKENIZERS: dict[str, tuple[Callable, bool]] = {}
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 HOW = ("call lancetnic_flow.features.register_tokenizer(NAME, fn) at the top level of a module this process "
-       "imports (workflows/custom_tokenizer.py shows how), or give --tokenizer MODULE:NAME")
+       "imports (workflows/custom_tokenizer.py shows how), or give {features.tokenizer} MODULE:NAME")
 
 
 def register_tokenizer(name: str, fn: Callable, *, batch: bool = False) -> str:

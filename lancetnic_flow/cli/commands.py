@@ -9,7 +9,7 @@ import json
 import os
 
 from ..config import ClusterConfig, parse_storage_options
-from ..errors import UserError
+from ..errors import UserError, reworded
 from ..formats import text_encoding
 from ..storage import absolute, check_writable, open_options, options_for, url_to_fs
 from ..plurals import counted, verb
@@ -207,8 +207,10 @@ def _planned_inputs(a: argparse.Namespace, model: int, inputs) -> tuple:
     except UserError as exc:
         here_too = ("--run-on process (this process alone holds it)" if need_here <= share else
                     f"--run-on process with --memory-budget {_budget_here(need_here)}")
-        raise UserError(f"{exc.message} (the run's model, loaded, takes {_size_text(model)} in this process and in "
-                        "every worker)", f"{exc.hint}, or {here_too}") from None
+        # The plan's refusal in the command line's words (its flags), the run's model added.
+        raise reworded(exc, lambda message, hint: (f"{message} (the run's model, loaded, takes {_size_text(model)} in "
+                                                   f"this process and in every worker)", f"{hint}, or {here_too}"),
+                       UserError) from None
     return on_workers, inputs(on_workers.partition), here, where
 
 

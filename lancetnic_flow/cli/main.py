@@ -15,6 +15,7 @@ import threading
 from typing import Sequence
 
 from ..errors import UserError
+from ..options import said
 from .commands import COMMANDS
 from .parser import Refused, all_options, build_parser, given_dests, logs_to_stdout, with_negative_values
 
@@ -53,12 +54,26 @@ def in_flags(message: str) -> str:
 def cli_words(exc: UserError, command: str | None = None) -> tuple[str, str | None]:
     """A UserError's message and hint as the command line says them: a field's
     error (options.bad) names its flags, or under ``run WORKFLOW`` the file's keys
-    (where the values came from); any other, its leading field as a flag."""
-    if command == "run" and getattr(exc, "workflow", None) is not None:
-        return exc.workflow
+    (where the values came from); any other, its leading field as a flag. An
+    option named ``{section.field}`` is said in those words, however the error was made."""
+    style = words_of(command)
+    if style == "workflow" and exc.workflow is not None:
+        return exc.said("workflow")
     if exc.cli is not None:
-        return exc.cli
-    return in_flags(exc.message), exc.hint
+        return exc.said("cli")
+    message, hint = exc.said(style)
+    return in_flags(message), hint
+
+
+def words_of(command: str | None) -> str:
+    """How the command's user names options: a workflow file's keys under ``run``, else flags."""
+    return "workflow" if command == "run" else "cli"
+
+
+def shown(message: str, hint: str | None, command: str | None) -> tuple[str, str | None]:
+    """Any error's message and hint with its ``{section.field}`` named as the command's user names options."""
+    style = words_of(command)
+    return said(message, style), (said(hint, style) if hint else hint)
 
 
 def _log_would_empty_a_file(a, debug: bool) -> bool:
@@ -111,11 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = ConsoleReport(quiet=getattr(a, "quiet", False), json_log=getattr(a, "json_log", None))
     except OSError as exc:
         # Opening the log is the check: an unwritable --json-log stops the command before any work.
-        from ..storage import write_reason
+        from ..storage import WRITE_PLACES, write_reason
 
         why = write_reason(exc)
         print(f"error: --json-log {a.json_log}: cannot write there ({why[0] if why else exc.strerror or exc})\n"
-              f"  hint: {why[1].replace('--cache/--out/--output', '--json-log') if why else 'check the path'}",
+              f"  hint: {why[1].replace(WRITE_PLACES, '--json-log') if why else 'check the path'}",
               file=sys.stderr)
         return 2
     except UserError as exc:   # a named pipe no process reads (storage.open_special)
@@ -146,10 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         known = known_failure(exc)
         if known:
-            report.error(*known, 1)
+            report.error(*shown(*known, a.command), 1)
             return 1
-        report.error(f"{type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it if it "
-                     "looks like a bug", 1, label="internal error")
+        report.error(*shown(f"{type(exc).__name__}: {exc}", "rerun with --debug for the traceback, and report it "
+                            "if it looks like a bug", a.command), 1, label="internal error")
         return 1
     finally:
         report.finish()

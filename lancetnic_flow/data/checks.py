@@ -270,12 +270,12 @@ def refuse_files_in_both(train: SourcePlan, val: SourcePlan) -> None:
     both = sorted((trained[key], f.url) for f in val.files if (key := file_identity(f.url)) in trained)
     if both:
         first, as_val = both[0]
-        named = f" (as {as_val.split('file://', 1)[-1]} in --val: a link to it)" if as_val != first else ""
+        named = f" (as {as_val.split('file://', 1)[-1]} in {{data.val}}: a link to it)" if as_val != first else ""
         more = f" (and {len(both) - 1} more)" if len(both) > 1 else ""
-        raise UserError(f"{first}{named}{more} is training data and --val data at once: its rows would be trained "
+        raise UserError(f"{first}{named}{more} is training data and {{data.val}} data at once: its rows would be trained "
                         "on and then scored as unseen",
-                        "train on paths, a glob or a folder that leave the --val files out, or drop --val to "
-                        "hold out --val-fraction of the training rows")
+                        "train on paths, a glob or a folder that leave the {data.val} files out, or drop {data.val} to "
+                        "hold out {data.val_fraction} of the training rows")
 
 
 def file_identity(url: str) -> object:

@@ -126,4 +126,4 @@ def check_not_packed(head: bytes, url: str, tables: bool = True) -> None:
         after = head[len(magic):len(magic) + 1]
         if head.startswith(magic) and after and not (32 <= after[0] < 127 or after in (b"\t", b"\n", b"\r")):
             raise UserError(f"{url}: the file is {kind} data, not text",
-                            f"pass --format {fmt}, or name it .{fmt}" if fmt else FEATHER_V2)
+                            f"pass {{data.format}} {fmt}, or name it .{fmt}" if fmt else FEATHER_V2)

@@ -160,8 +160,9 @@ def text_columns_of(table: pa.Table, wanted: Sequence[str]) -> tuple[str, ...]:
     if len(have) == 1:
         return (have[0],)
     missing = next(c for c in wanted if c not in have)
-    raise UserError(f"the table has no text column {missing!r} (its columns: {', '.join(have)})",
-                    "name the text column (text_column=... / --text-column), or pass that column alone")
+    message = f"the table has no text column {missing!r} (its columns: {', '.join(have)})"
+    raise UserError(message, "name the text column (text_column=...), or pass that column alone",
+                    cli=(message, "name the text column (--text-column), or pass that column alone"))
 
 
 def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] | str | None = None,
@@ -182,7 +183,7 @@ def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] |
         # A frame is read as a file is, which is refused without them: texts alone (a list, a
         # Series) stand for rows whose numbers are unknown, read as the training mean.
         raise UserError(f"no column {lacking[0]!r}{close_matches(lacking[0], have)}, a numeric column the run was "
-                        f"trained with (--numeric {' '.join(numeric)}); the input has columns: {', '.join(have)}",
+                        f"trained with ({{data.numeric}} {' '.join(numeric)}); the input has columns: {', '.join(have)}",
                         "add the column, or pass the texts alone (a list or a Series) to read it as the training mean")
     columns = Columns(text=cols, numeric=tuple(c for c in numeric if c in have), keep=listed,
                       keep_all=keep_all, all_rows=True, text_rule=text_rule)

@@ -247,7 +247,7 @@ def open_error(url: str, exc: BaseException) -> UserError:
                          "check the credentials and that they may read this location")
 
     def late() -> UserError:
-        slow = ("; a slow server may need a longer --storage-option client_kwargs.timeout=SECONDS"
+        slow = ("; a slow server may need a longer {data.storage_options} client_kwargs.timeout=SECONDS"
                 if url.lower().startswith(("http://", "https://")) else "")
         return UserError(f"{url}: the server did not answer in time ({text})",
                          f"check the URL and the network{slow}")
@@ -367,7 +367,7 @@ def _data_files(urls: Sequence[str], so: dict, format: str, once: bool = False
     if not seen:
         shown = ", ".join(posixpath.basename(f) for f in unknown[:5])
         raise UserError(f"no data files in {', '.join(urls)}: none of {shown} has a data extension",
-                        f"name files with one of {', '.join(sorted(extensions()))}, or pass --format")
+                        f"name files with one of {', '.join(sorted(extensions()))}, or pass {{data.format}}")
     return seen, unknown, links.notes()
 
 
@@ -509,7 +509,7 @@ def sniff_formats(seen: dict[str, tuple], storage_options: dict, names: Sequence
         if other is not None:
             raise UserError(f"{url}: its files hold different formats: {read[0]} reads as {fmt.name} (its {why}), "
                             f"{other} as {found[other][0].name} (its {found[other][1]})",
-                            "pass --format NAME to read them all as one format, or give the files of each "
+                            "pass {data.format} NAME to read them all as one format, or give the files of each "
                             "format as a path or glob of their own")
         out.update(dict.fromkeys(files, fmt))
         ext = format_for_path(read[0])[0]
@@ -541,7 +541,7 @@ def _infer_format(url: str) -> Format:
         return fmt
     raise UserError(
         f"{url}: cannot tell the format from the extension {extension_of(url) or '(none)'!r}",
-        f"pass --format with one of {', '.join(format_names())}",
+        f"pass {{data.format}} with one of {', '.join(format_names())}",
     )
 
 
@@ -556,7 +556,7 @@ def _pieces(fmt: Format, fs, full: str) -> list[tuple[int, int]]:
         raise
     except pa.ArrowInvalid as exc:
         raise UserError(f"{full}: not a valid {fmt.shown} file ({exc})",
-                        "check the file, or pass --format") from exc
+                        "check the file, or pass {data.format}") from exc
     except Exception as exc:  # noqa: BLE001
         raise open_error(full, exc) from exc
 

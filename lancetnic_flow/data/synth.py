@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import fsspec
 import numpy as np
@@ -349,11 +349,19 @@ def generate_blocks(rows: int, *, classes: int = 4, seed: int = 0, multilabel: b
 
 def _check(rows: int, classes: int, seed: int) -> None:
     if int(rows) != rows or rows < 0:
-        raise SynthError(f"rows must be a whole number >= 0, got {rows!r}", "e.g. --rows 100000")
+        raise _refused("rows", rows, "a whole number >= 0", 100000)
     if int(classes) != classes or classes < 1:
-        raise SynthError(f"classes must be a whole number >= 1, got {classes!r}", "e.g. --classes 4")
+        raise _refused("classes", classes, "a whole number >= 1", 4)
     if int(seed) != seed or seed < 0:
-        raise SynthError(f"seed must be a whole number >= 0, got {seed!r}", "e.g. --seed 0")
+        raise _refused("seed", seed, "a whole number >= 0", 0)
+
+
+def _refused(name: str, got: Any, want: str, example: int) -> SynthError:
+    """A make-data value refused, its example as each caller gives it: ``--rows 100000`` on the
+    command line, ``rows=100000`` to :func:`write_corpus`, ``rows: 100000`` in a workflow's make_data."""
+    message = f"{name} must be {want}, got {got!r}"
+    return SynthError(message, f"e.g. {name}={example}", cli=(message, f"e.g. --{name} {example}"),
+                      workflow=(message, f"e.g. make_data: {{{name}: {example}}}"))
 
 
 # --------------------------------------------------------------------------- writing

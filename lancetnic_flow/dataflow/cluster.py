@@ -119,9 +119,9 @@ def refuse_if_nothing_listens(scheduler: str, patience: float = 2.0, answer: flo
         protocol, loc = parse_address(scheduler)
         host, port = parse_host_port(loc) if protocol in ("tcp", "tls") else (loc, None)
     except (ValueError, TypeError) as exc:
-        raise UserError(f"--scheduler {scheduler}: not an address Dask connects to ({exc})", ADDRESS_HINT) from None
+        raise UserError(f"{{cluster.scheduler}} {scheduler}: not an address Dask connects to ({exc})", ADDRESS_HINT) from None
     if protocol not in SCHEDULER_PROTOCOLS:
-        raise UserError(f"--scheduler {scheduler}: {protocol}:// is no Dask protocol (tcp://, tls://, ws://, …)",
+        raise UserError(f"{{cluster.scheduler}} {scheduler}: {protocol}:// is no Dask protocol (tcp://, tls://, ws://, …)",
                         ADDRESS_HINT)
     if protocol not in ("tcp", "tls") or not port:
         return

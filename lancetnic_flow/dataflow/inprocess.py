@@ -140,8 +140,8 @@ def choose_where(where: str, *, input_bytes: int | None, needs_cluster: str | No
     peak = in_process_peak(plan, threads)
     if needs_cluster:
         if where == "process":
-            raise UserError(f"--run-on process cannot hold this run: {needs_cluster}; "
-                            "leave --run-on at auto or cluster")
+            raise UserError(f"{{cluster.run_on}} process cannot hold this run: {needs_cluster}; "
+                            "leave {cluster.run_on} at auto or cluster")
         return False, f"on a cluster: {needs_cluster}"
     if where == "cluster":
         return False, "on a LocalCluster (--run-on cluster)"

@@ -148,10 +148,10 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
         # (headroom and trainer grow with B), rounded up to a tenth of a GiB.
         fixed, floor = TRAINER_BASE + held + model_bytes + shuffle_bytes, workers * worker_min
         need = math.ceil(max((floor + fixed) * 4 / 3, floor * 8 / 5) * 1.02 / GiB * 10) / 10
-        ways = [f"--memory-budget {need:.1f}GiB or more"]
+        ways = [f"{{cluster.memory_budget}} {need:.1f}GiB or more"]
         fit_workers = (budget - reserve - trainer) // worker_min
         if 1 <= fit_workers < workers:   # fewer ranks when the ranks set the workers: fewer workers would not hold them
-            ways.append(f"--ddp {fit_workers}" if by_ranks else f"--workers {fit_workers}")
+            ways.append(f"{{training.ddp}} {fit_workers}" if by_ranks else f"{{cluster.workers}} {fit_workers}")
         # The model that would leave the workers their minimum (the trainer's share grows with it past budget/8).
         fit_model = budget - reserve - workers * MIN_WORKER - TRAINER_BASE - held - shuffle_bytes
         if model_options and model_bytes > 0 and not worker_model_bytes and fit_model > 0 \
@@ -161,7 +161,7 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
         raise UserError(
             f"memory budget {format_size(budget)} is too small: {holder} needs {format_size(trainer)} "
             f"({'model and optimiser' if holder == 'the trainer' else 'the model'} {format_size(model_bytes)}) "
-            f"and {counted(workers, 'worker')}{f' (one per --ddp rank)' if by_ranks else ''} need "
+            f"and {counted(workers, 'worker')}{' (one per {training.ddp} rank)' if by_ranks else ''} need "
             f"{format_size(workers * worker_min)}{held} after {format_size(reserve)} of OS headroom",
             "use " + (", ".join(ways[:-1]) + ", or " + ways[-1] if len(ways) > 1 else ways[0]))
     worker_limit = worker_share // workers

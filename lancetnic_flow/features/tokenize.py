@@ -157,7 +157,7 @@ def terms_of(texts: pa.Array | pa.ChunkedArray, ngrams: int = 1, *, lowercase: b
         if len(toks.terms) and pc.any(pc.match_substring(toks.terms, " ")).as_py():
             raise UserError(f"tokenizer {tokenizer!r} returned a token with a space: a fitted vocabulary "
                             "keys n-grams by their words joined with spaces",
-                            "return tokens without spaces, or use --features hashing")
+                            "return tokens without spaces, or use {features.mode} hashing")
     else:
         toks = tokenize(texts, lowercase=lowercase, normalize=normalize)
     toks = drop_stop_words(toks, stop_words, lowercase, normalize)

@@ -134,11 +134,11 @@ def check_output_places(cfg: Any, resume: str | None = None) -> None:
     out, data = cfg.output, cfg.data
     run_dir = resume or out.out
     check_writable(run_dir, options_for(run_dir, data.storage_options, like=data.train[0]),
-                   "--resume" if resume else "--out")
+                   "--resume" if resume else "{output.out}")
     if out.no_cache:   # nothing is written there
         return
     cache = out.cache or join(out.out, ".cache")
-    check_writable(cache, options_for(cache, data.storage_options, like=data.train[0]), "--cache")
+    check_writable(cache, options_for(cache, data.storage_options, like=data.train[0]), "{output.cache}")
 
 
 def written_by() -> str:

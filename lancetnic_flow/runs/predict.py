@@ -429,8 +429,9 @@ class Predictor:
             inputs = rows.select(kept).rename_columns([c.removeprefix("keep:") for c in kept])
         clash = set(inputs.column_names) & set(self.output_names(top_k))
         if clash:
-            raise UserError(f"the input column {sorted(clash)[0]!r} has the name of a prediction column",
-                            "keep other columns (--keep COL,...), or rename that column")
+            message = f"the input column {sorted(clash)[0]!r} has the name of a prediction column"
+            raise UserError(message, "keep other columns (keep=[COL, ...]), or rename that column",
+                            cli=(message, "keep other columns (--keep COL,...), or rename that column"))
         table = inputs.append_column("status", rows["status"])
         for name, col in self.prediction_columns(rows, top_k, threshold, cut).items():
             table = table.append_column(name, col)

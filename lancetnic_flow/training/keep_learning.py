@@ -41,7 +41,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..config import FeatureConfig, TrainConfig
-from ..errors import UserError
+from ..errors import UserError, reworded
 from ..features.label_values import in_run_names
 from ..features.vectorize import FittedFeatures
 from ..models.calibrate import Prior
@@ -121,6 +121,17 @@ def refusal(run: str, by: str | None, what: str, hint: str | None) -> UserError:
     return bad("training.init_from", f"{{training.init_from}} {run}: {what}", hint)
 
 
+def refused_run(run: str, by: str | None, exc: UserError) -> UserError:
+    """:func:`refusal` of ``run`` for what ``exc`` (reading it) says is wrong, in each
+    reader's words: the command line's flags stay flags in ``--init-from RUN: ...``."""
+    if by == PARTIAL_FIT:
+        return refusal(run, by, exc.message, exc.hint)
+    refused = reworded(exc, lambda what, hint: (f"{{training.init_from}} {run}: {what}",
+                                                f"{hint}, {NEW_RUN}" if hint else NEW_RUN.removeprefix("or ")), UserError)
+    refused.field = "training.init_from"
+    return refused
+
+
 def for_estimator(hint: str | None) -> str | None:
     """A run folder's hint as an estimator's caller can act on it: what it says of training
     the run again by command (``train it again (what was fitted … is cached)``,
@@ -144,7 +155,7 @@ def read_old_run(run: str, storage_options: dict, by: str | None = None) -> tupl
                   "pass the folder of a finished run, as printed at the end of `lancetnic-flow train`, "
                   "e.g. {training.init_from} runs/20261130-101500") from None
     except UserError as exc:
-        raise refusal(run, by, exc.message, exc.hint) from None
+        raise refused_run(run, by, exc) from None
 
 
 def continue_config(given: TrainConfig, explicit: Iterable[str] = (), by: str | None = None) -> TrainConfig:
@@ -308,7 +319,8 @@ def check_resolved(cfg: TrainConfig) -> None:
     if t.ddp > 1:
         cause, fix = f"{{training.ddp}} {t.ddp} trains", "drop {training.ddp}"
     else:
-        cause = "{cluster.train_on} cluster (asked for by --train-on, --ddp 1 or an existing cluster's --scheduler) trains"
+        cause = ("{cluster.train_on} cluster (asked for by {cluster.train_on}, {training.ddp} 1 or an existing cluster's "
+                 "{cluster.scheduler}) trains")
         fix = "pass {cluster.train_on} client: the model trains in this process, the cluster still featurises"
     raise bad("training.init_from", f"{{name}} continues a run in this process; {cause} on Dask workers, which "
                                     "start from fresh weights", fix)
@@ -369,7 +381,7 @@ def load_init(run: str, storage_options: dict, by: str | None = None) -> InitRun
     try:
         loaded = load_run(run, storage_options, numpy=True)
     except UserError as exc:
-        raise refusal(run, by, exc.message, exc.hint) from None
+        raise refused_run(run, by, exc) from None
     features = loaded.features
     digest = hashlib.sha256(features.to_json().encode()).hexdigest()[:16]
     # A LinearSVM's weights as NumPy arrays (no torch to read them); another network's tensors.
@@ -378,7 +390,7 @@ def load_init(run: str, storage_options: dict, by: str | None = None) -> InitRun
         learned = read_learned(run, loaded.meta, loaded.config, storage_options)
         names = read_bucket_names(run, loaded.meta, storage_options)
     except UserError as exc:
-        raise refusal(run, by, exc.message, exc.hint) from None
+        raise refused_run(run, by, exc) from None
     scale = float(np.asarray(state["logit_scale"])) if "logit_scale" in state else 1.0
     steps = schedule_start(loaded.meta, loaded.metrics or {}, loaded.config or {})
     return InitRun(str(run), features, dict(loaded.meta), state, digest, learned, names, scale, steps)

@@ -18,6 +18,7 @@ from ..allocator import trim_allocator
 from ..config import CheckpointEvery, TrainingConfig
 from ..dataflow.feed import ShardFeed
 from ..dataflow.stream import BatchStream
+from ..errors import reworded
 from ..events import Events
 from ..models.tasks import Task, TaskMetrics
 from ..reconnect import SchedulerLost
@@ -140,11 +141,12 @@ class EpochLoop:
         if not state.step:
             return lost   # nothing trained: nothing to resume
         self._save(state, epoch, batches, clock, train_m, "scheduler_lost")
-        return SchedulerLost(f"{lost.message}; stopped in epoch {epoch + 1} after batch {batches}, checkpoint "
-                             f"saved in {self.run}",
-                             f"start `dask scheduler` and its workers again, then continue: lancetnic-flow train "
-                             f"--resume {self.run} (with --scheduler ADDRESS if its address changed)",
-                             address=lost.address)
+        stopped = reworded(lost, lambda message, hint: (
+            f"{message}; stopped in epoch {epoch + 1} after batch {batches}, checkpoint saved in {self.run}",
+            f"start `dask scheduler` and its workers again, then continue: lancetnic-flow train "
+            f"--resume {self.run} (with --scheduler ADDRESS if its address changed)"))
+        stopped.address = lost.address
+        return stopped
 
     def _save(self, state: TrainState, epoch: int, batches: int, clock: steps.EpochClock,
               train_m: TaskMetrics | None, reason: str) -> None:

@@ -39,8 +39,8 @@ from ..dataflow.manifest import (DURATIONS_IN_SECONDS, LONE_CR_NOT_A_ROW_END, MA
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
 from ..dataflow.shards import LEARNED, SHARD_READS, count_partition
-from ..errors import UserError
-from ..options import BY_FIELD, bad
+from ..errors import UserError, reworded
+from ..options import BY_FIELD, bad, said
 from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning,
@@ -401,9 +401,9 @@ class Training:
         """The options that make this run's model smaller, as a refused plan names them:
         the input width its features have (buckets or the vocabulary), and a hidden layer's."""
         f, m = self.cfg.features, self.cfg.model
-        opts = ["fewer --buckets" if f.mode == "hashing" else "a smaller --max-features"]
+        opts = ["fewer {features.buckets}" if f.mode == "hashing" else "a smaller {features.max_features}"]
         if m.layers != 0:
-            opts.append("a smaller --hidden")
+            opts.append("a smaller {model.hidden}")
         return ", ".join(opts)
 
     def _plan_for_sampled_labels(self) -> None:
@@ -441,13 +441,14 @@ class Training:
         """In this process or on a cluster (:func:`~lancetnic_flow.dataflow.inprocess.choose_where`), and why."""
         c, tc = self.cfg.cluster, self.tc
         # tune's final run is given the search's cluster: it is not one the user started with --scheduler.
-        given = "an existing cluster (--scheduler)" if scheduler_address(c.scheduler) else "the cluster it was given"
+        given = "an existing cluster ({cluster.scheduler})" if scheduler_address(c.scheduler) else "the cluster it was given"
         needs = (given if self.external else
-                 "the model trains on a Dask worker (--train-on cluster, --ddp)" if tc.ddp else self.needs_cluster)
+                 "the model trains on a Dask worker ({cluster.train_on} cluster, {training.ddp})" if tc.ddp else self.needs_cluster)
         size = None if self.sources is None else input_bytes(*self.sources)
-        return choose_where(c.run_on, input_bytes=size, needs_cluster=needs, plan=self.memory,
-                            trainer_need=self.base_bytes + self.model_bytes + self.shuffle_bytes,
-                            threads=self.memory.workers * self.memory.threads)
+        here, why = choose_where(c.run_on, input_bytes=size, needs_cluster=needs, plan=self.memory,
+                                 trainer_need=self.base_bytes + self.model_bytes + self.shuffle_bytes,
+                                 threads=self.memory.workers * self.memory.threads)
+        return here, said(why, self.events.words)   # shown in the plan, not an event's message
 
     def after_write_error(self, exc: WriteError) -> WriteError:
         """``exc`` with what to do once the place is writable again: resume from the checkpoint, or run again."""
@@ -456,7 +457,7 @@ class Training:
             then = f"then continue with `lancetnic-flow train --resume {run}`"
         else:
             then = "then run the same command again (finished work in the cache is reused)"
-        return WriteError(exc.message, f"{exc.hint}; {then}")
+        return reworded(exc, lambda message, hint: (message, f"{hint}; {then}"))
 
     def _plan_sources(self) -> tuple:
         """Partitions of the training (and validation) data, columns checked; the planner's warnings emitted."""
@@ -894,17 +895,17 @@ class Training:
         rows = next((r for r in range(tc.shuffle_buffer // 1000 * 1000, 999, -1000)
                      if r < tc.shuffle_buffer and self._rerun_fits(classes, rows=r)), None)
         if rows:
-            fixes.append(f"--shuffle-buffer {rows}")
+            fixes.append(f"{{training.shuffle_buffer}} {rows}")
         if self.cfg.features.mode == "hashing":
             buckets = next((b for b in (self.cfg.features.buckets >> k for k in range(1, 8))
                             if self._rerun_fits(classes, buckets=b)), None)
             if buckets:
-                fixes.append(f"--buckets {buckets}")
+                fixes.append(f"{{features.buckets}} {buckets}")
         tenths = self._budget_tenths(classes)
         if tenths:
-            fixes.append(f"--memory-budget {tenths / 10:.1f}GiB")
+            fixes.append(f"{{cluster.memory_budget}} {tenths / 10:.1f}GiB")
         if self.cfg.model.hidden and self.cfg.model.name != "LinearSVM":
-            fixes.append("a smaller --hidden")
+            fixes.append("a smaller {model.hidden}")
         raise UserError(f"the model with {classes:,} classes needs {format_size(self.need)} in the trainer, "
                         f"the plan gives it {format_size(plan.trainer)}", "use " + ", or ".join(fixes))
 
@@ -923,9 +924,9 @@ class Training:
         (the same twin, the same shuffle buffer), so only a larger --memory-budget helps."""
         tenths = self._budget_tenths(classes)
         return UserError(f"the run's model with {classes:,} classes needs {format_size(self.need)} in the trainer, "
-                         f"the plan of --memory-budget {format_size(self.memory.budget)} gives it "
+                         f"the plan of {{cluster.memory_budget}} {format_size(self.memory.budget)} gives it "
                          f"{format_size(self.memory.trainer)}: {self.resume} continues only as it was started",
-                         f"resume with --memory-budget {tenths / 10:.1f}GiB" if tenths else
+                         f"resume with {{cluster.memory_budget}} {tenths / 10:.1f}GiB" if tenths else
                          "resume on a machine with more memory")
 
     def _budget_tenths(self, classes: int) -> int | None:
@@ -1005,7 +1006,7 @@ class Training:
         if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
                                   fraction_of(self.val_fraction), numbers=DURATIONS_IN_SECONDS - 1):
             raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which read a Parquet or "
-                            "Arrow duration column of --numeric or --target in the unit the file stores "
+                            "Arrow duration column of {data.numeric} or {data.target} in the unit the file stores "
                             "(nanoseconds, microseconds), where it now reads seconds",
                             "start a new run on the same data (see CHANGELOG.md)")
         for rule in rules_before(self.columns.text_rule):   # the rows an earlier version kept or skipped as empty_text
@@ -1013,8 +1014,8 @@ class Training:
                                       dataclasses.replace(self.columns, text_rule=rule), fraction_of(self.val_fraction)):
                 raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, which told empty_text "
                                 "rows by words alone (it skipped one Chinese character or :) under character n-grams, "
-                                "and trained texts of stop words alone, or of fewer words than --ngram-range's MIN, "
-                                "or from which a --tokenizer of yours read no token)",
+                                "and trained texts of stop words alone, or of fewer words than {features.ngram_min}'s MIN, "
+                                "or from which a {features.tokenizer} of yours read no token)",
                                 "start a new run on the same data (see CHANGELOG.md)")
         raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed",
                         "resume needs the same inputs; start a new run instead")
@@ -1033,10 +1034,10 @@ class Training:
             self._refuse_other_key(saved.key)
         if bool(saved.ddp) != bool(self.tc.ddp):
             raise UserError(f"{self.resume} was checkpointed by a run {'with' if saved.ddp else 'without'} "
-                            "--ddp and cannot continue in the other mode", "start a new run instead")
+                            "{training.ddp} and cannot continue in the other mode", "start a new run instead")
         if saved.ddp and saved.ddp.get("ranks", self.tc.ddp) != self.tc.ddp:
             raise UserError(f"{self.resume} was checkpointed by {counted(saved.ddp['ranks'], 'rank')} and cannot continue "
-                            f"with {self.tc.ddp}", "resume with the run's own --ddp, or start a new run")
+                            f"with {self.tc.ddp}", "resume with the run's own {training.ddp}, or start a new run")
         check_network(str(self.resume), saved, network_of(self.model_meta))
         self._check_same_shards(saved, feed)
         restore_weights(str(self.resume), self.model, self.opts, saved)
@@ -1063,7 +1064,7 @@ class Training:
         raise UserError(f"the cache entry {self.entry} was made again since {self.resume}'s checkpoint, and its "
                         "training shards differ from those the run trained on: resuming would replay other "
                         "batches than it trained", "start a new run (what was fitted and featurised is cached), "
-                        "or resume with the cache the run was trained with (--cache)")
+                        "or resume with the cache the run was trained with ({output.cache})")
 
     def _keep_decisions(self, before: dict) -> None:
         """The checkpoint's decisions, in the order the run made them, with those this

@@ -32,7 +32,7 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     masked = _masked_keys(cfg.data.storage_options)
     if masked:
         raise UserError(f"the run's storage options {', '.join(masked)} were masked when it was saved",
-                        "give them again: " + " ".join(f"--storage-option {k}=..." for k in masked))
+                        "give them again: " + " ".join(f"{{data.storage_options}} {k}=..." for k in masked))
     c = cfg.cluster
     if "train_on" not in saved.get("cluster", {}):   # a run of a version that trained in the client unless --ddp
         c.train_on = "cluster" if cfg.training.ddp else "client"

@@ -82,7 +82,7 @@ def best_scores(metrics: dict) -> dict[str, float]:
 
 def missing_extra(name: str, package: str) -> UserError:
     """The error for a tracker whose package is not installed."""
-    return UserError(f"--track {name} needs the {package} package, which is not installed",
+    return UserError(f"{{output.track}} {name} needs the {package} package, which is not installed",
                      "pip install 'lancetnic_flow[track]'")
 
 
@@ -303,8 +303,9 @@ class Tracking:
             self._warn(name, exc)
 
     def _warn(self, name: str, exc: BaseException) -> None:
-        if isinstance(exc, UserError):
-            why = exc.message + (f" ({exc.hint})" if exc.hint else "")
+        if isinstance(exc, UserError):   # in the words of the run's caller, which the warning is said in
+            message, hint = exc.said(getattr(self.events, "words", "python"))
+            why = message + (f" ({hint})" if hint else "")
         else:   # a server's error can be a page long: its first line, shortened
             first = (str(exc).strip().splitlines() or [""])[0]
             why = f"{type(exc).__name__}: {first[:300]}{'…' if len(first) > 300 else ''}"

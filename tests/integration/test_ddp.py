@@ -81,7 +81,7 @@ def test_ddp_with_more_ranks_than_workers_is_a_user_error_before_any_featurising
     cfg.training.ddp = 3
     events = Events()
     seen = _featurised(events)
-    with pytest.raises(UserError, match="--ddp 3 needs 3 Dask workers, the cluster has 2"):
+    with pytest.raises(UserError, match="ddp 3 needs 3 Dask workers, the cluster has 2"):
         train(cfg, events, client=client)
     assert seen == []
 
@@ -94,9 +94,9 @@ def test_a_rank_that_cannot_fit_in_its_workers_memory_limit_is_refused_before_an
     cfg.features.max_features = None   # hashed columns: no vocabulary to cap
     events = Events()
     seen = _featurised(events)
-    with pytest.raises(UserError, match=r"--ddp: a rank needs about .* memory limit") as refused:
+    with pytest.raises(UserError, match=r"ddp: a rank needs about .* memory limit") as refused:
         train(cfg, events, client=client)
-    assert "1.5 GiB memory limit" in str(refused.value) and "--max-features" in refused.value.hint
+    assert "1.5 GiB memory limit" in str(refused.value) and "max_features" in refused.value.hint
     assert seen == []
 
 
@@ -124,7 +124,7 @@ def test_ddp_waits_for_its_own_local_workers_that_are_restarting_and_refuses_a_s
                 time.sleep(0.02)
 
         killed_both()
-        with pytest.raises(UserError, match="--ddp 2 needs 2 Dask workers, the cluster has [01]"):
+        with pytest.raises(UserError, match="ddp 2 needs 2 Dask workers, the cluster has [01]"):
             preflight(client, 2, 0)
         client.wait_for_workers(2, timeout=60)
         killed_both()
@@ -278,7 +278,7 @@ def test_a_ddp_checkpoint_cannot_resume_without_ddp_nor_as_another_network(clien
     run = str(tmp_path / "runs" / "d")
     cfg = resume_config(run)
     cfg.training.ddp, cfg.cluster.train_on = None, "client"   # config.json says where it trained: the cluster
-    with pytest.raises(UserError, match="with --ddp and cannot continue in the other mode"):
+    with pytest.raises(UserError, match="with ddp and cannot continue in the other mode"):
         train(cfg, client=client, resume=run)
     # The checkpoint records its network as a single process's does: an edited config.json is refused.
     assert load_checkpoint(run)["network"]["kwargs"]["dropout"] == 0.1

@@ -67,7 +67,8 @@ def test_a_json_list_in_a_csv_label_is_refused_by_a_single_label_task_but_a_brac
     p.write_text('text,label\nfirst,[deleted]\nsecond,"[""a"", ""b""]"\n')
     with pytest.raises(UserError) as err:
         read(p)
-    assert str(p) in err.value.message and "--task multilabel" in err.value.message
+    assert str(p) in err.value.message and "task multilabel" in err.value.message
+    assert "--task multilabel" in err.value.said("cli")[0]   # LabelListError.at keeps the command line's words
     q = tmp_path / "y.csv"
     q.write_text("text,label\nfirst,[deleted]\nsecond,b\n")
     assert read(q)[0]["label"] == ["[deleted]", "b"]

@@ -220,7 +220,7 @@ def test_resume_asks_again_for_masked_credentials(tmp_path):
     assert "s3cr3t" not in (run / "config.json").read_text()
     with pytest.raises(UserError, match="key, secret were masked") as e:
         resume_config(str(run))
-    assert "--storage-option key=..." in e.value.hint
+    assert "storage_options key=..." in e.value.hint and "--storage-option key=..." in e.value.said("cli")[1]
     back = resume_config(str(run), storage_options={"key": "AKIA", "secret": "s3cr3t"})
     assert back.data.storage_options == {"key": "AKIA", "secret": "s3cr3t",
                                          "client_kwargs": {"endpoint_url": "http://h"}}

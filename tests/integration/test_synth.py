@@ -232,8 +232,9 @@ def test_errors(tmp_path):
         write_corpus(str(tmp_path / "x.docx"), 10)
     with pytest.raises(ValueError, match="parquet"):
         write_corpus(str(tmp_path / "x.parquet.gz"), 10)
-    with pytest.raises(UserError):
+    with pytest.raises(UserError) as e:   # said to write_corpus as its parameter, to make-data as its flag
         write_corpus(str(tmp_path / "x.csv"), -1)
+    assert e.value.hint == "e.g. rows=100000" and e.value.said("cli")[1] == "e.g. --rows 100000"
     with pytest.raises(UserError):
         write_corpus(str(tmp_path / "x.csv"), 10, classes=0)
     with pytest.raises(UserError):

@@ -152,7 +152,7 @@ def test_a_latin1_file_stops_up_front_and_reads_whole_with_its_encoding(tmp_path
     with pytest.raises(UserError) as e:
         checked_source([str(path)], "auto", {}, 1 << 20, cols)
     assert "l.csv" in str(e.value) and "100 of 300 rows" in str(e.value) and "33.3 %" in str(e.value)
-    assert "--encoding latin-1" in str(e.value)
+    assert "encoding latin-1" in str(e.value) and "--encoding latin-1" in e.value.said("cli")[1]
     latin = Columns(text=("text",), label="label", encoding=text_encoding("latin-1"))
     src = checked_source([str(path)], "auto", {}, 1 << 20, latin)
     chunks = [c for p in src.partitions for c in read_partition(p, latin)]

@@ -91,3 +91,18 @@ def test_a_text_or_numeric_column_given_as_one_string_is_that_column_as_the_comm
     assert d.text == ["text"] and d.numeric == ["value", "length"]
     d.validate()   # as saved: unchanged
     assert d.text == ["text"] and d.numeric == ["value", "length"]
+
+
+def test_a_cluster_configs_sizes_may_be_written_as_the_command_line_writes_them():
+    """`ClusterConfig(memory_budget="4GiB")`, as the estimators and `--memory-budget` take it, ended
+    in an internal TypeError ('<' between str and int): it is read as a size, and a size that is
+    none is a UserError naming the field."""
+    from lancetnic_flow.config import ClusterConfig
+
+    c = ClusterConfig(memory_budget="4GiB", blocksize="64MiB")
+    c.validate()
+    assert (c.memory_budget, c.blocksize) == (4 * 2**30, 64 * 2**20)
+    with pytest.raises(UserError) as e:
+        ClusterConfig(memory_budget="GiB").validate()
+    assert e.value.field == "cluster.memory_budget" and str(e.value).startswith("memory_budget: 'GiB' has no number")
+    assert e.value.said("cli")[0].startswith("--memory-budget: 'GiB'")

@@ -83,56 +83,6 @@ def test_an_events_message_and_hint_name_options_as_its_caller_typed_them():
     assert Events().words == "python"
 
 
-def _package_functions(trees):
-    import ast
-
-    found: dict[str, list] = {}
-    for rel, tree in trees.items():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef):
-                found.setdefault(node.name, []).append((rel, node))
-    return found
-
-
-def _assigned(scope, name: str):
-    """The values ``scope`` gives ``name``: assigned, added to, or appended to it."""
-    import ast
-
-    for a in ast.walk(scope):
-        if isinstance(a, (ast.Assign, ast.AugAssign)):
-            targets = [a.target] if isinstance(a, ast.AugAssign) else a.targets
-            if any(isinstance(t, ast.Name) and t.id == name for tt in targets for t in ast.walk(tt)):
-                yield a.value
-        elif isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "append" \
-                and isinstance(a.func.value, ast.Name) and a.func.value.id == name:
-            yield from a.args
-
-
-def _reached(expr, rel, scope, index, seen):
-    """Every string a message expression can hold: its literals, the returns of the package's
-    functions it calls by name, its variables' and module constants' values."""
-    import ast
-
-    functions, constants = index
-    for n in ast.walk(expr):
-        if isinstance(n, ast.Constant) and isinstance(n.value, str):
-            yield f"{rel}:{n.lineno}", n.value
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-            for frel, f in functions.get(n.func.id, []):
-                if (frel, f.name) not in seen:
-                    seen.add((frel, f.name))
-                    for r in ast.walk(f):
-                        if isinstance(r, ast.Return) and r.value is not None:
-                            yield from _reached(r.value, frel, f, index, seen)
-        elif isinstance(n, ast.Name) and (rel, n.id) in constants and (rel, n.id) not in seen:
-            seen.add((rel, n.id))
-            yield from _reached(constants[(rel, n.id)], rel, scope, index, seen)
-        elif isinstance(n, ast.Name) and scope is not None and (id(scope), n.id) not in seen:
-            seen.add((id(scope), n.id))
-            for value in _assigned(scope, n.id):
-                yield from _reached(value, rel, scope, index, seen)
-
-
 def test_no_warning_a_run_emits_names_a_flag_its_python_or_workflow_caller_never_typed():
     """`--max-len`, `--numeric`, `--early-stopping N`, `--init-from` in a run's warnings reached
     train(cfg), the estimators and workflow runs, which type no flag: a warning names an option as
@@ -140,16 +90,12 @@ def test_no_warning_a_run_emits_names_a_flag_its_python_or_workflow_caller_never
     ``emit("warning", message=...)`` of the package, through the functions, variables and
     constants its message is built from."""
     import ast
-    import pathlib
     import re
 
-    import lancetnic_flow
+    from .source_scan import package_index, reached
 
-    root = pathlib.Path(lancetnic_flow.__file__).parent
-    trees = {str(p.relative_to(root)): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(root.rglob("*.py"))}
-    constants = {(rel, t.id): node.value for rel, tree in trees.items() for node in tree.body
-                 if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
-    index, wrong, emits = (_package_functions(trees), constants), [], 0
+    trees, index = package_index()
+    wrong, emits = [], 0
     for rel, tree in trees.items():
         for scope in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             for call in ast.walk(scope):
@@ -158,7 +104,7 @@ def test_no_warning_a_run_emits_names_a_flag_its_python_or_workflow_caller_never
                     continue
                 emits += 1
                 for kw in (k for k in call.keywords if k.arg == "message"):
-                    wrong += [f"{where}: {flag}" for where, text in _reached(kw.value, rel, scope, index, set())
+                    wrong += [f"{where}: {flag}" for where, text in reached(kw.value, rel, scope, index)
                               for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text)]
     assert emits > 20
     assert not wrong, sorted(set(wrong))

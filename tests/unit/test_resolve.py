@@ -151,7 +151,7 @@ def test_auto_with_a_target_regresses_and_a_named_model_keeps_its_own_task_or_re
 
 def test_ddp_turns_the_twin_off_by_default_and_refuses_it_when_asked():
     assert resolve(config(ddp=2)).training.learn_val is False
-    with pytest.raises(UserError, match="learn_val: under --ddp"):
+    with pytest.raises(UserError, match="learn_val: under ddp"):
         resolve(config("LinearSVM", ddp=2, learn_val=True))
 
 
@@ -194,7 +194,7 @@ def test_one_trainer_task_keeps_linear_svms_twin_that_several_ranks_cannot_have(
 
 def test_sync_every_applies_to_linear_svm_ranks_only_and_is_refused_where_it_would_do_nothing():
     assert resolve(config(ddp=2, sync_every=20)).training.sync_every == 20
-    with pytest.raises(UserError, match="this run has no --ddp"):
+    with pytest.raises(UserError, match="this run has no ddp"):
         resolve(config(sync_every=20))
     with pytest.raises(UserError, match="ScalpelMC's ranks exchange gradients"):
         resolve(config("ScalpelMC", ddp=2, sync_every=20))
@@ -458,7 +458,7 @@ def test_a_loss_option_of_a_task_the_run_does_not_train_is_refused():
     with pytest.raises(UserError, match=r"loss.weights weighs the class and the value losses of .*multitask"):
         resolve(config("ScalpelMC", loss_weights=(1.0, 2.0)))
     assert resolve(config("ScalpelMTSK", "multitask", target="y", loss_weights=(1.0, 2.0))).training.loss_weights
-    with pytest.raises(UserError, match=r"value.loss l1 is the loss of a --target value"):
+    with pytest.raises(UserError, match=r"value.loss l1 is the loss of a target value"):
         resolve(config("ScalpelMC", value_loss="l1"))
     with pytest.raises(UserError, match=r"class.loss bce is the loss of labels; .*regress, predicts a value only"):
         resolve(config("ScalpelReg", "regress", target="y", class_loss="bce"))

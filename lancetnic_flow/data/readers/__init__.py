@@ -120,7 +120,7 @@ def _read_rows(f, part: Partition, fmt: Format, rows_at: int = 0) -> bytes:
     if last < first:   # the cuts crossed: the rows between them would be read twice
         raise UserError(f"{part.file.url}: a quoted field longer than {LOOKBACK_MAX // 2**20} MiB holds line ends "
                         f"near byte {part.start:,}, so the file cannot be split there",
-                        f"read it in one piece: --blocksize {max(part.file.size, 1) // 2**20 + 1}MiB or more")
+                        f"read it in one piece: {{cluster.blocksize}} {max(part.file.size, 1) // 2**20 + 1}MiB or more")
     first = max(first, rows_at)
     if last <= first:
         return b""

@@ -211,7 +211,7 @@ def read_arrow(part: Partition, columns: Columns, storage_options: dict | None) 
         try:
             schema, batches = _batches(f, part)
         except (pa.ArrowInvalid, OSError, ValueError, struct.error) as exc:   # a file changed since planned
-            raise UserError(f"{url}: not a valid Arrow IPC file ({exc})", "check the file, or pass --format") from exc
+            raise UserError(f"{url}: not a valid Arrow IPC file ({exc})", "check the file, or pass {data.format}") from exc
     have = schema.names
     check_names(url, have, columns)
     table = pa.Table.from_batches(batches, schema).select(columns.read_names(have))

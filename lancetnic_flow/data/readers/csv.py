@@ -44,15 +44,15 @@ def header_names(header: bytes, delimiter: str, url: str = "") -> list[str]:
     if not utf8_ok(header):
         check_not_wide(header, url)
         raise UserError(f"{url}: the first line is not UTF-8 text, so it is no {fmt} header",
-                        f"check that the file is {fmt}, or pass --format "
-                        f"with one of {', '.join(format_names())} (e.g. --format parquet); a {fmt} file in "
-                        f"another encoding needs --encoding NAME (e.g. latin-1)")
+                        f"check that the file is {fmt}, or pass {{data.format}} "
+                        f"with one of {', '.join(format_names())} (e.g. {{data.format}} parquet); a {fmt} file in "
+                        f"another encoding needs {{data.encoding}} NAME (e.g. latin-1)")
     # Python's csv module for one line: Arrow's CSV reader would start its IO thread pool for it.
     try:
         names = next(csv.reader([header.rstrip(b"\r\n").decode("utf-8")], delimiter=delimiter, strict=True), [])
     except csv.Error as exc:
         raise UserError(f"{url}: cannot read the first line as a {fmt} header ({exc})",
-                        "check the format, or pass --format") from exc
+                        "check the format, or pass {data.format}") from exc
     return names
 
 

@@ -361,7 +361,7 @@ def _first_line_object(line: bytes, url: str, encoding: str | None) -> dict:
         obj = next((v for _, v in _values(line)), _NOT_JSON)
         if obj is _NOT_JSON:
             raise UserError(f"{url}: the first line is not JSON ({exc})",
-                            "check the format, or pass --format") from exc
+                            "check the format, or pass {data.format}") from exc
     if not isinstance(obj, dict):
         raise UserError(f"{url}: the first line is not a JSON object",
                         "each line must be an object like "

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import UserError
+from ...errors import UserError, reworded
 from ...plurals import counted, verb
 from .times import is_time_type, iso_text
 
@@ -33,26 +33,22 @@ from .times import is_time_type, iso_text
 JSON_LIST_RE = r'^\[\s*(\]$|("|-?[0-9]|true\b|false\b|null\b)[\s\S]*\]$)'
 # A Python list of quoted labels, as pandas' to_csv writes a list column: "['a', 'b']".
 PYTHON_LIST_RE = r"^\[\s*'[\s\S]*'\s*\]$"
-MULTILABEL_HINT = "train with --task multilabel to learn every label of a row (see docs/multilabel.md)"
+MULTILABEL_HINT = "train with {training.task} multilabel to learn every label of a row (see docs/multilabel.md)"
 
 
 class LabelListError(UserError):
     """A single-label task met rows with several labels. Raised where the file
     is not known; :func:`~lancetnic_flow.data.readers.read_partition` names it."""
 
-    def __reduce__(self) -> tuple:
-        # Dask sends a worker's exception back pickled: keep the hint.
-        return (type(self), (self.message, self.hint))
-
     def at(self, url: str) -> "LabelListError":
         """This error, naming the file it came from."""
-        return self if self.message.startswith(url) else LabelListError(f"{url}: {self.message}", self.hint)
+        return self if self.message.startswith(url) else reworded(self, lambda message, hint: (f"{url}: {message}", hint))
 
 
 def several_labels(what: str, example: str, rows: int) -> LabelListError:
     """The error of a single-label task given rows that hold several labels."""
     return LabelListError(f"{counted(rows, 'row')} {verb(rows, 'holds', 'hold')} {what} (e.g. {example[:80]!r}), but a single-label task "
-                          "keeps one label per row: rerun with --task multilabel", MULTILABEL_HINT)
+                          "keeps one label per row: rerun with {training.task} multilabel", MULTILABEL_HINT)
 
 
 def check_single(label) -> None:

@@ -81,8 +81,8 @@ def check_text_lengths(table: pa.Table, url: str) -> None:
         f"{url}: a row whose text starts {text[:40]!r} is {format_size(size)} long, and tokenising it takes "
         f"about {format_size(text_peak(size))}: more than the {format_size(max(left, 0))} its Dask "
         f"worker (memory limit {format_size(limit)}) has left",
-        f"give each worker a limit of {format_size(need)} or more (a larger --memory-budget, or fewer "
-        "--workers), or split that text into rows")
+        f"give each worker a limit of {format_size(need)} or more (a larger {{cluster.memory_budget}}, or fewer "
+        "{cluster.workers}), or split that text into rows")
 
 
 __all__ = ["CHECK_FROM", "check_text_lengths", "longest_text", "text_peak", "worker_room"]

@@ -610,10 +610,10 @@ def check_decodable(chunk: Chunk, data: bytes, url: str, encoding: str | None) -
     share = f"{bad:,} of {counted(chunk.rows_read, 'row')} read ({100 * bad / rows:.1f} %)"
     if encoding is not None:
         raise UserError(f"{url}: {share} are not valid {encoding} text",
-                        "pass the file's own encoding (--encoding NAME), or convert it to UTF-8")
+                        "pass the file's own encoding ({data.encoding} NAME), or convert it to UTF-8")
     guess = likely_encoding(data)
     raise UserError(f"{url}: {share} are not UTF-8 text: the file is probably in another encoding ({guess}?)",
-                    f"pass --encoding {guess} (or the file's own encoding), or convert the file to UTF-8")
+                    f"pass {{data.encoding}} {guess} (or the file's own encoding), or convert the file to UTF-8")
 
 
 def likely_encoding(data: bytes) -> str:

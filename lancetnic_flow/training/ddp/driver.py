@@ -57,11 +57,11 @@ def choose_device(client: Any, chosen: list[str], want: str) -> tuple[str, list[
         return "cuda", local
     if want == "cuda":
         worker = short[0]
-        raise UserError(f"--device cuda with --ddp {len(chosen)}: worker {worker} sees "
+        raise UserError(f"{{training.device}} cuda with {{training.ddp}} {len(chosen)}: worker {worker} sees "
                         f"{counted(gpus.get(worker, 0), 'CUDA device')} for the "
                         f"{counted(hosts.count(hosts[chosen.index(worker)]), 'rank')} on its machine",
-                        "every rank needs a GPU of its own: start one worker per GPU, lower --ddp, "
-                        "or use --device cpu")
+                        "every rank needs a GPU of its own: start one worker per GPU, lower {training.ddp}, "
+                        "or use {training.device} cpu")
     return "cpu", local
 
 
@@ -222,7 +222,7 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
             client.wait_for_workers(world, timeout=OWN_WORKERS_BACK_S)
         info = workers_info(client)
     if len(info) < world:
-        raise UserError(f"--ddp {world} needs {world} Dask workers, the cluster has {len(info)}",
+        raise UserError(f"{{training.ddp}} {world} needs {world} Dask workers, the cluster has {len(info)}",
                         _more_workers(world, resuming))
     # The first ``world`` by address of the workers that hold a rank: a cluster of workers with
     # different limits was refused for a small one among the first, beside larger ones left idle.
@@ -232,12 +232,13 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
         return holds[:world]
     w = next(w for w in limit if w not in holds)
     torch_words = "torch and its CUDA context" if cuda else "torch"
-    room = f"; {len(holds)} of the {counted(len(limit), 'worker')} can hold one, --ddp {world} needs {world}" if holds else ""
-    raise UserError(f"--ddp: a rank needs about {format_size(rank_bytes)} (a worker process with "
+    room = f"; {len(holds)} of the {counted(len(limit), 'worker')} can hold one, {{training.ddp}} {world} needs {world}" if holds else ""
+    raise UserError(f"{{training.ddp}}: a rank needs about {format_size(rank_bytes)} (a worker process with "
                     f"{torch_words}, the model, its optimiser moments and the shuffle buffer); worker {w} has a "
                     f"{format_size(limit[w])} memory limit{room}",
-                    "give the workers more memory (--memory-budget with fewer --workers, or "
-                    "`dask worker --memory-limit`), or lower --max-features, --hidden or --shuffle-buffer")
+                    "give the workers more memory ({cluster.memory_budget} with fewer {cluster.workers}, or "
+                    "`dask worker --memory-limit`), or lower {features.max_features}, {model.hidden} or "
+                    "{training.shuffle_buffer}")
 
 
 def too_small(rank_bytes: int, limit: int) -> bool:
@@ -252,9 +253,10 @@ def _more_workers(world: int, resuming: bool) -> str:
     """What gives --ddp ``world`` its workers; a resumed run cannot lower --ddp (its
     checkpoint holds that many ranks' state), so it is offered to new runs only."""
     if resuming:
-        return (f"resume with --workers {world} (local), start more `dask worker` processes, or give --scheduler "
-                f"ADDRESS of a cluster with {counted(world, 'worker')} (the run keeps its --ddp {world})")
-    return f"use --workers {world} (local), start more `dask worker` processes, or lower --ddp"
+        return (f"resume with {{cluster.workers}} {world} (local), start more `dask worker` processes, or give "
+                f"{{cluster.scheduler}} ADDRESS of a cluster with {counted(world, 'worker')} (the run keeps its "
+                f"{{training.ddp}} {world})")
+    return f"use {{cluster.workers}} {world} (local), start more `dask worker` processes, or lower {{training.ddp}}"
 
 
 def rank_keep_bytes(client: Any, chosen: list[str], rank_bytes: int, most: int) -> int:

@@ -44,3 +44,46 @@ def test_a_refused_command_line_is_an_error_event_in_a_json_log_on_stdout(capsys
     with pytest.raises(SystemExit):
         main(["train", "d.csv", "--epochs", "x", "--json-log", "events.jsonl"])   # a FILE: not opened for this
     assert capsys.readouterr().out == ""
+
+
+def _failing(monkeypatch, command: str, exc: Exception) -> None:
+    import importlib
+
+    cli_main = importlib.import_module("lancetnic_flow.cli.main")
+
+    def fail(a, report):
+        raise exc
+
+    monkeypatch.setitem(cli_main.COMMANDS, command, fail)
+
+
+def test_an_error_naming_an_option_as_a_field_is_said_in_the_words_of_each_command(monkeypatch, capsys):
+    """An error whose text named an option `{features.max_len}` reached the command line raw: the
+    command line now reads `--max-len`, a workflow run `max_len`, whether the error was made with the
+    placeholder, had it added after it was made, or is not a UserError at all."""
+    from lancetnic_flow.cli.main import main
+    from lancetnic_flow.errors import UserError
+
+    made = UserError("texts are longer than {features.max_len}", "raise {features.max_len}")
+    added = UserError("texts are long", "raise it")
+    added.message += " ({features.max_len})"
+    for command, args, flag in (("train", ["train", "d.csv"], "--max-len"), ("run", ["run", "w.yaml"], "max_len")):
+        for exc in (made, added):
+            _failing(monkeypatch, command, exc)
+            assert main(args) == 2
+            err = capsys.readouterr().err
+            assert flag in err and "{features.max_len}" not in err
+        _failing(monkeypatch, command, RuntimeError("lost {training.ddp} ranks"))
+        assert main(args) == 1
+        assert f"lost {'--ddp' if command == 'train' else 'ddp'} ranks" in capsys.readouterr().err
+    assert "--max-len" not in str(made) and "raise max_len" in str(made) and "(max_len)" in str(added)
+
+
+def test_an_error_with_braces_that_name_no_option_keeps_its_leading_field_said_as_a_flag():
+    """A text in braces (a JSON value, a label) names no option: the error is said as it was,
+    its leading field still named as the command line's flag."""
+    from lancetnic_flow.cli.main import cli_words
+    from lancetnic_flow.errors import UserError
+
+    err = UserError("max_features: got {'a': 1}", "give a number")
+    assert err.cli is None and cli_words(err, "train") == ("--max-features: got {'a': 1}", "give a number")

@@ -156,7 +156,7 @@ def test_a_val_file_that_the_training_folder_or_glob_also_holds_is_refused_namin
         return plan_training_sources(TrainConfig(data=DataConfig(train=train_urls, val=val_urls)).validate(), 1 << 20)
 
     for given in ([str(tmp_path / "data")], [str(tmp_path / "data" / "*.csv")], [train, val]):
-        with pytest.raises(UserError, match=r"val\.csv is training data and --val data at once"):
+        with pytest.raises(UserError, match=r"val\.csv is training data and val data at once"):
             plan(given, [val])
     tr, va = plan([train], [val])
     assert [f.url for f in tr.files] != [f.url for f in va.files]
@@ -179,8 +179,8 @@ def test_a_val_file_that_is_a_training_file_by_another_name_is_refused_naming_bo
         return plan_training_sources(TrainConfig(data=DataConfig(train=train_urls, val=val_urls)).validate(), 1 << 20)
 
     for val in (tmp_path / "data" / "sub" / "train.csv", tmp_path / "hard.csv"):
-        with pytest.raises(UserError, match=rf"real/train\.csv \(as {val} in --val: a link to it\) is training data "
-                                            "and --val data at once"):
+        with pytest.raises(UserError, match=rf"real/train\.csv \(as {val} in val: a link to it\) is training data "
+                                            "and val data at once"):
             plan([str(tmp_path / "data" / "real")], [str(val)])
 def test_training_columns_read_texts_by_the_rule_of_the_analyzer_the_options_give():
     from lancetnic_flow.config import TrainConfig

@@ -134,7 +134,7 @@ def test_a_frame_without_a_numeric_column_of_the_run_is_refused_as_a_file_is_and
     # a file without the run's --numeric column is exit 2; a frame without it was predicted with
     # the training mean in its place, without a word
     df = pd.DataFrame({"text": ["good words here", "more words"], "nn": [0.5, 1.0]})
-    with pytest.raises(UserError, match="no column 'n'.*did you mean 'nn'.*--numeric n") as e:
+    with pytest.raises(UserError, match="no column 'n'.*did you mean 'nn'.*numeric n") as e:
         input_rows(df, numeric=["n"])
     assert "a list or a Series" in e.value.hint
     for texts in (["good words here", "more words"], df["text"]):   # texts alone: the mean, as documented

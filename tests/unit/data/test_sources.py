@@ -299,7 +299,7 @@ def test_the_files_of_a_glob_get_one_format_and_a_glob_whose_files_disagree_is_r
     with pytest.raises(UserError) as e:
         plan_source([str(tmp_path / "part-*")])
     msg = str(e.value)
-    assert "part-0.txt reads as fasttext" in msg and "part-2.txt as jsonl" in msg and "--format" in e.value.hint
+    assert "part-0.txt reads as fasttext" in msg and "part-2.txt as jsonl" in msg and "--format" in e.value.said("cli")[1]
     # Each input decides for its own files.
     plan = plan_source([str(tmp_path / "part-[01].txt"), str(tmp_path / "part-2.txt")])
     assert [f.format for f in plan.files] == ["fasttext", "fasttext", "jsonl"] and len(plan.sniffed) == 2
@@ -458,7 +458,8 @@ def test_path_errors(tmp_path):
     (tmp_path / "what.xyz").write_bytes(b"x\n")
     with pytest.raises(UserError) as e:
         plan_source([str(tmp_path / "what.xyz")])
-    assert "--format" in str(e.value) and "fasttext" in str(e.value)
+    assert "pass format with one of" in str(e.value) and "fasttext" in str(e.value)
+    assert "pass --format with one of" in e.value.said("cli")[1]
     assert plan_source([str(tmp_path / "what.xyz")], format="text").files[0].format == "text"
     with pytest.raises(UserError, match="unknown format"):
         plan_source([str(tmp_path / "real.csv")], format="xls")

@@ -131,9 +131,10 @@ def test_choose_where_gives_way_to_an_option_that_needs_a_cluster_and_names_it(p
 
 
 def test_run_on_process_with_an_option_that_needs_a_cluster_is_a_user_error(plan):
-    with pytest.raises(UserError, match="--run-on process.*--ddp"):
-        choose_where("process", input_bytes=1, needs_cluster="--ddp trains on workers", plan=plan,
+    with pytest.raises(UserError, match="run_on process.*ddp trains") as e:   # to Python: run_on=, ddp=
+        choose_where("process", input_bytes=1, needs_cluster="{training.ddp} trains on workers", plan=plan,
                      trainer_need=0, threads=2)
+    assert e.value.said("cli")[0].startswith("--run-on process cannot hold this run: --ddp trains on workers")
 
 
 def test_plan_in_process_gives_the_workers_share_to_the_trainer_and_keeps_the_budget(plan):

@@ -52,9 +52,10 @@ def test_memory_plan_refuses_a_budget_too_small_and_says_what_would_fit(kw):
         plan_memory(budget, **kw)
     e = err.value
     assert "too small" in e.message
-    assert e.hint and "--memory-budget" in e.hint
+    hint = e.said("cli")[1]   # the command line's words; Python's name memory_budget
+    assert hint and "--memory-budget" in hint and "memory_budget" in e.hint and "--" not in e.hint
     # the suggested budget is one the planner accepts
-    m = re.search(r"--memory-budget (\S+)", e.hint)
+    m = re.search(r"--memory-budget (\S+)", hint)
     suggested = parse_size(m.group(1))
     assert suggested > budget
     plan = plan_memory(suggested, **kw)
@@ -65,14 +66,14 @@ def test_a_refused_plan_names_only_what_would_fit_each_with_a_value_the_planner_
     # Too many workers for the budget: --workers K that fits is named; no model option was given, none is named.
     with pytest.raises(UserError) as err:
         plan_memory(2 * GiB, workers=8)
-    hint = err.value.hint
+    hint = err.value.said("cli")[1]
     k = int(re.search(r"--workers (\d+)", hint).group(1))
     assert 1 <= k < 8 and plan_memory(2 * GiB, workers=k).workers == k
     assert "--max-features" not in hint and "--hidden" not in hint and "--buckets" not in hint
     # One worker and a model too large: the options that shrink this model, with the size that fits.
     with pytest.raises(UserError) as err:
         plan_memory(4 * GiB, workers=1, model_bytes=4 * GiB, model_options="fewer --buckets")
-    hint = err.value.hint
+    hint = err.value.said("cli")[1]
     assert "--workers" not in hint and "fewer --buckets" in hint and "--max-features" not in hint
     fits = parse_size(re.search(r"a model of at most (\S+ \S+|\S+)", hint).group(1).replace(" ", ""))
     assert plan_memory(4 * GiB, workers=1, model_bytes=int(fits * 0.99)).workers == 1
@@ -122,10 +123,10 @@ def test_a_refusal_for_workers_that_hold_a_model_names_the_model_and_a_budget_th
     with pytest.raises(UserError) as e:
         plan_memory(8 * GiB, workers=2, model_bytes=model, worker_model_bytes=model, holder="this process")
     assert "each holding the model's 3.0 GiB" in e.value.message and "this process needs" in e.value.message
-    budget = re.search(r"--memory-budget (\S+) or more", e.value.hint).group(1)
+    budget = re.search(r"--memory-budget (\S+) or more", e.value.said("cli")[1]).group(1)
     plan = plan_memory(parse_size(budget), workers=2, model_bytes=model, worker_model_bytes=model)
     assert plan.worker_limit * THRESHOLDS["pause"] >= model + MIN_WORKER
-    workers = re.search(r"--workers (\d+)", e.value.hint)
+    workers = re.search(r"--workers (\d+)", e.value.said("cli")[1])
     if workers:
         plan_memory(8 * GiB, workers=int(workers.group(1)), model_bytes=model, worker_model_bytes=model)
 
@@ -138,7 +139,7 @@ def test_what_the_process_held_before_the_run_is_part_of_the_trainers_share_and_
     assert "counts 200.0 MiB this process held before the run" in plan.describe()
     with pytest.raises(UserError) as e:   # the budget a refusal names plans with what is held
         plan_memory(2 * GiB, workers=2, model_bytes=300 * MiB, held=500 * MiB)
-    budget = re.search(r"--memory-budget ([\d.]+GiB)", e.value.hint).group(1)
+    budget = re.search(r"--memory-budget ([\d.]+GiB)", e.value.said("cli")[1]).group(1)
     plan_memory(parse_size(budget), workers=2, model_bytes=300 * MiB, held=500 * MiB)
 
 
@@ -155,7 +156,8 @@ def test_ddp_ranks_get_a_worker_each_when_workers_are_not_given_or_a_refusal_nam
     assert plan_memory(16 * GiB, workers=2, ranks=3).workers == 2   # asked for: the ranks are refused later, saying so
     with pytest.raises(UserError) as refused:
         plan_memory(2 * GiB, ranks=4)
-    said = str(refused.value)
+    said = " ".join(refused.value.said("cli"))
+    assert "4 workers (one per ddp rank)" in str(refused.value)   # to Python: ddp=
     assert "4 workers (one per --ddp rank)" in said and "--workers" not in said
     budget = re.search(r"--memory-budget (\S+)", said).group(1)
     fewer = int(re.search(r"--ddp (\d+)", said).group(1))

@@ -305,3 +305,23 @@ def test_labels_of_the_new_data_that_spell_one_of_the_runs_otherwise_are_the_run
     init.features = dataclasses.replace(init.features, labels=[str(2**53), "True"])
     fitted = dataclasses.replace(fitted, labels=[str(2**53 + 1), "true"], label_counts=[1, 2])
     assert labelled(fitted, init, None)[0].labels == [str(2**53), "True", str(2**53 + 1)]
+
+
+def test_a_run_that_cannot_be_read_is_refused_in_each_readers_words(monkeypatch):
+    """Reading the --init-from run failed with an error naming an option: the refusal built on it
+    said the command line's part in Python's words (`format`, not `--format`)."""
+    import lancetnic_flow.runs.loading as loading
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.training.keep_learning import read_old_run
+
+    def damaged(*a, **k):
+        raise UserError("runs/r/config.json is damaged", "pass {data.format} csv")
+
+    monkeypatch.setattr(loading, "read_run_json", damaged)
+    with pytest.raises(UserError) as e:
+        read_old_run("runs/r", {})
+    assert e.value.field == "training.init_from"
+    assert e.value.said("cli") == ("--init-from runs/r: runs/r/config.json is damaged",
+                                   "pass --format csv, or train a new run without --init-from")
+    assert str(e.value) == ("init_from runs/r: runs/r/config.json is damaged\n"
+                            "  hint: pass format csv, or train a new run without init_from")

@@ -284,7 +284,7 @@ def test_a_checkpoint_of_a_tokenizer_run_that_trained_texts_it_read_no_token_fro
                           _key_options=lambda: {"features": {}})
     saved = entry_key(plan, None, run._key_options(), dataclasses.replace(columns, text_rule="visible nfkc"),
                       fraction_of(0.1))
-    with pytest.raises(UserError, match="or from which a --tokenizer of yours read no token"):
+    with pytest.raises(UserError, match="or from which a tokenizer of yours read no token"):
         Training._refuse_other_key(run, saved)
 
 

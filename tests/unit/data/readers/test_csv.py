@@ -18,7 +18,7 @@ def test_header_names_read_quoted_names_and_tabs():
 def test_a_header_that_is_not_utf8_text_is_refused_naming_the_file_and_encoding():
     with pytest.raises(UserError, match="f.csv: the first line is not UTF-8") as e:
         header_names("texte,étiquette\n".encode("latin-1"), ",", "f.csv")
-    assert "--encoding" in e.value.hint
+    assert "encoding NAME" in e.value.hint and "--encoding NAME" in e.value.said("cli")[1]
     with pytest.raises(UserError, match="cannot read the first line"):
         header_names(b'text,"unclosed\n', ",", "f.csv")
 

@@ -49,7 +49,7 @@ def test_fasttext_tags_become_sets_and_are_counted_per_line():
 def test_a_single_label_task_refuses_lists_of_labels_and_says_to_use_multilabel(label, what):
     with pytest.raises(LabelListError) as e:
         check_single(label)
-    assert what in e.value.message and "--task multilabel" in e.value.hint
+    assert what in e.value.message and "task multilabel" in e.value.hint and "--task multilabel" in e.value.said("cli")[1]
     assert e.value.at("f.csv").message.startswith("f.csv: ")
     back = pickle.loads(pickle.dumps(e.value))
     assert type(back) is LabelListError and back.hint == e.value.hint

@@ -56,8 +56,9 @@ def test_several_tags_are_a_label_set_with_multilabel_and_refused_without():
     data = b"__label__a __label__b both\n__label__c one\n"
     multi = parse_lines(data, "fasttext", Columns(text=("text",), label="label", multilabel=True), "f.ft")
     assert multi.table.column("label").to_pylist() == [["a", "b"], ["c"]]
-    with pytest.raises(LabelListError, match="--task multilabel"):
+    with pytest.raises(LabelListError, match="task multilabel") as e:
         parse_lines(data, "fasttext", Columns(text=("text",), label="label"), "f.ft")
+    assert "--task multilabel" in e.value.said("cli")[0]
 
 
 @pytest.mark.parametrize("columns,match", [(Columns(text=("text",), target="y"), "no numeric columns"),

@@ -257,7 +257,7 @@ def test_a_typed_files_bytes_mostly_in_another_encoding_stop_the_run_naming_it_a
     table, cols = _latin1_rows(30, all_rows)
     with pytest.raises(UserError) as e:
         finish_table("s3://b/hive.parquet", cols, table, table.column_names)
-    assert "s3://b/hive.parquet: 20 of 30 rows read" in str(e.value) and "--encoding latin-1" in str(e.value)
+    assert "s3://b/hive.parquet: 20 of 30 rows read" in str(e.value) and "--encoding latin-1" in e.value.said("cli")[1]
     few, cols = _latin1_rows(6, all_rows)   # a few stray rows stay counted skips
     assert finish_table("f.parquet", cols, few, few.column_names).skipped == {"undecodable": 4}
 

@@ -77,13 +77,15 @@ class OneWorker:   # the in-process stand-in's answer: a cluster of one worker
 def test_too_few_workers_for_a_resumed_ddp_run_are_refused_offering_only_what_resume_accepts():
     """--resume keeps the run's --ddp (its checkpoint holds that many ranks' state):
     the hint offers more workers, never a lower --ddp, which --resume refuses."""
-    with pytest.raises(UserError, match="--ddp 2 needs 2 Dask workers, the cluster has 1") as resumed:
+    with pytest.raises(UserError, match="ddp 2 needs 2 Dask workers, the cluster has 1") as resumed:
         preflight(OneWorker(), 2, 0, resuming=True)
-    assert "lower --ddp" not in resumed.value.hint
-    assert "--workers 2" in resumed.value.hint and "--scheduler" in resumed.value.hint
+    message, hint = resumed.value.said("cli")
+    assert message.startswith("--ddp 2 needs") and "lower --ddp" not in hint
+    assert "--workers 2" in hint and "--scheduler" in hint
     with pytest.raises(UserError) as new_run:   # a new run may take fewer ranks
         preflight(OneWorker(), 2, 0)
-    assert "--workers 2" in new_run.value.hint and "lower --ddp" in new_run.value.hint
+    assert "--workers 2" in new_run.value.said("cli")[1] and "lower --ddp" in new_run.value.said("cli")[1]
+    assert "workers 2" in new_run.value.hint and "lower ddp" in new_run.value.hint
 
 
 class Weights:
@@ -198,7 +200,7 @@ def test_ranks_go_to_workers_that_hold_one_passing_over_a_smaller_worker_first_b
     assert preflight(cluster, 1, rank) == ["tcp://a:1"]
     assert preflight(Workers(a=0, b=700 << 20), 2, 10 << 20) == ["tcp://a:1", "tcp://b:1"]   # no limit holds one
     with pytest.raises(UserError, match=r"worker tcp://b:1 has a 700.0 MiB memory limit; 2 of the 3 workers can "
-                                        r"hold one, --ddp 3 needs 3"):
+                                        r"hold one, ddp 3 needs 3"):
         preflight(cluster, 3, rank)
     with pytest.raises(UserError, match=r"worker tcp://a:1 has a 700.0 MiB memory limit") as none_holds:
         preflight(Workers(a=700 << 20), 1, rank)
