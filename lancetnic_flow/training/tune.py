@@ -350,7 +350,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     if cfg.training.init_from:   # the command line's tune has no --init-from; the API's must not search for nothing
         raise bad("training.init_from", "tune trains every trial from fresh weights and varies the n-grams and "
                   "hidden size a run continued with {name} keeps from its run",
-                  "tune on the data without {name}, or continue the run with `train DATA --init-from RUN`")
+                  "tune on the data without {name}, or continue the run by training with {name} (train(cfg), not tune)")
     if cfg.output.no_cache:   # every trial reads every epoch's shards on a worker
         raise bad("output.cache", "{name} none: tune's trials read the featurised shards from the cache, each "
                   "trial every epoch", "give {name} a URL, or leave it out (OUT/.cache)")
