@@ -43,7 +43,7 @@ import numpy as np
 
 from ..features.rows import RowBlock
 from .inputs import outputs_of
-from .linear_arrays import is_arrays
+from .linear_arrays import is_arrays, sigmoid
 from .tasks import as_array
 
 # Scores kept to calibrate on (rows × labels, float32: 40 MiB; the scale is fitted
@@ -253,7 +253,7 @@ def label_thresholds(proba: np.ndarray, hot: np.ndarray, prior: np.ndarray | Non
                     for k in range(proba.shape[1])])
     w = positives / (positives + SHRINK)
     z = w * _logit(own) + (1 - w) * _logit(toward)
-    return 1.0 / (1.0 + np.exp(-z)), pooled
+    return sigmoid(z), pooled
 
 
 @dataclass
@@ -268,7 +268,7 @@ class Prior:
     def at_scale(self, scale: float, labels: int) -> np.ndarray:
         """The thresholds at probability scale ``scale``, for ``labels`` labels (NaN for those added)."""
         old = np.clip(np.asarray(self.thresholds, np.float64)[:labels], *THRESHOLD_RANGE)
-        cut = 1.0 / (1.0 + np.exp(-_logit(old) * (scale / self.scale)))
+        cut = sigmoid(_logit(old) * (scale / self.scale))
         return np.concatenate([cut, np.full(labels - len(cut), np.nan)])
 
 
@@ -334,7 +334,7 @@ def calibrate(model: Any, blocks: Iterable[RowBlock], scale: bool, prior: Prior 
             out.loss = scaled_loss(val, out.scale)
             _set_scale(model, out.scale)
         if val.label_sets:
-            proba = (1.0 / (1.0 + np.exp(-val.scores * np.float32(out.scale)))).astype(np.float32)
+            proba = sigmoid(val.scores * np.float32(out.scale)).astype(np.float32, copy=False)
             toward = prior.at_scale(out.scale, proba.shape[1]) if prior is not None else None
             # Rounded as model.json keeps them: the figures are those of the thresholds predict and evaluate use.
             out.thresholds, out.pooled_threshold = label_thresholds(proba, val.labels, toward)

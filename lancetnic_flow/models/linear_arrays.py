@@ -167,3 +167,11 @@ def create_linear(name: str, *, dim: int, classes: int, regress: bool, hidden: i
     config = {**{k: v for k, v in config.items() if k != "margin"}, "activation": "relu", "pooling": "weighted",
               "margin": True}
     return LinearArrays(config), {"model": name, "net": spec.net, "kwargs": config}
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    """Each score's sigmoid, in its own dtype; a very negative score gives 0 (its exp
+    overflows to inf, on purpose: no warning said to the user)."""
+    one = np.asarray(1.0, dtype=getattr(logits, "dtype", np.float64))
+    with np.errstate(over="ignore"):
+        return one / (one + np.exp(-logits))

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..features.rows import RowBlock
-from ..models.linear_arrays import bag_scores, linear_logits
+from ..models.linear_arrays import bag_scores, linear_logits, sigmoid
 
 # The network LinearSVM stores (models/__init__.py create_model, registry.py's "LinearSVM"):
 # any other model.json, or one of these sizes that does not hold, goes the torch way.
@@ -81,12 +81,6 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     """Each row's softmax (float32), shifted by its largest score as torch's is."""
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
-
-
-def sigmoid(logits: np.ndarray) -> np.ndarray:
-    """Each score's sigmoid (float32); a very negative score gives 0 (its exp overflows to inf, on purpose)."""
-    with np.errstate(over="ignore"):
-        return np.float32(1.0) / (np.float32(1.0) + np.exp(-logits))
 
 
 __all__ = ["LinearScores", "linear_shapes", "bag_scores", "softmax", "sigmoid"]

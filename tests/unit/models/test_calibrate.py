@@ -141,6 +141,27 @@ def test_calibrate_sets_a_margin_models_scale_and_gives_label_sets_their_thresho
     assert calibrate(model, [single], scale=True).thresholds is None        # one label a row: a scale only
 
 
+def test_calibrating_label_sets_whose_scores_overflow_exp_says_nothing_to_the_user_and_keeps_its_thresholds():
+    """A label set's scores far below zero (a confident margin model) overflowed exp in the
+    sigmoid: a RuntimeWarning printed in the middle of a run's output, for a probability of 0."""
+    import warnings
+
+    model, _ = create_model("LinearSVM", dim=20, classes=3, regress=False, hidden=64, layers=0, dropout=0.0,
+                            embed=8, numeric=0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.randn(20, 3, generator=torch.Generator().manual_seed(0)) * 1000)
+    rng = np.random.default_rng(2)
+    indices = rng.integers(0, 20, 600).astype(np.int32)
+    scores = model.input.weight.detach().numpy()[indices].reshape(200, 3, 3).sum(1)
+    hot = (scores > 0).astype(np.uint8)
+    block = RowBlock(indices, np.arange(0, 601, 3, dtype=np.int64), np.ones(600, np.float32), hot)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = calibrate(model, [block], scale=False)
+    assert out.thresholds.shape == (3,) and ((out.thresholds > 0) & (out.thresholds < 1)).all()
+    assert out.at_thresholds["micro_f1"] == pytest.approx(1.0)   # the labels are the scores' signs
+
+
 @pytest.mark.parametrize("label_sets", [False, True])
 def test_the_loss_in_numpy_is_torchs_cross_entropy_a_row_in_pieces_and_with_scores_that_would_overflow(label_sets,
                                                                                                      monkeypatch):
