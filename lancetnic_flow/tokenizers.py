@@ -18,7 +18,9 @@ registered it. Two ways it gets there:
   script's top level all the same: local workers import the script again.
 
 ``fn`` either takes one text and returns its tokens (``batch=False``, the
-default; applied row by row), or takes a ``pyarrow`` string array and
+default; applied row by row: a list, tuple or generator of strings; a string,
+read as its characters, and a set, whose order changes from process to
+process, are refused), or takes a ``pyarrow`` string array and
 returns a list array of strings, one list per row (``batch=True``: no
 Python object per token if ``fn`` is vectorised). It receives the texts as
 the run preprocesses them (Unicode-normalised and lower-cased when asked);
@@ -120,8 +122,7 @@ def tokens_of(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
         if isinstance(lists, pa.ChunkedArray):
             lists = lists.combine_chunks()
     else:
-        # The function's own lists: a Python object per token is the price of a per-text tokenizer.
-        lists = pa.array([fn(t) for t in texts.to_pylist()], pa.list_(pa.string()))
+        lists = _per_text(spec, fn, texts)
     if not isinstance(lists, (pa.ListArray, pa.LargeListArray)) or len(lists) != len(texts):
         raise UserError(f"tokenizer {spec!r} returned {type(lists).__name__} for {counted(len(texts), 'text')}",
                         "return a list of tokens per text (batch=True: a pyarrow list array, one list per text)")
@@ -135,6 +136,47 @@ def tokens_of(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
     np.cumsum(lengths, out=offsets[1:])
     return offsets, tokens
 
+
+
+def _per_text(spec: str, fn: Callable, texts: pa.Array) -> pa.ListArray:
+    """A per-text tokenizer's tokens of ``texts``, one list a text. Arrow would read a
+    string returned as its characters, and a set's order changes from process to
+    process (word pairs are read in order): both are refused, as are tokens that are not
+    strings; a generator, or another sequence, is read as its list."""
+    # The function's own lists: a Python object per token is the price of a per-text tokenizer.
+    out = []
+    for text in texts.to_pylist():
+        tokens = fn(text)
+        if type(tokens) is not list and tokens is not None:
+            tokens = _as_list(spec, text, tokens)
+        out.append(tokens)
+    try:
+        return pa.array(out, pa.list_(pa.string()))
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        text, token = next(((t, w) for t, ws in zip(texts.to_pylist(), out) for w in ws or ()
+                            if w is not None and not isinstance(w, str)), ("", None))
+        raise UserError(f"tokenizer {spec!r} returned the token {token!r} ({type(token).__name__}) for "
+                        f"{_short(text)}: a token is a string", "return a list of strings per text") from None
+
+
+def _as_list(spec: str, text: str, tokens) -> list:
+    if isinstance(tokens, (str, bytes)):
+        raise UserError(f"tokenizer {spec!r} returned {type(tokens).__name__} {_short(tokens)} for {_short(text)}, "
+                        "not a list of tokens: it would be read as its characters",
+                        "return a list of tokens per text (e.g. text.split(), not a joined string)")
+    if isinstance(tokens, (set, frozenset, dict)):
+        raise UserError(f"tokenizer {spec!r} returned a {type(tokens).__name__} for {_short(text)}: its order "
+                        "changes from process to process, and word n-grams are read in order",
+                        "return a list of tokens in text order (sorted(...) if a set is meant)")
+    try:
+        return list(tokens)
+    except TypeError:
+        raise UserError(f"tokenizer {spec!r} returned {type(tokens).__name__} for {_short(text)}",
+                        "return a list of tokens per text") from None
+
+
+def _short(text) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "…")
 
 
 class TokenizerRef(str):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pickle
 
+import pyarrow as pa
+
 import pytest
 
 from lancetnic_flow import tokenizers
@@ -152,3 +154,38 @@ def test_a_file_the_tokenizer_depends_on_that_cannot_be_read_is_a_user_error_nam
     with pytest.raises(UserError, match="gone.txt") as e:
         tokenizers.code_fingerprint("unit-missing-file")
     assert "depends_on" in e.value.hint
+
+
+def joined(text: str) -> str:
+    return " ".join(text.split())
+
+
+def word_set(text: str) -> set:
+    return set(text.split())
+
+
+def numbered(text: str) -> list:
+    return [len(w) for w in text.split()]
+
+
+def generated(text: str):
+    yield from text.split()
+
+
+@pytest.mark.parametrize("fn,says", [(joined, "returned str 'ab cd' for 'ab cd', not a list of tokens"),
+                                     (word_set, "returned a set for 'ab cd': its order changes"),
+                                     (numbered, r"returned the token 2 \(int\) for 'ab cd'")])
+def test_a_per_text_tokenizer_returning_a_string_a_set_or_numbers_is_refused_not_read_as_characters(fn, says):
+    from lancetnic_flow.tokenizers import tokens_of
+
+    spec = register_tokenizer(f"unit-{fn.__name__}", fn)
+    with pytest.raises(UserError, match=says):
+        tokens_of(spec, pa.array(["ab cd", "ef"]))
+
+
+def test_a_per_text_tokenizer_may_yield_its_tokens_or_return_a_tuple_or_none():
+    from lancetnic_flow.tokenizers import tokens_of
+
+    for fn in (generated, lambda t: tuple(t.split()), lambda t: t.split() if t != "ef" else None):
+        offsets, tokens = tokens_of(register_tokenizer("unit-sequences", fn), pa.array(["ab cd", "ef", "gh"]))
+        assert tokens.to_pylist()[:2] == ["ab", "cd"] and offsets[1] == 2 and len(offsets) == 4
