@@ -19,7 +19,7 @@ from ...errors import UserError
 from ...storage import open_options, url_to_fs
 from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
-from ..usable import usable as holds_terms
+from ..usable import usable_tokens
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 from ...plurals import counted
 from .times import is_time_type, iso_text
@@ -287,11 +287,11 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
         texts = [to_string(get(c)) for c in columns.text]
         joined = pc.binary_join_element_wise(*texts, " ", null_handling="replace", null_replacement="")
         text = pc.utf8_trim_whitespace(joined)
-    keep = holds_terms(text, columns.text_rule)   # holds what the analyzer reads; no copy of the strings
+    keep, *tokens = usable_tokens(text, columns.text_rule)   # holds what the analyzer reads; no copy of the strings
     if columns.all_rows:
         status = _undecodable_status(status, undecodable, n, skipped)
         return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [], not_text,
-                        bytes_encoding)
+                        bytes_encoding, tokens)
     reasons = [("empty_text", keep)]
     if not_text is not None:
         reasons.insert(0, ("not_text", pc.invert(not_text)))
@@ -345,7 +345,13 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
         repeated = repeated_rows(table.column("label").combine_chunks())
         if repeated:
             noted["repeated_label"] = repeated
-    return Chunk(table.cast(schema), rows_read, skipped, noted)
+    return Chunk(_with_tokens(table.cast(schema), *tokens, kept), rows_read, skipped, noted)
+
+
+def _with_tokens(table: pa.Table, field: pa.Field | None, tokens: pa.Array | None, kept) -> pa.Table:
+    # A tokenizer of the user's gave the empty_text check its tokens: they travel with the rows
+    # kept, so the features read them rather than run it again (features/tokenize.py: texts_of).
+    return table if tokens is None else table.append_column(field, kept(tokens))
 
 
 def finish_table(url: str, columns: Columns, table: pa.Table, have: list[str]) -> Chunk:
@@ -390,9 +396,10 @@ def label_column(columns: Columns, raw) -> tuple:
 
 def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[str, int],
              status: pa.Array | None, have: list[str], not_text: pa.Array | None = None,
-             bytes_encoding: str | None = None) -> Chunk:
+             bytes_encoding: str | None = None, tokens: tuple = (None, None)) -> Chunk:
     """Every row, in order, with a ``status`` column ("ok", or the reason it
-    cannot be used) and the kept input columns as ``keep:NAME`` strings."""
+    cannot be used) and the kept input columns as ``keep:NAME`` strings; ``tokens``:
+    the field and token lists of a tokenizer of the user's (:func:`_with_tokens`)."""
     mine = pc.if_else(usable, pa.scalar("ok"), pa.scalar("empty_text"))
     if not_text is not None:
         mine = pc.if_else(pc.fill_null(not_text, False), pa.scalar("not_text"), mine)
@@ -424,6 +431,7 @@ def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[
     names.append("status")
     table = pa.Table.from_arrays(
         [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays], names=names)
+    table = _with_tokens(table, *tokens, lambda a: a)
     return Chunk(table, rows_read, skipped, {"unreadable_numeric": unreadable} if unreadable else {})
 
 

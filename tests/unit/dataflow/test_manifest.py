@@ -338,3 +338,24 @@ def test_a_continued_runs_labels_read_in_its_spelling_are_kept_beside_the_entry_
     assert read_read_as(entry, {}) == {"1 as 1.0": 63, "2 as 2.0": 119}
     (tmp_path / "entry" / READ_AS).write_text("[1, 2")
     assert read_read_as(entry, {}) == {}   # damaged: said by the runs that fit it, not here
+
+
+def test_an_entry_of_a_tokenizer_is_not_reused_once_a_file_it_depends_on_changes_and_is_while_unchanged(tmp_path):
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.tokenizers import canonical, register_tokenizer
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    stop = tmp_path / "stop.txt"
+    stop.write_text("the\nof\n")
+
+    def words_but_stop(t):
+        listed = set(open(stop).read().split())
+        return [w for w in t.split() if w not in listed]
+
+    register_tokenizer("key-listed", words_but_stop, depends_on=stop)
+    fc = FeatureConfig(mode="hashing", tokenizer=canonical("key-listed")).__dict__
+    before = entry_key(plan, None, fc, COLUMNS, VAL_FRACTION)
+    stop.write_text("the\nof\n")   # written again, the same words: the entry is reused
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == before
+    stop.write_text("the\nof\nand\n")   # another list: other tokens, a fresh entry
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) != before

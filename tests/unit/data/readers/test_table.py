@@ -360,3 +360,36 @@ def test_bytes_sample_takes_text_and_label_bytes_up_to_its_limit_only():
     assert b"\xff" not in sample            # a column the run does not read is not sampled
     whole = bytes_sample(table, Columns(text=("t",), label="y"), limit=1 << 20)
     assert whole.count(b"s\xe9") == 1001 and whole.count(b"caf\xe9") == 10_000
+
+
+SPLIT_CALLS: list[str] = []
+
+
+def _noted_split(text: str) -> list[str]:
+    SPLIT_CALLS.append(text)
+    return [w for w in text.split() if w.isalnum()]
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_an_own_tokenizers_lists_travel_with_the_rows_so_training_and_prediction_tokenise_once(all_rows):
+    from lancetnic_flow.data.readers.table import finish_table
+    from lancetnic_flow.data.usable import TOKENS_COLUMN, text_rule
+    from lancetnic_flow.features import register_tokenizer
+    from lancetnic_flow.features.vectorize import FittedFeatures
+
+    spec = register_tokenizer("unit-table-noted", _noted_split)
+    features = FittedFeatures(mode="hashing", buckets=2**10, tokenizer=spec)
+    texts = ["Goal match", "  ", "...", "soup Bread soup"]
+    table = pa.table({"text": texts, "label": ["a"] * len(texts)})
+    columns = Columns(text=("text",), label="label", text_rule=text_rule(features), all_rows=all_rows)
+    SPLIT_CALLS.clear()
+    chunk = finish_table("f.parquet", columns, table, table.column_names)
+    assert sorted(SPLIT_CALLS) == sorted(["goal match", "...", "soup bread soup"])   # blank: never handed
+    assert TOKENS_COLUMN in chunk.table.column_names
+    rows = chunk.table.filter(pc.equal(chunk.table["status"], "ok")) if all_rows else chunk.table
+    assert rows["text"].to_pylist() == ["Goal match", "soup Bread soup"]
+    SPLIT_CALLS.clear()
+    got = features.transform(rows)
+    assert SPLIT_CALLS == []
+    want = features.transform_texts(rows["text"])
+    assert got.indices.tolist() == want.indices.tolist() and got.values.tolist() == want.values.tolist()
