@@ -197,7 +197,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     written, a NaN label missing, a binary text not UTF-8 undecodable;
     fastText tags anywhere in a line; then every JSON value of a line read
     by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag; then
-    a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end),
+    a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end;
+    a BOM at a fastText line's start no text),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
     (:data:`ENCODED_BYTES_REVISION`), a cut-off zstd file was refused

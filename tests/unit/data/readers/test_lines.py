@@ -82,3 +82,20 @@ def test_a_vertical_tab_or_nul_ends_a_fasttext_tag_as_fasttext_ends_it(multilabe
     later = parse_lines(b"__label__a goal\x0b__label__b team\n", "fasttext",
                         Columns(text=("text",), label="label", multilabel=True), "f.ft")
     assert later.table.to_pylist() == [{"text": "goal team", "label": ["a", "b"]}]
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_a_bom_at_a_fasttext_lines_start_from_files_joined_by_cat_hides_no_tag(all_rows):
+    # cat a.ft b.ft, each written with a BOM: b's first line started with U+FEFF, which hid its tag, so the
+    # line was missing_label (its label never learnt) and prediction read "__label__b" as a word.
+    bom = b"\xef\xbb\xbf"
+    data = bom + b"__label__a good film\n" + bom + b"__label__b phone chip\n" + bom + b"\n"
+    columns = Columns(text=("text",), label="label", all_rows=all_rows)
+    chunk = parse_lines(data, "fasttext", columns, "f.ft")
+    texts = chunk.table.column("text").to_pylist()
+    if all_rows:   # every line a row, the BOM-only one blank
+        assert texts == ["good film", "phone chip", ""]
+        assert chunk.table.column("status").to_pylist() == ["ok", "ok", "empty_text"]
+    else:
+        assert texts == ["good film", "phone chip"] and chunk.skipped == {}
+        assert chunk.table.column("label").to_pylist() == ["a", "b"]
