@@ -11,6 +11,7 @@ import io
 import json
 import re
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -20,7 +21,8 @@ from ...formats import Format, Head, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns, missing_column_error
 from .labels import LONE_SURROGATE, json_values_as_text
-from .table import BOM, decoded, empty_table, finish, open_head, read_lines, strip_bom, text_kinds, utf8_ok
+from .table import (BOM, decoded, empty_table, finish, open_head, read_lines, split_lines, strip_bom, text_kinds,
+                    utf8_ok)
 
 
 def parse(data: bytes, header: bytes | None, fmt: str, columns: Columns, url: str) -> Chunk:
@@ -71,6 +73,8 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
         return Chunk(empty_table(columns, "jsonl"), undecodable, skipped)
     names = columns.names()
     table = _as_written(data, columns)
+    if table is not None and not _objects_end_their_lines(data, table.num_rows):
+        table = None   # an object across lines: malformed lines, as the per-line path and a cut between them read it
     if table is not None:
         missing = [n for n in names if n not in table.column_names]
         if missing and table.num_rows:
@@ -81,6 +85,22 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if columns.all_rows:
         return _rows_in_order(data, columns, url)
     return _slow_rows(data, columns, url, skipped, undecodable)
+
+
+def _objects_end_their_lines(data: bytes, rows: int) -> bool:
+    """Whether no JSON value of the block ``data`` (read by Arrow as ``rows``
+    rows) runs on past its line. Arrow's reader takes an object written across
+    lines (``{"text": "a",`` then ``"label": "b"}``) as one row when its block
+    holds every line of it, where a block cut between them, or beside a
+    malformed line, reads each line as malformed: the rows of a file would
+    depend on where it was cut. A line that is not blank starts with ``{``
+    and ends with ``}`` unless a value crosses it."""
+    lines = int(np.count_nonzero(np.frombuffer(data, np.uint8) == ord("\n"))) + (not data.endswith(b"\n"))
+    if rows == lines or rows == lines - data.count(b"\n\n") - data.count(b"\n\r\n"):
+        return True   # a row a line (blank ones aside): the common block, told by counting bytes
+    text = pc.utf8_trim(split_lines(data), " \t\r\ufeff")
+    text = pc.filter(text, pc.greater(pc.utf8_length(text), 0))
+    return pc.all(pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))).as_py() is not False
 
 
 def _read_arrow(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
