@@ -458,10 +458,10 @@ def utf8_ok(data: bytes) -> bool:
 
 def split_lines(data: bytes) -> pa.Array:
     """Block -> one string per line, '\\r' stripped, no trailing empty line."""
-    if data.endswith(b"\n"):
-        data = data[:-1]
     if not data:
         return pa.array([], pa.string())
+    if data.endswith(b"\n"):   # a block of one blank line ("\n") is that line: prediction writes it a row
+        data = data[:-1]
     offsets = pa.array([0, len(data)], pa.int64()).buffers()[1]
     whole = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
     lines = pc.split_pattern(whole, "\n").flatten()

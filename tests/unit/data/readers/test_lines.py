@@ -99,3 +99,23 @@ def test_a_bom_at_a_fasttext_lines_start_from_files_joined_by_cat_hides_no_tag(a
     else:
         assert texts == ["good film", "phone chip"] and chunk.skipped == {}
         assert chunk.table.column("label").to_pylist() == ["a", "b"]
+
+
+@pytest.mark.parametrize("fmt, data", [("text", b"first one\n\n   \nsecond\nlast"),
+                                       ("fasttext", b"__label__a first one\n\n\n__label__b second\n")])
+def test_prediction_writes_every_line_a_row_however_the_file_is_cut(tmp_path, fmt, data):
+    # A range whose rows were one blank line read as no line at all: prediction's output lost that
+    # row and every later one sat a line early (at --blocksize 1, 4 rows for a file of 5 lines).
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    path = tmp_path / f"f.{'ft' if fmt == 'fasttext' else 'txt'}"
+    path.write_bytes(data)
+    columns = Columns(text=("text",), label="label" if fmt == "fasttext" else None, all_rows=True)
+    want = None
+    for blocksize in (1, 2, 3, 5, len(data)):
+        plan = plan_source([str(path)], format=fmt, blocksize=blocksize)
+        texts = [t for p in plan.partitions for c in read_partition(p, columns) for t in c.table.column("text").to_pylist()]
+        assert len(texts) == data.count(b"\n") + (not data.endswith(b"\n")), blocksize
+        want = want or texts
+        assert texts == want, blocksize

@@ -118,6 +118,7 @@ def test_utf8_checks_and_line_splitting():
     assert utf8_ok("héllo".encode()) and not utf8_ok(b"caf\xe9")
     assert split_lines(b"a\r\nb\n\nc\n").to_pylist() == ["a", "b", "", "c"]
     assert split_lines(b"").to_pylist() == []
+    assert split_lines(b"\n").to_pylist() == split_lines(b"\r\n").to_pylist() == [""]   # a blank line is a line
 
 
 def test_undecodable_lines_are_dropped_and_counted_and_a_bom_removed():
