@@ -31,6 +31,9 @@ _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 # skipping would silently lose that share of it. Fewer are counted skips.
 UNDECODABLE_ROWS = 10
 UNDECODABLE_SHARE = 0.01
+# Bytes past ASCII, all of them UTF-8, that show a block read in a multi-byte encoding
+# (shift_jis, gbk) is UTF-8: text in such an encoding is no UTF-8 but by chance, which so many rule out.
+MULTIBYTE_EVIDENCE = 16
 
 
 def open_head(fi, storage_options: dict | None):
@@ -614,6 +617,40 @@ def check_decodable(chunk: Chunk, data: bytes, url: str, encoding: str | None) -
     guess = likely_encoding(data)
     raise UserError(f"{url}: {share} are not UTF-8 text: the file is probably in another encoding ({guess}?)",
                     f"pass {{data.encoding}} {guess} (or the file's own encoding), or convert the file to UTF-8")
+
+
+def check_not_utf8(data: bytes, url: str, encoding: str | None) -> None:
+    """Stop (UserError) where the block ``data`` is UTF-8 text past ASCII and
+    ``encoding`` (``--encoding``) is another: read in a single-byte one
+    (latin-1, cp1252), each such letter would be two others (``café`` as
+    ``cafÃ©``), in texts and labels alike, and no row would be skipped to say
+    so. Text in a single-byte encoding is no valid UTF-8 once it holds a
+    letter past ASCII, short of one spelled as that very garbling (``Ã©``);
+    in a multi-byte one (shift_jis) once it holds :data:`MULTIBYTE_EVIDENCE`
+    bytes past ASCII."""
+    if encoding is None or data.isascii() or not utf8_ok(data):
+        return
+    if not single_byte(encoding) and np.count_nonzero(np.frombuffer(data, np.uint8) >= 0x80) < MULTIBYTE_EVIDENCE:
+        return   # a few bytes of shift_jis or gbk may be UTF-8 by chance: half-width ﾃｩ is é's bytes
+    word = _word_at(data, re.search(rb"[\x80-\xff]", data).start()).decode("utf-8", "ignore")
+    raise UserError(f"{url}: the file is UTF-8 text, and read in {encoding} its letters past ASCII would be "
+                    f"others ({word!r} would read as {word.encode('utf-8').decode(encoding, 'replace')!r})",
+                    "read it as UTF-8: drop {data.encoding}, or pass {data.encoding} utf-8 where the run was "
+                    "trained with another")
+
+
+def single_byte(encoding: str) -> bool:
+    """Whether ``encoding`` writes each character in one byte (latin-1, cp1252, koi8-r; not shift_jis, gbk)."""
+    high = bytes(range(0x80, 0x100))
+    return len(high.decode(encoding, errors="replace")) == len(high)
+
+
+def _word_at(data: bytes, at: int, reach: int = 40) -> bytes:
+    """The word of ``data`` around byte ``at``: up to ``reach`` bytes each side, to a space, line end or delimiter."""
+    lo, hi = max(at - reach, 0), at + reach
+    start = max([lo] + [data.rfind(c, lo, at) + 1 for c in b' \t\r\n,;"'])
+    end = min([min(hi, len(data))] + [i for i in (data.find(c, at, hi) for c in b' \t\r\n,;"') if i >= 0])
+    return data[start:end]
 
 
 def likely_encoding(data: bytes) -> str:

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lancetnic_flow.data.readers.table import (_unreadable_numbers, bytes_sample, check_names, check_not_wide,
-                                               decoded, format_hint, likely_encoding, split_lines, to_float,
+from lancetnic_flow.data.readers.table import (_unreadable_numbers, bytes_sample, check_names, check_not_utf8,
+                                               check_not_wide, decoded, format_hint, likely_encoding, split_lines, to_float,
                                                to_string, utf8_ok)
 from lancetnic_flow.data.sources import Columns
 from lancetnic_flow.errors import UserError
@@ -361,3 +361,35 @@ def test_bytes_sample_takes_text_and_label_bytes_up_to_its_limit_only():
     assert b"\xff" not in sample            # a column the run does not read is not sampled
     whole = bytes_sample(table, Columns(text=("t",), label="y"), limit=1 << 20)
     assert whole.count(b"s\xe9") == 1001 and whole.count(b"caf\xe9") == 10_000
+
+
+@pytest.mark.parametrize("fmt, data", [("csv", "text,label\ncafé crème,é\nfoo bar,b\n"),
+                                       ("jsonl", '{"text": "café crème", "label": "é"}\n'),
+                                       ("fasttext", "__label__a café crème\n")])
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_utf8_file_read_in_a_single_byte_encoding_stops_the_run_instead_of_garbling_it(tmp_path, fmt, data, suffix):
+    # --encoding latin-1 (given, or a run's, which predict and evaluate read with) on a UTF-8 file read
+    # "café" as "cafÃ©" and the label "é" as a class "Ã©" of its own, every row kept: no skip said so.
+    import gzip
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    path = tmp_path / f"f.{'ft' if fmt == 'fasttext' else fmt}{suffix}"
+    path.write_bytes(gzip.compress(data.encode()) if suffix else data.encode())
+    columns = Columns(text=("text",), label="label", encoding="latin_1")
+    part = plan_source([str(path)]).partitions[0]
+    with pytest.raises(UserError, match="UTF-8 text.*'café' would read as 'cafÃ©'") as e:
+        list(read_partition(part, columns))
+    assert "--encoding utf-8" in e.value.said("cli")[1]
+    path.write_bytes(gzip.compress(data.encode("latin-1")) if suffix else data.encode("latin-1"))
+    rows = [r for c in read_partition(part, columns) for r in c.table.to_pylist()]
+    assert rows[0]["text"] == "café crème"   # the file in latin-1 itself reads as before
+
+
+def test_only_bytes_enough_to_rule_out_chance_make_a_multibyte_encodings_block_utf8():
+    check_not_utf8("ﾃｩ".encode("shift_jis"), "f.csv", "shift_jis")   # é's two bytes, half-width kana in shift_jis
+    check_not_utf8("plain ascii".encode(), "f.csv", "latin_1")
+    check_not_utf8("naïve".encode("cp1252"), "f.csv", "cp1252")
+    with pytest.raises(UserError, match="shift_jis"):
+        check_not_utf8("日本語のテキスト".encode(), "f.csv", "shift_jis")
