@@ -40,8 +40,9 @@ LOWER_REVISION = 1
 # 3 counts such a label named twice in one row's set once, where earlier entries count it twice.
 LABEL_SETS_REVISION = 3
 # Bytes columns' revision, in the key of Parquet/Arrow entries made with --encoding: 1 decodes a column
-# of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there).
-ENCODED_BYTES_REVISION = 1
+# of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there);
+# 2 refuses a column of UTF-8 bytes there, where earlier entries hold its letters garbled ("cafÃ©").
+ENCODED_BYTES_REVISION = 2
 # Encoded text's revision, in the key of entries of text formats (CSV, TSV, JSON Lines, text, fastText)
 # made with --encoding: 1 refuses a UTF-8 file there (data/readers/table.check_not_utf8), where an
 # earlier entry may hold its letters garbled ("cafÃ©").

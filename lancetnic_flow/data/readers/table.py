@@ -357,6 +357,8 @@ def finish_table(url: str, columns: Columns, table: pa.Table, have: list[str]) -
     given), and a file whose bytes are mostly in another encoding stopped as a
     text file in one is (:func:`check_decodable`), never lost row by row."""
     table = invalid_strings_as_bytes(table)
+    if columns.encoding:   # a column of UTF-8 bytes decoded in latin-1 would be garbled, as a text file would
+        check_not_utf8(bytes_sample(table, columns), url, columns.encoding)
     chunk = finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have,
                    bytes_encoding=columns.encoding)
     if chunk.skipped.get("undecodable", 0) > UNDECODABLE_ROWS:

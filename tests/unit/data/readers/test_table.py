@@ -274,6 +274,16 @@ def test_a_typed_files_bytes_are_decoded_in_the_encoding_given(all_rows):
         ["caf\xe9 cr\xe8me", "na\xefve r\xe9sum\xe9", "plain words"]
     if all_rows:
         assert set(chunk.table.column("keep:note").to_pylist()) == {"\xe0 garder"}
+
+
+def test_a_typed_files_column_of_utf8_bytes_read_in_a_single_byte_encoding_stops_the_run():
+    # --encoding latin-1 decoded a Parquet/Arrow column of UTF-8 bytes as "cafÃ©", every row kept
+    from lancetnic_flow.data.readers.table import finish_table
+
+    table = pa.table({"text": pa.array(["café crème".encode(), b"plain words"], pa.binary()), "label": ["a", "b"]})
+    cols = Columns(text=("text",), label="label", encoding="latin_1")
+    with pytest.raises(UserError, match="f.parquet: the file is UTF-8 text.*'cafÃ©'"):
+        finish_table("f.parquet", cols, table, table.column_names)
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 @pytest.mark.parametrize("all_rows", [False, True])
 def test_a_string_column_holding_bytes_that_are_not_utf8_makes_those_rows_undecodable(tmp_path, fmt, all_rows):
