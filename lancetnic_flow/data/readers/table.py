@@ -31,9 +31,11 @@ _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 # skipping would silently lose that share of it. Fewer are counted skips.
 UNDECODABLE_ROWS = 10
 UNDECODABLE_SHARE = 0.01
-# Bytes past ASCII, all of them UTF-8, that show a block read in a multi-byte encoding
-# (shift_jis, gbk) is UTF-8: text in such an encoding is no UTF-8 but by chance, which so many rule out.
-MULTIBYTE_EVIDENCE = 16
+# Characters past ASCII, every byte of them UTF-8, that show a block read in another encoding is
+# UTF-8: text in a single-byte one is no UTF-8 but by chance (cp1252's "CAFÉ”" is UTF-8's "CAFɔ"),
+# in a multi-byte one (shift_jis: half-width "ﾃｩ" is é's bytes) by more chances; so many rule it out.
+UTF8_EVIDENCE = 3
+MULTIBYTE_EVIDENCE = 8
 
 
 def open_head(fi, storage_options: dict | None):
@@ -626,14 +628,15 @@ def check_not_utf8(data: bytes, url: str, encoding: str | None) -> None:
     ``encoding`` (``--encoding``) is another: read in a single-byte one
     (latin-1, cp1252), each such letter would be two others (``café`` as
     ``cafÃ©``), in texts and labels alike, and no row would be skipped to say
-    so. Text in a single-byte encoding is no valid UTF-8 once it holds a
-    letter past ASCII, short of one spelled as that very garbling (``Ã©``);
-    in a multi-byte one (shift_jis) once it holds :data:`MULTIBYTE_EVIDENCE`
-    bytes past ASCII."""
+    so. A block holding :data:`UTF8_EVIDENCE` characters past ASCII (in a
+    multi-byte encoding such as shift_jis, :data:`MULTIBYTE_EVIDENCE`), every
+    byte of them UTF-8, is UTF-8: text in another encoding is so only by
+    chance, which so many rule out."""
     if encoding is None or data.isascii() or not utf8_ok(data):
         return
-    if not single_byte(encoding) and np.count_nonzero(np.frombuffer(data, np.uint8) >= 0x80) < MULTIBYTE_EVIDENCE:
-        return   # a few bytes of shift_jis or gbk may be UTF-8 by chance: half-width ﾃｩ is é's bytes
+    letters = np.count_nonzero(np.frombuffer(data, np.uint8) >= 0xC0)   # a UTF-8 character's first byte
+    if letters < (UTF8_EVIDENCE if single_byte(encoding) else MULTIBYTE_EVIDENCE):
+        return
     word = _word_at(data, re.search(rb"[\x80-\xff]", data).start()).decode("utf-8", "ignore")
     raise UserError(f"{url}: the file is UTF-8 text, and read in {encoding} its letters past ASCII would be "
                     f"others ({word!r} would read as {word.encode('utf-8').decode(encoding, 'replace')!r})",
