@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -36,11 +37,34 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
         return columns_of(f, fi.url, encoding)
 
 
-def head_schema(fi, storage_options: dict | None, encoding: str | None = None, window: int = 0) -> pa.Schema | None:
+def head_schema(fi, storage_options: dict | None, encoding: str | None = None, window: int = 0,
+                wanted: Sequence[str] = ()) -> pa.Schema | None:
     """The columns of the file ``fi``, its first object's keys (None: a file of blank lines),
     with what they hold: a list where every object of the file that holds the column holds
     a list, and the objects on lines that start in its first ``window`` bytes are all of
-    them; a string otherwise. Reading stops once no column can be a list."""
+    them; a string otherwise. Reading stops once no column can be a list. Where the first
+    object lacks a column of ``wanted`` (a JSON Lines object may leave a key out), the keys of
+    the objects in the file's first :data:`KEYS_WINDOW` bytes are its columns too (strings),
+    read until they hold every column wanted."""
+    schema = _head_schema(fi, storage_options, encoding, window)
+    lacking = [n for n in wanted if schema is not None and n not in schema.names]
+    if not lacking:
+        return schema
+    found = dict.fromkeys(schema.names)   # every key met, so a column still lacking is named beside them
+    with open_head(fi, storage_options) as f:
+        for at, obj in objects_of(f, fi.url, encoding):
+            found.update(dict.fromkeys(obj))
+            if at >= KEYS_WINDOW or all(n in found for n in lacking):
+                break
+    return pa.schema([*schema, *((n, pa.string()) for n in found if n not in schema.names)])
+
+
+# How far into a JSON Lines file a column the run reads is looked for when its first object lacks it.
+KEYS_WINDOW = 1 << 20
+
+
+def _head_schema(fi, storage_options: dict | None, encoding: str | None, window: int) -> pa.Schema | None:
+    """:func:`head_schema` of the first object's keys alone."""
     names: list[str] | None = None
     listed: dict[str, bool] = {}   # the columns of lists and nulls alone so far: whether a list was seen
     whole = True

@@ -199,3 +199,14 @@ def test_an_object_written_across_lines_is_malformed_lines_however_the_file_is_c
     assert whole.skipped == {"malformed": 2} == {"malformed": sum(c.skipped.get("malformed", 0) for c in cut)}
     kept = [t for t in whole.table.column("text").to_pylist() if t]
     assert kept == ["goal match"]
+
+
+def test_the_head_schema_holds_a_wanted_column_only_later_objects_hold(tmp_path):
+    from lancetnic_flow.data.readers.jsonl import head_schema
+    from lancetnic_flow.data.sources import plan_source
+
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"text": "no label yet"}\n{"text": "goal match", "label": ["a"]}\n')
+    fi = plan_source([str(path)]).files[0]
+    assert head_schema(fi, None).names == ["text"]   # the first object's keys, unless a column is wanted
+    assert head_schema(fi, None, wanted=("text", "label")).names == ["text", "label"]
