@@ -594,6 +594,9 @@ def text_kinds(columns: Columns, column) -> tuple:
     return (lambda name: fixed[name] if name in fixed else column(name)), wrong
 
 
+_NUL_PADDING = re.compile(rb"\x00{4,}")
+
+
 def check_not_wide(head: bytes, url: str) -> None:
     """Refuse a file that starts like UTF-16 or UTF-32 text (a byte-order mark,
     or NUL bytes in much of its start): its lines cannot be split at b"\\n";
@@ -601,6 +604,9 @@ def check_not_wide(head: bytes, url: str) -> None:
     check_not_packed(head, url)
     sample = head[:4096]
     bom = sample.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff"))
+    # UTF-16 and UTF-32 put one to three NULs beside each ASCII letter; a run of more is padding
+    # (a file filled up with NULs past its last line), which says nothing of the encoding.
+    sample = _NUL_PADDING.sub(b"", sample)
     if bom or (len(sample) >= 64 and sample.count(b"\x00") > len(sample) * 0.3):
         raise UserError(f"{url}: the file looks like UTF-16 or UTF-32 text, which cannot be read in partitions",
                         "convert it to UTF-8 first, e.g. iconv -f UTF-16 -t UTF-8 IN > OUT")

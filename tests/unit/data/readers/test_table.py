@@ -159,6 +159,15 @@ def test_utf16_text_is_refused_with_how_to_convert():
     check_not_wide(b"text,label\nplain,utf8\n", "f.csv")
 
 
+def test_a_small_file_filled_up_with_nuls_past_its_last_line_is_not_taken_for_utf16():
+    # NUL padding (a copy cut short, a preallocated file) made the NULs 30 % of the head: refused as
+    # UTF-16 with advice to convert it with iconv -f UTF-16, which garbles a UTF-8 file.
+    check_not_wide(b"text,label\nhello world,a\n" + b"\x00" * 3000, "f.csv")
+    for wide in ("utf-16-le", "utf-16-be", "utf-32-le"):   # without a BOM: their NULs stand one to three in a row
+        with pytest.raises(UserError, match="UTF-16"):
+            check_not_wide("text,label\nhello world,a\nfoo bar,b\n".encode(wide), "f.csv")
+
+
 def test_the_likely_encoding_of_a_block_is_cp1252_when_it_uses_its_quotes_else_latin1():
     assert likely_encoding("“quoted” café".encode("cp1252")) == "cp1252"
     assert likely_encoding("café crème".encode("latin-1")) == "latin-1"
