@@ -359,3 +359,19 @@ def test_an_entry_of_a_tokenizer_is_not_reused_once_a_file_it_depends_on_changes
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == before
     stop.write_text("the\nof\nand\n")   # another list: other tokens, a fresh entry
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) != before
+
+
+def test_text_entries_made_with_an_encoding_before_a_utf8_file_was_refused_there_are_not_reused(monkeypatch):
+    # --encoding latin-1 read a UTF-8 file's "café" as "cafÃ©" into the entry: such entries are not reused
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow import manifest
+
+    fc = {**FeatureConfig().__dict__, "lowercase": False}
+    latin = Columns(text=("text",), label="label", encoding="latin_1")
+    for fmt, columns, revised in (("csv", latin, True), ("jsonl", latin, True), ("text", latin, True),
+                                  ("parquet", latin, False), ("csv", COLUMNS, False)):
+        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
+        now = entry_key(plan, None, fc, columns, VAL_FRACTION)
+        monkeypatch.setattr(manifest, "ENCODED_TEXT_REVISION", manifest.ENCODED_TEXT_REVISION + 1)
+        assert (entry_key(plan, None, fc, columns, VAL_FRACTION) != now) == revised, fmt
+        monkeypatch.undo()
