@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 
 from ..config import ClusterConfig, parse_storage_options
@@ -390,16 +391,26 @@ def explained_lines(text: str, doc: dict) -> str:
     if "label" in doc:
         head = f"{short!r} → {doc['label']} (probability {doc['probability']:.3f}): logit {doc['logit']:.4g}"
     else:
-        head = f"{short!r} → value {doc['value']:.4g}"
-    lines = [f"{head} = bias {doc['bias']:+.4g} + the terms' contributions ({method})"]
+        head = f"{short!r} → value {_in_units(doc['value'])}"
+    bias = f"{doc['bias']:+.4g}" if "label" in doc else _in_units(doc["bias"], "+")
+    lines = [f"{head} = bias {bias} + the terms' contributions ({method})"]
     if "labels" in doc and doc["label"] not in doc["labels"]:   # a multilabel run's, below its threshold
         lines[0] += f"; not predicted (the row's labels: {', '.join(map(str, doc['labels'])) or 'none'})"
     lines += _term_lines(doc)
     if "value_explained" in doc:   # a multitask run's value, explained in its own terms
         v = doc["value_explained"]
-        lines.append(f"  and value {doc['value']:.4g} = bias {v['bias']:+.4g} + the terms' contributions ({method})")
+        lines.append(f"  and value {_in_units(doc['value'])} = bias {_in_units(v['bias'], '+')} + the terms' "
+                     f"contributions ({method})")
         lines += _term_lines(v)
     return "\n".join(lines)
+
+
+def _in_units(x: float, sign: str = "") -> str:
+    """A value in the target's units to the terms' four decimals, whatever its size: four
+    significant digits made a target near 1e6 read ``value 1e+06 = bias +1e+06`` beside
+    contributions of a few thousandths."""
+    digits = len(str(int(abs(x)))) if math.isfinite(x) else 0
+    return f"{x:{sign}.{digits + 4}g}"
 
 
 def _term_lines(doc: dict) -> list[str]:

@@ -258,8 +258,10 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
 
 
 def _value(features, raw: dict, r: int) -> float:
+    """Row ``r``'s value in the target's units, computed as :meth:`Predictor.predict_values` does:
+    in float64, since the network's float32 output scaled in float32 loses a large mean's digits."""
     mean, std = features.target or (0.0, 1.0)
-    return float(raw["value"][r] * std + mean)
+    return float(raw["value"][r]) * std + mean
 
 
 def _output_terms(dec: Decomposition, features, block, r: int, terms, top: int, row: tuple, k: int) -> dict:
