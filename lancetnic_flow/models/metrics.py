@@ -80,6 +80,8 @@ class ClassificationMetrics:
         # Rows whose label the run never saw: how many per label, and the classes predicted for them.
         self.unseen: dict[str, int] = {}
         self.unseen_pred = np.zeros(classes, np.int64)
+        # Their confusion rows: (label, class predicted) → rows, at most one entry per such row.
+        self.unseen_cells: dict[tuple[str, int], int] = {}
 
     def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float) -> None:
         self._pending.append(np.asarray(true, np.int64) * self.classes + np.asarray(pred, np.int64))
@@ -93,11 +95,20 @@ class ClassificationMetrics:
     def unseen_rows(self) -> int:
         return sum(self.unseen.values())
 
-    def update_unseen(self, labels: dict[str, int], pred: np.ndarray) -> None:
+    def update_unseen(self, labels: dict[str, int], pred: np.ndarray, names=None) -> None:
         """Rows whose label is none of the run's (``labels``: how many per label)
-        and the classes predicted for them: each is wrong, and counted apart."""
+        and the classes predicted for them: each is wrong, and counted apart.
+        ``names``: each row's label (an Arrow array of strings), for their confusion rows."""
         _add_counts(self.unseen, labels)
-        self.unseen_pred += np.bincount(np.asarray(pred, np.int64), minlength=self.classes)
+        pred = np.asarray(pred, np.int64)
+        self.unseen_pred += np.bincount(pred, minlength=self.classes)
+        if names is not None and len(pred):
+            coded = names.dictionary_encode()
+            codes = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64) * self.classes + pred
+            pairs, counts = np.unique(codes, return_counts=True)
+            words = coded.dictionary.to_pylist()
+            _add_counts(self.unseen_cells, {(str(words[c // self.classes]), int(c % self.classes)): int(n)
+                                            for c, n in zip(pairs.tolist(), counts.tolist())})
 
     def _fold(self, codes: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
         """Count the pending codes (and ``codes`` × ``counts``) into the cells."""
@@ -117,6 +128,7 @@ class ClassificationMetrics:
         self.rows += other.rows
         _add_counts(self.unseen, other.unseen)
         self.unseen_pred = self.unseen_pred + other.unseen_pred
+        _add_counts(self.unseen_cells, other.unseen_cells)
         return self
 
     def cells(self) -> np.ndarray:
@@ -132,7 +144,7 @@ class ClassificationMetrics:
     def state(self) -> dict:
         """Everything to continue counting after a restart (see checkpoints)."""
         return {"cells": self.cells(), "loss_sum": self.loss_sum, "rows": self.rows, "unseen": dict(self.unseen),
-                "unseen_pred": self.unseen_pred}
+                "unseen_pred": self.unseen_pred, "unseen_cells": [[t, p, n] for (t, p), n in self.unseen_cells.items()]}
 
     def load_state(self, d: dict) -> None:
         # A checkpoint from before the sparse cells holds the dense matrix.
@@ -144,6 +156,7 @@ class ClassificationMetrics:
         self.loss_sum, self.rows = d["loss_sum"], d["rows"]
         self.unseen = dict(d.get("unseen") or {})
         self.unseen_pred = np.asarray(d.get("unseen_pred", np.zeros(self.classes)), np.int64).copy()
+        self.unseen_cells = {(str(t), int(p)): int(n) for t, p, n in d.get("unseen_cells") or []}
 
     def result(self) -> dict:
         cells, k = self.cells(), self.classes
@@ -165,12 +178,35 @@ class ClassificationMetrics:
             "rows": scored,
             **({"unseen_labels": dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}
                if self.unseen else {}),
+            **({"unseen_confusion_cells": self._unseen_cells()} if self.unseen_cells else {}),
             # Six digits: thousands of classes' scores stay a few tens of kilobytes.
             "per_class": {"precision": _rounded(precision), "recall": _rounded(recall), "f1": _rounded(f1),
                           "support": support.astype(int).tolist()},
             "confusion": dense_confusion(cells, k).tolist() if k <= DENSE_CONFUSION_MAX else None,
             "confusion_cells": cells.tolist(),
         }
+
+
+    def _unseen_cells(self) -> list[list]:
+        """The confusion rows of the labels the run never saw, ``[label, predicted, count]``:
+        their labels as ``unseen_labels`` orders them (most rows first), then by class."""
+        order = {t: i for i, (t, _) in enumerate(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}
+        return [[t, p, n] for (t, p), n in sorted(self.unseen_cells.items(),
+                                                    key=lambda kv: (order.get(kv[0][0], len(order)), kv[0]))]
+
+
+def with_unseen_rows(cells: np.ndarray, labels: list[str], metrics: dict) -> tuple[np.ndarray, list[str]]:
+    """The confusion ``cells`` over the run's ``labels`` with a row (and an empty column) per
+    label of the data the run never had (``metrics``' ``unseen_confusion_cells``), as
+    scikit-learn's ``confusion_matrix`` has them over the labels true or predicted: every row
+    evaluated is in the matrix."""
+    extra = metrics.get("unseen_confusion_cells") or []
+    if not extra:
+        return cells, list(labels)
+    names = list(dict.fromkeys(t for t, _, _ in extra))
+    at = {t: len(labels) + i for i, t in enumerate(names)}
+    rows = np.asarray([[at[t], p, n] for t, p, n in extra], np.int64).reshape(-1, 3)
+    return np.concatenate([np.asarray(cells, np.int64).reshape(-1, 3), rows]), list(labels) + names
 
 
 def _rounded(a: np.ndarray) -> list[float]:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..models.metrics import cells_of, confusion_cells
+from ..models.metrics import cells_of, confusion_cells, with_unseen_rows
 from ..storage import join, write_bytes
 from .folder import folder_options
 
@@ -250,7 +250,7 @@ def plot_jobs(folder: str, *, history: list[dict] | None = None, metrics: dict |
     curve("accuracy", "accuracy per epoch")
     cells = cells_of(m) if labels else None
     if cells is not None:
-        add("confusion_matrix.png", confusion_chart, cells, labels)
+        add("confusion_matrix.png", confusion_chart, *with_unseen_rows(cells, labels, m))
     if labels and m.get("per_class"):
         add("per_class.csv", per_class_table, m["per_class"], labels, chart=False, unseen=m.get("unseen_labels"))
         add("per_class.png", per_class_chart, m["per_class"], labels)
