@@ -24,6 +24,14 @@ class Score:
     def key(self) -> str:
         return f"val_{self.name}"
 
+    def shown(self, value: float) -> str:
+        """``value`` as the views write it. A score in the target's units (``fmt`` "units")
+        keeps four decimals from 1 up and four significant digits below: four decimals
+        read the error of a target in small units (1e-6) as a perfect 0.0000."""
+        if self.fmt != "units":
+            return format(value, self.fmt)
+        return format(value, ".4f" if value == 0 or abs(value) >= 1 or value != value else ".4g")
+
 
 SCORES = (
     Score("loss", "loss", "loss", "loss"),
@@ -40,9 +48,9 @@ SCORES = (
     Score("weighted_recall", "weighted_recall", "", "weighted recall"),
     Score("micro_precision", "micro_precision", "", "micro precision"),
     Score("micro_recall", "micro_recall", "", "micro recall"),
-    Score("mae", "mae", "MAE", "MAE", ".4g", task="regress"),
-    Score("rmse", "rmse", "RMSE", "RMSE", ".4g", task="regress"),
-    Score("baseline_rmse", "baseline_rmse", "", "baseline RMSE"),
+    Score("mae", "mae", "MAE", "MAE", "units", task="regress"),
+    Score("rmse", "rmse", "RMSE", "RMSE", "units", task="regress"),
+    Score("baseline_rmse", "baseline_rmse", "", "baseline RMSE", "units"),
     Score("r2", "r2", "R²", "R²", higher_is_better=True, task="regress"),
 )
 BY_KEY = {s.key: s for s in SCORES}

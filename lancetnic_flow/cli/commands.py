@@ -11,6 +11,7 @@ import os
 
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError, reworded
+from ..scores import BY_KEY
 from ..formats import text_encoding
 from ..storage import absolute, check_writable, open_options, options_for, url_to_fs
 from ..plurals import counted, verb
@@ -554,14 +555,18 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     if a.json:
         print(json.dumps(out))
     else:
-        shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
-                                                "r2", "loss") if out.get(k) is not None]
-        report.say(" · ".join(shown) + f" · {counted(out['rows']['evaluated'], 'row')}" + skipped_note(out["rows"])
-                             + unseen_note(out)
-                             + noted_note(out["rows"].get("noted", {})) + read_as_note(out), markup=False, soft_wrap=True)
+        report.say(evaluated_line(out), markup=False, soft_wrap=True)
         if out.get("plots"):
             report.say(f"plots in {a.plots}", markup=False)
     return 0
+
+
+def evaluated_line(out: dict) -> str:
+    """``evaluate``'s result line: its scores, each as the run's summary shows it, then its rows."""
+    shown = [f"{k} {BY_KEY['val_' + k].shown(out[k])}" for k in ("accuracy", "micro_f1", "macro_f1",
+             "subset_accuracy", "mae", "rmse", "r2", "loss") if out.get(k) is not None]
+    return (" · ".join(shown) + f" · {counted(out['rows']['evaluated'], 'row')}" + skipped_note(out["rows"])
+            + unseen_note(out) + noted_note(out["rows"].get("noted", {})) + read_as_note(out))
 
 
 def skipped_note(rows: dict) -> str:

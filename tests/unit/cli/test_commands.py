@@ -319,3 +319,11 @@ def test_an_explained_value_near_a_large_mean_is_said_to_the_terms_decimals():
           "value_explained": {"method": "exact", "bias": -2500000.5, "terms": [], "rest": 0.375, "terms_total": 0}}
     assert commands.explained_lines("a goal", mt).splitlines()[2] == \
         "  and value -2500000.125 = bias -2500000.5 + the terms' contributions (exact)"
+
+
+def test_evaluates_line_shows_a_target_in_small_units_errors_not_zero():
+    # "mae 0.0000 · rmse 0.0000" for a target in units of 1e-6, as if every value were exact
+    out = {"mae": 7.736e-07, "rmse": 9.709e-07, "r2": 0.3528, "loss": 0.6489, "rows": {"evaluated": 1000}}
+    assert commands.evaluated_line(out) == "mae 7.736e-07 · rmse 9.709e-07 · r2 0.3528 · loss 0.6489 · 1,000 rows"
+    assert commands.evaluated_line({"accuracy": 0.872, "loss": 1.5, "rows": {"evaluated": 2}}) == \
+        "accuracy 0.8720 · loss 1.5000 · 2 rows"
