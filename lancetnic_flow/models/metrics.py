@@ -80,8 +80,8 @@ class ClassificationMetrics:
         # Rows whose label the run never saw: how many per label, and the classes predicted for them.
         self.unseen: dict[str, int] = {}
         self.unseen_pred = np.zeros(classes, np.int64)
-        # Their confusion rows: (label, class predicted) → rows, at most one entry per such row.
-        self.unseen_cells: dict[tuple[str, int], int] = {}
+        # Their confusion rows: (label, class predicted) → rows.
+        self.unseen_cells = NamedCells(classes)
 
     def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float) -> None:
         self._pending.append(np.asarray(true, np.int64) * self.classes + np.asarray(pred, np.int64))
@@ -104,11 +104,8 @@ class ClassificationMetrics:
         self.unseen_pred += np.bincount(pred, minlength=self.classes)
         if names is not None and len(pred):
             coded = names.dictionary_encode()
-            codes = coded.indices.to_numpy(zero_copy_only=False).astype(np.int64) * self.classes + pred
-            pairs, counts = np.unique(codes, return_counts=True)
-            words = coded.dictionary.to_pylist()
-            _add_counts(self.unseen_cells, {(str(words[c // self.classes]), int(c % self.classes)): int(n)
-                                            for c, n in zip(pairs.tolist(), counts.tolist())})
+            self.unseen_cells.add([str(x) for x in coded.dictionary.to_pylist()],
+                                  coded.indices.to_numpy(zero_copy_only=False), pred)
 
     def _fold(self, codes: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
         """Count the pending codes (and ``codes`` × ``counts``) into the cells."""
@@ -128,7 +125,7 @@ class ClassificationMetrics:
         self.rows += other.rows
         _add_counts(self.unseen, other.unseen)
         self.unseen_pred = self.unseen_pred + other.unseen_pred
-        _add_counts(self.unseen_cells, other.unseen_cells)
+        self.unseen_cells.merge(other.unseen_cells)
         return self
 
     def cells(self) -> np.ndarray:
@@ -144,7 +141,7 @@ class ClassificationMetrics:
     def state(self) -> dict:
         """Everything to continue counting after a restart (see checkpoints)."""
         return {"cells": self.cells(), "loss_sum": self.loss_sum, "rows": self.rows, "unseen": dict(self.unseen),
-                "unseen_pred": self.unseen_pred, "unseen_cells": [[t, p, n] for (t, p), n in self.unseen_cells.items()]}
+                "unseen_pred": self.unseen_pred, "unseen_cells": self.unseen_cells.rows()}
 
     def load_state(self, d: dict) -> None:
         # A checkpoint from before the sparse cells holds the dense matrix.
@@ -156,7 +153,7 @@ class ClassificationMetrics:
         self.loss_sum, self.rows = d["loss_sum"], d["rows"]
         self.unseen = dict(d.get("unseen") or {})
         self.unseen_pred = np.asarray(d.get("unseen_pred", np.zeros(self.classes)), np.int64).copy()
-        self.unseen_cells = {(str(t), int(p)): int(n) for t, p, n in d.get("unseen_cells") or []}
+        self.unseen_cells = NamedCells.of(self.classes, d.get("unseen_cells") or [])
 
     def result(self) -> dict:
         cells, k = self.cells(), self.classes
@@ -178,7 +175,8 @@ class ClassificationMetrics:
             "rows": scored,
             **({"unseen_labels": dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}
                if self.unseen else {}),
-            **({"unseen_confusion_cells": self._unseen_cells()} if self.unseen_cells else {}),
+            **({"unseen_confusion_cells": self.unseen_cells.rows(list(self._unseen_order()))}
+               if len(self.unseen_cells) else {}),
             # Six digits: thousands of classes' scores stay a few tens of kilobytes.
             "per_class": {"precision": _rounded(precision), "recall": _rounded(recall), "f1": _rounded(f1),
                           "support": support.astype(int).tolist()},
@@ -187,12 +185,53 @@ class ClassificationMetrics:
         }
 
 
-    def _unseen_cells(self) -> list[list]:
-        """The confusion rows of the labels the run never saw, ``[label, predicted, count]``:
-        their labels as ``unseen_labels`` orders them (most rows first), then by class."""
-        order = {t: i for i, (t, _) in enumerate(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}
-        return [[t, p, n] for (t, p), n in sorted(self.unseen_cells.items(),
-                                                    key=lambda kv: (order.get(kv[0][0], len(order)), kv[0]))]
+    def _unseen_order(self) -> dict[str, int]:
+        """The labels the run never saw as ``unseen_labels`` orders them: most rows first."""
+        return dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+class NamedCells:
+    """Confusion cells whose true label is a name, not one of the run's classes (rows of a
+    label the run never saw): each name kept once, the cells as NumPy codes (name id ×
+    classes + predicted) and counts, as the run's own cells are, never an object per row."""
+
+    def __init__(self, classes: int):
+        self.classes = classes
+        self.names: dict[str, int] = {}
+        self.codes = np.zeros(0, np.int64)
+        self.counts = np.zeros(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def add(self, names: list[str], which: np.ndarray, pred: np.ndarray, counts: np.ndarray | None = None) -> None:
+        """Rows (or ``counts`` of them) of true label ``names[which]`` predicted as ``pred``."""
+        ids = np.array([self.names.setdefault(n, len(self.names)) for n in names], np.int64)
+        codes = ids[np.asarray(which, np.int64)] * self.classes + np.asarray(pred, np.int64)
+        weights = np.ones(len(codes), np.int64) if counts is None else np.asarray(counts, np.int64)
+        self.codes, inverse = np.unique(np.concatenate([self.codes, codes]), return_inverse=True)
+        self.counts = np.bincount(inverse.ravel(), weights=np.concatenate([self.counts, weights]),
+                                  minlength=len(self.codes)).astype(np.int64)
+
+    def merge(self, other: "NamedCells") -> None:
+        self.add(list(other.names), other.codes // other.classes, other.codes % other.classes, other.counts)
+
+    def rows(self, order: list[str] | None = None) -> list[list]:
+        """``[name, predicted, count]`` per cell: names in ``order`` (else as first seen), then by class."""
+        names = list(self.names)
+        rank = {n: i for i, n in enumerate(order or names)}
+        cells = [[names[c // self.classes], c % self.classes, n] for c, n in zip(self.codes.tolist(),
+                                                                             self.counts.tolist())]
+        return sorted(cells, key=lambda r: (rank.get(r[0], len(rank)), r[0], r[1]))
+
+    @classmethod
+    def of(cls, classes: int, rows: list) -> "NamedCells":
+        """Cells from :meth:`rows`' list."""
+        out = cls(classes)
+        if rows:
+            names = [str(r[0]) for r in rows]
+            out.add(names, np.arange(len(rows)), [int(r[1]) for r in rows], [int(r[2]) for r in rows])
+        return out
 
 
 def with_unseen_rows(cells: np.ndarray, labels: list[str], metrics: dict) -> tuple[np.ndarray, list[str]]:
