@@ -15,7 +15,7 @@ class Score:
     source: str                # its key in a task's metrics (``TaskMetrics.result()``)
     short: str                 # its label in the dashboard and epoch lines ("": not shown there)
     long: str                  # its label in the final summary
-    fmt: str = ".4f"
+    fmt: str = ".4f"           # a format spec, or "units": in the target's units (see :meth:`shown`)
     higher_is_better: bool = False
     task: str | None = None    # "classify", "regress" or "multilabel": the task it needs to be monitored; None: any
     also: str | None = None    # a second task that produces it (macro-F1: classify and multilabel)

@@ -173,8 +173,7 @@ class ClassificationMetrics:
             "accuracy": float(tp.sum() / scored) if scored else None,
             **_averages(f1, precision, recall, support, present, self.unseen if scored else {}),
             "rows": scored,
-            **({"unseen_labels": dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}
-               if self.unseen else {}),
+            **({"unseen_labels": self._unseen_order()} if self.unseen else {}),
             **({"unseen_confusion_cells": self.unseen_cells.rows(list(self._unseen_order()))}
                if len(self.unseen_cells) else {}),
             # Six digits: thousands of classes' scores stay a few tens of kilobytes.
@@ -183,7 +182,6 @@ class ClassificationMetrics:
             "confusion": dense_confusion(cells, k).tolist() if k <= DENSE_CONFUSION_MAX else None,
             "confusion_cells": cells.tolist(),
         }
-
 
     def _unseen_order(self) -> dict[str, int]:
         """The labels the run never saw as ``unseen_labels`` orders them: most rows first."""
