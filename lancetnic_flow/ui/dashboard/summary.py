@@ -89,7 +89,7 @@ def render_summary(done: dict, width: int = 80) -> Group:
     metrics = _kv("result")
     for sc in _SUMMARY:
         if m.get(sc.key) is not None:
-            metrics.add_row(sc.long, f"{m[sc.key]:.4f}")
+            metrics.add_row(sc.long, sc.shown(m[sc.key]))
     calibrated = (m.get("calibration") or {}).get("val_loss")
     if calibrated is not None:   # a margin model: its scores' loss above, its probabilities' here
         metrics.add_row("loss, calibrated", f"{calibrated:.4f}")

@@ -240,7 +240,7 @@ def spark(values: list[float], width: int) -> str:
 
 def val_parts(e: dict) -> list[str]:
     """``["loss 0.34", "acc 0.91", ...]`` for the validation scores the event has."""
-    return [f"{s.short} {e[s.key]:{s.fmt}}" for s in SCORES if s.short and e.get(s.key) is not None]
+    return [f"{s.short} {s.shown(e[s.key])}" for s in SCORES if s.short and e.get(s.key) is not None]
 
 
 def val_text(e: dict | None) -> Text:
