@@ -382,7 +382,6 @@ def test_bytes_sample_takes_text_and_label_bytes_up_to_its_limit_only():
     assert whole.count(b"s\xe9") == 1001 and whole.count(b"caf\xe9") == 10_000
 
 
-<<<<<<< HEAD
 SPLIT_CALLS: list[str] = []
 
 
@@ -414,7 +413,8 @@ def test_an_own_tokenizers_lists_travel_with_the_rows_so_training_and_prediction
     assert SPLIT_CALLS == []
     want = features.transform_texts(rows["text"])
     assert got.indices.tolist() == want.indices.tolist() and got.values.tolist() == want.values.tolist()
-=======
+
+
 @pytest.mark.parametrize("fmt, data", [("csv", "text,label\ncafé crème,é\nfoo bar,b\n"),
                                        ("jsonl", '{"text": "café crème", "label": "é"}\n'),
                                        ("fasttext", "__label__a café crème brûlée\n")])
@@ -448,4 +448,3 @@ def test_only_letters_enough_to_rule_out_chance_make_a_block_utf8():
         check_not_utf8("日本語のテキスト".encode(), "f.csv", "shift_jis")
     with pytest.raises(UserError, match="cp1252"):
         check_not_utf8("naïve café crème".encode(), "f.csv", "cp1252")
->>>>>>> fix-inputs
