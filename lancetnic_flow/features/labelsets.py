@@ -156,6 +156,15 @@ def joins_of(names, labels) -> tuple[str, list[str]] | None:
     return None
 
 
+def joined_in_sets(labels: list[str], sep: str | None) -> tuple[str, list[str]] | None:
+    """A multilabel run's ``labels`` that are others of them joined by a separator the run did not
+    split by (``sports|tech`` beside ``sports`` and ``tech``, read without ``--label-sep``, or a list
+    item holding the separator): (that separator, those labels), or None. Such a row learned the
+    joined string as a label of its own, never the labels it joins."""
+    found = joins_of(labels, labels)
+    return found if found is not None and found[0] != sep else None
+
+
 def refuse_joined_sets(unseen: dict[str, int], labels: list[str]) -> None:
     """Refuse label sets whose labels the run never had (``unseen``: name → rows) are the run's
     own ``labels`` joined (``sports|tech`` for a run of ``sports`` and ``tech``): the data joins each

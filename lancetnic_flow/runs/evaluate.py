@@ -22,6 +22,7 @@ from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
+from ..data.readers.labels import separator_counts
 from ..features.label_values import in_run_spelling, read_as_of
 from ..features.labelsets import refuse_joined_sets, unseen
 from ..features.rows import RowBlock
@@ -129,8 +130,9 @@ def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_opt
     if read_as:
         out["labels_read_as"] = read_as
     unseen_rows = total.unseen_rows if total is not None else 0
+    split = separator_counts(noted)   # what the separator split changed no row: said apart, not noted
     out["rows"] = {"read": rows, "evaluated": out.get("rows", 0), "skipped": skipped,
-                   **({"noted": noted} if noted else {}), **({"unseen_label": unseen_rows} if unseen_rows else {})}
+                   **({"noted": noted} if noted else {}), **({"label_sep": split} if split else {}), **({"unseen_label": unseen_rows} if unseen_rows else {})}
     return out, total
 
 

@@ -27,6 +27,7 @@ from ..config import CheckpointEvery, TrainConfig
 from ..data.checks import (coarse_cache_warning, idle_ranks_warning, plan_training_sources, sample_label_count,
                            sample_rows, sample_texts, skip_hint, training_columns)
 from ..data.sources import Columns
+from ..data.readers.labels import separator_counts, separator_warnings
 from ..data.usable import rules_before
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
@@ -45,7 +46,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning,
                                      spelled_twice)
-from ..features.labelsets import joined_labels, refuse_joined_sets
+from ..features.labelsets import joined_in_sets, joined_labels, refuse_joined_sets
 from ..features.names import merge_names
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -274,6 +275,8 @@ def sum_rows(results: list) -> dict:
             noted[k] = noted.get(k, 0) + v
     rows = {"read": sum(r.rows_read for r in results), "trained": sum(r.train_rows for r in results),
             "validated": sum(r.val_rows for r in results), "skipped": skipped}
+    if split := separator_counts(noted):   # what --label-sep split: no row was changed by it
+        rows["label_sep"] = split
     if noted:
         rows["noted"] = noted
     return rows
@@ -663,6 +666,7 @@ class Training:
         if twice:
             self.decisions["labels_spelled_twice"] = [list(p) for p in spelled_twice(features.labels)]
             self.events.emit("warning", message=twice)
+        self._warn_of_joined_sets(features.labels)
         joined = joined_labels(features.labels) if self.cfg.training.task in ("classify", "multitask") else None
         if joined:
             sep, shown = joined
@@ -672,6 +676,18 @@ class Training:
                 f"string is learned as a class of its own, so a row is never predicted two labels; to learn each "
                 f"label, pass {{training.task}} multilabel {{data.label_sep}} '{sep}' (to a TextClassifier: y as "
                 "lists of labels)"))
+
+    def _warn_of_joined_sets(self, labels: list[str]) -> None:
+        """A multilabel run's labels that are its other labels joined by a separator it did not split by."""
+        joined = joined_in_sets(labels, self.cfg.data.label_sep) if self.columns.multilabel else None
+        if joined:
+            sep, names = joined
+            self.decisions["joined_labels"] = {"separator": sep, "examples": names[:3]}
+            self.events.emit("warning", message=(
+                f"{counted(len(names), 'label')} of this run {verb(len(names), 'is', 'are')} its other labels joined by "
+                f"{sep!r} ({', '.join(repr(x) for x in names[:3])}{', …' if len(names) > 3 else ''}): each was read "
+                f"as one label string, so its rows learned the joined string, not the labels it joins; "
+                f"pass {{data.label_sep}} '{sep}' to split such strings (a list's items are never split)"))
 
     def _feed_spec(self) -> FeedSpec:
         plan = self.memory
@@ -1342,6 +1358,8 @@ class Training:
         cfg, tc = self.cfg, self.tc
         if read_as:
             self.events.emit("warning", message=read_as_warning(read_as, "training's"))
+        for message in separator_warnings(cfg.data.label_sep, rows.get("label_sep", {})):
+            self.events.emit("warning", message=message)
         for reason, n in rows.get("noted", {}).items():
             if reason == LABEL_AS_RUN:   # said above, spelling by spelling
                 continue

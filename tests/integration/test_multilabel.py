@@ -429,3 +429,29 @@ def test_a_val_file_joining_the_label_sets_of_a_run_trained_on_lists_is_refused_
             "--run-on", "process", "--out", "runs", "--name", "split", "--no-plots", cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "unseen_labels" not in json.loads((tmp_path / "runs" / "split" / "metrics.json").read_text())
+
+
+def test_a_label_sep_that_split_no_label_past_the_files_head_is_warned_of_and_joined_strings_among_lists_are_named(
+        tmp_path):
+    """A JSON Lines file of lists longer than the head --label-sep's check reads trained with the
+    separator doing nothing, silently (exit 0, no word); a few "sports|tech" strings among lists,
+    trained without it, were each learned as a label of their own, silently. Both are said now."""
+    write_corpus(str(tmp_path / "lists.jsonl"), 8000, classes=4, seed=1, multilabel=True)
+    assert (tmp_path / "lists.jsonl").stat().st_size > (1 << 20)
+    p = cli("train", "lists.jsonl", "--task", "multilabel", "--label-sep", "|", "--epochs", "1", "--run-on", "process",
+            "--out", "runs", "--name", "idle", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "--label-sep '|' split no label" in p.stdout + p.stderr
+    assert "label_sep" not in json.loads((tmp_path / "runs" / "idle" / "metrics.json").read_text())["rows"]
+    e = cli("evaluate", tmp_path / "runs" / "idle", "lists.jsonl", "--label-sep", "|", cwd=tmp_path)
+    assert e.returncode == 0 and "--label-sep '|' split no label" in e.stderr, e.stdout + e.stderr
+    lines = (tmp_path / "lists.jsonl").read_text().splitlines()
+    mixed = [json.loads(x) for x in lines[:1500]]
+    for row in mixed[::10]:
+        row["label"] = "|".join(row["label"]) if len(row["label"]) > 1 else row["label"]
+    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mixed))
+    p = cli("train", "mixed.jsonl", "--task", "multilabel", "--epochs", "1", "--run-on", "process",
+            "--out", "runs", "--name", "mixed", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "of this run are its other labels joined by '|'" in p.stdout + p.stderr and "pass --label-sep '|'" in \
+        p.stdout + p.stderr

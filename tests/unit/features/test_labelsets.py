@@ -78,3 +78,12 @@ def test_label_sets_joining_the_runs_labels_are_refused_naming_the_separator_in_
         refuse_joined_sets({"sports|tech": 3, "weather": 1}, ["sports", "tech"])
     assert err.value.cli[1] == "pass --label-sep '|'" and err.value.workflow[1] == "pass label_sep: |"
     refuse_joined_sets({"weather": 1, "sports|weather": 2}, ["sports", "tech"])   # new labels: nothing to split
+
+
+def test_a_multilabel_runs_labels_joined_by_a_separator_it_did_not_split_by_are_named():
+    from lancetnic_flow.features.labelsets import joined_in_sets
+
+    assert joined_in_sets(["sports", "tech", "sports|tech"], None) == ("|", ["sports|tech"])   # one is enough
+    assert joined_in_sets(["sports", "tech", "sports|tech"], "|") is None   # a list item: warned of by count
+    assert joined_in_sets(["a", "b", "a;b"], "|") == (";", ["a;b"])
+    assert joined_in_sets(["Science|Physics", "Science"], None) is None

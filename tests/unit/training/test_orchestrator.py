@@ -442,3 +442,60 @@ def test_a_continued_runs_learning_rate_goes_on_from_its_weights_steps_unless_a_
                           features=SimpleNamespace(labels=["a", "b", "c"], label_counts=counts))
     assert Training._schedule_start(run) == start
     assert Training._schedule_start(SimpleNamespace(init=None, tc=run.tc, features=run.features)) == 0
+
+
+def test_the_rows_a_label_separator_split_are_counted_apart_from_the_rows_read_changed():
+    from lancetnic_flow.dataflow.shards import PartitionResult
+    from lancetnic_flow.training.orchestrator import sum_rows
+
+    parts = [PartitionResult(0, rows_read=5, noted={"label_sep_split": 3, "repeated_label": 1}),
+             PartitionResult(1, rows_read=4, noted={"label_sep_split": 2, "label_sep_in_lists": 1})]
+    rows = sum_rows(parts)
+    assert rows["label_sep"] == {"split": 5, "in_lists": 1} and rows["noted"] == {"repeated_label": 1}
+    assert "label_sep" not in sum_rows([PartitionResult(0, rows_read=5)])
+
+
+@pytest.mark.parametrize("words,named", [("cli", "--label-sep '|'"), ("python", "label_sep '|'")])
+def test_a_label_separator_that_split_no_label_in_the_whole_run_is_warned_of_at_its_end(words, named):
+    """A JSON Lines file of lists longer than the head the option check reads took --label-sep '|'
+    and trained with it doing nothing, silently: the run now says so at its end, in the caller's words."""
+    import types
+
+    from lancetnic_flow.config import TrainingConfig
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.orchestrator import Training
+
+    cfg = TrainConfig(data=DataConfig(train=["t.jsonl"], label_sep="|"), training=TrainingConfig(task="multilabel"))
+    said: list[str] = []
+    events = Events(words=words)
+    events.subscribe(lambda kind, e: said.append(e["message"]))
+    run = types.SimpleNamespace(cfg=cfg, tc=cfg.training, given=cfg, events=events)
+    Training._warn_of_rows(run, {"validated": 9, "label_sep": {"in_lists": 4}}, {})
+    assert len(said) == 2 and said[0].startswith("4 rows whose labels are a list")
+    assert said[1].startswith(f"{named} split no label")
+    said.clear()
+    Training._warn_of_rows(run, {"validated": 9, "label_sep": {"split": 4}}, {})
+    assert said == []
+
+
+def test_a_multilabel_runs_labels_joining_its_other_labels_by_a_separator_it_did_not_split_by_are_warned_of():
+    """Lists with a few "sports|tech" strings, trained without --label-sep: the joined string was
+    learned as a label of its own, silently; the run now names it and the separator that splits it."""
+    import types
+
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.orchestrator import Training
+
+    said: list[str] = []
+    events = Events(words="cli")
+    events.subscribe(lambda kind, e: said.append(e["message"]))
+    for sep, multilabel, expected in ((None, True, 1), ("|", True, 0), (None, False, 0)):
+        said.clear()
+        run = types.SimpleNamespace(cfg=TrainConfig(data=DataConfig(train=["t.jsonl"], label_sep=sep)), events=events,
+                                    columns=Columns(text=("text",), label="label", multilabel=multilabel), decisions={})
+        Training._warn_of_joined_sets(run, ["sports", "tech", "sports|tech"])
+        assert len(said) == expected
+    run.columns = Columns(text=("text",), label="label", multilabel=True)
+    Training._warn_of_joined_sets(run, ["sports", "tech", "sports|tech"])
+    assert said[-1].startswith("1 label of this run is its other labels joined by '|' ('sports|tech')")
+    assert "pass --label-sep '|'" in said[-1] and run.decisions["joined_labels"]["separator"] == "|"
