@@ -173,7 +173,7 @@ def refuse_joined_sets(unseen: dict[str, int], labels: list[str]) -> None:
     found = joins_of(list(unseen), labels)
     if found is None:
         return
-    sep, joined = found
+    sep, joined = found[0], sorted(found[1], key=lambda x: -unseen[x])   # the most rows first, whoever counted
     shown = ", ".join(f"{x!r} {unseen[x]:,}" for x in joined[:3]) + (", …" if len(joined) > 3 else "")
     raise bad("data.label_sep", f"the label column joins this run's labels by {sep!r} ({shown}), and each joined "
                                 "set was read as one label the run never saw",

@@ -46,7 +46,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning,
                                      spelled_twice)
-from ..features.labelsets import joined_in_sets, joined_labels, refuse_joined_sets
+from ..features.labelsets import joined_in_sets, joined_labels, refuse_joined_sets, unseen
 from ..features.names import merge_names
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -667,6 +667,7 @@ class Training:
             self.decisions["labels_spelled_twice"] = [list(p) for p in spelled_twice(features.labels)]
             self.events.emit("warning", message=twice)
         self._warn_of_joined_sets(features.labels)
+        self._refuse_joined_val_sets(features.labels)
         joined = joined_labels(features.labels) if self.cfg.training.task in ("classify", "multitask") else None
         if joined:
             sep, shown = joined
@@ -676,6 +677,17 @@ class Training:
                 f"string is learned as a class of its own, so a row is never predicted two labels; to learn each "
                 f"label, pass {{training.task}} multilabel {{data.label_sep}} '{sep}' (to a TextClassifier: y as "
                 "lists of labels)"))
+
+    def _refuse_joined_val_sets(self, labels: list[str]) -> None:
+        """Refuse, before the first epoch, a --val source whose label sets (in a sample of its head, read
+        as a worker reads them) join the run's labels by a separator they were not read with, as
+        ``evaluate`` refuses them; the epochs' check (:meth:`_check_val_labels`) stays for the blocks
+        past that sample. Found only there, a whole epoch (every one, with --ddp) trained first."""
+        if not self.columns.multilabel or self.val_src is None:
+            return
+        sample = sample_rows(self.val_src, self.columns, self.cfg.data.storage_options)
+        if sample is not None:
+            refuse_joined_sets(unseen(sample.column("label"), labels)[1], labels)
 
     def _warn_of_joined_sets(self, labels: list[str]) -> None:
         """A multilabel run's labels that are its other labels joined by a separator it did not split by."""

@@ -425,6 +425,7 @@ def test_a_val_file_joining_the_label_sets_of_a_run_trained_on_lists_is_refused_
             "--out", "runs", "--name", "lists", "--no-plots", cwd=tmp_path)
     assert_user_error(p, "joins this run's labels by '|'", "'sports|tech'", "--label-sep '|'")
     assert not (tmp_path / "runs" / "lists" / "model.json").exists()
+    assert "training epoch" not in p.stdout + p.stderr   # refused from the file's head, before any epoch
     p = cli("train", "train.jsonl", "--val", "val.csv", "--task", "multilabel", "--label-sep", "|", "--epochs", "1",
             "--run-on", "process", "--out", "runs", "--name", "split", "--no-plots", cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

@@ -499,3 +499,27 @@ def test_a_multilabel_runs_labels_joining_its_other_labels_by_a_separator_it_did
     Training._warn_of_joined_sets(run, ["sports", "tech", "sports|tech"])
     assert said[-1].startswith("1 label of this run is its other labels joined by '|' ('sports|tech')")
     assert "pass --label-sep '|'" in said[-1] and run.decisions["joined_labels"]["separator"] == "|"
+
+
+def test_a_val_file_joining_the_runs_labels_is_refused_before_the_first_epoch_from_its_head(tmp_path):
+    """A run trained on lists with a --val CSV of "sports|tech" was refused only after the first
+    epoch's validation (after the last one under --ddp); its head now says so before any epoch."""
+    import types
+
+    from lancetnic_flow.data.sources import plan_source
+    from lancetnic_flow.training.orchestrator import Training
+
+    (tmp_path / "val.csv").write_text("text,label\nball game,sports|tech\nnew chip,tech\nvote,politics\n")
+    labels = ["sports", "tech", "politics"]
+
+    def run(sep, multilabel=True):
+        columns = Columns(text=("text",), label="label", multilabel=multilabel, label_sep=sep)
+        return types.SimpleNamespace(cfg=TrainConfig(data=DataConfig(train=["t.jsonl"])), columns=columns,
+                                     val_src=plan_source([str(tmp_path / "val.csv")]))
+
+    with pytest.raises(UserError, match=r"joins this run's labels by '\|' \('sports\|tech' 1\)") as e:
+        Training._refuse_joined_val_sets(run(None), labels)
+    assert "--label-sep '|'" in e.value.said("cli")[1]
+    Training._refuse_joined_val_sets(run("|"), labels)   # read with the separator: three sets of known labels
+    Training._refuse_joined_val_sets(run(None, multilabel=False), labels)   # one label a row: not label sets
+    Training._refuse_joined_val_sets(types.SimpleNamespace(columns=run(None).columns, val_src=None), labels)
