@@ -73,7 +73,7 @@ from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continu
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, evaluate_blocks, keep_best, kept_steps, lr_schedule
+from .step import EVAL_BATCH, decided_at, evaluate_blocks, keep_best, kept_steps, lr_schedule
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 from ..plurals import counted, verb
@@ -1390,17 +1390,23 @@ class Training:
     def _calibration_metrics(self) -> dict:
         """metrics.json's record of the calibration: a margin model's probability scale and the
         validation loss at it on the rows it was fitted on (the loss of the probabilities predict
-        gives; val_loss is its scores' at scale 1, as each epoch's), and for label sets every
-        validation row at the saved thresholds (chosen on the first of them): what predict decides,
-        where each epoch's figures are at 0.5."""
-        c, out = self.calibration, {}
-        if c.loss is not None:
-            out["calibration"] = {"scale": round(c.scale, 6), "val_loss": round(c.loss, 6), "rows": c.rows,
-                                  "at_limit": c.at_limit}
-        if c.at_thresholds:
-            # Every validation row counted; the thresholds were chosen on a uniform sample, thresholds_rows of them.
-            out["val_at_thresholds"] = {**c.at_thresholds, "thresholds_rows": c.rows}
-        return out
+        gives; val_loss is its scores' at scale 1, as each epoch's)."""
+        c = self.calibration
+        if c.loss is None:
+            return {}
+        return {"calibration": {"scale": round(c.scale, 6), "val_loss": round(c.loss, 6), "rows": c.rows,
+                                "at_limit": c.at_limit}}
+
+    def _leading_figures(self, final_val: dict) -> dict:
+        """metrics.json's validation figures, those of the saved model first: for label sets every
+        validation row at the saved thresholds (chosen on the first of them), what predict decides;
+        then the kept epoch's, as each epoch's are and --monitor judges them, with where those decide
+        a label (``val_decided_at``: margin 0 or probability 0.5, not the thresholds)."""
+        c = self.calibration
+        # Every validation row counted; the thresholds were chosen on a uniform sample, thresholds_rows of them.
+        at = {"val_at_thresholds": {**c.at_thresholds, "thresholds_rows": c.rows}} if c.at_thresholds else {}
+        decided = decided_at(self.task) if final_val else None
+        return {**at, **val_scores(final_val), **({"val_decided_at": decided} if decided else {})}
 
     def _write_for_continuations(self, kept: int | None) -> None:
         """What a run continued from this one reads besides the model, recorded in model.json: which
@@ -1422,7 +1428,7 @@ class Training:
         self.events.emit("stage", stage="saving")
         ts = time.monotonic()
         metrics = {
-            "task": self.task.kind, "model": cfg.model.name, **val_scores(final_val),
+            "task": self.task.kind, "model": cfg.model.name, **self._leading_figures(final_val),
             # The matrix as non-zero cells; dense as well only for a few classes (see models/metrics.py).
             "confusion": final_val.get("confusion"), "confusion_cells": final_val.get("confusion_cells"),
             "per_class": final_val.get("per_class"),

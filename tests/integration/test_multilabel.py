@@ -456,3 +456,20 @@ def test_a_label_sep_that_split_no_label_past_the_files_head_is_warned_of_and_jo
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "of this run are its other labels joined by '|'" in p.stdout + p.stderr and "pass --label-sep '|'" in \
         p.stdout + p.stderr
+
+
+def test_a_linear_svm_label_set_run_leads_with_its_saved_models_figures_and_its_epoch_lines_name_their_margin(
+        tmp_path):
+    """Its epochs score each label at margin 0 and the saved model at per-label thresholds: the run
+    said the first (micro-F1 far lower) as its result and the second a line below, unnamed."""
+    write_corpus(str(tmp_path / "ml.csv"), 3000, classes=6, seed=3, multilabel=True)
+    p = cli("train", "ml.csv", "--task", "multilabel", "--label-sep", "|", "--model", "LinearSVM", "--epochs", "2",
+            "--run-on", "process", "--out", "runs", "--name", "svm", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    out = p.stdout + p.stderr
+    assert out.count("· at margin 0 ·") == 2, out   # each epoch line
+    metrics = json.loads((tmp_path / "runs" / "svm" / "metrics.json").read_text())
+    assert list(metrics)[2] == "val_at_thresholds" and metrics["val_decided_at"] == "margin 0"
+    assert all(e["val_decided_at"] == "margin 0" for e in metrics["epochs"])
+    result = out[out.index("result"):]
+    assert result.index("micro-F1 at the saved thresholds") < result.index("micro-F1 at margin 0"), result

@@ -523,3 +523,24 @@ def test_a_val_file_joining_the_runs_labels_is_refused_before_the_first_epoch_fr
     Training._refuse_joined_val_sets(run("|"), labels)   # read with the separator: three sets of known labels
     Training._refuse_joined_val_sets(run(None, multilabel=False), labels)   # one label a row: not label sets
     Training._refuse_joined_val_sets(types.SimpleNamespace(columns=run(None).columns, val_src=None), labels)
+
+
+def test_a_label_set_runs_metrics_lead_with_the_saved_models_figures_and_say_where_the_epochs_decide():
+    """metrics.json led with val_micro_f1 at margin 0 (a LinearSVM's epochs: 0.45) and kept the saved
+    model's figure at its thresholds (0.76) further down, unsaid which was which: the saved model's now
+    come first, and the epoch figures name the margin they decide a label at."""
+    import types
+
+    from lancetnic_flow.models.calibrate import Calibration
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.orchestrator import Training
+
+    at = {"micro_f1": 0.76, "macro_f1": 0.7, "subset_accuracy": 0.4, "rows": 50}
+    run = types.SimpleNamespace(calibration=Calibration(rows=40, at_thresholds=at),
+                                task=Task(kind="multilabel", classes=3, class_loss="hinge"))
+    got = Training._leading_figures(run, {"micro_f1": 0.45, "loss": 1.0})
+    assert list(got)[0] == "val_at_thresholds" and got["val_at_thresholds"] == {**at, "thresholds_rows": 40}
+    assert got["val_micro_f1"] == 0.45 and got["val_decided_at"] == "margin 0"
+    run = types.SimpleNamespace(calibration=Calibration(), task=Task(kind="classify", classes=3))
+    got = Training._leading_figures(run, {"accuracy": 0.9, "loss": 1.0})
+    assert list(got)[0] == "val_loss" and "val_decided_at" not in got and "val_at_thresholds" not in got
