@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from ..config import CheckpointEvery, TrainConfig
+from ..config import CheckpointEvery, TrainConfig, label_sep_given
 from ..data.checks import (coarse_cache_warning, idle_ranks_warning, plan_training_sources, sample_label_count,
                            sample_rows, sample_texts, skip_hint, training_columns)
 from ..data.sources import Columns
@@ -1370,7 +1370,7 @@ class Training:
         cfg, tc = self.cfg, self.tc
         if read_as:
             self.events.emit("warning", message=read_as_warning(read_as, "training's"))
-        for message in separator_warnings(cfg.data.label_sep, rows.get("label_sep", {})):
+        for message in separator_warnings(cfg.data.label_sep, rows.get("label_sep", {}), idle=label_sep_given(cfg)):
             self.events.emit("warning", message=message)
         for reason, n in rows.get("noted", {}).items():
             if reason == LABEL_AS_RUN:   # said above, spelling by spelling

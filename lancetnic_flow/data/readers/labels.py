@@ -111,10 +111,12 @@ def separator_counts(noted: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
-def separator_warnings(sep: str | None, counts: dict[str, int], where: str = "rows.label_sep in metrics.json") -> list[str]:
+def separator_warnings(sep: str | None, counts: dict[str, int], where: str = "rows.label_sep in metrics.json",
+                       idle: bool = True) -> list[str]:
     """What to say of ``--label-sep`` ``sep`` at the end of a read (``counts``: :func:`separator_counts`
-    over every row): that it split no label string anywhere, so changed nothing, and of label
-    sets read as lists whose items hold it, each kept whole as one label."""
+    over every row): with ``idle``, that it split no label string anywhere, so changed nothing (not
+    of a separator the caller did not give), and of label sets read as lists whose items hold it,
+    each kept whole as one label."""
     if not sep:
         return []
     said = []
@@ -123,7 +125,7 @@ def separator_warnings(sep: str | None, counts: dict[str, int], where: str = "ro
         said.append(f"{counted(held, 'row')} whose labels are a list (a list column, a JSON array) "
                     f"{verb(held, 'holds', 'hold')} {sep!r} inside an item, kept whole as one label: a list's items "
                     f"are its labels, and {{data.label_sep}} splits label strings only ({where})")
-    if not split:
+    if idle and not split:
         said.append(f"{{data.label_sep}} {sep!r} split no label: no label string held it (the items of lists, "
                     "JSON arrays included, are each one label and are never split), so it changed nothing; "
                     "drop it, or pass the separator the labels are joined by")

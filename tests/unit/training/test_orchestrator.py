@@ -476,6 +476,10 @@ def test_a_label_separator_that_split_no_label_in_the_whole_run_is_warned_of_at_
     said.clear()
     Training._warn_of_rows(run, {"validated": 9, "label_sep": {"split": 4}}, {})
     assert said == []
+    # a continued run's separator taken from the run it continues: never "drop it", list items still named
+    run.cfg = dataclasses.replace(cfg, training=TrainingConfig(task="multilabel", init_from="runs/old"))
+    Training._warn_of_rows(run, {"validated": 9, "label_sep": {"in_lists": 4}}, {})
+    assert len(said) == 1 and said[0].startswith("4 rows whose labels are a list")
 
 
 def test_a_multilabel_runs_labels_joining_its_other_labels_by_a_separator_it_did_not_split_by_are_warned_of():
