@@ -390,7 +390,9 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     write_json(join(result.run, "tune.json"), doc, base.out_so)
     events.emit("tuned", run=str(result.run), monitor=cfg.training.monitor, best=best, defaults=defaults,
                 final=result.metrics.get(cfg.training.monitor), trials=len(records), seconds=seconds,
-                final_seconds=result.metrics.get("seconds"))
+                final_seconds=result.metrics.get("seconds"),
+                # label sets: where the figures judged decide a label, and the saved model's at its thresholds
+                decided_at=result.metrics.get("val_decided_at"), at_thresholds=result.metrics.get("val_at_thresholds"))
     return TuneResult(result.run, result.metrics, records, best, defaults, seconds)
 
 
