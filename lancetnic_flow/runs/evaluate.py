@@ -142,7 +142,7 @@ def check_label_sets_split(out: dict, labels: list[str], columns: Columns) -> No
     by a separator the run was not given (one trained on lists has none), and each such row was
     scored as missing every label it has."""
     if columns.multilabel:
-        refuse_joined_sets(out.get("unseen_labels") or {}, labels)
+        refuse_joined_sets(out.get("unseen_labels") or {}, labels, columns.label_sep)
 
 
 def check_scored(data: list[str], rows: dict, columns: Columns) -> None:

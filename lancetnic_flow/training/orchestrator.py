@@ -687,7 +687,7 @@ class Training:
             return
         sample = sample_rows(self.val_src, self.columns, self.cfg.data.storage_options)
         if sample is not None:
-            refuse_joined_sets(unseen(sample.column("label"), labels)[1], labels)
+            refuse_joined_sets(unseen(sample.column("label"), labels)[1], labels, self.columns.label_sep)
 
     def _warn_of_joined_sets(self, labels: list[str]) -> None:
         """A multilabel run's labels that are its other labels joined by a separator it did not split by."""
@@ -1129,7 +1129,7 @@ class Training:
         join the run's labels by a separator they were not read with, as ``evaluate`` refuses them:
         every such row was scored as missing all its labels, and every figure of the run with it."""
         if self.task.multilabel:
-            refuse_joined_sets(val.get("unseen_labels") or {}, self.features.labels)
+            refuse_joined_sets(val.get("unseen_labels") or {}, self.features.labels, self.columns.label_sep)
 
     def _start_as_candidate(self, state: TrainState) -> None:
         """A continued run's starting weights (its old run's) as epoch 0 of the best-epoch choice,
