@@ -95,12 +95,14 @@ def label_sets(label, sep: str | None, noted: dict[str, int] | None = None) -> p
     parts = pc.split_pattern(text, sep) if sep else \
         pa.ListArray.from_arrays(pa.array(np.arange(len(text) + 1, dtype=np.int32)), text)
     split = 0
-    if sep and noted is not None:
-        split = pc.sum(pc.and_(pc.invert(is_json), pc.fill_null(pc.match_substring(text, sep), False))).as_py() or 0
-    if pc.any(is_json).as_py():
+    if sep and noted is not None:   # a string cut in two or more parts (a JSON list's own are its items)
+        split = pc.sum(pc.and_(pc.invert(is_json), pc.greater(pc.list_value_length(parts), 1))).as_py() or 0
+    listed = pc.any(is_json).as_py()
+    if listed:
         parts = _with_json_lists(text, is_json, parts)
     values, parents = pc.list_flatten(parts), pc.list_parent_indices(parts)
-    _note_separator(noted, sep, split, values, parents)
+    # only a JSON list's items can hold the separator: a split string's parts hold none
+    _note_separator(noted, sep if listed else None, split, values, parents)
     return _rebuild(len(label), parents, values)
 
 
@@ -133,13 +135,13 @@ def separator_warnings(sep: str | None, counts: dict[str, int], where: str = "ro
 
 
 def _note_separator(noted: dict[str, int] | None, sep: str | None, split: int, values: pa.Array, parents) -> None:
-    """Count in ``noted`` the ``split`` label strings ``sep`` split, and the rows whose label
-    ``values`` (each of the row ``parents`` gives) still hold it: the items of lists, which
-    no separator splits (a split string's parts hold none)."""
+    """Count in ``noted`` the ``split`` label strings a separator split, and the rows whose label
+    ``values`` (each of the row ``parents`` gives) hold ``sep``: the items of lists, which no
+    separator splits (None: no values to look at)."""
+    if split and noted is not None:
+        noted[SEP_SPLIT] = noted.get(SEP_SPLIT, 0) + int(split)
     if noted is None or not sep:
         return
-    if split:
-        noted[SEP_SPLIT] = noted.get(SEP_SPLIT, 0) + int(split)
     held = pc.fill_null(pc.match_substring(values, sep), False)
     if pc.any(held).as_py():
         rows = np.asarray(parents.to_numpy(zero_copy_only=False))[np.asarray(held.to_numpy(zero_copy_only=False), bool)]
