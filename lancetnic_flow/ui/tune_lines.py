@@ -51,7 +51,8 @@ def trial_line(e: dict) -> str:
         what = f"{e['state']}: {e.get('error')}"
     else:
         stop = " · cut at the deadline" if e.get("stopped") else ""
-        what = (f"{mon} {_value(e['value'], mon)} (epoch {e['best_epoch']} of {e['epochs_run']}) · "
+        at = f" at {e['decided_at']}" if e.get("decided_at") else ""
+        what = (f"{mon} {_value(e['value'], mon)}{at} (epoch {e['best_epoch']} of {e['epochs_run']}) · "
                 f"{e['seconds']:.1f}s on {e['worker']}{stop}")
     best = f"best {_value(e['best_value'], mon)} (trial {e['best_number']})" if e.get("best_number") is not None \
         else "no best yet"

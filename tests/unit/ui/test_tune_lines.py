@@ -45,6 +45,10 @@ def test_a_label_set_tunes_final_line_says_where_its_figure_decides_and_what_the
          "decided_at": "margin 0", "at_thresholds": {"micro_f1": 0.768, "macro_f1": 0.7}}
     assert tuned_line(e).splitlines()[0].endswith(
         "final run 0.5475 (at margin 0; the saved model at its thresholds: micro-F1 0.7680) in runs/x")
+    trial = trial_line({"monitor": "val_micro_f1", "number": 1, "params": {"lr": 0.01}, "left": 30, "state": "complete",
+                        "value": 0.55, "best_epoch": 2, "epochs_run": 2, "seconds": 1.0, "worker": "w",
+                        "decided_at": "margin 0"})
+    assert "val_micro_f1 0.5500 at margin 0 (epoch 2 of 2)" in trial
 
 
 def test_the_trials_table_lists_the_best_first_and_keeps_the_defaults_trial():
