@@ -32,7 +32,9 @@ makes, without the torch training:
 ``in-process`` runs the same task functions in this process, one partition
 after another, with no Dask: the cost of the code itself, on one core.
 ``--corpus PATH`` measures a file of your own (a text,label CSV) instead of
-a generated one.
+a generated one. ``--python-tokenizer`` featurises with a registered per-text
+tokenizer written in Python (:func:`python_words`, ``--tokenizer``'s path): the
+reader's empty_text check and the features both read its tokens.
 
 Cluster start-up is measured apart and not counted. Before the first repeat
 the workers import the task modules once (untimed), so repeat 1 does not pay
@@ -49,6 +51,7 @@ import datetime as _dt
 import importlib
 import json
 import os
+import re
 import shlex
 import shutil
 import statistics
@@ -211,15 +214,33 @@ class InProcess:
     """No cluster: the pass's tasks run here, one partition after another."""
 
 
-def featurize_once(client: Any, plan: Any, partitions: list, shard_dir: str, mode: str) -> dict:
+WORDS = re.compile(r"\w\w+")
+
+
+def python_words(text: str) -> list[str]:
+    """A pure-Python per-text tokenizer: runs of two or more word characters."""
+    return WORDS.findall(text)
+
+
+def python_tokenizer() -> str:
+    """Register :func:`python_words`; its name for ``FeatureConfig(tokenizer=...)``."""
+    from lancetnic_flow.features import register_tokenizer
+
+    return register_tokenizer("python_words", python_words)
+
+
+def featurize_once(client: Any, plan: Any, partitions: list, shard_dir: str, mode: str,
+                   tokenizer: str | None = None) -> dict:
     """Fit and featurise every partition once; seconds per stage and what came out."""
     from lancetnic_flow.config import FeatureConfig
     from lancetnic_flow.data.sources import Columns
+    from lancetnic_flow.data.usable import text_rule
     from lancetnic_flow.dataflow.shards import count_partition, featurize_partition
     from lancetnic_flow.dataflow.window import OrderedWindow
     from lancetnic_flow.features import fit as fitpass
 
-    columns, fcfg = Columns(text=("text",), label="label"), FeatureConfig(mode=mode)
+    fcfg = FeatureConfig(mode=mode, tokenizer=tokenizer)
+    columns = Columns(text=("text",), label="label", text_rule=text_rule(fcfg))
     opts = dict(storage_options={}, chunk_bytes=plan.partition, val_fraction=VAL_FRACTION)
     t0 = time.perf_counter()
     if isinstance(client, InProcess):
@@ -270,7 +291,8 @@ def run_config(name: str, partitions: list, corpus: dict, a: argparse.Namespace,
         for i in range(a.repeats):
             shard_dir = work / "shards" / f"{name}-{i}"
             try:
-                r = featurize_once(client, plan, partitions, str(shard_dir), a.features)
+                r = featurize_once(client, plan, partitions, str(shard_dir), a.features,
+                                   python_tokenizer() if a.python_tokenizer else None)
             finally:
                 shutil.rmtree(shard_dir, ignore_errors=True)
             if r["rows_read"] != corpus["rows"]:
@@ -337,6 +359,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="hashing: the default features, one pass; tfidf: a fitted vocabulary, two passes")
     p.add_argument("--corpus", help="a text,label CSV of your own instead of a generated one (e.g. "
                    "benchmarks/out/data/debian-train.csv)")
+    p.add_argument("--python-tokenizer", action="store_true",
+                   help="featurise with a registered per-text tokenizer written in Python (python_words)")
     a = p.parse_args(argv)
     a.configs = [c.strip() for c in a.configs.split(",") if c.strip()]
     bad = [c for c in a.configs if c not in CONFIGS]
@@ -372,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                               + (sys.argv[1:] if argv is None else list(argv))),
         "config": {"configs": a.configs, "repeats": a.repeats, "blocksize": a.blocksize, "partitions": len(partitions),
                    "memory_limit_bytes": a.memory_limit, "features": a.features,
-                   "val_fraction": VAL_FRACTION},
+                   "val_fraction": VAL_FRACTION, "python_tokenizer": a.python_tokenizer},
         "machine": _scaling().machine_info(), "corpus": corpus, "runs": {},
     }
     print(f"featurisation throughput → {result_path}\n  corpus {corpus['path']}: {rows:,} rows, "

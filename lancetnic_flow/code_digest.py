@@ -11,19 +11,22 @@ with an upgrade, not an edit, and hashing them would cost every run.
 
 The digest must be the same in every process that computes it, so nothing
 that holds an address (a code object's ``repr``) or a hash seed's order (a
-set's ``repr``) enters it. Not covered: data files the code reads (a model,
-a word list), and values that change while the code does not.
+set's ``repr``) enters it. Data files the code reads (a model, a word list)
+are not found by the walk: a tokenizer names them (``register_tokenizer(...,
+depends_on=...)``) and :func:`files_digest` hashes their content. Not
+covered: values that change while neither the code nor those files do.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import os
+import stat
 import sys
 import sysconfig
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 # Enough for a project's own modules; a walk that would go further stops (what it saw still counts).
 MAX_MODULES = 500
@@ -42,6 +45,38 @@ def code_digest(fn: Callable) -> str:
         except OSError:
             h.update(b"unreadable")
     return h.hexdigest()
+
+
+def files_digest(paths: Iterable[str]) -> str:
+    """A hex digest of the content of ``paths`` (files, or folders: every file in them,
+    by its path inside the folder), each under its own path. An ``OSError`` for a path
+    that cannot be read, naming it."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.encode() + b"\0")
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            for inner in sorted(_files_in(path)):
+                h.update(b"file " + os.path.relpath(inner, path).encode() + b"\0")
+                _file(h, inner)
+        else:
+            _file(h, path)
+    return h.hexdigest()
+
+
+def _files_in(folder: str) -> Iterator[str]:
+    def fail(e: OSError) -> None:
+        raise e
+
+    for root, _, names in os.walk(folder, onerror=fail):
+        yield from (os.path.join(root, n) for n in names)
+
+
+def _file(h: Any, path: str) -> None:
+    with open(path, "rb") as f:
+        h.update(str(os.fstat(f.fileno()).st_size).encode() + b"\0")
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    h.update(b"\0")
 
 
 def _function(h: Any, fn: Any, seen: set[int]) -> None:

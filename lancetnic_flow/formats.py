@@ -278,7 +278,7 @@ for _f in (
            head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=4, title="TSV",
            sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
-           head=_R + "jsonl:head_columns", revision=4, title="JSON Lines", sniff=_R + "jsonl:sniff"),
+           head=_R + "jsonl:head_columns", revision=5, title="JSON Lines", sniff=_R + "jsonl:sniff"),
     Format("parquet", (".parquet", ".pq"), False, _R + "parquet:read_parquet", writer=_W + "ParquetTableWriter",
            head=_R + "parquet:head_columns", pieces=_R + "parquet:row_groups", compressible=False, revision=2,
            title="Parquet",
@@ -289,7 +289,7 @@ for _f in (
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
            holds_line_ends=False, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
-           writer=_W + "FastTextWriter", holds_line_ends=False, revision=2, title="fastText",
+           writer=_W + "FastTextWriter", holds_line_ends=False, revision=3, title="fastText",
            sniff=_R + "lines:sniff_fasttext"),
 ):
     register_format(_f)

@@ -15,7 +15,7 @@ class Score:
     source: str                # its key in a task's metrics (``TaskMetrics.result()``)
     short: str                 # its label in the dashboard and epoch lines ("": not shown there)
     long: str                  # its label in the final summary
-    fmt: str = ".4f"
+    fmt: str = ".4f"           # a format spec, or "units": in the target's units (see :meth:`shown`)
     higher_is_better: bool = False
     task: str | None = None    # "classify", "regress" or "multilabel": the task it needs to be monitored; None: any
     also: str | None = None    # a second task that produces it (macro-F1: classify and multilabel)
@@ -23,6 +23,14 @@ class Score:
     @property
     def key(self) -> str:
         return f"val_{self.name}"
+
+    def shown(self, value: float) -> str:
+        """``value`` as the views write it. A score in the target's units (``fmt`` "units")
+        keeps four decimals from 1 up and four significant digits below: four decimals
+        read the error of a target in small units (1e-6) as a perfect 0.0000."""
+        if self.fmt != "units":
+            return format(value, self.fmt)
+        return format(value, ".4f" if value == 0 or abs(value) >= 1 or value != value else ".4g")
 
 
 SCORES = (
@@ -40,9 +48,9 @@ SCORES = (
     Score("weighted_recall", "weighted_recall", "", "weighted recall"),
     Score("micro_precision", "micro_precision", "", "micro precision"),
     Score("micro_recall", "micro_recall", "", "micro recall"),
-    Score("mae", "mae", "MAE", "MAE", ".4g", task="regress"),
-    Score("rmse", "rmse", "RMSE", "RMSE", ".4g", task="regress"),
-    Score("baseline_rmse", "baseline_rmse", "", "baseline RMSE"),
+    Score("mae", "mae", "MAE", "MAE", "units", task="regress"),
+    Score("rmse", "rmse", "RMSE", "RMSE", "units", task="regress"),
+    Score("baseline_rmse", "baseline_rmse", "", "baseline RMSE", "units"),
     Score("r2", "r2", "R²", "R²", higher_is_better=True, task="regress"),
 )
 BY_KEY = {s.key: s for s in SCORES}

@@ -18,21 +18,30 @@ registered it. Two ways it gets there:
   script's top level all the same: local workers import the script again.
 
 ``fn`` either takes one text and returns its tokens (``batch=False``, the
-default; applied row by row), or takes a ``pyarrow`` string array and
+default; applied row by row: a list, tuple or generator of strings; a string,
+read as its characters, and a set, whose order changes from process to
+process, are refused), or takes a ``pyarrow`` string array and
 returns a list array of strings, one list per row (``batch=True``: no
 Python object per token if ``fn`` is vectorised). It receives the texts as
 the run preprocesses them (Unicode-normalised and lower-cased when asked);
 stop words and n-grams are applied to its tokens afterwards
 (``features/tokenize.py: custom_tokens``).
 
+``depends_on`` names the files (or folders) ``fn`` reads — a word list, a
+model: the shard cache keys on their content beside the code
+(:func:`code_fingerprint`), so shards made from an earlier list are not
+reused. Local paths, recorded absolute; read whole when a run makes its key.
+
 The registry is part of the core, beside the model names (``registry.py``):
 configuration checks a ``--tokenizer`` name before any work starts.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import os
 import re
-from typing import Callable
+from typing import Callable, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -41,23 +50,50 @@ import pyarrow.compute as pc
 from .errors import UserError
 from .plurals import counted
 
-_TOKENIZERS: dict[str, tuple[Callable, bool]] = {}
+# name → (function, batch, the files it depends on)
+_TOKENIZERS: dict[str, tuple[Callable, bool, tuple[str, ...]]] = {}
+PathLike = Union[str, "os.PathLike[str]"]
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 HOW = ("call lancetnic_flow.features.register_tokenizer(NAME, fn) at the top level of a module this process "
        "imports (workflows/custom_tokenizer.py shows how), or give {features.tokenizer} MODULE:NAME")
 
 
-def register_tokenizer(name: str, fn: Callable, *, batch: bool = False) -> str:
+def register_tokenizer(name: str, fn: Callable, *, batch: bool = False,
+                       depends_on: PathLike | Sequence[PathLike] = ()) -> str:
     """Register ``fn`` as the tokenizer ``name``; returns the name to put in
     ``FeatureConfig(tokenizer=...)`` (``"module:name"`` when ``fn``'s module
-    can be imported by other processes)."""
+    can be imported by other processes). ``depends_on``: a path, or a list of
+    paths, of the local files or folders ``fn`` reads (a word list, a model),
+    whose content enters the shard cache key."""
     if not _NAME.fullmatch(name or ""):
         raise UserError(f"tokenizer name {name!r}: use letters, digits, '_', '-' and '.'", "e.g. \"my_words\"")
     if not callable(fn):
         raise UserError(f"tokenizer {name!r}: {fn!r} is not a function")
-    _TOKENIZERS[name] = (fn, batch)
+    _TOKENIZERS[name] = (fn, batch, _paths(name, depends_on))
     module = getattr(fn, "__module__", None)
     return f"{module}:{name}" if module and module not in ("__main__", "__mp_main__") else name
+
+
+def _paths(name: str, depends_on) -> tuple[str, ...]:
+    """``depends_on`` checked, as absolute local paths."""
+    given = [depends_on] if isinstance(depends_on, (str, os.PathLike)) else depends_on
+    if not isinstance(given, (list, tuple)) or not all(isinstance(p, (str, os.PathLike)) for p in given):
+        raise UserError(f"tokenizer {name!r}: depends_on={depends_on!r} is not a path or a list of paths",
+                        "e.g. depends_on=[\"stop_words.txt\", \"model/\"]: the files the tokenizer reads")
+    paths = [os.fspath(p) for p in given]
+    for p in paths:
+        if not p.strip():
+            raise UserError(f"tokenizer {name!r}: depends_on holds an empty path", "name the files the tokenizer reads")
+        if "://" in p:
+            raise UserError(f"tokenizer {name!r}: depends_on {p!r} is a URL; it takes local paths",
+                            "name a local copy of the file the tokenizer reads")
+    return tuple(os.path.abspath(p) for p in paths)
+
+
+def depends_on(spec: str) -> tuple[str, ...]:
+    """The absolute paths tokenizer ``spec`` was registered as depending on."""
+    resolve(spec)
+    return _TOKENIZERS[spec.rpartition(":")[2]][2]
 
 
 def resolve(spec: str) -> tuple[Callable, bool]:
@@ -73,7 +109,8 @@ def resolve(spec: str) -> tuple[Callable, bool]:
     if name not in _TOKENIZERS:
         raise UserError(f"tokenizer {name!r} is not registered in this process"
                         + (f" (importing {module!r} did not register it)" if module else ""), HOW)
-    return _TOKENIZERS[name]
+    fn, batch, _ = _TOKENIZERS[name]
+    return fn, batch
 
 
 def tokens_of(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
@@ -85,8 +122,7 @@ def tokens_of(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
         if isinstance(lists, pa.ChunkedArray):
             lists = lists.combine_chunks()
     else:
-        # The function's own lists: a Python object per token is the price of a per-text tokenizer.
-        lists = pa.array([fn(t) for t in texts.to_pylist()], pa.list_(pa.string()))
+        lists = _per_text(spec, fn, texts)
     if not isinstance(lists, (pa.ListArray, pa.LargeListArray)) or len(lists) != len(texts):
         raise UserError(f"tokenizer {spec!r} returned {type(lists).__name__} for {counted(len(texts), 'text')}",
                         "return a list of tokens per text (batch=True: a pyarrow list array, one list per text)")
@@ -100,6 +136,47 @@ def tokens_of(spec: str, texts: pa.Array) -> tuple[np.ndarray, pa.Array]:
     np.cumsum(lengths, out=offsets[1:])
     return offsets, tokens
 
+
+
+def _per_text(spec: str, fn: Callable, texts: pa.Array) -> pa.ListArray:
+    """A per-text tokenizer's tokens of ``texts``, one list a text. Arrow would read a
+    string returned as its characters, and a set's order changes from process to
+    process (word pairs are read in order): both are refused, as are tokens that are not
+    strings; a generator, or another sequence, is read as its list."""
+    # The function's own lists: a Python object per token is the price of a per-text tokenizer.
+    out = []
+    for text in texts.to_pylist():
+        tokens = fn(text)
+        if type(tokens) is not list and tokens is not None:
+            tokens = _as_list(spec, text, tokens)
+        out.append(tokens)
+    try:
+        return pa.array(out, pa.list_(pa.string()))
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        text, token = next(((t, w) for t, ws in zip(texts.to_pylist(), out) for w in ws or ()
+                            if w is not None and not isinstance(w, str)), ("", None))
+        raise UserError(f"tokenizer {spec!r} returned the token {token!r} ({type(token).__name__}) for "
+                        f"{_short(text)}: a token is a string", "return a list of strings per text") from None
+
+
+def _as_list(spec: str, text: str, tokens) -> list:
+    if isinstance(tokens, (str, bytes)):
+        raise UserError(f"tokenizer {spec!r} returned {type(tokens).__name__} {_short(tokens)} for {_short(text)}, "
+                        "not a list of tokens: it would be read as its characters",
+                        "return a list of tokens per text (e.g. text.split(), not a joined string)")
+    if isinstance(tokens, (set, frozenset, dict)):
+        raise UserError(f"tokenizer {spec!r} returned a {type(tokens).__name__} for {_short(text)}: its order "
+                        "changes from process to process, and word n-grams are read in order",
+                        "return a list of tokens in text order (sorted(...) if a set is meant)")
+    try:
+        return list(tokens)
+    except TypeError:
+        raise UserError(f"tokenizer {spec!r} returned {type(tokens).__name__} for {_short(text)}",
+                        "return a list of tokens per text") from None
+
+
+def _short(text) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "…")
 
 
 class TokenizerRef(str):
@@ -131,31 +208,41 @@ class CarriesTokenizer(str):
         return (_restore_carried, (str(self), self.spec, *entry) if entry else (str(self), self.spec))
 
 
-def _restore_carried(text: str, spec: str, fn: Callable | None = None, batch: bool = False) -> CarriesTokenizer:
-    _restore(spec, fn, batch)
+def _restore_carried(text: str, spec: str, fn: Callable | None = None, batch: bool = False,
+                     files: tuple[str, ...] = ()) -> CarriesTokenizer:
+    _restore(spec, fn, batch, files)
     return CarriesTokenizer(text, spec)
 
 
-def _restore(spec: str, fn: Callable | None = None, batch: bool = False) -> TokenizerRef:
+def _restore(spec: str, fn: Callable | None = None, batch: bool = False, files: tuple[str, ...] = ()) -> TokenizerRef:
     name = spec.rpartition(":")[2]
     if fn is not None and name not in _TOKENIZERS:
-        _TOKENIZERS[name] = (fn, batch)
+        _TOKENIZERS[name] = (fn, batch, tuple(files))
     return TokenizerRef(spec)
 
 
 def code_fingerprint(spec: str) -> str:
     """A hash of the code behind tokenizer ``spec`` (code_digest.py): its
     module's source file, those of the user's modules it reaches (a helper
-    imported from another file), and the function's compiled code. The shard
-    cache keys on it, since a run records the name only: tokens featurised by
-    an earlier version of the code are not reused. The same in every process,
-    so a run's entry is found again (and its checkpoint resumed)."""
-    import hashlib
-
-    from .code_digest import code_digest
+    imported from another file), and the function's compiled code; and the
+    content of the files it was registered as depending on (``depends_on``).
+    The shard cache keys on it, since a run records the name only: tokens
+    featurised by an earlier version of the code, or of its word list, are not
+    reused. The same in every process, so a run's entry is found again (and
+    its checkpoint resumed)."""
+    from .code_digest import code_digest, files_digest
 
     fn, batch = resolve(spec)
-    return hashlib.sha256((b"batch" if batch else b"row") + code_digest(fn).encode()).hexdigest()[:16]
+    h = hashlib.sha256((b"batch" if batch else b"row") + code_digest(fn).encode())
+    files = depends_on(spec)
+    if files:   # none: the hash of the code alone, as entries made before depends_on keyed it
+        try:
+            h.update(files_digest(files).encode())
+        except OSError as e:
+            raise UserError(f"tokenizer {spec.rpartition(':')[2]!r} depends on {e.filename or files[0]}, which "
+                            f"cannot be read ({type(e).__name__}: {e.strerror or e})",
+                            "create it, or register the tokenizer with depends_on naming the files it reads") from None
+    return h.hexdigest()[:16]
 
 
 def canonical(spec: str) -> TokenizerRef:

@@ -640,8 +640,10 @@ class TextRegressor(_TextEstimator):
             raise UserError(f"y holds {counted(int((~np.isfinite(want)).sum()), 'NaN or infinite value')}",
                             "score the rows whose answer is a number")
         got = np.where(np.isnan(got), want.mean(), got)
-        total = ((want - want.mean()) ** 2).sum()
-        return float(1 - ((want - got) ** 2).sum() / total) if total else 0.0
+        total, missed = ((want - want.mean()) ** 2).sum(), ((want - got) ** 2).sum()
+        if not total:   # a constant y: scikit-learn's r2_score gives 1.0 to exact predictions, 0.0 otherwise
+            return 1.0 if not missed else 0.0
+        return float(1 - missed / total)
 
 
 __all__ = ["TextClassifier", "TextRegressor"]

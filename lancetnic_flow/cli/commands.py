@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError, reworded
+from ..scores import BY_KEY
 from ..formats import text_encoding
 from ..storage import absolute, check_writable, open_options, options_for, url_to_fs
 from ..plurals import counted, verb
@@ -390,16 +392,26 @@ def explained_lines(text: str, doc: dict) -> str:
     if "label" in doc:
         head = f"{short!r} → {doc['label']} (probability {doc['probability']:.3f}): logit {doc['logit']:.4g}"
     else:
-        head = f"{short!r} → value {doc['value']:.4g}"
-    lines = [f"{head} = bias {doc['bias']:+.4g} + the terms' contributions ({method})"]
+        head = f"{short!r} → value {_in_units(doc['value'])}"
+    bias = f"{doc['bias']:+.4g}" if "label" in doc else _in_units(doc["bias"], "+")
+    lines = [f"{head} = bias {bias} + the terms' contributions ({method})"]
     if "labels" in doc and doc["label"] not in doc["labels"]:   # a multilabel run's, below its threshold
         lines[0] += f"; not predicted (the row's labels: {', '.join(map(str, doc['labels'])) or 'none'})"
     lines += _term_lines(doc)
     if "value_explained" in doc:   # a multitask run's value, explained in its own terms
         v = doc["value_explained"]
-        lines.append(f"  and value {doc['value']:.4g} = bias {v['bias']:+.4g} + the terms' contributions ({method})")
+        lines.append(f"  and value {_in_units(doc['value'])} = bias {_in_units(v['bias'], '+')} + the terms' "
+                     f"contributions ({method})")
         lines += _term_lines(v)
     return "\n".join(lines)
+
+
+def _in_units(x: float, sign: str = "") -> str:
+    """A value in the target's units to the terms' four decimals, whatever its size: four
+    significant digits made a target near 1e6 read ``value 1e+06 = bias +1e+06`` beside
+    contributions of a few thousandths."""
+    digits = len(str(int(abs(x)))) if math.isfinite(x) else 0
+    return f"{x:{sign}.{digits + 4}g}"
 
 
 def _term_lines(doc: dict) -> list[str]:
@@ -545,14 +557,18 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     if a.json:
         print(json.dumps(out))
     else:
-        shown = [f"{k} {out[k]:.4f}" for k in ("accuracy", "micro_f1", "macro_f1", "subset_accuracy", "mae", "rmse",
-                                                "r2", "loss") if out.get(k) is not None]
-        report.say(" · ".join(shown) + f" · {counted(out['rows']['evaluated'], 'row')}" + skipped_note(out["rows"])
-                             + unseen_note(out)
-                             + noted_note(out["rows"].get("noted", {})) + read_as_note(out), markup=False, soft_wrap=True)
+        report.say(evaluated_line(out), markup=False, soft_wrap=True)
         if out.get("plots"):
             report.say(f"plots in {a.plots}", markup=False)
     return 0
+
+
+def evaluated_line(out: dict) -> str:
+    """``evaluate``'s result line: its scores, each as the run's summary shows it, then its rows."""
+    shown = [f"{k} {BY_KEY['val_' + k].shown(out[k])}" for k in ("accuracy", "micro_f1", "macro_f1",
+             "subset_accuracy", "mae", "rmse", "r2", "loss") if out.get(k) is not None]
+    return (" · ".join(shown) + f" · {counted(out['rows']['evaluated'], 'row')}" + skipped_note(out["rows"])
+            + unseen_note(out) + noted_note(out["rows"].get("noted", {})) + read_as_note(out))
 
 
 def _say_separator(report, sep: str | None, counts: dict[str, int]) -> None:

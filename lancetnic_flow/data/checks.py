@@ -75,7 +75,8 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
         if format_named(fi.format).columns is not None:
             check_line_columns(fi.url, fi.format, columns)
             return None
-        schema = head_schema(fi, storage_options, columns.encoding, rows=columns.label_sep is not None)
+        schema = head_schema(fi, storage_options, columns.encoding, rows=columns.label_sep is not None,
+                             wanted=columns.names())
         if schema is not None:
             check_names(fi.url, schema.names, columns, fi.format)
         return schema

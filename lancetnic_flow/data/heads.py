@@ -9,6 +9,8 @@ read holds a list there and those are the whole file).
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import pyarrow as pa
 
 from ..errors import UserError
@@ -22,11 +24,13 @@ LIST_WINDOW = 1 << 20
 
 
 def head_schema(fi: FileInfo, storage_options: dict | None = None, encoding: str | None = None,
-                rows: bool = False) -> pa.Schema | None:
+                rows: bool = False, wanted: Sequence[str] = ()) -> pa.Schema | None:
     """The columns in the head of one file with what they hold (None: a line
     format, or an empty file); ``encoding``: its text encoding (None: UTF-8);
     ``rows``: a JSON Lines file's objects in its first :data:`LIST_WINDOW`
-    bytes are read, not its first alone, to tell a column of lists."""
+    bytes are read, not its first alone, to tell a column of lists;
+    ``wanted``: columns a JSON Lines file's first object may leave out and a
+    later one hold (looked for further in its head)."""
     head = format_named(fi.format).head_columns()
     if head is None or fi.size == 0:
         return None
@@ -42,7 +46,7 @@ def head_schema(fi: FileInfo, storage_options: dict | None = None, encoding: str
         if fi.format == "jsonl":
             from .readers.jsonl import head_schema as jsonl_schema
 
-            return jsonl_schema(fi, storage_options, encoding, LIST_WINDOW if rows else 0)
+            return jsonl_schema(fi, storage_options, encoding, LIST_WINDOW if rows else 0, wanted)
         names = head(fi, storage_options, encoding)
         return None if names is None else pa.schema([(name, pa.string()) for name in names])
     except UserError:

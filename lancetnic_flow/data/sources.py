@@ -294,7 +294,14 @@ def missing_column_error(url: str, missing: str, have: list[str], columns: Colum
     """A file without a column the run reads; with ``columns``, the hint names the option that
     reads it and a column of the file to give it (where the user left the default `text`), as
     each reader names it. ``note``: what the message adds; ``hint``: another hint (options as
-    ``{section.field}``, or a function of options.Words), where the file's form says more than its columns."""
+    ``{section.field}``, or a function of options.Words), where the file's form says more than its columns.
+    A column named only by a folder of the path (``label=sports/``, a Hive partition) is said to be there."""
+    folder = re.search(rf"/{re.escape(missing)}=([^/]*)/", url)
+    if folder and not note and not hint:   # pandas and pyarrow.dataset read it as a column; the readers here do not
+        note = (f" ({missing}={folder.group(1)} is a folder of its path: a Hive partition, which is read as no "
+                "column)")
+        hint = (f"write {missing} into the files as a column (pyarrow.dataset.dataset(FOLDER, partitioning='hive') "
+                "reads it so), then read those files")
     return hinted(f"{url}: no column {missing!r}{close_matches(missing, have)}; "
                   f"the file has columns: {', '.join(repr(h) for h in have) or '(none)'}{note}",
                   hint or (column_hint(missing, have, columns) if columns is not None

@@ -18,9 +18,11 @@ read text:
   from the tokens the registered tokenizer ``SPEC`` returns for a text not
   blank, handed as the features hand it (normalised, cased): a text it
   returns no token for, or only stop words, or fewer than MIN, is
-  ``empty_text``, as the built-in tokenizer's would be. The tokenizer then
-  runs twice a row, here and in the features: the price of one rule for
-  every tokenizer. The rule pickles with the function a script registered
+  ``empty_text``, as the built-in tokenizer's would be. The token lists
+  read here travel with the rows kept (:func:`usable_tokens`, the reader's
+  ``TOKENS_COLUMN``) and the features read them (``features/tokenize.py:
+  texts_of``): the tokenizer runs once a row a pass, for the rule and the
+  terms. The rule pickles with the function a script registered
   (:class:`~lancetnic_flow.tokenizers.CarriesTokenizer`), so a worker reads by it.
 
 The word rule also follows what the analyzer drops or needs: with stop words
@@ -52,6 +54,10 @@ from ..wordchars import RANGES
 
 WORD = "word"
 TOKENS = "tokens"   # a tokenizer of the user's: "tokens SPEC [normalisation]", then its options as JSON
+# The column of a reader's table that holds the token lists of the rule's tokenizer, and the
+# key of its field's metadata that says how they were made. No input column reads as it.
+TOKENS_COLUMN = ":tokens"
+MADE_BY = b"made_by"
 # Texts handed to a tokenizer of the user's at once: its token lists for a few MiB of text.
 PIECE_ROWS = 8192
 # Two word characters in a row, as the tokenizer knows them: its fixed ranges
@@ -132,10 +138,32 @@ def _word_options(features) -> dict:
 
 def usable(texts: pa.Array, rule: str = WORD) -> pa.Array:
     """Which of ``texts`` (strings, no nulls) the analyzer of ``rule`` reads a term from."""
+    return usable_tokens(texts, rule)[0]
+
+
+def tokens_made_by(spec: str, normalize: str, case) -> str:
+    """What token lists were made by: tokenizer ``spec`` handed the texts normalised by
+    ``normalize`` and cased by ``case`` (``features/tokenize.py: prepare``'s ``lowercase``).
+    Lists made otherwise are not another run's tokens: the features tokenise again."""
+    return json.dumps([str(spec), normalize or "none", case])
+
+
+def usable_tokens(texts: pa.Array, rule: str = WORD) -> tuple[pa.Array, pa.Field | None, pa.Array | None]:
+    """:func:`usable`, and for a tokenizer of the user's (``tokens SPEC``) the token
+    lists it returned for each text (a blank one: none), with the field that names them
+    (:data:`TOKENS_COLUMN`, its metadata :func:`tokens_made_by`): the features read these
+    lists rather than run the tokenizer a second time. (mask, None, None) for the other rules."""
     rule, _, extras = rule.partition("\n")
     if rule.startswith(TOKENS + " "):
         _, spec, *normalize = rule.split()
-        return _tokens_left(_normalized(texts, normalize[0] if normalize else "none"), spec, json.loads(extras))
+        options = json.loads(extras)
+        keep, lists = _tokens_left(_normalized(texts, normalize[0] if normalize else "none"), spec, options)
+        made_by = tokens_made_by(spec, normalize[0] if normalize else "none", options["case"])
+        return keep, pa.field(TOKENS_COLUMN, lists.type, metadata={MADE_BY: made_by}), lists
+    return _usable(texts, rule, extras), None, None
+
+
+def _usable(texts: pa.Array, rule: str, extras: str) -> pa.Array:
     kind, least, normalize = _parts(rule)
     texts = _normalized(texts, normalize)
     if kind == WORD:
@@ -168,22 +196,30 @@ def _words_left(texts: pa.Array, tokens: pa.Array, extras: dict) -> pa.Array:
     return pa.array(keep)
 
 
-def _tokens_left(texts: pa.Array, spec: str, extras: dict) -> pa.Array:
+def _tokens_left(texts: pa.Array, spec: str, extras: dict) -> tuple[pa.Array, pa.LargeListArray]:
     """Which texts keep ``least`` of the registered tokenizer ``spec``'s tokens once the
     stop words are out, the tokenizer handed each text as the features hand it
-    (normalised, then cased), a piece of rows at a time. A blank text is never handed to it."""
+    (normalised, then cased), a piece of rows at a time; and its tokens of every text,
+    one list a text. A blank text is never handed to it."""
     texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
     keep = np.asarray(pc.match_substring_regex(texts, _VISIBLE_RE).to_numpy(zero_copy_only=False), bool).copy()
     rows = np.flatnonzero(keep)
+    lengths = np.zeros(len(texts), np.int64)
+    made: list[pa.Array] = []
     stop = pa.array(extras["stop"], pa.string()) if extras["stop"] else None
     for start in range(0, len(rows), PIECE_ROWS):
         piece = rows[start:start + PIECE_ROWS]
         offsets, tokens = tokens_of(spec, _cased(texts.take(pa.array(piece)), extras["case"]))
+        lengths[piece] = np.diff(offsets)
+        made.append(tokens)
         owner = np.repeat(np.arange(len(piece)), np.diff(offsets))
         if stop is not None and len(tokens):
             owner = owner[pc.invert(pc.is_in(tokens, value_set=stop)).to_numpy(zero_copy_only=False)]
         keep[piece] = np.bincount(owner, minlength=len(piece)) >= extras["least"]
-    return pa.array(keep)
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    tokens = pa.concat_arrays(made) if made else pa.array([], pa.string())
+    return pa.array(keep), pa.LargeListArray.from_arrays(pa.array(offsets), tokens)
 
 
 def _normalized(texts: pa.Array, normalize: str) -> pa.Array:
@@ -204,4 +240,5 @@ def _parts(rule: str) -> tuple[str, int, str]:
     return words[0], least, words[1] if len(words) > 1 else "none"
 
 
-__all__ = ["TOKENS", "WORD", "rules_before", "text_rule", "usable"]
+__all__ = ["MADE_BY", "TOKENS", "TOKENS_COLUMN", "WORD", "rules_before", "text_rule", "tokens_made_by", "usable",
+           "usable_tokens"]

@@ -42,8 +42,13 @@ LOWER_REVISION = 1
 # would say the separator split nothing.
 LABEL_SETS_REVISION = 4
 # Bytes columns' revision, in the key of Parquet/Arrow entries made with --encoding: 1 decodes a column
-# of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there).
-ENCODED_BYTES_REVISION = 1
+# of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there);
+# 2 refuses a column of UTF-8 bytes there, where earlier entries hold its letters garbled ("cafÃ©").
+ENCODED_BYTES_REVISION = 2
+# Encoded text's revision, in the key of entries of text formats (CSV, TSV, JSON Lines, text, fastText)
+# made with --encoding: 1 refuses a UTF-8 file there (data/readers/table.check_not_utf8), where an
+# earlier entry may hold its letters garbled ("cafÃ©").
+ENCODED_TEXT_REVISION = 1
 # zstd input's revision, in the key of entries that read a .zst file: 1 refuses a file cut short
 # (data/decompress.py), where an earlier entry may hold only the rows before the cut.
 ZSTD_REVISION = 1
@@ -199,10 +204,12 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     written, a NaN label missing, a binary text not UTF-8 undecodable;
     fastText tags anywhere in a line; then every JSON value of a line read
     by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag; then
-    a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end),
+    a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end;
+    a BOM at a fastText line's start no text; a JSON object across lines malformed lines),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
-    (:data:`ENCODED_BYTES_REVISION`), a cut-off zstd file was refused
+    (:data:`ENCODED_BYTES_REVISION`), a UTF-8 file read in another encoding was refused
+    (:data:`ENCODED_TEXT_REVISION`), a cut-off zstd file was refused
     (:data:`ZSTD_REVISION`), true/false read as numbers
     (:data:`NUMBERS_REVISION`) and validation labels read in training's spelling
     (:data:`VAL_LABELS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
@@ -227,6 +234,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
         revised.append(("label_sets", LABEL_SETS_REVISION))
     if revisions and columns.encoding and _typed_files(train, val):
         revised.append(("encoded_bytes", ENCODED_BYTES_REVISION))
+    if revisions and columns.encoding and _text_files(train, val):
+        revised.append(("encoded_text", ENCODED_TEXT_REVISION))
     if revisions and any(f.compression == "zstd" for p in (train, val) if p is not None for f in p.files):
         revised.append(("zstd", ZSTD_REVISION))
     if revisions and (columns.numeric or columns.target):
@@ -236,6 +245,13 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     if revisions and columns.label and val is not None:
         revised.append(("val_labels", VAL_LABELS_REVISION))
     return cache_key(*parts, revised) if revised else cache_key(*parts)
+
+
+def _text_files(*plans: SourcePlan | None) -> bool:
+    """Whether these plans read a file of a text format (cut by bytes: CSV, JSON Lines, text, fastText)."""
+    from ..formats import format_named
+
+    return any(format_named(f.format).splits_by_bytes for p in plans if p is not None for f in p.files)
 
 
 def _typed_files(*plans: SourcePlan | None) -> bool:

@@ -192,7 +192,8 @@ def count_partition(part: Partition, split: str | None, *, columns: Columns, fcf
         record_held_out(s, table, is_val, val_fraction)
         s.buckets = bucket_frequencies(block, ~is_val, fcfg.buckets)
         # The buckets' names (top_terms.csv): the terms of a bounded sample of the training rows.
-        s.names = sample_names(counter, table["text"].filter(pa.array(~is_val)) if is_val.any() else table["text"])
+        texts = counter.texts(table)
+        s.names = sample_names(counter, texts.filter(pa.array(~is_val)) if is_val.any() else texts)
         stats.append(s)
         _write_split(_by_split(block, is_val), shard_dir, part, ci, cache_options, res, raw=True, keep=keep)
         del block, table

@@ -23,6 +23,7 @@ from .label_values import as_run_labels
 from .labelsets import is_label_sets, set_counts
 from .rows import RowBlock
 from .split import Holdout, held_out_hashes, validation_mask
+from .tokenize import texts_of
 from .vectorize import PIECE_ROWS, FittedFeatures, text_options
 from .vocab import FitStats, Moments, merge_stats, merge_terms, prune, smooth_idf, term_counts
 
@@ -81,8 +82,9 @@ def _chunk_stats(chunk: Chunk, fcfg: FeatureConfig, val_fraction: float | Holdou
         opts = text_options(fcfg)
         ngram_min, ngrams = (1, 1) if fcfg.mode == "ids" else (opts["ngram_min"], opts["ngrams"])
         pieces = []
+        texts = texts_of(train, opts["tokenizer"], lowercase=opts["lowercase"], normalize=opts["normalize"])
         for start in range(0, train.num_rows, PIECE_ROWS):
-            terms, occurrences = term_counts(train["text"].slice(start, PIECE_ROWS), ngram_min=ngram_min,
+            terms, occurrences = term_counts(texts.slice(start, PIECE_ROWS), ngram_min=ngram_min,
                                              ngrams=ngrams, lowercase=opts["lowercase"],
                                              normalize=opts["normalize"], stop_words=opts["stop_words"],
                                              tokenizer=opts["tokenizer"])

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import UserError
-from .tokenize import compiled_kernels, prepare, terms_of, text_buffers
+from .tokenize import TokenizedTexts, compiled_kernels, prepare, terms_of, text_buffers
 
 # Training rows of a chunk whose terms are read for the bucket names: words are read by
 # Arrow's kernels (~25 ms for 1,024 rows of ~60 words), character n-grams in Python
@@ -76,11 +76,13 @@ def _char_terms(texts: pa.Array, min_n: int, max_n: int, wb: bool) -> tuple[list
     return terms, rows
 
 
-def text_terms(features, texts: pa.Array | pa.ChunkedArray) -> TextTerms:
+def text_terms(features, texts: pa.Array | pa.ChunkedArray | TokenizedTexts) -> TextTerms:
     """Every term of ``texts`` as ``features`` (a :class:`~.vectorize.FittedFeatures`) reads
     them, with its feature id: a hashed bucket, or a vocabulary id. A registered tokenizer
     that returns tokens with spaces cannot be read back as words: no terms then (the ids
     are still explained, unnamed)."""
+    words = texts if isinstance(texts, TokenizedTexts) else None   # the tokens its reader made
+    texts = words.texts if words is not None else texts
     texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
     texts = pc.fill_null(texts.cast(pa.string()), "")
     n = len(texts)
@@ -94,7 +96,8 @@ def text_terms(features, texts: pa.Array | pa.ChunkedArray) -> TextTerms:
         keys = k.whole_hashes(data, offsets, np.ones(len(terms), np.uint8)) if len(terms) else np.zeros(0, np.uint64)
     else:
         try:
-            found = terms_of(texts, features.ngrams, lowercase=features.lowering, ngram_min=features.ngram_min,
+            found = terms_of(words if words is not None else texts, features.ngrams, lowercase=features.lowering,
+                             ngram_min=features.ngram_min,
                              stop_words=features.stop_words, normalize=features.normalize,
                              tokenizer=features.tokenizer)
         except UserError:   # a tokenizer's token with a space: its n-grams cannot be split back into words
@@ -146,7 +149,7 @@ def _counted(buckets: np.ndarray, terms: pa.Array, counts: np.ndarray | None = N
     return pa.table({"bucket": g["bucket"], "term": g["term"], "count": g["count_sum"]})
 
 
-def sample_names(features, texts: pa.Array | pa.ChunkedArray, rows: int | None = None) -> pa.Table:
+def sample_names(features, texts: pa.Array | pa.ChunkedArray | TokenizedTexts, rows: int | None = None) -> pa.Table:
     """The bucket names of the first ``rows`` of ``texts`` (hashing ``features``; default
     :data:`SAMPLE_ROWS`, :data:`CHAR_SAMPLE_ROWS` for character n-grams), bounded (:func:`bounded`)."""
     if rows is None:

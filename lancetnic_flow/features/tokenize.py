@@ -12,6 +12,8 @@ users had. No Python object is made per token or per row.
 * :func:`tokenize` / :func:`terms_of` — tokens (and word n-grams, stop words
   left out) as an Arrow string array with the row of each: for fitting a
   vocabulary.
+* :func:`texts_of` — a reader's table's texts, with the token lists a
+  registered tokenizer already gave them there (:class:`TokenizedTexts`).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..data.usable import MADE_BY, TOKENS_COLUMN, tokens_made_by
 from ..errors import UserError
 from ..textcase import PER_CHARACTER, lower
 from ..tokenizers import tokens_of
@@ -140,15 +143,58 @@ def drop_stop_words(tokens: Terms, stop_words: list[str] | None, lowercase: bool
     return Terms(tokens.terms.filter(keep), tokens.rows[keep.to_numpy(zero_copy_only=False)], tokens.n_rows)
 
 
-def custom_tokens(texts: pa.Array | pa.ChunkedArray, tokenizer: str, *, lowercase: bool = True,
-                  normalize: str = "none") -> Terms:
-    """The tokens of a registered tokenizer (``lancetnic_flow/tokenizers.py``), with the row of each."""
+@dataclass(frozen=True)
+class TokenizedTexts:
+    """Texts, and the token lists a registered tokenizer gave them when the reader
+    asked which rows hold a term (``data/usable.py``), made as ``made_by``
+    (:func:`~lancetnic_flow.data.usable.tokens_made_by`) says. Sliced and filtered as
+    the texts are; :func:`custom_tokens` reads the lists rather than run the tokenizer again."""
+
+    texts: pa.Array | pa.ChunkedArray
+    lists: pa.Array | pa.ChunkedArray
+    made_by: str
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def slice(self, offset: int = 0, length: int | None = None) -> "TokenizedTexts":
+        """Rows ``offset`` to ``offset + length`` (to the end when None)."""
+        return TokenizedTexts(self.texts.slice(offset, length), self.lists.slice(offset, length), self.made_by)
+
+    def filter(self, mask: pa.Array) -> "TokenizedTexts":
+        """The rows ``mask`` keeps."""
+        return TokenizedTexts(self.texts.filter(mask), self.lists.filter(mask), self.made_by)
+
+
+def texts_of(table: pa.Table, tokenizer: str | None = None, *, lowercase: bool | str = True,
+             normalize: str = "none") -> pa.ChunkedArray | TokenizedTexts:
+    """The ``text`` column of a reader's table, with its rows' token lists when the reader
+    made them by ``tokenizer`` as these options hand it the texts (:class:`TokenizedTexts`)."""
+    texts = table["text"]
+    if not tokenizer or TOKENS_COLUMN not in table.column_names:
+        return texts
+    made_by = (table.schema.field(TOKENS_COLUMN).metadata or {}).get(MADE_BY, b"").decode()
+    if made_by != tokens_made_by(tokenizer, normalize, lowercase):
+        return texts
+    return TokenizedTexts(texts, table[TOKENS_COLUMN], made_by)
+
+
+def custom_tokens(texts: pa.Array | pa.ChunkedArray | TokenizedTexts, tokenizer: str, *,
+                  lowercase: bool | str = True, normalize: str = "none") -> Terms:
+    """The tokens of a registered tokenizer (``lancetnic_flow/tokenizers.py``), with the row of
+    each: those the reader's lists hold when ``texts`` carries lists made by these options."""
+    if isinstance(texts, TokenizedTexts):
+        if texts.made_by == tokens_made_by(tokenizer, normalize, lowercase):
+            lists = _flat(texts.lists)
+            lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+            return Terms(pc.list_flatten(lists), np.repeat(np.arange(len(lists)), lengths), len(lists))
+        texts = texts.texts
     prepared = pc.fill_null(prepare(texts, lowercase=lowercase, normalize=normalize), "")
     offsets, tokens = tokens_of(tokenizer, prepared)
     return Terms(tokens, np.repeat(np.arange(len(offsets) - 1), np.diff(offsets)), len(offsets) - 1)
 
 
-def terms_of(texts: pa.Array | pa.ChunkedArray, ngrams: int = 1, *, lowercase: bool = True, ngram_min: int = 1,
+def terms_of(texts: pa.Array | pa.ChunkedArray | TokenizedTexts, ngrams: int = 1, *, lowercase: bool = True, ngram_min: int = 1,
              stop_words: list[str] | None = None, normalize: str = "none", tokenizer: str | None = None) -> Terms:
     """Word n-grams, ``ngram_min`` ≤ n ≤ ``ngrams`` (unigrams, plus bigrams
     when ``ngrams == 2``), of the built-in or a registered tokenizer's tokens."""
@@ -159,6 +205,7 @@ def terms_of(texts: pa.Array | pa.ChunkedArray, ngrams: int = 1, *, lowercase: b
                             "keys n-grams by their words joined with spaces",
                             "return tokens without spaces, or use {features.mode} hashing")
     else:
-        toks = tokenize(texts, lowercase=lowercase, normalize=normalize)
+        toks = tokenize(texts.texts if isinstance(texts, TokenizedTexts) else texts, lowercase=lowercase,
+                        normalize=normalize)
     toks = drop_stop_words(toks, stop_words, lowercase, normalize)
     return add_ngrams(toks, ngram_min, ngrams) if (ngrams, ngram_min) != (1, 1) else toks

@@ -41,8 +41,9 @@ from .labelsets import chunk_multi_hot, is_label_sets, left_out, multi_hot, rema
 from .packing import float_planes, float_unplanes
 from .rows import RowBlock
 from ..stop_words import ENGLISH
-from .tokenize import (MIN_CHARS, PER_CHARACTER, Terms, compiled_kernels, custom_tokens, stop_table, terms_of,
-                       text_buffers)
+from ..data.usable import TOKENS_COLUMN
+from .tokenize import (MIN_CHARS, PER_CHARACTER, Terms, TokenizedTexts, compiled_kernels, custom_tokens, stop_table,
+                       terms_of, text_buffers, texts_of)
 
 PAD, UNK = 0, 1
 # Rows tokenised at once: a few MiB of text, so the kernels' working arrays stay small.
@@ -249,7 +250,7 @@ class FittedFeatures:
     def raw(self, table: pa.Table) -> RowBlock:
         """A chunk's table → a raw shard's rows: term counts, labels by name (this
         chunk's own dictionary), targets and numeric columns unscaled."""
-        block = self.counts(table["text"])
+        block = self.counts(self.texts(table))
         if "label" in table.column_names and is_label_sets(table["label"]):
             block.labels, block.label_names = chunk_multi_hot(table["label"])
         elif "label" in table.column_names:
@@ -260,7 +261,7 @@ class FittedFeatures:
         # float64 until finished: standardised then, as transform does, to the same float32.
         if "target" in table.column_names:
             block.targets = table["target"].to_numpy(zero_copy_only=False).astype(np.float64)
-        numeric = [c for c in table.column_names if c not in ("text", "label", "target")]
+        numeric = [c for c in table.column_names if c not in ("text", "label", "target", TOKENS_COLUMN)]
         if numeric:
             block.numeric = np.stack([table[c].to_numpy(zero_copy_only=False).astype(np.float64) for c in numeric],
                                      axis=1)
@@ -269,7 +270,7 @@ class FittedFeatures:
     def transform(self, table: pa.Table, cut: list | None = None) -> RowBlock:
         """A source chunk's table (text, label?, target?, numeric...) → rows;
         ``cut`` as :meth:`transform_texts` takes it."""
-        block = self.transform_texts(table["text"], cut)
+        block = self.transform_texts(self.texts(table), cut)
         if "label" in table.column_names and is_label_sets(table["label"]):
             block.labels = multi_hot(table["label"], self.labels)
             block.set_missed(*unseen_per_row(table["label"], self.labels))
@@ -287,6 +288,11 @@ class FittedFeatures:
                     for c, (m, s) in self.numeric.items()]
             block.numeric = np.stack(cols, axis=1).astype(np.float32)
         return block
+
+    def texts(self, table: pa.Table) -> pa.ChunkedArray | TokenizedTexts:
+        """A reader's table's texts, with the token lists its reader made by this run's
+        tokenizer (:func:`~.tokenize.texts_of`): featurised without running it again."""
+        return texts_of(table, self.tokenizer, lowercase=self.lowering, normalize=self.normalize)
 
     def unknown_labels(self, table: pa.Table) -> int:
         """Rows of ``table`` that :meth:`transform` gives a label training never

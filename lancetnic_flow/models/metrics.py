@@ -80,6 +80,8 @@ class ClassificationMetrics:
         # Rows whose label the run never saw: how many per label, and the classes predicted for them.
         self.unseen: dict[str, int] = {}
         self.unseen_pred = np.zeros(classes, np.int64)
+        # Their confusion rows: (label, class predicted) → rows.
+        self.unseen_cells = NamedCells(classes)
 
     def update(self, true: np.ndarray, pred: np.ndarray, loss_sum: float) -> None:
         self._pending.append(np.asarray(true, np.int64) * self.classes + np.asarray(pred, np.int64))
@@ -93,11 +95,17 @@ class ClassificationMetrics:
     def unseen_rows(self) -> int:
         return sum(self.unseen.values())
 
-    def update_unseen(self, labels: dict[str, int], pred: np.ndarray) -> None:
+    def update_unseen(self, labels: dict[str, int], pred: np.ndarray, names=None) -> None:
         """Rows whose label is none of the run's (``labels``: how many per label)
-        and the classes predicted for them: each is wrong, and counted apart."""
+        and the classes predicted for them: each is wrong, and counted apart.
+        ``names``: each row's label (an Arrow array of strings), for their confusion rows."""
         _add_counts(self.unseen, labels)
-        self.unseen_pred += np.bincount(np.asarray(pred, np.int64), minlength=self.classes)
+        pred = np.asarray(pred, np.int64)
+        self.unseen_pred += np.bincount(pred, minlength=self.classes)
+        if names is not None and len(pred):
+            coded = names.dictionary_encode()
+            self.unseen_cells.add([str(x) for x in coded.dictionary.to_pylist()],
+                                  coded.indices.to_numpy(zero_copy_only=False), pred)
 
     def _fold(self, codes: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
         """Count the pending codes (and ``codes`` × ``counts``) into the cells."""
@@ -117,6 +125,7 @@ class ClassificationMetrics:
         self.rows += other.rows
         _add_counts(self.unseen, other.unseen)
         self.unseen_pred = self.unseen_pred + other.unseen_pred
+        self.unseen_cells.merge(other.unseen_cells)
         return self
 
     def cells(self) -> np.ndarray:
@@ -132,7 +141,7 @@ class ClassificationMetrics:
     def state(self) -> dict:
         """Everything to continue counting after a restart (see checkpoints)."""
         return {"cells": self.cells(), "loss_sum": self.loss_sum, "rows": self.rows, "unseen": dict(self.unseen),
-                "unseen_pred": self.unseen_pred}
+                "unseen_pred": self.unseen_pred, "unseen_cells": self.unseen_cells.rows()}
 
     def load_state(self, d: dict) -> None:
         # A checkpoint from before the sparse cells holds the dense matrix.
@@ -144,6 +153,7 @@ class ClassificationMetrics:
         self.loss_sum, self.rows = d["loss_sum"], d["rows"]
         self.unseen = dict(d.get("unseen") or {})
         self.unseen_pred = np.asarray(d.get("unseen_pred", np.zeros(self.classes)), np.int64).copy()
+        self.unseen_cells = NamedCells.of(self.classes, d.get("unseen_cells") or [])
 
     def result(self) -> dict:
         cells, k = self.cells(), self.classes
@@ -163,14 +173,77 @@ class ClassificationMetrics:
             "accuracy": float(tp.sum() / scored) if scored else None,
             **_averages(f1, precision, recall, support, present, self.unseen if scored else {}),
             "rows": scored,
-            **({"unseen_labels": dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))}
-               if self.unseen else {}),
+            **({"unseen_labels": self._unseen_order()} if self.unseen else {}),
+            **({"unseen_confusion_cells": self.unseen_cells.rows(list(self._unseen_order()))}
+               if len(self.unseen_cells) else {}),
             # Six digits: thousands of classes' scores stay a few tens of kilobytes.
             "per_class": {"precision": _rounded(precision), "recall": _rounded(recall), "f1": _rounded(f1),
                           "support": support.astype(int).tolist()},
             "confusion": dense_confusion(cells, k).tolist() if k <= DENSE_CONFUSION_MAX else None,
             "confusion_cells": cells.tolist(),
         }
+
+    def _unseen_order(self) -> dict[str, int]:
+        """The labels the run never saw as ``unseen_labels`` orders them: most rows first."""
+        return dict(sorted(self.unseen.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+class NamedCells:
+    """Confusion cells whose true label is a name, not one of the run's classes (rows of a
+    label the run never saw): each name kept once, the cells as NumPy codes (name id ×
+    classes + predicted) and counts, as the run's own cells are, never an object per row."""
+
+    def __init__(self, classes: int):
+        self.classes = classes
+        self.names: dict[str, int] = {}
+        self.codes = np.zeros(0, np.int64)
+        self.counts = np.zeros(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def add(self, names: list[str], which: np.ndarray, pred: np.ndarray, counts: np.ndarray | None = None) -> None:
+        """Rows (or ``counts`` of them) of true label ``names[which]`` predicted as ``pred``."""
+        ids = np.array([self.names.setdefault(n, len(self.names)) for n in names], np.int64)
+        codes = ids[np.asarray(which, np.int64)] * self.classes + np.asarray(pred, np.int64)
+        weights = np.ones(len(codes), np.int64) if counts is None else np.asarray(counts, np.int64)
+        self.codes, inverse = np.unique(np.concatenate([self.codes, codes]), return_inverse=True)
+        self.counts = np.bincount(inverse.ravel(), weights=np.concatenate([self.counts, weights]),
+                                  minlength=len(self.codes)).astype(np.int64)
+
+    def merge(self, other: "NamedCells") -> None:
+        self.add(list(other.names), other.codes // other.classes, other.codes % other.classes, other.counts)
+
+    def rows(self, order: list[str] | None = None) -> list[list]:
+        """``[name, predicted, count]`` per cell: names in ``order`` (else as first seen), then by class."""
+        names = list(self.names)
+        rank = {n: i for i, n in enumerate(order or names)}
+        cells = [[names[c // self.classes], c % self.classes, n] for c, n in zip(self.codes.tolist(),
+                                                                             self.counts.tolist())]
+        return sorted(cells, key=lambda r: (rank.get(r[0], len(rank)), r[0], r[1]))
+
+    @classmethod
+    def of(cls, classes: int, rows: list) -> "NamedCells":
+        """Cells from :meth:`rows`' list."""
+        out = cls(classes)
+        if rows:
+            names = [str(r[0]) for r in rows]
+            out.add(names, np.arange(len(rows)), [int(r[1]) for r in rows], [int(r[2]) for r in rows])
+        return out
+
+
+def with_unseen_rows(cells: np.ndarray, labels: list[str], metrics: dict) -> tuple[np.ndarray, list[str]]:
+    """The confusion ``cells`` over the run's ``labels`` with a row (and an empty column) per
+    label of the data the run never had (``metrics``' ``unseen_confusion_cells``), as
+    scikit-learn's ``confusion_matrix`` has them over the labels true or predicted: every row
+    evaluated is in the matrix."""
+    extra = metrics.get("unseen_confusion_cells") or []
+    if not extra:
+        return cells, list(labels)
+    names = list(dict.fromkeys(t for t, _, _ in extra))
+    at = {t: len(labels) + i for i, t in enumerate(names)}
+    rows = np.asarray([[at[t], p, n] for t, p, n in extra], np.int64).reshape(-1, 3)
+    return np.concatenate([np.asarray(cells, np.int64).reshape(-1, 3), rows]), list(labels) + names
 
 
 def _rounded(a: np.ndarray) -> list[float]:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..data.checks import skip_hint
 from ..data.readers import read_partition
@@ -58,7 +59,8 @@ def evaluate_partition(part: Partition, columns: Columns, run: str, run_options:
             if task.multilabel:   # the rows' counts of such labels are the block's ``missed``
                 m.cls.update_unseen(counts)
             elif flags.any():   # one label a row: the row has no class to score a loss with
-                _score_unseen(pred, m, block.take(np.flatnonzero(flags)), counts)
+                _score_unseen(pred, m, block.take(np.flatnonzero(flags)), counts,
+                              table.column("label").combine_chunks().filter(pa.array(flags)))
                 block = block.take(np.flatnonzero(~flags))
         for start in range(0, len(block), BATCH_ROWS):
             b = block.slice(start, start + BATCH_ROWS)
@@ -98,13 +100,14 @@ def _fitted_scale(pred) -> float:
     return 1.0 if scale is None else float(np.asarray(scale).reshape(-1)[0])
 
 
-def _score_unseen(pred, m: TaskMetrics, block: RowBlock, counts: dict[str, int]) -> None:
-    """Rows whose label the run never saw (``counts``: how many per label): wrong in the
-    class scores, counted apart. A multi-task run's value head is scored on them as on
-    any row: their targets are as good as the others', and the rows evaluated include them."""
+def _score_unseen(pred, m: TaskMetrics, block: RowBlock, counts: dict[str, int], names) -> None:
+    """Rows whose label the run never saw (``counts``: how many per label; ``names``: each
+    row's): wrong in the class scores, counted apart, and in the confusion matrix by label.
+    A multi-task run's value head is scored on them as on any row: their targets are as
+    good as the others', and the rows evaluated include them."""
     outs = [pred.outputs(block.slice(s, s + BATCH_ROWS)) for s in range(0, len(block), BATCH_ROWS)]
     logits = np.concatenate([o["logits"] for o in outs]) if outs else np.zeros((0, m.cls.classes), np.float32)
-    m.cls.update_unseen(counts, logits.argmax(1))
+    m.cls.update_unseen(counts, logits.argmax(1), names)
     if m.reg is not None and len(block):
         m.reg.update(block.targets, np.concatenate([o["value"] for o in outs]))
 

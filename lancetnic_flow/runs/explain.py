@@ -247,7 +247,7 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
         return {**doc, **_output_terms(dec, features, block, r, terms, top, row, dec.classes)}
     logits = raw["logits"][r]
     proba = (sigmoid(logits[None]) if multilabel else softmax(logits[None]))[0]
-    k = predicted_label(proba, pred, multilabel, doc)
+    k = predicted_label(proba, pred, multilabel, doc, logits)
     k = pred.labels.index(label) if label is not None else k
     doc.update(label=pred.labels[k], probability=float(proba[k]), logit=float(logits[k]))
     doc.update(_output_terms(dec, features, block, r, terms, top, row, k))
@@ -258,8 +258,10 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
 
 
 def _value(features, raw: dict, r: int) -> float:
+    """Row ``r``'s value in the target's units, computed as :meth:`Predictor.predict_values` does:
+    in float64, since the network's float32 output scaled in float32 loses a large mean's digits."""
     mean, std = features.target or (0.0, 1.0)
-    return float(raw["value"][r] * std + mean)
+    return float(raw["value"][r]) * std + mean
 
 
 def _output_terms(dec: Decomposition, features, block, r: int, terms, top: int, row: tuple, k: int) -> dict:
@@ -282,14 +284,15 @@ def _output_terms(dec: Decomposition, features, block, r: int, terms, top: int, 
                 terms_total=len(entries))
 
 
-def predicted_label(proba: np.ndarray, pred, multilabel: bool, doc: dict) -> int:
-    """The label a row's explanation is of: the most probable. A multilabel run
-    predicts each label at or above its own threshold, so its most probable
-    label may not be predicted while another is: the most probable of those
-    predicted then, and ``doc`` gets ``labels``, the set as ``predict`` gives it."""
+def predicted_label(proba: np.ndarray, pred, multilabel: bool, doc: dict, logits: np.ndarray) -> int:
+    """The label a row's explanation is of: the most probable (by its ``logits``, as
+    ``predict`` ranks them). A multilabel run predicts each label at or above its own
+    threshold, so its most probable label may not be predicted while another is: the
+    most probable of those predicted then, and ``doc`` gets ``labels``, the set as
+    ``predict`` gives it."""
+    order = np.argsort(-np.asarray(logits), kind="stable")
     if not multilabel:
-        return int(np.argmax(proba))
-    order = np.argsort(-proba, kind="stable")
+        return int(order[0])
     taken = [int(i) for i in order if proba[i] >= pred.cuts(None)[i]]
     doc["labels"] = [pred.labels[i] for i in taken]
     return taken[0] if taken else int(order[0])

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..models.metrics import cells_of, confusion_cells
+from ..models.metrics import cells_of, confusion_cells, with_unseen_rows
 from ..storage import join, write_bytes
 from .folder import folder_options
 
@@ -149,6 +149,18 @@ def per_class_table(per_class: dict, labels: list[str], url: str, options: dict,
     return url
 
 
+def with_unseen_scores(per_class: dict, labels: list[str], unseen: dict[str, int] | None) -> tuple[dict, list[str]]:
+    """The per-class scores with each label of the rows that the run never had after its
+    classes (precision, recall, F1 0, its rows as support), as :func:`per_class_table` lists them."""
+    names = list(unseen or {})
+    if not names:
+        return per_class, list(labels)
+    zeros = [0.0] * len(names)
+    return ({"precision": list(per_class["precision"]) + zeros, "recall": list(per_class["recall"]) + zeros,
+             "f1": list(per_class["f1"]) + zeros, "support": list(per_class["support"]) + list(unseen.values())},
+            list(labels) + names)
+
+
 def per_class_chart(per_class: dict, labels: list[str], url: str, options: dict, noun: str = "class") -> str:
     """Precision, recall and F1 bars per class (or per label of a multilabel run), the worst F1 on top;
     past :data:`SHOW_ALL` classes the largest (by support) only."""
@@ -242,7 +254,8 @@ def plot_jobs(folder: str, *, history: list[dict] | None = None, metrics: dict |
         curve("accuracy", "accuracy per epoch")
         curve("micro_f1", "micro-F1 per epoch")
         add("per_label.csv", per_class_table, m["per_label"], labels, chart=False, unseen=m.get("unseen_labels"))
-        add("per_label.png", per_class_chart, m["per_label"], labels, noun="label")
+        add("per_label.png", per_class_chart, *with_unseen_scores(m["per_label"], labels, m.get("unseen_labels")),
+            noun="label")
         if label_counts:
             add("label_distribution.png", class_distribution, labels, label_counts, noun="label")
         return jobs
@@ -250,10 +263,10 @@ def plot_jobs(folder: str, *, history: list[dict] | None = None, metrics: dict |
     curve("accuracy", "accuracy per epoch")
     cells = cells_of(m) if labels else None
     if cells is not None:
-        add("confusion_matrix.png", confusion_chart, cells, labels)
+        add("confusion_matrix.png", confusion_chart, *with_unseen_rows(cells, labels, m))
     if labels and m.get("per_class"):
         add("per_class.csv", per_class_table, m["per_class"], labels, chart=False, unseen=m.get("unseen_labels"))
-        add("per_class.png", per_class_chart, m["per_class"], labels)
+        add("per_class.png", per_class_chart, *with_unseen_scores(m["per_class"], labels, m.get("unseen_labels")))
     if labels and label_counts:
         add("class_distribution.png", class_distribution, labels, label_counts)
     if sample is not None and len(sample[0]):

@@ -176,13 +176,17 @@ class Predictor:
         return n
 
     def scores(self, rows: pa.Table, cut: list | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """(indices of the rows with status ok, their outputs: ``proba`` and/or ``value``).
+        """(indices of the rows with status ok, their outputs: ``proba`` and ``logits``, and/or ``value``).
+        Labels are ranked by their logits: a float32 probability rounds a confident model's
+        unlikely labels to 0.0 alike (and its likely ones to 1.0), the logits keep their order.
         ``cut`` (a list; sequence runs): a mask of the ok rows cut at ``--max-len`` is appended
         to it per batch (:func:`~..features.vectorize.cut_rows` joins them)."""
         ok = np.flatnonzero(pc.equal(rows["status"], "ok").to_numpy(zero_copy_only=False))
         usable = rows if len(ok) == rows.num_rows else rows.take(pa.array(ok))
         out = self._model_outputs(usable, cut)
         scored: dict[str, np.ndarray] = {}
+        if self.classifies:
+            scored["logits"] = out["logits"]
         if self.classifies and not self.uses_torch:   # in NumPy: equal to torch's within float32 rounding
             scored["proba"] = sigmoid(out["logits"]) if self.multilabel else softmax(out["logits"])
         elif self.classifies:
@@ -321,9 +325,11 @@ class Predictor:
         nothing (asking for more gives every label, once each)."""
         return min(int(top_k), len(self.labels)) if top_k and self.labels else top_k
 
-    def _ranked(self, p: np.ndarray, threshold: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(label ids most likely first, their probabilities, whether each is taken) per row of ``p``."""
-        order = np.argsort(-p, axis=1, kind="stable")
+    def _ranked(self, p: np.ndarray, threshold: float | None, logits: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(label ids most likely first, by their ``logits``; their probabilities ``p``;
+        whether each is taken) per row."""
+        order = np.argsort(-logits, axis=1, kind="stable")
         ranked = np.take_along_axis(p, order, axis=1)
         return order, ranked, ranked >= self.cuts(threshold)[order]
 
@@ -339,7 +345,7 @@ class Predictor:
         top = {"top_labels": None, "top_probabilities": None} if top_k else {}
         out: list[dict[str, Any]] = [{"status": s, "labels": None, "probabilities": None, **top}
                                      for s in rows["status"].to_pylist()]
-        order, ranked, taken = self._ranked(scored["proba"], threshold)
+        order, ranked, taken = self._ranked(scored["proba"], threshold, scored["logits"])
         # One list per row of the output, which is what the caller asks for; the scoring above is batched.
         names = np.asarray(self.labels, dtype=object)
         for i, row in enumerate(ok.tolist()):
@@ -388,10 +394,10 @@ class Predictor:
 
         if self.classifies:
             p = scored["proba"]
-            order = np.argsort(-p, axis=1, kind="stable")[:, :max(1, top_k or 1)]
+            order = np.argsort(-scored["logits"], axis=1, kind="stable")[:, :max(1, top_k or 1)]
             best = order[:, 0] if len(p) else np.zeros(0, np.int64)
             if self.multilabel:
-                cols.update(self._label_set_columns(n, ok, p, threshold))
+                cols.update(self._label_set_columns(n, ok, p, threshold, scored["logits"]))
             else:
                 cols["predicted"] = spread(best, pa.string(), labels=True)
                 cols["probability"] = spread(p[np.arange(len(p)), best], pa.float64())
@@ -403,11 +409,11 @@ class Predictor:
             cols["predicted_value"] = spread(scored["value"], pa.float64())
         return cols
 
-    def _label_set_columns(self, n: int, ok: np.ndarray, p: np.ndarray, threshold: float | None
-                           ) -> dict[str, pa.Array]:
+    def _label_set_columns(self, n: int, ok: np.ndarray, p: np.ndarray, threshold: float | None,
+                           logits: np.ndarray) -> dict[str, pa.Array]:
         """List columns of the labels at or above their threshold per row, most likely first
         (vectorised: one sort, one mask, list offsets from the counts)."""
-        order, ranked, taken = self._ranked(p, threshold)
+        order, ranked, taken = self._ranked(p, threshold, logits)
         counts = np.zeros(n, np.int64)
         counts[ok] = taken.sum(1)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)

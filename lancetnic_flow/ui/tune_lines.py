@@ -29,7 +29,7 @@ def options_text(params: dict) -> str:
 
 
 def _value(v: Any, monitor: str) -> str:
-    return "—" if v is None else format(v, BY_KEY[monitor].fmt if monitor in BY_KEY else ".4f")
+    return "—" if v is None else BY_KEY[monitor].shown(v) if monitor in BY_KEY else format(v, ".4f")
 
 
 def _clock(seconds: float) -> str:

@@ -342,6 +342,14 @@ def test_evaluate_scores_rows_with_labels_the_run_never_saw_as_wrong_and_names_t
     assert got["weighted_f1"] == pytest.approx(f1_score(true, pred, average="weighted", zero_division=0))
     assert got["unseen_labels"] == {"weather": 15, "football": 5}
     assert got["rows"]["evaluated"] == 80 and got["rows"]["unseen_label"] == 20 and not got["rows"]["skipped"]
+    # and their rows are in the confusion matrix, as scikit-learn's has them (they were nowhere in it)
+    from sklearn.metrics import confusion_matrix
+
+    from lancetnic_flow.models.metrics import cells_of, dense_confusion, with_unseen_rows
+
+    cells, names = with_unseen_rows(cells_of(got), got["labels"], got)
+    assert names[len(got["labels"]):] == ["weather", "football"]
+    assert dense_confusion(cells, len(names)).tolist() == confusion_matrix(true, pred, labels=names).tolist()
     line = cli("evaluate", "runs/r", "test.csv", cwd=tmp_path)
     assert "80 rows (20 with a label the run never saw, scored as wrong: 'weather' 15, 'football' 5)" in \
         line.stdout + line.stderr

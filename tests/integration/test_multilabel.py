@@ -230,10 +230,11 @@ def test_predictor_of_a_multilabel_run_returns_the_labels_at_or_above_their_thre
     proba = pred.predict_proba(texts)
     assert proba.shape == (20, 4) and ((proba >= 0) & (proba <= 1)).all()
     assert not np.allclose(proba.sum(1), 1.0)     # a probability per label, not a distribution
+    logits = pred.outputs(pred.feature_rows(texts))["logits"]   # ranked by, as probabilities may round alike
     for threshold, cut in ((None, np.asarray(saved)), (0.5, np.full(4, 0.5))):   # the run's own, or one for all
         out = pred.predict(texts, threshold=threshold)
-        for row, p in zip(out, proba):
-            taken = [i for i in np.argsort(-p, kind="stable") if p[i] >= cut[i]]
+        for row, p, z in zip(out, proba, logits):
+            taken = [i for i in np.argsort(-z, kind="stable") if p[i] >= cut[i]]
             assert row["labels"] == [pred.labels[i] for i in taken]
             assert row["probabilities"] == pytest.approx([p[i] for i in taken])
     out = pred.predict(texts)

@@ -225,6 +225,10 @@ def test_cli_latin1_exit_2_then_encoding_trains_every_row_and_predict_evaluate_r
     assert json.loads(p.stdout.strip().splitlines()[-1])["rows"]["evaluated"] == 300
     p = cli("evaluate", "runs/x", "l.csv", "--encoding", "utf-16", *CLUSTER, cwd=tmp_path)
     assert_user_error(p, "utf-16", "convert")
+    # a UTF-8 file read in the run's latin-1 was predicted as "cafÃ©", every row "ok"
+    (tmp_path / "u.csv").write_text("text,label\ncafé crème brûlée,a\n", encoding="utf-8")
+    p = cli("predict", "runs/x", "--input", "u.csv", "--output", "u_out.csv", *CLUSTER, cwd=tmp_path)
+    assert_user_error(p, "u.csv", "UTF-8", "'cafÃ©'", "--encoding utf-8")
 
 
 # ---------------------------------------------------------------- item 8: a hash of the whole text

@@ -41,3 +41,11 @@ def test_a_runs_scores_hold_evaluates_weighted_and_micro_averages():
                       "micro_precision": 0.6, "micro_recall": 0.5})
     assert (got["val_weighted_f1"], got["val_weighted_precision"], got["val_weighted_recall"]) == (0.8, 0.9, 0.7)
     assert (got["val_micro_precision"], got["val_micro_recall"]) == (0.6, 0.5)
+
+
+def test_a_score_in_the_targets_units_is_never_shown_as_zero_for_a_target_in_small_units():
+    # a target in units of 1e-6: its MAE 7.7e-07 read "0.0000" in the summary and evaluate's line
+    mae, rmse, base = BY_KEY["val_mae"], BY_KEY["val_rmse"], BY_KEY["val_baseline_rmse"]
+    assert [mae.shown(7.733e-07), rmse.shown(0.009639), base.shown(1.231e-06)] == ["7.733e-07", "0.009639", "1.231e-06"]
+    assert [mae.shown(76.71557), rmse.shown(1.0), mae.shown(0.0)] == ["76.7156", "1.0000", "0.0000"]
+    assert BY_KEY["val_accuracy"].shown(0.87201) == "0.8720" and BY_KEY["val_r2"].shown(0.36212) == "0.3621"

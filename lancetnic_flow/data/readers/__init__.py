@@ -40,12 +40,14 @@ from .labels import LabelListError
 from .lines import check_line_columns
 from .long_texts import check_text_lengths
 from .row_ends import LOOKBACK_MAX, row_start, stream_cut
-from .table import BOM, check_decodable, check_not_wide
+from .table import BOM, check_decodable, check_not_utf8, check_not_wide
 
 
 def _parse_block(data: bytes, header: bytes | None, fmt: Format, columns: Columns,
                  url: str) -> Chunk:
     # Decoded per block, not per row: one codec call, then the UTF-8 parsers.
+    check_not_utf8(header or b"", url, columns.encoding)
+    check_not_utf8(data, url, columns.encoding)
     data = to_utf8(data, columns.encoding)
     header = to_utf8(header, columns.encoding) if header else header
     chunk = fmt.parse()(data, header, fmt.name, columns, url)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import io
 import json
 import re
+from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -20,7 +22,8 @@ from ...formats import Format, Head, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns, missing_column_error
 from .labels import LONE_SURROGATE, json_values_as_text
-from .table import BOM, decoded, empty_table, finish, open_head, read_lines, strip_bom, text_kinds, utf8_ok
+from .table import (BOM, decoded, empty_table, finish, open_head, read_lines, split_lines, strip_bom, text_kinds,
+                    utf8_ok)
 
 
 def parse(data: bytes, header: bytes | None, fmt: str, columns: Columns, url: str) -> Chunk:
@@ -34,11 +37,34 @@ def head_columns(fi, storage_options: dict | None, encoding: str | None = None) 
         return columns_of(f, fi.url, encoding)
 
 
-def head_schema(fi, storage_options: dict | None, encoding: str | None = None, window: int = 0) -> pa.Schema | None:
+def head_schema(fi, storage_options: dict | None, encoding: str | None = None, window: int = 0,
+                wanted: Sequence[str] = ()) -> pa.Schema | None:
     """The columns of the file ``fi``, its first object's keys (None: a file of blank lines),
     with what they hold: a list where every object of the file that holds the column holds
     a list, and the objects on lines that start in its first ``window`` bytes are all of
-    them; a string otherwise. Reading stops once no column can be a list."""
+    them; a string otherwise. Reading stops once no column can be a list. Where the first
+    object lacks a column of ``wanted`` (a JSON Lines object may leave a key out), the keys of
+    the objects in the file's first :data:`KEYS_WINDOW` bytes are its columns too (strings),
+    read until they hold every column wanted."""
+    schema = _head_schema(fi, storage_options, encoding, window)
+    lacking = [n for n in wanted if schema is not None and n not in schema.names]
+    if not lacking:
+        return schema
+    found = dict.fromkeys(schema.names)   # every key met, so a column still lacking is named beside them
+    with open_head(fi, storage_options) as f:
+        for at, obj in objects_of(f, fi.url, encoding):
+            found.update(dict.fromkeys(obj))
+            if at >= KEYS_WINDOW or all(n in found for n in lacking):
+                break
+    return pa.schema([*schema, *((n, pa.string()) for n in found if n not in schema.names)])
+
+
+# How far into a JSON Lines file a column the run reads is looked for when its first object lacks it.
+KEYS_WINDOW = 1 << 20
+
+
+def _head_schema(fi, storage_options: dict | None, encoding: str | None, window: int) -> pa.Schema | None:
+    """:func:`head_schema` of the first object's keys alone."""
     names: list[str] | None = None
     listed: dict[str, bool] = {}   # the columns of lists and nulls alone so far: whether a list was seen
     whole = True
@@ -71,6 +97,8 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
         return Chunk(empty_table(columns, "jsonl"), undecodable, skipped)
     names = columns.names()
     table = _as_written(data, columns)
+    if table is not None and not _objects_end_their_lines(data, table.num_rows):
+        table = None   # an object across lines: malformed lines, as the per-line path and a cut between them read it
     if table is not None:
         missing = [n for n in names if n not in table.column_names]
         if missing and table.num_rows:
@@ -81,6 +109,22 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if columns.all_rows:
         return _rows_in_order(data, columns, url)
     return _slow_rows(data, columns, url, skipped, undecodable)
+
+
+def _objects_end_their_lines(data: bytes, rows: int) -> bool:
+    """Whether no JSON value of the block ``data`` (read by Arrow as ``rows``
+    rows) runs on past its line. Arrow's reader takes an object written across
+    lines (``{"text": "a",`` then ``"label": "b"}``) as one row when its block
+    holds every line of it, where a block cut between them, or beside a
+    malformed line, reads each line as malformed: the rows of a file would
+    depend on where it was cut. A line that is not blank starts with ``{``
+    and ends with ``}`` unless a value crosses it."""
+    lines = int(np.count_nonzero(np.frombuffer(data, np.uint8) == ord("\n"))) + (not data.endswith(b"\n"))
+    if rows == lines or rows == lines - data.count(b"\n\n") - data.count(b"\n\r\n"):
+        return True   # a row a line (blank ones aside): the common block, told by counting bytes
+    text = pc.utf8_trim(split_lines(data), " \t\r\ufeff")
+    text = pc.filter(text, pc.greater(pc.utf8_length(text), 0))
+    return pc.all(pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))).as_py() is not False
 
 
 def _read_arrow(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:

@@ -12,7 +12,7 @@ from ..sources import Chunk, Columns
 from .labels import FASTTEXT_SPACE as _SP
 from .labels import FASTTEXT_WORD as _W
 from .labels import fasttext_sets, several_labels, tag_counts
-from .table import decoded, finish, split_lines, strip_bom, utf8_ok
+from .table import BOM, decoded, finish, split_lines, strip_bom, utf8_ok
 
 # A line's leading __label__ tags, then its text; and the first tag's label.
 # (Words and tags end where fastText ends them: labels.FASTTEXT_SPACE.)
@@ -52,6 +52,10 @@ def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
         undecodable = skipped.get("undecodable", 0)
         lines = split_lines(data)
     lines = pc.utf8_trim_whitespace(lines)
+    if fmt == "fasttext" and BOM in data:
+        # A file's BOM that files joined by cat left at a line's start is no text: it hid the
+        # line's tags from the tag patterns, so the line was missing_label and trained "__label__b" as a word.
+        lines = pc.utf8_trim_whitespace(pc.utf8_ltrim(lines, BOM.decode()))
     if status is None and not columns.all_rows:
         # Blank lines are no training rows; prediction writes every line a row (a blank one empty_text),
         # so its output lines up with the input's lines: a text file has no column to join them back on.

@@ -19,7 +19,7 @@ from ...errors import UserError
 from ...storage import open_options, url_to_fs
 from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
-from ..usable import usable as holds_terms
+from ..usable import usable_tokens
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 from ...plurals import counted
 from .times import is_time_type, iso_text
@@ -31,6 +31,11 @@ _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 # skipping would silently lose that share of it. Fewer are counted skips.
 UNDECODABLE_ROWS = 10
 UNDECODABLE_SHARE = 0.01
+# Characters past ASCII, every byte of them UTF-8, that show a block read in another encoding is
+# UTF-8: text in a single-byte one is no UTF-8 but by chance (cp1252's "CAFÉ”" is UTF-8's "CAFɔ"),
+# in a multi-byte one (shift_jis: half-width "ﾃｩ" is é's bytes) by more chances; so many rule it out.
+UTF8_EVIDENCE = 3
+MULTIBYTE_EVIDENCE = 8
 
 
 def open_head(fi, storage_options: dict | None):
@@ -287,11 +292,11 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
         texts = [to_string(get(c)) for c in columns.text]
         joined = pc.binary_join_element_wise(*texts, " ", null_handling="replace", null_replacement="")
         text = pc.utf8_trim_whitespace(joined)
-    keep = holds_terms(text, columns.text_rule)   # holds what the analyzer reads; no copy of the strings
+    keep, *tokens = usable_tokens(text, columns.text_rule)   # holds what the analyzer reads; no copy of the strings
     if columns.all_rows:
         status = _undecodable_status(status, undecodable, n, skipped)
         return all_rows(columns, get, text, keep, rows_read, skipped, status, have or [], not_text,
-                        bytes_encoding)
+                        bytes_encoding, tokens)
     reasons = [("empty_text", keep)]
     if not_text is not None:
         reasons.insert(0, ("not_text", pc.invert(not_text)))
@@ -333,7 +338,13 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
         repeated = repeated_rows(table.column("label").combine_chunks())
         if repeated:
             noted["repeated_label"] = repeated
-    return Chunk(table.cast(schema), rows_read, skipped, noted)
+    return Chunk(_with_tokens(table.cast(schema), *tokens, kept), rows_read, skipped, noted)
+
+
+def _with_tokens(table: pa.Table, field: pa.Field | None, tokens: pa.Array | None, kept) -> pa.Table:
+    # A tokenizer of the user's gave the empty_text check its tokens: they travel with the rows
+    # kept, so the features read them rather than run it again (features/tokenize.py: texts_of).
+    return table if tokens is None else table.append_column(field, kept(tokens))
 
 
 def _usable_rows(reasons: list, skipped: dict[str, int]) -> tuple:
@@ -362,6 +373,8 @@ def finish_table(url: str, columns: Columns, table: pa.Table, have: list[str]) -
     given), and a file whose bytes are mostly in another encoding stopped as a
     text file in one is (:func:`check_decodable`), never lost row by row."""
     table = invalid_strings_as_bytes(table)
+    if columns.encoding:   # a column of UTF-8 bytes decoded in latin-1 would be garbled, as a text file would
+        check_not_utf8(bytes_sample(table, columns), url, columns.encoding)
     chunk = finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have,
                    bytes_encoding=columns.encoding)
     if chunk.skipped.get("undecodable", 0) > UNDECODABLE_ROWS:
@@ -399,9 +412,10 @@ def label_column(columns: Columns, raw, noted: dict[str, int] | None = None) -> 
 
 def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[str, int],
              status: pa.Array | None, have: list[str], not_text: pa.Array | None = None,
-             bytes_encoding: str | None = None) -> Chunk:
+             bytes_encoding: str | None = None, tokens: tuple = (None, None)) -> Chunk:
     """Every row, in order, with a ``status`` column ("ok", or the reason it
-    cannot be used) and the kept input columns as ``keep:NAME`` strings."""
+    cannot be used) and the kept input columns as ``keep:NAME`` strings; ``tokens``:
+    the field and token lists of a tokenizer of the user's (:func:`_with_tokens`)."""
     mine = pc.if_else(usable, pa.scalar("ok"), pa.scalar("empty_text"))
     if not_text is not None:
         mine = pc.if_else(pc.fill_null(not_text, False), pa.scalar("not_text"), mine)
@@ -433,6 +447,7 @@ def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[
     names.append("status")
     table = pa.Table.from_arrays(
         [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays], names=names)
+    table = _with_tokens(table, *tokens, lambda a: a)
     return Chunk(table, rows_read, skipped, {"unreadable_numeric": unreadable} if unreadable else {})
 
 
@@ -467,10 +482,10 @@ def utf8_ok(data: bytes) -> bool:
 
 def split_lines(data: bytes) -> pa.Array:
     """Block -> one string per line, '\\r' stripped, no trailing empty line."""
-    if data.endswith(b"\n"):
-        data = data[:-1]
     if not data:
         return pa.array([], pa.string())
+    if data.endswith(b"\n"):   # a block of one blank line ("\n") is that line: prediction writes it a row
+        data = data[:-1]
     offsets = pa.array([0, len(data)], pa.int64()).buffers()[1]
     whole = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
     lines = pc.split_pattern(whole, "\n").flatten()
@@ -596,6 +611,9 @@ def text_kinds(columns: Columns, column) -> tuple:
     return (lambda name: fixed[name] if name in fixed else column(name)), wrong
 
 
+_NUL_PADDING = re.compile(rb"\x00{4,}")
+
+
 def check_not_wide(head: bytes, url: str) -> None:
     """Refuse a file that starts like UTF-16 or UTF-32 text (a byte-order mark,
     or NUL bytes in much of its start): its lines cannot be split at b"\\n";
@@ -603,6 +621,9 @@ def check_not_wide(head: bytes, url: str) -> None:
     check_not_packed(head, url)
     sample = head[:4096]
     bom = sample.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff"))
+    # UTF-16 and UTF-32 put one to three NULs beside each ASCII letter; a run of more is padding
+    # (a file filled up with NULs past its last line), which says nothing of the encoding.
+    sample = _NUL_PADDING.sub(b"", sample)
     if bom or (len(sample) >= 64 and sample.count(b"\x00") > len(sample) * 0.3):
         raise UserError(f"{url}: the file looks like UTF-16 or UTF-32 text, which cannot be read in partitions",
                         "convert it to UTF-8 first, e.g. iconv -f UTF-16 -t UTF-8 IN > OUT")
@@ -623,6 +644,41 @@ def check_decodable(chunk: Chunk, data: bytes, url: str, encoding: str | None) -
     guess = likely_encoding(data)
     raise UserError(f"{url}: {share} are not UTF-8 text: the file is probably in another encoding ({guess}?)",
                     f"pass {{data.encoding}} {guess} (or the file's own encoding), or convert the file to UTF-8")
+
+
+def check_not_utf8(data: bytes, url: str, encoding: str | None) -> None:
+    """Stop (UserError) where the block ``data`` is UTF-8 text past ASCII and
+    ``encoding`` (``--encoding``) is another: read in a single-byte one
+    (latin-1, cp1252), each such letter would be two others (``café`` as
+    ``cafÃ©``), in texts and labels alike, and no row would be skipped to say
+    so. A block holding :data:`UTF8_EVIDENCE` characters past ASCII (in a
+    multi-byte encoding such as shift_jis, :data:`MULTIBYTE_EVIDENCE`), every
+    byte of them UTF-8, is UTF-8: text in another encoding is so only by
+    chance, which so many rule out."""
+    if encoding is None or data.isascii() or not utf8_ok(data):
+        return
+    letters = np.count_nonzero(np.frombuffer(data, np.uint8) >= 0xC0)   # a UTF-8 character's first byte
+    if letters < (UTF8_EVIDENCE if single_byte(encoding) else MULTIBYTE_EVIDENCE):
+        return
+    word = _word_at(data, re.search(rb"[\x80-\xff]", data).start()).decode("utf-8", "ignore")
+    raise UserError(f"{url}: the file is UTF-8 text, and read in {encoding} its letters past ASCII would be "
+                    f"others ({word!r} would read as {word.encode('utf-8').decode(encoding, 'replace')!r})",
+                    "read it as UTF-8: drop {data.encoding}, or pass {data.encoding} utf-8 where the run was "
+                    "trained with another")
+
+
+def single_byte(encoding: str) -> bool:
+    """Whether ``encoding`` writes each character in one byte (latin-1, cp1252, koi8-r; not shift_jis, gbk)."""
+    high = bytes(range(0x80, 0x100))
+    return len(high.decode(encoding, errors="replace")) == len(high)
+
+
+def _word_at(data: bytes, at: int, reach: int = 40) -> bytes:
+    """The word of ``data`` around byte ``at``: up to ``reach`` bytes each side, to a space, line end or delimiter."""
+    lo, hi = max(at - reach, 0), at + reach
+    start = max([lo] + [data.rfind(c, lo, at) + 1 for c in b' \t\r\n,;"'])
+    end = min([min(hi, len(data))] + [i for i in (data.find(c, at, hi) for c in b' \t\r\n,;"') if i >= 0])
+    return data[start:end]
 
 
 def likely_encoding(data: bytes) -> str:

@@ -94,7 +94,7 @@ def _add_scores(metrics: Table, m: dict) -> None:
     decided = f" at {m['val_decided_at']}" if m.get("val_decided_at") else ""
     for sc in _SUMMARY:
         if m.get(sc.key) is not None:
-            metrics.add_row(sc.long + (decided if sc.name != "loss" else ""), f"{m[sc.key]:.4f}")
+            metrics.add_row(sc.long + (decided if sc.name != "loss" else ""), sc.shown(m[sc.key]))
 
 
 def render_summary(done: dict, width: int = 80) -> Group:

@@ -171,6 +171,17 @@ def test_score_reads_an_answer_the_run_holds_in_another_spelling_of_its_value_as
     assert clf.score(["a", "b", "c", "d"], np.array([1.0, 1.0, 1.0, 2.0])) == 0.25
 
 
+def test_a_regressors_score_of_a_constant_y_is_1_for_exact_predictions_and_0_otherwise_as_scikit_learns_r2(
+        monkeypatch):
+    from sklearn.metrics import r2_score
+
+    reg = TextRegressor()
+    for got, y in (([3.0, 3.0, 3.0], [3.0, 3.0, 3.0]), ([3.0, 2.0, 3.0], [3.0, 3.0, 3.0]),
+                   ([1.0, 2.0, 2.5], [1.0, 2.0, 3.0])):
+        monkeypatch.setattr(reg, "predict", lambda X, got=got: np.array(got))
+        assert reg.score(["a", "b", "c"], y) == pytest.approx(r2_score(y, got))
+
+
 def test_a_pickled_or_saved_estimator_carries_its_run_but_not_its_trainers_writer_lock(tmp_path):
     # a trained run's folder keeps its trainer's .lock (runs/run_lock.py): a copy is a run of its own
     est = _fitted_in_a_temporary_folder()

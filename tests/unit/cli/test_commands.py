@@ -304,3 +304,26 @@ def test_a_runs_warnings_name_flags_under_train_and_the_files_keys_under_run(com
     seen = []
     commands.COMMANDS[command](a, lambda kind, e: seen.append(e["message"]))
     assert seen == [said]
+
+
+def test_an_explained_value_near_a_large_mean_is_said_to_the_terms_decimals():
+    # a target near 1e6: "value 1e+06 = bias +1e+06" beside contributions of a few thousandths
+    term = {"term": "goal", "feature": 3, "value": 0.5, "weight": 0.0084, "contribution": 0.0042}
+    doc = {"status": "ok", "value": 1000000.0036837, "method": "local", "bias": 999999.9994837,
+           "terms": [term], "rest": 0.0, "terms_total": 1}
+    first = commands.explained_lines("a goal", doc).splitlines()[0]
+    assert first == "'a goal' → value 1000000.0037 = bias +999999.9995 + the terms' contributions (local: " \
+                    "exact at this text only)"
+    mt = {"status": "ok", "label": "sports", "probability": 0.9, "logit": 2.5, "method": "exact", "bias": 1.5,
+          "terms": [], "rest": 0.0, "terms_total": 0, "value": -2500000.125,
+          "value_explained": {"method": "exact", "bias": -2500000.5, "terms": [], "rest": 0.375, "terms_total": 0}}
+    assert commands.explained_lines("a goal", mt).splitlines()[2] == \
+        "  and value -2500000.125 = bias -2500000.5 + the terms' contributions (exact)"
+
+
+def test_evaluates_line_shows_a_target_in_small_units_errors_not_zero():
+    # "mae 0.0000 · rmse 0.0000" for a target in units of 1e-6, as if every value were exact
+    out = {"mae": 7.736e-07, "rmse": 9.709e-07, "r2": 0.3528, "loss": 0.6489, "rows": {"evaluated": 1000}}
+    assert commands.evaluated_line(out) == "mae 7.736e-07 · rmse 9.709e-07 · r2 0.3528 · loss 0.6489 · 1,000 rows"
+    assert commands.evaluated_line({"accuracy": 0.872, "loss": 1.5, "rows": {"evaluated": 2}}) == \
+        "accuracy 0.8720 · loss 1.5000 · 2 rows"

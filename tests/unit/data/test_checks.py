@@ -266,3 +266,14 @@ def cli(text: str) -> str:
     from lancetnic_flow.options import said
 
     return said(text, "cli")
+
+
+def test_a_jsonl_column_its_first_object_leaves_out_is_found_in_the_objects_after_it(tmp_path):
+    # A JSON Lines object may leave a key out: a first row without a label stopped the run as "no column
+    # 'label'; the file has columns: 'text'", where its readers (and pandas) read the others' labels.
+    path = write(tmp_path / "a.jsonl", '{"text": "no label yet"}\n{"id": 1, "text": "goal match", "label": "a"}\n')
+    check_columns(plan_source([path]), COLS)
+    check_columns(plan_source([path]), Columns(text=("text",), keep=("id",), all_rows=True))
+    with pytest.raises(UserError, match=r"no column 'lable' \(did you mean 'label'\?\); the file has columns: "
+                                        r"'text', 'id', 'label'"):
+        check_columns(plan_source([path]), Columns(text=("text",), label="lable"))

@@ -971,3 +971,17 @@ def test_columns_read_in_two_roles_are_refused_naming_both_roles_as_the_reader_s
     with pytest.raises(UserError, match="'body' is --text twice"):
         Columns(text=("body", "body")).refuse_named_twice(say)
     Columns(text=("body",), label="label", numeric=("n",), keep=("body", "n")).refuse_named_twice(say)   # kept: fine
+
+
+def test_a_column_in_a_hive_partition_folder_is_said_to_be_there_and_not_read():
+    # A Parquet folder partitioned by label (label=sports/part-0.parquet) said "no column 'label'; the
+    # file has columns: 'text'", which read as a file without labels: the labels are in the folders' names.
+    from lancetnic_flow.data.sources import missing_column_error
+
+    e = missing_column_error("file:///d/label=sports/part-0.parquet", "label", ["text"],
+                             Columns(text=("text",), label="label"))
+    assert "label=sports is a folder of its path: a Hive partition" in e.message
+    assert "partitioning='hive'" in e.said("cli")[1]
+    plain = missing_column_error("file:///d/year=2024/part-0.parquet", "label", ["text"],
+                                 Columns(text=("text",), label="label"))
+    assert "Hive" not in plain.message

@@ -338,3 +338,40 @@ def test_a_continued_runs_labels_read_in_its_spelling_are_kept_beside_the_entry_
     assert read_read_as(entry, {}) == {"1 as 1.0": 63, "2 as 2.0": 119}
     (tmp_path / "entry" / READ_AS).write_text("[1, 2")
     assert read_read_as(entry, {}) == {}   # damaged: said by the runs that fit it, not here
+
+
+def test_an_entry_of_a_tokenizer_is_not_reused_once_a_file_it_depends_on_changes_and_is_while_unchanged(tmp_path):
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.tokenizers import canonical, register_tokenizer
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.parquet", 10, "v1", "parquet", None)], partitions=[])
+    stop = tmp_path / "stop.txt"
+    stop.write_text("the\nof\n")
+
+    def words_but_stop(t):
+        listed = set(open(stop).read().split())
+        return [w for w in t.split() if w not in listed]
+
+    register_tokenizer("key-listed", words_but_stop, depends_on=stop)
+    fc = FeatureConfig(mode="hashing", tokenizer=canonical("key-listed")).__dict__
+    before = entry_key(plan, None, fc, COLUMNS, VAL_FRACTION)
+    stop.write_text("the\nof\n")   # written again, the same words: the entry is reused
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == before
+    stop.write_text("the\nof\nand\n")   # another list: other tokens, a fresh entry
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) != before
+
+
+def test_text_entries_made_with_an_encoding_before_a_utf8_file_was_refused_there_are_not_reused(monkeypatch):
+    # --encoding latin-1 read a UTF-8 file's "café" as "cafÃ©" into the entry: such entries are not reused
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow import manifest
+
+    fc = {**FeatureConfig().__dict__, "lowercase": False}
+    latin = Columns(text=("text",), label="label", encoding="latin_1")
+    for fmt, columns, revised in (("csv", latin, True), ("jsonl", latin, True), ("text", latin, True),
+                                  ("parquet", latin, False), ("csv", COLUMNS, False)):
+        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
+        now = entry_key(plan, None, fc, columns, VAL_FRACTION)
+        monkeypatch.setattr(manifest, "ENCODED_TEXT_REVISION", manifest.ENCODED_TEXT_REVISION + 1)
+        assert (entry_key(plan, None, fc, columns, VAL_FRACTION) != now) == revised, fmt
+        monkeypatch.undo()

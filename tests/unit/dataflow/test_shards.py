@@ -19,7 +19,11 @@ from lancetnic_flow.data.sources import plan_source
 from lancetnic_flow.dataflow.shards import (PartitionResult, ShardError, count_partition, featurize_partition,
                                             SHARD_READS, load_or_repair, load_shard, recount_partition)
 from lancetnic_flow.features.fit import finish_fit, fit_partition
+from lancetnic_flow.data.usable import text_rule
+from lancetnic_flow.features import register_tokenizer
+from lancetnic_flow.features.rows import RowBlock
 from lancetnic_flow.features.split import validation_mask
+from lancetnic_flow.features.vocab import merge_stats
 
 from .conftest import BLOCKSIZE, COLUMNS, VAL_FRACTION, write_rows
 
@@ -276,3 +280,50 @@ def test_a_validation_shard_names_the_labels_training_never_had_of_its_own_rows_
               if s.split == "val"]
     want = [1 if r["label"] == "a|new" else 0 for r, v in zip(rows, is_val) if v]
     assert sum(want) > 0 and val.missed.tolist() == want and val.missed_by_label() == {"new": sum(want)}
+
+
+CALLS: dict[str, int] = {}
+
+
+def _counting_split(text: str) -> list[str]:
+    CALLS[text] = CALLS.get(text, 0) + 1
+    return [w for w in text.split() if any(c.isalnum() for c in w)]
+
+
+COUNTING = register_tokenizer("unit-counting-split", _counting_split)
+
+
+@pytest.mark.parametrize("mode", ["tfidf", "hashing"])
+def test_an_own_tokenizer_runs_once_a_row_in_each_pass_with_the_terms_and_skips_of_two_runs(tmp_path, mode):
+    data = write_rows(tmp_path / "train.csv")
+    with open(data, "a", newline="") as f:   # rows the tokenizer reads no token from: empty_text
+        f.write("   ,food\n... ,tech\n")
+    fcfg = FeatureConfig(mode=mode, ngrams=1, analyzer="word", tokenizer=COUNTING)
+    columns = dataclasses.replace(COLUMNS, text_rule=text_rule(fcfg))
+    plan = plan_source([str(data)], blocksize=BLOCKSIZE)
+    CALLS.clear()
+    if mode == "hashing":
+        fitted = [count_partition(p, None, columns=columns, fcfg=fcfg, shard_dir=str(tmp_path / "raw"),
+                                  storage_options={}, cache_options={}, chunk_bytes=BLOCKSIZE,
+                                  val_fraction=VAL_FRACTION) for p in plan.partitions]
+    else:
+        fitted = [fit_partition(p, columns, fcfg, {}, BLOCKSIZE, VAL_FRACTION) for p in plan.partitions]
+    assert max(CALLS.values()) == 1 and len(CALLS) == 241   # every text not blank, once, in the fit pass
+    stats = merge_stats(fitted)
+    assert stats.skipped == {"empty_text": 2}
+    features = finish_fit(stats, fcfg, columns)
+    if mode == "hashing":
+        return
+    CALLS.clear()
+    results = [featurize_partition(p, None, columns=columns, features=features, shard_dir=str(tmp_path / "s"),
+                                   storage_options={}, cache_options={}, chunk_bytes=BLOCKSIZE,
+                                   val_fraction=VAL_FRACTION) for p in plan.partitions]
+    assert max(CALLS.values()) == 1 and len(CALLS) == 241
+    table = pa.concat_tables([c.table for p in plan.partitions
+                              for c in read_partition(p, columns, chunk_bytes=BLOCKSIZE)]).select(["text", "label"])
+    mask = validation_mask(table, VAL_FRACTION)
+    want = features.transform(table.filter(pa.array(~mask)))   # the texts alone: tokenised here, again
+    got = RowBlock.concat([load_shard(s, {}) for r in results for s in r.shards if s.split == "train"])
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.values, want.values)
+    assert sum(r.skipped.get("empty_text", 0) for r in results) == 2

@@ -129,3 +129,49 @@ def test_a_tokenizer_giving_a_token_with_a_space_is_refused_for_a_vocabulary():
     spec = register_tokenizer("unit-whole", spaced)
     with pytest.raises(UserError, match="space"):
         terms_of(pa.array(["two words"]), 1, tokenizer=spec)
+
+
+SEEN: list[str] = []
+
+
+def split_and_note(text: str) -> list[str]:
+    SEEN.append(text)
+    return text.split()
+
+
+def test_texts_of_a_readers_table_hands_its_token_lists_to_custom_tokens_which_does_not_tokenise_again():
+    from lancetnic_flow.data.usable import TOKENS_COLUMN, text_rule, usable_tokens
+    from lancetnic_flow.features.tokenize import TokenizedTexts, custom_tokens, texts_of
+    from lancetnic_flow.tokenizers import register_tokenizer
+
+    spec = register_tokenizer("unit-noted", split_and_note)
+    texts = pa.array(["Ab cd", "  ", "EF gh ij", "k"])
+    rule = text_rule(type("F", (), {"tokenizer": spec, "normalize": "none"})())
+    keep, field, lists = usable_tokens(texts, rule)
+    assert keep.to_pylist() == [True, False, True, True] and field.name == TOKENS_COLUMN
+    assert lists.to_pylist() == [["ab", "cd"], [], ["ef", "gh", "ij"], ["k"]]
+    table = pa.table({"text": texts}).append_column(field, lists).filter(keep)
+    SEEN.clear()
+    carried = texts_of(table, spec, lowercase=True).slice(1)
+    assert isinstance(carried, TokenizedTexts)
+    got = custom_tokens(carried, spec, lowercase=True)
+    assert SEEN == [] and got.terms.to_pylist() == ["ef", "gh", "ij", "k"] and got.rows.tolist() == [0, 0, 0, 1]
+    assert got.n_rows == 2
+    fresh = custom_tokens(table["text"].slice(1), spec, lowercase=True)
+    assert fresh.terms.to_pylist() == got.terms.to_pylist() and fresh.rows.tolist() == got.rows.tolist()
+
+
+def test_token_lists_made_with_other_options_are_not_read_as_a_runs_tokens():
+    from lancetnic_flow.data.usable import text_rule, usable_tokens
+    from lancetnic_flow.features.tokenize import custom_tokens, texts_of
+    from lancetnic_flow.tokenizers import register_tokenizer
+
+    spec = register_tokenizer("unit-noted", split_and_note)
+    texts = pa.array(["Ab cd"])
+    keep, field, lists = usable_tokens(texts, text_rule(type("F", (), {"tokenizer": spec, "normalize": "none"})()))
+    table = pa.table({"text": texts}).append_column(field, lists)
+    assert isinstance(texts_of(table, spec, lowercase=False), pa.ChunkedArray)   # lists read lower-cased
+    assert isinstance(texts_of(table, spec, lowercase=True, normalize="nfkc"), pa.ChunkedArray)
+    assert isinstance(texts_of(table, None), pa.ChunkedArray)
+    carried = texts_of(table, spec, lowercase=True)
+    assert custom_tokens(carried, spec, lowercase=False).terms.to_pylist() == ["Ab", "cd"]   # tokenised again

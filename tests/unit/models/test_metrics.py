@@ -11,7 +11,7 @@ from sklearn.metrics import (accuracy_score, confusion_matrix, f1_score, mean_ab
 
 from lancetnic_flow.models import metrics as metrics_module
 from lancetnic_flow.models.metrics import (ClassificationMetrics, MultiLabelMetrics, RegressionMetrics, cells_of,
-                                           confusion_cells, dense_confusion)
+                                           confusion_cells, dense_confusion, with_unseen_rows)
 
 rng = np.random.default_rng(0)
 TRUE = rng.integers(0, 5, 400)
@@ -66,6 +66,43 @@ def test_classification_with_labels_the_run_never_saw_scores_as_scikit_learn_on_
     for key, value in want.items():
         assert got[key] == pytest.approx(value), key
     assert got["rows"] == n and sum(got.get("unseen_labels", {}).values()) == (~known).sum()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_confusion_matrix_has_a_row_per_label_the_run_never_saw_as_scikit_learns_in_parts_merged_and_restarted(
+        seed):
+    """evaluate on data with new labels: their rows were left out of the confusion matrix (and its
+    chart), which summed to fewer rows than were evaluated, where scikit-learn's has a row per label."""
+    import pyarrow as pa
+
+    r = np.random.default_rng(seed)
+    k, n = int(r.integers(2, 6)), int(r.integers(20, 300))
+    names = [f"c{i}" for i in range(k)]
+    new = [f"new{i}" for i in range(int(r.integers(1, 4)))]
+    true = r.choice(names + new, n)
+    pred = r.choice(names, n)
+    ids = {c: i for i, c in enumerate(names)}
+    parts = []
+    for t, p in zip(np.array_split(true, 3), np.array_split(pred, 3)):
+        m = ClassificationMetrics(k)
+        known = np.isin(t, names)
+        m.update(np.array([ids[x] for x in t[known]], np.int64), np.array([ids[x] for x in p[known]], np.int64), 0.0)
+        m.update_unseen({str(c): int((t == c).sum()) for c in new if (t == c).any()},
+                        np.array([ids[x] for x in p[~known]], np.int64), pa.array(t[~known].tolist(), pa.string()))
+        parts.append(m)
+    merged = parts[0].merge(parts[1]).merge(parts[2])
+    restarted = ClassificationMetrics(k)
+    restarted.load_state(merged.state())
+    for m in (merged, restarted):
+        got = m.result()
+        cells, labels = with_unseen_rows(cells_of(got), names, got)
+        assert labels[:k] == names and set(labels[k:]) == set(np.unique(true[~np.isin(true, names)]))
+        assert labels[k:] == list(got["unseen_labels"])   # in unseen_labels' order, most rows first
+        assert dense_confusion(cells, len(labels)).tolist() == confusion_matrix(true, pred, labels=labels).tolist()
+        assert int(cells[:, 2].sum()) == n == got["rows"]
+    plain = classification().result()   # no new label: the run's matrix as it was
+    cells, labels = with_unseen_rows(cells_of(plain), names, plain)
+    assert labels == names and cells.tolist() == plain["confusion_cells"] and "unseen_confusion_cells" not in plain
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -51,3 +51,40 @@ def test_scalpel_numeric_inputs_join_the_first_layer_like_extra_columns():
     W = torch.cat([model.input.weight.detach(), model.numeric.weight.detach().T])
     expected = torch.cat([dense, num], 1) @ W + model.input.bias.detach()
     assert torch.allclose(out["logits"], expected, atol=TOL)
+
+
+def _held_bytes(model: nn.Module, *optimizers) -> int:
+    tensors = list(model.parameters()) + list(model.buffers())
+    for opt in optimizers:
+        for value in opt.state_dict().values():
+            tensors += value if isinstance(value, list) else [value] if torch.is_tensor(value) else []
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def test_the_fasttext_bags_table_is_buckets_by_hidden_whatever_the_words_pairs_and_rows_it_trains_on():
+    import pyarrow as pa
+
+    from lancetnic_flow.features.vectorize import FittedFeatures
+    from lancetnic_flow.models.nets import create_model
+    from lancetnic_flow.models.sparse_input import DenseOptimizer, RowOptimizer
+
+    buckets, hidden = 2**10, 8
+    features = FittedFeatures(mode="hashing", buckets=buckets, ngrams=2)   # FastTextBag's words and word pairs
+    model, _ = create_model("FastTextBag", dim=features.dim, classes=3, regress=False, hidden=hidden, layers=1,
+                            dropout=0.0, embed=0, numeric=0)
+    rows, dense = RowOptimizer(model.input, "sgd", lr=0.5), DenseOptimizer(
+        [p for n, p in model.named_parameters() if not n.startswith("input.")], "adam", lr=1e-2)
+    assert tuple(model.input.weight.shape) == (buckets, hidden)
+    before = _held_bytes(model, rows, dense)
+    model.train()
+    for step in range(30):   # each batch new words and pairs: 12,000 distinct terms in all, into 1,024 rows
+        texts = pa.array([f"w{step}x{i} v{step}y{i} common" for i in range(200)])
+        block = features.transform_texts(texts)
+        assert int(block.indices.max()) < buckets
+        out = model(*block_inputs(block))
+        nn.functional.cross_entropy(out["logits"], torch.arange(200) % 3).backward()
+        rows.step()
+        dense.step()
+        dense.zero_grad()
+    assert _held_bytes(model, rows, dense) == before
+    assert tuple(model.input.weight.shape) == (buckets, hidden) and model.input.active is None

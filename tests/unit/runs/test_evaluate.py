@@ -67,6 +67,23 @@ def test_a_multitask_runs_values_are_scored_on_every_evaluated_row_an_unseen_lab
     assert got["r2"] == pytest.approx(skm.r2_score(rows["target"], values), rel=1e-5)
 
 
+def test_the_rows_of_a_label_the_run_never_saw_are_in_the_confusion_matrix_as_scikit_learn_has_them(multitask):
+    # their 40 rows were in the accuracy and nowhere in the confusion matrix, which summed to 160 of 200
+    from lancetnic_flow.models.metrics import cells_of, dense_confusion, with_unseen_rows
+
+    run, held = multitask
+    m, _, _, _ = evaluate_partition(whole_file(held), Columns(text=("text",), label="label", target="target"),
+                                    run, {}, {}, 1 << 20)
+    got = m.result()
+    p = Predictor(run)
+    rows = pacsv.read_csv(held).to_pydict()
+    cells, names = with_unseen_rows(cells_of(got), p.labels, got)
+    assert names == p.labels + ["brand_new"] and int(cells[:, 2].sum()) == 200
+    predicted = [d["label"] for d in p.predict(rows["text"])]
+    assert dense_confusion(cells, len(names)).tolist() == skm.confusion_matrix(rows["label"], predicted,
+                                                                               labels=names).tolist()
+
+
 @pytest.fixture(scope="module")
 def label_sets(tmp_path_factory) -> tuple[str, str]:
     """A multilabel LinearSVM run on 600 rows, and 120 other rows of which some name a label it never

@@ -413,3 +413,15 @@ def test_explain_and_predict_refuse_a_top_the_command_line_refuses_and_take_nump
             pred.predict(TEXTS[:1], top_k=bad)
     assert len(pred.explain(TEXTS[:1], top=np.int64(2))[0]["terms"]) == 2
     assert len(pred.predict(TEXTS[:1], top_k=np.int64(2))[0]["top_labels"]) == 2
+
+
+@pytest.mark.parametrize("classes", [0, 3])
+def test_the_value_explained_is_the_value_predict_gives_to_its_last_digit_around_a_large_mean(classes):
+    """A target of 1e6 plus small noise: explain's value was the float32 output scaled in
+    float32, 1000000.0 for every text where predict gives 1000000.0026, 999999.9979, ..."""
+    pred = net_run(1, "relu", regress=True, classes=classes)
+    pred.run.features.target = (1e6, 0.01)
+    values = pred.predict_values(TEXTS[:3])
+    docs = pred.explain(TEXTS[:3])
+    assert [d["value"] for d in docs] == values.tolist()
+    assert len(set(values.tolist())) == 3

@@ -138,3 +138,53 @@ def test_the_per_class_table_lists_the_labels_the_run_never_had_as_scikit_learns
         assert int(row["support"]) == report[name]["support"]
     assert np.mean([float(r["f1"]) for r in table.values()]) == pytest.approx(result["macro_f1"], abs=1e-4)
     assert result["macro_f1"] == pytest.approx(report["macro avg"]["f1-score"])
+
+
+def test_the_confusion_chart_has_a_row_per_label_the_run_never_had_as_scikit_learns_matrix(tmp_path, monkeypatch):
+    # evaluate on data with new labels drew a matrix without their rows: 'science' and 'health' were nowhere
+    import pyarrow as pa
+    from sklearn.metrics import confusion_matrix
+
+    from lancetnic_flow.models.metrics import dense_confusion
+    from lancetnic_flow.runs import plots
+
+    labels = ["sports", "tech", "politics"]
+    true = ["sports", "sports", "tech", "politics", "politics", "science", "health", "science"]
+    pred = ["sports", "tech", "tech", "politics", "sports", "tech", "politics", "sports"]
+    m = ClassificationMetrics(3)
+    seen = [i for i, t in enumerate(true) if t in labels]
+    new = [i for i in range(8) if i not in seen]
+    m.update(np.array([labels.index(true[i]) for i in seen]), np.array([labels.index(pred[i]) for i in seen]), 1.0)
+    m.update_unseen({"science": 2, "health": 1}, np.array([labels.index(pred[i]) for i in new]),
+                    pa.array([true[i] for i in new]))
+    drawn = {}
+    monkeypatch.setattr(plots, "confusion_chart", lambda cells, names, url, o: drawn.update(cells=cells, names=names))
+    write_plots(str(tmp_path), metrics=m.result(), labels=labels)
+    assert drawn["names"] == labels + ["science", "health"]
+    assert dense_confusion(drawn["cells"], 5).tolist() == confusion_matrix(true, pred, labels=drawn["names"]).tolist()
+
+
+@pytest.mark.parametrize("sets", [False, True])
+def test_the_per_class_chart_draws_the_labels_the_run_never_had_as_its_table_lists_them(tmp_path, monkeypatch, sets):
+    # per_class.csv listed 'science' (F1 0), the chart titled "worst F1 first" left it out
+    from lancetnic_flow.runs import plots
+
+    labels = ["sports", "tech"]
+    if sets:
+        m = MultiLabelMetrics(2)
+        m.update(np.array([[1, 0], [0, 1]]), np.array([[1, 0], [1, 1]]), 0.5, np.array([1, 0]))
+        m.update_unseen({"science": 1})
+    else:
+        m = ClassificationMetrics(2)
+        m.update(np.array([0, 1, 1]), np.array([0, 1, 0]), 1.0)
+        m.update_unseen({"science": 2}, np.array([0, 1]))
+    drawn = {}
+    monkeypatch.setattr(plots, "per_class_chart", lambda scores, names, url, o, **kw: drawn.update(s=scores, n=names))
+    result = m.result()
+    write_plots(str(tmp_path), metrics=result, labels=labels)
+    key = "per_label" if sets else "per_class"
+    assert drawn["n"] == labels + ["science"]
+    assert drawn["s"]["f1"] == list(result[key]["f1"]) + [0.0]
+    assert drawn["s"]["support"] == list(result[key]["support"]) + [1 if sets else 2]
+    rows = (tmp_path / f"{key}.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == drawn["n"]

@@ -75,10 +75,11 @@ def test_a_classifier_has_no_values_and_a_regressor_no_probabilities(tmp_path):
 
 def test_a_multilabel_run_gives_every_label_at_or_above_the_threshold_most_likely_first(tmp_path):
     pred = Predictor(linear_run(tmp_path / "m", regress=False, task="multilabel"))
-    out = pred.predict(["cat", "cat dog", ""])
+    out = pred.predict(["cat", "cat dog", "", "words of neither"])
     assert out[0]["labels"] == ["pos"] and out[0]["probabilities"][0] == pytest.approx(float(torch.sigmoid(
         torch.tensor(3.0))), rel=1e-5)
-    assert out[1]["labels"] == ["pos", "neg"]   # 0.5 each: both at the threshold, ties in label order
+    assert sorted(out[1]["labels"]) == ["neg", "pos"]   # 0.5 each (scores 0 but for rounding): both at the threshold
+    assert out[3]["labels"] == ["pos", "neg"]   # no term: scores of exactly 0, tied, in label order
     assert out[2] == {"status": "empty_text", "labels": None, "probabilities": None}
     assert pred.predict(["cat"], threshold=0.999)[0]["labels"] == []
 
@@ -203,3 +204,50 @@ def test_an_argument_the_run_cannot_use_is_named_as_each_caller_gives_it(tmp_pat
     with pytest.raises(UserError) as e:
         Predictor(linear_run(tmp_path / "one", regress=False, task="classify")).predict(["a cat"], threshold=0.3)
     assert e.value.message.startswith("threshold applies") and e.value.cli[0].startswith("--threshold applies")
+
+
+def confident_run(path, task: str, numpy: bool = False) -> Predictor:
+    """One word, "goal", whose logits put the labels far apart: in the order b, d, a, c (a float32
+    softmax gives b 1.0 and the three others 0.0 alike), or for label sets d, b, c, a (sigmoids
+    give d and b 1.0, c and a 0.0)."""
+    from lancetnic_flow.runs.linear_scores import LinearScores
+    from lancetnic_flow.runs.loading import LoadedRun
+
+    logits = [-100.0, 300.0, -250.0, 150.0] if task == "classify" else [-250.0, 30.0, -200.0, 40.0]
+    features = FittedFeatures(mode="tfidf", vocabulary=pa.array(["goal"]), idf=np.ones(1, np.float32),
+                              labels=["a", "b", "c", "d"], sublinear_tf=False)
+    if numpy:   # a LinearSVM run, scored in NumPy
+        state = {"input.weight": np.array([logits], np.float32), "input.bias": np.zeros(4, np.float32),
+                 "logit_scale": np.float32(1.0)}
+        meta = {"net": "ScalpelNet", "model": "LinearSVM", "task": task,
+                "kwargs": {"dim": 1, "classes": 4, "regress": False, "hidden": 64, "layers": 0, "dropout": 0.0,
+                           "numeric": 0, "activation": "relu", "pooling": "weighted", "margin": True}}
+        return Predictor(LoadedRun(str(path), {"data": {"text": ["text"]}}, features, None, meta, {},
+                                   linear=LinearScores(state)))
+    model = ScalpelNet(1, classes=4, regress=False, layers=0, dropout=0.0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.tensor([logits]))
+        model.input.bias.zero_()
+    save_run(str(path), config={"data": {"text": ["text"]}}, features=features, model=model,
+             model_meta={"net": "ScalpelNet", "kwargs": model.config, "task": task}, metrics={}, history=[])
+    return Predictor(str(path))
+
+
+@pytest.mark.parametrize("numpy", [False, True])
+def test_labels_are_ranked_by_their_scores_where_float32_probabilities_round_them_alike(tmp_path, numpy):
+    # top_k ranked by the probabilities: a confident model's unlikely labels all read 0.0, and were
+    # listed by label order (a, c, d after b) where their scores put d second and c last
+    pred = confident_run(tmp_path / "c", "classify", numpy)
+    out = pred.predict(["goal"], top_k=4)[0]
+    assert out["label"] == "b" and out["top_labels"] == ["b", "d", "a", "c"]
+    assert out["top_probabilities"] == [1.0, 0.0, 0.0, 0.0]
+    table = pred.predict_table(["goal"], top_k=3)
+    assert [table[f"label_{i}"][0].as_py() for i in (1, 2, 3)] == ["b", "d", "a"]
+    assert pred.explain(["goal"])[0]["label"] == "b"
+    # a multilabel run's labels, taken and not: d and b read 1.0, d's score is the higher; c's above a's
+    pred = confident_run(tmp_path / "m", "multilabel", numpy)
+    out = pred.predict(["goal"], top_k=4)[0]
+    assert out["labels"] == ["d", "b"] and out["top_labels"] == ["d", "b", "c", "a"]
+    assert pred.predict_table(["goal"])["predicted"][0].as_py() == ["d", "b"]
+    doc = pred.explain(["goal"])[0]
+    assert doc["label"] == "d" and doc["labels"] == ["d", "b"]

@@ -185,3 +185,28 @@ def test_a_first_line_of_several_json_values_gives_the_columns_as_the_readers_re
     assert columns_of(first, "f.jsonl") == ["text", "id"]
     with pytest.raises(UserError, match="the first line is not JSON"):
         columns_of(io.BytesIO(b'{"text": "goal match"} oops\n'), "f.jsonl")
+
+
+@pytest.mark.parametrize("all_rows", [False, True])   # training's and prediction's paths
+def test_an_object_written_across_lines_is_malformed_lines_however_the_file_is_cut(all_rows):
+    # Arrow took it as one row when its block held both lines, where a block cut between them (or beside a
+    # malformed line) read two malformed lines: the file's rows depended on --blocksize.
+    cols = Columns(text=("text",), label="label", all_rows=all_rows)
+    first, second = b'{"text": "goal match", "label": "a"}\n{"text": "team win",\n', b'"label": "a"}\n'
+    whole = parse_jsonl(first + second, cols, "f.jsonl")
+    cut = [parse_jsonl(first, cols, "f.jsonl"), parse_jsonl(second, cols, "f.jsonl")]
+    assert whole.rows_read == sum(c.rows_read for c in cut) == 3
+    assert whole.skipped == {"malformed": 2} == {"malformed": sum(c.skipped.get("malformed", 0) for c in cut)}
+    kept = [t for t in whole.table.column("text").to_pylist() if t]
+    assert kept == ["goal match"]
+
+
+def test_the_head_schema_holds_a_wanted_column_only_later_objects_hold(tmp_path):
+    from lancetnic_flow.data.readers.jsonl import head_schema
+    from lancetnic_flow.data.sources import plan_source
+
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"text": "no label yet"}\n{"text": "goal match", "label": ["a"]}\n')
+    fi = plan_source([str(path)]).files[0]
+    assert head_schema(fi, None).names == ["text"]   # the first object's keys, unless a column is wanted
+    assert head_schema(fi, None, wanted=("text", "label")).names == ["text", "label"]

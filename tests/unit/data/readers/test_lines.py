@@ -82,3 +82,40 @@ def test_a_vertical_tab_or_nul_ends_a_fasttext_tag_as_fasttext_ends_it(multilabe
     later = parse_lines(b"__label__a goal\x0b__label__b team\n", "fasttext",
                         Columns(text=("text",), label="label", multilabel=True), "f.ft")
     assert later.table.to_pylist() == [{"text": "goal team", "label": ["a", "b"]}]
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_a_bom_at_a_fasttext_lines_start_from_files_joined_by_cat_hides_no_tag(all_rows):
+    # cat a.ft b.ft, each written with a BOM: b's first line started with U+FEFF, which hid its tag, so the
+    # line was missing_label (its label never learnt) and prediction read "__label__b" as a word.
+    bom = b"\xef\xbb\xbf"
+    data = bom + b"__label__a good film\n" + bom + b"__label__b phone chip\n" + bom + b"\n"
+    columns = Columns(text=("text",), label="label", all_rows=all_rows)
+    chunk = parse_lines(data, "fasttext", columns, "f.ft")
+    texts = chunk.table.column("text").to_pylist()
+    if all_rows:   # every line a row, the BOM-only one blank
+        assert texts == ["good film", "phone chip", ""]
+        assert chunk.table.column("status").to_pylist() == ["ok", "ok", "empty_text"]
+    else:
+        assert texts == ["good film", "phone chip"] and chunk.skipped == {}
+        assert chunk.table.column("label").to_pylist() == ["a", "b"]
+
+
+@pytest.mark.parametrize("fmt, data", [("text", b"first one\n\n   \nsecond\nlast"),
+                                       ("fasttext", b"__label__a first one\n\n\n__label__b second\n")])
+def test_prediction_writes_every_line_a_row_however_the_file_is_cut(tmp_path, fmt, data):
+    # A range whose rows were one blank line read as no line at all: prediction's output lost that
+    # row and every later one sat a line early (at --blocksize 1, 4 rows for a file of 5 lines).
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    path = tmp_path / f"f.{'ft' if fmt == 'fasttext' else 'txt'}"
+    path.write_bytes(data)
+    columns = Columns(text=("text",), label="label" if fmt == "fasttext" else None, all_rows=True)
+    want = None
+    for blocksize in (1, 2, 3, 5, len(data)):
+        plan = plan_source([str(path)], format=fmt, blocksize=blocksize)
+        texts = [t for p in plan.partitions for c in read_partition(p, columns) for t in c.table.column("text").to_pylist()]
+        assert len(texts) == data.count(b"\n") + (not data.endswith(b"\n")), blocksize
+        want = want or texts
+        assert texts == want, blocksize

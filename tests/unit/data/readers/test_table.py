@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lancetnic_flow.data.readers.table import (_unreadable_numbers, bytes_sample, check_names, check_not_wide,
-                                               decoded, format_hint, likely_encoding, split_lines, to_float,
+from lancetnic_flow.data.readers.table import (_unreadable_numbers, bytes_sample, check_names, check_not_utf8,
+                                               check_not_wide, decoded, format_hint, likely_encoding, split_lines, to_float,
                                                to_string, utf8_ok)
 from lancetnic_flow.data.sources import Columns
 from lancetnic_flow.errors import UserError
@@ -118,6 +118,7 @@ def test_utf8_checks_and_line_splitting():
     assert utf8_ok("héllo".encode()) and not utf8_ok(b"caf\xe9")
     assert split_lines(b"a\r\nb\n\nc\n").to_pylist() == ["a", "b", "", "c"]
     assert split_lines(b"").to_pylist() == []
+    assert split_lines(b"\n").to_pylist() == split_lines(b"\r\n").to_pylist() == [""]   # a blank line is a line
 
 
 def test_undecodable_lines_are_dropped_and_counted_and_a_bom_removed():
@@ -156,6 +157,15 @@ def test_utf16_text_is_refused_with_how_to_convert():
         check_not_wide("text,label\n".encode("utf-16"), "f.csv")
     assert "iconv" in e.value.hint
     check_not_wide(b"text,label\nplain,utf8\n", "f.csv")
+
+
+def test_a_small_file_filled_up_with_nuls_past_its_last_line_is_not_taken_for_utf16():
+    # NUL padding (a copy cut short, a preallocated file) made the NULs 30 % of the head: refused as
+    # UTF-16 with advice to convert it with iconv -f UTF-16, which garbles a UTF-8 file.
+    check_not_wide(b"text,label\nhello world,a\n" + b"\x00" * 3000, "f.csv")
+    for wide in ("utf-16-le", "utf-16-be", "utf-32-le"):   # without a BOM: their NULs stand one to three in a row
+        with pytest.raises(UserError, match="UTF-16"):
+            check_not_wide("text,label\nhello world,a\nfoo bar,b\n".encode(wide), "f.csv")
 
 
 def test_the_likely_encoding_of_a_block_is_cp1252_when_it_uses_its_quotes_else_latin1():
@@ -273,6 +283,16 @@ def test_a_typed_files_bytes_are_decoded_in_the_encoding_given(all_rows):
         ["caf\xe9 cr\xe8me", "na\xefve r\xe9sum\xe9", "plain words"]
     if all_rows:
         assert set(chunk.table.column("keep:note").to_pylist()) == {"\xe0 garder"}
+
+
+def test_a_typed_files_column_of_utf8_bytes_read_in_a_single_byte_encoding_stops_the_run():
+    # --encoding latin-1 decoded a Parquet/Arrow column of UTF-8 bytes as "cafÃ©", every row kept
+    from lancetnic_flow.data.readers.table import finish_table
+
+    table = pa.table({"text": pa.array(["café crème".encode(), "brûlée".encode()], pa.binary()), "label": ["a", "b"]})
+    cols = Columns(text=("text",), label="label", encoding="latin_1")
+    with pytest.raises(UserError, match="f.parquet: the file is UTF-8 text.*'cafÃ©'"):
+        finish_table("f.parquet", cols, table, table.column_names)
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 @pytest.mark.parametrize("all_rows", [False, True])
 def test_a_string_column_holding_bytes_that_are_not_utf8_makes_those_rows_undecodable(tmp_path, fmt, all_rows):
@@ -360,3 +380,71 @@ def test_bytes_sample_takes_text_and_label_bytes_up_to_its_limit_only():
     assert b"\xff" not in sample            # a column the run does not read is not sampled
     whole = bytes_sample(table, Columns(text=("t",), label="y"), limit=1 << 20)
     assert whole.count(b"s\xe9") == 1001 and whole.count(b"caf\xe9") == 10_000
+
+
+SPLIT_CALLS: list[str] = []
+
+
+def _noted_split(text: str) -> list[str]:
+    SPLIT_CALLS.append(text)
+    return [w for w in text.split() if w.isalnum()]
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_an_own_tokenizers_lists_travel_with_the_rows_so_training_and_prediction_tokenise_once(all_rows):
+    from lancetnic_flow.data.readers.table import finish_table
+    from lancetnic_flow.data.usable import TOKENS_COLUMN, text_rule
+    from lancetnic_flow.features import register_tokenizer
+    from lancetnic_flow.features.vectorize import FittedFeatures
+
+    spec = register_tokenizer("unit-table-noted", _noted_split)
+    features = FittedFeatures(mode="hashing", buckets=2**10, tokenizer=spec)
+    texts = ["Goal match", "  ", "...", "soup Bread soup"]
+    table = pa.table({"text": texts, "label": ["a"] * len(texts)})
+    columns = Columns(text=("text",), label="label", text_rule=text_rule(features), all_rows=all_rows)
+    SPLIT_CALLS.clear()
+    chunk = finish_table("f.parquet", columns, table, table.column_names)
+    assert sorted(SPLIT_CALLS) == sorted(["goal match", "...", "soup bread soup"])   # blank: never handed
+    assert TOKENS_COLUMN in chunk.table.column_names
+    rows = chunk.table.filter(pc.equal(chunk.table["status"], "ok")) if all_rows else chunk.table
+    assert rows["text"].to_pylist() == ["Goal match", "soup Bread soup"]
+    SPLIT_CALLS.clear()
+    got = features.transform(rows)
+    assert SPLIT_CALLS == []
+    want = features.transform_texts(rows["text"])
+    assert got.indices.tolist() == want.indices.tolist() and got.values.tolist() == want.values.tolist()
+
+
+@pytest.mark.parametrize("fmt, data", [("csv", "text,label\ncafé crème,é\nfoo bar,b\n"),
+                                       ("jsonl", '{"text": "café crème", "label": "é"}\n'),
+                                       ("fasttext", "__label__a café crème brûlée\n")])
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_utf8_file_read_in_a_single_byte_encoding_stops_the_run_instead_of_garbling_it(tmp_path, fmt, data, suffix):
+    # --encoding latin-1 (given, or a run's, which predict and evaluate read with) on a UTF-8 file read
+    # "café" as "cafÃ©" and the label "é" as a class "Ã©" of its own, every row kept: no skip said so.
+    import gzip
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    path = tmp_path / f"f.{'ft' if fmt == 'fasttext' else fmt}{suffix}"
+    path.write_bytes(gzip.compress(data.encode()) if suffix else data.encode())
+    columns = Columns(text=("text",), label="label", encoding="latin_1")
+    part = plan_source([str(path)]).partitions[0]
+    with pytest.raises(UserError, match="UTF-8 text.*'café' would read as 'cafÃ©'") as e:
+        list(read_partition(part, columns))
+    assert "--encoding utf-8" in e.value.said("cli")[1]
+    path.write_bytes(gzip.compress(data.encode("latin-1")) if suffix else data.encode("latin-1"))
+    rows = [r for c in read_partition(part, columns) for r in c.table.to_pylist()]
+    assert rows[0]["text"].startswith("café crème")   # the file in latin-1 itself reads as before
+
+
+def test_only_letters_enough_to_rule_out_chance_make_a_block_utf8():
+    check_not_utf8("ﾃｩ ﾃｨ ﾃｯ".encode("shift_jis"), "f.csv", "shift_jis")   # é è ï's bytes, half-width kana there
+    check_not_utf8("CAFÉ” ou CAFÉ’".encode("cp1252"), "f.csv", "cp1252")   # UTF-8's "CAFɔ ou CAFɒ" by chance
+    check_not_utf8("plain ascii".encode(), "f.csv", "latin_1")
+    check_not_utf8("naïve café crème".encode("cp1252"), "f.csv", "cp1252")
+    with pytest.raises(UserError, match="shift_jis"):
+        check_not_utf8("日本語のテキスト".encode(), "f.csv", "shift_jis")
+    with pytest.raises(UserError, match="cp1252"):
+        check_not_utf8("naïve café crème".encode(), "f.csv", "cp1252")

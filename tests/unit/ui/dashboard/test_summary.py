@@ -129,3 +129,12 @@ def test_a_continued_run_that_kept_its_start_says_so_not_a_best_epoch():
                "memory": {"plan": PLAN}}
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 120), 120)
     assert "its start (no epoch beat it)" in text and "best epoch" not in text, text
+
+
+def test_a_regression_on_a_target_in_small_units_shows_its_errors_not_zero():
+    # MAE 7.7e-07, RMSE 9.7e-07: the summary said "MAE 0.0000", "RMSE 0.0000", "baseline RMSE 0.0000"
+    metrics = {"val_mae": 7.733e-07, "val_rmse": 9.72e-07, "val_baseline_rmse": 1.231e-06, "val_r2": 0.377,
+               "val_loss": 0.65, "rows": {"read": 100, "trained": 90, "validated": 10, "skipped": {}},
+               "stage_seconds": {"train": 1.0}, "seconds": 1.0, "epochs": [{}]}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 120), 120)
+    assert "7.733e-07" in text and "9.72e-07" in text and "1.231e-06" in text and "0.0000" not in text
