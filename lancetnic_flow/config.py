@@ -561,6 +561,14 @@ def refuse_blank(o: Any, value: Any) -> None:
 _PATHS = ("data.train", "data.val", "output.out", "output.cache", "training.init_from", "features.stop_words")
 
 
+def label_sep_given(cfg: TrainConfig) -> bool:
+    """Whether ``cfg``'s label separator is its caller's own, not the one a continued run
+    takes from the run it continues (``--init-from`` without ``--label-sep``): that one
+    applies where it splits a label string, unsaid, and is never to be dropped, as the
+    caller never gave it."""
+    return cfg.data.label_sep is not None and (not cfg.training.init_from or "data.label_sep" in cfg.given)
+
+
 def given_fields(dests: Iterable[str]) -> frozenset[str]:
     """The configuration fields of option destinations a caller set (``--ngram-range`` sets both
     of its fields)."""
@@ -574,5 +582,5 @@ def given_fields(dests: Iterable[str]) -> frozenset[str]:
 
 
 __all__ = ["TrainConfig", "DataConfig", "FeatureConfig", "ModelConfig", "TrainingConfig",
-           "ClusterConfig", "OutputConfig", "config_from_options", "given_fields", "parse_storage_options", "parse_df",
-           "parse_size", "redact_options"]
+           "ClusterConfig", "OutputConfig", "config_from_options", "given_fields", "label_sep_given",
+           "parse_storage_options", "parse_df", "parse_size", "redact_options"]

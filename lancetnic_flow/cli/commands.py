@@ -542,6 +542,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                                      chunk_bytes=plan.partition, window=plan.in_flight)
     check_scored(a.data, out["rows"], cols)
     check_label_sets_split(out, run.features.labels, cols)
+    if a.label_sep is not None:   # the run's own separator is said where it splits nothing: only one given
+        _say_separator(report, cols.label_sep, out["rows"].get("label_sep", {}))
     out["where"] = where
     if a.plots:
         from ..runs.plots import write_plots
@@ -567,6 +569,15 @@ def evaluated_line(out: dict) -> str:
              "subset_accuracy", "mae", "rmse", "r2", "loss") if out.get(k) is not None]
     return (" · ".join(shown) + f" · {counted(out['rows']['evaluated'], 'row')}" + skipped_note(out["rows"])
             + unseen_note(out) + noted_note(out["rows"].get("noted", {})) + read_as_note(out))
+
+
+def _say_separator(report, sep: str | None, counts: dict[str, int]) -> None:
+    """evaluate's warnings of a ``--label-sep`` that split no label, or met lists whose items hold it."""
+    from ..data.readers.labels import separator_warnings
+    from ..options import said
+
+    for message in separator_warnings(sep, counts, "rows.label_sep of --json"):
+        report("warning", {"message": said(message, "cli")})
 
 
 def skipped_note(rows: dict) -> str:

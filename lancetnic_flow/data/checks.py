@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..config import TrainConfig
+from ..config import TrainConfig, label_sep_given
 from ..errors import UserError
 from ..formats import format_named, text_encoding
 from ..options import bad, said
@@ -257,7 +257,8 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
     val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None
     if val_src is not None:
         refuse_files_in_both(train_src, val_src)
-    refuse_idle_label_sep(columns, train_src, val_src, storage_options=so)
+    if label_sep_given(cfg):
+        refuse_idle_label_sep(columns, train_src, val_src, storage_options=so)
     refuse_idle_encoding(columns, train_src, val_src, storage_options=so, named=cfg.data.encoding)
     return train_src, val_src
 

@@ -37,8 +37,10 @@ LOWER_REVISION = 1
 # Label sets' revision, in the key of --task multilabel entries: 1 reads a cell holding a Python list
 # (['a', 'b'], as pandas writes a list column) as its labels, where earlier entries hold one label;
 # 2 keeps, per row, the labels training never had (``missed``), which earlier entries dropped uncounted;
-# 3 counts such a label named twice in one row's set once, where earlier entries count it twice.
-LABEL_SETS_REVISION = 3
+# 3 counts such a label named twice in one row's set once, where earlier entries count it twice;
+# 4 counts the label strings --label-sep split (rows.label_sep), where an earlier entry's count of none
+# would say the separator split nothing.
+LABEL_SETS_REVISION = 4
 # Bytes columns' revision, in the key of Parquet/Arrow entries made with --encoding: 1 decodes a column
 # of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there);
 # 2 refuses a column of UTF-8 bytes there, where earlier entries hold its letters garbled ("cafÃ©").

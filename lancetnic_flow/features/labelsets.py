@@ -156,16 +156,32 @@ def joins_of(names, labels) -> tuple[str, list[str]] | None:
     return None
 
 
-def refuse_joined_sets(unseen: dict[str, int], labels: list[str]) -> None:
+def joined_in_sets(labels: list[str], sep: str | None) -> tuple[str, list[str]] | None:
+    """A multilabel run's ``labels`` that are others of them joined by a separator the run did not
+    split by (``sports|tech`` beside ``sports`` and ``tech``, read without ``--label-sep``, or a list
+    item holding the separator): (that separator, those labels), or None. Such a row learned the
+    joined string as a label of its own, never the labels it joins."""
+    found = joins_of(labels, labels)
+    return found if found is not None and found[0] != sep else None
+
+
+def refuse_joined_sets(unseen: dict[str, int], labels: list[str], read_with: str | None = None) -> None:
     """Refuse label sets whose labels the run never had (``unseen``: name → rows) are the run's
     own ``labels`` joined (``sports|tech`` for a run of ``sports`` and ``tech``): the data joins each
     row's labels by a separator it was not read with (a run trained on lists has none), and each such
-    row was scored as missing every label it has. ``evaluate`` and ``train``'s validation alike."""
+    row was scored as missing every label it has. ``evaluate`` and ``train``'s validation alike.
+    Joined by ``read_with``, the separator the data was read with, they are items of lists, which
+    no separator splits: the error says so, not to pass the separator given."""
     found = joins_of(list(unseen), labels)
     if found is None:
         return
-    sep, joined = found
+    sep, joined = found[0], sorted(found[1], key=lambda x: -unseen[x])   # the most rows first, whoever counted
     shown = ", ".join(f"{x!r} {unseen[x]:,}" for x in joined[:3]) + (", …" if len(joined) > 3 else "")
+    if sep == read_with:
+        raise bad("data.label", f"items of the label lists join this run's labels by {sep!r} ({shown}): a list's "
+                  f"items are its labels, never split by {{data.label_sep}}, so each was read as one label the "
+                  "run never saw", 'give each label as an item of its own (["sports", "tech"]), or the labels as '
+                  f"one string joined by {sep!r}")
     raise bad("data.label_sep", f"the label column joins this run's labels by {sep!r} ({shown}), and each joined "
                                 "set was read as one label the run never saw",
               # a shell would read the command line's separator (| ; +) unquoted

@@ -23,6 +23,7 @@ from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
 from ..dataflow.window import OrderedWindow
 from ..errors import UserError
+from ..data.readers.labels import separator_counts
 from ..features.label_values import in_run_spelling, read_as_of
 from ..features.labelsets import refuse_joined_sets, unseen
 from ..features.rows import RowBlock
@@ -132,8 +133,9 @@ def evaluate_files(client: Any, run: str, plan, columns: Columns, *, storage_opt
     if read_as:
         out["labels_read_as"] = read_as
     unseen_rows = total.unseen_rows if total is not None else 0
+    split = separator_counts(noted)   # what the separator split changed no row: said apart, not noted
     out["rows"] = {"read": rows, "evaluated": out.get("rows", 0), "skipped": skipped,
-                   **({"noted": noted} if noted else {}), **({"unseen_label": unseen_rows} if unseen_rows else {})}
+                   **({"noted": noted} if noted else {}), **({"label_sep": split} if split else {}), **({"unseen_label": unseen_rows} if unseen_rows else {})}
     return out, total
 
 
@@ -143,7 +145,7 @@ def check_label_sets_split(out: dict, labels: list[str], columns: Columns) -> No
     by a separator the run was not given (one trained on lists has none), and each such row was
     scored as missing every label it has."""
     if columns.multilabel:
-        refuse_joined_sets(out.get("unseen_labels") or {}, labels)
+        refuse_joined_sets(out.get("unseen_labels") or {}, labels, columns.label_sep)
 
 
 def check_scored(data: list[str], rows: dict, columns: Columns) -> None:

@@ -124,7 +124,8 @@ class EpochLoop:
         val = val_m.result() if val_m is not None else {}
         if t.check_val is not None:
             t.check_val(val)
-        record = steps.epoch_record(epoch + 1, train_m, val, clock, t.rule.rate(t.schedule(state.step)))
+        record = steps.epoch_record(epoch + 1, train_m, val, clock, t.rule.rate(t.schedule(state.step)),
+                                    steps.decided_at(t.task))
         state.history.append(record)
         state.confusions.append(val.get("confusion"))
         self.events.emit("epoch", **record)

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from ..config import CheckpointEvery, TrainConfig
+from ..config import CheckpointEvery, TrainConfig, label_sep_given
 from ..data.checks import (coarse_cache_warning, idle_ranks_warning, plan_training_sources, sample_label_count,
                            sample_rows, sample_texts, skip_hint, training_columns)
 from ..data.sources import Columns
+from ..data.readers.labels import separator_counts, separator_warnings
 from ..data.usable import rules_before
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
@@ -45,7 +46,7 @@ from ..events import NULL_EVENTS, Events
 from ..features.fit import DEFAULT_MAX_FEATURES, fit_features
 from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, read_as_warning, spelled_apart_warning,
                                      spelled_twice)
-from ..features.labelsets import joined_labels, refuse_joined_sets
+from ..features.labelsets import joined_in_sets, joined_labels, refuse_joined_sets, unseen
 from ..features.names import merge_names
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
@@ -72,7 +73,7 @@ from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continu
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, evaluate_blocks, keep_best, kept_steps, lr_schedule
+from .step import EVAL_BATCH, decided_at, evaluate_blocks, keep_best, kept_steps, lr_schedule
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 from ..plurals import counted, verb
@@ -274,6 +275,8 @@ def sum_rows(results: list) -> dict:
             noted[k] = noted.get(k, 0) + v
     rows = {"read": sum(r.rows_read for r in results), "trained": sum(r.train_rows for r in results),
             "validated": sum(r.val_rows for r in results), "skipped": skipped}
+    if split := separator_counts(noted):   # what --label-sep split: no row was changed by it
+        rows["label_sep"] = split
     if noted:
         rows["noted"] = noted
     return rows
@@ -663,6 +666,8 @@ class Training:
         if twice:
             self.decisions["labels_spelled_twice"] = [list(p) for p in spelled_twice(features.labels)]
             self.events.emit("warning", message=twice)
+        self._warn_of_joined_sets(features.labels)
+        self._refuse_joined_val_sets(features.labels)
         joined = joined_labels(features.labels) if self.cfg.training.task in ("classify", "multitask") else None
         if joined:
             sep, shown = joined
@@ -672,6 +677,29 @@ class Training:
                 f"string is learned as a class of its own, so a row is never predicted two labels; to learn each "
                 f"label, pass {{training.task}} multilabel {{data.label_sep}} '{sep}' (to a TextClassifier: y as "
                 "lists of labels)"))
+
+    def _refuse_joined_val_sets(self, labels: list[str]) -> None:
+        """Refuse, before the first epoch, a --val source whose label sets (in a sample of its head, read
+        as a worker reads them) join the run's labels by a separator they were not read with, as
+        ``evaluate`` refuses them; the epochs' check (:meth:`_check_val_labels`) stays for the blocks
+        past that sample. Found only there, a whole epoch (every one, with --ddp) trained first."""
+        if not self.columns.multilabel or self.val_src is None:
+            return
+        sample = sample_rows(self.val_src, self.columns, self.cfg.data.storage_options)
+        if sample is not None:
+            refuse_joined_sets(unseen(sample.column("label"), labels)[1], labels, self.columns.label_sep)
+
+    def _warn_of_joined_sets(self, labels: list[str]) -> None:
+        """A multilabel run's labels that are its other labels joined by a separator it did not split by."""
+        joined = joined_in_sets(labels, self.cfg.data.label_sep) if self.columns.multilabel else None
+        if joined:
+            sep, names = joined
+            self.decisions["joined_labels"] = {"separator": sep, "examples": names[:3]}
+            self.events.emit("warning", message=(
+                f"{counted(len(names), 'label')} of this run {verb(len(names), 'is', 'are')} its other labels joined by "
+                f"{sep!r} ({', '.join(repr(x) for x in names[:3])}{', …' if len(names) > 3 else ''}): each was read "
+                f"as one label string, so its rows learned the joined string, not the labels it joins; "
+                f"pass {{data.label_sep}} '{sep}' to split such strings (a list's items are never split)"))
 
     def _feed_spec(self) -> FeedSpec:
         plan = self.memory
@@ -1101,7 +1129,7 @@ class Training:
         join the run's labels by a separator they were not read with, as ``evaluate`` refuses them:
         every such row was scored as missing all its labels, and every figure of the run with it."""
         if self.task.multilabel:
-            refuse_joined_sets(val.get("unseen_labels") or {}, self.features.labels)
+            refuse_joined_sets(val.get("unseen_labels") or {}, self.features.labels, self.columns.label_sep)
 
     def _start_as_candidate(self, state: TrainState) -> None:
         """A continued run's starting weights (its old run's) as epoch 0 of the best-epoch choice,
@@ -1342,6 +1370,8 @@ class Training:
         cfg, tc = self.cfg, self.tc
         if read_as:
             self.events.emit("warning", message=read_as_warning(read_as, "training's"))
+        for message in separator_warnings(cfg.data.label_sep, rows.get("label_sep", {}), idle=label_sep_given(cfg)):
+            self.events.emit("warning", message=message)
         for reason, n in rows.get("noted", {}).items():
             if reason == LABEL_AS_RUN:   # said above, spelling by spelling
                 continue
@@ -1360,17 +1390,23 @@ class Training:
     def _calibration_metrics(self) -> dict:
         """metrics.json's record of the calibration: a margin model's probability scale and the
         validation loss at it on the rows it was fitted on (the loss of the probabilities predict
-        gives; val_loss is its scores' at scale 1, as each epoch's), and for label sets every
-        validation row at the saved thresholds (chosen on the first of them): what predict decides,
-        where each epoch's figures are at 0.5."""
-        c, out = self.calibration, {}
-        if c.loss is not None:
-            out["calibration"] = {"scale": round(c.scale, 6), "val_loss": round(c.loss, 6), "rows": c.rows,
-                                  "at_limit": c.at_limit}
-        if c.at_thresholds:
-            # Every validation row counted; the thresholds were chosen on a uniform sample, thresholds_rows of them.
-            out["val_at_thresholds"] = {**c.at_thresholds, "thresholds_rows": c.rows}
-        return out
+        gives; val_loss is its scores' at scale 1, as each epoch's)."""
+        c = self.calibration
+        if c.loss is None:
+            return {}
+        return {"calibration": {"scale": round(c.scale, 6), "val_loss": round(c.loss, 6), "rows": c.rows,
+                                "at_limit": c.at_limit}}
+
+    def _leading_figures(self, final_val: dict) -> dict:
+        """metrics.json's validation figures, those of the saved model first: for label sets every
+        validation row at the saved thresholds (chosen on the first of them), what predict decides;
+        then the kept epoch's, as each epoch's are and --monitor judges them, with where those decide
+        a label (``val_decided_at``: margin 0 or probability 0.5, not the thresholds)."""
+        c = self.calibration
+        # Every validation row counted; the thresholds were chosen on a uniform sample, thresholds_rows of them.
+        at = {"val_at_thresholds": {**c.at_thresholds, "thresholds_rows": c.rows}} if c.at_thresholds else {}
+        decided = decided_at(self.task) if final_val else None
+        return {**at, **val_scores(final_val), **({"val_decided_at": decided} if decided else {})}
 
     def _write_for_continuations(self, kept: int | None) -> None:
         """What a run continued from this one reads besides the model, recorded in model.json: which
@@ -1392,7 +1428,7 @@ class Training:
         self.events.emit("stage", stage="saving")
         ts = time.monotonic()
         metrics = {
-            "task": self.task.kind, "model": cfg.model.name, **val_scores(final_val),
+            "task": self.task.kind, "model": cfg.model.name, **self._leading_figures(final_val),
             # The matrix as non-zero cells; dense as well only for a few classes (see models/metrics.py).
             "confusion": final_val.get("confusion"), "confusion_cells": final_val.get("confusion_cells"),
             "per_class": final_val.get("per_class"),

@@ -127,13 +127,26 @@ def check_finite(epoch: int, train: dict, val: dict) -> None:
                       "the input rows), or clip the gradient with {training.clip_grad} 1.0")
 
 
-def epoch_record(epoch: int, train: TaskMetrics, val: dict, clock: EpochClock, lr: float) -> dict:
-    """One finished epoch, as history.csv, metrics.json and the ``epoch`` event have it.
+def decided_at(task) -> str | None:
+    """Where a multi-label epoch's figures decide each label: at margin 0 (the hinge's scores)
+    or probability 0.5, the same logit 0, never the per-label thresholds the saved model is
+    given once the epochs are done (``val_at_thresholds``); None for a task that picks a class."""
+    if not task.multilabel:
+        return None
+    return "margin 0" if task.class_loss == "hinge" else "probability 0.5"
+
+
+def epoch_record(epoch: int, train: TaskMetrics, val: dict, clock: EpochClock, lr: float,
+                 decided: str | None = None) -> dict:
+    """One finished epoch, as history.csv, metrics.json and the ``epoch`` event have it
+    (``decided``: where its label sets' figures decide a label, :func:`decided_at`).
     A loss that is not a number ends the run (:func:`check_finite`)."""
     tr = train.result()
     check_finite(epoch, tr, val)
     seconds = clock.seconds
     label_sets = {"train_micro_f1": tr["micro_f1"]} if "micro_f1" in tr else {}   # multilabel's curve
+    if decided and val:
+        label_sets["val_decided_at"] = decided
     return {"epoch": epoch, "train_loss": tr.get("loss"), "train_accuracy": tr.get("accuracy"), **label_sets,
             **val_scores(val),
             "rows": clock.rows, "seconds": seconds, "lr": lr,

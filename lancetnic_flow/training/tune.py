@@ -37,6 +37,7 @@ from ..errors import UserError
 from ..options import bad
 from ..events import Events, warnings_only
 from ..models import registration
+from ..models.tasks import Task
 from ..reconnect import share
 from ..runs.folder import write_json
 from ..scores import BY_KEY
@@ -44,6 +45,7 @@ from ..sizes import format_size
 from ..storage import join
 from . import search
 from .orchestrator import ROW_BYTES_ESTIMATE, Training, estimate_model_bytes, make_task, train
+from .step import decided_at
 from .trial import run_trial
 
 GRACE_S = 60.0   # past the deadline, a trial that has not answered (a hung worker) is abandoned
@@ -266,9 +268,11 @@ class Search:
             self.study.tell(trial, score)
         self.records.append(rec)
         best = best_of(self.records)
-        self.events.emit("trial", **{k: v for k, v in rec.items() if k != "curve"}, monitor=self.cfg.training.monitor,
+        t = self.cfg.training   # label sets: each trial's figure decides at margin 0 (or 0.5), as the epochs'
+        self.events.emit("trial", **{k: v for k, v in rec.items() if k != "curve"}, monitor=t.monitor,
                          best_number=best["number"] if best else None, best_value=best["value"] if best else None,
-                         left=max(0.0, self.left()), running=len(self.running))
+                         left=max(0.0, self.left()), running=len(self.running),
+                         decided_at=decided_at(Task(kind=t.task, class_loss=t.class_loss)))
 
 
 def no_trial_finished(records: list[dict], budget: float) -> UserError:
@@ -390,7 +394,9 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     write_json(join(result.run, "tune.json"), doc, base.out_so)
     events.emit("tuned", run=str(result.run), monitor=cfg.training.monitor, best=best, defaults=defaults,
                 final=result.metrics.get(cfg.training.monitor), trials=len(records), seconds=seconds,
-                final_seconds=result.metrics.get("seconds"))
+                final_seconds=result.metrics.get("seconds"),
+                # label sets: where the figures judged decide a label, and the saved model's at its thresholds
+                decided_at=result.metrics.get("val_decided_at"), at_thresholds=result.metrics.get("val_at_thresholds"))
     return TuneResult(result.run, result.metrics, records, best, defaults, seconds)
 
 

@@ -426,7 +426,51 @@ def test_a_val_file_joining_the_label_sets_of_a_run_trained_on_lists_is_refused_
             "--out", "runs", "--name", "lists", "--no-plots", cwd=tmp_path)
     assert_user_error(p, "joins this run's labels by '|'", "'sports|tech'", "--label-sep '|'")
     assert not (tmp_path / "runs" / "lists" / "model.json").exists()
+    assert "training epoch" not in p.stdout + p.stderr   # refused from the file's head, before any epoch
     p = cli("train", "train.jsonl", "--val", "val.csv", "--task", "multilabel", "--label-sep", "|", "--epochs", "1",
             "--run-on", "process", "--out", "runs", "--name", "split", "--no-plots", cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "unseen_labels" not in json.loads((tmp_path / "runs" / "split" / "metrics.json").read_text())
+
+
+def test_a_label_sep_that_split_no_label_past_the_files_head_is_warned_of_and_joined_strings_among_lists_are_named(
+        tmp_path):
+    """A JSON Lines file of lists longer than the head --label-sep's check reads trained with the
+    separator doing nothing, silently (exit 0, no word); a few "sports|tech" strings among lists,
+    trained without it, were each learned as a label of their own, silently. Both are said now."""
+    write_corpus(str(tmp_path / "lists.jsonl"), 8000, classes=4, seed=1, multilabel=True)
+    assert (tmp_path / "lists.jsonl").stat().st_size > (1 << 20)
+    p = cli("train", "lists.jsonl", "--task", "multilabel", "--label-sep", "|", "--epochs", "1", "--run-on", "process",
+            "--out", "runs", "--name", "idle", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "--label-sep '|' split no label" in p.stdout + p.stderr
+    assert "label_sep" not in json.loads((tmp_path / "runs" / "idle" / "metrics.json").read_text())["rows"]
+    e = cli("evaluate", tmp_path / "runs" / "idle", "lists.jsonl", "--label-sep", "|", cwd=tmp_path)
+    assert e.returncode == 0 and "--label-sep '|' split no label" in e.stderr, e.stdout + e.stderr
+    lines = (tmp_path / "lists.jsonl").read_text().splitlines()
+    mixed = [json.loads(x) for x in lines[:1500]]
+    for row in mixed[::10]:
+        row["label"] = "|".join(row["label"]) if len(row["label"]) > 1 else row["label"]
+    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mixed))
+    p = cli("train", "mixed.jsonl", "--task", "multilabel", "--epochs", "1", "--run-on", "process",
+            "--out", "runs", "--name", "mixed", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "of this run are its other labels joined by '|'" in p.stdout + p.stderr and "pass --label-sep '|'" in \
+        p.stdout + p.stderr
+
+
+def test_a_linear_svm_label_set_run_leads_with_its_saved_models_figures_and_its_epoch_lines_name_their_margin(
+        tmp_path):
+    """Its epochs score each label at margin 0 and the saved model at per-label thresholds: the run
+    said the first (micro-F1 far lower) as its result and the second a line below, unnamed."""
+    write_corpus(str(tmp_path / "ml.csv"), 3000, classes=6, seed=3, multilabel=True)
+    p = cli("train", "ml.csv", "--task", "multilabel", "--label-sep", "|", "--model", "LinearSVM", "--epochs", "2",
+            "--run-on", "process", "--out", "runs", "--name", "svm", "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    out = p.stdout + p.stderr
+    assert out.count("· at margin 0 ·") == 2, out   # each epoch line
+    metrics = json.loads((tmp_path / "runs" / "svm" / "metrics.json").read_text())
+    assert list(metrics)[2] == "val_at_thresholds" and metrics["val_decided_at"] == "margin 0"
+    assert all(e["val_decided_at"] == "margin 0" for e in metrics["epochs"])
+    result = out[out.index("result"):]
+    assert result.index("micro-F1 at the saved thresholds") < result.index("micro-F1 at margin 0"), result

@@ -106,3 +106,16 @@ def test_a_cluster_configs_sizes_may_be_written_as_the_command_line_writes_them(
         ClusterConfig(memory_budget="GiB").validate()
     assert e.value.field == "cluster.memory_budget" and str(e.value).startswith("memory_budget: 'GiB' has no number")
     assert e.value.said("cli")[0].startswith("--memory-budget: 'GiB'")
+
+
+def test_a_label_separator_is_the_callers_unless_a_continued_run_took_it_from_the_run_it_continues():
+    import dataclasses
+
+    from lancetnic_flow.config import DataConfig, TrainConfig, TrainingConfig, label_sep_given
+
+    fresh = TrainConfig(data=DataConfig(train=["t.csv"], label_sep="|"), training=TrainingConfig(task="multilabel"))
+    assert label_sep_given(fresh)
+    assert not label_sep_given(dataclasses.replace(fresh, data=DataConfig(train=["t.csv"])))
+    continued = dataclasses.replace(fresh, training=TrainingConfig(task="multilabel", init_from="runs/old"))
+    assert not label_sep_given(continued)   # merged from the old run: not the caller's
+    assert label_sep_given(dataclasses.replace(continued, given=frozenset({"data.label_sep"})))

@@ -71,21 +71,81 @@ def check_single(label) -> None:
             raise several_labels(what, pc.filter(label, lists)[0].as_py(), bad)
 
 
-def label_sets(label, sep: str | None) -> pa.ListArray:
-    """The label column as ``list<string>``, one set per row (see the module docstring)."""
+# Noted (``noted`` of :func:`label_sets`, with a separator): the label strings it split into several
+# labels, and the rows read as lists (a list column, a JSON list) with an item that holds it, kept whole
+# since a list's items are its labels. The run says at its end where the separator split no label.
+SEP_SPLIT = "label_sep_split"
+SEP_IN_LISTS = "label_sep_in_lists"
+
+
+def label_sets(label, sep: str | None, noted: dict[str, int] | None = None) -> pa.ListArray:
+    """The label column as ``list<string>``, one set per row (see the module docstring);
+    with ``sep``, what it split and left whole counted in ``noted`` (:data:`SEP_SPLIT`,
+    :data:`SEP_IN_LISTS`)."""
     if isinstance(label, pa.ChunkedArray):
         label = label.combine_chunks()
     if is_list_type(label.type):
-        values = pc.list_flatten(label)
-        return _rebuild(len(label), pc.list_parent_indices(label), _as_text(values))
+        values = _as_text(pc.list_flatten(label))
+        parents = pc.list_parent_indices(label)
+        _note_separator(noted, sep, 0, values, parents)
+        return _rebuild(len(label), parents, values)
     text = _python_lists_as_json(pc.utf8_trim_whitespace(_as_text(label)))
     is_json = pc.fill_null(pc.match_substring_regex(text, JSON_LIST_RE), False)
     # Without a separator a plain string is a set of one label.
     parts = pc.split_pattern(text, sep) if sep else \
         pa.ListArray.from_arrays(pa.array(np.arange(len(text) + 1, dtype=np.int32)), text)
-    if pc.any(is_json).as_py():
+    split = 0
+    if sep and noted is not None:   # a string cut in two or more parts (a JSON list's own are its items)
+        split = pc.sum(pc.and_(pc.invert(is_json), pc.greater(pc.list_value_length(parts), 1))).as_py() or 0
+    listed = pc.any(is_json).as_py()
+    if listed:
         parts = _with_json_lists(text, is_json, parts)
-    return _rebuild(len(label), pc.list_parent_indices(parts), pc.list_flatten(parts))
+    values, parents = pc.list_flatten(parts), pc.list_parent_indices(parts)
+    # only a JSON list's items can hold the separator: a split string's parts hold none
+    _note_separator(noted, sep if listed else None, split, values, parents)
+    return _rebuild(len(label), parents, values)
+
+
+def separator_counts(noted: dict[str, int]) -> dict[str, int]:
+    """Take the separator's counts out of ``noted`` (rows' notes, by reason): ``{"split": n,
+    "in_lists": m}`` (:data:`SEP_SPLIT`, :data:`SEP_IN_LISTS`; a count of none left out)."""
+    counts = {"split": noted.pop(SEP_SPLIT, 0), "in_lists": noted.pop(SEP_IN_LISTS, 0)}
+    return {k: v for k, v in counts.items() if v}
+
+
+def separator_warnings(sep: str | None, counts: dict[str, int], where: str = "rows.label_sep in metrics.json",
+                       idle: bool = True) -> list[str]:
+    """What to say of ``--label-sep`` ``sep`` at the end of a read (``counts``: :func:`separator_counts`
+    over every row): with ``idle``, that it split no label string anywhere, so changed nothing (not
+    of a separator the caller did not give), and of label sets read as lists whose items hold it,
+    each kept whole as one label."""
+    if not sep:
+        return []
+    said = []
+    split, held = counts.get("split", 0), counts.get("in_lists", 0)
+    if held:
+        said.append(f"{counted(held, 'row')} whose labels are a list (a list column, a JSON array) "
+                    f"{verb(held, 'holds', 'hold')} {sep!r} inside an item, kept whole as one label: a list's items "
+                    f"are its labels, and {{data.label_sep}} splits label strings only ({where})")
+    if idle and not split:
+        said.append(f"{{data.label_sep}} {sep!r} split no label: no label string held it (the items of lists, "
+                    "JSON arrays included, are each one label and are never split), so it changed nothing; "
+                    "drop it, or pass the separator the labels are joined by")
+    return said
+
+
+def _note_separator(noted: dict[str, int] | None, sep: str | None, split: int, values: pa.Array, parents) -> None:
+    """Count in ``noted`` the ``split`` label strings a separator split, and the rows whose label
+    ``values`` (each of the row ``parents`` gives) hold ``sep``: the items of lists, which no
+    separator splits (None: no values to look at)."""
+    if split and noted is not None:
+        noted[SEP_SPLIT] = noted.get(SEP_SPLIT, 0) + int(split)
+    if noted is None or not sep:
+        return
+    held = pc.fill_null(pc.match_substring(values, sep), False)
+    if pc.any(held).as_py():
+        rows = np.asarray(parents.to_numpy(zero_copy_only=False))[np.asarray(held.to_numpy(zero_copy_only=False), bool)]
+        noted[SEP_IN_LISTS] = noted.get(SEP_IN_LISTS, 0) + len(np.unique(rows))
 
 
 def _python_lists_as_json(text: pa.Array) -> pa.Array:

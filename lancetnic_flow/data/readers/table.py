@@ -303,27 +303,14 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
     if undecodable is not None:
         reasons.insert(0, ("undecodable", pc.invert(undecodable)))
     label = target = None
+    noted: dict[str, int] = {}
     if columns.label:
-        label, ok = label_column(columns, get(columns.label))
+        label, ok = label_column(columns, get(columns.label), noted)
         reasons.append(("missing_label", ok))
     if columns.target:
         target = number_column(get(columns.target), columns.target, "--target")
         reasons.append(("missing_target", pc.is_valid(target)))
-    mask = None
-    dropped = 0
-    for reason, ok in reasons:
-        ok = pc.fill_null(ok, False)
-        if mask is None:
-            bad = pc.invert(ok)
-            mask = ok
-        else:
-            bad = pc.and_(mask, pc.invert(ok))
-            mask = pc.and_(mask, ok)
-        count = pc.sum(bad).as_py() or 0
-        if count:
-            skipped[reason] = skipped.get(reason, 0) + count
-            dropped += count
-
+    mask, dropped = _usable_rows(reasons, skipped)
     kept = (lambda a: pc.filter(a, mask)) if dropped else (lambda a: a)   # no copy when every row is kept
 
     arrays = [kept(text)]
@@ -345,7 +332,8 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
     table = pa.Table.from_arrays(
         [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
         names=names)
-    noted = {"unreadable_numeric": unreadable} if unreadable else {}
+    if unreadable:
+        noted["unreadable_numeric"] = unreadable
     if columns.multilabel and label is not None:
         repeated = repeated_rows(table.column("label").combine_chunks())
         if repeated:
@@ -357,6 +345,26 @@ def _with_tokens(table: pa.Table, field: pa.Field | None, tokens: pa.Array | Non
     # A tokenizer of the user's gave the empty_text check its tokens: they travel with the rows
     # kept, so the features read them rather than run it again (features/tokenize.py: texts_of).
     return table if tokens is None else table.append_column(field, kept(tokens))
+
+
+def _usable_rows(reasons: list, skipped: dict[str, int]) -> tuple:
+    """The rows that pass every ``(reason, ok)`` check, in order, and how many fail one; each
+    failing row is counted in ``skipped`` under the first reason it fails."""
+    mask = None
+    dropped = 0
+    for reason, ok in reasons:
+        ok = pc.fill_null(ok, False)
+        if mask is None:
+            bad = pc.invert(ok)
+            mask = ok
+        else:
+            bad = pc.and_(mask, pc.invert(ok))
+            mask = pc.and_(mask, ok)
+        count = pc.sum(bad).as_py() or 0
+        if count:
+            skipped[reason] = skipped.get(reason, 0) + count
+            dropped += count
+    return mask, dropped
 
 
 def finish_table(url: str, columns: Columns, table: pa.Table, have: list[str]) -> Chunk:
@@ -387,12 +395,13 @@ def _unreadable_numbers(raw, value) -> int:
     return int(pc.sum(pc.and_(pc.fill_null(given, False), pc.is_null(value))).as_py() or 0)
 
 
-def label_column(columns: Columns, raw) -> tuple:
+def label_column(columns: Columns, raw, noted: dict[str, int] | None = None) -> tuple:
     """The label column and which rows have one: a string per row, or with
-    ``columns.multilabel`` a set of labels per row (an empty set is no label).
+    ``columns.multilabel`` a set of labels per row (an empty set is no label;
+    what ``columns.label_sep`` split and left whole counted in ``noted``).
     A single-label task refuses lists of labels (:class:`~.labels.LabelListError`)."""
     if columns.multilabel:
-        sets = label_sets(raw, columns.label_sep)
+        sets = label_sets(raw, columns.label_sep, noted)
         return sets, pc.greater(pc.list_value_length(sets), 0)
     if is_list_type(raw.type):
         check_single(raw)   # raises: to_string cannot read a list

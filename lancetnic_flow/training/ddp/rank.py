@@ -508,7 +508,7 @@ class RankRun:
             if val.get("rows") == 0:   # --cache none reads the pieces to learn they hold no validation row
                 val_m, val = None, {}
             record = steps.epoch_record(epoch + 1, self._train_m, val, self._epoch_clock,
-                                        self.rule.rate(self.schedule(s.step)))
+                                        self.rule.rate(self.schedule(s.step)), steps.decided_at(self.task))
             s.history.append(record)
             s.confusions.append(val.get("confusion"))
             self._last_val = val

@@ -83,20 +83,28 @@ def _kv(title: str) -> Table:
     return t
 
 
+def _add_scores(metrics: Table, m: dict) -> None:
+    """The validation figures of ``m`` (metrics.json's) into ``metrics``: a label set run's at its saved
+    thresholds first, what the saved model decides (predict, evaluate), then the kept epoch's."""
+    at = m.get("val_at_thresholds") or {}
+    for key, name in (("micro_f1", "micro-F1"), ("macro_f1", "macro-F1"), ("subset_accuracy", "subset accuracy")):
+        if at.get(key) is not None:
+            metrics.add_row(f"{name} at the saved thresholds", f"{at[key]:.4f}")
+    # Label sets' epoch figures decide each label at margin 0 (or 0.5), as --monitor judged them: said so.
+    decided = f" at {m['val_decided_at']}" if m.get("val_decided_at") else ""
+    for sc in _SUMMARY:
+        if m.get(sc.key) is not None:
+            metrics.add_row(sc.long + (decided if sc.name != "loss" else ""), sc.shown(m[sc.key]))
+
+
 def render_summary(done: dict, width: int = 80) -> Group:
     """The final summary of a ``done`` event: metrics, rows, time, memory, run."""
     m, run = done["metrics"], done["run"]
     metrics = _kv("result")
-    for sc in _SUMMARY:
-        if m.get(sc.key) is not None:
-            metrics.add_row(sc.long, sc.shown(m[sc.key]))
+    _add_scores(metrics, m)
     calibrated = (m.get("calibration") or {}).get("val_loss")
     if calibrated is not None:   # a margin model: its scores' loss above, its probabilities' here
         metrics.add_row("loss, calibrated", f"{calibrated:.4f}")
-    at = m.get("val_at_thresholds") or {}
-    if at.get("micro_f1") is not None:   # the figures above are at 0.5, as each epoch's
-        metrics.add_row("micro-F1 at thresholds", f"{at['micro_f1']:.4f}")
-        metrics.add_row("subset accuracy at thresholds", f"{at['subset_accuracy']:.4f}")
     if m.get("kept") == "start":   # a continued run that no epoch improved: its old run's weights
         metrics.add_row("kept", "its start (no epoch beat it)")
     elif m.get("best_epoch") and m.get("kept") == "last":

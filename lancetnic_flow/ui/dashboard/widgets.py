@@ -239,8 +239,10 @@ def spark(values: list[float], width: int) -> str:
 
 
 def val_parts(e: dict) -> list[str]:
-    """``["loss 0.34", "acc 0.91", ...]`` for the validation scores the event has."""
-    return [f"{s.short} {s.shown(e[s.key])}" for s in SCORES if s.short and e.get(s.key) is not None]
+    """``["loss 0.34", "acc 0.91", ...]`` for the validation scores the event has; label sets'
+    with where they decide a label (``at margin 0``): not the saved model's thresholds."""
+    parts = [f"{s.short} {s.shown(e[s.key])}" for s in SCORES if s.short and e.get(s.key) is not None]
+    return parts + [f"at {e['val_decided_at']}"] if parts and e.get("val_decided_at") else parts
 
 
 def val_text(e: dict | None) -> Text:

@@ -242,6 +242,25 @@ def test_a_label_separator_for_fasttext_files_alone_is_refused_as_splitting_noth
     plan_training_sources(cfg("t.ft", "t.csv"), 1 << 20)
 
 
+def test_a_continued_runs_separator_taken_from_the_run_it_continues_is_not_refused_on_lists(tmp_path):
+    """`train lists.jsonl --init-from RUN` of a run trained with --label-sep '|' was refused with `drop
+    --label-sep`, an option its caller never gave and could not drop: the old run's separator applies
+    where it splits something; one the caller gives is judged as before."""
+    import dataclasses
+
+    from lancetnic_flow.config import DataConfig, TrainConfig, TrainingConfig
+    from lancetnic_flow.data.checks import plan_training_sources
+
+    (tmp_path / "t.jsonl").write_text('{"text": "good words", "label": ["a", "b"]}\n'
+                                      '{"text": "more words", "label": ["b"]}\n')
+    inherited = TrainConfig(data=DataConfig(train=[str(tmp_path / "t.jsonl")], label_sep="|"),
+                            training=TrainingConfig(task="multilabel", init_from=str(tmp_path / "old")))
+    plan_training_sources(inherited, 1 << 20)
+    given = dataclasses.replace(inherited, given=frozenset({"data.label_sep"}))
+    with pytest.raises(UserError, match="holds lists"):
+        plan_training_sources(given, 1 << 20)
+
+
 def cli(text: str) -> str:
     """A run's warning as the command line reads it (options.said, Events' words)."""
     from lancetnic_flow.options import said

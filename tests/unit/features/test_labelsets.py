@@ -78,3 +78,30 @@ def test_label_sets_joining_the_runs_labels_are_refused_naming_the_separator_in_
         refuse_joined_sets({"sports|tech": 3, "weather": 1}, ["sports", "tech"])
     assert err.value.cli[1] == "pass --label-sep '|'" and err.value.workflow[1] == "pass label_sep: |"
     refuse_joined_sets({"weather": 1, "sports|weather": 2}, ["sports", "tech"])   # new labels: nothing to split
+
+
+def test_a_multilabel_runs_labels_joined_by_a_separator_it_did_not_split_by_are_named():
+    from lancetnic_flow.features.labelsets import joined_in_sets
+
+    assert joined_in_sets(["sports", "tech", "sports|tech"], None) == ("|", ["sports|tech"])   # one is enough
+    assert joined_in_sets(["sports", "tech", "sports|tech"], "|") is None   # a list item: warned of by count
+    assert joined_in_sets(["a", "b", "a;b"], "|") == (";", ["a;b"])
+    assert joined_in_sets(["Science|Physics", "Science"], None) is None
+
+
+def test_list_items_joined_by_the_separator_the_data_was_read_with_are_refused_as_items_not_told_to_pass_it():
+    """A --val (or evaluate) file of lists whose items join the run's labels (["sports|tech"]) read
+    with --label-sep '|' was refused with the hint `pass --label-sep '|'`, the option already given:
+    a list's items are never split, and the error now says so."""
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.features.labelsets import refuse_joined_sets
+
+    labels = ["sports", "tech"]
+    with pytest.raises(UserError) as e:
+        refuse_joined_sets({"sports|tech": 4}, labels, "|")
+    message, hint = e.value.said("cli")
+    assert message.startswith("items of the label lists join this run's labels by '|' ('sports|tech' 4)")
+    assert "never split by --label-sep" in message and "--label-sep" not in hint and "item of its own" in hint
+    with pytest.raises(UserError) as e:
+        refuse_joined_sets({"sports;tech": 4}, labels, "|")   # joined by another separator: pass that one
+    assert e.value.said("cli")[1] == "pass --label-sep ';'"

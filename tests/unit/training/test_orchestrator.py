@@ -442,3 +442,109 @@ def test_a_continued_runs_learning_rate_goes_on_from_its_weights_steps_unless_a_
                           features=SimpleNamespace(labels=["a", "b", "c"], label_counts=counts))
     assert Training._schedule_start(run) == start
     assert Training._schedule_start(SimpleNamespace(init=None, tc=run.tc, features=run.features)) == 0
+
+
+def test_the_rows_a_label_separator_split_are_counted_apart_from_the_rows_read_changed():
+    from lancetnic_flow.dataflow.shards import PartitionResult
+    from lancetnic_flow.training.orchestrator import sum_rows
+
+    parts = [PartitionResult(0, rows_read=5, noted={"label_sep_split": 3, "repeated_label": 1}),
+             PartitionResult(1, rows_read=4, noted={"label_sep_split": 2, "label_sep_in_lists": 1})]
+    rows = sum_rows(parts)
+    assert rows["label_sep"] == {"split": 5, "in_lists": 1} and rows["noted"] == {"repeated_label": 1}
+    assert "label_sep" not in sum_rows([PartitionResult(0, rows_read=5)])
+
+
+@pytest.mark.parametrize("words,named", [("cli", "--label-sep '|'"), ("python", "label_sep '|'")])
+def test_a_label_separator_that_split_no_label_in_the_whole_run_is_warned_of_at_its_end(words, named):
+    """A JSON Lines file of lists longer than the head the option check reads took --label-sep '|'
+    and trained with it doing nothing, silently: the run now says so at its end, in the caller's words."""
+    import types
+
+    from lancetnic_flow.config import TrainingConfig
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.orchestrator import Training
+
+    cfg = TrainConfig(data=DataConfig(train=["t.jsonl"], label_sep="|"), training=TrainingConfig(task="multilabel"))
+    said: list[str] = []
+    events = Events(words=words)
+    events.subscribe(lambda kind, e: said.append(e["message"]))
+    run = types.SimpleNamespace(cfg=cfg, tc=cfg.training, given=cfg, events=events)
+    Training._warn_of_rows(run, {"validated": 9, "label_sep": {"in_lists": 4}}, {})
+    assert len(said) == 2 and said[0].startswith("4 rows whose labels are a list")
+    assert said[1].startswith(f"{named} split no label")
+    said.clear()
+    Training._warn_of_rows(run, {"validated": 9, "label_sep": {"split": 4}}, {})
+    assert said == []
+    # a continued run's separator taken from the run it continues: never "drop it", list items still named
+    run.cfg = dataclasses.replace(cfg, training=TrainingConfig(task="multilabel", init_from="runs/old"))
+    Training._warn_of_rows(run, {"validated": 9, "label_sep": {"in_lists": 4}}, {})
+    assert len(said) == 1 and said[0].startswith("4 rows whose labels are a list")
+
+
+def test_a_multilabel_runs_labels_joining_its_other_labels_by_a_separator_it_did_not_split_by_are_warned_of():
+    """Lists with a few "sports|tech" strings, trained without --label-sep: the joined string was
+    learned as a label of its own, silently; the run now names it and the separator that splits it."""
+    import types
+
+    from lancetnic_flow.events import Events
+    from lancetnic_flow.training.orchestrator import Training
+
+    said: list[str] = []
+    events = Events(words="cli")
+    events.subscribe(lambda kind, e: said.append(e["message"]))
+    for sep, multilabel, expected in ((None, True, 1), ("|", True, 0), (None, False, 0)):
+        said.clear()
+        run = types.SimpleNamespace(cfg=TrainConfig(data=DataConfig(train=["t.jsonl"], label_sep=sep)), events=events,
+                                    columns=Columns(text=("text",), label="label", multilabel=multilabel), decisions={})
+        Training._warn_of_joined_sets(run, ["sports", "tech", "sports|tech"])
+        assert len(said) == expected
+    run.columns = Columns(text=("text",), label="label", multilabel=True)
+    Training._warn_of_joined_sets(run, ["sports", "tech", "sports|tech"])
+    assert said[-1].startswith("1 label of this run is its other labels joined by '|' ('sports|tech')")
+    assert "pass --label-sep '|'" in said[-1] and run.decisions["joined_labels"]["separator"] == "|"
+
+
+def test_a_val_file_joining_the_runs_labels_is_refused_before_the_first_epoch_from_its_head(tmp_path):
+    """A run trained on lists with a --val CSV of "sports|tech" was refused only after the first
+    epoch's validation (after the last one under --ddp); its head now says so before any epoch."""
+    import types
+
+    from lancetnic_flow.data.sources import plan_source
+    from lancetnic_flow.training.orchestrator import Training
+
+    (tmp_path / "val.csv").write_text("text,label\nball game,sports|tech\nnew chip,tech\nvote,politics\n")
+    labels = ["sports", "tech", "politics"]
+
+    def run(sep, multilabel=True):
+        columns = Columns(text=("text",), label="label", multilabel=multilabel, label_sep=sep)
+        return types.SimpleNamespace(cfg=TrainConfig(data=DataConfig(train=["t.jsonl"])), columns=columns,
+                                     val_src=plan_source([str(tmp_path / "val.csv")]))
+
+    with pytest.raises(UserError, match=r"joins this run's labels by '\|' \('sports\|tech' 1\)") as e:
+        Training._refuse_joined_val_sets(run(None), labels)
+    assert "--label-sep '|'" in e.value.said("cli")[1]
+    Training._refuse_joined_val_sets(run("|"), labels)   # read with the separator: three sets of known labels
+    Training._refuse_joined_val_sets(run(None, multilabel=False), labels)   # one label a row: not label sets
+    Training._refuse_joined_val_sets(types.SimpleNamespace(columns=run(None).columns, val_src=None), labels)
+
+
+def test_a_label_set_runs_metrics_lead_with_the_saved_models_figures_and_say_where_the_epochs_decide():
+    """metrics.json led with val_micro_f1 at margin 0 (a LinearSVM's epochs: 0.45) and kept the saved
+    model's figure at its thresholds (0.76) further down, unsaid which was which: the saved model's now
+    come first, and the epoch figures name the margin they decide a label at."""
+    import types
+
+    from lancetnic_flow.models.calibrate import Calibration
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.orchestrator import Training
+
+    at = {"micro_f1": 0.76, "macro_f1": 0.7, "subset_accuracy": 0.4, "rows": 50}
+    run = types.SimpleNamespace(calibration=Calibration(rows=40, at_thresholds=at),
+                                task=Task(kind="multilabel", classes=3, class_loss="hinge"))
+    got = Training._leading_figures(run, {"micro_f1": 0.45, "loss": 1.0})
+    assert list(got)[0] == "val_at_thresholds" and got["val_at_thresholds"] == {**at, "thresholds_rows": 40}
+    assert got["val_micro_f1"] == 0.45 and got["val_decided_at"] == "margin 0"
+    run = types.SimpleNamespace(calibration=Calibration(), task=Task(kind="classify", classes=3))
+    got = Training._leading_figures(run, {"accuracy": 0.9, "loss": 1.0})
+    assert list(got)[0] == "val_loss" and "val_decided_at" not in got and "val_at_thresholds" not in got

@@ -135,3 +135,18 @@ def test_the_steps_a_run_saved_are_read_from_model_json_else_from_its_kept_epoch
 
 def test_kept_steps_counts_every_epoch_when_no_epoch_was_kept():
     assert kept_steps([{"rows": 130}, {"rows": 130}], None, 64) == 6
+
+
+def test_a_label_set_epochs_record_says_where_its_figures_decide_a_label_and_a_class_epochs_says_nothing():
+    """The epochs of a multi-label run are scored at margin 0 (probability 0.5), the saved model at its
+    per-label thresholds: the record (epoch lines, history.csv, metrics.json) now says which."""
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.step import EpochClock, decided_at, epoch_record
+
+    assert decided_at(Task(kind="multilabel", classes=3, class_loss="hinge")) == "margin 0"
+    assert decided_at(Task(kind="multilabel", classes=3)) == "probability 0.5"
+    assert decided_at(Task(kind="classify", classes=3, class_loss="hinge")) is None
+    train = Task(kind="multilabel", classes=2).new_metrics()
+    record = epoch_record(1, train, {"loss": 0.5, "micro_f1": 0.4}, EpochClock(), 0.1, "margin 0")
+    assert record["val_decided_at"] == "margin 0" and record["val_micro_f1"] == 0.4
+    assert "val_decided_at" not in epoch_record(1, train, {}, EpochClock(), 0.1, "margin 0")   # no validation

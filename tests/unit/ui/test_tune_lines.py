@@ -37,6 +37,20 @@ def test_the_tuned_line_compares_the_best_trial_with_the_defaults_and_names_the_
     assert second == "best options  " + options_text({"lr": 0.01})
 
 
+def test_a_label_set_tunes_final_line_says_where_its_figure_decides_and_what_the_saved_model_gives():
+    """tune's final line gave a LinearSVM label-set run's micro-F1 at margin 0 (its epochs') as the run's,
+    where the model it saved, at its per-label thresholds, gives far more: both are said now."""
+    e = {"monitor": "val_micro_f1", "seconds": 5, "trials": 2, "run": "runs/x", "final": 0.5475,
+         "best": {"number": 1, "value": 0.55, "params": {"lr": 0.01}}, "defaults": None,
+         "decided_at": "margin 0", "at_thresholds": {"micro_f1": 0.768, "macro_f1": 0.7}}
+    assert tuned_line(e).splitlines()[0].endswith(
+        "final run 0.5475 (at margin 0; the saved model at its thresholds: micro-F1 0.7680) in runs/x")
+    trial = trial_line({"monitor": "val_micro_f1", "number": 1, "params": {"lr": 0.01}, "left": 30, "state": "complete",
+                        "value": 0.55, "best_epoch": 2, "epochs_run": 2, "seconds": 1.0, "worker": "w",
+                        "decided_at": "margin 0"})
+    assert "val_micro_f1 0.5500 at margin 0 (epoch 2 of 2)" in trial
+
+
 def test_the_trials_table_lists_the_best_first_and_keeps_the_defaults_trial():
     trials = [{"number": i, "params": {"lr": 0.1 * (i + 1)}, "value": 1.0 - 0.1 * i, "score": 1.0 - 0.1 * i,
                "seconds": 3.0, "defaults": i == 0, "best": i == 4} for i in range(5)]

@@ -8,8 +8,9 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from lancetnic_flow.data.readers.labels import (LabelListError, check_single, fasttext_sets, label_sets,
-                                                strings_array, tag_counts)
+from lancetnic_flow.data.readers.labels import (SEP_IN_LISTS, SEP_SPLIT, LabelListError, check_single, fasttext_sets,
+                                                label_sets, separator_counts, separator_warnings, strings_array,
+                                                tag_counts)
 
 
 def test_strings_become_sets_by_separator_json_list_or_as_one_label():
@@ -94,7 +95,48 @@ def test_a_read_chunk_notes_the_rows_whose_label_set_repeats_a_label_and_keeps_t
     cols = Columns(text=("text",), label="label", multilabel=True, label_sep="|" if name.endswith("csv") else None)
     chunks = list(read_partition(plan_source([str(path)]).partitions[0], cols))
     assert sum(c.table.num_rows for c in chunks) == 3 and not any(c.skipped for c in chunks)
-    assert [c.noted for c in chunks] == [{"repeated_label": 2}]
+    split = {"label_sep_split": 3} if name.endswith("csv") else {}   # the separator's own count, no row changed
+    assert [c.noted for c in chunks] == [{"repeated_label": 2, **split}]
+
+
+def test_a_separator_counts_the_label_strings_it_split_and_the_list_items_holding_it_that_stay_whole():
+    noted: dict = {}
+    sets = label_sets(pa.array(["a|b", "c", '["d|e", "f"]', "g| ", None]), "|", noted)
+    assert sets.to_pylist() == [["a", "b"], ["c"], ["d|e", "f"], ["g"], []]
+    assert noted == {SEP_SPLIT: 2, SEP_IN_LISTS: 1}
+    noted = {}
+    lists = label_sets(pa.array([["a|b", "c|d"], ["e"], None, ["f|g"]]), "|", noted)
+    assert lists.to_pylist() == [["a|b", "c|d"], ["e"], [], ["f|g"]] and noted == {SEP_IN_LISTS: 2}   # rows, not items
+    noted = {}
+    label_sets(pa.array([["a"], ["b", "c"]]), "|", noted)
+    label_sets(pa.array(["a|b"]), None, noted)   # no separator: nothing to count
+    assert noted == {}
+
+
+def test_a_separator_that_split_no_label_is_said_and_list_items_holding_it_are_named():
+    assert separator_warnings("|", {"split": 5}) == [] and separator_warnings(None, {}) == []
+    idle = separator_warnings("|", {})
+    assert len(idle) == 1 and "{data.label_sep} '|' split no label" in idle[0] and "changed nothing" in idle[0]
+    both = separator_warnings("|", {"in_lists": 3})
+    assert len(both) == 2 and both[0].startswith("3 rows whose labels are a list") and "kept whole" in both[0]
+    assert "rows.label_sep in metrics.json" in both[0]
+    noted = {SEP_SPLIT: 4, SEP_IN_LISTS: 0, "repeated_label": 1}
+    assert separator_counts(noted) == {"split": 4} and noted == {"repeated_label": 1}
+
+
+def test_a_json_lines_file_of_lists_past_the_head_reads_with_a_separator_that_split_nothing_counted(tmp_path):
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import Columns, plan_source
+
+    path = tmp_path / "lists.jsonl"
+    path.write_text("".join(f'{{"text": "row {i}", "label": ["a", "b|c"]}}\n' for i in range(50)))
+    cols = Columns(text=("text",), label="label", multilabel=True, label_sep="|")
+    chunks = list(read_partition(plan_source([str(path)]).partitions[0], cols))
+    noted: dict = {}
+    for c in chunks:
+        for k, v in c.noted.items():
+            noted[k] = noted.get(k, 0) + v
+    assert noted == {SEP_IN_LISTS: 50}
 
 
 def test_a_lone_surrogate_in_a_label_or_value_is_written_as_u_fffd_not_a_stopped_run():

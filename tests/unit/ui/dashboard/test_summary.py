@@ -95,14 +95,33 @@ def test_the_status_line_says_100_percent_only_at_an_epochs_last_row():
     assert "rows 54,043/54,043 (100%)" in status_line(s)
 
 
-def test_a_label_set_runs_summary_shows_its_validation_at_the_saved_thresholds_beside_those_at_half():
-    metrics = {"val_micro_f1": 0.5021, "val_subset_accuracy": 0.31, "rows": {"read": 10}, "memory": {"plan": PLAN},
+def test_a_label_set_runs_summary_leads_with_the_saved_models_figures_and_says_where_the_epochs_decide():
+    """A LinearSVM multi-label run's summary led with micro-F1 0.45 (its epochs' figures, at margin 0)
+    where the saved model, at its per-label thresholds, gives 0.77 (a line further down): the saved
+    model's figures now come first, and every epoch figure says the margin it decides at."""
+    metrics = {"val_micro_f1": 0.5021, "val_subset_accuracy": 0.31, "val_loss": 0.9, "val_decided_at": "margin 0",
+               "rows": {"read": 10}, "memory": {"plan": PLAN},
                "val_at_thresholds": {"micro_f1": 0.7674, "macro_f1": 0.6, "subset_accuracy": 0.4512, "rows": 900}}
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 120), 120)
     import re
 
-    assert "0.5021" in text and re.search(r"micro-F1 at thresholds +0\.7674", text), text
-    assert re.search(r"subset accuracy at thresholds +0\.4512", text), text
+    lines = [x for x in text.splitlines() if re.search(r"[0-9]\.[0-9]{4}", x)]
+    assert re.search(r"micro-F1 at the saved thresholds +0\.7674", lines[0]), text
+    assert re.search(r"macro-F1 at the saved thresholds +0\.6000", lines[1]), text
+    assert re.search(r"subset accuracy at the saved thresholds +0\.4512", lines[2]), text
+    assert re.search(r"micro-F1 at margin 0 +0\.5021", text) and re.search(r"\bloss +0\.9000", text), text
+    del metrics["val_decided_at"], metrics["val_at_thresholds"]   # a run of one label a row: as it was
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 120), 120)
+    assert re.search(r"micro-F1 +0\.5021", text) and "thresholds" not in text and "margin" not in text, text
+
+
+def test_a_label_set_runs_epoch_line_says_where_its_figures_decide_a_label():
+    from lancetnic_flow.ui.dashboard.summary import epoch_line
+
+    e = {"epoch": 2, "train_loss": 0.5, "val_loss": 0.4, "val_micro_f1": 0.45, "val_decided_at": "margin 0"}
+    assert epoch_line(e) == "epoch 2  train loss 0.5000 · val loss 0.4000 · µF1 0.4500 · at margin 0"
+    del e["val_decided_at"]
+    assert epoch_line(e) == "epoch 2  train loss 0.5000 · val loss 0.4000 · µF1 0.4500"
 
 
 def test_a_continued_run_that_kept_its_start_says_so_not_a_best_epoch():
