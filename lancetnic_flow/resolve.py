@@ -109,6 +109,15 @@ def _refuse_idle(cfg: TrainConfig) -> None:
         raise bad("cluster.scheduler_wait", f"{{name}} {c.scheduler_wait} is how long a lost scheduler of an existing "
                   "cluster is waited for, and this run starts its own (no {cluster.scheduler})",
                   "add {cluster.scheduler} ADDRESS, or drop {name}")
+    existing = "{cluster.scheduler}" if c.scheduler else "DASK_SCHEDULER_ADDRESS"
+    for field, value in (("cluster.workers", c.workers), ("cluster.threads", c.threads)):
+        # An existing cluster's workers are its own: the run plans from what its scheduler reports.
+        if value is not None and (c.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+            raise bad(field, f"{{name}} {value} sizes the LocalCluster a run starts, and {existing} names an "
+                      "existing cluster, whose workers and threads are its own",
+                      "drop {name}; a cluster's workers and threads are set where they start (`dask worker "
+                      "ADDRESS`, its nworkers and nthreads options)" + ("" if c.scheduler else
+                                                        ", or unset DASK_SCHEDULER_ADDRESS to start a LocalCluster"))
     d = cfg.data
     if "data.val_fraction" in cfg.given and d.val and d.val_fraction == BY_FIELD["data.val_fraction"].default:
         # another value is refused by DataConfig; the default's, typed, would do nothing as silently

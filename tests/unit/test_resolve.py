@@ -666,6 +666,26 @@ def test_an_option_given_where_it_does_nothing_is_refused_not_recorded_as_set(mo
     resolve(dataclasses.replace(idle[1][0], given=frozenset({"output.plots"})))   # the default is no choice
 
 
+def test_workers_and_worker_threads_on_an_existing_cluster_are_refused_as_doing_nothing(monkeypatch):
+    # --scheduler ADDR --workers 3: the run used the cluster's workers, and config.json said 3
+    from lancetnic_flow.config import ClusterConfig
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    data = DataConfig(train=["x.csv"])
+    for field, sizes in (("workers", {"workers": 3}), ("threads", {"threads": 2})):
+        cfg = TrainConfig(data=data, cluster=ClusterConfig(scheduler="tcp://h:8786", **sizes))
+        with pytest.raises(UserError, match=f"{field} . sizes the LocalCluster a run starts, and scheduler names") as e:
+            resolve(cfg)
+        assert e.value.field == f"cluster.{field}"
+        assert e.value.said("cli")[0].startswith(f"--{'workers' if field == 'workers' else 'worker-threads'} ")
+        resolve(TrainConfig(data=data, cluster=ClusterConfig(**sizes)))   # a LocalCluster's size: taken
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
+    with pytest.raises(UserError, match="DASK_SCHEDULER_ADDRESS names an existing cluster") as e:
+        resolve(TrainConfig(data=data, cluster=ClusterConfig(workers=3)))
+    assert "unset DASK_SCHEDULER_ADDRESS" in e.value.hint
+    resolve(TrainConfig(data=data))
+
+
 @pytest.mark.parametrize("label,target,task,numeric,match", [
     ("label", None, None, ["label"], "it is also the run's label column"),
     ("cat", "y", "multitask", ["n", "y"], "it is also the run's target column"),
