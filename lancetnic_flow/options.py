@@ -290,7 +290,8 @@ OPTIONS: list[Option] = [
         O("--clip-grad", "clip the gradient norm (default: off)", "NORM", float, field="training.clip_grad"),
         O("--device", "auto|cpu|cuda (auto: CUDA when present; with --ddp, on the ranks' workers, a GPU per rank)",
           "DEV", default="auto", field="training.device"),
-        O("--threads", "trainer threads (default: cores not used by workers)", "N", int, field="training.threads"),
+        O("--threads", "a network's trainer threads (default: cores not used by workers); LinearSVM trains here on "
+          "one core without torch and refuses it (its --ddp ranks take it)", "N", int, field="training.threads"),
         O("--seed", "fixes partition order, shuffling, init and dropout (default {default})", "N", int, 0,
           field="training.seed", api="random_state"),
         O("--shuffle-buffer", "rows held for shuffling (default {default})", "ROWS", int, 20_000,

@@ -79,6 +79,7 @@ def resolve(given: TrainConfig) -> TrainConfig:
     _refuse_idle(cfg)
     _train_on(cfg)
     _training(cfg, spec, value_asked=auto and bool(cfg.data.target))
+    _refuse_idle_threads(cfg, spec)
     _features(cfg, spec)
     _check_task(cfg, spec)
     return cfg
@@ -127,6 +128,17 @@ def _refuse_idle(cfg: TrainConfig) -> None:
     if "output.wait_for_plots" in cfg.given and o.wait_for_plots and not o.plots:
         raise bad("output.wait_for_plots", "{name} waits for the charts, and {output.plots} is off: none is drawn",
                   "drop one of them")
+
+
+def _refuse_idle_threads(cfg: TrainConfig, spec: ModelSpec) -> None:
+    """``--threads`` where no torch network trains: LinearSVM in this process steps its NumPy
+    weights one example at a time on one core (models/linear_arrays.py), and reads no thread count;
+    its ``--ddp`` ranks and ``--train-on cluster``'s trainer task train a network, which takes it."""
+    t = cfg.training
+    if t.threads is not None and spec.rule == "hinge" and not t.ddp:
+        raise bad("training.threads", f"{{name}} {t.threads} sets the torch threads of a network trained in this "
+                  f"process, and {cfg.model.name} trains here without torch, one example at a time on one core",
+                  "drop {name}, or train on several cores with {training.ddp} N, whose ranks take it")
 
 
 def _refuse(cfg: TrainConfig, spec: ModelSpec) -> None:

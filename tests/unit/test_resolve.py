@@ -686,6 +686,23 @@ def test_workers_and_worker_threads_on_an_existing_cluster_are_refused_as_doing_
     resolve(TrainConfig(data=data))
 
 
+def test_threads_for_linearsvm_trained_in_this_process_is_refused_as_doing_nothing(monkeypatch):
+    # --threads 4 with the default model: its NumPy step reads no thread count, and config.json said 4
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    data = DataConfig(train=["x.csv"])
+    for model in ("auto", "LinearSVM"):
+        cfg = TrainConfig(data=data, model=ModelConfig(name=model), training=TrainingConfig(threads=4))
+        with pytest.raises(UserError, match="threads 4 sets the torch threads .* LinearSVM trains here without torch") as e:
+            resolve(cfg)
+        assert e.value.field == "training.threads" and "ddp N" in e.value.hint
+    # a network takes it: the MLP here, LinearSVM's --ddp ranks and --train-on cluster's trainer task
+    assert resolve(TrainConfig(data=data, model=ModelConfig(name="ScalpelMC"),
+                               training=TrainingConfig(threads=4))).training.threads == 4
+    assert resolve(TrainConfig(data=data, training=TrainingConfig(threads=4, ddp=2))).training.threads == 4
+    on_cluster = resolve(with_cluster(TrainConfig(data=data, training=TrainingConfig(threads=4)), train_on="cluster"))
+    assert (on_cluster.model.name, on_cluster.training.threads) == ("LinearSVM", 4)
+
+
 @pytest.mark.parametrize("label,target,task,numeric,match", [
     ("label", None, None, ["label"], "it is also the run's label column"),
     ("cat", "y", "multitask", ["n", "y"], "it is also the run's target column"),
