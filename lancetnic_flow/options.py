@@ -236,11 +236,12 @@ OPTIONS: list[Option] = [
         O("--idf", "weight hashed terms by inverse document frequency (default on)", kind="bool", default=True,
           field="features.idf"),
         O("--sublinear-tf", "use 1 + log(tf) (default on)", kind="bool", default=True, field="features.sublinear_tf"),
-        O("--max-features", "vocabulary size cap with --features tfidf (default 100000)", "N", int,
+        O("--max-features", "vocabulary size cap with --features tfidf or ids (default 100000)", "N", int,
           field="features.max_features", api="max_features"),
-        O("--min-df", "--features tfidf: drop terms in fewer documents: a count, or a fraction like 0.001 "
+        O("--min-df", "--features tfidf or ids: drop terms in fewer documents: a count, or a fraction like 0.001 "
           "(default {default})", "N|F", default=1, field="features.min_df", parse=parse_df),
-        O("--max-df", "--features tfidf: drop terms in more documents: a count, or a fraction (default {default})",
+        O("--max-df", "--features tfidf or ids: drop terms in more documents: a count, or a fraction (default "
+          "{default})",
           "N|F", default=1.0, field="features.max_df", parse=parse_df),
     ]),
     *_group("model and task", [
