@@ -207,8 +207,11 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
                ", and this run has no {training.ddp}")
         raise bad("training.sync_every", "{name} sets how often {training.ddp} ranks of LinearSVM average their weights" + why,
                   "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add {training.ddp} N (N ≥ 2)"))
-    if t.sync_rows == "touched" and not (t.ddp and t.ddp > 1 and spec.rule == "hinge"):
-        raise bad("training.sync_rows", "{name} touched chooses the rows {training.ddp} ranks of LinearSVM average" + (
+    # Typed at its default (all) too: a choice among rows no rank averages.
+    typed = t.sync_rows == "touched" or "training.sync_rows" in cfg.given
+    if typed and not (t.ddp and t.ddp > 1 and spec.rule == "hinge"):
+        raise bad("training.sync_rows", f"{{name}} {t.sync_rows} chooses the rows {{training.ddp}} ranks of LinearSVM "
+                  "average" + (
                   f"; {name}'s ranks exchange gradients every step" if t.ddp and spec.rule != "hinge"
                   else ", and this run has no ranks to average"),
                   "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add {training.ddp} N (N ≥ 2)"))

@@ -226,6 +226,17 @@ def test_sync_rows_touched_is_refused_where_no_ranks_average_weights():
         resolve(config("ScalpelMC", ddp=2, sync_rows="touched"))
 
 
+def test_sync_rows_typed_at_its_default_is_refused_where_no_ranks_average_weights():
+    # --sync-rows all without --ddp: it ran and chose nothing, config.json said it was set
+    for cfg, words in ((config(sync_rows="all"), "sync_rows all chooses .* no ranks to average"),
+                       (config("ScalpelMC", ddp=2, sync_rows="all"), "ScalpelMC's ranks exchange gradients")):
+        with pytest.raises(UserError, match=words):
+            resolve(dataclasses.replace(cfg, given=frozenset({"training.sync_rows"})))
+    ranks = dataclasses.replace(config(ddp=2, sync_rows="all"), given=frozenset({"training.sync_rows"}))
+    assert resolve(ranks).training.sync_rows == "all"
+    assert resolve(config(sync_rows="all")).training.sync_rows == "all"   # the default, not typed
+
+
 def test_the_legacy_hinge_optimiser_of_old_run_folders_resolves_to_the_rule_and_is_refused_elsewhere():
     old = resolve(config("LinearSVM", sparse_optimizer="hinge"))
     assert old.training.sparse_optimizer is None
