@@ -323,20 +323,22 @@ def _prunes(f: Any) -> bool:
 
 
 def _check_loss_options(cfg: TrainConfig) -> None:
-    """A loss option of a task this run does not train would do nothing: refused."""
+    """A loss option of a task this run does not train would do nothing: refused, typed at
+    its default's value too (``--value-loss mse`` of a classifier reads no value either)."""
     t = cfg.training
     values, classes = t.task in ("regress", "multitask"), t.task != "regress"
-    if t.loss_weights is not None and tuple(t.loss_weights) != tuple(BY_FIELD["training.loss_weights"].default) \
-            and t.task != "multitask":
+    weights = None if t.loss_weights is None else tuple(t.loss_weights)
+    if t.task != "multitask" and ("training.loss_weights" in cfg.given
+                                  or weights not in (None, tuple(BY_FIELD["training.loss_weights"].default))):
         raise bad("training.loss_weights", f"{{name}} weighs the class and the value losses of "
                   f"{{training.task}} multitask; this run's task is {t.task}", "drop {name}")
-    if not values and t.value_loss != BY_FIELD["training.value_loss"].default:
+    if not values and _set(cfg, "training.value_loss", t.value_loss):
         raise bad("training.value_loss", f"{{name}} {t.value_loss} is the loss of a {{data.target}} value; this run's "
                   f"task, {t.task}, predicts none", "drop {name}")
-    if not classes and t.class_loss != BY_FIELD["training.class_loss"].default:
+    if not classes and _set(cfg, "training.class_loss", t.class_loss):
         raise bad("training.class_loss", f"{{name}} {t.class_loss} is the loss of labels; this run's task, "
                   f"{t.task}, predicts a value only", "drop {name}")
-    if not classes and t.class_weights != BY_FIELD["training.class_weights"].default:
+    if not classes and _set(cfg, "training.class_weights", t.class_weights):
         raise bad("training.class_weights", f"{{name}} {t.class_weights} weighs the classes of labels; this run's "
                   f"task, {t.task}, predicts a value only", "drop {name}")
 

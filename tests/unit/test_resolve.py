@@ -475,6 +475,25 @@ def test_a_loss_option_of_a_task_the_run_does_not_train_is_refused():
         resolve(config("ScalpelReg", "regress", target="y", class_loss="bce"))
 
 
+def test_a_loss_option_typed_at_its_default_for_a_task_the_run_does_not_train_is_refused():
+    # --value-loss mse on a classifier, --class-weights none on a regression: they ran and did nothing,
+    # config.json saying they were set
+    def typed(cfg: TrainConfig, field: str) -> TrainConfig:
+        return dataclasses.replace(cfg, given=frozenset({field}))
+
+    for cfg, field, words in (
+            (config("ScalpelMC", loss_weights=(1.0, 1.0)), "loss_weights", "loss.weights weighs the class and the value"),
+            (config("ScalpelMC", value_loss="mse"), "value_loss", "value.loss mse is the loss of a target value"),
+            (config("ScalpelReg", "regress", target="y"), "class_loss", "class.loss cross_entropy is the loss of labels"),
+            (config("ScalpelReg", "regress", target="y"), "class_weights", "class.weights none weighs the classes")):
+        with pytest.raises(UserError, match=words):
+            resolve(typed(cfg, f"training.{field}"))
+        resolve(cfg)   # not typed: the default, which asks for nothing
+    multitask = config("ScalpelMTSK", "multitask", target="y", loss_weights=(1.0, 1.0), value_loss="mse")
+    for field in ("loss_weights", "value_loss", "class_loss", "class_weights"):
+        resolve(typed(multitask, f"training.{field}"))   # a task that reads them all
+
+
 def test_linear_svm_refuses_an_optimiser_and_gradient_clipping_and_auto_passes_it_by():
     for option in ({"optimizer": "sgd"}, {"clip_grad": 1.0}):
         with pytest.raises(UserError, match="does not apply to LinearSVM"):
