@@ -192,8 +192,10 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         raise bad("training.early_stopping", f"{{name}} {t.early_stopping} stops when the validation scores stop "
                   "improving, and {data.val_fraction} 0 without {data.val} holds no row out to score",
                   "give {data.val} FILE or a {data.val_fraction} above 0, or drop {name}")
-    if t.monitor and t.monitor != default_monitor(spec, t.task) and not cfg.data.val and not cfg.data.val_fraction:
-        # Given a score of its own: it would choose no epoch (the model's default is let by: a saved configuration).
+    own = t.monitor != default_monitor(spec, t.task) or "training.monitor" in cfg.given
+    if t.monitor and own and not cfg.data.val and not cfg.data.val_fraction:
+        # Given (the model's own score typed too): it would choose no epoch. The model's default, as a saved
+        # configuration holds it, is let by.
         raise bad("training.monitor", f"{{name}} {t.monitor} chooses the epoch kept by its validation score, and "
                   "{data.val_fraction} 0 without {data.val} holds no row out to score",
                   "give {data.val} FILE or a {data.val_fraction} above 0, or drop {name}")

@@ -614,6 +614,16 @@ def test_a_monitor_given_with_no_row_held_out_is_refused_as_early_stopping_is():
     assert resolve(saved).training.monitor == "val_accuracy"
 
 
+def test_a_monitor_typed_at_the_models_default_with_no_row_held_out_is_refused():
+    # --val-fraction 0 --monitor val_accuracy: it chose nothing, and config.json said it was asked for
+    saved = config("ScalpelMC", monitor="val_accuracy")
+    saved.data.val_fraction = 0.0
+    typed = dataclasses.replace(saved, given=frozenset({"training.monitor"}))
+    with pytest.raises(UserError, match="val_accuracy chooses the epoch kept by its validation score"):
+        resolve(typed)
+    assert resolve(saved).training.monitor == "val_accuracy"   # not typed: a saved configuration's
+
+
 @pytest.mark.parametrize("field,value", [("model.hidden", 64), ("model.layers", 1), ("model.dropout", 0.2),
                                          ("training.lr", 0.01), ("training.optimizer", "adam"),
                                          ("training.class_loss", "cross_entropy")])
