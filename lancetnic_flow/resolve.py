@@ -358,7 +358,9 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
     if t.task in ("regress", "multitask") and not cfg.data.target:
         raise bad("data.target", f"{{training.task}} {t.task} needs a numeric target column", "pass {name} COLUMN")
     if t.task == "regress":
-        if cfg.data.label not in (None, BY_FIELD["data.label"].default):   # the default names no column of its own
+        # The default, not typed, names no column of its own; typed (--label label), it asks for that column.
+        if cfg.data.label is not None and (cfg.data.label != BY_FIELD["data.label"].default
+                                           or "data.label" in cfg.given):
             raise bad("data.label", f"{{name}} {cfg.data.label}: {{training.task}} regress predicts {{data.target}} "
                       f"{cfg.data.target} alone, so the labels would be read and not learned",
                       "drop {name}, or pass {training.task} multitask to learn both")

@@ -600,6 +600,15 @@ def test_a_regression_run_refuses_class_weights_and_a_label_column_it_would_not_
     assert (both.data.label, both.training.class_weights) == ("sentiment", "balanced")
 
 
+def test_a_regression_run_refuses_the_default_label_column_typed():
+    # --target y --label label: the labels were not read, and config.json said --label label was asked for
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], target="y"), given=frozenset({"data.label"}))
+    with pytest.raises(UserError, match="label label: task regress predicts target y alone") as e:
+        resolve(cfg)
+    assert e.value.field == "data.label" and "multitask" in e.value.hint
+    assert resolve(dataclasses.replace(cfg, given=frozenset())).data.label is None   # not typed: no column asked for
+
+
 def test_a_monitor_given_with_no_row_held_out_is_refused_as_early_stopping_is():
     # it was accepted and chose nothing (metrics.json: kept last, validated 0), without a word
     cfg = config("ScalpelMC", monitor="val_loss")
