@@ -23,7 +23,7 @@ from rich.text import Text
 
 from .state import DashboardState
 from .summary import milestone, rank_text, render_summary
-from .widgets import box, fit, memory_lines, model_lines, progress_lines, side_by_side, stage_line, throughput
+from .widgets import box, memory_lines, model_lines, progress_lines, side_by_side, stage_line, throughput, wrap
 
 WIDE = 120  # at this many columns and more, panels sit side by side
 
@@ -34,7 +34,7 @@ def render(state: DashboardState, width: int = 80, now: float | None = None) -> 
     width = max(40, width)
     wide = width >= WIDE
     lw = width * 3 // 5 if wide else width
-    progress = [stage_line(state, now, lw - 4), *progress_lines(state, now, lw - 4), throughput(state, now)]
+    progress = [*stage_line(state, now, lw - 4), *progress_lines(state, now, lw - 4), *throughput(state, now, lw - 4)]
     model = model_lines(state, (width - lw if wide else width) - 4)
     lines: list[Text] = []
     if wide:
@@ -45,10 +45,11 @@ def render(state: DashboardState, width: int = 80, now: float | None = None) -> 
         lines += box("lancetnic-flow", progress, width, "cyan") + box("model", model, width, "blue")
     lines += box("memory", memory_lines(state, width - 4, wide), width, "magenta")
     if state.ranks:
-        lines += box(f"ranks (--ddp {len(state.ranks)})", [fit(Text(rank_text(r), no_wrap=True), width - 4)
-                                                           for _, r in sorted(state.ranks.items())], width, "green")
+        lines += box(f"ranks (--ddp {len(state.ranks)})", [line for _, r in sorted(state.ranks.items())
+                                                           for line in wrap(Text(rank_text(r), no_wrap=True), width - 4, 2)],
+                     width, "green")
     for w in state.warnings:
-        lines.append(fit(Text("warning: " + w, "yellow"), width))
+        lines += wrap(Text("warning: " + w, "yellow"), width, 2, (" ",))
     return Frame(lines)
 
 

@@ -75,6 +75,45 @@ def fit(t: Text, width: int) -> Text:
     return t
 
 
+def tail(name: str, width: int) -> str:
+    """``name`` in exactly ``width`` cells; a longer one keeps its end, where workers' names differ
+    (``…0.0.5:38111``): cut at its start, every worker of a cluster read ``worker tcp://1``."""
+    if cell_len(name) <= width:
+        return name + " " * (width - cell_len(name))
+    kept = ""
+    for ch in reversed(name):
+        if cell_len(ch + kept) > width - 1:
+            break
+        kept = ch + kept
+    return "…" + kept + " " * (width - 1 - cell_len(kept))
+
+
+def worker_label(w: dict) -> str:
+    """``worker 0`` for a local worker; a worker named by its address (an existing cluster's), the
+    address without its scheme, which tells the workers apart where ``worker tcp://`` did not."""
+    name = str(w.get("name", "?"))
+    return f"worker {name}" if len(name) <= 6 else name.split("://")[-1]
+
+
+def wrap(line: Text, width: int, indent: int = 0, seps: tuple[str, ...] = (" · ",)) -> list[Text]:
+    """``line`` as it is where it fits; else broken after its separators into lines of at most
+    ``width`` cells, each after the first indented by ``indent``. Cut at the edge instead, a narrow
+    terminal lost the figures past it without a word (the F1 and epoch of "last val", the MB/s read)."""
+    if line.cell_len <= width:
+        return [line]
+    plain = line.plain
+    cuts = sorted({i + len(sep) for sep in seps for i in range(len(plain)) if plain.startswith(sep, i)})
+    out, cur = [], Text(no_wrap=True)
+    for piece in line.divide(cuts):
+        if cur.plain.strip() and cur.cell_len + cell_len(piece.plain.rstrip()) > width:
+            cur.rstrip()
+            out.append(cur)
+            cur = Text(" " * indent, no_wrap=True)
+        cur.append_text(piece)
+    cur.rstrip()
+    return [fit(t, width) for t in out + [cur]]
+
+
 def bar(frac: float | None, width: int, style: str = "cyan", done_style: str = "green") -> Text:
     """A progress bar like Rich's: ━ done, ╸ a half step, ━ dim track."""
     text = Text(no_wrap=True)
@@ -147,7 +186,8 @@ def side_by_side(left: list[Text], right: list[Text], lw: int, rw: int) -> list[
     return out
 
 
-def stage_line(s: DashboardState, now: float, width: int) -> Text:
+def stage_line(s: DashboardState, now: float, width: int) -> list[Text]:
+    """The stages, the current one highlighted, and the run's clock; over several lines where narrow."""
     text = Text(no_wrap=True)
     current = s.stage
     for i, name in enumerate(STAGES):
@@ -165,9 +205,12 @@ def stage_line(s: DashboardState, now: float, width: int) -> Text:
         else:
             text.append(label, GREY)
     clock = duration(s.elapsed(now))
-    fit(text, width - len(clock) - 1)
+    if text.cell_len + len(clock) + 1 <= width:
+        fit(text, width - len(clock) - 1)   # the clock at the right edge
+        text.append(" " + clock, "bold")
+        return [text]
     text.append(" " + clock, "bold")
-    return text
+    return wrap(text, width, 0, (" → ",))
 
 
 def progress_lines(s: DashboardState, now: float, width: int) -> list[Text]:
@@ -203,7 +246,9 @@ def progress_lines(s: DashboardState, now: float, width: int) -> list[Text]:
     cw = max(len(r[2]) for r in rows)
     rw = max(8, max(len(r[3]) for r in rows))
     nw = max(8, max(len(r[4]) for r in rows))
-    bw = max(4, width - 10 - cw - rw - nw - 4)
+    bw = width - 10 - cw - rw - nw - 4
+    if bw < 4:   # too narrow for one line: the bar on one, its figures under it, none cut off
+        return progress_lines_narrow(rows, width)
     out = []
     for name, frac, counts, rate, note in rows:
         t = Text(f"{name:<10}", "bold", no_wrap=True)
@@ -214,7 +259,21 @@ def progress_lines(s: DashboardState, now: float, width: int) -> list[Text]:
     return out
 
 
-def throughput(s: DashboardState, now: float) -> Text:
+def progress_lines_narrow(rows: list[tuple[str, float | None, str, str, str]], width: int) -> list[Text]:
+    """Each progress row as two lines: its name and bar, then its count, rate and note."""
+    cw, rw = max(len(r[2]) for r in rows), max(len(r[3]) for r in rows)
+    out = []
+    for name, frac, counts, rate, note in rows:
+        t = Text(f"{name:<10}", "bold", no_wrap=True)
+        t.append_text(bar(frac, width - 10))
+        figures = Text(f"  {counts:>{cw}} {rate:>{rw}} ", no_wrap=True)
+        figures.append(note, "green" if note == "done" else "")
+        out += [t, fit(figures, width)]
+    return out
+
+
+def throughput(s: DashboardState, now: float, width: int) -> list[Text]:
+    """Rows/s and tokens/s of training, MB/s read; over several lines where narrow."""
     rr = s.rows_meter.rate(now) if s.stage == "training" else None
     tr = s.tokens_meter.rate(now) if s.stage == "training" else None
     br = s.bytes_meter.rate(now)
@@ -225,8 +284,8 @@ def throughput(s: DashboardState, now: float) -> Text:
     text.append(f"{count(tr)} tokens/s" if tr is not None else "– tokens/s")
     text.append(" · ", GREY)
     text.append(f"{br / 1e6:.1f} MB/s read" if br is not None else "– MB/s read")
-    text.append(f"  ({short_size(s.bytes_read)} so far)", GREY)
-    return text
+    text.append(f" ({short_size(s.bytes_read)} so far)", GREY)
+    return wrap(text, width, 11, (" · ", "read "))
 
 
 def spark(values: list[float], width: int) -> str:
@@ -283,7 +342,7 @@ def model_lines(s: DashboardState, width: int) -> list[Text]:
     if s.early_stop:
         lines.append(kv("early stop", Text(f"after epoch {s.early_stop['epoch']} "
                                            f"(best {s.early_stop['best_epoch']})")))
-    return lines
+    return [part for line in lines for part in wrap(line, width, 11, (" · ", "  "))]
 
 
 def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
@@ -308,7 +367,7 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
                     f"/ {short_size(limit)} ({frac:.0%})")
         else:
             info = f"{short_size(rss)}/{short_size(limit)} {frac:.0%}" + (f" ⤓{short_size(spilled)}" if spilled else "")
-        rows.append((f"worker {w.get('name', '?')}", [(managed, "█", style), (rss - managed, "▒", style),
+        rows.append((worker_label(w), [(managed, "█", style), (rss - managed, "▒", style),
                                                       (spilled, "░", "blue")], limit or rss or 1, ticks,
                      Text(info, style if frac >= THRESHOLDS["spill"] else "")))
     if not s.workers and m.get("workers_rss"):
@@ -319,12 +378,12 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
                      Text(f"{short_size(m['workers_rss'])}/{short_size(limit)}" if limit else short_size(m["workers_rss"]))))
     out = []
     if rows:
-        lw = min(14, max(len(r[0]) for r in rows))
+        lw = min(24 if wide else 14, max(cell_len(r[0]) for r in rows))
         iw = max(len(r[4]) for r in rows)
         bw = max(6, width - lw - iw - 2)
         iw = min(iw, max(0, width - lw - bw - 2))
         for label, segs, total, tk, info in rows:
-            t = Text(f"{label[:lw]:<{lw}} ", "bold", no_wrap=True)
+            t = Text(tail(label, lw) + " ", "bold", no_wrap=True)
             t.append_text(segments(segs, total, bw, tk))
             t.append(" ")
             t.append_text(fit(info, iw))
@@ -349,12 +408,12 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
         if wide:
             foot.append(f" · partition {short_size(plan['partition'])} · {plan['in_flight']} in flight", GREY)
     if len(foot):
-        out.append(foot)
+        out += wrap(foot, width, 2, ("  ", " · ", " + ", " = "))
     if s.workers:
         legend = Text("█ managed ▒ unmanaged ", GREY, no_wrap=True)
         legend.append("░ spilled", "blue")
         legend.append(f" ┊ spill at {THRESHOLDS['spill']:.0%}, pause at {THRESHOLDS['pause']:.0%}", GREY)
-        out.append(legend)
+        out += wrap(legend, width, 2, ("unmanaged ", "spilled ", "% "))
     if s.dask_dashboard:
-        out.append(Text.assemble(("dask dashboard ", "bold"), (s.dask_dashboard, "underline")))
+        out += wrap(Text.assemble(("dask dashboard ", "bold"), (s.dask_dashboard, "underline")), width, 2, ("dashboard ",))
     return out or [Text("waiting for the first sample…", GREY)]

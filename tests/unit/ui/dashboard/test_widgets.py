@@ -50,3 +50,26 @@ def test_an_existing_cluster_of_workers_with_different_limits_is_shown_with_thei
     events = [(k, {**v, "plan": plan}) if k == "plan" else (k, v) for k, v in script(until_epoch=0)]
     text = "\n".join(line.plain for line in render(state_after(events), 160).lines)
     assert "existing cluster 3 workers, 8.7G in all" in text and "3 × 700M" not in text
+
+
+def test_a_40_column_dashboard_shows_every_figure_an_80_column_one_does():
+    import re
+
+    s = state_after(script(until_epoch=1))   # mid-epoch 2: ETA, rates, last and best epoch, workers
+    narrow, normal = (render(s, w).plain for w in (40, 80))
+    figures = set(re.findall(r"\d[\d,.:/%]*\d|\d", normal))
+    missing = sorted(f for f in figures if f not in narrow)
+    assert not missing, (missing, narrow)   # cut at the edge, these were lost without a word
+    for needle in ("ETA", "F1 0.9050", "(epoch 1)", "MB/s read", "training epoch 2/2", "9,000 training rows",
+                   "spill at 70%", "pause at 80%", "http://127.0.0.1:8787/status"):
+        assert needle in narrow, needle
+    assert "…" not in narrow and all(line.cell_len <= 40 for line in render(s, 40).lines)
+
+
+def test_workers_named_by_their_address_are_told_apart():
+    s = state_after(script(until_epoch=0))
+    ws = [{**worker(0, 0.3), "name": f"tcp://10.0.0.{i}:38111"} for i in (5, 6)]
+    s.update(*memory(20.0, workers=ws))
+    for width in (40, 80, 160):
+        text = render(s, width).plain
+        assert "10.0.0.5:38111" in text and "10.0.0.6:38111" in text, text
