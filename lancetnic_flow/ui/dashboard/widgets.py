@@ -239,7 +239,9 @@ def progress_lines(s: DashboardState, now: float, width: int) -> list[Text]:
     if s.epochs:
         rate = s.rows_meter.rate(now) if s.stage == "training" else None
         row("rows", s.rows, max(s.total_rows, s.rows), rate, "/s", "evaluating" if s.stage == "evaluating" else "")
-        part = min(1.0, s.rows / s.total_rows) if s.stage == "training" and s.total_rows else 0.0
+        # The epoch's rows count until its record: evaluating them, the bar stood back at its start.
+        going = s.stage in ("training", "evaluating") and s.epochs_done < s.epoch and s.total_rows
+        part = min(1.0, s.rows / s.total_rows) if going else 0.0
         row("epochs", s.epochs_done, s.epochs, None, "", bar=s.epochs_done + part)
     if not rows:
         return []

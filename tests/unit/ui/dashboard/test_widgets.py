@@ -73,3 +73,19 @@ def test_workers_named_by_their_address_are_told_apart():
     for width in (40, 80, 160):
         text = render(s, width).plain
         assert "10.0.0.5:38111" in text and "10.0.0.6:38111" in text, text
+
+
+def test_the_epochs_bar_never_goes_back_while_an_epoch_is_evaluated():
+    from lancetnic_flow.ui.dashboard.widgets import progress_lines
+
+    events = script(until_epoch=1)
+    evaluating = next(i for i, (k, e) in enumerate(events) if k == "stage" and e["stage"] == "evaluating")
+
+    def filled(n: int) -> float:
+        s = state_after(events[:n])
+        line = next(t for t in progress_lines(s, s.now(), 76) if t.plain.startswith("epochs"))
+        done = sum(span.end - span.start for span in line.spans if str(span.style) in ("cyan", "green"))
+        return done / line.plain.count("━")   # of the bar's width, which the notes' column changes
+
+    before, during, after = filled(evaluating), filled(evaluating + 1), filled(evaluating + 2)
+    assert before > 0.4 and during >= before - 0.05 and after >= during - 0.05, (before, during, after)
