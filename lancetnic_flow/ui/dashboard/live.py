@@ -45,9 +45,8 @@ def render(state: DashboardState, width: int = 80, now: float | None = None) -> 
         lines += box("lancetnic-flow", progress, width, "cyan") + box("model", model, width, "blue")
     lines += box("memory", memory_lines(state, width - 4, wide), width, "magenta")
     if state.ranks:
-        lines += box(f"ranks (--ddp {len(state.ranks)})", [line for _, r in sorted(state.ranks.items())
-                                                           for line in wrap(Text(rank_text(r), no_wrap=True), width - 4, 2)],
-                     width, "green")
+        ranks = [line for _, r in sorted(state.ranks.items()) for line in wrap(Text(rank_text(r)), width - 4, 2)]
+        lines += box(f"ranks (--ddp {len(state.ranks)})", ranks, width, "green")
     for w in state.warnings:
         lines += wrap(Text("warning: " + w, "yellow"), width, 2, (" ",))
     return Frame(lines)

@@ -417,5 +417,6 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
         legend.append(f" ┊ spill at {THRESHOLDS['spill']:.0%}, pause at {THRESHOLDS['pause']:.0%}", GREY)
         out += wrap(legend, width, 2, ("unmanaged ", "spilled ", "% "))
     if s.dask_dashboard:
-        out += wrap(Text.assemble(("dask dashboard ", "bold"), (s.dask_dashboard, "underline")), width, 2, ("dashboard ",))
+        address = Text.assemble(("dask dashboard ", "bold"), (s.dask_dashboard, "underline"))
+        out += wrap(address, width, 2, ("dashboard ",))
     return out or [Text("waiting for the first sample…", GREY)]
