@@ -34,7 +34,7 @@ def render(state: DashboardState, width: int = 80, now: float | None = None) -> 
     width = max(40, width)
     wide = width >= WIDE
     lw = width * 3 // 5 if wide else width
-    progress = [*stage_line(state, now, lw - 4), *progress_lines(state, now, lw - 4), *throughput(state, now, lw - 4)]
+    progress = [stage_line(state, now, lw - 4), *progress_lines(state, now, lw - 4), *throughput(state, now, lw - 4)]
     model = model_lines(state, (width - lw if wide else width) - 4)
     lines: list[Text] = []
     if wide:

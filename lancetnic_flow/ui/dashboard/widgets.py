@@ -186,10 +186,10 @@ def side_by_side(left: list[Text], right: list[Text], lw: int, rw: int) -> list[
     return out
 
 
-def stage_line(s: DashboardState, now: float, width: int) -> list[Text]:
-    """The stages, the current one highlighted, and the run's clock; over several lines where narrow."""
-    text = Text(no_wrap=True)
-    current = s.stage
+def stage_line(s: DashboardState, now: float, width: int) -> Text:
+    """The stages, the current one highlighted, and the run's clock at the right edge; where they do
+    not fit, the current stage alone (cut, the line ended at "training …", the stage and epoch lost)."""
+    text, current = Text(no_wrap=True), None
     for i, name in enumerate(STAGES):
         if i:
             text.append(" → ", GREY)
@@ -198,19 +198,20 @@ def stage_line(s: DashboardState, now: float, width: int) -> list[Text]:
             label = f"training epoch {s.epoch}/{s.epochs}"
         if name == "fitting" and s.fit_cached:
             label = "fitting (cached)"
-        if name == current:
+        if name == s.stage:
             text.append(label, "bold reverse cyan")
-        elif name in s.stages_seen or current == "done" or (name == "fitting" and s.fit_cached):
+            current = Text(label, "bold reverse cyan", no_wrap=True)
+            current.append(f" stage {i + 1}/{len(STAGES)}", GREY)
+        elif name in s.stages_seen or s.stage == "done" or (name == "fitting" and s.fit_cached):
             text.append(label, "green")
         else:
             text.append(label, GREY)
     clock = duration(s.elapsed(now))
-    if text.cell_len + len(clock) + 1 <= width:
-        fit(text, width - len(clock) - 1)   # the clock at the right edge
-        text.append(" " + clock, "bold")
-        return [text]
+    if text.cell_len + len(clock) + 1 > width:
+        text = current or Text(s.stage, "bold", no_wrap=True)
+    fit(text, width - len(clock) - 1)
     text.append(" " + clock, "bold")
-    return wrap(text, width, 0, (" → ",))
+    return text
 
 
 def progress_lines(s: DashboardState, now: float, width: int) -> list[Text]:
@@ -287,7 +288,7 @@ def throughput(s: DashboardState, now: float, width: int) -> list[Text]:
     text.append(" · ", GREY)
     text.append(f"{br / 1e6:.1f} MB/s read" if br is not None else "– MB/s read")
     text.append(f" ({short_size(s.bytes_read)} so far)", GREY)
-    return wrap(text, width, 11, (" · ", "read "))
+    return wrap(text, width, 11 if width >= 60 else 2, (" · ", "read "))
 
 
 def spark(values: list[float], width: int) -> str:
@@ -344,7 +345,8 @@ def model_lines(s: DashboardState, width: int) -> list[Text]:
     if s.early_stop:
         lines.append(kv("early stop", Text(f"after epoch {s.early_stop['epoch']} "
                                            f"(best {s.early_stop['best_epoch']})")))
-    return [part for line in lines for part in wrap(line, width, 11, (" · ", "  "))]
+    indent = 11 if width >= 60 else 2   # under its value where there is room; else room for the figures
+    return [part for line in lines for part in wrap(line, width, indent, (" · ", "  "))]
 
 
 def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
