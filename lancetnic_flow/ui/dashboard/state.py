@@ -226,7 +226,9 @@ class DashboardState:
 
     def _on_memory(self, e: dict, t: float) -> None:
         self.memory = e
-        if e.get("workers"):  # the monitor asks the scheduler every other sample only
+        # The monitor asks the scheduler every other sample only: an empty list it did not ask for keeps
+        # the rows; the scheduler's own empty answer (every worker gone) clears them, or they lingered.
+        if e.get("workers") or e.get("workers_asked"):
             self.workers = e["workers"]
 
     def _on_done(self, e: dict, t: float) -> None:

@@ -118,3 +118,11 @@ def test_a_finished_epoch_shows_its_own_train_loss_and_the_next_epochs_running_l
     s = state_after(epoch1 + [("epoch", {"t": 2.5, "epoch": 1, "train_loss": 0.7, "val_loss": 0.8}),
                               _training(3.0, 2), ("batch", {"t": 3.1, "epoch": 2, "rows": 256, "loss": 0.2})])
     assert s.loss == pytest.approx(0.2)   # epoch 1's batches do not blend into epoch 2's first
+
+
+def test_a_worker_gone_from_the_schedulers_answer_leaves_the_memory_panel():
+    s = state_after(script(until_epoch=0))
+    assert [w["name"] for w in s.workers] == ["0", "1"]
+    kind, e = memory(50.0, workers=[])
+    s.update(kind, {**e, "workers_asked": True})   # the scheduler answered: no workers left
+    assert s.workers == []
