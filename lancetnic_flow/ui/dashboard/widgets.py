@@ -102,7 +102,8 @@ def wrap(line: Text, width: int, indent: int = 0, seps: tuple[str, ...] = (" · 
     if line.cell_len <= width:
         return [line]
     plain = line.plain
-    cuts = sorted({i + len(sep) for sep in seps for i in range(len(plain)) if plain.startswith(sep, i)})
+    # After a separator's last space: " (" breaks before its parenthesis.
+    cuts = sorted({i + sep.rfind(" ") + 1 for sep in seps for i in range(len(plain)) if plain.startswith(sep, i)})
     out, cur = [], Text(no_wrap=True)
     for piece in line.divide(cuts):
         if cur.plain.strip() and cur.cell_len + cell_len(piece.plain.rstrip()) > width:
@@ -412,7 +413,7 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
         if wide:
             foot.append(f" · partition {short_size(plan['partition'])} · {plan['in_flight']} in flight", GREY)
     if len(foot):
-        out += wrap(foot, width, 2, ("  ", " · ", " + ", " = "))
+        out += wrap(foot, width, 2, ("  ", " · ", " + ", " = ", " ("))
     if s.workers:
         legend = Text("█ managed ▒ unmanaged ", GREY, no_wrap=True)
         legend.append("░ spilled", "blue")

@@ -89,3 +89,13 @@ def test_the_epochs_bar_never_goes_back_while_an_epoch_is_evaluated():
 
     before, during, after = filled(evaluating), filled(evaluating + 1), filled(evaluating + 2)
     assert before > 0.4 and during >= before - 0.05 and after >= during - 0.05, (before, during, after)
+
+
+def test_a_40_column_memory_panel_of_a_run_featurised_in_process_says_so_in_full():
+    from lancetnic_flow.dataflow.plan import plan_in_process, plan_memory
+
+    plan = plan_in_process(plan_memory(16 * 2**30, workers=2), 2).to_dict()
+    events = [(k, {**v, "plan": plan}) if k == "plan" else memory(v["t"], workers=[]) if k == "memory" else (k, v)
+              for k, v in script(until_epoch=0)]
+    text = render(state_after(events), 40).plain
+    assert "(featurising here, no workers)" in text and "…" not in text, text
