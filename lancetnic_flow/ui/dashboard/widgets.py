@@ -383,8 +383,9 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
                      Text(f"{short_size(m['workers_rss'])}/{short_size(limit)}" if limit else short_size(m["workers_rss"]))))
     out = []
     if rows:
-        lw = min(24 if wide else 14, max(cell_len(r[0]) for r in rows))
         iw = max(len(r[4]) for r in rows)
+        # The names give way to the figures: a long name cut "400M/768M (52%)" to "(52…" at 40 columns.
+        lw = max(7, min(24 if wide else 14, width - iw - 8, max(cell_len(r[0]) for r in rows)))
         bw = max(6, width - lw - iw - 2)
         iw = min(iw, max(0, width - lw - bw - 2))
         for label, segs, total, tk, info in rows:
