@@ -288,7 +288,8 @@ def throughput(s: DashboardState, now: float, width: int) -> list[Text]:
     text.append(f"{count(tr)} tokens/s" if tr is not None else "– tokens/s")
     text.append(" · ", GREY)
     text.append(f"{br / 1e6:.1f} MB/s read" if br is not None else "– MB/s read")
-    text.append(f" ({short_size(s.bytes_read)} so far)", GREY)
+    # In the rate's own unit: "0.8 MB/s read (15M so far)" put mebibytes beside megabytes (16.0 MB read).
+    text.append(f" ({s.bytes_read / 1e6:,.1f} MB so far)", GREY)
     return wrap(text, width, 11 if width >= 60 else 2, (" · ", "read "))
 
 

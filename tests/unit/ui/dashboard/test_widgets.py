@@ -101,3 +101,9 @@ def test_a_40_column_memory_panel_of_a_run_featurised_in_process_says_so_in_full
               for k, v in script(until_epoch=0)]
     text = render(state_after(events), 40).plain
     assert "(featurising here, no workers)" in text and "…" not in text, text
+
+
+def test_the_bytes_read_so_far_are_in_the_unit_of_the_read_rate():
+    s = state_after(script(until_epoch=1))   # 8 partitions of 2,000,000 bytes
+    text = render(s, 80).plain
+    assert "MB/s read (16.0 MB so far)" in text, text   # not "15M": mebibytes beside megabytes per second
