@@ -59,13 +59,14 @@ class MemoryMonitor:
                 pass
         return total
 
-    def _dask_workers(self) -> list[dict]:
+    def _dask_workers(self) -> list[dict] | None:
+        """The scheduler's workers now; None where it was not asked or did not answer."""
         if self.client is None:
-            return []
+            return None
         try:
             workers = workers_info(self.client, wait=False)   # a sample to skip, not to wait for
         except Exception:
-            return []
+            return None
         out = []
         for addr, w in workers.items():
             m = w.get("metrics", {})
@@ -78,13 +79,16 @@ class MemoryMonitor:
     def sample(self) -> dict:
         trainer = self.proc.memory_info().rss
         self._tick += 1
-        workers = self._dask_workers() if (self._tick % 2 == 1 or not self.local) else []
+        asked = self._dask_workers() if (self._tick % 2 == 1 or not self.local) else None
+        workers = asked or []
         local = self._children_rss() if self.local else 0
         wtotal = local if self.local else sum(w["rss"] for w in workers)
         self.trainer_peak = max(self.trainer_peak, trainer)
         self.workers_peak = max(self.workers_peak, wtotal)
         self.total_peak = max(self.total_peak, trainer + (local if self.local else 0))
         sample = {"trainer_rss": trainer, "workers_rss": wtotal, "available": psutil.virtual_memory().available,
-                  "workers": workers, "trainer_peak": self.trainer_peak, "workers_peak": self.workers_peak}
+                  "workers": workers, "trainer_peak": self.trainer_peak, "workers_peak": self.workers_peak,
+                  # The scheduler's answer, even an empty one (every worker gone): the views replace their rows.
+                  "workers_asked": asked is not None}
         self.events.emit("memory", **sample)
         return sample

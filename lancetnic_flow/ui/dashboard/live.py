@@ -23,18 +23,19 @@ from rich.text import Text
 
 from .state import DashboardState
 from .summary import milestone, rank_text, render_summary
-from .widgets import box, fit, memory_lines, model_lines, progress_lines, side_by_side, stage_line, throughput
+from .widgets import box, memory_lines, model_lines, progress_lines, side_by_side, stage_line, throughput, wrap
 
 WIDE = 120  # at this many columns and more, panels sit side by side
 
 
-def render(state: DashboardState, width: int = 80, now: float | None = None) -> "Frame":
-    """The dashboard for ``state`` at ``width`` columns (a pure function of both)."""
+def render(state: DashboardState, width: int = 80, now: float | None = None, height: int | None = None) -> "Frame":
+    """The dashboard for ``state`` at ``width`` columns (a pure function of both); within ``height``
+    lines, less its last, the warnings are left out (they print above the live view as they come)."""
     now = state.now() if now is None else now
     width = max(40, width)
     wide = width >= WIDE
     lw = width * 3 // 5 if wide else width
-    progress = [stage_line(state, now, lw - 4), *progress_lines(state, now, lw - 4), throughput(state, now)]
+    progress = [stage_line(state, now, lw - 4), *progress_lines(state, now, lw - 4), *throughput(state, now, lw - 4)]
     model = model_lines(state, (width - lw if wide else width) - 4)
     lines: list[Text] = []
     if wide:
@@ -45,11 +46,11 @@ def render(state: DashboardState, width: int = 80, now: float | None = None) -> 
         lines += box("lancetnic-flow", progress, width, "cyan") + box("model", model, width, "blue")
     lines += box("memory", memory_lines(state, width - 4, wide), width, "magenta")
     if state.ranks:
-        lines += box(f"ranks (--ddp {len(state.ranks)})", [fit(Text(rank_text(r), no_wrap=True), width - 4)
-                                                           for _, r in sorted(state.ranks.items())], width, "green")
-    for w in state.warnings:
-        lines.append(fit(Text("warning: " + w, "yellow"), width))
-    return Frame(lines)
+        ranks = [line for _, r in sorted(state.ranks.items()) for line in wrap(Text(rank_text(r)), width - 4, 2)]
+        lines += box(f"ranks (--ddp {len(state.ranks)})", ranks, width, "green")
+    warnings = [line for w in state.warnings for line in wrap(Text("warning: " + w, "yellow"), width, 2, (" ",))]
+    # Taller than the terminal, the live view is cut at its foot: the memory or ranks panel, not these.
+    return Frame(lines + warnings if height is None or len(lines) + len(warnings) < height else lines)
 
 
 class Frame:
@@ -97,7 +98,7 @@ class LiveDashboard:
         try:
             # A blank last line holds the cursor: the terminal's "^C" echo lands there instead of
             # wrapping past a full-width line, which shifted the erase on stop and left a line behind.
-            self._last = Frame(render(self.state, self.console.width).lines + [Text("")])
+            self._last = Frame(render(self.state, self.console.width, height=self.console.height).lines + [Text("")])
         except Exception:  # a half-updated state: show the last frame
             pass
         return self._last

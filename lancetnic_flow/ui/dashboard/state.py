@@ -135,12 +135,20 @@ class DashboardState:
             self.monitor = e.get("monitor") or self.monitor
             epoch = e.get("epoch", 0)
             if epoch != self.epoch:   # --ddp announces an epoch again at each segment: the same epoch goes on
-                self.rows_before += self.rows
-                self.rows = 0
+                self._new_epoch()
             self.epoch, self.epochs = epoch, e.get("epochs", 0)
             self.epochs_done = max(self.epochs_done, epoch - 1)   # a resumed run starts past its first epochs
             self.total_rows = e.get("total_rows") or 0
             self.source = e.get("source")
+
+    def _new_epoch(self) -> None:
+        """An epoch's meters and running loss start afresh: the last epoch's samples would count the
+        validation pause between them as time spent on rows (a rate a fraction of the epoch's, for the
+        meters' window), and its batches would blend into the new epoch's loss."""
+        self.rows_before += self.rows
+        self.rows = 0
+        self.rows_meter, self.tokens_meter = Meter(5.0, 0.25), Meter(5.0, 0.25)
+        self._loss_mean, self._rank_loss_mean = RunningMean(0.95), RunningMean(0.9)
 
     def _on_plan(self, e: dict, t: float) -> None:
         self.plan, self.plan_text, self.dask_dashboard = e.get("plan"), e.get("text", ""), e.get("dashboard")
@@ -185,6 +193,8 @@ class DashboardState:
 
     def _on_epoch(self, e: dict, t: float) -> None:
         self.last_epoch = e
+        if e.get("train_loss") is not None:   # a finished epoch shows its own figure, as its line and metrics.json
+            self.loss = e["train_loss"]
         self.epochs_done = e.get("epoch", self.epochs_done)
         score = lower_is_better(e, self.monitor)
         if score is not None and (self.best is None or score < lower_is_better(self.best, self.monitor)):
@@ -201,8 +211,8 @@ class DashboardState:
         self.ranks[e["rank"]] = e
         epoch = max(r.get("epoch", 0) for r in self.ranks.values())
         if epoch != self.epoch:
-            self.rows_before += self.rows
-            self.epoch, self.rows = epoch, 0
+            self._new_epoch()
+            self.epoch = epoch
         self.epochs = e.get("epochs", self.epochs)
         self.rows = sum(r.get("rows", 0) for r in self.ranks.values() if r.get("epoch") == epoch)
         self.rows_meter.add(t, self.rows_before + self.rows)
@@ -216,7 +226,9 @@ class DashboardState:
 
     def _on_memory(self, e: dict, t: float) -> None:
         self.memory = e
-        if e.get("workers"):  # the monitor asks the scheduler every other sample only
+        # The monitor asks the scheduler every other sample only: an empty list it did not ask for keeps
+        # the rows; the scheduler's own empty answer (every worker gone) clears them, or they lingered.
+        if e.get("workers") or e.get("workers_asked"):
             self.workers = e["workers"]
 
     def _on_done(self, e: dict, t: float) -> None:

@@ -75,6 +75,46 @@ def fit(t: Text, width: int) -> Text:
     return t
 
 
+def tail(name: str, width: int) -> str:
+    """``name`` in exactly ``width`` cells; a longer one keeps its end, where workers' names differ
+    (``…0.0.5:38111``): cut at its start, every worker of a cluster read ``worker tcp://1``."""
+    if cell_len(name) <= width:
+        return name + " " * (width - cell_len(name))
+    kept = ""
+    for ch in reversed(name):
+        if cell_len(ch + kept) > width - 1:
+            break
+        kept = ch + kept
+    return "…" + kept + " " * (width - 1 - cell_len(kept))
+
+
+def worker_label(w: dict) -> str:
+    """``worker 0`` for a local worker; a worker named by its address (an existing cluster's), the
+    address without its scheme, which tells the workers apart where ``worker tcp://`` did not."""
+    name = str(w.get("name", "?"))
+    return f"worker {name}" if len(name) <= 6 else name.split("://")[-1]
+
+
+def wrap(line: Text, width: int, indent: int = 0, seps: tuple[str, ...] = (" · ",)) -> list[Text]:
+    """``line`` as it is where it fits; else broken after its separators into lines of at most
+    ``width`` cells, each after the first indented by ``indent``. Cut at the edge instead, a narrow
+    terminal lost the figures past it without a word (the F1 and epoch of "last val", the MB/s read)."""
+    if line.cell_len <= width:
+        return [line]
+    plain = line.plain
+    # After a separator's last space: " (" breaks before its parenthesis.
+    cuts = sorted({i + sep.rfind(" ") + 1 for sep in seps for i in range(len(plain)) if plain.startswith(sep, i)})
+    out, cur = [], Text(no_wrap=True)
+    for piece in line.divide(cuts):
+        if cur.plain.strip() and cur.cell_len + cell_len(piece.plain.rstrip()) > width:
+            cur.rstrip()
+            out.append(cur)
+            cur = Text(" " * indent, no_wrap=True)
+        cur.append_text(piece)
+    cur.rstrip()
+    return [fit(t, width) for t in out + [cur]]
+
+
 def bar(frac: float | None, width: int, style: str = "cyan", done_style: str = "green") -> Text:
     """A progress bar like Rich's: ━ done, ╸ a half step, ━ dim track."""
     text = Text(no_wrap=True)
@@ -148,8 +188,9 @@ def side_by_side(left: list[Text], right: list[Text], lw: int, rw: int) -> list[
 
 
 def stage_line(s: DashboardState, now: float, width: int) -> Text:
-    text = Text(no_wrap=True)
-    current = s.stage
+    """The stages, the current one highlighted, and the run's clock at the right edge; where they do
+    not fit, the current stage alone (cut, the line ended at "training …", the stage and epoch lost)."""
+    text, current = Text(no_wrap=True), None
     for i, name in enumerate(STAGES):
         if i:
             text.append(" → ", GREY)
@@ -158,13 +199,17 @@ def stage_line(s: DashboardState, now: float, width: int) -> Text:
             label = f"training epoch {s.epoch}/{s.epochs}"
         if name == "fitting" and s.fit_cached:
             label = "fitting (cached)"
-        if name == current:
+        if name == s.stage:
             text.append(label, "bold reverse cyan")
-        elif name in s.stages_seen or current == "done" or (name == "fitting" and s.fit_cached):
+            current = Text(label, "bold reverse cyan", no_wrap=True)
+            current.append(f" stage {i + 1}/{len(STAGES)}", GREY)
+        elif name in s.stages_seen or s.stage == "done" or (name == "fitting" and s.fit_cached):
             text.append(label, "green")
         else:
             text.append(label, GREY)
     clock = duration(s.elapsed(now))
+    if text.cell_len + len(clock) + 1 > width:
+        text = current or Text(s.stage, "bold", no_wrap=True)
     fit(text, width - len(clock) - 1)
     text.append(" " + clock, "bold")
     return text
@@ -196,14 +241,18 @@ def progress_lines(s: DashboardState, now: float, width: int) -> list[Text]:
     if s.epochs:
         rate = s.rows_meter.rate(now) if s.stage == "training" else None
         row("rows", s.rows, max(s.total_rows, s.rows), rate, "/s", "evaluating" if s.stage == "evaluating" else "")
-        part = min(1.0, s.rows / s.total_rows) if s.stage == "training" and s.total_rows else 0.0
+        # The epoch's rows count until its record: evaluating them, the bar stood back at its start.
+        going = s.stage in ("training", "evaluating") and s.epochs_done < s.epoch and s.total_rows
+        part = min(1.0, s.rows / s.total_rows) if going else 0.0
         row("epochs", s.epochs_done, s.epochs, None, "", bar=s.epochs_done + part)
     if not rows:
         return []
     cw = max(len(r[2]) for r in rows)
     rw = max(8, max(len(r[3]) for r in rows))
     nw = max(8, max(len(r[4]) for r in rows))
-    bw = max(4, width - 10 - cw - rw - nw - 4)
+    bw = width - 10 - cw - rw - nw - 4
+    if bw < 4:   # too narrow for one line: the bar on one, its figures under it, none cut off
+        return progress_lines_narrow(rows, width)
     out = []
     for name, frac, counts, rate, note in rows:
         t = Text(f"{name:<10}", "bold", no_wrap=True)
@@ -214,7 +263,21 @@ def progress_lines(s: DashboardState, now: float, width: int) -> list[Text]:
     return out
 
 
-def throughput(s: DashboardState, now: float) -> Text:
+def progress_lines_narrow(rows: list[tuple[str, float | None, str, str, str]], width: int) -> list[Text]:
+    """Each progress row as two lines: its name and bar, then its count, rate and note."""
+    cw, rw = max(len(r[2]) for r in rows), max(len(r[3]) for r in rows)
+    out = []
+    for name, frac, counts, rate, note in rows:
+        t = Text(f"{name:<10}", "bold", no_wrap=True)
+        t.append_text(bar(frac, width - 10))
+        figures = Text(f"  {counts:>{cw}} {rate:>{rw}} ", no_wrap=True)
+        figures.append(note, "green" if note == "done" else "")
+        out += [t, fit(figures, width)]
+    return out
+
+
+def throughput(s: DashboardState, now: float, width: int) -> list[Text]:
+    """Rows/s and tokens/s of training, MB/s read; over several lines where narrow."""
     rr = s.rows_meter.rate(now) if s.stage == "training" else None
     tr = s.tokens_meter.rate(now) if s.stage == "training" else None
     br = s.bytes_meter.rate(now)
@@ -225,8 +288,9 @@ def throughput(s: DashboardState, now: float) -> Text:
     text.append(f"{count(tr)} tokens/s" if tr is not None else "– tokens/s")
     text.append(" · ", GREY)
     text.append(f"{br / 1e6:.1f} MB/s read" if br is not None else "– MB/s read")
-    text.append(f"  ({short_size(s.bytes_read)} so far)", GREY)
-    return text
+    # In the rate's own unit: "0.8 MB/s read (15M so far)" put mebibytes beside megabytes (16.0 MB read).
+    text.append(f" ({s.bytes_read / 1e6:,.1f} MB so far)", GREY)
+    return wrap(text, width, 11 if width >= 60 else 2, (" · ", "read "))
 
 
 def spark(values: list[float], width: int) -> str:
@@ -283,7 +347,8 @@ def model_lines(s: DashboardState, width: int) -> list[Text]:
     if s.early_stop:
         lines.append(kv("early stop", Text(f"after epoch {s.early_stop['epoch']} "
                                            f"(best {s.early_stop['best_epoch']})")))
-    return lines
+    indent = 11 if width >= 60 else 2   # under its value where there is room; else room for the figures
+    return [part for line in lines for part in wrap(line, width, indent, (" · ", "  "))]
 
 
 def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
@@ -308,7 +373,7 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
                     f"/ {short_size(limit)} ({frac:.0%})")
         else:
             info = f"{short_size(rss)}/{short_size(limit)} {frac:.0%}" + (f" ⤓{short_size(spilled)}" if spilled else "")
-        rows.append((f"worker {w.get('name', '?')}", [(managed, "█", style), (rss - managed, "▒", style),
+        rows.append((worker_label(w), [(managed, "█", style), (rss - managed, "▒", style),
                                                       (spilled, "░", "blue")], limit or rss or 1, ticks,
                      Text(info, style if frac >= THRESHOLDS["spill"] else "")))
     if not s.workers and m.get("workers_rss"):
@@ -319,12 +384,13 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
                      Text(f"{short_size(m['workers_rss'])}/{short_size(limit)}" if limit else short_size(m["workers_rss"]))))
     out = []
     if rows:
-        lw = min(14, max(len(r[0]) for r in rows))
         iw = max(len(r[4]) for r in rows)
+        # The names give way to the figures: a long name cut "400M/768M (52%)" to "(52…" at 40 columns.
+        lw = max(7, min(24 if wide else 14, width - iw - 8, max(cell_len(r[0]) for r in rows)))
         bw = max(6, width - lw - iw - 2)
         iw = min(iw, max(0, width - lw - bw - 2))
         for label, segs, total, tk, info in rows:
-            t = Text(f"{label[:lw]:<{lw}} ", "bold", no_wrap=True)
+            t = Text(tail(label, lw) + " ", "bold", no_wrap=True)
             t.append_text(segments(segs, total, bw, tk))
             t.append(" ")
             t.append_text(fit(info, iw))
@@ -349,12 +415,13 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
         if wide:
             foot.append(f" · partition {short_size(plan['partition'])} · {plan['in_flight']} in flight", GREY)
     if len(foot):
-        out.append(foot)
+        out += wrap(foot, width, 2, ("  ", " · ", " + ", " = ", " ("))
     if s.workers:
         legend = Text("█ managed ▒ unmanaged ", GREY, no_wrap=True)
         legend.append("░ spilled", "blue")
         legend.append(f" ┊ spill at {THRESHOLDS['spill']:.0%}, pause at {THRESHOLDS['pause']:.0%}", GREY)
-        out.append(legend)
+        out += wrap(legend, width, 2, ("unmanaged ", "spilled ", "% "))
     if s.dask_dashboard:
-        out.append(Text.assemble(("dask dashboard ", "bold"), (s.dask_dashboard, "underline")))
+        address = Text.assemble(("dask dashboard ", "bold"), (s.dask_dashboard, "underline"))
+        out += wrap(address, width, 2, ("dashboard ",))
     return out or [Text("waiting for the first sample…", GREY)]

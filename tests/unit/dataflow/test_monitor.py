@@ -21,3 +21,18 @@ def test_the_peak_of_trainer_and_workers_together_is_one_samples_sum_not_the_sum
     for _ in range(3):
         mon.sample()
     assert (mon.trainer_peak, mon.workers_peak, mon.total_peak) == (400, 500, 600)
+
+
+def test_a_sample_says_whether_the_scheduler_was_asked_for_its_workers_even_when_it_has_none(monkeypatch):
+    mon = MemoryMonitor(Events(), client=object())
+    monkeypatch.setattr(mon, "_children_rss", lambda: 0)
+    monkeypatch.setattr("lancetnic_flow.dataflow.monitor.workers_info", lambda client, wait: {})
+    asked, skipped = mon.sample(), mon.sample()   # the scheduler is asked every other sample
+    assert asked["workers"] == [] and asked["workers_asked"] is True
+    assert skipped["workers"] == [] and skipped["workers_asked"] is False
+
+    def unreachable(client, wait):
+        raise OSError("scheduler gone")
+
+    monkeypatch.setattr("lancetnic_flow.dataflow.monitor.workers_info", unreachable)
+    assert mon.sample()["workers_asked"] is False   # no answer: nothing known of the workers

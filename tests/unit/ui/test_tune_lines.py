@@ -58,6 +58,16 @@ def test_the_trials_table_lists_the_best_first_and_keeps_the_defaults_trial():
     out = io.StringIO()
     Console(file=out, width=200, force_terminal=False).print(trials_table(trials, "val_loss", limit=2))
     text = out.getvalue()
-    assert "(5 of 6 finished)" in " ".join(text.split())   # the title wraps at the table's width
-    rows = [line.split() for line in text.splitlines() if len(line.split()) >= 4 and line.split()[0].isdigit()]
+    # the title wraps at the table's width; it says the table holds the best only
+    assert "(5 of 6 finished; the best 2 and the defaults shown, all in tune.json)" in " ".join(text.split())
+    rows = [line.split() for line in text.splitlines()   # a trial's row: its number first, its seconds last
+            if len(line.split()) >= 4 and line.split()[0].isdigit() and line.split()[-1].isdigit()]
     assert [r[0] for r in rows] == ["4", "3", "0"] and rows[0][1] == "best" and rows[-1][1] == "defaults"
+
+
+def test_a_trials_table_of_every_trial_says_nothing_of_a_cut():
+    trials = [{"number": i, "params": {"lr": 0.1 * (i + 1)}, "value": 1.0 - 0.1 * i, "score": 1.0 - 0.1 * i,
+               "seconds": 3.0} for i in range(3)]
+    out = io.StringIO()
+    Console(file=out, width=200, force_terminal=False).print(trials_table(trials, "val_loss", limit=10))
+    assert "(3 of 3 finished)" in out.getvalue() and "shown" not in out.getvalue()

@@ -59,3 +59,13 @@ def test_the_live_view_ends_on_a_blank_line_where_a_ctrl_c_echo_cannot_wrap():
     assert frame.lines[-1].plain == ""
     assert all(cell_len(line.plain) <= 80 for line in frame.lines)
     assert frame.lines[-2].plain.startswith("╰") or frame.lines[-2].plain.startswith("warning:")
+
+
+def test_a_frame_that_would_overflow_the_terminal_leaves_out_the_warnings_not_a_panel():
+    s = state_after(script(until_epoch=1))   # at 80 columns 22 lines of panels and a warning
+    panels = render(s, 80, height=23).lines
+    assert not any(line.plain.startswith("warning:") for line in panels)
+    assert len(panels) < 23 and panels[-1].plain.startswith("╰")   # the memory panel whole, the blank line below
+    assert any(line.plain.startswith("warning:") for line in render(s, 80, height=24).lines)
+    dash = LiveDashboard(Console(file=io.StringIO(), force_terminal=True, width=80, height=23), state=s)
+    assert len(dash._renderable().lines) <= 23   # Rich cut a taller frame at its foot, with "..."

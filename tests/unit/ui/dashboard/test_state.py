@@ -90,3 +90,39 @@ def test_the_running_loss_of_a_short_epoch_is_near_its_batches_mean_not_its_firs
     for i in range(500):   # a long run follows its recent batches
         s.update("batch", {"rows": 64 * (i + 7), "loss": 0.1, "t": float(i + 6)})
     assert s.loss == pytest.approx(0.1, abs=1e-6)
+
+
+def _epoch_of_batches(t0: float, epoch: int, batches: int = 20) -> list[tuple[str, dict]]:
+    """An epoch of 256-row batches every 0.1 s (2,560 rows/s), its losses falling from 1.0 by 0.01."""
+    events = [_training(t0, epoch)]
+    for b in range(1, batches + 1):
+        events.append(("batch", {"t": t0 + b * 0.1, "epoch": epoch, "rows": 256 * b, "total_rows": 4000,
+                                 "loss": 1.0 - b / 100, "tokens": 1000}))
+    return events
+
+
+def test_a_new_epochs_rows_per_second_are_its_rows_over_its_time_not_over_the_validation_pause_before_it():
+    epoch1 = _epoch_of_batches(0.0, 1)
+    pause = [("stage", {"t": 2.0, "stage": "evaluating", "epoch": 1, "epochs": 2}),
+             ("epoch", {"t": 4.0, "epoch": 1, "train_loss": 0.9, "val_loss": 0.8})]
+    s = state_after(epoch1 + pause + _epoch_of_batches(4.0, 2, batches=10))
+    # the last epoch's samples in the window counted the 2 s pause as time spent on rows: about 1,200 rows/s
+    assert s.rows_rate() == pytest.approx(2560, rel=0.1)
+    assert s.tokens_meter.rate(s.now()) == pytest.approx(10_000, rel=0.1)
+
+
+def test_a_finished_epoch_shows_its_own_train_loss_and_the_next_epochs_running_loss_is_its_own():
+    epoch1 = _epoch_of_batches(0.0, 1)
+    s = state_after(epoch1 + [("epoch", {"t": 2.5, "epoch": 1, "train_loss": 0.7, "val_loss": 0.8})])
+    assert s.loss == 0.7   # what the epoch line and metrics.json say, not the running mean's last value
+    s = state_after(epoch1 + [("epoch", {"t": 2.5, "epoch": 1, "train_loss": 0.7, "val_loss": 0.8}),
+                              _training(3.0, 2), ("batch", {"t": 3.1, "epoch": 2, "rows": 256, "loss": 0.2})])
+    assert s.loss == pytest.approx(0.2)   # epoch 1's batches do not blend into epoch 2's first
+
+
+def test_a_worker_gone_from_the_schedulers_answer_leaves_the_memory_panel():
+    s = state_after(script(until_epoch=0))
+    assert [w["name"] for w in s.workers] == ["0", "1"]
+    kind, e = memory(50.0, workers=[])
+    s.update(kind, {**e, "workers_asked": True})   # the scheduler answered: no workers left
+    assert s.workers == []

@@ -138,3 +138,15 @@ def test_a_regression_on_a_target_in_small_units_shows_its_errors_not_zero():
                "stage_seconds": {"train": 1.0}, "seconds": 1.0, "epochs": [{}]}
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 120), 120)
     assert "7.733e-07" in text and "9.72e-07" in text and "1.231e-06" in text and "0.0000" not in text
+
+
+def test_the_summarys_times_add_up_to_its_total():
+    metrics = {"val_loss": 0.88, "rows": {"read": 100, "trained": 90, "validated": 10, "skipped": {}},
+               "stage_seconds": {"cluster_start": 0.0, "fit": 2.8, "train": 4.5, "save": 1.7}, "seconds": 19.0,
+               "epochs": [{}, {}]}
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "other" in text and "10.0s" in text   # starting and planning: a third of the run, unnamed
+    metrics["stage_seconds"] = {"cluster_start": 4.2, "fit": 10.1, "train": 16.5, "save": 2.2}
+    metrics["seconds"] = 33.0
+    text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
+    assert "other" not in text   # nothing left to name

@@ -50,3 +50,60 @@ def test_an_existing_cluster_of_workers_with_different_limits_is_shown_with_thei
     events = [(k, {**v, "plan": plan}) if k == "plan" else (k, v) for k, v in script(until_epoch=0)]
     text = "\n".join(line.plain for line in render(state_after(events), 160).lines)
     assert "existing cluster 3 workers, 8.7G in all" in text and "3 × 700M" not in text
+
+
+def test_a_40_column_dashboard_shows_every_figure_an_80_column_one_does():
+    import re
+
+    s = state_after(script(until_epoch=1))   # mid-epoch 2: ETA, rates, last and best epoch, workers
+    narrow, normal = (render(s, w).plain for w in (40, 80))
+    figures = set(re.findall(r"\d[\d,.:/%]*\d|\d", normal))
+    missing = sorted(f for f in figures if f not in narrow)
+    assert not missing, (missing, narrow)   # cut at the edge, these were lost without a word
+    for needle in ("ETA", "F1 0.9050", "(epoch 1)", "MB/s read", "training epoch 2/2", "9,000 training rows",
+                   "spill at 70%", "pause at 80%", "http://127.0.0.1:8787/status"):
+        assert needle in narrow, needle
+    assert "…" not in narrow and all(line.cell_len <= 40 for line in render(s, 40).lines)
+
+
+def test_workers_named_by_their_address_are_told_apart():
+    s = state_after(script(until_epoch=0))
+    ws = [{**worker(0, 0.3), "name": f"tcp://10.0.0.{i}:38111"} for i in (5, 6)]
+    s.update(*memory(20.0, workers=ws))
+    for width in (40, 80, 160):
+        text = render(s, width).plain
+        assert "10.0.0.5:38111" in text or width < 80, text
+        assert text.count("0.5:38111") == text.count("0.6:38111") == 1, text   # told apart, cut or not
+        assert "400M/768M (52%)" in text and text.count("614M") == text.count("30%") == 2, text   # no name cuts a figure
+
+
+def test_the_epochs_bar_never_goes_back_while_an_epoch_is_evaluated():
+    from lancetnic_flow.ui.dashboard.widgets import progress_lines
+
+    events = script(until_epoch=1)
+    evaluating = next(i for i, (k, e) in enumerate(events) if k == "stage" and e["stage"] == "evaluating")
+
+    def filled(n: int) -> float:
+        s = state_after(events[:n])
+        line = next(t for t in progress_lines(s, s.now(), 76) if t.plain.startswith("epochs"))
+        done = sum(span.end - span.start for span in line.spans if str(span.style) in ("cyan", "green"))
+        return done / line.plain.count("━")   # of the bar's width, which the notes' column changes
+
+    before, during, after = filled(evaluating), filled(evaluating + 1), filled(evaluating + 2)
+    assert before > 0.4 and during >= before - 0.05 and after >= during - 0.05, (before, during, after)
+
+
+def test_a_40_column_memory_panel_of_a_run_featurised_in_process_says_so_in_full():
+    from lancetnic_flow.dataflow.plan import plan_in_process, plan_memory
+
+    plan = plan_in_process(plan_memory(16 * 2**30, workers=2), 2).to_dict()
+    events = [(k, {**v, "plan": plan}) if k == "plan" else memory(v["t"], workers=[]) if k == "memory" else (k, v)
+              for k, v in script(until_epoch=0)]
+    text = render(state_after(events), 40).plain
+    assert "(featurising here, no workers)" in text and "…" not in text, text
+
+
+def test_the_bytes_read_so_far_are_in_the_unit_of_the_read_rate():
+    s = state_after(script(until_epoch=1))   # 8 partitions of 2,000,000 bytes
+    text = render(s, 80).plain
+    assert "MB/s read (16.0 MB so far)" in text, text   # not "15M": mebibytes beside megabytes per second
