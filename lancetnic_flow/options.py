@@ -236,11 +236,12 @@ OPTIONS: list[Option] = [
         O("--idf", "weight hashed terms by inverse document frequency (default on)", kind="bool", default=True,
           field="features.idf"),
         O("--sublinear-tf", "use 1 + log(tf) (default on)", kind="bool", default=True, field="features.sublinear_tf"),
-        O("--max-features", "vocabulary size cap with --features tfidf (default 100000)", "N", int,
+        O("--max-features", "vocabulary size cap with --features tfidf or ids (default 100000)", "N", int,
           field="features.max_features", api="max_features"),
-        O("--min-df", "--features tfidf: drop terms in fewer documents: a count, or a fraction like 0.001 "
+        O("--min-df", "--features tfidf or ids: drop terms in fewer documents: a count, or a fraction like 0.001 "
           "(default {default})", "N|F", default=1, field="features.min_df", parse=parse_df),
-        O("--max-df", "--features tfidf: drop terms in more documents: a count, or a fraction (default {default})",
+        O("--max-df", "--features tfidf or ids: drop terms in more documents: a count, or a fraction (default "
+          "{default})",
           "N|F", default=1.0, field="features.max_df", parse=parse_df),
     ]),
     *_group("model and task", [
@@ -290,7 +291,8 @@ OPTIONS: list[Option] = [
         O("--clip-grad", "clip the gradient norm (default: off)", "NORM", float, field="training.clip_grad"),
         O("--device", "auto|cpu|cuda (auto: CUDA when present; with --ddp, on the ranks' workers, a GPU per rank)",
           "DEV", default="auto", field="training.device"),
-        O("--threads", "trainer threads (default: cores not used by workers)", "N", int, field="training.threads"),
+        O("--threads", "a network's trainer threads (default: cores not used by workers); LinearSVM trains here on "
+          "one core without torch and refuses it (its --ddp ranks take it)", "N", int, field="training.threads"),
         O("--seed", "fixes partition order, shuffling, init and dropout (default {default})", "N", int, 0,
           field="training.seed", api="random_state"),
         O("--shuffle-buffer", "rows held for shuffling (default {default})", "ROWS", int, 20_000,

@@ -79,6 +79,7 @@ def resolve(given: TrainConfig) -> TrainConfig:
     _refuse_idle(cfg)
     _train_on(cfg)
     _training(cfg, spec, value_asked=auto and bool(cfg.data.target))
+    _refuse_idle_threads(cfg, spec)
     _features(cfg, spec)
     _check_task(cfg, spec)
     return cfg
@@ -109,6 +110,15 @@ def _refuse_idle(cfg: TrainConfig) -> None:
         raise bad("cluster.scheduler_wait", f"{{name}} {c.scheduler_wait} is how long a lost scheduler of an existing "
                   "cluster is waited for, and this run starts its own (no {cluster.scheduler})",
                   "add {cluster.scheduler} ADDRESS, or drop {name}")
+    existing = "{cluster.scheduler}" if c.scheduler else "DASK_SCHEDULER_ADDRESS"
+    for field, value in (("cluster.workers", c.workers), ("cluster.threads", c.threads)):
+        # An existing cluster's workers are its own: the run plans from what its scheduler reports.
+        if value is not None and (c.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+            raise bad(field, f"{{name}} {value} sizes the LocalCluster a run starts, and {existing} names an "
+                      "existing cluster, whose workers and threads are its own",
+                      "drop {name}; a cluster's workers and threads are set where they start (`dask worker "
+                      "ADDRESS`, its nworkers and nthreads options)" + ("" if c.scheduler else
+                                                        ", or unset DASK_SCHEDULER_ADDRESS to start a LocalCluster"))
     d = cfg.data
     if "data.val_fraction" in cfg.given and d.val and d.val_fraction == BY_FIELD["data.val_fraction"].default:
         # another value is refused by DataConfig; the default's, typed, would do nothing as silently
@@ -118,6 +128,17 @@ def _refuse_idle(cfg: TrainConfig) -> None:
     if "output.wait_for_plots" in cfg.given and o.wait_for_plots and not o.plots:
         raise bad("output.wait_for_plots", "{name} waits for the charts, and {output.plots} is off: none is drawn",
                   "drop one of them")
+
+
+def _refuse_idle_threads(cfg: TrainConfig, spec: ModelSpec) -> None:
+    """``--threads`` where no torch network trains: LinearSVM in this process steps its NumPy
+    weights one example at a time on one core (models/linear_arrays.py), and reads no thread count;
+    its ``--ddp`` ranks and ``--train-on cluster``'s trainer task train a network, which takes it."""
+    t = cfg.training
+    if t.threads is not None and spec.rule == "hinge" and not t.ddp:
+        raise bad("training.threads", f"{{name}} {t.threads} sets the torch threads of a network trained in this "
+                  f"process, and {cfg.model.name} trains here without torch, one example at a time on one core",
+                  "drop {name}, or train on several cores with {training.ddp} N, whose ranks take it")
 
 
 def _refuse(cfg: TrainConfig, spec: ModelSpec) -> None:
@@ -171,8 +192,10 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         raise bad("training.early_stopping", f"{{name}} {t.early_stopping} stops when the validation scores stop "
                   "improving, and {data.val_fraction} 0 without {data.val} holds no row out to score",
                   "give {data.val} FILE or a {data.val_fraction} above 0, or drop {name}")
-    if t.monitor and t.monitor != default_monitor(spec, t.task) and not cfg.data.val and not cfg.data.val_fraction:
-        # Given a score of its own: it would choose no epoch (the model's default is let by: a saved configuration).
+    own = t.monitor != default_monitor(spec, t.task) or "training.monitor" in cfg.given
+    if t.monitor and own and not cfg.data.val and not cfg.data.val_fraction:
+        # Given (the model's own score typed too): it would choose no epoch. The model's default, as a saved
+        # configuration holds it, is let by.
         raise bad("training.monitor", f"{{name}} {t.monitor} chooses the epoch kept by its validation score, and "
                   "{data.val_fraction} 0 without {data.val} holds no row out to score",
                   "give {data.val} FILE or a {data.val_fraction} above 0, or drop {name}")
@@ -186,8 +209,11 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
                ", and this run has no {training.ddp}")
         raise bad("training.sync_every", "{name} sets how often {training.ddp} ranks of LinearSVM average their weights" + why,
                   "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add {training.ddp} N (N ≥ 2)"))
-    if t.sync_rows == "touched" and not (t.ddp and t.ddp > 1 and spec.rule == "hinge"):
-        raise bad("training.sync_rows", "{name} touched chooses the rows {training.ddp} ranks of LinearSVM average" + (
+    # Typed at its default (all) too: a choice among rows no rank averages.
+    typed = t.sync_rows == "touched" or "training.sync_rows" in cfg.given
+    if typed and not (t.ddp and t.ddp > 1 and spec.rule == "hinge"):
+        raise bad("training.sync_rows", f"{{name}} {t.sync_rows} chooses the rows {{training.ddp}} ranks of LinearSVM "
+                  "average" + (
                   f"; {name}'s ranks exchange gradients every step" if t.ddp and spec.rule != "hinge"
                   else ", and this run has no ranks to average"),
                   "drop {name}" + ("" if t.ddp and spec.rule != "hinge" else ", or add {training.ddp} N (N ≥ 2)"))
@@ -299,20 +325,22 @@ def _prunes(f: Any) -> bool:
 
 
 def _check_loss_options(cfg: TrainConfig) -> None:
-    """A loss option of a task this run does not train would do nothing: refused."""
+    """A loss option of a task this run does not train would do nothing: refused, typed at
+    its default's value too (``--value-loss mse`` of a classifier reads no value either)."""
     t = cfg.training
     values, classes = t.task in ("regress", "multitask"), t.task != "regress"
-    if t.loss_weights is not None and tuple(t.loss_weights) != tuple(BY_FIELD["training.loss_weights"].default) \
-            and t.task != "multitask":
+    weights = None if t.loss_weights is None else tuple(t.loss_weights)
+    if t.task != "multitask" and ("training.loss_weights" in cfg.given
+                                  or weights not in (None, tuple(BY_FIELD["training.loss_weights"].default))):
         raise bad("training.loss_weights", f"{{name}} weighs the class and the value losses of "
                   f"{{training.task}} multitask; this run's task is {t.task}", "drop {name}")
-    if not values and t.value_loss != BY_FIELD["training.value_loss"].default:
+    if not values and _set(cfg, "training.value_loss", t.value_loss):
         raise bad("training.value_loss", f"{{name}} {t.value_loss} is the loss of a {{data.target}} value; this run's "
                   f"task, {t.task}, predicts none", "drop {name}")
-    if not classes and t.class_loss != BY_FIELD["training.class_loss"].default:
+    if not classes and _set(cfg, "training.class_loss", t.class_loss):
         raise bad("training.class_loss", f"{{name}} {t.class_loss} is the loss of labels; this run's task, "
                   f"{t.task}, predicts a value only", "drop {name}")
-    if not classes and t.class_weights != BY_FIELD["training.class_weights"].default:
+    if not classes and _set(cfg, "training.class_weights", t.class_weights):
         raise bad("training.class_weights", f"{{name}} {t.class_weights} weighs the classes of labels; this run's "
                   f"task, {t.task}, predicts a value only", "drop {name}")
 
@@ -330,7 +358,9 @@ def _check_task(cfg: TrainConfig, spec: ModelSpec) -> None:
     if t.task in ("regress", "multitask") and not cfg.data.target:
         raise bad("data.target", f"{{training.task}} {t.task} needs a numeric target column", "pass {name} COLUMN")
     if t.task == "regress":
-        if cfg.data.label not in (None, BY_FIELD["data.label"].default):   # the default names no column of its own
+        # The default, not typed, names no column of its own; typed (--label label), it asks for that column.
+        if cfg.data.label is not None and (cfg.data.label != BY_FIELD["data.label"].default
+                                           or "data.label" in cfg.given):
             raise bad("data.label", f"{{name}} {cfg.data.label}: {{training.task}} regress predicts {{data.target}} "
                       f"{cfg.data.target} alone, so the labels would be read and not learned",
                       "drop {name}, or pass {training.task} multitask to learn both")

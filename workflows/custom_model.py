@@ -77,7 +77,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.02)
-    p.add_argument("--workers", type=int, default=2, help="local Dask workers")
+    p.add_argument("--workers", type=int, help="local Dask workers (default 2; an existing cluster's are its own)")
     p.add_argument("--scheduler", help="an existing Dask scheduler (tcp://HOST:8786) instead of local workers")
     return p.parse_args()
 
@@ -96,7 +96,8 @@ def main() -> None:
     cfg = TrainConfig(data=DataConfig(train=[args.data]),
                       model=ModelConfig(name="GatedBagMC", hidden=args.hidden, dropout=0.1),
                       training=TrainingConfig(epochs=args.epochs, lr=args.lr),
-                      cluster=ClusterConfig(workers=args.workers, scheduler=args.scheduler),
+                      cluster=ClusterConfig(workers=args.workers if args.scheduler else args.workers or 2,
+                                            scheduler=args.scheduler),
                       output=OutputConfig(out=args.out, name="custom-model"))
     result = train(cfg, events)
 

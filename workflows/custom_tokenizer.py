@@ -72,7 +72,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", default="runs", help="parent of the run folder")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--blocksize", default="8MiB", help="bytes of data per featurisation task")
-    p.add_argument("--workers", type=int, default=2, help="local Dask workers")
+    p.add_argument("--workers", type=int, help="local Dask workers (default 2; an existing cluster's are its own)")
     p.add_argument("--scheduler", help="an existing Dask scheduler (tcp://HOST:8786) instead of local workers")
     return p.parse_args()
 
@@ -92,7 +92,8 @@ def main() -> None:
     cfg = TrainConfig(data=DataConfig(train=[args.data]),
                       features=FeatureConfig(tokenizer=TOKENIZER, ngrams=1, max_features=50_000, min_df=2),
                       training=TrainingConfig(epochs=args.epochs),
-                      cluster=ClusterConfig(workers=args.workers, scheduler=args.scheduler,
+                      cluster=ClusterConfig(workers=args.workers if args.scheduler else args.workers or 2,
+                                            scheduler=args.scheduler,
                                             blocksize=parse_size(args.blocksize, "--blocksize")),
                       output=OutputConfig(out=args.out, name="custom-tokenizer"))
     result = train(cfg, events)

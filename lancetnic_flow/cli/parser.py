@@ -216,8 +216,10 @@ def given_dests(argv: list[str], command: str) -> set[str]:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for action in sub.choices[command]._actions:
         action.default = argparse.SUPPRESS
+    # A command's set_defaults (tune's None for train's --ddp, --sync-rows, …) are no option typed.
+    offered = {action.dest for action in sub.choices[command]._actions}
     given = vars(parser.parse_args(with_negative_values(list(argv))))
-    return {k for k, v in given.items() if k != "command" and not (k == "data" and v == [])}
+    return {k for k, v in given.items() if k in offered and not (k == "data" and v == [])}
 
 
 class Parser(argparse.ArgumentParser):

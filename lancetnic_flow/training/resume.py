@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..config import TrainConfig
+from ..dataflow.cluster import scheduler_address
 from ..errors import UserError
 from ..runs.loading import a_file_not_a_run, no_such_run, read_config
 from .keep_learning import mark_continued
@@ -37,9 +38,11 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     if "train_on" not in saved.get("cluster", {}):   # a run of a version that trained in the client unless --ddp
         c.train_on = "cluster" if cfg.training.ddp else "client"
     c.memory_budget = memory_budget or c.memory_budget
-    c.workers = workers or c.workers
-    c.threads = threads or c.threads
     c.scheduler = scheduler or c.scheduler
+    # The run's own LocalCluster size does not carry over to an existing cluster, which has its own workers.
+    local = not scheduler_address(c.scheduler)
+    c.workers = workers or (c.workers if local else None)
+    c.threads = threads or (c.threads if local else None)
     c.scheduler_wait = scheduler_wait or c.scheduler_wait
     return cfg
 

@@ -226,6 +226,17 @@ def test_sync_rows_touched_is_refused_where_no_ranks_average_weights():
         resolve(config("ScalpelMC", ddp=2, sync_rows="touched"))
 
 
+def test_sync_rows_typed_at_its_default_is_refused_where_no_ranks_average_weights():
+    # --sync-rows all without --ddp: it ran and chose nothing, config.json said it was set
+    for cfg, words in ((config(sync_rows="all"), "sync_rows all chooses .* no ranks to average"),
+                       (config("ScalpelMC", ddp=2, sync_rows="all"), "ScalpelMC's ranks exchange gradients")):
+        with pytest.raises(UserError, match=words):
+            resolve(dataclasses.replace(cfg, given=frozenset({"training.sync_rows"})))
+    ranks = dataclasses.replace(config(ddp=2, sync_rows="all"), given=frozenset({"training.sync_rows"}))
+    assert resolve(ranks).training.sync_rows == "all"
+    assert resolve(config(sync_rows="all")).training.sync_rows == "all"   # the default, not typed
+
+
 def test_the_legacy_hinge_optimiser_of_old_run_folders_resolves_to_the_rule_and_is_refused_elsewhere():
     old = resolve(config("LinearSVM", sparse_optimizer="hinge"))
     assert old.training.sparse_optimizer is None
@@ -464,6 +475,25 @@ def test_a_loss_option_of_a_task_the_run_does_not_train_is_refused():
         resolve(config("ScalpelReg", "regress", target="y", class_loss="bce"))
 
 
+def test_a_loss_option_typed_at_its_default_for_a_task_the_run_does_not_train_is_refused():
+    # --value-loss mse on a classifier, --class-weights none on a regression: they ran and did nothing,
+    # config.json saying they were set
+    def typed(cfg: TrainConfig, field: str) -> TrainConfig:
+        return dataclasses.replace(cfg, given=frozenset({field}))
+
+    for cfg, field, words in (
+            (config("ScalpelMC", loss_weights=(1.0, 1.0)), "loss_weights", "loss.weights weighs the class and the value"),
+            (config("ScalpelMC", value_loss="mse"), "value_loss", "value.loss mse is the loss of a target value"),
+            (config("ScalpelReg", "regress", target="y"), "class_loss", "class.loss cross_entropy is the loss of labels"),
+            (config("ScalpelReg", "regress", target="y"), "class_weights", "class.weights none weighs the classes")):
+        with pytest.raises(UserError, match=words):
+            resolve(typed(cfg, f"training.{field}"))
+        resolve(cfg)   # not typed: the default, which asks for nothing
+    multitask = config("ScalpelMTSK", "multitask", target="y", loss_weights=(1.0, 1.0), value_loss="mse")
+    for field in ("loss_weights", "value_loss", "class_loss", "class_weights"):
+        resolve(typed(multitask, f"training.{field}"))   # a task that reads them all
+
+
 def test_linear_svm_refuses_an_optimiser_and_gradient_clipping_and_auto_passes_it_by():
     for option in ({"optimizer": "sgd"}, {"clip_grad": 1.0}):
         with pytest.raises(UserError, match="does not apply to LinearSVM"):
@@ -570,6 +600,15 @@ def test_a_regression_run_refuses_class_weights_and_a_label_column_it_would_not_
     assert (both.data.label, both.training.class_weights) == ("sentiment", "balanced")
 
 
+def test_a_regression_run_refuses_the_default_label_column_typed():
+    # --target y --label label: the labels were not read, and config.json said --label label was asked for
+    cfg = TrainConfig(data=DataConfig(train=["x.csv"], target="y"), given=frozenset({"data.label"}))
+    with pytest.raises(UserError, match="label label: task regress predicts target y alone") as e:
+        resolve(cfg)
+    assert e.value.field == "data.label" and "multitask" in e.value.hint
+    assert resolve(dataclasses.replace(cfg, given=frozenset())).data.label is None   # not typed: no column asked for
+
+
 def test_a_monitor_given_with_no_row_held_out_is_refused_as_early_stopping_is():
     # it was accepted and chose nothing (metrics.json: kept last, validated 0), without a word
     cfg = config("ScalpelMC", monitor="val_loss")
@@ -582,6 +621,16 @@ def test_a_monitor_given_with_no_row_held_out_is_refused_as_early_stopping_is():
     saved = config("ScalpelMC", monitor="val_accuracy")   # the model's own, as a saved configuration holds it
     saved.data.val_fraction = 0.0
     assert resolve(saved).training.monitor == "val_accuracy"
+
+
+def test_a_monitor_typed_at_the_models_default_with_no_row_held_out_is_refused():
+    # --val-fraction 0 --monitor val_accuracy: it chose nothing, and config.json said it was asked for
+    saved = config("ScalpelMC", monitor="val_accuracy")
+    saved.data.val_fraction = 0.0
+    typed = dataclasses.replace(saved, given=frozenset({"training.monitor"}))
+    with pytest.raises(UserError, match="val_accuracy chooses the epoch kept by its validation score"):
+        resolve(typed)
+    assert resolve(saved).training.monitor == "val_accuracy"   # not typed: a saved configuration's
 
 
 @pytest.mark.parametrize("field,value", [("model.hidden", 64), ("model.layers", 1), ("model.dropout", 0.2),
@@ -664,6 +713,43 @@ def test_an_option_given_where_it_does_nothing_is_refused_not_recorded_as_set(mo
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
     resolve(idle[0][0])   # the environment names the cluster
     resolve(dataclasses.replace(idle[1][0], given=frozenset({"output.plots"})))   # the default is no choice
+
+
+def test_workers_and_worker_threads_on_an_existing_cluster_are_refused_as_doing_nothing(monkeypatch):
+    # --scheduler ADDR --workers 3: the run used the cluster's workers, and config.json said 3
+    from lancetnic_flow.config import ClusterConfig
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    data = DataConfig(train=["x.csv"])
+    for field, sizes in (("workers", {"workers": 3}), ("threads", {"threads": 2})):
+        cfg = TrainConfig(data=data, cluster=ClusterConfig(scheduler="tcp://h:8786", **sizes))
+        with pytest.raises(UserError, match=f"{field} . sizes the LocalCluster a run starts, and scheduler names") as e:
+            resolve(cfg)
+        assert e.value.field == f"cluster.{field}"
+        assert e.value.said("cli")[0].startswith(f"--{'workers' if field == 'workers' else 'worker-threads'} ")
+        resolve(TrainConfig(data=data, cluster=ClusterConfig(**sizes)))   # a LocalCluster's size: taken
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
+    with pytest.raises(UserError, match="DASK_SCHEDULER_ADDRESS names an existing cluster") as e:
+        resolve(TrainConfig(data=data, cluster=ClusterConfig(workers=3)))
+    assert "unset DASK_SCHEDULER_ADDRESS" in e.value.hint
+    resolve(TrainConfig(data=data))
+
+
+def test_threads_for_linearsvm_trained_in_this_process_is_refused_as_doing_nothing(monkeypatch):
+    # --threads 4 with the default model: its NumPy step reads no thread count, and config.json said 4
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    data = DataConfig(train=["x.csv"])
+    for model in ("auto", "LinearSVM"):
+        cfg = TrainConfig(data=data, model=ModelConfig(name=model), training=TrainingConfig(threads=4))
+        with pytest.raises(UserError, match="threads 4 sets the torch threads .* LinearSVM trains here without torch") as e:
+            resolve(cfg)
+        assert e.value.field == "training.threads" and "ddp N" in e.value.hint
+    # a network takes it: the MLP here, LinearSVM's --ddp ranks and --train-on cluster's trainer task
+    assert resolve(TrainConfig(data=data, model=ModelConfig(name="ScalpelMC"),
+                               training=TrainingConfig(threads=4))).training.threads == 4
+    assert resolve(TrainConfig(data=data, training=TrainingConfig(threads=4, ddp=2))).training.threads == 4
+    on_cluster = resolve(with_cluster(TrainConfig(data=data, training=TrainingConfig(threads=4)), train_on="cluster"))
+    assert (on_cluster.model.name, on_cluster.training.threads) == ("LinearSVM", 4)
 
 
 @pytest.mark.parametrize("label,target,task,numeric,match", [

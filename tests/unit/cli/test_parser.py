@@ -83,6 +83,13 @@ def test_given_dests_are_the_options_argv_gives_itself_whatever_their_values():
     assert not given & {"label", "buckets", "features", "model", "command"}
 
 
+def test_given_dests_of_tune_hold_no_option_of_train_alone():
+    # tune's parser sets train's --ddp, --sync-rows, --train-on to None: read as typed, --sync-rows was
+    # refused as given where no ranks average, on a command line that never named it
+    given = given_dests(["tune", "d.csv", "--epochs", "3"], "tune")
+    assert given == {"data", "epochs"}
+
+
 def test_a_column_option_given_twice_with_two_names_is_refused_and_numeric_columns_add_up(capsys):
     # argparse kept the last --label/--target and the last --numeric: a declared column was dropped without a word
     p = build_parser()

@@ -47,3 +47,19 @@ def test_resume_of_a_misspelled_run_names_the_runs_beside_it(tmp_path):
     with pytest.raises(UserError, match="there is no such folder") as e:
         resume_config(str(tmp_path / "runs" / "frist"))
     assert "did you mean 'first'?" in e.value.hint
+
+
+def test_resume_on_an_existing_cluster_drops_the_local_cluster_size_the_run_was_started_with(tmp_path, monkeypatch):
+    from lancetnic_flow.config import ClusterConfig
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    run = str(tmp_path / "run")
+    write_config(run, TrainConfig(data=DataConfig(train=["x.csv"]), cluster=ClusterConfig(workers=3, threads=2)).to_dict())
+    local = resume_config(run).cluster
+    assert (local.workers, local.threads) == (3, 2)                 # the same LocalCluster again
+    ext = resume_config(run, scheduler="tcp://h:8786")
+    assert (ext.cluster.workers, ext.cluster.threads) == (None, None)   # the cluster's own workers
+    ext.validate()                                                  # not refused as --workers on a cluster
+    assert resume_config(run, scheduler="tcp://h:8786", workers=4).cluster.workers == 4   # given again: kept
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
+    assert resume_config(run).cluster.workers is None
