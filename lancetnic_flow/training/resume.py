@@ -6,6 +6,7 @@ from typing import Any, Iterable
 from ..config import TrainConfig
 from ..dataflow.cluster import scheduler_address
 from ..errors import UserError
+from ..registry import MODELS
 from ..runs.loading import a_file_not_a_run, no_such_run, read_config
 from .keep_learning import mark_continued
 
@@ -44,6 +45,9 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     c.workers = workers or (c.workers if local else None)
     c.threads = threads or (c.threads if local else None)
     c.scheduler_wait = scheduler_wait or c.scheduler_wait
+    t, spec = cfg.training, MODELS.get(cfg.model.name)
+    if t.threads is not None and not t.ddp and spec is not None and spec.rule == "hinge":
+        t.threads = None   # taken by earlier versions where it did nothing (resolve refuses it typed now)
     return cfg
 
 

@@ -63,3 +63,25 @@ def test_resume_on_an_existing_cluster_drops_the_local_cluster_size_the_run_was_
     assert resume_config(run, scheduler="tcp://h:8786", workers=4).cluster.workers == 4   # given again: kept
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
     assert resume_config(run).cluster.workers is None
+
+
+def test_resume_of_a_linear_svm_run_started_with_threads_in_this_process_drops_them_not_refused(tmp_path):
+    # Runs of earlier versions took --threads for LinearSVM trained in this process, where it did nothing;
+    # it is refused when typed now, and --resume of such a run has no option to drop it: it is dropped.
+    from lancetnic_flow.config import ModelConfig, TrainingConfig
+    from lancetnic_flow.resolve import resolve
+
+    run = str(tmp_path / "run")
+    write_config(run, TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="LinearSVM"),
+                                  training=TrainingConfig(threads=4)).to_dict())
+    cfg = resume_config(run)
+    assert cfg.training.threads is None
+    resolve(cfg)   # not refused
+    ranks = str(tmp_path / "ranks")   # its --ddp ranks take the threads: kept
+    write_config(ranks, TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="LinearSVM"),
+                                    training=TrainingConfig(threads=4, ddp=2)).to_dict())
+    assert resume_config(ranks).training.threads == 4
+    net = str(tmp_path / "net")   # a network takes them: kept
+    write_config(net, TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="ScalpelMC"),
+                                  training=TrainingConfig(threads=4)).to_dict())
+    assert resume_config(net).training.threads == 4
