@@ -46,7 +46,8 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     c.threads = threads or (c.threads if local else None)
     c.scheduler_wait = scheduler_wait or c.scheduler_wait
     t, spec = cfg.training, MODELS.get(cfg.model.name)
-    if t.threads is not None and not t.ddp and spec is not None and spec.rule == "hinge":
+    trains_here = not t.ddp and c.train_on != "cluster" and local   # resolve's _train_on: else a trainer task
+    if t.threads is not None and trains_here and spec is not None and spec.rule == "hinge":
         t.threads = None   # taken by earlier versions where it did nothing (resolve refuses it typed now)
     return cfg
 

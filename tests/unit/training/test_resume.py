@@ -68,7 +68,7 @@ def test_resume_on_an_existing_cluster_drops_the_local_cluster_size_the_run_was_
 def test_resume_of_a_linear_svm_run_started_with_threads_in_this_process_drops_them_not_refused(tmp_path):
     # Runs of earlier versions took --threads for LinearSVM trained in this process, where it did nothing;
     # it is refused when typed now, and --resume of such a run has no option to drop it: it is dropped.
-    from lancetnic_flow.config import ModelConfig, TrainingConfig
+    from lancetnic_flow.config import ClusterConfig, ModelConfig, TrainingConfig
     from lancetnic_flow.resolve import resolve
 
     run = str(tmp_path / "run")
@@ -81,6 +81,12 @@ def test_resume_of_a_linear_svm_run_started_with_threads_in_this_process_drops_t
     write_config(ranks, TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="LinearSVM"),
                                     training=TrainingConfig(threads=4, ddp=2)).to_dict())
     assert resume_config(ranks).training.threads == 4
+    task = str(tmp_path / "task")   # --train-on cluster's trainer task takes them: kept
+    write_config(task, TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="LinearSVM"),
+                                   cluster=ClusterConfig(train_on="cluster"),
+                                   training=TrainingConfig(threads=4)).to_dict())
+    assert resume_config(task).training.threads == 4
+    assert resume_config(run, scheduler="tcp://h:8786").training.threads == 4   # a trainer task there too
     net = str(tmp_path / "net")   # a network takes them: kept
     write_config(net, TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="ScalpelMC"),
                                   training=TrainingConfig(threads=4)).to_dict())
