@@ -3,14 +3,15 @@
 A partition past the file's start gets the header read separately. Quoted
 newlines are allowed. Rows are the quote automaton's records, the ones a
 partition cut starts (:func:`~.row_ends.records`), each read on its own: a
-record that is malformed (a wrong count of fields, a quote never closed, a
-stray quote "closed" by one with text behind it) is one malformed row, and
+record that is malformed (more fields than the header, a quote never closed,
+a stray quote "closed" by one with text behind it) is one malformed row, and
 the lines it took after its first are read again as rows of their own
 (:func:`_records`), so no row vanishes uncounted and none depends on
-where the file is cut. A block is read by Arrow's parser
-(:func:`_read_csv_rows`); one holding such a record reads that record
-alone in Python and the runs of records around it by Arrow
-(:func:`_by_regions`).
+where the file is cut. A record of fewer fields than the header is a row
+whose missing fields are empty, as pandas reads them missing. A block is
+read by Arrow's parser (:func:`_read_csv_rows`); one holding a malformed
+record reads that record alone in Python and the runs of records around it
+by Arrow (:func:`_by_regions`).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
-from .row_ends import WHOLE, misfit_records, records, with_lf_row_ends
+from .row_ends import WHOLE, misfit_records, padded_short_records, records, with_lf_row_ends
 from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 from ...plurals import counted
@@ -96,16 +97,22 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
     if not checked and len(records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), False)[0]):
         return None   # a stray or unclosed quote
     taken: list[bytes] = []  # raw text of the malformed rows Arrow found
+    short: list[bytes] = []  # rows of fewer fields, not blank: read again with their missing fields empty
 
     def on_invalid(row) -> str:
         text = (row.text or "").encode("utf-8", "surrogateescape")
-        if not _blank(text, delimiter):   # spaces alone on a line: blank, as pandas skips it, no row and no count
-            taken.append(text)
+        if _blank(text, delimiter):   # spaces alone on a line: blank, as pandas skips it, no row and no count
+            return "skip"
+        (short if row.actual_columns < row.expected_columns else taken).append(text)
         return "skip"
 
     if not _holds_rows(body, delimiter):
         return pa.table({n: pa.array([], pa.string()) for n in names}), 0
     table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
+    if short:   # pandas reads a short row's missing fields as missing values: empty, as an empty field reads
+        body = pa.py_buffer(padded_short_records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), len(have)))
+        taken.clear()
+        table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
     if any(_LINE_END.search(t.rstrip(b"\r\n")) for t in taken):
         return None
     return table, len(taken)
@@ -251,9 +258,9 @@ def _bad_records(data: bytes, delimiter: str, width: int, every: bool,
                  strays: tuple[list, list] | None = None) -> list[tuple[int, int]]:
     """Where the records that take the lines after their first are, in order: a
     stray or unclosed quote's (:func:`~.row_ends.records`), and a quoted field's
-    over several lines in a record of a wrong count of fields
+    over several lines in a record of too many fields
     (:func:`~.row_ends.misfit_records`); with ``every`` (prediction, which lists a
-    malformed row in place) every record of a wrong count. Both split the block at
+    malformed row in place) every record of too many. Both split the block at
     the same record ends, so a record named by both is one record. ``strays``: the
     first of them (:func:`_stray_records`), where already found."""
     starts, ends = strays if strays is not None else _stray_records(data, delimiter)
@@ -319,8 +326,9 @@ def _finished(columns: Columns, table: pa.Table, status: pa.Array, read: int, sk
 def _records(data: bytes, delimiter: str, width: int, depth: int, check: list[int] | None = None):
     """(fields, None) or (None, reason) per CSV record of ``data``, the records the
     quote automaton reads (:func:`~.row_ends.records`, where a partition cut
-    starts one), in order. A malformed record (a wrong count of fields, a quote
-    never closed, a stray quote) is one malformed row, followed by the rows of
+    starts one), in order; a short one's missing fields empty. A malformed
+    record (more fields than ``width``, a quote never closed, a stray quote)
+    is one malformed row, followed by the rows of
     the lines it took after its first, read on their own: a quote never takes
     rows past its record, so the rows do not depend on the cuts. ``check``: the
     fields an undecodable byte makes a row "undecodable" in (None: any)."""
@@ -330,6 +338,8 @@ def _records(data: bytes, delimiter: str, width: int, depth: int, check: list[in
         if _blank(record, delimiter):
             continue   # a blank line (or one of spaces alone, as pandas reads it) is not a row
         row = _one_row(record, delimiter) if kind == WHOLE else None
+        if row is not None and len(row) < width:   # missing fields read empty, as Arrow reads them padded
+            row += [""] * (width - len(row))
         if row is None or len(row) != width:
             yield None, "malformed"
             rest = _after_first_line(record, delimiter)

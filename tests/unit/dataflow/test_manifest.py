@@ -286,6 +286,23 @@ def test_csv_entries_made_before_each_record_was_read_on_its_own_are_not_reused_
         monkeypatch.undo()
 
 
+def test_csv_entries_made_while_short_rows_were_malformed_are_not_reused_and_recognised(monkeypatch):
+    # revision 5 reads a row of fewer fields than the header with its missing fields empty: revision 4 skipped it
+    from lancetnic_flow import formats
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow.manifest import SHORT_ROWS_MALFORMED
+
+    real = formats.format_named
+    for fmt in ("csv", "tsv"):
+        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
+        now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
+        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION, readers=SHORT_ROWS_MALFORMED)
+        monkeypatch.setattr(formats, "format_named",
+                            lambda n, f=fmt: dataclasses.replace(real(n), revision=4) if n == f else real(n))
+        assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
+        monkeypatch.undo()
+
+
 def test_entries_with_numeric_or_target_columns_read_before_true_and_false_were_numbers_are_not_reused():
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 
