@@ -266,56 +266,45 @@ def test_multilabel_entries_made_before_labels_training_never_had_were_counted_a
                                                                          revisions=False)
 
 
-def test_csv_entries_made_before_a_lone_cr_ended_a_row_are_not_reused_and_recognised(monkeypatch):
-    # revision 3 reads a lone \r as a row end everywhere (the header, the cuts): a revision 2 entry may differ
+def _csv_entries_of_revision_are_recognised(monkeypatch, readers: dict[str, int]) -> None:
+    """An entry the CSV/TSV readers of ``readers``' revision made keys as ``entry_key(readers=...)``
+    says (a checkpoint of it is recognised), and no longer as today's (not reused)."""
     from lancetnic_flow import formats
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
-    from lancetnic_flow.dataflow.manifest import LONE_CR_NOT_A_ROW_END
 
     real = formats.format_named
     for fmt in ("csv", "tsv"):
         plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
         now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
-        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION, readers=LONE_CR_NOT_A_ROW_END)
+        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION, readers=readers)
         monkeypatch.setattr(formats, "format_named",
-                            lambda n, f=fmt: dataclasses.replace(real(n), revision=2) if n == f else real(n))
+                            lambda n, f=fmt: dataclasses.replace(real(n), revision=readers[f]) if n == f else real(n))
         assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
         monkeypatch.undo()
+
+
+def test_csv_entries_made_before_a_lone_cr_ended_a_row_are_not_reused_and_recognised(monkeypatch):
+    # revision 3 reads a lone \r as a row end everywhere (the header, the cuts): a revision 2 entry may differ
+    from lancetnic_flow.dataflow.manifest import LONE_CR_NOT_A_ROW_END
+
+    assert LONE_CR_NOT_A_ROW_END == {"csv": 2, "tsv": 2}
+    _csv_entries_of_revision_are_recognised(monkeypatch, LONE_CR_NOT_A_ROW_END)
 
 
 def test_csv_entries_made_before_each_record_was_read_on_its_own_are_not_reused_and_recognised(monkeypatch):
     # revision 4 reads a malformed record's lines within the record: a revision 3 entry may hold other rows
-    from lancetnic_flow import formats
-    from lancetnic_flow.data.sources import FileInfo, SourcePlan
     from lancetnic_flow.dataflow.manifest import MALFORMED_READ_PAST_ITS_RECORD
 
-    real = formats.format_named
-    for fmt in ("csv", "tsv"):
-        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
-        now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
-        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION,
-                           readers=MALFORMED_READ_PAST_ITS_RECORD)
-        monkeypatch.setattr(formats, "format_named",
-                            lambda n, f=fmt: dataclasses.replace(real(n), revision=3) if n == f else real(n))
-        assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
-        monkeypatch.undo()
+    assert MALFORMED_READ_PAST_ITS_RECORD == {"csv": 3, "tsv": 3}
+    _csv_entries_of_revision_are_recognised(monkeypatch, MALFORMED_READ_PAST_ITS_RECORD)
 
 
 def test_csv_entries_made_while_short_rows_were_malformed_are_not_reused_and_recognised(monkeypatch):
     # revision 5 reads a row of fewer fields than the header with its missing fields empty: revision 4 skipped it
-    from lancetnic_flow import formats
-    from lancetnic_flow.data.sources import FileInfo, SourcePlan
     from lancetnic_flow.dataflow.manifest import SHORT_ROWS_MALFORMED
 
-    real = formats.format_named
-    for fmt in ("csv", "tsv"):
-        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
-        now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
-        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION, readers=SHORT_ROWS_MALFORMED)
-        monkeypatch.setattr(formats, "format_named",
-                            lambda n, f=fmt: dataclasses.replace(real(n), revision=4) if n == f else real(n))
-        assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
-        monkeypatch.undo()
+    assert SHORT_ROWS_MALFORMED == {"csv": 4, "tsv": 4}
+    _csv_entries_of_revision_are_recognised(monkeypatch, SHORT_ROWS_MALFORMED)
 
 
 def test_entries_with_numeric_or_target_columns_read_before_true_and_false_were_numbers_are_not_reused():
