@@ -97,19 +97,22 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
     if not checked and len(records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), False)[0]):
         return None   # a stray or unclosed quote
     taken: list[bytes] = []  # raw text of the malformed rows Arrow found
-    short: list[bytes] = []  # rows of fewer fields, not blank: read again with their missing fields empty
+    short = [0]   # rows of fewer fields, not blank (a count, not their text): read again with the fields they lack
 
     def on_invalid(row) -> str:
         text = (row.text or "").encode("utf-8", "surrogateescape")
         if _blank(text, delimiter):   # spaces alone on a line: blank, as pandas skips it, no row and no count
             return "skip"
-        (short if row.actual_columns < row.expected_columns else taken).append(text)
+        if row.actual_columns < row.expected_columns:
+            short[0] += 1
+        else:
+            taken.append(text)
         return "skip"
 
     if not _holds_rows(body, delimiter):
         return pa.table({n: pa.array([], pa.string()) for n in names}), 0
     table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
-    if short:   # pandas reads a short row's missing fields as missing values: empty, as an empty field reads
+    if short[0]:   # pandas reads a short row's missing fields as missing values: empty, as an empty field reads
         body = pa.py_buffer(padded_short_records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), len(have)))
         taken.clear()
         table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
