@@ -97,33 +97,70 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
     if not checked and len(records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), False)[0]):
         return None   # a stray or unclosed quote
     taken: list[bytes] = []  # raw text of the malformed rows Arrow found
-    short = [0]   # rows of fewer fields, not blank (a count, not their text): read again with the fields they lack
+    short: list[tuple[int, bytes, int]] = []   # the first rows of fewer fields: (number, text, fields)
+    numbers: list[int] = []   # every row Arrow left out, by its number among the block's records
 
     def on_invalid(row) -> str:
         text = (row.text or "").encode("utf-8", "surrogateescape")
+        numbers.append(row.number)
         if _blank(text, delimiter):   # spaces alone on a line: blank, as pandas skips it, no row and no count
             return "skip"
-        if row.actual_columns < row.expected_columns:
-            short[0] += 1
-        else:
+        if row.actual_columns >= row.expected_columns:
             taken.append(text)
+        elif len(short) <= _SPLICED:   # one past the bound says the block is read again: no more kept
+            short.append((row.number, text, row.actual_columns))
         return "skip"
 
     if not _holds_rows(body, delimiter):
         return pa.table({n: pa.array([], pa.string()) for n in names}), 0
-    table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
-    if short[0]:   # pandas reads a short row's missing fields as missing values: empty, as an empty field reads
+    table = _arrow_rows(body, have, delimiter, names, on_invalid, (taken, short, numbers))
+    if short:   # pandas reads a short row's missing fields as missing values: empty, as an empty field reads
+        table = _with_short_rows(table, short, numbers, have, delimiter, names)
+    if table is None:   # many short rows: the block read again with the delimiters they lack
         body = pa.py_buffer(padded_short_records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), len(have)))
-        taken.clear()
-        table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
+        for got in (taken, short, numbers):
+            got.clear()
+        table = _arrow_rows(body, have, delimiter, names, on_invalid, (taken, short, numbers))
     if any(_LINE_END.search(t.rstrip(b"\r\n")) for t in taken):
         return None
     return table, len(taken)
 
 
+# Up to this many short rows in a block are parsed alone and put in their places
+# (:func:`_with_short_rows`); past it the block is read again padded, once.
+_SPLICED = 256
+
+
+def _with_short_rows(table: pa.Table, short: list, numbers: list[int], have: list[str], delimiter: str,
+                     names: list[str]) -> pa.Table | None:
+    """``table`` (Arrow's rows of a block) with its ``short`` rows, parsed on their
+    own with the delimiters they lack, each where its record stands (``numbers``:
+    the records Arrow left out). None where that cannot be done: more rows than
+    :data:`_SPLICED`, or a record whose number Arrow does not know."""
+    if len(short) > _SPLICED or min(numbers) < 1:
+        return None
+    d = delimiter.encode()
+    padded = b"".join(text.rstrip(b"\r\n") + d * (len(have) - fields) + b"\n" for _, text, fields in short)
+    try:
+        rows = _arrow_rows(pa.py_buffer(padded), have, delimiter, names, lambda row: "error", ())
+    except pa.ArrowInvalid:
+        return None
+    if rows.num_rows != len(short):
+        return None
+    gone = np.sort(np.asarray(numbers, np.int64))
+    pieces, at = [], 0
+    for i, (number, _, _) in enumerate(short):
+        place = number - 1 - int(np.searchsorted(gone, number))   # the rows Arrow kept before this record
+        pieces += [table.slice(at, place - at), rows.slice(i, 1)]
+        at = place
+    pieces.append(table.slice(at))
+    return pa.concat_tables(pieces)
+
+
 def _arrow_rows(body, have: list[str], delimiter: str, names: list[str], on_invalid,
-                taken: list) -> pa.Table:
-    """Arrow's read of ``body`` (no record in it stray or unclosed)."""
+                found: tuple[list, ...]) -> pa.Table:
+    """Arrow's read of ``body`` (no record in it stray or unclosed); ``found``: the
+    lists ``on_invalid`` fills, emptied for a read started again."""
     def read(block_size: int) -> pa.Table:
         return pv.read_csv(
             pa.BufferReader(body),
@@ -144,7 +181,8 @@ def _arrow_rows(body, have: list[str], delimiter: str, names: list[str], on_inva
         if "straddl" not in str(exc):
             raise
     # One row longer than a parser block: parse the block as one piece (the rows counted afresh).
-    taken.clear()
+    for got in found:
+        got.clear()
     return read(body.size + 1)
 
 

@@ -379,3 +379,34 @@ def test_a_block_with_one_bad_record_is_scanned_for_stray_quotes_once_and_for_mi
         assert got.skipped.get("malformed", 0) + (got.table["status"].to_pylist().count("malformed")
                                                   if cols.all_rows else 0) >= 1
         assert scans.count("records") == 1 and scans.count("misfit_records") <= 1, scans
+
+
+def test_a_block_with_a_few_short_rows_puts_them_in_place_without_reading_it_again_as_the_padded_read_does(
+        monkeypatch):
+    # a block holding one short row was read twice by Arrow (the second time with the delimiters it lacks):
+    # 0.27 s for a 29 MB block where the clean one takes 0.13 s. Random blocks of short and long rows, quoted
+    # line ends, blank lines and CRLF read the same either way.
+    import random
+
+    from lancetnic_flow.data.readers import csv as reader
+
+    pieces = ['a b', '"q,\nx"', '', ' ', '"z""y"', 'w\r', 'hi there', '"\n"', 'x"y']
+    padded = []
+    real = reader.padded_short_records
+    monkeypatch.setattr(reader, "padded_short_records", lambda *a: padded.append(1) or real(*a))
+    for seed in range(60):
+        rng = random.Random(seed)
+        d, width = rng.choice([",", "\t"]), rng.randint(2, 4)
+        body = "".join(d.join(rng.choice(pieces) for _ in range(rng.choice([0, 1, width, width - 1, width + 1])))
+                       + rng.choice(["\n", "\r\n"]) for _ in range(rng.randint(1, 40))).encode()
+        header = d.join(["text", "label", "c", "e"][:width]).encode() + b"\n"
+        fmt = "csv" if d == "," else "tsv"
+        for cols in (Columns(text=("text",), label="label"), Columns(text=("text",), keep_all=True, all_rows=True)):
+            monkeypatch.setattr(reader, "_SPLICED", 256)
+            padded.clear()
+            spliced = parse_csv(body, header, fmt, cols, "f")
+            assert not padded, seed
+            monkeypatch.setattr(reader, "_SPLICED", 0)   # every block with a short row read again padded
+            again = parse_csv(body, header, fmt, cols, "f")
+            assert (spliced.table.to_pylist(), spliced.skipped, spliced.rows_read) == (
+                again.table.to_pylist(), again.skipped, again.rows_read), seed
