@@ -273,9 +273,9 @@ _R = "lancetnic_flow.data.readers."
 _W = "lancetnic_flow.data.writers:"
 for _f in (
     Format("csv", (".csv",), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter", head=_R + "csv:head_columns",
-           header=True, delimiter=",", quote='"', revision=4, title="CSV", sniff=_R + "csv:sniff_header"),
+           header=True, delimiter=",", quote='"', revision=5, title="CSV", sniff=_R + "csv:sniff_header"),
     Format("tsv", (".tsv", ".tab"), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter",
-           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=4, title="TSV",
+           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=5, title="TSV",
            sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
            head=_R + "jsonl:head_columns", revision=5, title="JSON Lines", sniff=_R + "jsonl:sniff"),
@@ -287,7 +287,7 @@ for _f in (
            head=_R + "arrow:head_columns",
            pieces=_R + "arrow:byte_ranges", compressible=False, revision=2, title="Arrow IPC", sniff=_R + "arrow:sniff"),
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
-           holds_line_ends=False, title="plain text", vague=True),
+           holds_line_ends=False, revision=1, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
            writer=_W + "FastTextWriter", holds_line_ends=False, revision=3, title="fastText",
            sniff=_R + "lines:sniff_fasttext"),

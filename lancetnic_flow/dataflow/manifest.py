@@ -71,6 +71,9 @@ LONE_CR_NOT_A_ROW_END = {"csv": 2, "tsv": 2}
 # Their revisions before each record was read on its own (revision 4): the lines a malformed record's quote
 # took were re-read past the record's end, so a malformed file's rows depended on where it was cut.
 MALFORMED_READ_PAST_ITS_RECORD = {"csv": 3, "tsv": 3}
+# Their revisions before a row of fewer fields than the header was read with its missing fields empty
+# (revision 5): such a row was malformed, skipped in training.
+SHORT_ROWS_MALFORMED = {"csv": 4, "tsv": 4}
 
 
 def cache_key(*parts: Any) -> str:
@@ -205,7 +208,8 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     fastText tags anywhere in a line; then every JSON value of a line read
     by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag; then
     a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end;
-    a BOM at a fastText line's start no text; a JSON object across lines malformed lines),
+    a BOM at a fastText line's start no text, then at a plain text line's; a JSON object across lines malformed lines; then a CSV/TSV
+    row of fewer fields than the header read with its missing fields empty),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
     (:data:`ENCODED_BYTES_REVISION`), a UTF-8 file read in another encoding was refused

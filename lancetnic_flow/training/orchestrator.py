@@ -34,8 +34,9 @@ from ..dataflow.feed import FeedSpec, ShardFeed
 from ..dataflow.fresh import FreshFeed, fit_partition_counted
 from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
-from ..dataflow.manifest import (DURATIONS_IN_SECONDS, LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD, SPACE_LINES_READ_AS_ROWS,
-                                 entry_key, read_features, read_manifest, read_names, read_read_as, shards_digest,
+from ..dataflow.manifest import (DURATIONS_IN_SECONDS, LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD,
+                                 SHORT_ROWS_MALFORMED, SPACE_LINES_READ_AS_ROWS, entry_key, read_features,
+                                 read_manifest, read_names, read_read_as, shards_digest,
                                  write_features, write_names, write_read_as)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
@@ -1026,7 +1027,9 @@ class Training:
                                                         "rows"),
                              (LONE_CR_NOT_A_ROW_END, "a lone \\r, a classic Mac line end, now ends a row everywhere"),
                              (MALFORMED_READ_PAST_ITS_RECORD, "a malformed row's lines are now read the same however "
-                                                              "the file is cut")):
+                                                              "the file is cut"),
+                             (SHORT_ROWS_MALFORMED, "a row of fewer fields than the header is now read with its "
+                                                    "missing fields empty, no longer skipped as malformed")):
             if saved_key == entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
                                       fraction_of(self.val_fraction), readers=readers):
                 raise UserError(f"{self.resume} was checkpointed by an earlier lancetnic-flow, whose CSV and TSV "

@@ -3,14 +3,15 @@
 A partition past the file's start gets the header read separately. Quoted
 newlines are allowed. Rows are the quote automaton's records, the ones a
 partition cut starts (:func:`~.row_ends.records`), each read on its own: a
-record that is malformed (a wrong count of fields, a quote never closed, a
-stray quote "closed" by one with text behind it) is one malformed row, and
+record that is malformed (more fields than the header, a quote never closed,
+a stray quote "closed" by one with text behind it) is one malformed row, and
 the lines it took after its first are read again as rows of their own
 (:func:`_records`), so no row vanishes uncounted and none depends on
-where the file is cut. A block is read by Arrow's parser
-(:func:`_read_csv_rows`); one holding such a record reads that record
-alone in Python and the runs of records around it by Arrow
-(:func:`_by_regions`).
+where the file is cut. A record of fewer fields than the header is a row
+whose missing fields are empty, as pandas reads them missing. A block is
+read by Arrow's parser (:func:`_read_csv_rows`); one holding a malformed
+record reads that record alone in Python and the runs of records around it
+by Arrow (:func:`_by_regions`).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
-from .row_ends import WHOLE, misfit_records, records, with_lf_row_ends
+from .row_ends import WHOLE, misfit_records, padded_short_records, records, with_lf_row_ends
 from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 from ...plurals import counted
@@ -96,24 +97,70 @@ def _read_csv_rows(body, have: list[str], delimiter: str, names: list[str],
     if not checked and len(records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), False)[0]):
         return None   # a stray or unclosed quote
     taken: list[bytes] = []  # raw text of the malformed rows Arrow found
+    short: list[tuple[int, bytes, int]] = []   # the first rows of fewer fields: (number, text, fields)
+    numbers: list[int] = []   # every row Arrow left out, by its number among the block's records
 
     def on_invalid(row) -> str:
         text = (row.text or "").encode("utf-8", "surrogateescape")
-        if not _blank(text, delimiter):   # spaces alone on a line: blank, as pandas skips it, no row and no count
+        numbers.append(row.number)
+        if _blank(text, delimiter):   # spaces alone on a line: blank, as pandas skips it, no row and no count
+            return "skip"
+        if row.actual_columns >= row.expected_columns:
             taken.append(text)
+        elif len(short) <= _SPLICED:   # one past the bound says the block is read again: no more kept
+            short.append((row.number, text, row.actual_columns))
         return "skip"
 
     if not _holds_rows(body, delimiter):
         return pa.table({n: pa.array([], pa.string()) for n in names}), 0
-    table = _arrow_rows(body, have, delimiter, names, on_invalid, taken)
+    table = _arrow_rows(body, have, delimiter, names, on_invalid, (taken, short, numbers))
+    if short:   # pandas reads a short row's missing fields as missing values: empty, as an empty field reads
+        table = _with_short_rows(table, short, numbers, have, delimiter, names)
+    if table is None:   # many short rows: the block read again with the delimiters they lack
+        body = pa.py_buffer(padded_short_records(np.frombuffer(body, np.uint8), ord(delimiter), ord('"'), len(have)))
+        for got in (taken, short, numbers):
+            got.clear()
+        table = _arrow_rows(body, have, delimiter, names, on_invalid, (taken, short, numbers))
     if any(_LINE_END.search(t.rstrip(b"\r\n")) for t in taken):
         return None
     return table, len(taken)
 
 
+# Up to this many short rows in a block are parsed alone and put in their places
+# (:func:`_with_short_rows`); past it the block is read again padded, once.
+_SPLICED = 256
+
+
+def _with_short_rows(table: pa.Table, short: list, numbers: list[int], have: list[str], delimiter: str,
+                     names: list[str]) -> pa.Table | None:
+    """``table`` (Arrow's rows of a block) with its ``short`` rows, parsed on their
+    own with the delimiters they lack, each where its record stands (``numbers``:
+    the records Arrow left out). None where that cannot be done: more rows than
+    :data:`_SPLICED`, or a record whose number Arrow does not know."""
+    if len(short) > _SPLICED or min(numbers) < 1:
+        return None
+    d = delimiter.encode()
+    padded = b"".join(text.rstrip(b"\r\n") + d * (len(have) - fields) + b"\n" for _, text, fields in short)
+    try:
+        rows = _arrow_rows(pa.py_buffer(padded), have, delimiter, names, lambda row: "error", ())
+    except pa.ArrowInvalid:
+        return None
+    if rows.num_rows != len(short):
+        return None
+    gone = np.sort(np.asarray(numbers, np.int64))
+    pieces, at = [], 0
+    for i, (number, _, _) in enumerate(short):
+        place = number - 1 - int(np.searchsorted(gone, number))   # the rows Arrow kept before this record
+        pieces += [table.slice(at, place - at), rows.slice(i, 1)]
+        at = place
+    pieces.append(table.slice(at))
+    return pa.concat_tables(pieces)
+
+
 def _arrow_rows(body, have: list[str], delimiter: str, names: list[str], on_invalid,
-                taken: list) -> pa.Table:
-    """Arrow's read of ``body`` (no record in it stray or unclosed)."""
+                found: tuple[list, ...]) -> pa.Table:
+    """Arrow's read of ``body`` (no record in it stray or unclosed); ``found``: the
+    lists ``on_invalid`` fills, emptied for a read started again."""
     def read(block_size: int) -> pa.Table:
         return pv.read_csv(
             pa.BufferReader(body),
@@ -134,7 +181,8 @@ def _arrow_rows(body, have: list[str], delimiter: str, names: list[str], on_inva
         if "straddl" not in str(exc):
             raise
     # One row longer than a parser block: parse the block as one piece (the rows counted afresh).
-    taken.clear()
+    for got in found:
+        got.clear()
     return read(body.size + 1)
 
 
@@ -251,9 +299,9 @@ def _bad_records(data: bytes, delimiter: str, width: int, every: bool,
                  strays: tuple[list, list] | None = None) -> list[tuple[int, int]]:
     """Where the records that take the lines after their first are, in order: a
     stray or unclosed quote's (:func:`~.row_ends.records`), and a quoted field's
-    over several lines in a record of a wrong count of fields
+    over several lines in a record of too many fields
     (:func:`~.row_ends.misfit_records`); with ``every`` (prediction, which lists a
-    malformed row in place) every record of a wrong count. Both split the block at
+    malformed row in place) every record of too many. Both split the block at
     the same record ends, so a record named by both is one record. ``strays``: the
     first of them (:func:`_stray_records`), where already found."""
     starts, ends = strays if strays is not None else _stray_records(data, delimiter)
@@ -319,8 +367,9 @@ def _finished(columns: Columns, table: pa.Table, status: pa.Array, read: int, sk
 def _records(data: bytes, delimiter: str, width: int, depth: int, check: list[int] | None = None):
     """(fields, None) or (None, reason) per CSV record of ``data``, the records the
     quote automaton reads (:func:`~.row_ends.records`, where a partition cut
-    starts one), in order. A malformed record (a wrong count of fields, a quote
-    never closed, a stray quote) is one malformed row, followed by the rows of
+    starts one), in order; a short one's missing fields empty. A malformed
+    record (more fields than ``width``, a quote never closed, a stray quote)
+    is one malformed row, followed by the rows of
     the lines it took after its first, read on their own: a quote never takes
     rows past its record, so the rows do not depend on the cuts. ``check``: the
     fields an undecodable byte makes a row "undecodable" in (None: any)."""
@@ -330,6 +379,8 @@ def _records(data: bytes, delimiter: str, width: int, depth: int, check: list[in
         if _blank(record, delimiter):
             continue   # a blank line (or one of spaces alone, as pandas reads it) is not a row
         row = _one_row(record, delimiter) if kind == WHOLE else None
+        if row is not None and len(row) < width:   # missing fields read empty, as Arrow reads them padded
+            row += [""] * (width - len(row))
         if row is None or len(row) != width:
             yield None, "malformed"
             rest = _after_first_line(record, delimiter)

@@ -20,7 +20,7 @@ import pyarrow.json as pj
 from ...errors import UserError
 from ...formats import Format, Head, to_utf8
 from ..decompress import check_not_packed
-from ..sources import Chunk, Columns, missing_column_error
+from ..sources import Chunk, Columns
 from .labels import LONE_SURROGATE, json_values_as_text
 from .table import (BOM, decoded, empty_table, finish, open_head, read_lines, split_lines, strip_bom, text_kinds,
                     utf8_ok)
@@ -90,7 +90,7 @@ def _head_schema(fi, storage_options: dict | None, encoding: str | None, window:
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if columns.all_rows and not utf8_ok(data):
-        return _rows_in_order(strip_bom(data), columns, url)
+        return _rows_in_order(strip_bom(data), columns)
     data, skipped = decoded(data)
     undecodable = skipped.get("undecodable", 0)
     if not data.strip():
@@ -100,15 +100,24 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if table is not None and not _objects_end_their_lines(data, table.num_rows):
         table = None   # an object across lines: malformed lines, as the per-line path and a cut between them read it
     if table is not None:
-        missing = [n for n in names if n not in table.column_names]
-        if missing and table.num_rows:
-            raise missing_column_error(url, missing[0], table.column_names, columns)
+        table = _with_missing_keys(table, names)
         get, not_text = text_kinds(columns, table.column) if table.num_rows else (table.column, None)
         return finish(columns, get, table.num_rows, table.num_rows + undecodable, skipped,
                       have=table.column_names, not_text=not_text)
     if columns.all_rows:
-        return _rows_in_order(data, columns, url)
-    return _slow_rows(data, columns, url, skipped, undecodable)
+        return _rows_in_order(data, columns)
+    return _slow_rows(data, columns, skipped, undecodable)
+
+
+def _with_missing_keys(table: pa.Table, names: list[str]) -> pa.Table:
+    """``table`` with a column of nulls for each of ``names`` no object of its block
+    holds: the file's head holds the key (checked before the run), so a block past
+    it without the key (unlabelled rows appended) holds rows missing that value,
+    as pandas reads them, each then skipped or kept by its usual reason."""
+    for n in names:
+        if n not in table.column_names:
+            table = table.append_column(n, pa.nulls(table.num_rows, pa.string()))
+    return table
 
 
 def _objects_end_their_lines(data: bytes, rows: int) -> bool:
@@ -203,7 +212,7 @@ def _loses_digits(arr) -> bool:
     return False
 
 
-def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int], undecodable: int) -> Chunk:
+def _slow_rows(data: bytes, columns: Columns, skipped: dict[str, int], undecodable: int) -> Chunk:
     """Training's slow path, only for a block with a malformed line or mixed-type
     values: a Python loop per line."""
     names = columns.names()
@@ -211,8 +220,6 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
     cols: dict[str, list] = {n: [] for n in names}
     not_text: list[bool] = []
     malformed = lone = 0
-    seen_keys: set[str] = set()
-    found: set[str] = set()
     for line, obj in _values(data):
         if obj is None:
             obj = {}   # a null line: Arrow, and prediction, read a row without values (empty_text)
@@ -222,12 +229,9 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
         if _not_unicode(line, obj, columns):
             lone += 1
             continue
-        seen_keys.update(obj)
         wrong = False
         for n in names:
-            v = obj.get(n)
-            if n in obj:
-                found.add(n)
+            v = obj.get(n)   # a key no object of the block holds: a missing value, as in _with_missing_keys
             if n in texts and v is not None and not isinstance(v, str):
                 wrong, v = True, None   # a number, boolean, list or object where text belongs
             elif isinstance(v, (dict, list)):
@@ -239,10 +243,6 @@ def _slow_rows(data: bytes, columns: Columns, url: str, skipped: dict[str, int],
             cols[n].append(v)
         not_text.append(wrong)
     n_rows = len(cols[names[0]]) if names else 0
-    if n_rows:
-        for n in names:
-            if n not in found:
-                raise missing_column_error(url, n, sorted(seen_keys), columns)
     if malformed:
         skipped["malformed"] = skipped.get("malformed", 0) + malformed
     if lone:
@@ -321,7 +321,7 @@ def _value(v):
     return v if v is None or isinstance(v, float) else str(v)   # floats: json_values_as_text, as Arrow writes them
 
 
-def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
+def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
     """Prediction's slow path, for a block holding a malformed or undecodable
     line: every line in order, with its status."""
     objs: list[dict | None] = []
@@ -346,10 +346,6 @@ def _rows_in_order(data: bytes, columns: Columns, url: str) -> Chunk:
         status.append(why)
         if obj is not None:
             have += [k for k in obj if k not in have]
-    if objs and have:
-        for n in columns.names():
-            if n not in have:
-                raise missing_column_error(url, n, have, columns)
     skipped: dict[str, int] = {}
     for why in status:
         if why:

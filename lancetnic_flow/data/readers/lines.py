@@ -52,9 +52,10 @@ def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
         undecodable = skipped.get("undecodable", 0)
         lines = split_lines(data)
     lines = pc.utf8_trim_whitespace(lines)
-    if fmt == "fasttext" and BOM in data:
-        # A file's BOM that files joined by cat left at a line's start is no text: it hid the
-        # line's tags from the tag patterns, so the line was missing_label and trained "__label__b" as a word.
+    if BOM in data:
+        # A file's BOM that files joined by cat left at a line's start is no text: in fastText it hid the
+        # line's tags from the tag patterns (missing_label, "__label__b" trained as a word); in plain text
+        # it was a character of the text (a char n-gram, echoed by predict).
         lines = pc.utf8_trim_whitespace(pc.utf8_ltrim(lines, BOM.decode()))
     if status is None and not columns.all_rows:
         # Blank lines are no training rows; prediction writes every line a row (a blank one empty_text),

@@ -210,8 +210,9 @@ def _blank_record(data: np.ndarray, start: int, end: int, delim: int) -> bool:
 
 @njit(cache=True, nogil=True)
 def misfit_records(data: np.ndarray, delim: int, quote: int, width: int, spanning: bool) -> tuple[list, list]:
-    """The records of ``data`` (starting where a row does) that hold other than
-    ``width`` fields, not blank (:func:`_blank_record`): their start and end offsets.
+    """The records of ``data`` (starting where a row does) that hold more than
+    ``width`` fields (a short one reads with its missing fields empty,
+    :func:`padded_short_records`): their start and end offsets.
     With ``spanning``, only those whose quoted field took a line end: the lines
     after their first are rows to read again (readers/csv.py), which a parser of
     the whole block cannot do in place."""
@@ -226,18 +227,52 @@ def misfit_records(data: np.ndarray, delim: int, quote: int, width: int, spannin
         elif c == delim:
             fields += 1
         if _ends_row(data, i, state):
-            # Blank is checked for a record of a wrong count alone: a check per byte made the loop
-            # many times slower.
-            if fields != width and (spans or not spanning) and not _blank_record(data, start, i, delim):
+            if fields > width and (spans or not spanning):
                 starts.append(np.int64(start))
                 ends.append(np.int64(i + 1))
             state, start, spans, fields = FIELD, i + 1, False, np.int64(1)
             continue
         state = _step(state, c, delim, quote)
-    if start < n and fields != width and (spans or not spanning) and not _blank_record(data, start, n, delim):
+    if start < n and fields > width and (spans or not spanning):
         starts.append(np.int64(start))
         ends.append(np.int64(n))
     return starts, ends
+
+
+@njit(cache=True, nogil=True)
+def _pad_short(data: np.ndarray, delim: int, quote: int, width: int, out: np.ndarray) -> int:
+    """The bytes of :func:`padded_short_records` written into ``out`` (an empty
+    one: counted alone), and how many there are."""
+    n, write = data.shape[0], out.shape[0] > 0
+    state, start, fields, k = FIELD, 0, 1, 0
+    for i in range(n + 1):
+        last = i == n
+        if not last and not _ends_row(data, i, state):
+            if state != QUOTED and data[i] == delim:
+                fields += 1
+            state = _step(state, data[i], delim, quote)
+            continue
+        stop = n if last else i + 1
+        # The delimiters go before "\r\n" as before "\n": a field does not end in the "\r".
+        end = i - 1 if not last and data[i] == NEWLINE and i > start and data[i - 1] == CR else i
+        pad = width - fields if fields < width and end > start and not _blank_record(data, start, stop, delim) else 0
+        if write:
+            out[k:k + end - start] = data[start:end]
+            out[k + end - start:k + end - start + pad] = delim
+            out[k + end - start + pad:k + stop - start + pad] = data[end:stop]
+        k += stop - start + pad
+        state, start, fields = FIELD, i + 1, 1
+    return k
+
+
+def padded_short_records(data: np.ndarray, delim: int, quote: int, width: int) -> np.ndarray:
+    """``data`` (starting where a row does, no stray or unclosed quote in it)
+    with delimiters added before the line end of each record of fewer than
+    ``width`` fields, not blank (:func:`_blank_record`), as many as it lacks: a
+    parser then reads its missing fields as empty, as pandas reads them missing."""
+    out = np.empty(_pad_short(data, delim, quote, width, np.empty(0, np.uint8)), np.uint8)
+    _pad_short(data, delim, quote, width, out)
+    return out
 
 
 def _bytes(b: bytes) -> np.ndarray:

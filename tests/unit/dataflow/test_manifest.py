@@ -17,6 +17,20 @@ from lancetnic_flow.storage import join, write_bytes
 
 from .conftest import COLUMNS, VAL_FRACTION
 
+# A line format whose reader was never revised: its entries' keys hold no reader revision, the baseline of the
+# tests of the other revisions (every format lancetnic_flow registers has had its reader revised).
+UNREVISED = "unrevised"
+
+
+@pytest.fixture(autouse=True)
+def unrevised_format():
+    from lancetnic_flow import formats
+
+    formats.register_format(dataclasses.replace(formats.format_named("text"), name=UNREVISED,
+                                                extensions=(".unrevised",), revision=0))
+    yield
+    formats.unregister_format(UNREVISED)
+
 
 def test_cache_key_is_a_stable_hash_that_ignores_dict_order_and_sees_every_value():
     assert cache_key({"a": 1, "b": [1, 2]}) == cache_key({"b": [1, 2], "a": 1})
@@ -44,12 +58,13 @@ def test_entries_made_before_a_formats_reader_was_revised_are_not_reused_and_oth
     fc = FeatureConfig().__dict__
     # CSV, TSV: rows cut in two at a quoted line end; JSON Lines: a number label named two ways, then
     # integers a double cannot hold and strings read as dates; Parquet, Arrow IPC (and JSON Lines): a NaN
-    # label named "nan", a binary text that is not UTF-8; fastText: a __label__ tag after the text read as a word
+    # label named "nan", a binary text that is not UTF-8; fastText: a __label__ tag after the text read as a word;
+    # plain text: a BOM at a line's start (files joined by cat) kept in its text
     as_written = {**fc, "lowercase": False}   # lower-casing's own revision aside (below)
-    for fmt in ("csv", "tsv", "jsonl", "parquet", "arrow", "fasttext"):
+    for fmt in ("csv", "tsv", "jsonl", "parquet", "arrow", "fasttext", "text"):
         assert entry_key(plan(fmt), None, as_written, COLUMNS, VAL_FRACTION) != entry_key(
             plan(fmt), None, as_written, COLUMNS, VAL_FRACTION, revisions=False)
-    for fmt in ("text",):   # read as before: their entries still match
+    for fmt in (UNREVISED,):   # read as before: their entries still match
         assert entry_key(plan(fmt), None, as_written, COLUMNS, VAL_FRACTION) == entry_key(
             plan(fmt), None, as_written, COLUMNS, VAL_FRACTION, revisions=False)
 
@@ -77,7 +92,7 @@ def test_csv_entries_made_while_a_one_column_files_lines_of_spaces_were_rows_are
 def test_entries_lower_cased_before_final_sigma_was_lowered_as_str_lower_does_are_not_reused():
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 
-    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])   # no reader revision
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", UNREVISED, None)], partitions=[])
     fc = FeatureConfig().__dict__
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) != entry_key(plan, None, fc, COLUMNS, VAL_FRACTION,
                                                                          revisions=False)
@@ -90,7 +105,7 @@ def test_entries_of_zstd_input_read_before_a_file_cut_short_was_refused_are_not_
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 
     def plan(name, comp):
-        return SourcePlan(files=[FileInfo(f"file:///d/{name}", 10, "v1", "text", comp)], partitions=[])
+        return SourcePlan(files=[FileInfo(f"file:///d/{name}", 10, "v1", UNREVISED, comp)], partitions=[])
 
     fc = {**FeatureConfig().__dict__, "lowercase": False}   # no other revision in the key
     zst, gz = plan("a.txt.zst", "zstd"), plan("a.txt.gz", "gzip")
@@ -193,7 +208,7 @@ def test_fitted_features_round_trip_through_the_cache_entry(entry, tmp_path):
 def test_multilabel_entries_made_before_python_list_cells_were_read_as_label_sets_are_not_reused():
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 
-    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", UNREVISED, None)], partitions=[])
     fc = {**FeatureConfig().__dict__, "lowercase": False}
     multi = Columns(text=("text",), label="label", multilabel=True)
     assert entry_key(plan, None, fc, multi, VAL_FRACTION) != entry_key(plan, None, fc, multi, VAL_FRACTION,
@@ -240,7 +255,7 @@ def test_multilabel_entries_made_before_labels_training_never_had_were_counted_a
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
     from lancetnic_flow.dataflow import manifest
 
-    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", UNREVISED, None)], partitions=[])
     fc = {**FeatureConfig().__dict__, "lowercase": False}
     multi = Columns(text=("text",), label="label", multilabel=True)
     now = entry_key(plan, None, fc, multi, VAL_FRACTION)
@@ -251,45 +266,51 @@ def test_multilabel_entries_made_before_labels_training_never_had_were_counted_a
                                                                          revisions=False)
 
 
-def test_csv_entries_made_before_a_lone_cr_ended_a_row_are_not_reused_and_recognised(monkeypatch):
-    # revision 3 reads a lone \r as a row end everywhere (the header, the cuts): a revision 2 entry may differ
+def _csv_entries_of_revision_are_recognised(monkeypatch, readers: dict[str, int]) -> None:
+    """An entry the CSV/TSV readers of ``readers``' revision made keys as ``entry_key(readers=...)``
+    says (a checkpoint of it is recognised), and no longer as today's (not reused)."""
     from lancetnic_flow import formats
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
-    from lancetnic_flow.dataflow.manifest import LONE_CR_NOT_A_ROW_END
 
     real = formats.format_named
     for fmt in ("csv", "tsv"):
         plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
         now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
-        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION, readers=LONE_CR_NOT_A_ROW_END)
+        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION, readers=readers)
         monkeypatch.setattr(formats, "format_named",
-                            lambda n, f=fmt: dataclasses.replace(real(n), revision=2) if n == f else real(n))
+                            lambda n, f=fmt: dataclasses.replace(real(n), revision=readers[f]) if n == f else real(n))
         assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
         monkeypatch.undo()
+
+
+def test_csv_entries_made_before_a_lone_cr_ended_a_row_are_not_reused_and_recognised(monkeypatch):
+    # revision 3 reads a lone \r as a row end everywhere (the header, the cuts): a revision 2 entry may differ
+    from lancetnic_flow.dataflow.manifest import LONE_CR_NOT_A_ROW_END
+
+    assert LONE_CR_NOT_A_ROW_END == {"csv": 2, "tsv": 2}
+    _csv_entries_of_revision_are_recognised(monkeypatch, LONE_CR_NOT_A_ROW_END)
 
 
 def test_csv_entries_made_before_each_record_was_read_on_its_own_are_not_reused_and_recognised(monkeypatch):
     # revision 4 reads a malformed record's lines within the record: a revision 3 entry may hold other rows
-    from lancetnic_flow import formats
-    from lancetnic_flow.data.sources import FileInfo, SourcePlan
     from lancetnic_flow.dataflow.manifest import MALFORMED_READ_PAST_ITS_RECORD
 
-    real = formats.format_named
-    for fmt in ("csv", "tsv"):
-        plan = SourcePlan(files=[FileInfo(f"file:///d/a.{fmt}", 10, "v1", fmt, None)], partitions=[])
-        now = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION)
-        before = entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION,
-                           readers=MALFORMED_READ_PAST_ITS_RECORD)
-        monkeypatch.setattr(formats, "format_named",
-                            lambda n, f=fmt: dataclasses.replace(real(n), revision=3) if n == f else real(n))
-        assert entry_key(plan, None, FeatureConfig().__dict__, COLUMNS, VAL_FRACTION) == before != now
-        monkeypatch.undo()
+    assert MALFORMED_READ_PAST_ITS_RECORD == {"csv": 3, "tsv": 3}
+    _csv_entries_of_revision_are_recognised(monkeypatch, MALFORMED_READ_PAST_ITS_RECORD)
+
+
+def test_csv_entries_made_while_short_rows_were_malformed_are_not_reused_and_recognised(monkeypatch):
+    # revision 5 reads a row of fewer fields than the header with its missing fields empty: revision 4 skipped it
+    from lancetnic_flow.dataflow.manifest import SHORT_ROWS_MALFORMED
+
+    assert SHORT_ROWS_MALFORMED == {"csv": 4, "tsv": 4}
+    _csv_entries_of_revision_are_recognised(monkeypatch, SHORT_ROWS_MALFORMED)
 
 
 def test_entries_with_numeric_or_target_columns_read_before_true_and_false_were_numbers_are_not_reused():
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 
-    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", UNREVISED, None)], partitions=[])
     fc = {**FeatureConfig().__dict__, "lowercase": False}   # no other revision in the key
     for columns in (dataclasses.replace(COLUMNS, numeric=("n",)), dataclasses.replace(COLUMNS, target="y")):
         assert entry_key(plan, None, fc, columns, VAL_FRACTION) != entry_key(plan, None, fc, columns, VAL_FRACTION,
@@ -318,8 +339,8 @@ def test_entries_of_typed_files_with_numeric_or_target_columns_read_before_durat
 def test_entries_with_a_validation_source_made_before_its_labels_were_read_in_trainings_spelling_are_not_reused():
     from lancetnic_flow.data.sources import FileInfo, SourcePlan
 
-    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", "text", None)], partitions=[])
-    val = SourcePlan(files=[FileInfo("file:///d/v.txt", 10, "v1", "text", None)], partitions=[])
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", UNREVISED, None)], partitions=[])
+    val = SourcePlan(files=[FileInfo("file:///d/v.txt", 10, "v1", UNREVISED, None)], partitions=[])
     fc = {**FeatureConfig().__dict__, "lowercase": False}   # no other revision in the key
     assert entry_key(plan, val, fc, COLUMNS, VAL_FRACTION) != entry_key(plan, val, fc, COLUMNS, VAL_FRACTION,
                                                                         revisions=False)

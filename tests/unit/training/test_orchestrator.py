@@ -290,7 +290,8 @@ def test_a_checkpoint_of_a_tokenizer_run_that_trained_texts_it_read_no_token_fro
 
 @pytest.mark.parametrize("readers, said", [("SPACE_LINES_READ_AS_ROWS", "lines of spaces"),
                                             ("LONE_CR_NOT_A_ROW_END", "a lone \\r"),
-                                            ("MALFORMED_READ_PAST_ITS_RECORD", "however the file is cut")])
+                                            ("MALFORMED_READ_PAST_ITS_RECORD", "however the file is cut"),
+                                            ("SHORT_ROWS_MALFORMED", "fewer fields than the header")])
 def test_a_checkpoint_of_an_entry_an_earlier_csv_reader_made_is_refused_saying_which_revision(readers, said):
     from types import SimpleNamespace
 

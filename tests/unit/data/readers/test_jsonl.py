@@ -1,7 +1,7 @@
 """data/readers/jsonl.py: JSON Lines blocks give the named columns; a text
 that is a number, list or object is skipped as not_text, never trained as its
-JSON; a malformed line is counted; a missing column is named; labels may be
-numbers."""
+JSON; a malformed line is counted; a key no object of a block holds is a
+missing value; labels may be numbers."""
 from __future__ import annotations
 
 import pytest
@@ -40,9 +40,21 @@ def test_texts_that_are_not_text_and_malformed_lines_are_skipped_by_reason():
     assert chunk.skipped == {"not_text": 2, "malformed": 1} and chunk.rows_read == 5
 
 
-def test_a_missing_column_is_named_with_the_columns_there_are():
-    with pytest.raises(UserError, match="label"):
-        parse_jsonl(b'{"text": "x", "tag": "a"}\n', COLS, "f.jsonl")
+@pytest.mark.parametrize("bad_line", [b"", b"{not json\n"], ids=["arrow", "line by line"])
+def test_a_block_no_object_of_which_holds_a_key_reads_its_rows_missing_that_value_not_a_stop(bad_line):
+    # unlabelled rows appended past the file's head (which holds the key, checked before the run) stopped the
+    # run mid-way with "no column 'label'", where pandas reads NaN labels; predict was refused for a label key
+    # it does not need, and a kept or numeric key absent from a block likewise
+    data = b'{"text": "goal match", "tag": "a"}\n{"text": "phone chip", "score": 2}\n' + bad_line
+    train = parse_jsonl(data, COLS, "f.jsonl")
+    assert train.table.num_rows == 0 and train.rows_read == 2 + bool(bad_line)
+    assert train.skipped == {"missing_label": 2, **({"malformed": 1} if bad_line else {})}
+    numeric = parse_jsonl(data, Columns(text=("text",), label="tag", numeric=("score", "size")), "f.jsonl")
+    assert numeric.rows_read == 2 + bool(bad_line) and numeric.skipped.get("missing_label") == 1
+    cols = Columns(text=("text",), label="label", keep=("id",), numeric=("size",), all_rows=True)
+    listed = parse_jsonl(data, cols, "f.jsonl")
+    rows = [(r["text"], r["keep:id"], r["status"]) for r in listed.table.to_pylist()]
+    assert rows[:2] == [("goal match", None, "ok"), ("phone chip", None, "ok")]
 
 
 def test_an_empty_block_has_no_rows():

@@ -101,6 +101,21 @@ def test_a_bom_at_a_fasttext_lines_start_from_files_joined_by_cat_hides_no_tag(a
         assert chunk.table.column("label").to_pylist() == ["a", "b"]
 
 
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_a_bom_at_a_plain_text_lines_start_from_files_joined_by_cat_is_no_character_of_its_text(all_rows):
+    # cat a.txt b.txt, each written with a BOM: b's first line kept U+FEFF in its text (a char n-gram of its
+    # own, echoed by predict), where the file's first BOM was taken off
+    bom = b"\xef\xbb\xbf"
+    data = bom + b"good film\n" + bom + b"phone chip\n" + bom + b"\n" + b"mid \xef\xbb\xbf kept\n"
+    chunk = parse_lines(data, "text", Columns(text=("text",), all_rows=all_rows), "f.txt")
+    texts = chunk.table.column("text").to_pylist()
+    if all_rows:   # every line a row, the BOM-only one blank
+        assert texts == ["good film", "phone chip", "", "mid \ufeff kept"]
+        assert chunk.table.column("status").to_pylist() == ["ok", "ok", "empty_text", "ok"]
+    else:
+        assert texts == ["good film", "phone chip", "mid \ufeff kept"] and chunk.skipped == {}
+
+
 @pytest.mark.parametrize("fmt, data", [("text", b"first one\n\n   \nsecond\nlast"),
                                        ("fasttext", b"__label__a first one\n\n\n__label__b second\n")])
 def test_prediction_writes_every_line_a_row_however_the_file_is_cut(tmp_path, fmt, data):

@@ -150,24 +150,33 @@ def test_records_are_the_automatons_with_a_stray_and_an_unclosed_quotes_record_m
     assert len(records(_b('"say ""hi""\nthere",x\n'), d, q, False)[0]) == 0
 
 
-def test_misfit_records_are_those_whose_quoted_field_took_a_line_end_in_a_row_of_a_wrong_count_of_fields():
+def test_misfit_records_are_those_whose_quoted_field_took_a_line_end_in_a_row_of_too_many_fields():
     from lancetnic_flow.data.readers.row_ends import misfit_records
 
     d, q = ord(","), ord('"')
     data = (b'a,x\n"two\nlines",x\n"two\nlines",x,extra\nshort\n \t \n\n"a, b",x\n"q\r\nr"\r\n'
             b'"in ""quotes""\n, too",x,y\n"open\nto the end,x,y')
     starts, ends = misfit_records(_b(data.decode()), d, q, 2, True)
-    # one line of a wrong count (a parser reads it in place) and a quoted delimiter are no misfit
-    assert [data[s:e] for s, e in zip(starts, ends)] == [b'"two\nlines",x,extra\n', b'"q\r\nr"\r\n',
-                                                         b'"in ""quotes""\n, too",x,y\n',
-                                                         b'"open\nto the end,x,y']   # one field, still open
-    assert len(misfit_records(_b(data.decode()), d, q, 3, True)[0]) == 3
-    # every record of a wrong count (prediction lists each in place), blank lines aside
+    # one line of a wrong count (a parser reads it in place), a short row (its missing fields read empty) and a
+    # quoted delimiter are no misfit
+    assert [data[s:e] for s, e in zip(starts, ends)] == [b'"two\nlines",x,extra\n', b'"in ""quotes""\n, too",x,y\n']
+    assert len(misfit_records(_b(data.decode()), d, q, 3, True)[0]) == 0
+    # every record of too many fields (prediction lists each in place)
     starts, ends = misfit_records(_b(data.decode()), d, q, 2, False)
-    assert [data[s:e] for s, e in zip(starts, ends)] == [b'"two\nlines",x,extra\n', b"short\n", b'"q\r\nr"\r\n',
-                                                         b'"in ""quotes""\n, too",x,y\n', b'"open\nto the end,x,y']
+    assert [data[s:e] for s, e in zip(starts, ends)] == [b'"two\nlines",x,extra\n', b'"in ""quotes""\n, too",x,y\n']
     tsv = b'a\tx\n\t\t\n  \n'   # in TSV a line of tabs holds fields
     assert [tsv[s:e] for s, e in zip(*misfit_records(_b(tsv.decode()), 9, q, 2, False))] == [b"\t\t\n"]
+
+
+@pytest.mark.parametrize("delim", [",", "\t"])
+def test_short_records_get_the_delimiters_they_lack_before_their_line_end_and_blank_ones_none(delim):
+    from lancetnic_flow.data.readers.row_ends import padded_short_records
+
+    d = delim
+    data = f'a{d}b{d}c\nx\n\n   \ny{d}z\r\n"q\nr"\nlast'
+    got = bytes(padded_short_records(_b(data), ord(d), ord('"'), 3)).decode()
+    assert got == f'a{d}b{d}c\nx{d}{d}\n\n   \ny{d}z{d}\r\n"q\nr"{d}{d}\nlast{d}{d}'
+    assert bytes(padded_short_records(_b(""), ord(d), ord('"'), 3)) == b""
 
 
 def test_a_lone_cr_ends_a_row_for_the_automaton_and_the_cuts_as_a_newline_does():
@@ -211,3 +220,42 @@ def test_a_file_of_mixed_line_ends_split_anywhere_or_streamed_reads_the_rows_pan
         path.write_bytes(gzip.compress(data))
         for chunk_bytes in (40, 300):
             assert _read(str(path), 2**20, chunk_bytes) == (want, {}), (seed, chunk_bytes)
+
+
+def _short_rows_file(rng: random.Random, rows: int, delim: str, trailing: bool) -> bytes:
+    """Rows of text and label, some short of their label (over quoted line ends too), a few blank lines;
+    ``trailing``: the header ends in a delimiter, an unnamed column no row fills."""
+    out = [f"text{delim}label" + delim * trailing + "\n"]
+    for i in range(rows):
+        text = f"r{i} " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
+        field = _field(text.strip(), delim)
+        kind = rng.random()
+        out.append(field + "\n" if kind < 0.3 else field + delim + rng.choice(["sport", "tech"]) +
+                   rng.choice(["\n", "\r\n"]))
+        if kind > 0.95:
+            out.append(rng.choice(["\n", "   \n"]))
+    return "".join(out).encode()
+
+
+@pytest.mark.parametrize("name, delim", [("s.csv", ","), ("s.tsv", "\t")])
+@pytest.mark.parametrize("trailing", [False, True], ids=["header", "header-ending-in-a-delimiter"])
+def test_short_rows_read_as_pandas_reads_them_however_the_file_is_cut(tmp_path, name, delim, trailing):
+    # a row of fewer fields than the header was malformed and skipped: a header ending in a delimiter
+    # dropped every row, where pandas reads the missing fields as missing values
+    import pandas as pd
+
+    for seed in range(3):
+        data = _short_rows_file(random.Random(seed), 80, delim, trailing)
+        ref = pd.read_csv(io.BytesIO(data), sep=delim, dtype=str, keep_default_na=False).fillna("")
+        rows = list(zip(ref["text"], ref["label"]))
+        want = [r for r in rows if r[1]]
+        path = tmp_path / name
+        path.write_bytes(data)
+        for blocksize in (17, 61, 250, len(data)):
+            assert _read(str(path), blocksize) == (want, {"missing_label": len(rows) - len(want)}), (seed, blocksize)
+            plan = plan_source([str(path)], blocksize=blocksize)
+            listed = [r for p in plan.partitions
+                      for c in read_partition(p, Columns(text=("text",), label="label", all_rows=True))
+                      for r in c.table.to_pylist()]
+            assert [(r["text"], r["label"] or "") for r in listed] == rows, (seed, blocksize)
+            assert {r["status"] for r in listed} == {"ok"}
