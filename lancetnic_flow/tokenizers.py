@@ -245,6 +245,20 @@ def code_fingerprint(spec: str) -> str:
     return h.hexdigest()[:16]
 
 
+def code_parts(spec: str) -> dict:
+    """What :func:`code_fingerprint` hashes, each part on its own: the code's digest, and the
+    ``depends_on`` files' (None without any), so that a changed entry names which of them changed."""
+    from .code_digest import code_digest, files_digest
+
+    fn, _ = resolve(spec)
+    files = depends_on(spec)
+    try:
+        listed = files_digest(files) if files else None
+    except OSError:   # code_fingerprint, asked first, says what cannot be read
+        listed = None
+    return {"code": code_digest(fn), "files": listed}
+
+
 def canonical(spec: str) -> TokenizerRef:
     """``spec`` checked (it resolves here), recorded with its module when it
     has an importable one, as a :class:`TokenizerRef`."""

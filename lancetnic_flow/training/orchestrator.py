@@ -36,7 +36,7 @@ from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
 from ..dataflow.manifest import (DURATIONS_IN_SECONDS, LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD,
                                  SHORT_ROWS_MALFORMED, SPACE_LINES_READ_AS_ROWS, entry_key, read_features,
-                                 read_manifest, read_names, read_read_as, shards_digest,
+                                 key_parts, read_manifest, read_names, read_read_as, shards_digest,
                                  write_features, write_names, write_read_as)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
@@ -67,6 +67,7 @@ from ..scores import val_scores
 from ..sizes import format_size
 from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
+from .key_change import key_changes
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
 from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continue_config, continued_by, is_continued,
@@ -544,6 +545,8 @@ class Training:
         # The key names the data and options a checkpoint belongs to, with a cache or without.
         self.key = entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
                              fraction_of(self.val_fraction))
+        self.key_parts = key_parts(self.train_src, self.val_src, self._key_options(), self.columns,
+                                   fraction_of(self.val_fraction))
         if cfg.output.no_cache:
             self.cache_so, self.entry = {}, None
             self.decisions["cache"] = "none"
@@ -1006,6 +1009,13 @@ class Training:
         return need <= self.memory.trainer or self.memory.external
 
     # ---- epochs
+    def _refuse_changed_parts(self, saved_parts: dict | None) -> None:
+        """A checkpoint that keeps its key's parts: refused naming each that differs from today's."""
+        changes = key_changes(saved_parts, self.key_parts) if saved_parts else []
+        if changes:
+            raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed: "
+                            + "; ".join(changes), "resume needs the same inputs; start a new run instead")
+
     def _refuse_other_key(self, saved_key: str) -> None:
         """A checkpoint of other inputs or options, or of an earlier cache version
         (a validation split of the text's ends only): a clear error either way."""
@@ -1062,6 +1072,7 @@ class Training:
             state.network = network_of(self.model_meta)
             return state
         if saved.key != self.key:
+            self._refuse_changed_parts(saved.key_parts)
             self._refuse_other_key(saved.key)
         if bool(saved.ddp) != bool(self.tc.ddp):
             raise UserError(f"{self.resume} was checkpointed by a run {'with' if saved.ddp else 'without'} "
@@ -1108,7 +1119,8 @@ class Training:
         """Write ``state`` as this run's checkpoint, stamped with what identifies the run: its cache
         entry, decisions and network, whichever loop built the state (a --ddp rank's knows none)."""
         manifest = getattr(getattr(self, "feed", None), "manifest", None)
-        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions,
+        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, key_parts=self.key_parts,
+                                                       decided=self.decisions,
                                                        network=network_of(self.model_meta),
                                                        partitioning=self.partitioning,
                                                        shards=shards_digest(manifest) if manifest else None),

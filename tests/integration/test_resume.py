@@ -286,3 +286,30 @@ def test_a_run_being_trained_refuses_a_second_trainer_and_predict_says_it_is_sti
         proc.wait(timeout=30)
     assert_user_error(cli("predict", run, "--text", "hello", cwd=tmp_path), "it stopped before its model was saved",
                       f"--resume {run}")
+
+
+def test_a_resume_refused_for_changed_data_or_options_names_what_changed(client, small_corpus, tmp_path):
+    """The checkpoint keeps its cache key's parts: a resume after the training file grew, or
+    after config.json's --min-df was edited, says which, with the values, not only that
+    "the training data or feature options changed"."""
+    import shutil
+
+    data = tmp_path / "train.csv"
+    shutil.copy(small_corpus, data)
+    cfg = make_config(data, tmp_path, epochs=2)
+    cfg.output.name = "stopped"
+    with pytest.raises(TrainingInterrupted):
+        train(cfg, _interrupt_at(1, 3), client=client)
+    run = tmp_path / "runs" / "stopped"
+    size = data.stat().st_size
+    with open(data, "a") as f:
+        f.write("one more row of text,sports\n")
+    with pytest.raises(UserError, match=f"{data}'s content changed \\({size:,} bytes, now {size + 28:,}\\)"):
+        train(resume_config(str(run)), client=client, resume=str(run))
+    shutil.copy(small_corpus, data)   # the same content, written again: only its modification time differs
+    config = json.loads((run / "config.json").read_text())
+    config["features"]["min_df"] = 3
+    (run / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError) as e:
+        train(resume_config(str(run)), client=client, resume=str(run))
+    assert "min_df was 1, now 3" in str(e.value) and f"{data} was changed (the same size" in str(e.value)
