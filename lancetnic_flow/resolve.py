@@ -28,6 +28,7 @@ from .column_roles import WHY_TWICE, named_twice
 from .options import BY_FIELD, bad
 from .registry import AUTO, AUTO_CHOICES, MODELS, ROW_WISE, ModelSpec
 from .scores import monitor_fits
+from .sizes import format_size
 
 # The configurations here are lancetnic_flow.config.TrainConfig (annotations
 # only): config's TrainConfig.validate calls resolve, so resolve never imports config.
@@ -119,6 +120,14 @@ def _refuse_idle(cfg: TrainConfig) -> None:
                       "drop {name}; a cluster's workers and threads are set where they start (`dask worker "
                       "ADDRESS`, its nworkers and nthreads options)" + ("" if c.scheduler else
                                                         ", or unset DASK_SCHEDULER_ADDRESS to start a LocalCluster"))
+    if c.memory_budget is not None and (c.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+        # An existing cluster's workers report their own limits: the plan (partitions, the window) is theirs.
+        raise bad("cluster.memory_budget", f"{{name}} {format_size(c.memory_budget)} splits this machine's memory "
+                  f"between the trainer and the LocalCluster a run starts, and {existing} names an existing "
+                  "cluster, whose workers' memory limits plan the run",
+                  "drop {name}; an existing cluster's limits are set where its workers start (`dask worker "
+                  "ADDRESS --memory-limit 4GiB`)" + ("" if c.scheduler else
+                                                   ", or unset DASK_SCHEDULER_ADDRESS to start a LocalCluster"))
     d = cfg.data
     if "data.val_fraction" in cfg.given and d.val and d.val_fraction == BY_FIELD["data.val_fraction"].default:
         # another value is refused by DataConfig; the default's, typed, would do nothing as silently

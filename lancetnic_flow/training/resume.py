@@ -38,10 +38,11 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     c = cfg.cluster
     if "train_on" not in saved.get("cluster", {}):   # a run of a version that trained in the client unless --ddp
         c.train_on = "cluster" if cfg.training.ddp else "client"
-    c.memory_budget = memory_budget or c.memory_budget
     c.scheduler = scheduler or c.scheduler
-    # The run's own LocalCluster size does not carry over to an existing cluster, which has its own workers.
+    # The run's own LocalCluster size and budget do not carry over to an existing cluster, which has its
+    # own workers and their limits.
     local = not scheduler_address(c.scheduler)
+    c.memory_budget = memory_budget or (c.memory_budget if local else None)
     c.workers = workers or (c.workers if local else None)
     c.threads = threads or (c.threads if local else None)
     c.scheduler_wait = scheduler_wait or c.scheduler_wait

@@ -735,6 +735,23 @@ def test_workers_and_worker_threads_on_an_existing_cluster_are_refused_as_doing_
     resolve(TrainConfig(data=data))
 
 
+def test_a_memory_budget_on_an_existing_cluster_is_refused_as_doing_nothing(monkeypatch):
+    # --scheduler ADDR --memory-budget 8GiB: the plan was rebuilt from the cluster's workers, and config.json said 8GiB
+    from lancetnic_flow.config import ClusterConfig
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    data = DataConfig(train=["x.csv"])
+    cfg = TrainConfig(data=data, cluster=ClusterConfig(scheduler="tcp://h:8786", memory_budget=8 << 30))
+    with pytest.raises(UserError, match="memory_budget 8.0 GiB splits this machine's memory") as e:
+        resolve(cfg)
+    assert e.value.field == "cluster.memory_budget" and e.value.said("cli")[0].startswith("--memory-budget 8.0 GiB")
+    resolve(TrainConfig(data=data, cluster=ClusterConfig(memory_budget=8 << 30)))   # a LocalCluster's: taken
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
+    with pytest.raises(UserError, match="DASK_SCHEDULER_ADDRESS names an existing cluster") as e:
+        resolve(TrainConfig(data=data, cluster=ClusterConfig(memory_budget=8 << 30)))
+    assert "unset DASK_SCHEDULER_ADDRESS" in e.value.hint
+
+
 def test_threads_for_linearsvm_trained_in_this_process_is_refused_as_doing_nothing(monkeypatch):
     # --threads 4 with the default model: its NumPy step reads no thread count, and config.json said 4
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)

@@ -54,11 +54,13 @@ def test_resume_on_an_existing_cluster_drops_the_local_cluster_size_the_run_was_
 
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     run = str(tmp_path / "run")
-    write_config(run, TrainConfig(data=DataConfig(train=["x.csv"]), cluster=ClusterConfig(workers=3, threads=2)).to_dict())
+    write_config(run, TrainConfig(data=DataConfig(train=["x.csv"]),
+                                  cluster=ClusterConfig(workers=3, threads=2, memory_budget=6 << 30)).to_dict())
     local = resume_config(run).cluster
-    assert (local.workers, local.threads) == (3, 2)                 # the same LocalCluster again
+    assert (local.workers, local.threads, local.memory_budget) == (3, 2, 6 << 30)   # the same LocalCluster again
     ext = resume_config(run, scheduler="tcp://h:8786")
     assert (ext.cluster.workers, ext.cluster.threads) == (None, None)   # the cluster's own workers
+    assert ext.cluster.memory_budget is None                            # and their own limits
     ext.validate()                                                  # not refused as --workers on a cluster
     assert resume_config(run, scheduler="tcp://h:8786", workers=4).cluster.workers == 4   # given again: kept
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
