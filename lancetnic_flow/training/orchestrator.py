@@ -61,6 +61,7 @@ from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
 from ..runs.run_lock import lock_run
+from ..runs.loading import read_config
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import can_detach, draw_detached, plot_jobs, write_jobs
 from ..scores import val_scores
@@ -68,6 +69,7 @@ from ..sizes import format_size
 from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
 from .key_change import key_changes
+from .resume import refuse_other_config
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
 from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continue_config, continued_by, is_continued,
@@ -327,6 +329,12 @@ class Training:
         # The run folder's writer lock (runs/run_lock.py), held until the run is saved: a second
         # trainer into a folder being trained is refused before any work.
         self.run_lock = lock_run(resume, self.out_so) if resume else None
+        if resume:   # train(cfg, resume=RUN) with options other than the run's: refused, as --resume refuses them
+            try:
+                refuse_other_config(resume, saved_config(cfg), self._run_config())
+            except BaseException:
+                self.release_run()
+                raise
         self.cfg = cfg = resolve(cfg)
         check_resolved(cfg)
         self.tc = cfg.training
@@ -354,6 +362,13 @@ class Training:
         self.training_began = self.whole = False   # what a Ctrl-C leaves: see train()
         if not self.tc.ddp:   # the margin kernel compiles where the model trains
             rule_for(cfg).warm()
+
+    def _run_config(self) -> dict:
+        """The resumed run's config.json; none (a folder without one is refused as holding no checkpoint)."""
+        try:
+            return read_config(self.resume, self.out_so)
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
 
     def _load_checkpoint(self) -> TrainState:
         saved = load_checkpoint(self.resume, self.out_so)

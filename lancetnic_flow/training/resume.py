@@ -53,6 +53,39 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     return cfg
 
 
+# What a resume may change (resume_config's arguments): where the data and the cluster are. A LinearSVM
+# run's --threads in this process, taken by earlier versions, is dropped there (resume_config).
+MAY_CHANGE = ("cluster.", "data.storage_options", "training.threads")
+
+
+def refuse_other_config(run: str, config: dict, saved: dict) -> None:
+    """``train(cfg, resume=run)`` with a ``cfg`` (``config``, as config.json would hold it) other
+    than the run's (``saved``, its config.json) in what it trains: refused naming each option
+    and the run's value, as the command line's ``--resume`` refuses it. The run would go on
+    with them, and its config.json would say so, as if it had trained with them from the start.
+    Fields the run's config.json does not hold (added since it was written) count as its own."""
+    differ = [f"{section}.{key}" for section, values in saved.items() for key, value in values.items()
+              if not any(f"{section}.{key}".startswith(m) for m in MAY_CHANGE)
+              and key in config.get(section, {}) and _json(config[section][key]) != _json(value)]
+    if differ:
+        runs = ", ".join(f"{{{f}}} {_json(_field(saved, f))}" for f in differ)
+        raise UserError(f"resuming {run} continues it with the options it was started with (its config.json); the "
+                        f"configuration given changes {', '.join(f'{{{f}}}' for f in differ)} (the run's: {runs})",
+                        "pass resume_config(RUN) as it is (the cluster and the storage options may change), or "
+                        "start a new run")
+
+
+def _field(doc: dict, field: str) -> Any:
+    section, name = field.split(".")
+    return doc[section][name]
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def changed_fields(typed: TrainConfig, saved: TrainConfig, fields: Iterable[str]) -> list[str]:
     """Of ``fields`` (those a command typed), the ones whose value in ``typed`` is not
     the run's (``saved``, as its config.json holds it). Typed at the run's own value an

@@ -313,3 +313,20 @@ def test_a_resume_refused_for_changed_data_or_options_names_what_changed(client,
     with pytest.raises(UserError) as e:
         train(resume_config(str(run)), client=client, resume=str(run))
     assert "min_df was 1, now 3" in str(e.value) and f"{data} was changed (the same size" in str(e.value)
+
+
+def test_train_resume_with_options_other_than_the_runs_is_refused_not_trained_on(client, small_corpus, tmp_path):
+    """train(cfg, resume=RUN) with another --epochs trained on with it, and config.json then said the
+    run had 5 epochs from the start; the command line's --resume refuses it. Refused alike, naming it."""
+    cfg = make_config(small_corpus, tmp_path, epochs=2)
+    cfg.output.name = "stopped"
+    with pytest.raises(TrainingInterrupted):
+        train(cfg, _interrupt_at(1, 3), client=client)
+    run = tmp_path / "runs" / "stopped"
+    other = resume_config(str(run))
+    other.training.epochs = 5
+    with pytest.raises(UserError, match="the configuration given changes epochs .the run's: epochs 2."):
+        train(other, client=client, resume=str(run))
+    assert json.loads((run / "config.json").read_text())["training"]["epochs"] == 2
+    res = train(resume_config(str(run)), client=client, resume=str(run))   # as it was started: goes on
+    assert len(res.metrics["epochs"]) == 2
