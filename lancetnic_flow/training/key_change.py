@@ -31,6 +31,10 @@ READINGS = {"lower": "lower-casing", "label_sets": "the reading of label sets",
             "encoded_text": "the decoding of text files with {data.encoding}",
             "zstd": "the reading of .zst files", "numbers": "the reading of {data.numeric} and {data.target} values",
             "val_labels": "the reading of {data.val} labels"}
+# What a continued run's key counts besides the feature options (keep_learning.key_options), in words.
+CONTINUED = {"init_from": "the run it continues ({training.init_from}) changed since: trained again, or replaced",
+             "learned_rows": "the rows the run it continues learned changed since",
+             "labels_as_run": "the reading of labels spelled otherwise than the continued run's was revised since"}
 SHORT = 40        # a value longer than this, as JSON writes it, is said to have changed, not shown
 SHOWN_FILES = 3   # input files named, the rest counted
 
@@ -108,6 +112,9 @@ def _option_changes(before: dict, now: dict) -> list[str]:
     for key in sorted((before.keys() | now.keys()) - {"tokenizer_code"}):
         old, new = before.get(key), now.get(key)
         if old == new:
+            continue
+        if key in CONTINUED and old is not None and new is not None:
+            said.append(CONTINUED[key])
             continue
         field = f"features.{key}"
         name = f"{{{field}}}" if field in BY_FIELD else key

@@ -85,3 +85,10 @@ def test_a_tokenizers_code_and_its_depends_on_files_are_named_apart(tmp_path):
 
     register_tokenizer("key-change-listed", words_but_stop, depends_on=stop)
     assert key_changes(_parts(options=options), before)[0] == "tokenizer key-change-listed's code changed"
+
+
+def test_a_continued_run_whose_old_run_changed_since_is_named_as_such():
+    before = _parts(options={"mode": "hashing", "init_from": "a" * 16, "labels_as_run": 1})
+    now = _parts(options={"mode": "hashing", "init_from": "b" * 16, "labels_as_run": 1})
+    assert [said(c, "cli") for c in key_changes(before, now)] == [
+        "the run it continues (--init-from) changed since: trained again, or replaced"]
