@@ -55,7 +55,8 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
 
 # What a resume may change (resume_config's arguments): where the data and the cluster are. A LinearSVM
 # run's --threads in this process, taken by earlier versions, is dropped there (resume_config).
-MAY_CHANGE = ("cluster.", "data.storage_options", "training.threads")
+MAY_CHANGE = ("cluster.memory_budget", "cluster.workers", "cluster.threads", "cluster.scheduler",
+              "cluster.scheduler_wait", "cluster.dashboard", "data.storage_options", "training.threads")
 
 
 def refuse_other_config(run: str, config: dict, saved: dict) -> None:
@@ -65,7 +66,7 @@ def refuse_other_config(run: str, config: dict, saved: dict) -> None:
     with them, and its config.json would say so, as if it had trained with them from the start.
     Fields the run's config.json does not hold (added since it was written) count as its own."""
     differ = [f"{section}.{key}" for section, values in saved.items() for key, value in values.items()
-              if not any(f"{section}.{key}".startswith(m) for m in MAY_CHANGE)
+              if f"{section}.{key}" not in MAY_CHANGE
               and key in config.get(section, {}) and _json(config[section][key]) != _json(value)]
     if differ:
         runs = ", ".join(f"{{{f}}} {_json(_field(saved, f))}" for f in differ)

@@ -114,3 +114,7 @@ def test_resuming_with_a_configuration_other_than_the_runs_is_refused_naming_eac
     with pytest.raises(UserError, match="changes epochs, sparse_lr .the run's: epochs 2, sparse_lr null") as e:
         refuse_other_config(run, saved_config(other), saved)
     assert e.value.said("cli")[0].endswith("changes --epochs, --sparse-lr (the run's: --epochs 2, --sparse-lr null)")
+    cut = resume_config(run)
+    cut.cluster.blocksize = 1 << 20   # how the inputs are cut is not where the run goes on
+    with pytest.raises(UserError, match="changes blocksize"):
+        refuse_other_config(run, saved_config(cut), saved)
