@@ -562,6 +562,9 @@ class Training:
                              fraction_of(self.val_fraction))
         self.key_parts = key_parts(self.train_src, self.val_src, self._key_options(), self.columns,
                                    fraction_of(self.val_fraction))
+        if self.saved is not None and self.saved.key != self.key:   # before a fit pass of other data or options
+            self._refuse_changed_parts(self.saved.key_parts)
+            self._refuse_other_key(self.saved.key)
         if cfg.output.no_cache:
             self.cache_so, self.entry = {}, None
             self.decisions["cache"] = "none"
@@ -1086,9 +1089,6 @@ class Training:
         if saved is None:
             state.network = network_of(self.model_meta)
             return state
-        if saved.key != self.key:
-            self._refuse_changed_parts(saved.key_parts)
-            self._refuse_other_key(saved.key)
         if bool(saved.ddp) != bool(self.tc.ddp):
             raise UserError(f"{self.resume} was checkpointed by a run {'with' if saved.ddp else 'without'} "
                             "{training.ddp} and cannot continue in the other mode", "start a new run instead")

@@ -304,8 +304,10 @@ def test_a_resume_refused_for_changed_data_or_options_names_what_changed(client,
     size = data.stat().st_size
     with open(data, "a") as f:
         f.write("one more row of text,sports\n")
+    entries = sorted(p.name for p in (tmp_path / "cache").iterdir())
     with pytest.raises(UserError, match=f"{data}'s content changed \\({size:,} bytes, now {size + 28:,}\\)"):
         train(resume_config(str(run)), client=client, resume=str(run))
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == entries   # refused before a fit pass
     shutil.copy(small_corpus, data)   # the same content, written again: only its modification time differs
     config = json.loads((run / "config.json").read_text())
     config["features"]["min_df"] = 3
