@@ -231,27 +231,31 @@ def key_parts(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     """What today's :func:`entry_key` is made of, by name and in the clear: each input file's
     identity, the options, the columns, the held-out share and the readers' revisions. A
     checkpoint keeps them beside its key, so that a resume whose key differs names what changed."""
-    parts = {"inputs": {"train": train.file_rows(), "val": val.file_rows() if val else None},
-             "options": key_options_of(feature_config), "columns": _columns_named(columns),
-             "val_fraction": val_fraction,
-             "revisions": dict(_revised(train, val, feature_config, columns, {}, NUMBERS_REVISION))}
+    tokenizer = None
     if feature_config.get("tokenizer"):   # the code and the files it depends on, each on its own
         from ..tokenizers import code_parts
 
-        parts["tokenizer"] = code_parts(str(feature_config["tokenizer"]))
+        tokenizer = code_parts(str(feature_config["tokenizer"]))
+    parts = {"inputs": {"train": train.file_rows(), "val": val.file_rows() if val else None},
+             "options": key_options_of(feature_config, tokenizer), "columns": _columns_named(columns),
+             "val_fraction": val_fraction,
+             "revisions": dict(_revised(train, val, feature_config, columns, {}, NUMBERS_REVISION))}
+    if tokenizer is not None:
+        parts["tokenizer"] = tokenizer
     return parts
 
 
-def key_options_of(feature_config: dict) -> dict:
+def key_options_of(feature_config: dict, tokenizer: dict | None = None) -> dict:
     """The feature options as the key counts them: those added later only where they differ
-    from what an entry made before them meant, a tokenizer's code, an idf switched off."""
+    from what an entry made before them meant, a tokenizer's code, an idf switched off.
+    ``tokenizer``: the tokenizer's code parts (tokenizers.code_parts), where the caller has them."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
         # a run records the tokenizer's name; its shards come from its code
         from ..tokenizers import code_fingerprint
 
-        options["tokenizer_code"] = code_fingerprint(str(feature_config["tokenizer"]))
+        options["tokenizer_code"] = code_fingerprint(str(feature_config["tokenizer"]), tokenizer)
     if (feature_config.get("mode") or "tfidf") == "tfidf" and feature_config.get("idf") is False:
         # a vocabulary's idf was applied whatever --no-idf said until it was honoured: those entries hold it
         options["idf"] = False
