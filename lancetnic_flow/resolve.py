@@ -139,6 +139,20 @@ def _refuse_idle(cfg: TrainConfig) -> None:
                   "drop one of them")
 
 
+def refuse_sizes_for_client(cfg: TrainConfig) -> None:
+    """``train(cfg, client=...)`` on a cluster of the caller's: the options that size a LocalCluster
+    (``memory_budget``, ``workers``, ``threads``) are refused, as with ``scheduler``: the run plans
+    from the cluster's workers and would record them as set while doing nothing."""
+    c = cfg.cluster
+    for field, value in (("cluster.memory_budget", c.memory_budget), ("cluster.workers", c.workers),
+                         ("cluster.threads", c.threads)):
+        if value is not None:
+            shown = format_size(value) if field == "cluster.memory_budget" else value
+            raise bad(field, f"{{name}} {shown} sizes the LocalCluster a run starts, and the run was given a client "
+                      "of an existing cluster, whose workers' memory limits and threads plan it",
+                      "drop {name}, or drop the client to start a LocalCluster")
+
+
 def _refuse_idle_threads(cfg: TrainConfig, spec: ModelSpec) -> None:
     """``--threads`` where no torch network trains: LinearSVM in this process steps its NumPy
     weights one example at a time on one core (models/linear_arrays.py), and reads no thread count;

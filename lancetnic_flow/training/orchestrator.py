@@ -56,7 +56,8 @@ from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, unused_monitor, words_kept_warning
+from ..resolve import (FitCounts, refuse_sizes_for_client, resolve, resolve_counts, resolve_sample, unused_monitor,
+                       words_kept_warning)
 from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
@@ -1545,6 +1546,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     memory plan (tune's): the run is planned from ``--memory-budget`` as one that starts
     its own (the model checked against the trainer's share, shards kept between epochs),
     not as someone else's cluster whose workers decide."""
+    if client is not None and not own_cluster and resume is None:
+        refuse_sizes_for_client(cfg)   # a resumed run's own LocalCluster sizes are left behind, as resume_config's
     run = Training(cfg, events, resume)
     run.held_bytes = held_bytes
     if own_cluster:
