@@ -230,8 +230,9 @@ def _plan_on_cluster(a: argparse.Namespace, model: int):
     idle = [flag for flag, value in (("--memory-budget", a.memory_budget), ("--workers", a.workers),
                                      ("--worker-threads", a.worker_threads)) if value is not None]
     if idle:
+        existing = "--scheduler" if a.scheduler else "DASK_SCHEDULER_ADDRESS"
         raise UserError(f"{', '.join(idle)} size{'s' if len(idle) == 1 else ''} the LocalCluster this command starts, "
-                        "and --scheduler names an existing cluster, whose workers' memory limits and threads plan it",
+                        f"and {existing} names an existing cluster, whose workers' memory limits and threads plan it",
                         f"drop {', '.join(idle)}; an existing cluster's workers are sized where they start "
                         "(`dask worker ADDRESS --memory-limit 4GiB --nthreads 2`)")
     wait = ClusterConfig(**({"scheduler_wait": a.scheduler_wait} if a.scheduler_wait else {})).wait_seconds()
