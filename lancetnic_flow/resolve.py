@@ -28,6 +28,7 @@ from .column_roles import WHY_TWICE, named_twice
 from .options import BY_FIELD, bad
 from .registry import AUTO, AUTO_CHOICES, MODELS, ROW_WISE, ModelSpec
 from .scores import monitor_fits
+from .sizes import format_size
 
 # The configurations here are lancetnic_flow.config.TrainConfig (annotations
 # only): config's TrainConfig.validate calls resolve, so resolve never imports config.
@@ -119,6 +120,14 @@ def _refuse_idle(cfg: TrainConfig) -> None:
                       "drop {name}; a cluster's workers and threads are set where they start (`dask worker "
                       "ADDRESS`, its nworkers and nthreads options)" + ("" if c.scheduler else
                                                         ", or unset DASK_SCHEDULER_ADDRESS to start a LocalCluster"))
+    if c.memory_budget is not None and (c.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+        # An existing cluster's workers report their own limits: the plan (partitions, the window) is theirs.
+        raise bad("cluster.memory_budget", f"{{name}} {format_size(c.memory_budget)} splits this machine's memory "
+                  f"between the trainer and the LocalCluster a run starts, and {existing} names an existing "
+                  "cluster, whose workers' memory limits plan the run",
+                  "drop {name}; an existing cluster's limits are set where its workers start (`dask worker "
+                  "ADDRESS --memory-limit 4GiB`)" + ("" if c.scheduler else
+                                                   ", or unset DASK_SCHEDULER_ADDRESS to start a LocalCluster"))
     d = cfg.data
     if "data.val_fraction" in cfg.given and d.val and d.val_fraction == BY_FIELD["data.val_fraction"].default:
         # another value is refused by DataConfig; the default's, typed, would do nothing as silently
@@ -128,6 +137,20 @@ def _refuse_idle(cfg: TrainConfig) -> None:
     if "output.wait_for_plots" in cfg.given and o.wait_for_plots and not o.plots:
         raise bad("output.wait_for_plots", "{name} waits for the charts, and {output.plots} is off: none is drawn",
                   "drop one of them")
+
+
+def refuse_sizes_for_client(cfg: TrainConfig) -> None:
+    """``train(cfg, client=...)`` on a cluster of the caller's: the options that size a LocalCluster
+    (``memory_budget``, ``workers``, ``threads``) are refused, as with ``scheduler``: the run plans
+    from the cluster's workers and would record them as set while doing nothing."""
+    c = cfg.cluster
+    for field, value in (("cluster.memory_budget", c.memory_budget), ("cluster.workers", c.workers),
+                         ("cluster.threads", c.threads)):
+        if value is not None:
+            shown = format_size(value) if field == "cluster.memory_budget" else value
+            raise bad(field, f"{{name}} {shown} sizes the LocalCluster a run starts, and the run was given a client "
+                      "of an existing cluster, whose workers' memory limits and threads plan it",
+                      "drop {name}, or drop the client to start a LocalCluster")
 
 
 def _refuse_idle_threads(cfg: TrainConfig, spec: ModelSpec) -> None:

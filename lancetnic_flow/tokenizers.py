@@ -221,7 +221,7 @@ def _restore(spec: str, fn: Callable | None = None, batch: bool = False, files: 
     return TokenizerRef(spec)
 
 
-def code_fingerprint(spec: str) -> str:
+def code_fingerprint(spec: str, parts: dict | None = None) -> str:
     """A hash of the code behind tokenizer ``spec`` (code_digest.py): its
     module's source file, those of the user's modules it reaches (a helper
     imported from another file), and the function's compiled code; and the
@@ -229,20 +229,30 @@ def code_fingerprint(spec: str) -> str:
     The shard cache keys on it, since a run records the name only: tokens
     featurised by an earlier version of the code, or of its word list, are not
     reused. The same in every process, so a run's entry is found again (and
-    its checkpoint resumed)."""
+    its checkpoint resumed). ``parts``: :func:`code_parts` of ``spec``, where the caller has them."""
+    _, batch = resolve(spec)
+    parts = parts or code_parts(spec)
+    h = hashlib.sha256((b"batch" if batch else b"row") + parts["code"].encode())
+    if parts["files"] is not None:   # none: the hash of the code alone, as entries made before depends_on keyed it
+        h.update(parts["files"].encode())
+    return h.hexdigest()[:16]
+
+
+def code_parts(spec: str) -> dict:
+    """What :func:`code_fingerprint` hashes, each part on its own: the code's digest, and the
+    ``depends_on`` files' (None without any), so that a changed entry names which of them changed.
+    A file that cannot be read is a UserError naming it."""
     from .code_digest import code_digest, files_digest
 
-    fn, batch = resolve(spec)
-    h = hashlib.sha256((b"batch" if batch else b"row") + code_digest(fn).encode())
+    fn, _ = resolve(spec)
     files = depends_on(spec)
-    if files:   # none: the hash of the code alone, as entries made before depends_on keyed it
-        try:
-            h.update(files_digest(files).encode())
-        except OSError as e:
-            raise UserError(f"tokenizer {spec.rpartition(':')[2]!r} depends on {e.filename or files[0]}, which "
-                            f"cannot be read ({type(e).__name__}: {e.strerror or e})",
-                            "create it, or register the tokenizer with depends_on naming the files it reads") from None
-    return h.hexdigest()[:16]
+    try:
+        listed = files_digest(files) if files else None
+    except OSError as e:
+        raise UserError(f"tokenizer {spec.rpartition(':')[2]!r} depends on {e.filename or files[0]}, which "
+                        f"cannot be read ({type(e).__name__}: {e.strerror or e})",
+                        "create it, or register the tokenizer with depends_on naming the files it reads") from None
+    return {"code": code_digest(fn), "files": listed}
 
 
 def canonical(spec: str) -> TokenizerRef:

@@ -191,13 +191,17 @@ def _planned_inputs(a: argparse.Namespace, model: int, inputs) -> tuple:
     from ..dataflow.inprocess import choose_where, in_process_peak, input_bytes
     from ..dataflow.plan import TRAINER_BASE
 
+    if scheduler_address(a.scheduler):
+        plan = _plan_on_cluster(a, model)
+        return plan, inputs(plan.partition), *choose_where(
+            a.run_on, input_bytes=None, needs_cluster="an existing cluster (--scheduler)", plan=plan,
+            trainer_need=TRAINER_BASE + model, threads=plan.workers * plan.threads)
     plan = _plan_for(a)
     src = inputs(plan.partition)
     threads = plan.workers * plan.threads
-    here, where = choose_where(a.run_on, input_bytes=input_bytes(src),
-                               needs_cluster="an existing cluster (--scheduler)" if scheduler_address(a.scheduler)
-                               else None, plan=plan, trainer_need=TRAINER_BASE + model, threads=threads)
-    if scheduler_address(a.scheduler) or not model:
+    here, where = choose_where(a.run_on, input_bytes=input_bytes(src), needs_cluster=None, plan=plan,
+                               trainer_need=TRAINER_BASE + model, threads=threads)
+    if not model:
         return plan, src, here, where
     share, need_here = plan.budget - plan.reserve, TRAINER_BASE + model + in_process_peak(plan, threads)
     if here:
@@ -214,6 +218,27 @@ def _planned_inputs(a: argparse.Namespace, model: int, inputs) -> tuple:
                                                    f"this process and in every worker)", f"{hint}, or {here_too}"),
                        UserError) from None
     return on_workers, inputs(on_workers.partition), here, where
+
+
+def _plan_on_cluster(a: argparse.Namespace, model: int):
+    """predict's and evaluate's plan on an existing cluster: its workers' memory limits and threads
+    (each holding the loaded run, ``model`` bytes) size the partitions and the window, as train's
+    are; the options that size a LocalCluster are refused, as they would do nothing."""
+    from ..dataflow.cluster import WORKERS_WAIT_S, open_cluster, plan_for_existing
+    from ..dataflow.plan import TRAINER_BASE
+
+    idle = [flag for flag, value in (("--memory-budget", a.memory_budget), ("--workers", a.workers),
+                                     ("--worker-threads", a.worker_threads)) if value is not None]
+    if idle:
+        existing = "--scheduler" if a.scheduler else "DASK_SCHEDULER_ADDRESS"
+        raise UserError(f"{', '.join(idle)} size{'s' if len(idle) == 1 else ''} the LocalCluster this command starts, "
+                        f"and {existing} names an existing cluster, whose workers' memory limits and threads plan it",
+                        f"drop {', '.join(idle)}; an existing cluster's workers are sized where they start "
+                        "(`dask worker ADDRESS --memory-limit 4GiB --nthreads 2`)")
+    wait = ClusterConfig(**({"scheduler_wait": a.scheduler_wait} if a.scheduler_wait else {})).wait_seconds()
+    with open_cluster(None, scheduler=a.scheduler, wait=wait, workers_wait=WORKERS_WAIT_S) as client:
+        return plan_for_existing(client, trainer=TRAINER_BASE + model, blocksize=_size(a.blocksize, "--blocksize"),
+                                 worker_model_bytes=model)
 
 
 def _size_text(n: int) -> str:

@@ -178,10 +178,14 @@ class SourcePlan:
         """Identity of the input data (not of its partitioning): each file's URL, size,
         change token, format and compression; a file whose store gives no change token
         counts by a hash of its content (data/content_digest.py), computed once."""
-        rows = sorted(
-            [f.url, f.size, f.version or self._digest(f), f.format, f.compression or ""] for f in self.files
-        )
-        return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+        return hashlib.sha256(json.dumps(self.file_rows()).encode()).hexdigest()
+
+    def file_rows(self) -> list[list]:
+        """What the fingerprint hashes, file by file and sorted: URL, size, change token (or
+        content digest), format and compression. A checkpoint keeps them, so that a resume
+        refused for changed data names the file that changed."""
+        return sorted([f.url, f.size, f.version or self._digest(f), f.format, f.compression or ""]
+                      for f in self.files)
 
     def _digest(self, f: FileInfo) -> str:
         if f.url not in self.digests:

@@ -43,12 +43,14 @@ def workers_info(client, *, wait: bool = True) -> dict[str, dict]:
 WORKERS_WAIT_S = 30.0
 
 
-def plan_for_existing(client, *, trainer: int, blocksize: int | None = None, wait: float = WORKERS_WAIT_S
-                      ) -> MemoryPlan:
-    """A plan for someone else's cluster: read each worker's limit and threads.
+def plan_for_existing(client, *, trainer: int, blocksize: int | None = None, wait: float = WORKERS_WAIT_S,
+                      worker_model_bytes: int = 0) -> MemoryPlan:
+    """A plan for someone else's cluster: read each worker's limit and threads
+    (``worker_model_bytes``: what each holds for the whole run, see :func:`plan_for_workers`).
 
     A cluster whose workers are (re)starting gets ``wait`` seconds to show one."""
-    return plan_for_workers(some_workers(client, wait), trainer=trainer, blocksize=blocksize)
+    return plan_for_workers(some_workers(client, wait), trainer=trainer, blocksize=blocksize,
+                            worker_model_bytes=worker_model_bytes)
 
 
 def some_workers(client, wait: float = WORKERS_WAIT_S) -> list[dict]:

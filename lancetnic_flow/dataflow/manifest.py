@@ -219,36 +219,76 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     (:data:`VAL_LABELS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
     revision its reader had (a key an earlier reader made, to recognise its checkpoint); ``numbers``:
     the numbers' revision an earlier reader had, likewise."""
+    options = key_options_of(feature_config)
+    parts: list = [version, train.fingerprint(), val.fingerprint() if val else None, options,
+                   columns_key(columns), val_fraction]
+    revised = _revised(train, val, feature_config, columns, readers or {}, numbers) if revisions else []
+    return cache_key(*parts, revised) if revised else cache_key(*parts)
+
+
+def key_parts(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
+              val_fraction: float) -> dict:
+    """What today's :func:`entry_key` is made of, by name and in the clear: each input file's
+    identity, the options, the columns, the held-out share and the readers' revisions. A
+    checkpoint keeps them beside its key, so that a resume whose key differs names what changed."""
+    tokenizer = None
+    if feature_config.get("tokenizer"):   # the code and the files it depends on, each on its own
+        from ..tokenizers import code_parts
+
+        tokenizer = code_parts(str(feature_config["tokenizer"]))
+    parts = {"inputs": {"train": train.file_rows(), "val": val.file_rows() if val else None},
+             "options": key_options_of(feature_config, tokenizer), "columns": _columns_named(columns),
+             "val_fraction": val_fraction,
+             "revisions": dict(_revised(train, val, feature_config, columns, {}, NUMBERS_REVISION))}
+    if tokenizer is not None:
+        parts["tokenizer"] = tokenizer
+    return parts
+
+
+def key_options_of(feature_config: dict, tokenizer: dict | None = None) -> dict:
+    """The feature options as the key counts them: those added later only where they differ
+    from what an entry made before them meant, a tokenizer's code, an idf switched off.
+    ``tokenizer``: the tokenizer's code parts (tokenizers.code_parts), where the caller has them."""
     added = ADDED_FIELDS["features"]
     options = {k: v for k, v in feature_config.items() if not (k in added and v == added[k])}
     if feature_config.get("tokenizer"):
         # a run records the tokenizer's name; its shards come from its code
         from ..tokenizers import code_fingerprint
 
-        options["tokenizer_code"] = code_fingerprint(str(feature_config["tokenizer"]))
+        options["tokenizer_code"] = code_fingerprint(str(feature_config["tokenizer"]), tokenizer)
     if (feature_config.get("mode") or "tfidf") == "tfidf" and feature_config.get("idf") is False:
         # a vocabulary's idf was applied whatever --no-idf said until it was honoured: those entries hold it
         options["idf"] = False
-    parts: list = [version, train.fingerprint(), val.fingerprint() if val else None, options,
-                   columns_key(columns), val_fraction]
-    revised = _revisions(train, val, readers=readers or {}) if revisions else []
-    if revisions and feature_config.get("lowercase", True):
+    return options
+
+
+def _revised(train: SourcePlan, val: SourcePlan | None, feature_config: dict, columns: Columns,
+             readers: dict[str, int], numbers: int) -> list:
+    """The revisions the key counts, as (what was revised, its revision): see :func:`entry_key`."""
+    revised = _revisions(train, val, readers=readers)
+    if feature_config.get("lowercase", True):
         revised.append(("lower", LOWER_REVISION))
-    if revisions and columns.multilabel:
+    if columns.multilabel:
         revised.append(("label_sets", LABEL_SETS_REVISION))
-    if revisions and columns.encoding and _typed_files(train, val):
+    if columns.encoding and _typed_files(train, val):
         revised.append(("encoded_bytes", ENCODED_BYTES_REVISION))
-    if revisions and columns.encoding and _text_files(train, val):
+    if columns.encoding and _text_files(train, val):
         revised.append(("encoded_text", ENCODED_TEXT_REVISION))
-    if revisions and any(f.compression == "zstd" for p in (train, val) if p is not None for f in p.files):
+    if any(f.compression == "zstd" for p in (train, val) if p is not None for f in p.files):
         revised.append(("zstd", ZSTD_REVISION))
-    if revisions and (columns.numeric or columns.target):
+    if columns.numeric or columns.target:
         if not _typed_files(train, val):   # durations are typed files' alone: text formats' entries read as before
             numbers = min(numbers, DURATIONS_IN_SECONDS - 1)
         revised.append(("numbers", numbers))
-    if revisions and columns.label and val is not None:
+    if columns.label and val is not None:
         revised.append(("val_labels", VAL_LABELS_REVISION))
-    return cache_key(*parts, revised) if revised else cache_key(*parts)
+    return revised
+
+
+def _columns_named(columns: Columns) -> dict:
+    """The columns the key counts, by field name, as JSON holds them."""
+    return {f.name: list(v) if isinstance(v := getattr(columns, f.name), tuple) else v
+            for f in dataclasses.fields(columns)}
 
 
 def _text_files(*plans: SourcePlan | None) -> bool:

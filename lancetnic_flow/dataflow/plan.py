@@ -170,14 +170,17 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
                       in_flight=max(2, 2 * workers * threads), held=held)
 
 
-def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None = None) -> MemoryPlan:
+def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None = None,
+                     worker_model_bytes: int = 0) -> MemoryPlan:
     """A plan for someone else's cluster, from its workers' ``scheduler_info`` entries:
-    their memory limits and threads decide the partition size and the window."""
+    their memory limits and threads decide the partition size and the window.
+    ``worker_model_bytes``: what each worker holds for the whole run (``predict``'s and
+    ``evaluate``'s loaded model): left out of the partitions' room."""
     limits = [w.get("memory_limit") or psutil.virtual_memory().total for w in workers]
     limit = min(limits)
     threads = max(w.get("nthreads", 1) for w in workers)
     total_threads = sum(w.get("nthreads", 1) for w in workers)
-    partition = blocksize or _partition_for(limit, threads)
+    partition = blocksize or _partition_for(limit, threads, worker_model_bytes)
     return MemoryPlan(budget=0, reserve=0, trainer=trainer, workers=len(workers), threads=threads,
                       worker_limit=limit, partition=partition, in_flight=max(2, 2 * total_threads), external=True,
                       workers_total=sum(limits))

@@ -194,6 +194,9 @@ def continue_config(given: TrainConfig, explicit: Iterable[str] = (), by: str | 
     inherited = [f for f in INHERITED if left(f) and not (f == "data.val_fraction" and given.data.val)]
     for field in inherited:
         _set(cfg, field, copy.deepcopy(_get(old, field)))
+    if "data.label_sep" not in inherited and cfg.data.label_sep is not None:
+        # the caller's own (train(cfg) names no field it gave): checked as a typed --label-sep is
+        cfg.given = cfg.given | {"data.label_sep"}
     if cfg.training.optimizer not in ROW_WISE and "training.optimizer" not in inherited:
         # another optimiser given steps every parameter: the old run's input-row step is not this run's
         cfg.training.sparse_optimizer = cfg.training.sparse_lr = None

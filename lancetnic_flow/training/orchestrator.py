@@ -36,7 +36,7 @@ from ..dataflow.inprocess import InProcessClient, choose_where, input_bytes
 from ..dataflow.entry_lock import EntryLock, lock_entry
 from ..dataflow.manifest import (DURATIONS_IN_SECONDS, LONE_CR_NOT_A_ROW_END, MALFORMED_READ_PAST_ITS_RECORD,
                                  SHORT_ROWS_MALFORMED, SPACE_LINES_READ_AS_ROWS, entry_key, read_features,
-                                 read_manifest, read_names, read_read_as, shards_digest,
+                                 key_parts, read_manifest, read_names, read_read_as, shards_digest,
                                  write_features, write_names, write_read_as)
 from ..dataflow.monitor import MemoryMonitor
 from ..dataflow.plan import PEAK_PER_BYTE, TASK_BASE, TRAINER_BASE, GiB, plan_in_process, plan_memory
@@ -56,17 +56,21 @@ from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import FitCounts, resolve, resolve_counts, resolve_sample, unused_monitor, words_kept_warning
+from ..resolve import (FitCounts, refuse_sizes_for_client, resolve, resolve_counts, resolve_sample, unused_monitor,
+                       words_kept_warning)
 from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
 from ..runs.run_lock import lock_run
+from ..runs.loading import read_config
 from ..runs.plots import preload as preload_plots
 from ..runs.plots import can_detach, draw_detached, plot_jobs, write_jobs
 from ..scores import val_scores
 from ..sizes import format_size
 from ..storage import WriteError, absolute, join, options_for
 from .held_out import HeldOut, holdout_for
+from .key_change import key_changes
+from .resume import refuse_other_config
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
 from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continue_config, continued_by, is_continued,
@@ -326,6 +330,12 @@ class Training:
         # The run folder's writer lock (runs/run_lock.py), held until the run is saved: a second
         # trainer into a folder being trained is refused before any work.
         self.run_lock = lock_run(resume, self.out_so) if resume else None
+        if resume:   # train(cfg, resume=RUN) with options other than the run's: refused, as --resume refuses them
+            try:
+                refuse_other_config(resume, saved_config(cfg), self._run_config())
+            except BaseException:
+                self.release_run()
+                raise
         self.cfg = cfg = resolve(cfg)
         check_resolved(cfg)
         self.tc = cfg.training
@@ -353,6 +363,13 @@ class Training:
         self.training_began = self.whole = False   # what a Ctrl-C leaves: see train()
         if not self.tc.ddp:   # the margin kernel compiles where the model trains
             rule_for(cfg).warm()
+
+    def _run_config(self) -> dict:
+        """The resumed run's config.json; none (a folder without one is refused as holding no checkpoint)."""
+        try:
+            return read_config(self.resume, self.out_so)
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
 
     def _load_checkpoint(self) -> TrainState:
         saved = load_checkpoint(self.resume, self.out_so)
@@ -544,6 +561,11 @@ class Training:
         # The key names the data and options a checkpoint belongs to, with a cache or without.
         self.key = entry_key(self.train_src, self.val_src, self._key_options(), self.columns,
                              fraction_of(self.val_fraction))
+        self.key_parts = key_parts(self.train_src, self.val_src, self._key_options(), self.columns,
+                                   fraction_of(self.val_fraction))
+        if self.saved is not None and self.saved.key != self.key:   # before a fit pass of other data or options
+            self._refuse_changed_parts(self.saved.key_parts)
+            self._refuse_other_key(self.saved.key)
         if cfg.output.no_cache:
             self.cache_so, self.entry = {}, None
             self.decisions["cache"] = "none"
@@ -1006,6 +1028,13 @@ class Training:
         return need <= self.memory.trainer or self.memory.external
 
     # ---- epochs
+    def _refuse_changed_parts(self, saved_parts: dict | None) -> None:
+        """A checkpoint that keeps its key's parts: refused naming each that differs from today's."""
+        changes = key_changes(saved_parts, self.key_parts) if saved_parts else []
+        if changes:
+            raise UserError(f"the training data or feature options changed since {self.resume} was checkpointed: "
+                            + "; ".join(changes), "resume needs the same inputs; start a new run instead")
+
     def _refuse_other_key(self, saved_key: str) -> None:
         """A checkpoint of other inputs or options, or of an earlier cache version
         (a validation split of the text's ends only): a clear error either way."""
@@ -1061,8 +1090,6 @@ class Training:
         if saved is None:
             state.network = network_of(self.model_meta)
             return state
-        if saved.key != self.key:
-            self._refuse_other_key(saved.key)
         if bool(saved.ddp) != bool(self.tc.ddp):
             raise UserError(f"{self.resume} was checkpointed by a run {'with' if saved.ddp else 'without'} "
                             "{training.ddp} and cannot continue in the other mode", "start a new run instead")
@@ -1108,7 +1135,8 @@ class Training:
         """Write ``state`` as this run's checkpoint, stamped with what identifies the run: its cache
         entry, decisions and network, whichever loop built the state (a --ddp rank's knows none)."""
         manifest = getattr(getattr(self, "feed", None), "manifest", None)
-        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, decided=self.decisions,
+        write_checkpoint(self.run, dataclasses.replace(state, key=self.key, key_parts=self.key_parts,
+                                                       decided=self.decisions,
                                                        network=network_of(self.model_meta),
                                                        partitioning=self.partitioning,
                                                        shards=shards_digest(manifest) if manifest else None),
@@ -1518,6 +1546,8 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     memory plan (tune's): the run is planned from ``--memory-budget`` as one that starts
     its own (the model checked against the trainer's share, shards kept between epochs),
     not as someone else's cluster whose workers decide."""
+    if client is not None and not own_cluster and resume is None:
+        refuse_sizes_for_client(cfg)   # a resumed run's own LocalCluster sizes are left behind, as resume_config's
     run = Training(cfg, events, resume)
     run.held_bytes = held_bytes
     if own_cluster:

@@ -38,10 +38,11 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     c = cfg.cluster
     if "train_on" not in saved.get("cluster", {}):   # a run of a version that trained in the client unless --ddp
         c.train_on = "cluster" if cfg.training.ddp else "client"
-    c.memory_budget = memory_budget or c.memory_budget
     c.scheduler = scheduler or c.scheduler
-    # The run's own LocalCluster size does not carry over to an existing cluster, which has its own workers.
+    # The run's own LocalCluster size and budget do not carry over to an existing cluster, which has its
+    # own workers and their limits.
     local = not scheduler_address(c.scheduler)
+    c.memory_budget = memory_budget or (c.memory_budget if local else None)
     c.workers = workers or (c.workers if local else None)
     c.threads = threads or (c.threads if local else None)
     c.scheduler_wait = scheduler_wait or c.scheduler_wait
@@ -50,6 +51,40 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     if t.threads is not None and trains_here and spec is not None and spec.rule == "hinge":
         t.threads = None   # taken by earlier versions where it did nothing (resolve refuses it typed now)
     return cfg
+
+
+# What a resume may change (resume_config's arguments): where the data and the cluster are. A LinearSVM
+# run's --threads in this process, taken by earlier versions, is dropped there (resume_config).
+MAY_CHANGE = ("cluster.memory_budget", "cluster.workers", "cluster.threads", "cluster.scheduler",
+              "cluster.scheduler_wait", "cluster.dashboard", "data.storage_options", "training.threads")
+
+
+def refuse_other_config(run: str, config: dict, saved: dict) -> None:
+    """``train(cfg, resume=run)`` with a ``cfg`` (``config``, as config.json would hold it) other
+    than the run's (``saved``, its config.json) in what it trains: refused naming each option
+    and the run's value, as the command line's ``--resume`` refuses it. The run would go on
+    with them, and its config.json would say so, as if it had trained with them from the start.
+    Fields the run's config.json does not hold (added since it was written) count as its own."""
+    differ = [f"{section}.{key}" for section, values in saved.items() for key, value in values.items()
+              if f"{section}.{key}" not in MAY_CHANGE
+              and key in config.get(section, {}) and _json(config[section][key]) != _json(value)]
+    if differ:
+        runs = ", ".join(f"{{{f}}} {_json(_field(saved, f))}" for f in differ)
+        raise UserError(f"resuming {run} continues it with the options it was started with (its config.json); the "
+                        f"configuration given changes {', '.join(f'{{{f}}}' for f in differ)} (the run's: {runs})",
+                        "pass resume_config(RUN) as it is (the cluster and the storage options may change), or "
+                        "start a new run")
+
+
+def _field(doc: dict, field: str) -> Any:
+    section, name = field.split(".")
+    return doc[section][name]
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def changed_fields(typed: TrainConfig, saved: TrainConfig, fields: Iterable[str]) -> list[str]:

@@ -17,6 +17,9 @@ from ..scores import val_scores
 @dataclass
 class TrainState:
     key: str = ""                      # the cache entry trained on: a resume needs the same data and options
+    # What the key is made of, in the clear (dataflow/manifest.key_parts): a resume whose key differs
+    # names what changed. None: a checkpoint written before they were kept.
+    key_parts: dict | None = None
     epoch: int = 0                     # the epoch to continue in (0-based)
     batches: int = 0                   # batches of that epoch already trained
     rows: int = 0                      # rows of that epoch already trained

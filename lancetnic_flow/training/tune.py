@@ -39,6 +39,7 @@ from ..events import Events, warnings_only
 from ..models import registration
 from ..models.tasks import Task
 from ..reconnect import share
+from ..resolve import refuse_sizes_for_client
 from ..runs.folder import write_json
 from ..scores import BY_KEY
 from ..sizes import format_size
@@ -370,6 +371,8 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     if cfg.cluster.train_on == "auto":
         # The trials train on the workers their own way; the final run trains here, as before (docs/cluster.md).
         cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, train_on="client"))
+    if client is not None:
+        refuse_sizes_for_client(cfg)
     base = Training(cfg, events, None)   # resolves cfg; its decide() after the fit gives what the trials train
     base.events = entry_events(events, base)   # its fit is the first entry's
     base.needs_cluster = "tune's trials run on Dask workers"

@@ -306,3 +306,18 @@ def test_a_jupyter_kernel_fits_and_shows_progress_in_the_notebook(tmp_path):
     shown = "\n".join(o.get("text") or o.get("data", {}).get("text/plain", "") for o in outputs)
     assert "training epoch 2/2" in shown and "training finished" in shown
     assert re.search(r"PREDICTED \['\w+', None\]", shown), shown
+
+
+def test_train_with_a_client_of_ones_own_refuses_local_cluster_sizes_that_would_do_nothing(client, small_corpus,
+                                                                                           tmp_path):
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.training.orchestrator import train as run_training
+
+    from helpers import make_config
+
+    cfg = make_config(small_corpus, tmp_path, epochs=1)
+    cfg.cluster.memory_budget = 8 << 30
+    with pytest.raises(UserError, match="memory_budget 8.0 GiB sizes the LocalCluster a run starts, and the run was "
+                                        "given a client"):
+        run_training(cfg, client=client)
+    assert not (tmp_path / "runs").exists()   # nothing read or written

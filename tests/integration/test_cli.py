@@ -209,3 +209,46 @@ def test_the_program_freezes_its_heap_only_when_it_ends_and_an_in_process_call_n
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["0", "True"], out.stderr
     assert (tmp_path / "b.csv").stat().st_size > 0
+
+
+def test_predict_and_evaluate_on_an_existing_cluster_size_their_partitions_from_its_workers_limits(cli_run):
+    """--scheduler: the partitions and the window come from the cluster's workers (each holding the
+    loaded run), as train's do, not from this machine's budget; predicting there writes every row.
+    The options that size a LocalCluster do nothing there and are refused."""
+    import argparse
+    import logging
+
+    from distributed import LocalCluster
+
+    from lancetnic_flow.cli import commands
+    from lancetnic_flow.data.checks import checked_source
+    from lancetnic_flow.data.sources import Columns
+    from lancetnic_flow.dataflow.plan import MiB, plan_memory
+    from lancetnic_flow.errors import UserError
+
+    d, _, _, run = cli_run
+    model = 64 * MiB
+    small = LocalCluster(n_workers=1, threads_per_worker=3, processes=True, memory_limit="700MiB",
+                         dashboard_address=":0", silence_logs=logging.ERROR)
+    try:
+        a = argparse.Namespace(scheduler=small.scheduler_address, scheduler_wait=None, memory_budget=None,
+                               workers=None, worker_threads=None, blocksize=None, run_on="auto")
+        cut = []
+
+        def inputs(size):
+            cut.append(size)
+            return checked_source([str(d / "x.csv")], "auto", {}, size, Columns(text=("text",)), in_order=True)
+
+        plan, src, here, _ = commands._planned_inputs(a, model, inputs)
+        assert plan.external and not here and (plan.worker_limit, plan.threads) == (700 * MiB, 3)
+        assert plan.partition == cut[0] == 1 * MiB < plan_memory(model_bytes=model).partition   # the laptop's: 4 MiB
+        assert plan.in_flight == 6   # the cluster's threads, twice over
+        for given in ({"memory_budget": "8GiB"}, {"workers": 2}, {"worker_threads": 2}):
+            with pytest.raises(UserError, match="sizes the LocalCluster this command starts, and --scheduler"):
+                commands._planned_inputs(argparse.Namespace(**{**vars(a), **given}), model, inputs)
+        p = cli("predict", run, "--input", "x.csv", "--output", "small.jsonl", "--scheduler", small.scheduler_address,
+                cwd=d)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert len((d / "small.jsonl").read_text().splitlines()) == 2000
+    finally:
+        small.close()

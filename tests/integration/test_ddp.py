@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -279,14 +280,25 @@ def test_a_ddp_checkpoint_cannot_resume_without_ddp_nor_as_another_network(clien
     run = str(tmp_path / "runs" / "d")
     cfg = resume_config(run)
     cfg.training.ddp, cfg.cluster.train_on = None, "client"   # config.json says where it trained: the cluster
+    with pytest.raises(UserError, match="the configuration given changes ddp .the run's: ddp 2."):
+        train(cfg, client=client, resume=run)
+    original = (Path(run) / "config.json").read_text()
+    _edit_config(run, lambda c: c["training"].update(ddp=None) or c["cluster"].update(train_on="client"))
     with pytest.raises(UserError, match="with ddp and cannot continue in the other mode"):
-        train(cfg, client=client, resume=run)
+        train(resume_config(run), client=client, resume=run)
     # The checkpoint records its network as a single process's does: an edited config.json is refused.
+    (Path(run) / "config.json").write_text(original)
     assert load_checkpoint(run)["network"]["kwargs"]["dropout"] == 0.1
-    cfg = resume_config(run)
-    cfg.model.dropout = 0.4
+    _edit_config(run, lambda c: c["model"].update(dropout=0.4))
     with pytest.raises(UserError, match=r"holds a network other than .* \(dropout 0\.1 → 0\.4\)"):
-        train(cfg, client=client, resume=run)
+        train(resume_config(run), client=client, resume=run)
+
+
+def _edit_config(run: str, edit) -> None:
+    path = Path(run) / "config.json"
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
 
 
 def _lose_rank_0_after_epoch_1(lose) -> tuple[Events, list[str], list[str]]:

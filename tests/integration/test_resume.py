@@ -286,3 +286,49 @@ def test_a_run_being_trained_refuses_a_second_trainer_and_predict_says_it_is_sti
         proc.wait(timeout=30)
     assert_user_error(cli("predict", run, "--text", "hello", cwd=tmp_path), "it stopped before its model was saved",
                       f"--resume {run}")
+
+
+def test_a_resume_refused_for_changed_data_or_options_names_what_changed(client, small_corpus, tmp_path):
+    """The checkpoint keeps its cache key's parts: a resume after the training file grew, or
+    after config.json's --min-df was edited, says which, with the values, not only that
+    "the training data or feature options changed"."""
+    import shutil
+
+    data = tmp_path / "train.csv"
+    shutil.copy(small_corpus, data)
+    cfg = make_config(data, tmp_path, epochs=2)
+    cfg.output.name = "stopped"
+    with pytest.raises(TrainingInterrupted):
+        train(cfg, _interrupt_at(1, 3), client=client)
+    run = tmp_path / "runs" / "stopped"
+    size = data.stat().st_size
+    with open(data, "a") as f:
+        f.write("one more row of text,sports\n")
+    entries = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    with pytest.raises(UserError, match=f"{data}'s content changed \\({size:,} bytes, now {size + 28:,}\\)"):
+        train(resume_config(str(run)), client=client, resume=str(run))
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == entries   # refused before a fit pass
+    shutil.copy(small_corpus, data)   # the same content, written again: only its modification time differs
+    config = json.loads((run / "config.json").read_text())
+    config["features"]["min_df"] = 3
+    (run / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError) as e:
+        train(resume_config(str(run)), client=client, resume=str(run))
+    assert "min_df was 1, now 3" in str(e.value) and f"{data} was changed (the same size" in str(e.value)
+
+
+def test_train_resume_with_options_other_than_the_runs_is_refused_not_trained_on(client, small_corpus, tmp_path):
+    """train(cfg, resume=RUN) with another --epochs trained on with it, and config.json then said the
+    run had 5 epochs from the start; the command line's --resume refuses it. Refused alike, naming it."""
+    cfg = make_config(small_corpus, tmp_path, epochs=2)
+    cfg.output.name = "stopped"
+    with pytest.raises(TrainingInterrupted):
+        train(cfg, _interrupt_at(1, 3), client=client)
+    run = tmp_path / "runs" / "stopped"
+    other = resume_config(str(run))
+    other.training.epochs = 5
+    with pytest.raises(UserError, match="the configuration given changes epochs .the run's: epochs 2."):
+        train(other, client=client, resume=str(run))
+    assert json.loads((run / "config.json").read_text())["training"]["epochs"] == 2
+    res = train(resume_config(str(run)), client=client, resume=str(run))   # as it was started: goes on
+    assert len(res.metrics["epochs"]) == 2

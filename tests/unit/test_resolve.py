@@ -735,6 +735,38 @@ def test_workers_and_worker_threads_on_an_existing_cluster_are_refused_as_doing_
     resolve(TrainConfig(data=data))
 
 
+def test_a_memory_budget_on_an_existing_cluster_is_refused_as_doing_nothing(monkeypatch):
+    # --scheduler ADDR --memory-budget 8GiB: the plan was rebuilt from the cluster's workers, and config.json said 8GiB
+    from lancetnic_flow.config import ClusterConfig
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    data = DataConfig(train=["x.csv"])
+    cfg = TrainConfig(data=data, cluster=ClusterConfig(scheduler="tcp://h:8786", memory_budget=8 << 30))
+    with pytest.raises(UserError, match="memory_budget 8.0 GiB splits this machine's memory") as e:
+        resolve(cfg)
+    assert e.value.field == "cluster.memory_budget" and e.value.said("cli")[0].startswith("--memory-budget 8.0 GiB")
+    resolve(TrainConfig(data=data, cluster=ClusterConfig(memory_budget=8 << 30)))   # a LocalCluster's: taken
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
+    with pytest.raises(UserError, match="DASK_SCHEDULER_ADDRESS names an existing cluster") as e:
+        resolve(TrainConfig(data=data, cluster=ClusterConfig(memory_budget=8 << 30)))
+    assert "unset DASK_SCHEDULER_ADDRESS" in e.value.hint
+
+
+def test_a_local_cluster_size_given_with_a_client_of_ones_own_is_refused_as_doing_nothing():
+    # train(cfg, client=c) with memory_budget 8GiB or workers 3: the plan was the client's workers', and config.json said 8GiB
+    from lancetnic_flow.config import ClusterConfig
+    from lancetnic_flow.resolve import refuse_sizes_for_client
+
+    data = DataConfig(train=["x.csv"])
+    refuse_sizes_for_client(TrainConfig(data=data))
+    for field, sizes, shown in (("memory_budget", {"memory_budget": 8 << 30}, "8.0 GiB"), ("workers", {"workers": 3}, "3"),
+                                ("threads", {"threads": 2}, "2")):
+        with pytest.raises(UserError, match=f"{field} {shown} sizes the LocalCluster a run starts, and the run was "
+                                            "given a client") as e:
+            refuse_sizes_for_client(TrainConfig(data=data, cluster=ClusterConfig(**sizes)))
+        assert e.value.field == f"cluster.{field}"
+
+
 def test_threads_for_linearsvm_trained_in_this_process_is_refused_as_doing_nothing(monkeypatch):
     # --threads 4 with the default model: its NumPy step reads no thread count, and config.json said 4
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)

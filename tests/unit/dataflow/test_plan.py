@@ -174,3 +174,13 @@ def test_the_plan_line_gives_the_size_the_inputs_were_cut_into_where_it_is_below
     assert "partition 560.5 KiB (peak" in plan.describe(cut=int(560.5 * 1024))
     for cut in (0, -1, 4 * MiB):   # not known (an existing cluster), whole files (Parquet), the plan's own
         assert "partition 4.0 MiB (peak ≈ 29× per task)" in plan.describe(cut=cut)
+
+
+def test_an_existing_clusters_partitions_leave_room_for_the_model_each_worker_holds():
+    from lancetnic_flow.dataflow.plan import MiB, plan_for_workers
+
+    workers = [{"memory_limit": 4 << 30, "nthreads": 1}, {"memory_limit": 2 << 30, "nthreads": 1}]
+    bare = plan_for_workers(workers, trainer=0)
+    holding = plan_for_workers(workers, trainer=0, worker_model_bytes=750 * MiB)
+    assert bare.partition == 4 * MiB and holding.partition == 3 * MiB   # the smallest worker, less the model
+    assert plan_for_workers(workers, trainer=0, blocksize=2 * MiB, worker_model_bytes=750 * MiB).partition == 2 * MiB

@@ -325,3 +325,13 @@ def test_a_run_that_cannot_be_read_is_refused_in_each_readers_words(monkeypatch)
                                    "pass --format csv, or train a new run without --init-from")
     assert str(e.value) == ("init_from runs/r: runs/r/config.json is damaged\n"
                             "  hint: pass format csv, or train a new run without init_from")
+
+
+def test_a_label_separator_given_in_python_with_init_from_counts_as_the_callers_own(tmp_path, old_run):
+    """``train(cfg)`` with ``init_from`` and ``label_sep``: the separator is the caller's, checked as the
+    command line's ``--label-sep`` is (an idle one refused or warned of), not taken for the old run's."""
+    from lancetnic_flow.config import label_sep_given
+
+    cfg = continue_config(_given(_data(tmp_path), old_run, label_sep=";"))
+    assert cfg.data.label_sep == ";" and label_sep_given(cfg)
+    assert not label_sep_given(continue_config(_given(_data(tmp_path), old_run)))

@@ -93,12 +93,14 @@ def test_every_checkpoint_the_run_writes_records_its_network_even_from_a_ddp_ran
     from lancetnic_flow.training.state import TrainState
 
     meta = {"model": "ScalpelMC", "net": "ScalpelNet", "kwargs": {"dim": 8, "hidden": 4, "dropout": 0.1}}
-    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta=meta, out_so={}, events=Events(),
-                          partitioning=None)
+    parts = {"inputs": {"train": [["file:///d/a.csv", 10, "mtime=1", "csv", ""]], "val": None},
+             "options": {"min_df": 2, "tokenizer": None}, "val_fraction": 0.1, "revisions": {"csv": 5}}
+    run = SimpleNamespace(run=str(tmp_path), key="k", key_parts=parts, decisions={}, model_meta=meta, out_so={},
+                          events=Events(), partitioning=None)
     ranks_state = TrainState(epoch=1, model={"w": np.zeros(2, dtype=np.float32)})   # as a rank builds it
     Training._checkpoint(run, ranks_state, "interrupt")
     saved = TrainState.from_checkpoint(load_checkpoint(str(tmp_path)))
-    assert saved.network == network_of(meta) and saved.key == "k"
+    assert saved.network == network_of(meta) and saved.key == "k" and saved.key_parts == parts
     check_network(str(tmp_path), saved, network_of(meta))
     edited = {**meta, "kwargs": {**meta["kwargs"], "dropout": 0.4}}
     with pytest.raises(UserError, match=r"holds a network other than.*dropout 0\.1 → 0\.4"):
@@ -172,8 +174,8 @@ def test_a_resumed_run_cuts_its_inputs_as_it_did_before_the_checkpoint_whatever_
 
     started = SimpleNamespace(memory=SimpleNamespace(partition=4 << 20, workers=1, threads=1), saved=None)
     assert Training._partitioning(started) == [4 << 20, 1]
-    run = SimpleNamespace(run=str(tmp_path), key="k", decisions={}, model_meta={}, out_so={}, events=Events(),
-                          partitioning=Training._partitioning(started))
+    run = SimpleNamespace(run=str(tmp_path), key="k", key_parts=None, decisions={}, model_meta={}, out_so={},
+                          events=Events(), partitioning=Training._partitioning(started))
     Training._checkpoint(run, TrainState(epoch=1, batches=30), "interrupt")
     saved = TrainState.from_checkpoint(load_checkpoint(str(tmp_path)))
     resumed = SimpleNamespace(memory=SimpleNamespace(partition=1 << 20, workers=2, threads=2), saved=saved)

@@ -54,11 +54,13 @@ def test_resume_on_an_existing_cluster_drops_the_local_cluster_size_the_run_was_
 
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     run = str(tmp_path / "run")
-    write_config(run, TrainConfig(data=DataConfig(train=["x.csv"]), cluster=ClusterConfig(workers=3, threads=2)).to_dict())
+    write_config(run, TrainConfig(data=DataConfig(train=["x.csv"]),
+                                  cluster=ClusterConfig(workers=3, threads=2, memory_budget=6 << 30)).to_dict())
     local = resume_config(run).cluster
-    assert (local.workers, local.threads) == (3, 2)                 # the same LocalCluster again
+    assert (local.workers, local.threads, local.memory_budget) == (3, 2, 6 << 30)   # the same LocalCluster again
     ext = resume_config(run, scheduler="tcp://h:8786")
     assert (ext.cluster.workers, ext.cluster.threads) == (None, None)   # the cluster's own workers
+    assert ext.cluster.memory_budget is None                            # and their own limits
     ext.validate()                                                  # not refused as --workers on a cluster
     assert resume_config(run, scheduler="tcp://h:8786", workers=4).cluster.workers == 4   # given again: kept
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://h:8786")
@@ -91,3 +93,28 @@ def test_resume_of_a_linear_svm_run_started_with_threads_in_this_process_drops_t
     write_config(net, TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="ScalpelMC"),
                                   training=TrainingConfig(threads=4)).to_dict())
     assert resume_config(net).training.threads == 4
+
+
+def test_resuming_with_a_configuration_other_than_the_runs_is_refused_naming_each_option(tmp_path):
+    """train(cfg, resume=RUN) went on with another --epochs or --sparse-lr than the run was started
+    with, and its config.json then said so, as if the run had trained with them from the start."""
+    from lancetnic_flow.config import ClusterConfig, TrainingConfig
+    from lancetnic_flow.runs.loading import read_config
+    from lancetnic_flow.training.orchestrator import saved_config
+    from lancetnic_flow.training.resume import refuse_other_config
+
+    run = str(tmp_path / "run")
+    write_config(run, saved_config(TrainConfig(data=DataConfig(train=["x.csv"]), training=TrainingConfig(epochs=2),
+                                               cluster=ClusterConfig(workers=3))))
+    saved = read_config(run)
+    same = resume_config(run, scheduler="tcp://h:8786", memory_budget=4 << 30)   # where it runs may change
+    refuse_other_config(run, saved_config(same), saved)
+    other = resume_config(run)
+    other.training.epochs, other.training.sparse_lr = 5, 0.5
+    with pytest.raises(UserError, match="changes epochs, sparse_lr .the run's: epochs 2, sparse_lr null") as e:
+        refuse_other_config(run, saved_config(other), saved)
+    assert e.value.said("cli")[0].endswith("changes --epochs, --sparse-lr (the run's: --epochs 2, --sparse-lr null)")
+    cut = resume_config(run)
+    cut.cluster.blocksize = 1 << 20   # how the inputs are cut is not where the run goes on
+    with pytest.raises(UserError, match="changes blocksize"):
+        refuse_other_config(run, saved_config(cut), saved)
