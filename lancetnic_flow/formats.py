@@ -287,7 +287,7 @@ for _f in (
            head=_R + "arrow:head_columns",
            pieces=_R + "arrow:byte_ranges", compressible=False, revision=2, title="Arrow IPC", sniff=_R + "arrow:sniff"),
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
-           holds_line_ends=False, revision=1, title="plain text", vague=True),
+           holds_line_ends=False, revision=2, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
            writer=_W + "FastTextWriter", holds_line_ends=False, revision=3, title="fastText",
            sniff=_R + "lines:sniff_fasttext"),

@@ -211,7 +211,7 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     fastText tags anywhere in a line; then every JSON value of a line read
     by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag; then
     a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end;
-    a BOM at a fastText line's start no text, then at a plain text line's; a JSON object across lines malformed lines, then also beside a line of two objects; then a CSV/TSV
+    a BOM at a fastText line's start no text, then at a plain text line's, then a lone \\r a plain text line end; a JSON object across lines malformed lines, then also beside a line of two objects; then a CSV/TSV
     row of fewer fields than the header read with its missing fields empty),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded
