@@ -683,8 +683,9 @@ def check_not_utf8(data, url: str, encoding: str | None, *more) -> None:
     when its UTF-8 characters outnumber its other bytes past ASCII (a stray
     byte of another encoding does not hide a UTF-8 file), and one of them has
     a shape text in a single-byte encoding does not make (:mod:`.utf8_shapes`),
-    or :data:`UTF8_EVIDENCE` have the shapes it makes by chance; in a
-    multi-byte encoding such as shift_jis, :data:`MULTIBYTE_EVIDENCE` of any shape."""
+    or, with no stray byte, :data:`UTF8_EVIDENCE` have the shapes it makes by
+    chance; in a multi-byte encoding such as shift_jis, :data:`MULTIBYTE_EVIDENCE`
+    of any shape."""
     if encoding is None:
         return
     parts = [p for p in (data, *more) if memoryview(p).nbytes]
@@ -692,7 +693,7 @@ def check_not_utf8(data, url: str, encoding: str | None, *more) -> None:
     if shapes.characters <= shapes.strays:
         return
     if single_byte(encoding):
-        if not shapes.strong and shapes.weak < UTF8_EVIDENCE:
+        if not shapes.strong and (shapes.weak < UTF8_EVIDENCE or shapes.strays):
             return
     elif shapes.characters < MULTIBYTE_EVIDENCE:
         return

@@ -482,6 +482,7 @@ def test_genuine_single_byte_text_even_with_letters_before_marks_is_read_in_its_
 def test_upper_case_letters_before_marks_are_utf8_only_three_at_a_time_in_a_block_of_nothing_else():
     # the trade-off docs/cli.md states: cp1252 makes UTF-8's shape there by chance ("CAFÉ…" is "CAFߥ")
     check_not_utf8("CAFÉ… ou Gruß…".encode("cp1252"), "f.csv", "cp1252")
+    check_not_utf8("RÉSUMÉ™ CAFÉ… ou Gruß…".encode("cp1252"), "f.csv", "cp1252")   # its first É is no UTF-8
     with pytest.raises(UserError, match="UTF-8 text"):
         check_not_utf8("CAFÉ… ou Gruß… OLÉ…".encode("cp1252"), "f.csv", "cp1252")
 
