@@ -29,8 +29,8 @@ _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
 def lone_crs_as_lf(data: bytes) -> bytes:
-    """A block of text lines with each lone ``\r`` as ``\n`` (the same length). Partitions
-    are cut at ``\n`` alone, so a line between two is read whole by one of them, and its
+    """A block of text lines with each lone ``\\r`` as ``\\n`` (the same length). Partitions
+    are cut at ``\\n`` alone, so a line between two is read whole by one of them, and its
     lines are the same whatever the cut."""
     if b"\r" not in data or _LONE_CR.search(data) is None:
         return data
