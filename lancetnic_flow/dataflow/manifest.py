@@ -43,12 +43,15 @@ LOWER_REVISION = 1
 LABEL_SETS_REVISION = 4
 # Bytes columns' revision, in the key of Parquet/Arrow entries made with --encoding: 1 decodes a column
 # of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there);
-# 2 refuses a column of UTF-8 bytes there, where earlier entries hold its letters garbled ("cafÃ©").
-ENCODED_BYTES_REVISION = 2
+# 2 refuses a column of UTF-8 bytes there, where earlier entries hold its letters garbled ("cafÃ©");
+# 3 judges every value of a column, and one UTF-8 letter ("café"), where earlier entries judged a row
+# group's first 64 KiB and needed three letters.
+ENCODED_BYTES_REVISION = 3
 # Encoded text's revision, in the key of entries of text formats (CSV, TSV, JSON Lines, text, fastText)
 # made with --encoding: 1 refuses a UTF-8 file there (data/readers/table.check_not_utf8), where an
-# earlier entry may hold its letters garbled ("cafÃ©").
-ENCODED_TEXT_REVISION = 1
+# earlier entry may hold its letters garbled ("cafÃ©"); 2 refuses a block of one UTF-8 letter ("café",
+# data/readers/utf8_shapes.py) or of a stray byte beside them, where an earlier entry needed three and none.
+ENCODED_TEXT_REVISION = 2
 # zstd input's revision, in the key of entries that read a .zst file: 1 refuses a file cut short
 # (data/decompress.py), where an earlier entry may hold only the rows before the cut.
 ZSTD_REVISION = 1
@@ -208,7 +211,7 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     fastText tags anywhere in a line; then every JSON value of a line read
     by the per-line path as Arrow reads them, fastText's \\v and NUL ending a tag; then
     a one-column CSV/TSV file's lines of spaces blank, no row; then a lone \\r a CSV/TSV row end;
-    a BOM at a fastText line's start no text, then at a plain text line's; a JSON object across lines malformed lines; then a CSV/TSV
+    a BOM at a fastText line's start no text, then at a plain text line's, then a lone \\r a plain text line end; a JSON object across lines malformed lines, then also beside a line of two objects; then a CSV/TSV
     row of fewer fields than the header read with its missing fields empty),
     lower-casing was (:data:`LOWER_REVISION`), label sets were
     (:data:`LABEL_SETS_REVISION`), typed files' bytes were decoded

@@ -122,24 +122,39 @@ def _with_missing_keys(table: pa.Table, names: list[str]) -> pa.Table:
 
 def _objects_end_their_lines(data: bytes, rows: int) -> bool:
     """Whether no JSON value of the block ``data`` (read by Arrow as ``rows``
-    rows) runs on past its line. Arrow's reader takes an object written across
-    lines (``{"text": "a",`` then ``"label": "b"}``) as one row when its block
-    holds every line of it, where a block cut between them, or beside a
-    malformed line, reads each line as malformed: the rows of a file would
-    depend on where it was cut. A line that is not blank starts with ``{``
-    and ends with ``}`` unless a value crosses it."""
-    lines = int(np.count_nonzero(np.frombuffer(data, np.uint8) == ord("\n"))) + (not data.endswith(b"\n"))
-    if rows == lines or rows == lines - data.count(b"\n\n") - data.count(b"\n\r\n"):
-        return True   # a row a line (blank ones aside): the common block, told by counting bytes
+    rows) runs on past its line, each line judged on its own. Arrow's reader
+    takes an object written across lines (``{"text": "a",`` then
+    ``"label": "b"}``) as one row when its block holds every line of it, where
+    a block cut between them, or beside a malformed line, reads each line as
+    malformed: the rows of a file would depend on where it was cut. A line
+    that is not blank starts with ``{`` and ends with ``}`` unless a value
+    crosses it (after a ``}`` inside a value comes ``,``, ``]`` or ``}``)."""
+    if _SEVERAL_VALUES.search(data) is None:
+        # Every line then gives one row at most, and a value across lines fewer rows than lines:
+        # a row a line (blank ones aside) is the common block, told by counting bytes.
+        lines = int(np.count_nonzero(np.frombuffer(data, np.uint8) == ord("\n"))) + (not data.endswith(b"\n"))
+        if rows == lines or rows == lines - data.count(b"\n\n") - data.count(b"\n\r\n"):
+            return True
     text = pc.utf8_trim(split_lines(data), " \t\r\ufeff")
     text = pc.filter(text, pc.greater(pc.utf8_length(text), 0))
     return pc.all(pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))).as_py() is not False
 
 
+# Where a line may hold a second value (``{..} {..}``: two rows), whose extra row would hide a
+# value across lines from the count of rows; a text holding "} {" only sends its block to the exact check.
+_SEVERAL_VALUES = re.compile(rb"\}[ \t\r]*\{")
+# A block's first value, past JSON's whitespace and a byte-order mark.
+_FIRST_VALUE = re.compile(rb"(?:[ \t\r\n]|\xef\xbb\xbf)*(.?)")
+
+
 def _read_arrow(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
     """The block read by Arrow (``schema``: types of some columns, the others
     inferred); None where Arrow cannot read it (a malformed line, a column of
-    mixed types)."""
+    mixed types). A block whose first value is not an object is the per-line
+    path's: Arrow's reader crashes the process on a block that starts with
+    ``null``, and refuses one that starts with any other value."""
+    if _FIRST_VALUE.match(data).group(1) != b"{":
+        return None
     try:
         return pj.read_json(io.BytesIO(data),
                             read_options=pj.ReadOptions(block_size=max(1 << 20, len(data) + 1), use_threads=False),

@@ -84,6 +84,7 @@ def label_sets(label, sep: str | None, noted: dict[str, int] | None = None) -> p
     :data:`SEP_IN_LISTS`)."""
     if isinstance(label, pa.ChunkedArray):
         label = label.combine_chunks()
+    label = plain_lists(label)
     if is_list_type(label.type):
         values = _as_text(pc.list_flatten(label))
         parents = pc.list_parent_indices(label)
@@ -191,8 +192,26 @@ def tag_counts(tags: pa.Array) -> pa.Array:
 
 
 def is_list_type(t: pa.DataType) -> bool:
-    """Whether a column of type ``t`` holds lists (a JSON array, a Parquet list)."""
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    """Whether a column of type ``t`` holds lists (a JSON array, a Parquet list; an Arrow IPC
+    file's list views, as pyarrow and polars may write them)."""
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) \
+        or pa.types.is_list_view(t) or pa.types.is_large_list_view(t)
+
+
+def plain_lists(arr):
+    """A column of list views as the plain lists they show (others as they are): a
+    view's values may lie in any order in its buffer, where Arrow's kernels that
+    pair values with rows (``list_parent_indices``) read them as a list's."""
+    if not (pa.types.is_list_view(arr.type) or pa.types.is_large_list_view(arr.type)):
+        return arr
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    large = pa.types.is_large_list_view(arr.type)
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(arr) + 1, np.int64 if large else np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    return kind.from_arrays(pa.array(offsets), pc.list_flatten(arr), mask=pc.is_null(arr))
 
 
 def nan_as_null(arr):

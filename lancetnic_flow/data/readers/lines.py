@@ -23,6 +23,20 @@ _LATER_TAG_RE = rf"(?:^|{_SP})__label__"
 _TAG_TOKEN = re.compile(rf"(?:^|{_SP}+)(__label__{_W}*)")
 
 
+# A lone "\r" (a classic Mac file's line end) ends a plain text line, as Python's open() and pandas end
+# one. Only there: fastText reads it as a space between words, as fastText's own reader does.
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
+def lone_crs_as_lf(data: bytes) -> bytes:
+    """A block of text lines with each lone ``\\r`` as ``\\n`` (the same length). Partitions
+    are cut at ``\\n`` alone, so a line between two is read whole by one of them, and its
+    lines are the same whatever the cut."""
+    if b"\r" not in data or _LONE_CR.search(data) is None:
+        return data
+    return _LONE_CR.sub(b"\n", data)
+
+
 def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
     if columns.target or columns.numeric:
         raise UserError(f"{url}: the {fmt} format has no numeric columns",
@@ -42,6 +56,8 @@ def parse(data: bytes, header: bytes | None, fmt: str, columns: Columns, url: st
 
 def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
     check_line_columns(url, fmt, columns)
+    if fmt == "text":
+        data = lone_crs_as_lf(data)
     status = None
     if columns.all_rows and not utf8_ok(data):
         lines, status = _lines_in_order(strip_bom(data))

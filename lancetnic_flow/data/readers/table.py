@@ -23,6 +23,7 @@ from ..usable import usable_tokens
 from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
 from ...plurals import counted
 from .times import is_time_type, iso_text
+from .utf8_shapes import Utf8Shapes, utf8_shapes
 
 BOM = b"\xef\xbb\xbf"
 _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -31,9 +32,10 @@ _NUMBER_RE = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 # skipping would silently lose that share of it. Fewer are counted skips.
 UNDECODABLE_ROWS = 10
 UNDECODABLE_SHARE = 0.01
-# Characters past ASCII, every byte of them UTF-8, that show a block read in another encoding is
-# UTF-8: text in a single-byte one is no UTF-8 but by chance (cp1252's "CAFÉ”" is UTF-8's "CAFɔ"),
-# in a multi-byte one (shift_jis: half-width "ﾃｩ" is é's bytes) by more chances; so many rule it out.
+# How many UTF-8 characters of the shapes single-byte text makes by chance (data/readers/utf8_shapes.py:
+# cp1252's "CAFÉ…" is UTF-8's "CAFߥ") show a block read in another encoding is UTF-8; one of the
+# other shapes does ("café"). In a multi-byte encoding (shift_jis: half-width "ﾃｩ" is é's bytes) every
+# shape comes by chance, so only so many of them do.
 UTF8_EVIDENCE = 3
 MULTIBYTE_EVIDENCE = 8
 
@@ -246,6 +248,32 @@ def bytes_sample(table: pa.Table, columns: Columns, limit: int = 1 << 16) -> byt
     return b"\n".join(out)
 
 
+def bytes_values(table: pa.Table, columns: Columns) -> list[pa.Buffer]:
+    """The values of the table's text and label columns of bytes, each chunk's as one buffer
+    (a dictionary's values once), without copying: what :func:`check_not_utf8` judges, every
+    row of them, as a text file's every byte is."""
+    out = []
+    for c in dict.fromkeys((*columns.text, columns.label)):
+        if c is None or c not in table.column_names or not holds_bytes(table.column(c).type):
+            continue
+        for chunk in table.column(c).chunks:
+            chunk = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
+            out.append(_value_buffer(chunk))
+    return out
+
+
+def _value_buffer(arr: pa.Array) -> pa.Buffer:
+    """The bytes of a binary array's values, end to end (a view's copied into one first)."""
+    if pa.types.is_binary_view(arr.type):
+        arr = pc.cast(arr, pa.large_binary())
+    validity, offsets, data = arr.buffers()[:3]
+    if data is None or not len(arr):
+        return pa.py_buffer(b"")
+    ends = np.frombuffer(offsets, np.int64 if pa.types.is_large_binary(arr.type) else np.int32)
+    first, last = int(ends[arr.offset]), int(ends[arr.offset + len(arr)])
+    return data.slice(first, last - first)
+
+
 def _undecodable_status(status, bad, n: int, skipped: dict[str, int]):
     """Prediction's ``status`` with the rows of ``bad`` "undecodable" (counted),
     unless a parser gave them a reason already."""
@@ -374,7 +402,7 @@ def finish_table(url: str, columns: Columns, table: pa.Table, have: list[str]) -
     text file in one is (:func:`check_decodable`), never lost row by row."""
     table = invalid_strings_as_bytes(table)
     if columns.encoding:   # a column of UTF-8 bytes decoded in latin-1 would be garbled, as a text file would
-        check_not_utf8(bytes_sample(table, columns), url, columns.encoding)
+        check_not_utf8(b"", url, columns.encoding, *bytes_values(table, columns))
     chunk = finish(columns, table.column, table.num_rows, table.num_rows, {}, have=have,
                    bytes_encoding=columns.encoding)
     if chunk.skipped.get("undecodable", 0) > UNDECODABLE_ROWS:
@@ -646,25 +674,46 @@ def check_decodable(chunk: Chunk, data: bytes, url: str, encoding: str | None) -
                     f"pass {{data.encoding}} {guess} (or the file's own encoding), or convert the file to UTF-8")
 
 
-def check_not_utf8(data: bytes, url: str, encoding: str | None) -> None:
-    """Stop (UserError) where the block ``data`` is UTF-8 text past ASCII and
-    ``encoding`` (``--encoding``) is another: read in a single-byte one
-    (latin-1, cp1252), each such letter would be two others (``café`` as
-    ``cafÃ©``), in texts and labels alike, and no row would be skipped to say
-    so. A block holding :data:`UTF8_EVIDENCE` characters past ASCII (in a
-    multi-byte encoding such as shift_jis, :data:`MULTIBYTE_EVIDENCE`), every
-    byte of them UTF-8, is UTF-8: text in another encoding is so only by
-    chance, which so many rule out."""
-    if encoding is None or data.isascii() or not utf8_ok(data):
+def check_not_utf8(data, url: str, encoding: str | None, *more) -> None:
+    """Stop (UserError) where the block ``data`` (bytes or a buffer; with
+    ``more``, all of them together) is UTF-8 text past ASCII and ``encoding``
+    (``--encoding``) is another: read in a single-byte one (latin-1, cp1252),
+    each such letter would be two others (``café`` as ``cafÃ©``), in texts and
+    labels alike, and no row would be skipped to say so. The block is UTF-8
+    when its UTF-8 characters outnumber its other bytes past ASCII (a stray
+    byte of another encoding does not hide a UTF-8 file), and one of them has
+    a shape text in a single-byte encoding does not make (:mod:`.utf8_shapes`),
+    or, with no stray byte, :data:`UTF8_EVIDENCE` have the shapes it makes by
+    chance; in a multi-byte encoding such as shift_jis, :data:`MULTIBYTE_EVIDENCE`
+    of any shape."""
+    if encoding is None:
         return
-    letters = np.count_nonzero(np.frombuffer(data, np.uint8) >= 0xC0)   # a UTF-8 character's first byte
-    if letters < (UTF8_EVIDENCE if single_byte(encoding) else MULTIBYTE_EVIDENCE):
+    parts = [p for p in (data, *more) if memoryview(p).nbytes]
+    shapes = sum((utf8_shapes(p) for p in parts), Utf8Shapes())
+    if shapes.characters <= shapes.strays:
         return
-    word = _word_at(data, re.search(rb"[\x80-\xff]", data).start()).decode("utf-8", "ignore")
+    if single_byte(encoding):
+        if not shapes.strong and (shapes.weak < UTF8_EVIDENCE or shapes.strays):
+            return
+    elif shapes.characters < MULTIBYTE_EVIDENCE:
+        return
+    part = next(p for p in parts if utf8_shapes(p).characters)
+    at = _first_utf8_character(part)
+    near = bytes(memoryview(part)[max(at - 40, 0):at + 40])
+    word = _word_at(near, min(at, 40)).decode("utf-8", "ignore")
     raise UserError(f"{url}: the file is UTF-8 text, and read in {encoding} its letters past ASCII would be "
                     f"others ({word!r} would read as {word.encode('utf-8').decode(encoding, 'replace')!r})",
                     "read it as UTF-8: drop {data.encoding}, or pass {data.encoding} utf-8 where the run was "
                     "trained with another")
+
+
+def _first_utf8_character(data) -> int:
+    """Where the first multi-byte UTF-8 character of ``data`` starts (its first byte past ASCII if none)."""
+    found = _UTF8_CHARACTER.search(data) or re.search(rb"[\x80-\xff]", data)
+    return found.start() if found else 0
+
+
+_UTF8_CHARACTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 
 
 def single_byte(encoding: str) -> bool:

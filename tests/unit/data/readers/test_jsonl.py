@@ -213,6 +213,33 @@ def test_an_object_written_across_lines_is_malformed_lines_however_the_file_is_c
     assert kept == ["goal match"]
 
 
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_a_line_of_two_objects_does_not_hide_an_object_across_lines_at_any_cut(all_rows):
+    # the check compared the block's rows with its lines: a line of two objects (two rows) balanced an
+    # object over two lines (one row), so Arrow's one row of the latter was trained in a whole block
+    # and two malformed lines in a block cut between its lines
+    cols = Columns(text=("text",), label="label", all_rows=all_rows)
+    lines = [b'{"text": "goal match", "label": "a"} {"text": "phone chip", "label": "b"}\n',
+             b'{"text": "team win",\n', b'"label": "c"}\n', b'{"text": "late goal", "label": "d"}\n']
+    want = ["goal match", "phone chip", "late goal"]
+    for cut in range(1, len(lines) + 1):
+        chunks = [parse_jsonl(b"".join(lines[:cut]), cols, "f.jsonl"), parse_jsonl(b"".join(lines[cut:]), cols, "f.jsonl")]
+        texts = [t for c in chunks if c.table.num_rows for t in c.table.column("text").to_pylist() if t]
+        assert texts == want, cut
+        assert sum(c.skipped.get("malformed", 0) for c in chunks) == 2, cut
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+@pytest.mark.parametrize("start", [b"null\n", b"  null\n\n", b"\xef\xbb\xbfnull\n", b"null\nnull\n"])
+def test_a_block_that_starts_with_a_null_line_reads_it_as_a_row_without_values(all_rows, start):
+    # Arrow's reader crashed the worker (a segmentation fault) on a block starting with null,
+    # as a --blocksize cut before such a line makes one
+    cols = Columns(text=("text",), label="label", all_rows=all_rows)
+    chunk = parse_jsonl(start + b'{"text": "goal match", "label": "a"}\n', cols, "f.jsonl")
+    assert [t for t in chunk.table.column("text").to_pylist() if t] == ["goal match"]
+    assert chunk.skipped == {"empty_text": start.count(b"null")}
+
+
 def test_the_head_schema_holds_a_wanted_column_only_later_objects_hold(tmp_path):
     from lancetnic_flow.data.readers.jsonl import head_schema
     from lancetnic_flow.data.sources import plan_source

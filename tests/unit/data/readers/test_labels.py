@@ -179,3 +179,21 @@ def test_a_list_column_of_dates_is_a_set_of_the_labels_a_csv_of_them_holds():
 
     sets = label_sets(pa.array([[dt.date(2024, 1, 5), dt.date(2024, 2, 1)], []]), None)
     assert sets.to_pylist() == [["2024-01-05", "2024-02-01"], []]
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_a_column_of_list_views_reads_as_the_label_sets_it_shows_in_row_order(large):
+    # pyarrow and polars write list views to Arrow IPC: they were refused ("labels of type
+    # list_view<item: string> cannot be read"), and a view's values need not lie in row order
+    from lancetnic_flow.data.readers.labels import check_single, label_sets
+
+    kind = pa.LargeListViewArray if large else pa.ListViewArray
+    int_type = pa.int64() if large else pa.int32()
+    views = kind.from_arrays(pa.array([3, 0, 1, 2], int_type), pa.array([1, 2, 0, 2], int_type),
+                             pa.array(["d", "a", "b", "c"]), mask=pa.array([False, False, True, False]))
+    assert views.to_pylist() == [["c"], ["d", "a"], None, ["b", "c"]]
+    assert label_sets(views, None).to_pylist() == [["c"], ["d", "a"], [], ["b", "c"]]
+    assert label_sets(pa.chunked_array([views.slice(1), views]), None).to_pylist() == \
+        [["d", "a"], [], ["b", "c"], ["c"], ["d", "a"], [], ["b", "c"]]
+    with pytest.raises(LabelListError, match="a list of labels"):
+        check_single(views)

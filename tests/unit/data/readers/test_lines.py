@@ -134,3 +134,28 @@ def test_prediction_writes_every_line_a_row_however_the_file_is_cut(tmp_path, fm
         assert len(texts) == data.count(b"\n") + (not data.endswith(b"\n")), blocksize
         want = want or texts
         assert texts == want, blocksize
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_lone_cr_ends_a_plain_text_line_as_pythons_open_reads_it_at_every_cut(tmp_path, suffix):
+    # a classic Mac file (lines ended by "\r") was one row: predict wrote one prediction for the whole file
+    import gzip
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    data = b"goal match team\rphone chip code\r\nvote law party\r\r\xff bad\rlast line\r"
+    want = data.decode("utf-8", "replace").splitlines()   # Python's universal newlines: \r, \n, \r\n
+    path = tmp_path / f"f.txt{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    columns = Columns(text=("text",), all_rows=True)
+    for blocksize in (1, 5, 17, len(data)):
+        plan = plan_source([str(path)], format="text", blocksize=blocksize)
+        rows = [r for p in plan.partitions for c in read_partition(p, columns) for r in c.table.to_pylist()]
+        assert [r["text"] for r in rows] == [t if "\ufffd" not in t else "" for t in want], blocksize
+        assert [r["status"] for r in rows] == ["ok", "ok", "ok", "empty_text", "undecodable", "ok"], blocksize
+
+
+def test_a_lone_cr_in_a_fasttext_line_is_a_space_as_fasttext_reads_it():
+    chunk = parse_lines(b"__label__a goal match\rteam\n", "fasttext", Columns(text=("text",), label="label"), "f.ft")
+    assert chunk.table.to_pylist() == [{"text": "goal match\rteam", "label": "a"}]
