@@ -46,6 +46,7 @@ from numba import njit
 
 from ..errors import UserError
 from ..features.label_values import run_label
+from ..models.tasks import labels_taken
 from ..registry import task_kind
 from ..storage import join, write_bytes
 from .asks import count
@@ -293,7 +294,8 @@ def predicted_label(proba: np.ndarray, pred, multilabel: bool, doc: dict, logits
     order = np.argsort(-np.asarray(logits), kind="stable")
     if not multilabel:
         return int(order[0])
-    taken = [int(i) for i in order if proba[i] >= pred.cuts(None)[i]]
+    on = labels_taken(np.asarray(logits), pred.cuts(None))
+    taken = [int(i) for i in order if on[i]]
     doc["labels"] = [pred.labels[i] for i in taken]
     return taken[0] if taken else int(order[0])
 

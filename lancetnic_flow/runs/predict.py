@@ -34,6 +34,7 @@ from ..dataflow.window import OrderedWindow
 from ..errors import RunWarning, UserError
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
+from ..models.tasks import labels_taken
 from ..registry import task_kind
 from . import asks
 from .linear_scores import sigmoid, softmax
@@ -331,7 +332,7 @@ class Predictor:
         whether each is taken) per row."""
         order = np.argsort(-logits, axis=1, kind="stable")
         ranked = np.take_along_axis(p, order, axis=1)
-        return order, ranked, ranked >= self.cuts(threshold)[order]
+        return order, ranked, np.take_along_axis(labels_taken(logits, self.cuts(threshold)), order, axis=1)
 
     def label_sets(self, rows: pa.Table, threshold: float | None = None, top_k: int | None = None,
                    cut: list | None = None) -> list[dict[str, Any]]:
