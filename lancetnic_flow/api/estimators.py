@@ -279,10 +279,12 @@ class _TextEstimator:
                 raise UserError(f"y={y!r} names no column of X", "pass the answers, or the name of a column of X")
             self._refuse_answers_as_text(y, text)
             values = table.column(y).to_pylist()
+            self._label_names().note_dtype(table.column(y))
         elif y is None:
             raise UserError(f"{type(self).__name__}.fit needs y: the answers, or the name of a column of X")
         else:
             values = _values(y)
+            self._label_names().note_dtype(y)
         if len(values) != table.num_rows:
             raise UserError(f"X has {counted(table.num_rows, 'row')} but y has {len(values):,}", "give one answer per row")
         task, answers = self._answers(values)
