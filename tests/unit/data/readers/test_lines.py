@@ -134,3 +134,17 @@ def test_prediction_writes_every_line_a_row_however_the_file_is_cut(tmp_path, fm
         assert len(texts) == data.count(b"\n") + (not data.endswith(b"\n")), blocksize
         want = want or texts
         assert texts == want, blocksize
+
+
+@pytest.mark.parametrize("keep,keep_all,names", [((), True, ["keep:label", "keep:text"]),
+                                                 (("label",), False, ["keep:label"])])
+def test_prediction_keeps_a_fasttext_lines_labels_as_keep_all_keeps_a_tables_columns(keep, keep_all, names):
+    # predict --keep all on fastText wrote the text alone: the labels a table's --keep all keeps were lost
+    data = b"__label__sports __label__news a great match\n__label__tech new phone __label__gadgets\nno tag\n\n"
+    cols = Columns(text=("text",), keep=keep, keep_all=keep_all, all_rows=True)
+    t = parse_lines(data, "fasttext", cols, "f.txt").table
+    assert [c for c in t.column_names if c.startswith("keep:")] == names
+    assert t.column("keep:label").to_pylist() == ["sports news", "tech gadgets", None, None]
+    assert t.column("text").to_pylist() == ["a great match", "new phone", "no tag", ""]
+    with pytest.raises(UserError, match="no column 'id' to keep"):
+        parse_lines(data, "fasttext", Columns(text=("text",), keep=("id",), all_rows=True), "f.txt")
