@@ -138,7 +138,8 @@ def labels_taken(logits: np.ndarray, thresholds: list[float] | np.ndarray) -> np
     (:func:`label_cuts`). predict, evaluate, explain, serve and the exported graph all decide
     so: a float32 probability near a threshold rounds onto either side of it, so comparing
     probabilities took labels that evaluate's logits did not (and back)."""
-    return np.asarray(logits) >= label_cuts(thresholds)
+    cuts = label_cuts(thresholds)
+    return np.asarray(logits) >= (0.0 if cuts is None else cuts)
 
 
 def as_array(x: Any) -> np.ndarray:
