@@ -102,6 +102,10 @@ class LabelNames:
     """Each label name of a run → the value of ``y`` it came from; ``dtype``: the
     dtype of ``y`` classes_ and predict answer in (:func:`answers_dtype`)."""
 
+    # An estimator pickled before labels kept their dtype unpickles without these: values decide.
+    dtype: np.dtype | None = None
+    _dtype_seen = True
+
     def __init__(self, values: dict[str, Any] | None = None, dtype: np.dtype | None = None):
         self.values: dict[str, Any] = dict(values or {})
         self.dtype = dtype

@@ -96,3 +96,17 @@ def test_answers_of_later_calls_widen_the_dtype_as_numpy_promotes_them():
     assert labels.array(["0", "300"]).dtype == np.int16
     labels.note_dtype(np.array(["x"], object))
     assert labels.dtype == object
+
+
+def test_labels_pickled_before_they_kept_a_dtype_answer_as_their_values_decide():
+    import pickle
+
+    labels = LabelNames()
+    labels.add(np.array([2, 10]))
+    state = {k: v for k, v in labels.__dict__.items() if k not in ("dtype", "_dtype_seen")}
+    old = pickle.loads(pickle.dumps(labels))
+    old.__dict__.clear()
+    old.__dict__.update(state)
+    assert old.array(["2", "10"]).dtype == np.int64
+    old.note_dtype(np.array([3], np.int8))   # a later partial_fit's y: the values still decide
+    assert old.array(["2"]).dtype == np.int64
