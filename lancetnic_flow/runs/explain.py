@@ -50,7 +50,6 @@ from ..models.tasks import labels_taken
 from ..registry import task_kind
 from ..storage import join, write_bytes
 from .asks import count
-from .linear_scores import sigmoid, softmax
 
 #: Terms a prediction lists by default (the rest are summed in ``rest``).
 TOP = 10
@@ -247,7 +246,7 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
         doc["value"] = _value(features, raw, r)
         return {**doc, **_output_terms(dec, features, block, r, terms, top, row, dec.classes)}
     logits = raw["logits"][r]
-    proba = (sigmoid(logits[None]) if multilabel else softmax(logits[None]))[0]
+    proba = pred.probabilities(logits[None])[0]
     k = predicted_label(proba, pred, multilabel, doc, logits)
     k = pred.labels.index(label) if label is not None else k
     doc.update(label=pred.labels[k], probability=float(proba[k]), logit=float(logits[k]))

@@ -188,16 +188,21 @@ class Predictor:
         scored: dict[str, np.ndarray] = {}
         if self.classifies:
             scored["logits"] = out["logits"]
-        if self.classifies and not self.uses_torch:   # in NumPy: equal to torch's within float32 rounding
-            scored["proba"] = sigmoid(out["logits"]) if self.multilabel else softmax(out["logits"])
-        elif self.classifies:
-            import torch
-
-            logits = torch.from_numpy(out["logits"])
-            scored["proba"] = (torch.sigmoid(logits) if self.multilabel else torch.softmax(logits, dim=1)).numpy()
+            scored["proba"] = self.probabilities(out["logits"])
         if self.regresses:
             scored["value"] = out["value"]
         return ok, scored
+
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """The probabilities of ``logits`` (rows × labels, float32): softmax, or a multilabel run's
+        sigmoid per label; in NumPy for a run scored so, else by torch, as its network's are.
+        Every answer of the run (predict, explain, serve) takes them from here, bit for bit alike."""
+        if not self.uses_torch:   # in NumPy: equal to torch's within float32 rounding
+            return sigmoid(logits) if self.multilabel else softmax(logits)
+        import torch
+
+        z = torch.from_numpy(np.ascontiguousarray(logits, np.float32))
+        return (torch.sigmoid(z) if self.multilabel else torch.softmax(z, dim=1)).numpy()
 
     # ------------------------------------------------------------ explanations
 
