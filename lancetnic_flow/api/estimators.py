@@ -535,6 +535,7 @@ class TextClassifier(_TextEstimator):
         labels = self._label_names()   # labels travel as the run names them; answers come back as given
         if isinstance(first, (list, tuple, set, frozenset, np.ndarray)):
             # Lists, never joined: a separator would split a label that holds it (a unit separator, "|").
+            labels.of_sets()
             sets = [None if v is None else [n for n in labels.add(v) if n is not None] for v in values]
             return "multilabel", pa.array(sets, pa.list_(pa.string()))
         return "classify", pa.array(labels.add(values), pa.string())

@@ -111,6 +111,11 @@ class LabelNames:
         self.dtype = dtype
         self._dtype_seen = bool(self.values)   # loaded, or set from values: a later y widens it
 
+    def of_sets(self) -> None:
+        """``y`` holds label sets: its dtype (object, for lists) is not its labels', which
+        their values decide (from now on: a later call's sets are read alike)."""
+        self.dtype, self._dtype_seen = None, True
+
     def note_dtype(self, y: Any) -> None:
         """Keep the dtype of the answers ``y`` (with those noted before: :func:`wider`)."""
         dtype = answers_dtype(y)

@@ -110,3 +110,13 @@ def test_labels_pickled_before_they_kept_a_dtype_answer_as_their_values_decide()
     assert old.array(["2", "10"]).dtype == np.int64
     old.note_dtype(np.array([3], np.int8))   # a later partial_fit's y: the values still decide
     assert old.array(["2"]).dtype == np.int64
+
+
+def test_label_sets_classes_take_their_labels_dtype_not_the_object_dtype_of_the_lists():
+    labels = LabelNames()
+    labels.note_dtype(np.array([["a"], ["b", "c"]], dtype=object))
+    labels.of_sets()
+    labels.add(["a", "b", "c"])
+    assert labels.array(["a", "c"]).dtype.kind == "U"
+    labels.note_dtype(np.array([["d"]], dtype=object))   # a later call's sets: still the values'
+    assert labels.dtype is None
