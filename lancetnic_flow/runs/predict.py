@@ -278,8 +278,9 @@ class Predictor:
         (with ``top_k``, also ``top_labels`` and ``top_probabilities``) and/or
         ``value``; None where the row cannot be predicted. A multilabel run
         gives ``labels`` (those with probability ≥ their threshold: ``threshold``
-        for every label, or by default the run's own per label; most likely
-        first) and their ``probabilities``.
+        for every label, or by default the run's own per label; decided on the logits,
+        as evaluate and the ONNX graph decide: :func:`~..models.tasks.labels_taken`; most
+        likely first) and their ``probabilities``.
 
         A sequence run reads a text's first ``--max-len`` tokens: the texts that held
         more are counted in :attr:`longer_than_max_len` and said in one
