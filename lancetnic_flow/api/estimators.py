@@ -279,10 +279,12 @@ class _TextEstimator:
                 raise UserError(f"y={y!r} names no column of X", "pass the answers, or the name of a column of X")
             self._refuse_answers_as_text(y, text)
             values = table.column(y).to_pylist()
+            self._label_names().note_dtype(table.column(y))
         elif y is None:
             raise UserError(f"{type(self).__name__}.fit needs y: the answers, or the name of a column of X")
         else:
             values = _values(y)
+            self._label_names().note_dtype(y)
         if len(values) != table.num_rows:
             raise UserError(f"X has {counted(table.num_rows, 'row')} but y has {len(values):,}", "give one answer per row")
         task, answers = self._answers(values)
@@ -533,6 +535,7 @@ class TextClassifier(_TextEstimator):
         labels = self._label_names()   # labels travel as the run names them; answers come back as given
         if isinstance(first, (list, tuple, set, frozenset, np.ndarray)):
             # Lists, never joined: a separator would split a label that holds it (a unit separator, "|").
+            labels.of_sets()
             sets = [None if v is None else [n for n in labels.add(v) if n is not None] for v in values]
             return "multilabel", pa.array(sets, pa.list_(pa.string()))
         return "classify", pa.array(labels.add(values), pa.string())

@@ -16,8 +16,9 @@ import json
 from typing import Any, Iterable
 
 import numpy as np
+import pyarrow as pa
 
-from ..data.frames import is_missing
+from ..data.frames import arrow_of, is_missing
 from ..data.readers.labels import LONE_SURROGATE
 from ..errors import UserError
 
@@ -60,11 +61,66 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-class LabelNames:
-    """Each label name of a run → the value of ``y`` it came from."""
+# The kinds of NumPy dtype classes_ takes from y as it is (int8, uint16, bool, float32, object); a
+# string dtype's width is the longest class's, which the classes themselves give.
+KEPT_KINDS = "biufO"
 
-    def __init__(self, values: dict[str, Any] | None = None):
+
+def answers_dtype(y: Any) -> np.dtype | None:
+    """The dtype scikit-learn's ``classes_`` has for the answers ``y``, ``np.unique(y)``'s:
+    a NumPy array's own, a pandas Series' as NumPy reads it (object for text, a category's
+    values'), an Arrow or polars array's as it converts; None where the values decide (a
+    list, a string array)."""
+    if isinstance(y, (list, tuple)):
+        return None
+    arrow = arrow_of(y)
+    y = arrow if arrow is not None else y
+    try:
+        if isinstance(y, (pa.Array, pa.ChunkedArray)):   # by its type: no Python object per row
+            t = y.type.value_type if pa.types.is_dictionary(y.type) else y.type
+            dtype = np.dtype(t.to_pandas_dtype())
+        else:
+            dtype = np.asarray(y).dtype
+    except (TypeError, ValueError, NotImplementedError):
+        return None
+    return dtype if dtype.kind in KEPT_KINDS else None
+
+
+def wider(a: np.dtype | None, b: np.dtype | None) -> np.dtype | None:
+    """The dtype holding the answers of two calls (``partial_fit``): NumPy's promotion,
+    object where a kind has no common number type; None where either is decided by values."""
+    if a is None or b is None:
+        return None
+    if a == b:
+        return a
+    if object in (a.type, b.type) or a.kind == "b" or b.kind == "b":
+        return np.dtype(object)
+    return np.result_type(a, b)
+
+
+class LabelNames:
+    """Each label name of a run → the value of ``y`` it came from; ``dtype``: the
+    dtype of ``y`` classes_ and predict answer in (:func:`answers_dtype`)."""
+
+    # An estimator pickled before labels kept their dtype unpickles without these: values decide.
+    dtype: np.dtype | None = None
+    _dtype_seen = True
+
+    def __init__(self, values: dict[str, Any] | None = None, dtype: np.dtype | None = None):
         self.values: dict[str, Any] = dict(values or {})
+        self.dtype = dtype
+        self._dtype_seen = bool(self.values)   # loaded, or set from values: a later y widens it
+
+    def of_sets(self) -> None:
+        """``y`` holds label sets: its dtype (object, for lists) is not its labels', which
+        their values decide (from now on: a later call's sets are read alike)."""
+        self.dtype, self._dtype_seen = None, True
+
+    def note_dtype(self, y: Any) -> None:
+        """Keep the dtype of the answers ``y`` (with those noted before: :func:`wider`)."""
+        dtype = answers_dtype(y)
+        self.dtype = dtype if not self._dtype_seen else wider(self.dtype, dtype)
+        self._dtype_seen = True
 
     def add(self, labels: Iterable[Any]) -> list[str | None]:
         """The run's names of ``labels`` (None where missing), remembering each value;
@@ -95,6 +151,11 @@ class LabelNames:
             out = np.empty(len(values), dtype=object)
             out[:] = values
             return out
+        dtype = dtype if dtype is not None else self.dtype
+        if dtype is not None and np.dtype(dtype) == object:
+            out = np.empty(len(values), dtype=object)
+            out[:] = values
+            return out
         if dtype is not None:
             return np.array(values, dtype=dtype)
         kinds = {_kind(v) for v in values}
@@ -107,7 +168,9 @@ class LabelNames:
     def to_json(self) -> str:
         """The names and values JSON can hold (others are left as their names)."""
         kept = {k: v for k, v in self.values.items() if isinstance(v, (str, bool, int, float))}
-        doc = {"labels": [[k, v] for k, v in kept.items()]}
+        doc: dict[str, Any] = {"labels": [[k, v] for k, v in kept.items()]}
+        if self.dtype is not None:
+            doc["dtype"] = self.dtype.str
         text = json.dumps(doc, ensure_ascii=False)
         # a value holding a lone surrogate has no UTF-8 bytes: as a \u escape, it is saved and read back whole
         return json.dumps(doc) if LONE_SURROGATE.search(text) else text
@@ -118,15 +181,19 @@ class LabelNames:
         a name to a value the run would name otherwise (two labels swapped: every answer
         of either would be the other), is a UserError naming ``where``."""
         try:
-            pairs = json.loads(text)["labels"]
+            doc = json.loads(text)
+            pairs = doc["labels"]
             values = {k: v for k, v in pairs}
+            dtype = np.dtype(doc["dtype"]) if doc.get("dtype") is not None else None
+            if dtype is not None and dtype.kind not in KEPT_KINDS:
+                raise ValueError(f"a dtype of kind {dtype.kind!r}")
         except (ValueError, TypeError, KeyError) as exc:   # a JSONDecodeError is a ValueError
             raise _damaged(where, f"it is not the labels a save writes ({type(exc).__name__}: {exc})") from None
         wrong = [(k, v) for k, v in values.items() if not isinstance(k, str) or run_name(v) != k]
         if wrong or len(values) != len(pairs):
             what = f"it maps the label {wrong[0][0]!r} to {wrong[0][1]!r}" if wrong else "it names a label twice"
             raise _damaged(where, f"{what}, which is not the value that label was learned from")
-        return cls(values)
+        return cls(values, dtype)
 
 
 def _damaged(where: str, what: str) -> UserError:
@@ -144,4 +211,4 @@ def _kind(v: Any) -> str | None:
     return None
 
 
-__all__ = ["FILE", "LabelNames", "run_name"]
+__all__ = ["FILE", "KEPT_KINDS", "LabelNames", "answers_dtype", "run_name", "wider"]

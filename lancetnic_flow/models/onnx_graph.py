@@ -23,8 +23,9 @@ for the sequence models), never by the vocabulary.
 
 The outputs: ``logits`` (batch × labels) and ``probabilities`` (softmax, or
 a sigmoid per label for a multilabel run) when the model classifies, and for
-a multilabel run ``predicted`` (bool, batch × labels: each probability at or
-above its label's threshold, the run's own), ``value`` (batch, in the
+a multilabel run ``predicted`` (bool, batch × labels: each logit at or above
+its label's threshold as a logit, the run's own: the rule predict decides by,
+:func:`~.tasks.labels_taken`), ``value`` (batch, in the
 target's units) when it regresses.
 """
 from __future__ import annotations
@@ -37,6 +38,7 @@ from torch import nn
 from ..features.rows import RowBlock
 from .lancet import SequenceNet
 from .scalpel import ScalpelNet
+from .tasks import label_cuts
 
 
 class _Outputs(nn.Module):
@@ -46,9 +48,9 @@ class _Outputs(nn.Module):
         super().__init__()
         self.multilabel = multilabel
         self.mean, self.std = target or (0.0, 1.0)
-        if multilabel:
-            self.register_buffer("thresholds", torch.as_tensor(np.asarray(thresholds if thresholds is not None
-                                                                          else 0.5), dtype=torch.float32))
+        if multilabel:   # a label is taken as predict takes it: its logit at or above its threshold's
+            self.register_buffer("cuts", torch.as_tensor(label_cuts(np.atleast_1d(
+                thresholds if thresholds is not None else 0.5)), dtype=torch.float32))
 
     def forward(self, out: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         res: list[torch.Tensor] = []
@@ -56,7 +58,7 @@ class _Outputs(nn.Module):
             logits = out["logits"]
             if self.multilabel:
                 proba = torch.sigmoid(logits)
-                res += [logits, proba, proba >= self.thresholds]
+                res += [logits, proba, logits >= self.cuts]
             else:
                 res += [logits, torch.softmax(logits, dim=1)]
         if "value" in out:

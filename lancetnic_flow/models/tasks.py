@@ -122,12 +122,24 @@ class Task:
                            RegressionMetrics(*self.target, seed=self.seed) if self.regresses else None)
 
 
-def label_cuts(thresholds: list[float] | None) -> np.ndarray | None:
-    """Probability thresholds per label as the logits they are reached at (None stays None)."""
-    if not thresholds:
+def label_cuts(thresholds: list[float] | np.ndarray | None) -> np.ndarray | None:
+    """Probability thresholds per label as the float32 logits they are reached at (None stays
+    None): 0 is -inf (every label taken), 1 is +inf (none). With :func:`labels_taken`, the one
+    rule every path decides a label by."""
+    if thresholds is None or len(thresholds) == 0:
         return None
-    p = np.clip(np.asarray(thresholds, np.float64), 1e-12, 1 - 1e-12)
-    return np.log(p / (1 - p)).astype(np.float32)
+    p = np.asarray(thresholds, np.float64)
+    with np.errstate(divide="ignore"):
+        return np.log(p / (1 - p)).astype(np.float32)
+
+
+def labels_taken(logits: np.ndarray, thresholds: list[float] | np.ndarray) -> np.ndarray:
+    """Which labels a multilabel run predicts: each logit at or above its threshold's
+    (:func:`label_cuts`). predict, evaluate, explain, serve and the exported graph all decide
+    so: a float32 probability near a threshold rounds onto either side of it, so comparing
+    probabilities took labels that evaluate's logits did not (and back)."""
+    cuts = label_cuts(thresholds)
+    return np.asarray(logits) >= (0.0 if cuts is None else cuts)
 
 
 def as_array(x: Any) -> np.ndarray:

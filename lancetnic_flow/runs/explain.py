@@ -46,10 +46,10 @@ from numba import njit
 
 from ..errors import UserError
 from ..features.label_values import run_label
+from ..models.tasks import labels_taken
 from ..registry import task_kind
 from ..storage import join, write_bytes
 from .asks import count
-from .linear_scores import sigmoid, softmax
 
 #: Terms a prediction lists by default (the rest are summed in ``rest``).
 TOP = 10
@@ -246,7 +246,7 @@ def _explain_row(pred, dec: Decomposition, features, block, r: int, raw: dict, t
         doc["value"] = _value(features, raw, r)
         return {**doc, **_output_terms(dec, features, block, r, terms, top, row, dec.classes)}
     logits = raw["logits"][r]
-    proba = (sigmoid(logits[None]) if multilabel else softmax(logits[None]))[0]
+    proba = pred.probabilities(logits[None])[0]
     k = predicted_label(proba, pred, multilabel, doc, logits)
     k = pred.labels.index(label) if label is not None else k
     doc.update(label=pred.labels[k], probability=float(proba[k]), logit=float(logits[k]))
@@ -293,7 +293,8 @@ def predicted_label(proba: np.ndarray, pred, multilabel: bool, doc: dict, logits
     order = np.argsort(-np.asarray(logits), kind="stable")
     if not multilabel:
         return int(order[0])
-    taken = [int(i) for i in order if proba[i] >= pred.cuts(None)[i]]
+    on = labels_taken(np.asarray(logits), pred.cuts(None))
+    taken = [int(i) for i in order if on[i]]
     doc["labels"] = [pred.labels[i] for i in taken]
     return taken[0] if taken else int(order[0])
 

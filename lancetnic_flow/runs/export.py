@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
+from ..models.tasks import label_cuts, labels_taken
 from ..registry import task_kind
 from ..storage import options_for, write_bytes
 
@@ -117,10 +118,10 @@ def check_graph(data: bytes, pred, texts: list[str]) -> float:
     worst = 0.0
     if "logits" in want:
         worst = difference(got["logits"], want["logits"])
-    if "predicted" in got:   # the labels the Predictor takes: the same decisions, bar a probability on a threshold
-        p = 1.0 / (1.0 + np.exp(-want["logits"].astype(np.float64)))
-        clear = np.abs(p - pred.thresholds) > TOLERANCE
-        if (got["predicted"][clear] != (p >= pred.thresholds)[clear]).any():
+    if "predicted" in got:   # the labels the Predictor takes: the same decisions, bar a logit on a threshold's
+        cuts = label_cuts(pred.thresholds)
+        clear = ~np.isclose(want["logits"], cuts, rtol=0.0, atol=TOLERANCE)
+        if (got["predicted"][clear] != labels_taken(want["logits"], pred.thresholds)[clear]).any():
             raise RuntimeError("the exported graph's predicted labels differ from the model's: please report this")
     if "value" in want:   # compared in standard deviations of the target: relative to a large mean, an
         # answer off by more than the model's error still looked close

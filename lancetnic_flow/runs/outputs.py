@@ -7,8 +7,11 @@ the writers ``make-data`` uses too).
 
 Every table written must have the columns of the first: a CSV header or a
 Parquet schema is fixed once (JSON Lines, whose lines name their own keys,
-takes new columns in later tables). Kept columns are text, so tables from
-files with the same columns always agree.
+takes new columns in later tables). Kept columns are text, or bytes where the
+input held bytes (a Parquet or Arrow binary column): Parquet and Arrow write
+them as bytes; CSV, TSV and JSON Lines, which hold text, write a value that is
+UTF-8 as its text and refuse one that is not (as U+FFFD two ids could read back
+as one).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import os
 import posixpath
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..data.writers import LIST_SEP, JsonLinesWriter, compressed, flat_lists
 from ..errors import UserError
@@ -152,6 +156,8 @@ class OutputFile:
 
     def write(self, table: pa.Table) -> None:
         """Append ``table``; its columns must be the first table's (JSON Lines: or new ones)."""
+        if self.spec.splits_by_bytes:   # a text format: bytes as their text, or refused
+            table = bytes_as_text(table, self.url)
         if self.schema is None:
             self.schema = table.schema
             self._writer = self.spec.open_writer(self._file, table.schema)
@@ -169,7 +175,13 @@ class OutputFile:
             table = pa.table({n: table.column(n) if n in table.schema.names else pa.nulls(len(table))
                               for n in self.schema.names}).cast(self.schema)
         else:
-            table = table.cast(self.schema)
+            try:
+                table = table.cast(self.schema)
+            except pa.ArrowInvalid:   # bytes that are not UTF-8 (a corrupt string column), where the first rows were text
+                name = next(f.name for f in table.schema if f.type != self.schema.field(f.name).type)
+                raise UserError(f"--output {self.url}: the kept column {name!r} holds bytes that are not UTF-8 in "
+                                "later rows, and the first rows wrote it as text", "predict that file apart, "
+                                "or give --encoding NAME if its values are text in another encoding") from None
         self._writer.write(table)
 
     def __exit__(self, *exc) -> None:
@@ -183,6 +195,42 @@ class OutputFile:
             self._atomic.__exit__(*exc)
 
 
+def bytes_as_text(table: pa.Table, url: str) -> pa.Table:
+    """``table`` with each column of bytes (a kept binary column) as text, for a format that
+    holds text; a UserError naming the column and the formats that keep bytes where a value is
+    not UTF-8: as U+FFFD, distinct values would be written as one."""
+    for i, field in enumerate(table.schema):
+        wide = pa.types.is_large_binary(field.type)
+        if not (pa.types.is_binary(field.type) or wide):
+            continue
+        try:
+            text = pc.cast(table.column(i), pa.large_string() if wide else pa.string())
+        except pa.ArrowInvalid:
+            bad = next(v for v in table.column(i).to_pylist() if v is not None and not _utf8(v))
+            shown = bad[:24] + (b"..." if len(bad) > 24 else b"")
+            raise UserError(f"--output {url}: the kept column {field.name!r} holds bytes that are not UTF-8 "
+                            f"({shown!r}), which a {format_for_path(url)[0].shown} file cannot hold as text "
+                            "(as U+FFFD, distinct values would read back as one)",
+                            f"write --output {_renamed(url, '.parquet')} (or .arrow), which keeps them as bytes; "
+                            "or give --encoding NAME if they are text in another encoding") from None
+        table = table.set_column(i, field.name, text)
+    return table
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _renamed(url: str, ext: str) -> str:
+    """``url`` with its format's extension (and any compression suffix) as ``ext``."""
+    name = url.rpartition("/")[2]
+    return url[: len(url) - len(name)] + name.partition(".")[0] + ext
+
+
 def encode(table: pa.Table, fmt: str) -> bytes:
     """``table`` as bytes of the format (for tests and small outputs)."""
     buf = io.BytesIO()
@@ -192,4 +240,4 @@ def encode(table: pa.Table, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LIST_SEP", "OutputFile", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]
+__all__ = ["LIST_SEP", "OutputFile", "bytes_as_text", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]

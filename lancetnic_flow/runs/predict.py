@@ -34,6 +34,7 @@ from ..dataflow.window import OrderedWindow
 from ..errors import RunWarning, UserError
 from ..features.rows import RowBlock
 from ..features.vectorize import TRUNCATED, cut_rows
+from ..models.tasks import labels_taken
 from ..registry import task_kind
 from . import asks
 from .linear_scores import sigmoid, softmax
@@ -187,16 +188,21 @@ class Predictor:
         scored: dict[str, np.ndarray] = {}
         if self.classifies:
             scored["logits"] = out["logits"]
-        if self.classifies and not self.uses_torch:   # in NumPy: equal to torch's within float32 rounding
-            scored["proba"] = sigmoid(out["logits"]) if self.multilabel else softmax(out["logits"])
-        elif self.classifies:
-            import torch
-
-            logits = torch.from_numpy(out["logits"])
-            scored["proba"] = (torch.sigmoid(logits) if self.multilabel else torch.softmax(logits, dim=1)).numpy()
+            scored["proba"] = self.probabilities(out["logits"])
         if self.regresses:
             scored["value"] = out["value"]
         return ok, scored
+
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """The probabilities of ``logits`` (rows × labels, float32): softmax, or a multilabel run's
+        sigmoid per label; in NumPy for a run scored so, else by torch, as its network's are.
+        Every answer of the run (predict, explain, serve) takes them from here, bit for bit alike."""
+        if not self.uses_torch:   # in NumPy: equal to torch's within float32 rounding
+            return sigmoid(logits) if self.multilabel else softmax(logits)
+        import torch
+
+        z = torch.from_numpy(np.ascontiguousarray(logits, np.float32))
+        return (torch.sigmoid(z) if self.multilabel else torch.softmax(z, dim=1)).numpy()
 
     # ------------------------------------------------------------ explanations
 
@@ -272,8 +278,9 @@ class Predictor:
         (with ``top_k``, also ``top_labels`` and ``top_probabilities``) and/or
         ``value``; None where the row cannot be predicted. A multilabel run
         gives ``labels`` (those with probability ≥ their threshold: ``threshold``
-        for every label, or by default the run's own per label; most likely
-        first) and their ``probabilities``.
+        for every label, or by default the run's own per label; decided on the logits,
+        as evaluate and the ONNX graph decide: :func:`~..models.tasks.labels_taken`; most
+        likely first) and their ``probabilities``.
 
         A sequence run reads a text's first ``--max-len`` tokens: the texts that held
         more are counted in :attr:`longer_than_max_len` and said in one
@@ -331,7 +338,7 @@ class Predictor:
         whether each is taken) per row."""
         order = np.argsort(-logits, axis=1, kind="stable")
         ranked = np.take_along_axis(p, order, axis=1)
-        return order, ranked, ranked >= self.cuts(threshold)[order]
+        return order, ranked, np.take_along_axis(labels_taken(logits, self.cuts(threshold)), order, axis=1)
 
     def label_sets(self, rows: pa.Table, threshold: float | None = None, top_k: int | None = None,
                    cut: list | None = None) -> list[dict[str, Any]]:

@@ -135,3 +135,20 @@ def test_numeric_and_spaced_labels_come_back_as_given_with_numpys_dtype_and_surv
     spaced = np.array([f"{n}\n" for n in names])
     clf = tiny(TextClassifier).fit(X, spaced)
     assert sorted(clf.classes_) == sorted(set(spaced)) and accuracy_score(spaced, clf.predict(X)) > 0.5
+
+
+@pytest.mark.parametrize("kind", ["int8", "uint16", "bool", "object", "pandas-str", "category", "string"])
+def test_classes_and_predictions_have_np_unique_of_y_s_dtype_as_scikit_learns(corpus, kind):
+    # int8 and uint16 answers came back int64 and text in object arrays or pandas columns as <U: scikit-learn's
+    # classifiers answer in np.unique(y)'s dtype (pandas text and categories: object)
+    X, names = xy(corpus, TextClassifier)
+    first = sorted(set(names))[0]
+    codes = (names == first).astype(np.int64)
+    y = {"int8": codes.astype(np.int8), "uint16": codes.astype(np.uint16), "bool": codes.astype(bool),
+         "object": names.astype(object), "pandas-str": pd.Series(names.tolist()),
+         "category": pd.Series(names.tolist(), dtype="category"), "string": pd.Series(names.tolist(), dtype="string")}[kind]
+    want = np.unique(np.asarray(y)).dtype
+    clf = tiny(TextClassifier).fit(X, y)
+    assert clf.classes_.dtype == want and clf.classes_.tolist() == np.unique(np.asarray(y)).tolist()
+    got = clf.predict(X)
+    assert got.dtype == want and clf.score(X, y) == np.mean(got == np.asarray(y)) > 0.5

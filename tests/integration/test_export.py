@@ -169,3 +169,32 @@ def test_a_value_far_from_zero_keeps_its_digits_in_the_graph(tmp_path):
     ok = np.isfinite(want)
     assert got.dtype == np.float64 and len(np.unique(got[ok])) > 1
     assert np.abs(got[ok] - want[ok]).max() < 1e-4
+
+
+def test_the_graph_decides_a_label_a_float32_step_from_its_threshold_as_predict_does(tmp_path):
+    # the graph compared float32 probabilities with float32 thresholds, predict float32 probabilities
+    # with float64 ones, evaluate logits with the thresholds' logits: at the edge each could differ
+    import pyarrow as pa
+
+    from lancetnic_flow.features.vectorize import FittedFeatures
+    from lancetnic_flow.models.scalpel import ScalpelNet
+    from lancetnic_flow.models.tasks import label_cuts
+    from lancetnic_flow.runs.folder import save_run
+
+    thresholds = [0.3, 0.5, 0.7, 0.9]
+    cuts = label_cuts(thresholds)
+    logits = [np.nextafter(c, np.float32(-np.inf)) for c in cuts[:3]] + [cuts[3]]
+    model = ScalpelNet(1, classes=4, regress=False, layers=0, dropout=0.0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.tensor(np.array([logits], np.float32)))
+        model.input.bias.zero_()
+    features = FittedFeatures(mode="tfidf", vocabulary=pa.array(["goal"]), idf=np.ones(1, np.float32),
+                              labels=["a", "b", "c", "d"], sublinear_tf=False)
+    save_run(str(tmp_path / "run"), config={"data": {"text": ["text"]}}, features=features, model=model,
+             model_meta={"net": "ScalpelNet", "kwargs": model.config, "task": "multilabel",
+                         "thresholds": thresholds}, metrics={}, history=[])
+    pred = Predictor(str(tmp_path / "run"))
+    session = session_for(pred, tmp_path)
+    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, pred.featurize(["goal"]))))
+    assert got["predicted"].tolist() == [[False, False, False, True]]
+    assert pred.predict(["goal"])[0]["labels"] == ["d"]

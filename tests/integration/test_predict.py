@@ -96,6 +96,29 @@ def test_predict_files_writes_csv_with_a_header_and_one_row_per_input_row(client
     assert ((probs >= 0) & (probs <= 1)).all()
 
 
+def test_a_kept_column_of_bytes_is_written_whole_to_parquet_and_refused_by_csv_naming_parquet(client, trained_run,
+                                                                                              tmp_path):
+    # b"\xff\x01" and b"\xfe\x01" were both written as "\ufffd\x01": two ids read back as one
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = [b"\xff\x01", b"\xfe\x01", b"caf\xc3\xa9", None]
+    data = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": ["a late goal", "the market fell", "new phone", "rain again"],
+                             "id": pa.array(ids, pa.binary())}), data)
+    plan = plan_source([str(data)])
+    for name in ("pred.parquet", "pred.arrow"):
+        res = predict_files(client, trained_run.run, plan, Columns(text=("text",), keep=("id",)), str(tmp_path / name),
+                            storage_options={}, run_options={}, chunk_bytes=2**20, window=2)
+        back = pq.read_table(tmp_path / name) if name.endswith("parquet") else \
+            pa.ipc.open_file(str(tmp_path / name)).read_all()
+        assert res["rows_written"] == 4 and back.column("id").to_pylist() == ids
+    with pytest.raises(UserError, match="holds bytes that are not UTF-8") as e:
+        predict_files(client, trained_run.run, plan, Columns(text=("text",), keep=("id",)), str(tmp_path / "p.csv"),
+                      storage_options={}, run_options={}, chunk_bytes=2**20, window=2)
+    assert "p.parquet" in e.value.hint and not (tmp_path / "p.csv").exists()
+
+
 def test_evaluate_files_matches_the_predictor(client, trained_run, corpus4, tmp_path):
     lines = corpus4.read_text().splitlines(keepends=True)
     data = tmp_path / "eval.csv"

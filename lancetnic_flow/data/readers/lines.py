@@ -41,7 +41,11 @@ def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
     if columns.target or columns.numeric:
         raise UserError(f"{url}: the {fmt} format has no numeric columns",
                         "use csv, tsv, jsonl or parquet for target and numeric columns")
-    if columns.keep:
+    other = [c for c in columns.keep if fmt != "fasttext" or c not in FASTTEXT_KEPT]
+    if other and fmt == "fasttext":
+        raise UserError(f"{url}: the fastText format has no column {other[0]!r} to keep",
+                        "keep label (each line's labels), text, or all; or use a table format")
+    if other:
         raise UserError(f"{url}: the {fmt} format has no columns to keep",
                         "drop --keep (the text is in the output), or use a table format")
     if fmt == "text" and columns.label:
@@ -83,9 +87,29 @@ def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
         cols = Columns(text=(columns.text[0],), text_rule=columns.text_rule)
     else:
         get, cols = fasttext_columns(lines, columns, url, data.count(b"__label__"))
+    have = None
     if columns.all_rows:
-        cols = Columns(text=cols.text, label=cols.label, all_rows=True, text_rule=columns.text_rule)
-    return finish(cols, get.__getitem__, n, n + undecodable, skipped, status=status)
+        kept = fmt == "fasttext" and (columns.keep or columns.keep_all)
+        cols = Columns(text=cols.text, label=cols.label, all_rows=True, text_rule=columns.text_rule,
+                       keep=columns.keep if kept else (), keep_all=bool(kept and columns.keep_all))
+        if kept:   # a line's labels are its columns as a table's are: --keep all keeps them beside the text
+            get["label"] = kept_labels(lines)
+            have = list(FASTTEXT_KEPT)
+    return finish(cols, get.__getitem__, n, n + undecodable, skipped, status=status, have=have)
+
+
+# The columns a fastText line holds, in the line's order: what --keep all keeps.
+FASTTEXT_KEPT = ("label", "text")
+
+
+def kept_labels(lines: pa.Array) -> pa.Array:
+    """Each fastText line's labels, every ``__label__`` tag (those after its text too) without
+    the prefix, joined by a space as the line lists them (no label holds one); null for a line
+    without any. A single-label run reads the first, a multilabel run each."""
+    parts = pc.extract_regex(lines, _FASTTEXT_RE)
+    tags = _tags_anywhere(parts.field("text"), parts.field("tags"))[1]
+    joined = pc.binary_join(fasttext_sets(tags), " ")
+    return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), joined)
 
 
 def fasttext_columns(lines: pa.Array, columns: Columns, url: str, tagged: int | None = None

@@ -481,8 +481,14 @@ def all_rows(columns: Columns, get, text, usable, rows_read: int, skipped: dict[
 
 def kept_values(arr, encoding: str | None = None) -> pa.Array:
     """An input column carried into predictions, as text (lists and objects as
-    JSON, bytes decoded in ``encoding``)."""
+    JSON, bytes decoded in ``encoding``); without ``encoding`` a column of bytes
+    stays bytes, whole: as text a value that is not UTF-8 held U+FFFD, and two ids
+    could read back as one (the output writes them, or refuses: runs/outputs.py)."""
     t = arr.type
+    if encoding is None and holds_bytes(t):
+        arr = _undictionary(arr)
+        return arr if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type) else \
+            pc.cast(arr, pa.binary())
     if pa.types.is_nested(t):
         import json
 

@@ -89,3 +89,13 @@ def test_multilabel_metrics_predict_a_label_at_logit_zero_or_more():
     m.update({"logits": torch.tensor([[0.0, -0.1], [1.0, 2.0]])}, np.array([[1, 0], [1, 0]]), None, 0.4)
     r = m.result()
     assert r["subset_accuracy"] == 0.5 and r["per_label"]["support"] == [2, 0]
+
+
+def test_a_label_is_taken_where_its_logit_reaches_its_thresholds_logit_0_taking_all_and_1_none():
+    from lancetnic_flow.models.tasks import label_cuts, labels_taken
+
+    logits = np.array([[-80.0, 0.0, 80.0], [0.0, -1e-30, 1e-30]], np.float32)
+    assert labels_taken(logits, [0.0, 0.0, 0.0]).all() and not labels_taken(logits, [1.0, 1.0, 1.0]).any()
+    assert labels_taken(logits, [0.5, 0.5, 0.5]).tolist() == [[False, True, True], [True, False, True]]
+    assert labels_taken(logits, None).tolist() == labels_taken(logits, [0.5] * 3).tolist()
+    assert label_cuts([0.3]).dtype == np.float32 and label_cuts(None) is None

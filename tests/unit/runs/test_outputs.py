@@ -127,3 +127,34 @@ def test_a_multilabel_runs_label_holding_the_list_separator_refuses_a_csv_or_tsv
     for url in ("p.jsonl", "p.parquet", "p.arrow"):
         check_label_sets_written_whole(url, labels)
     check_label_sets_written_whole("p.csv", ["sports", "tech"])
+
+
+@pytest.mark.parametrize("name", ["p.parquet", "p.arrow"])
+def test_a_kept_column_of_bytes_is_written_as_bytes_by_the_formats_that_hold_them(tmp_path, name):
+    # bytes that are not UTF-8 were written as U+FFFD: b"\xff\x01" and b"\xfe\x01" read back as one id
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    ids = pa.array([b"\xff\x01", b"\xfe\x01", b"ok", None], pa.binary())
+    with OutputFile(str(tmp_path / name)) as f:
+        f.write(pa.table({"id": ids, "predicted": ["a", "b", "a", "b"]}))
+        f.write(pa.table({"id": pa.array([b"\xfd"], pa.binary()), "predicted": ["a"]}))
+    back = (pq.read_table if name.endswith("parquet") else feather.read_table)(str(tmp_path / name))
+    assert back.column("id").to_pylist() == [b"\xff\x01", b"\xfe\x01", b"ok", None, b"\xfd"]
+
+
+@pytest.mark.parametrize("name", ["p.csv", "p.tsv", "p.jsonl", "p.csv.gz"])
+def test_a_text_format_writes_kept_utf8_bytes_as_text_and_refuses_others_naming_parquet(tmp_path, name):
+    with OutputFile(str(tmp_path / name)) as f:
+        f.write(pa.table({"id": pa.array([b"caf\xc3\xa9", None], pa.binary()), "predicted": ["a", "b"]}))
+    import pandas as pd
+
+    read = pd.read_json(tmp_path / name, lines=True) if "jsonl" in name else \
+        pd.read_csv(tmp_path / name, sep="\t" if "tsv" in name else ",")
+    assert read["id"].tolist()[0] == "café"
+    with pytest.raises(UserError, match=r"the kept column 'id' holds bytes that are not UTF-8 \(b'\\xff\\x01'\)") as e:
+        with OutputFile(str(tmp_path / ("bad-" + name))) as f:
+            f.write(pa.table({"id": pa.array([b"ok"], pa.binary()), "predicted": ["a"]}))
+            f.write(pa.table({"id": pa.array([b"\xff\x01"], pa.binary()), "predicted": ["a"]}))
+    assert "bad-p.parquet (or .arrow)" in e.value.hint
+    assert not (tmp_path / ("bad-" + name)).exists()   # no half file under the real name

@@ -78,7 +78,9 @@ def test_a_multilabel_run_gives_every_label_at_or_above_the_threshold_most_likel
     out = pred.predict(["cat", "cat dog", "", "words of neither"])
     assert out[0]["labels"] == ["pos"] and out[0]["probabilities"][0] == pytest.approx(float(torch.sigmoid(
         torch.tensor(3.0))), rel=1e-5)
-    assert sorted(out[1]["labels"]) == ["neg", "pos"]   # 0.5 each (scores 0 but for rounding): both at the threshold
+    # scores 0 but for rounding (probabilities 0.5 each): a label is taken where its logit is ≥ 0, as evaluate takes it
+    logits = pred.scores(pred.rows(["cat dog"]))[1]["logits"][0]
+    assert sorted(out[1]["labels"]) == sorted(np.array(["pos", "neg"])[logits >= 0].tolist())
     assert out[3]["labels"] == ["pos", "neg"]   # no term: scores of exactly 0, tied, in label order
     assert out[2] == {"status": "empty_text", "labels": None, "probabilities": None}
     assert pred.predict(["cat"], threshold=0.999)[0]["labels"] == []
@@ -251,3 +253,73 @@ def test_labels_are_ranked_by_their_scores_where_float32_probabilities_round_the
     assert pred.predict_table(["goal"])["predicted"][0].as_py() == ["d", "b"]
     doc = pred.explain(["goal"])[0]
     assert doc["label"] == "d" and doc["labels"] == ["d", "b"]
+
+
+def edge_run(path, numpy: bool) -> Predictor:
+    """A multilabel run whose one word, "goal", puts each label's logit a float32 step below its
+    threshold's (a, b, c) or on it (d): the thresholds 0.3, 0.5, 0.7 and 0.9."""
+    from lancetnic_flow.models.tasks import label_cuts
+    from lancetnic_flow.runs.linear_scores import LinearScores
+    from lancetnic_flow.runs.loading import LoadedRun
+
+    thresholds = [0.3, 0.5, 0.7, 0.9]
+    cuts = label_cuts(thresholds)
+    logits = [np.nextafter(c, np.float32(-np.inf)) for c in cuts[:3]] + [cuts[3]]
+    features = FittedFeatures(mode="tfidf", vocabulary=pa.array(["goal"]), idf=np.ones(1, np.float32),
+                              labels=["a", "b", "c", "d"], sublinear_tf=False)
+    kwargs = {"dim": 1, "classes": 4, "regress": False, "hidden": 64, "layers": 0, "dropout": 0.0,
+              "numeric": 0, "activation": "relu", "pooling": "weighted", "margin": True}
+    meta = {"net": "ScalpelNet", "model": "LinearSVM", "task": "multilabel", "kwargs": kwargs,
+            "thresholds": thresholds}
+    if numpy:
+        state = {"input.weight": np.array([logits], np.float32), "input.bias": np.zeros(4, np.float32),
+                 "logit_scale": np.float32(1.0)}
+        return Predictor(LoadedRun(str(path), {"data": {"text": ["text"]}}, features, None, meta, {},
+                                   linear=LinearScores(state)))
+    model = ScalpelNet(1, classes=4, regress=False, layers=0, dropout=0.0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.tensor(np.array([logits], np.float32)))
+        model.input.bias.zero_()
+    save_run(str(path), config={"data": {"text": ["text"]}}, features=features, model=model,
+             model_meta={"net": "ScalpelNet", "kwargs": model.config, "task": "multilabel",
+                         "thresholds": thresholds}, metrics={}, history=[])
+    return Predictor(str(path))
+
+
+@pytest.mark.parametrize("numpy", [False, True])
+def test_a_label_a_float32_step_from_its_threshold_is_decided_by_predict_explain_and_evaluate_alike(tmp_path, numpy):
+    # predict compared float32 probabilities with float64 thresholds, evaluate logits with the
+    # thresholds' logits: sigmoid rounds a logit a step below 0 to 0.5, so predict took b and evaluate not
+    from lancetnic_flow.models.metrics import MultiLabelMetrics
+    from lancetnic_flow.models.tasks import TaskMetrics, label_cuts
+
+    pred = edge_run(tmp_path / "edge", numpy)
+    logits = pred.scores(pred.rows(["goal"]))[1]["logits"]
+    evaluated = TaskMetrics(MultiLabelMetrics(4), None, label_cuts(pred.thresholds.tolist()))
+    evaluated.update({"logits": logits}, np.array([[0, 0, 0, 1]], np.uint8), None, 0.0)
+    assert evaluated.result()["subset_accuracy"] == 1.0   # evaluate takes d alone
+    assert pred.predict(["goal"])[0]["labels"] == ["d"]
+    assert pred.predict_table(["goal"])["predicted"][0].as_py() == ["d"]
+    assert pred.explain(["goal"])[0]["labels"] == ["d"]
+
+
+@pytest.mark.parametrize("task", ["classify", "multilabel"])
+def test_explain_gives_each_label_the_probability_predict_gives_it_bit_for_bit(tmp_path, task):
+    # explain took a torch run's probabilities in NumPy, predict in torch: about 1 in 2 differed in the last bit
+    words = ["w%d" % i for i in range(12)]
+    model = ScalpelNet(len(words), classes=5, regress=False, layers=0, dropout=0.0)
+    with torch.no_grad():
+        model.input.weight.copy_(torch.from_numpy(np.random.default_rng(1).normal(size=(12, 5)).astype(np.float32) * 3))
+    features = FittedFeatures(mode="tfidf", vocabulary=pa.array(words), idf=np.ones(len(words), np.float32),
+                              labels=list("abcde"))
+    save_run(str(tmp_path / "r"), config={"data": {"text": ["text"]}}, features=features, model=model,
+             model_meta={"net": "ScalpelNet", "kwargs": model.config, "task": task}, metrics={}, history=[])
+    pred = Predictor(str(tmp_path / "r"))
+    rng = np.random.default_rng(2)
+    texts = [" ".join(rng.choice(words, 4)) for _ in range(60)]
+    got = [(d["label"], d["probability"]) for d in pred.explain(texts)]
+    proba = pred.predict_proba(texts)
+    want = [(d["label"], float(proba[i, pred.labels.index(d["label"])])) for i, d in enumerate(pred.explain(texts))]
+    assert got == want
+    if task == "classify":
+        assert got == [(d["label"], d["probability"]) for d in pred.predict(texts)]

@@ -159,3 +159,17 @@ def test_a_lone_cr_ends_a_plain_text_line_as_pythons_open_reads_it_at_every_cut(
 def test_a_lone_cr_in_a_fasttext_line_is_a_space_as_fasttext_reads_it():
     chunk = parse_lines(b"__label__a goal match\rteam\n", "fasttext", Columns(text=("text",), label="label"), "f.ft")
     assert chunk.table.to_pylist() == [{"text": "goal match\rteam", "label": "a"}]
+
+
+@pytest.mark.parametrize("keep,keep_all,names", [((), True, ["keep:label", "keep:text"]),
+                                                 (("label",), False, ["keep:label"])])
+def test_prediction_keeps_a_fasttext_lines_labels_as_keep_all_keeps_a_tables_columns(keep, keep_all, names):
+    # predict --keep all on fastText wrote the text alone: the labels a table's --keep all keeps were lost
+    data = b"__label__sports __label__news a great match\n__label__tech new phone __label__gadgets\nno tag\n\n"
+    cols = Columns(text=("text",), keep=keep, keep_all=keep_all, all_rows=True)
+    t = parse_lines(data, "fasttext", cols, "f.txt").table
+    assert [c for c in t.column_names if c.startswith("keep:")] == names
+    assert t.column("keep:label").to_pylist() == ["sports news", "tech gadgets", None, None]
+    assert t.column("text").to_pylist() == ["a great match", "new phone", "no tag", ""]
+    with pytest.raises(UserError, match="no column 'id' to keep"):
+        parse_lines(data, "fasttext", Columns(text=("text",), keep=("id",), all_rows=True), "f.txt")
