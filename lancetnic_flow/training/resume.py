@@ -6,6 +6,7 @@ from typing import Any, Iterable
 from ..config import TrainConfig
 from ..dataflow.cluster import scheduler_address
 from ..errors import UserError
+from ..options import Words, bad
 from ..registry import MODELS
 from ..runs.loading import a_file_not_a_run, no_such_run, read_config
 from .keep_learning import mark_continued
@@ -69,11 +70,14 @@ def refuse_other_config(run: str, config: dict, saved: dict) -> None:
               if f"{section}.{key}" not in MAY_CHANGE
               and key in config.get(section, {}) and _json(config[section][key]) != _json(value)]
     if differ:
-        runs = ", ".join(f"{{{f}}} {_json(_field(saved, f))}" for f in differ)
-        raise UserError(f"resuming {run} continues it with the options it was started with (its config.json); the "
-                        f"configuration given changes {', '.join(f'{{{f}}}' for f in differ)} (the run's: {runs})",
-                        "pass resume_config(RUN) as it is (the cluster and the storage options may change), or "
-                        "start a new run")
+        def runs(say: Words) -> str:   # each reader sees the run's values as it spells them
+            return ", ".join(say.setting(f, _field(saved, f)) for f in differ)
+
+        raise bad(differ[0], lambda say: f"resuming {run} continues it with the options it was started with (its "
+                  f"config.json); the configuration given changes {', '.join(f'{{{f}}}' for f in differ)} "
+                  f"(the run's: {runs(say)})",
+                  "pass resume_config(RUN) as it is (the cluster and the storage options may change), or "
+                  "start a new run")
 
 
 def _field(doc: dict, field: str) -> Any:

@@ -327,7 +327,7 @@ def test_train_resume_with_options_other_than_the_runs_is_refused_not_trained_on
     run = tmp_path / "runs" / "stopped"
     other = resume_config(str(run))
     other.training.epochs = 5
-    with pytest.raises(UserError, match="the configuration given changes epochs .the run's: epochs 2."):
+    with pytest.raises(UserError, match="the configuration given changes epochs .the run's: epochs=2."):
         train(other, client=client, resume=str(run))
     assert json.loads((run / "config.json").read_text())["training"]["epochs"] == 2
     res = train(resume_config(str(run)), client=client, resume=str(run))   # as it was started: goes on

@@ -108,6 +108,7 @@ def test_a_column_option_given_twice_with_two_names_is_refused_and_numeric_colum
 
 # Flags of other tools, and the help's own notation, that messages name on purpose.
 NOT_OURS = {"--memory-limit",        # `dask worker --memory-limit`
+            "--nthreads",            # `dask worker --nthreads`
             "--x", "--no-x", "--no-"}  # how options.py and cli/commands.py describe --x/--no-x
 
 

@@ -111,9 +111,9 @@ def test_resuming_with_a_configuration_other_than_the_runs_is_refused_naming_eac
     refuse_other_config(run, saved_config(same), saved)
     other = resume_config(run)
     other.training.epochs, other.training.sparse_lr = 5, 0.5
-    with pytest.raises(UserError, match="changes epochs, sparse_lr .the run's: epochs 2, sparse_lr null") as e:
+    with pytest.raises(UserError, match="changes epochs, sparse_lr .the run's: epochs=2, sparse_lr=None") as e:
         refuse_other_config(run, saved_config(other), saved)
-    assert e.value.said("cli")[0].endswith("changes --epochs, --sparse-lr (the run's: --epochs 2, --sparse-lr null)")
+    assert e.value.said("cli")[0].endswith("changes --epochs, --sparse-lr (the run's: --epochs 2, --sparse-lr (none))")
     cut = resume_config(run)
     cut.cluster.blocksize = 1 << 20   # how the inputs are cut is not where the run goes on
     with pytest.raises(UserError, match="changes blocksize"):
