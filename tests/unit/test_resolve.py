@@ -826,3 +826,19 @@ def test_a_val_fraction_typed_at_its_default_beside_a_val_file_is_refused_as_any
         resolve(dataclasses.replace(cfg, given=frozenset({"data.val_fraction"})))
     assert e.value.field == "data.val_fraction"
     resolve(cfg)   # left untyped: the default, no choice
+
+
+@pytest.mark.parametrize("field,value", [("idf", False), ("idf", True), ("sublinear_tf", False),
+                                         ("sublinear_tf", True)])
+def test_the_fasttext_bag_refuses_term_weights_it_averages_away_typed_at_either_value(field, value):
+    # FastTextBag's mean pooling never reads a term's value: --no-idf trained the same bytes as --idf.
+    for mode in ("hashing", "tfidf"):
+        cfg = dataclasses.replace(config("FastTextBag"), given=frozenset({f"features.{field}"}))
+        cfg.features = FeatureConfig(mode=mode, **{field: value})
+        with pytest.raises(UserError, match=f"{field} does not apply to FastTextBag: it averages its terms' "
+                                            "embeddings unweighted") as e:
+            resolve(cfg)
+        assert "ScalpelMC" in e.value.hint
+        assert resolve(dataclasses.replace(cfg, model=ModelConfig(name="ScalpelMC"))).features.mode == mode
+    # Not typed (a saved configuration, the defaults) it asks for nothing and passes.
+    assert resolve(dataclasses.replace(cfg, given=frozenset())).model.name == "FastTextBag"
