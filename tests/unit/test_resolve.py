@@ -511,6 +511,12 @@ def test_a_sequence_models_token_ids_refuse_n_grams_and_term_weights_they_would_
             resolve(features("LancetMC", **option))
         assert e.value.cli[0].startswith(typed + ": idf and sublinear tf")   # as typed, not `--idf off`
     assert resolve(features("LancetMC")).features.ngrams == 1          # the bag models' default pairs: dropped
+    # typed at the bag models' default (--ngrams 2, --ngram-range 1,2) it did nothing as silently
+    typed = dataclasses.replace(features("LancetMC", ngrams=2), given=frozenset({"features.ngrams"}))
+    with pytest.raises(UserError, match=r"ngram_range=\(1, 2\): .*ids reads word tokens in order, not n-grams"):
+        resolve(typed)
+    words = dataclasses.replace(features("LancetMC", ngrams=1), given=frozenset({"features.ngrams"}))
+    assert resolve(words).features.ngrams == 1                         # --ngrams 1: what ids read
     assert resolve(features("LinearSVM", mode="tfidf", idf=False)).features.idf is False
 
 
