@@ -129,6 +129,18 @@ def test_a_bag_without_a_hidden_layer_refuses_its_width_and_dropout_and_says_lay
     assert getattr(resolve(cfg).model, field) == value
 
 
+@pytest.mark.parametrize("name", ["ScalpelMC", "FastTextBag"])
+def test_a_bag_without_a_hidden_layer_resolves_again_as_its_trials_and_resume_resolve_it(name):
+    # The resolved width (the bag's own) was refused as a --hidden given: tune --layers 0 and --resume stopped
+    once = resolve(dataclasses.replace(config(name), model=ModelConfig(name=name, layers=0),
+                                       given=frozenset({"model.layers"})))
+    assert resolve(once) == once                                               # tune's trials
+    assert resolve(TrainConfig.from_dict(once.to_dict())).to_dict() == once.to_dict()   # --resume's config.json
+    typed = dataclasses.replace(once, given=frozenset({"model.hidden"}))   # typed at that width: still refused
+    with pytest.raises(UserError, match=f"hidden does not apply to {name}: with --layers 0"):
+        resolve(typed)
+
+
 @pytest.mark.parametrize("name", ["LancetMC", "LancetMCA", "LancetMCA_gru", "LancetReg"])
 def test_a_sequence_model_refuses_layers_0_which_trained_the_one_layer_network(name):
     cfg = config(name, target="y") if name == "LancetReg" else config(name)
