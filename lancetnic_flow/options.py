@@ -233,9 +233,10 @@ OPTIONS: list[Option] = [
           field="features.tokenizer"),
         O("--buckets", "hashed columns with --features hashing (default {default} = 2^19)", "N", int, 2**19,
           field="features.buckets", api="buckets"),
-        O("--idf", "weight hashed terms by inverse document frequency (default on)", kind="bool", default=True,
+        O("--idf", "weight hashed terms by inverse document frequency (default on; not FastTextBag, whose mean reads "
+          "no term weight)", kind="bool", default=True,
           field="features.idf"),
-        O("--sublinear-tf", "use 1 + log(tf) (default on)", kind="bool", default=True, field="features.sublinear_tf"),
+        O("--sublinear-tf", "use 1 + log(tf) (default on; not FastTextBag)", kind="bool", default=True, field="features.sublinear_tf"),
         O("--max-features", "vocabulary size cap with --features tfidf or ids (default 100000)", "N", int,
           field="features.max_features", api="max_features"),
         O("--min-df", "--features tfidf or ids: drop terms in fewer documents: a count, or a fraction like 0.001 "

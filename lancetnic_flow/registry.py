@@ -143,13 +143,22 @@ SGD_SPARSE_LR = 2.5
 # the mean (docs/benchmarks.md, "Regression").
 # A bag's input rows are --hidden wide: --embed, the Lancet models' token width, would do nothing;
 # with --layers 0 there is no hidden layer to size or drop units of.
+# A resolved configuration holds the bag's own width (--layers 0 too): what config.json, tune's trials and
+# --resume resolve again; typed, or another width, it asks for a layer there is not.
+BAG_HIDDEN = 64
 BAG_REFUSES = (Refusal("model.embed", _declared_or_given("model.embed"),
                        "its terms' embeddings are --hidden wide (--embed is the Lancet models' width)"),
-               Refusal("model.hidden", lambda c: c.model.layers == 0 and c.model.hidden is not None,
+               Refusal("model.hidden",
+                       lambda c: c.model.layers == 0 and _set_to("model", "hidden", (None, BAG_HIDDEN))(c),
                        "with --layers 0 it has no hidden layer", "--layers 1"),
                Refusal("model.dropout", lambda c: c.model.layers == 0 and _declared_or_given("model.dropout")(c),
                        "with --layers 0 it has no hidden layer to drop units of", "--layers 1"))
-BAG: dict[str, Any] = dict(hidden=64, sparse_optimizer="sgd", sparse_lr=SGD_SPARSE_LR, value_sparse_lr=1.0,
+# FastTextBag averages its terms' embeddings (fastText's mean, ScalpelNet's pooling "mean"): a term's
+# value never reaches the model, so the options that weigh it would train the same bytes.
+MEAN_REFUSES = tuple(Refusal(f"features.{name}", lambda c, name=name: given(c, f"features.{name}"),
+                             "it averages its terms' embeddings unweighted (fastText's mean), so no term "
+                             "weight reaches it") for name in ("idf", "sublinear_tf"))
+BAG: dict[str, Any] = dict(hidden=BAG_HIDDEN, sparse_optimizer="sgd", sparse_lr=SGD_SPARSE_LR, value_sparse_lr=1.0,
                            search_ranges={"sparse_lr": (0.25, 25.0)}, refuses=BAG_REFUSES)
 # Sequence models (Lancet*): lazy Adam for the token embeddings; an LSTM layer
 # holds eight hidden × hidden matrices (four gates, input and recurrent).
@@ -227,7 +236,8 @@ MODELS: dict[str, ModelSpec] = {
                              summary="the same MLP with a class head and a regression head", **BAG),
     "FastTextBag": ModelSpec("ScalpelNet", {"activation": "identity", "pooling": "mean", "dropout": 0.0},
                              features=("hashing", "tfidf"), ngrams=2,
-                             summary="fastText-style: mean of word + bigram embeddings, linear output", **BAG),
+                             summary="fastText-style: mean of word + bigram embeddings, linear output",
+                             **{**BAG, "refuses": BAG_REFUSES + MEAN_REFUSES}),
     "LancetMC": ModelSpec("SequenceNet", {"cell": "lstm", "attention": False}, features=("ids",),
                           summary="LSTM over token ids, last hidden state", **SEQUENCE),
     "LancetMCA": ModelSpec("SequenceNet", {"cell": "lstm", "attention": True}, features=("ids",),

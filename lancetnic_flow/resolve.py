@@ -302,8 +302,9 @@ def _features(cfg: TrainConfig, spec: ModelSpec) -> None:
         raise bad("features.mode", f"{{name}} ids reads word tokens in order, not {f.analyzer} n-grams "
                   f"{f.ngram_min},{f.ngrams}", "drop {features.ngram_min}/{features.analyzer}, or pick a bag model")
     if f.mode == "ids":
-        # Token ids in order: no word pairs (the default's pairs are the bag models'), and no weights.
-        if f.ngrams not in (1, BY_FIELD["features.ngrams"].default):
+        # Token ids in order: no word pairs (the default's pairs are the bag models', let by untyped; typed,
+        # --ngrams 2 trained the same bytes as --ngrams 1), and no weights.
+        if f.ngrams != 1 and (f.ngrams != BY_FIELD["features.ngrams"].default or "features.ngrams" in cfg.given):
             raise bad("features.ngrams", lambda say: f"{say.setting('features.ngrams', (f.ngram_min, f.ngrams))}: "
                       "{features.mode} ids reads word tokens in order, not n-grams",
                       "drop it, or pick a bag model (ScalpelMC) for n-grams")

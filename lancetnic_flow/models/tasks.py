@@ -24,13 +24,18 @@ if TYPE_CHECKING:   # the annotations' only need of torch; the losses import it 
     import torch
 
 
-def ovr_hinge(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+def ovr_hinge(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean",
+              class_weights: torch.Tensor | None = None) -> torch.Tensor:
     """One-vs-rest hinge loss, summed over classes: ``max(0, 1 - t·s)`` with
-    ``t = +1`` for the row's class and ``-1`` for every other (LinearSVM's)."""
+    ``t = +1`` for the row's class and ``-1`` for every other (LinearSVM's);
+    ``class_weights`` (one per class) weigh each row's loss by its class, as
+    scikit-learn's ``class_weight`` weighs a hinge's samples."""
     import torch
 
     t = torch.full_like(logits, -1.0).scatter_(1, labels[:, None], 1.0)
     per_row = torch.relu(1.0 - t * logits).sum(1)
+    if class_weights is not None:
+        per_row = per_row * class_weights[labels]
     return per_row.mean() if reduction == "mean" else per_row.sum() if reduction == "sum" else per_row
 
 
@@ -76,7 +81,7 @@ class Task:
                 w = None if self.class_weights is None else self.class_weights[labels]
                 cl = F.binary_cross_entropy_with_logits(margin, labels.float(), weight=w, reduction=reduction)
             elif self.class_loss == "hinge":
-                cl = ovr_hinge(logits, labels, reduction)
+                cl = ovr_hinge(logits, labels, reduction, self.class_weights)
             else:
                 cl = F.cross_entropy(logits, labels, weight=self.class_weights, reduction=reduction)
             total = total + self.loss_weights[0] * cl
@@ -90,12 +95,16 @@ class Task:
         or with ``class_loss="hinge"`` a hinge per label (``max(0, 1 - t·s)``,
         ``t = ±1``: LinearSVM's), summed over a row's labels: each label learns
         as its own yes/no classifier, at the same scale however many labels
-        there are. ``class_weights`` here weigh each label's positive rows (``pos_weight``)."""
+        there are. ``class_weights`` here weigh each label's positive rows (``pos_weight``),
+        the hinge's as the cross entropy's."""
         import torch
         import torch.nn.functional as F
 
         if self.class_loss == "hinge":
-            per_row = torch.relu(1.0 - (2.0 * hot - 1.0) * logits).sum(1)
+            short = torch.relu(1.0 - (2.0 * hot - 1.0) * logits)
+            if self.class_weights is not None:
+                short = short * torch.where(hot > 0, self.class_weights, torch.ones_like(self.class_weights))
+            per_row = short.sum(1)
         else:
             per_row = F.binary_cross_entropy_with_logits(logits, hot, pos_weight=self.class_weights,
                                                          reduction="none").sum(1)

@@ -76,7 +76,10 @@ def search_space(cfg: TrainConfig, fits: Any = None) -> list[Param]:
     # the user asked for). A model that wants pairs always reads them, and character n-grams or a minimum
     # above 1 are the user's deliberate choice.
     words = f.analyzer == "word" and f.ngram_min == 1
-    open_ = {"lr": True, "sparse_lr": sparse_rate, "hidden": hidden_layers,
+    # A bag without a hidden layer has a bias for its dense part (and --numeric's weights); where its rows
+    # take a searched rate of their own, --lr moves that bias alone, and a search over it spends its trials there.
+    dense = hidden_layers or bool(cfg.data.numeric) or not (sparse_rate and "sparse_lr" in spec.search)
+    open_ = {"lr": dense, "sparse_lr": sparse_rate, "hidden": hidden_layers,
              "epochs": True, "batch_size": True, "dropout": m.layers > 0 and "dropout" not in spec.fixed,
              "ngrams": f.mode in ("hashing", "tfidf") and not spec.ngrams and words}
     space = []

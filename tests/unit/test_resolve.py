@@ -129,6 +129,18 @@ def test_a_bag_without_a_hidden_layer_refuses_its_width_and_dropout_and_says_lay
     assert getattr(resolve(cfg).model, field) == value
 
 
+@pytest.mark.parametrize("name", ["ScalpelMC", "FastTextBag"])
+def test_a_bag_without_a_hidden_layer_resolves_again_as_its_trials_and_resume_resolve_it(name):
+    # The resolved width (the bag's own) was refused as a --hidden given: tune --layers 0 and --resume stopped
+    once = resolve(dataclasses.replace(config(name), model=ModelConfig(name=name, layers=0),
+                                       given=frozenset({"model.layers"})))
+    assert resolve(once) == once                                               # tune's trials
+    assert resolve(TrainConfig.from_dict(once.to_dict())).to_dict() == once.to_dict()   # --resume's config.json
+    typed = dataclasses.replace(once, given=frozenset({"model.hidden"}))   # typed at that width: still refused
+    with pytest.raises(UserError, match=f"hidden does not apply to {name}: with --layers 0"):
+        resolve(typed)
+
+
 @pytest.mark.parametrize("name", ["LancetMC", "LancetMCA", "LancetMCA_gru", "LancetReg"])
 def test_a_sequence_model_refuses_layers_0_which_trained_the_one_layer_network(name):
     cfg = config(name, target="y") if name == "LancetReg" else config(name)
@@ -511,6 +523,12 @@ def test_a_sequence_models_token_ids_refuse_n_grams_and_term_weights_they_would_
             resolve(features("LancetMC", **option))
         assert e.value.cli[0].startswith(typed + ": idf and sublinear tf")   # as typed, not `--idf off`
     assert resolve(features("LancetMC")).features.ngrams == 1          # the bag models' default pairs: dropped
+    # typed at the bag models' default (--ngrams 2, --ngram-range 1,2) it did nothing as silently
+    typed = dataclasses.replace(features("LancetMC", ngrams=2), given=frozenset({"features.ngrams"}))
+    with pytest.raises(UserError, match=r"ngram_range=\(1, 2\): .*ids reads word tokens in order, not n-grams"):
+        resolve(typed)
+    words = dataclasses.replace(features("LancetMC", ngrams=1), given=frozenset({"features.ngrams"}))
+    assert resolve(words).features.ngrams == 1                         # --ngrams 1: what ids read
     assert resolve(features("LinearSVM", mode="tfidf", idf=False)).features.idf is False
 
 
@@ -858,3 +876,19 @@ def test_a_val_fraction_typed_at_its_default_beside_a_val_file_is_refused_as_any
         resolve(dataclasses.replace(cfg, given=frozenset({"data.val_fraction"})))
     assert e.value.field == "data.val_fraction"
     resolve(cfg)   # left untyped: the default, no choice
+
+
+@pytest.mark.parametrize("field,value", [("idf", False), ("idf", True), ("sublinear_tf", False),
+                                         ("sublinear_tf", True)])
+def test_the_fasttext_bag_refuses_term_weights_it_averages_away_typed_at_either_value(field, value):
+    # FastTextBag's mean pooling never reads a term's value: --no-idf trained the same bytes as --idf.
+    for mode in ("hashing", "tfidf"):
+        cfg = dataclasses.replace(config("FastTextBag"), given=frozenset({f"features.{field}"}))
+        cfg.features = FeatureConfig(mode=mode, **{field: value})
+        with pytest.raises(UserError, match=f"{field} does not apply to FastTextBag: it averages its terms' "
+                                            "embeddings unweighted") as e:
+            resolve(cfg)
+        assert "ScalpelMC" in e.value.hint
+        assert resolve(dataclasses.replace(cfg, model=ModelConfig(name="ScalpelMC"))).features.mode == mode
+    # Not typed (a saved configuration, the defaults) it asks for nothing and passes.
+    assert resolve(dataclasses.replace(cfg, given=frozenset())).model.name == "FastTextBag"

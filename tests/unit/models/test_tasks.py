@@ -50,6 +50,29 @@ def test_ovr_hinge_sums_each_class_margin_shortfall_with_plus_one_for_the_rows_c
                          torch.tensor(2.4))
 
 
+def test_class_weights_weigh_the_one_vs_rest_hinge_by_each_rows_class():
+    # --class-loss hinge --class-weights balanced trained the unweighted hinge: the weights did nothing.
+    logits = torch.tensor([[2.0, -0.5, 0.3], [0.0, 0.0, 0.0]])
+    labels = torch.tensor([0, 2])
+    w = torch.tensor([0.5, 1.0, 3.0])
+    t = Task("classify", classes=3, class_loss="hinge", class_weights=w)
+    assert torch.allclose(ovr_hinge(logits, labels, "none", w), torch.tensor([1.8 * 0.5, 3.0 * 3.0]))
+    assert torch.isclose(t.loss({"logits": logits}, labels, None), torch.tensor((0.9 + 9.0) / 2))
+    assert torch.isclose(t.loss({"logits": logits}, labels, None, reduction="sum"), torch.tensor(9.9))
+
+
+def test_class_weights_weigh_a_label_set_hinge_on_each_labels_positive_rows():
+    # As BCE's pos_weight: a label's missed positives count its weight, its negatives once.
+    logits = torch.tensor([[0.0, 2.0, -1.0], [0.5, 0.0, 0.0]])
+    hot = torch.tensor([[1, 1, 0], [0, 0, 1]], dtype=torch.float32)
+    w = torch.tensor([4.0, 2.0, 3.0])
+    plain = Task("multilabel", classes=3, class_loss="hinge")
+    weighted = Task("multilabel", classes=3, class_loss="hinge", class_weights=w)
+    # row 0: label 0 positive short by 1 (×4), label 1 met, label 2 negative met; row 1: 1.5 + 1 + 1 (×3)
+    assert torch.isclose(plain.loss({"logits": logits}, hot, None), torch.tensor((1.0 + 3.5) / 2))
+    assert torch.isclose(weighted.loss({"logits": logits}, hot, None), torch.tensor((4.0 + 1.5 + 1.0 + 3.0) / 2))
+
+
 def test_a_label_set_loss_is_a_bce_per_label_summed_over_the_rows_labels():
     logits = torch.randn(4, 3)
     hot = torch.tensor([[1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]], dtype=torch.float32)

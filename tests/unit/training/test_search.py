@@ -55,6 +55,20 @@ def test_typed_epochs_cap_the_trials_epochs_and_the_default_leaves_the_range_ope
     assert epochs(frozenset({"training.epochs"}), 30) == (1, 30)
 
 
+def test_a_bag_without_a_hidden_layer_searches_no_lr_that_would_move_its_bias_alone():
+    # --layers 0: the rows step at sparse_lr (searched); --lr set the bias's rate only, the trials' accuracy alike
+    def space(name: str = "ScalpelMC", numeric: tuple = (), **training) -> dict:
+        cfg = TrainConfig(data=DataConfig(train=["x.csv"], numeric=list(numeric)),
+                          model=ModelConfig(name=name, layers=0), training=TrainingConfig(**training)).validate()
+        return {p.name for p in search.search_space(cfg)}
+
+    assert "lr" not in space() and "sparse_lr" in space()
+    assert "lr" not in space("FastTextBag")
+    assert "lr" in space(numeric=("value",))              # --numeric's weights are dense: --lr moves them
+    assert "lr" in space(optimizer="rmsprop")              # one optimiser steps the rows too, at --lr
+    assert "lr" in space_of("ScalpelMC")                   # a hidden layer: the dense part --lr trains
+
+
 def test_an_optimizer_that_steps_every_parameter_searches_no_sparse_rate():
     # with --optimizer rmsprop the input rows step at --lr: a searched --sparse-lr trained the same trial twice
     assert "sparse_lr" not in space_of("ScalpelMC", optimizer="rmsprop")
