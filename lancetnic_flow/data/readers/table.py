@@ -533,6 +533,19 @@ def split_lines(data: bytes) -> pa.Array:
 ESCAPED = re.compile("[\udc80-\udcff]")
 
 
+def escaped_values(values: list) -> pa.Array:
+    """Values a per-row reader decoded with ``surrogateescape`` (str, or None) as a string
+    array; where one holds a byte that is not UTF-8 (:data:`ESCAPED`), the column's
+    values as the bytes they were read from instead, as a Parquet binary column is
+    read: a kept id stays whole (the output keeps it or refuses it: runs/outputs.py),
+    where as U+FFFD two ids were written as one, and a text or label of bytes makes
+    its row "undecodable" (:func:`utf8_columns`)."""
+    if not any(isinstance(v, str) and ESCAPED.search(v) for v in values):
+        return pa.array(values, pa.string())
+    return pa.array([v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in values],
+                    pa.binary())
+
+
 def drop_undecodable(data: bytes, skipped: dict[str, int]) -> bytes:
     """Remove lines that are not valid UTF-8, counting them (slow path only).
     A line that holds U+FFFD as text is valid and stays."""

@@ -249,3 +249,14 @@ def test_the_head_schema_holds_a_wanted_column_only_later_objects_hold(tmp_path)
     fi = plan_source([str(path)]).files[0]
     assert head_schema(fi, None).names == ["text"]   # the first object's keys, unless a column is wanted
     assert head_schema(fi, None, wanted=("text", "label")).names == ["text", "label"]
+
+
+def test_a_kept_value_holding_bytes_that_are_not_utf8_keeps_them_whole_so_two_ids_never_merge():
+    # as U+FFFD, "\xff1" and "\xfe1" were both written "\ufffd1": two rows' ids read back as one
+    cols = Columns(text=("text",), keep=("id", "n"), all_rows=True)
+    data = (b'{"id": "\xff1", "text": "hello world", "n": 2.0}\n{"id": "\xfe1", "text": "good day", "n": 1e-07}\n'
+            b'{"id": "ab", "text": "caf\xe9", "n": "x\xff"}\n{"id": "\\udcff", "text": "\xff"}\n')
+    rows = parse_jsonl(data, cols, "f.jsonl").table.to_pylist()
+    assert [r["keep:id"] for r in rows] == [b"\xff1", b"\xfe1", b"ab", b"\xef\xbf\xbd"]   # an escaped surrogate: U+FFFD
+    assert [r["keep:n"] for r in rows] == [b"2", b"1e-7", b"x\xff", None]   # numbers as the Arrow path writes them
+    assert [r["status"] for r in rows] == ["undecodable"] * 4 and rows[2]["text"] == ""
