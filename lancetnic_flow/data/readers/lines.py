@@ -30,8 +30,8 @@ _LONE_CR = re.compile(rb"\r(?!\n)")
 
 def lone_crs_as_lf(data: bytes) -> bytes:
     """A block of text lines with each lone ``\\r`` as ``\\n`` (the same length). Partitions
-    are cut at ``\\n`` alone, so a line between two is read whole by one of them, and its
-    lines are the same whatever the cut."""
+    are cut at both (:func:`~.row_ends.line_start`, the format's ``cr_ends_lines``), so a
+    classic Mac file is read in blocks of bounded size, its lines the same whatever the cut."""
     if b"\r" not in data or _LONE_CR.search(data) is None:
         return data
     return _LONE_CR.sub(b"\n", data)

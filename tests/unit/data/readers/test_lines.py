@@ -173,3 +173,24 @@ def test_prediction_keeps_a_fasttext_lines_labels_as_keep_all_keeps_a_tables_col
     assert t.column("text").to_pylist() == ["a great match", "new phone", "no tag", ""]
     with pytest.raises(UserError, match="no column 'id' to keep"):
         parse_lines(data, "fasttext", Columns(text=("text",), keep=("id",), all_rows=True), "f.txt")
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_classic_mac_text_file_is_cut_at_its_lone_crs_into_bounded_blocks_with_the_same_rows(tmp_path, suffix):
+    # partitions were cut at "\n" alone: a file of lone "\r" line ends was one partition, held whole in memory
+    import gzip
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    lines = [f"line {i} goal match team" for i in range(400)]
+    data = "\r".join(lines).encode() + b"\r\n" + b"last one\r"
+    path = tmp_path / f"f.txt{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    columns = Columns(text=("text",), all_rows=True)
+    for blocksize in (64, 1000, 4096, len(data)):
+        plan = plan_source([str(path)], format="text", blocksize=blocksize)
+        chunks = [c for p in plan.partitions for c in read_partition(p, columns, chunk_bytes=blocksize)]
+        assert [t for c in chunks for t in c.table.column("text").to_pylist()] == [*lines, "last one"], blocksize
+        widest = max(c.table.num_rows for c in chunks)
+        assert widest <= blocksize // len(lines[0]) + 2, (blocksize, widest)   # a block's rows, not the file's
