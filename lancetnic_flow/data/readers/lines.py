@@ -37,6 +37,20 @@ def lone_crs_as_lf(data: bytes) -> bytes:
     return _LONE_CR.sub(b"\n", data)
 
 
+# A lone "\r" before a line's tags: a fastText file of classic Mac line ends, which fastText reads as one line.
+_CR_BEFORE_TAG = re.compile(rb"\r(?!\n)[ \t]*__label__")
+
+
+def check_fasttext_line_ends(data: bytes, url: str) -> None:
+    """Refuse a fastText block whose lines end in a lone ``\\r``: fastText reads it as a
+    space, so the file would be one line, every line's tags that line's labels (a
+    multilabel run trained on one row, a prediction written for the whole file)."""
+    if b"\r" in data and _CR_BEFORE_TAG.search(data) is not None:
+        raise UserError(f"{url}: its fastText lines end in a lone \\r (classic Mac line ends), which fastText "
+                        "reads as a space: the file would be one line holding every line's labels",
+                        "convert the line ends first, e.g. tr '\\r' '\\n' < FILE > FILE-unix.ft")
+
+
 def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
     if columns.target or columns.numeric:
         raise UserError(f"{url}: the {fmt} format has no numeric columns",
@@ -62,6 +76,8 @@ def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
     check_line_columns(url, fmt, columns)
     if fmt == "text":
         data = lone_crs_as_lf(data)
+    else:
+        check_fasttext_line_ends(data, url)
     status = None
     if columns.all_rows and not utf8_ok(data):
         lines, status = _lines_in_order(strip_bom(data))

@@ -194,3 +194,34 @@ def test_a_classic_mac_text_file_is_cut_at_its_lone_crs_into_bounded_blocks_with
         assert [t for c in chunks for t in c.table.column("text").to_pylist()] == [*lines, "last one"], blocksize
         widest = max(c.table.num_rows for c in chunks)
         assert widest <= blocksize // len(lines[0]) + 2, (blocksize, widest)   # a block's rows, not the file's
+
+
+@pytest.mark.parametrize("cols", [Columns(text=("text",), label="label", multilabel=True),
+                                  Columns(text=("text",), label="label", all_rows=True)])
+def test_a_fasttext_file_of_lone_cr_line_ends_is_refused_naming_the_line_ends_and_the_conversion(cols):
+    # fastText reads a lone "\r" as a space: the file was one line, a multilabel run trained on one row
+    # holding every tag (exit 0) and predict wrote one row for the whole file
+    data = b"__label__a goal match\r__label__b phone chip\r__label__a vote law\r"
+    with pytest.raises(UserError, match=r"f.ft: its fastText lines end in a lone \\r") as e:
+        parse_lines(data, "fasttext", cols, "f.ft")
+    assert "tr '\\r' '\\n'" in e.value.hint
+    crlf = parse_lines(data.replace(b"\r", b"\r\n"), "fasttext", cols, "f.ft").table
+    assert crlf.num_rows == 3   # Windows line ends read as before
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_large_fasttext_file_of_lone_cr_line_ends_is_refused_before_its_range_is_read_whole(tmp_path, monkeypatch,
+                                                                                               suffix):
+    # its first block read on to a "\n" the file lacks: the whole file in memory before the refusal
+    import gzip
+
+    from lancetnic_flow.data.readers import lines, read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    path = tmp_path / f"f.ft{suffix}"
+    data = b"__label__a goal match\r" * 20_000
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    monkeypatch.setattr(lines, "parse_lines", lambda *a: pytest.fail("the range was read and parsed"))
+    part = plan_source([str(path)], format="fasttext", blocksize=4096).partitions[0]
+    with pytest.raises(UserError, match="lone"):
+        next(read_partition(part, Columns(text=("text",), label="label"), chunk_bytes=4096))
