@@ -249,11 +249,13 @@ def bytes_sample(table: pa.Table, columns: Columns, limit: int = 1 << 16) -> byt
 
 
 def bytes_values(table: pa.Table, columns: Columns) -> list[pa.Buffer]:
-    """The values of the table's text and label columns of bytes, each chunk's as one buffer
-    (a dictionary's values once), without copying: what :func:`check_not_utf8` judges, every
+    """The values of the table's text and label columns of bytes, and in prediction its kept
+    ones (decoded in ``--encoding`` as the text is), each chunk's as one buffer (a
+    dictionary's values once), without copying: what :func:`check_not_utf8` judges, every
     row of them, as a text file's every byte is."""
     out = []
-    for c in dict.fromkeys((*columns.text, columns.label)):
+    kept = columns.kept(table.column_names) if columns.all_rows else []
+    for c in dict.fromkeys((*columns.text, columns.label, *kept)):
         if c is None or c not in table.column_names or not holds_bytes(table.column(c).type):
             continue
         for chunk in table.column(c).chunks:
