@@ -59,8 +59,22 @@ def head_schema(fi, storage_options: dict | None, encoding: str | None = None, w
     return pa.schema([*schema, *((n, pa.string()) for n in found if n not in schema.names)])
 
 
-# How far into a JSON Lines file a column the run reads is looked for when its first object lacks it.
+# How far into a JSON Lines file a column the run reads is looked for when its first object lacks it,
+# and the keys of whose objects are the columns `predict --keep all` writes.
 KEYS_WINDOW = 1 << 20
+
+
+def window_keys(fi, storage_options: dict | None, encoding: str | None = None) -> list[str]:
+    """The keys of the objects on the lines that start in the file ``fi``'s first
+    :data:`KEYS_WINDOW` bytes, in the order they first come: a JSON Lines file's
+    columns, decided before any block is read, so the same at every block size."""
+    found: dict[str, None] = {}
+    with open_head(fi, storage_options) as f:
+        for at, obj in objects_of(f, fi.url, encoding):
+            if at >= KEYS_WINDOW:
+                break
+            found.update(dict.fromkeys(obj))
+    return list(found)
 
 
 def _head_schema(fi, storage_options: dict | None, encoding: str | None, window: int) -> pa.Schema | None:

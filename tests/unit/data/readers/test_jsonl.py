@@ -260,3 +260,16 @@ def test_a_kept_value_holding_bytes_that_are_not_utf8_keeps_them_whole_so_two_id
     assert [r["keep:id"] for r in rows] == [b"\xff1", b"\xfe1", b"ab", b"\xef\xbf\xbd"]   # an escaped surrogate: U+FFFD
     assert [r["keep:n"] for r in rows] == [b"2", b"1e-7", b"x\xff", None]   # numbers as the Arrow path writes them
     assert [r["status"] for r in rows] == ["undecodable"] * 4 and rows[2]["text"] == ""
+
+
+def test_window_keys_are_the_keys_of_the_objects_in_the_files_first_window_in_order(tmp_path, monkeypatch):
+    from lancetnic_flow.data.readers import jsonl
+    from lancetnic_flow.data.sources import FileInfo
+
+    data = b'{"id": 1, "text": "a"}\n\n{"text": "b", "extra": 2}\n{"id": 3, "late": 1}\n'
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    fi = FileInfo(str(path), len(data), "", "jsonl", None)
+    assert jsonl.window_keys(fi, None) == ["id", "text", "extra", "late"]
+    monkeypatch.setattr(jsonl, "KEYS_WINDOW", data.index(b'{"id": 3'))   # that line starts past the window
+    assert jsonl.window_keys(fi, None) == ["id", "text", "extra"]
