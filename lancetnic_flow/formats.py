@@ -48,7 +48,7 @@ class Format:
     quotes (data/readers/row_ends.py); None where every newline ends one.
     ``cr_ends_lines``: in a format where every newline ends a row, a lone
     ``\\r`` (a classic Mac file's line end) ends one too, and a file is cut
-    there as at ``\\n`` (plain text; fastText reads it as a space).
+    there as at ``\\n`` (plain text, JSON Lines; fastText reads it as a space).
     ``revision``: raised when the format's reader changes the rows it gives
     for the same bytes, so shard caches made before are not reused.
     ``sniff``: ``(head: Head, fmt) -> str | None``, why the start of a file
@@ -282,7 +282,8 @@ for _f in (
            head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=6, title="TSV",
            sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
-           head=_R + "jsonl:head_columns", revision=7, title="JSON Lines", sniff=_R + "jsonl:sniff"),
+           head=_R + "jsonl:head_columns", cr_ends_lines=True, revision=7, title="JSON Lines",
+           sniff=_R + "jsonl:sniff"),
     Format("parquet", (".parquet", ".pq"), False, _R + "parquet:read_parquet", writer=_W + "ParquetTableWriter",
            head=_R + "parquet:head_columns", pieces=_R + "parquet:row_groups", compressible=False, revision=2,
            title="Parquet",

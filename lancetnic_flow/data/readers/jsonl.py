@@ -22,7 +22,7 @@ from ...formats import Format, Head, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
 from .labels import LONE_SURROGATE, json_values_as_text
-from .table import (BOM, ESCAPED, decoded, empty_table, finish, open_head, read_lines, split_lines,
+from .table import (BOM, ESCAPED, LINE_ENDS, decoded, empty_table, finish, open_head, read_lines, split_lines,
                     strip_bom, text_kinds, utf8_ok)
 
 
@@ -301,11 +301,13 @@ def _values(data: bytes, escape: bool = False):
     or without whitespace between them (``{..} {..}``, or lines ended by a lone
     ``\\r``): a block read line by line reads them too, or the same line was two
     rows in one block and one malformed row in a block beside a malformed line.
+    A lone ``\\r`` ends a line as ``\\n`` does, as a file is cut there too (the
+    format's ``cr_ends_lines``): a line is read alike whichever block holds it.
     With ``escape``, a byte that is not UTF-8 is read as its surrogate escape
     (:func:`_value` keeps its value's bytes), not as U+FFFD; a line
     that also writes a surrogate as JSON's ``\\udcXX`` could not be told from it, and reads U+FFFD."""
     decode = json.JSONDecoder().raw_decode
-    for raw in data.split(b"\n"):
+    for raw in LINE_ENDS.split(data):
         if not raw.strip():
             continue
         line = raw.decode("utf-8", errors="surrogateescape" if escape and _escapable(raw) else "replace")

@@ -45,9 +45,16 @@ def open_head(fi, storage_options: dict | None):
     return open_decompressed(fi.url, fi.compression, storage_options)
 
 
+# A line's end: b"\\n", or a lone b"\\r" (classic Mac line ends); one that ends the bytes read so far
+# waits for the next byte, which may make it a b"\\r\\n".
+LINE_ENDS = re.compile(rb"\n|\r(?!\n)")
+_LINE_ENDS_READ = re.compile(rb"\n|\r(?=[^\n])")
+
+
 def read_lines(f, chunk: int = 1 << 16) -> Iterator[bytes]:
-    """The lines of the binary stream ``f``, each with its newline (the last
-    may have none), read ``chunk`` bytes at a time: decompressing streams
+    """The lines of the binary stream ``f``, each with its line end (the last
+    may have none; a lone ``\\r`` ends one, so a file of them is not read whole
+    as one line), read ``chunk`` bytes at a time: decompressing streams
     (zstandard's) have no ``readline``, so ``for line in f`` fails on them."""
     rest = b""
     while True:
@@ -56,9 +63,9 @@ def read_lines(f, chunk: int = 1 << 16) -> Iterator[bytes]:
             break
         rest += data
         start = 0
-        while (nl := rest.find(b"\n", start)) >= 0:
-            yield rest[start:nl + 1]
-            start = nl + 1
+        for m in _LINE_ENDS_READ.finditer(rest):
+            yield rest[start:m.end()]
+            start = m.end()
         rest = rest[start:]
     if rest:
         yield rest

@@ -273,3 +273,39 @@ def test_window_keys_are_the_keys_of_the_objects_in_the_files_first_window_in_or
     assert jsonl.window_keys(fi, None) == ["id", "text", "extra", "late"]
     monkeypatch.setattr(jsonl, "KEYS_WINDOW", data.index(b'{"id": 3'))   # that line starts past the window
     assert jsonl.window_keys(fi, None) == ["id", "text", "extra"]
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_json_lines_file_of_lone_cr_line_ends_is_cut_into_bounded_blocks_with_the_same_rows(tmp_path, suffix):
+    # partitions were cut at "\n" alone: a file of lone "\r" line ends was one partition, held whole in memory
+    import gzip
+    import json
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.readers.jsonl import head_columns
+    from lancetnic_flow.data.sources import plan_source
+
+    lines = [json.dumps({"id": i, "text": f"goal match team {i}"}) for i in range(300)]
+    data = "\r".join(lines[:150]).encode() + b"\r\n" + "\r".join(lines[150:]).encode() + b"\r{not json\r"
+    path = tmp_path / f"f.jsonl{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    for all_rows in (False, True):
+        columns = Columns(text=("text",), keep=("id",) if all_rows else (), all_rows=all_rows)
+        for blocksize in (100, 1000, 5000, len(data)):
+            plan = plan_source([str(path)], format="jsonl", blocksize=blocksize)
+            chunks = [c for p in plan.partitions for c in read_partition(p, columns, chunk_bytes=blocksize)]
+            texts = [t for c in chunks for t in c.table.column("text").to_pylist()]
+            assert texts == [f"goal match team {i}" for i in range(300)] + ([""] if all_rows else []), blocksize
+            assert sum(c.skipped.get("malformed", 0) for c in chunks) == 1, blocksize
+            assert max(c.rows_read for c in chunks) <= blocksize // len(lines[0]) + 2, blocksize
+        assert head_columns(plan.files[0], None) == ["id", "text"]
+
+
+def test_read_lines_ends_a_line_at_a_lone_cr_and_keeps_a_crlf_whole_across_reads():
+    import io
+
+    from lancetnic_flow.data.readers.table import read_lines
+
+    data = b"a\rb\r\nc\nd\r"
+    for chunk in (1, 2, 3, 64):
+        assert list(read_lines(io.BytesIO(data), chunk)) == [b"a\r", b"b\r\n", b"c\n", b"d\r"], chunk
