@@ -331,7 +331,10 @@ def _record_rows(region: bytes, have: list[str], delimiter: str, names: list[str
     status: list[str | None] = []
     skipped: dict[str, int] = {}
     read = 0
-    check = None if columns.all_rows else where
+    # A byte that is not UTF-8 in a column the run reads makes its row "undecodable"; in a kept one
+    # (an id) it does not: the row is predicted, the value kept whole (escaped_values), as in Parquet.
+    used = (*columns.text, columns.label, columns.target, *columns.numeric)
+    check = [i for n, i in zip(names, where) if n in used] if columns.all_rows else where
     for fields, why in _records(region, delimiter, len(have), 0, check):
         read += 1
         if why:

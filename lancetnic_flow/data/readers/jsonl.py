@@ -381,7 +381,8 @@ def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
             raw.decode("utf-8")
             why = None
         except UnicodeDecodeError:
-            why = "undecodable"   # its other fields (an id) still identify the row
+            # the whole line, as training drops it (table.decoded); its other fields (an id) still identify it
+            why = "undecodable"
         escaped.append(why is not None and _escapable(raw))
         if obj is _NOT_JSON:
             obj, why = None, why or "malformed"

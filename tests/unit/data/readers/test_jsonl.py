@@ -259,6 +259,7 @@ def test_a_kept_value_holding_bytes_that_are_not_utf8_keeps_them_whole_so_two_id
     rows = parse_jsonl(data, cols, "f.jsonl").table.to_pylist()
     assert [r["keep:id"] for r in rows] == [b"\xff1", b"\xfe1", b"ab", b"\xef\xbf\xbd"]   # an escaped surrogate: U+FFFD
     assert [r["keep:n"] for r in rows] == [b"2", b"1e-7", b"x\xff", None]   # numbers as the Arrow path writes them
+    # the line is "undecodable", as training skips it
     assert [r["status"] for r in rows] == ["undecodable"] * 4 and rows[2]["text"] == ""
 
 
