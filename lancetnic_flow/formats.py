@@ -46,6 +46,9 @@ class Format:
     ``quote``: the quote character of a format whose quoted fields may hold
     raw line ends (CSV, TSV), so that a newline ends a row only outside
     quotes (data/readers/row_ends.py); None where every newline ends one.
+    ``cr_ends_lines``: in a format where every newline ends a row, a lone
+    ``\\r`` (a classic Mac file's line end) ends one too, and a file is cut
+    there as at ``\\n`` (plain text, JSON Lines; fastText reads it as a space).
     ``revision``: raised when the format's reader changes the rows it gives
     for the same bytes, so shard caches made before are not reused.
     ``sniff``: ``(head: Head, fmt) -> str | None``, why the start of a file
@@ -69,6 +72,7 @@ class Format:
     compressible: bool = True
     holds_line_ends: bool = True
     quote: str | None = None
+    cr_ends_lines: bool = False
     revision: int = 0
     title: str = ""
     sniff: str | None = None
@@ -273,12 +277,13 @@ _R = "lancetnic_flow.data.readers."
 _W = "lancetnic_flow.data.writers:"
 for _f in (
     Format("csv", (".csv",), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter", head=_R + "csv:head_columns",
-           header=True, delimiter=",", quote='"', revision=5, title="CSV", sniff=_R + "csv:sniff_header"),
+           header=True, delimiter=",", quote='"', revision=6, title="CSV", sniff=_R + "csv:sniff_header"),
     Format("tsv", (".tsv", ".tab"), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter",
-           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=5, title="TSV",
+           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=6, title="TSV",
            sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
-           head=_R + "jsonl:head_columns", revision=6, title="JSON Lines", sniff=_R + "jsonl:sniff"),
+           head=_R + "jsonl:head_columns", cr_ends_lines=True, revision=7, title="JSON Lines",
+           sniff=_R + "jsonl:sniff"),
     Format("parquet", (".parquet", ".pq"), False, _R + "parquet:read_parquet", writer=_W + "ParquetTableWriter",
            head=_R + "parquet:head_columns", pieces=_R + "parquet:row_groups", compressible=False, revision=2,
            title="Parquet",
@@ -287,7 +292,7 @@ for _f in (
            head=_R + "arrow:head_columns",
            pieces=_R + "arrow:byte_ranges", compressible=False, revision=2, title="Arrow IPC", sniff=_R + "arrow:sniff"),
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
-           holds_line_ends=False, revision=2, title="plain text", vague=True),
+           holds_line_ends=False, cr_ends_lines=True, revision=3, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
            writer=_W + "FastTextWriter", holds_line_ends=False, revision=3, title="fastText",
            sniff=_R + "lines:sniff_fasttext"),

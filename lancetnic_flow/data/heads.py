@@ -67,3 +67,19 @@ def column_type(schema: pa.Schema | None, name: str | None) -> pa.DataType | Non
     if schema is None or name not in schema.names:
         return None
     return schema.types[schema.names.index(name)]
+
+
+def keys_ahead(fi: FileInfo, storage_options: dict | None = None, encoding: str | None = None) -> list[str] | None:
+    """The columns of a JSON Lines file, whose objects may each name other keys, as the
+    keys of its first objects (:func:`~.readers.jsonl.window_keys`); None for a format
+    whose columns its header or schema names once."""
+    if fi.format != "jsonl" or fi.size == 0:
+        return None
+    from .readers.jsonl import window_keys
+
+    try:
+        return window_keys(fi, storage_options, encoding)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise open_error(fi.url, exc) from exc

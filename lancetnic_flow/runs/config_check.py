@@ -8,7 +8,8 @@ otherwise than written (a string of text columns as a column a letter), or
 scored ``evaluate``'s loss with another loss than the run's (an unknown
 ``class_loss``). In ``model.json``, a task its heads cannot do (``regress``
 for a classifier: a KeyError in ``evaluate``; an unknown one: "0 rows"),
-sizes that are not numbers, thresholds that are not probabilities, failed
+sizes that are not numbers, thresholds that are not probabilities (or not
+one per label), failed
 as internal errors or scored nothing. Each is damage, said in words naming
 the file and the field.
 """
@@ -98,6 +99,9 @@ def meta_problem(meta: dict) -> str | None:
     if cuts is not None and not (isinstance(cuts, list) and all(
             isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and 0 <= t <= 1 for t in cuts)):
         return f"its thresholds are {json.dumps(cuts)[:40]}, not probabilities"
+    if cuts is not None and _count(kw.get("classes")) and len(cuts) != kw["classes"]:
+        # a label without its threshold would be decided by another label's, or by none
+        return f"it has {len(cuts):,} thresholds for the {kw['classes']:,} labels of its network, not one per label"
     return _task_problem(meta)
 
 

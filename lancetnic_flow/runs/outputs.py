@@ -22,6 +22,7 @@ import posixpath
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..data.readers.jsonl import KEYS_WINDOW
 from ..data.writers import LIST_SEP, JsonLinesWriter, compressed, flat_lists
 from ..errors import UserError
 from ..formats import Format, format_for_path, format_named, registered
@@ -139,8 +140,13 @@ class OutputFile:
     It is written under a temporary name and renamed when complete, so a
     failed or killed run never leaves a half file under the real name."""
 
-    def __init__(self, url: str, storage_options: dict | None = None):
+    def __init__(self, url: str, storage_options: dict | None = None, inputs: list[str] | None = None):
+        """``inputs``: the input columns every table's columns before ``status`` are,
+        decided before the first (a JSON Lines file's keys, :func:`~..data.heads.keys_ahead`):
+        those a table lacks are written empty, and one past them is refused where the
+        file names its columns once, whichever table it comes in."""
         self.url = url
+        self.inputs = list(inputs) if inputs is not None else None
         self.spec, self.compression = output_file_format(url)
         self.format = self.spec.name
         self.storage_options = storage_options or {}
@@ -158,6 +164,8 @@ class OutputFile:
         """Append ``table``; its columns must be the first table's (JSON Lines: or new ones)."""
         if self.spec.splits_by_bytes:   # a text format: bytes as their text, or refused
             table = bytes_as_text(table, self.url)
+        if self.inputs is not None:
+            table = self._with_inputs(table)
         if self.schema is None:
             self.schema = table.schema
             self._writer = self.spec.open_writer(self._file, table.schema)
@@ -167,10 +175,7 @@ class OutputFile:
                 self.schema = pa.schema(list(self.schema) + [table.schema.field(n) for n in new])
             elif new:   # the file (a CSV header, a Parquet schema) already names its columns
                 raise UserError(f"{self.url}: later input rows have columns the first rows written lack "
-                                f"({', '.join(new)}; the first had {', '.join(self.schema.names)})",
-                                "name columns to keep that the first rows have too (--keep id,...), write JSON "
-                                "Lines (--output NAME.jsonl), whose lines name their own keys, or predict each "
-                                "kind of file apart")
+                                f"({', '.join(new)}; the first had {', '.join(self.schema.names)})", _KEEP_FEWER)
             # rows without some kept columns (JSON Lines objects without a key): empty there
             table = pa.table({n: table.column(n) if n in table.schema.names else pa.nulls(len(table))
                               for n in self.schema.names}).cast(self.schema)
@@ -184,6 +189,20 @@ class OutputFile:
                                 "or give --encoding NAME if its values are text in another encoding") from None
         self._writer.write(table)
 
+    def _with_inputs(self, table: pa.Table) -> pa.Table:
+        """``table`` with the input columns decided before the first table, in their order."""
+        names = table.column_names
+        given = names[:names.index("status")] if "status" in names else []
+        new = [n for n in given if n not in self.inputs]
+        if new and not (self.spec.writer or "").endswith(":JsonLinesWriter"):
+            raise UserError(f"{self.url}: input rows have keys past those of the input's first rows ({', '.join(new)}; "
+                            f"the columns written are {', '.join(self.inputs)}, the keys of the objects in its first "
+                            f"{KEYS_WINDOW // 2**20} MiB), which this file names once", _KEEP_FEWER)
+        self.inputs += new   # JSON Lines: each line names its own keys
+        empty = pa.nulls(len(table), pa.string())
+        return pa.table({**{n: table.column(n) if n in given else empty for n in self.inputs},
+                         **{n: table.column(n) for n in names[len(given):]}})
+
     def __exit__(self, *exc) -> None:
         try:
             try:
@@ -193,6 +212,10 @@ class OutputFile:
                 self._sink.__exit__(*exc)         # the compressor's end of stream
         finally:
             self._atomic.__exit__(*exc)
+
+
+_KEEP_FEWER = ("name columns to keep that the first rows have too (--keep id,...), write JSON Lines "
+               "(--output NAME.jsonl), whose lines name their own keys, or predict each kind of file apart")
 
 
 def bytes_as_text(table: pa.Table, url: str) -> pa.Table:

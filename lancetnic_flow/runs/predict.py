@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..data.heads import keys_ahead
 from ..data.frames import as_table, input_rows, is_table, like_input
 from ..data.readers import read_partition
 from ..data.sources import Columns, Partition
@@ -545,7 +546,10 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
                          chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold,
                          stamp=weights_stamp(run, run_options))
     rows, written, statuses = 0, 0, {}
-    with OutputFile(output, storage_options) as f:
+    first = next((fi for fi in plan.files if fi.size), None)
+    # --keep all of a JSON Lines file: its columns, decided before any block is read (outputs.OutputFile)
+    inputs = keys_ahead(first, storage_options, columns.encoding) if columns.keep_all and first else None
+    with OutputFile(output, storage_options, inputs=inputs) as f:
         for tables, n, st in feed:
             for t in tables:
                 f.write(t)

@@ -119,6 +119,43 @@ def test_a_kept_column_of_bytes_is_written_whole_to_parquet_and_refused_by_csv_n
     assert "p.parquet" in e.value.hint and not (tmp_path / "p.csv").exists()
 
 
+@pytest.mark.parametrize("name", ["in.csv", "in.jsonl"])
+def test_distinct_ids_of_bytes_that_are_not_utf8_in_a_text_file_are_kept_apart_or_refused(client, trained_run,
+                                                                                          tmp_path, name):
+    # "\xff1" and "\xfe1" were both written "\ufffd1" (the rows "undecodable", their ids merged)
+    import pyarrow.parquet as pq
+
+    data = tmp_path / name
+    data.write_bytes(b"id,text\n\xff1,a late goal\n\xfe1,the market fell\n" if name.endswith("csv") else
+                     b'{"id": "\xff1", "text": "a late goal"}\n{"id": "\xfe1", "text": "the market fell"}\n')
+    plan = plan_source([str(data)])
+    predict_files(client, trained_run.run, plan, Columns(text=("text",), keep=("id",)), str(tmp_path / "p.parquet"),
+                  storage_options={}, run_options={}, chunk_bytes=2**20, window=2)
+    assert pq.read_table(tmp_path / "p.parquet").column("id").to_pylist() == [b"\xff1", b"\xfe1"]
+    with pytest.raises(UserError, match="holds bytes that are not UTF-8") as e:
+        predict_files(client, trained_run.run, plan, Columns(text=("text",), keep=("id",)), str(tmp_path / "p.csv"),
+                      storage_options={}, run_options={}, chunk_bytes=2**20, window=2)
+    assert "p.parquet" in e.value.hint
+
+
+def test_keep_all_of_json_lines_whose_later_objects_add_a_key_writes_the_same_file_at_every_blocksize(
+        client, trained_run, tmp_path):
+    # a small --blocksize stopped at the first block holding "extra" ("later input rows have columns the
+    # first rows written lack"), a large one wrote the file
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": f"a late goal {i}"}) + "\n" for i in range(60))
+                    + "".join(json.dumps({"id": i, "text": "new phone", "extra": f"x{i}"}) + "\n" for i in range(60, 64)))
+    written = set()
+    for blocksize in (200, 2**20):
+        out = tmp_path / f"p{blocksize}.csv"
+        res = predict_files(client, trained_run.run, plan_source([str(data)], blocksize=blocksize),
+                            Columns(text=("text",), keep_all=True), str(out), storage_options={}, run_options={},
+                            chunk_bytes=2**20, window=2)
+        assert res["rows_written"] == 64
+        written.add(out.read_text())
+    assert len(written) == 1 and next(iter(written)).splitlines()[0].startswith("id,text,extra,status")
+
+
 def test_evaluate_files_matches_the_predictor(client, trained_run, corpus4, tmp_path):
     lines = corpus4.read_text().splitlines(keepends=True)
     data = tmp_path / "eval.csv"

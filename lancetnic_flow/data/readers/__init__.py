@@ -37,9 +37,9 @@ from ..decompress import open_decompressed
 from ..sources import Chunk, Columns, Partition, open_error
 from .csv import find_header, no_header, split_header
 from .labels import LabelListError
-from .lines import check_line_columns
+from .lines import check_fasttext_line_ends, check_line_columns
 from .long_texts import check_text_lengths
-from .row_ends import LOOKBACK_MAX, row_start, stream_cut
+from .row_ends import LOOKBACK_MAX, PIECE, line_start, row_start, stream_cut
 from .table import BOM, check_decodable, check_not_utf8, check_not_wide
 
 
@@ -113,8 +113,15 @@ def _read_rows(f, part: Partition, fmt: Format, rows_at: int = 0) -> bytes:
     row start at or after its offset to the first at or after its end (a
     newline inside a quoted field ends no row: :mod:`.row_ends`), none before
     ``rows_at`` (where the rows after a header start)."""
+    if fmt.cr_ends_lines:   # a lone "\r" ends a line too: a classic Mac file is cut into blocks as others are
+        first, last = line_start(f, part.start, part.file.size), line_start(f, part.start + part.length, part.file.size)
+        f.seek(first)
+        return f.read(last - first) if last > first else b""
     if fmt.quote is None:   # every newline ends a row: a row is the range's whose newline before it it holds
         start, end = max(part.start, rows_at - 1), part.start + part.length
+        if fmt.name == "fasttext":   # before reading on to a "\n" a file of lone "\r" line ends lacks
+            f.seek(start)
+            check_fasttext_line_ends(f.read(PIECE), part.file.url)
         return read_block(f, start, end - start, delimiter=b"\n") if end > start else b""
     size, end = part.file.size, part.start + part.length
     first = row_start(f, part.start, size, fmt.delimiter or ",", fmt.quote)
@@ -157,8 +164,10 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
                 new = carry + new
                 carry = b""
             if not eof:
-                cut = stream_cut(new, fmt.delimiter, fmt.quote)
+                cut = stream_cut(new, fmt.delimiter, fmt.quote, fmt.cr_ends_lines)
                 if cut < 0:  # one long row: keep reading until it ends
+                    if fmt.name == "fasttext":   # unless its lines end in a lone "\r": it would never end
+                        check_fasttext_line_ends(new, url)
                     carry, new = new, b""
                     continue
                 if cut < len(new):

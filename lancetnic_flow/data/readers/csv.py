@@ -28,7 +28,7 @@ from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
 from .row_ends import WHOLE, misfit_records, padded_short_records, records, with_lf_row_ends
-from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, finish, has_content,
+from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, escaped_values, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 from ...plurals import counted
 
@@ -331,7 +331,10 @@ def _record_rows(region: bytes, have: list[str], delimiter: str, names: list[str
     status: list[str | None] = []
     skipped: dict[str, int] = {}
     read = 0
-    check = None if columns.all_rows else where
+    # A byte that is not UTF-8 in a column the run reads makes its row "undecodable"; in a kept one
+    # (an id) it does not: the row is predicted, the value kept whole (escaped_values), as in Parquet.
+    used = (*columns.text, columns.label, columns.target, *columns.numeric)
+    check = [i for n, i in zip(names, where) if n in used] if columns.all_rows else where
     for fields, why in _records(region, delimiter, len(have), 0, check):
         read += 1
         if why:
@@ -341,7 +344,9 @@ def _record_rows(region: bytes, have: list[str], delimiter: str, names: list[str
         status.append(why)
         for n, i in zip(names, where):
             cols[n].append(None if fields is None else fields[i])
-    table = pa.table({n: pa.array(v, pa.string()) for n, v in cols.items()})
+    numbers = {columns.target, *columns.numeric}   # read as numbers: a byte that is not UTF-8 makes none
+    table = pa.table({n: pa.array([None if x is None else ESCAPED.sub("\ufffd", x) for x in v], pa.string())
+                      if n in numbers else escaped_values(v) for n, v in cols.items()})
     return table, pa.array(status, pa.string()), skipped, read
 
 
@@ -389,8 +394,8 @@ def _records(data: bytes, delimiter: str, width: int, depth: int, check: list[in
             elif rest:
                 yield from _records(rest, delimiter, width, depth + 1, check)
         elif any(ESCAPED.search(row[i]) for i in (range(width) if check is None else check)):
-            # kept columns (an id) still identify the row
-            yield [ESCAPED.sub("\ufffd", f) for f in row], "undecodable"
+            # kept columns (an id) still identify the row: their bytes are kept whole (escaped_values)
+            yield row, "undecodable"
         else:
             yield row, None
 

@@ -22,8 +22,8 @@ from ...formats import Format, Head, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
 from .labels import LONE_SURROGATE, json_values_as_text
-from .table import (BOM, decoded, empty_table, finish, open_head, read_lines, split_lines, strip_bom, text_kinds,
-                    utf8_ok)
+from .table import (BOM, ESCAPED, LINE_ENDS, decoded, empty_table, finish, open_head, read_lines, split_lines,
+                    strip_bom, text_kinds, utf8_ok)
 
 
 def parse(data: bytes, header: bytes | None, fmt: str, columns: Columns, url: str) -> Chunk:
@@ -59,8 +59,22 @@ def head_schema(fi, storage_options: dict | None, encoding: str | None = None, w
     return pa.schema([*schema, *((n, pa.string()) for n in found if n not in schema.names)])
 
 
-# How far into a JSON Lines file a column the run reads is looked for when its first object lacks it.
+# How far into a JSON Lines file a column the run reads is looked for when its first object lacks it,
+# and the keys of whose objects are the columns `predict --keep all` writes.
 KEYS_WINDOW = 1 << 20
+
+
+def window_keys(fi, storage_options: dict | None, encoding: str | None = None) -> list[str]:
+    """The keys of the objects on the lines that start in the file ``fi``'s first
+    :data:`KEYS_WINDOW` bytes, in the order they first come: a JSON Lines file's
+    columns, decided before any block is read, so the same at every block size."""
+    found: dict[str, None] = {}
+    with open_head(fi, storage_options) as f:
+        for at, obj in objects_of(f, fi.url, encoding):
+            if at >= KEYS_WINDOW:
+                break
+            found.update(dict.fromkeys(obj))
+    return list(found)
 
 
 def _head_schema(fi, storage_options: dict | None, encoding: str | None, window: int) -> pa.Schema | None:
@@ -267,23 +281,36 @@ def _slow_rows(data: bytes, columns: Columns, skipped: dict[str, int], undecodab
                   skipped, not_text=pa.array(not_text, pa.bool_()) if any(not_text) else None)
 
 
+# JSON's escape of a lone surrogate of the range a byte that is not UTF-8 decodes to (surrogateescape).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][c-fC-F]")
+def _escapable(raw: bytes) -> bool:
+    """Whether a line's bytes that are not UTF-8 can be read as surrogate escapes and told from
+    the values of its own: none is JSON's escape of a surrogate of their range."""
+    return _SURROGATE_ESCAPE.search(raw) is None
+
+
 # JSON's whitespace, which may stand between the values of a line, and a line that is not JSON.
 _JSON_SPACE = re.compile(r"[ \t\r]*")
 _NOT_JSON = object()
 
 
-def _values(data: bytes):
+def _values(data: bytes, escape: bool = False):
     """(the line's bytes, each JSON value of it) for each line of ``data`` that is
     not blank, in order; ``_NOT_JSON`` once for a line that is not JSON. Arrow's
     reader (the fast path) takes every value of a line, one after another with
     or without whitespace between them (``{..} {..}``, or lines ended by a lone
     ``\\r``): a block read line by line reads them too, or the same line was two
-    rows in one block and one malformed row in a block beside a malformed line."""
+    rows in one block and one malformed row in a block beside a malformed line.
+    A lone ``\\r`` ends a line as ``\\n`` does, as a file is cut there too (the
+    format's ``cr_ends_lines``): a line is read alike whichever block holds it.
+    With ``escape``, a byte that is not UTF-8 is read as its surrogate escape
+    (:func:`_value` keeps its value's bytes), not as U+FFFD; a line
+    that also writes a surrogate as JSON's ``\\udcXX`` could not be told from it, and reads U+FFFD."""
     decode = json.JSONDecoder().raw_decode
-    for raw in data.split(b"\n"):
+    for raw in LINE_ENDS.split(data):
         if not raw.strip():
             continue
-        line = raw.decode("utf-8", errors="replace")
+        line = raw.decode("utf-8", errors="surrogateescape" if escape and _escapable(raw) else "replace")
         start = 1 if line.startswith("\ufeff") else 0   # a file's BOM mid-block (files joined by cat)
         values, at = [], _JSON_SPACE.match(line, start).end()
         try:
@@ -328,12 +355,18 @@ def _nan_as_null(v):
     return v
 
 
-def _value(v):
+def _value(v, escaped: bool = False):
+    """A kept JSON value as text; from a line read with surrogate escapes, one holding
+    them as the bytes it was read from."""
     if isinstance(v, (dict, list)):
-        return json.dumps(_nan_as_null(v), ensure_ascii=False)
-    if isinstance(v, bool):
-        return str(v).lower()
-    return v if v is None or isinstance(v, float) else str(v)   # floats: json_values_as_text, as Arrow writes them
+        v = json.dumps(_nan_as_null(v), ensure_ascii=False)
+    elif isinstance(v, bool):
+        v = str(v).lower()
+    elif v is not None and not isinstance(v, float):   # floats: json_values_as_text, as Arrow writes them
+        v = str(v)
+    if escaped and isinstance(v, str) and ESCAPED.search(v):
+        return v.encode("utf-8", "surrogateescape")
+    return v
 
 
 def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
@@ -342,12 +375,15 @@ def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
     objs: list[dict | None] = []
     status: list[str | None] = []
     have: list[str] = []
-    for raw, obj in _values(data):
+    escaped: list[bool] = []   # the line's bytes that are not UTF-8 were read as surrogate escapes
+    for raw, obj in _values(data, escape=True):
         try:
             raw.decode("utf-8")
             why = None
         except UnicodeDecodeError:
-            why = "undecodable"   # its other fields (an id) still identify the row
+            # the whole line, as training drops it (table.decoded); its other fields (an id) still identify it
+            why = "undecodable"
+        escaped.append(why is not None and _escapable(raw))
         if obj is _NOT_JSON:
             obj, why = None, why or "malformed"
         if obj is not None and not isinstance(obj, dict):
@@ -366,9 +402,20 @@ def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
         if why:
             skipped[why] = skipped.get(why, 0) + 1
     names = columns.read_names(have)
-    arrays = {n: json_values_as_text([None if o is None else _value(o.get(n)) for o in objs]) for n in names}
+    arrays = {n: _kept_whole([None if o is None else _value(o.get(n), e) for o, e in zip(objs, escaped)])
+              for n in names}
     return finish(columns, arrays.__getitem__, len(objs), len(objs), skipped,
                   status=pa.array(status, pa.string()), have=have)
+
+
+def _kept_whole(values: list) -> pa.Array:
+    """:func:`json_values_as_text` of a column's values, or where one is bytes that are not
+    UTF-8 the column's bytes, as a Parquet binary column is read."""
+    raw = [isinstance(v, bytes) for v in values]
+    if not any(raw):
+        return json_values_as_text(values)
+    text = json_values_as_text([None if r else v for v, r in zip(values, raw)]).to_pylist()
+    return pa.array([v if r else t if t is None else t.encode() for v, t, r in zip(values, text, raw)], pa.binary())
 
 
 def columns_of(f, url: str, encoding: str | None = None) -> list[str] | None:

@@ -30,11 +30,25 @@ _LONE_CR = re.compile(rb"\r(?!\n)")
 
 def lone_crs_as_lf(data: bytes) -> bytes:
     """A block of text lines with each lone ``\\r`` as ``\\n`` (the same length). Partitions
-    are cut at ``\\n`` alone, so a line between two is read whole by one of them, and its
-    lines are the same whatever the cut."""
+    are cut at both (:func:`~.row_ends.line_start`, the format's ``cr_ends_lines``), so a
+    classic Mac file is read in blocks of bounded size, its lines the same whatever the cut."""
     if b"\r" not in data or _LONE_CR.search(data) is None:
         return data
     return _LONE_CR.sub(b"\n", data)
+
+
+# A lone "\r" before a line's tags: a fastText file of classic Mac line ends, which fastText reads as one line.
+_CR_BEFORE_TAG = re.compile(rb"\r(?!\n)[ \t]*__label__")
+
+
+def check_fasttext_line_ends(data: bytes, url: str) -> None:
+    """Refuse a fastText block whose lines end in a lone ``\\r``: fastText reads it as a
+    space, so the file would be one line, every line's tags that line's labels (a
+    multilabel run trained on one row, a prediction written for the whole file)."""
+    if b"\r" in data and _CR_BEFORE_TAG.search(data) is not None:
+        raise UserError(f"{url}: its fastText lines end in a lone \\r (classic Mac line ends), which fastText "
+                        "reads as a space: the file would be one line holding every line's labels",
+                        "convert the line ends first, e.g. tr '\\r' '\\n' < FILE > FILE-unix.ft")
 
 
 def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
@@ -62,6 +76,8 @@ def parse_lines(data: bytes, fmt: str, columns: Columns, url: str) -> Chunk:
     check_line_columns(url, fmt, columns)
     if fmt == "text":
         data = lone_crs_as_lf(data)
+    else:
+        check_fasttext_line_ends(data, url)
     status = None
     if columns.all_rows and not utf8_ok(data):
         lines, status = _lines_in_order(strip_bom(data))

@@ -321,6 +321,14 @@ def row_start(f, offset: int, size: int, delimiter: str, quote: str) -> int:
     return size
 
 
+def line_start(f, offset: int, size: int) -> int:
+    """:func:`row_start` of a line format where a lone b"\\r" ends a line as b"\\n" does
+    (plain text): just past the first line end at or after ``offset``, quotes aside."""
+    if offset <= 0:
+        return 0
+    return size if offset >= size else _first_newline(f, offset, size)
+
+
 def _first_newline(f, offset: int, size: int) -> int:
     f.seek(offset)
     at = offset
@@ -345,12 +353,15 @@ def _first_line_end(data: bytes) -> int:
     return cr + 1 if data[cr + 1:cr + 2] == b"\n" else cr
 
 
-def stream_cut(data: bytes, delimiter: str | None, quote: str | None) -> int:
+def stream_cut(data: bytes, delimiter: str | None, quote: str | None, cr_ends_lines: bool = False) -> int:
     """Where a piece of a stream that starts at a row's start is cut: just past
-    its last row end (for a line format, its last newline); -1 if it has none
-    (the piece is one row so far). Past :data:`MAX_ROW` bytes, the last newline."""
+    its last row end (for a line format, its last newline, or with ``cr_ends_lines``
+    its last lone b"\\r" where later); -1 if it has none (the piece is one row so
+    far). Past :data:`MAX_ROW` bytes, the last newline."""
     if quote is None or delimiter is None:
         cut = data.rfind(b"\n")
+        if cr_ends_lines:   # a b"\\r" that ends the piece is left undecided: a b"\\n" may follow
+            cut = max(cut, data.rfind(b"\r", 0, len(data) - 1))
     else:
         cut = last_row_end(_bytes(data), ord(delimiter), ord(quote))
         if cut < 0 and len(data) > MAX_ROW:

@@ -45,9 +45,16 @@ def open_head(fi, storage_options: dict | None):
     return open_decompressed(fi.url, fi.compression, storage_options)
 
 
+# A line's end: b"\\n", or a lone b"\\r" (classic Mac line ends); one that ends the bytes read so far
+# waits for the next byte, which may make it a b"\\r\\n".
+LINE_ENDS = re.compile(rb"\n|\r(?!\n)")
+_LINE_ENDS_READ = re.compile(rb"\n|\r(?=[^\n])")
+
+
 def read_lines(f, chunk: int = 1 << 16) -> Iterator[bytes]:
-    """The lines of the binary stream ``f``, each with its newline (the last
-    may have none), read ``chunk`` bytes at a time: decompressing streams
+    """The lines of the binary stream ``f``, each with its line end (the last
+    may have none; a lone ``\\r`` ends one, so a file of them is not read whole
+    as one line), read ``chunk`` bytes at a time: decompressing streams
     (zstandard's) have no ``readline``, so ``for line in f`` fails on them."""
     rest = b""
     while True:
@@ -56,9 +63,9 @@ def read_lines(f, chunk: int = 1 << 16) -> Iterator[bytes]:
             break
         rest += data
         start = 0
-        while (nl := rest.find(b"\n", start)) >= 0:
-            yield rest[start:nl + 1]
-            start = nl + 1
+        for m in _LINE_ENDS_READ.finditer(rest):
+            yield rest[start:m.end()]
+            start = m.end()
         rest = rest[start:]
     if rest:
         yield rest
@@ -249,11 +256,13 @@ def bytes_sample(table: pa.Table, columns: Columns, limit: int = 1 << 16) -> byt
 
 
 def bytes_values(table: pa.Table, columns: Columns) -> list[pa.Buffer]:
-    """The values of the table's text and label columns of bytes, each chunk's as one buffer
-    (a dictionary's values once), without copying: what :func:`check_not_utf8` judges, every
+    """The values of the table's text and label columns of bytes, and in prediction its kept
+    ones (decoded in ``--encoding`` as the text is), each chunk's as one buffer (a
+    dictionary's values once), without copying: what :func:`check_not_utf8` judges, every
     row of them, as a text file's every byte is."""
     out = []
-    for c in dict.fromkeys((*columns.text, columns.label)):
+    kept = columns.kept(table.column_names) if columns.all_rows else []
+    for c in dict.fromkeys((*columns.text, columns.label, *kept)):
         if c is None or c not in table.column_names or not holds_bytes(table.column(c).type):
             continue
         for chunk in table.column(c).chunks:
@@ -531,6 +540,19 @@ def split_lines(data: bytes) -> pa.Array:
 # lone surrogates, which no valid UTF-8 decodes to (U+FFFD does, from text
 # that holds it).
 ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+def escaped_values(values: list) -> pa.Array:
+    """Values a per-row reader decoded with ``surrogateescape`` (str, or None) as a string
+    array; where one holds a byte that is not UTF-8 (:data:`ESCAPED`), the column's
+    values as the bytes they were read from instead, as a Parquet binary column is
+    read: a kept id stays whole (the output keeps it or refuses it: runs/outputs.py),
+    where as U+FFFD two ids were written as one, and a text or label of bytes makes
+    its row "undecodable" (:func:`utf8_columns`)."""
+    if not any(isinstance(v, str) and ESCAPED.search(v) for v in values):
+        return pa.array(values, pa.string())
+    return pa.array([v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in values],
+                    pa.binary())
 
 
 def drop_undecodable(data: bytes, skipped: dict[str, int]) -> bytes:

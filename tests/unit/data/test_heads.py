@@ -62,3 +62,11 @@ def test_a_json_lines_head_is_read_no_further_than_a_column_of_strings_everywher
     monkeypatch.setattr(jsonl, "read_lines", lambda f: (lines.append(1) or line for line in read_lines(f)))
     assert head_schema(fi, rows=True) == pa.schema([("text", pa.string()), ("label", pa.string())])
     assert len(lines) == 1
+
+
+def test_keys_ahead_are_a_json_lines_files_first_objects_keys_and_none_for_formats_that_name_columns(tmp_path):
+    (tmp_path / "k.jsonl").write_text('{"id": 1, "text": "a"}\n{"text": "b", "extra": 2}\n')
+    (tmp_path / "t.csv").write_text("text,label\nx,a\n")
+    files = _files(tmp_path.iterdir())
+    assert heads.keys_ahead(files["k.jsonl"]) == ["id", "text", "extra"]
+    assert heads.keys_ahead(files["t.csv"]) is None

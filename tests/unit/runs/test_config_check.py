@@ -34,3 +34,14 @@ def test_a_model_json_task_its_heads_cannot_do_sizes_not_numbers_or_thresholds_n
                        ({"kwargs": {**kw, "margin": "yes"}}, "kwargs.margin"), ({"kwargs": {**kw, "dropout": "x"}}, "dropout"),
                        ({"kwargs": kw, "thresholds": ["a"]}, "thresholds"), ({"kwargs": kw, "thresholds": 0.5}, "thresholds")]:
         assert said in (meta_problem(meta) or ""), (meta, said)
+
+
+def test_a_model_json_without_one_threshold_per_label_is_named_not_blamed_on_another_runs_files():
+    # a truncated or hand-edited thresholds list passed, then read as features.json "from different runs"
+    from lancetnic_flow.runs.config_check import meta_problem
+
+    kw = {"dim": 16, "classes": 3, "regress": False, "hidden": 8, "layers": 1, "dropout": 0.2, "numeric": 0}
+    assert meta_problem({"kwargs": kw, "task": "multilabel", "thresholds": [0.5, 0.3, 0.4]}) is None
+    for cuts in ([0.5, 0.3], [0.5, 0.3, 0.4, 0.2], []):
+        said = meta_problem({"kwargs": kw, "task": "multilabel", "thresholds": cuts}) or ""
+        assert f"{len(cuts)} thresholds for the 3 labels" in said, cuts

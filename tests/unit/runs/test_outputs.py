@@ -158,3 +158,37 @@ def test_a_text_format_writes_kept_utf8_bytes_as_text_and_refuses_others_naming_
             f.write(pa.table({"id": pa.array([b"\xff\x01"], pa.binary()), "predicted": ["a"]}))
     assert "bad-p.parquet (or .arrow)" in e.value.hint
     assert not (tmp_path / ("bad-" + name)).exists()   # no half file under the real name
+
+
+@pytest.mark.parametrize("name", ["p.csv", "p.parquet", "p.jsonl"])
+def test_input_columns_decided_ahead_give_the_same_output_however_the_rows_are_cut_into_tables(tmp_path, name):
+    # predict --keep all on JSON Lines whose later objects add a key: exit 2 when the first table lacked it
+    # (a small --blocksize), a file when one table held both kinds of rows (a large one)
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    def row(i, extra=None):
+        return {"id": [str(i)], "text": ["a b"], **({"extra": [extra]} if extra else {}), "status": ["ok"]}
+
+    cuts = [[row(1), row(2, "x")], [pa.concat_tables([pa.table(row(1)), pa.table(row(2, "x"))], promote_options="default")]]
+    got = []
+    for tables in cuts:
+        out = tmp_path / name
+        with OutputFile(str(out), inputs=["id", "text", "extra"]) as f:
+            for t in tables:
+                f.write(pa.table(t) if isinstance(t, dict) else t)
+        read = {"p.csv": lambda p: pcsv.read_csv(p), "p.parquet": pq.read_table}.get(name)
+        got.append(read(str(out)).to_pylist() if read else [json.loads(x) for x in out.read_text().splitlines()])
+    assert got[0] == got[1] and [r["extra"] or None for r in got[0]] == [None, "x"]   # CSV: empty
+
+
+def test_a_key_past_the_columns_decided_ahead_is_refused_in_any_table_by_formats_that_name_columns_once(tmp_path):
+    table = pa.table({"id": ["1"], "text": ["a b"], "extra": ["x"], "status": ["ok"]})
+    for first in ([], [pa.table({"id": ["0"], "text": ["c"], "status": ["ok"]})]):   # a later table, or the first
+        with pytest.raises(UserError, match=r"keys past those of the input's first rows \(extra; .* first 1 MiB"):
+            with OutputFile(str(tmp_path / "p.csv"), inputs=["id", "text"]) as f:
+                for t in [*first, table]:
+                    f.write(t)
+    with OutputFile(str(tmp_path / "p.jsonl"), inputs=["id", "text"]) as f:   # each line names its own keys
+        f.write(table)
+    assert json.loads((tmp_path / "p.jsonl").read_text())["extra"] == "x"

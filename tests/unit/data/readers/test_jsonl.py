@@ -249,3 +249,64 @@ def test_the_head_schema_holds_a_wanted_column_only_later_objects_hold(tmp_path)
     fi = plan_source([str(path)]).files[0]
     assert head_schema(fi, None).names == ["text"]   # the first object's keys, unless a column is wanted
     assert head_schema(fi, None, wanted=("text", "label")).names == ["text", "label"]
+
+
+def test_a_kept_value_holding_bytes_that_are_not_utf8_keeps_them_whole_so_two_ids_never_merge():
+    # as U+FFFD, "\xff1" and "\xfe1" were both written "\ufffd1": two rows' ids read back as one
+    cols = Columns(text=("text",), keep=("id", "n"), all_rows=True)
+    data = (b'{"id": "\xff1", "text": "hello world", "n": 2.0}\n{"id": "\xfe1", "text": "good day", "n": 1e-07}\n'
+            b'{"id": "ab", "text": "caf\xe9", "n": "x\xff"}\n{"id": "\\udcff", "text": "\xff"}\n')
+    rows = parse_jsonl(data, cols, "f.jsonl").table.to_pylist()
+    assert [r["keep:id"] for r in rows] == [b"\xff1", b"\xfe1", b"ab", b"\xef\xbf\xbd"]   # an escaped surrogate: U+FFFD
+    assert [r["keep:n"] for r in rows] == [b"2", b"1e-7", b"x\xff", None]   # numbers as the Arrow path writes them
+    # the line is "undecodable", as training skips it
+    assert [r["status"] for r in rows] == ["undecodable"] * 4 and rows[2]["text"] == ""
+
+
+def test_window_keys_are_the_keys_of_the_objects_in_the_files_first_window_in_order(tmp_path, monkeypatch):
+    from lancetnic_flow.data.readers import jsonl
+    from lancetnic_flow.data.sources import FileInfo
+
+    data = b'{"id": 1, "text": "a"}\n\n{"text": "b", "extra": 2}\n{"id": 3, "late": 1}\n'
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    fi = FileInfo(str(path), len(data), "", "jsonl", None)
+    assert jsonl.window_keys(fi, None) == ["id", "text", "extra", "late"]
+    monkeypatch.setattr(jsonl, "KEYS_WINDOW", data.index(b'{"id": 3'))   # that line starts past the window
+    assert jsonl.window_keys(fi, None) == ["id", "text", "extra"]
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_json_lines_file_of_lone_cr_line_ends_is_cut_into_bounded_blocks_with_the_same_rows(tmp_path, suffix):
+    # partitions were cut at "\n" alone: a file of lone "\r" line ends was one partition, held whole in memory
+    import gzip
+    import json
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.readers.jsonl import head_columns
+    from lancetnic_flow.data.sources import plan_source
+
+    lines = [json.dumps({"id": i, "text": f"goal match team {i}"}) for i in range(300)]
+    data = "\r".join(lines[:150]).encode() + b"\r\n" + "\r".join(lines[150:]).encode() + b"\r{not json\r"
+    path = tmp_path / f"f.jsonl{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    for all_rows in (False, True):
+        columns = Columns(text=("text",), keep=("id",) if all_rows else (), all_rows=all_rows)
+        for blocksize in (100, 1000, 5000, len(data)):
+            plan = plan_source([str(path)], format="jsonl", blocksize=blocksize)
+            chunks = [c for p in plan.partitions for c in read_partition(p, columns, chunk_bytes=blocksize)]
+            texts = [t for c in chunks for t in c.table.column("text").to_pylist()]
+            assert texts == [f"goal match team {i}" for i in range(300)] + ([""] if all_rows else []), blocksize
+            assert sum(c.skipped.get("malformed", 0) for c in chunks) == 1, blocksize
+            assert max(c.rows_read for c in chunks) <= blocksize // len(lines[0]) + 2, blocksize
+        assert head_columns(plan.files[0], None) == ["id", "text"]
+
+
+def test_read_lines_ends_a_line_at_a_lone_cr_and_keeps_a_crlf_whole_across_reads():
+    import io
+
+    from lancetnic_flow.data.readers.table import read_lines
+
+    data = b"a\rb\r\nc\nd\r"
+    for chunk in (1, 2, 3, 64):
+        assert list(read_lines(io.BytesIO(data), chunk)) == [b"a\r", b"b\r\n", b"c\n", b"d\r"], chunk

@@ -173,3 +173,55 @@ def test_prediction_keeps_a_fasttext_lines_labels_as_keep_all_keeps_a_tables_col
     assert t.column("text").to_pylist() == ["a great match", "new phone", "no tag", ""]
     with pytest.raises(UserError, match="no column 'id' to keep"):
         parse_lines(data, "fasttext", Columns(text=("text",), keep=("id",), all_rows=True), "f.txt")
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_classic_mac_text_file_is_cut_at_its_lone_crs_into_bounded_blocks_with_the_same_rows(tmp_path, suffix):
+    # partitions were cut at "\n" alone: a file of lone "\r" line ends was one partition, held whole in memory
+    import gzip
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    lines = [f"line {i} goal match team" for i in range(400)]
+    data = "\r".join(lines).encode() + b"\r\n" + b"last one\r"
+    path = tmp_path / f"f.txt{suffix}"
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    columns = Columns(text=("text",), all_rows=True)
+    for blocksize in (64, 1000, 4096, len(data)):
+        plan = plan_source([str(path)], format="text", blocksize=blocksize)
+        chunks = [c for p in plan.partitions for c in read_partition(p, columns, chunk_bytes=blocksize)]
+        assert [t for c in chunks for t in c.table.column("text").to_pylist()] == [*lines, "last one"], blocksize
+        widest = max(c.table.num_rows for c in chunks)
+        assert widest <= blocksize // len(lines[0]) + 2, (blocksize, widest)   # a block's rows, not the file's
+
+
+@pytest.mark.parametrize("cols", [Columns(text=("text",), label="label", multilabel=True),
+                                  Columns(text=("text",), label="label", all_rows=True)])
+def test_a_fasttext_file_of_lone_cr_line_ends_is_refused_naming_the_line_ends_and_the_conversion(cols):
+    # fastText reads a lone "\r" as a space: the file was one line, a multilabel run trained on one row
+    # holding every tag (exit 0) and predict wrote one row for the whole file
+    data = b"__label__a goal match\r__label__b phone chip\r__label__a vote law\r"
+    with pytest.raises(UserError, match=r"f.ft: its fastText lines end in a lone \\r") as e:
+        parse_lines(data, "fasttext", cols, "f.ft")
+    assert "tr '\\r' '\\n'" in e.value.hint
+    crlf = parse_lines(data.replace(b"\r", b"\r\n"), "fasttext", cols, "f.ft").table
+    assert crlf.num_rows == 3   # Windows line ends read as before
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_large_fasttext_file_of_lone_cr_line_ends_is_refused_before_its_range_is_read_whole(tmp_path, monkeypatch,
+                                                                                               suffix):
+    # its first block read on to a "\n" the file lacks: the whole file in memory before the refusal
+    import gzip
+
+    from lancetnic_flow.data.readers import lines, read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    path = tmp_path / f"f.ft{suffix}"
+    data = b"__label__a goal match\r" * 20_000
+    path.write_bytes(gzip.compress(data) if suffix else data)
+    monkeypatch.setattr(lines, "parse_lines", lambda *a: pytest.fail("the range was read and parsed"))
+    part = plan_source([str(path)], format="fasttext", blocksize=4096).partitions[0]
+    with pytest.raises(UserError, match="lone"):
+        next(read_partition(part, Columns(text=("text",), label="label"), chunk_bytes=4096))

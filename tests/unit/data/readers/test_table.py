@@ -293,6 +293,22 @@ def test_a_typed_files_column_of_utf8_bytes_read_in_a_single_byte_encoding_stops
     cols = Columns(text=("text",), label="label", encoding="latin_1")
     with pytest.raises(UserError, match="f.parquet: the file is UTF-8 text.*'cafÃ©'"):
         finish_table("f.parquet", cols, table, table.column_names)
+
+
+def test_a_kept_column_of_utf8_bytes_read_in_a_single_byte_encoding_stops_prediction_as_a_text_column_does():
+    # predict --keep id --encoding latin-1 wrote a column of UTF-8 ids as "cafÃ©": only text and labels were judged
+    from lancetnic_flow.data.readers.table import finish_table
+
+    table = pa.table({"text": pa.array([b"plain words", b"more words"], pa.binary()),
+                      "id": pa.array(["café crème".encode(), "brûlée".encode()], pa.binary())})
+    for cols in (Columns(text=("text",), keep=("id",), all_rows=True, encoding="latin_1"),
+                 Columns(text=("text",), keep_all=True, all_rows=True, encoding="latin_1")):
+        with pytest.raises(UserError, match="f.parquet: the file is UTF-8 text.*'cafÃ©'"):
+            finish_table("f.parquet", cols, table, table.column_names)
+    training = Columns(text=("text",), encoding="latin_1")   # reads no kept column: nothing to judge there
+    assert finish_table("f.parquet", training, table, table.column_names).table.num_rows == 2
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 @pytest.mark.parametrize("all_rows", [False, True])
 def test_a_string_column_holding_bytes_that_are_not_utf8_makes_those_rows_undecodable(tmp_path, fmt, all_rows):
