@@ -29,6 +29,7 @@ from .options import BY_FIELD, bad
 from .registry import AUTO, AUTO_CHOICES, MODELS, ROW_WISE, ModelSpec
 from .scores import monitor_fits
 from .sizes import format_size
+from .storage import refuse_local_storage_options
 
 # The configurations here are lancetnic_flow.config.TrainConfig (annotations
 # only): config's TrainConfig.validate calls resolve, so resolve never imports config.
@@ -66,6 +67,8 @@ def check_finite(part: Any, section: str) -> None:
 def resolve(given: TrainConfig) -> TrainConfig:
     """``given`` checked, with every choice that can be taken before the data
     is read taken. Raises :class:`UserError` naming the option at fault."""
+    if "data.storage_options" in given.given:
+        refuse_local_storage_options(given.data.storage_options, config_places(given))
     cfg = copy.deepcopy(given)
     cfg.features.read_stop_words(cfg.data.storage_options)   # the data's credentials open the file
     for section in ("data", "features", "model", "training", "cluster", "output"):
@@ -84,6 +87,16 @@ def resolve(given: TrainConfig) -> TrainConfig:
     _features(cfg, spec)
     _check_task(cfg, spec)
     return cfg
+
+
+def config_places(cfg: TrainConfig) -> dict[str, Any]:
+    """Every path of ``cfg`` that its storage options could open, by its option:
+    the data, the run folder's parent, the cache, the run continued and a stop-word file."""
+    d, o, words = cfg.data, cfg.output, cfg.features.stop_words
+    return {"the data": d.train, "{data.val}": d.val, "{output.out}": o.out,
+            "{output.cache}": None if o.cache is None or o.no_cache else o.cache,
+            "{training.init_from}": cfg.training.init_from,
+            "{features.stop_words}": words if isinstance(words, str) and words != "english" else None}
 
 
 def choose_model(cfg: TrainConfig, after: str | None = None) -> str:

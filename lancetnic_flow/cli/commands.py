@@ -13,7 +13,7 @@ from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError, reworded
 from ..scores import BY_KEY
 from ..formats import text_encoding
-from ..storage import absolute, check_writable, open_options, options_for, url_to_fs
+from ..storage import absolute, check_writable, open_options, options_for, refuse_local_storage_options, url_to_fs
 from ..plurals import counted, verb
 
 
@@ -300,6 +300,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         raise UserError(f"--threshold must be between 0 and 1, got {a.threshold}", "e.g. --threshold 0.3")
     keep, keep_all = _keep(a.keep)
     so = parse_storage_options(a.storage_option)
+    refuse_local_storage_options(so, {"RUN": a.run, "--input": a.input, "--output": a.output})
     run_so = options_for(a.run, so)
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
@@ -382,6 +383,14 @@ def _refuse_input_options(a: argparse.Namespace) -> None:
                         "--output URL")
 
 
+def _run_options(a: argparse.Namespace) -> dict:
+    """The storage options that open the run folder RUN, the one path of the command
+    (refused where RUN is local: they would open nothing)."""
+    so = parse_storage_options(a.storage_option)
+    refuse_local_storage_options(so, {"RUN": a.run})
+    return options_for(a.run, so)
+
+
 def cmd_explain(a: argparse.Namespace, report) -> int:
     from ..runs.loading import read_run_json
 
@@ -390,7 +399,7 @@ def cmd_explain(a: argparse.Namespace, report) -> int:
                         "goal won the match'")
     if a.top < 1:
         raise UserError(f"--top must be ≥ 1, got {a.top}", "e.g. --top 10")
-    run_so = options_for(a.run, parse_storage_options(a.storage_option))
+    run_so = _run_options(a)
     # A wrong run folder is exit 2 before anything loads; a sequence model, once its kind is read.
     meta, _ = read_run_json(a.run, run_so)
     from ..runs.explain import Decomposition
@@ -527,6 +536,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     from ..runs.loading import read_run_json
 
     so = parse_storage_options(a.storage_option)
+    refuse_local_storage_options(so, {"RUN": a.run, "DATA": a.data, "--plots": a.plots})
     run_so = options_for(a.run, so)
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
@@ -642,6 +652,7 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     if a.classes < 2:
         raise UserError(f"--classes must be ≥ 2, got {a.classes}")
     so = parse_storage_options(a.storage_option)
+    refuse_local_storage_options(so, {"OUT": a.out})
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
     if not a.force:
         _refuse_existing_file(a.out, options_for(a.out, so))
@@ -724,7 +735,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     if not 0 <= a.port <= 65535:
         raise UserError(f"--port must be between 0 and 65535, got {a.port}", "e.g. --port 8000")
     require_serve()
-    run_so = options_for(a.run, parse_storage_options(a.storage_option))
+    run_so = _run_options(a)
     # A wrong run folder is exit 2 before the port opens; damaged weights, once loading finds them.
     read_run_json(a.run, run_so)
     from ..runs.serve import Model, app, listen, serve
@@ -774,6 +785,8 @@ def cmd_export(a: argparse.Namespace, report) -> int:
         raise UserError("export writes one thing: " + ("--onnx FILE or --compact DIR, not both" if a.onnx else
                         "say which: --onnx FILE (an ONNX graph) or --compact DIR (a copy with 8-bit weights)"),
                         f"lancetnic-flow export {a.run} --onnx model.onnx")
+    refuse_local_storage_options(parse_storage_options(a.storage_option),
+                                 {"RUN": a.run, "--onnx": a.onnx, "--compact": a.compact})
     if a.compact is not None:
         return _export_compact(a, report)
     require_onnx()

@@ -892,3 +892,15 @@ def test_the_fasttext_bag_refuses_term_weights_it_averages_away_typed_at_either_
         assert resolve(dataclasses.replace(cfg, model=ModelConfig(name="ScalpelMC"))).features.mode == mode
     # Not typed (a saved configuration, the defaults) it asks for nothing and passes.
     assert resolve(dataclasses.replace(cfg, given=frozenset())).model.name == "FastTextBag"
+
+
+def test_typed_storage_options_where_the_data_and_run_folder_are_local_are_refused_and_kept_for_remote_ones():
+    local = TrainConfig(data=DataConfig(train=["x.csv"], storage_options={"anon": True}),
+                        given=frozenset({"data.storage_options"}))
+    with pytest.raises(UserError) as e:
+        resolve(local)
+    assert "every path here is local (the data x.csv; --out runs)" in e.value.said("cli")[0]
+    remote = dataclasses.replace(local, output=dataclasses.replace(local.output, cache="s3://b/cache"))
+    assert resolve(remote).data.storage_options == {"anon": True}
+    saved = dataclasses.replace(local, given=frozenset())   # a saved run's options, resumed: not typed now
+    assert resolve(saved).data.storage_options == {"anon": True}
