@@ -455,6 +455,30 @@ def default_monitor(spec: ModelSpec, task: str) -> str:
     return (MARGIN_MONITOR if spec.rule == "hinge" else DEFAULT_MONITOR).get(task, "val_loss")
 
 
+def idle_epoch_options(given: TrainConfig, resolved: TrainConfig, monitor: bool = True) -> list[str]:
+    """Warnings for the epoch options typed that this run's ``--epochs`` leave
+    nothing to do: ``--early-stopping N`` stops a run once N epochs in a row have
+    not bettered the best one before them, after an epoch that is not the last,
+    so with ``--epochs`` N + 1 or fewer it stops none; ``--monitor`` with one
+    epoch has no epoch to choose (``monitor``: False where the score is read for
+    something else, tune's objective). Warned, not refused: a workflow may set
+    them for runs of any length."""
+    g, t, out = given.training, resolved.training, []
+    patience = t.early_stopping
+    if "training.early_stopping" in given.given and patience and t.epochs <= patience + 1:
+        kept = (f" ({resolved.model.name} still keeps the best epoch's weights with it)"
+                if MODELS[resolved.model.name].rule == "hinge" and t.epochs > 1 else "")
+        out.append(f"{{training.early_stopping}} {patience} can stop no epoch of {{training.epochs}} {t.epochs}: it "
+                   f"stops once {patience} epochs in a row have not bettered the best {t.monitor} before them, and "
+                   f"the run's last epoch comes first{kept}; give {{training.epochs}} {patience + 2} or more for it "
+                   "to stop a run early, or a smaller {training.early_stopping}")
+    if monitor and "training.monitor" in given.given and g.monitor and t.epochs == 1:
+        out.append(f"{{training.monitor}} {g.monitor} chooses no epoch with {{training.epochs}} 1: the run has one "
+                   "epoch, whose weights it keeps; give {training.epochs} 2 or more for it to keep the epoch with "
+                   f"the best {g.monitor}, or drop {{training.monitor}}")
+    return out
+
+
 def unused_monitor(given: TrainConfig, resolved: TrainConfig, keeps_last: bool) -> str | None:
     """A warning when ``--monitor`` was given a score of its own and the run
     keeps its last epoch whatever the scores (``LinearSVM`` without
@@ -462,6 +486,8 @@ def unused_monitor(given: TrainConfig, resolved: TrainConfig, keeps_last: bool) 
     as its objective, so it is not refused."""
     g, t = given.training, resolved.training
     if not keeps_last or not g.monitor or g.monitor == default_monitor(MODELS[resolved.model.name], t.task):
+        return None
+    if idle_epoch_options(given, resolved):   # one epoch: there is nothing to choose, said once
         return None
     return (f"{{training.monitor}} {g.monitor} chooses no epoch in this run: {resolved.model.name} keeps the last "
             "epoch's weights without {training.early_stopping} (docs/models.md); add {training.early_stopping} N to "
