@@ -268,7 +268,9 @@ OPTIONS: list[Option] = [
           "sooner)", "N", int, 10, field="training.epochs", api="epochs"),
         O("--batch-size", "rows per optimiser step (default 512; 128 for Lancet*)", "N", int,
           field="training.batch_size", api="batch_size"),
-        O("--lr", "peak learning rate (default {default})", "X", float, 1e-2, field="training.lr", api="lr"),
+        O("--lr", "peak learning rate of the dense layers (default {default}); with a bag model's --layers 0 they are "
+          "the output bias alone, the input rows stepping at --sparse-lr", "X", float, 1e-2, field="training.lr",
+          api="lr"),
         O("--lr-schedule", "linear (decay to 5%% of --lr over the run) or constant (default {default})", "NAME",
           default="linear", field="training.lr_schedule"),
     ]),

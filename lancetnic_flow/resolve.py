@@ -479,6 +479,20 @@ def idle_epoch_options(given: TrainConfig, resolved: TrainConfig, monitor: bool 
     return out
 
 
+def bias_only_lr(given: TrainConfig, resolved: TrainConfig) -> str | None:
+    """A warning when ``--lr`` was typed for a bag model with ``--layers 0``, no
+    ``--numeric`` column, and input rows that step at their own ``--sparse-lr``:
+    the rows are the whole model then, and ``--lr`` moves only the output bias."""
+    t, m = resolved.training, resolved.model
+    if ("training.lr" not in given.given or m.layers != 0 or resolved.data.numeric or t.sparse_lr is None
+            or MODELS[m.name].rule != "gradient"):
+        return None
+    return (f"{{training.lr}} {t.lr} moves only the output bias of {m.name} with {{model.layers}} 0 and no "
+            f"{{data.numeric}} column: its input rows, every other weight, step at {{training.sparse_lr}} {t.sparse_lr}"
+            f" ({t.sparse_optimizer}); set {{training.sparse_lr}} to change how fast it learns, or add {{model.layers}} "
+            "1 for a hidden layer that {training.lr} trains")
+
+
 def unused_monitor(given: TrainConfig, resolved: TrainConfig, keeps_last: bool) -> str | None:
     """A warning when ``--monitor`` was given a score of its own and the run
     keeps its last epoch whatever the scores (``LinearSVM`` without

@@ -56,7 +56,7 @@ from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import (FitCounts, idle_epoch_options, refuse_sizes_for_client, resolve, resolve_counts,
+from ..resolve import (FitCounts, bias_only_lr, idle_epoch_options, refuse_sizes_for_client, resolve, resolve_counts,
                        resolve_sample, unused_monitor, words_kept_warning)
 from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
@@ -1550,8 +1550,9 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     if client is not None and not own_cluster and resume is None:
         refuse_sizes_for_client(cfg)   # a resumed run's own LocalCluster sizes are left behind, as resume_config's
     run = Training(cfg, events, resume)
-    for idle in [] if searched else idle_epoch_options(run.given, run.cfg):
-        events.emit("warning", message=idle)
+    for idle in [] if searched else [*idle_epoch_options(run.given, run.cfg), bias_only_lr(run.given, run.cfg)]:
+        if idle:
+            events.emit("warning", message=idle)
     run.held_bytes = held_bytes
     if own_cluster:
         run.needs_cluster = "the cluster it was given"

@@ -11,7 +11,7 @@ from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, TrainC
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.registry import MODELS, ModelSpec, Refusal
 from lancetnic_flow.options import said
-from lancetnic_flow.resolve import (FitCounts, LEARN_VAL_MAX_ROWS, choose_model, idle_epoch_options, resolve,
+from lancetnic_flow.resolve import (FitCounts, LEARN_VAL_MAX_ROWS, bias_only_lr, choose_model, idle_epoch_options, resolve,
                                     resolve_counts, unused_monitor)
 
 
@@ -949,3 +949,19 @@ def test_a_monitor_with_one_epoch_is_warned_of_once_and_not_where_tune_reads_it(
 
 def said_cli(text: str) -> str:
     return said(text, "cli")
+
+
+@pytest.mark.parametrize("change, warned", [
+    ({}, True), ({"numeric": ["n"]}, False), ({"sparse_optimizer": "adam"}, False), ({"layers": 1}, False),
+    ({"lr": None}, False)])
+def test_an_lr_that_moves_only_the_output_bias_of_a_bag_without_a_hidden_layer_is_warned_of(change, warned):
+    training = {"lr": 0.5, "sparse_optimizer": change.get("sparse_optimizer")}
+    given = TrainConfig(data=DataConfig(train=["x.csv"], numeric=change.get("numeric", [])),
+                        model=ModelConfig(name="ScalpelMC", layers=change.get("layers", 0)),
+                        training=TrainingConfig(**{k: v for k, v in training.items() if v is not None}),
+                        given=frozenset({"training.lr"} - ({"training.lr"} if "lr" in change else set())))
+    note = bias_only_lr(given, resolve(given))
+    assert bool(note) == warned
+    if warned:
+        assert said_cli(note).startswith("--lr 0.5 moves only the output bias of ScalpelMC with --layers 0")
+        assert "step at --sparse-lr 2.5 (sgd)" in said_cli(note)
