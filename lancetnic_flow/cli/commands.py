@@ -409,7 +409,12 @@ def cmd_explain(a: argparse.Namespace, report) -> int:
     from ..runs.predict import Predictor
 
     pred = Predictor(a.run, run_so)
+    log = getattr(report, "json", None)
     for text, doc in zip(a.text, pred.explain(a.text, top=a.top, label=a.label)):
+        if log is not None:   # --json-log: each explanation is an event, as predict's and evaluate's results are
+            log("explained", {"text": text, **doc})
+            if report.view is None:   # to stdout: the console view is off, the event is the result
+                continue
         if a.json:
             print(json.dumps({"text": text, **doc}, ensure_ascii=False))
         else:
