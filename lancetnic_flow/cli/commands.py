@@ -310,7 +310,12 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
         pred = Predictor(a.run, run_so)
         cut: list = []   # texts read only to the run's --max-len: a warning line, as --input's count
+        log = getattr(report, "json", None)
         for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)):
+            if log is not None:   # --json-log: each prediction is an event; to stdout, the event is the line
+                log("prediction", {"text": text, **p})
+                if report.view is None:
+                    continue
             print(json.dumps({"text": text, **p}, ensure_ascii=False))
         longer = int(cut_rows(cut, 0).sum())
         if longer:

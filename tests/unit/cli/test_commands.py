@@ -4,6 +4,7 @@ default included, and accepts the run's own values and where the data and
 the cluster are."""
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -389,3 +390,20 @@ def test_evaluates_line_shows_a_target_in_small_units_errors_not_zero():
     assert commands.evaluated_line(out) == "mae 7.736e-07 · rmse 9.709e-07 · r2 0.3528 · loss 0.6489 · 1,000 rows"
     assert commands.evaluated_line({"accuracy": 0.872, "loss": 1.5, "rows": {"evaluated": 2}}) == \
         "accuracy 0.8720 · loss 1.5000 · 2 rows"
+
+
+@pytest.mark.parametrize("command, event", [("predict", "prediction"), ("explain", "explained")])
+def test_predict_and_explain_of_texts_log_each_result_to_json_log_and_to_stdout_only_the_events(
+        command, event, linear_run, capsys):
+    # the log was written empty: every result went to stdout alone
+    from lancetnic_flow.cli.main import main
+
+    run, log = str(linear_run / "run"), str(linear_run / "log.jsonl")
+    assert main([command, run, "--text", "a cat", "--text", "dog", "--json-log", log]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    logged = [json.loads(line) for line in open(log)]
+    assert [(e["event"], e["text"], e["label"]) for e in logged] == [(event, "a cat", "pos"), (event, "dog", "neg")]
+    assert len(printed) == (2 if command == "predict" else 2 + sum(len(e["terms"]) for e in logged))
+    assert main([command, run, "--text", "a cat", "--json-log"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["event"] == event
