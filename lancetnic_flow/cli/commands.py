@@ -727,7 +727,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     import math
 
     from ..runs.loading import read_run_json
-    from ..runs.serve import require_serve
+    from ..runs.serve import MAX_QUEUE, require_serve
     from ..sizes import parse_size
 
     if a.max_batch < 1:
@@ -736,6 +736,12 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
         raise UserError(f"--max-queue must be ≥ 1, got {a.max_queue}", "e.g. --max-queue 100")
     if a.max_connections < 1:
         raise UserError(f"--max-connections must be ≥ 1, got {a.max_connections}", "e.g. --max-connections 500")
+    if a.max_queue >= a.max_connections and a.max_queue != MAX_QUEUE:
+        # Each connection sends one request at a time: the connections refuse first, the queue never would.
+        raise UserError(f"--max-queue {a.max_queue} would never refuse a request: at most --max-connections "
+                        f"{a.max_connections} connections are open, each sending one request at a time",
+                        f"give --max-queue below --max-connections (e.g. --max-queue {max(1, a.max_connections // 5)}"
+                        f"), or raise --max-connections above {a.max_queue}")
     if not (a.body_timeout > 0 and math.isfinite(a.body_timeout)):
         raise UserError(f"--body-timeout must be a number of seconds > 0, got {a.body_timeout}",
                         "e.g. --body-timeout 30")

@@ -407,3 +407,14 @@ def test_predict_and_explain_of_texts_log_each_result_to_json_log_and_to_stdout_
     assert main([command, run, "--text", "a cat", "--json-log"]) == 0
     [line] = capsys.readouterr().out.splitlines()
     assert json.loads(line)["event"] == event
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["--max-queue", "600"], True), (["--max-queue", "40", "--max-connections", "40"], True),
+    (["--max-queue", "39", "--max-connections", "40"], False), (["--max-connections", "40"], False)])
+def test_serve_refuses_a_max_queue_the_connection_bound_never_lets_it_reach(argv, refused, tmp_path):
+    # each connection sends one request at a time: past --max-connections a request is refused before the queue
+    a = build_parser().parse_args(["serve", str(tmp_path / "none"), *argv])
+    with pytest.raises(UserError) as e:
+        commands.cmd_serve(a, None)
+    assert ("would never refuse a request" in e.value.message) == refused
