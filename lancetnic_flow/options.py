@@ -198,7 +198,8 @@ OPTIONS: list[Option] = [
     *_group("data", [
         O("--format", f"auto|{'|'.join(format_names())} (default: from the file name)", "FMT",
           default="auto", field="data.format"),
-        O("--storage-option", "fsspec storage option, repeatable; dotted keys nest (client_kwargs.endpoint_url=...)",
+        O("--storage-option", "fsspec storage option of the remote paths (s3://, gs://, ...), repeatable; dotted keys "
+          "nest (client_kwargs.endpoint_url=...); refused where every path is local",
           "K=V", default={}, kind="append", field="data.storage_options", parse=parse_storage_options,
           cli_default=[]),
         O("--encoding", "text encoding of CSV/TSV/JSON Lines/text/fastText files and of Parquet/Arrow columns "
