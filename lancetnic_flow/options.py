@@ -198,7 +198,8 @@ OPTIONS: list[Option] = [
     *_group("data", [
         O("--format", f"auto|{'|'.join(format_names())} (default: from the file name)", "FMT",
           default="auto", field="data.format"),
-        O("--storage-option", "fsspec storage option, repeatable; dotted keys nest (client_kwargs.endpoint_url=...)",
+        O("--storage-option", "fsspec storage option of the remote paths (s3://, gs://, ...), repeatable; dotted keys "
+          "nest (client_kwargs.endpoint_url=...); refused where every path is local",
           "K=V", default={}, kind="append", field="data.storage_options", parse=parse_storage_options,
           cli_default=[]),
         O("--encoding", "text encoding of CSV/TSV/JSON Lines/text/fastText files and of Parquet/Arrow columns "
@@ -268,7 +269,9 @@ OPTIONS: list[Option] = [
           "sooner)", "N", int, 10, field="training.epochs", api="epochs"),
         O("--batch-size", "rows per optimiser step (default 512; 128 for Lancet*)", "N", int,
           field="training.batch_size", api="batch_size"),
-        O("--lr", "peak learning rate (default {default})", "X", float, 1e-2, field="training.lr", api="lr"),
+        O("--lr", "peak learning rate of the dense layers (default {default}); with a bag model's --layers 0 they are "
+          "the output bias alone, the input rows stepping at --sparse-lr", "X", float, 1e-2, field="training.lr",
+          api="lr"),
         O("--lr-schedule", "linear (decay to 5%% of --lr over the run) or constant (default {default})", "NAME",
           default="linear", field="training.lr_schedule"),
     ]),

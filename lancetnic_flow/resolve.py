@@ -29,6 +29,7 @@ from .options import BY_FIELD, bad
 from .registry import AUTO, AUTO_CHOICES, MODELS, ROW_WISE, ModelSpec
 from .scores import monitor_fits
 from .sizes import format_size
+from .storage import refuse_local_storage_options
 
 # The configurations here are lancetnic_flow.config.TrainConfig (annotations
 # only): config's TrainConfig.validate calls resolve, so resolve never imports config.
@@ -66,6 +67,8 @@ def check_finite(part: Any, section: str) -> None:
 def resolve(given: TrainConfig) -> TrainConfig:
     """``given`` checked, with every choice that can be taken before the data
     is read taken. Raises :class:`UserError` naming the option at fault."""
+    if "data.storage_options" in given.given:
+        refuse_local_storage_options(given.data.storage_options, config_places(given))
     cfg = copy.deepcopy(given)
     cfg.features.read_stop_words(cfg.data.storage_options)   # the data's credentials open the file
     for section in ("data", "features", "model", "training", "cluster", "output"):
@@ -84,6 +87,16 @@ def resolve(given: TrainConfig) -> TrainConfig:
     _features(cfg, spec)
     _check_task(cfg, spec)
     return cfg
+
+
+def config_places(cfg: TrainConfig) -> dict[str, Any]:
+    """Every path of ``cfg`` that its storage options could open, by its option:
+    the data, the run folder's parent, the cache, the run continued and a stop-word file."""
+    d, o, words = cfg.data, cfg.output, cfg.features.stop_words
+    return {"the data": d.train, "{data.val}": d.val, "{output.out}": o.out,
+            "{output.cache}": None if o.cache is None or o.no_cache else o.cache,
+            "{training.init_from}": cfg.training.init_from,
+            "{features.stop_words}": words if isinstance(words, str) and words != "english" else None}
 
 
 def choose_model(cfg: TrainConfig, after: str | None = None) -> str:
@@ -442,6 +455,44 @@ def default_monitor(spec: ModelSpec, task: str) -> str:
     return (MARGIN_MONITOR if spec.rule == "hinge" else DEFAULT_MONITOR).get(task, "val_loss")
 
 
+def idle_epoch_options(given: TrainConfig, resolved: TrainConfig, monitor: bool = True) -> list[str]:
+    """Warnings for the epoch options typed that this run's ``--epochs`` leave
+    nothing to do: ``--early-stopping N`` stops a run once N epochs in a row have
+    not bettered the best one before them, after an epoch that is not the last,
+    so with ``--epochs`` N + 1 or fewer it stops none; ``--monitor`` with one
+    epoch has no epoch to choose (``monitor``: False where the score is read for
+    something else, tune's objective). Warned, not refused: a workflow may set
+    them for runs of any length."""
+    g, t, out = given.training, resolved.training, []
+    patience = t.early_stopping
+    if "training.early_stopping" in given.given and patience and t.epochs <= patience + 1:
+        kept = (f" ({resolved.model.name} still keeps the best epoch's weights with it)"
+                if MODELS[resolved.model.name].rule == "hinge" and t.epochs > 1 else "")
+        out.append(f"{{training.early_stopping}} {patience} can stop no epoch of {{training.epochs}} {t.epochs}: it "
+                   f"stops once {patience} epochs in a row have not bettered the best {t.monitor} before them, and "
+                   f"the run's last epoch comes first{kept}; give {{training.epochs}} {patience + 2} or more for it "
+                   "to stop a run early, or a smaller {training.early_stopping}")
+    if monitor and "training.monitor" in given.given and g.monitor and t.epochs == 1:
+        out.append(f"{{training.monitor}} {g.monitor} chooses no epoch with {{training.epochs}} 1: the run has one "
+                   "epoch, whose weights it keeps; give {training.epochs} 2 or more for it to keep the epoch with "
+                   f"the best {g.monitor}, or drop {{training.monitor}}")
+    return out
+
+
+def bias_only_lr(given: TrainConfig, resolved: TrainConfig) -> str | None:
+    """A warning when ``--lr`` was typed for a bag model with ``--layers 0``, no
+    ``--numeric`` column, and input rows that step at their own ``--sparse-lr``:
+    the rows are the whole model then, and ``--lr`` moves only the output bias."""
+    t, m = resolved.training, resolved.model
+    if ("training.lr" not in given.given or m.layers != 0 or resolved.data.numeric or t.sparse_lr is None
+            or MODELS[m.name].rule != "gradient"):
+        return None
+    return (f"{{training.lr}} {t.lr} moves only the output bias of {m.name} with {{model.layers}} 0 and no "
+            f"{{data.numeric}} column: its input rows, every other weight, step at {{training.sparse_lr}} {t.sparse_lr}"
+            f" ({t.sparse_optimizer}); set {{training.sparse_lr}} to change how fast it learns, or add {{model.layers}} "
+            "1 for a hidden layer that {training.lr} trains")
+
+
 def unused_monitor(given: TrainConfig, resolved: TrainConfig, keeps_last: bool) -> str | None:
     """A warning when ``--monitor`` was given a score of its own and the run
     keeps its last epoch whatever the scores (``LinearSVM`` without
@@ -449,6 +500,8 @@ def unused_monitor(given: TrainConfig, resolved: TrainConfig, keeps_last: bool) 
     as its objective, so it is not refused."""
     g, t = given.training, resolved.training
     if not keeps_last or not g.monitor or g.monitor == default_monitor(MODELS[resolved.model.name], t.task):
+        return None
+    if idle_epoch_options(given, resolved):   # one epoch: there is nothing to choose, said once
         return None
     return (f"{{training.monitor}} {g.monitor} chooses no epoch in this run: {resolved.model.name} keeps the last "
             "epoch's weights without {training.early_stopping} (docs/models.md); add {training.early_stopping} N to "

@@ -87,6 +87,36 @@ def options_for(url: str, storage_options: dict | None, like: str | None = None)
     return dict(storage_options or {})
 
 
+# Protocols of this machine's own files: fsspec's local filesystem opens them and reads no storage option.
+LOCAL_PROTOCOLS = ("file", "local")
+
+
+def refuse_local_storage_options(storage_options: dict | None, places: dict[str, Any],
+                                 name: str = "{data.storage_options}") -> None:
+    """Storage options given where every place they could open is a local path
+    are refused by name: fsspec's local filesystem reads none of them, so
+    ``anon=true`` or an endpoint would be recorded as used while doing nothing.
+    ``places``: what each is called (``"DATA"``, ``"{output.out}"``) → its path
+    or paths (None: not given); any remote one (``s3://``, ``gs://``,
+    ``memory://``, a chain such as ``simplecache::s3://``) keeps them.
+    ``name``: the option as the error names it."""
+    if not storage_options:
+        return
+    named = []
+    for what, where in places.items():
+        for url in [where] if isinstance(where, str) else list(where or ()):
+            if protocol(str(url)) not in LOCAL_PROTOCOLS:
+                return
+            named.append(f"{what} {url}")
+    if not named:
+        return
+    keys = ", ".join(storage_options)
+    raise UserError(f"{name} {keys} opens remote storage (s3://, gs://, http(s)://, ...), and "
+                    f"every path here is local ({'; '.join(named)}): the local filesystem reads no storage option",
+                    f"drop {name}, or give the remote URL it is for, e.g. s3://bucket/data.csv",
+                    field="data.storage_options" if name == "{data.storage_options}" else None)
+
+
 def open_options(url: str, storage_options: dict | None) -> dict:
     """The storage options to open ``url`` with.
 

@@ -13,7 +13,7 @@ from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError, reworded
 from ..scores import BY_KEY
 from ..formats import text_encoding
-from ..storage import absolute, check_writable, open_options, options_for, url_to_fs
+from ..storage import absolute, check_writable, open_options, options_for, refuse_local_storage_options, url_to_fs
 from ..plurals import counted, verb
 
 
@@ -300,6 +300,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         raise UserError(f"--threshold must be between 0 and 1, got {a.threshold}", "e.g. --threshold 0.3")
     keep, keep_all = _keep(a.keep)
     so = parse_storage_options(a.storage_option)
+    refuse_local_storage_options(so, {"RUN": a.run, "--input": a.input, "--output": a.output})
     run_so = options_for(a.run, so)
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
@@ -309,7 +310,12 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
         pred = Predictor(a.run, run_so)
         cut: list = []   # texts read only to the run's --max-len: a warning line, as --input's count
+        log = getattr(report, "json", None)
         for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)):
+            if log is not None:   # --json-log: each prediction is an event; to stdout, the event is the line
+                log("prediction", {"text": text, **p})
+                if report.view is None:
+                    continue
             print(json.dumps({"text": text, **p}, ensure_ascii=False))
         longer = int(cut_rows(cut, 0).sum())
         if longer:
@@ -382,6 +388,14 @@ def _refuse_input_options(a: argparse.Namespace) -> None:
                         "--output URL")
 
 
+def _run_options(a: argparse.Namespace) -> dict:
+    """The storage options that open the run folder RUN, the one path of the command
+    (refused where RUN is local: they would open nothing)."""
+    so = parse_storage_options(a.storage_option)
+    refuse_local_storage_options(so, {"RUN": a.run})
+    return options_for(a.run, so)
+
+
 def cmd_explain(a: argparse.Namespace, report) -> int:
     from ..runs.loading import read_run_json
 
@@ -390,7 +404,7 @@ def cmd_explain(a: argparse.Namespace, report) -> int:
                         "goal won the match'")
     if a.top < 1:
         raise UserError(f"--top must be ≥ 1, got {a.top}", "e.g. --top 10")
-    run_so = options_for(a.run, parse_storage_options(a.storage_option))
+    run_so = _run_options(a)
     # A wrong run folder is exit 2 before anything loads; a sequence model, once its kind is read.
     meta, _ = read_run_json(a.run, run_so)
     from ..runs.explain import Decomposition
@@ -400,7 +414,12 @@ def cmd_explain(a: argparse.Namespace, report) -> int:
     from ..runs.predict import Predictor
 
     pred = Predictor(a.run, run_so)
+    log = getattr(report, "json", None)
     for text, doc in zip(a.text, pred.explain(a.text, top=a.top, label=a.label)):
+        if log is not None:   # --json-log: each explanation is an event, as predict's and evaluate's results are
+            log("explained", {"text": text, **doc})
+            if report.view is None:   # to stdout: the console view is off, the event is the result
+                continue
         if a.json:
             print(json.dumps({"text": text, **doc}, ensure_ascii=False))
         else:
@@ -527,6 +546,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     from ..runs.loading import read_run_json
 
     so = parse_storage_options(a.storage_option)
+    refuse_local_storage_options(so, {"RUN": a.run, "DATA": a.data, "--plots": a.plots})
     run_so = options_for(a.run, so)
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
@@ -642,6 +662,7 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     if a.classes < 2:
         raise UserError(f"--classes must be ≥ 2, got {a.classes}")
     so = parse_storage_options(a.storage_option)
+    refuse_local_storage_options(so, {"OUT": a.out})
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
     if not a.force:
         _refuse_existing_file(a.out, options_for(a.out, so))
@@ -706,7 +727,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     import math
 
     from ..runs.loading import read_run_json
-    from ..runs.serve import require_serve
+    from ..runs.serve import MAX_QUEUE, require_serve
     from ..sizes import parse_size
 
     if a.max_batch < 1:
@@ -715,6 +736,12 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
         raise UserError(f"--max-queue must be ≥ 1, got {a.max_queue}", "e.g. --max-queue 100")
     if a.max_connections < 1:
         raise UserError(f"--max-connections must be ≥ 1, got {a.max_connections}", "e.g. --max-connections 500")
+    if a.max_queue >= a.max_connections and a.max_queue != MAX_QUEUE:
+        # Each connection sends one request at a time: the connections refuse first, the queue never would.
+        raise UserError(f"--max-queue {a.max_queue} would never refuse a request: at most --max-connections "
+                        f"{a.max_connections} connections are open, each sending one request at a time",
+                        f"give --max-queue below --max-connections (e.g. --max-queue {max(1, a.max_connections // 5)}"
+                        f"), or raise --max-connections above {a.max_queue}")
     if not (a.body_timeout > 0 and math.isfinite(a.body_timeout)):
         raise UserError(f"--body-timeout must be a number of seconds > 0, got {a.body_timeout}",
                         "e.g. --body-timeout 30")
@@ -724,7 +751,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
     if not 0 <= a.port <= 65535:
         raise UserError(f"--port must be between 0 and 65535, got {a.port}", "e.g. --port 8000")
     require_serve()
-    run_so = options_for(a.run, parse_storage_options(a.storage_option))
+    run_so = _run_options(a)
     # A wrong run folder is exit 2 before the port opens; damaged weights, once loading finds them.
     read_run_json(a.run, run_so)
     from ..runs.serve import Model, app, listen, serve
@@ -774,6 +801,8 @@ def cmd_export(a: argparse.Namespace, report) -> int:
         raise UserError("export writes one thing: " + ("--onnx FILE or --compact DIR, not both" if a.onnx else
                         "say which: --onnx FILE (an ONNX graph) or --compact DIR (a copy with 8-bit weights)"),
                         f"lancetnic-flow export {a.run} --onnx model.onnx")
+    refuse_local_storage_options(parse_storage_options(a.storage_option),
+                                 {"RUN": a.run, "--onnx": a.onnx, "--compact": a.compact})
     if a.compact is not None:
         return _export_compact(a, report)
     require_onnx()

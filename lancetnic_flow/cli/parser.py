@@ -408,6 +408,8 @@ def _tune_command(sub: Any) -> None:
     groups = {"search": TUNE, **groups_of("tune")}
     t = _command(sub, "tune", "search the model's options on the Dask workers for a time budget, then train with "
                  "the best (docs/tune.md)", groups,
+                 description="Each trial trains on a worker's CPU, one thread per trial: --device and --threads\n"
+                             "apply to the final run only.",
                  epilog="examples:\n  lancetnic-flow tune data/train.csv --time-budget 10m\n"
                         "  lancetnic-flow tune data/train.csv --val data/val.csv --time-budget 2m --trials 20 "
                         "--name tuned")

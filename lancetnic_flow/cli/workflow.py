@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError, close_matches
-from ..storage import check_writable, options_for, protocol, url_to_fs
+from ..storage import check_writable, options_for, protocol, refuse_local_storage_options, url_to_fs
 from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
@@ -265,6 +265,11 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
     cfg = workflow_config(wf)   # a bad option stops the run before a corpus is written
     if wf.make_data is not None:
         out, spec = make_data_spec(path, wf.make_data)
+        try:
+            refuse_local_storage_options(spec.get("storage_options"), {"make_data.out": out},
+                                         "make_data.storage_options")
+        except UserError as e:
+            raise UserError(f"{path}: {e.message}", e.hint) from None
         if not _corpus_exists(out, spec.get("storage_options")):
             from ..data.synth import write_corpus
 

@@ -42,6 +42,7 @@ from .linear_scores import sigmoid, softmax
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import OutputFile, check_output_place, output_format, output_names
 from ..plurals import counted
+from ..storage import refuse_local_storage_options
 
 BATCH_ROWS = 4096
 # Scores (rows × labels) made at once when predicting a table: the logits, their
@@ -67,6 +68,8 @@ class Predictor:
     def __init__(self, run: str | LoadedRun, storage_options: dict | None = None, device: str = "cpu",
                  numpy: bool = True):
         # numpy: a LinearSVM run scored without torch (False: through its torch network, as any other model).
+        if not isinstance(run, LoadedRun):   # options for a run on this machine's disk would open nothing
+            refuse_local_storage_options(storage_options, {"the run": str(run)})
         self.run = run if isinstance(run, LoadedRun) else load_run(run, storage_options, device, numpy)
         self.device_name = str(device)
         self.labels = self.run.features.labels

@@ -56,8 +56,8 @@ from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import (FitCounts, refuse_sizes_for_client, resolve, resolve_counts, resolve_sample, unused_monitor,
-                       words_kept_warning)
+from ..resolve import (FitCounts, bias_only_lr, idle_epoch_options, refuse_sizes_for_client, resolve, resolve_counts,
+                       resolve_sample, unused_monitor, words_kept_warning)
 from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
@@ -1533,7 +1533,7 @@ class Training:
 
 
 def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, resume: str | None = None,
-          *, held_bytes: int = 0, own_cluster: bool = False) -> TrainResult:
+          *, held_bytes: int = 0, own_cluster: bool = False, searched: bool = False) -> TrainResult:
     """Train a model as ``cfg`` says; return the run folder and its metrics.
 
     ``client``: an existing ``distributed.Client`` to use instead of starting
@@ -1545,10 +1545,14 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     ``own_cluster``: ``client`` is a LocalCluster this process started from ``cfg``'s
     memory plan (tune's): the run is planned from ``--memory-budget`` as one that starts
     its own (the model checked against the trainer's share, shards kept between epochs),
-    not as someone else's cluster whose workers decide."""
+    not as someone else's cluster whose workers decide. ``searched``: tune's final run, whose
+    epochs are the best trial's (tune said what its typed epoch options do)."""
     if client is not None and not own_cluster and resume is None:
         refuse_sizes_for_client(cfg)   # a resumed run's own LocalCluster sizes are left behind, as resume_config's
     run = Training(cfg, events, resume)
+    for idle in [] if searched else [*idle_epoch_options(run.given, run.cfg), bias_only_lr(run.given, run.cfg)]:
+        if idle:
+            events.emit("warning", message=idle)
     run.held_bytes = held_bytes
     if own_cluster:
         run.needs_cluster = "the cluster it was given"

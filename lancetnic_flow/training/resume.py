@@ -8,7 +8,9 @@ from ..dataflow.cluster import scheduler_address
 from ..errors import UserError
 from ..options import Words, bad
 from ..registry import MODELS
+from ..resolve import config_places
 from ..runs.loading import a_file_not_a_run, no_such_run, read_config
+from ..storage import refuse_local_storage_options
 from .keep_learning import mark_continued
 
 
@@ -31,6 +33,7 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     cfg = TrainConfig.from_dict(saved)
     if cfg.training.init_from:   # a continued run's config.json is merged with its old run's already
         mark_continued(cfg)
+    refuse_local_storage_options(so, {"the run": run, **config_places(cfg)})
     cfg.data.storage_options = _merge(cfg.data.storage_options, so)
     masked = _masked_keys(cfg.data.storage_options)
     if masked:

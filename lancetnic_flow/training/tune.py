@@ -39,7 +39,7 @@ from ..events import Events, warnings_only
 from ..models import registration
 from ..models.tasks import Task
 from ..reconnect import share
-from ..resolve import refuse_sizes_for_client
+from ..resolve import idle_epoch_options, refuse_sizes_for_client
 from ..runs.folder import write_json
 from ..scores import BY_KEY
 from ..sizes import format_size
@@ -374,6 +374,9 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     if client is not None:
         refuse_sizes_for_client(cfg)
     base = Training(cfg, events, None)   # resolves cfg; its decide() after the fit gives what the trials train
+    if "training.epochs" in base.given.given:   # typed, it caps every trial's epochs (the monitor is the objective)
+        for idle in idle_epoch_options(base.given, base.cfg, monitor=False):
+            events.emit("warning", message=idle)
     base.events = entry_events(events, base)   # its fit is the first entry's
     base.needs_cluster = "tune's trials run on Dask workers"
     base.plan(external=client is not None)
@@ -391,7 +394,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
         events.emit("decided", what="final_plan", rss=rss, held=held, message=held_text(rss, held))
         # The search's own LocalCluster was planned from --memory-budget: so is the final run.
         result = train(search.apply(cfg, best["params"]), final_events(events), client=c, held_bytes=held,
-                       own_cluster=not base.external)
+                       own_cluster=not base.external, searched=True)
     defaults = next((r for r in records if r["defaults"]), None)
     doc = tune_document(cfg, budget, seconds, space, records, best, defaults, cache, result.metrics)
     write_json(join(result.run, "tune.json"), doc, base.out_so)

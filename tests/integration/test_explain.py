@@ -52,6 +52,21 @@ def test_explain_prints_each_texts_top_terms_and_says_how_they_add_up(made):
     assert "not predicted (empty_text)" in p.stdout
 
 
+def test_explain_json_log_holds_an_explained_event_per_text_and_to_stdout_only_them(made):
+    # --json-log FILE was written empty, and to stdout it left the console's lines there
+    p = cli("explain", "runs/lin", "--text", TEXTS[0], "--text", TEXTS[1], "--json", "--json-log", "log.jsonl",
+            cwd=made)
+    assert p.returncode == 0, p.stdout + p.stderr
+    printed = [json.loads(line) for line in p.stdout.splitlines()]
+    logged = [json.loads(line) for line in (made / "log.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in logged] == ["explained", "explained"]
+    assert [{k: v for k, v in e.items() if k not in ("event", "time", "elapsed")} for e in logged] == printed
+    p = cli("explain", "runs/lin", "--text", TEXTS[0], "--json-log", cwd=made)
+    assert p.returncode == 0, p.stdout + p.stderr
+    [event] = [json.loads(line) for line in p.stdout.splitlines()]
+    assert event["event"] == "explained" and event["text"] == TEXTS[0] and event["terms"]
+
+
 def test_explain_json_sums_to_the_logit_of_the_predicted_label(made):
     texts = _texts_of(made) + TEXTS
     args = [a for t in texts for a in ("--text", t)]

@@ -11,7 +11,8 @@ from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, TrainC
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.registry import MODELS, ModelSpec, Refusal
 from lancetnic_flow.options import said
-from lancetnic_flow.resolve import FitCounts, LEARN_VAL_MAX_ROWS, choose_model, resolve, resolve_counts
+from lancetnic_flow.resolve import (FitCounts, LEARN_VAL_MAX_ROWS, bias_only_lr, choose_model, idle_epoch_options, resolve,
+                                    resolve_counts, unused_monitor)
 
 
 def config(name: str = "auto", task: str | None = None, target: str | None = None, **training) -> TrainConfig:
@@ -892,3 +893,75 @@ def test_the_fasttext_bag_refuses_term_weights_it_averages_away_typed_at_either_
         assert resolve(dataclasses.replace(cfg, model=ModelConfig(name="ScalpelMC"))).features.mode == mode
     # Not typed (a saved configuration, the defaults) it asks for nothing and passes.
     assert resolve(dataclasses.replace(cfg, given=frozenset())).model.name == "FastTextBag"
+
+
+def test_typed_storage_options_where_the_data_and_run_folder_are_local_are_refused_and_kept_for_remote_ones():
+    local = TrainConfig(data=DataConfig(train=["x.csv"], storage_options={"anon": True}),
+                        given=frozenset({"data.storage_options"}))
+    with pytest.raises(UserError) as e:
+        resolve(local)
+    assert "every path here is local (the data x.csv; --out runs)" in e.value.said("cli")[0]
+    remote = dataclasses.replace(local, output=dataclasses.replace(local.output, cache="s3://b/cache"))
+    assert resolve(remote).data.storage_options == {"anon": True}
+    saved = dataclasses.replace(local, given=frozenset())   # a saved run's options, resumed: not typed now
+    assert resolve(saved).data.storage_options == {"anon": True}
+
+
+def _typed(name: str, **training) -> TrainConfig:
+    given = TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name=name),
+                        training=TrainingConfig(**training), given=frozenset(f"training.{k}" for k in training))
+    return given
+
+
+@pytest.mark.parametrize("epochs, patience, warned", [(1, 2, True), (3, 2, True), (4, 2, False), (2, 1, True),
+                                                      (3, 1, False), (5, 0, False)])
+def test_a_patience_the_epochs_leave_no_room_to_stop_is_warned_of_with_the_epochs_that_would(epochs, patience, warned):
+    # the loop stops after an epoch that is not the last, once `patience` epochs have not bettered the best
+    given = _typed("ScalpelMC", epochs=epochs, early_stopping=patience)
+    notes = idle_epoch_options(given, resolve(given))
+    assert bool(notes) == warned
+    if warned:
+        said = said_cli(notes[0])
+        assert said.startswith(f"--early-stopping {patience} can stop no epoch of --epochs {epochs}")
+        assert f"give --epochs {patience + 2} or more" in said
+
+
+def test_a_patience_left_at_the_models_default_is_not_warned_of():
+    given = _typed("ScalpelMC", epochs=2)
+    assert idle_epoch_options(given, resolve(given)) == []
+
+
+def test_linearsvms_patience_that_stops_nothing_says_it_still_keeps_the_best_epoch():
+    given = _typed("LinearSVM", epochs=3, early_stopping=2)
+    assert "LinearSVM still keeps the best epoch's weights" in idle_epoch_options(given, resolve(given))[0]
+
+
+def test_a_monitor_with_one_epoch_is_warned_of_once_and_not_where_tune_reads_it():
+    given = _typed("LinearSVM", epochs=1, monitor="val_loss")
+    cfg = resolve(given)
+    notes = idle_epoch_options(given, cfg)
+    assert len(notes) == 1 and said_cli(notes[0]).startswith("--monitor val_loss chooses no epoch with --epochs 1")
+    assert unused_monitor(given, cfg, keeps_last=True) is None   # the LinearSVM note would say it again
+    assert idle_epoch_options(given, cfg, monitor=False) == []
+    assert idle_epoch_options(_typed("ScalpelMC", epochs=2, monitor="val_loss"),
+                              resolve(_typed("ScalpelMC", epochs=2, monitor="val_loss"))) == []
+
+
+def said_cli(text: str) -> str:
+    return said(text, "cli")
+
+
+@pytest.mark.parametrize("change, warned", [
+    ({}, True), ({"numeric": ["n"]}, False), ({"sparse_optimizer": "adam"}, False), ({"layers": 1}, False),
+    ({"lr": None}, False)])
+def test_an_lr_that_moves_only_the_output_bias_of_a_bag_without_a_hidden_layer_is_warned_of(change, warned):
+    training = {"lr": 0.5, "sparse_optimizer": change.get("sparse_optimizer")}
+    given = TrainConfig(data=DataConfig(train=["x.csv"], numeric=change.get("numeric", [])),
+                        model=ModelConfig(name="ScalpelMC", layers=change.get("layers", 0)),
+                        training=TrainingConfig(**{k: v for k, v in training.items() if v is not None}),
+                        given=frozenset({"training.lr"} - ({"training.lr"} if "lr" in change else set())))
+    note = bias_only_lr(given, resolve(given))
+    assert bool(note) == warned
+    if warned:
+        assert said_cli(note).startswith("--lr 0.5 moves only the output bias of ScalpelMC with --layers 0")
+        assert "step at --sparse-lr 2.5 (sgd)" in said_cli(note)

@@ -12,7 +12,8 @@ import pytest
 
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.storage import (HTTP_TIMEOUT_S, NotRegularFile, WriteError, check_writable, join, open_atomic,
-                                    open_options, open_special, options_for, protocol, read_bytes, special_kind,
+                                    open_options, open_special, options_for, protocol, read_bytes,
+                                    refuse_local_storage_options, special_kind,
                                     write_bytes, write_reason, writing)
 
 
@@ -28,6 +29,24 @@ def test_storage_options_go_only_to_urls_of_the_datas_protocol():
     assert options_for("/local/cache", so) == {}
     assert options_for("gs://b/cache", so, like="s3://b/data") == {}
     assert options_for("s3://b/cache", so, like="s3://other/data") == so
+
+
+def test_storage_options_where_every_path_is_local_are_refused_naming_each_path():
+    places = {"DATA": ["a.csv", "file:///tmp/b.csv"], "{output.out}": "runs", "{output.cache}": None}
+    with pytest.raises(UserError) as e:
+        refuse_local_storage_options({"anon": True, "client_kwargs": {"region_name": "x"}}, places)
+    message, hint = e.value.said("cli")
+    assert message.startswith("--storage-option anon, client_kwargs opens remote storage")
+    assert "every path here is local (DATA a.csv; DATA file:///tmp/b.csv; --out runs)" in message
+    assert hint.startswith("drop --storage-option") and e.value.field == "data.storage_options"
+
+
+@pytest.mark.parametrize("remote", ["s3://b/d.csv", "gs://b/runs", "memory://m/x", "simplecache::s3://b/d.csv",
+                                    "https://h/d.csv"])
+def test_storage_options_are_kept_where_any_path_is_remote_or_none_were_given(remote):
+    refuse_local_storage_options({"anon": True}, {"DATA": ["a.csv", remote], "{output.out}": "runs"})
+    refuse_local_storage_options({"anon": True}, {"DATA": "a.csv", "{output.out}": remote})
+    refuse_local_storage_options({}, {"DATA": "a.csv"})
 
 
 def test_http_urls_get_a_connect_and_read_timeout_and_a_bad_one_is_refused():

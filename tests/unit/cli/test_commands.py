@@ -4,7 +4,9 @@ default included, and accepts the run's own values and where the data and
 the cluster are."""
 from __future__ import annotations
 
+import json
 import os
+import re
 
 import pytest
 
@@ -56,9 +58,70 @@ def test_resume_accepts_the_runs_own_values_and_where_the_data_and_cluster_are(r
     cfg = resume("d.csv", "--epochs", "3", "--seed", "5", "--model", "ScalpelMC", "--no-lowercase")
     assert (cfg.training.epochs, cfg.training.seed, cfg.model.name) == (3, 5, "ScalpelMC")
     cfg = resume("--workers", "4", "--worker-threads", "2", "--memory-budget", "2GiB", "--scheduler",
-                 "tcp://h:8786", "--scheduler-wait", "5s", "--storage-option", "anon=true", "--quiet")
+                 "tcp://h:8786", "--scheduler-wait", "5s", "--quiet")
     assert (cfg.cluster.workers, cfg.cluster.threads, cfg.cluster.scheduler) == (4, 2, "tcp://h:8786")
-    assert cfg.data.storage_options == {"anon": True} and cfg.training.epochs == 3
+    assert cfg.training.epochs == 3
+
+
+def test_resume_refuses_storage_options_where_the_run_and_its_paths_are_local(resume):
+    with pytest.raises(UserError) as e:
+        resume("--storage-option", "anon=true")
+    assert re.search(r"--storage-option anon opens remote storage .* every path here is local "
+                     r"\(the run .*runs/r; the data d.csv; --out .*runs\)", e.value.said("cli")[0])
+
+
+def test_resume_keeps_storage_options_for_a_run_in_remote_storage(tmp_path, monkeypatch):
+    run = "memory://unit-commands-resume/runs/r"
+    saved = TrainConfig(data=DataConfig(train=["memory://unit-commands-resume/d.csv"]),
+                        output=OutputConfig(out="memory://unit-commands-resume/runs", name="r"))
+    write_config(run, saved.to_dict())
+    trained = []
+    monkeypatch.setattr(orchestrator, "train", lambda cfg, events, resume=None: trained.append(cfg))
+    argv = ["train", "--resume", run, "--storage-option", "anon=true"]
+    a = build_parser().parse_args(argv)
+    a.given = given_dests(argv, "train")
+    cmd_train(a, lambda *event: None)
+    assert trained[0].data.storage_options == {"anon": True}
+
+
+LOCAL_COMMANDS = {
+    "predict": ["predict", "RUN", "--input", "d.csv", "--output", "p.csv"],
+    "predict --text": ["predict", "RUN", "--text", "a cat"],
+    "evaluate": ["evaluate", "RUN", "d.csv", "--plots", "plots"],
+    "explain": ["explain", "RUN", "--text", "a cat"],
+    "serve": ["serve", "RUN"],
+    "export --onnx": ["export", "RUN", "--onnx", "m.onnx"],
+    "export --compact": ["export", "RUN", "--compact", "small"],
+    "make-data": ["make-data", "d.csv", "--rows", "10"],
+}
+
+
+@pytest.mark.parametrize("command", LOCAL_COMMANDS)
+def test_a_storage_option_where_every_path_of_the_command_is_local_is_refused_naming_them(command, tmp_path,
+                                                                                          monkeypatch):
+    # each ran, the option passed to a local filesystem that reads none, and recorded nothing wrong
+    monkeypatch.chdir(tmp_path)
+    argv = [*LOCAL_COMMANDS[command], "--storage-option", "anon=true"]
+    a = build_parser().parse_args(argv)
+    with pytest.raises(UserError) as e:
+        commands.COMMANDS[argv[0]](a, None)
+    assert re.match(r"--storage-option anon opens remote storage .* every path here is local \((RUN RUN|OUT d.csv)",
+                    e.value.said("cli")[0])
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("argv", [
+    ["explain", "memory://unit-commands-so/none", "--text", "a"],
+    ["predict", "RUN", "--input", "s3://b/d.csv", "--output", "p.csv"],
+    ["evaluate", "RUN", "d.csv", "--plots", "gs://b/plots"],
+    ["export", "RUN", "--onnx", "memory://unit-commands-so/m.onnx"],
+])
+def test_a_storage_option_is_kept_where_any_path_of_the_command_is_remote(argv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a = build_parser().parse_args([*argv, "--storage-option", "anon=true"])
+    with pytest.raises(Exception) as e:   # the run folder is missing: what the command says next
+        commands.COMMANDS[argv[0]](a, None)
+    assert "opens remote storage" not in str(e.value)
 
 
 def test_resume_compares_paths_typed_relative_as_the_run_holds_them_absolute(resume, tmp_path, monkeypatch):
@@ -327,3 +390,31 @@ def test_evaluates_line_shows_a_target_in_small_units_errors_not_zero():
     assert commands.evaluated_line(out) == "mae 7.736e-07 · rmse 9.709e-07 · r2 0.3528 · loss 0.6489 · 1,000 rows"
     assert commands.evaluated_line({"accuracy": 0.872, "loss": 1.5, "rows": {"evaluated": 2}}) == \
         "accuracy 0.8720 · loss 1.5000 · 2 rows"
+
+
+@pytest.mark.parametrize("command, event", [("predict", "prediction"), ("explain", "explained")])
+def test_predict_and_explain_of_texts_log_each_result_to_json_log_and_to_stdout_only_the_events(
+        command, event, linear_run, capsys):
+    # the log was written empty: every result went to stdout alone
+    from lancetnic_flow.cli.main import main
+
+    run, log = str(linear_run / "run"), str(linear_run / "log.jsonl")
+    assert main([command, run, "--text", "a cat", "--text", "dog", "--json-log", log]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    logged = [json.loads(line) for line in open(log)]
+    assert [(e["event"], e["text"], e["label"]) for e in logged] == [(event, "a cat", "pos"), (event, "dog", "neg")]
+    assert len(printed) == (2 if command == "predict" else 2 + sum(len(e["terms"]) for e in logged))
+    assert main([command, run, "--text", "a cat", "--json-log"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["event"] == event
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["--max-queue", "600"], True), (["--max-queue", "40", "--max-connections", "40"], True),
+    (["--max-queue", "39", "--max-connections", "40"], False), (["--max-connections", "40"], False)])
+def test_serve_refuses_a_max_queue_the_connection_bound_never_lets_it_reach(argv, refused, tmp_path):
+    # each connection sends one request at a time: past --max-connections a request is refused before the queue
+    a = build_parser().parse_args(["serve", str(tmp_path / "none"), *argv])
+    with pytest.raises(UserError) as e:
+        commands.cmd_serve(a, None)
+    assert ("would never refuse a request" in e.value.message) == refused

@@ -247,3 +247,11 @@ def test_a_log_file_before_the_command_is_still_a_log_file():
     a = build_parser().parse_args(["--json-log", "events.jsonl", "train", "d.csv"])
     assert a.json_log == "events.jsonl" and a.command == "train"
     assert build_parser().parse_args(["--json-log", "train", "train", "d.csv"]).json_log == "train"
+
+
+def test_tunes_help_says_its_trials_train_on_the_cpu_and_device_and_threads_are_the_final_runs(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tune", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Each trial trains on a worker's CPU, one thread per trial: --device and --threads apply to the final " \
+           "run only" in out

@@ -15,6 +15,7 @@ from lancetnic_flow.errors import UserError
 
 WORKFLOW = """\
 train: [a.csv, b.csv]
+out: s3://bucket/runs
 data:
   text: body
   target: y
@@ -41,7 +42,7 @@ cluster:
 ARGV = ["train", "--text", "body", "--target", "y", "--task", "multitask", "--numeric", "n1,n2", "--storage-option", "client_kwargs.region_name=eu",
         "--ngram-range", "1,3", "--min-df", "2", "--no-lowercase", "--model", "ScalpelMC", "--hidden", "32",
         "--loss-weights", "1,0.5", "--lr", "0.05", "--checkpoint-every", "500", "--memory-budget", "2GiB",
-        "--worker-threads", "2", "a.csv", "b.csv"]
+        "--worker-threads", "2", "--out", "s3://bucket/runs", "a.csv", "b.csv"]
 
 
 def _write(tmp_path, text: str = WORKFLOW) -> str:
@@ -142,6 +143,16 @@ def test_a_make_data_field_that_is_unknown_or_of_the_wrong_kind_is_refused_befor
     with pytest.raises(UserError, match=re.escape(words)):
         prepare_workflow(path)
     assert not (tmp_path / "d.csv").exists()
+
+
+def test_make_datas_storage_options_for_a_local_corpus_are_refused_before_writing(tmp_path):
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    out = tmp_path / "d.csv"
+    path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 10, storage_options: {{anon: true}}}}\n")
+    with pytest.raises(UserError, match=re.escape(f"make_data.storage_options anon opens remote storage")):
+        prepare_workflow(path)
+    assert not out.exists()
 
 
 def test_resume_is_not_a_workflow_field(tmp_path):

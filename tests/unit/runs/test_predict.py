@@ -323,3 +323,12 @@ def test_explain_gives_each_label_the_probability_predict_gives_it_bit_for_bit(t
     assert got == want
     if task == "classify":
         assert got == [(d["label"], d["probability"]) for d in pred.predict(texts)]
+
+
+def test_storage_options_for_a_run_on_this_machines_disk_are_refused_naming_it(tmp_path):
+    # they went to the local filesystem, which reads none, and the run loaded as if they had opened it
+    run = linear_run(tmp_path / "run")
+    with pytest.raises(UserError, match=r"storage_options anon opens remote storage .* every path here is local "
+                                        r"\(the run .*run\)"):
+        Predictor(run, {"anon": True})
+    assert Predictor(run, {}).labels == Predictor(run).labels

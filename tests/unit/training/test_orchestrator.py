@@ -551,3 +551,33 @@ def test_a_label_set_runs_metrics_lead_with_the_saved_models_figures_and_say_whe
     run = types.SimpleNamespace(calibration=Calibration(), task=Task(kind="classify", classes=3))
     got = Training._leading_figures(run, {"accuracy": 0.9, "loss": 1.0})
     assert list(got)[0] == "val_loss" and "val_decided_at" not in got and "val_at_thresholds" not in got
+
+
+class _Planned(Exception):
+    """Where the stub run stops: past the start, before any cluster or data."""
+
+
+@pytest.mark.parametrize("searched", [False, True])
+def test_train_warns_at_the_start_of_a_patience_that_can_stop_no_epoch_but_not_in_tunes_final_run(searched,
+                                                                                                  monkeypatch):
+    import lancetnic_flow.training.orchestrator as orchestrator
+    from lancetnic_flow.config import ModelConfig, TrainingConfig
+    from lancetnic_flow.events import Events
+
+    given = TrainConfig(data=DataConfig(train=["x.csv"]), model=ModelConfig(name="ScalpelMC"),
+                        training=TrainingConfig(epochs=3, early_stopping=2),
+                        given=frozenset({"training.epochs", "training.early_stopping"}))
+
+    class Run:
+        def __init__(self, cfg, events, resume):
+            self.given, self.cfg = cfg, cfg.validate()
+
+        def plan(self, external):
+            raise _Planned
+
+    monkeypatch.setattr(orchestrator, "Training", Run)
+    events, seen = Events(), []
+    events.subscribe(lambda kind, e: seen.append(e["message"]) if kind == "warning" else None)
+    with pytest.raises(_Planned):
+        orchestrator.train(given, events, searched=searched)
+    assert [m.split(":")[0] for m in seen] == ([] if searched else ["early_stopping 2 can stop no epoch of epochs 3"])
