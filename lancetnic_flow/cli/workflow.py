@@ -119,7 +119,11 @@ def _refuse_other_field(section: str, key: str, where: str) -> None:
 
 def _declared(dest: str, key: str, where: str):
     o = BY_DEST.get(dest)
-    if o is None or dest == "resume":     # --resume continues a run with its own options: not a workflow's
+    if dest == "resume":     # --resume continues a run with its own options: not a workflow's
+        raise UserError(f"{where}: {key} is not a workflow field: a workflow starts a new run",
+                        f"continue an interrupted run with `lancetnic-flow train --resume RUN` (its own options), "
+                        f"or start from a finished one with init_from: RUN")
+    if o is None:
         raise unknown_key(key, where)
     return o
 

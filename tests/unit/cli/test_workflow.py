@@ -145,8 +145,14 @@ def test_a_make_data_field_that_is_unknown_or_of_the_wrong_kind_is_refused_befor
 
 
 def test_resume_is_not_a_workflow_field(tmp_path):
-    with pytest.raises(UserError, match="unknown field"):
+    with pytest.raises(UserError, match="resume is not a workflow field") as caught:
         read_workflow(_write(tmp_path, "train: x.csv\nresume: runs/a\n"))
+    assert "lancetnic-flow train --resume RUN" in caught.value.hint and "did you mean" not in str(caught.value)
+
+
+def test_resume_set_on_the_command_line_names_train_resume(tmp_path):
+    with pytest.raises(UserError, match="--set: resume is not a workflow field"):
+        read_workflow(_write(tmp_path, "train: x.csv\n"), ["resume=runs/a"])
 
 
 def test_nested_storage_option_overrides_merge(tmp_path):
