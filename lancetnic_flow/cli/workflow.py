@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from ..errors import UserError, close_matches
+from ..errors import UserError, close_matches, reworded
 from ..storage import check_writable, options_for, protocol, url_to_fs
 from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
@@ -45,6 +45,7 @@ class Workflow:
 
     values: dict[str, Any]
     make_data: dict | None
+    lines: dict[str, str] = field(default_factory=dict)   # an option's config field -> "FILE:LINE" setting it
 
 
 def _load(path: str) -> yaml.MappingNode:
@@ -197,10 +198,13 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
         fields = [old for old in fields if _dest(old.key) != _dest(f.key)] + [f]
         typed[_dest(f.key)] = f.value
     values: dict[str, Any] = {}
+    lines: dict[str, str] = {}
     for f in fields:
         dest = _dest(f.key)
         where = f"{path}:{f.line}" if f.line else "--set"
         o = _declared(dest, f.where, where)
+        if f.line and o.field:
+            lines[o.field] = where
         if dest in typed:
             values[dest] = typed[dest]
             continue
@@ -210,7 +214,7 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
             raise UserError(f"{where}: {f.where}: expected {exc}, got {f.value!r}") from None
     if not values.get("data"):
         raise UserError(f"{path}: no training data", "add `train: path/or/url` (a list for several)")
-    return Workflow(values, make_data)
+    return Workflow(values, make_data, lines)
 
 
 def workflow_config(wf: Workflow):
@@ -220,7 +224,14 @@ def workflow_config(wf: Workflow):
 
     # The dashboard link is shown by the console views, as for `train`; the command line's own defaults too.
     cfg = config_from_options({**command_line_defaults(), **wf.values, "dashboard": True}, given=wf.values)
-    cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
+    try:
+        cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
+    except UserError as exc:
+        # A value the file gives that its type allows but the option refuses is named where it is written.
+        where = wf.lines.get(exc.field or "")
+        if where is None:
+            raise
+        raise reworded(exc, lambda message, hint: (f"{where}: {message}", hint)) from None
     return cfg
 
 

@@ -303,3 +303,23 @@ def test_make_data_to_a_place_that_cannot_be_written_names_it_with_exit_2(tmp_pa
     path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 10}}\n")
     with pytest.raises(UserError, match=f"make_data.out {re.escape(str(out))}: cannot write there"):
         prepare_workflow(path)
+
+
+@pytest.mark.parametrize("body, line, words", [
+    ("model: ScalpelMC\ntraining:\n  lr: -1\n", 4, "lr: must be > 0"),
+    ("checkpoint_every: '1:30'\n", 2, "checkpoint_every: '1:30' is neither"),
+    ("features: tfidf\nbuckets: 100\n", 3, "buckets sets the columns of hashed features"),
+])
+def test_a_value_the_option_refuses_is_named_with_its_file_and_line(tmp_path, body, line, words):
+    path = _write(tmp_path, "train: x.csv\n" + body)
+    with pytest.raises(UserError) as caught:
+        workflow_config(read_workflow(path))
+    message, _ = caught.value.said("workflow")
+    assert message.startswith(f"{path}:{line}: {words}"), message
+    assert caught.value.said("cli")[0].startswith(f"{path}:{line}: ")
+
+
+def test_a_refused_value_given_by_set_is_said_as_before(tmp_path):
+    with pytest.raises(UserError) as caught:
+        workflow_config(read_workflow(_write(tmp_path, "train: x.csv\nmodel: ScalpelMC\n"), ["lr=-1"]))
+    assert caught.value.said("workflow")[0].startswith("lr: must be > 0")
