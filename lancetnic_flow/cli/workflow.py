@@ -17,6 +17,7 @@ field named.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -280,7 +281,7 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
     cfg = workflow_config(wf)   # a bad option stops the run before a corpus is written
     if wf.make_data is not None:
         out, spec = make_data_spec(path, wf.make_data)
-        if not _corpus_exists(out, spec.get("storage_options")):
+        if _read_by_run(out, [*cfg.data.train, *cfg.data.val]) and not _corpus_exists(out, spec.get("storage_options")):
             from ..data.synth import write_corpus
 
             # A place that cannot be written is the user's to fix: exit 2 naming it, not an internal error.
@@ -290,6 +291,21 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
                 os.makedirs(os.path.dirname(os.path.expanduser(out)) or ".", exist_ok=True)
             write_corpus(out, **spec)
     return cfg
+
+
+def _comparable(url: str) -> str:
+    return url if "://" in url else os.path.normpath(os.path.abspath(os.path.expanduser(url)))
+
+
+def _read_by_run(out: str, data: list[str]) -> bool:
+    """Whether the run reads make_data's ``out``: named, matched by a glob, or inside a folder it
+    reads. A ``--set train=...`` that points the run at other data leaves the corpus unwritten,
+    rather than generating rows nothing reads."""
+    mine = _comparable(out)
+    for url in map(_comparable, data):
+        if mine == url or fnmatch.fnmatchcase(mine, url) or mine.startswith(url.rstrip("/") + "/"):
+            return True
+    return False
 
 
 def _corpus_exists(out: str, storage_options: dict | None) -> bool:

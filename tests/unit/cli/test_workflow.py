@@ -323,3 +323,24 @@ def test_a_refused_value_given_by_set_is_said_as_before(tmp_path):
     with pytest.raises(UserError) as caught:
         workflow_config(read_workflow(_write(tmp_path, "train: x.csv\nmodel: ScalpelMC\n"), ["lr=-1"]))
     assert caught.value.said("workflow")[0].startswith("lr: must be > 0")
+
+
+@pytest.mark.parametrize("train, written", [
+    ("{d}/d.csv", True), ("'{d}/*.csv'", True), ("{d}", True), ("{d}/other.csv", False)])
+def test_make_data_writes_its_corpus_only_where_the_run_reads_it(tmp_path, train, written):
+    """`--set train=OTHER` on a workflow with make_data trained on OTHER and still generated the
+    corpus (200,000 rows for multiclass.yaml) that nothing read."""
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    data = tmp_path / "data"
+    path = _write(tmp_path, f"train: x.csv\nmake_data: {{out: {data / 'd.csv'}, rows: 20}}\n")
+    prepare_workflow(path, [f"train={train.format(d=data).strip(chr(39))}"])
+    assert (data / "d.csv").exists() is written
+
+
+def test_make_data_writes_a_corpus_the_run_validates_on(tmp_path):
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    path = _write(tmp_path, f"train: x.csv\nval: {tmp_path / 'v.csv'}\nmake_data: {{out: {tmp_path / 'v.csv'}, rows: 20}}\n")
+    prepare_workflow(path)
+    assert (tmp_path / "v.csv").exists()
