@@ -26,7 +26,7 @@ import yaml
 
 from ..errors import UserError, close_matches, reworded
 from ..storage import check_writable, options_for, protocol, url_to_fs
-from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
+from ..options import BY_DEST, BY_FIELD, NGRAM_FIELDS, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
 
@@ -204,8 +204,9 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
         dest = _dest(f.key)
         where = f"{path}:{f.line}" if f.line else "--set"
         o = _declared(dest, f.where, where)
-        if f.line and o.field:
-            lines[o.field] = where
+        # --ngram-range has no field of its own: it sets the pair an error about either names.
+        for set_field in ((o.field,) if o.field else NGRAM_FIELDS if dest == "ngram_range" else ()) if f.line else ():
+            lines[set_field] = where
         if dest in typed:
             values[dest] = typed[dest]
             continue

@@ -309,6 +309,7 @@ def test_make_data_to_a_place_that_cannot_be_written_names_it_with_exit_2(tmp_pa
     ("model: ScalpelMC\ntraining:\n  lr: -1\n", 4, "lr: must be > 0"),
     ("checkpoint_every: '1:30'\n", 2, "checkpoint_every: '1:30' is neither"),
     ("features: tfidf\nbuckets: 100\n", 3, "buckets sets the columns of hashed features"),
+    ("model: LancetMC\nngram_range: [1, 3]\n", 3, "ngram_range: 1,3: features ids reads word tokens"),
 ])
 def test_a_value_the_option_refuses_is_named_with_its_file_and_line(tmp_path, body, line, words):
     path = _write(tmp_path, "train: x.csv\n" + body)
