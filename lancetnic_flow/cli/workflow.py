@@ -17,15 +17,16 @@ field named.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from ..errors import UserError, close_matches
+from ..errors import UserError, close_matches, reworded
 from ..storage import check_writable, options_for, protocol, refuse_local_storage_options, url_to_fs
-from ..options import BY_DEST, BY_FIELD, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
+from ..options import BY_DEST, BY_FIELD, NGRAM_FIELDS, SECTIONS, parse_storage_options, text_value, typed_value, unknown_key
 
 _KEY_ALIASES = {"train": "data"}          # the training data: the positional DATA of `train`
 
@@ -45,6 +46,7 @@ class Workflow:
 
     values: dict[str, Any]
     make_data: dict | None
+    lines: dict[str, str] = field(default_factory=dict)   # an option's config field -> "FILE:LINE" setting it
 
 
 def _load(path: str) -> yaml.MappingNode:
@@ -119,7 +121,11 @@ def _refuse_other_field(section: str, key: str, where: str) -> None:
 
 def _declared(dest: str, key: str, where: str):
     o = BY_DEST.get(dest)
-    if o is None or dest == "resume":     # --resume continues a run with its own options: not a workflow's
+    if dest == "resume":     # --resume continues a run with its own options: not a workflow's
+        raise UserError(f"{where}: {key} is not a workflow field: a workflow starts a new run",
+                        f"continue an interrupted run with `lancetnic-flow train --resume RUN` (its own options), "
+                        f"or start from a finished one with init_from: RUN")
+    if o is None:
         raise unknown_key(key, where)
     return o
 
@@ -193,10 +199,14 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
         fields = [old for old in fields if _dest(old.key) != _dest(f.key)] + [f]
         typed[_dest(f.key)] = f.value
     values: dict[str, Any] = {}
+    lines: dict[str, str] = {}
     for f in fields:
         dest = _dest(f.key)
         where = f"{path}:{f.line}" if f.line else "--set"
         o = _declared(dest, f.where, where)
+        # --ngram-range has no field of its own: it sets the pair an error about either names.
+        for set_field in ((o.field,) if o.field else NGRAM_FIELDS if dest == "ngram_range" else ()) if f.line else ():
+            lines[set_field] = where
         if dest in typed:
             values[dest] = typed[dest]
             continue
@@ -206,7 +216,7 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
             raise UserError(f"{where}: {f.where}: expected {exc}, got {f.value!r}") from None
     if not values.get("data"):
         raise UserError(f"{path}: no training data", "add `train: path/or/url` (a list for several)")
-    return Workflow(values, make_data)
+    return Workflow(values, make_data, lines)
 
 
 def workflow_config(wf: Workflow):
@@ -216,7 +226,14 @@ def workflow_config(wf: Workflow):
 
     # The dashboard link is shown by the console views, as for `train`; the command line's own defaults too.
     cfg = config_from_options({**command_line_defaults(), **wf.values, "dashboard": True}, given=wf.values)
-    cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
+    try:
+        cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
+    except UserError as exc:
+        # A value the file gives that its type allows but the option refuses is named where it is written.
+        where = wf.lines.get(exc.field or "")
+        if where is None:
+            raise
+        raise reworded(exc, lambda message, hint: (f"{where}: {message}", hint)) from None
     return cfg
 
 
@@ -270,7 +287,7 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
                                          "make_data.storage_options")
         except UserError as e:
             raise UserError(f"{path}: {e.message}", e.hint) from None
-        if not _corpus_exists(out, spec.get("storage_options")):
+        if _read_by_run(out, [*cfg.data.train, *cfg.data.val]) and not _corpus_exists(out, spec.get("storage_options")):
             from ..data.synth import write_corpus
 
             # A place that cannot be written is the user's to fix: exit 2 naming it, not an internal error.
@@ -280,6 +297,21 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
                 os.makedirs(os.path.dirname(os.path.expanduser(out)) or ".", exist_ok=True)
             write_corpus(out, **spec)
     return cfg
+
+
+def _comparable(url: str) -> str:
+    return url if "://" in url else os.path.normpath(os.path.abspath(os.path.expanduser(url)))
+
+
+def _read_by_run(out: str, data: list[str]) -> bool:
+    """Whether the run reads make_data's ``out``: named, matched by a glob, or inside a folder it
+    reads. A ``--set train=...`` that points the run at other data leaves the corpus unwritten,
+    rather than generating rows nothing reads."""
+    mine = _comparable(out)
+    for url in map(_comparable, data):
+        if mine == url or fnmatch.fnmatchcase(mine, url) or mine.startswith(url.rstrip("/") + "/"):
+            return True
+    return False
 
 
 def _corpus_exists(out: str, storage_options: dict | None) -> bool:

@@ -156,8 +156,14 @@ def test_make_datas_storage_options_for_a_local_corpus_are_refused_before_writin
 
 
 def test_resume_is_not_a_workflow_field(tmp_path):
-    with pytest.raises(UserError, match="unknown field"):
+    with pytest.raises(UserError, match="resume is not a workflow field") as caught:
         read_workflow(_write(tmp_path, "train: x.csv\nresume: runs/a\n"))
+    assert "lancetnic-flow train --resume RUN" in caught.value.hint and "did you mean" not in str(caught.value)
+
+
+def test_resume_set_on_the_command_line_names_train_resume(tmp_path):
+    with pytest.raises(UserError, match="--set: resume is not a workflow field"):
+        read_workflow(_write(tmp_path, "train: x.csv\n"), ["resume=runs/a"])
 
 
 def test_nested_storage_option_overrides_merge(tmp_path):
@@ -308,3 +314,45 @@ def test_make_data_to_a_place_that_cannot_be_written_names_it_with_exit_2(tmp_pa
     path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 10}}\n")
     with pytest.raises(UserError, match=f"make_data.out {re.escape(str(out))}: cannot write there"):
         prepare_workflow(path)
+
+
+@pytest.mark.parametrize("body, line, words", [
+    ("model: ScalpelMC\ntraining:\n  lr: -1\n", 4, "lr: must be > 0"),
+    ("checkpoint_every: '1:30'\n", 2, "checkpoint_every: '1:30' is neither"),
+    ("features: tfidf\nbuckets: 100\n", 3, "buckets sets the columns of hashed features"),
+    ("model: LancetMC\nngram_range: [1, 3]\n", 3, "ngram_range: 1,3: features ids reads word tokens"),
+])
+def test_a_value_the_option_refuses_is_named_with_its_file_and_line(tmp_path, body, line, words):
+    path = _write(tmp_path, "train: x.csv\n" + body)
+    with pytest.raises(UserError) as caught:
+        workflow_config(read_workflow(path))
+    message, _ = caught.value.said("workflow")
+    assert message.startswith(f"{path}:{line}: {words}"), message
+    assert caught.value.said("cli")[0].startswith(f"{path}:{line}: ")
+
+
+def test_a_refused_value_given_by_set_is_said_as_before(tmp_path):
+    with pytest.raises(UserError) as caught:
+        workflow_config(read_workflow(_write(tmp_path, "train: x.csv\nmodel: ScalpelMC\n"), ["lr=-1"]))
+    assert caught.value.said("workflow")[0].startswith("lr: must be > 0")
+
+
+@pytest.mark.parametrize("train, written", [
+    ("{d}/d.csv", True), ("'{d}/*.csv'", True), ("{d}", True), ("{d}/other.csv", False)])
+def test_make_data_writes_its_corpus_only_where_the_run_reads_it(tmp_path, train, written):
+    """`--set train=OTHER` on a workflow with make_data trained on OTHER and still generated the
+    corpus (200,000 rows for multiclass.yaml) that nothing read."""
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    data = tmp_path / "data"
+    path = _write(tmp_path, f"train: x.csv\nmake_data: {{out: {data / 'd.csv'}, rows: 20}}\n")
+    prepare_workflow(path, [f"train={train.format(d=data).strip(chr(39))}"])
+    assert (data / "d.csv").exists() is written
+
+
+def test_make_data_writes_a_corpus_the_run_validates_on(tmp_path):
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    path = _write(tmp_path, f"train: x.csv\nval: {tmp_path / 'v.csv'}\nmake_data: {{out: {tmp_path / 'v.csv'}, rows: 20}}\n")
+    prepare_workflow(path)
+    assert (tmp_path / "v.csv").exists()
