@@ -131,11 +131,15 @@ class RowOptimizer:
 
     def __init__(self, layer: SparseInput | SparseEmbedding, name: str = "adam", lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-                 scale: float = 1.0):
+                 scale: float = 1.0, rows: int | None = None):
         # ``scale``: this layer's step is ``scale`` × the scheduled ``lr`` the
-        # dense optimiser takes, so one schedule drives both.
+        # dense optimiser takes, so one schedule drives both. ``rows`` (sgd): the
+        # examples the loss is the mean of, so each example moves a row by the
+        # per-example rate; a short batch (the last of an epoch, a data set
+        # smaller than a batch) sets its own through :meth:`mean_over`. None:
+        # the rate is per step, whatever the batch.
         self.layer, self.name, self.lr, self.betas, self.eps, self.wd = layer, name, lr, betas, eps, weight_decay
-        self.scale = scale
+        self.scale, self.rows = scale, rows
         self.t = 0
         if name == "adam":
             self.m = torch.zeros_like(layer.weight)
@@ -143,6 +147,11 @@ class RowOptimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Nothing to clear: each forward makes a fresh leaf of used rows."""
+
+    def mean_over(self, rows: int) -> None:
+        """The next step's gradient is the mean loss of ``rows`` examples (for a per-example rate)."""
+        if self.rows is not None:
+            self.rows = max(1, int(rows))
 
     @torch.no_grad()
     def step(self) -> None:
@@ -158,7 +167,7 @@ class RowOptimizer:
         # rows is several times faster than an index_add_).
         new = rows.detach()
         if self.name == "sgd":
-            w.index_copy_(0, used, new.sub_(g, alpha=self.lr * self.scale))
+            w.index_copy_(0, used, new.sub_(g, alpha=self.lr * self.scale * (self.rows or 1)))
             self.layer.active = None
             return
         self.t += 1

@@ -24,12 +24,14 @@ def make_optimizers(model: nn.Module, name: str, lr: float, sparse: str | None =
     """The optimisers for ``model`` (whose sparse layer is ``model.input``):
     ``name`` at ``lr`` for the dense parameters, ``sparse`` (default: ``name``)
     at ``sparse_lr`` (default: ``lr``) for the sparse rows. A batch's loss is
-    its examples' mean, so sparse SGD scales its step by ``batch_size``."""
+    its examples' mean, so sparse SGD scales its step by the batch's rows:
+    ``batch_size`` until :func:`mean_over` names a batch's own."""
     if name in ROW_WISE:
         dense = [p for n, p in model.named_parameters() if n != "input.weight"]
         sparse = sparse or name
-        scale = 1.0 if sparse_lr is None else sparse_lr / lr * (batch_size if sparse == "sgd" else 1)
-        return [RowOptimizer(model.input, sparse, lr, scale=scale), DenseOptimizer(dense, name, lr)]
+        scale = 1.0 if sparse_lr is None else sparse_lr / lr
+        rows = batch_size if sparse == "sgd" and sparse_lr is not None else None
+        return [RowOptimizer(model.input, sparse, lr, scale=scale, rows=rows), DenseOptimizer(dense, name, lr)]
     model.input.row_wise = False
     cls = {"radam": torch.optim.RAdam, "rmsprop": torch.optim.RMSprop, "adadelta": torch.optim.Adadelta}[name]
     return [cls(model.parameters(), lr=lr)]
@@ -47,6 +49,16 @@ def set_lr(opts: list, lr: float) -> None:
         else:
             for g in o.param_groups:
                 g["lr"] = lr
+
+
+def mean_over(opts: list, rows: int) -> None:
+    """Tell the row-wise optimisers the next gradient is the mean loss of ``rows``
+    examples: sparse SGD's per-example rate holds for a short batch too, which
+    the configured batch size would step several times too far (a data set of
+    fewer rows than a batch trained to a constant)."""
+    for o in opts:
+        if isinstance(o, RowOptimizer):
+            o.mean_over(rows)
 
 
 def zero_grad(opts: list) -> None:
