@@ -153,14 +153,25 @@ def test_sparse_sgd_moves_a_row_by_sparse_lr_per_example_of_a_batch_shorter_than
     tc = TrainingConfig(batch_size=512, optimizer="adam", sparse_optimizer="sgd", sparse_lr=0.5, lr=0.01)
     rule = GradientRule(tc)
     torch.manual_seed(0)
-    model, _ = create_model("ScalpelReg", dim=30, classes=0, regress=True, hidden=8, layers=1, dropout=0.0,
+    model, _ = create_model("ScalpelMC", dim=30, classes=3, regress=False, hidden=8, layers=1, dropout=0.0,
                             embed=None, numeric=0)
     block = separable(n=6)
-    block.targets = np.linspace(-1, 1, 6).astype(np.float32)
     opts = rule.optimizers(model)
     before = model.input.weight.detach().clone()
-    rule.backward(model, Task(kind="regress"), opts, block, CPU)
+    rule.backward(model, Task(classes=3), opts, block, CPU)
     used, rows = model.input.active
     grad = rows.grad.clone()
     rule.update(opts, model, tc.lr)
     torch.testing.assert_close(model.input.weight.detach()[used], before[used] - 0.5 * 6 * grad)
+
+
+def test_a_value_heads_input_rows_step_cut_where_many_examples_share_them_a_classifiers_not():
+    """Per-example SGD sums a batch's steps of a shared row; a squared error's gradient grows
+    with the error, so a value head's rows are cut (optim.VALUE_ROW_CAP), a class head's are not."""
+    from lancetnic_flow.training.optim import VALUE_ROW_CAP
+
+    rule = GradientRule(TrainingConfig(optimizer="adam", sparse_optimizer="sgd", sparse_lr=1.0))
+    for regress, cap in ((True, VALUE_ROW_CAP), (False, None)):
+        model, _ = create_model("ScalpelReg", dim=30, classes=0 if regress else 3, regress=regress, hidden=8,
+                                layers=1, dropout=0.0, embed=None, numeric=0)
+        assert rule.optimizers(model)[0].cap == cap and model.input.weighs_rows is regress
