@@ -141,7 +141,7 @@ class RowOptimizer:
         # dense optimiser takes, so one schedule drives both. ``rows`` (sgd): the
         # examples the loss is the mean of, so each example moves a row by the
         # per-example rate; a short batch (the last of an epoch, a data set
-        # smaller than a batch) sets its own through :meth:`mean_over`. None:
+        # smaller than a batch) of a value head sets its own through :meth:`mean_over`. None:
         # the rate is per step, whatever the batch. ``cap`` (sgd): the summed
         # squared weight of a row's examples past which a batch's step for the
         # row is that of ``cap`` (:func:`capped`).
@@ -157,8 +157,11 @@ class RowOptimizer:
         """Nothing to clear: each forward makes a fresh leaf of used rows."""
 
     def mean_over(self, rows: int) -> None:
-        """The next step's gradient is the mean loss of ``rows`` examples (for a per-example rate)."""
-        if self.rows is not None:
+        """The next step's gradient is the mean loss of ``rows`` examples: taken by a per-example
+        rate whose rows are cut (``cap``, a value head's). A class loss's step keeps the batch
+        size's scale on a short batch: its gradient is bounded, and that larger step is what
+        trains a data set smaller than a batch in its epochs (docs/benchmarks.md)."""
+        if self.rows is not None and self.cap is not None:
             self.rows = max(1, int(rows))
 
     @torch.no_grad()

@@ -63,9 +63,9 @@ def set_lr(opts: list, lr: float) -> None:
 
 def mean_over(opts: list, rows: int) -> None:
     """Tell the row-wise optimisers the next gradient is the mean loss of ``rows``
-    examples: sparse SGD's per-example rate holds for a short batch too, which
-    the configured batch size would step several times too far (a data set of
-    fewer rows than a batch trained to a constant)."""
+    examples: a value head's per-example rate holds for a short batch too, which
+    the configured batch size would step several times too far (a regression on
+    fewer rows than a batch trained to nonsense)."""
     for o in opts:
         if isinstance(o, RowOptimizer):
             o.mean_over(rows)
