@@ -312,6 +312,19 @@ def test_a_few_texts_repeated_train_a_regressor_that_predicts_their_values_not_n
     assert json.loads(e.stdout)["r2"] >= 0.9, e.stdout   # a ridge regression on the same TF-IDF: 0.998
 
 
+def test_a_regression_that_trained_to_its_mean_says_so_and_which_rates_to_lower(client, tmp_path):
+    """Input rows at twenty times their rate on a few texts repeated: the run collapses to
+    predicting the mean (every hidden unit dead). Before, it finished as any other run."""
+    texts = ["the cat sat on the mat", "dogs run fast in the park", "stock prices fell sharply today"]
+    (tmp_path / "tiny.csv").write_text("text,y\n" + "".join(f"{texts[i % 3]},{i % 3}\n" for i in range(60)))
+    p = cli("train", "tiny.csv", "--target", "y", "--epochs", "10", "--val-fraction", "0", "--sparse-lr", "20",
+            "--scheduler", client.scheduler.address, "--name", "mean", cwd=tmp_path)
+    ok(p, "train to the mean")
+    out = p.stdout + p.stderr
+    assert "warning: the saved model fits its training rows no better than their mean" in out, out
+    assert "--sparse-lr" in out and "--epochs" in out
+
+
 def test_a_run_whose_loss_becomes_nan_exits_2_saying_it_diverged_and_which_rates_to_lower(client, tmp_path):
     """Before: the epochs went on in nan and the run ended in an internal error
     from drawing a histogram of nan residuals (exit 1, `ValueError`)."""
