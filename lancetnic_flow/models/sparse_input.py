@@ -86,6 +86,8 @@ class SparseInput(nn.Module):
         self.bias = nn.Parameter(torch.zeros(width))
         self.active: tuple[torch.Tensor, torch.Tensor] | None = None
         self.row_wise = True   # False: dense gradients, for optimisers without a row-wise form
+        self.weighs_rows = False   # True: a step also keeps ``load``, its used rows' summed squared weights
+        self.load: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
         if self.row_wise and self.training and torch.is_grad_enabled():
@@ -94,6 +96,9 @@ class SparseInput(nn.Module):
             used, local, transposed = rows_plan(indices, offsets, weights)
             rows = self.weight.detach().index_select(0, used).requires_grad_()
             self.active = (used, rows)
+            if self.weighs_rows:
+                self.load = (used, torch.zeros(len(used), dtype=weights.dtype, device=weights.device)
+                             .index_add_(0, local, weights * weights))
             out = _RowsBag.apply(rows, local, offsets, weights, transposed)
         else:
             out = F.embedding_bag(indices, self.weight, offsets, mode="sum", per_sample_weights=weights)
@@ -131,11 +136,18 @@ class RowOptimizer:
 
     def __init__(self, layer: SparseInput | SparseEmbedding, name: str = "adam", lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-                 scale: float = 1.0):
+                 scale: float = 1.0, rows: int | None = None, cap: float | None = None):
         # ``scale``: this layer's step is ``scale`` × the scheduled ``lr`` the
-        # dense optimiser takes, so one schedule drives both.
+        # dense optimiser takes, so one schedule drives both. ``rows`` (sgd): the
+        # examples the loss is the mean of, so each example moves a row by the
+        # per-example rate; a short batch (the last of an epoch, a data set
+        # smaller than a batch) of a value head sets its own through :meth:`mean_over`. None:
+        # the rate is per step, whatever the batch. ``cap`` (sgd): the summed
+        # squared weight of a row's examples past which a batch's step for the
+        # row is that of ``cap`` (:func:`capped`).
         self.layer, self.name, self.lr, self.betas, self.eps, self.wd = layer, name, lr, betas, eps, weight_decay
-        self.scale = scale
+        self.scale, self.rows, self.cap = scale, rows, cap
+        layer.weighs_rows = cap is not None
         self.t = 0
         if name == "adam":
             self.m = torch.zeros_like(layer.weight)
@@ -143,6 +155,14 @@ class RowOptimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Nothing to clear: each forward makes a fresh leaf of used rows."""
+
+    def mean_over(self, rows: int) -> None:
+        """The next step's gradient is the mean loss of ``rows`` examples: taken by a per-example
+        rate whose rows are cut (``cap``, a value head's). A class loss's step keeps the batch
+        size's scale on a short batch: its gradient is bounded, and that larger step is what
+        trains a data set smaller than a batch in its epochs (docs/benchmarks.md)."""
+        if self.rows is not None and self.cap is not None:
+            self.rows = max(1, int(rows))
 
     @torch.no_grad()
     def step(self) -> None:
@@ -158,7 +178,8 @@ class RowOptimizer:
         # rows is several times faster than an index_add_).
         new = rows.detach()
         if self.name == "sgd":
-            w.index_copy_(0, used, new.sub_(g, alpha=self.lr * self.scale))
+            g = capped(g, used, self.layer, self.cap)
+            w.index_copy_(0, used, new.sub_(g, alpha=self.lr * self.scale * (self.rows or 1)))
             self.layer.active = None
             return
         self.t += 1
@@ -183,6 +204,22 @@ class RowOptimizer:
         if self.name == "adam":
             self.m.copy_(d["m"])
             self.v.copy_(d["v"])
+
+
+def capped(grad: torch.Tensor, used: torch.Tensor, layer: SparseInput | SparseEmbedding,
+           cap: float | None) -> torch.Tensor:
+    """A batch's summed per-example gradient for its ``used`` rows, each row's cut to
+    ``cap`` of its examples' summed squared weight (the layer's ``load``). Per-example
+    SGD adds up every example's step for a row; when many examples of a batch share a
+    row and agree (a duplicated or templated text, a data set of a few texts), the sum
+    moves the row many steps at once where one example's would have corrected the
+    error already: a value head overshot and trained to the mean. Rows of the usual
+    spread of terms stay under ``cap`` and step as before. Rows exchanged between
+    ``--ddp`` ranks (not this rank's own ``used``) step uncut."""
+    load = getattr(layer, "load", None)
+    if cap is None or load is None or load[0] is not used:
+        return grad
+    return grad * (cap / load[1].clamp(min=cap)).unsqueeze(1)
 
 
 class DenseOptimizer:

@@ -78,7 +78,7 @@ from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continu
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, decided_at, evaluate_blocks, keep_best, kept_steps, lr_schedule
+from .step import EVAL_BATCH, decided_at, evaluate_blocks, keep_best, kept_steps, lr_schedule, no_better_than_the_mean
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 from ..plurals import counted, verb
@@ -1453,6 +1453,13 @@ class Training:
         if names is not None:
             self.model_meta["bucket_names"] = names
 
+    def _warn_of_the_mean(self, final_val: dict) -> None:
+        """Warn when a regression's saved model predicts no better than the training mean."""
+        if meanless := no_better_than_the_mean(self.task, final_val, self.state.history):
+            self.events.emit("warning", message=meanless + (
+                "; lower the learning rates ({training.lr}, and {training.sparse_lr} for the input rows), train "
+                "more epochs ({training.epochs}), or check that the text says something of the target"))
+
     def save(self, final_val: dict, mon: MemoryMonitor) -> TrainResult:
         """metrics.json, plots and the model into the run folder; the checkpoint goes."""
         cfg, tc, state, plan = self.cfg, self.tc, self.state, self.memory
@@ -1488,6 +1495,7 @@ class Training:
             "client_shard_bytes": SHARD_READS.now()[1] - self.reads_at_start[1],
         }
         self._warn_of_rows(rows, read_as)
+        self._warn_of_the_mean(final_val)
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info
         if getattr(self, "resumed_at", None):

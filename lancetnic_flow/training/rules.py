@@ -78,6 +78,7 @@ class GradientRule:
     averages_weights = False
     scales_logits = False
     decay_steps = 0
+    world = 1   # the ranks whose batches one step's gradient is the mean of (--ddp)
 
     def __init__(self, tc: TrainingConfig):
         self.tc = tc
@@ -101,6 +102,7 @@ class GradientRule:
         loss = task.loss(out, labels, targets)
         optim.zero_grad(opts)
         loss.backward()
+        optim.mean_over(opts, len(batch) * self.world)
         return out, loss
 
     def update(self, opts: list, model: torch.nn.Module, lr: float) -> None:

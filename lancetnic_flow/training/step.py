@@ -127,6 +127,27 @@ def check_finite(epoch: int, train: dict, val: dict) -> None:
                       "the input rows), or clip the gradient with {training.clip_grad} 1.0")
 
 
+def no_better_than_the_mean(task: Task, final_val: dict, history: list[dict]) -> str | None:
+    """A warning when a regression's saved model predicts its target no better than the
+    training mean (a run diverged to a constant, or learnt nothing): on the validation
+    rows its R², else the last epoch's squared error on the standardised target, where
+    the mean scores 1. None when it does better, or when no figure says (multi-task and
+    other losses without validation rows)."""
+    if not task.regresses:
+        return None
+    r2 = final_val.get("r2")
+    if r2 is not None:
+        if not r2 > 0:
+            return (f"the saved model predicts the target no better than its training mean: R² {r2:.4f} on the "
+                    "validation rows")
+        return None
+    loss = history[-1].get("train_loss") if history else None
+    if task.kind == "regress" and task.value_loss == "mse" and loss is not None and not loss < 1.0:
+        return (f"the saved model fits its training rows no better than their mean: a squared error of "
+                f"{loss:.4f} on the standardised target in its last epoch, where the mean scores 1")
+    return None
+
+
 def decided_at(task) -> str | None:
     """Where a multi-label epoch's figures decide each label: at margin 0 (the hinge's scores)
     or probability 0.5, the same logit 0, never the per-label thresholds the saved model is

@@ -295,6 +295,36 @@ def test_a_target_alone_regresses_and_a_templated_text_learns_its_value_instead_
     assert m["val_rmse"] < 0.7 * m["val_baseline_rmse"]
 
 
+@pytest.mark.parametrize("task", ["regress", "multitask"])
+def test_a_few_texts_repeated_train_a_regressor_that_predicts_their_values_not_nonsense(client, tmp_path, task):
+    """Three texts, twenty times each, targets 0/1/2, two epochs, no validation rows: one
+    batch shorter than --batch-size, every term in twenty of its rows. Before, the input rows
+    stepped 512/60 times their per-example rate and summed twenty agreeing examples' steps:
+    the run predicted 5.7 for a target of 1 (R² -11 on its own rows), and at ten epochs the mean."""
+    texts = ["the cat sat on the mat", "dogs run fast in the park", "stock prices fell sharply today"]
+    (tmp_path / "tiny.csv").write_text("text,label,y\n" + "".join(
+        f"{texts[i % 3]},{'abc'[i % 3]},{i % 3}\n" for i in range(60)))
+    p = cli("train", "tiny.csv", "--target", "y", "--task", task, "--epochs", "2", "--val-fraction", "0",
+            "--scheduler", client.scheduler.address, "--name", "tiny", "--quiet", cwd=tmp_path)
+    ok(p, "train a few texts")
+    e = cli("evaluate", "runs/tiny", "tiny.csv", "--json", "--scheduler", client.scheduler.address, cwd=tmp_path)
+    ok(e, "evaluate a few texts")
+    assert json.loads(e.stdout)["r2"] >= 0.9, e.stdout   # a ridge regression on the same TF-IDF: 0.998
+
+
+def test_a_regression_that_trained_to_its_mean_says_so_and_which_rates_to_lower(client, tmp_path):
+    """Input rows at twenty times their rate on a few texts repeated: the run collapses to
+    predicting the mean (every hidden unit dead). Before, it finished as any other run."""
+    texts = ["the cat sat on the mat", "dogs run fast in the park", "stock prices fell sharply today"]
+    (tmp_path / "tiny.csv").write_text("text,y\n" + "".join(f"{texts[i % 3]},{i % 3}\n" for i in range(60)))
+    p = cli("train", "tiny.csv", "--target", "y", "--epochs", "10", "--val-fraction", "0", "--sparse-lr", "20",
+            "--scheduler", client.scheduler.address, "--name", "mean", cwd=tmp_path)
+    ok(p, "train to the mean")
+    out = p.stdout + p.stderr
+    assert "warning: the saved model fits its training rows no better than their mean" in out, out
+    assert "--sparse-lr" in out and "--epochs" in out
+
+
 def test_a_run_whose_loss_becomes_nan_exits_2_saying_it_diverged_and_which_rates_to_lower(client, tmp_path):
     """Before: the epochs went on in nan and the run ended in an internal error
     from drawing a histogram of nan residuals (exit 1, `ValueError`)."""

@@ -77,8 +77,11 @@ def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: flo
        and in slot ``2 + r`` rank r's count of sparse rows used (the others
        add zero), so agreeing on all of them costs no extra round trip;
     2. one ``all_gather`` of each rank's used rows, padded to the largest
-       count: the row ids' bits and the row gradients' bits side by side in
-       one int32 matrix (a bit copy: nothing is rounded).
+       count: the row ids' bits, the row gradients' bits and, for a layer
+       that weighs its rows, each row's load (its examples' summed squared
+       weights, summed over the ranks: what a cut step reads,
+       :func:`~lancetnic_flow.models.sparse_input.capped`) side by side in one
+       int32 matrix (a bit copy: nothing is rounded).
     """
     layer = model.input
     device = layer.weight.device
@@ -110,21 +113,34 @@ def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: flo
         if most == 0:   # batches without a single token anywhere
             layer.active = None
             return active, flag
-        packed = torch.zeros(most, width + 2, dtype=torch.int32, device=device)
+        packed = torch.zeros(most, width + 3, dtype=torch.int32, device=device)
         if used is not None and len(used):
             packed[:len(used), :width] = grad.contiguous().view(torch.int32)
-            packed[:len(used), width:] = used.contiguous().view(torch.int32).view(len(used), 2)
+            packed[:len(used), width:width + 2] = used.contiguous().view(torch.int32).view(len(used), 2)
+            packed[:len(used), width + 2] = row_load(layer, used).view(torch.int32)
         gathered = [torch.empty_like(packed) for _ in range(world)]
         dist.all_gather(gathered, packed)
         rows_of = [g[:c] for g, c in zip(gathered, counts)]
         grads = torch.cat([r[:, :width] for r in rows_of]).contiguous().view(torch.float32)
-        ids = torch.cat([r[:, width:] for r in rows_of]).contiguous().view(torch.int64).view(-1)
+        ids = torch.cat([r[:, width:width + 2] for r in rows_of]).contiguous().view(torch.int64).view(-1)
         union, inverse = torch.unique(ids, return_inverse=True)
         summed = torch.zeros(len(union), width, device=device).index_add_(0, inverse, grads) / active
         rows = layer.weight.detach().index_select(0, union).requires_grad_()
         rows.grad = summed
         layer.active = (union, rows)
+        if getattr(layer, "weighs_rows", False):
+            loads = torch.cat([r[:, width + 2] for r in rows_of]).contiguous().view(torch.float32)
+            layer.load = (union, torch.zeros(len(union), device=device).index_add_(0, inverse, loads))
     return active, flag
+
+
+def row_load(layer, used: torch.Tensor) -> torch.Tensor:
+    """The load of each of ``used``'s rows (float32) as this rank's step weighed it; zeros
+    for a layer that keeps none."""
+    load = getattr(layer, "load", None)
+    if load is None or load[0] is not used:
+        return torch.zeros(len(used), dtype=torch.float32, device=used.device)
+    return load[1].float().contiguous()
 
 
 def gather_metrics(metrics: Any, dist: Any, fresh: Any) -> Any:

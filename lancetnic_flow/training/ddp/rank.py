@@ -159,6 +159,7 @@ class RankRun:
 
         self.rule = RULES[self.job.rule](self.tc)
         self.rule.decay_steps = self.job.decay_steps
+        self.rule.world = self.job.world   # a step's gradient is the mean over every rank's batch
         self.rule.warm()   # the margin kernel compiles while the first shards load
         if hasattr(self.rule, "train_picked") and self.job.keep_bytes and self.job.fresh is None:
             from ...models.margin import warm_picks   # the step over kept rows, used from epoch 2 on

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lancetnic_flow.features.vectorize import FittedFeatures
-from lancetnic_flow.models.sparse_input import DenseOptimizer, RowOptimizer, SparseEmbedding, SparseInput
+from lancetnic_flow.models.sparse_input import DenseOptimizer, RowOptimizer, SparseEmbedding, SparseInput, capped
 
 from .conftest import TOL, csr
 
@@ -222,3 +222,38 @@ def test_the_row_wise_first_layer_gives_embedding_bags_output_and_gradient_on_th
         assert torch.equal(used, torch.unique(indices))
         assert torch.allclose(got, weight.grad[used], atol=1e-5)
         assert float(weight.grad.abs().sum()) == pytest.approx(float(got.abs().sum()), rel=1e-5)  # nothing outside
+
+
+def test_a_capped_row_sgd_step_cuts_a_row_many_examples_share_and_leaves_a_rare_rows_step_as_it_was():
+    """A row whose examples' squared weights sum past the cap steps as if they summed to the cap:
+    20 copies of one text moved its rows 20 examples' steps at once (a regression overshot to
+    the mean); a row of a lone example under the cap keeps its summed per-example step."""
+    layer = SparseInput(4, 3).train()
+    plain = SparseInput(4, 3).train()
+    plain.weight.data.copy_(layer.weight.data)
+    capped_opt, plain_opt = RowOptimizer(layer, "sgd", 0.1, cap=0.5), RowOptimizer(plain, "sgd", 0.1)
+    idx, off = csr([[0, 1]] * 20 + [[2]])
+    vals = torch.tensor([0.6, 0.8] * 20 + [0.5])
+    upstream = torch.ones(21, 3)
+    before = layer.weight.detach().clone()
+    for net, opt in ((layer, capped_opt), (plain, plain_opt)):
+        (net(idx, off, vals) * upstream).sum().backward()
+        opt.step()
+    full = plain.weight.detach() - before   # 20 examples' summed steps for rows 0 and 1, one's for row 2
+    cut = layer.weight.detach() - before
+    torch.testing.assert_close(cut[0], full[0] * 0.5 / (20 * 0.36))
+    torch.testing.assert_close(cut[1], full[1] * 0.5 / (20 * 0.64))
+    torch.testing.assert_close(cut[2], full[2])
+    assert torch.equal(cut[3], torch.zeros(3))
+
+
+def test_capped_leaves_a_gradient_whole_without_a_cap_or_for_rows_another_step_used():
+    layer = SparseInput(4, 2).train()
+    layer.weighs_rows = True
+    idx, off = csr([[0, 1], [1]])
+    layer(idx, off, torch.ones(3)).sum().backward()
+    used, rows = layer.active
+    grad = rows.grad
+    assert torch.equal(capped(grad, used, layer, None), grad)
+    assert torch.equal(capped(grad, used.clone(), layer, 0.5), grad)   # --ddp: rows exchanged between ranks
+    torch.testing.assert_close(capped(grad, used, layer, 0.5), grad * torch.tensor([[0.5], [0.25]]))

@@ -144,3 +144,39 @@ def test_the_validation_loss_is_the_plain_loss_whatever_the_class_weights():
         trained = weighted.loss(model(**model_inputs(block, CPU)), torch.as_tensor(block.labels, dtype=torch.long),
                                 None).item()
     assert trained != pytest.approx(plain, rel=1e-3)
+
+
+def test_sparse_sgd_moves_a_value_heads_row_by_sparse_lr_per_example_of_a_batch_shorter_than_batch_size():
+    """A data set smaller than a batch (and an epoch's last batch) is the mean loss of its own
+    rows: each example moves a row it uses by --sparse-lr, not by --batch-size / rows times that
+    (60 rows at the default 512 stepped 8.5x too far, and a tiny regression trained to nonsense).
+    A class head's step keeps the batch size's scale: its gradient is bounded."""
+    tc = TrainingConfig(batch_size=512, optimizer="adam", sparse_optimizer="sgd", sparse_lr=0.5, lr=0.01)
+    rule = GradientRule(tc)
+    for regress, scale in ((True, 6), (False, 512)):
+        torch.manual_seed(0)
+        model, _ = create_model("ScalpelReg", dim=30, classes=0 if regress else 3, regress=regress, hidden=8,
+                                layers=1, dropout=0.0, embed=None, numeric=0)
+        block = separable(n=6)
+        block.values = np.full(len(block.indices), 0.1, np.float32)   # rows under the value head's cut
+        block.targets = np.linspace(-1, 1, 6).astype(np.float32)
+        opts = rule.optimizers(model)
+        before = model.input.weight.detach().clone()
+        rule.backward(model, Task(kind="regress" if regress else "classify", classes=0 if regress else 3), opts,
+                      block, CPU)
+        used, rows = model.input.active
+        grad = rows.grad.clone()
+        rule.update(opts, model, tc.lr)
+        torch.testing.assert_close(model.input.weight.detach()[used], before[used] - 0.5 * scale * grad)
+
+
+def test_a_value_heads_input_rows_step_cut_where_many_examples_share_them_a_classifiers_not():
+    """Per-example SGD sums a batch's steps of a shared row; a squared error's gradient grows
+    with the error, so a value head's rows are cut (optim.VALUE_ROW_CAP), a class head's are not."""
+    from lancetnic_flow.training.optim import VALUE_ROW_CAP
+
+    rule = GradientRule(TrainingConfig(optimizer="adam", sparse_optimizer="sgd", sparse_lr=1.0))
+    for regress, cap in ((True, VALUE_ROW_CAP), (False, None)):
+        model, _ = create_model("ScalpelReg", dim=30, classes=0 if regress else 3, regress=regress, hidden=8,
+                                layers=1, dropout=0.0, embed=None, numeric=0)
+        assert rule.optimizers(model)[0].cap == cap and model.input.weighs_rows is regress

@@ -150,3 +150,22 @@ def test_a_label_set_epochs_record_says_where_its_figures_decide_a_label_and_a_c
     record = epoch_record(1, train, {"loss": 0.5, "micro_f1": 0.4}, EpochClock(), 0.1, "margin 0")
     assert record["val_decided_at"] == "margin 0" and record["val_micro_f1"] == 0.4
     assert "val_decided_at" not in epoch_record(1, train, {}, EpochClock(), 0.1, "margin 0")   # no validation
+
+
+def test_a_regression_no_better_than_its_mean_is_warned_by_validation_r2_else_its_last_training_loss():
+    """A regression that diverged to a constant (or learnt nothing) reported success in silence:
+    R² of 0 or less on the validation rows, or without them a last epoch's squared error on the
+    standardised target at or past the mean's 1, is said; a run that does better, or a classifier, is not."""
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.step import no_better_than_the_mean
+
+    reg = Task(kind="regress")
+    assert "R² -0.0034 on the validation rows" in no_better_than_the_mean(reg, {"r2": -0.0034}, [])
+    assert no_better_than_the_mean(reg, {"r2": 0.0}, []) is not None
+    assert no_better_than_the_mean(reg, {"r2": 0.31}, [{"train_loss": 5.0}]) is None
+    said = no_better_than_the_mean(reg, {}, [{"train_loss": 0.2}, {"train_loss": 1.0032}])
+    assert "1.0032" in said and "the mean scores 1" in said
+    assert no_better_than_the_mean(reg, {}, [{"train_loss": 0.09}]) is None
+    assert no_better_than_the_mean(Task(kind="regress", value_loss="l1"), {}, [{"train_loss": 3.0}]) is None
+    assert no_better_than_the_mean(Task(kind="multitask", classes=3), {"r2": -1.0}, []) is not None
+    assert no_better_than_the_mean(Task(kind="classify", classes=3), {"r2": -1.0}, [{"train_loss": 9.0}]) is None

@@ -79,3 +79,45 @@ def test_an_epochs_train_figures_under_ddp_count_every_ranks_batches_not_rank_0s
     assert [merged[k] for k in keys] == pytest.approx([want[k] for k in keys])
     # the other ranks keep their own (rank 0 reports the epoch)
     assert gather_metrics(ranks[1], _Ranks(1, states), task.new_metrics).result()["rows"] == 4
+
+
+class _TwoAlikeRanks:
+    """torch.distributed as rank 0 of two whose other rank had the very same batch."""
+
+    def get_world_size(self):
+        return 2
+
+    def get_rank(self):
+        return 0
+
+    def all_reduce(self, flat):
+        rows = flat[-2].item()
+        flat.add_(flat.clone())
+        flat[-2:] = rows
+
+    def all_gather(self, gathered, packed):
+        for g in gathered:
+            g.copy_(packed)
+
+
+def test_the_rows_a_cut_step_weighs_under_ddp_carry_every_ranks_load_not_this_ranks():
+    """A value head's input rows are cut by their examples' summed squared weights
+    (sparse_input.capped): under --ddp the exchanged rows carry the sum over the ranks, so the
+    cut reads the step's whole batch; before, the exchanged rows carried none and stepped uncut."""
+    from lancetnic_flow.models import create_model
+    from lancetnic_flow.training.ddp.comm import sync_gradients
+    from lancetnic_flow.training.optim import optimizers_for
+    from lancetnic_flow.config import TrainingConfig
+
+    model, _ = create_model("ScalpelReg", dim=10, classes=0, regress=True, hidden=4, layers=1, dropout=0.0,
+                            embed=None, numeric=0)
+    optimizers_for(model, TrainingConfig(optimizer="adam", sparse_optimizer="sgd", sparse_lr=1.0))
+    model.train()
+    out = model(torch.tensor([1, 2, 1, 3]), torch.tensor([0, 2]), torch.tensor([0.6, 0.8, 1.0, 0.5]))
+    out["value"].sum().backward()
+    local = model.input.load[1].clone()
+    assert sync_gradients(model, True, _TwoAlikeRanks()) == (2, 0)
+    union, rows = model.input.active
+    assert model.input.load[0] is union and union.tolist() == [1, 2, 3]
+    torch.testing.assert_close(model.input.load[1], 2 * local)
+    torch.testing.assert_close(local, torch.tensor([0.36 + 1.0, 0.64, 0.25]))
