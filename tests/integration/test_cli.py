@@ -211,7 +211,7 @@ def test_the_program_freezes_its_heap_only_when_it_ends_and_an_in_process_call_n
     assert (tmp_path / "b.csv").stat().st_size > 0
 
 
-def test_predict_and_evaluate_on_an_existing_cluster_size_their_partitions_from_its_workers_limits(cli_run):
+def test_predict_and_evaluate_on_an_existing_cluster_size_their_partitions_from_its_workers_limits(cli_run, client):
     """--scheduler: the partitions and the window come from the cluster's workers (each holding the
     loaded run), as train's do, not from this machine's budget; predicting there writes every row.
     The options that size a LocalCluster do nothing there and are refused."""
@@ -246,9 +246,11 @@ def test_predict_and_evaluate_on_an_existing_cluster_size_their_partitions_from_
         for given in ({"memory_budget": "8GiB"}, {"workers": 2}, {"worker_threads": 2}):
             with pytest.raises(UserError, match="sizes the LocalCluster this command starts, and --scheduler"):
                 commands._planned_inputs(argparse.Namespace(**{**vars(a), **given}), model, inputs)
-        p = cli("predict", run, "--input", "x.csv", "--output", "small.jsonl", "--scheduler", small.scheduler_address,
-                cwd=d)
-        assert p.returncode == 0, p.stdout + p.stderr
-        assert len((d / "small.jsonl").read_text().splitlines()) == 2000
     finally:
         small.close()
+    # Predicting on an existing cluster writes every row (the session's: a 700 MiB worker running three
+    # tasks beside torch and the loaded run sits at its limit on a loaded host).
+    p = cli("predict", run, "--input", "x.csv", "--output", "small.jsonl", "--scheduler", client.scheduler.address,
+            cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len((d / "small.jsonl").read_text().splitlines()) == 2000

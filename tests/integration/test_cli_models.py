@@ -65,7 +65,7 @@ SEQUENCE = {m for m, spec in MODELS.items() if spec.net == "SequenceNet"}
 ROWS = 2000
 # Small and fast: sequence models on 48 tokens of 32-wide embeddings and states.
 SMALL = ["--epochs", "3", "--hidden", "32", "--max-features", "5000",
-         "--batch-size", "64", "--threads", "1", "--memory-budget", "3GiB"]
+         "--batch-size", "64", "--threads", "1"]   # the session cluster plans them: no --memory-budget
 # a bag of terms has no sequence to cut nor token embeddings: refused there
 SEQUENCE_SMALL = ["--max-len", "48", "--embed", "32"]
 # Keys each prediction carries beyond the text, per task: --text prints the
