@@ -495,12 +495,14 @@ _LOADING = threading.Lock()
 def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
     """One loaded run per worker process, reused by every task while ``stamp``
     (:func:`~.loading.weights_stamp`) says the weights in ``run`` are the same:
-    a run folder written again is loaded again, by a long-lived worker too."""
+    a run folder written again is loaded again, by a long-lived worker too.
+    Another run's task loads that run in its place: the plan gives a worker room
+    for one loaded run, and a long-lived worker that served many would
+    otherwise keep them all (until paused by its memory, running nothing)."""
     key = (run, stamp)
     with _LOADING:   # tasks on threads of one process (a worker's, or dataflow/inprocess.py's) load it once
         if key not in _PREDICTORS:
-            for old in [k for k in _PREDICTORS if k[0] == run]:
-                del _PREDICTORS[old]
+            _PREDICTORS.clear()   # dropped before the next loads: a task still running holds its own copy
             pred = Predictor(run, storage_options)
             if pred.uses_torch:   # one thread a task: the worker's other tasks have the other cores
                 import torch

@@ -332,3 +332,19 @@ def test_storage_options_for_a_run_on_this_machines_disk_are_refused_naming_it(t
                                         r"\(the run .*run\)"):
         Predictor(run, {"anon": True})
     assert Predictor(run, {}).labels == Predictor(run).labels
+
+
+def test_a_worker_that_predicts_for_many_runs_keeps_one_loaded_not_every_run_it_served(tmp_path, monkeypatch):
+    """A long-lived worker kept each run it predicted for (one per folder), past the one loaded
+    run the plan gives it room for, until Dask paused it and it ran nothing more."""
+    import lancetnic_flow.runs.predict as predict
+
+    monkeypatch.setattr(predict, "_PREDICTORS", {})
+    runs = [linear_run(tmp_path / f"run{i}") for i in range(3)]
+    first = predict.predictor(runs[0], {}, "a")
+    assert predict.predictor(runs[0], {}, "a") is first   # the same run: reused, not loaded again
+    for run in runs[1:]:
+        predict.predictor(run, {}, "a")
+    assert list(predict._PREDICTORS) == [(runs[2], "a")]
+    assert predict.predictor(runs[0], {}, "a") is not first   # loaded again, in the last one's place
+    assert list(predict._PREDICTORS) == [(runs[0], "a")]
