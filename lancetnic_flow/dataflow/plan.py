@@ -110,6 +110,15 @@ def _partition_for(worker_limit: int, threads: int, resident: int = 0) -> int:
     return max(1 * MiB, min(MAX_PARTITION, size // MiB * MiB))
 
 
+def worker_minimum(worker_model_bytes: int = 0) -> int:
+    """The smallest memory limit a worker may have: its base and a task, and with
+    ``worker_model_bytes`` (a model it holds for the whole run) all of them under Dask's
+    pause line: past that line it takes no task, and the model never leaves."""
+    if not worker_model_bytes:
+        return MIN_WORKER
+    return max(MIN_WORKER, math.ceil((MIN_WORKER + worker_model_bytes) / THRESHOLDS["pause"]))
+
+
 def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
                 model_bytes: int = 0, shuffle_bytes: int = 0, blocksize: int | None = None,
                 model_options: str = "", worker_model_bytes: int = 0, holder: str = "the trainer",
@@ -136,10 +145,7 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
     worker_share = budget - reserve - trainer
     cpus = os.cpu_count() or 1
     threads = threads or 1
-    # A worker that holds a model for the run must stay under Dask's pause line with it, a task
-    # and its own base: past that line it takes no task, and the model never leaves.
-    worker_min = (max(MIN_WORKER, math.ceil((MIN_WORKER + worker_model_bytes) / THRESHOLDS["pause"]))
-                  if worker_model_bytes else MIN_WORKER)
+    worker_min = worker_minimum(worker_model_bytes)
     by_ranks = workers is None and ranks > max(1, min(cpus // threads, worker_share // (3 * worker_min)))
     if workers is None:
         workers = max(ranks, 1, min(cpus // threads, worker_share // (3 * worker_min)))
@@ -178,6 +184,19 @@ def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None
     ``evaluate``'s loaded model): left out of the partitions' room."""
     limits = [w.get("memory_limit") or psutil.virtual_memory().total for w in workers]
     limit = min(limits)
+    need = worker_minimum(worker_model_bytes)
+    if worker_model_bytes and limit < need:
+        # Under the pause line the loaded run leaves no room for a task: the worker would wait
+        # forever, or be killed past its limit while loading (predict, evaluate).
+        fit = math.ceil(need / GiB * 10) / 10
+        small = sum(1 for x in limits if x < need)
+        raise UserError(
+            f"the cluster's workers are too small for this run: {counted(small, 'worker')} of {len(limits)} "
+            f"{'has' if small == 1 else 'have'} a memory limit of {format_size(limit)}{' or less' if small > 1 else ''}, "
+            f"and each worker holds the run's loaded model ({format_size(worker_model_bytes)}) beside a task under "
+            f"Dask's pause line ({THRESHOLDS['pause']:.0%} of the limit): a worker needs {format_size(need)} or more",
+            f"start the workers with `dask worker ADDRESS --memory-limit {fit:.1f}GiB` or more, or run without "
+            "--scheduler (a LocalCluster on this machine, planned from --memory-budget)")
     threads = max(w.get("nthreads", 1) for w in workers)
     total_threads = sum(w.get("nthreads", 1) for w in workers)
     partition = blocksize or _partition_for(limit, threads, worker_model_bytes)

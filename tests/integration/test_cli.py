@@ -223,8 +223,9 @@ def test_predict_and_evaluate_on_an_existing_cluster_size_their_partitions_from_
     from lancetnic_flow.cli import commands
     from lancetnic_flow.data.checks import checked_source
     from lancetnic_flow.data.sources import Columns
-    from lancetnic_flow.dataflow.plan import MiB, plan_memory
+    from lancetnic_flow.dataflow.plan import MiB, plan_memory, worker_minimum
     from lancetnic_flow.errors import UserError
+    from lancetnic_flow.runs.weights_size import loaded_bytes
 
     d, _, _, run = cli_run
     model = 64 * MiB
@@ -246,6 +247,15 @@ def test_predict_and_evaluate_on_an_existing_cluster_size_their_partitions_from_
         for given in ({"memory_budget": "8GiB"}, {"workers": 2}, {"worker_threads": 2}):
             with pytest.raises(UserError, match="sizes the LocalCluster this command starts, and --scheduler"):
                 commands._planned_inputs(argparse.Namespace(**{**vars(a), **given}), model, inputs)
+        # This run's own network, loaded, leaves a 700 MiB worker no room for a task under its pause
+        # line: refused before loading, naming a limit that holds it (it was killed predicting).
+        loaded = loaded_bytes(str(run), {}, torch_network=True)
+        assert worker_minimum(loaded) > 700 * MiB, loaded
+        p = cli("predict", run, "--input", "x.csv", "--output", "refused.jsonl", "--scheduler",
+                small.scheduler_address, cwd=d)
+        assert_user_error(p, "the cluster's workers are too small for this run: 1 worker of 1 has a memory limit "
+                             "of 700.0 MiB")
+        assert "--memory-limit" in p.stderr and not (d / "refused.jsonl").exists()
     finally:
         small.close()
     # Predicting on an existing cluster writes every row (the session's: a 700 MiB worker running three

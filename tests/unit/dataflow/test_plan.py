@@ -10,7 +10,7 @@ import pytest
 from lancetnic_flow.dataflow.plan import (MAX_PARTITION, MIN_WORKER, THRESHOLDS, TRAINER_BASE, GiB, MiB,
                                           plan_for_workers, plan_memory)
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.sizes import parse_size
+from lancetnic_flow.sizes import format_size, parse_size
 
 
 @pytest.mark.parametrize("budget", ["1.5GiB", "2GiB", "3GiB", "8GiB", "16GiB", "64GiB", "1TiB"])
@@ -184,3 +184,25 @@ def test_an_existing_clusters_partitions_leave_room_for_the_model_each_worker_ho
     holding = plan_for_workers(workers, trainer=0, worker_model_bytes=750 * MiB)
     assert bare.partition == 4 * MiB and holding.partition == 3 * MiB   # the smallest worker, less the model
     assert plan_for_workers(workers, trainer=0, blocksize=2 * MiB, worker_model_bytes=750 * MiB).partition == 2 * MiB
+
+
+def test_an_existing_cluster_whose_workers_cannot_hold_the_loaded_run_beside_a_task_is_refused_naming_the_limit():
+    """A 700 MiB worker and a run whose loading holds 512 MiB: the plan gave it 1 MiB partitions,
+    and the worker was killed past its limit while predicting (or, paused, would have waited
+    forever). Refused before anything is loaded, naming a --memory-limit that holds it."""
+    from lancetnic_flow.dataflow.plan import MiB, plan_for_workers, worker_minimum
+
+    model = 512 * MiB
+    need = worker_minimum(model)
+    assert need * THRESHOLDS["pause"] >= MIN_WORKER + model
+    small = [{"memory_limit": 4 * GiB, "nthreads": 3}, {"memory_limit": 700 * MiB, "nthreads": 3}]
+    with pytest.raises(UserError) as refused:
+        plan_for_workers(small, trainer=0, worker_model_bytes=model)
+    assert "1 worker of 2 has a memory limit of 700.0 MiB" in str(refused.value)
+    assert f"a worker needs {format_size(need)} or more" in str(refused.value)
+    assert "--memory-limit 1.1GiB" in refused.value.hint and parse_size("1.1GiB") >= need
+    plan = plan_for_workers([{"memory_limit": parse_size("1.1GiB"), "nthreads": 3}], trainer=0,
+                            worker_model_bytes=model)   # the limit it names holds the run
+    assert plan.partition == MiB
+    assert plan_for_workers(small, trainer=0).worker_limit == 700 * MiB   # nothing loaded: planned as before
+    assert plan_for_workers(small, trainer=0, worker_model_bytes=64 * MiB).worker_limit == 700 * MiB
