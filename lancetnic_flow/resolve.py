@@ -538,7 +538,8 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
                    ) -> tuple[TrainConfig, TrainConfig, str | None]:
     """``--analyzer auto`` decided from a sample of the training text, before
     the fit pass: ``share`` is the share of its ``letters`` word characters
-    in scripts written without spaces or with particles joined to their words
+    in scripts written without spaces, with particles joined to their words or
+    with vowel signs the word pattern cuts them at
     (:func:`~lancetnic_flow.features.scripts.char_script_share`). From
     :data:`CHAR_SCRIPT_SHARE` up the features are
     character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range was
@@ -562,7 +563,8 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
         return given, resolved, None
     return given, resolved, (f"analyzer {f.analyzer} {f.ngram_min},{f.ngrams}: {share:.0%} of the sampled "
                              "letters are in scripts whose words do not repeat in one form (written without "
-                             "spaces: Chinese, Japanese, Thai, …; with particles joined to each word: Korean); "
+                             "spaces: Chinese, Japanese, Thai, …; with particles joined to each word: Korean; "
+                             "with vowel signs the word pattern cuts each word at: Hindi, Bengali, Tamil, …); "
                              "{features.analyzer} word keeps words")
 
 
@@ -589,8 +591,9 @@ def words_kept_warning(features, model: str, share: float, letters: int) -> str 
     else:
         return None
     return (f"{share:.0%} of the sampled letters are in scripts whose words do not repeat in one form (Chinese, "
-            f"Japanese, Thai, Korean, …), but {why}: a token there is a whole clause, or a word with its "
-            f"particles, seldom seen twice, so the model learns little; {fix}")
+            f"Japanese, Thai, Korean, Hindi, …), but {why}: a token there is a whole clause, a word with its "
+            f"particles, seldom seen twice, or a piece of a word cut at its vowel signs, so the model learns "
+            f"little; {fix}")
 
 
 @dataclass(frozen=True)

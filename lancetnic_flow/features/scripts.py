@@ -1,7 +1,8 @@
 """How much of a text sample is in scripts whose words a word analyzer cannot match.
 
-Two kinds of script, one symptom: a word token is seldom seen again in the
-same form, so words learn little and character n-grams read the text well.
+Three kinds of script, one symptom: a word token is seldom the word, or
+seldom seen again in the same form, so words learn little and character
+n-grams read the text well.
 
 * Written without separators between words (Chinese, Japanese, Thai, Lao,
   Khmer, Myanmar, Tibetan): the word analyzer reads a whole clause as one
@@ -10,6 +11,11 @@ same form, so words learn little and character n-grams read the text well.
   it (Korean's Hangul: 서버를, 서버의, 서버에서 are three tokens of one
   word). On real Korean text words lost 5.7 points to character n-grams
   (docs/benchmarks.md).
+* Written with spaces, but with vowel signs and viramas that are combining
+  marks (the Brahmic scripts of South Asia: Hindi, Bengali, Tamil, …). The
+  word pattern is scikit-learn's, letters and digits, so it cuts each word
+  at its marks: ``किताब`` gives no token at all and ``नमस्ते`` gives
+  ``नमस``. Character n-grams of each word keep the marks.
 
 :func:`char_script_share` measures, on a sample of the corpus, the share of
 word characters (Unicode letters and digits, :mod:`lancetnic_flow.wordchars`) in those
@@ -53,7 +59,22 @@ JOINED = (
     (0xD7B0, 0xD800),   # Hangul jamo extended B
     (0xFFA0, 0xFFE0),   # half-width Hangul
 )
-CHAR_SCRIPTS = tuple(sorted(SPACELESS + JOINED))
+# Brahmic scripts of South Asia: words separated by spaces, their vowel signs and
+# viramas combining marks, which the word pattern stops at.
+MARKED = (
+    (0x0900, 0x0980),   # Devanagari
+    (0x0980, 0x0A00),   # Bengali
+    (0x0A00, 0x0A80),   # Gurmukhi
+    (0x0A80, 0x0B00),   # Gujarati
+    (0x0B00, 0x0B80),   # Oriya
+    (0x0B80, 0x0C00),   # Tamil
+    (0x0C00, 0x0C80),   # Telugu
+    (0x0C80, 0x0D00),   # Kannada
+    (0x0D00, 0x0D80),   # Malayalam
+    (0x0D80, 0x0E00),   # Sinhala
+    (0xA8E0, 0xA900),   # Devanagari extended
+)
+CHAR_SCRIPTS = tuple(sorted(SPACELESS + JOINED + MARKED))
 
 _WORD = np.array(RANGES, dtype=np.int64)
 _ASCII_WORD = np.array([any(lo <= c < hi for lo, hi in RANGES) for c in range(128)])

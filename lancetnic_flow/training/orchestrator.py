@@ -587,7 +587,7 @@ class Training:
 
     def _decide_analyzer(self) -> None:
         """``--analyzer auto``: words, or character n-grams for text whose words
-        do not repeat in one form, from a sample of the training text
+        do not repeat in one form (or are cut at their vowel signs), from a sample of the training text
         (resolve_sample); a warning when another option settled it on words
         for such text (words_kept_warning)."""
         if self.given.features.analyzer != "auto":

@@ -1,6 +1,7 @@
 """features/scripts.py: the share of a sample's word characters in scripts
 whose words do not repeat in one form tells Chinese, Japanese and Thai
-(no spaces) and Korean (particles joined to each word) from languages whose
+(no spaces), Korean (particles joined to each word) and Hindi, Bengali,
+Tamil, … (vowel signs the word pattern cuts words at) from languages whose
 words a word analyzer matches (English, Russian, Arabic), whatever the
 punctuation, digits and Latin package names mixed in."""
 from __future__ import annotations
@@ -34,6 +35,20 @@ def test_text_written_without_spaces_is_read_in_characters(text):
 def test_korean_whose_particles_join_its_words_is_read_in_characters(text):
     share, letters = char_script_share([text])
     assert share >= CHAR_SCRIPT_SHARE and letters > 5
+
+
+@pytest.mark.parametrize("text", [
+    "मैं आज स्कूल नहीं जाऊँगा, किताब घर पर है",
+    "আমি আজ বাড়িতে থাকব এবং বই পড়ব",
+    "நான் இன்று பள்ளிக்குச் செல்லமாட்டேன்",
+    "ਮੈਂ ਅੱਜ ਸਕੂਲ ਨਹੀਂ ਜਾਵਾਂਗਾ",
+    "ನಾನು ಇಂದು ಶಾಲೆಗೆ ಹೋಗುವುದಿಲ್ಲ",
+    "මම අද පාසල් යන්නේ නැහැ",
+])
+def test_brahmic_text_whose_vowel_signs_cut_its_words_is_read_in_characters(text):
+    # The word pattern (letters and digits) stops at each vowel sign and virama: "किताब" is no token at all.
+    share, letters = char_script_share([text])
+    assert share >= CHAR_SCRIPT_SHARE and letters > 10
 
 
 @pytest.mark.parametrize("text", [
