@@ -28,6 +28,7 @@ from ..data.checks import (coarse_cache_warning, idle_ranks_warning, plan_traini
                            sample_rows, sample_texts, skip_hint, training_columns)
 from ..data.sources import Columns
 from ..data.readers.labels import separator_counts, separator_warnings
+from ..data.readers.table import UNREADABLE_TARGET
 from ..data.usable import rules_before
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
@@ -292,6 +293,8 @@ def sum_rows(results: list) -> dict:
 NOTED = {"repeated_label": ("row", "named a label twice in {its} label set; each label counts once"),
          "unreadable_numeric": ("{{data.numeric}} value", "that {are} not a number (a decimal comma, text): each counts "
                                 "as the training mean, as a missing one does"),
+         UNREADABLE_TARGET: ("{{data.target}} value", "that {are} not a number (a decimal comma such as 1,5, text, "
+                             "nan, inf): skipped as missing_target; write a number with a decimal point"),
          LEARNED: ("validation row", "the {continued} model had learned: trained on, not held out, since a "
                    "row a model learned does not test it"),
          TRUNCATED: ("row", "held more tokens than {{features.max_len}} {max_len}: the model reads the first "

@@ -405,8 +405,8 @@ def test_a_runs_errors_about_its_data_name_options_as_each_caller_typed_them():
     e = no_rows_error(cfg, 10, {})
     assert e.hint == "add rows, or lower val_fraction" and e.cli[1] == "add rows, or lower --val-fraction"
     e = no_rows_error(TrainConfig(data=DataConfig(train=["t.csv"], target="y")), 10, {"missing_target": 10})
-    assert e.hint == "the target column 'y' must hold numbers; check target"
-    assert e.cli[1] == "the --target column 'y' must hold numbers; check --target"
+    assert e.hint == "the target column 'y' must hold numbers, written with a decimal point (1.5, not 1,5); check target"
+    assert e.cli[1] == "the --target column 'y' must hold numbers, written with a decimal point (1.5, not 1,5); check --target"
     cfg = TrainConfig(data=DataConfig(train=["t.csv"]), features=FeatureConfig(mode="tfidf"))
     features = FittedFeatures(mode="tfidf", ngrams=1, lowercase=True, sublinear_tf=False, buckets=0, max_len=0,
                               labels=["a", "b"], target=None, vocabulary={}, idf=None, docs=5)
