@@ -208,6 +208,12 @@ def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> 
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
     worst = max(skipped, key=skipped.get)
     hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text, style=None)
+    f = cfg.features
+    if worst == "empty_text" and f.analyzer == "word" and f.mode == "hashing" and f.tokenizer is None \
+            and f.stop_words is None:
+        # a corpus of emoji (reactions) or symbols holds no word, and nothing said what reads them
+        hint += ("; emoji, symbols and single letters are no word: {features.analyzer} char_wb reads every "
+                 "character")
     return bad("data.train", f"no training rows in {data}: {counted(rows_read, 'row')} read, "
                f"{sum(skipped.values()):,} skipped ({reasons})", hint)
 

@@ -416,6 +416,20 @@ def test_a_runs_errors_about_its_data_name_options_as_each_caller_typed_them():
     assert e.value.cli[1] == "lower --min-df, raise --max-df, or check the --text column"
 
 
+def test_a_run_of_texts_without_a_word_names_the_analyzer_that_reads_characters():
+    # a corpus of emoji alone was refused with "must hold text the analyzer reads": not what would read it
+    from lancetnic_flow.config import FeatureConfig
+    from lancetnic_flow.training.orchestrator import no_rows_error
+
+    cfg = TrainConfig(data=DataConfig(train=["t.csv"]), features=FeatureConfig(analyzer="word", mode="hashing"))
+    e = no_rows_error(cfg, 600, {"empty_text": 600})
+    assert e.cli[1].endswith("; emoji, symbols and single letters are no word: --analyzer char_wb reads every "
+                             "character")
+    # a fitted vocabulary reads words alone: no character analyzer to name there
+    cfg.features = FeatureConfig(analyzer="word", mode="tfidf")
+    assert "char_wb" not in no_rows_error(cfg, 600, {"empty_text": 600}).cli[1]
+
+
 def test_a_run_without_a_checkpoint_to_resume_names_checkpoint_every_as_the_caller_typed_it(tmp_path):
     """train(cfg, resume=RUN) was told a checkpoint is written every `--checkpoint-every`."""
     import types
