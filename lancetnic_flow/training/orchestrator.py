@@ -608,8 +608,10 @@ class Training:
         if self.cfg.features.analyzer != "auto":
             warning = words_kept_warning(self.cfg.features, self.cfg.model.name, share, letters)
             if warning:
+                # metrics.json holds the words the run's caller was told, not the options' placeholders
                 self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "letters_sampled": letters,
-                                              "char_script_share": round(share, 4), "warning": warning}
+                                              "char_script_share": round(share, 4),
+                                              "warning": said(warning, self.events.words)}
                 self.events.emit("warning", message=warning)
             return
         self.given, self.cfg, note = resolve_sample(self.given, self.cfg, share, letters)

@@ -289,6 +289,8 @@ def test_text_without_spaces_trains_on_character_ngrams_by_default_and_the_run_s
     text, metrics = out["tfidf"]
     assert "warning: " in text and "--features hashing reads character n-grams" in text
     assert metrics["decided"]["analyzer"]["analyzer"] == "word" and metrics["decided"]["analyzer"]["warning"]
+    # said as the command line was told it, not as "{features.mode} hashing"
+    assert "--features hashing reads" in metrics["decided"]["analyzer"]["warning"]
 
 
 def test_hindi_whose_vowel_signs_cut_its_words_trains_on_character_ngrams_and_keeps_every_row(tmp_path):
