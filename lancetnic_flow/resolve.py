@@ -568,6 +568,31 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
                              "{features.analyzer} word keeps words")
 
 
+#: A word analyzer warns from this share of a sample's words cut at a combining mark
+#: (features/scripts.cut_word_share): below it, a stray shadda or accent here and there.
+CUT_WORD_SHARE = 0.1
+
+
+def cut_words_warning(features, share: float, words: int, composed_share: float) -> str | None:
+    """Words read for text whose words the word pattern cuts at their combining marks
+    (``share`` of ``words`` sampled; ``composed_share``: the same once the text is NFC,
+    its accents joined to their letters): the warning that names what reads them
+    whole. None where few words are cut, or the text is normalised to composed forms
+    already, or the analyzer reads characters."""
+    if words == 0 or share < CUT_WORD_SHARE or features.analyzer != "word" or features.normalize in ("nfc", "nfkc"):
+        return None
+    if composed_share < share / 2:
+        why = "text written decomposed (NFD: 'résumé' is read as 're' and 'sume')"
+        fix = "{features.normalize} nfc joins each accent to its letter"
+    else:
+        why = "vowel marks written into the words (as in vocalised Arabic or Hebrew)"
+        fix = ("{features.analyzer} char_wb reads every character" if features.mode in (None, "hashing")
+               and features.tokenizer is None and features.stop_words is None
+               else "a tokenizer of your own ({features.tokenizer}) can keep the marks")
+    return (f"{share:.0%} of the sampled words hold combining marks between their letters, where the word "
+            f"pattern (letters and digits, as scikit-learn's) cuts them: {why}; {fix}")
+
+
 def words_kept_warning(features, model: str, share: float, letters: int) -> str | None:
     """``--analyzer auto`` left to decide, but another option settled it on
     words (:meth:`~lancetnic_flow.config.FeatureConfig.known_analyzer`) while

@@ -105,3 +105,47 @@ def char_script_share(texts: Iterable[str]) -> tuple[float, int]:
     if not n:
         return 0.0, 0
     return float(_in_ranges(rest, _CHAR_SCRIPTS).sum()) / n, n
+
+
+# Python's str.isspace past ASCII (what str.split() splits words at), as the kernels read it.
+_SPACES = np.array([0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000], np.int64)
+
+
+def _marks(points: np.ndarray) -> np.ndarray:
+    """Which of ``points`` (past ASCII) are combining marks (Unicode categories Mn, Mc, Me)."""
+    import unicodedata
+
+    kinds, where = np.unique(points, return_inverse=True)
+    mark = np.array([unicodedata.category(chr(int(p))).startswith("M") for p in kinds], bool)
+    return mark[where] if len(kinds) else np.zeros(0, bool)
+
+
+def cut_word_share(texts: Iterable[str]) -> tuple[float, int]:
+    """The share of the whitespace-separated words of ``texts`` that hold a combining
+    mark between two word characters, where the word pattern (letters and digits)
+    cuts the word: text written decomposed (NFD: ``résumé`` is read as ``re`` and
+    ``sume``), vocalised Arabic or Hebrew. And how many words were looked at."""
+    joined = "\n".join(t for t in texts if t)
+    if not joined:
+        return 0.0, 0
+    points = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    high = points >= 128
+    space = np.zeros(len(points), bool)
+    low = points[~high]
+    space[~high] = ((low >= 0x09) & (low <= 0x0D)) | ((low >= 0x1C) & (low <= 0x20))
+    space[high] = np.isin(points[high], _SPACES)
+    word = np.zeros(len(points), bool)
+    word[~high] = _ASCII_WORD[low]
+    word[high] = _in_ranges(points[high], _WORD)
+    mark = np.zeros(len(points), bool)
+    mark[high] = _marks(points[high])
+    starts = ~space & np.concatenate([[True], space[:-1]])
+    words = int(starts.sum())
+    if not words:
+        return 0.0, 0
+    ids = np.cumsum(starts) - 1
+    # marks between two word characters: those at a word's end (Arabic's tanween) drop, cutting nothing
+    kept = np.flatnonzero(~mark)
+    after, before = kept[1:], kept[:-1]
+    cut = before[(after - before > 1) & word[before] & word[after]]
+    return len(np.unique(ids[cut])) / words, words

@@ -57,8 +57,9 @@ from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import (FitCounts, bias_only_lr, idle_epoch_options, refuse_sizes_for_client, resolve, resolve_counts,
-                       resolve_sample, unused_monitor, words_kept_warning)
+from ..resolve import (CUT_WORD_SHARE, FitCounts, bias_only_lr, cut_words_warning, idle_epoch_options,
+                       refuse_sizes_for_client, resolve, resolve_counts, resolve_sample, unused_monitor,
+                       words_kept_warning)
 from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
@@ -603,10 +604,13 @@ class Training:
             return
         from ..features.scripts import char_script_share
 
-        share, letters = char_script_share(sample_texts(self.train_src, self.columns, self.cfg.data.storage_options,
-                                                        sample=getattr(self, "sample", None)))
+        texts = sample_texts(self.train_src, self.columns, self.cfg.data.storage_options,
+                             sample=getattr(self, "sample", None))
+        share, letters = char_script_share(texts)
         if self.cfg.features.analyzer != "auto":
             warning = words_kept_warning(self.cfg.features, self.cfg.model.name, share, letters)
+            if not warning:   # Thai's or Hindi's marks are said there, with their script
+                self._warn_of_cut_words(texts)
             if warning:
                 # metrics.json holds the words the run's caller was told, not the options' placeholders
                 self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "letters_sampled": letters,
@@ -619,6 +623,24 @@ class Training:
                                       "letters_sampled": letters}
         if note:
             self.events.emit("decided", what="analyzer", message=note)
+        self._warn_of_cut_words(texts)
+
+    def _warn_of_cut_words(self, texts: list[str]) -> None:
+        """A warning where the words the run reads are cut at their combining marks
+        (decomposed accents, vowel marks): resolve.cut_words_warning, on the sample."""
+        import unicodedata
+
+        from ..features.scripts import cut_word_share
+
+        share, words = cut_word_share(texts)
+        if share < CUT_WORD_SHARE:
+            return
+        composed, _ = cut_word_share(unicodedata.normalize("NFC", t) for t in texts)
+        warning = cut_words_warning(self.cfg.features, share, words, composed)
+        if warning:
+            self.decisions["cut_words"] = {"share": round(share, 4), "words_sampled": words,
+                                           "warning": said(warning, self.events.words)}
+            self.events.emit("warning", message=warning)
 
     # ---- fit
     def fit(self) -> None:

@@ -76,3 +76,19 @@ def test_the_share_counts_characters_not_texts():
 def test_the_script_ranges_are_sorted_and_disjoint():
     # The look-up is a binary search over them: an overlap or a misorder would drop a script silently.
     assert all(lo < hi <= nxt for (lo, hi), (nxt, _) in zip(CHAR_SCRIPTS, CHAR_SCRIPTS[1:]))
+
+
+def test_words_cut_at_their_combining_marks_are_counted_and_composed_text_has_none():
+    import unicodedata
+
+    from lancetnic_flow.features.scripts import cut_word_share
+
+    french = "le résumé était très élégant"
+    assert cut_word_share([unicodedata.normalize("NFD", french)]) == (0.8, 5)   # "le" alone is whole
+    assert cut_word_share([unicodedata.normalize("NFC", french)]) == (0.0, 5)
+    # marks in a row between two letters (Vietnamese ế) cut as one does
+    assert cut_word_share([unicodedata.normalize("NFD", "biết tiếng")]) == (1.0, 2)
+    assert cut_word_share(["كَتَبَ الوَلَدُ الدَّرْسَ"]) == (1.0, 3)   # vocalised Arabic: no composed form
+    # a mark at a word's end (Arabic's tanween) drops off it and cuts nothing
+    assert cut_word_share(["شكراً جداً كتاب"]) == (0.0, 3)
+    assert cut_word_share(["", "   "]) == (0.0, 0)
