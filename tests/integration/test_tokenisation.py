@@ -307,6 +307,21 @@ def test_hindi_whose_vowel_signs_cut_its_words_trains_on_character_ngrams_and_ke
     assert metrics["rows"]["skipped"] == {} and metrics["val_accuracy"] == 1.0
 
 
+def test_text_written_decomposed_warns_that_its_words_are_cut_and_names_normalize_nfc(tmp_path):
+    import unicodedata
+
+    rng = np.random.default_rng(4)
+    words = {"a": "résumé élégant été très", "b": "problème fenêtre forêt hôpital"}
+    lines = ["text,label"] + [unicodedata.normalize("NFD", " ".join(rng.choice(words[label].split(), 5))) + "," + label
+                              for _ in range(200) for label in words]
+    (tmp_path / "nfd.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    p = cli("train", "nfd.csv", *CLUSTER, "--epochs", "1", "--out", tmp_path / "runs", "--name", "nfd", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "where the word pattern" in p.stdout + p.stderr and "--normalize nfc joins" in p.stdout + p.stderr
+    decided = json.loads((tmp_path / "runs" / "nfd" / "metrics.json").read_text())["decided"]
+    assert decided["cut_words"]["share"] > 0.9 and "--normalize nfc" in decided["cut_words"]["warning"]
+
+
 def test_english_text_keeps_words_by_default_with_nothing_said(tmp_path):
     assert cli("make-data", "en.csv", "--rows", "800", cwd=tmp_path).returncode == 0
     p = cli("train", "en.csv", *CLUSTER, "--epochs", "1", "--out", tmp_path / "runs", "--name", "en", cwd=tmp_path)
