@@ -538,7 +538,8 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
                    ) -> tuple[TrainConfig, TrainConfig, str | None]:
     """``--analyzer auto`` decided from a sample of the training text, before
     the fit pass: ``share`` is the share of its ``letters`` word characters
-    in scripts written without spaces or with particles joined to their words
+    in scripts written without spaces, with particles joined to their words or
+    with vowel signs the word pattern cuts them at
     (:func:`~lancetnic_flow.features.scripts.char_script_share`). From
     :data:`CHAR_SCRIPT_SHARE` up the features are
     character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range was
@@ -562,8 +563,34 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
         return given, resolved, None
     return given, resolved, (f"analyzer {f.analyzer} {f.ngram_min},{f.ngrams}: {share:.0%} of the sampled "
                              "letters are in scripts whose words do not repeat in one form (written without "
-                             "spaces: Chinese, Japanese, Thai, …; with particles joined to each word: Korean); "
+                             "spaces: Chinese, Japanese, Thai, …; with particles joined to each word: Korean; "
+                             "with vowel signs the word pattern cuts each word at: Hindi, Bengali, Tamil, …); "
                              "{features.analyzer} word keeps words")
+
+
+#: A word analyzer warns from this share of a sample's words cut at a combining mark
+#: (features/scripts.cut_word_share): below it, a stray shadda or accent here and there.
+CUT_WORD_SHARE = 0.1
+
+
+def cut_words_warning(features, share: float, words: int, composed_share: float) -> str | None:
+    """Words read for text whose words the word pattern cuts at their combining marks
+    (``share`` of ``words`` sampled; ``composed_share``: the same once the text is NFC,
+    its accents joined to their letters): the warning that names what reads them
+    whole. None where few words are cut, or the text is normalised to composed forms
+    already, or the analyzer reads characters."""
+    if words == 0 or share < CUT_WORD_SHARE or features.analyzer != "word" or features.normalize in ("nfc", "nfkc"):
+        return None
+    if composed_share < share / 2:
+        why = "text written decomposed (NFD: 'résumé' is read as 're' and 'sume')"
+        fix = "{features.normalize} nfc joins each accent to its letter"
+    else:
+        why = "vowel marks written into the words (as in vocalised Arabic or Hebrew)"
+        fix = ("{features.analyzer} char_wb reads every character" if features.mode in (None, "hashing")
+               and features.tokenizer is None and features.stop_words is None
+               else "a tokenizer of your own ({features.tokenizer}) can keep the marks")
+    return (f"{share:.0%} of the sampled words hold combining marks between their letters, where the word "
+            f"pattern (letters and digits, as scikit-learn's) cuts them: {why}; {fix}")
 
 
 def words_kept_warning(features, model: str, share: float, letters: int) -> str | None:
@@ -589,8 +616,9 @@ def words_kept_warning(features, model: str, share: float, letters: int) -> str 
     else:
         return None
     return (f"{share:.0%} of the sampled letters are in scripts whose words do not repeat in one form (Chinese, "
-            f"Japanese, Thai, Korean, …), but {why}: a token there is a whole clause, or a word with its "
-            f"particles, seldom seen twice, so the model learns little; {fix}")
+            f"Japanese, Thai, Korean, Hindi, …), but {why}: a token there is a whole clause, a word with its "
+            f"particles, seldom seen twice, or a piece of a word cut at its vowel signs, so the model learns "
+            f"little; {fix}")
 
 
 @dataclass(frozen=True)

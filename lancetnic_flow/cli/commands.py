@@ -517,6 +517,10 @@ def noted_note(noted: dict) -> str:
     if n:
         words += (f"; {counted(n, '--numeric value')} that {verb(n, 'is not a number', 'are not numbers')} (a "
                   "decimal comma, text) read as the training mean, as a missing one is (unreadable_numeric)")
+    n = noted.get("unreadable_target")
+    if n:
+        words += (f"; {counted(n, '--target value')} that {verb(n, 'is not a number', 'are not numbers')} (a "
+                  "decimal comma, text, nan, inf) skipped as missing_target (unreadable_target)")
     n = noted.get("label_as_run")
     if n:
         words += f"; {counted(n, 'label')} read as the run's spelling of the same value (label_as_run)"

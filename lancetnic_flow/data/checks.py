@@ -35,7 +35,8 @@ CHECK_THREADS = 16
 # (train's training rows, evaluate's rows to score: the same column options).
 # Options named as {{section.field}}: options.bad, or options.said, says them in the reader's words.
 SKIP_HINTS = {
-    "missing_target": "the {{data.target}} column {target!r} must hold numbers; check {{data.target}}",
+    "missing_target": "the {{data.target}} column {target!r} must hold numbers, written with a decimal point "
+                      "(1.5, not 1,5); check {{data.target}}",
     "missing_label": "the {{data.label}} column {label!r} must hold a value in every row; check {{data.label}}",
     "empty_text": "the {{data.text}} column {text} must hold text the analyzer reads (words, for "
                   "{{features.analyzer}} word); check {{data.text}}",

@@ -65,6 +65,10 @@ DURATIONS_IN_SECONDS = 2
 # validation label the training labels hold in another spelling of its value (1 for 1.0) as training's,
 # where earlier entries skipped its rows (unknown_label).
 VAL_LABELS_REVISION = 1
+# Target notes' revision, in the key of entries with a --target column: 1 counts the rows skipped as
+# missing_target whose target was given but is no number (1,5 with a decimal comma: rows.noted.
+# unreadable_target), where an earlier entry's count of none would let the run say nothing of them.
+TARGET_NOTES_REVISION = 1
 # The CSV and TSV readers' revisions before a one-column file's lines of spaces were blank, no row
 # (formats.py's revision 2): a checkpoint keyed by them is of that reading.
 SPACE_LINES_READ_AS_ROWS = {"csv": 1, "tsv": 1}
@@ -218,8 +222,9 @@ def entry_key(train: SourcePlan, val: SourcePlan | None, feature_config: dict, c
     (:data:`ENCODED_BYTES_REVISION`), a UTF-8 file read in another encoding was refused
     (:data:`ENCODED_TEXT_REVISION`), a cut-off zstd file was refused
     (:data:`ZSTD_REVISION`), true/false read as numbers
-    (:data:`NUMBERS_REVISION`) and validation labels read in training's spelling
-    (:data:`VAL_LABELS_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
+    (:data:`NUMBERS_REVISION`), validation labels read in training's spelling
+    (:data:`VAL_LABELS_REVISION`) and targets that are no number counted
+    (:data:`TARGET_NOTES_REVISION`), whose rows, terms or labels may differ. ``readers``: format → the
     revision its reader had (a key an earlier reader made, to recognise its checkpoint); ``numbers``:
     the numbers' revision an earlier reader had, likewise."""
     options = key_options_of(feature_config)
@@ -285,6 +290,8 @@ def _revised(train: SourcePlan, val: SourcePlan | None, feature_config: dict, co
         revised.append(("numbers", numbers))
     if columns.label and val is not None:
         revised.append(("val_labels", VAL_LABELS_REVISION))
+    if columns.target and TARGET_NOTES_REVISION:
+        revised.append(("target_notes", TARGET_NOTES_REVISION))
     return revised
 
 

@@ -28,6 +28,7 @@ from ..data.checks import (coarse_cache_warning, idle_ranks_warning, plan_traini
                            sample_rows, sample_texts, skip_hint, training_columns)
 from ..data.sources import Columns
 from ..data.readers.labels import separator_counts, separator_warnings
+from ..data.readers.table import UNREADABLE_TARGET
 from ..data.usable import rules_before
 from ..dataflow.cluster import local_worker_threads, open_cluster, plan_for_existing, scheduler_address
 from ..dataflow.feed import FeedSpec, ShardFeed
@@ -56,8 +57,9 @@ from ..models.linear_arrays import is_arrays
 from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
-from ..resolve import (FitCounts, bias_only_lr, idle_epoch_options, refuse_sizes_for_client, resolve, resolve_counts,
-                       resolve_sample, unused_monitor, words_kept_warning)
+from ..resolve import (CUT_WORD_SHARE, FitCounts, bias_only_lr, cut_words_warning, idle_epoch_options,
+                       refuse_sizes_for_client, resolve, resolve_counts, resolve_sample, unused_monitor,
+                       words_kept_warning)
 from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
@@ -207,6 +209,12 @@ def no_rows_error(cfg: TrainConfig, rows_read: int, skipped: dict[str, int]) -> 
     reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
     worst = max(skipped, key=skipped.get)
     hint = skip_hint(worst, label=cfg.data.label, target=cfg.data.target, text=cfg.data.text, style=None)
+    f = cfg.features
+    if worst == "empty_text" and f.analyzer == "word" and f.mode == "hashing" and f.tokenizer is None \
+            and f.stop_words is None:
+        # a corpus of emoji (reactions) or symbols holds no word, and nothing said what reads them
+        hint += ("; emoji, symbols and single letters are no word: {features.analyzer} char_wb reads every "
+                 "character")
     return bad("data.train", f"no training rows in {data}: {counted(rows_read, 'row')} read, "
                f"{sum(skipped.values()):,} skipped ({reasons})", hint)
 
@@ -292,6 +300,8 @@ def sum_rows(results: list) -> dict:
 NOTED = {"repeated_label": ("row", "named a label twice in {its} label set; each label counts once"),
          "unreadable_numeric": ("{{data.numeric}} value", "that {are} not a number (a decimal comma, text): each counts "
                                 "as the training mean, as a missing one does"),
+         UNREADABLE_TARGET: ("{{data.target}} value", "that {are} not a number (a decimal comma such as 1,5, text, "
+                             "nan, inf): skipped as missing_target; write a number with a decimal point"),
          LEARNED: ("validation row", "the {continued} model had learned: trained on, not held out, since a "
                    "row a model learned does not test it"),
          TRUNCATED: ("row", "held more tokens than {{features.max_len}} {max_len}: the model reads the first "
@@ -587,20 +597,25 @@ class Training:
 
     def _decide_analyzer(self) -> None:
         """``--analyzer auto``: words, or character n-grams for text whose words
-        do not repeat in one form, from a sample of the training text
+        do not repeat in one form (or are cut at their vowel signs), from a sample of the training text
         (resolve_sample); a warning when another option settled it on words
         for such text (words_kept_warning)."""
         if self.given.features.analyzer != "auto":
             return
         from ..features.scripts import char_script_share
 
-        share, letters = char_script_share(sample_texts(self.train_src, self.columns, self.cfg.data.storage_options,
-                                                        sample=getattr(self, "sample", None)))
+        texts = sample_texts(self.train_src, self.columns, self.cfg.data.storage_options,
+                             sample=getattr(self, "sample", None))
+        share, letters = char_script_share(texts)
         if self.cfg.features.analyzer != "auto":
             warning = words_kept_warning(self.cfg.features, self.cfg.model.name, share, letters)
+            if not warning:   # Thai's or Hindi's marks are said there, with their script
+                self._warn_of_cut_words(texts)
             if warning:
+                # metrics.json holds the words the run's caller was told, not the options' placeholders
                 self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "letters_sampled": letters,
-                                              "char_script_share": round(share, 4), "warning": warning}
+                                              "char_script_share": round(share, 4),
+                                              "warning": said(warning, self.events.words)}
                 self.events.emit("warning", message=warning)
             return
         self.given, self.cfg, note = resolve_sample(self.given, self.cfg, share, letters)
@@ -608,6 +623,24 @@ class Training:
                                       "letters_sampled": letters}
         if note:
             self.events.emit("decided", what="analyzer", message=note)
+        self._warn_of_cut_words(texts)
+
+    def _warn_of_cut_words(self, texts: list[str]) -> None:
+        """A warning where the words the run reads are cut at their combining marks
+        (decomposed accents, vowel marks): resolve.cut_words_warning, on the sample."""
+        import unicodedata
+
+        from ..features.scripts import cut_word_share
+
+        share, words = cut_word_share(texts)
+        if share < CUT_WORD_SHARE:
+            return
+        composed, _ = cut_word_share(unicodedata.normalize("NFC", t) for t in texts)
+        warning = cut_words_warning(self.cfg.features, share, words, composed)
+        if warning:
+            self.decisions["cut_words"] = {"share": round(share, 4), "words_sampled": words,
+                                           "warning": said(warning, self.events.words)}
+            self.events.emit("warning", message=warning)
 
     # ---- fit
     def fit(self) -> None:

@@ -187,6 +187,8 @@ def test_regression_rows_with_missing_or_non_numeric_targets_are_skipped_as_miss
     _, m = finished(runs, "regress")
     rows = m["rows"]
     assert rows["skipped"] == {"missing_target": 5, "empty_text": 1}
+    # abc, nan, inf and 1e999 were given, unlike the empty one: counted, and the run says so
+    assert rows["noted"] == {"unreadable_target": 4}
     assert rows["trained"] + rows["validated"] == 101 and rows["read"] == 107
     assert m["task"] == "regress" and m["val_rmse"] is not None
 

@@ -289,6 +289,37 @@ def test_text_without_spaces_trains_on_character_ngrams_by_default_and_the_run_s
     text, metrics = out["tfidf"]
     assert "warning: " in text and "--features hashing reads character n-grams" in text
     assert metrics["decided"]["analyzer"]["analyzer"] == "word" and metrics["decided"]["analyzer"]["warning"]
+    # said as the command line was told it, not as "{features.mode} hashing"
+    assert "--features hashing reads" in metrics["decided"]["analyzer"]["warning"]
+
+
+def test_hindi_whose_vowel_signs_cut_its_words_trains_on_character_ngrams_and_keeps_every_row(tmp_path):
+    # Each of these words holds a vowel sign after its every letter: the word pattern reads no token in it.
+    words = {"books": "किताबें पढ़ाई कहानी", "food": "खाना रोटी मिठाई"}
+    rng = np.random.default_rng(3)
+    lines = ["text,label"] + [" ".join(rng.choice(words[label].split(), 6)) + "," + label
+                              for _ in range(300) for label in words]
+    (tmp_path / "hi.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    p = cli("train", "hi.csv", *CLUSTER, "--epochs", "2", "--out", tmp_path / "runs", "--name", "hi", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "decided  analyzer char_wb 1,3:" in p.stdout + p.stderr and "Hindi" in p.stdout + p.stderr
+    metrics = json.loads((tmp_path / "runs" / "hi" / "metrics.json").read_text())
+    assert metrics["rows"]["skipped"] == {} and metrics["val_accuracy"] == 1.0
+
+
+def test_text_written_decomposed_warns_that_its_words_are_cut_and_names_normalize_nfc(tmp_path):
+    import unicodedata
+
+    rng = np.random.default_rng(4)
+    words = {"a": "résumé élégant été très", "b": "problème fenêtre forêt hôpital"}
+    lines = ["text,label"] + [unicodedata.normalize("NFD", " ".join(rng.choice(words[label].split(), 5))) + "," + label
+                              for _ in range(200) for label in words]
+    (tmp_path / "nfd.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    p = cli("train", "nfd.csv", *CLUSTER, "--epochs", "1", "--out", tmp_path / "runs", "--name", "nfd", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "where the word pattern" in p.stdout + p.stderr and "--normalize nfc joins" in p.stdout + p.stderr
+    decided = json.loads((tmp_path / "runs" / "nfd" / "metrics.json").read_text())["decided"]
+    assert decided["cut_words"]["share"] > 0.9 and "--normalize nfc" in decided["cut_words"]["warning"]
 
 
 def test_english_text_keeps_words_by_default_with_nothing_said(tmp_path):

@@ -965,3 +965,22 @@ def test_an_lr_that_moves_only_the_output_bias_of_a_bag_without_a_hidden_layer_i
     if warned:
         assert said_cli(note).startswith("--lr 0.5 moves only the output bias of ScalpelMC with --layers 0")
         assert "step at --sparse-lr 2.5 (sgd)" in said_cli(note)
+
+
+def test_words_cut_at_their_marks_warn_naming_what_reads_them_whole():
+    # 'résumé' written decomposed (NFD) was read as 're' and 'sume' with nothing said
+    from lancetnic_flow.config import FeatureConfig
+    from lancetnic_flow.resolve import cut_words_warning
+
+    words = FeatureConfig(analyzer="word", mode="hashing")
+    nfd = said(cut_words_warning(words, 0.8, 5000, 0.0), "cli")
+    assert nfd.startswith("80% of the sampled words hold combining marks") and nfd.endswith(
+        "--normalize nfc joins each accent to its letter")
+    vocalised = said(cut_words_warning(words, 0.9, 5000, 0.9), "cli")
+    assert "vocalised Arabic" in vocalised and vocalised.endswith("--analyzer char_wb reads every character")
+    assert "--tokenizer" in said(cut_words_warning(FeatureConfig(analyzer="word", mode="tfidf"), 0.9, 5000, 0.9),
+                                 "cli")
+    # few words cut, no word sampled, text composed already, or characters read: nothing to say
+    assert cut_words_warning(words, 0.05, 5000, 0.0) is None and cut_words_warning(words, 0.9, 0, 0.0) is None
+    assert cut_words_warning(FeatureConfig(analyzer="word", normalize="nfc"), 0.8, 5000, 0.0) is None
+    assert cut_words_warning(FeatureConfig(analyzer="char_wb"), 0.8, 5000, 0.0) is None

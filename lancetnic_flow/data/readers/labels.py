@@ -191,6 +191,24 @@ def tag_counts(tags: pa.Array) -> pa.Array:
     return pc.count_substring_regex(tags, rf"(^|{FASTTEXT_SPACE})__label__")
 
 
+def several_tagged(tags: pa.Array) -> pa.Array:
+    """Which fastText lines' tags name two labels or more (``__label__a __label__b``);
+    one label tagged twice (``__label__a __label__a``) is one label. Only the rare
+    lines of several tags are split."""
+    tagged = pc.fill_null(pc.greater(tag_counts(tags), 1), False)
+    if not pc.any(tagged).as_py():
+        return tagged
+    rows = pc.indices_nonzero(tagged)
+    sets = fasttext_sets(pc.take(tags, rows))
+    parents = pc.list_parent_indices(sets)
+    differ = pc.not_equal(pc.list_flatten(sets), pc.take(pc.list_element(sets, 0), parents))
+    per_row = np.bincount(parents.to_numpy(), weights=pc.cast(differ, pa.int8()).to_numpy(zero_copy_only=False),
+                          minlength=len(rows))
+    out = np.zeros(len(tags), bool)
+    out[rows.to_numpy()] = per_row > 0
+    return pa.array(out)
+
+
 def is_list_type(t: pa.DataType) -> bool:
     """Whether a column of type ``t`` holds lists (a JSON array, a Parquet list; an Arrow IPC
     file's list views, as pyarrow and polars may write them)."""

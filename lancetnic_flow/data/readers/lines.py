@@ -11,7 +11,7 @@ from ...formats import Format, Head
 from ..sources import Chunk, Columns
 from .labels import FASTTEXT_SPACE as _SP
 from .labels import FASTTEXT_WORD as _W
-from .labels import fasttext_sets, several_labels, tag_counts
+from .labels import fasttext_sets, several_labels, several_tagged
 from .table import BOM, decoded, finish, split_lines, strip_bom, utf8_ok
 
 # A line's leading __label__ tags, then its text; and the first tag's label.
@@ -143,7 +143,7 @@ def fasttext_columns(lines: pa.Array, columns: Columns, url: str, tagged: int | 
             get["label"] = fasttext_sets(tags)
         else:
             if not columns.all_rows:
-                several = pc.greater(tag_counts(tags), 1)
+                several = several_tagged(tags)
                 bad = pc.sum(several).as_py() or 0
                 if bad:
                     line = pc.filter(lines, several)[0].as_py()

@@ -345,7 +345,11 @@ def finish(columns: Columns, get, n: int, rows_read: int, skipped: dict[str, int
         label, ok = label_column(columns, get(columns.label), noted)
         reasons.append(("missing_label", ok))
     if columns.target:
-        target = number_column(get(columns.target), columns.target, "--target")
+        raw_target = get(columns.target)
+        target = number_column(raw_target, columns.target, "--target")
+        unreadable_target = _unreadable_where(raw_target, target, [ok for _, ok in reasons])
+        if unreadable_target:
+            noted[UNREADABLE_TARGET] = unreadable_target
         reasons.append(("missing_target", pc.is_valid(target)))
     mask, dropped = _usable_rows(reasons, skipped)
     kept = (lambda a: pc.filter(a, mask)) if dropped else (lambda a: a)   # no copy when every row is kept
@@ -423,13 +427,29 @@ def _unreadable_numbers(raw, value) -> int:
     """Values of a ``--numeric`` column given but not read as a number (``0,5``,
     ``n/a``, ``inf``): the row stays, the value counts as the training mean,
     and the run says how many (``rows.noted.unreadable_numeric``)."""
+    return _unreadable_where(raw, value, [])
+
+
+#: Rows skipped as ``missing_target`` whose target was given, but is no usable number
+#: (``1,5`` with a decimal comma, ``n/a``, ``inf``): noted, so the run says why.
+UNREADABLE_TARGET = "unreadable_target"
+
+
+def _unreadable_where(raw, value, oks: list) -> int:
+    """How many rows of ``raw`` hold a value (not null, not blank) that ``value``,
+    its numbers, holds none for, among the rows every one of ``oks`` passes."""
     if pa.types.is_floating(raw.type) or pa.types.is_integer(raw.type) or pa.types.is_null(raw.type) \
             or pa.types.is_duration(raw.type):
-        return int(pc.sum(pc.and_(pc.is_valid(raw), pc.is_null(value))).as_py() or 0)   # nan, inf
-    typed = pa.types.is_boolean(raw.type) or pa.types.is_decimal(raw.type) or pa.types.is_nested(raw.type)
-    given = pc.is_valid(raw) if typed else \
-        pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.cast(raw, pa.string()))), 0)
-    return int(pc.sum(pc.and_(pc.fill_null(given, False), pc.is_null(value))).as_py() or 0)
+        given = pc.is_valid(raw)   # nan, inf
+    elif pa.types.is_boolean(raw.type) or pa.types.is_decimal(raw.type) or pa.types.is_nested(raw.type):
+        given = pc.is_valid(raw)
+    else:
+        given = pc.fill_null(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(pc.cast(raw, pa.string()))), 0),
+                             False)
+    bad = pc.and_(given, pc.is_null(value))
+    for ok in oks:
+        bad = pc.and_(bad, pc.fill_null(ok, False))
+    return int(pc.sum(bad).as_py() or 0)
 
 
 def label_column(columns: Columns, raw, noted: dict[str, int] | None = None) -> tuple:

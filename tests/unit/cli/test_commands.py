@@ -305,6 +305,13 @@ def test_the_result_lines_say_a_count_of_one_in_the_singular():
     assert "; 2 --numeric values that are not numbers" in commands.noted_note({"unreadable_numeric": 2})
 
 
+def test_evaluates_line_says_why_targets_that_are_no_number_were_skipped():
+    # evaluate's "300 skipped: 300 missing_target" for a TSV of decimal commas never said the targets were there
+    line = commands.noted_note({"unreadable_target": 300})
+    assert line.startswith("; 300 --target values that are not numbers (a decimal comma")
+    assert line.endswith("skipped as missing_target (unreadable_target)")
+
+
 def test_make_data_refuses_to_replace_an_existing_file_unless_forced(tmp_path):
     # a user's own data/train.csv was silently replaced by a generated corpus
     own = tmp_path / "train.csv"

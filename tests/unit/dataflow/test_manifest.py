@@ -396,3 +396,16 @@ def test_text_entries_made_with_an_encoding_before_a_utf8_file_was_refused_there
         monkeypatch.setattr(manifest, "ENCODED_TEXT_REVISION", manifest.ENCODED_TEXT_REVISION + 1)
         assert (entry_key(plan, None, fc, columns, VAL_FRACTION) != now) == revised, fmt
         monkeypatch.undo()
+
+
+def test_entries_with_a_target_column_made_before_unreadable_targets_were_counted_are_not_reused(monkeypatch):
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+    from lancetnic_flow.dataflow import manifest
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.txt", 10, "v1", UNREVISED, None)], partitions=[])
+    fc = {**FeatureConfig().__dict__, "lowercase": False}
+    target = dataclasses.replace(COLUMNS, target="y")
+    now = entry_key(plan, None, fc, target, VAL_FRACTION), entry_key(plan, None, fc, COLUMNS, VAL_FRACTION)
+    monkeypatch.setattr(manifest, "TARGET_NOTES_REVISION", 0)   # the keys made before the count
+    assert entry_key(plan, None, fc, target, VAL_FRACTION) != now[0]
+    assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == now[1]

@@ -1,6 +1,7 @@
 """features/scripts.py: the share of a sample's word characters in scripts
 whose words do not repeat in one form tells Chinese, Japanese and Thai
-(no spaces) and Korean (particles joined to each word) from languages whose
+(no spaces), Korean (particles joined to each word) and Hindi, Bengali,
+Tamil, … (vowel signs the word pattern cuts words at) from languages whose
 words a word analyzer matches (English, Russian, Arabic), whatever the
 punctuation, digits and Latin package names mixed in."""
 from __future__ import annotations
@@ -37,6 +38,20 @@ def test_korean_whose_particles_join_its_words_is_read_in_characters(text):
 
 
 @pytest.mark.parametrize("text", [
+    "मैं आज स्कूल नहीं जाऊँगा, किताब घर पर है",
+    "আমি আজ বাড়িতে থাকব এবং বই পড়ব",
+    "நான் இன்று பள்ளிக்குச் செல்லமாட்டேன்",
+    "ਮੈਂ ਅੱਜ ਸਕੂਲ ਨਹੀਂ ਜਾਵਾਂਗਾ",
+    "ನಾನು ಇಂದು ಶಾಲೆಗೆ ಹೋಗುವುದಿಲ್ಲ",
+    "මම අද පාසල් යන්නේ නැහැ",
+])
+def test_brahmic_text_whose_vowel_signs_cut_its_words_is_read_in_characters(text):
+    # The word pattern (letters and digits) stops at each vowel sign and virama: "किताब" is no token at all.
+    share, letters = char_script_share([text])
+    assert share >= CHAR_SCRIPT_SHARE and letters > 10
+
+
+@pytest.mark.parametrize("text", [
     "A real-time strategy game of ancient warfare, free and open source (0 A.D.)",
     "Стратегическая игра в реальном времени о войнах древности",
     "لعبة استراتيجية في الوقت الحقيقي",
@@ -61,3 +76,19 @@ def test_the_share_counts_characters_not_texts():
 def test_the_script_ranges_are_sorted_and_disjoint():
     # The look-up is a binary search over them: an overlap or a misorder would drop a script silently.
     assert all(lo < hi <= nxt for (lo, hi), (nxt, _) in zip(CHAR_SCRIPTS, CHAR_SCRIPTS[1:]))
+
+
+def test_words_cut_at_their_combining_marks_are_counted_and_composed_text_has_none():
+    import unicodedata
+
+    from lancetnic_flow.features.scripts import cut_word_share
+
+    french = "le résumé était très élégant"
+    assert cut_word_share([unicodedata.normalize("NFD", french)]) == (0.8, 5)   # "le" alone is whole
+    assert cut_word_share([unicodedata.normalize("NFC", french)]) == (0.0, 5)
+    # marks in a row between two letters (Vietnamese ế) cut as one does
+    assert cut_word_share([unicodedata.normalize("NFD", "biết tiếng")]) == (1.0, 2)
+    assert cut_word_share(["كَتَبَ الوَلَدُ الدَّرْسَ"]) == (1.0, 3)   # vocalised Arabic: no composed form
+    # a mark at a word's end (Arabic's tanween) drops off it and cuts nothing
+    assert cut_word_share(["شكراً جداً كتاب"]) == (0.0, 3)
+    assert cut_word_share(["", "   "]) == (0.0, 0)

@@ -405,8 +405,8 @@ def test_a_runs_errors_about_its_data_name_options_as_each_caller_typed_them():
     e = no_rows_error(cfg, 10, {})
     assert e.hint == "add rows, or lower val_fraction" and e.cli[1] == "add rows, or lower --val-fraction"
     e = no_rows_error(TrainConfig(data=DataConfig(train=["t.csv"], target="y")), 10, {"missing_target": 10})
-    assert e.hint == "the target column 'y' must hold numbers; check target"
-    assert e.cli[1] == "the --target column 'y' must hold numbers; check --target"
+    assert e.hint == "the target column 'y' must hold numbers, written with a decimal point (1.5, not 1,5); check target"
+    assert e.cli[1] == "the --target column 'y' must hold numbers, written with a decimal point (1.5, not 1,5); check --target"
     cfg = TrainConfig(data=DataConfig(train=["t.csv"]), features=FeatureConfig(mode="tfidf"))
     features = FittedFeatures(mode="tfidf", ngrams=1, lowercase=True, sublinear_tf=False, buckets=0, max_len=0,
                               labels=["a", "b"], target=None, vocabulary={}, idf=None, docs=5)
@@ -414,6 +414,20 @@ def test_a_runs_errors_about_its_data_name_options_as_each_caller_typed_them():
         check_fitted(cfg, Columns(text=["text"], label="label"), features, rows_read=5)
     assert e.value.hint == "lower min_df, raise max_df, or check the text column"
     assert e.value.cli[1] == "lower --min-df, raise --max-df, or check the --text column"
+
+
+def test_a_run_of_texts_without_a_word_names_the_analyzer_that_reads_characters():
+    # a corpus of emoji alone was refused with "must hold text the analyzer reads": not what would read it
+    from lancetnic_flow.config import FeatureConfig
+    from lancetnic_flow.training.orchestrator import no_rows_error
+
+    cfg = TrainConfig(data=DataConfig(train=["t.csv"]), features=FeatureConfig(analyzer="word", mode="hashing"))
+    e = no_rows_error(cfg, 600, {"empty_text": 600})
+    assert e.cli[1].endswith("; emoji, symbols and single letters are no word: --analyzer char_wb reads every "
+                             "character")
+    # a fitted vocabulary reads words alone: no character analyzer to name there
+    cfg.features = FeatureConfig(analyzer="word", mode="tfidf")
+    assert "char_wb" not in no_rows_error(cfg, 600, {"empty_text": 600}).cli[1]
 
 
 def test_a_run_without_a_checkpoint_to_resume_names_checkpoint_every_as_the_caller_typed_it(tmp_path):

@@ -61,6 +61,17 @@ def test_several_tags_are_a_label_set_with_multilabel_and_refused_without():
     assert "--task multilabel" in e.value.said("cli")[0]
 
 
+def test_one_label_tagged_twice_is_one_label_for_a_single_label_task():
+    # "__label__a __label__a" was refused as "several __label__ tags": the line has one label to learn
+    data = b"__label__a __label__a twice\n__label__b  __label__b\t__label__b thrice\n__label__c once\n"
+    chunk = parse_lines(data, "fasttext", Columns(text=("text",), label="label"), "f.ft")
+    assert chunk.table.column("label").to_pylist() == ["a", "b", "c"]
+    assert chunk.table.column("text").to_pylist() == ["twice", "thrice", "once"]
+    with pytest.raises(LabelListError, match="1 row holds several __label__ tags"):   # two labels still are
+        parse_lines(data + b"__label__a __label__b x\n__label__d __label__d y\n", "fasttext",
+                    Columns(text=("text",), label="label"), "f.ft")
+
+
 @pytest.mark.parametrize("columns,match", [(Columns(text=("text",), target="y"), "no numeric columns"),
                                            (Columns(text=("text",), keep=("id",)), "no columns to keep"),
                                            (Columns(text=("text",), label="label"), "text format has no labels")])

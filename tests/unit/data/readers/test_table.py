@@ -187,6 +187,22 @@ def test_a_numeric_value_that_is_no_number_keeps_its_row_and_is_counted_not_sile
     assert finish(cols, given.__getitem__, 4, 4, {}).noted == {"unreadable_numeric": 1}
 
 
+def test_a_target_given_but_no_number_is_skipped_as_missing_and_counted_apart_from_one_not_given():
+    # "1,5" (a decimal comma) was a missing_target like an empty cell: half a TSV's rows gone, not a word why
+    from lancetnic_flow.data.readers.table import finish
+    from lancetnic_flow.data.sources import Columns
+
+    cols = Columns(text=("text",), target="y")
+    words = ["alpha beta", "gamma delta", "epsilon zeta", "eta theta", "iota kappa", ""]
+    given = {"text": pa.array(words), "y": pa.array(["1,5", "2.5", " ", "n/a", "inf", "3,5"])}
+    chunk = finish(cols, given.__getitem__, 6, 6, {})
+    assert chunk.table.column("target").to_pylist() == [2.5]
+    # the empty text's row is empty_text first: not counted; the blank target is missing, not unreadable
+    assert chunk.skipped == {"missing_target": 4, "empty_text": 1} and chunk.noted == {"unreadable_target": 3}
+    given["y"] = pa.array([1.0, float("nan"), None, 2.0, 3.0, 4.0])
+    assert finish(cols, given.__getitem__, 6, 6, {}).noted == {"unreadable_target": 1}
+
+
 def test_rows_read_for_prediction_count_a_numeric_value_that_is_no_number_as_training_does():
     # predict and evaluate read decimal commas as the training mean without a word (train counted them)
     from lancetnic_flow.data.readers.table import all_rows
