@@ -196,7 +196,7 @@ def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None
             f"and each worker holds the run's loaded model ({format_size(worker_model_bytes)}) beside a task under "
             f"Dask's pause line ({THRESHOLDS['pause']:.0%} of the limit): a worker needs {format_size(need)} or more",
             f"start the workers with `dask worker ADDRESS --memory-limit {fit:.1f}GiB` or more, or run without "
-            "--scheduler (a LocalCluster on this machine, planned from --memory-budget)")
+            "{cluster.scheduler} (a LocalCluster on this machine, planned from {cluster.memory_budget})")
     threads = max(w.get("nthreads", 1) for w in workers)
     total_threads = sum(w.get("nthreads", 1) for w in workers)
     partition = blocksize or _partition_for(limit, threads, worker_model_bytes)
