@@ -152,18 +152,32 @@ def _refuse_idle(cfg: TrainConfig) -> None:
                   "drop one of them")
 
 
-def refuse_sizes_for_client(cfg: TrainConfig) -> None:
+LOCAL_SIZES = ("cluster.memory_budget", "cluster.workers", "cluster.threads")
+
+
+def refuse_sizes_for_client(cfg: TrainConfig, only: frozenset[str] | None = None) -> None:
     """``train(cfg, client=...)`` on a cluster of the caller's: the options that size a LocalCluster
     (``memory_budget``, ``workers``, ``threads``) are refused, as with ``scheduler``: the run plans
-    from the cluster's workers and would record them as set while doing nothing."""
+    from the cluster's workers and would record them as set while doing nothing. ``only``: refuse
+    these fields alone (those a resume was given again)."""
     c = cfg.cluster
-    for field, value in (("cluster.memory_budget", c.memory_budget), ("cluster.workers", c.workers),
-                         ("cluster.threads", c.threads)):
-        if value is not None:
+    for field, value in zip(LOCAL_SIZES, (c.memory_budget, c.workers, c.threads)):
+        if value is not None and (only is None or field in only):
             shown = format_size(value) if field == "cluster.memory_budget" else value
             raise bad(field, f"{{name}} {shown} sizes the LocalCluster a run starts, and the run was given a client "
                       "of an existing cluster, whose workers' memory limits and threads plan it",
                       "drop {name}, or drop the client to start a LocalCluster")
+
+
+def sizes_for_client(cfg: TrainConfig) -> TrainConfig:
+    """A resumed run's configuration for ``train(cfg, client=..., resume=RUN)``: the LocalCluster
+    sizes it was started with (this machine's budget, workers and threads) left behind, as
+    ``resume_config`` leaves them for a scheduler, so that its config.json does not say they
+    planned a run the client's workers planned; those given to the resume again are refused."""
+    refuse_sizes_for_client(cfg, only=cfg.given & frozenset(LOCAL_SIZES))
+    out = copy.copy(cfg)   # keeps the marks of a continued and of a saved configuration
+    out.cluster = dataclasses.replace(cfg.cluster, memory_budget=None, workers=None, threads=None)
+    return out
 
 
 def _refuse_idle_threads(cfg: TrainConfig, spec: ModelSpec) -> None:

@@ -786,6 +786,22 @@ def test_a_local_cluster_size_given_with_a_client_of_ones_own_is_refused_as_doin
         assert e.value.field == f"cluster.{field}"
 
 
+def test_a_resumed_run_given_a_client_leaves_its_local_cluster_sizes_behind_and_refuses_those_given_again():
+    # train(resume_config(RUN), resume=RUN, client=c): config.json went on saying this laptop's 6 GiB and 3 workers
+    from lancetnic_flow.config import ClusterConfig
+    from lancetnic_flow.resolve import sizes_for_client
+
+    cfg = TrainConfig.from_dict(TrainConfig(data=DataConfig(train=["x.csv"]),
+                                            cluster=ClusterConfig(workers=3, threads=2, memory_budget=6 << 30)).to_dict())
+    out = sizes_for_client(cfg)
+    assert (out.cluster.memory_budget, out.cluster.workers, out.cluster.threads) == (None, None, None)
+    assert cfg.cluster.workers == 3 and out.__dict__.get("saved")   # the caller's left as it was; the marks kept
+    cfg.given = frozenset({"cluster.workers"})   # given again to resume_config: refused, as with a new run
+    with pytest.raises(UserError, match="workers 3 sizes the LocalCluster a run starts") as e:
+        sizes_for_client(cfg)
+    assert e.value.field == "cluster.workers"
+
+
 def test_threads_for_linearsvm_trained_in_this_process_is_refused_as_doing_nothing(monkeypatch):
     # --threads 4 with the default model: its NumPy step reads no thread count, and config.json said 4
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
