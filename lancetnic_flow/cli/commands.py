@@ -600,7 +600,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     if report.json is not None:
         report.json("evaluated", out)
     if a.json:
-        print(json.dumps(out))
+        if report.view is not None:   # with --json-log to stdout the event is the object: stdout holds events alone
+            print(json.dumps(out))
     else:
         report.say(evaluated_line(out), markup=False, soft_wrap=True)
         if out.get("plots"):

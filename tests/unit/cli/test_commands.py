@@ -409,6 +409,19 @@ def test_predict_and_explain_of_texts_log_each_result_to_json_log_and_to_stdout_
     assert json.loads(line)["event"] == event
 
 
+def test_evaluate_json_with_json_log_to_stdout_prints_the_evaluated_event_alone(linear_run, capsys):
+    # stdout held the event and then the same metrics as a bare object: a reader of events met a line of no event
+    from lancetnic_flow.cli.main import main
+
+    run, data = str(linear_run / "run"), str(linear_run / "in.csv")
+    assert main(["evaluate", run, data, "--run-on", "process", "--json", "--json-log"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e.get("event") for e in lines] == ["evaluated"] and lines[0]["rows"]["evaluated"] == 2
+    assert main(["evaluate", run, data, "--run-on", "process", "--json"]) == 0   # alone: the metrics' object
+    [line] = capsys.readouterr().out.splitlines()
+    assert "event" not in json.loads(line) and json.loads(line)["rows"]["evaluated"] == 2
+
+
 @pytest.mark.parametrize("argv, refused", [
     (["--max-queue", "600"], True), (["--max-queue", "40", "--max-connections", "40"], True),
     (["--max-queue", "39", "--max-connections", "40"], False), (["--max-connections", "40"], False)])
