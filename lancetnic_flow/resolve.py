@@ -287,7 +287,7 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         # Else None is decided by the rows (resolve_counts).
         t.learn_val = False
     if spec.sparse_optimizer is not None and t.optimizer not in ROW_WISE:
-        _one_optimizer(t, spec)
+        _one_optimizer(t, spec, cfg.given)
         return
     if t.sparse_optimizer == "hinge":   # the linear model's own step, as configurations before 0.2 named it
         if spec.sparse_optimizer is not None:
@@ -300,17 +300,18 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         t.sparse_lr = spec.default_sparse_lr(t.sparse_optimizer, t.task)
 
 
-def _one_optimizer(t: Any, spec: ModelSpec) -> None:
+def _one_optimizer(t: Any, spec: ModelSpec, given: frozenset[str]) -> None:
     """``--optimizer radam|rmsprop|adadelta``: one torch optimiser steps every
     parameter, the input rows too, at ``--lr`` (training/optim.py): a
     ``--sparse-optimizer`` or ``--sparse-lr`` would do nothing, so one given
-    is refused (what the model would have filled in is let by: a saved
+    is refused, typed at the model's own value too (``given``); what the model
+    would have filled in is let by where nobody typed it (a saved
     configuration), and the run records neither."""
     used = spec.default_sparse_lr(t.sparse_optimizer or spec.sparse_optimizer, t.task)
     # "adam": what a configuration saved before the sparse step existed reads as (config.ADDED_FIELDS)
     for field, value, own in (("training.sparse_optimizer", t.sparse_optimizer, (spec.sparse_optimizer, "adam")),
                               ("training.sparse_lr", t.sparse_lr, (used,))):
-        if value is not None and value not in own:
+        if value is not None and (value not in own or field in given):
             raise bad(field, f"{{name}} {value}: {{training.optimizer}} {t.optimizer} steps every parameter, the "
                       "input rows too, at {training.lr}", "drop {name}, or pass {training.optimizer} adam or sgd, "
                       "whose input rows take their own step")

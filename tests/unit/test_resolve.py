@@ -597,6 +597,11 @@ def test_an_optimizer_that_steps_every_parameter_refuses_a_sparse_step_and_recor
     t = resolve(cfg()).training
     assert (t.sparse_optimizer, t.sparse_lr) == (None, None)
     assert resolve(cfg(sparse_optimizer="sgd", sparse_lr=2.5)).training.sparse_lr is None   # a saved config's own
+    # typed at the model's own value (--optimizer rmsprop --sparse-optimizer sgd): it did nothing, and was let by
+    for field, value in (("sparse_optimizer", "sgd"), ("sparse_lr", 2.5)):
+        with pytest.raises(UserError, match=f"{field} {value}: optimizer {optimizer} steps every parameter") as e:
+            resolve(dataclasses.replace(cfg(**{field: value}), given=frozenset({f"training.{field}"})))
+        assert e.value.field == f"training.{field}"
     assert resolve(cfg(sparse_optimizer="adam")).training.sparse_optimizer is None   # one saved before the option
     row_wise = resolve(TrainConfig(data=DataConfig(train=["x.csv"], label="label"), model=ModelConfig(name="ScalpelMC"),
                                    training=TrainingConfig(optimizer="adam", sparse_lr=5.0))).training
