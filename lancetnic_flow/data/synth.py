@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 
 from ..errors import UserError
 from ..formats import COMPRESSION_SUFFIXES, Format, file_name, format_for_path, format_named, registered, split_compression
-from ..storage import open_special, special_kind, url_to_fs
+from ..storage import open_special, refuse_local_storage_options, special_kind, url_to_fs
 from .writers import compressed
 
 __all__ = ["write_corpus", "infer_format", "generate_blocks", "BLOCK_ROWS", "class_names"]
@@ -451,6 +451,8 @@ def write_corpus(
     _check(rows, classes, seed)
     rows, classes, seed = int(rows), int(classes), int(seed)
     fmt, comp = _output_format(url, format)
+    # as make-data refuses --storage-option for a local OUT: they would open nothing
+    refuse_local_storage_options(storage_options, {"url": url}, "storage_options")
     if multilabel:
         _refuse_unlabelled(url, fmt)
     if int(chunk_rows) != chunk_rows or chunk_rows < 1:

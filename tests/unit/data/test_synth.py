@@ -34,3 +34,11 @@ def test_multilabel_formats_with_a_label_write_the_label_sets(tmp_path, name, ta
 def test_plain_text_without_multilabel_is_still_written(tmp_path):
     info = write_corpus(str(tmp_path / "corpus.txt"), 5)
     assert info["format"] == "text" and len((tmp_path / "corpus.txt").read_text().splitlines()) == 5
+
+
+def test_storage_options_for_a_local_path_are_refused_as_make_data_refuses_them(tmp_path):
+    out = tmp_path / "corpus.csv"
+    with pytest.raises(UserError, match="storage_options anon opens remote storage"):
+        write_corpus(str(out), 5, storage_options={"anon": True})
+    assert not out.exists()
+    write_corpus("memory://lancetnic-synth-test/corpus.csv", 5, storage_options={"skip_instance_cache": True})
