@@ -697,7 +697,8 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
     os.makedirs(a.dir, exist_ok=True)
     data = os.path.join(a.dir, f"demo-{a.rows}.csv")
     if not os.path.exists(data):
-        report.console.print(f"generating {counted(a.rows, 'row')} → {data}", markup=False)
+        if not report.quiet:   # a milestone: --quiet leaves the summary and the sample predictions
+            report.say(f"generating {counted(a.rows, 'row')} → {data}", markup=False)
         write_corpus(data + ".tmp.csv", a.rows, classes=4, seed=0)
         os.replace(data + ".tmp.csv", data)
     events = Events(words="cli")

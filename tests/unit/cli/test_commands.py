@@ -431,3 +431,19 @@ def test_serve_refuses_a_max_queue_the_connection_bound_never_lets_it_reach(argv
     with pytest.raises(UserError) as e:
         commands.cmd_serve(a, None)
     assert ("would never refuse a request" in e.value.message) == refused
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_demo_says_it_generates_its_corpus_except_with_quiet(tmp_path, monkeypatch, capsys, quiet):
+    # --quiet printed the `generating` milestone all the same
+    import types
+
+    import lancetnic_flow.runs.predict as predict
+    from lancetnic_flow.cli.main import main
+
+    monkeypatch.setattr(orchestrator, "train", lambda cfg, events: types.SimpleNamespace(run="r"))
+    monkeypatch.setattr(predict, "Predictor", lambda run: types.SimpleNamespace(
+        predict=lambda texts: [{"label": "x", "probability": 0.5} for _ in texts]))
+    assert main(["demo", "--rows", "20", "--dir", str(tmp_path), *(["--quiet"] if quiet else [])]) == 0
+    err = capsys.readouterr().err
+    assert ("generating 20 rows" in err) is not quiet and err.count("→ x (0.50)") == 3
