@@ -476,12 +476,13 @@ class TrainConfig:
             kw[key] = parts[key](**{**ADDED_FIELDS.get(key, {}), **value})
         cfg = cls(**kw)
         # Its values are a run's resolved ones, not a caller's: none counts as given (with_set_fields).
-        cfg.__dict__[SAVED] = True
+        cfg.__dict__[ACCOUNTED] = True
         return cfg
 
 
-# The mark of a configuration read from a run's config.json (TrainConfig.from_dict).
-SAVED = "saved"
+# The mark of a configuration whose ``given`` is its maker's account, empty or not: one read from a
+# run's config.json (TrainConfig.from_dict), or made from options (config_from_options).
+ACCOUNTED = "given_accounted"
 
 # Fields added after the first release, with the value a configuration written
 # before them meant: a saved run resumes, and its cache entry is found, as it was.
@@ -541,9 +542,12 @@ def config_from_options(values: dict[str, Any], given: Iterable[str] = (), **sec
         section, name = o.field.split(".")
         fields[section][name] = value
     fields["data"].setdefault("train", [])
-    return TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw)
-                          for s, kw in fields.items()},
-                       given=given_fields(given))
+    cfg = TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw) for s, kw in fields.items()},
+                      given=given_fields(given))
+    # ``given`` says what the caller set, all of it (an estimator at its defaults: nothing), not the values
+    # its maker filled in itself (an estimator's out, run_on): with_set_fields leaves it so.
+    cfg.__dict__[ACCOUNTED] = True
+    return cfg
 
 
 def refuse_blank(o: Any, value: Any) -> None:
@@ -580,11 +584,12 @@ def label_sep_given(cfg: TrainConfig) -> bool:
 def with_set_fields(cfg: TrainConfig) -> TrainConfig:
     """``cfg`` as its caller gave it: a configuration built in Python (``TrainConfig(...)``)
     names no field given, so its ``given`` becomes the fields set off their defaults, as an
-    estimator's parameters are (not one read from a run's config.json, whose values the
-    run resolved); the checks of an option given where it does nothing
-    (storage options with local paths alone, ``scheduler_wait`` with no scheduler) then apply
-    to it as to the command line. One that names its given fields is returned as it is."""
-    if cfg.given or cfg.__dict__.get(SAVED):
+    estimator's parameters are; the checks of an option given where it does nothing
+    (storage options with local paths alone, ``scheduler_wait`` with no scheduler) then
+    apply to it as to the command line. One that names its given fields, or whose given is
+    accounted for even empty (read from a run's config.json, whose values the run resolved;
+    made by :func:`config_from_options`), is returned as it is."""
+    if cfg.given or cfg.__dict__.get(ACCOUNTED):
         return cfg
     own = copy.copy(cfg)   # keeps keep_learning's marks, which live in the instance's __dict__
     own.given = frozenset(f"{name}.{f.name}" for name in SECTIONS for f in dataclasses.fields(getattr(cfg, name))

@@ -149,3 +149,13 @@ def test_validate_refuses_scheduler_wait_without_a_scheduler_as_the_command_line
     cfg = TrainConfig(data=DataConfig(train=[str(tmp_path / "d.csv")]), cluster=ClusterConfig(scheduler_wait="5m"))
     with pytest.raises(UserError, match="scheduler_wait 5m is how long a lost scheduler"):
         cfg.validate()
+
+
+def test_a_config_made_from_options_or_read_from_a_run_keeps_its_given_even_empty():
+    # an estimator at its defaults names nothing given: the out and run_on it fills in itself are not the caller's
+    from lancetnic_flow.config import DataConfig, TrainConfig, with_set_fields
+
+    made = config_from_options({"data": ["d.csv"], "out": "/tmp/somewhere", "run_on": "process"})
+    assert with_set_fields(made).given == frozenset()
+    saved = TrainConfig.from_dict(TrainConfig(data=DataConfig(train=["d.csv"], label_sep="|")).to_dict())
+    assert with_set_fields(saved).given == frozenset()

@@ -800,7 +800,7 @@ def test_a_resumed_run_given_a_client_leaves_its_local_cluster_sizes_behind_and_
                                             cluster=ClusterConfig(workers=3, threads=2, memory_budget=6 << 30)).to_dict())
     out = sizes_for_client(cfg)
     assert (out.cluster.memory_budget, out.cluster.workers, out.cluster.threads) == (None, None, None)
-    assert cfg.cluster.workers == 3 and out.__dict__.get("saved")   # the caller's left as it was; the marks kept
+    assert cfg.cluster.workers == 3 and out.__dict__.get("given_accounted")   # the caller's left as it was; the marks kept
     cfg.given = frozenset({"cluster.workers"})   # given again to resume_config: refused, as with a new run
     with pytest.raises(UserError, match="workers 3 sizes the LocalCluster a run starts") as e:
         sizes_for_client(cfg)
