@@ -7,6 +7,7 @@ value and what would work.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import numbers
 import re
@@ -444,10 +445,11 @@ class TrainConfig:
     def validate(self) -> "TrainConfig":
         """This configuration checked, with the model's defaults and every
         ``auto`` choice that needs no data taken (:func:`lancetnic_flow.resolve.resolve`):
-        a new configuration; this one is left as it was."""
+        a new configuration; this one is left as it was. Built in Python, naming no field
+        given, its fields set off their defaults count as given (:func:`with_set_fields`)."""
         from .resolve import resolve
 
-        return resolve(self)
+        return resolve(with_set_fields(self))
 
     def to_dict(self, redact: bool = True) -> dict[str, Any]:
         """Plain dict for run folders and logs; secrets in storage options are masked."""
@@ -472,8 +474,15 @@ class TrainConfig:
                 if k not in known:
                     raise UserError(f"{key}.{k}: unknown field" + close_matches(k, sorted(known)))
             kw[key] = parts[key](**{**ADDED_FIELDS.get(key, {}), **value})
-        return cls(**kw)
+        cfg = cls(**kw)
+        # Its values are a run's resolved ones, not a caller's: none counts as given (with_set_fields).
+        cfg.__dict__[ACCOUNTED] = True
+        return cfg
 
+
+# The mark of a configuration whose ``given`` is its maker's account, empty or not: one read from a
+# run's config.json (TrainConfig.from_dict), or made from options (config_from_options).
+ACCOUNTED = "given_accounted"
 
 # Fields added after the first release, with the value a configuration written
 # before them meant: a saved run resumes, and its cache entry is found, as it was.
@@ -533,9 +542,12 @@ def config_from_options(values: dict[str, Any], given: Iterable[str] = (), **sec
         section, name = o.field.split(".")
         fields[section][name] = value
     fields["data"].setdefault("train", [])
-    return TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw)
-                          for s, kw in fields.items()},
-                       given=given_fields(given))
+    cfg = TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw) for s, kw in fields.items()},
+                      given=given_fields(given))
+    # ``given`` says what the caller set, all of it (an estimator at its defaults: nothing), not the values
+    # its maker filled in itself (an estimator's out, run_on): with_set_fields leaves it so.
+    cfg.__dict__[ACCOUNTED] = True
+    return cfg
 
 
 def refuse_blank(o: Any, value: Any) -> None:
@@ -569,6 +581,30 @@ def label_sep_given(cfg: TrainConfig) -> bool:
     return cfg.data.label_sep is not None and (not cfg.training.init_from or "data.label_sep" in cfg.given)
 
 
+def with_set_fields(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` as its caller gave it: a configuration built in Python (``TrainConfig(...)``)
+    names no field given, so its ``given`` becomes the fields set off their defaults, as an
+    estimator's parameters are; the checks of an option given where it does nothing
+    (storage options with local paths alone, ``scheduler_wait`` with no scheduler) then
+    apply to it as to the command line. One that names its given fields, or whose given is
+    accounted for even empty (read from a run's config.json, whose values the run resolved;
+    made by :func:`config_from_options`), is returned as it is."""
+    if cfg.given or cfg.__dict__.get(ACCOUNTED):
+        return cfg
+    own = copy.copy(cfg)   # keeps keep_learning's marks, which live in the instance's __dict__
+    own.given = frozenset(f"{name}.{f.name}" for name in SECTIONS for f in dataclasses.fields(getattr(cfg, name))
+                          if _off_default(f, getattr(getattr(cfg, name), f.name)))
+    return own
+
+
+def _off_default(f: dataclasses.Field, value: Any) -> bool:
+    if f.default is not dataclasses.MISSING:
+        return value != f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return value != f.default_factory()
+    return bool(value)   # a required field (the training data): given where it holds something
+
+
 def given_fields(dests: Iterable[str]) -> frozenset[str]:
     """The configuration fields of option destinations a caller set (``--ngram-range`` sets both
     of its fields)."""
@@ -582,5 +618,5 @@ def given_fields(dests: Iterable[str]) -> frozenset[str]:
 
 
 __all__ = ["TrainConfig", "DataConfig", "FeatureConfig", "ModelConfig", "TrainingConfig",
-           "ClusterConfig", "OutputConfig", "config_from_options", "given_fields", "label_sep_given",
+           "ClusterConfig", "OutputConfig", "config_from_options", "given_fields", "label_sep_given", "with_set_fields",
            "parse_storage_options", "parse_df", "parse_size", "redact_options"]

@@ -152,18 +152,32 @@ def _refuse_idle(cfg: TrainConfig) -> None:
                   "drop one of them")
 
 
-def refuse_sizes_for_client(cfg: TrainConfig) -> None:
+LOCAL_SIZES = ("cluster.memory_budget", "cluster.workers", "cluster.threads")
+
+
+def refuse_sizes_for_client(cfg: TrainConfig, only: frozenset[str] | None = None) -> None:
     """``train(cfg, client=...)`` on a cluster of the caller's: the options that size a LocalCluster
     (``memory_budget``, ``workers``, ``threads``) are refused, as with ``scheduler``: the run plans
-    from the cluster's workers and would record them as set while doing nothing."""
+    from the cluster's workers and would record them as set while doing nothing. ``only``: refuse
+    these fields alone (those a resume was given again)."""
     c = cfg.cluster
-    for field, value in (("cluster.memory_budget", c.memory_budget), ("cluster.workers", c.workers),
-                         ("cluster.threads", c.threads)):
-        if value is not None:
+    for field, value in zip(LOCAL_SIZES, (c.memory_budget, c.workers, c.threads)):
+        if value is not None and (only is None or field in only):
             shown = format_size(value) if field == "cluster.memory_budget" else value
             raise bad(field, f"{{name}} {shown} sizes the LocalCluster a run starts, and the run was given a client "
                       "of an existing cluster, whose workers' memory limits and threads plan it",
                       "drop {name}, or drop the client to start a LocalCluster")
+
+
+def sizes_for_client(cfg: TrainConfig) -> TrainConfig:
+    """A resumed run's configuration for ``train(cfg, client=..., resume=RUN)``: the LocalCluster
+    sizes it was started with (this machine's budget, workers and threads) left behind, as
+    ``resume_config`` leaves them for a scheduler, so that its config.json does not say they
+    planned a run the client's workers planned; those given to the resume again are refused."""
+    refuse_sizes_for_client(cfg, only=cfg.given & frozenset(LOCAL_SIZES))
+    out = copy.copy(cfg)   # keeps the marks of a continued and of a saved configuration
+    out.cluster = dataclasses.replace(cfg.cluster, memory_budget=None, workers=None, threads=None)
+    return out
 
 
 def _refuse_idle_threads(cfg: TrainConfig, spec: ModelSpec) -> None:
@@ -273,7 +287,7 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         # Else None is decided by the rows (resolve_counts).
         t.learn_val = False
     if spec.sparse_optimizer is not None and t.optimizer not in ROW_WISE:
-        _one_optimizer(t, spec)
+        _one_optimizer(t, spec, cfg.given)
         return
     if t.sparse_optimizer == "hinge":   # the linear model's own step, as configurations before 0.2 named it
         if spec.sparse_optimizer is not None:
@@ -286,17 +300,18 @@ def _training(cfg: TrainConfig, spec: ModelSpec, value_asked: bool) -> None:
         t.sparse_lr = spec.default_sparse_lr(t.sparse_optimizer, t.task)
 
 
-def _one_optimizer(t: Any, spec: ModelSpec) -> None:
+def _one_optimizer(t: Any, spec: ModelSpec, given: frozenset[str]) -> None:
     """``--optimizer radam|rmsprop|adadelta``: one torch optimiser steps every
     parameter, the input rows too, at ``--lr`` (training/optim.py): a
     ``--sparse-optimizer`` or ``--sparse-lr`` would do nothing, so one given
-    is refused (what the model would have filled in is let by: a saved
+    is refused, typed at the model's own value too (``given``); what the model
+    would have filled in is let by where nobody typed it (a saved
     configuration), and the run records neither."""
     used = spec.default_sparse_lr(t.sparse_optimizer or spec.sparse_optimizer, t.task)
     # "adam": what a configuration saved before the sparse step existed reads as (config.ADDED_FIELDS)
     for field, value, own in (("training.sparse_optimizer", t.sparse_optimizer, (spec.sparse_optimizer, "adam")),
                               ("training.sparse_lr", t.sparse_lr, (used,))):
-        if value is not None and value not in own:
+        if value is not None and (value not in own or field in given):
             raise bad(field, f"{{name}} {value}: {{training.optimizer}} {t.optimizer} steps every parameter, the "
                       "input rows too, at {training.lr}", "drop {name}, or pass {training.optimizer} adam or sgd, "
                       "whose input rows take their own step")

@@ -42,9 +42,15 @@ def train(config: Any, events: Events | None = None, *, progress: bool = True, c
 
     Shows progress as the command line does unless ``progress=False`` (or
     ``events`` is given: then only its listeners see the run). ``client``:
-    an existing ``distributed.Client`` instead of a LocalCluster."""
+    an existing ``distributed.Client`` instead of a LocalCluster. A ``config`` that
+    names no field given has the fields set off their defaults counted as given
+    (:func:`~lancetnic_flow.config.with_set_fields`): what the command line refuses
+    typed, this refuses set."""
+    from ..config import with_set_fields
     from ..training.orchestrator import train as run_training
 
+    if resume is None:   # a resumed run's configuration is its config.json's, checked against it
+        config = with_set_fields(config)
     with progress_events(events if events is not None else progress) as ev:
         return run_training(config, ev, client=client, resume=resume)   # resolved there, as given
 

@@ -604,7 +604,8 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     if report.json is not None:
         report.json("evaluated", out)
     if a.json:
-        print(json.dumps(out))
+        if report.view is not None:   # with --json-log to stdout the event is the object: stdout holds events alone
+            print(json.dumps(out))
     else:
         report.say(evaluated_line(out), markup=False, soft_wrap=True)
         if out.get("plots"):
@@ -700,7 +701,8 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
     os.makedirs(a.dir, exist_ok=True)
     data = os.path.join(a.dir, f"demo-{a.rows}.csv")
     if not os.path.exists(data):
-        report.console.print(f"generating {counted(a.rows, 'row')} → {data}", markup=False)
+        if not report.quiet:   # a milestone: --quiet leaves the summary and the sample predictions
+            report.say(f"generating {counted(a.rows, 'row')} → {data}", markup=False)
         write_corpus(data + ".tmp.csv", a.rows, classes=4, seed=0)
         os.replace(data + ".tmp.csv", data)
     events = Events(words="cli")

@@ -121,8 +121,8 @@ MAKE_DATA = [
     O("--rows", "rows to write", "N", int, required=True),
     O("--classes", "label classes (default 4)", "K", int, 4),
     O("--multilabel", "1 to 3 labels per row, each with its own topic words: in csv/tsv/parquet a label column "
-      "like \"sports|tech\" (train with --task multilabel --label-sep \"|\"), a JSON list in jsonl, several "
-      "__label__ tags in fastText", kind="flag"),
+      "like \"sports|tech\" (train with --task multilabel --label-sep \"|\"), a JSON list in jsonl, a list column "
+      "in arrow, several __label__ tags in fastText; refused for .txt (text alone)", kind="flag"),
     O("--seed", "picks the vocabulary, topics and rows (default 0)", "S", int, 0),
     O("--force", "replace OUT when it is already a file (without it an existing file is refused)", kind="flag"),
     O("--storage-option", "fsspec storage option, repeatable", "K=V", default=[], kind="append"),

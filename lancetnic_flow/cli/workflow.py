@@ -47,6 +47,8 @@ class Workflow:
     values: dict[str, Any]
     make_data: dict | None
     lines: dict[str, str] = field(default_factory=dict)   # an option's config field -> "FILE:LINE" setting it
+    # The --set make_data.KEY=VALUE items whose value is not the file's: a corpus other than the block's.
+    make_data_changed: list[str] = field(default_factory=list)
 
 
 def _load(path: str) -> yaml.MappingNode:
@@ -186,12 +188,16 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
     fields, make_data = _fields(path, _load(path))
     _refuse_twice(path, fields)
     typed: dict[str, Any] = {}
+    changed: list[str] = []
     for item in overrides or []:
         if item.split("=", 1)[0].startswith("make_data."):
             key, raw = item.split("=", 1)
             make_data = make_data or {"value": {}, "line": 0}
             if isinstance(make_data["value"], dict):   # else the block is refused as it is (make_data_spec)
-                make_data["value"] = {**make_data["value"], key.split(".", 1)[1]: yaml.safe_load(raw)}
+                name, value = key.split(".", 1)[1], yaml.safe_load(raw)
+                if make_data["value"].get(name, _UNSET) != value:
+                    changed.append(item)
+                make_data["value"] = {**make_data["value"], name: value}
             continue
         f = _override(fields, item)
         if _dest(f.key) in typed and f.key != "storage_option":   # a storage option's keys merge already
@@ -216,7 +222,7 @@ def read_workflow(path: str, overrides: list[str] | None = None) -> Workflow:
             raise UserError(f"{where}: {f.where}: expected {exc}, got {f.value!r}") from None
     if not values.get("data"):
         raise UserError(f"{path}: no training data", "add `train: path/or/url` (a list for several)")
-    return Workflow(values, make_data, lines)
+    return Workflow(values, make_data, lines, changed)
 
 
 def workflow_config(wf: Workflow):
@@ -287,7 +293,11 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
                                          "make_data.storage_options")
         except UserError as e:
             raise UserError(f"{path}: {e.message}", e.hint) from None
-        if _read_by_run(out, [*cfg.data.train, *cfg.data.val]) and not _corpus_exists(out, spec.get("storage_options")):
+        read = _read_by_run(out, [*cfg.data.train, *cfg.data.val])
+        exists = read and _corpus_exists(out, spec.get("storage_options"))
+        if wf.make_data_changed and (exists or not read):
+            raise _corpus_not_written(out, wf.make_data_changed, exists)
+        if read and not exists:
             from ..data.synth import write_corpus
 
             # A place that cannot be written is the user's to fix: exit 2 naming it, not an internal error.
@@ -297,6 +307,22 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
                 os.makedirs(os.path.dirname(os.path.expanduser(out)) or ".", exist_ok=True)
             write_corpus(out, **spec)
     return cfg
+
+
+def _corpus_not_written(out: str, changed: list[str], exists: bool) -> UserError:
+    """``--set make_data.KEY=VALUE`` where make_data writes nothing: the run would train on
+    another corpus than the one asked for, not a word said."""
+    items = " ".join(f"--set {item}" for item in changed)
+    if exists:
+        return UserError(f"{items} asks for another corpus than the one {out} holds, and make_data writes {out} "
+                         "only where it is missing: the run would train on the file as it is",
+                         f"remove {out} to generate it again with {items}, or drop {items}")
+    return UserError(f"{items} changes the corpus make_data writes to {out}, and the run does not read {out} "
+                     "(train and val name other data): no corpus would be written",
+                     f"drop {items}, or train on {out}")
+
+
+_UNSET = object()
 
 
 def _comparable(url: str) -> str:

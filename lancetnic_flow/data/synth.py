@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 
 from ..errors import UserError
 from ..formats import COMPRESSION_SUFFIXES, Format, file_name, format_for_path, format_named, registered, split_compression
-from ..storage import open_special, special_kind, url_to_fs
+from ..storage import open_special, refuse_local_storage_options, special_kind, url_to_fs
 from .writers import compressed
 
 __all__ = ["write_corpus", "infer_format", "generate_blocks", "BLOCK_ROWS", "class_names"]
@@ -387,6 +387,21 @@ def _output_format(url: str, format: str) -> tuple[Format, str | None]:
     return fmt, comp
 
 
+def _refuse_unlabelled(url: str, fmt: Format) -> None:
+    """``multilabel`` asks for label sets, which plain text lines cannot hold: refused, as the
+    corpus would be written without them, not a word said."""
+    if fmt.name != "text":
+        return
+    labelled = ", ".join(f.extensions[0] for f in _writable() if f.name != "text")
+
+    def words(name: str) -> tuple[str, str]:
+        return (f"{name}: {url!r} is plain text, one line per row with no label, so no label set would be written",
+                f"write a format with a label column: {labelled} (fastText: several __label__ tags a line), "
+                f"or drop {name}")
+
+    raise SynthError(*words("multilabel"), cli=words("--multilabel"), workflow=words("make_data.multilabel"))
+
+
 def _as_written(table: pa.Table, fmt: Format, multilabel: bool) -> pa.Table:
     """A chunk as its format takes it: label sets (joined by ``|``) as lists, which
     CSV and TSV write joined by ``|`` again, JSON Lines as lists and fastText as
@@ -436,6 +451,10 @@ def write_corpus(
     _check(rows, classes, seed)
     rows, classes, seed = int(rows), int(classes), int(seed)
     fmt, comp = _output_format(url, format)
+    # as make-data refuses --storage-option for a local OUT: they would open nothing
+    refuse_local_storage_options(storage_options, {"url": url}, "storage_options")
+    if multilabel:
+        _refuse_unlabelled(url, fmt)
     if int(chunk_rows) != chunk_rows or chunk_rows < 1:
         raise SynthError(f"chunk_rows must be a whole number >= 1, got {chunk_rows!r}")
     chunk_blocks = max(1, round(chunk_rows / BLOCK_ROWS))

@@ -23,6 +23,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# torch calls every CSR tensor "beta", once a process; the transposed batch's invariants hold by construction.
+CSR_BETA = "Sparse CSR tensor support is in beta state"
+
+
+def quiet_csr_beta() -> None:
+    """Ignore torch's CSR "beta" UserWarning in this process, by a filter of the process's own
+    (idempotent, cheap enough for every batch). ``warnings.catch_warnings`` is no way: it swaps
+    the process's one filter list, so threads building these tensors at once (ranks, a
+    worker's tasks) restored one another's list without the filter, and the warning reached
+    the terminal in some runs. Called again where a tensor is built: another module's
+    ``catch_warnings`` ending may have restored a list from before this filter."""
+    if not any(f[0] == "ignore" and f[1] is not None and f[1].pattern == CSR_BETA for f in warnings.filters):
+        warnings.filterwarnings("ignore", message=CSR_BETA, category=UserWarning)
+
+
+quiet_csr_beta()   # every process that builds the CSR tensors imports this module: trainers and Dask workers
+
 
 def sorted_with_order(indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.sort(indices, stable=True)``'s values and order. On the CPU,
@@ -53,10 +70,9 @@ def rows_plan(indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tenso
     row_of = torch.repeat_interleave(torch.arange(len(offsets), device=indices.device), lengths)
     crow = torch.zeros(len(used) + 1, dtype=torch.long, device=indices.device)
     torch.cumsum(counts, 0, out=crow[1:])
-    with warnings.catch_warnings():   # torch calls every CSR tensor "beta"; this one's invariants hold by construction
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-        transposed = torch.sparse_csr_tensor(crow, row_of[order], weights[order],
-                                             (len(used), len(offsets)), check_invariants=False)
+    quiet_csr_beta()
+    transposed = torch.sparse_csr_tensor(crow, row_of[order], weights[order], (len(used), len(offsets)),
+                                         check_invariants=False)
     return used, local, transposed
 
 

@@ -483,7 +483,7 @@ def serve(application: Any, sock: socket.socket, log_level: str = "info", model:
 
     from .http_protocol import protocol
 
-    config = uvicorn.Config(application, log_level=log_level, lifespan="off",
+    config = uvicorn.Config(application, log_level=log_level, lifespan="off", log_config=log_config(),
                             http=protocol(max_connections, head_timeout))
     server = uvicorn.Server(config)
     if model is not None:
@@ -514,6 +514,19 @@ def serve(application: Any, sock: socket.socket, log_level: str = "info", model:
         sock.close()
 
 
-__all__ = ["app", "serve", "listen", "parse_request", "parse_explain", "read_body",
+def log_config() -> dict:
+    """uvicorn's logging with its access log on stderr, as its other lines and every human
+    line of the command are: its own config writes the access log to stdout, where
+    ``--json-log`` writes its events and nothing else, so a reader of them met request lines."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    return config
+
+
+__all__ = ["app", "serve", "log_config", "listen", "parse_request", "parse_explain", "read_body",
            "health", "require_serve", "BadRequest", "Model",
            "MAX_BATCH", "MAX_BODY", "MAX_QUEUE", "BODY_TIMEOUT", "MAX_CONNECTIONS", "SLOTS"]

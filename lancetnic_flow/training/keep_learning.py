@@ -231,6 +231,24 @@ def mark_continued(cfg: TrainConfig, by: str | None = None) -> None:
         cfg.__dict__["continued_by"] = by
 
 
+def own_label_sep(cfg: TrainConfig) -> bool:
+    """Whether a continued run's saved configuration (a resume's) holds a label separator its
+    caller gave rather than the one it took from the run it continues: one that is not that
+    run's was given (config.json keeps values, not who set them). One the same as that run's
+    counts as taken, as :func:`continue_config` would take it; an old run no longer readable,
+    too (the resume then stops on loading it)."""
+    from ..runs.loading import read_config
+
+    run = cfg.training.init_from
+    if not run or cfg.data.label_sep is None:
+        return False
+    try:
+        old = read_config(str(run), run_options(str(run), cfg))
+    except (OSError, UserError):
+        return False
+    return (old.get("data") or {}).get("label_sep") != cfg.data.label_sep
+
+
 def is_continued(cfg: TrainConfig) -> bool:
     return bool(cfg.__dict__.get("continued"))
 

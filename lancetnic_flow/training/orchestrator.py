@@ -58,8 +58,8 @@ from ..models.calibrate import Calibration, calibrate
 from ..models.tasks import Task
 from ..registry import MODELS
 from ..resolve import (CUT_WORD_SHARE, FitCounts, bias_only_lr, cut_words_warning, idle_epoch_options,
-                       refuse_sizes_for_client, resolve, resolve_counts, resolve_sample, unused_monitor,
-                       words_kept_warning)
+                       refuse_sizes_for_client, resolve, resolve_counts, resolve_sample, sizes_for_client,
+                       unused_monitor, words_kept_warning)
 from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
 from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
@@ -1588,8 +1588,11 @@ def train(cfg: TrainConfig, events: Events = NULL_EVENTS, client: Any = None, re
     its own (the model checked against the trainer's share, shards kept between epochs),
     not as someone else's cluster whose workers decide. ``searched``: tune's final run, whose
     epochs are the best trial's (tune said what its typed epoch options do)."""
-    if client is not None and not own_cluster and resume is None:
-        refuse_sizes_for_client(cfg)   # a resumed run's own LocalCluster sizes are left behind, as resume_config's
+    if client is not None and not own_cluster:
+        if resume is None:
+            refuse_sizes_for_client(cfg)
+        else:   # the run's own LocalCluster sizes are left behind, as resume_config's for a scheduler
+            cfg = sizes_for_client(cfg)
     run = Training(cfg, events, resume)
     for idle in [] if searched else [*idle_epoch_options(run.given, run.cfg), bias_only_lr(run.given, run.cfg)]:
         if idle:

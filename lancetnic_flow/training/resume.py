@@ -8,10 +8,10 @@ from ..dataflow.cluster import scheduler_address
 from ..errors import UserError
 from ..options import Words, bad
 from ..registry import MODELS
-from ..resolve import config_places
+from ..resolve import LOCAL_SIZES, config_places
 from ..runs.loading import a_file_not_a_run, no_such_run, read_config
 from ..storage import refuse_local_storage_options
-from .keep_learning import mark_continued
+from .keep_learning import mark_continued, own_label_sep
 
 
 def resume_config(run: str, *, storage_options: dict | None = None, memory_budget: int | None = None,
@@ -54,6 +54,10 @@ def resume_config(run: str, *, storage_options: dict | None = None, memory_budge
     trains_here = not t.ddp and c.train_on != "cluster" and local   # resolve's _train_on: else a trainer task
     if t.threads is not None and trains_here and spec is not None and spec.rule == "hinge":
         t.threads = None   # taken by earlier versions where it did nothing (resolve refuses it typed now)
+    # The sizes given again are this resume's own: train(cfg, client=...) refuses them, and leaves the run's.
+    cfg.given = frozenset(f for f, v in zip(LOCAL_SIZES, (memory_budget, workers, threads)) if v is not None)
+    if own_label_sep(cfg):   # a continued run's --label-sep, given at its start: warned of as given, not as taken
+        cfg.given |= {"data.label_sep"}
     return cfg
 
 

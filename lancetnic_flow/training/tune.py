@@ -29,7 +29,7 @@ import psutil
 import torch
 
 from ..allocator import trim_allocator
-from ..config import TrainConfig, argument_error, parse_duration
+from ..config import TrainConfig, argument_error, parse_duration, with_set_fields
 from ..dataflow.cluster import workers_info
 from ..dataflow.manifest import read_features
 from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
@@ -352,6 +352,7 @@ def tune(cfg: TrainConfig, time_budget: str | float = "10m", trials: int | None 
     ``client``: an existing ``distributed.Client`` (else a LocalCluster is
     started, or ``cfg.cluster.scheduler`` is used)."""
     events = events if events is not None else warnings_only()
+    cfg = with_set_fields(cfg)   # a TrainConfig built in Python: the fields it sets are its given ones
     if cfg.training.init_from:   # the command line's tune has no --init-from; the API's must not search for nothing
         raise bad("training.init_from", "tune trains every trial from fresh weights and varies the n-grams and "
                   "hidden size a run continued with {name} keeps from its run",

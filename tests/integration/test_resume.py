@@ -124,8 +124,14 @@ def test_ctrl_c_checkpoints_and_resume_ends_with_the_uninterrupted_metrics(clien
     spent = saved.get("seconds", 0.0)   # the interrupted epoch's training so far
     assert spent > 0
 
+    # As a run started on a laptop's LocalCluster is: resumed on the client's cluster, its sizes are not the plan's.
+    config_json = run / "config.json"
+    config_json.write_text(json.dumps({**(doc := json.loads(config_json.read_text())),
+                                       "cluster": {**doc["cluster"], "workers": 3, "memory_budget": 6 << 30}}))
     res = train(resume_config(str(run)), client=client, resume=str(run))
     assert res.run == str(run) and not (run / CHECKPOINT).exists()   # dropped once the model is saved
+    resumed = json.loads(config_json.read_text())["cluster"]
+    assert (resumed["workers"], resumed["memory_budget"]) == (None, None)   # config.json: the client's workers planned
     compared = [k for k in ("val_loss", "val_accuracy", "val_rmse", "val_mae") if ref.metrics[k] is not None]
     assert "val_loss" in compared and (task == "classify") == ("val_rmse" not in compared)
     for key in compared:

@@ -119,3 +119,43 @@ def test_a_label_separator_is_the_callers_unless_a_continued_run_took_it_from_th
     continued = dataclasses.replace(fresh, training=TrainingConfig(task="multilabel", init_from="runs/old"))
     assert not label_sep_given(continued)   # merged from the old run: not the caller's
     assert label_sep_given(dataclasses.replace(continued, given=frozenset({"data.label_sep"})))
+
+
+def test_a_config_built_in_python_counts_the_fields_it_sets_off_their_defaults_as_given():
+    from lancetnic_flow.config import ClusterConfig, DataConfig, TrainConfig, with_set_fields
+
+    cfg = TrainConfig(data=DataConfig(train=["d.csv"], storage_options={"anon": True}),
+                      cluster=ClusterConfig(workers=2))
+    assert with_set_fields(cfg).given == {"data.train", "data.storage_options", "cluster.workers"}
+    assert cfg.given == frozenset()   # the caller's configuration is left as it was
+    named = TrainConfig(data=DataConfig(train=["d.csv"]), given=frozenset({"training.epochs"}))
+    assert with_set_fields(named) is named
+
+
+def test_validate_refuses_storage_options_with_only_local_paths_as_the_command_line_does(tmp_path):
+    from lancetnic_flow.config import DataConfig, OutputConfig, TrainConfig
+
+    cfg = TrainConfig(data=DataConfig(train=[str(tmp_path / "d.csv")], storage_options={"anon": True}),
+                      output=OutputConfig(out=str(tmp_path / "runs")))
+    with pytest.raises(UserError, match="storage_options anon opens remote storage") as e:
+        cfg.validate()
+    assert e.value.said("cli")[0].startswith("--storage-option")
+
+
+def test_validate_refuses_scheduler_wait_without_a_scheduler_as_the_command_line_does(tmp_path, monkeypatch):
+    from lancetnic_flow.config import ClusterConfig, DataConfig, TrainConfig
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    cfg = TrainConfig(data=DataConfig(train=[str(tmp_path / "d.csv")]), cluster=ClusterConfig(scheduler_wait="5m"))
+    with pytest.raises(UserError, match="scheduler_wait 5m is how long a lost scheduler"):
+        cfg.validate()
+
+
+def test_a_config_made_from_options_or_read_from_a_run_keeps_its_given_even_empty():
+    # an estimator at its defaults names nothing given: the out and run_on it fills in itself are not the caller's
+    from lancetnic_flow.config import DataConfig, TrainConfig, with_set_fields
+
+    made = config_from_options({"data": ["d.csv"], "out": "/tmp/somewhere", "run_on": "process"})
+    assert with_set_fields(made).given == frozenset()
+    saved = TrainConfig.from_dict(TrainConfig(data=DataConfig(train=["d.csv"], label_sep="|")).to_dict())
+    assert with_set_fields(saved).given == frozenset()

@@ -597,6 +597,11 @@ def test_an_optimizer_that_steps_every_parameter_refuses_a_sparse_step_and_recor
     t = resolve(cfg()).training
     assert (t.sparse_optimizer, t.sparse_lr) == (None, None)
     assert resolve(cfg(sparse_optimizer="sgd", sparse_lr=2.5)).training.sparse_lr is None   # a saved config's own
+    # typed at the model's own value (--optimizer rmsprop --sparse-optimizer sgd): it did nothing, and was let by
+    for field, value in (("sparse_optimizer", "sgd"), ("sparse_lr", 2.5)):
+        with pytest.raises(UserError, match=f"{field} {value}: optimizer {optimizer} steps every parameter") as e:
+            resolve(dataclasses.replace(cfg(**{field: value}), given=frozenset({f"training.{field}"})))
+        assert e.value.field == f"training.{field}"
     assert resolve(cfg(sparse_optimizer="adam")).training.sparse_optimizer is None   # one saved before the option
     row_wise = resolve(TrainConfig(data=DataConfig(train=["x.csv"], label="label"), model=ModelConfig(name="ScalpelMC"),
                                    training=TrainingConfig(optimizer="adam", sparse_lr=5.0))).training
@@ -784,6 +789,22 @@ def test_a_local_cluster_size_given_with_a_client_of_ones_own_is_refused_as_doin
                                             "given a client") as e:
             refuse_sizes_for_client(TrainConfig(data=data, cluster=ClusterConfig(**sizes)))
         assert e.value.field == f"cluster.{field}"
+
+
+def test_a_resumed_run_given_a_client_leaves_its_local_cluster_sizes_behind_and_refuses_those_given_again():
+    # train(resume_config(RUN), resume=RUN, client=c): config.json went on saying this laptop's 6 GiB and 3 workers
+    from lancetnic_flow.config import ClusterConfig
+    from lancetnic_flow.resolve import sizes_for_client
+
+    cfg = TrainConfig.from_dict(TrainConfig(data=DataConfig(train=["x.csv"]),
+                                            cluster=ClusterConfig(workers=3, threads=2, memory_budget=6 << 30)).to_dict())
+    out = sizes_for_client(cfg)
+    assert (out.cluster.memory_budget, out.cluster.workers, out.cluster.threads) == (None, None, None)
+    assert cfg.cluster.workers == 3 and out.__dict__.get("given_accounted")   # the caller's left as it was; the marks kept
+    cfg.given = frozenset({"cluster.workers"})   # given again to resume_config: refused, as with a new run
+    with pytest.raises(UserError, match="workers 3 sizes the LocalCluster a run starts") as e:
+        sizes_for_client(cfg)
+    assert e.value.field == "cluster.workers"
 
 
 def test_threads_for_linearsvm_trained_in_this_process_is_refused_as_doing_nothing(monkeypatch):

@@ -23,3 +23,17 @@ def _nothing():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def test_train_of_a_python_config_refuses_storage_options_with_only_local_paths(tmp_path):
+    """The command line refuses --storage-option where every path is local; train(cfg) ran with them."""
+    from lancetnic_flow.api.progress import train
+    from lancetnic_flow.config import DataConfig, OutputConfig, TrainConfig
+    from lancetnic_flow.errors import UserError
+
+    (tmp_path / "d.csv").write_text("text,label\na b,x\nc d,y\n")
+    cfg = TrainConfig(data=DataConfig(train=[str(tmp_path / "d.csv")], storage_options={"anon": True}),
+                      output=OutputConfig(out=str(tmp_path / "runs")))
+    with pytest.raises(UserError, match="storage_options anon opens remote storage"):
+        train(cfg, progress=False)
+    assert not (tmp_path / "runs").exists()

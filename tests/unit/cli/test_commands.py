@@ -416,6 +416,19 @@ def test_predict_and_explain_of_texts_log_each_result_to_json_log_and_to_stdout_
     assert json.loads(line)["event"] == event
 
 
+def test_evaluate_json_with_json_log_to_stdout_prints_the_evaluated_event_alone(linear_run, capsys):
+    # stdout held the event and then the same metrics as a bare object: a reader of events met a line of no event
+    from lancetnic_flow.cli.main import main
+
+    run, data = str(linear_run / "run"), str(linear_run / "in.csv")
+    assert main(["evaluate", run, data, "--run-on", "process", "--json", "--json-log"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e.get("event") for e in lines] == ["evaluated"] and lines[0]["rows"]["evaluated"] == 2
+    assert main(["evaluate", run, data, "--run-on", "process", "--json"]) == 0   # alone: the metrics' object
+    [line] = capsys.readouterr().out.splitlines()
+    assert "event" not in json.loads(line) and json.loads(line)["rows"]["evaluated"] == 2
+
+
 @pytest.mark.parametrize("argv, refused", [
     (["--max-queue", "600"], True), (["--max-queue", "40", "--max-connections", "40"], True),
     (["--max-queue", "39", "--max-connections", "40"], False), (["--max-connections", "40"], False)])
@@ -425,3 +438,19 @@ def test_serve_refuses_a_max_queue_the_connection_bound_never_lets_it_reach(argv
     with pytest.raises(UserError) as e:
         commands.cmd_serve(a, None)
     assert ("would never refuse a request" in e.value.message) == refused
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_demo_says_it_generates_its_corpus_except_with_quiet(tmp_path, monkeypatch, capsys, quiet):
+    # --quiet printed the `generating` milestone all the same
+    import types
+
+    import lancetnic_flow.runs.predict as predict
+    from lancetnic_flow.cli.main import main
+
+    monkeypatch.setattr(orchestrator, "train", lambda cfg, events: types.SimpleNamespace(run="r"))
+    monkeypatch.setattr(predict, "Predictor", lambda run: types.SimpleNamespace(
+        predict=lambda texts: [{"label": "x", "probability": 0.5} for _ in texts]))
+    assert main(["demo", "--rows", "20", "--dir", str(tmp_path), *(["--quiet"] if quiet else [])]) == 0
+    err = capsys.readouterr().err
+    assert ("generating 20 rows" in err) is not quiet and err.count("→ x (0.50)") == 3

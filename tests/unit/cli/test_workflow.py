@@ -155,6 +155,33 @@ def test_make_datas_storage_options_for_a_local_corpus_are_refused_before_writin
     assert not out.exists()
 
 
+def test_a_set_make_data_value_for_a_corpus_that_exists_is_refused_not_trained_on_the_old_file(tmp_path):
+    # quickstart.yaml's `--set make_data.rows=5000`, run again: it trained on the 50,000 rows written the first time
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    out = tmp_path / "d.csv"
+    path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 20}}\n")
+    prepare_workflow(path, ["make_data.rows=30"])   # missing: written with the value set
+    assert out.read_text().count("\n") == 31
+    with pytest.raises(UserError, match=re.escape(f"--set make_data.rows=10 asks for another corpus than the one "
+                                                  f"{out} holds")) as e:
+        prepare_workflow(path, ["make_data.rows=10"])
+    assert f"remove {out}" in e.value.hint and out.read_text().count("\n") == 31
+    prepare_workflow(path, ["make_data.rows=20"])   # the block's own value: the corpus the file describes
+    prepare_workflow(path)
+
+
+def test_a_set_make_data_value_for_a_corpus_the_run_does_not_read_is_refused(tmp_path):
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    out, other = tmp_path / "d.csv", tmp_path / "other.csv"
+    other.write_text("text,label\na b,x\n")
+    path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 20}}\n")
+    with pytest.raises(UserError, match="the run does not read"):
+        prepare_workflow(path, [f"train={other}", "make_data.rows=30"])
+    assert not out.exists()
+
+
 def test_resume_is_not_a_workflow_field(tmp_path):
     with pytest.raises(UserError, match="resume is not a workflow field") as caught:
         read_workflow(_write(tmp_path, "train: x.csv\nresume: runs/a\n"))

@@ -257,3 +257,19 @@ def test_capped_leaves_a_gradient_whole_without_a_cap_or_for_rows_another_step_u
     assert torch.equal(capped(grad, used, layer, None), grad)
     assert torch.equal(capped(grad, used.clone(), layer, 0.5), grad)   # --ddp: rows exchanged between ranks
     torch.testing.assert_close(capped(grad, used, layer, 0.5), grad * torch.tensor([[0.5], [0.25]]))
+
+
+def test_rows_plan_keeps_torchs_csr_beta_warning_ignored_by_a_filter_of_the_process_not_a_catch_warnings():
+    """A ``catch_warnings`` around the build restored, at its end, the filter list of whatever
+    thread had entered before it: with threads building at once, the warning reached the terminal."""
+    import warnings
+
+    from lancetnic_flow.models.sparse_input import CSR_BETA, rows_plan
+
+    def ignored() -> bool:
+        return any(f[0] == "ignore" and f[1] is not None and f[1].pattern == CSR_BETA for f in warnings.filters)
+
+    with warnings.catch_warnings():
+        warnings.resetwarnings()   # a list from before the filter, as another thread's catch_warnings restores
+        rows_plan(torch.tensor([3, 1, 3]), torch.tensor([0, 2]), torch.tensor([1.0, 2.0, 3.0]))
+        assert ignored()   # in place after the build: the next thread's build is quiet too

@@ -66,3 +66,22 @@ def test_an_explain_label_sent_as_a_json_number_or_boolean_names_the_label_of_th
         label(3, ["1", "2"])
     with pytest.raises(BadRequest, match="label must be a string, a number or true/false, got"):
         label(["1"], ["1", "2"])
+
+
+def test_uvicorns_access_log_goes_to_stderr_leaving_stdout_to_the_json_log(capsys):
+    """`serve --json-log` writes its events to stdout, and nothing else goes there: uvicorn's
+    own configuration wrote each request's line there, between the events."""
+    import logging
+    import logging.config
+
+    from lancetnic_flow.runs.serve import log_config
+
+    logging.config.dictConfig(log_config())
+    try:
+        logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", "/health", "1.1", 200)
+        logging.getLogger("uvicorn.error").info("Started server process")
+        out, err = capsys.readouterr()
+        assert out == "" and "GET /health" in err and "Started server process" in err
+    finally:
+        for name in ("uvicorn", "uvicorn.access", "uvicorn.error"):
+            logging.getLogger(name).handlers.clear()

@@ -67,6 +67,28 @@ def test_resume_on_an_existing_cluster_drops_the_local_cluster_size_the_run_was_
     assert resume_config(run).cluster.workers is None
 
 
+def test_resume_config_counts_the_cluster_sizes_given_to_it_as_given_and_the_runs_own_as_not(tmp_path):
+    from lancetnic_flow.config import ClusterConfig
+
+    run = str(tmp_path / "run")
+    write_config(run, TrainConfig(data=DataConfig(train=["x.csv"]), cluster=ClusterConfig(workers=3)).to_dict())
+    assert resume_config(run).given == frozenset()
+    assert resume_config(run, memory_budget=4 << 30, threads=2).given == {"cluster.memory_budget", "cluster.threads"}
+
+
+@pytest.mark.parametrize("old_sep, given", [(None, True), (";", True), ("|", False)])
+def test_a_resumed_continued_runs_label_sep_counts_as_given_where_it_is_not_the_old_runs(tmp_path, old_sep, given):
+    # train NEW --init-from OLD --label-sep "|", stopped, --resume: its separator counted as taken from OLD
+    from lancetnic_flow.config import label_sep_given
+
+    old, run = str(tmp_path / "old"), str(tmp_path / "run")
+    write_config(old, TrainConfig(data=DataConfig(train=["x.csv"], label_sep=old_sep)).to_dict())
+    write_config(run, {**TrainConfig(data=DataConfig(train=["y.csv"], label_sep="|")).to_dict(),
+                       "training": {**TrainConfig(data=DataConfig(train=["y.csv"])).to_dict()["training"],
+                                    "init_from": old}})
+    assert label_sep_given(resume_config(run)) is given
+
+
 def test_resume_of_a_linear_svm_run_started_with_threads_in_this_process_drops_them_not_refused(tmp_path):
     # Runs of earlier versions took --threads for LinearSVM trained in this process, where it did nothing;
     # it is refused when typed now, and --resume of such a run has no option to drop it: it is dropped.

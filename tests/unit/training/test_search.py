@@ -51,7 +51,8 @@ def test_typed_epochs_cap_the_trials_epochs_and_the_default_leaves_the_range_ope
         return p.low, p.high
 
     assert epochs(frozenset({"training.epochs"}), 5) == (1, 5)
-    assert epochs(frozenset(), 5) == (1, 20)
+    assert epochs(frozenset({"data.train"}), 5) == (1, 20)   # the command line's DATA alone: epochs not typed
+    assert epochs(frozenset(), 5) == (1, 5)   # a TrainConfig built in Python: epochs=5 set is given
     assert epochs(frozenset({"training.epochs"}), 30) == (1, 30)
 
 

@@ -1,0 +1,44 @@
+"""Unit tests of lancetnic_flow.data.synth: what make-data refuses before writing."""
+from __future__ import annotations
+
+import pytest
+
+from lancetnic_flow.data.synth import write_corpus
+from lancetnic_flow.errors import UserError
+
+
+@pytest.mark.parametrize("name", ["corpus.txt", "corpus.txt.gz"])
+def test_multilabel_to_plain_text_is_refused_not_written_without_labels(tmp_path, name):
+    out = tmp_path / name
+    with pytest.raises(UserError) as e:
+        write_corpus(str(out), 5, multilabel=True)
+    assert not out.exists()
+    message, hint = e.value.said("cli")
+    assert message.startswith("--multilabel: ") and "no label" in message
+    assert ".csv" in hint and ".ft" in hint and "drop --multilabel" in hint
+    assert e.value.said("workflow")[0].startswith("make_data.multilabel: ")
+
+
+def test_multilabel_to_an_explicit_text_format_is_refused(tmp_path):
+    with pytest.raises(UserError, match="plain text"):
+        write_corpus(str(tmp_path / "corpus.data"), 5, multilabel=True, format="txt")
+
+
+@pytest.mark.parametrize("name, tags", [("corpus.ft", "__label__"), ("corpus.csv", "|"), ("corpus.jsonl", "[")])
+def test_multilabel_formats_with_a_label_write_the_label_sets(tmp_path, name, tags):
+    out = tmp_path / name
+    write_corpus(str(out), 50, multilabel=True)
+    assert tags in out.read_text()
+
+
+def test_plain_text_without_multilabel_is_still_written(tmp_path):
+    info = write_corpus(str(tmp_path / "corpus.txt"), 5)
+    assert info["format"] == "text" and len((tmp_path / "corpus.txt").read_text().splitlines()) == 5
+
+
+def test_storage_options_for_a_local_path_are_refused_as_make_data_refuses_them(tmp_path):
+    out = tmp_path / "corpus.csv"
+    with pytest.raises(UserError, match="storage_options anon opens remote storage"):
+        write_corpus(str(out), 5, storage_options={"anon": True})
+    assert not out.exists()
+    write_corpus("memory://lancetnic-synth-test/corpus.csv", 5, storage_options={"skip_instance_cache": True})
