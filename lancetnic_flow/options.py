@@ -337,7 +337,7 @@ OPTIONS: list[Option] = [
         O("--scheduler", "use an existing Dask cluster (or set DASK_SCHEDULER_ADDRESS)", "ADDRESS",
           field="cluster.scheduler", api="scheduler"),
         O("--scheduler-wait", "with --scheduler: how long a lost scheduler is waited for (and a worker with it) "
-          "before the work that needs it stops; training then writes a checkpoint to --resume from: 90s, 10m, or "
+          "before the work that needs it stops (a training run first writes a checkpoint to --resume from): 90s, 10m, or "
           "seconds (default {default})", "TIME", default="60s", field="cluster.scheduler_wait", cli_default=None),
         O("--blocksize", "partition size (default: from the memory plan)", "SIZE", field="cluster.blocksize",
           parse=_size),
