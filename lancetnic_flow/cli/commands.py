@@ -671,11 +671,16 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
     if not a.force:
         _refuse_existing_file(a.out, options_for(a.out, so))
-    info = write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel, storage_options=so)
-    if report.json is not None:
-        report.json("made", {"output": str(a.out), **info})
-    report.say(f"wrote {counted(info['rows'], 'row')} to {a.out} ({info['format']})", markup=False)
+    _made(report, a.out, write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel,
+                                      storage_options=so))
     return 0
+
+
+def _made(report, out: str, info: dict) -> None:
+    """A generated corpus, told: the ``made`` event, and a line (make-data, a workflow's make_data)."""
+    if report.json is not None:
+        report.json("made", {"output": str(out), **info})
+    report.say(f"wrote {counted(info['rows'], 'row')} to {out} ({info['format']})", markup=False)
 
 
 def _refuse_existing_file(out: str, storage_options: dict) -> None:
@@ -726,7 +731,8 @@ def cmd_run(a: argparse.Namespace, report) -> int:
 
     # The workflow's fields become the configuration directly, as declared
     # (options.py), and train with this command's report (so --quiet/--json-log apply).
-    return train_config(prepare_workflow(a.workflow, a.set), report, "workflow")
+    return train_config(prepare_workflow(a.workflow, a.set, lambda out, info: _made(report, out, info)), report,
+                        "workflow")
 
 
 def cmd_serve(a: argparse.Namespace, report) -> int:

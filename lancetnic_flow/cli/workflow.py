@@ -282,8 +282,9 @@ def make_data_spec(path: str, make_data: dict) -> tuple[str, dict]:
     return out, spec
 
 
-def prepare_workflow(path: str, overrides: list[str] | None = None):
-    """The checked TrainConfig of a workflow, its data generated first if asked and missing."""
+def prepare_workflow(path: str, overrides: list[str] | None = None, made=None):
+    """The checked TrainConfig of a workflow, its data generated first if asked and missing.
+    ``made(out, info)``: told of a corpus written (write_corpus's summary), as make-data tells."""
     wf = read_workflow(path, overrides)
     cfg = workflow_config(wf)   # a bad option stops the run before a corpus is written
     if wf.make_data is not None:
@@ -305,7 +306,9 @@ def prepare_workflow(path: str, overrides: list[str] | None = None):
                            folder=False)
             if protocol(out) == "file":
                 os.makedirs(os.path.dirname(os.path.expanduser(out)) or ".", exist_ok=True)
-            write_corpus(out, **spec)
+            info = write_corpus(out, **spec)
+            if made is not None:
+                made(out, info)
     return cfg
 
 

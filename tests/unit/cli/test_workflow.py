@@ -383,3 +383,16 @@ def test_make_data_writes_a_corpus_the_run_validates_on(tmp_path):
     path = _write(tmp_path, f"train: x.csv\nval: {tmp_path / 'v.csv'}\nmake_data: {{out: {tmp_path / 'v.csv'}, rows: 20}}\n")
     prepare_workflow(path)
     assert (tmp_path / "v.csv").exists()
+
+
+def test_a_corpus_a_workflow_generates_is_told_as_make_data_tells_it_and_not_when_it_exists(tmp_path):
+    """A workflow's make_data block wrote its corpus with no `made` event in --json-log."""
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    out = tmp_path / "d.csv"
+    path = _write(tmp_path, f"train: {out}\nmake_data: {{out: {out}, rows: 20}}\n")
+    told: list = []
+    prepare_workflow(path, made=lambda where, info: told.append((where, info)))
+    assert len(told) == 1 and told[0][0] == str(out) and told[0][1]["rows"] == 20 and told[0][1]["format"] == "csv"
+    prepare_workflow(path, made=lambda where, info: told.append((where, info)))
+    assert len(told) == 1   # the corpus exists: nothing written, nothing told
