@@ -296,13 +296,36 @@ def log_file_as_command(argv: list[str], commands: list[str]) -> str | None:
     return None
 
 
+# Other tools' names for options this one has: a close spelling would not find them, and
+# spelling alone offered --format for --overwrite, --learn-val for --learning-rate.
+FLAG_ALIASES = {"learning-rate": "lr", "output-dir": "out", "model-dir": "out", "outdir": "out", "out-dir": "out",
+                "gpu": "device", "cuda": "device", "val-split": "val-fraction", "validation-split": "val-fraction",
+                "test-size": "val-fraction", "num-epochs": "epochs", "max-epochs": "epochs", "n-epochs": "epochs",
+                "word-ngrams": "ngrams", "wordngrams": "ngrams", "num-workers": "workers", "n-jobs": "workers"}
+
+
 def unknown_words(extra: list[str], parser: argparse.ArgumentParser) -> str:
     """What argparse left unread, with the command's flags closest to the first such option."""
     first = next((w for w in extra if w.startswith("-")), None)
     if first is None:
         return f"no option or argument {' '.join(extra)!r}"
     flags = [s for action in parser._actions for s in action.option_strings]
-    return f"no option {first!r}{close_matches(first.split('=', 1)[0], flags)}"
+    return f"no option {first!r}{flag_matches(first.split('=', 1)[0], flags)}"
+
+
+def flag_matches(word: str, flags: list[str]) -> str:
+    """A 'did you mean' phrase for an unknown flag: another tool's name for one of ``flags``
+    (:data:`FLAG_ALIASES`), else those spelt closest once the dashes are set aside (the
+    shared ``--`` made every pair look alike), written with or without underscores."""
+    name = word.lstrip("-").replace("_", "-")
+    names = {f.lstrip("-"): f for f in flags if f.startswith("--")}
+    alias = FLAG_ALIASES.get(name.lower())
+    if alias in names:
+        return f" (did you mean {names[alias]!r}?)"
+    if name in names:   # --batch_size: the flag, with dashes
+        return f" (did you mean {names[name]!r}?)"
+    found = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(repr(names[f]) for f in found)}?)" if found else ""
 
 
 def refusal_words(message: str, parser: argparse.ArgumentParser) -> tuple[str, str]:

@@ -255,3 +255,23 @@ def test_tunes_help_says_its_trials_train_on_the_cpu_and_device_and_threads_are_
     out = " ".join(capsys.readouterr().out.split())
     assert "Each trial trains on a worker's CPU, one thread per trial: --device and --threads apply to the final " \
            "run only" in out
+
+
+@pytest.mark.parametrize("typed,meant", [
+    ("--overwrite", None), ("--force", None),            # predict has neither: nothing offered, not --format
+    ("--learning-rate", "'--lr'"), ("--output-dir", "'--out'"), ("--batch_size", "'--batch-size'"),
+    ("--epoch", "'--epochs'"), ("--gpu", "'--device'"), ("--modle", "'--model'"), ("--val-split", "'--val-fraction'"),
+])
+def test_an_unknown_flag_is_offered_what_the_user_meant_not_flags_that_only_share_the_dashes(typed, meant):
+    """`predict --overwrite` was offered '--format', '--worker-threads', '--scheduler-wait';
+    `train --learning-rate` '--learn-val'."""
+    from lancetnic_flow.cli.parser import build_parser, unknown_words
+
+    p = build_parser()
+    sub = next(a for a in p._actions if isinstance(getattr(a, "choices", None), dict))
+    command = "predict" if typed in ("--overwrite", "--force") else "train"
+    said = unknown_words([typed], sub.choices[command])
+    if meant is None:
+        assert said == f"no option {typed!r}", said
+    else:
+        assert said.startswith(f"no option {typed!r} (did you mean {meant}"), said
