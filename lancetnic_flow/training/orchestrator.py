@@ -1206,6 +1206,8 @@ class Training:
             return
         val_m = evaluate_blocks(self.model, self.feed.val_blocks(), self.task, self.device)
         state.best, _ = keep_best(None, 0, val_m.result(), val_m, self.model, 0, self.tc.monitor)
+        # Told now, not only in the summary: an epoch that does not beat it is not the best so far.
+        self.events.emit("start_scored", epoch=0, **val_scores(val_m.result()))
 
     def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics

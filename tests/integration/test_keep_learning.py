@@ -379,6 +379,7 @@ def test_a_continued_network_that_no_epoch_improves_keeps_the_weights_it_started
     assert p.returncode == 0, p.stdout + p.stderr
     out = " ".join((p.stdout + p.stderr).split())
     assert f"than the weights {runs / 'net'} started this run with: it saves them as they were" in out
+    assert "start --init-from's weights · val loss" in out   # scored before the first epoch, said then
     m = _metrics(runs / "net-thrown")
     assert m["kept"] == "start" and m["best_epoch"] == 0 and len(m["epochs"]) >= 1
     assert all(e["val_loss"] > m["val_loss"] for e in m["epochs"])

@@ -200,6 +200,12 @@ class DashboardState:
         if score is not None and (self.best is None or score < lower_is_better(self.best, self.monitor)):
             self.best = e
 
+    def _on_start_scored(self, e: dict, t: float) -> None:
+        """A continued run's starting weights, scored before its first step: epoch 0 of the best."""
+        score = lower_is_better(e, self.monitor)
+        if score is not None and (self.best is None or score < lower_is_better(self.best, self.monitor)):
+            self.best = e
+
     def _on_resumed(self, e: dict, t: float) -> None:
         """A resumed run: the epochs its checkpoint had finished count for the last and best epoch."""
         self.monitor = e.get("monitor") or self.monitor

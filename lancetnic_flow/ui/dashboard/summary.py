@@ -195,6 +195,12 @@ def epoch_line(e: dict) -> str:
     return f"epoch {e['epoch']}  train loss {e['train_loss']:.4f}{val}{rate}"
 
 
+def start_line(e: dict) -> str:
+    """A continued run's starting weights, scored: the epochs to come must beat them to be saved."""
+    parts = val_parts(e)
+    return f"start    --init-from's weights · val {' · '.join(parts)} (an epoch must beat them to be kept)"
+
+
 def resumed_line(e: dict) -> str:
     skip = f", replaying its first {counted(e['batches'], 'batch')} without training on them" if e.get("batches") else ""
     return f"resuming {e['run']} at epoch {e['epoch']}{skip}"
@@ -216,7 +222,7 @@ def ddp_line(e: dict) -> str:
 
 _MILESTONES = {"plan": lambda e: e["text"], "ddp": ddp_line, "warning": lambda e: f"warning: {e['message']}",
                "decided": lambda e: f"decided  {e['message']}", "waiting": lambda e: f"waiting  {e['message']}",
-               "fitted": fitted_line, "epoch": epoch_line, "early_stop": early_stop_line, "resumed": resumed_line,
+               "fitted": fitted_line, "start_scored": start_line, "epoch": epoch_line, "early_stop": early_stop_line, "resumed": resumed_line,
                **TUNE_MILESTONES}   # `tune`: the search's start, each finished trial, the outcome
 
 

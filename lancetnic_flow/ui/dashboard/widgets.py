@@ -314,7 +314,7 @@ def val_text(e: dict | None) -> Text:
         return Text("–", GREY)
     parts = val_parts(e)
     text = Text(" · ".join(parts) or "no validation rows", no_wrap=True)
-    text.append(f"  (epoch {e.get('epoch')})", GREY)
+    text.append("  (the start: --init-from's weights)" if e.get("epoch") == 0 else f"  (epoch {e.get('epoch')})", GREY)
     return text
 
 

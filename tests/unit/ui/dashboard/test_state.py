@@ -126,3 +126,20 @@ def test_a_worker_gone_from_the_schedulers_answer_leaves_the_memory_panel():
     kind, e = memory(50.0, workers=[])
     s.update(kind, {**e, "workers_asked": True})   # the scheduler answered: no workers left
     assert s.workers == []
+
+
+def test_a_continued_runs_starting_weights_are_the_best_from_the_start_when_no_epoch_beats_them():
+    """--init-from: the run keeps its start when no epoch beats it, and the dashboard named
+    epoch 1 the best until the summary said otherwise."""
+    from lancetnic_flow.ui.dashboard.summary import milestone
+    from lancetnic_flow.ui.dashboard.widgets import val_text
+
+    start = ("start_scored", {"t": 0.0, "epoch": 0, "val_loss": 0.20, "val_accuracy": 0.95})
+    worse = ("epoch", {"t": 5.0, "epoch": 1, "train_loss": 0.1, "val_loss": 0.40, "val_accuracy": 0.90})
+    better = ("epoch", {"t": 9.0, "epoch": 2, "train_loss": 0.1, "val_loss": 0.10, "val_accuracy": 0.97})
+    s = state_after([_training(0.0, 1), start, worse])
+    assert s.best["epoch"] == 0 and s.last_epoch["epoch"] == 1
+    assert "the start: --init-from's weights" in val_text(s.best).plain
+    assert state_after([_training(0.0, 1), start, worse, better]).best["epoch"] == 2
+    line = milestone(*start)
+    assert line.startswith("start    --init-from's weights · val ") and "0.2" in line
