@@ -196,8 +196,8 @@ class OutputFile:
         new = [n for n in given if n not in self.inputs]
         if new and not (self.spec.writer or "").endswith(":JsonLinesWriter"):
             raise UserError(f"{self.url}: input rows have keys past those of the input's first rows ({', '.join(new)}; "
-                            f"the columns written are {', '.join(self.inputs)}, the keys of the objects in its first "
-                            f"{KEYS_WINDOW // 2**20} MiB), which this file names once", _KEEP_FEWER)
+                            f"the columns written are {', '.join(self.inputs)}, the keys of the objects in each input "
+                            f"file's first {KEYS_WINDOW // 2**20} MiB), which this file names once", _KEEP_FEWER)
         self.inputs += new   # JSON Lines: each line names its own keys
         empty = pa.nulls(len(table), pa.string())
         return pa.table({**{n: table.column(n) if n in given else empty for n in self.inputs},

@@ -551,9 +551,8 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
                          chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold,
                          stamp=weights_stamp(run, run_options))
     rows, written, statuses = 0, 0, {}
-    first = next((fi for fi in plan.files if fi.size), None)
-    # --keep all of a JSON Lines file: its columns, decided before any block is read (outputs.OutputFile)
-    inputs = keys_ahead(first, storage_options, columns.encoding) if columns.keep_all and first else None
+    # --keep all of JSON Lines files: their columns, decided before any block is read (outputs.OutputFile)
+    inputs = keys_ahead(plan.files, storage_options, columns.encoding) if columns.keep_all else None
     with OutputFile(output, storage_options, inputs=inputs) as f:
         for tables, n, st in feed:
             for t in tables:

@@ -156,6 +156,24 @@ def test_keep_all_of_json_lines_whose_later_objects_add_a_key_writes_the_same_fi
     assert len(written) == 1 and next(iter(written)).splitlines()[0].startswith("id,text,extra,status")
 
 
+def test_keep_all_of_a_glob_of_json_lines_files_keeps_the_keys_of_every_file(client, trained_run, tmp_path):
+    # only the first file's head decided the columns: "src" and "lang", in later files, stopped a CSV output
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, obj in (("a", {"id": 1, "text": "a late goal"}), ("b", {"id": 2, "text": "new phone", "src": "web"}),
+                      ("c", {"lang": "en", "id": 3, "text": "the vote"})):
+        (folder / f"{name}.jsonl").write_text(json.dumps(obj) + "\n")
+    for ext in ("csv", "parquet"):
+        out = tmp_path / f"p.{ext}"
+        res = predict_files(client, trained_run.run, plan_source([str(folder / "*.jsonl")]),
+                            Columns(text=("text",), keep_all=True), str(out), storage_options={}, run_options={},
+                            chunk_bytes=2**20, window=2)
+        assert res["rows_written"] == 3
+    rows = pacsv.read_csv(tmp_path / "p.csv").to_pylist()
+    assert list(rows[0])[:4] == ["id", "text", "src", "lang"]
+    assert [(r["id"], r["src"], r["lang"]) for r in rows] == [(1, "", ""), (2, "web", ""), (3, "", "en")]
+
+
 def test_evaluate_files_matches_the_predictor(client, trained_run, corpus4, tmp_path):
     lines = corpus4.read_text().splitlines(keepends=True)
     data = tmp_path / "eval.csv"
