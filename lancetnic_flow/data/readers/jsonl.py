@@ -22,7 +22,7 @@ from ...formats import Format, Head, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
 from .labels import LONE_SURROGATE, json_values_as_text
-from .table import (BOM, ESCAPED, LINE_ENDS, decoded, empty_table, finish, open_head, read_lines, split_lines,
+from .table import (BOM, LINE_ENDS, decoded, empty_table, finish, open_head, read_lines, split_lines,
                     strip_bom, text_kinds, utf8_ok)
 
 
@@ -328,7 +328,7 @@ def _not_unicode(raw: bytes, obj: dict, columns: Columns) -> bool:
     """Whether a value the run reads (text, label, target, numeric) holds a lone
     surrogate (JSON's ``"\\ud800"``): no Unicode text, so the row is
     "undecodable", as one with a byte that is not UTF-8. Arrow refuses such a
-    block, so only the per-line paths meet it; a kept value is written with U+FFFD."""
+    block, so only the per-line paths meet it; a kept value is kept as bytes (:func:`_value`)."""
     if b"\\u" not in raw:
         return False
     used = (*columns.text, columns.label, columns.target, *columns.numeric)
@@ -356,17 +356,32 @@ def _nan_as_null(v):
 
 
 def _value(v, escaped: bool = False):
-    """A kept JSON value as text; from a line read with surrogate escapes, one holding
-    them as the bytes it was read from."""
+    """A kept JSON value as text; one holding lone surrogates as bytes (:func:`_surrogates_as_bytes`)."""
     if isinstance(v, (dict, list)):
         v = json.dumps(_nan_as_null(v), ensure_ascii=False)
     elif isinstance(v, bool):
         v = str(v).lower()
     elif v is not None and not isinstance(v, float):   # floats: json_values_as_text, as Arrow writes them
         v = str(v)
-    if escaped and isinstance(v, str) and ESCAPED.search(v):
-        return v.encode("utf-8", "surrogateescape")
+    if isinstance(v, str) and LONE_SURROGATE.search(v):
+        return _surrogates_as_bytes(v, escaped)
     return v
+
+
+# A surrogate JSON's escape wrote ("\ud800"), of the range surrogateescape leaves to the bytes a line read with it held.
+_WRITTEN_SURROGATES = re.compile("([\ud800-\udbff]+)")
+
+
+def _surrogates_as_bytes(v: str, escaped: bool) -> bytes:
+    """A kept value holding lone surrogates as bytes that tell them apart: JSON's escape of one
+    (``"\\ud800"``) as its UTF-8 form (``b"\\xed\\xa0\\x80"``, as Python's ``surrogatepass``
+    writes it), so ids that differ there stay distinct (as U+FFFD they merged); from a line read
+    with surrogate escapes, those as the bytes they were read from (such a line writes no
+    escape of their range: :func:`_escapable`)."""
+    if not escaped:
+        return v.encode("utf-8", "surrogatepass")
+    parts = _WRITTEN_SURROGATES.split(v)
+    return b"".join(p.encode("utf-8", "surrogatepass" if i % 2 else "surrogateescape") for i, p in enumerate(parts))
 
 
 def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
