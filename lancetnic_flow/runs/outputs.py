@@ -11,13 +11,16 @@ takes new columns in later tables). Kept columns are text, or bytes where the
 input held bytes (a Parquet or Arrow binary column): Parquet and Arrow write
 them as bytes; CSV, TSV and JSON Lines, which hold text, write a value that is
 UTF-8 as its text and refuse one that is not (as U+FFFD two ids could read back
-as one).
+as one). A Parquet or Arrow file names a column's type once: a text file's kept
+column that first tables wrote as text and a later one holds as bytes asks for
+the file to be written again with it as bytes (:class:`BytesAfterText`).
 """
 from __future__ import annotations
 
 import io
 import os
 import posixpath
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -140,13 +143,17 @@ class OutputFile:
     It is written under a temporary name and renamed when complete, so a
     failed or killed run never leaves a half file under the real name."""
 
-    def __init__(self, url: str, storage_options: dict | None = None, inputs: list[str] | None = None):
+    def __init__(self, url: str, storage_options: dict | None = None, inputs: list[str] | None = None,
+                 as_bytes: Sequence[str] = ()):
         """``inputs``: the input columns every table's columns before ``status`` are,
         decided before the first (a JSON Lines file's keys, :func:`~..data.heads.keys_ahead`):
         those a table lacks are written empty, and one past them is refused where the
-        file names its columns once, whichever table it comes in."""
+        file names its columns once, whichever table it comes in. ``as_bytes``: kept
+        columns a Parquet or Arrow file writes as bytes from its first table (a later one
+        holds bytes that are not UTF-8: :class:`BytesAfterText`)."""
         self.url = url
         self.inputs = list(inputs) if inputs is not None else None
+        self.as_bytes = list(as_bytes)
         self.spec, self.compression = output_file_format(url)
         self.format = self.spec.name
         self.storage_options = storage_options or {}
@@ -166,6 +173,8 @@ class OutputFile:
             table = bytes_as_text(table, self.url)
         if self.inputs is not None:
             table = self._with_inputs(table)
+        if not self.spec.splits_by_bytes:
+            table = self._bytes_kept_whole(table)
         if self.schema is None:
             self.schema = table.schema
             self._writer = self.spec.open_writer(self._file, table.schema)
@@ -188,6 +197,20 @@ class OutputFile:
                                 "later rows, and the first rows wrote it as text", "predict that file apart, "
                                 "or give --encoding NAME if its values are text in another encoding") from None
         self._writer.write(table)
+
+    def _bytes_kept_whole(self, table: pa.Table) -> pa.Table:
+        """``table`` with the columns of :attr:`as_bytes` as bytes; :class:`BytesAfterText`
+        where a column the tables before wrote as text holds bytes in this one."""
+        for i, field in enumerate(table.schema):
+            if field.name in self.as_bytes and _is_text(field.type):
+                table = table.set_column(i, field.name, pc.cast(table.column(i), pa.binary()))
+        if self.schema is None:
+            return table
+        later = [f.name for f in table.schema if _is_bytes(f.type) and f.name in self.schema.names
+                 and _is_text(self.schema.field(f.name).type)]
+        if later:
+            raise BytesAfterText(later)
+        return table
 
     def _with_inputs(self, table: pa.Table) -> pa.Table:
         """``table`` with the input columns decided before the first table, in their order."""
@@ -212,6 +235,25 @@ class OutputFile:
                 self._sink.__exit__(*exc)         # the compressor's end of stream
         finally:
             self._atomic.__exit__(*exc)
+
+
+class BytesAfterText(Exception):
+    """A Parquet or Arrow output's kept columns that earlier tables wrote as text and a later
+    one holds as bytes (a block of a text file where a value is not UTF-8): the file names
+    a column's type once, so it is written again with them as bytes from its first table,
+    the file one block size or another would give (:func:`~.predict.predict_files`)."""
+
+    def __init__(self, names: list[str]):
+        super().__init__(", ".join(names))
+        self.names = names
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
 _KEEP_FEWER = ("name columns to keep that the first rows have too (--keep id,...), write JSON Lines "
@@ -263,4 +305,4 @@ def encode(table: pa.Table, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LIST_SEP", "OutputFile", "bytes_as_text", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]
+__all__ = ["BytesAfterText", "LIST_SEP", "OutputFile", "bytes_as_text", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]
