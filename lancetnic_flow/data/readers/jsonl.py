@@ -450,7 +450,7 @@ def objects_of(f, url: str, encoding: str | None = None):
     """``(offset, object)`` for each object of the open file ``f`` (text in
     ``encoding``; None: UTF-8), ``offset`` where its line starts. A first line
     that is no object is refused; a later one is left out (a reader counts its
-    row as malformed)."""
+    row as malformed). A key holding a lone surrogate is refused: no column is named so."""
     seen, first = 0, True
     for line in read_lines(f):
         at, seen = seen, seen + len(line)
@@ -458,13 +458,28 @@ def objects_of(f, url: str, encoding: str | None = None):
             continue
         if first:
             first = False
-            yield at, _first_line_object(line, url, encoding)
-            continue
-        try:
-            values = [json.loads(to_utf8(line, encoding))]
-        except ValueError:
-            values = [v for _, v in _values(to_utf8(line, encoding))]
-        yield from ((at, v) for v in values if isinstance(v, dict))
+            values = [_first_line_object(line, url, encoding)]
+        else:
+            try:
+                values = [json.loads(to_utf8(line, encoding))]
+            except ValueError:
+                values = [v for _, v in _values(to_utf8(line, encoding))]
+        for v in values:
+            if isinstance(v, dict):
+                _check_keys(v, url, at)
+                yield at, v
+
+
+def _check_keys(obj: dict, url: str, at: int) -> None:
+    """Refuse an object one of whose keys holds a lone surrogate (JSON's ``"\\ud800"`` escape):
+    a column's name is Unicode text, and Arrow and every output file would fail on it (it was
+    "cannot read ... check the URL")."""
+    bad = next((k for k in obj if LONE_SURROGATE.search(k)), None)
+    if bad is not None:
+        raise UserError(f"{url}: the object on the line at byte {at:,} has the key {json.dumps(bad)}, which holds a "
+                        "lone surrogate escape: no column can be named so",
+                        "rename that key in the file (a surrogate pair, such as \\ud83d\\ude00, is one character "
+                        "and reads)")
 
 
 def _first_line_object(line: bytes, url: str, encoding: str | None) -> dict:

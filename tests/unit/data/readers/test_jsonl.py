@@ -322,3 +322,20 @@ def test_read_lines_ends_a_line_at_a_lone_cr_and_keeps_a_crlf_whole_across_reads
     data = b"a\rb\r\nc\nd\r"
     for chunk in (1, 2, 3, 64):
         assert list(read_lines(io.BytesIO(data), chunk)) == [b"a\r", b"b\r\n", b"c\n", b"d\r"], chunk
+
+
+def test_a_key_holding_a_lone_surrogate_escape_is_refused_naming_it_not_said_as_an_unreadable_url(tmp_path):
+    # the head's schema failed on the name (UnicodeEncodeError) and the run said "cannot read ... check the URL"
+    from lancetnic_flow.data.heads import head_schema
+    from lancetnic_flow.data.readers import jsonl
+    from lancetnic_flow.data.sources import FileInfo
+
+    data = b'{"id\\ud83d\\ude00": 1, "text": "a"}\n{"k\\ud800": "1", "text": "b"}\n'
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    fi = FileInfo(str(path), len(data), "", "jsonl", None)
+    with pytest.raises(UserError, match=r'line at byte 35 has the key "k\\ud800", which holds a lone surrogate'):
+        jsonl.window_keys(fi, None)
+    path.write_bytes(data.split(b"\n", 1)[1])
+    with pytest.raises(UserError, match=r'line at byte 0 has the key "k\\ud800"'):
+        head_schema(fi, None)
