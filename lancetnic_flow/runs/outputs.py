@@ -29,7 +29,7 @@ from ..data.readers.jsonl import KEYS_WINDOW
 from ..data.writers import LIST_SEP, JsonLinesWriter, compressed, flat_lists
 from ..errors import UserError
 from ..formats import Format, format_for_path, format_named, registered
-from ..storage import open_atomic, open_options, url_to_fs
+from ..storage import open_atomic, open_options, special_kind, url_to_fs
 
 # The files of a run folder an output's name could take (JSON is written as JSON Lines): the run
 # (runs/folder.py, runs/plots.py), a saved estimator's labels, tune's and the trackers' records.
@@ -208,6 +208,11 @@ class OutputFile:
             return table
         later = [f.name for f in table.schema if _is_bytes(f.type) and f.name in self.schema.names
                  and _is_text(self.schema.field(f.name).type)]
+        if later and special_kind(self.url) is not None:   # its reader has the first rows: no second writing
+            raise UserError(f"--output {self.url}: the kept column {later[0]!r} holds bytes that are not UTF-8 in "
+                            f"later rows, and the first rows went to the {special_kind(self.url)} as text",
+                            "write a regular file, which is then written with the column as bytes; or give "
+                            "--encoding NAME if its values are text in another encoding")
         if later:
             raise BytesAfterText(later)
         return table

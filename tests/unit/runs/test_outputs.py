@@ -165,6 +165,17 @@ def test_a_kept_text_column_meeting_bytes_in_a_later_table_asks_to_be_written_as
     assert back.column("id").to_pylist() == [b"a1", None, b"\xff1", b"b"]
 
 
+def test_a_kept_text_column_meeting_bytes_later_in_a_pipe_is_refused_as_its_reader_has_the_first_rows(
+        tmp_path, monkeypatch):
+    from lancetnic_flow.runs import outputs
+
+    monkeypatch.setattr(outputs, "special_kind", lambda url: "named pipe")
+    with pytest.raises(UserError, match="the kept column 'id' holds bytes .* went to the named pipe as text"):
+        with OutputFile(str(tmp_path / "p.parquet")) as f:
+            f.write(pa.table({"id": ["a1"]}))
+            f.write(pa.table({"id": pa.array([b"\xff1"], pa.binary())}))
+
+
 @pytest.mark.parametrize("name", ["p.csv", "p.tsv", "p.jsonl", "p.csv.gz"])
 def test_a_text_format_writes_kept_utf8_bytes_as_text_and_refuses_others_naming_parquet(tmp_path, name):
     with OutputFile(str(tmp_path / name)) as f:
