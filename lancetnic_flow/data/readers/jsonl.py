@@ -104,7 +104,7 @@ def _head_schema(fi, storage_options: dict | None, encoding: str | None, window:
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if columns.all_rows and not utf8_ok(data):
-        return _rows_in_order(strip_bom(data), columns)
+        return _rows_in_order(strip_bom(data), columns, url)
     data, skipped = decoded(data)
     undecodable = skipped.get("undecodable", 0)
     if not data.strip():
@@ -119,7 +119,7 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
         return finish(columns, get, table.num_rows, table.num_rows + undecodable, skipped,
                       have=table.column_names, not_text=not_text)
     if columns.all_rows:
-        return _rows_in_order(data, columns)
+        return _rows_in_order(data, columns, url)
     return _slow_rows(data, columns, skipped, undecodable)
 
 
@@ -384,7 +384,7 @@ def _surrogates_as_bytes(v: str, escaped: bool) -> bytes:
     return b"".join(p.encode("utf-8", "surrogatepass" if i % 2 else "surrogateescape") for i, p in enumerate(parts))
 
 
-def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
+def _rows_in_order(data: bytes, columns: Columns, url: str = "") -> Chunk:
     """Prediction's slow path, for a block holding a malformed or undecodable
     line: every line in order, with its status."""
     objs: list[dict | None] = []
@@ -411,6 +411,8 @@ def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
         objs.append(obj)
         status.append(why)
         if obj is not None:
+            if columns.keep_all:   # each key a column: past the keys read ahead too (an output of JSON Lines)
+                _check_keys(obj, url, None)
             have += [k for k in obj if k not in have]
     skipped: dict[str, int] = {}
     for why in status:
@@ -470,13 +472,14 @@ def objects_of(f, url: str, encoding: str | None = None):
                 yield at, v
 
 
-def _check_keys(obj: dict, url: str, at: int) -> None:
+def _check_keys(obj: dict, url: str, at: int | None) -> None:
     """Refuse an object one of whose keys holds a lone surrogate (JSON's ``"\\ud800"`` escape):
     a column's name is Unicode text, and Arrow and every output file would fail on it (it was
     "cannot read ... check the URL")."""
     bad = next((k for k in obj if LONE_SURROGATE.search(k)), None)
     if bad is not None:
-        raise UserError(f"{url}: the object on the line at byte {at:,} has the key {json.dumps(bad)}, which holds a "
+        where = "an object" if at is None else f"the object on the line at byte {at:,}"
+        raise UserError(f"{url}: {where} has the key {json.dumps(bad)}, which holds a "
                         "lone surrogate escape: no column can be named so",
                         "rename that key in the file (a surrogate pair, such as \\ud83d\\ude00, is one character "
                         "and reads)")

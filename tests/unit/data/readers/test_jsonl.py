@@ -339,3 +339,7 @@ def test_a_key_holding_a_lone_surrogate_escape_is_refused_naming_it_not_said_as_
     path.write_bytes(data.split(b"\n", 1)[1])
     with pytest.raises(UserError, match=r'line at byte 0 has the key "k\\ud800"'):
         head_schema(fi, None)
+    # past the keys read ahead, a block's rows: every key is a column of --keep all
+    cols = Columns(text=("text",), keep_all=True, all_rows=True)
+    with pytest.raises(UserError, match=r'f.jsonl: an object has the key "k\\ud800"'):
+        parse_jsonl(data, cols, "f.jsonl")
