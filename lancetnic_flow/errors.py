@@ -61,7 +61,10 @@ def local_paths(text: str) -> str:
     (``data/x.csv``, as typed there), else absolute. A remote URL stays as it is."""
     if "file://" not in text:
         return text
-    here = os.getcwd().rstrip("/") + "/"
+    try:
+        here = os.getcwd().rstrip("/") + "/"
+    except OSError:   # a working folder removed under the process: paths said whole
+        here = "/"
     return _LOCAL_URL.sub("", text.replace("file://" + here, "") if here != "/" else text)
 
 

@@ -149,3 +149,5 @@ def test_a_local_files_url_is_said_as_the_path_typed_in_the_working_folder_and_r
     assert message == f"data/x.csv: no column 'label'; {here}-other/y.csv and /z/w.csv"
     assert hint == "compare with s3://b/x.csv and data/y.csv"
     assert str(exc).startswith("data/x.csv: no column") and exc.said("python")[0] == message
+    monkeypatch.setattr("os.getcwd", lambda: (_ for _ in ()).throw(FileNotFoundError("removed")))
+    assert exc.said("cli")[0].startswith(f"{here}/data/x.csv: no column")   # a removed working folder: whole paths
