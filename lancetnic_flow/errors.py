@@ -7,6 +7,8 @@ without a traceback.
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from typing import Callable
 
 
@@ -40,7 +42,8 @@ class UserError(Exception):
         them: its own words where the error was made with them, and any
         ``{section.field}`` still in the text (added later) named in them too."""
         message, hint = {"cli": self.cli, "workflow": self.workflow}.get(style) or (self.message, self.hint)
-        return _said_as(style, message, hint)
+        message, hint = _said_as(style, message, hint)
+        return local_paths(message), (local_paths(hint) if isinstance(hint, str) else hint)
 
     def __str__(self) -> str:
         message, hint = self.said("python")
@@ -50,6 +53,22 @@ class UserError(Exception):
         # A worker's exception travels back through Dask pickled: keep the
         # message, the hint and the field, whatever the subclass.
         return (rebuild_user_error, (type(self), self.message, self.hint, self.field, self.cli, self.workflow))
+
+
+def local_paths(text: str) -> str:
+    """``text`` with each local file's URL (``file:///tmp/w/data/x.csv``, as the readers name
+    the files they open) as a plain path: relative to the working folder where it lies in it
+    (``data/x.csv``, as typed there), else absolute. A remote URL stays as it is."""
+    if "file://" not in text:
+        return text
+    try:
+        here = os.getcwd().rstrip("/") + "/"
+    except OSError:   # a working folder removed under the process: paths said whole
+        here = "/"
+    return _LOCAL_URL.sub("", text.replace("file://" + here, "") if here != "/" else text)
+
+
+_LOCAL_URL = re.compile(r"file://(?=/)")
 
 
 def _names_options(*texts: str | None) -> bool:

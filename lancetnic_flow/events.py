@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any, Callable
 
+from .errors import local_paths
 from .options import said
 from .plurals import counted
 
@@ -37,7 +38,7 @@ class Events:
         data.setdefault("t", self.clock())
         for key in ("message", "hint"):
             if isinstance(data.get(key), str):
-                data[key] = said(data[key], self.words)
+                data[key] = local_paths(said(data[key], self.words))   # a file named as typed, as errors name it
         for listener in list(self._listeners):
             try:
                 listener(kind, data)

@@ -69,17 +69,25 @@ def column_type(schema: pa.Schema | None, name: str | None) -> pa.DataType | Non
     return schema.types[schema.names.index(name)]
 
 
-def keys_ahead(fi: FileInfo, storage_options: dict | None = None, encoding: str | None = None) -> list[str] | None:
-    """The columns of a JSON Lines file, whose objects may each name other keys, as the
-    keys of its first objects (:func:`~.readers.jsonl.window_keys`); None for a format
-    whose columns its header or schema names once."""
-    if fi.format != "jsonl" or fi.size == 0:
+def keys_ahead(files: Sequence[FileInfo], storage_options: dict | None = None,
+               encoding: str | None = None) -> list[str] | None:
+    """The columns of JSON Lines inputs, whose objects may each name other keys: the keys of
+    each file's first objects (:func:`~.readers.jsonl.window_keys`), file by file in order, so
+    a key that only a later file of a glob holds is a column too; None where the first file
+    that holds anything is of a format whose columns its header or schema names once."""
+    sized = [fi for fi in files if fi.size]
+    if not sized or sized[0].format != "jsonl":
         return None
     from .readers.jsonl import window_keys
 
-    try:
-        return window_keys(fi, storage_options, encoding)
-    except UserError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise open_error(fi.url, exc) from exc
+    found: dict[str, None] = {}
+    for fi in sized:
+        if fi.format != "jsonl":
+            continue
+        try:
+            found.update(dict.fromkeys(window_keys(fi, storage_options, encoding)))
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise open_error(fi.url, exc) from exc
+    return list(found)

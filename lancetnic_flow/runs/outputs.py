@@ -11,13 +11,16 @@ takes new columns in later tables). Kept columns are text, or bytes where the
 input held bytes (a Parquet or Arrow binary column): Parquet and Arrow write
 them as bytes; CSV, TSV and JSON Lines, which hold text, write a value that is
 UTF-8 as its text and refuse one that is not (as U+FFFD two ids could read back
-as one).
+as one). A Parquet or Arrow file names a column's type once: a text file's kept
+column that first tables wrote as text and a later one holds as bytes asks for
+the file to be written again with it as bytes (:class:`BytesAfterText`).
 """
 from __future__ import annotations
 
 import io
 import os
 import posixpath
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +29,7 @@ from ..data.readers.jsonl import KEYS_WINDOW
 from ..data.writers import LIST_SEP, JsonLinesWriter, compressed, flat_lists
 from ..errors import UserError
 from ..formats import Format, format_for_path, format_named, registered
-from ..storage import open_atomic, open_options, url_to_fs
+from ..storage import open_atomic, open_options, special_kind, url_to_fs
 
 # The files of a run folder an output's name could take (JSON is written as JSON Lines): the run
 # (runs/folder.py, runs/plots.py), a saved estimator's labels, tune's and the trackers' records.
@@ -140,13 +143,17 @@ class OutputFile:
     It is written under a temporary name and renamed when complete, so a
     failed or killed run never leaves a half file under the real name."""
 
-    def __init__(self, url: str, storage_options: dict | None = None, inputs: list[str] | None = None):
+    def __init__(self, url: str, storage_options: dict | None = None, inputs: list[str] | None = None,
+                 as_bytes: Sequence[str] = ()):
         """``inputs``: the input columns every table's columns before ``status`` are,
         decided before the first (a JSON Lines file's keys, :func:`~..data.heads.keys_ahead`):
         those a table lacks are written empty, and one past them is refused where the
-        file names its columns once, whichever table it comes in."""
+        file names its columns once, whichever table it comes in. ``as_bytes``: kept
+        columns a Parquet or Arrow file writes as bytes from its first table (a later one
+        holds bytes that are not UTF-8: :class:`BytesAfterText`)."""
         self.url = url
         self.inputs = list(inputs) if inputs is not None else None
+        self.as_bytes = list(as_bytes)
         self.spec, self.compression = output_file_format(url)
         self.format = self.spec.name
         self.storage_options = storage_options or {}
@@ -166,6 +173,8 @@ class OutputFile:
             table = bytes_as_text(table, self.url)
         if self.inputs is not None:
             table = self._with_inputs(table)
+        if not self.spec.splits_by_bytes:
+            table = self._bytes_kept_whole(table)
         if self.schema is None:
             self.schema = table.schema
             self._writer = self.spec.open_writer(self._file, table.schema)
@@ -189,6 +198,25 @@ class OutputFile:
                                 "or give --encoding NAME if its values are text in another encoding") from None
         self._writer.write(table)
 
+    def _bytes_kept_whole(self, table: pa.Table) -> pa.Table:
+        """``table`` with the columns of :attr:`as_bytes` as bytes; :class:`BytesAfterText`
+        where a column the tables before wrote as text holds bytes in this one."""
+        for i, field in enumerate(table.schema):
+            if field.name in self.as_bytes and _is_text(field.type):
+                table = table.set_column(i, field.name, pc.cast(table.column(i), pa.binary()))
+        if self.schema is None:
+            return table
+        later = [f.name for f in table.schema if _is_bytes(f.type) and f.name in self.schema.names
+                 and _is_text(self.schema.field(f.name).type)]
+        if later and special_kind(self.url) is not None:   # its reader has the first rows: no second writing
+            raise UserError(f"--output {self.url}: the kept column {later[0]!r} holds bytes that are not UTF-8 in "
+                            f"later rows, and the first rows went to the {special_kind(self.url)} as text",
+                            "write a regular file, which is then written with the column as bytes; or give "
+                            "--encoding NAME if its values are text in another encoding")
+        if later:
+            raise BytesAfterText(later)
+        return table
+
     def _with_inputs(self, table: pa.Table) -> pa.Table:
         """``table`` with the input columns decided before the first table, in their order."""
         names = table.column_names
@@ -196,8 +224,8 @@ class OutputFile:
         new = [n for n in given if n not in self.inputs]
         if new and not (self.spec.writer or "").endswith(":JsonLinesWriter"):
             raise UserError(f"{self.url}: input rows have keys past those of the input's first rows ({', '.join(new)}; "
-                            f"the columns written are {', '.join(self.inputs)}, the keys of the objects in its first "
-                            f"{KEYS_WINDOW // 2**20} MiB), which this file names once", _KEEP_FEWER)
+                            f"the columns written are {', '.join(self.inputs)}, the keys of the objects in each input "
+                            f"file's first {KEYS_WINDOW // 2**20} MiB), which this file names once", _KEEP_FEWER)
         self.inputs += new   # JSON Lines: each line names its own keys
         empty = pa.nulls(len(table), pa.string())
         return pa.table({**{n: table.column(n) if n in given else empty for n in self.inputs},
@@ -212,6 +240,25 @@ class OutputFile:
                 self._sink.__exit__(*exc)         # the compressor's end of stream
         finally:
             self._atomic.__exit__(*exc)
+
+
+class BytesAfterText(Exception):
+    """A Parquet or Arrow output's kept columns that earlier tables wrote as text and a later
+    one holds as bytes (a block of a text file where a value is not UTF-8): the file names
+    a column's type once, so it is written again with them as bytes from its first table,
+    the file one block size or another would give (:func:`~.predict.predict_files`)."""
+
+    def __init__(self, names: list[str]):
+        super().__init__(", ".join(names))
+        self.names = names
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
 _KEEP_FEWER = ("name columns to keep that the first rows have too (--keep id,...), write JSON Lines "
@@ -263,4 +310,4 @@ def encode(table: pa.Table, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["LIST_SEP", "OutputFile", "bytes_as_text", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]
+__all__ = ["BytesAfterText", "LIST_SEP", "OutputFile", "bytes_as_text", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]

@@ -40,7 +40,7 @@ from ..registry import task_kind
 from . import asks
 from .linear_scores import sigmoid, softmax
 from .loading import LoadedRun, load_run, weights_stamp
-from .outputs import OutputFile, check_output_place, output_format, output_names
+from .outputs import BytesAfterText, OutputFile, check_output_place, output_format, output_names
 from ..plurals import counted
 from ..storage import refuse_local_storage_options
 
@@ -546,15 +546,34 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
     check_output_place(output, storage_options, [f.url for f in plan.files])
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
                       all_rows=True, encoding=columns.encoding, text_rule=columns.text_rule)
-    feed = OrderedWindow(client, predict_partition, [(p,) for p in plan.partitions], window, columns=columns,
-                         run=run, run_options=run_options, storage_options=storage_options,
-                         chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold,
-                         stamp=weights_stamp(run, run_options))
+    # --keep all of JSON Lines files: their columns, decided before any block is read (outputs.OutputFile)
+    inputs = keys_ahead(plan.files, storage_options, columns.encoding) if columns.keep_all else None
+    as_bytes: list[str] = []
+    while True:
+        # A kept column of a text file is text until a block holds a value that is not UTF-8; a Parquet
+        # or Arrow file that wrote it as text by then is written again with it as bytes from its start.
+        feed = OrderedWindow(client, predict_partition, [(p,) for p in plan.partitions], window, columns=columns,
+                             run=run, run_options=run_options, storage_options=storage_options,
+                             chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold,
+                             stamp=weights_stamp(run, run_options))
+        try:
+            rows, written, statuses = _write_output(feed, plan, output, storage_options, inputs, as_bytes)
+            break
+        except BytesAfterText as later:
+            as_bytes += later.names
+    if written != rows:   # a reader that lost a row: never silently
+        raise RuntimeError(f"prediction read {rows:,} rows but wrote {written:,}: please report this")
+    noted = {k.split(":", 1)[1]: statuses.pop(k) for k in [k for k in statuses if k.startswith("noted:")]}
+    return {"output": output, "format": output_format(output), "rows_read": rows, "rows_written": written,
+            "predicted": written - sum(statuses.values()), "not_predicted": statuses,
+            **({"noted": noted} if noted else {})}
+
+
+def _write_output(feed, plan, output: str, storage_options: dict, inputs: list[str] | None,
+                  as_bytes: list[str]) -> tuple[int, int, dict]:
+    """The tables of ``feed`` written into ``output``: the rows read, the rows written, the statuses."""
     rows, written, statuses = 0, 0, {}
-    first = next((fi for fi in plan.files if fi.size), None)
-    # --keep all of a JSON Lines file: its columns, decided before any block is read (outputs.OutputFile)
-    inputs = keys_ahead(first, storage_options, columns.encoding) if columns.keep_all and first else None
-    with OutputFile(output, storage_options, inputs=inputs) as f:
+    with OutputFile(output, storage_options, inputs=inputs, as_bytes=as_bytes) as f:
         for tables, n, st in feed:
             for t in tables:
                 f.write(t)
@@ -565,12 +584,7 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
         if not rows:   # raised inside: the output is not left as a file of no bytes that no reader opens
             raise UserError(f"no rows to predict in {', '.join(f.url for f in plan.files)} (a header, or nothing)",
                             "give files that hold rows")
-    if written != rows:   # a reader that lost a row: never silently
-        raise RuntimeError(f"prediction read {rows:,} rows but wrote {written:,}: please report this")
-    noted = {k.split(":", 1)[1]: statuses.pop(k) for k in [k for k in statuses if k.startswith("noted:")]}
-    return {"output": output, "format": output_format(output), "rows_read": rows, "rows_written": written,
-            "predicted": written - sum(statuses.values()), "not_predicted": statuses,
-            **({"noted": noted} if noted else {})}
+    return rows, written, statuses
 
 
 __all__ = ["Predictor", "predict_files", "predictor", "as_table", "cut_message"]

@@ -138,6 +138,35 @@ def test_distinct_ids_of_bytes_that_are_not_utf8_in_a_text_file_are_kept_apart_o
     assert "p.parquet" in e.value.hint
 
 
+@pytest.mark.parametrize("name", ["in.csv", "in.jsonl"])
+def test_ids_of_bytes_that_are_not_utf8_in_a_later_block_write_the_same_parquet_at_every_blocksize(
+        client, trained_run, tmp_path, name):
+    # the first block wrote "id" as text and a later one held b"\xff7" (or "\ud800"): exit 2 at a small
+    # --blocksize, the ids kept as bytes at a large one
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    csv = name.endswith("csv")
+    rows = [(f"id{i}".encode(), f"a late goal {i}".encode()) for i in range(80)]
+    rows[70] = (b"id\xff7", b"the market fell")
+    rows[75] = (b"id\xfe7", b"the market fell") if csv else (b"id\\ud800", b"the market fell")
+    data = tmp_path / name
+    data.write_bytes(b"id,text\n" + b"".join(i + b"," + t + b"\n" for i, t in rows) if csv else
+                     b"".join(b'{"id": "' + i + b'", "text": "' + t + b'"}\n' for i, t in rows))
+    written = []
+    for blocksize in (300, 2**20):
+        for ext in ("parquet", "arrow"):
+            out = tmp_path / f"p{blocksize}.{ext}"
+            res = predict_files(client, trained_run.run, plan_source([str(data)], blocksize=blocksize),
+                                Columns(text=("text",), keep=("id",)), str(out), storage_options={}, run_options={},
+                                chunk_bytes=2**20, window=2)
+            assert res["rows_written"] == 80
+            written.append(pq.read_table(out) if ext == "parquet" else pa.ipc.open_file(str(out)).read_all())
+    assert all(t.equals(written[0]) for t in written) and written[0].schema.field("id").type == pa.binary()
+    ids = written[0].column("id").to_pylist()
+    assert ids[0] == b"id0" and ids[70] == b"id\xff7" and len(set(ids)) == 80
+
+
 def test_keep_all_of_json_lines_whose_later_objects_add_a_key_writes_the_same_file_at_every_blocksize(
         client, trained_run, tmp_path):
     # a small --blocksize stopped at the first block holding "extra" ("later input rows have columns the
@@ -154,6 +183,24 @@ def test_keep_all_of_json_lines_whose_later_objects_add_a_key_writes_the_same_fi
         assert res["rows_written"] == 64
         written.add(out.read_text())
     assert len(written) == 1 and next(iter(written)).splitlines()[0].startswith("id,text,extra,status")
+
+
+def test_keep_all_of_a_glob_of_json_lines_files_keeps_the_keys_of_every_file(client, trained_run, tmp_path):
+    # only the first file's head decided the columns: "src" and "lang", in later files, stopped a CSV output
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, obj in (("a", {"id": 1, "text": "a late goal"}), ("b", {"id": 2, "text": "new phone", "src": "web"}),
+                      ("c", {"lang": "en", "id": 3, "text": "the vote"})):
+        (folder / f"{name}.jsonl").write_text(json.dumps(obj) + "\n")
+    for ext in ("csv", "parquet"):
+        out = tmp_path / f"p.{ext}"
+        res = predict_files(client, trained_run.run, plan_source([str(folder / "*.jsonl")]),
+                            Columns(text=("text",), keep_all=True), str(out), storage_options={}, run_options={},
+                            chunk_bytes=2**20, window=2)
+        assert res["rows_written"] == 3
+    rows = pacsv.read_csv(tmp_path / "p.csv").to_pylist()
+    assert list(rows[0])[:4] == ["id", "text", "src", "lang"]
+    assert [(r["id"], r["src"], r["lang"]) for r in rows] == [(1, "", ""), (2, "web", ""), (3, "", "en")]
 
 
 def test_evaluate_files_matches_the_predictor(client, trained_run, corpus4, tmp_path):

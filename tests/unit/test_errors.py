@@ -137,3 +137,17 @@ def test_an_error_built_on_another_keeps_each_readers_words():
     assert str(more) == "memory budget 1 GiB is too small (the model)\n  hint: use memory_budget 2GiB, or run_on process"
     assert more.said("cli")[1] == "use --memory-budget 2GiB, or --run-on process"
     assert more.said("workflow")[1] == "use memory_budget 2GiB, or run_on process"
+
+
+def test_a_local_files_url_is_said_as_the_path_typed_in_the_working_folder_and_remote_ones_stay(tmp_path, monkeypatch):
+    # a reader names the file it opened, file:///.../data/x.csv, where the user typed data/x.csv
+    monkeypatch.chdir(tmp_path)
+    here = str(tmp_path)
+    exc = UserError(f"file://{here}/data/x.csv: no column 'label'; file://{here}-other/y.csv and file:///z/w.csv",
+                    f"compare with s3://b/x.csv and file://{here}/data/y.csv")
+    message, hint = exc.said("cli")
+    assert message == f"data/x.csv: no column 'label'; {here}-other/y.csv and /z/w.csv"
+    assert hint == "compare with s3://b/x.csv and data/y.csv"
+    assert str(exc).startswith("data/x.csv: no column") and exc.said("python")[0] == message
+    monkeypatch.setattr("os.getcwd", lambda: (_ for _ in ()).throw(FileNotFoundError("removed")))
+    assert exc.said("cli")[0].startswith(f"{here}/data/x.csv: no column")   # a removed working folder: whole paths

@@ -108,3 +108,13 @@ def test_no_warning_a_run_emits_names_a_flag_its_python_or_workflow_caller_never
                               for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text)]
     assert emits > 20
     assert not wrong, sorted(set(wrong))
+
+
+def test_a_warning_names_a_local_file_as_the_path_typed_not_its_file_url(tmp_path, monkeypatch):
+    # "skipped 3 malformed rows in file:///.../data/x.csv" where the user typed data/x.csv
+    monkeypatch.chdir(tmp_path)
+    got = []
+    events = Events(words="cli")
+    events.subscribe(lambda kind, e: got.append((e["message"], e["hint"])))
+    events.emit("warning", message=f"rows skipped in file://{tmp_path}/data/x.csv", hint="see s3://b/y.csv")
+    assert got == [("rows skipped in data/x.csv", "see s3://b/y.csv")]

@@ -37,7 +37,7 @@ def test_storage_options_where_every_path_is_local_are_refused_naming_each_path(
         refuse_local_storage_options({"anon": True, "client_kwargs": {"region_name": "x"}}, places)
     message, hint = e.value.said("cli")
     assert message.startswith("--storage-option anon, client_kwargs opens remote storage")
-    assert "every path here is local (DATA a.csv; DATA file:///tmp/b.csv; --out runs)" in message
+    assert "every path here is local (DATA a.csv; DATA /tmp/b.csv; --out runs)" in message   # a local file by its path
     assert hint.startswith("drop --storage-option") and e.value.field == "data.storage_options"
 
 

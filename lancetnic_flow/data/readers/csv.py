@@ -186,12 +186,23 @@ def _arrow_rows(body, have: list[str], delimiter: str, names: list[str], on_inva
     return read(body.size + 1)
 
 
+def without_row_boms(data: bytes) -> bytes:
+    """A block (its line ends ``\\n``) without the byte-order marks at its rows' starts, which
+    files joined by ``cat`` leave there: Arrow's parser drops one that starts the block it
+    reads and keeps any other as text, so a row's first value (a label ``\\ufeffsports``, a
+    class of its own) depended on where the file was cut. Read as the JSON Lines and line
+    readers read it, as no text."""
+    if BOM not in data:
+        return data
+    return strip_bom(data).replace(b"\n" + BOM, b"\n")
+
+
 def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                url: str) -> Chunk:
     skipped: dict[str, int] = {}
     delimiter = format_named(fmt).delimiter or ","
     # One line end from here on: a lone "\r" ends a row as "\n" does (row_ends.py).
-    data = with_lf_row_ends(data, delimiter)
+    data = without_row_boms(with_lf_row_ends(data, delimiter))
     if header is None:   # the block starts the file: its header is its first line not blank
         data = strip_bom(data)
         header, end = split_header(data, delimiter)

@@ -22,7 +22,7 @@ from ...formats import Format, Head, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
 from .labels import LONE_SURROGATE, json_values_as_text
-from .table import (BOM, ESCAPED, LINE_ENDS, decoded, empty_table, finish, open_head, read_lines, split_lines,
+from .table import (BOM, LINE_ENDS, decoded, empty_table, finish, open_head, read_lines, split_lines,
                     strip_bom, text_kinds, utf8_ok)
 
 
@@ -104,7 +104,7 @@ def _head_schema(fi, storage_options: dict | None, encoding: str | None, window:
 
 def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
     if columns.all_rows and not utf8_ok(data):
-        return _rows_in_order(strip_bom(data), columns)
+        return _rows_in_order(strip_bom(data), columns, url)
     data, skipped = decoded(data)
     undecodable = skipped.get("undecodable", 0)
     if not data.strip():
@@ -119,7 +119,7 @@ def parse_jsonl(data: bytes, columns: Columns, url: str) -> Chunk:
         return finish(columns, get, table.num_rows, table.num_rows + undecodable, skipped,
                       have=table.column_names, not_text=not_text)
     if columns.all_rows:
-        return _rows_in_order(data, columns)
+        return _rows_in_order(data, columns, url)
     return _slow_rows(data, columns, skipped, undecodable)
 
 
@@ -328,7 +328,7 @@ def _not_unicode(raw: bytes, obj: dict, columns: Columns) -> bool:
     """Whether a value the run reads (text, label, target, numeric) holds a lone
     surrogate (JSON's ``"\\ud800"``): no Unicode text, so the row is
     "undecodable", as one with a byte that is not UTF-8. Arrow refuses such a
-    block, so only the per-line paths meet it; a kept value is written with U+FFFD."""
+    block, so only the per-line paths meet it; a kept value is kept as bytes (:func:`_value`)."""
     if b"\\u" not in raw:
         return False
     used = (*columns.text, columns.label, columns.target, *columns.numeric)
@@ -356,20 +356,35 @@ def _nan_as_null(v):
 
 
 def _value(v, escaped: bool = False):
-    """A kept JSON value as text; from a line read with surrogate escapes, one holding
-    them as the bytes it was read from."""
+    """A kept JSON value as text; one holding lone surrogates as bytes (:func:`_surrogates_as_bytes`)."""
     if isinstance(v, (dict, list)):
         v = json.dumps(_nan_as_null(v), ensure_ascii=False)
     elif isinstance(v, bool):
         v = str(v).lower()
     elif v is not None and not isinstance(v, float):   # floats: json_values_as_text, as Arrow writes them
         v = str(v)
-    if escaped and isinstance(v, str) and ESCAPED.search(v):
-        return v.encode("utf-8", "surrogateescape")
+    if isinstance(v, str) and LONE_SURROGATE.search(v):
+        return _surrogates_as_bytes(v, escaped)
     return v
 
 
-def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
+# A surrogate JSON's escape wrote ("\ud800"), of the range surrogateescape leaves to the bytes a line read with it held.
+_WRITTEN_SURROGATES = re.compile("([\ud800-\udbff]+)")
+
+
+def _surrogates_as_bytes(v: str, escaped: bool) -> bytes:
+    """A kept value holding lone surrogates as bytes that tell them apart: JSON's escape of one
+    (``"\\ud800"``) as its UTF-8 form (``b"\\xed\\xa0\\x80"``, as Python's ``surrogatepass``
+    writes it), so ids that differ there stay distinct (as U+FFFD they merged); from a line read
+    with surrogate escapes, those as the bytes they were read from (such a line writes no
+    escape of their range: :func:`_escapable`)."""
+    if not escaped:
+        return v.encode("utf-8", "surrogatepass")
+    parts = _WRITTEN_SURROGATES.split(v)
+    return b"".join(p.encode("utf-8", "surrogatepass" if i % 2 else "surrogateescape") for i, p in enumerate(parts))
+
+
+def _rows_in_order(data: bytes, columns: Columns, url: str = "") -> Chunk:
     """Prediction's slow path, for a block holding a malformed or undecodable
     line: every line in order, with its status."""
     objs: list[dict | None] = []
@@ -396,6 +411,8 @@ def _rows_in_order(data: bytes, columns: Columns) -> Chunk:
         objs.append(obj)
         status.append(why)
         if obj is not None:
+            if columns.keep_all:   # each key a column: past the keys read ahead too (an output of JSON Lines)
+                _check_keys(obj, url, None)
             have += [k for k in obj if k not in have]
     skipped: dict[str, int] = {}
     for why in status:
@@ -435,7 +452,7 @@ def objects_of(f, url: str, encoding: str | None = None):
     """``(offset, object)`` for each object of the open file ``f`` (text in
     ``encoding``; None: UTF-8), ``offset`` where its line starts. A first line
     that is no object is refused; a later one is left out (a reader counts its
-    row as malformed)."""
+    row as malformed). A key holding a lone surrogate is refused: no column is named so."""
     seen, first = 0, True
     for line in read_lines(f):
         at, seen = seen, seen + len(line)
@@ -443,13 +460,29 @@ def objects_of(f, url: str, encoding: str | None = None):
             continue
         if first:
             first = False
-            yield at, _first_line_object(line, url, encoding)
-            continue
-        try:
-            values = [json.loads(to_utf8(line, encoding))]
-        except ValueError:
-            values = [v for _, v in _values(to_utf8(line, encoding))]
-        yield from ((at, v) for v in values if isinstance(v, dict))
+            values = [_first_line_object(line, url, encoding)]
+        else:
+            try:
+                values = [json.loads(to_utf8(line, encoding))]
+            except ValueError:
+                values = [v for _, v in _values(to_utf8(line, encoding))]
+        for v in values:
+            if isinstance(v, dict):
+                _check_keys(v, url, at)
+                yield at, v
+
+
+def _check_keys(obj: dict, url: str, at: int | None) -> None:
+    """Refuse an object one of whose keys holds a lone surrogate (JSON's ``"\\ud800"`` escape):
+    a column's name is Unicode text, and Arrow and every output file would fail on it (it was
+    "cannot read ... check the URL")."""
+    bad = next((k for k in obj if LONE_SURROGATE.search(k)), None)
+    if bad is not None:
+        where = "an object" if at is None else f"the object on the line at byte {at:,}"
+        raise UserError(f"{url}: {where} has the key {json.dumps(bad)}, which holds a "
+                        "lone surrogate escape: no column can be named so",
+                        "rename that key in the file (a surrogate pair, such as \\ud83d\\ude00, is one character "
+                        "and reads)")
 
 
 def _first_line_object(line: bytes, url: str, encoding: str | None) -> dict:

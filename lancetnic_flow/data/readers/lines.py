@@ -44,11 +44,17 @@ _CR_BEFORE_TAG = re.compile(rb"\r(?!\n)[ \t]*__label__")
 def check_fasttext_line_ends(data: bytes, url: str) -> None:
     """Refuse a fastText block whose lines end in a lone ``\\r``: fastText reads it as a
     space, so the file would be one line, every line's tags that line's labels (a
-    multilabel run trained on one row, a prediction written for the whole file)."""
-    if b"\r" in data and _CR_BEFORE_TAG.search(data) is not None:
-        raise UserError(f"{url}: its fastText lines end in a lone \\r (classic Mac line ends), which fastText "
-                        "reads as a space: the file would be one line holding every line's labels",
-                        "convert the line ends first, e.g. tr '\\r' '\\n' < FILE > FILE-unix.ft")
+    multilabel run trained on one row, a prediction written for the whole file). The
+    lines end there where such ``\\r`` outnumber the block's lines ended otherwise: one inside a
+    ``\\n``-ended line is a space between words, as fastText reads it, and its tag a tag."""
+    if b"\r" not in data:
+        return
+    lines = data.count(b"\n") + (not data.endswith((b"\n", b"\r")))   # a last line without its end is one
+    for seen, _ in enumerate(_CR_BEFORE_TAG.finditer(data), 1):
+        if seen > lines:
+            raise UserError(f"{url}: its fastText lines end in a lone \\r (classic Mac line ends), which fastText "
+                            "reads as a space: the file would be one line holding every line's labels",
+                            "convert the line ends first, e.g. tr '\\r' '\\n' < FILE > FILE-unix.ft")
 
 
 def check_line_columns(url: str, fmt: str, columns: Columns) -> None:

@@ -68,5 +68,16 @@ def test_keys_ahead_are_a_json_lines_files_first_objects_keys_and_none_for_forma
     (tmp_path / "k.jsonl").write_text('{"id": 1, "text": "a"}\n{"text": "b", "extra": 2}\n')
     (tmp_path / "t.csv").write_text("text,label\nx,a\n")
     files = _files(tmp_path.iterdir())
-    assert heads.keys_ahead(files["k.jsonl"]) == ["id", "text", "extra"]
-    assert heads.keys_ahead(files["t.csv"]) is None
+    assert heads.keys_ahead([files["k.jsonl"]]) == ["id", "text", "extra"]
+    assert heads.keys_ahead([files["t.csv"]]) is None
+
+
+def test_keys_ahead_of_several_json_lines_files_are_every_files_keys_in_order(tmp_path):
+    # only the first file's head was read: "src" and "lang", in later files of a glob, were no columns
+    (tmp_path / "a.jsonl").write_text('{"id": 1, "text": "a"}\n')
+    (tmp_path / "b.jsonl").write_text('{"id": 2, "text": "b", "src": "web"}\n')
+    (tmp_path / "c.jsonl").write_text('{"lang": "en", "id": 3, "text": "c"}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    files = _files(tmp_path.iterdir())
+    order = [files[n] for n in ("empty.jsonl", "a.jsonl", "b.jsonl", "c.jsonl")]
+    assert heads.keys_ahead(order) == ["id", "text", "src", "lang"]

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lancetnic_flow.errors import UserError
-from lancetnic_flow.runs.outputs import OutputFile
+from lancetnic_flow.runs.outputs import BytesAfterText, OutputFile
 
 
 def test_later_rows_without_a_kept_column_are_written_empty_there(tmp_path):
@@ -141,6 +141,39 @@ def test_a_kept_column_of_bytes_is_written_as_bytes_by_the_formats_that_hold_the
         f.write(pa.table({"id": pa.array([b"\xfd"], pa.binary()), "predicted": ["a"]}))
     back = (pq.read_table if name.endswith("parquet") else feather.read_table)(str(tmp_path / name))
     assert back.column("id").to_pylist() == [b"\xff\x01", b"\xfe\x01", b"ok", None, b"\xfd"]
+
+
+@pytest.mark.parametrize("name", ["p.parquet", "p.arrow"])
+def test_a_kept_text_column_meeting_bytes_in_a_later_table_asks_to_be_written_as_bytes_from_the_first(tmp_path, name):
+    # the first table wrote "id" as text, a later block of the file held b"\xff1": exit 2 at a small
+    # --blocksize, a file of bytes at a large one (one table held both)
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    tables = [pa.table({"id": ["a1", None], "predicted": ["a", "b"]}),
+              pa.table({"id": pa.array([b"\xff1", b"b"], pa.binary()), "predicted": ["a", "b"]})]
+    with pytest.raises(BytesAfterText) as e:
+        with OutputFile(str(tmp_path / name)) as f:
+            for t in tables:
+                f.write(t)
+    assert e.value.names == ["id"] and not (tmp_path / name).exists()
+    with OutputFile(str(tmp_path / name), as_bytes=e.value.names) as f:
+        for t in tables:
+            f.write(t)
+    back = (pq.read_table if name.endswith("parquet") else feather.read_table)(str(tmp_path / name))
+    assert back.schema.field("id").type == pa.binary() and back.schema.field("predicted").type == pa.string()
+    assert back.column("id").to_pylist() == [b"a1", None, b"\xff1", b"b"]
+
+
+def test_a_kept_text_column_meeting_bytes_later_in_a_pipe_is_refused_as_its_reader_has_the_first_rows(
+        tmp_path, monkeypatch):
+    from lancetnic_flow.runs import outputs
+
+    monkeypatch.setattr(outputs, "special_kind", lambda url: "named pipe")
+    with pytest.raises(UserError, match="the kept column 'id' holds bytes .* went to the named pipe as text"):
+        with OutputFile(str(tmp_path / "p.parquet")) as f:
+            f.write(pa.table({"id": ["a1"]}))
+            f.write(pa.table({"id": pa.array([b"\xff1"], pa.binary())}))
 
 
 @pytest.mark.parametrize("name", ["p.csv", "p.tsv", "p.jsonl", "p.csv.gz"])

@@ -144,7 +144,7 @@ def test_strings_that_look_like_dates_stay_strings_as_texts_labels_and_kept_valu
 @pytest.mark.parametrize("bad_line", [b"", b"{not json\n"])   # Arrow refuses the block either way
 def test_a_lone_surrogate_escape_makes_its_row_undecodable_and_spares_the_others(all_rows, bad_line):
     # JSON's "\ud800" escape decodes to no Unicode character (json.loads gives a lone surrogate): it
-    # stopped the run with a UnicodeEncodeError. A valid pair is one character; a kept value gets U+FFFD.
+    # stopped the run with a UnicodeEncodeError. A valid pair is one character; a kept value is kept as bytes.
     cols = Columns(text=("text",), label="label", keep=("id",) if all_rows else (), all_rows=all_rows)
     data = (b'{"id": 1, "text": "goal \\ud800 match", "label": "a"}\n'
             b'{"id": "\\udc00", "text": "team \\ud83d\\ude00 win", "label": "b"}\n'
@@ -155,9 +155,21 @@ def test_a_lone_surrogate_escape_makes_its_row_undecodable_and_spares_the_others
     if all_rows:
         rows = chunk.table.to_pylist()
         assert [r["status"] for r in rows] == ["undecodable", "ok", "undecodable"] + (["malformed"] if bad_line else [])
-        assert rows[0]["text"] == "goal \ufffd match" and rows[1]["keep:id"] == "\ufffd"
+        assert rows[0]["text"] == "" and rows[1]["keep:id"] == b"\xed\xb0\x80"   # as a line of bytes not UTF-8
     else:
         assert chunk.table.to_pylist() == [{"text": "team \U0001F600 win", "label": "b"}]
+
+
+@pytest.mark.parametrize("raw", [b"", b"\xff"])   # a line of UTF-8, and one read with surrogate escapes
+def test_kept_ids_that_differ_in_a_lone_surrogate_escape_stay_distinct(raw):
+    # "a\ud800" and "a\udbff" were both kept as "a\ufffd": two rows' ids written as one
+    cols = Columns(text=("text",), keep=("id", "meta"), all_rows=True)
+    data = (b'{"id": "a\\ud800", "text": "goal' + raw + b'", "meta": {"k": "\\ud800"}}\n'
+            b'{"id": "a\\udbff", "text": "goal", "meta": ["\\udbff"]}\n{"id": "b", "text": "goal"}\n')
+    rows = parse_jsonl(data, cols, "f.jsonl").table.to_pylist()
+    assert [r["keep:id"] for r in rows] == [b"a\xed\xa0\x80", b"a\xed\xaf\xbf", b"b"]
+    assert [r["keep:meta"] for r in rows] == [b'{"k": "\xed\xa0\x80"}', b'["\xed\xaf\xbf"]', None]
+    assert "a\ud800".encode("utf-8", "surrogatepass") == rows[0]["keep:id"]   # as Python's json and open() round-trip it
 
 
 @pytest.mark.parametrize("all_rows", [False, True])   # training's and prediction's per-line paths
@@ -257,7 +269,7 @@ def test_a_kept_value_holding_bytes_that_are_not_utf8_keeps_them_whole_so_two_id
     data = (b'{"id": "\xff1", "text": "hello world", "n": 2.0}\n{"id": "\xfe1", "text": "good day", "n": 1e-07}\n'
             b'{"id": "ab", "text": "caf\xe9", "n": "x\xff"}\n{"id": "\\udcff", "text": "\xff"}\n')
     rows = parse_jsonl(data, cols, "f.jsonl").table.to_pylist()
-    assert [r["keep:id"] for r in rows] == [b"\xff1", b"\xfe1", b"ab", b"\xef\xbf\xbd"]   # an escaped surrogate: U+FFFD
+    assert [r["keep:id"] for r in rows] == [b"\xff1", b"\xfe1", b"ab", b"\xed\xb3\xbf"]   # JSON's "\udcff": its own bytes
     assert [r["keep:n"] for r in rows] == [b"2", b"1e-7", b"x\xff", None]   # numbers as the Arrow path writes them
     # the line is "undecodable", as training skips it
     assert [r["status"] for r in rows] == ["undecodable"] * 4 and rows[2]["text"] == ""
@@ -310,3 +322,24 @@ def test_read_lines_ends_a_line_at_a_lone_cr_and_keeps_a_crlf_whole_across_reads
     data = b"a\rb\r\nc\nd\r"
     for chunk in (1, 2, 3, 64):
         assert list(read_lines(io.BytesIO(data), chunk)) == [b"a\r", b"b\r\n", b"c\n", b"d\r"], chunk
+
+
+def test_a_key_holding_a_lone_surrogate_escape_is_refused_naming_it_not_said_as_an_unreadable_url(tmp_path):
+    # the head's schema failed on the name (UnicodeEncodeError) and the run said "cannot read ... check the URL"
+    from lancetnic_flow.data.heads import head_schema
+    from lancetnic_flow.data.readers import jsonl
+    from lancetnic_flow.data.sources import FileInfo
+
+    data = b'{"id\\ud83d\\ude00": 1, "text": "a"}\n{"k\\ud800": "1", "text": "b"}\n'
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    fi = FileInfo(str(path), len(data), "", "jsonl", None)
+    with pytest.raises(UserError, match=r'line at byte 35 has the key "k\\ud800", which holds a lone surrogate'):
+        jsonl.window_keys(fi, None)
+    path.write_bytes(data.split(b"\n", 1)[1])
+    with pytest.raises(UserError, match=r'line at byte 0 has the key "k\\ud800"'):
+        head_schema(fi, None)
+    # past the keys read ahead, a block's rows: every key is a column of --keep all
+    cols = Columns(text=("text",), keep_all=True, all_rows=True)
+    with pytest.raises(UserError, match=r'f.jsonl: an object has the key "k\\ud800"'):
+        parse_jsonl(data, cols, "f.jsonl")

@@ -220,6 +220,17 @@ def test_a_fasttext_file_of_lone_cr_line_ends_is_refused_naming_the_line_ends_an
     assert crlf.num_rows == 3   # Windows line ends read as before
 
 
+@pytest.mark.parametrize("data", [b"__label__a goal match\n__label__b phone\r__label__c chip\n__label__a vote\n",
+                                  b"__label__a goal match\n__label__b phone\r__label__c chip",
+                                  b"__label__b phone\r__label__c chip"])
+def test_a_cr_before_a_tag_inside_a_line_is_a_space_as_fasttext_reads_it_not_a_mac_line_end(data):
+    # the refusal of classic Mac line ends refused any "\r__label__", one inside a "\n"-ended line too
+    cols = Columns(text=("text",), label="label", multilabel=True)
+    rows = parse_lines(data, "fasttext", cols, "f.ft").table.to_pylist()
+    assert {"text": "phone chip", "label": ["b", "c"]} in rows   # both tags the line's labels, as fastText reads them
+    assert len(rows) == data.count(b"\n") + (not data.endswith(b"\n"))
+
+
 @pytest.mark.parametrize("suffix", ["", ".gz"])
 def test_a_large_fasttext_file_of_lone_cr_line_ends_is_refused_before_its_range_is_read_whole(tmp_path, monkeypatch,
                                                                                                suffix):
