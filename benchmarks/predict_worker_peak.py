@@ -13,12 +13,17 @@ An existing cluster whose workers' limit is below that minimum is refused.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import platform
 import subprocess
 import sys
 import threading
 import time
+
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
 
 def main() -> None:
@@ -66,10 +71,26 @@ def main() -> None:
     os.remove(out) if os.path.exists(out) else None
     torch_network = linear_shapes(read_run_json(a.run)[0]) is None
     loaded = loaded_bytes(a.run, {}, torch_network=torch_network)
+    record = {"command": sys.argv, "commit": _commit(), "machine": platform.processor() or platform.machine(),
+              "exit": p.returncode, "seconds": round(seconds, 1), "threads": a.threads, "blocksize": a.blocksize,
+              "worker_peak_mib": round(max(peak.values()) / 2**20), "loaded_mib": round(loaded / 2**20),
+              "worker_minimum_mib": round(worker_minimum(loaded) / 2**20)}
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, f"predict_worker_peak-{int(time.time())}.json"), "w") as f:
+        json.dump(record, f, indent=1)
     print(f"exit {p.returncode} in {seconds:.1f} s: {p.stdout.strip()[-200:]}{p.stderr.strip()[-400:]}")
-    print(f"worker peak RSS {max(peak.values()) / 2**20:.0f} MiB ({a.threads} threads, --blocksize {a.blocksize}); "
-          f"the run loaded, as planned: {loaded / 2**20:.0f} MiB; a worker's minimum with it: "
-          f"{worker_minimum(loaded) / 2**20:.0f} MiB")
+    print("| threads | --blocksize | worker peak RSS | the run loaded, as planned | a worker's minimum with it |")
+    print("|---:|---|---:|---:|---:|")
+    print(f"| {a.threads} | {a.blocksize} | {record['worker_peak_mib']} MiB | {record['loaded_mib']} MiB | "
+          f"{record['worker_minimum_mib']} MiB |")
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except OSError:
+        return ""
 
 
 if __name__ == "__main__":
