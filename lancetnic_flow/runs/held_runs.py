@@ -26,27 +26,32 @@ def run_bytes(run: str, storage_options: dict | None = None) -> int:
     return loaded_bytes(run, storage_options, torch_network=linear_shapes(meta) is None)
 
 
-def worker_limit() -> int | None:
-    """The memory limit of the Dask worker this runs on; None outside a worker or without a limit."""
+def worker_memory() -> tuple[int, float] | None:
+    """The memory limit of the Dask worker this runs on and its own pause line (a fraction
+    of it; Dask's default where the worker pauses never); None outside a worker or without a limit."""
     try:
         from distributed import get_worker
 
         worker = get_worker()
     except (ImportError, ValueError):
         return None
-    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
-    return int(limit) if limit else None
+    manager = getattr(worker, "memory_manager", None)
+    limit = getattr(manager, "memory_limit", None)
+    if not limit:
+        return None
+    return int(limit), float(getattr(manager, "memory_pause_fraction", None) or THRESHOLDS["pause"])
 
 
-def room_for_runs(own: int, limit: int | None) -> int:
+def room_for_runs(own: int, memory: tuple[int, float] | None) -> int:
     """The bytes a process may keep in loaded runs while it serves a run of ``own`` bytes.
     The plan sizes partitions so a worker's base, its tasks and ``own`` stay under Dask's
-    target line (``limit`` × target); the band from there to the pause line holds the other
-    runs, so with them the worker stays below pause. Without a known limit (this process,
-    a worker without one): ``own`` alone, one loaded run."""
-    if not limit:
+    target line of its limit; the band from there to the worker's pause line holds the other
+    runs, so with them the worker stays below pause (a worker that pauses sooner keeps fewer).
+    Without a known limit (``memory`` None: this process, a worker without one): ``own`` alone."""
+    if not memory:
         return own
-    return own + max(int(limit * (THRESHOLDS["pause"] - THRESHOLDS["target"])), 0)
+    limit, pause = memory
+    return own + max(int(limit * (pause - THRESHOLDS["target"])), 0)
 
 
 class HeldRuns:
@@ -93,4 +98,4 @@ class HeldRuns:
         self._held.clear()
 
 
-__all__ = ["HeldRuns", "room_for_runs", "run_bytes", "worker_limit"]
+__all__ = ["HeldRuns", "room_for_runs", "run_bytes", "worker_memory"]

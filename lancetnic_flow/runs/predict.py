@@ -39,7 +39,7 @@ from ..models.tasks import labels_taken
 from ..registry import task_kind
 from . import asks
 from .linear_scores import sigmoid, softmax
-from .held_runs import HeldRuns, room_for_runs, run_bytes, worker_limit
+from .held_runs import HeldRuns, room_for_runs, run_bytes, worker_memory
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import OutputFile, check_output_place, output_format, output_names
 from ..plurals import counted
@@ -506,7 +506,7 @@ def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
     with _LOADING:   # tasks on threads of one process (a worker's, or dataflow/inprocess.py's) load it once
         if key not in _PREDICTORS:
             size = run_bytes(run, storage_options)
-            _PREDICTORS.make_room(run, size, room_for_runs(size, worker_limit()))
+            _PREDICTORS.make_room(run, size, room_for_runs(size, worker_memory()))
             pred = Predictor(run, storage_options)
             if pred.uses_torch:   # one thread a task: the worker's other tasks have the other cores
                 import torch

@@ -345,7 +345,7 @@ def _serve_in_turn(runs: list[str], turns: int, sizes: int = 0) -> tuple[list[st
     """On a worker: the runs' predictors asked for in turn; the runs loaded, in order, the bytes
     kept and the worker's room for them. ``sizes``: each run counted as that many bytes."""
     import lancetnic_flow.runs.predict as predict
-    from lancetnic_flow.runs.held_runs import room_for_runs, worker_limit
+    from lancetnic_flow.runs.held_runs import room_for_runs, worker_memory
 
     loads: list[str] = []
     real_load, real_size = predict.load_run, predict.run_bytes
@@ -357,7 +357,7 @@ def _serve_in_turn(runs: list[str], turns: int, sizes: int = 0) -> tuple[list[st
         for _ in range(turns):
             for run in runs:
                 predict.predictor(run, {}, "s")
-        return loads, predict._PREDICTORS.bytes, room_for_runs(sizes or real_size(runs[0]), worker_limit())
+        return loads, predict._PREDICTORS.bytes, room_for_runs(sizes or real_size(runs[0]), worker_memory())
     finally:
         predict.load_run, predict.run_bytes = real_load, real_size
         predict._PREDICTORS.clear()

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from lancetnic_flow.dataflow.plan import THRESHOLDS
-from lancetnic_flow.runs.held_runs import HeldRuns, room_for_runs, worker_limit
+from lancetnic_flow.runs.held_runs import HeldRuns, room_for_runs, worker_memory
 
 MiB = 1 << 20
 
@@ -59,9 +59,15 @@ def test_a_run_written_again_replaces_its_older_copy():
 def test_a_worker_keeps_other_runs_in_the_band_between_dasks_target_and_pause_lines():
     limit = 4096 * MiB
     band = int(limit * (THRESHOLDS["pause"] - THRESHOLDS["target"]))
-    assert room_for_runs(300 * MiB, limit) == 300 * MiB + band
+    assert room_for_runs(300 * MiB, (limit, THRESHOLDS["pause"])) == 300 * MiB + band
+
+
+def test_a_worker_that_pauses_sooner_keeps_fewer_runs_and_one_pausing_below_target_keeps_one():
+    limit = 4096 * MiB
+    assert room_for_runs(300 * MiB, (limit, 0.7)) == 300 * MiB + int(limit * (0.7 - THRESHOLDS["target"]))
+    assert room_for_runs(300 * MiB, (limit, 0.5)) == 300 * MiB
 
 
 def test_without_a_known_memory_limit_one_run_is_kept():
     assert room_for_runs(300 * MiB, None) == 300 * MiB
-    assert worker_limit() is None   # this process is no Dask worker
+    assert worker_memory() is None   # this process is no Dask worker

@@ -357,7 +357,7 @@ def test_a_worker_serving_two_runs_in_turn_loads_each_once_when_both_fit_its_roo
     import lancetnic_flow.runs.predict as predict
 
     monkeypatch.setattr(predict, "_PREDICTORS", predict.HeldRuns())
-    monkeypatch.setattr(predict, "worker_limit", lambda: 4 << 30)
+    monkeypatch.setattr(predict, "worker_memory", lambda: (4 << 30, 0.8))
     loads = []
     real = predict.load_run
     monkeypatch.setattr(predict, "load_run", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
@@ -376,10 +376,10 @@ def test_a_worker_keeps_no_more_loaded_runs_than_its_room_however_many_it_served
     size = run_bytes(runs[0])
     limit = int(size * 2.5 / (0.8 - 0.6))   # the band between target and pause: two and a half runs
     monkeypatch.setattr(predict, "_PREDICTORS", predict.HeldRuns())
-    monkeypatch.setattr(predict, "worker_limit", lambda: limit)
+    monkeypatch.setattr(predict, "worker_memory", lambda: (limit, 0.8))
     for run in runs:
         predict.predictor(run, {}, "s")
-        assert predict._PREDICTORS.bytes <= room_for_runs(size, limit)
+        assert predict._PREDICTORS.bytes <= room_for_runs(size, (limit, 0.8))
     assert list(predict._PREDICTORS) == [(r, "s") for r in runs[-3:]]
 
 
@@ -387,7 +387,7 @@ def test_a_run_folder_written_again_is_loaded_again_and_its_old_copy_dropped(tmp
     import lancetnic_flow.runs.predict as predict
 
     monkeypatch.setattr(predict, "_PREDICTORS", predict.HeldRuns())
-    monkeypatch.setattr(predict, "worker_limit", lambda: 4 << 30)
+    monkeypatch.setattr(predict, "worker_memory", lambda: (4 << 30, 0.8))
     run = linear_run(tmp_path / "run")
     first = predict.predictor(run, {}, "old")
     assert predict.predictor(run, {}, "new") is not first
