@@ -39,6 +39,7 @@ from ..models.tasks import labels_taken
 from ..registry import task_kind
 from . import asks
 from .linear_scores import sigmoid, softmax
+from .held_runs import HeldRuns, room_for_runs, run_bytes, worker_memory
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import BytesAfterText, OutputFile, check_output_place, output_format, output_names
 from ..plurals import counted
@@ -488,28 +489,31 @@ def cut_message(n: int, max_len: int) -> str:
             f"{max_len} of each ({TRUNCATED}; a run trained with a larger --max-len reads more)")
 
 
-_PREDICTORS: dict[tuple[str, str], Predictor] = {}
+_PREDICTORS = HeldRuns()
 _LOADING = threading.Lock()
 
 
 def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
-    """One loaded run per worker process, reused by every task while ``stamp``
+    """A loaded run, kept in this process and reused by every task while ``stamp``
     (:func:`~.loading.weights_stamp`) says the weights in ``run`` are the same:
     a run folder written again is loaded again, by a long-lived worker too.
-    Another run's task loads that run in its place: the plan gives a worker room
-    for one loaded run, and a long-lived worker that served many would
-    otherwise keep them all (until paused by its memory, running nothing)."""
+    A worker keeps the runs it served, least recently used dropped first, while they
+    fit :func:`~.held_runs.room_for_runs` (its memory limit's band between Dask's
+    target and pause lines beside the run its plan holds): two commands sharing
+    it load each run once, and one that served many runs holds no more than that
+    room. Outside a worker (no limit known) one run is kept."""
     key = (run, stamp)
     with _LOADING:   # tasks on threads of one process (a worker's, or dataflow/inprocess.py's) load it once
         if key not in _PREDICTORS:
-            _PREDICTORS.clear()   # dropped before the next loads: a task still running holds its own copy
+            size = run_bytes(run, storage_options)
+            _PREDICTORS.make_room(run, size, room_for_runs(size, worker_memory()))
             pred = Predictor(run, storage_options)
             if pred.uses_torch:   # one thread a task: the worker's other tasks have the other cores
                 import torch
 
                 torch.set_num_threads(1)
-            _PREDICTORS[key] = pred
-        return _PREDICTORS[key]
+            _PREDICTORS.put(key, pred, size)
+        return _PREDICTORS.get(key)
 
 
 def predict_partition(part: Partition, columns: Columns, run: str, run_options: dict, storage_options: dict,

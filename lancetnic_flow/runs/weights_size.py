@@ -2,7 +2,8 @@
 header before anything is loaded.
 
 ``predict`` and ``evaluate`` hold the loaded run in this process and in every
-worker (:func:`~.predict.predictor` keeps one per process), so their memory
+worker (:func:`~.predict.predictor` keeps it, and other runs within the
+worker's room: :mod:`.held_runs` counts each at this size), so their memory
 plan must know its size before it starts workers: a LinearSVM of hashed inputs
 × thousands of classes is a dense matrix many times larger than the file that
 stores its non-zero entries (docs/memory.md). The header gives every stored tensor's shape;

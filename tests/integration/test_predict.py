@@ -386,3 +386,51 @@ def test_a_multilabel_runs_label_holding_the_csv_list_separator_is_refused_in_cs
     assert p.returncode == 0, p.stdout + p.stderr
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert all(set(r["predicted"]) == {"sports|outdoor", "tech", "politics"} for r in rows)
+
+
+def _serve_in_turn(runs: list[str], turns: int, sizes: int = 0) -> tuple[list[str], int, int]:
+    """On a worker: the runs' predictors asked for in turn; the runs loaded, in order, the bytes
+    kept and the worker's room for them. ``sizes``: each run counted as that many bytes."""
+    import lancetnic_flow.runs.predict as predict
+    from lancetnic_flow.runs.held_runs import room_for_runs, worker_memory
+
+    loads: list[str] = []
+    real_load, real_size = predict.load_run, predict.run_bytes
+    predict.load_run = lambda *a, **k: loads.append(a[0]) or real_load(*a, **k)
+    if sizes:
+        predict.run_bytes = lambda *a, **k: sizes
+    predict._PREDICTORS.clear()
+    try:
+        for _ in range(turns):
+            for run in runs:
+                predict.predictor(run, {}, "s")
+        return loads, predict._PREDICTORS.bytes, room_for_runs(sizes or real_size(runs[0]), worker_memory())
+    finally:
+        predict.load_run, predict.run_bytes = real_load, real_size
+        predict._PREDICTORS.clear()
+
+
+def test_a_worker_serving_two_runs_in_turn_loads_each_once_and_keeps_them_within_its_room(
+        client, trained_run, tmp_path):
+    """Two commands for two runs sharing a worker made it read a whole model.safetensors on
+    nearly every task (A, B, A, B ...); now each loads once while both fit the worker's room
+    (its memory limit's band between Dask's target and pause lines beside the run served)."""
+    a = str(trained_run.run)
+    b = str(tmp_path / "copy")
+    shutil.copytree(a, b)
+    worker = sorted(client.scheduler_info()["workers"])[0]
+    loads, held, room = client.submit(_serve_in_turn, [a, b], 3, workers=[worker], pure=False).result()
+    assert loads == [a, b] and 0 < held <= room
+
+
+def test_a_worker_whose_room_holds_fewer_runs_than_it_serves_keeps_within_it(client, trained_run, tmp_path):
+    runs = [str(trained_run.run)]
+    for i in range(3):
+        runs.append(str(tmp_path / f"copy{i}"))
+        shutil.copytree(runs[0], runs[-1])
+    worker = sorted(client.scheduler_info()["workers"])[0]
+    limit = client.scheduler_info()["workers"][worker]["memory_limit"]
+    size = limit // 8   # the band (a fifth of the limit) beside the one served holds one more
+    loads, held, room = client.submit(_serve_in_turn, runs, 2, size, workers=[worker], pure=False).result()
+    assert held <= room and held == 2 * size
+    assert len(loads) == 2 * len(runs)   # none fit beside the next in turn: each is loaded again

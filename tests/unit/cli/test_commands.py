@@ -181,7 +181,7 @@ def test_predict_in_this_process_loads_the_run_once_for_the_checks_and_the_tasks
     loads = []
     real = predict.load_run
     monkeypatch.setattr(predict, "load_run", lambda *a, **k: loads.append(a) or real(*a, **k))
-    monkeypatch.setattr(predict, "_PREDICTORS", {})
+    monkeypatch.setattr(predict, "_PREDICTORS", predict.HeldRuns())
     out = linear_run / "out.csv"
     assert main(["predict", str(linear_run / "run"), "--input", str(linear_run / "in.csv"), "--output", str(out),
                  "--run-on", "process", "--quiet"]) == 0

@@ -335,11 +335,12 @@ def test_storage_options_for_a_run_on_this_machines_disk_are_refused_naming_it(t
 
 
 def test_a_worker_that_predicts_for_many_runs_keeps_one_loaded_not_every_run_it_served(tmp_path, monkeypatch):
-    """A long-lived worker kept each run it predicted for (one per folder), past the one loaded
-    run the plan gives it room for, until Dask paused it and it ran nothing more."""
+    """A long-lived worker kept each run it predicted for (one per folder), past the room the
+    plan gives it, until Dask paused it and it ran nothing more. Outside a worker's known
+    limit the room is one run's."""
     import lancetnic_flow.runs.predict as predict
 
-    monkeypatch.setattr(predict, "_PREDICTORS", {})
+    monkeypatch.setattr(predict, "_PREDICTORS", predict.HeldRuns())
     runs = [linear_run(tmp_path / f"run{i}") for i in range(3)]
     first = predict.predictor(runs[0], {}, "a")
     assert predict.predictor(runs[0], {}, "a") is first   # the same run: reused, not loaded again
@@ -348,3 +349,46 @@ def test_a_worker_that_predicts_for_many_runs_keeps_one_loaded_not_every_run_it_
     assert list(predict._PREDICTORS) == [(runs[2], "a")]
     assert predict.predictor(runs[0], {}, "a") is not first   # loaded again, in the last one's place
     assert list(predict._PREDICTORS) == [(runs[0], "a")]
+
+
+def test_a_worker_serving_two_runs_in_turn_loads_each_once_when_both_fit_its_room(tmp_path, monkeypatch):
+    """Two commands for two runs sharing a worker made it load a run on nearly every task
+    (A, B, A, B ...), each reading its whole model.safetensors again."""
+    import lancetnic_flow.runs.predict as predict
+
+    monkeypatch.setattr(predict, "_PREDICTORS", predict.HeldRuns())
+    monkeypatch.setattr(predict, "worker_memory", lambda: (4 << 30, 0.8))
+    loads = []
+    real = predict.load_run
+    monkeypatch.setattr(predict, "load_run", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    a, b = linear_run(tmp_path / "a"), linear_run(tmp_path / "b")
+    for _ in range(3):
+        predict.predictor(a, {}, "s")
+        predict.predictor(b, {}, "s")
+    assert loads == [a, b]
+
+
+def test_a_worker_keeps_no_more_loaded_runs_than_its_room_however_many_it_served(tmp_path, monkeypatch):
+    import lancetnic_flow.runs.predict as predict
+    from lancetnic_flow.runs.held_runs import room_for_runs, run_bytes
+
+    runs = [linear_run(tmp_path / f"run{i}") for i in range(6)]
+    size = run_bytes(runs[0])
+    limit = int(size * 2.5 / (0.8 - 0.6))   # the band between target and pause: two and a half runs
+    monkeypatch.setattr(predict, "_PREDICTORS", predict.HeldRuns())
+    monkeypatch.setattr(predict, "worker_memory", lambda: (limit, 0.8))
+    for run in runs:
+        predict.predictor(run, {}, "s")
+        assert predict._PREDICTORS.bytes <= room_for_runs(size, (limit, 0.8))
+    assert list(predict._PREDICTORS) == [(r, "s") for r in runs[-3:]]
+
+
+def test_a_run_folder_written_again_is_loaded_again_and_its_old_copy_dropped(tmp_path, monkeypatch):
+    import lancetnic_flow.runs.predict as predict
+
+    monkeypatch.setattr(predict, "_PREDICTORS", predict.HeldRuns())
+    monkeypatch.setattr(predict, "worker_memory", lambda: (4 << 30, 0.8))
+    run = linear_run(tmp_path / "run")
+    first = predict.predictor(run, {}, "old")
+    assert predict.predictor(run, {}, "new") is not first
+    assert list(predict._PREDICTORS) == [(run, "new")]
