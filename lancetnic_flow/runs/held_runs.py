@@ -27,8 +27,11 @@ def run_bytes(run: str, storage_options: dict | None = None) -> int:
 
 
 def worker_memory() -> tuple[int, float] | None:
-    """The memory limit of the Dask worker this runs on and its own pause line (a fraction
-    of it; Dask's default where the worker pauses never); None outside a worker or without a limit."""
+    """The memory limit of the Dask worker this runs on and the line kept runs stay under (a
+    fraction of it): the lower of its own spill and pause lines (Dask's default pause where it
+    pauses never). Spilling would move the tasks' results to disk while the runs stay, and a
+    worker held past pause by runs it keeps would never run a task again: the spill line leaves
+    the pause line a margin for a run's size misjudged. None outside a worker or without a limit."""
     try:
         from distributed import get_worker
 
@@ -39,14 +42,16 @@ def worker_memory() -> tuple[int, float] | None:
     limit = getattr(manager, "memory_limit", None)
     if not limit:
         return None
-    return int(limit), float(getattr(manager, "memory_pause_fraction", None) or THRESHOLDS["pause"])
+    pause = float(getattr(manager, "memory_pause_fraction", None) or THRESHOLDS["pause"])
+    spill = getattr(manager, "memory_spill_fraction", None)
+    return int(limit), min(pause, float(spill)) if spill else pause
 
 
 def room_for_runs(own: int, memory: tuple[int, float] | None) -> int:
     """The bytes a process may keep in loaded runs while it serves a run of ``own`` bytes.
     The plan sizes partitions so a worker's base, its tasks and ``own`` stay under Dask's
-    target line of its limit; the band from there to the worker's pause line holds the other
-    runs, so with them the worker stays below pause (a worker that pauses sooner keeps fewer).
+    target line of its limit; the band from there to ``memory``'s line (:func:`worker_memory`:
+    spill, or pause where sooner) holds the other runs (a worker whose line is lower keeps fewer).
     Without a known limit (``memory`` None: this process, a worker without one): ``own`` alone."""
     if not memory:
         return own

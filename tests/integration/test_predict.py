@@ -414,7 +414,7 @@ def test_a_worker_serving_two_runs_in_turn_loads_each_once_and_keeps_them_within
         client, trained_run, tmp_path):
     """Two commands for two runs sharing a worker made it read a whole model.safetensors on
     nearly every task (A, B, A, B ...); now each loads once while both fit the worker's room
-    (its memory limit's band between Dask's target and pause lines beside the run served)."""
+    (its memory limit's band between Dask's target and spill lines beside the run served)."""
     a = str(trained_run.run)
     b = str(tmp_path / "copy")
     shutil.copytree(a, b)
@@ -430,7 +430,13 @@ def test_a_worker_whose_room_holds_fewer_runs_than_it_serves_keeps_within_it(cli
         shutil.copytree(runs[0], runs[-1])
     worker = sorted(client.scheduler_info()["workers"])[0]
     limit = client.scheduler_info()["workers"][worker]["memory_limit"]
-    size = limit // 8   # the band (a fifth of the limit) beside the one served holds one more
+    # The band ends at the spill line, before the pause line: stored results stay in memory, and
+    # the runs kept leave a margin to the line past which the worker would run nothing.
+    from lancetnic_flow.dataflow.plan import THRESHOLDS
+    from lancetnic_flow.runs.held_runs import worker_memory
+
+    assert client.submit(worker_memory, workers=[worker], pure=False).result() == (limit, THRESHOLDS["spill"])
+    size = limit // 12   # the band (a tenth of the limit) beside the one served holds one more
     loads, held, room = client.submit(_serve_in_turn, runs, 2, size, workers=[worker], pure=False).result()
     assert held <= room and held == 2 * size
     assert len(loads) == 2 * len(runs)   # none fit beside the next in turn: each is loaded again
