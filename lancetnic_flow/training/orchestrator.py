@@ -78,7 +78,8 @@ from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continu
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, decided_at, evaluate_blocks, keep_best, kept_steps, lr_schedule, no_better_than_the_mean
+from .step import (EVAL_BATCH, constant_target, decided_at, evaluate_blocks, keep_best, kept_steps, lr_schedule,
+                   no_better_than_the_mean)
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 from ..plurals import counted, verb
@@ -1454,7 +1455,10 @@ class Training:
             self.model_meta["bucket_names"] = names
 
     def _warn_of_the_mean(self, final_val: dict) -> None:
-        """Warn when a regression's saved model predicts no better than the training mean."""
+        """Warn when a regression's saved model predicts no better than the training mean, or its
+        target is one value (which it then predicts)."""
+        if constant := constant_target(self.task):
+            self.events.emit("warning", message=constant)
         if meanless := no_better_than_the_mean(self.task, final_val, self.state.history):
             self.events.emit("warning", message=meanless + (
                 "; lower the learning rates ({training.lr}, and {training.sparse_lr} for the input rows), train "

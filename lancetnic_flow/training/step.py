@@ -133,7 +133,7 @@ def no_better_than_the_mean(task: Task, final_val: dict, history: list[dict]) ->
     rows its R², else the last epoch's squared error on the standardised target, where
     the mean scores 1. None when it does better, or when no figure says (multi-task and
     other losses without validation rows)."""
-    if not task.regresses:
+    if not task.regresses or constant_target(task):
         return None
     r2 = final_val.get("r2")
     if r2 is not None:
@@ -146,6 +146,17 @@ def no_better_than_the_mean(task: Task, final_val: dict, history: list[dict]) ->
         return (f"the saved model fits its training rows no better than their mean: a squared error of "
                 f"{loss:.4f} on the standardised target in its last epoch, where the mean scores 1")
     return None
+
+
+def constant_target(task: Task) -> str | None:
+    """Words for a regression whose training rows all have one target (its scale is 0): the
+    saved model predicts exactly that value for every text; None for any other task or target."""
+    if not task.regresses or task.target[1]:
+        return None
+    value = f"{task.target[0]:.10g}"
+    return (f"every training row's target is {value}, so the saved model predicts {value} for every text (R² is "
+            "not defined for a target without spread: the validation rows' mae and rmse say how far they are from "
+            "it); check {data.target} names the column to learn")
 
 
 def decided_at(task) -> str | None:

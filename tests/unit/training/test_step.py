@@ -169,3 +169,16 @@ def test_a_regression_no_better_than_its_mean_is_warned_by_validation_r2_else_it
     assert no_better_than_the_mean(Task(kind="regress", value_loss="l1"), {}, [{"train_loss": 3.0}]) is None
     assert no_better_than_the_mean(Task(kind="multitask", classes=3), {"r2": -1.0}, []) is not None
     assert no_better_than_the_mean(Task(kind="classify", classes=3), {"r2": -1.0}, [{"train_loss": 9.0}]) is None
+
+
+def test_a_constant_target_is_said_as_the_value_every_text_gets_not_as_a_failure_to_beat_the_mean():
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.step import constant_target, no_better_than_the_mean
+
+    const = Task(kind="regress", target=(3.0, 0.0))
+    said = constant_target(const)
+    assert "every training row's target is 3," in said and "predicts 3 for every text" in said
+    assert "R² is not defined" in said
+    assert no_better_than_the_mean(const, {}, [{"train_loss": 0.0}]) is None
+    assert constant_target(Task(kind="regress", target=(3.0, 1.5))) is None
+    assert constant_target(Task(kind="classify", classes=2, target=(0.0, 0.0))) is None
