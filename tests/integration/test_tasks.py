@@ -475,3 +475,18 @@ def test_a_constant_target_is_predicted_exactly_and_said_and_r2_is_left_out_not_
     assert p.returncode == 0, p.stdout + p.stderr
     assert [json.loads(line)["value"] for line in p.stdout.splitlines() if line.startswith("{")] == [3.0, 3.0]
 
+
+def test_a_tiny_classification_keeps_its_last_epoch_where_too_few_validation_rows_would_choose_one(tmp_path):
+    """A 50-row file holds out about five rows; a difference of one row of them stopped the run
+    and picked its epoch. Below the floor every epoch runs, the last is kept, and the run says so."""
+    write_corpus(str(tmp_path / "tiny.csv"), 50, classes=4, seed=3)
+    p = cli("train", "tiny.csv", "--model", "ScalpelMC", "--epochs", "6", "--out", "runs", "--name", "r",
+            "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())
+    assert 0 < m["rows"]["validated"] < 100
+    assert len(m["epochs"]) == 6 and m["kept"] == "last" and m["best_epoch"] == 6
+    assert m["val_loss"] == m["epochs"][-1]["val_loss"]
+    out = " ".join((p.stdout + p.stderr).split())
+    assert f"{m['rows']['validated']} validation rows are too few to choose an epoch by" in out
+    assert "all 6 ran and the last was kept" in out
