@@ -234,7 +234,9 @@ def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> Fitted
     f.labels, f.label_counts = [k for k, _ in ranked], [v for _, v in ranked]
     if "target" in stats.numeric:
         m = stats.numeric["target"]
-        f.target = (m.mean, m.std or 1.0)
+        # A constant target (every training row's the same) keeps its scale 0: every prediction is then
+        # the mean exactly, where a network's output trained towards 0 left a few thousandths on it.
+        f.target = (m.mean, m.std)
     f.numeric = {c: (stats.numeric[c].mean, stats.numeric[c].std or 1.0) if c in stats.numeric else (0.0, 1.0)
                  for c in columns.numeric}
     return f

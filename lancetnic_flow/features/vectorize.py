@@ -240,7 +240,7 @@ class FittedFeatures:
             if (labels < 0).any():
                 block = block.take(np.flatnonzero(labels >= 0))
         if block.targets is not None and self.target is not None:
-            block.targets = ((block.targets - self.target[0]) / self.target[1]).astype(np.float32)
+            block.targets = ((block.targets - self.target[0]) / (self.target[1] or 1.0)).astype(np.float32)
         if block.numeric is not None and self.numeric:
             mean = np.array([m for m, _ in self.numeric.values()])
             std = np.array([s for _, s in self.numeric.values()])
@@ -278,7 +278,7 @@ class FittedFeatures:
             block.labels = self.label_ids(table["label"])
         if "target" in table.column_names and self.target is not None:
             t = table["target"].to_numpy(zero_copy_only=False).astype(np.float64)
-            block.targets = ((t - self.target[0]) / self.target[1]).astype(np.float32)
+            block.targets = ((t - self.target[0]) / (self.target[1] or 1.0)).astype(np.float32)
         if self.numeric:
             # A missing value (or column, e.g. predicting from bare texts) is
             # read as the training mean: 0 after standardising.

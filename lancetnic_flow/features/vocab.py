@@ -41,6 +41,8 @@ class Moments:
         x = x[~np.isnan(x)]
         if not len(x):
             return cls()
+        if x.min() == x.max():   # constant: its own value, no deviation (a computed mean can miss it by an ulp)
+            return cls(len(x), float(x[0]), 0.0)
         mean = float(x.mean())
         return cls(len(x), mean, float(((x - mean) ** 2).sum()))
 

@@ -370,7 +370,8 @@ class RegressionMetrics:
         self._keys = np.zeros(0)
 
     def update(self, true_std: np.ndarray, pred_std: np.ndarray, loss_sum: float = 0.0) -> None:
-        y = true_std.astype(np.float64) * self.std + self.mean
+        # Targets are standardised at scale 1 where the training target is constant (scale 0).
+        y = true_std.astype(np.float64) * (self.std or 1.0) + self.mean
         p = pred_std.astype(np.float64) * self.std + self.mean
         e = p - y
         if len(y):

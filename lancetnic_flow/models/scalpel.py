@@ -51,8 +51,7 @@ class ScalpelNet(nn.Module):
             # LinearSVM (models/margin.py): weights start at zero, so a term never
             # trained on adds nothing; scores become probabilities through a
             # softmax at ``logit_scale``, fitted on the validation rows after training.
-            with torch.no_grad():
-                self.input.weight.zero_()
+            self.input.init_std = 0.0
             self.register_buffer("logit_scale", torch.ones(()))
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None = None,

@@ -92,13 +92,63 @@ class _RowsBag(torch.autograd.Function):
         return torch.sparse.mm(ctx.transposed, grad_out.contiguous()), None, None, None, None
 
 
-class SparseInput(nn.Module):
-    def __init__(self, dim: int, width: int, init_std: float = 0.1):
+def _mixed(keys: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser of each uint64 key: bits that look uniformly random."""
+    keys = (keys ^ (keys >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    keys = (keys ^ (keys >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return keys ^ (keys >> np.uint64(31))
+
+
+def start_values(rows: torch.Tensor, width: int, salt: int, std: float) -> torch.Tensor:
+    """Rows ``rows``' starting values, N(0, ``std``²) each (float32, rows × ``width``):
+    a function of ``salt``, the row and the column alone, so a row starts from the same
+    values whenever a run first uses it, on every ``--ddp`` rank and in a resumed run."""
+    keys = rows.detach().cpu().numpy().astype(np.uint64)[:, None] * np.uint64(width) + np.arange(width, dtype=np.uint64)
+    keys = keys * np.uint64(2) + np.uint64(salt)
+    scale = 2.0 ** -53
+    u1 = ((_mixed(keys) >> np.uint64(11)).astype(np.float64) + 1.0) * scale   # (0, 1]: a finite log
+    u2 = (_mixed(keys + np.uint64(1)) >> np.uint64(11)).astype(np.float64) * scale
+    normal = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+    return torch.from_numpy((normal * std).astype(np.float32)).to(rows.device)
+
+
+class LazyRows(nn.Module):
+    """A weight of rows that start at zero and take their random starting values
+    (:func:`start_values`) when a training batch first uses them. A row no training
+    batch used (a hashed bucket of the validation rows' or a predicted text's words alone) stays
+    zero, so at prediction it adds nothing, where a random starting value added noise
+    to every score of a text holding it; a used row starts exactly as a randomly
+    initialised one. ``init_std`` 0: rows start and stay zero until stepped."""
+
+    def __init__(self, dim: int, width: int, init_std: float):
         super().__init__()
+        self.weight = nn.Parameter(torch.zeros(max(dim, 1), width))
+        self.init_std = init_std
+        # Drawn from the seeded generator, as the starting values were: the same seed, the same rows.
+        self.salt = int(torch.randint(0, 2 ** 62, ())) if init_std else 0
+
+    @torch.no_grad()
+    def started(self, used: torch.Tensor) -> torch.Tensor:
+        """``weight[used]``, each of those rows still at zero given its starting values,
+        in the copy returned and in the weight."""
+        w = self.weight.detach()
+        rows = w.index_select(0, used)
+        if not self.init_std or not len(used):
+            return rows
+        fresh = ~rows.any(1)
+        if bool(fresh.any()):
+            first = used[fresh]
+            values = start_values(first, w.shape[1], self.salt, self.init_std).to(w.dtype)
+            rows[fresh] = values
+            w.index_copy_(0, first, values)
+        return rows
+
+
+class SparseInput(LazyRows):
+    def __init__(self, dim: int, width: int, init_std: float = 0.1):
         # Rows are l2-normalised, so a row's sum has the scale of one weight:
         # N(0, 1) would saturate the next ReLU; Linear's fan-in rule would vanish.
-        # Scaled in place: ``randn(...) * std`` held two copies of the largest tensor at once.
-        self.weight = nn.Parameter(torch.randn(max(dim, 1), width).mul_(init_std))
+        super().__init__(dim, width, init_std)
         self.bias = nn.Parameter(torch.zeros(width))
         self.active: tuple[torch.Tensor, torch.Tensor] | None = None
         self.row_wise = True   # False: dense gradients, for optimisers without a row-wise form
@@ -106,17 +156,20 @@ class SparseInput(nn.Module):
         self.load: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-        if self.row_wise and self.training and torch.is_grad_enabled():
+        learning = self.training and torch.is_grad_enabled()
+        if self.row_wise and learning:
             if weights is None:
                 weights = torch.ones(indices.shape, dtype=self.weight.dtype, device=indices.device)
             used, local, transposed = rows_plan(indices, offsets, weights)
-            rows = self.weight.detach().index_select(0, used).requires_grad_()
+            rows = self.started(used).requires_grad_()
             self.active = (used, rows)
             if self.weighs_rows:
                 self.load = (used, torch.zeros(len(used), dtype=weights.dtype, device=weights.device)
                              .index_add_(0, local, weights * weights))
             out = _RowsBag.apply(rows, local, offsets, weights, transposed)
         else:
+            if learning:
+                self.started(torch.unique(indices))
             out = F.embedding_bag(indices, self.weight, offsets, mode="sum", per_sample_weights=weights)
         return out + self.bias
 

@@ -126,7 +126,9 @@ def check_graph(data: bytes, pred, texts: list[str]) -> float:
     if "value" in want:   # compared in standard deviations of the target: relative to a large mean, an
         # answer off by more than the model's error still looked close
         mean, std = pred.run.features.target or (0.0, 1.0)
-        worst = max(worst, difference((np.asarray(got["value"], np.float64) - mean) / std, want["value"]))
+        scale = std or 1.0   # a constant target's scale is 0: both answers are its mean
+        worst = max(worst, difference((np.asarray(got["value"], np.float64) - mean) / scale,
+                                      np.asarray(want["value"], np.float64) * std / scale))
     if worst > TOLERANCE:
         raise RuntimeError(f"the exported graph differs from the model by {worst:.3g}: please report this")
     return worst

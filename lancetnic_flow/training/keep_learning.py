@@ -451,4 +451,8 @@ def labelled(fitted: FittedFeatures, init: InitRun | None, declared: list[str] |
     labels += more
     base.labels, base.label_counts = labels, [int(counts.get(x, 0)) for x in labels]
     base.docs = fitted.docs
+    if init is not None and base.target and not base.target[1] and tuple(fitted.target or ()) != tuple(base.target):
+        # The old run's target was one value (scale 0: it predicted that value whatever its network said);
+        # its network learnt at scale 1, and the new rows' other values need that scale to be predicted.
+        base.target = (base.target[0], 1.0)
     return base, (added + more if init is not None else [])

@@ -44,6 +44,7 @@ class Trainee:
     cached_threads: int = 0    # torch threads once epochs read the cache (the workers are idle then); 0: unchanged
     # Called with each epoch's validation metrics before they are recorded: refuses rows read wrongly.
     check_val: Callable[[dict], None] | None = None
+    floor: int = 0             # validation rows below which no epoch is chosen by them (step.keep_best)
 
 
 class EpochLoop:
@@ -131,7 +132,7 @@ class EpochLoop:
         self.events.emit("epoch", **record)
         trim_allocator()
         state.best, state.stale = steps.keep_best(state.best, state.stale, val, val_m, t.model, epoch + 1,
-                                                  self.tc.monitor, copy=not t.rule.keeps_last_epoch())
+                                                  self.tc.monitor, copy=not t.rule.keeps_last_epoch(), floor=t.floor)
         return val
 
     def _stopped(self, state: TrainState, lost: SchedulerLost) -> SchedulerLost:

@@ -80,7 +80,8 @@ from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continu
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
 from .state import TrainState
-from .step import EVAL_BATCH, decided_at, evaluate_blocks, keep_best, kept_steps, lr_schedule, no_better_than_the_mean
+from .step import (CHOOSING_ROWS, EVAL_BATCH, constant_target, decided_at, evaluate_blocks, keep_best, kept_steps, lr_schedule,
+                   no_better_than_the_mean)
 from .stop import StoppedAfterTraining, StoppedAtOnce, StopRequest, TrainingInterrupted
 from .tracking import start_tracking
 from ..plurals import counted, verb
@@ -1195,6 +1196,11 @@ class Training:
         if self.task.multilabel:
             refuse_joined_sets(val.get("unseen_labels") or {}, self.features.labels, self.columns.label_sep)
 
+    def _choosing_floor(self) -> int:
+        """The validation rows below which no epoch is chosen by them (step.CHOOSING_ROWS): none
+        when the user typed a patience, which then stops on whatever rows there are."""
+        return 0 if self.given.training.early_stopping else CHOOSING_ROWS
+
     def _start_as_candidate(self, state: TrainState) -> None:
         """A continued run's starting weights (its old run's) as epoch 0 of the best-epoch choice,
         scored on this run's validation rows before the first step: where no epoch beats them, they
@@ -1227,7 +1233,7 @@ class Training:
             trainee = Trainee(self.model, self.task, self.rule, self.opts, self.device,
                               lr_schedule(self.tc.lr_schedule, self.tc.lr, state.total_steps or 1,
                                           self.rule.decay_steps, self._schedule_start()), cached,
-                              self._check_val_labels)
+                              self._check_val_labels, self._choosing_floor())
             self._start_as_candidate(state)
             val = EpochLoop(trainee, self.feed, self.tc, self.events, self._checkpoint, str(self.run)
                             ).run_epochs(state, stop, self.every)
@@ -1319,7 +1325,8 @@ class Training:
                       every=self.every, features=self.features, rule=MODELS[self.cfg.model.name].rule,
                       decay_steps=MODELS[self.cfg.model.name].decay_steps,
                       model_entry=registration(self.cfg.model.name),
-                      keep_bytes=0 if fresh is not None else rank_keep_bytes(self.client, chosen, rank_bytes, KEEP_MAX))
+                      keep_bytes=0 if fresh is not None else rank_keep_bytes(self.client, chosen, rank_bytes, KEEP_MAX),
+                      floor=self._choosing_floor())
         self._warn_partitions(job)
         # Rank 0 reports each epoch's stages (training, evaluating) itself, as the loop here would.
         driver = RankDriver(self.client, job, self.events, rank_bytes=rank_bytes, device=self.tc.device, stop=stop,
@@ -1488,8 +1495,24 @@ class Training:
         if names is not None:
             self.model_meta["bucket_names"] = names
 
+    def _warn_of_few_rows(self) -> None:
+        """Say when too few validation rows to choose an epoch by left every epoch run and the
+        last kept, where the model's default would have stopped or picked by them."""
+        best = self.state.best
+        if not best or "few" not in best or (self.rule.keeps_last_epoch() and not self.tc.early_stopping):
+            return
+        self.events.emit("warning", message=(
+            f"{counted(best['few'], 'validation row')} {verb(best['few'], 'is', 'are')} too few to choose an epoch by (under {CHOOSING_ROWS}: "
+            f"one row moves accuracy by {1 / max(best['few'], 1):.0%}), so no epoch was stopped early or picked: "
+            f"all {len(self.state.history)} ran and the last was kept (kept: last in metrics.json); hold out more "
+            "rows ({data.val_fraction}, {data.val}) for the scores to choose, or type {training.early_stopping} "
+            "N to stop on these anyway"))
+
     def _warn_of_the_mean(self, final_val: dict) -> None:
-        """Warn when a regression's saved model predicts no better than the training mean."""
+        """Warn when a regression's saved model predicts no better than the training mean, or its
+        target is one value (which it then predicts)."""
+        if constant := constant_target(self.task):
+            self.events.emit("warning", message=constant)
         if meanless := no_better_than_the_mean(self.task, final_val, self.state.history):
             self.events.emit("warning", message=meanless + (
                 "; lower the learning rates ({training.lr}, and {training.sparse_lr} for the input rows), train "
@@ -1516,7 +1539,7 @@ class Training:
             # Without validation scores there is no best: the last epoch's weights are what was trained.
             "best_epoch": (state.best["epoch"] if state.best and not self.rule.keeps_last_epoch() else
                            len(state.history) or None), "monitor": tc.monitor,
-            "kept": ("last" if not state.best or self.rule.keeps_last_epoch() else
+            "kept": ("last" if not state.best or self.rule.keeps_last_epoch() or "few" in state.best else
                      "start" if state.best["epoch"] == 0 else "best"),
             **self._calibration_metrics(),
             "stage_seconds": self.stage_seconds, "decided": self.decisions, "where": self.where,
@@ -1530,6 +1553,7 @@ class Training:
             "client_shard_bytes": SHARD_READS.now()[1] - self.reads_at_start[1],
         }
         self._warn_of_rows(rows, read_as)
+        self._warn_of_few_rows()
         self._warn_of_the_mean(final_val)
         if getattr(self, "ddp_info", None):
             metrics["ddp"] = self.ddp_info

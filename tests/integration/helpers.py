@@ -146,6 +146,8 @@ def built_run(name: str, task: str, numeric: int = 0, seed: int = 0, out: Path |
                               numeric={f"n{i}": (3.0, 2.0) for i in range(numeric)})
     model, meta = create_model(name, dim=features.dim, classes=0 if task == "regress" else len(LABELS),
                                regress=regress, hidden=16, layers=1, dropout=0.1, embed=8, numeric=numeric)
+    if hasattr(model.input, "started"):   # a bag's input rows start when first trained on: every one at once here
+        model.input.started(torch.arange(model.input.weight.shape[0]))
     with torch.no_grad():   # larger than the init's weights: logits far apart, rows that differ
         for p in model.parameters():
             p.mul_(3.0)

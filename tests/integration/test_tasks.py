@@ -453,3 +453,40 @@ def test_regression_plots_draw_the_finite_rows_and_skip_nan_instead_of_failing(t
     assert_png(tmp_path / "r.png")
     assert plots.regression(np.array([np.nan]), np.array([1.0]), str(tmp_path / "a.png"),
                             str(tmp_path / "b.png"), {}) == []
+
+
+def test_a_constant_target_is_predicted_exactly_and_said_and_r2_is_left_out_not_nan(tmp_path):
+    """Every training row's target 3.0: the saved model predicted 3.005 to 3.025 and the run said
+    nothing. Now every prediction is 3.0 exactly, the run says why, and no figure is NaN."""
+    texts = [f"{a} report on {b} today" for a in ("red", "blue", "green", "grey", "pink")
+             for b in ("cats", "dogs", "birds", "cows", "fish", "ants", "bees", "owls", "pigs", "rats", "eels", "yaks")]
+    with open(tmp_path / "const.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "target"])
+        w.writerows([t, "3.0"] for t in texts * 4)
+    p = cli("train", "const.csv", "--target", "target", "--epochs", "3", "--out", "runs", "--name", "r",
+            "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "every training row's target is 3, so the saved model predicts 3 for every text" in \
+        " ".join((p.stdout + p.stderr).split())
+    m = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())
+    assert m["val_r2"] is None and m["val_mae"] == 0.0 and "NaN" not in json.dumps(m)
+    p = cli("predict", "runs/r", "--text", "purple report on newts today", "--text", texts[0], cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [json.loads(line)["value"] for line in p.stdout.splitlines() if line.startswith("{")] == [3.0, 3.0]
+
+
+def test_a_tiny_classification_keeps_its_last_epoch_where_too_few_validation_rows_would_choose_one(tmp_path):
+    """A 50-row file holds out about five rows; a difference of one row of them stopped the run
+    and picked its epoch. Below the floor every epoch runs, the last is kept, and the run says so."""
+    write_corpus(str(tmp_path / "tiny.csv"), 50, classes=4, seed=3)
+    p = cli("train", "tiny.csv", "--model", "ScalpelMC", "--epochs", "6", "--out", "runs", "--name", "r",
+            "--no-plots", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())
+    assert 0 < m["rows"]["validated"] < 100
+    assert len(m["epochs"]) == 6 and m["kept"] == "last" and m["best_epoch"] == 6
+    assert m["val_loss"] == m["epochs"][-1]["val_loss"]
+    out = " ".join((p.stdout + p.stderr).split())
+    assert f"{m['rows']['validated']} validation rows are too few to choose an epoch by" in out
+    assert "all 6 ran and the last was kept" in out

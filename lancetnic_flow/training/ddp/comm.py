@@ -125,7 +125,9 @@ def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: flo
         ids = torch.cat([r[:, width:width + 2] for r in rows_of]).contiguous().view(torch.int64).view(-1)
         union, inverse = torch.unique(ids, return_inverse=True)
         summed = torch.zeros(len(union), width, device=device).index_add_(0, inverse, grads) / active
-        rows = layer.weight.detach().index_select(0, union).requires_grad_()
+        # A row another rank's batch used first starts here too, at the values it started from there.
+        started = getattr(layer, "started", None)
+        rows = (started(union) if started else layer.weight.detach().index_select(0, union)).requires_grad_()
         rows.grad = summed
         layer.active = (union, rows)
         if getattr(layer, "weighs_rows", False):

@@ -71,6 +71,7 @@ class RankJob:
     decay_steps: int = 0                      # registry.ModelSpec.decay_steps
     model_entry: tuple | None = None          # models.registration: a model the user's script registered
     keep_bytes: int = 0                       # finished shards a rank keeps between epochs (driver.rank_keep_bytes)
+    floor: int = 0                            # validation rows below which no epoch is chosen (step.keep_best)
 
 
 def rank_device(job: RankJob, rank: int) -> torch.device:
@@ -515,7 +516,7 @@ class RankRun:
             self._last_val = val
             self.report("epoch", record=record)
             s.best, s.stale = steps.keep_best(s.best, s.stale, val, val_m, self.model, epoch + 1, self.tc.monitor,
-                                              copy=not self.rule.keeps_last_epoch())
+                                              copy=not self.rule.keeps_last_epoch(), floor=self.job.floor)
             if self.tc.early_stopping and s.stale >= self.tc.early_stopping:
                 stop[0] = 1.0
             self.polled = 0.0

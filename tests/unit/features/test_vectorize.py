@@ -166,3 +166,9 @@ def test_a_label_set_row_keeps_the_count_and_names_of_its_labels_training_never_
         assert block.missed_by_label() == {"q": 2, "r": 2}
     known = pa.table({"text": ["a"], "label": pa.array([["x"]], pa.list_(pa.string()))})
     assert f.transform(known).missed.tolist() == [0] and f.transform(known).missed_by_label() == {}
+
+
+def test_a_constant_targets_scale_0_standardises_targets_at_scale_1_not_to_nan():
+    f = FittedFeatures(mode="hashing", buckets=8, target=(3.0, 0.0))
+    block = f.transform(pa.table({"text": ["a b", "c d"], "target": [3.0, 4.5]}))
+    np.testing.assert_array_equal(block.targets, [0.0, 1.5])

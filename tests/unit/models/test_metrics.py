@@ -232,3 +232,17 @@ def test_a_restarted_regression_metric_keeps_sampling_as_if_never_stopped():
     a.update(y[100:], y[100:] + 1)
     b.update(y[100:], y[100:] + 1)
     assert np.array_equal(a.true, b.true) and a.result() == b.result()
+
+
+def test_a_constant_targets_predictions_are_its_value_and_the_rows_targets_are_read_at_scale_1():
+    """Scale 0 (a training target of one value): every prediction is the mean, whatever the
+    network's output; the rows' own targets were standardised at scale 1 and are read back so."""
+    m = RegressionMetrics(mean=3.0, std=0.0)
+    m.update(np.array([0.0, 1.5]), np.array([0.02, -0.4]), 0.0)
+    r = m.result()
+    assert r["mae"] == pytest.approx(0.75) and r["rmse"] == pytest.approx(np.sqrt(1.5 ** 2 / 2))
+    assert sorted(m.pred) == [3.0, 3.0] and sorted(m.true) == [3.0, 4.5]
+    m = RegressionMetrics(mean=3.0, std=0.0)
+    m.update(np.zeros(3), np.full(3, 0.01), 0.0)
+    r = m.result()
+    assert r["mae"] == 0.0 and r["r2"] is None and r["baseline_rmse"] == 0.0   # no spread: no R², no NaN

@@ -89,6 +89,12 @@ def test_sparse_input_gradient_equals_the_dense_linear_gradient_on_the_rows_used
 # ---------------------------------------------------------------- optimisers
 
 
+def started(layer):
+    """``layer`` with every row at its starting values, as if each had been used once."""
+    layer.started(torch.arange(layer.weight.shape[0]))
+    return layer
+
+
 def _bag_loss(weight, idx, off, vals, upstream, bias=None):
     out = F.embedding_bag(idx, weight, off, mode="sum", per_sample_weights=vals)
     return (out * upstream).sum()
@@ -96,7 +102,7 @@ def _bag_loss(weight, idx, off, vals, upstream, bias=None):
 
 def test_row_adam_equals_torch_adam_when_every_row_is_used_in_every_step():
     dim, width, lr = 10, 4, 0.05
-    layer = SparseInput(dim, width).train()
+    layer = started(SparseInput(dim, width).train())
     ref = nn.Parameter(layer.weight.detach().clone())
     row_opt = RowOptimizer(layer, "adam", lr)
     torch_opt = torch.optim.Adam([ref], lr=lr)
@@ -117,7 +123,7 @@ def test_row_adam_equals_torch_adam_when_every_row_is_used_in_every_step():
 
 def test_row_adam_is_lazy_untouched_rows_and_moments_stay_put_and_it_matches_sparse_adam():
     dim, width, lr = 12, 3, 0.01
-    layer = SparseInput(dim, width).train()
+    layer = started(SparseInput(dim, width).train())
     bag = nn.EmbeddingBag(dim, width, mode="sum", sparse=True)
     with torch.no_grad():
         bag.weight.copy_(layer.weight)
@@ -155,7 +161,7 @@ def test_row_adam_is_lazy_untouched_rows_and_moments_stay_put_and_it_matches_spa
 
 def test_row_sgd_equals_torch_sgd_on_a_dense_copy():
     dim, width, lr = 9, 3, 0.3
-    layer = SparseInput(dim, width).train()
+    layer = started(SparseInput(dim, width).train())
     ref = nn.Parameter(layer.weight.detach().clone())
     row_opt, torch_opt = RowOptimizer(layer, "sgd", lr), torch.optim.SGD([ref], lr=lr)
     for rows in ([[0, 1], [1, 2]], [[5, 6, 7]], [[0, 8]]):
@@ -228,7 +234,7 @@ def test_a_capped_row_sgd_step_cuts_a_row_many_examples_share_and_leaves_a_rare_
     """A row whose examples' squared weights sum past the cap steps as if they summed to the cap:
     20 copies of one text moved its rows 20 examples' steps at once (a regression overshot to
     the mean); a row of a lone example under the cap keeps its summed per-example step."""
-    layer = SparseInput(4, 3).train()
+    layer = started(SparseInput(4, 3).train())
     plain = SparseInput(4, 3).train()
     plain.weight.data.copy_(layer.weight.data)
     capped_opt, plain_opt = RowOptimizer(layer, "sgd", 0.1, cap=0.5), RowOptimizer(plain, "sgd", 0.1)
@@ -273,3 +279,29 @@ def test_rows_plan_keeps_torchs_csr_beta_warning_ignored_by_a_filter_of_the_proc
         warnings.resetwarnings()   # a list from before the filter, as another thread's catch_warnings restores
         rows_plan(torch.tensor([3, 1, 3]), torch.tensor([0, 2]), torch.tensor([1.0, 2.0, 3.0]))
         assert ignored()   # in place after the build: the next thread's build is quiet too
+
+
+def test_a_row_starts_at_zero_and_takes_its_own_random_values_when_a_training_batch_first_uses_it():
+    """The same row starts from the same values whichever batch first uses it (a resumed run, a
+    --ddp rank, another order of batches), N(0, 0.1²) as a random start was; a row evaluation or
+    a batch without gradients reads stays zero, and LinearSVM's rows (init_std 0) start at zero."""
+    torch.manual_seed(5)
+    a = SparseInput(64, 16).train()
+    torch.manual_seed(5)
+    b = SparseInput(64, 16).train()
+    assert not a.weight.any()
+    a(torch.tensor([3, 9]), torch.tensor([0]), None)
+    b(torch.tensor([9]), torch.tensor([0]), None)
+    b(torch.tensor([3, 9]), torch.tensor([0]), None)
+    assert torch.equal(a.weight, b.weight) and a.weight[[3, 9]].abs().sum(1).gt(0).all()
+    assert int(a.weight.any(1).sum()) == 2
+    a.eval()(torch.tensor([20]), torch.tensor([0]), None)
+    with torch.no_grad():
+        a.train()(torch.tensor([21]), torch.tensor([0]), None)
+    assert not a.weight[[20, 21]].any()
+    many = SparseInput(4096, 16)
+    values = many.started(torch.arange(4096))
+    assert abs(float(values.mean())) < 0.003 and float(values.std()) == pytest.approx(0.1, rel=0.02)
+    zero = SparseInput(8, 3, init_std=0.0).train()
+    zero(torch.tensor([1, 2]), torch.tensor([0]), None)
+    assert not zero.weight.any()

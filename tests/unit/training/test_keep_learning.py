@@ -335,3 +335,14 @@ def test_a_label_separator_given_in_python_with_init_from_counts_as_the_callers_
     cfg = continue_config(_given(_data(tmp_path), old_run, label_sep=";"))
     assert cfg.data.label_sep == ";" and label_sep_given(cfg)
     assert not label_sep_given(continue_config(_given(_data(tmp_path), old_run)))
+
+
+def test_a_run_of_one_target_value_continued_on_other_values_predicts_them_at_the_scale_its_network_learnt(old_run):
+    """A constant target's scale 0 makes every prediction its value: kept by a continued run whose
+    new rows hold other values, it would have predicted the old value whatever the network learnt."""
+    init = dataclasses.replace(load_init(str(old_run), {}))
+    init.features = dataclasses.replace(init.features, target=(3.0, 0.0))
+    fitted = FittedFeatures(mode="hashing", buckets=1024, docs=15, target=(5.0, 2.0), idf=np.ones(1024, np.float32))
+    assert labelled(fitted, init, None)[0].target == (3.0, 1.0)
+    same = dataclasses.replace(fitted, target=(3.0, 0.0))   # the new rows' one value is the old: still exact
+    assert labelled(same, init, None)[0].target == (3.0, 0.0)

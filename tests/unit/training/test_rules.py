@@ -161,6 +161,7 @@ def test_sparse_sgd_moves_a_value_heads_row_by_sparse_lr_per_example_of_a_batch_
         block.values = np.full(len(block.indices), 0.1, np.float32)   # rows under the value head's cut
         block.targets = np.linspace(-1, 1, 6).astype(np.float32)
         opts = rule.optimizers(model)
+        model.input.started(torch.arange(30))   # rows at their starting values before the step is read
         before = model.input.weight.detach().clone()
         rule.backward(model, Task(kind="regress" if regress else "classify", classes=0 if regress else 3), opts,
                       block, CPU)

@@ -169,3 +169,44 @@ def test_a_regression_no_better_than_its_mean_is_warned_by_validation_r2_else_it
     assert no_better_than_the_mean(Task(kind="regress", value_loss="l1"), {}, [{"train_loss": 3.0}]) is None
     assert no_better_than_the_mean(Task(kind="multitask", classes=3), {"r2": -1.0}, []) is not None
     assert no_better_than_the_mean(Task(kind="classify", classes=3), {"r2": -1.0}, [{"train_loss": 9.0}]) is None
+
+
+def test_a_constant_target_is_said_as_the_value_every_text_gets_not_as_a_failure_to_beat_the_mean():
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.step import constant_target, no_better_than_the_mean
+
+    const = Task(kind="regress", target=(3.0, 0.0))
+    said = constant_target(const)
+    assert "every training row's target is 3," in said and "predicts 3 for every text" in said
+    assert "R² is not defined" in said
+    assert no_better_than_the_mean(const, {}, [{"train_loss": 0.0}]) is None
+    assert constant_target(Task(kind="regress", target=(3.0, 1.5))) is None
+    assert constant_target(Task(kind="classify", classes=2, target=(0.0, 0.0))) is None
+
+
+def test_an_epoch_scored_on_fewer_rows_than_the_floor_is_kept_whatever_its_score_and_nothing_goes_stale():
+    """Five validation rows (a 50-row file's tenth) stopped a run after two epochs that scored a
+    row worse and saved the epoch they picked; below the floor every epoch is kept as it comes
+    (no weight copy: the last epoch's weights are the model's), so none stops and the last is saved."""
+    import torch
+
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.step import CHOOSING_ROWS, keep_best
+
+    model = torch.nn.Linear(2, 2)
+    scored = Task(kind="classify", classes=2).new_metrics()
+    best, stale = keep_best(None, 0, {"loss": 0.5, "rows": 5}, scored, model, 1, "val_loss", floor=CHOOSING_ROWS)
+    best, stale = keep_best(best, stale, {"loss": 0.9, "rows": 5}, scored, model, 2, "val_loss", floor=CHOOSING_ROWS)
+    assert (best["epoch"], best["few"], stale) == (2, 5, 0) and "state" not in best
+    # A continued run's starting weights (epoch 0) give way only to an epoch that beats them.
+    start, _ = keep_best(None, 0, {"loss": 0.5, "rows": 5}, scored, model, 0, "val_loss")
+    kept, stale = keep_best(start, 0, {"loss": 0.9, "rows": 5}, scored, model, 1, "val_loss", floor=CHOOSING_ROWS)
+    assert (kept["epoch"], stale) == (0, 1)
+    kept, stale = keep_best(kept, stale, {"loss": 0.4, "rows": 5}, scored, model, 2, "val_loss", floor=CHOOSING_ROWS)
+    kept, stale = keep_best(kept, stale, {"loss": 0.45, "rows": 5}, scored, model, 3, "val_loss", floor=CHOOSING_ROWS)
+    assert (kept["epoch"], kept["few"], stale) == (3, 5, 0)
+    # Enough rows, or no floor (a typed patience): the best epoch, its weights copied, the worse one stale.
+    for rows, floor in ((CHOOSING_ROWS, CHOOSING_ROWS), (5, 0)):
+        best, stale = keep_best(None, 0, {"loss": 0.5, "rows": rows}, scored, model, 1, "val_loss", floor=floor)
+        best, stale = keep_best(best, stale, {"loss": 0.9, "rows": rows}, scored, model, 2, "val_loss", floor=floor)
+        assert (best["epoch"], stale) == (1, 1) and "few" not in best and "state" in best

@@ -121,3 +121,49 @@ def test_the_rows_a_cut_step_weighs_under_ddp_carry_every_ranks_load_not_this_ra
     assert model.input.load[0] is union and union.tolist() == [1, 2, 3]
     torch.testing.assert_close(model.input.load[1], 2 * local)
     torch.testing.assert_close(local, torch.tensor([0.36 + 1.0, 0.64, 0.25]))
+
+
+class _OtherRowRank:
+    """torch.distributed as rank 0 of two whose other rank's batch used input row ``row`` alone."""
+
+    def __init__(self, row: int, width: int):
+        self.row, self.width = row, width
+
+    def get_world_size(self):
+        return 2
+
+    def get_rank(self):
+        return 0
+
+    def all_reduce(self, flat):
+        flat[-4], flat[-1] = 2.0, 1.0   # both ranks had a batch; the other used one row
+
+    def all_gather(self, gathered, packed):
+        gathered[0].copy_(packed)
+        other = torch.zeros_like(packed)
+        other[0, :self.width] = torch.ones(self.width).view(torch.int32)
+        other[0, self.width:self.width + 2] = torch.tensor([self.row]).view(torch.int32)
+        gathered[1].copy_(other)
+
+
+def test_a_row_only_another_ranks_batch_used_starts_here_at_the_values_it_started_from_there():
+    """Input rows start at zero and take their starting values when a batch first uses them: a row
+    only the other rank's batch used was stepped from its starting values there and from zero here,
+    and the replicas diverged. Every rank starts the rows of the step's union alike."""
+    from lancetnic_flow.models import create_model
+    from lancetnic_flow.training.ddp.comm import sync_gradients
+
+    def model():
+        torch.manual_seed(0)
+        return create_model("ScalpelMC", dim=10, classes=2, regress=False, hidden=4, layers=1, dropout=0.0,
+                            embed=None, numeric=0)[0].train()
+
+    here, there = model(), model()
+    there(torch.tensor([5]), torch.tensor([0]), None)   # the other rank's forward starts row 5 there
+    out = here(torch.tensor([1]), torch.tensor([0]), None)
+    out["logits"].sum().backward()
+    sync_gradients(here, True, _OtherRowRank(5, 4))
+    union, rows = here.input.active
+    assert union.tolist() == [1, 5]
+    torch.testing.assert_close(rows[1].detach(), there.input.weight[5].detach(), rtol=0, atol=0)
+    torch.testing.assert_close(here.input.weight[5], there.input.weight[5], rtol=0, atol=0)
