@@ -36,6 +36,7 @@ from lancetnic_flow.storage import join, write_bytes
 def save_small_run(run: str, finish: bool = True, seed: int = 0) -> ScalpelNet:
     torch.manual_seed(seed)
     model = ScalpelNet(5, classes=2, hidden=3)
+    model.input.started(torch.arange(5))   # input rows start when first trained on: every one, as a run's would
     features = FittedFeatures(mode="tfidf", vocabulary=pa.array(list("abcde")), idf=np.ones(5, np.float32),
                               labels=["pos", "neg"])
     save_run(run, config={"training": {"class_loss": "cross_entropy"}}, features=features, model=model,
