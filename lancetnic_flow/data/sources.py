@@ -30,6 +30,7 @@ import json
 import os
 import posixpath
 import re
+import shlex
 import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -325,7 +326,7 @@ def column_hint(missing: str, have: list[str], columns: Columns) -> Any:
     near = difflib.get_close_matches(missing, have, n=1, cutoff=0.5)
     free = near or [h for h in have if h not in columns.names()]
     if field.startswith("--"):
-        return f"pass {field} the name of the file's column that holds it" + (f", e.g. {field} {free[0]}" if free else "")
+        return f"pass {field} the name of the file's column that holds it" + (f", e.g. {field} {shlex.quote(free[0])}" if free else "")
     return lambda say: (f"pass {say(field)} the name of the file's column that holds it"
                         + (f", e.g. {say.setting(field, free[0])}" if free else ""))
 
