@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...scores import SCORES
+from ...temporary_runs import is_temporary_run
 from ..tune_lines import TUNE_MILESTONES
 from .state import DashboardState
 from .widgets import count, duration, features_text, short_size, val_parts
@@ -167,14 +168,18 @@ def render_summary(done: dict, width: int = 80) -> Group:
     body = Columns([metrics, rows, times, mem], padding=(1, 4))  # side by side where they fit
     foot = Text()
     foot.append("run      ", "bold")
-    foot.append(run + "\n")
+    temporary = is_temporary_run(run)
+    foot.append(run + (" (temporary: it goes with the estimator; its save(PATH) keeps a copy)" if temporary else "")
+                + "\n")
     if done.get("charts"):
         c = done["charts"]
         foot.append("charts   ", "bold")
         foot.append(f"{len(c['files'])} drawing in the background, pid {c['pid']} (--wait-for-plots waits)\n")
     foot.append("predict  ", "bold")
-    # Quoted for the shell, so a path with spaces can be copied as it is.
-    foot.append(f"lancetnic-flow predict {shlex.quote(run)} --text '...'")
+    # Quoted for the shell, so a path with spaces can be copied as it is; a temporary folder
+    # is gone by the time a command could read it, so the estimator's own calls are named.
+    foot.append("the estimator's predict(texts), or lancetnic-flow predict PATH after its save(PATH)" if temporary
+                else f"lancetnic-flow predict {shlex.quote(run)} --text '...'")
     return Group(Panel(body, title="[bold green]training finished", title_align="left",
                        border_style="green"), foot)
 
