@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 from rich.columns import Columns
-from rich.console import Group
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -166,7 +166,8 @@ def render_summary(done: dict, width: int = 80) -> Group:
         mem.add_row("budget", short_size(mm["budget_bytes"]), f"{tot / mm['budget_bytes']:.0%} used at peak")
 
     body = Columns([metrics, rows, times, mem], padding=(1, 4))  # side by side where they fit
-    foot = Text()
+    # Never wrapped: a path cut at the width would be copied as two broken lines (print_summary).
+    foot = Text(no_wrap=True, overflow="ignore")
     foot.append("run      ", "bold")
     temporary = is_temporary_run(run)
     foot.append(run + (" (temporary: it goes with the estimator; its save(PATH) keeps a copy)" if temporary else "")
@@ -182,6 +183,12 @@ def render_summary(done: dict, width: int = 80) -> Group:
                 else f"lancetnic-flow predict {shlex.quote(run)} --text '...'")
     return Group(Panel(body, title="[bold green]training finished", title_align="left",
                        border_style="green"), foot)
+
+def print_summary(console: Console, done: dict) -> None:
+    """Print the final summary of a ``done`` event on ``console``: the panel within its
+    width, the run's path and the predict command whole, however long, so they copy as typed."""
+    console.print(render_summary(done, console.width), crop=False)
+
 
 def fitted_line(e: dict) -> str | None:
     """The features line; none for a read that a line already announced (tune's final run

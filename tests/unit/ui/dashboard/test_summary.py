@@ -169,3 +169,21 @@ def test_a_run_in_an_estimators_temporary_folder_names_the_estimators_calls_not_
     assert "(temporary: it goes with the estimator; its save(PATH) keeps a copy)" in text
     assert "predict  the estimator's predict(texts), or lancetnic-flow predict PATH after its save(PATH)" in text
     assert f"lancetnic-flow predict {run}" not in text
+
+
+def test_a_long_run_path_and_its_predict_command_print_whole_on_one_line_each():
+    """`--out` deep in a project cut the footer at the width: `lancetnic-flow predict` on one
+    line and `…/linear-svm-firs` `t-try --text '...'` on the next two, copied as a wrong path."""
+    import io
+
+    from rich.console import Console
+
+    from lancetnic_flow.ui.dashboard.summary import print_summary
+
+    run = "/home/me/experiments/customer-reviews/baseline-models/linear-svm-first-try"
+    c = Console(record=True, force_terminal=True, width=60, color_system="truecolor", file=io.StringIO())
+    print_summary(c, {"run": run, "metrics": {"rows": {}}})
+    lines = c.export_text().splitlines()
+    assert f"run      {run}" in lines
+    assert f"predict  lancetnic-flow predict {run} --text '...'" in lines
+    assert all(cell_len(line) <= 60 for line in lines if not line.startswith(("run ", "predict ")))
