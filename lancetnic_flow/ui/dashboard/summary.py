@@ -166,23 +166,28 @@ def render_summary(done: dict, width: int = 80) -> Group:
         mem.add_row("budget", short_size(mm["budget_bytes"]), f"{tot / mm['budget_bytes']:.0%} used at peak")
 
     body = Columns([metrics, rows, times, mem], padding=(1, 4))  # side by side where they fit
+    return Group(Panel(body, title="[bold green]training finished", title_align="left",
+                       border_style="green"), run_footer(run, done.get("charts")))
+
+
+def run_footer(run: str, charts: dict | None) -> Text:
+    """The lines under the summary: the run folder, its charts, and how to predict with it."""
     # Never wrapped: a path cut at the width would be copied as two broken lines (print_summary).
     foot = Text(no_wrap=True, overflow="ignore")
     foot.append("run      ", "bold")
     temporary = is_temporary_run(run)
     foot.append(run + (" (temporary: it goes with the estimator; its save(PATH) keeps a copy)" if temporary else "")
                 + "\n")
-    if done.get("charts"):
-        c = done["charts"]
+    if charts:
         foot.append("charts   ", "bold")
-        foot.append(f"{len(c['files'])} drawing in the background, pid {c['pid']} (--wait-for-plots waits)\n")
+        foot.append(f"{len(charts['files'])} drawing in the background, pid {charts['pid']} (--wait-for-plots waits)\n")
     foot.append("predict  ", "bold")
     # Quoted for the shell, so a path with spaces can be copied as it is; a temporary folder
     # is gone by the time a command could read it, so the estimator's own calls are named.
     foot.append("the estimator's predict(texts), or lancetnic-flow predict PATH after its save(PATH)" if temporary
                 else f"lancetnic-flow predict {shlex.quote(run)} --text '...'")
-    return Group(Panel(body, title="[bold green]training finished", title_align="left",
-                       border_style="green"), foot)
+    return foot
+
 
 def print_summary(console: Console, done: dict) -> None:
     """Print the final summary of a ``done`` event on ``console``: the panel within its
