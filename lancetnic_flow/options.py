@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
@@ -479,7 +480,9 @@ class Words:
             if value:
                 return name
             return "--no-" + name.removeprefix("--") if o.kind == "bool" else f"no {name}"
-        return f"{name} {self.value(field, value)}"
+        said = self.value(field, value)
+        # A column or path with a space or quote is one word only quoted: the hint must paste as typed.
+        return f"{name} {shlex.quote(said) if isinstance(value, str) else said}"
 
     def value(self, field: str, value: Any) -> str:
         """``value`` alone where the option is named before it: ``1,3``, ``(1, 3)``;

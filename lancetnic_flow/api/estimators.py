@@ -33,6 +33,7 @@ from ..options import api_options
 from .labels import FILE as LABELS_FILE
 from .labels import LabelNames, run_name
 from ..plurals import counted, verb
+from ..temporary_runs import new_temporary_parent
 
 # Rows per Parquet row group of in-memory training data: each row group is a
 # partition, so a few thousand rows give the workers several to share.
@@ -432,7 +433,7 @@ class _TextEstimator:
         old = getattr(self, "_runs_finalizer", None)
         if old is not None:
             old()
-        parent = tempfile.mkdtemp(prefix="lancetnic-flow-runs-")
+        parent = new_temporary_parent()
         self._runs_finalizer = weakref.finalize(self, shutil.rmtree, parent, True)
         return parent
 

@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError, reworded
@@ -282,13 +283,26 @@ def _keep(text: str | None) -> tuple[tuple[str, ...], bool]:
     return ((), True) if names == ("all",) else (names, False)
 
 
+def _refuse_texts_not_given_once(a: argparse.Namespace) -> None:
+    """predict reads its texts from --text or from --input, one of the two: neither, or both,
+    is refused with a command that works."""
+    run = shlex.quote(a.run)
+    if not a.text and not a.input:
+        raise UserError("predict needs texts: --text TEXT (repeatable) or --input DATA --output URL",
+                        f"e.g. lancetnic-flow predict {run} --text 'a great match last night', or "
+                        f"lancetnic-flow predict {run} --input data.csv --output predictions.csv")
+    if a.text and a.input:
+        raise UserError("predict reads its texts from --text or from --input, not both",
+                        "drop --text to predict the rows of --input, or drop --input (and --output) "
+                        "to predict the texts typed")
+
+
 def cmd_predict(a: argparse.Namespace, report) -> int:
     from ..data.checks import checked_source
     from ..data.sources import Columns
     from ..runs.loading import read_run_json
 
-    if bool(a.text) == bool(a.input):
-        raise UserError("predict needs either --text TEXT... or --input DATA --output URL")
+    _refuse_texts_not_given_once(a)
     if a.text:
         _refuse_input_options(a)
     if a.input and not a.output:

@@ -9,6 +9,7 @@ under a second, not after torch's import.
 from __future__ import annotations
 
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -255,6 +256,7 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
             train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small,
                                     names=columns.names())
             train_src.heads.update(heads)
+    refuse_share_as_val(cfg.data.val)
     val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None
     if val_src is not None:
         refuse_files_in_both(train_src, val_src)
@@ -262,6 +264,23 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
         refuse_idle_label_sep(columns, train_src, val_src, storage_options=so)
     refuse_idle_encoding(columns, train_src, val_src, storage_options=so, named=cfg.data.encoding)
     return train_src, val_src
+
+
+# A share of rows as a user types one: 0.2, .2, 20%.
+SHARE = re.compile(r"(?:0?\.\d+|\d+(?:\.\d+)?%)")
+
+
+def refuse_share_as_val(val: list[str]) -> None:
+    """A UserError when ``--val`` was given a share of rows (``0.2``, ``20%``) that
+    names no file: it takes validation data, and the share is ``--val-fraction``'s.
+    Told as a missing file, the user was pointed at their folder's listing."""
+    for given in val:
+        if SHARE.fullmatch(given) and not os.path.exists(given):
+            share = float(given[:-1]) / 100 if given.endswith("%") else float(given)
+            fix = f"{{data.val_fraction}} {share:g}" if 0 < share < 1 else "{data.val_fraction} 0.1"
+            raise UserError(f"{{data.val}} {given}: no file has that name; {{data.val}} takes validation data "
+                            "(files, globs, URLs)",
+                            f"to hold out a share of the training rows, use {fix}")
 
 
 def refuse_files_in_both(train: SourcePlan, val: SourcePlan) -> None:

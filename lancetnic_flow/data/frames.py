@@ -12,6 +12,8 @@ Arrow (``to_arrow()``, a Dataset's Arrow table), never copied through pandas.
 """
 from __future__ import annotations
 
+import difflib
+import shlex
 import sys
 from typing import Any, Sequence
 
@@ -21,7 +23,7 @@ import pyarrow as pa
 from ..errors import UserError, close_matches
 from .readers.labels import strings_array
 from .readers.table import finish
-from .sources import Chunk, Columns
+from .sources import Chunk, Columns, likely_columns
 
 SUPPORTED = ("a list of texts, a NumPy array, a pandas or polars Series or DataFrame, "
              "a datasets.Dataset, or an Arrow array or table")
@@ -161,8 +163,13 @@ def text_columns_of(table: pa.Table, wanted: Sequence[str]) -> tuple[str, ...]:
         return (have[0],)
     missing = next(c for c in wanted if c not in have)
     message = f"the table has no text column {missing!r} (its columns: {', '.join(have)})"
-    raise UserError(message, "name the text column (text_column=...), or pass that column alone",
-                    cli=(message, "name the text column (--text-column), or pass that column alone"))
+    near = difflib.get_close_matches(missing, have, n=1, cutoff=0.5) or likely_columns(list(have), "text")
+    if not near:
+        raise UserError(message, "name the text column (text_column=...), or pass that column alone",
+                        cli=(message, "name the text column (--text-column), or pass that column alone"))
+    raise UserError(message, f"name the text column, e.g. text_column={near[0]!r}, or pass that column alone",
+                    cli=(message, f"name the text column, e.g. --text-column {shlex.quote(near[0])}, "
+                                  "or pass that column alone"))
 
 
 def input_rows(data: Any, text: Sequence[str] = ("text",), keep: Sequence[str] | str | None = None,

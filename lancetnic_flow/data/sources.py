@@ -30,6 +30,7 @@ import json
 import os
 import posixpath
 import re
+import shlex
 import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -323,11 +324,34 @@ def column_hint(missing: str, have: list[str], columns: Columns) -> Any:
              "data.label" if missing == columns.label else "data.target" if missing == columns.target else
              "data.numeric" if missing in columns.numeric else "--keep")
     near = difflib.get_close_matches(missing, have, n=1, cutoff=0.5)
-    free = near or [h for h in have if h not in columns.names()]
+    free = near or likely_columns([h for h in have if h not in columns.names()], field)
     if field.startswith("--"):
-        return f"pass {field} the name of the file's column that holds it" + (f", e.g. {field} {free[0]}" if free else "")
+        return f"pass {field} the name of the file's column that holds it" + (f", e.g. {field} {shlex.quote(free[0])}" if free else "")
     return lambda say: (f"pass {say(field)} the name of the file's column that holds it"
                         + (f", e.g. {say.setting(field, free[0])}" if free else ""))
+
+
+# Words in a column's name that say what it holds, by the option a hint offers it to.
+ROLE_WORDS = {
+    "text": ("text", "review", "body", "content", "comment", "sentence", "message", "title", "description",
+             "tweet", "document", "abstract", "summary", "question", "query", "utterance", "headline"),
+    "label": ("label", "sentiment", "category", "class", "topic", "tag", "intent", "genre", "rating", "stars"),
+    "target": ("target", "score", "rating", "price", "value", "stars", "amount"),
+}
+# A row's identifier: never what a hint offers as text, label or target.
+ID_NAME = re.compile(r"(?i)(.*[_\s-])?(u?id|idx|index|key|row|unnamed:?\s*\d*)")
+
+
+def likely_columns(free: list[str], field: str) -> list[str]:
+    """``free`` (the file's columns no option reads) ordered for the hint of ``field``: a name
+    that says the role first (``review`` for text, ``sentiment`` for a label), a row's
+    identifier (``id``, ``user_id``, ``Unnamed: 0``) never, as its values would train as text
+    or as a class a row; ``--keep`` carries any column, an identifier most of all."""
+    if field == "--keep":
+        return free
+    words = ROLE_WORDS.get(field.rsplit(".", 1)[-1].removeprefix("--").removesuffix("-column"), ())
+    fitting = [h for h in free if not ID_NAME.fullmatch(h.strip())]
+    return sorted(fitting, key=lambda h: not any(w in h.lower() for w in words))
 
 
 # ---------------------------------------------------------------- planning

@@ -27,6 +27,7 @@ import csv
 import hashlib
 import io
 import json
+import posixpath
 import re
 import time
 from typing import Any
@@ -100,6 +101,17 @@ def claim_run_dir(out: str, name: str | None, storage_options: dict | None = Non
             candidate = f"{name}-{n}"
     path = f"{base.rstrip('/')}/{candidate}"
     return RunFolder(fs.unstrip_protocol(path) if "://" in out else path, so), lock
+
+
+def renamed_run_warning(run: str, name: str | None) -> str | None:
+    """What a run says when the ``name`` given was an earlier run's, so it trains into
+    ``name-2`` (or on): a ``predict`` or ``evaluate`` of ``OUT/name``, as typed, would
+    read the earlier run's model. None where the run has the name given, or none was."""
+    got = posixpath.basename(str(run).rstrip("/"))
+    if not name or got == name:
+        return None
+    return (f"{{output.name}} {name}: that folder holds an earlier run, so this one is {got} ({run}); "
+            f"predict and evaluate it there, not with {name}, or give a new {{output.name}}")
 
 
 def _claimed(fs: Any, path: str, out: str, name: str, so: dict) -> Any:

@@ -62,7 +62,8 @@ from ..resolve import (CUT_WORD_SHARE, FitCounts, bias_only_lr, cut_words_warnin
                        unused_monitor, words_kept_warning)
 from ..runs.bucket_names import write_bucket_names
 from ..runs.learned_rows import write_learned
-from ..runs.folder import RunFolder, check_output_places, claim_run_dir, finish_run, save_run, write_config, write_json
+from ..runs.folder import (RunFolder, check_output_places, claim_run_dir, finish_run, renamed_run_warning, save_run,
+                           write_config, write_json)
 from ..runs.run_lock import lock_run
 from ..runs.loading import read_config
 from ..runs.plots import preload as preload_plots
@@ -933,6 +934,9 @@ class Training:
         else:
             self.run, self.run_lock = claim_run_dir(cfg.output.out, cfg.output.name, self.out_so)
             write_config(self.run, saved_config(cfg), self.out_so)
+            renamed = renamed_run_warning(self.run, cfg.output.name)
+            if renamed:
+                self.events.emit("warning", message=renamed)
 
     def _start_from_init(self, classes: int) -> None:
         """--init-from: the old run's weights into the network built for this run's

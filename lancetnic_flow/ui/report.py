@@ -25,7 +25,7 @@ from rich.markup import escape
 
 from .dashboard.live import LiveDashboard
 from .dashboard.state import DashboardState
-from .dashboard.summary import milestone, render_summary, status_line
+from .dashboard.summary import milestone, print_summary, status_line
 from ..storage import open_special, special_kind
 from .jsonlog import JsonLog
 from ..plurals import counted
@@ -70,7 +70,7 @@ class PlainLog:
             if kind == "plan" and e.get("dashboard"):
                 self._print(f"dask dashboard  {e['dashboard']}")
         elif kind == "done":
-            self.console.print(render_summary(e, self.console.width))
+            print_summary(self.console, e)
         elif now - self._last >= self.interval and s.stage in ("fitting", "training"):
             self._print(status_line(s, now))
             self._last = now
@@ -84,7 +84,7 @@ class SummaryOnly:
 
     def __call__(self, kind: str, e: dict[str, Any]) -> None:
         if kind == "done":
-            self.console.print(render_summary(e, self.console.width))
+            print_summary(self.console, e)
 
 
 class ConsoleReport:

@@ -170,8 +170,13 @@ def test_a_new_run_never_takes_over_an_interrupted_runs_folder(client, small_cor
         train(cfg, _interrupt_at(1, 3), client=client)
     cfg = make_config(small_corpus, tmp_path, epochs=1)
     cfg.output.name = "same"
-    res = train(cfg, client=client)
+    said = []
+    events = Events()
+    events.subscribe(lambda kind, e: said.append(e["message"]) if kind == "warning" else None)
+    res = train(cfg, events, client=client)
     assert res.run.endswith("same-2") and (tmp_path / "runs" / "same" / CHECKPOINT).exists()
+    # The name typed is the earlier run's: the run says which folder it took instead.
+    assert any("that folder holds an earlier run, so this one is same-2" in w for w in said), said
 
 
 @pytest.mark.slow

@@ -221,6 +221,7 @@ def test_an_option_given_a_value_is_said_as_each_caller_types_it():
     assert (api.setting("features.idf", False), api.setting("features.ngrams", [1, 3])) == ("idf=False",
                                                                                          "ngram_range=(1, 3)")
     assert cli.setting("features.max_features", None) == "--max-features (none)"
+    assert cli.setting("data.text", "review text") == "--text 'review text'"   # one shell word, as typed
     assert (cli.value("features.idf", True), cli.value("features.ngrams", (1, 2))) == ("--idf", "1,2")
     # A workflow's keys, its YAML words: what `run` says where the values came from a file or --set.
     assert (flow.setting("features.idf", False), flow.setting("features.ngrams", (1, 3))) == ("idf: false",

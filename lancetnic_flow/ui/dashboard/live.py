@@ -22,7 +22,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from .state import DashboardState
-from .summary import milestone, rank_text, render_summary
+from .summary import milestone, print_summary, rank_text
 from .widgets import box, memory_lines, model_lines, progress_lines, side_by_side, stage_line, throughput, wrap
 
 WIDE = 120  # at this many columns and more, panels sit side by side
@@ -119,7 +119,7 @@ class LiveDashboard:
         self.state.update(kind, e)
         if kind == "done":
             self.stop()
-            self.console.print(render_summary(e, self.console.width))
+            print_summary(self.console, e)
             return
         if not self.started and kind in ("stage", "plan"):
             self.start()

@@ -6,12 +6,13 @@ from __future__ import annotations
 import shlex
 
 from rich.columns import Columns
-from rich.console import Group
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from ...scores import SCORES
+from ...temporary_runs import is_temporary_run
 from ..tune_lines import TUNE_MILESTONES
 from .state import DashboardState
 from .widgets import count, duration, features_text, short_size, val_parts
@@ -165,18 +166,34 @@ def render_summary(done: dict, width: int = 80) -> Group:
         mem.add_row("budget", short_size(mm["budget_bytes"]), f"{tot / mm['budget_bytes']:.0%} used at peak")
 
     body = Columns([metrics, rows, times, mem], padding=(1, 4))  # side by side where they fit
-    foot = Text()
-    foot.append("run      ", "bold")
-    foot.append(run + "\n")
-    if done.get("charts"):
-        c = done["charts"]
-        foot.append("charts   ", "bold")
-        foot.append(f"{len(c['files'])} drawing in the background, pid {c['pid']} (--wait-for-plots waits)\n")
-    foot.append("predict  ", "bold")
-    # Quoted for the shell, so a path with spaces can be copied as it is.
-    foot.append(f"lancetnic-flow predict {shlex.quote(run)} --text '...'")
     return Group(Panel(body, title="[bold green]training finished", title_align="left",
-                       border_style="green"), foot)
+                       border_style="green"), run_footer(run, done.get("charts")))
+
+
+def run_footer(run: str, charts: dict | None) -> Text:
+    """The lines under the summary: the run folder, its charts, and how to predict with it."""
+    # Never wrapped: a path cut at the width would be copied as two broken lines (print_summary).
+    foot = Text(no_wrap=True, overflow="ignore")
+    foot.append("run      ", "bold")
+    temporary = is_temporary_run(run)
+    foot.append(run + (" (temporary: it goes with the estimator; its save(PATH) keeps a copy)" if temporary else "")
+                + "\n")
+    if charts:
+        foot.append("charts   ", "bold")
+        foot.append(f"{len(charts['files'])} drawing in the background, pid {charts['pid']} (--wait-for-plots waits)\n")
+    foot.append("predict  ", "bold")
+    # Quoted for the shell, so a path with spaces can be copied as it is; a temporary folder
+    # is gone by the time a command could read it, so the estimator's own calls are named.
+    foot.append("the estimator's predict(texts), or lancetnic-flow predict PATH after its save(PATH)" if temporary
+                else f"lancetnic-flow predict {shlex.quote(run)} --text '...'")
+    return foot
+
+
+def print_summary(console: Console, done: dict) -> None:
+    """Print the final summary of a ``done`` event on ``console``: the panel within its
+    width, the run's path and the predict command whole, however long, so they copy as typed."""
+    console.print(render_summary(done, console.width), crop=False)
+
 
 def fitted_line(e: dict) -> str | None:
     """The features line; none for a read that a line already announced (tune's final run

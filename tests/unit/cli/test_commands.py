@@ -454,3 +454,19 @@ def test_demo_says_it_generates_its_corpus_except_with_quiet(tmp_path, monkeypat
     assert main(["demo", "--rows", "20", "--dir", str(tmp_path), *(["--quiet"] if quiet else [])]) == 0
     err = capsys.readouterr().err
     assert ("generating 20 rows" in err) is not quiet and err.count("→ x (0.50)") == 3
+
+
+@pytest.mark.parametrize("argv, said", [
+    ([], "predict needs texts: --text TEXT (repeatable) or --input DATA --output URL\n"
+         "  hint: e.g. lancetnic-flow predict 'runs/my run' --text 'a great match last night', or "
+         "lancetnic-flow predict 'runs/my run' --input data.csv --output predictions.csv"),
+    (["--text", "hi", "--input", "d.csv", "--output", "p.csv"],
+     "predict reads its texts from --text or from --input, not both\n  hint: drop --text"),
+])
+def test_predict_without_texts_or_with_both_sources_is_told_a_command_that_works(argv, said):
+    """`predict runs/first` alone was told `predict needs either --text TEXT... or --input DATA
+    --output URL` with no hint, and the same when both were given, which it does not say."""
+    a = build_parser().parse_args(["predict", "runs/my run", *argv])
+    with pytest.raises(UserError) as e:
+        commands.cmd_predict(a, None)
+    assert f"{e.value.message}\n  hint: {e.value.hint}".startswith(said)

@@ -277,3 +277,22 @@ def test_a_jsonl_column_its_first_object_leaves_out_is_found_in_the_objects_afte
     with pytest.raises(UserError, match=r"no column 'lable' \(did you mean 'label'\?\); the file has columns: "
                                         r"'text', 'id', 'label'"):
         check_columns(plan_source([path]), Columns(text=("text",), label="lable"))
+
+
+@pytest.mark.parametrize("given,fix", [("0.2", "--val-fraction 0.2"), ("20%", "--val-fraction 0.2"),
+                                       (".15", "--val-fraction 0.15")])
+def test_a_share_given_to_val_is_told_val_fraction_not_a_folder_listing(tmp_path, monkeypatch, given, fix):
+    """`train data.csv --val 0.2` was told `0.2: no such file or folder` and shown the folder's
+    files, never the option that holds a share of the rows out."""
+    from lancetnic_flow.config import DataConfig, TrainConfig
+    from lancetnic_flow.data.checks import plan_training_sources
+
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path / "train.csv", "text,label\nhello,pos\nbye,neg\n")
+    cfg = TrainConfig(data=DataConfig(train=[path], val=[given], format="csv")).validate()
+    with pytest.raises(UserError) as e:
+        plan_training_sources(cfg, 64 * 2**20)
+    message, hint = e.value.said("cli")
+    assert message.startswith(f"--val {given}: no file has that name") and hint.endswith(f"use {fix}")
+    write(tmp_path / given, "text,label\nhello,pos\n")   # a file of that name is validation data, as given
+    assert plan_training_sources(cfg, 64 * 2**20)[1] is not None

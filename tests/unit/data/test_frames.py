@@ -167,3 +167,13 @@ def test_a_frames_column_mixing_numbers_and_words_is_read_as_the_same_values_in_
     want = input_rows(as_csv, numeric=["value"], keep=["id"])
     assert got.table.equals(want.table) and got.noted == want.noted == {"unreadable_numeric": 1}
     assert got.table.column("value").to_pylist() == [1.5, None, None, 2.0]
+
+
+def test_a_table_without_the_text_column_is_hinted_the_column_that_holds_text_as_each_caller_types_it():
+    """`fit(df, "topic")` on a spreadsheet's `review text, topic, num` was hinted `name the text
+    column (text_column=...)`, naming no column of the table to give it."""
+    table = pa.table({"id": [1], "review text": ["x"], "topic": ["a"]})
+    with pytest.raises(UserError) as e:
+        text_columns_of(table, ("text",))
+    assert e.value.hint == "name the text column, e.g. text_column='review text', or pass that column alone"
+    assert e.value.cli[1] == "name the text column, e.g. --text-column 'review text', or pass that column alone"

@@ -938,6 +938,37 @@ def test_a_missing_column_is_told_the_option_that_reads_it_and_a_column_of_the_f
     assert hint in e.value.cli[1]
 
 
+@pytest.mark.parametrize("header,columns,hint", [
+    ("id,review,sentiment", Columns(text=("text",), label="label"), "e.g. --text review"),
+    ("id,review,sentiment", Columns(text=("review",), label="label"), "e.g. --label sentiment"),
+    ("Unnamed: 0,user_id,body,stars", Columns(text=("text",), label="label"), "e.g. --text body"),
+    ("Unnamed: 0,user_id,body,stars", Columns(text=("body",), target="price"), "e.g. --target stars"),
+    ("id,review,sentiment", Columns(text=("review",), keep=("row",), all_rows=True), "e.g. --keep id"),
+])
+def test_a_hint_offers_the_column_whose_name_says_the_role_never_a_rows_id(tmp_path, header, columns, hint):
+    """A header `id,review,sentiment` was hinted `e.g. --text id` and then `e.g. --label id`:
+    followed, the run trained on row numbers as text, or learned a class a row."""
+    p = tmp_path / "d.csv"
+    p.write_text(header + "\n" + ",".join(["1"] * header.count(",")) + ",x\n")
+    with pytest.raises(UserError) as e:
+        check_columns(plan_source([str(p)]), columns)
+    assert hint in e.value.cli[1]
+
+
+@pytest.mark.parametrize("columns,hint", [
+    (Columns(text=("text",), label="topic"), "e.g. --text 'review text'"),
+    (Columns(text=("text",), all_rows=True), "e.g. --text-column 'review text'"),   # predict --input
+])
+def test_a_hinted_column_with_a_space_is_quoted_so_the_hint_pastes_as_one_word(tmp_path, columns, hint):
+    """A spreadsheet's header `review text,topic` was hinted `e.g. --text review text`: typed as
+    shown, the shell split it and the parser refused the stray `text`."""
+    p = tmp_path / "d.csv"
+    p.write_text("review text,topic\ngreat movie,pos\n")
+    with pytest.raises(UserError) as e:
+        check_columns(plan_source([str(p)]), columns)
+    assert hint in e.value.cli[1]
+
+
 def test_a_missing_column_is_told_the_option_in_the_callers_words(tmp_path):
     """train(cfg) on a header `review,sentiment` was told `pass --text … e.g. --text review`."""
     p = tmp_path / "d.csv"

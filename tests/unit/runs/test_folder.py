@@ -544,3 +544,19 @@ def test_a_run_file_that_is_a_pipe_or_dev_null_is_refused_naming_it(tmp_path, na
         refused(run, f"{run}/{name} is a pipe")
     finally:
         os.close(fd)
+
+
+def test_a_name_given_that_an_earlier_run_holds_is_warned_with_the_folder_the_run_took(tmp_path):
+    """`train … --name first` typed twice trained into runs/first-2 and said so only in the
+    summary's path: `predict runs/first`, as the quickstart types it, read the earlier model."""
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.runs.folder import new_run_dir, renamed_run_warning
+
+    out = str(tmp_path / "runs")
+    first = new_run_dir(out, "first")
+    (tmp_path / "runs" / "first" / "model.safetensors").write_bytes(b"")
+    second = new_run_dir(out, "first")
+    assert renamed_run_warning(first, "first") is None and renamed_run_warning(second, None) is None
+    said = UserError(renamed_run_warning(second, "first")).said("cli")[0]
+    assert said.startswith("--name first: that folder holds an earlier run, so this one is first-2 (")
+    assert "predict and evaluate it there, not with first, or give a new --name" in said

@@ -150,3 +150,40 @@ def test_the_summarys_times_add_up_to_its_total():
     metrics["seconds"] = 33.0
     text, _ = record(render_summary({"run": "/runs/r", "metrics": metrics}, 200), 200)
     assert "other" not in text   # nothing left to name
+
+
+def test_a_run_in_an_estimators_temporary_folder_names_the_estimators_calls_not_a_command_on_its_path():
+    """A Python fit without `out` was told `predict  lancetnic-flow predict /tmp/lancetnic-flow-runs-…`:
+    that folder goes with the estimator, so the command, followed, found no run."""
+    import os
+    import shutil
+
+    from lancetnic_flow.temporary_runs import new_temporary_parent
+
+    parent = new_temporary_parent()
+    try:
+        run = os.path.join(parent, "20260101-000000")
+        text, _ = record(render_summary({"run": run, "metrics": {"rows": {}}}, 200), 200)
+    finally:
+        shutil.rmtree(parent)
+    assert "(temporary: it goes with the estimator; its save(PATH) keeps a copy)" in text
+    assert "predict  the estimator's predict(texts), or lancetnic-flow predict PATH after its save(PATH)" in text
+    assert f"lancetnic-flow predict {run}" not in text
+
+
+def test_a_long_run_path_and_its_predict_command_print_whole_on_one_line_each():
+    """`--out` deep in a project cut the footer at the width: `lancetnic-flow predict` on one
+    line and `…/linear-svm-firs` `t-try --text '...'` on the next two, copied as a wrong path."""
+    import io
+
+    from rich.console import Console
+
+    from lancetnic_flow.ui.dashboard.summary import print_summary
+
+    run = "/home/me/experiments/customer-reviews/baseline-models/linear-svm-first-try"
+    c = Console(record=True, force_terminal=True, width=60, color_system="truecolor", file=io.StringIO())
+    print_summary(c, {"run": run, "metrics": {"rows": {}}})
+    lines = c.export_text().splitlines()
+    assert f"run      {run}" in lines
+    assert f"predict  lancetnic-flow predict {run} --text '...'" in lines
+    assert all(cell_len(line) <= 60 for line in lines if not line.startswith(("run ", "predict ")))
