@@ -296,8 +296,10 @@ def prepare_workflow(path: str, overrides: list[str] | None = None, made=None):
             raise UserError(f"{path}: {e.message}", e.hint) from None
         read = _read_by_run(out, [*cfg.data.train, *cfg.data.val])
         exists = read and _corpus_exists(out, spec.get("storage_options"))
-        if wf.make_data_changed and (exists or not read):
-            raise _corpus_not_written(out, wf.make_data_changed, exists)
+        # Where the corpus goes is no other corpus: an `out` naming a file that exists is that file.
+        changed = [item for item in wf.make_data_changed if not exists or not item.startswith("make_data.out=")]
+        if changed and (exists or not read):
+            raise _corpus_not_written(out, changed, exists)
         if read and not exists:
             from ..data.synth import write_corpus
 

@@ -68,9 +68,10 @@ def test_clip_grad_cuts_the_global_norm_of_dense_and_sparse_row_gradients_togeth
     block, _ = tfidf_block()
     model = ScalpelNet(len(VOCAB), classes=3, hidden=6, dropout=0.0).train()
     opts = optim.make_optimizers(model, "sgd", lr=1.0)
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
     out = model(*block_inputs(block))
     (100 * F.cross_entropy(out["logits"], torch.tensor([0, 1, 2, 0, 1, 2]))).backward()
+    # after the forward pass: the rows it used first took their starting values there (they start at zero)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
     grads = [p.grad for p in model.parameters() if p.grad is not None] + [model.input.active[1].grad]
     assert torch.sqrt(sum((g ** 2).sum() for g in grads)) > 1.0
     optim.step(opts, model, clip=0.5)
@@ -86,9 +87,9 @@ def test_sparse_sgd_moves_each_used_row_by_sparse_lr_per_example_and_the_rest_by
     model = ScalpelNet(len(VOCAB), classes=3, hidden=6, dropout=0.0).train()
     opts = optim.make_optimizers(model, "adam", lr=0.01, sparse="sgd", sparse_lr=0.5, batch_size=6)
     assert [o.name for o in opts] == ["sgd", "adam"]
-    before = model.input.weight.detach().clone()
     out = model(*block_inputs(block))
     F.cross_entropy(out["logits"], torch.tensor([0, 1, 2, 0, 1, 2])).backward()
+    before = model.input.weight.detach().clone()   # the used rows started by the forward pass, the rest at zero
     used, rows = model.input.active
     grad = rows.grad.clone()
     optim.step(opts, model)

@@ -396,3 +396,17 @@ def test_a_corpus_a_workflow_generates_is_told_as_make_data_tells_it_and_not_whe
     assert len(told) == 1 and told[0][0] == str(out) and told[0][1]["rows"] == 20 and told[0][1]["format"] == "csv"
     prepare_workflow(path, made=lambda where, info: told.append((where, info)))
     assert len(told) == 1   # the corpus exists: nothing written, nothing told
+
+
+def test_a_set_make_data_out_naming_a_file_that_exists_trains_on_it_and_other_changes_are_still_refused(tmp_path):
+    """`--set train=X --set make_data.out=X` (a workflow pointed at the user's own file) was
+    refused as asking for another corpus than X holds: where the corpus goes is no other corpus."""
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    mine = tmp_path / "mine.csv"
+    mine.write_text("text,label\na b,x\nc d,y\n")
+    path = _write(tmp_path, f"train: {tmp_path / 'd.csv'}\nmake_data: {{out: {tmp_path / 'd.csv'}, rows: 20}}\n")
+    cfg = prepare_workflow(path, [f"train={mine}", f"make_data.out={mine}"])
+    assert cfg.data.train == [str(mine)] and mine.read_text().count("\n") == 3 and not (tmp_path / "d.csv").exists()
+    with pytest.raises(UserError, match=re.escape("--set make_data.rows=30 asks for another corpus")):
+        prepare_workflow(path, [f"train={mine}", f"make_data.out={mine}", "make_data.rows=30"])
