@@ -135,7 +135,10 @@ class LazyRows(nn.Module):
         rows = w.index_select(0, used)
         if not self.init_std or not len(used):
             return rows
-        fresh = ~rows.any(1)
+        # A started row is zero in its first column with probability nil: only those are read whole.
+        fresh = rows[:, 0] == 0
+        if bool(fresh.any()):
+            fresh[fresh.clone()] = ~rows[fresh].any(1)
         if bool(fresh.any()):
             first = used[fresh]
             values = start_values(first, w.shape[1], self.salt, self.init_std).to(w.dtype)
