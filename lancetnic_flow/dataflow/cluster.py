@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from ..errors import UserError
 from ..reconnect import RECONNECT_S, retrying
 from .main_guard import refuse_unguarded_script
-from .plan import THRESHOLDS, WORKER_ENV, MemoryPlan, plan_for_workers
+from .plan import DEFAULT_LINES, THRESHOLDS, WORKER_ENV, MemoryLines, MemoryPlan, plan_for_workers
 from .worker_setup import quiet_distributed_logs, quiet_workers, restore_logs
 
 
@@ -49,20 +49,55 @@ def plan_for_existing(client, *, trainer: int, blocksize: int | None = None, wai
     (``worker_model_bytes``: what each holds for the whole run, see :func:`plan_for_workers`).
 
     A cluster whose workers are (re)starting gets ``wait`` seconds to show one."""
-    return plan_for_workers(some_workers(client, wait), trainer=trainer, blocksize=blocksize,
-                            worker_model_bytes=worker_model_bytes)
+    info = workers_by_address(client, wait)
+    by_address = memory_lines(client)
+    return plan_for_workers(list(info.values()), trainer=trainer, blocksize=blocksize,
+                            worker_model_bytes=worker_model_bytes,
+                            lines=[by_address.get(a, DEFAULT_LINES) for a in info])
+
+
+def _own_lines(dask_worker: Any = None) -> tuple:
+    """This worker's memory lines (Dask's config as its memory manager read it at start)."""
+    import dask
+
+    manager = getattr(dask_worker, "memory_manager", None)
+    read = lambda name: dask.config.get(f"distributed.worker.memory.{name}", None)  # noqa: E731
+    return (getattr(manager, "memory_target_fraction", read("target")),
+            getattr(manager, "memory_spill_fraction", read("spill")),
+            getattr(manager, "memory_pause_fraction", read("pause")), read("terminate"))
+
+
+def memory_lines(client: Any) -> dict[str, MemoryLines]:
+    """Each worker's memory lines by address, as the worker itself has them: someone else's
+    cluster may pause at 50 % or never, and a plan made for Dask's defaults would then hold a
+    loaded run past the line where its worker takes no task. Empty where it cannot be asked
+    (the in-process stand-in, a worker that does not answer): callers use the defaults."""
+    if getattr(client, "scheduler", None) is None or getattr(client, "asynchronous", False):
+        return {}
+    try:
+        answers = client.run(_own_lines, on_error="ignore")
+    except Exception:   # a worker leaving mid-call: the plan falls back to the defaults
+        return {}
+    fraction = lambda x: float(x) if x not in (None, False) and float(x) > 0 else None  # noqa: E731
+    return {addr: MemoryLines(*(fraction(x) for x in got)) for addr, got in (answers or {}).items()
+            if isinstance(got, tuple) and len(got) == 4}
 
 
 def some_workers(client, wait: float = WORKERS_WAIT_S) -> list[dict]:
     """The cluster's workers, given ``wait`` seconds to show one (they may be
     starting); none is a user error, not a wait forever."""
-    ws = list(workers_info(client).values())
+    return list(workers_by_address(client, wait).values())
+
+
+def workers_by_address(client, wait: float = WORKERS_WAIT_S) -> dict[str, dict]:
+    """:func:`some_workers` by address."""
+    ws = workers_info(client)
     if not ws:
         try:
             client.wait_for_workers(1, timeout=wait)
         except (TimeoutError, OSError):
             pass
-        ws = list(workers_info(client).values())
+        ws = workers_info(client)
     if not ws:
         raise UserError(f"the Dask cluster has no workers (waited {wait:.0f} s for one)",
                         "start some with `dask worker ADDRESS`, then retry")

@@ -48,6 +48,45 @@ WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_TRIM_THRESHOLD_": "
 THRESHOLDS = {"target": 0.60, "spill": 0.70, "pause": 0.80, "terminate": 0.95}
 
 
+@dataclass(frozen=True)
+class MemoryLines:
+    """A worker's memory lines, as fractions of its limit (None: that line is off): Dask's
+    ``distributed.worker.memory.*``. A LocalCluster of this project's has :data:`THRESHOLDS`;
+    someone else's cluster may have any (read with ``dataflow.cluster.memory_lines``)."""
+
+    target: float | None = THRESHOLDS["target"]
+    spill: float | None = THRESHOLDS["spill"]
+    pause: float | None = THRESHOLDS["pause"]
+    terminate: float | None = THRESHOLDS["terminate"]
+
+    def acts(self) -> float:
+        """The first line where the worker acts on its memory (spills, pauses, is killed):
+        what a worker's base, its tasks and what it holds stay under."""
+        return next((x for x in (self.target, self.spill, self.pause, self.terminate) if x), 1.0)
+
+    def stops(self) -> tuple[str, float]:
+        """The line past which the worker runs no task (paused, or killed where it never pauses),
+        by name: what it holds for a whole run must leave a task room under it."""
+        return next(((n, x) for n, x in (("pause", self.pause), ("terminate", self.terminate)) if x), ("limit", 1.0))
+
+
+DEFAULT_LINES = MemoryLines()
+
+
+def soonest(lines: list[MemoryLines]) -> MemoryLines:
+    """Each line at its lowest among ``lines`` (a line off only where it is off on every worker):
+    what a plan of workers whose lines differ tells."""
+    low = lambda xs: min((x for x in xs if x), default=None)  # noqa: E731
+    return MemoryLines(*(low(getattr(x, n) for x in lines) for n in ("target", "spill", "pause", "terminate")))
+
+
+def lines_text(lines: dict | MemoryLines | None) -> str:
+    """``spill at 70% · pause at 80%``, as a plan's lines read (a dict: the plan's, sent to the dashboard)."""
+    got = asdict(lines) if isinstance(lines, MemoryLines) else {**THRESHOLDS, **(lines or {})}
+    said = [f"{n} at {got[n]:.0%}" for n in ("spill", "pause") if got.get(n)]
+    return " · ".join(said + (["never pauses"] if not got.get("pause") else []))
+
+
 @dataclass
 class MemoryPlan:
     budget: int
@@ -64,6 +103,7 @@ class MemoryPlan:
     # An existing cluster's limits added up: its workers may differ, and worker_limit is the smallest
     # (it sizes the partitions). 0: workers × worker_limit.
     workers_total: int = 0
+    lines: MemoryLines = DEFAULT_LINES   # the workers' memory lines (the soonest of each, where they differ)
 
     def workers_bytes(self) -> int:
         """The workers' memory limits together."""
@@ -90,7 +130,7 @@ class MemoryPlan:
         # The plan's own (the most it allows) is in its dict: the line keeps to a terminal's width.
         size = format_size(cut if 0 < cut < self.partition else self.partition)
         tail = (f"             partition {size} (peak ≈ {PEAK_PER_BYTE}× per task) · "
-                f"{self.in_flight} in flight · spill at {THRESHOLDS['spill']:.0%} · pause at {THRESHOLDS['pause']:.0%}")
+                f"{self.in_flight} in flight · {lines_text(self.lines)}")
         if self.held:
             head += f"\n             the trainer's share counts {format_size(self.held)} this process held before the run"
         return head + "\n" + tail
@@ -104,19 +144,19 @@ def default_budget() -> int:
     return min(psutil.virtual_memory().total, DEFAULT_BUDGET)
 
 
-def _partition_for(worker_limit: int, threads: int, resident: int = 0) -> int:
-    usable = max(worker_limit * THRESHOLDS["target"] - WORKER_BASE - resident - TASK_BASE * threads, 8 * MiB)
+def _partition_for(worker_limit: int, threads: int, resident: int = 0, lines: MemoryLines = DEFAULT_LINES) -> int:
+    usable = max(worker_limit * lines.acts() - WORKER_BASE - resident - TASK_BASE * threads, 8 * MiB)
     size = int(usable / (PEAK_PER_BYTE * threads))
     return max(1 * MiB, min(MAX_PARTITION, size // MiB * MiB))
 
 
-def worker_minimum(worker_model_bytes: int = 0) -> int:
+def worker_minimum(worker_model_bytes: int = 0, lines: MemoryLines = DEFAULT_LINES) -> int:
     """The smallest memory limit a worker may have: its base and a task, and with
-    ``worker_model_bytes`` (a model it holds for the whole run) all of them under Dask's
-    pause line: past that line it takes no task, and the model never leaves."""
+    ``worker_model_bytes`` (a model it holds for the whole run) all of them under the
+    worker's pause line (``lines``): past that line it takes no task, and the model never leaves."""
     if not worker_model_bytes:
         return MIN_WORKER
-    return max(MIN_WORKER, math.ceil((MIN_WORKER + worker_model_bytes) / THRESHOLDS["pause"]))
+    return max(MIN_WORKER, math.ceil((MIN_WORKER + worker_model_bytes) / lines.stops()[1]))
 
 
 def plan_memory(budget: int | None = None, *, workers: int | None = None, threads: int | None = None,
@@ -177,32 +217,46 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
 
 
 def plan_for_workers(workers: list[dict], *, trainer: int, blocksize: int | None = None,
-                     worker_model_bytes: int = 0) -> MemoryPlan:
+                     worker_model_bytes: int = 0, lines: list[MemoryLines] | None = None) -> MemoryPlan:
     """A plan for someone else's cluster, from its workers' ``scheduler_info`` entries:
     their memory limits and threads decide the partition size and the window.
     ``worker_model_bytes``: what each worker holds for the whole run (``predict``'s and
-    ``evaluate``'s loaded model): left out of the partitions' room."""
+    ``evaluate``'s loaded model): left out of the partitions' room. ``lines``: each worker's
+    memory lines, in ``workers``' order (default: Dask's defaults, this project's own)."""
     limits = [w.get("memory_limit") or psutil.virtual_memory().total for w in workers]
+    lines = list(lines) if lines and len(lines) == len(workers) else [DEFAULT_LINES] * len(workers)
     limit = min(limits)
-    need = worker_minimum(worker_model_bytes)
-    if worker_model_bytes and limit < need:
-        # Under the pause line the loaded run leaves no room for a task: the worker would wait
-        # forever, or be killed past its limit while loading (predict, evaluate).
-        fit = math.ceil(need / GiB * 10) / 10
-        small = sum(1 for x in limits if x < need)
-        raise UserError(
-            f"the cluster's workers are too small for this run: {counted(small, 'worker')} of {len(limits)} "
-            f"{'has' if small == 1 else 'have'} a memory limit of {format_size(limit)}{' or less' if small > 1 else ''}, "
-            f"and each worker holds the run's loaded model ({format_size(worker_model_bytes)}) beside a task under "
-            f"Dask's pause line ({THRESHOLDS['pause']:.0%} of the limit): a worker needs {format_size(need)} or more",
-            f"start the workers with `dask worker ADDRESS --memory-limit {fit:.1f}GiB` or more, or run without "
-            "{cluster.scheduler} (a LocalCluster on this machine, planned from {cluster.memory_budget})")
+    needs = [worker_minimum(worker_model_bytes, line) for line in lines]
+    small = [i for i, x in enumerate(limits) if x < needs[i]]
+    if worker_model_bytes and small:
+        _refuse_small_workers(small, limits, needs, lines, worker_model_bytes)
     threads = max(w.get("nthreads", 1) for w in workers)
     total_threads = sum(w.get("nthreads", 1) for w in workers)
-    partition = blocksize or _partition_for(limit, threads, worker_model_bytes)
+    # The worker with the least room under the line where it acts on its memory sizes the partitions.
+    partition = blocksize or min(_partition_for(x, threads, worker_model_bytes, line) for x, line in zip(limits, lines))
     return MemoryPlan(budget=0, reserve=0, trainer=trainer, workers=len(workers), threads=threads,
                       worker_limit=limit, partition=partition, in_flight=max(2, 2 * total_threads), external=True,
-                      workers_total=sum(limits))
+                      workers_total=sum(limits), lines=soonest(lines))
+
+
+def _refuse_small_workers(small: list[int], limits: list[int], needs: list[int], lines: list[MemoryLines],
+                          worker_model_bytes: int) -> None:
+    # Under the pause line the loaded run leaves no room for a task: the worker would wait
+    # forever, or be killed past its limit while loading (predict, evaluate).
+    need = max(needs[i] for i in small)
+    fit = math.ceil(need / GiB * 10) / 10
+    name, line = lines[small[0]].stops()
+    where = {"pause": "Dask's pause line", "terminate": "the line where its nanny kills it (it never pauses)",
+             "limit": "its limit"}[name]
+    shown = f" ({line:.0%} of the limit)" if name != "limit" else ""
+    raise UserError(
+        f"the cluster's workers are too small for this run: {counted(len(small), 'worker')} of {len(limits)} "
+        f"{'has' if len(small) == 1 else 'have'} a memory limit of {format_size(min(limits[i] for i in small))}"
+        f"{' or less' if len(small) > 1 else ''}, and each worker holds the run's loaded model "
+        f"({format_size(worker_model_bytes)}) beside a task under {where}{shown}: a worker needs "
+        f"{format_size(need)} or more",
+        f"start the workers with `dask worker ADDRESS --memory-limit {fit:.1f}GiB` or more, or run without "
+        "{cluster.scheduler} (a LocalCluster on this machine, planned from {cluster.memory_budget})")
 
 
 def plan_in_process(plan: MemoryPlan, threads: int) -> MemoryPlan:

@@ -30,9 +30,9 @@ import torch
 
 from ..allocator import trim_allocator
 from ..config import TrainConfig, argument_error, parse_duration, with_set_fields
-from ..dataflow.cluster import workers_info
+from ..dataflow.cluster import memory_lines, workers_info
 from ..dataflow.manifest import read_features
-from ..dataflow.plan import THRESHOLDS, TRAINER_BASE
+from ..dataflow.plan import DEFAULT_LINES, TRAINER_BASE
 from ..errors import UserError
 from ..options import bad
 from ..events import Events, warnings_only
@@ -151,13 +151,14 @@ def worker_slots(client: Any) -> tuple[list[str], int | None]:
     """A worker address per worker thread (one trial each at a time), and the
     bytes a trial may take in the smallest worker (None: no limit)."""
     slots, room = [], []
+    lines = memory_lines(client)
     for addr, w in sorted(workers_info(client).items()):
         n = max(1, int(w.get("nthreads") or 1))
         slots += [addr] * n
         limit = w.get("memory_limit") or 0
         if limit:
             # Below Dask's pause threshold, torch and the worker's own Python included.
-            room.append(int((limit * THRESHOLDS["pause"] - TRAINER_BASE) / n))
+            room.append(int((limit * lines.get(addr, DEFAULT_LINES).stops()[1] - TRAINER_BASE) / n))
     if not slots:
         raise UserError("the Dask cluster has no workers to run trials on", "start some, then retry")
     return slots, (min(room) if room else None)

@@ -64,3 +64,37 @@ def test_the_workers_asked_for_while_the_scheduler_connection_drops_are_the_clus
         time.sleep(0.3)
         assert gone_workers(c, expected) == []
         assert sorted(workers_info(c)) == expected
+
+
+def test_an_existing_clusters_own_memory_lines_are_read_from_its_workers_and_plan_the_run(client):
+    """Someone else's workers configured to pause at 50 % and never target: the plan, the --ddp
+    preflight and tune's trial room counted Dask's defaults (pause at 80 %), so a loaded run or a
+    rank fitted under a line the worker never had, and the worker paused for good."""
+    import logging
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    from lancetnic_flow.dataflow.cluster import memory_lines
+    from lancetnic_flow.dataflow.plan import DEFAULT_LINES, MemoryLines
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.training.ddp.driver import preflight
+    from lancetnic_flow.training.tune import worker_slots
+
+    assert set(memory_lines(client).values()) == {DEFAULT_LINES}   # this project's LocalCluster: Dask's defaults
+    with dask.config.set({"distributed.worker.memory.pause": 0.5, "distributed.worker.memory.target": False}):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, memory_limit="1.2GiB",
+                               dashboard_address=":0", silence_logs=logging.ERROR)
+    try:
+        with Client(cluster) as c:
+            (addr, lines), = memory_lines(c).items()
+            assert lines == MemoryLines(target=None, spill=0.7, pause=0.5, terminate=0.95)
+            with pytest.raises(UserError, match=r"under Dask's pause line \(50% of the limit\)"):
+                plan_for_existing(c, trainer=TRAINER_BASE, worker_model_bytes=512 * MiB)
+            with pytest.raises(UserError, match="a rank needs about 700.0 MiB"):
+                preflight(c, 1, 700 * MiB)   # under Dask's default pause line it would have been placed
+            assert preflight(c, 1, 500 * MiB) == [addr]
+            _, room = worker_slots(c)
+            assert room == int(1.2 * GiB * 0.5) - TRAINER_BASE
+    finally:
+        cluster.close()

@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import torch
 
-from ...dataflow.cluster import workers_info
-from ...dataflow.plan import THRESHOLDS
+from ...dataflow.cluster import memory_lines, workers_info
+from ...dataflow.plan import DEFAULT_LINES, MemoryLines
 from ...errors import UserError
 from ...reconnect import share, worker_lost_in_transfer
 from ...sizes import format_size
@@ -227,7 +227,8 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
     # The first ``world`` by address of the workers that hold a rank: a cluster of workers with
     # different limits was refused for a small one among the first, beside larger ones left idle.
     limit = {w: info.get(w, {}).get("memory_limit") or 0 for w in sorted(info)}
-    holds = [w for w, lim in limit.items() if not too_small(rank_bytes, lim)]
+    lines = memory_lines(client)
+    holds = [w for w, lim in limit.items() if not too_small(rank_bytes, lim, lines.get(w, DEFAULT_LINES))]
     if len(holds) >= world:
         return holds[:world]
     w = next(w for w in limit if w not in holds)
@@ -241,12 +242,12 @@ def preflight(client: Any, world: int, rank_bytes: int, *, own_workers: int = 0,
                     "{training.shuffle_buffer}")
 
 
-def too_small(rank_bytes: int, limit: int) -> bool:
+def too_small(rank_bytes: int, limit: int, lines: MemoryLines = DEFAULT_LINES) -> bool:
     """Whether a worker with memory limit ``limit`` (0: none) cannot hold a rank:
-    up to the pause line, not the kill line, as the estimate leaves out
+    up to its pause line (``lines``), not the kill line, as the estimate leaves out
     allocator slack and the events a rank sends (a rank measured at 95 % of
     its worker was killed under load)."""
-    return bool(limit) and rank_bytes > limit * THRESHOLDS["pause"]
+    return bool(limit) and rank_bytes > limit * lines.stops()[1]
 
 
 def _more_workers(world: int, resuming: bool) -> str:
@@ -264,11 +265,12 @@ def rank_keep_bytes(client: Any, chosen: list[str], rank_bytes: int, most: int) 
     half of what the smallest of the ``chosen`` workers' limits leaves a rank
     below Dask's target line (where a worker starts acting on its memory), at
     most ``most``; none on a worker without a limit, whose room is unknown."""
-    info = workers_info(client)
+    info, lines = workers_info(client), memory_lines(client)
     limits = [info.get(w, {}).get("memory_limit") or 0 for w in chosen]
     if not limits or not all(limits):
         return 0
-    return int(min(most, max(0, min(limits) * THRESHOLDS["target"] - rank_bytes) // 2))
+    room = min(x * lines.get(w, DEFAULT_LINES).acts() for w, x in zip(chosen, limits))
+    return int(min(most, max(0, room - rank_bytes) // 2))
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.text import Text
 
-from ...dataflow.plan import THRESHOLDS
+from ...dataflow.plan import THRESHOLDS, lines_text
 from ...scores import SCORES
 from ...sizes import format_size
 from .state import DashboardState
@@ -54,14 +54,12 @@ def duration(s: float | None) -> str:
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
-def mem_style(frac: float) -> str:
-    """Colour of a worker's memory as it nears Dask's thresholds."""
-    if frac >= THRESHOLDS["pause"]:
-        return "bold red"
-    if frac >= THRESHOLDS["spill"]:
-        return "dark_orange"
-    if frac >= THRESHOLDS["target"]:
-        return "yellow"
+def mem_style(frac: float, lines: dict | None = None) -> str:
+    """Colour of a worker's memory as it nears its lines (``lines``: the plan's; Dask's defaults)."""
+    th = {**THRESHOLDS, **(lines or {})}
+    for name, style in (("pause", "bold red"), ("spill", "dark_orange"), ("target", "yellow")):
+        if th.get(name) and frac >= th[name]:
+            return style
     return "green"
 
 
@@ -353,7 +351,8 @@ def model_lines(s: DashboardState, width: int) -> list[Text]:
 
 def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
     m, plan = s.memory or {}, s.plan or {}
-    ticks = (THRESHOLDS["spill"], THRESHOLDS["pause"])
+    th = {**THRESHOLDS, **(plan.get("lines") or {})}   # an existing cluster's own lines
+    ticks = tuple(th[n] for n in ("spill", "pause") if th.get(n))
     rows: list[tuple[str, list, float, tuple, Text]] = []   # label, segments, total, ticks, info
     trainer, share = m.get("trainer_rss"), plan.get("trainer")
     if trainer is not None:
@@ -367,7 +366,7 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
         managed = min(w.get("managed") or 0, rss)
         spilled = w.get("spilled") or 0
         frac = rss / limit if limit else 0
-        style = mem_style(frac)
+        style = mem_style(frac, th)
         if wide:
             info = (f"managed {short_size(managed)} · unmanaged {short_size(rss - managed)} · spilled {short_size(spilled)} "
                     f"/ {short_size(limit)} ({frac:.0%})")
@@ -375,12 +374,12 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
             info = f"{short_size(rss)}/{short_size(limit)} {frac:.0%}" + (f" ⤓{short_size(spilled)}" if spilled else "")
         rows.append((worker_label(w), [(managed, "█", style), (rss - managed, "▒", style),
                                                       (spilled, "░", "blue")], limit or rss or 1, ticks,
-                     Text(info, style if frac >= THRESHOLDS["spill"] else "")))
+                     Text(info, style if frac >= (th.get("spill") or th.get("pause") or 1.0) else "")))
     if not s.workers and m.get("workers_rss"):
         # an existing cluster's limits may differ: their total, not the smallest times the workers
         limit = plan.get("workers_total") or (plan.get("worker_limit") or 0) * (plan.get("workers") or 0)
         frac = m["workers_rss"] / limit if limit else 0
-        rows.append(("workers", [(m["workers_rss"], "█", mem_style(frac))], limit or m["workers_rss"], ticks,
+        rows.append(("workers", [(m["workers_rss"], "█", mem_style(frac, th))], limit or m["workers_rss"], ticks,
                      Text(f"{short_size(m['workers_rss'])}/{short_size(limit)}" if limit else short_size(m["workers_rss"]))))
     out = []
     if rows:
@@ -419,7 +418,7 @@ def memory_lines(s: DashboardState, width: int, wide: bool) -> list[Text]:
     if s.workers:
         legend = Text("█ managed ▒ unmanaged ", GREY, no_wrap=True)
         legend.append("░ spilled", "blue")
-        legend.append(f" ┊ spill at {THRESHOLDS['spill']:.0%}, pause at {THRESHOLDS['pause']:.0%}", GREY)
+        legend.append(f" ┊ {lines_text(th).replace(' · ', ', ')}", GREY)
         out += wrap(legend, width, 2, ("unmanaged ", "spilled ", "% "))
     if s.dask_dashboard:
         address = Text.assemble(("dask dashboard ", "bold"), (s.dask_dashboard, "underline"))

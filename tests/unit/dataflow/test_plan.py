@@ -206,3 +206,45 @@ def test_an_existing_cluster_whose_workers_cannot_hold_the_loaded_run_beside_a_t
     assert plan.partition == MiB
     assert plan_for_workers(small, trainer=0).worker_limit == 700 * MiB   # nothing loaded: planned as before
     assert plan_for_workers(small, trainer=0, worker_model_bytes=64 * MiB).worker_limit == 700 * MiB
+
+
+def test_a_workers_memory_lines_name_where_it_acts_and_where_it_stops_running_tasks():
+    from lancetnic_flow.dataflow.plan import DEFAULT_LINES, MemoryLines
+
+    assert DEFAULT_LINES.acts() == THRESHOLDS["target"] and DEFAULT_LINES.stops() == ("pause", THRESHOLDS["pause"])
+    assert MemoryLines(target=None).acts() == THRESHOLDS["spill"]   # target off: it spills first
+    assert MemoryLines(None, None, None, 0.9).acts() == 0.9
+    assert MemoryLines(pause=None).stops() == ("terminate", THRESHOLDS["terminate"])   # never pauses: killed
+    assert MemoryLines(None, None, None, None).stops() == ("limit", 1.0) and MemoryLines(None, None, None, None).acts() == 1.0
+
+
+def test_an_existing_cluster_that_pauses_sooner_than_dasks_default_is_planned_by_its_own_lines():
+    """A cluster configured to pause at 50 %: the plan counted Dask's 80 %, so a loaded run the
+    worker holds left no task room under its real pause line and the worker waited forever."""
+    from lancetnic_flow.dataflow.plan import MemoryLines, plan_for_workers, worker_minimum
+
+    model, limit = 512 * MiB, int(1.2 * GiB)
+    workers = [{"memory_limit": limit, "nthreads": 1}]
+    assert plan_for_workers(workers, trainer=0, worker_model_bytes=model).worker_limit == limit   # Dask's lines: fits
+    early = MemoryLines(pause=0.5)
+    with pytest.raises(UserError) as refused:
+        plan_for_workers(workers, trainer=0, worker_model_bytes=model, lines=[early])
+    assert "under Dask's pause line (50% of the limit)" in str(refused.value)
+    need = worker_minimum(model, early)
+    assert need * 0.5 >= MIN_WORKER + model and f"a worker needs {format_size(need)} or more" in str(refused.value)
+    never = MemoryLines(pause=None)   # never pauses: what it holds must stay under the kill line
+    assert worker_minimum(model, never) < worker_minimum(model)
+    small = [{"memory_limit": 1 * GiB, "nthreads": 1}]
+    with pytest.raises(UserError, match=r"the line where its nanny kills it \(it never pauses\) \(95% of the limit\)"):
+        plan_for_workers(small, trainer=0, worker_model_bytes=800 * MiB, lines=[never])
+
+
+def test_an_existing_clusters_partitions_fit_under_the_first_line_its_workers_act_at():
+    from lancetnic_flow.dataflow.plan import MemoryLines, plan_for_workers
+
+    workers = [{"memory_limit": 2 * GiB, "nthreads": 1}, {"memory_limit": 2 * GiB, "nthreads": 1}]
+    default = plan_for_workers(workers, trainer=0).partition
+    assert default == MAX_PARTITION
+    spills_soon = [MemoryLines(), MemoryLines(target=None, spill=0.22)]   # the second acts sooner: it sizes them
+    assert plan_for_workers(workers, trainer=0, lines=spills_soon).partition == 2 * MiB
+    assert plan_for_workers(workers, trainer=0, lines=[MemoryLines()] * 2).partition == default

@@ -17,6 +17,23 @@ def test_workers_are_coloured_as_they_near_spill_and_pause():
         assert f"{frac:.0%}" in line.plain
 
 
+def test_an_existing_clusters_own_memory_lines_colour_its_workers_and_are_named_in_the_legend():
+    """A cluster that pauses at 50 %: a worker at 55 % was shown orange under 'pause at 80%'."""
+    from lancetnic_flow.dataflow.plan import MemoryLines, plan_for_workers
+
+    plan = plan_for_workers([{"memory_limit": 4 * 2**30}], trainer=768 * 2**20,
+                            lines=[MemoryLines(target=None, spill=0.4, pause=0.5)]).to_dict()
+    s = state_after([(k, {**v, "plan": plan}) if k == "plan" else (k, v) for k, v in script(until_epoch=0)])
+    s.update(*memory(20.0, workers=[worker(0, 0.55, 0.3)]))
+    frame = render(s, 100)
+    line = next(line for line in frame.lines if "worker 0" in line.plain)
+    assert any(str(span.style) == "bold red" for span in line.spans), line.spans
+    text = "\n".join(x.plain for x in frame.lines)
+    assert "spill at 40%, pause at 50%" in text and "pause at 80%" not in text
+    never = plan_for_workers([{"memory_limit": 4 * 2**30}], trainer=0, lines=[MemoryLines(pause=None)])
+    assert "spill at 70% · never pauses" in never.describe()
+
+
 def test_memory_colours_go_green_yellow_orange_red():
     assert mem_style(0.3) == "green" and mem_style(0.65) == "yellow"
     assert mem_style(0.75) == "dark_orange" and mem_style(0.85) == "bold red"
