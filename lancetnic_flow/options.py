@@ -223,7 +223,8 @@ OPTIONS: list[Option] = [
           "each word padded with spaces (text without spaces, typos; hashed features); auto: char_wb 1,3 when at "
           "least 30%% of a sample's letters are in scripts whose words do not repeat in one form (no spaces: "
           "Chinese, Japanese, Thai, ...; particles joined to words: Korean; vowel signs that cut words: Hindi, "
-          "Bengali, Tamil, ...), else word (default {default})", "NAME", default="auto", field="features.analyzer", api="analyzer"),
+          "Bengali, Tamil, ...), or when 10%% of its words hold vowel marks (vocalised Arabic, Hebrew), else word "
+          "(default {default})", "NAME", default="auto", field="features.analyzer", api="analyzer"),
         O("--stop-words", "leave these words out before n-grams: english (scikit-learn's list) or FILE, one word "
           "a line, any URL; read once and stored with the run", "english|FILE", field="features.stop_words",
           api="stop_words"),

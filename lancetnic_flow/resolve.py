@@ -549,14 +549,18 @@ AUTO_CHAR_ANALYZER, AUTO_CHAR_NGRAMS = "char_wb", (1, 3)
 DEFAULT_NGRAMS = (1, 2)
 
 
-def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, letters: int
+def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, letters: int, marked: float = 0.0
                    ) -> tuple[TrainConfig, TrainConfig, str | None]:
     """``--analyzer auto`` decided from a sample of the training text, before
     the fit pass: ``share`` is the share of its ``letters`` word characters
     in scripts written without spaces, with particles joined to their words or
     with vowel signs the word pattern cuts them at
-    (:func:`~lancetnic_flow.features.scripts.char_script_share`). From
-    :data:`CHAR_SCRIPT_SHARE` up the features are
+    (:func:`~lancetnic_flow.features.scripts.char_script_share`); ``marked``
+    the share of its words that hold vowel marks between their letters even
+    once composed (vocalised Arabic or Hebrew:
+    :func:`~lancetnic_flow.features.scripts.cut_word_share` of the NFC text).
+    From :data:`CHAR_SCRIPT_SHARE` (``share``) or :data:`CUT_WORD_SHARE`
+    (``marked``) up the features are
     character n-grams (:data:`AUTO_CHAR_NGRAMS`, unless an n-gram range was
     given, at the default's value too), else words. The choice goes into both
     configurations, as if given, so a later re-resolution (``--model auto``'s
@@ -564,7 +568,8 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
     (None when there was nothing to decide)."""
     if resolved.features.analyzer != AUTO:
         return given, resolved, None
-    chars = letters > 0 and share >= CHAR_SCRIPT_SHARE
+    scripts = letters > 0 and share >= CHAR_SCRIPT_SHARE
+    chars = scripts or marked >= CUT_WORD_SHARE
     # A range typed at the default's value (--ngram-range 1,2, --ngrams 2) is the user's, as any typed option is.
     typed = bool({"features.ngram_min", "features.ngrams"} & given.given)
     char_range = chars and not typed and (given.features.ngram_min, given.features.ngrams) == DEFAULT_NGRAMS
@@ -576,6 +581,11 @@ def resolve_sample(given: TrainConfig, resolved: TrainConfig, share: float, lett
     f = resolved.features
     if not chars:
         return given, resolved, None
+    if not scripts:
+        return given, resolved, (f"analyzer {f.analyzer} {f.ngram_min},{f.ngrams}: {marked:.0%} of the sampled "
+                                 "words hold vowel marks between their letters (as vocalised Arabic or Hebrew "
+                                 "writes them), where the word pattern cuts each word; {features.analyzer} word "
+                                 "keeps words")
     return given, resolved, (f"analyzer {f.analyzer} {f.ngram_min},{f.ngrams}: {share:.0%} of the sampled "
                              "letters are in scripts whose words do not repeat in one form (written without "
                              "spaces: Chinese, Japanese, Thai, …; with particles joined to each word: Korean; "
@@ -592,11 +602,13 @@ def cut_words_warning(features, share: float, words: int, composed_share: float)
     """Words read for text whose words the word pattern cuts at their combining marks
     (``share`` of ``words`` sampled; ``composed_share``: the same once the text is NFC,
     its accents joined to their letters): the warning that names what reads them
-    whole. None where few words are cut, or the text is normalised to composed forms
-    already, or the analyzer reads characters."""
-    if words == 0 or share < CUT_WORD_SHARE or features.analyzer != "word" or features.normalize in ("nfc", "nfkc"):
+    whole. None where few words are cut, or their accents are decomposed and the run
+    composes them (``--normalize``: vowel marks stay), or the analyzer reads characters."""
+    if words == 0 or share < CUT_WORD_SHARE or features.analyzer != "word":
         return None
     if composed_share < share / 2:
+        if features.normalize in ("nfc", "nfkc"):   # composing joins each accent to its letter
+            return None
         why = "text written decomposed (NFD: 'résumé' is read as 're' and 'sume')"
         fix = "{features.normalize} nfc joins each accent to its letter"
     else:

@@ -149,3 +149,12 @@ def cut_word_share(texts: Iterable[str]) -> tuple[float, int]:
     after, before = kept[1:], kept[:-1]
     cut = before[(after - before > 1) & word[before] & word[after]]
     return len(np.unique(ids[cut])) / words, words
+
+
+def vowel_marked(texts: Iterable[str]) -> float:
+    """The share of the words of ``texts`` cut at combining marks that composing (NFC)
+    does not join to a letter: vowel marks written into the words, as vocalised Arabic
+    or Hebrew has them, not accents written decomposed (which NFC joins)."""
+    import unicodedata
+
+    return cut_word_share(unicodedata.normalize("NFC", t) for t in texts if t)[0]

@@ -50,6 +50,7 @@ from ..features.label_values import (LABEL_AS_RUN, counted_names, read_as_of, re
                                      spelled_twice)
 from ..features.labelsets import joined_in_sets, joined_labels, refuse_joined_sets, unseen
 from ..features.names import merge_names
+from ..features.scripts import vowel_marked
 from ..features.split import fraction_of
 from ..reconnect import SchedulerLost, connection_lost, lost_why, retrying, scheduler_of
 from ..features.vectorize import TRUNCATED, FittedFeatures
@@ -620,7 +621,7 @@ class Training:
                                               "warning": said(warning, self.events.words)}
                 self.events.emit("warning", message=warning)
             return
-        self.given, self.cfg, note = resolve_sample(self.given, self.cfg, share, letters)
+        self.given, self.cfg, note = resolve_sample(self.given, self.cfg, share, letters, vowel_marked(texts))
         self.decisions["analyzer"] = {"analyzer": self.cfg.features.analyzer, "char_script_share": round(share, 4),
                                       "letters_sampled": letters}
         if note:

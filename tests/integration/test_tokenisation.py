@@ -307,6 +307,24 @@ def test_hindi_whose_vowel_signs_cut_its_words_trains_on_character_ngrams_and_ke
     assert metrics["rows"]["skipped"] == {} and metrics["val_accuracy"] == 1.0
 
 
+def test_vocalised_arabic_whose_marks_cut_its_words_trains_on_character_ngrams_even_under_nfkc(tmp_path):
+    """Auto read vocalised Arabic as words cut at every mark, only warning (and not at all under
+    --normalize nfkc, which composes nothing there): `كَتَبَ` gave no token."""
+    words = {"sport": "كُرَةُ المُبَارَاةِ الفَرِيقُ اللَّاعِبُ", "money": "السُّوقُ الاِقْتِصَادُ البَنْكُ المَالُ"}
+    rng = np.random.default_rng(5)
+    lines = ["text,label"] + [" ".join(rng.choice(words[label].split(), 5)) + "," + label
+                              for _ in range(300) for label in words]
+    (tmp_path / "ar.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    p = cli("train", "ar.csv", *CLUSTER, "--epochs", "2", "--normalize", "nfkc", "--out", tmp_path / "runs",
+            "--name", "ar", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "decided  analyzer char_wb 1,3:" in p.stdout + p.stderr and "vocalised Arabic" in p.stdout + p.stderr
+    cfg = json.loads((tmp_path / "runs" / "ar" / "config.json").read_text())
+    assert (cfg["features"]["analyzer"], cfg["features"]["ngram_min"], cfg["features"]["ngrams"]) == ("char_wb", 1, 3)
+    metrics = json.loads((tmp_path / "runs" / "ar" / "metrics.json").read_text())
+    assert metrics["rows"]["skipped"] == {} and metrics["val_accuracy"] == 1.0
+
+
 def test_text_written_decomposed_warns_that_its_words_are_cut_and_names_normalize_nfc(tmp_path):
     import unicodedata
 

@@ -359,6 +359,18 @@ def test_text_with_spaces_turns_auto_to_words_with_the_range_as_given_and_says_n
     assert r.features.analyzer == "word"
 
 
+def test_words_cut_at_their_vowel_marks_turn_auto_to_character_ngrams_and_say_why():
+    """Vocalised Arabic or Hebrew: letters the word pattern reads, marks between them it
+    cuts each word at. Auto read words there, and only warned."""
+    given = config()
+    g, r, note = resolve_sample(given, resolve(given), share=0.0, letters=5000, marked=0.6)
+    assert (r.features.analyzer, r.features.ngram_min, r.features.ngrams) == ("char_wb", *AUTO_CHAR_NGRAMS)
+    assert g.features.analyzer == "char_wb"
+    assert note.startswith("analyzer char_wb 1,3: 60% of the sampled words hold vowel marks") and "Arabic" in note
+    _, r, note = resolve_sample(given, resolve(given), share=0.0, letters=5000, marked=0.05)   # a stray shadda
+    assert r.features.analyzer == "word" and note is None
+
+
 def test_an_explicit_ngram_range_is_kept_when_auto_turns_to_characters():
     given = config()
     given.features = FeatureConfig(ngram_min=2, ngrams=5)
@@ -1005,3 +1017,6 @@ def test_words_cut_at_their_marks_warn_naming_what_reads_them_whole():
     assert cut_words_warning(words, 0.05, 5000, 0.0) is None and cut_words_warning(words, 0.9, 0, 0.0) is None
     assert cut_words_warning(FeatureConfig(analyzer="word", normalize="nfc"), 0.8, 5000, 0.0) is None
     assert cut_words_warning(FeatureConfig(analyzer="char_wb"), 0.8, 5000, 0.0) is None
+    # composing joins no vowel mark: --normalize nfkc (or nfc) left vocalised text cut with nothing said
+    kept = cut_words_warning(FeatureConfig(analyzer="word", normalize="nfkc", mode="hashing"), 0.9, 5000, 0.9)
+    assert kept is not None and "vocalised Arabic" in kept

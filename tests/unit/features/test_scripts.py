@@ -92,3 +92,14 @@ def test_words_cut_at_their_combining_marks_are_counted_and_composed_text_has_no
     # a mark at a word's end (Arabic's tanween) drops off it and cuts nothing
     assert cut_word_share(["شكراً جداً كتاب"]) == (0.0, 3)
     assert cut_word_share(["", "   "]) == (0.0, 0)
+
+
+def test_vowel_marks_that_composing_keeps_are_told_from_accents_written_decomposed():
+    import unicodedata
+
+    from lancetnic_flow.features.scripts import vowel_marked
+
+    assert vowel_marked(["كَتَبَ الوَلَدُ الدَّرْسَ"]) == 1.0   # vocalised Arabic: no composed form
+    assert vowel_marked(["בְּרֵאשִׁית בָּרָא אֱלֹהִים"]) == 1.0   # pointed Hebrew
+    assert vowel_marked([unicodedata.normalize("NFD", "le résumé élégant")]) == 0.0   # NFC joins them
+    assert vowel_marked(["كتب الولد الدرس", ""]) == 0.0
