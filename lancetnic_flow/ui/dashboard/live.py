@@ -23,16 +23,20 @@ from rich.text import Text
 
 from .state import DashboardState
 from .summary import milestone, print_summary, rank_text
-from .widgets import box, memory_lines, model_lines, progress_lines, side_by_side, stage_line, throughput, wrap
+from .widgets import box, fit, memory_lines, model_lines, progress_lines, side_by_side, stage_line, throughput, wrap
 
 WIDE = 120  # at this many columns and more, panels sit side by side
+# Under this many columns the panels' borders and labels leave the figures no room: the lines go
+# unboxed, each within the width (drawn at 40 there, every line the terminal wrapped broke the view).
+BOXED = 40
 
 
 def render(state: DashboardState, width: int = 80, now: float | None = None, height: int | None = None) -> "Frame":
     """The dashboard for ``state`` at ``width`` columns (a pure function of both); within ``height``
     lines, less its last, the warnings are left out (they print above the live view as they come)."""
     now = state.now() if now is None else now
-    width = max(40, width)
+    if width < BOXED:
+        return _unboxed(state, now, max(1, width), height)
     wide = width >= WIDE
     lw = width * 3 // 5 if wide else width
     progress = [stage_line(state, now, lw - 4), *progress_lines(state, now, lw - 4), *throughput(state, now, lw - 4)]
@@ -50,6 +54,19 @@ def render(state: DashboardState, width: int = 80, now: float | None = None, hei
         lines += box(f"ranks (--ddp {len(state.ranks)})", ranks, width, "green")
     warnings = [line for w in state.warnings for line in wrap(Text("warning: " + w, "yellow"), width, 2, (" ",))]
     # Taller than the terminal, the live view is cut at its foot: the memory or ranks panel, not these.
+    return Frame(lines + warnings if height is None or len(lines) + len(warnings) < height else lines)
+
+
+def _unboxed(state: DashboardState, now: float, width: int, height: int | None) -> "Frame":
+    """:func:`render`'s lines without panels, for a terminal narrower than :data:`BOXED`:
+    each broken at its separators, and cut at the edge where one piece is still too long."""
+    parts = [stage_line(state, now, width), *progress_lines(state, now, width), *throughput(state, now, width),
+             *model_lines(state, width), *memory_lines(state, width, False)]
+    parts += [Text(rank_text(r)) for _, r in sorted(state.ranks.items())]
+    lines = [fit(piece, width) if piece.cell_len > width else piece
+             for line in parts for piece in wrap(line, width, min(2, width // 4), (" · ", "  ", " "))]
+    warnings = [fit(piece, width) if piece.cell_len > width else piece for w in state.warnings
+                for piece in wrap(Text("warning: " + w, "yellow"), width, min(2, width // 4), (" ",))]
     return Frame(lines + warnings if height is None or len(lines) + len(warnings) < height else lines)
 
 

@@ -83,6 +83,21 @@ def test_a_40_column_dashboard_shows_every_figure_an_80_column_one_does():
     assert "…" not in narrow and all(line.cell_len <= 40 for line in render(s, 40).lines)
 
 
+def test_a_dashboard_narrower_than_40_columns_draws_no_line_wider_than_the_terminal():
+    """Under 40 columns the view was drawn at 40 all the same: every line the terminal wrapped
+    pushed the live view down a line, and each redraw left a broken copy above it."""
+    import re
+
+    s = state_after(script(until_epoch=1))
+    for width in (39, 30, 20, 12):
+        frame = render(s, width)
+        assert all(line.cell_len <= width for line in frame.lines), (width, max(x.cell_len for x in frame.lines))
+    normal, narrow = render(s, 80).plain, render(s, 39).plain
+    figures = set(re.findall(r"\d[\d,.:/%]*\d|\d", normal))
+    assert not sorted(f for f in figures if f not in narrow)   # unboxed, 39 columns still show every figure
+    assert "╭" not in narrow and "training epoch 2/2" in narrow and "8,960/9,0" in render(s, 20).plain
+
+
 def test_workers_named_by_their_address_are_told_apart():
     s = state_after(script(until_epoch=0))
     ws = [{**worker(0, 0.3), "name": f"tcp://10.0.0.{i}:38111"} for i in (5, 6)]
