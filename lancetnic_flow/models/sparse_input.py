@@ -157,6 +157,7 @@ class SparseInput(LazyRows):
         self.row_wise = True   # False: dense gradients, for optimisers without a row-wise form
         self.weighs_rows = False   # True: a step also keeps ``load``, its used rows' summed squared weights
         self.load: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.seen: torch.Tensor | None = None   # dense gradients: the rows the last training batch used
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
         learning = self.training and torch.is_grad_enabled()
@@ -172,7 +173,8 @@ class SparseInput(LazyRows):
             out = _RowsBag.apply(rows, local, offsets, weights, transposed)
         else:
             if learning:
-                self.started(torch.unique(indices))
+                self.seen = torch.unique(indices)   # --ddp ranks start every rank's (ddp/comm.seen_rows)
+                self.started(self.seen)
             out = F.embedding_bag(indices, self.weight, offsets, mode="sum", per_sample_weights=weights)
         return out + self.bias
 

@@ -102,9 +102,12 @@ def sync_gradients(model: torch.nn.Module, rows: int, dist: Any, flag: float = 0
     tail[2 + rank] = 0 if used is None else len(used)
     tail[2 + world + rank] = float(rows)
     dense = [p for n, p in model.named_parameters() if not (row_wise and n == "input.weight")]
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in dense] + [tail])
+    seen = seen_rows(layer, rows, row_wise)
+    grads = sum(p.numel() for p in dense)
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in dense]
+                     + [seen, tail])
     if weigh:
-        flat[:-len(tail)].mul_(float(rows))
+        flat[:grads].mul_(float(rows))
     dist.all_reduce(flat)
     head = flat[-len(tail):].tolist()
     total, flag = int(round(head[0])), int(round(head[1]))
@@ -112,7 +115,9 @@ def sync_gradients(model: torch.nn.Module, rows: int, dist: Any, flag: float = 0
         return 0, flag
     counts = [int(round(c)) for c in head[2:2 + world]]
     batches = [int(round(c)) for c in head[2 + world:]]
-    flat = flat[:-len(tail)] / (total if weigh else 1)
+    if len(seen):
+        layer.started(torch.nonzero(flat[grads:grads + len(seen)], as_tuple=True)[0])
+    flat = flat[:grads] / (total if weigh else 1)
     offset = 0
     for p in dense:
         n = p.numel()
@@ -121,6 +126,23 @@ def sync_gradients(model: torch.nn.Module, rows: int, dist: Any, flag: float = 0
     if row_wise:
         exchange_rows(layer, used, grad, counts, batches if weigh else None, dist)
     return total, flag
+
+
+def seen_rows(layer: Any, rows: int, row_wise: bool) -> torch.Tensor:
+    """A mask of the input rows this rank's batch started (:class:`~lancetnic_flow.models.sparse_input.LazyRows`)
+    where the layer's whole gradient is exchanged (an optimiser without a row-wise form): summed
+    over the ranks, every rank starts the rows any batch used, so the replicas stay equal (a row one
+    rank started and another left at zero took the same step from two values, and the run ended in
+    "replicas diverged"). Empty where the rows' exchange starts them (:func:`exchange_rows`), or
+    the layer starts none."""
+    device = layer.weight.device
+    if row_wise or not getattr(layer, "init_std", 0) or not hasattr(layer, "started"):
+        return torch.zeros(0, device=device)
+    mask = torch.zeros(layer.weight.shape[0], device=device)
+    ids, layer.seen = getattr(layer, "seen", None), None
+    if rows and ids is not None:
+        mask[ids] = 1.0
+    return mask
 
 
 def exchange_rows(layer: Any, used: torch.Tensor | None, grad: torch.Tensor | None, counts: list[int],

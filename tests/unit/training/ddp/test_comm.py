@@ -220,9 +220,10 @@ def _bags(n: int, seed: int = 3):
                     targets=rng.normal(size=n).astype(np.float32))
 
 
-def _trained(name: str, kind: str, parts: list, steps: int = 3) -> torch.nn.Module:
+def _trained(name: str, kind: str, parts: list, steps: int = 3, optimizer: str = "adam") -> list:
     """Model ``name`` after ``steps`` steps of one batch dealt to ranks as ``parts`` (row ranges:
-    one, a single process), each a rank's thread exchanging gradients as a --ddp rank does."""
+    one, a single process), each a rank's thread exchanging gradients as a --ddp rank does; every
+    rank's replica. ``optimizer`` other than adam: one without a row-wise form, for every weight."""
     from lancetnic_flow.config import TrainingConfig
     from lancetnic_flow.models import MODELS, create_model
     from lancetnic_flow.models.tasks import Task
@@ -231,8 +232,9 @@ def _trained(name: str, kind: str, parts: list, steps: int = 3) -> torch.nn.Modu
     from lancetnic_flow.training.rules import GradientRule
 
     spec = MODELS[name]
-    tc = TrainingConfig(optimizer="adam", lr=0.01, sparse_optimizer=spec.sparse_optimizer, sparse_lr=spec.sparse_lr,
-                        batch_size=12)
+    row_wise = optimizer == "adam"
+    tc = TrainingConfig(optimizer=optimizer, lr=0.01, sparse_optimizer=spec.sparse_optimizer if row_wise else None,
+                        sparse_lr=spec.sparse_lr if row_wise else None, batch_size=12)
     batch, hub, models = _bags(12), _Hub(len(parts)), []
     for _ in parts:   # built here: the threads share torch's generator
         torch.manual_seed(0)
@@ -259,7 +261,7 @@ def _trained(name: str, kind: str, parts: list, steps: int = 3) -> torch.nn.Modu
         t.start()
     for t in threads:
         t.join()
-    return models[0]
+    return models
 
 
 @pytest.mark.parametrize("name,kind", [("ScalpelMC", "classify"), ("FastTextBag", "classify"),
@@ -272,7 +274,21 @@ def test_ranks_that_split_a_batch_however_unevenly_step_as_one_process_on_the_wh
     means), a rank without a batch adds nothing, and a value head's input rows step at its
     per-example rate over the step's rows. A rank of 9 rows and one of 3 stepped the 3 rows' mean
     as heavily as the 9 rows'."""
-    one = _trained(name, kind, [(0, 12)])
-    ranks = _trained(name, kind, parts)
+    one = _trained(name, kind, [(0, 12)])[0]
+    ranks = _trained(name, kind, parts)[0]
     for (key, want), got in zip(one.state_dict().items(), ranks.state_dict().values()):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6, msg=key)
+
+
+@pytest.mark.parametrize("optimizer", ["radam", "rmsprop", "adadelta"])
+def test_ranks_whose_whole_input_gradient_is_exchanged_start_the_rows_any_rank_used_and_stay_equal(optimizer):
+    """An optimiser without a row-wise form exchanges the input layer's whole gradient: a row only
+    one rank's batch used started there and stayed zero on the other, the same step moved two
+    values, and the run ended in "the --ddp replicas diverged". Every rank starts the rows any
+    rank's batch used; the replicas stay equal and step as one process on the whole batch."""
+    one = _trained("ScalpelMC", "classify", [(0, 12)], optimizer=optimizer)[0]
+    ranks = _trained("ScalpelMC", "classify", [(0, 9), (9, 12)], optimizer=optimizer)
+    for (key, want), a, b in zip(one.state_dict().items(), ranks[0].state_dict().values(),
+                                 ranks[1].state_dict().values()):
+        assert torch.equal(a, b), key
+        torch.testing.assert_close(a, want, rtol=1e-4, atol=1e-6, msg=key)
