@@ -135,7 +135,11 @@ class GradientRule:
         return 0
 
     def warm(self) -> None:
-        return None
+        """Load the bag models' compiled starting values of input rows in the background, while
+        the cluster starts and the fit runs: the first batch then does not wait for it."""
+        from ..models.row_starts import warm
+
+        threading.Thread(target=warm, name="lancetnic-row-starts", daemon=True).start()
 
     def resume_options(self, saved_model: dict) -> dict:
         """Training options a checkpoint's weights (``saved_model``) call for: none."""
