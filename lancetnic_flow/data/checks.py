@@ -211,14 +211,15 @@ RANK_FLOOR = 256 << 10
 def idle_ranks_warning(rows: list[int], partitions: int) -> str | None:
     """What a --ddp run says when some rank's share of the training partitions
     holds no row (``rows``: each rank's rows in the first epoch): that rank
-    trains nothing, its replica only joins the average. None when every rank has rows."""
+    trains nothing and waits at every step: the others take its part of each batch (no faster than
+    fewer ranks), or its untrained replica joins the average. None when every rank has rows."""
     idle = [r for r, n in enumerate(rows) if n == 0]
     if len(rows) < 2 or not idle:
         return None
     which = f"rank {idle[0]}" if len(idle) == 1 else f"ranks {', '.join(map(str, idle))}"
     return (f"{{training.ddp}} {len(rows)}: the training rows are in {counted(partitions, 'partition')}, so {which} "
-            f"{'has' if len(idle) == 1 else 'have'} none to train on (a share is whole partitions) and only "
-            f"{'joins' if len(idle) == 1 else 'join'} the average; lower {{training.ddp}}, or cut the input finer: a "
+            f"{'has' if len(idle) == 1 else 'have'} none to train on (a share is whole partitions): the run is no faster "
+            f"than on fewer ranks; lower {{training.ddp}}, or cut the input finer: a "
             "smaller {cluster.blocksize} (text files), more files or Parquet row groups (a compressed file is one "
             "partition), or a new {output.cache} folder where an earlier run cut the entry coarser")
 

@@ -92,29 +92,9 @@ class _RowsBag(torch.autograd.Function):
         return torch.sparse.mm(ctx.transposed, grad_out.contiguous()), None, None, None, None
 
 
-def _mixed(keys: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser of each uint64 key: bits that look uniformly random."""
-    keys = (keys ^ (keys >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    keys = (keys ^ (keys >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return keys ^ (keys >> np.uint64(31))
-
-
-def start_values(rows: torch.Tensor, width: int, salt: int, std: float) -> torch.Tensor:
-    """Rows ``rows``' starting values, N(0, ``std``²) each (float32, rows × ``width``):
-    a function of ``salt``, the row and the column alone, so a row starts from the same
-    values whenever a run first uses it, on every ``--ddp`` rank and in a resumed run."""
-    keys = rows.detach().cpu().numpy().astype(np.uint64)[:, None] * np.uint64(width) + np.arange(width, dtype=np.uint64)
-    keys = keys * np.uint64(2) + np.uint64(salt)
-    scale = 2.0 ** -53
-    u1 = ((_mixed(keys) >> np.uint64(11)).astype(np.float64) + 1.0) * scale   # (0, 1]: a finite log
-    u2 = (_mixed(keys + np.uint64(1)) >> np.uint64(11)).astype(np.float64) * scale
-    normal = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
-    return torch.from_numpy((normal * std).astype(np.float32)).to(rows.device)
-
-
 class LazyRows(nn.Module):
     """A weight of rows that start at zero and take their random starting values
-    (:func:`start_values`) when a training batch first uses them. A row no training
+    (:func:`~.row_starts.start_values`) when a training batch first uses them. A row no training
     batch used (a hashed bucket of the validation rows' or a predicted text's words alone) stays
     zero, so at prediction it adds nothing, where a random starting value added noise
     to every score of a text holding it; a used row starts exactly as a randomly
@@ -140,6 +120,8 @@ class LazyRows(nn.Module):
         if bool(fresh.any()):
             fresh[fresh.clone()] = ~rows[fresh].any(1)
         if bool(fresh.any()):
+            from .row_starts import start_values   # here: a process that only predicts never loads numba for it
+
             first = used[fresh]
             values = start_values(first, w.shape[1], self.salt, self.init_std).to(w.dtype)
             rows[fresh] = values
@@ -157,6 +139,7 @@ class SparseInput(LazyRows):
         self.row_wise = True   # False: dense gradients, for optimisers without a row-wise form
         self.weighs_rows = False   # True: a step also keeps ``load``, its used rows' summed squared weights
         self.load: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.seen: torch.Tensor | None = None   # dense gradients: the rows the last training batch used
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
         learning = self.training and torch.is_grad_enabled()
@@ -172,7 +155,8 @@ class SparseInput(LazyRows):
             out = _RowsBag.apply(rows, local, offsets, weights, transposed)
         else:
             if learning:
-                self.started(torch.unique(indices))
+                self.seen = torch.unique(indices)   # --ddp ranks start every rank's (ddp/comm.seen_rows)
+                self.started(self.seen)
             out = F.embedding_bag(indices, self.weight, offsets, mode="sum", per_sample_weights=weights)
         return out + self.bias
 

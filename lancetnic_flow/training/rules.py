@@ -78,7 +78,6 @@ class GradientRule:
     averages_weights = False
     scales_logits = False
     decay_steps = 0
-    world = 1   # the ranks whose batches one step's gradient is the mean of (--ddp)
 
     def __init__(self, tc: TrainingConfig):
         self.tc = tc
@@ -102,7 +101,7 @@ class GradientRule:
         loss = task.loss(out, labels, targets)
         optim.zero_grad(opts)
         loss.backward()
-        optim.mean_over(opts, len(batch) * self.world)
+        optim.mean_over(opts, len(batch))   # a --ddp rank's step: every rank's rows (ddp/rank.py)
         return out, loss
 
     def update(self, opts: list, model: torch.nn.Module, lr: float) -> None:
@@ -136,7 +135,11 @@ class GradientRule:
         return 0
 
     def warm(self) -> None:
-        return None
+        """Load the bag models' compiled starting values of input rows in the background, while
+        the cluster starts and the fit runs: the first batch then does not wait for it."""
+        from ..models.row_starts import warm
+
+        threading.Thread(target=warm, name="lancetnic-row-starts", daemon=True).start()
 
     def resume_options(self, saved_model: dict) -> dict:
         """Training options a checkpoint's weights (``saved_model``) call for: none."""

@@ -3,7 +3,7 @@
 * :func:`rendezvous` — the ``torch.distributed`` store: rank 0 binds a port
   the kernel picks and publishes it through a Dask Variable.
 * :func:`sync_gradients` — after each backward pass, every replica's
-  gradients become the mean over the ranks that had a batch: dense
+  gradients become the mean over the step's rows, every rank's batch: dense
   gradients through one ``all_reduce``; the sparse first layer's used rows
   through one ``all_gather`` of (row ids, row gradients) added by id — the
   traffic is the rows used, never the vocabulary. The same all-reduce
@@ -66,16 +66,21 @@ def pin_interface(host: str) -> str | None:
     return None
 
 
-def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: float = 0.0) -> tuple[int, int]:
-    """Make every replica's gradients the mean over the ranks that had a batch.
+def sync_gradients(model: torch.nn.Module, rows: int, dist: Any, flag: float = 0.0) -> tuple[int, int]:
+    """Make every replica's gradients the mean over the step's rows, every rank's batch
+    (``rows``: this rank's batch's rows, 0 without one).
 
-    Returns (how many ranks had a batch — 0: the epoch is over everywhere —,
-    rank 0's ``flag``). Two collectives a step, whatever the model:
+    Returns (the step's rows on every rank — 0: the epoch is over everywhere —, rank 0's
+    ``flag``). Each rank's gradient is the mean over its own batch: on more than one rank it is
+    weighed by its rows, so a rank's part of the batch (:func:`.shares.rank_batches`, as the
+    ranks' shares are) counts as its rows would in one process's batch. Two collectives a step,
+    whatever the model:
 
-    1. one ``all_reduce`` of the dense gradients with a tail of ``2 + world``
-       numbers: had-a-batch, rank 0's flag (pause for a checkpoint, or stop),
-       and in slot ``2 + r`` rank r's count of sparse rows used (the others
-       add zero), so agreeing on all of them costs no extra round trip;
+    1. one ``all_reduce`` of the dense gradients with a tail of ``2 + 2 × world``
+       numbers: the step's rows, rank 0's flag (pause for a checkpoint, or stop),
+       in slot ``2 + r`` rank r's count of sparse rows used and in slot ``2 + world + r``
+       its batch's rows (the others add zero), so agreeing on all of them costs no extra
+       round trip;
     2. one ``all_gather`` of each rank's used rows, padded to the largest
        count: the row ids' bits, the row gradients' bits and, for a layer
        that weighs its rows, each row's load (its examples' summed squared
@@ -87,53 +92,92 @@ def sync_gradients(model: torch.nn.Module, has_batch: bool, dist: Any, flag: flo
     device = layer.weight.device
     world, rank = dist.get_world_size(), dist.get_rank()
     row_wise = getattr(layer, "row_wise", False) and layer.training
+    # One rank's mean is the step's: it is kept as it is, bit for bit (a trainer task is a single process's run).
+    weigh = world > 1
     used = grad = None
-    if row_wise and has_batch and layer.active is not None and layer.active[1].grad is not None:
+    if row_wise and rows and layer.active is not None and layer.active[1].grad is not None:
         used, grad = layer.active[0], layer.active[1].grad
-    tail = torch.zeros(2 + world, device=device)
-    tail[0], tail[1] = (1.0 if has_batch else 0.0), flag
+    tail = torch.zeros(2 + 2 * world, device=device)
+    tail[0], tail[1] = float(rows), flag
     tail[2 + rank] = 0 if used is None else len(used)
+    tail[2 + world + rank] = float(rows)
     dense = [p for n, p in model.named_parameters() if not (row_wise and n == "input.weight")]
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in dense] + [tail])
+    seen = seen_rows(layer, rows, row_wise)
+    grads = sum(p.numel() for p in dense)
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in dense]
+                     + [seen, tail])
+    if weigh:
+        flat[:grads].mul_(float(rows))
     dist.all_reduce(flat)
-    head = flat[-(2 + world):].tolist()
-    active, flag = int(round(head[0])), int(round(head[1]))
-    if active == 0:
+    head = flat[-len(tail):].tolist()
+    total, flag = int(round(head[0])), int(round(head[1]))
+    if total == 0:
         return 0, flag
-    counts = [int(round(c)) for c in head[2:]]
-    flat = flat[:-(2 + world)] / active
+    counts = [int(round(c)) for c in head[2:2 + world]]
+    batches = [int(round(c)) for c in head[2 + world:]]
+    if len(seen):
+        layer.started(torch.nonzero(flat[grads:grads + len(seen)], as_tuple=True)[0])
+    flat = flat[:grads] / (total if weigh else 1)
     offset = 0
     for p in dense:
         n = p.numel()
         p.grad = flat[offset:offset + n].view_as(p).clone()
         offset += n
     if row_wise:
-        width = layer.weight.shape[1]
-        most = max(counts)
-        if most == 0:   # batches without a single token anywhere
-            layer.active = None
-            return active, flag
-        packed = torch.zeros(most, width + 3, dtype=torch.int32, device=device)
-        if used is not None and len(used):
-            packed[:len(used), :width] = grad.contiguous().view(torch.int32)
-            packed[:len(used), width:width + 2] = used.contiguous().view(torch.int32).view(len(used), 2)
-            packed[:len(used), width + 2] = row_load(layer, used).view(torch.int32)
-        gathered = [torch.empty_like(packed) for _ in range(world)]
-        dist.all_gather(gathered, packed)
-        rows_of = [g[:c] for g, c in zip(gathered, counts)]
-        grads = torch.cat([r[:, :width] for r in rows_of]).contiguous().view(torch.float32)
-        ids = torch.cat([r[:, width:width + 2] for r in rows_of]).contiguous().view(torch.int64).view(-1)
-        union, inverse = torch.unique(ids, return_inverse=True)
-        summed = torch.zeros(len(union), width, device=device).index_add_(0, inverse, grads) / active
-        # A row another rank's batch used first starts here too, at the values it started from there.
-        started = getattr(layer, "started", None)
-        rows = (started(union) if started else layer.weight.detach().index_select(0, union)).requires_grad_()
-        rows.grad = summed
-        layer.active = (union, rows)
-        if getattr(layer, "weighs_rows", False):
-            loads = torch.cat([r[:, width + 2] for r in rows_of]).contiguous().view(torch.float32)
-            layer.load = (union, torch.zeros(len(union), device=device).index_add_(0, inverse, loads))
-    return active, flag
+        exchange_rows(layer, used, grad, counts, batches if weigh else None, dist)
+    return total, flag
+
+
+def seen_rows(layer: Any, rows: int, row_wise: bool) -> torch.Tensor:
+    """A mask of the input rows this rank's batch started (:class:`~lancetnic_flow.models.sparse_input.LazyRows`)
+    where the layer's whole gradient is exchanged (an optimiser without a row-wise form): summed
+    over the ranks, every rank starts the rows any batch used, so the replicas stay equal (a row one
+    rank started and another left at zero took the same step from two values, and the run ended in
+    "replicas diverged"). Empty where the rows' exchange starts them (:func:`exchange_rows`), or
+    the layer starts none."""
+    device = layer.weight.device
+    if row_wise or not getattr(layer, "init_std", 0) or not hasattr(layer, "started"):
+        return torch.zeros(0, device=device)
+    mask = torch.zeros(layer.weight.shape[0], device=device)
+    ids, layer.seen = getattr(layer, "seen", None), None
+    if rows and ids is not None:
+        mask[ids] = 1.0
+    return mask
+
+
+def exchange_rows(layer: Any, used: torch.Tensor | None, grad: torch.Tensor | None, counts: list[int],
+                  batches: list[int] | None, dist: Any) -> None:
+    """The sparse layer's step rows: every rank's ``used`` rows and their gradients, gathered
+    and added by row id, each rank's weighed by its batch's rows over the step's (``batches``;
+    None: one rank's, kept as they are), the union started alike on every rank."""
+    device, width, world = layer.weight.device, layer.weight.shape[1], len(counts)
+    most = max(counts)
+    if most == 0:   # batches without a single token anywhere
+        layer.active = None
+        return
+    packed = torch.zeros(most, width + 3, dtype=torch.int32, device=device)
+    if used is not None and len(used):
+        packed[:len(used), :width] = grad.contiguous().view(torch.int32)
+        packed[:len(used), width:width + 2] = used.contiguous().view(torch.int32).view(len(used), 2)
+        packed[:len(used), width + 2] = row_load(layer, used).view(torch.int32)
+    gathered = [torch.empty_like(packed) for _ in range(world)]
+    dist.all_gather(gathered, packed)
+    rows_of = [g[:c] for g, c in zip(gathered, counts)]
+    grads = torch.cat([r[:, :width] for r in rows_of]).contiguous().view(torch.float32)
+    ids = torch.cat([r[:, width:width + 2] for r in rows_of]).contiguous().view(torch.int64).view(-1)
+    if batches is not None:
+        share = torch.tensor(batches, dtype=torch.float32, device=device) / sum(batches)
+        grads = grads * torch.repeat_interleave(share, torch.tensor(counts, device=device)).unsqueeze(1)
+    union, inverse = torch.unique(ids, return_inverse=True)
+    summed = torch.zeros(len(union), width, device=device).index_add_(0, inverse, grads)
+    # A row another rank's batch used first starts here too, at the values it started from there.
+    started = getattr(layer, "started", None)
+    rows = (started(union) if started else layer.weight.detach().index_select(0, union)).requires_grad_()
+    rows.grad = summed
+    layer.active = (union, rows)
+    if getattr(layer, "weighs_rows", False):
+        loads = torch.cat([r[:, width + 2] for r in rows_of]).contiguous().view(torch.float32)
+        layer.load = (union, torch.zeros(len(union), device=device).index_add_(0, inverse, loads))
 
 
 def row_load(layer, used: torch.Tensor) -> torch.Tensor:

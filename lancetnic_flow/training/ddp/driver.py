@@ -364,8 +364,8 @@ class RankDriver:
         job = self.job
         if job.world < 2 or not RULES[job.rule].averages_weights:
             return None
-        rank_batch = max(1, job.training.batch_size // job.world)
-        return cadence(job.world, steps_in(job.train_shards, job.world, job.training.seed, 0, rank_batch, True),
+        return cadence(job.world, steps_in(job.train_shards, job.world, job.training.seed, 0, job.training.batch_size,
+                                           True),
                        job.training.sync_every)
 
     def relay(self, event: tuple) -> None:

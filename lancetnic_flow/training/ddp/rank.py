@@ -38,7 +38,7 @@ from .cadence import cadence
 from .comm import (average_weights, gather_metrics, pin_interface, rendezvous, rng_state, set_rng_state,
                    sync_gradients, to_cpu, warm_digest, weight_digest, worker_host)
 from .meets import Meets
-from .shares import share, steps_in
+from .shares import rank_batches, share, steps_in
 
 EVENT_TOPIC = "lancetnic-flow-rank"
 PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
@@ -49,7 +49,7 @@ class RankJob:
     """What every rank needs; plain data, shipped to the workers by Dask."""
 
     world: int
-    training: TrainingConfig  # epochs, the global batch size (each rank takes batch_size / world rows a step), lr, …
+    training: TrainingConfig  # epochs, the global batch size (each rank takes its part a step: rank_batches), lr, …
     net: str                  # model.json's "net" and "kwargs": the model every rank builds
     model_kwargs: dict
     task: dict                # Task(**task)
@@ -117,15 +117,12 @@ class RankRun:
         self.rank, self.job, self.tc, self.start, self.device, self.dist = rank, job, job.training, start, device, dist
         self.worker = get_worker()
         self._build(start)
-        # The global batch is --batch-size, as in a single-process run, so the
-        # same learning rate and schedule apply; each rank takes its part.
-        self.rank_batch = max(1, self.tc.batch_size // job.world)
         # Each rank shuffles with its own seed; one trainer task with the run's, so that it draws the batches
         # (and dropout) a run in the trainer's process draws from the cache: the same seed, the same model.
         self.stream_seed = self.tc.seed if job.world == 1 else self.tc.seed * 1000 + rank
         from ..step import lr_schedule
 
-        total = sum(steps_in(job.train_shards, job.world, self.tc.seed, e, self.rank_batch, self.averaging)
+        total = sum(steps_in(job.train_shards, job.world, self.tc.seed, e, self.tc.batch_size, self.averaging)
                     for e in range(self.tc.epochs))
         # Averaging N replicas divides each row's step by N: a rule that averages steps at N × the
         # rate, so a row moves the averaged weights as far as in one process (measured in
@@ -160,7 +157,6 @@ class RankRun:
 
         self.rule = RULES[self.job.rule](self.tc)
         self.rule.decay_steps = self.job.decay_steps
-        self.rule.world = self.job.world   # a step's gradient is the mean over every rank's batch
         self.rule.warm()   # the margin kernel compiles while the first shards load
         if hasattr(self.rule, "train_picked") and self.job.keep_bytes and self.job.fresh is None:
             from ...models.margin import warm_picks   # the step over kept rows, used from epoch 2 on
@@ -322,6 +318,13 @@ class RankRun:
                                   self.job.features.target)
         return top_rows(dec) if dec is not None else None
 
+    def rank_batch(self, epoch: int) -> int:
+        """This rank's rows a step in ``epoch``: its part of the global batch, --batch-size as in a
+        single-process run, so the same learning rate and schedule apply (:func:`.shares.rank_batches`)."""
+        job = self.job
+        return rank_batches(job.train_shards, job.world, self.tc.seed, epoch, self.tc.batch_size,
+                            self.averaging)[self.rank]
+
     def _stream(self, epoch: int):
         from ...dataflow.stream import BatchStream
 
@@ -331,7 +334,7 @@ class RankRun:
         if self.picked is not None:
             self.picked_epochs += 1
             return iter(self.picked)
-        return iter(BatchStream(lambda: self.read(mine), batch_size=self.rank_batch,
+        return iter(BatchStream(lambda: self.read(mine), batch_size=self.rank_batch(epoch),
                                 shuffle_buffer=tc.shuffle_buffer, seed=self.stream_seed, epoch=epoch,
                                 by_length=getattr(self.model, "batches_by_length", False)))
 
@@ -350,7 +353,7 @@ class RankRun:
         if not any(b is not None and len(b) for b in blocks) or any(b is None for b in blocks) \
                 or not KeptEpoch.fits(blocks):
             return None
-        return KeptEpoch(blocks, batch_size=self.rank_batch, shuffle_buffer=self.tc.shuffle_buffer,
+        return KeptEpoch(blocks, batch_size=self.rank_batch(epoch), shuffle_buffer=self.tc.shuffle_buffer,
                          seed=self.stream_seed, epoch=epoch)
 
     def _flag(self, done: int, since_batches: int, since_t: float) -> int:
@@ -370,7 +373,7 @@ class RankRun:
 
         stream = self._stream(epoch)
         job = self.job
-        planned = steps_in(job.train_shards, job.world, self.tc.seed, epoch, self.rank_batch, self.averaging)
+        planned = steps_in(job.train_shards, job.world, self.tc.seed, epoch, self.tc.batch_size, self.averaging)
         cad = cadence(job.world, planned, self.tc.sync_every)
         if self.rank == 0:   # the dashboard's stage, as a run in the trainer's process shows it
             self.report("stage", stage="training", epoch=epoch + 1, epochs=self.tc.epochs,
@@ -408,10 +411,11 @@ class RankRun:
                 flag = self._flag(done, since_batches, since_t)
                 self.clock["compute"] += time.perf_counter() - tick
                 tick = time.perf_counter()
-                active, flag = sync_gradients(self.model, batch is not None, self.dist, flag)
+                active, flag = sync_gradients(self.model, len(batch) if batch is not None else 0, self.dist, flag)
                 self.clock["exchange"] += time.perf_counter() - tick
                 if not active:
                     break
+                optim.mean_over(self.opts, active)   # the step's rows on every rank
                 tick = time.perf_counter()
                 self.rule.update(self.opts, self.model, self.schedule(self.state.step))
                 self.clock["compute"] += time.perf_counter() - tick

@@ -1,4 +1,4 @@
-"""Which shards each ``--ddp`` rank reads, and how many steps an epoch has.
+"""Which shards each ``--ddp`` rank reads, its rows a step, and how many steps an epoch has.
 
 A partition's shards (its chunks) always go to one rank together, in chunk
 order. Rules that exchange gradients deal the partitions again each epoch,
@@ -58,9 +58,39 @@ def share(shards: list, rank: int, world: int, seed: int, epoch: int, owned: boo
     return shares(shards, world, seed, epoch, owned)[rank]
 
 
+def rank_batches(shards: list, world: int, seed: int, epoch: int, batch_size: int, owned: bool = False) -> list[int]:
+    """Each rank's rows a step in ``epoch``, of the global ``batch_size``. Ranks that exchange
+    gradients split it in proportion to their shares (:func:`split_batch`): every step trains
+    about ``batch_size`` rows in all and an epoch takes a single process's steps, however
+    unevenly whole partitions deal. Split evenly, a rank whose share held every row (a corpus
+    of one partition) took half a batch a step: twice a single process's steps, each at twice
+    the per-example rate, and ``--ddp 2`` trained another model. ``owned`` (ranks that step on
+    their own and average their weights): ``batch_size / world`` each."""
+    if owned and world > 1:
+        return [max(1, batch_size // world)] * world
+    return split_batch([sum(s.rows for s in part) for part in shares(shards, world, seed, epoch, owned)], batch_size)
+
+
+def split_batch(rows: list[int], batch_size: int) -> list[int]:
+    """``batch_size`` split in proportion to ``rows`` (each rank's share), the remainder to the
+    largest fractions (ties to the lower rank): the parts add up to ``batch_size``; a rank whose
+    share has a row takes one a step at least."""
+    total = sum(rows)
+    if not total:
+        return [max(1, batch_size // len(rows))] * len(rows)
+    sizes = [batch_size * n // total for n in rows]
+    behind = sorted(range(len(rows)), key=lambda r: (-(batch_size * rows[r] % total), r))
+    for r in behind[:batch_size - sum(sizes)]:
+        sizes[r] += 1
+    return [max(1, b) for b in sizes]
+
+
 def steps_in(shards: list, world: int, seed: int, epoch: int, batch_size: int, owned: bool = False) -> int:
-    """Optimiser steps in ``epoch``: the largest share's batches (every rank steps together)."""
-    return max(-(-sum(s.rows for s in part) // batch_size) for part in shares(shards, world, seed, epoch, owned))
+    """Optimiser steps in ``epoch`` of the global ``batch_size``: the most batches a share takes
+    at its rank's part of it (:func:`rank_batches`; every rank steps together)."""
+    parts = shares(shards, world, seed, epoch, owned)
+    sizes = rank_batches(shards, world, seed, epoch, batch_size, owned)
+    return max(-(-sum(s.rows for s in part) // b) for part, b in zip(parts, sizes))
 
 
 def even_out(parts: list[list[int]], rows: np.ndarray, rounds: int) -> None:

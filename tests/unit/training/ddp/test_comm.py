@@ -1,6 +1,8 @@
 """The replicas' weight digest (training/ddp/comm.py): what the ranks compare after each averaging."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -91,9 +93,9 @@ class _TwoAlikeRanks:
         return 0
 
     def all_reduce(self, flat):
-        rows = flat[-2].item()
+        count, rows = flat[-4].item(), flat[-2].item()   # the tail's slots of rank 0 (sync_gradients)
         flat.add_(flat.clone())
-        flat[-2:] = rows
+        flat[-4:] = torch.tensor([count, count, rows, rows])
 
     def all_gather(self, gathered, packed):
         for g in gathered:
@@ -116,7 +118,7 @@ def test_the_rows_a_cut_step_weighs_under_ddp_carry_every_ranks_load_not_this_ra
     out = model(torch.tensor([1, 2, 1, 3]), torch.tensor([0, 2]), torch.tensor([0.6, 0.8, 1.0, 0.5]))
     out["value"].sum().backward()
     local = model.input.load[1].clone()
-    assert sync_gradients(model, True, _TwoAlikeRanks()) == (2, 0)
+    assert sync_gradients(model, 2, _TwoAlikeRanks()) == (4, 0)
     union, rows = model.input.active
     assert model.input.load[0] is union and union.tolist() == [1, 2, 3]
     torch.testing.assert_close(model.input.load[1], 2 * local)
@@ -136,7 +138,7 @@ class _OtherRowRank:
         return 0
 
     def all_reduce(self, flat):
-        flat[-4], flat[-1] = 2.0, 1.0   # both ranks had a batch; the other used one row
+        flat[-6], flat[-3], flat[-1] = 2.0, 1.0, 1.0   # the step's rows; the other's row used, its batch's row
 
     def all_gather(self, gathered, packed):
         gathered[0].copy_(packed)
@@ -162,8 +164,131 @@ def test_a_row_only_another_ranks_batch_used_starts_here_at_the_values_it_starte
     there(torch.tensor([5]), torch.tensor([0]), None)   # the other rank's forward starts row 5 there
     out = here(torch.tensor([1]), torch.tensor([0]), None)
     out["logits"].sum().backward()
-    sync_gradients(here, True, _OtherRowRank(5, 4))
+    sync_gradients(here, 1, _OtherRowRank(5, 4))
     union, rows = here.input.active
     assert union.tolist() == [1, 5]
     torch.testing.assert_close(rows[1].detach(), there.input.weight[5].detach(), rtol=0, atol=0)
     torch.testing.assert_close(here.input.weight[5], there.input.weight[5], rtol=0, atol=0)
+
+
+class _Hub:
+    """What ``world`` ranks running in threads of this process exchange through."""
+
+    def __init__(self, world: int):
+        self.world, self.barrier, self.slots = world, threading.Barrier(world, timeout=30), [None] * world
+
+
+class _ThreadRank:
+    """torch.distributed as rank ``rank`` of the hub's ranks: sums in rank order, alike on every rank."""
+
+    def __init__(self, hub: _Hub, rank: int):
+        self.hub, self.rank = hub, rank
+
+    def get_world_size(self):
+        return self.hub.world
+
+    def get_rank(self):
+        return self.rank
+
+    def _everyones(self, t: torch.Tensor) -> list:
+        self.hub.slots[self.rank] = t.clone()
+        self.hub.barrier.wait()
+        got = list(self.hub.slots)
+        self.hub.barrier.wait()
+        return got
+
+    def all_reduce(self, t):
+        got = self._everyones(t)
+        t.copy_(torch.stack(got).sum(0))
+
+    def all_gather(self, out, t):
+        for o, g in zip(out, self._everyones(t)):
+            o.copy_(g)
+
+
+def _bags(n: int, seed: int = 3):
+    """``n`` rows of a few of 40 terms each, two classes and a target."""
+    import numpy as np
+
+    from lancetnic_flow.features.rows import RowBlock
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 6, n)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return RowBlock(rng.integers(1, 40, offsets[-1]).astype(np.int32), offsets,
+                    rng.random(offsets[-1]).astype(np.float32), labels=(np.arange(n) % 2).astype(np.int32),
+                    targets=rng.normal(size=n).astype(np.float32))
+
+
+def _trained(name: str, kind: str, parts: list, steps: int = 3, optimizer: str = "adam") -> list:
+    """Model ``name`` after ``steps`` steps of one batch dealt to ranks as ``parts`` (row ranges:
+    one, a single process), each a rank's thread exchanging gradients as a --ddp rank does; every
+    rank's replica. ``optimizer`` other than adam: one without a row-wise form, for every weight."""
+    from lancetnic_flow.config import TrainingConfig
+    from lancetnic_flow.models import MODELS, create_model
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training import optim
+    from lancetnic_flow.training.ddp.comm import sync_gradients
+    from lancetnic_flow.training.rules import GradientRule
+
+    spec = MODELS[name]
+    row_wise = optimizer == "adam"
+    tc = TrainingConfig(optimizer=optimizer, lr=0.01, sparse_optimizer=spec.sparse_optimizer if row_wise else None,
+                        sparse_lr=spec.sparse_lr if row_wise else None, batch_size=12)
+    batch, hub, models = _bags(12), _Hub(len(parts)), []
+    for _ in parts:   # built here: the threads share torch's generator
+        torch.manual_seed(0)
+        models.append(create_model(name, dim=40, classes=2, regress=kind != "classify", hidden=8, layers=1,
+                                   dropout=0.0, embed=8, numeric=0)[0].train())
+
+    def rank(r: int) -> None:
+        model, rule, task = models[r], GradientRule(tc), Task(kind=kind, classes=2)
+        opts = rule.optimizers(model)
+        mine = batch.slice(*parts[r]) if parts[r][1] > parts[r][0] else None
+        for _ in range(steps):
+            if mine is not None:
+                rule.backward(model, task, opts, mine, torch.device("cpu"))
+            else:   # as a rank without a batch does (ddp/rank.py)
+                optim.zero_grad(opts)
+                model.input.active = None
+            if len(parts) > 1:
+                rows, _ = sync_gradients(model, len(mine) if mine is not None else 0, _ThreadRank(hub, r))
+                optim.mean_over(opts, rows)
+            rule.update(opts, model, tc.lr)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(parts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return models
+
+
+@pytest.mark.parametrize("name,kind", [("ScalpelMC", "classify"), ("FastTextBag", "classify"),
+                                       ("ScalpelMTSK", "multitask"), ("ScalpelReg", "regress"),
+                                       ("LancetMC", "classify")])
+@pytest.mark.parametrize("parts", [[(0, 9), (9, 12)], [(0, 12), (12, 12)], [(0, 6), (6, 12)]])
+def test_ranks_that_split_a_batch_however_unevenly_step_as_one_process_on_the_whole_batch(name, kind, parts):
+    """A step under --ddp is one process's step on the ranks' batches together: each rank's mean
+    gradient is weighed by its rows (the step's mean over its rows, not the mean of the ranks'
+    means), a rank without a batch adds nothing, and a value head's input rows step at its
+    per-example rate over the step's rows. A rank of 9 rows and one of 3 stepped the 3 rows' mean
+    as heavily as the 9 rows'."""
+    one = _trained(name, kind, [(0, 12)])[0]
+    ranks = _trained(name, kind, parts)[0]
+    for (key, want), got in zip(one.state_dict().items(), ranks.state_dict().values()):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6, msg=key)
+
+
+@pytest.mark.parametrize("optimizer", ["radam", "rmsprop", "adadelta"])
+def test_ranks_whose_whole_input_gradient_is_exchanged_start_the_rows_any_rank_used_and_stay_equal(optimizer):
+    """An optimiser without a row-wise form exchanges the input layer's whole gradient: a row only
+    one rank's batch used started there and stayed zero on the other, the same step moved two
+    values, and the run ended in "the --ddp replicas diverged". Every rank starts the rows any
+    rank's batch used; the replicas stay equal and step as one process on the whole batch."""
+    one = _trained("ScalpelMC", "classify", [(0, 12)], optimizer=optimizer)[0]
+    ranks = _trained("ScalpelMC", "classify", [(0, 9), (9, 12)], optimizer=optimizer)
+    for (key, want), a, b in zip(one.state_dict().items(), ranks[0].state_dict().values(),
+                                 ranks[1].state_dict().values()):
+        assert torch.equal(a, b), key
+        torch.testing.assert_close(a, want, rtol=1e-4, atol=1e-6, msg=key)

@@ -5,7 +5,7 @@ import pytest
 
 from lancetnic_flow.dataflow.shards import ShardInfo
 from lancetnic_flow.dataflow.stream import epoch_order
-from lancetnic_flow.training.ddp.shares import even_out, share, shares, steps_in
+from lancetnic_flow.training.ddp.shares import even_out, rank_batches, share, shares, split_batch, steps_in
 
 ROWS = [900, 100, 500, 500, 300, 700, 200, 800, 400, 600, 250, 350]
 
@@ -60,7 +60,36 @@ def test_one_rank_visits_the_partitions_in_a_single_process_runs_order_owned_or_
 def test_steps_in_an_epoch_are_the_largest_owned_shares_batches():
     shards = _shards(ROWS)
     mine = [sum(s.rows for s in share(shards, r, 3, 5, 0, owned=True)) for r in range(3)]
-    assert steps_in(shards, 3, 5, 2, 100, owned=True) == max(-(-m // 100) for m in mine)
+    assert steps_in(shards, 3, 5, 2, 300, owned=True) == max(-(-m // 100) for m in mine)
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_ranks_that_exchange_gradients_split_the_batch_by_their_shares_and_step_as_one_process(world):
+    """Each step trains the global batch in all and an epoch has a single process's steps, however
+    unevenly whole partitions deal: a corpus of one partition on two ranks stepped half batches on
+    rank 0 alone, twice a single process's steps at twice the per-example rate."""
+    for rows in ([2692], ROWS, [6000, 40, 3]):
+        shards = _shards(rows)
+        for epoch in range(3):
+            sizes = rank_batches(shards, world, 5, epoch, 128)
+            mine = [sum(s.rows for s in share(shards, r, world, 5, epoch)) for r in range(world)]
+            assert sum(b for b, m in zip(sizes, mine) if m) in (128, 129)   # a share of 3 rows takes one a step
+            one = -(-sum(rows) // 128)
+            assert one - 1 <= steps_in(shards, world, 5, epoch, 128) <= one + 1
+    assert rank_batches(_shards([2692]), 2, 5, 0, 128)[0] == 128
+    assert steps_in(_shards([2692]), 2, 5, 0, 128) == 22
+
+
+def test_a_batch_splits_in_proportion_to_the_shares_into_parts_that_add_up_to_it():
+    assert split_batch([1346, 1346], 128) == [64, 64]
+    assert split_batch([2000, 692], 128) == [95, 33]
+    assert split_batch([100, 100, 100], 100) == [34, 33, 33]   # the remainder to the lower rank
+    assert split_batch([10000, 5], 128) == [128, 1]   # a share with a row takes one a step
+    assert split_batch([0, 0], 128) == [64, 64]
+
+
+def test_ranks_that_average_their_weights_take_an_equal_part_of_the_batch_each():
+    assert rank_batches(_shards(ROWS), 3, 5, 0, 300, owned=True) == [100, 100, 100]
 
 
 def _spread(parts: list[list]) -> int:
