@@ -277,9 +277,9 @@ _R = "lancetnic_flow.data.readers."
 _W = "lancetnic_flow.data.writers:"
 for _f in (
     Format("csv", (".csv",), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter", head=_R + "csv:head_columns",
-           header=True, delimiter=",", quote='"', revision=7, title="CSV", sniff=_R + "csv:sniff_header"),
+           header=True, delimiter=",", quote='"', revision=8, title="CSV", sniff=_R + "csv:sniff_header"),
     Format("tsv", (".tsv", ".tab"), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter",
-           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=7, title="TSV",
+           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=8, title="TSV",
            sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
            head=_R + "jsonl:head_columns", cr_ends_lines=True, revision=7, title="JSON Lines",

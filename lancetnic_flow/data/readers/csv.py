@@ -27,7 +27,7 @@ from ...errors import UserError
 from ...formats import Format, Head, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
-from .row_ends import WHOLE, misfit_records, padded_short_records, records, with_lf_row_ends
+from .row_ends import WHOLE, misfit_records, padded_short_records, records, row_starts_with, with_lf_row_ends
 from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, escaped_values, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 from ...plurals import counted
@@ -186,15 +186,21 @@ def _arrow_rows(body, have: list[str], delimiter: str, names: list[str], on_inva
     return read(body.size + 1)
 
 
-def without_row_boms(data: bytes) -> bytes:
-    """A block (its line ends ``\\n``) without the byte-order marks at its rows' starts, which
+def without_row_boms(data: bytes, delimiter: str) -> bytes:
+    """A block (its row ends ``\\n``) without the byte-order marks at its rows' starts, which
     files joined by ``cat`` leave there: Arrow's parser drops one that starts the block it
     reads and keeps any other as text, so a row's first value (a label ``\\ufeffsports``, a
     class of its own) depended on where the file was cut. Read as the JSON Lines and line
-    readers read it, as no text."""
+    readers read it, as no text. One after a line end inside a quoted field is the field's
+    text, as Python's csv module and Arrow's parser read it, and stays."""
     if BOM not in data:
         return data
-    return strip_bom(data).replace(b"\n" + BOM, b"\n")
+    data = strip_bom(data)
+    starts = row_starts_with(np.frombuffer(data, np.uint8), np.frombuffer(BOM, np.uint8), ord(delimiter), ord('"'))
+    if not len(starts):
+        return data
+    bounds = [0, *starts, len(data)]
+    return b"".join(data[a + (len(BOM) if k else 0):b] for k, (a, b) in enumerate(zip(bounds, bounds[1:])))
 
 
 def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
@@ -202,7 +208,7 @@ def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
     skipped: dict[str, int] = {}
     delimiter = format_named(fmt).delimiter or ","
     # One line end from here on: a lone "\r" ends a row as "\n" does (row_ends.py).
-    data = without_row_boms(with_lf_row_ends(data, delimiter))
+    data = without_row_boms(with_lf_row_ends(data, delimiter), delimiter)
     if header is None:   # the block starts the file: its header is its first line not blank
         data = strip_bom(data)
         header, end = split_header(data, delimiter)

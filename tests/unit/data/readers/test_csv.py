@@ -444,3 +444,29 @@ def test_a_kept_column_holding_bytes_that_are_not_utf8_keeps_them_whole_so_two_i
     trained = parse_csv(b"id,text\n\xff1,hello world\n\xfe1,good day\nab,caf\xe9 x\n", None, "csv",
                         Columns(text=("text",)), "f")
     assert trained.table.column("text").to_pylist() == ["hello world", "good day"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_byte_order_mark_after_a_line_end_inside_a_quoted_field_is_the_fields_text_at_every_blocksize(
+        tmp_path, fmt):
+    # only a BOM at a row's start is no text: one after a quoted field's line end was dropped with them
+    import csv as pycsv
+    import io
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    d = "," if fmt == "csv" else "\t"
+    bom = "\ufeff"
+    text = (f'label{d}text\na{d}"quoted\n{bom}second line"\n{bom}b{d}plain\n'
+            f'a{d}"two\r\n{bom}lines\r\n{bom}more"\r\n')
+    path = tmp_path / f"f.{fmt}"
+    path.write_bytes(text.encode())
+    want = [(r[0].lstrip(bom), r[1]) for r in pycsv.reader(io.StringIO(text, newline=""), delimiter=d)][1:]
+    assert want[0] == ("a", f"quoted\n{bom}second line")
+    for all_rows in (False, True):
+        cols = Columns(text=("text",), label="label", all_rows=all_rows)
+        for blocksize in (8, 20, 40, 1 << 20):
+            rows = [r for p in plan_source([str(path)], blocksize=blocksize).partitions
+                    for c in read_partition(p, cols) for r in c.table.to_pylist()]
+            assert [(r["label"], r["text"]) for r in rows] == want, (blocksize, all_rows)
