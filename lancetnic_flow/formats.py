@@ -294,7 +294,7 @@ for _f in (
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
            holds_line_ends=False, cr_ends_lines=True, revision=3, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
-           writer=_W + "FastTextWriter", holds_line_ends=False, revision=3, title="fastText",
+           writer=_W + "FastTextWriter", holds_line_ends=False, revision=4, title="fastText",
            sniff=_R + "lines:sniff_fasttext"),
 ):
     register_format(_f)

@@ -121,7 +121,7 @@ def _read_rows(f, part: Partition, fmt: Format, rows_at: int = 0) -> bytes:
         start, end = max(part.start, rows_at - 1), part.start + part.length
         if fmt.name == "fasttext":   # before reading on to a "\n" a file of lone "\r" line ends lacks
             f.seek(start)
-            check_fasttext_line_ends(f.read(PIECE), part.file.url)
+            check_fasttext_line_ends(f.read(PIECE), part.file.url, whole=False)
         return read_block(f, start, end - start, delimiter=b"\n") if end > start else b""
     size, end = part.file.size, part.start + part.length
     first = row_start(f, part.start, size, fmt.delimiter or ",", fmt.quote)
@@ -167,7 +167,7 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
                 cut = stream_cut(new, fmt.delimiter, fmt.quote, fmt.cr_ends_lines)
                 if cut < 0:  # one long row: keep reading until it ends
                     if fmt.name == "fasttext":   # unless its lines end in a lone "\r": it would never end
-                        check_fasttext_line_ends(new, url)
+                        check_fasttext_line_ends(new, url, whole=False)
                     carry, new = new, b""
                     continue
                 if cut < len(new):
