@@ -154,7 +154,9 @@ def fasttext_columns(lines: pa.Array, columns: Columns, url: str, tagged: int | 
     get = {"text": text}
     if columns.label:
         if columns.multilabel and not columns.all_rows:
-            get["label"] = fasttext_sets(tags)
+            # A line without a tag has no label (fastText skips it), no empty set: null, as a missing list is.
+            sets = fasttext_sets(tags)
+            get["label"] = pc.if_else(pc.equal(pc.list_value_length(sets), 0), pa.scalar(None, sets.type), sets)
         else:
             if not columns.all_rows:
                 several = several_tagged(tags)

@@ -20,7 +20,7 @@ from ...storage import open_options, url_to_fs
 from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
 from ..usable import usable_tokens
-from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
+from .labels import check_single, empty_lists, is_list_type, label_sets, nan_as_null, repeated_rows
 from ...plurals import counted
 from .times import is_time_type, iso_text
 from .utf8_shapes import Utf8Shapes, utf8_shapes
@@ -454,12 +454,13 @@ def _unreadable_where(raw, value, oks: list) -> int:
 
 def label_column(columns: Columns, raw, noted: dict[str, int] | None = None) -> tuple:
     """The label column and which rows have one: a string per row, or with
-    ``columns.multilabel`` a set of labels per row (an empty set is no label;
-    what ``columns.label_sep`` split and left whole counted in ``noted``).
+    ``columns.multilabel`` a set of labels per row (an empty list ``[]`` is an empty
+    set, a row no label applies to; any other row without a label has none; what
+    ``columns.label_sep`` split and left whole counted in ``noted``).
     A single-label task refuses lists of labels (:class:`~.labels.LabelListError`)."""
     if columns.multilabel:
         sets = label_sets(raw, columns.label_sep, noted)
-        return sets, pc.greater(pc.list_value_length(sets), 0)
+        return sets, pc.or_(pc.greater(pc.list_value_length(sets), 0), empty_lists(raw))
     if is_list_type(raw.type):
         check_single(raw)   # raises: to_string cannot read a list
     label = pc.utf8_trim_whitespace(to_string(raw))

@@ -276,3 +276,11 @@ def test_a_last_line_of_lone_cr_line_ends_is_refused_or_read_alike_at_every_bloc
     one = [read(b"__label__b phone\r__label__c chip", bs) for bs in sizes]   # one tag after a "\r": a space
     assert all(rows == one[0] for rows in one) and len(one[0]) == 41
     assert one[0][-1] == {"text": "phone chip", "label": ["b", "c"]}
+
+
+def test_a_fasttext_line_without_a_tag_is_a_missing_label_in_a_multilabel_run_not_an_empty_set():
+    # an empty list ([]) is a label set no label applies to; a line without a tag has none, as fastText skips it
+    cols = Columns(text=("text",), label="label", multilabel=True)
+    chunk = parse_lines(b"__label__a first text\nno tag here\n__label__ empty tag\n", "fasttext", cols, "f.ft")
+    assert chunk.table.to_pylist() == [{"text": "first text", "label": ["a"]}]
+    assert chunk.skipped == {"missing_label": 2}
