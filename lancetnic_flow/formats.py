@@ -339,6 +339,27 @@ def text_encoding(name: str | None) -> str | None:
     return info.name
 
 
+def csv_delimiter(value: str | None) -> str | None:
+    """``--delimiter CHAR`` checked: one character that is no quote, line end or space
+    (None, and ``,``, the default, are None: the cache keys of comma files stay theirs)."""
+    if value is None or value == ",":
+        return None
+    named = {"tab": "\t", "\\t": "\t", "semicolon": ";", "pipe": "|"}.get(value, value)
+    if len(named) != 1 or named in '"\r\n ' or not named.isprintable() and named != "\t":
+        from .errors import UserError
+
+        raise UserError(f"{{data.delimiter}} {value!r}: the separator of a CSV file's fields is one character "
+                        "(not a quote, a line end or a space)",
+                        "e.g. {data.delimiter} ';' or {data.delimiter} '|' (tab: {data.delimiter} tab, or a .tsv file)")
+    return named
+
+
+def delimited(fmt: Format, delimiter: str | None) -> Format:
+    """``fmt`` read with ``--delimiter`` (:func:`csv_delimiter`): a CSV file's fields split
+    by it; any other format (TSV's tabs included) as it is."""
+    return dataclasses.replace(fmt, delimiter=delimiter) if delimiter and fmt.name == "csv" else fmt
+
+
 def to_utf8(data: bytes, encoding: str | None) -> bytes:
     """A block of ``encoding`` text as UTF-8, decoded with Python's codecs in one
     call. Bytes that are not valid in ``encoding`` stay as they were (so they are

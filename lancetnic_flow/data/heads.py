@@ -24,13 +24,13 @@ LIST_WINDOW = 1 << 20
 
 
 def head_schema(fi: FileInfo, storage_options: dict | None = None, encoding: str | None = None,
-                rows: bool = False, wanted: Sequence[str] = ()) -> pa.Schema | None:
+                rows: bool = False, wanted: Sequence[str] = (), delimiter: str | None = None) -> pa.Schema | None:
     """The columns in the head of one file with what they hold (None: a line
     format, or an empty file); ``encoding``: its text encoding (None: UTF-8);
     ``rows``: a JSON Lines file's objects in its first :data:`LIST_WINDOW`
     bytes are read, not its first alone, to tell a column of lists;
     ``wanted``: columns a JSON Lines file's first object may leave out and a
-    later one hold (looked for further in its head)."""
+    later one hold (looked for further in its head); ``delimiter``: a CSV file's (--delimiter)."""
     head = format_named(fi.format).head_columns()
     if head is None or fi.size == 0:
         return None
@@ -47,7 +47,8 @@ def head_schema(fi: FileInfo, storage_options: dict | None = None, encoding: str
             from .readers.jsonl import head_schema as jsonl_schema
 
             return jsonl_schema(fi, storage_options, encoding, LIST_WINDOW if rows else 0, wanted)
-        names = head(fi, storage_options, encoding)
+        names = head(fi, storage_options, encoding, delimiter) if delimiter and fi.format == "csv" else \
+            head(fi, storage_options, encoding)
         return None if names is None else pa.schema([(name, pa.string()) for name in names])
     except UserError:
         raise
@@ -55,10 +56,11 @@ def head_schema(fi: FileInfo, storage_options: dict | None = None, encoding: str
         raise open_error(fi.url, exc) from exc
 
 
-def file_columns(fi: FileInfo, storage_options: dict | None = None, encoding: str | None = None) -> list[str] | None:
+def file_columns(fi: FileInfo, storage_options: dict | None = None, encoding: str | None = None,
+                 delimiter: str | None = None) -> list[str] | None:
     """The columns in the head of one file (None: a line format, or an empty file);
-    ``encoding``: its text encoding (None: UTF-8)."""
-    schema = head_schema(fi, storage_options, encoding)
+    ``encoding``: its text encoding (None: UTF-8); ``delimiter``: a CSV file's."""
+    schema = head_schema(fi, storage_options, encoding, delimiter=delimiter)
     return None if schema is None else schema.names
 
 

@@ -31,7 +31,7 @@ from typing import Iterator
 from fsspec.utils import read_block
 
 from ...errors import UserError
-from ...formats import Format, format_named, to_utf8
+from ...formats import Format, delimited, format_named, to_utf8
 from ...storage import open_options, url_to_fs
 from ..decompress import open_decompressed
 from ..sources import Chunk, Columns, Partition, open_error
@@ -74,7 +74,7 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
     url = fi.url
     if not columns.text:
         raise UserError("no text column given", "name at least one text column")
-    fmt = format_named(fi.format)
+    fmt = delimited(format_named(fi.format), columns.delimiter)
     if not fmt.splits_by_bytes:
         yield fmt.parse()(part, columns, storage_options)
         return
@@ -141,7 +141,7 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
                  chunk_bytes: int) -> Iterator[Chunk]:
     fi = part.file
     url = fi.url
-    fmt = format_named(fi.format)
+    fmt = delimited(format_named(fi.format), columns.delimiter)
     chunk_bytes = max(1, int(chunk_bytes))
     opened = contextlib.ExitStack()
     try:

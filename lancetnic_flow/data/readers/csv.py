@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.csv as pv
 
 from ...errors import UserError
-from ...formats import Format, Head, format_named, format_names, to_utf8
+from ...formats import Format, Head, delimited, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
 from .row_ends import WHOLE, misfit_records, padded_short_records, records, row_starts_with, with_lf_row_ends
@@ -206,7 +206,7 @@ def without_row_boms(data: bytes, delimiter: str) -> bytes:
 def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                url: str) -> Chunk:
     skipped: dict[str, int] = {}
-    delimiter = format_named(fmt).delimiter or ","
+    delimiter = delimited(format_named(fmt), columns.delimiter).delimiter or ","
     # One line end from here on: a lone "\r" ends a row as "\n" does (row_ends.py).
     data = without_row_boms(with_lf_row_ends(data, delimiter), delimiter)
     if header is None:   # the block starts the file: its header is its first line not blank
@@ -509,10 +509,11 @@ def no_header(url: str, blank: bool) -> UserError:
                      "a CSV/TSV file needs a line with the column names before its rows")
 
 
-def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str] | None:
-    """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8);
-    None for a file with no byte at all (a compressed empty file: its size on disk is not 0)."""
-    delimiter = format_named(fmt).delimiter or ","
+def columns_of(f, url: str, fmt: str, encoding: str | None = None, delimiter: str | None = None) -> list[str] | None:
+    """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8;
+    fields split by ``delimiter``, :func:`~lancetnic_flow.formats.delimited`); None for a file
+    with no byte at all (a compressed empty file: its size on disk is not 0)."""
+    delimiter = delimited(format_named(fmt), delimiter).delimiter or ","
     raw, end = find_header(f, delimiter)
     check_not_packed(raw, url)
     if not end:   # nothing to read, as an empty plain file (data/checks.file_columns)
@@ -522,10 +523,11 @@ def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str] 
     return header_names(to_utf8(raw, encoding), delimiter, url)
 
 
-def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str] | None:
+def head_columns(fi, storage_options: dict | None, encoding: str | None = None,
+                 delimiter: str | None = None) -> list[str] | None:
     """The registry's ``head`` for CSV and TSV: the columns the file ``fi``'s header names."""
     with open_head(fi, storage_options) as f:
-        return columns_of(f, fi.url, fi.format, encoding)
+        return columns_of(f, fi.url, fi.format, encoding, delimiter)
 
 
 # Rows after a header that must have its number of fields before a head

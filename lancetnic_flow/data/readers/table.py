@@ -620,9 +620,10 @@ def format_hint(fmt: str, have: list[str]) -> str | None:
     other, name = ("\t", "tsv") if fmt == "csv" else (",", "csv")
     if len(have) == 1 and other in have[0]:
         return f"the header line is split by {other!r}, not by the {fmt} delimiter: pass --format {name}"
-    if len(have) == 1 and ";" in have[0]:
-        return ("the header line is split by ';' (a semicolon-separated file): save it with ',' as the "
-                "delimiter, or as TSV or Parquet")
+    # one field holding a separator: the file is split by it (a run's own --delimiter, or none given)
+    split = next((d for d in (";", "|", ",") if len(have) == 1 and d in have[0]), None)
+    if split is not None and fmt == "csv":
+        return f"the header line is split by {split!r}: pass --delimiter '{split}'"
     if any(looks_like_data(h) for h in have):
         return ("the first line looks like a row of data, not column names: the file needs a header line "
                 "naming its columns, e.g. text,label")

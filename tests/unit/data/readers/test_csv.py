@@ -470,3 +470,39 @@ def test_a_byte_order_mark_after_a_line_end_inside_a_quoted_field_is_the_fields_
             rows = [r for p in plan_source([str(path)], blocksize=blocksize).partitions
                     for c in read_partition(p, cols) for r in c.table.to_pylist()]
             assert [(r["label"], r["text"]) for r in rows] == want, (blocksize, all_rows)
+
+
+@pytest.mark.parametrize("delimiter", [";", "|"])
+def test_a_csv_file_split_by_another_delimiter_reads_as_pythons_csv_module_reads_it_at_every_blocksize(
+        tmp_path, delimiter):
+    # a ';' file (common in Europe) could not be read at all: its header was one column 'id;text;label'
+    import csv as pycsv
+    import io
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.readers.csv import head_columns
+    from lancetnic_flow.data.sources import plan_source
+
+    out = io.StringIO(newline="")
+    w = pycsv.writer(out, delimiter=delimiter, lineterminator="\n")
+    w.writerow(["id", "text", "label"])
+    texts = ["goal; match", "phone, chip", 'a "quoted"; b', f"two\nlines{delimiter} here", "plain text", "xx|yy;zz,ww"]
+    for i in range(30):
+        w.writerow([i, texts[i % len(texts)], "ab"[i % 2]])
+    path = tmp_path / "f.csv"
+    path.write_text(out.getvalue(), newline="")
+    want = [(r[1], r[2], r[0]) for r in pycsv.reader(io.StringIO(out.getvalue(), newline=""),
+                                                     delimiter=delimiter)][1:]
+    plan = plan_source([str(path)])
+    assert head_columns(plan.files[0], None, None, delimiter) == ["id", "text", "label"]
+    for all_rows in (False, True):
+        cols = Columns(text=("text",), label="label", keep=("id",) if all_rows else (), all_rows=all_rows,
+                       delimiter=delimiter)
+        for blocksize in (16, 64, 200, 1 << 20):
+            rows = [r for p in plan_source([str(path)], blocksize=blocksize).partitions
+                    for c in read_partition(p, cols) for r in c.table.to_pylist()]
+            got = [(r["text"], r["label"], r["keep:id"] if all_rows else want[i][2]) for i, r in enumerate(rows)]
+            assert got == want, (blocksize, all_rows)
+    with pytest.raises(UserError, match="no column 'text'") as e:   # read with ',': the hint names the option
+        list(read_partition(plan.partitions[0], Columns(text=("text",), label="label")))
+    assert f"--delimiter '{delimiter}'" in e.value.said("cli")[1]
