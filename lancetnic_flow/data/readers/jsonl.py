@@ -191,8 +191,12 @@ def _as_written(data: bytes, columns: Columns) -> pa.Table | None:
     nested = [t for t in (table.schema.field(n).type for n in kept) if pa.types.is_nested(t)]
     if any(_contains(t, _rebuilt_by_arrow) for t in nested):
         return None
-    if any(pa.types.is_floating(table.schema.field(n).type) for n in kept if n not in _read_as_values(columns)):
-        return None   # Arrow writes 1.0 as "1" and 1e15 as "1e+15" beside a decimal: kept as the line wrote them
+    for n in kept:   # Arrow writes 1.0 as "1" and 1e15 as "1e+15" beside a decimal: kept as the lines wrote them
+        if pa.types.is_floating(table.schema.field(n).type) and n not in _read_as_values(columns):
+            written = _written_numbers(data, table.column(n), n)
+            if written is None:
+                return None   # read line by line (_rows_in_order)
+            table = table.set_column(table.column_names.index(n), n, written)
     used += [n for n in kept if n not in used]
     dated = {n: _dates_as_text(table.schema.field(n).type) for n in used
              if _contains(table.schema.field(n).type, _is_date)}
@@ -201,6 +205,32 @@ def _as_written(data: bytes, columns: Columns) -> pa.Table | None:
         if table is None:
             return None
     return None if any(_loses_digits(table.column(n)) for n in used) else table
+
+
+# A JSON number as a line writes it, after its key.
+_NUMBER = r"\s*:\s*(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)\s*[,}]"
+
+
+def _written_numbers(data: bytes, values, name: str) -> pa.Array | None:
+    """The numbers of the column ``name`` (``values``, as Arrow read the block ``data``: one
+    object a line) as the lines wrote them, found by pattern in each line; None where that
+    cannot be trusted, and the block is read line by line: a line naming the key other than
+    once, a line it names no number in, or a number that is not the value Arrow read."""
+    lines = split_lines(data)
+    lines = pc.filter(lines, pc.greater(pc.utf8_length(pc.utf8_trim(lines, " \t\r\ufeff")), 0))
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if len(lines) != len(values):
+        return None
+    key = json.dumps(name, ensure_ascii=False)
+    if not pc.all(pc.equal(pc.count_substring(lines, key), 1)).as_py():
+        return None
+    found = pc.struct_field(pc.extract_regex(lines, re.escape(key) + _NUMBER), "n")   # null where none
+    if pc.any(pc.and_(pc.is_null(found), pc.is_valid(values))).as_py():
+        return None
+    same = pc.equal(pc.cast(found, pa.float64()), pc.cast(values, pa.float64()))
+    if not pc.all(pc.or_kleene(same, pc.is_null(values))).as_py():
+        return None
+    return pc.if_else(pc.is_valid(values), found, pa.scalar(None, pa.string()))
 
 
 def _read_as_values(columns: Columns) -> set:

@@ -363,6 +363,12 @@ def test_a_kept_number_is_written_as_the_line_wrote_it_whichever_block_holds_it(
 
     assert kept(lines) == list(zip(want, "123456"))
     assert [v for line in lines for v in kept([line])] == list(zip(want, "123456"))
+    # a block of clean lines takes the numbers' text from its lines; one naming the key again (in a nested
+    # object, or escaped in a text) is read line by line: the same text either way
+    clean = [b'{"text": "goal match", "id": %s, "n": 1}' % n.encode() for n in want]
+    assert kept(clean) == [(n, "1") for n in want]
+    odd = [b'{"text": "a \\"id\\": 5 note", "id": 7.0, "n": 1}', b'{"text": "bb cc", "id": 2.50, "n": 1, "m": {"id": 1}}']
+    assert kept(clean + odd) == [(n, "1") for n in want] + [("7.0", "1"), ("2.50", "1")]
     # a label is read as training reads it, a float as Arrow writes it: the class a run learned
     labelled = Columns(text=("text",), label="id", all_rows=True)
     assert parse_jsonl(b"\n".join(lines[:2]) + b"\n", labelled, "f.jsonl").table.column("label").to_pylist() == \
