@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .errors import UserError, close_matches
-from .formats import format_names, text_encoding
+from .formats import csv_delimiter, format_names, text_encoding
 from .options import (BY_DEST, BY_FIELD, SECTIONS, bad, default, parse_columns, parse_df, parse_ngram_range,
                       parse_storage_options, placeholder, refused)
 from .scores import MONITORS
@@ -60,6 +60,7 @@ class DataConfig:
     storage_options: dict[str, Any] = default("data.storage_options")
     label_sep: str | None = default("data.label_sep")   # --task multilabel: labels in one string, e.g. "a|b"
     encoding: str | None = default("data.encoding")     # None: UTF-8; predict and evaluate default to it
+    delimiter: str | None = default("data.delimiter")   # a CSV file's field separator; None: ","
     # Labels the model has even where the training rows lack them, after those the rows give
     # (TextClassifier.partial_fit's classes); None: the rows' labels only.
     classes: list[str] | None = default("data.classes")
@@ -85,6 +86,7 @@ class DataConfig:
         if not self.text:
             raise bad("data.text", "at least one text column is needed", "pass {name} COLUMN")
         text_encoding(self.encoding)   # an unknown codec, or one not readable in byte ranges: exit 2 now
+        self.delimiter = csv_delimiter(self.delimiter)
         if self.classes is not None:   # labels travel as text: "1" is the label 1
             self.classes = list(dict.fromkeys(str(c) for c in self.classes))
 

@@ -277,9 +277,9 @@ _R = "lancetnic_flow.data.readers."
 _W = "lancetnic_flow.data.writers:"
 for _f in (
     Format("csv", (".csv",), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter", head=_R + "csv:head_columns",
-           header=True, delimiter=",", quote='"', revision=7, title="CSV", sniff=_R + "csv:sniff_header"),
+           header=True, delimiter=",", quote='"', revision=8, title="CSV", sniff=_R + "csv:sniff_header"),
     Format("tsv", (".tsv", ".tab"), True, _R + "csv:parse_csv", writer=_W + "DelimitedWriter",
-           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=7, title="TSV",
+           head=_R + "csv:head_columns", header=True, delimiter="\t", quote='"', revision=8, title="TSV",
            sniff=_R + "csv:sniff_header"),
     Format("jsonl", (".jsonl", ".ndjson", ".json"), True, _R + "jsonl:parse", writer=_W + "JsonLinesWriter",
            head=_R + "jsonl:head_columns", cr_ends_lines=True, revision=7, title="JSON Lines",
@@ -294,7 +294,7 @@ for _f in (
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
            holds_line_ends=False, cr_ends_lines=True, revision=3, title="plain text", vague=True),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
-           writer=_W + "FastTextWriter", holds_line_ends=False, revision=3, title="fastText",
+           writer=_W + "FastTextWriter", holds_line_ends=False, revision=4, title="fastText",
            sniff=_R + "lines:sniff_fasttext"),
 ):
     register_format(_f)
@@ -337,6 +337,27 @@ def text_encoding(name: str | None) -> str | None:
         raise UserError(f"{{data.encoding}} {name!r}: files in {info.name} cannot be split into partitions at line ends",
                         f"convert them to UTF-8 first, e.g. iconv -f {info.name} -t UTF-8 IN > OUT")
     return info.name
+
+
+def csv_delimiter(value: str | None) -> str | None:
+    """``--delimiter CHAR`` checked: one character that is no quote, line end or space
+    (None, and ``,``, the default, are None: the cache keys of comma files stay theirs)."""
+    if value is None or value == ",":
+        return None
+    named = {"tab": "\t", "\\t": "\t", "semicolon": ";", "pipe": "|"}.get(value, value)
+    if len(named) != 1 or named in '"\r\n ' or not named.isprintable() and named != "\t":
+        from .errors import UserError
+
+        raise UserError(f"{{data.delimiter}} {value!r}: the separator of a CSV file's fields is one character "
+                        "(not a quote, a line end or a space)",
+                        "e.g. {data.delimiter} ';' or {data.delimiter} '|' (tab: {data.delimiter} tab, or a .tsv file)")
+    return named
+
+
+def delimited(fmt: Format, delimiter: str | None) -> Format:
+    """``fmt`` read with ``--delimiter`` (:func:`csv_delimiter`): a CSV file's fields split
+    by it; any other format (TSV's tabs included) as it is."""
+    return dataclasses.replace(fmt, delimiter=delimiter) if delimiter and fmt.name == "csv" else fmt
 
 
 def to_utf8(data: bytes, encoding: str | None) -> bytes:

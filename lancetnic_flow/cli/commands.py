@@ -13,7 +13,7 @@ import shlex
 from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError, reworded
 from ..scores import BY_KEY
-from ..formats import text_encoding
+from ..formats import csv_delimiter, text_encoding
 from ..storage import absolute, check_writable, open_options, options_for, refuse_local_storage_options, url_to_fs
 from ..plurals import counted, verb
 
@@ -343,17 +343,15 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     data = config.get("data") or {}
     cols = Columns(text=tuple(a.text_column or data.get("text") or ("text",)),
                    numeric=tuple(data.get("numeric") or ()), keep=keep, keep_all=keep_all, all_rows=True,
-                   encoding=text_encoding(a.encoding or data.get("encoding")))
+                   encoding=text_encoding(a.encoding or data.get("encoding")),
+                   delimiter=csv_delimiter(a.delimiter or data.get("delimiter")))
     cols.refuse_named_twice({"text": "--text-column" if a.text_column else "the run's --text",
                              "numeric": "the run's --numeric", "keep": "--keep"})
     plan, src, here, where = _planned_inputs(   # rows as the inputs list them
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
     check_output_place(a.output, so, [f.url for f in src.files])
-    if a.encoding is not None:   # the run's own encoding is used where it decodes something, unsaid
-        from ..data.idle_options import refuse_idle_encoding
-
-        refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
+    _refuse_idle_reading(a, cols, src, so)
     say_decided(report, src)
     from ..data.checks import first_columns
     from ..runs.loading import weights_stamp
@@ -364,7 +362,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     pred.check_asks(a.top_k, a.threshold)
     if pred.multilabel:
         check_label_sets_written_whole(a.output, pred.labels)
-    _check_kept_names(cols, first_columns(src, so, cols.encoding), pred.output_names(a.top_k))
+    _check_kept_names(cols, first_columns(src, so, cols.encoding, cols.delimiter), pred.output_names(a.top_k))
     with _client_for(a, plan, here) as client:
         out = predict_files(client, absolute(a.run), src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight, top_k=a.top_k,
@@ -376,8 +374,19 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     return 0
 
 
+def _refuse_idle_reading(a: argparse.Namespace, cols, src, so: dict) -> None:
+    """``--encoding`` and ``--delimiter`` given where they decode or split nothing in the
+    inputs are refused; the run's own apply where they do, unsaid."""
+    from ..data.idle_options import refuse_idle_delimiter, refuse_idle_encoding
+
+    if a.encoding is not None:
+        refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
+    if a.delimiter is not None:
+        refuse_idle_delimiter(cols, src)
+
+
 # What only reading --input uses, and its value when not given: with --text each would do nothing.
-INPUT_ONLY = {"output": None, "text_column": None, "keep": None, "format": "auto", "encoding": None,
+INPUT_ONLY = {"output": None, "text_column": None, "keep": None, "format": "auto", "encoding": None, "delimiter": None,
               "memory_budget": None, "workers": None, "worker_threads": None, "scheduler": None,
               "scheduler_wait": None, "blocksize": None, "run_on": "auto"}
 
@@ -576,17 +585,17 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
                    target=(a.target or data.get("target")) if kind in ("regress", "multitask") else None,
                    numeric=tuple(data.get("numeric") or ()), multilabel=kind == "multilabel",
                    label_sep=(a.label_sep or data.get("label_sep")) if kind == "multilabel" else None,
-                   encoding=text_encoding(a.encoding or data.get("encoding")))
+                   encoding=text_encoding(a.encoding or data.get("encoding")),
+                   delimiter=csv_delimiter(a.delimiter or data.get("delimiter")))
     cols.refuse_named_twice({role: f"--{role}" if getattr(a, role, None) else f"the run's --{role}"
                              for role in ("text", "label", "target", "numeric")})
     plan, src, here, where = _planned_inputs(a, _run_model_bytes(a.run, run_so, meta),
                                              lambda size: checked_source(a.data, a.format, so, size, cols))
-    from ..data.idle_options import refuse_idle_encoding, refuse_idle_label_sep
+    from ..data.idle_options import refuse_idle_label_sep
 
     if a.label_sep is not None:   # the run's own separator applies where it splits something, unsaid
         refuse_idle_label_sep(cols, src, storage_options=so)
-    if a.encoding is not None:   # as with the run's own encoding
-        refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
+    _refuse_idle_reading(a, cols, src, so)
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
         from ..runs.outputs import check_plots_place
 

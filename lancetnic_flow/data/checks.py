@@ -17,10 +17,10 @@ import pyarrow.compute as pc
 
 from ..config import TrainConfig, label_sep_given
 from ..errors import UserError
-from ..formats import format_named, text_encoding
+from ..formats import csv_delimiter, format_named, text_encoding
 from ..options import bad, said
 from .heads import file_columns, head_schema
-from .idle_options import refuse_idle_encoding, refuse_idle_label_sep
+from .idle_options import refuse_idle_delimiter, refuse_idle_encoding, refuse_idle_label_sep
 from .readers import read_partition
 from .readers.lines import check_line_columns
 from .readers.table import check_names
@@ -78,7 +78,7 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
             check_line_columns(fi.url, fi.format, columns)
             return None
         schema = head_schema(fi, storage_options, columns.encoding, rows=columns.label_sep is not None,
-                             wanted=columns.names())
+                             wanted=columns.names(), delimiter=columns.delimiter)
         if schema is not None:
             check_names(fi.url, schema.names, columns, fi.format)
         return schema
@@ -93,9 +93,10 @@ def check_columns(plan: SourcePlan, columns: Columns, *, storage_options=None) -
     return plan.heads
 
 
-def first_columns(plan: SourcePlan, storage_options=None, encoding: str | None = None) -> list[str] | None:
+def first_columns(plan: SourcePlan, storage_options=None, encoding: str | None = None,
+                  delimiter: str | None = None) -> list[str] | None:
     """The columns of the first file of ``plan`` (None: a line format, or nothing to read there)."""
-    return file_columns(plan.files[0], storage_options, encoding) if plan.files else None
+    return file_columns(plan.files[0], storage_options, encoding, delimiter) if plan.files else None
 
 
 def training_columns(cfg: TrainConfig) -> Columns:
@@ -106,7 +107,8 @@ def training_columns(cfg: TrainConfig) -> Columns:
     return Columns(text=tuple(d.text), label=d.label if task != "regress" else None,
                    target=d.target if task in ("regress", "multitask") else None, numeric=tuple(d.numeric),
                    multilabel=task == "multilabel", label_sep=d.label_sep if task == "multilabel" else None,
-                   encoding=text_encoding(d.encoding), text_rule=text_rule(cfg.features))
+                   encoding=text_encoding(d.encoding), delimiter=csv_delimiter(d.delimiter),
+                   text_rule=text_rule(cfg.features))
 
 
 def split_blocksize(src: SourcePlan, blocksize: int, want: int, floor: int = 1 << 20, at_least: int = 1) -> int:
@@ -264,6 +266,7 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
     if label_sep_given(cfg):
         refuse_idle_label_sep(columns, train_src, val_src, storage_options=so)
     refuse_idle_encoding(columns, train_src, val_src, storage_options=so, named=cfg.data.encoding)
+    refuse_idle_delimiter(columns, train_src, val_src)
     return train_src, val_src
 
 

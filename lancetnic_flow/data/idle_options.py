@@ -99,3 +99,15 @@ def refuse_idle_encoding(columns: Columns, *plans: SourcePlan | None, storage_op
                   f"of bytes, and the columns read ({read}) of {files[0].url}"
                   + (f" and the {len(files) - 1} other inputs" if len(files) > 1 else "")
                   + " hold strings, already text: it would change nothing", "drop {name}")
+
+
+def refuse_idle_delimiter(columns: Columns, *plans: SourcePlan | None) -> None:
+    """``--delimiter`` where no input is read as CSV: it splits nothing (a TSV file's fields are
+    split by tabs), so it would change nothing."""
+    files = [f for _, f in _files(plans)]
+    if columns.delimiter is None or not files or any(f.format == "csv" for f in files):
+        return
+    raise bad("data.delimiter", f"{{name}} {columns.delimiter!r} splits the fields of CSV files, and "
+              f"{files[0].url}" + (f" and the {len(files) - 1} other inputs are" if len(files) > 1 else " is")
+              + f" read as {format_named(files[0].format).shown}: it would change nothing",
+              "drop {name}, or pass {data.format} csv for a delimited file of another name")

@@ -75,6 +75,8 @@ class Columns:
     # --encoding: the files' text encoding as a codec name (formats.text_encoding);
     # None is UTF-8. The readers decode each block to UTF-8 before parsing.
     encoding: str | None = None
+    # --delimiter: a CSV file's field separator (None: the format's own, ","); a TSV file's is a tab.
+    delimiter: str | None = None
     # Which texts the features read a term from (data/usable.py: "word", "chars N",
     # "visible", with the normalisation): the others are "empty_text".
     text_rule: str = "word"

@@ -39,8 +39,9 @@ LOWER_REVISION = 1
 # 2 keeps, per row, the labels training never had (``missed``), which earlier entries dropped uncounted;
 # 3 counts such a label named twice in one row's set once, where earlier entries count it twice;
 # 4 counts the label strings --label-sep split (rows.label_sep), where an earlier entry's count of none
-# would say the separator split nothing.
-LABEL_SETS_REVISION = 4
+# would say the separator split nothing; 5 keeps a row whose set is an empty list ([]) as a row no label
+# applies to, which earlier entries skipped as missing_label.
+LABEL_SETS_REVISION = 5
 # Bytes columns' revision, in the key of Parquet/Arrow entries made with --encoding: 1 decodes a column
 # of bytes in that encoding, where earlier entries decoded it as UTF-8 (the option did nothing there);
 # 2 refuses a column of UTF-8 bytes there, where earlier entries hold its letters garbled ("cafÃ©");

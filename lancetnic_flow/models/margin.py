@@ -39,7 +39,8 @@ BIAS_RATE = 0.01
 
 
 def _targets(labels, r, t):
-    """Row ``r``'s target per class into ``t`` (+1 or -1); False for a row with no label.
+    """Row ``r``'s target per class into ``t`` (+1 or -1); False for a row with no label
+    (a class id of -1; a label set, empty or not, is always a target).
     Compiled per labels' shape by the overload below."""
     raise NotImplementedError("compiled only")
 
@@ -58,16 +59,12 @@ def _targets_compiled(labels, r, t):
         return one
 
     # A set of labels a row (rows × labels, 1 where the row has it): +1 for each
-    # label in the set, -1 for the others; an empty set is no label.
+    # label in the set, -1 for the others. An empty set is a target (no label applies:
+    # each a negative), as the cross entropy reads it; a row of no label never gets here.
     def sets(labels, r, t):
-        found = False
         for k in range(t.shape[0]):
-            if labels[r, k]:
-                t[k] = 1.0
-                found = True
-            else:
-                t[k] = -1.0
-        return found
+            t[k] = 1.0 if labels[r, k] else -1.0
+        return True
     return sets
 
 
@@ -267,7 +264,7 @@ def twin_learns(model: Any, block, lr: float, rng: np.random.Generator) -> int:
     _behind(model, hinge_rows, block.indices, block.offsets, block.values, block.labels, *twin_of(model),
             np.float32(lr), order)
     labels = block.labels
-    return int((labels >= 0).sum() if labels.ndim == 1 else labels.any(axis=1).sum())
+    return int((labels >= 0).sum() if labels.ndim == 1 else len(labels))
 
 
 def adopt_twin(model: Any) -> None:

@@ -42,6 +42,7 @@ FIELDS: dict[tuple[str, str], tuple[str, Callable[[Any], bool]]] = {
     ("data", "numeric"): ("a list of column names", _names),
     ("data", "label_sep"): ("a separator or null", _name_or_none),
     ("data", "encoding"): ("an encoding's name or null", _name_or_none),
+    ("data", "delimiter"): ("one character or null", lambda v: v is None or (isinstance(v, str) and len(v) == 1)),
     ("data", "storage_options"): ("an object", lambda v: isinstance(v, dict)),
     ("model", "name"): ("a model's name", lambda v: isinstance(v, str) and bool(v)),
     ("training", "class_loss"): (f"one of {', '.join(CLASS_LOSSES)}", lambda v: v in CLASS_LOSSES),

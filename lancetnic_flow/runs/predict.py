@@ -549,7 +549,8 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
     ``longer_than_max_len``: a sequence run's text of more tokens than it reads)."""
     check_output_place(output, storage_options, [f.url for f in plan.files])
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
-                      all_rows=True, encoding=columns.encoding, text_rule=columns.text_rule)
+                      all_rows=True, encoding=columns.encoding, delimiter=columns.delimiter,
+                      text_rule=columns.text_rule)
     # --keep all of JSON Lines files: their columns, decided before any block is read (outputs.OutputFile)
     inputs = keys_ahead(plan.files, storage_options, columns.encoding) if columns.keep_all else None
     as_bytes: list[str] = []

@@ -17,13 +17,11 @@ from ..plurals import counted
 # Each reader's latest revision and what it reads otherwise than the one before (formats.py's
 # ``revision``): named only where the checkpoint's reader is that one's predecessor.
 READER_NEWS = {
-    "csv": (5, "a row of fewer fields than the header is now read with its missing fields empty, no longer "
-               "skipped as malformed"),
-    "tsv": (5, "a row of fewer fields than the header is now read with its missing fields empty, no longer "
-               "skipped as malformed"),
+    "csv": (8, "a BOM after a line end inside a quoted field is now kept as the field's text"),
+    "tsv": (8, "a BOM after a line end inside a quoted field is now kept as the field's text"),
     "jsonl": (5, "a JSON object written across lines is now read as malformed lines"),
     "text": (1, "a BOM at a line's start is now stripped"),
-    "fasttext": (3, "a BOM at a line's start is now stripped, no text"),
+    "fasttext": (4, "a line of lone \\r line ends is now refused wherever the file is cut"),
 }
 # The revisions of a reading that is no one format's, as a refusal names them.
 READINGS = {"lower": "lower-casing", "label_sets": "the reading of label sets",

@@ -177,8 +177,9 @@ def label_set_task(task: Task, features: FittedFeatures, class_weights: str, dev
     by its negatives over its positives (BCE's ``pos_weight``)."""
     if task.classes < 2:
         raise bad("data.label", f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
-                  "multilabel needs at least 2 (rows without a label are skipped, so a single label is in every set)",
-                  "check {name} and {data.label_sep}")
+                  "multilabel needs at least 2 (rows without a label are skipped; a row of an empty set, [], has "
+                  "none of them)", "check {name} and {data.label_sep}; for one label that a row has or lacks, "
+                  "name the rows without it (e.g. 'none') and train {training.task} classify")
     if class_weights == "balanced":
         import torch
 

@@ -199,3 +199,36 @@ def test_a_fasttext_train_txt_is_trained_evaluated_and_predicted_as_fasttext_and
     q = cli("predict", "runs/r", "--input", "train.txt", "--output", "p.csv", cwd=tmp_path)
     assert q.returncode == 0 and said in q.stderr and "wrote 600 rows" in q.stderr, q.stderr[-2000:]
     assert_user_error(cli("train", "train.txt", "--format", "text", cwd=tmp_path), "the text format has no labels")
+
+
+def test_a_semicolon_csv_trains_predicts_and_evaluates_with_the_runs_delimiter(tmp_path):
+    # a ';' file could not be read at all: its header was one column, and the hint said to save it with commas
+    import csv as pycsv
+
+    words = {"sports": "goal match team score", "tech": "phone chip code app", "politics": "vote law party poll"}
+    tails = ["; semi; colons", ", and commas, too", "", '"quoted"; x', "multi\nline; y"]
+    with open(tmp_path / "d.csv", "w", newline="") as f:
+        w = pycsv.writer(f, delimiter=";")
+        w.writerow(["id", "text", "label"])
+        for i in range(900):
+            label = list(words)[i % 3]
+            w.writerow([i, words[label] + tails[i % len(tails)], label])
+    p = cli("train", "d.csv", "--delimiter", ";", "--epochs", "2", "--blocksize", "4KiB", "--out", tmp_path / "runs",
+            "--name", "r", "--workers", "1", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    metrics = json.loads((tmp_path / "runs" / "r" / "metrics.json").read_text())
+    assert metrics["rows"]["read"] == 900 and not metrics["rows"]["skipped"]
+    for blocksize in ("1KiB", "64MiB"):   # the run's delimiter, unsaid
+        q = cli("predict", tmp_path / "runs" / "r", "--input", "d.csv", "--keep", "id", "--output", f"p{blocksize}.csv",
+                "--blocksize", blocksize, "--workers", "1", cwd=tmp_path)
+        assert q.returncode == 0, q.stderr[-3000:]
+        with open(tmp_path / f"p{blocksize}.csv", newline="") as f:
+            rows = list(pycsv.DictReader(f))
+        assert [r["id"] for r in rows] == [str(i) for i in range(900)]
+        assert [r["predicted"] for r in rows] == [list(words)[i % 3] for i in range(900)]
+    e = cli("evaluate", tmp_path / "runs" / "r", "d.csv", "--json", "--workers", "1", cwd=tmp_path)
+    assert e.returncode == 0 and json.loads(e.stdout)["rows"]["evaluated"] == 900
+    (tmp_path / "c.csv").write_text("text,label\ngoal match,sports\n")   # a comma file: the option, named
+    assert_user_error(cli("evaluate", tmp_path / "runs" / "r", "c.csv", cwd=tmp_path), "no column 'text'",
+                      "pass --delimiter ','")
+    assert_user_error(cli("train", "c.csv", "--delimiter", ";;", cwd=tmp_path), "--delimiter ';;'", "one character")

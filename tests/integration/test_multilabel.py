@@ -45,7 +45,7 @@ def read(path: Path, **columns) -> tuple[dict, dict]:
 # ---------------------------------------------------------------- reading label sets
 
 
-def test_label_sets_come_from_fasttext_tags_json_lists_and_a_separator_and_an_empty_set_is_a_missing_label(
+def test_label_sets_come_from_fasttext_tags_json_lists_and_a_separator_an_empty_list_is_a_set_a_blank_is_missing(
         tmp_path):
     ft = tmp_path / "a.ft"
     ft.write_text("__label__a __label__b first text\n__label__c second text\n__label__ no label\n")
@@ -58,6 +58,10 @@ def test_label_sets_come_from_fasttext_tags_json_lists_and_a_separator_and_an_em
     sep.write_text("text,label\nfirst text,a|b\nsecond text, c \nno label,\n")
     for path in (ft, jl, js, sep):
         rows, skipped = read(path, multilabel=True, label_sep="|" if path == sep else None)
+        if path in (jl, js):   # an empty list: no label applies, every label a negative
+            assert rows == {"text": ["first text", "second text", "no label"], "label": [["a", "b"], ["c"], []]}
+            assert skipped == {}, path
+            continue
         assert rows == {"text": ["first text", "second text"], "label": [["a", "b"], ["c"]]}, path
         assert skipped == {"missing_label": 1}, path
 
@@ -474,3 +478,33 @@ def test_a_linear_svm_label_set_run_leads_with_its_saved_models_figures_and_its_
     assert all(e["val_decided_at"] == "margin 0" for e in metrics["epochs"])
     result = out[out.index("result"):]
     assert result.index("micro-F1 at the saved thresholds") < result.index("micro-F1 at margin 0"), result
+
+
+def test_rows_whose_label_set_is_empty_are_trained_so_the_model_learns_to_give_a_row_no_label(client, tmp_path):
+    # such rows were skipped as missing_label (and the linear model's step passed an empty set by):
+    # every text then got some label, a weather report sports and tech at 0.8
+    rng = np.random.default_rng(0)
+    words = {"sports": "goal match team", "tech": "phone chip code", "politics": "vote law party"}
+    rows = []
+    for i in range(1500):
+        if rng.random() < 0.3:
+            rows.append({"text": f"weather sunny rain cloud {i % 7}", "labels": []})
+        else:
+            tags = list(rng.choice(list(words), size=int(rng.integers(1, 3)), replace=False))
+            rows.append({"text": " ".join(words[t] for t in tags) + " news", "labels": tags})
+    (tmp_path / "ml.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "ml.csv").write_text("text,labels\n" + "".join(
+        f"{r['text']},{'|'.join(r['labels']) or '[]'}\n" for r in rows))
+    p = cli("train", "ml.jsonl", "--task", "multilabel", "--label", "labels", "--epochs", "3", "--quiet",
+            "--scheduler", client.scheduler.address, "--out", tmp_path / "runs", "--name", "empty", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    metrics = json.loads((tmp_path / "runs" / "empty" / "metrics.json").read_text())
+    assert metrics["rows"]["read"] == 1500 and not metrics["rows"]["skipped"]
+    assert metrics["val_subset_accuracy"] > 0.9
+    e = cli("evaluate", tmp_path / "runs" / "empty", "ml.csv", "--label", "labels", "--label-sep", "|", "--json",
+            "--scheduler", client.scheduler.address, cwd=tmp_path)
+    assert e.returncode == 0, e.stdout[-3000:] + e.stderr[-3000:]
+    scores = json.loads(e.stdout)
+    assert scores["rows"]["evaluated"] == 1500 and scores["subset_accuracy"] > 0.9
+    q = cli("predict", tmp_path / "runs" / "empty", "--text", "weather sunny rain cloud 3", cwd=tmp_path)
+    assert q.returncode == 0 and json.loads(q.stdout.strip().splitlines()[-1])["labels"] == []

@@ -284,3 +284,17 @@ def test_a_question_mark_in_a_local_name_is_part_of_it_and_only_a_remote_urls_qu
     assert formats.file_name(url) == name
     assert format_for_path(url)[0].name == ("jsonl" if ".jsonl" in name else "csv")
     assert format_for_path(url)[1] == ("gzip" if name.endswith(".gz") else None)
+
+
+def test_a_delimiter_is_one_character_the_comma_is_the_default_and_only_csv_takes_it():
+    from lancetnic_flow.errors import UserError
+
+    assert formats.csv_delimiter(None) is None and formats.csv_delimiter(",") is None   # a comma file keys as before
+    assert [formats.csv_delimiter(d) for d in (";", "|", "tab", "\\t", "semicolon")] == [";", "|", "\t", "\t", ";"]
+    for bad in ('"', ";;", "", "\n", " "):
+        with pytest.raises(UserError, match="one character") as e:
+            formats.csv_delimiter(bad)
+        assert "--delimiter ';'" in e.value.said("cli")[1]
+    csv, tsv = formats.format_named("csv"), formats.format_named("tsv")
+    assert formats.delimited(csv, ";").delimiter == ";" and formats.delimited(csv, None) is csv
+    assert formats.delimited(tsv, ";") is tsv   # a TSV file's fields are split by tabs whatever --delimiter says

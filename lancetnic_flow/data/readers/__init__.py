@@ -31,7 +31,7 @@ from typing import Iterator
 from fsspec.utils import read_block
 
 from ...errors import UserError
-from ...formats import Format, format_named, to_utf8
+from ...formats import Format, delimited, format_named, to_utf8
 from ...storage import open_options, url_to_fs
 from ..decompress import open_decompressed
 from ..sources import Chunk, Columns, Partition, open_error
@@ -74,7 +74,7 @@ def _read_partition(part: Partition, columns: Columns, storage_options: dict | N
     url = fi.url
     if not columns.text:
         raise UserError("no text column given", "name at least one text column")
-    fmt = format_named(fi.format)
+    fmt = delimited(format_named(fi.format), columns.delimiter)
     if not fmt.splits_by_bytes:
         yield fmt.parse()(part, columns, storage_options)
         return
@@ -121,7 +121,7 @@ def _read_rows(f, part: Partition, fmt: Format, rows_at: int = 0) -> bytes:
         start, end = max(part.start, rows_at - 1), part.start + part.length
         if fmt.name == "fasttext":   # before reading on to a "\n" a file of lone "\r" line ends lacks
             f.seek(start)
-            check_fasttext_line_ends(f.read(PIECE), part.file.url)
+            check_fasttext_line_ends(f.read(PIECE), part.file.url, whole=False)
         return read_block(f, start, end - start, delimiter=b"\n") if end > start else b""
     size, end = part.file.size, part.start + part.length
     first = row_start(f, part.start, size, fmt.delimiter or ",", fmt.quote)
@@ -141,7 +141,7 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
                  chunk_bytes: int) -> Iterator[Chunk]:
     fi = part.file
     url = fi.url
-    fmt = format_named(fi.format)
+    fmt = delimited(format_named(fi.format), columns.delimiter)
     chunk_bytes = max(1, int(chunk_bytes))
     opened = contextlib.ExitStack()
     try:
@@ -167,7 +167,7 @@ def _read_stream(part: Partition, columns: Columns, storage_options: dict | None
                 cut = stream_cut(new, fmt.delimiter, fmt.quote, fmt.cr_ends_lines)
                 if cut < 0:  # one long row: keep reading until it ends
                     if fmt.name == "fasttext":   # unless its lines end in a lone "\r": it would never end
-                        check_fasttext_line_ends(new, url)
+                        check_fasttext_line_ends(new, url, whole=False)
                     carry, new = new, b""
                     continue
                 if cut < len(new):

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.csv as pv
 
 from ...errors import UserError
-from ...formats import Format, Head, format_named, format_names, to_utf8
+from ...formats import Format, Head, delimited, format_named, format_names, to_utf8
 from ..decompress import check_not_packed
 from ..sources import Chunk, Columns
-from .row_ends import WHOLE, misfit_records, padded_short_records, records, with_lf_row_ends
+from .row_ends import WHOLE, misfit_records, padded_short_records, records, row_starts_with, with_lf_row_ends
 from .table import (BOM, ESCAPED, check_names, check_not_wide, empty_table, escaped_values, finish, has_content,
                     looks_like_data, open_head, strip_bom, utf8_ok)
 from ...plurals import counted
@@ -186,23 +186,29 @@ def _arrow_rows(body, have: list[str], delimiter: str, names: list[str], on_inva
     return read(body.size + 1)
 
 
-def without_row_boms(data: bytes) -> bytes:
-    """A block (its line ends ``\\n``) without the byte-order marks at its rows' starts, which
+def without_row_boms(data: bytes, delimiter: str) -> bytes:
+    """A block (its row ends ``\\n``) without the byte-order marks at its rows' starts, which
     files joined by ``cat`` leave there: Arrow's parser drops one that starts the block it
     reads and keeps any other as text, so a row's first value (a label ``\\ufeffsports``, a
     class of its own) depended on where the file was cut. Read as the JSON Lines and line
-    readers read it, as no text."""
+    readers read it, as no text. One after a line end inside a quoted field is the field's
+    text, as Python's csv module and Arrow's parser read it, and stays."""
     if BOM not in data:
         return data
-    return strip_bom(data).replace(b"\n" + BOM, b"\n")
+    data = strip_bom(data)
+    starts = row_starts_with(np.frombuffer(data, np.uint8), np.frombuffer(BOM, np.uint8), ord(delimiter), ord('"'))
+    if not len(starts):
+        return data
+    bounds = [0, *starts, len(data)]
+    return b"".join(data[a + (len(BOM) if k else 0):b] for k, (a, b) in enumerate(zip(bounds, bounds[1:])))
 
 
 def parse_csv(data: bytes, header: bytes | None, fmt: str, columns: Columns,
                url: str) -> Chunk:
     skipped: dict[str, int] = {}
-    delimiter = format_named(fmt).delimiter or ","
+    delimiter = delimited(format_named(fmt), columns.delimiter).delimiter or ","
     # One line end from here on: a lone "\r" ends a row as "\n" does (row_ends.py).
-    data = without_row_boms(with_lf_row_ends(data, delimiter))
+    data = without_row_boms(with_lf_row_ends(data, delimiter), delimiter)
     if header is None:   # the block starts the file: its header is its first line not blank
         data = strip_bom(data)
         header, end = split_header(data, delimiter)
@@ -503,10 +509,11 @@ def no_header(url: str, blank: bool) -> UserError:
                      "a CSV/TSV file needs a line with the column names before its rows")
 
 
-def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str] | None:
-    """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8);
-    None for a file with no byte at all (a compressed empty file: its size on disk is not 0)."""
-    delimiter = format_named(fmt).delimiter or ","
+def columns_of(f, url: str, fmt: str, encoding: str | None = None, delimiter: str | None = None) -> list[str] | None:
+    """The column names in the header of the open file ``f`` (text in ``encoding``; None: UTF-8;
+    fields split by ``delimiter``, :func:`~lancetnic_flow.formats.delimited`); None for a file
+    with no byte at all (a compressed empty file: its size on disk is not 0)."""
+    delimiter = delimited(format_named(fmt), delimiter).delimiter or ","
     raw, end = find_header(f, delimiter)
     check_not_packed(raw, url)
     if not end:   # nothing to read, as an empty plain file (data/checks.file_columns)
@@ -516,10 +523,11 @@ def columns_of(f, url: str, fmt: str, encoding: str | None = None) -> list[str] 
     return header_names(to_utf8(raw, encoding), delimiter, url)
 
 
-def head_columns(fi, storage_options: dict | None, encoding: str | None = None) -> list[str] | None:
+def head_columns(fi, storage_options: dict | None, encoding: str | None = None,
+                 delimiter: str | None = None) -> list[str] | None:
     """The registry's ``head`` for CSV and TSV: the columns the file ``fi``'s header names."""
     with open_head(fi, storage_options) as f:
-        return columns_of(f, fi.url, fi.format, encoding)
+        return columns_of(f, fi.url, fi.format, encoding, delimiter)
 
 
 # Rows after a header that must have its number of fields before a head

@@ -191,6 +191,12 @@ def _as_written(data: bytes, columns: Columns) -> pa.Table | None:
     nested = [t for t in (table.schema.field(n).type for n in kept) if pa.types.is_nested(t)]
     if any(_contains(t, _rebuilt_by_arrow) for t in nested):
         return None
+    for n in kept:   # Arrow writes 1.0 as "1" and 1e15 as "1e+15" beside a decimal: kept as the lines wrote them
+        if pa.types.is_floating(table.schema.field(n).type) and n not in _read_as_values(columns):
+            written = _written_numbers(data, table.column(n), n)
+            if written is None:
+                return None   # read line by line (_rows_in_order)
+            table = table.set_column(table.column_names.index(n), n, written)
     used += [n for n in kept if n not in used]
     dated = {n: _dates_as_text(table.schema.field(n).type) for n in used
              if _contains(table.schema.field(n).type, _is_date)}
@@ -199,6 +205,49 @@ def _as_written(data: bytes, columns: Columns) -> pa.Table | None:
         if table is None:
             return None
     return None if any(_loses_digits(table.column(n)) for n in used) else table
+
+
+# A JSON number as a line writes it, after its key.
+_NUMBER = r"\s*:\s*(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)\s*[,}]"
+
+
+def _written_numbers(data: bytes, values, name: str) -> pa.Array | None:
+    """The numbers of the column ``name`` (``values``, as Arrow read the block ``data``: one
+    object a line) as the lines wrote them, found by pattern in each line; None where that
+    cannot be trusted, and the block is read line by line: a line naming the key other than
+    once, a line it names no number in, or a number that is not the value Arrow read."""
+    lines = split_lines(data)
+    lines = pc.filter(lines, pc.greater(pc.utf8_length(pc.utf8_trim(lines, " \t\r\ufeff")), 0))
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if len(lines) != len(values):
+        return None
+    key = json.dumps(name, ensure_ascii=False)
+    if not pc.all(pc.equal(pc.count_substring(lines, key), 1)).as_py():
+        return None
+    found = pc.struct_field(pc.extract_regex(lines, re.escape(key) + _NUMBER), "n")   # null where none
+    if pc.any(pc.and_(pc.is_null(found), pc.is_valid(values))).as_py():
+        return None
+    same = pc.equal(pc.cast(found, pa.float64()), pc.cast(values, pa.float64()))
+    if not pc.all(pc.or_kleene(same, pc.is_null(values))).as_py():
+        return None
+    return pc.if_else(pc.is_valid(values), found, pa.scalar(None, pa.string()))
+
+
+def _read_as_values(columns: Columns) -> set:
+    """The columns a run reads (text, label, numbers), as against those it only keeps."""
+    return {*columns.text, columns.label, columns.target, *columns.numeric}
+
+
+class _Written(float):
+    """A JSON number with a fraction or an exponent, and its text as the line wrote it
+    (``written``): a kept value is written so (``1.0``, ``2.50``, ``1e3``), where Arrow's
+    reading of a float column writes ``1``, ``2.5``, ``1000``, and of a whole number
+    beside a decimal ``1e+15``, so the same id read otherwise by the block holding it."""
+
+    def __new__(cls, text: str):
+        self = super().__new__(cls, text)
+        self.written = text
+        return self
 
 
 def _is_date(t: pa.DataType) -> bool:
@@ -306,7 +355,7 @@ def _values(data: bytes, escape: bool = False):
     With ``escape``, a byte that is not UTF-8 is read as its surrogate escape
     (:func:`_value` keeps its value's bytes), not as U+FFFD; a line
     that also writes a surrogate as JSON's ``\\udcXX`` could not be told from it, and reads U+FFFD."""
-    decode = json.JSONDecoder().raw_decode
+    decode = json.JSONDecoder(parse_float=_Written).raw_decode
     for raw in LINE_ENDS.split(data):
         if not raw.strip():
             continue
@@ -355,8 +404,11 @@ def _nan_as_null(v):
     return v
 
 
-def _value(v, escaped: bool = False):
-    """A kept JSON value as text; one holding lone surrogates as bytes (:func:`_surrogates_as_bytes`)."""
+def _value(v, escaped: bool = False, kept: bool = False):
+    """A JSON value as text; one holding lone surrogates as bytes (:func:`_surrogates_as_bytes`).
+    ``kept``: a column only kept, whose number with a fraction or exponent is its text as written."""
+    if kept and isinstance(v, _Written):
+        return v.written
     if isinstance(v, (dict, list)):
         v = json.dumps(_nan_as_null(v), ensure_ascii=False)
     elif isinstance(v, bool):
@@ -419,7 +471,8 @@ def _rows_in_order(data: bytes, columns: Columns, url: str = "") -> Chunk:
         if why:
             skipped[why] = skipped.get(why, 0) + 1
     names = columns.read_names(have)
-    arrays = {n: _kept_whole([None if o is None else _value(o.get(n), e) for o, e in zip(objs, escaped)])
+    read = _read_as_values(columns)
+    arrays = {n: _kept_whole([None if o is None else _value(o.get(n), e, n not in read) for o, e in zip(objs, escaped)])
               for n in names}
     return finish(columns, arrays.__getitem__, len(objs), len(objs), skipped,
                   status=pa.array(status, pa.string()), have=have)

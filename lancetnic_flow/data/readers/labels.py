@@ -9,8 +9,10 @@
 * fastText lines with several ``__label__`` tags (see :mod:`.lines`);
 * otherwise a plain string is a set of one label.
 
-The output column is ``list<string>``: labels trimmed, empty ones dropped, so an
-empty set is a row without a label (skipped as ``missing_label``).
+The output column is ``list<string>``: labels trimmed, empty ones dropped. An
+empty list (``[]``, :func:`empty_lists`) is an empty set, a row no label applies
+to; any other row left without a label (null, a blank cell) is skipped as
+``missing_label``.
 
 A single-label task never cuts a set down to one label silently: a list, or a
 string holding a JSON or Python list, stops the run with :class:`LabelListError`.
@@ -105,6 +107,27 @@ def label_sets(label, sep: str | None, noted: dict[str, int] | None = None) -> p
     # only a JSON list's items can hold the separator: a split string's parts hold none
     _note_separator(noted, sep if listed else None, split, values, parents)
     return _rebuild(len(label), parents, values)
+
+
+# A cell holding an empty JSON or Python list: "[]", "[ ]".
+EMPTY_LIST_RE = r"^\s*\[\s*\]\s*$"
+
+
+def empty_lists(label) -> pa.Array:
+    """Which rows of the label column hold an empty list (a JSON or Parquet ``[]``, or a
+    cell reading ``[]``): an empty label set, no label applies, every class a negative.
+    Null, an absent key, a blank cell, a list of empty items or a separator's string of
+    empty parts (``|``) are none: their label is missing."""
+    if isinstance(label, pa.ChunkedArray):
+        label = label.combine_chunks()
+    label = plain_lists(label)
+    if is_list_type(label.type):
+        return pc.fill_null(pc.equal(pc.list_value_length(label), 0), False)
+    if pa.types.is_dictionary(label.type):
+        label = pc.cast(label, label.type.value_type)
+    if pa.types.is_string(label.type) or pa.types.is_large_string(label.type):
+        return pc.fill_null(pc.match_substring_regex(label, EMPTY_LIST_RE), False)
+    return pa.array(np.zeros(len(label), bool))
 
 
 def separator_counts(noted: dict[str, int]) -> dict[str, int]:

@@ -41,20 +41,28 @@ def lone_crs_as_lf(data: bytes) -> bytes:
 _CR_BEFORE_TAG = re.compile(rb"\r(?!\n)[ \t]*__label__")
 
 
-def check_fasttext_line_ends(data: bytes, url: str) -> None:
+def check_fasttext_line_ends(data: bytes, url: str, whole: bool = True) -> None:
     """Refuse a fastText block whose lines end in a lone ``\\r``: fastText reads it as a
     space, so the file would be one line, every line's tags that line's labels (a
-    multilabel run trained on one row, a prediction written for the whole file). The
-    lines end there where such ``\\r`` outnumber the block's lines ended otherwise: one inside a
-    ``\\n``-ended line is a space between words, as fastText reads it, and its tag a tag."""
+    multilabel run trained on one row, a prediction written for the whole file). A line
+    (to its ``\\n``) ends there where it holds two tags after a lone ``\\r``, or one and its
+    last byte, the file's, is a lone ``\\r``: one tag after a ``\\r`` inside a line is a space
+    between words, as fastText reads it, and its tag a tag. Decided line by line, so the same
+    wherever the file is cut. ``whole``: ``data``'s last line ends with it (a block, not the
+    first bytes of a range or stream)."""
     if b"\r" not in data:
         return
-    lines = data.count(b"\n") + (not data.endswith((b"\n", b"\r")))   # a last line without its end is one
-    for seen, _ in enumerate(_CR_BEFORE_TAG.finditer(data), 1):
-        if seen > lines:
-            raise UserError(f"{url}: its fastText lines end in a lone \\r (classic Mac line ends), which fastText "
-                            "reads as a space: the file would be one line holding every line's labels",
-                            "convert the line ends first, e.g. tr '\\r' '\\n' < FILE > FILE-unix.ft")
+    line, seen = -1, 0
+    for tag in _CR_BEFORE_TAG.finditer(data):
+        start = data.rfind(b"\n", 0, tag.start()) + 1
+        seen, line = (seen + 1 if start == line else 1), start
+        if seen > 1:
+            break
+    last = seen == 1 and whole and data.endswith(b"\r") and data.find(b"\n", line) < 0
+    if seen > 1 or last:
+        raise UserError(f"{url}: its fastText lines end in a lone \\r (classic Mac line ends), which fastText "
+                        "reads as a space: the file would be one line holding every line's labels",
+                        "convert the line ends first, e.g. tr '\\r' '\\n' < FILE > FILE-unix.ft")
 
 
 def check_line_columns(url: str, fmt: str, columns: Columns) -> None:
@@ -146,7 +154,9 @@ def fasttext_columns(lines: pa.Array, columns: Columns, url: str, tagged: int | 
     get = {"text": text}
     if columns.label:
         if columns.multilabel and not columns.all_rows:
-            get["label"] = fasttext_sets(tags)
+            # A line without a tag has no label (fastText skips it), no empty set: null, as a missing list is.
+            sets = fasttext_sets(tags)
+            get["label"] = pc.if_else(pc.equal(pc.list_value_length(sets), 0), pa.scalar(None, sets.type), sets)
         else:
             if not columns.all_rows:
                 several = several_tagged(tags)

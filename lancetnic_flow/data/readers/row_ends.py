@@ -156,6 +156,24 @@ def with_lf_row_ends(data: bytes, delimiter: str, quote: str = '"') -> bytes:
     return out.tobytes()
 
 
+@njit(cache=True, nogil=True)
+def row_starts_with(data: np.ndarray, mark: np.ndarray, delim: int, quote: int) -> list:
+    """The offsets past the first byte of ``data`` (starting where a row does) where a
+    row starts with the bytes ``mark``: after a row end, not after a line end inside quotes."""
+    out = [np.int64(0)][:0]
+    n, m = data.shape[0], mark.shape[0]
+    state = FIELD
+    for i in range(n):
+        if _ends_row(data, i, state) and i + 1 + m <= n:
+            j = 0
+            while j < m and data[i + 1 + j] == mark[j]:
+                j += 1
+            if j == m:
+                out.append(np.int64(i + 1))
+        state = FIELD if _ends_row(data, i, state) else _step(state, data[i], delim, quote)
+    return out
+
+
 # What :func:`records` says of a record besides where it ends.
 WHOLE, STRAY, UNCLOSED = 0, 1, 2
 

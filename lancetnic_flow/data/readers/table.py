@@ -20,7 +20,7 @@ from ...storage import open_options, url_to_fs
 from ..decompress import check_not_packed, open_decompressed
 from ..sources import Chunk, Columns, missing_column_error, open_error
 from ..usable import usable_tokens
-from .labels import check_single, is_list_type, label_sets, nan_as_null, repeated_rows
+from .labels import check_single, empty_lists, is_list_type, label_sets, nan_as_null, repeated_rows
 from ...plurals import counted
 from .times import is_time_type, iso_text
 from .utf8_shapes import Utf8Shapes, utf8_shapes
@@ -454,12 +454,13 @@ def _unreadable_where(raw, value, oks: list) -> int:
 
 def label_column(columns: Columns, raw, noted: dict[str, int] | None = None) -> tuple:
     """The label column and which rows have one: a string per row, or with
-    ``columns.multilabel`` a set of labels per row (an empty set is no label;
-    what ``columns.label_sep`` split and left whole counted in ``noted``).
+    ``columns.multilabel`` a set of labels per row (an empty list ``[]`` is an empty
+    set, a row no label applies to; any other row without a label has none; what
+    ``columns.label_sep`` split and left whole counted in ``noted``).
     A single-label task refuses lists of labels (:class:`~.labels.LabelListError`)."""
     if columns.multilabel:
         sets = label_sets(raw, columns.label_sep, noted)
-        return sets, pc.greater(pc.list_value_length(sets), 0)
+        return sets, pc.or_(pc.greater(pc.list_value_length(sets), 0), empty_lists(raw))
     if is_list_type(raw.type):
         check_single(raw)   # raises: to_string cannot read a list
     label = pc.utf8_trim_whitespace(to_string(raw))
@@ -619,9 +620,10 @@ def format_hint(fmt: str, have: list[str]) -> str | None:
     other, name = ("\t", "tsv") if fmt == "csv" else (",", "csv")
     if len(have) == 1 and other in have[0]:
         return f"the header line is split by {other!r}, not by the {fmt} delimiter: pass --format {name}"
-    if len(have) == 1 and ";" in have[0]:
-        return ("the header line is split by ';' (a semicolon-separated file): save it with ',' as the "
-                "delimiter, or as TSV or Parquet")
+    # one field holding a separator: the file is split by it (a run's own --delimiter, or none given)
+    split = next((d for d in (";", "|", ",") if len(have) == 1 and d in have[0]), None)
+    if split is not None and fmt == "csv":
+        return f"the header line is split by {split!r}: pass --delimiter '{split}'"
     if any(looks_like_data(h) for h in have):
         return ("the first line looks like a row of data, not column names: the file needs a header line "
                 "naming its columns, e.g. text,label")

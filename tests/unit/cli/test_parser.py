@@ -62,7 +62,7 @@ def test_tune_takes_trains_options_but_resume_and_ddp():
 
 
 def test_predict_and_evaluate_share_the_declared_data_and_cluster_options():
-    assert {o.field for o in DATA} == {"data.format", "data.storage_options", "data.encoding"}
+    assert {o.field for o in DATA} == {"data.format", "data.storage_options", "data.encoding", "data.delimiter"}
     assert {o.flag for o in CLUSTER} == {"--memory-budget", "--workers", "--worker-threads", "--scheduler",
                                          "--scheduler-wait", "--blocksize", "--run-on"}
     a = build_parser().parse_args(["predict", "run", "--text", "t", "--memory-budget", "1GiB"])

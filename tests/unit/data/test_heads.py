@@ -81,3 +81,31 @@ def test_keys_ahead_of_several_json_lines_files_are_every_files_keys_in_order(tm
     files = _files(tmp_path.iterdir())
     order = [files[n] for n in ("empty.jsonl", "a.jsonl", "b.jsonl", "c.jsonl")]
     assert heads.keys_ahead(order) == ["id", "text", "src", "lang"]
+
+
+def test_keys_ahead_of_many_files_read_their_heads_at_once_and_merge_them_in_the_files_order(tmp_path, monkeypatch):
+    # each head was read after the one before: a round trip per file of a remote glob before any row
+    import threading
+    import time
+
+    from lancetnic_flow.data.readers import jsonl
+
+    names = [f"f{i:02}.jsonl" for i in range(16)]
+    for i, n in enumerate(names):
+        (tmp_path / n).write_text(f'{{"id": {i}, "text": "t", "k{15 - i}": 1}}\n')
+    files = _files(tmp_path.iterdir())
+    at_once, lock, now = [0, 0], threading.Lock(), jsonl.window_keys
+
+    def slow(fi, *a):
+        with lock:
+            at_once[0] += 1
+            at_once[1] = max(at_once)
+        time.sleep(0.2)   # a remote store's round trip
+        with lock:
+            at_once[0] -= 1
+        return now(fi, *a)
+
+    monkeypatch.setattr(jsonl, "window_keys", slow)
+    started = time.perf_counter()
+    assert heads.keys_ahead([files[n] for n in names]) == ["id", "text", *(f"k{15 - i}" for i in range(16))]
+    assert at_once[1] > 4 and time.perf_counter() - started < 16 * 0.2 / 2

@@ -107,3 +107,18 @@ def test_a_label_separator_for_json_lines_is_judged_by_every_label_not_the_first
     with pytest.raises(UserError, match="holds lists"):
         plan_training_sources(_cfg([jsonl("lists.jsonl", [["a"], ["b", "c"], None, ["c"]])], "multilabel",
                                    label_sep="|"), 1 << 20)
+
+
+def test_a_delimiter_where_no_input_is_read_as_csv_is_refused_and_a_csv_input_takes_it(tmp_path):
+    from lancetnic_flow.data.idle_options import refuse_idle_delimiter
+
+    (tmp_path / "a.jsonl").write_text('{"text": "goal match", "label": "a"}\n')
+    (tmp_path / "b.tsv").write_text("text\tlabel\ngoal match\ta\n")
+    (tmp_path / "c.csv").write_text("text;label\ngoal match;a\n")
+    cols = Columns(text=("text",), label="label", delimiter=";")
+    for name in ("a.jsonl", "b.tsv"):
+        with pytest.raises(UserError, match="splits the fields of CSV files") as e:
+            refuse_idle_delimiter(cols, plan_source([str(tmp_path / name)]))
+        assert "drop --delimiter" in e.value.said("cli")[1]
+    refuse_idle_delimiter(cols, plan_source([str(tmp_path / "c.csv")]), plan_source([str(tmp_path / "a.jsonl")]))
+    refuse_idle_delimiter(Columns(text=("text",)), plan_source([str(tmp_path / "a.jsonl")]))

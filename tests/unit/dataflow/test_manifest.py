@@ -409,3 +409,15 @@ def test_entries_with_a_target_column_made_before_unreadable_targets_were_counte
     monkeypatch.setattr(manifest, "TARGET_NOTES_REVISION", 0)   # the keys made before the count
     assert entry_key(plan, None, fc, target, VAL_FRACTION) != now[0]
     assert entry_key(plan, None, fc, COLUMNS, VAL_FRACTION) == now[1]
+
+
+def test_a_csv_entry_read_with_another_delimiter_is_its_own_and_a_comma_keys_as_before():
+    # a ';' file cached as ',' (one column of whole lines) must not be reused, nor the other way round
+    from lancetnic_flow.data.sources import FileInfo, SourcePlan
+
+    plan = SourcePlan(files=[FileInfo("file:///d/a.csv", 10, "v1", "csv", None)], partitions=[])
+    fc = {**FeatureConfig().__dict__, "lowercase": False}
+    keys = {d: entry_key(plan, None, fc, dataclasses.replace(COLUMNS, delimiter=d), VAL_FRACTION)
+            for d in (None, ";", "|")}
+    assert len(set(keys.values())) == 3 and keys[None] == entry_key(plan, None, fc, COLUMNS, VAL_FRACTION)
+    assert columns_key(COLUMNS) == columns_key(dataclasses.replace(COLUMNS, delimiter=None))

@@ -246,3 +246,17 @@ def test_a_constant_targets_predictions_are_its_value_and_the_rows_targets_are_r
     m.update(np.zeros(3), np.full(3, 0.01), 0.0)
     r = m.result()
     assert r["mae"] == 0.0 and r["r2"] is None and r["baseline_rmse"] == 0.0   # no spread: no R², no NaN
+
+
+def test_a_row_of_an_empty_label_set_is_an_exact_match_when_none_is_predicted_and_each_label_predicted_a_false_positive():
+    # empty sets are training and scoring rows (no label applies): the scores must count them, not skip them
+    from lancetnic_flow.models.metrics import MultiLabelMetrics
+
+    m = MultiLabelMetrics(2)
+    true = np.array([[1, 0], [0, 0], [0, 0]], np.uint8)
+    pred = np.array([[1, 0], [0, 0], [0, 1]], np.uint8)
+    m.update(true, pred, 0.0)
+    r = m.result()
+    assert r["rows"] == 3 and r["subset_accuracy"] == pytest.approx(2 / 3)
+    assert m.fp.tolist() == [0, 1] and m.fn.tolist() == [0, 0]
+    assert r["micro_f1"] == pytest.approx(2 * 1 / (2 * 1 + 1))

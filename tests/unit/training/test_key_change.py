@@ -52,8 +52,8 @@ def test_a_reader_revised_since_is_named_with_what_its_latest_revision_reads_oth
     ft = (("file:///d/train.ft", 100, "mtime=1", "fasttext", ""),)
     before, now = _parts(files=ft), _parts(files=ft)
     before["revisions"]["fasttext"] = now["revisions"]["fasttext"] - 1
-    assert key_changes(before, now) == ["the fastText reader was revised since (a BOM at a line's start is now "
-                                        "stripped, no text)"]
+    assert key_changes(before, now) == ["the fastText reader was revised since (a line of lone \\r line ends is "
+                                        "now refused wherever the file is cut)"]
     older = copy.deepcopy(before)
     older["revisions"]["fasttext"] -= 1   # more than one revision ago: no one reason to name
     assert key_changes(older, now) == ["the fastText reader was revised since"]

@@ -595,3 +595,16 @@ def test_train_warns_at_the_start_of_a_patience_that_can_stop_no_epoch_but_not_i
     with pytest.raises(_Planned):
         orchestrator.train(given, events, searched=searched)
     assert [m.split(":")[0] for m in seen] == ([] if searched else ["early_stopping 2 can stop no epoch of epochs 3"])
+
+
+def test_a_multilabel_fit_of_one_label_is_refused_naming_the_empty_sets_and_the_two_class_run():
+    # it said rows without a label are skipped "so a single label is in every set": an empty set's row is not
+    import torch
+
+    from lancetnic_flow.models.tasks import Task
+    from lancetnic_flow.training.orchestrator import label_set_task
+
+    fitted = FittedFeatures(vocabulary=["alpha"], labels=["spam"], label_counts=[5], docs=10)
+    with pytest.raises(UserError, match=r"an empty set, \[\], has none of them") as e:
+        label_set_task(Task("multilabel", 1), fitted, "none", torch.device("cpu"))
+    assert "train --task classify" in e.value.said("cli")[1]

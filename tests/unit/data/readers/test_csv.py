@@ -444,3 +444,65 @@ def test_a_kept_column_holding_bytes_that_are_not_utf8_keeps_them_whole_so_two_i
     trained = parse_csv(b"id,text\n\xff1,hello world\n\xfe1,good day\nab,caf\xe9 x\n", None, "csv",
                         Columns(text=("text",)), "f")
     assert trained.table.column("text").to_pylist() == ["hello world", "good day"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_byte_order_mark_after_a_line_end_inside_a_quoted_field_is_the_fields_text_at_every_blocksize(
+        tmp_path, fmt):
+    # only a BOM at a row's start is no text: one after a quoted field's line end was dropped with them
+    import csv as pycsv
+    import io
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    d = "," if fmt == "csv" else "\t"
+    bom = "\ufeff"
+    text = (f'label{d}text\na{d}"quoted\n{bom}second line"\n{bom}b{d}plain\n'
+            f'a{d}"two\r\n{bom}lines\r\n{bom}more"\r\n')
+    path = tmp_path / f"f.{fmt}"
+    path.write_bytes(text.encode())
+    want = [(r[0].lstrip(bom), r[1]) for r in pycsv.reader(io.StringIO(text, newline=""), delimiter=d)][1:]
+    assert want[0] == ("a", f"quoted\n{bom}second line")
+    for all_rows in (False, True):
+        cols = Columns(text=("text",), label="label", all_rows=all_rows)
+        for blocksize in (8, 20, 40, 1 << 20):
+            rows = [r for p in plan_source([str(path)], blocksize=blocksize).partitions
+                    for c in read_partition(p, cols) for r in c.table.to_pylist()]
+            assert [(r["label"], r["text"]) for r in rows] == want, (blocksize, all_rows)
+
+
+@pytest.mark.parametrize("delimiter", [";", "|"])
+def test_a_csv_file_split_by_another_delimiter_reads_as_pythons_csv_module_reads_it_at_every_blocksize(
+        tmp_path, delimiter):
+    # a ';' file (common in Europe) could not be read at all: its header was one column 'id;text;label'
+    import csv as pycsv
+    import io
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.readers.csv import head_columns
+    from lancetnic_flow.data.sources import plan_source
+
+    out = io.StringIO(newline="")
+    w = pycsv.writer(out, delimiter=delimiter, lineterminator="\n")
+    w.writerow(["id", "text", "label"])
+    texts = ["goal; match", "phone, chip", 'a "quoted"; b', f"two\nlines{delimiter} here", "plain text", "xx|yy;zz,ww"]
+    for i in range(30):
+        w.writerow([i, texts[i % len(texts)], "ab"[i % 2]])
+    path = tmp_path / "f.csv"
+    path.write_text(out.getvalue(), newline="")
+    want = [(r[1], r[2], r[0]) for r in pycsv.reader(io.StringIO(out.getvalue(), newline=""),
+                                                     delimiter=delimiter)][1:]
+    plan = plan_source([str(path)])
+    assert head_columns(plan.files[0], None, None, delimiter) == ["id", "text", "label"]
+    for all_rows in (False, True):
+        cols = Columns(text=("text",), label="label", keep=("id",) if all_rows else (), all_rows=all_rows,
+                       delimiter=delimiter)
+        for blocksize in (16, 64, 200, 1 << 20):
+            rows = [r for p in plan_source([str(path)], blocksize=blocksize).partitions
+                    for c in read_partition(p, cols) for r in c.table.to_pylist()]
+            got = [(r["text"], r["label"], r["keep:id"] if all_rows else want[i][2]) for i, r in enumerate(rows)]
+            assert got == want, (blocksize, all_rows)
+    with pytest.raises(UserError, match="no column 'text'") as e:   # read with ',': the hint names the option
+        list(read_partition(plan.partitions[0], Columns(text=("text",), label="label")))
+    assert f"--delimiter '{delimiter}'" in e.value.said("cli")[1]

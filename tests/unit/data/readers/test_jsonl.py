@@ -270,7 +270,7 @@ def test_a_kept_value_holding_bytes_that_are_not_utf8_keeps_them_whole_so_two_id
             b'{"id": "ab", "text": "caf\xe9", "n": "x\xff"}\n{"id": "\\udcff", "text": "\xff"}\n')
     rows = parse_jsonl(data, cols, "f.jsonl").table.to_pylist()
     assert [r["keep:id"] for r in rows] == [b"\xff1", b"\xfe1", b"ab", b"\xed\xb3\xbf"]   # JSON's "\udcff": its own bytes
-    assert [r["keep:n"] for r in rows] == [b"2", b"1e-7", b"x\xff", None]   # numbers as the Arrow path writes them
+    assert [r["keep:n"] for r in rows] == [b"2.0", b"1e-07", b"x\xff", None]   # numbers as the lines wrote them
     # the line is "undecodable", as training skips it
     assert [r["status"] for r in rows] == ["undecodable"] * 4 and rows[2]["text"] == ""
 
@@ -343,3 +343,33 @@ def test_a_key_holding_a_lone_surrogate_escape_is_refused_naming_it_not_said_as_
     cols = Columns(text=("text",), keep_all=True, all_rows=True)
     with pytest.raises(UserError, match=r'f.jsonl: an object has the key "k\\ud800"'):
         parse_jsonl(data, cols, "f.jsonl")
+
+
+@pytest.mark.parametrize("bad_line", [False, True])
+def test_a_kept_number_is_written_as_the_line_wrote_it_whichever_block_holds_it(bad_line):
+    # Arrow's float column wrote 1.0 as "1" (one id with 1) and, in a block with a decimal, 1000000000000000
+    # as "1e+15" where a block of whole numbers wrote it out: an id's text depended on where the file was cut
+    lines = [b'{"text": "goal match", "id": 1.0, "n": 1}', b'{"text": "phone chip", "id": 1, "n": 2}',
+             b'{"text": "vote law", "id": 2.50, "n": 3}', b'{"text": "vote law", "id": 1e3, "n": 4}',
+             b'{"text": "vote law", "id": 1000000000000000, "n": 5}', b'{"text": "vote law", "id": -0.0, "n": 6}']
+    if bad_line:
+        lines.insert(2, b"{not json")
+    cols = Columns(text=("text",), keep=("id", "n"), all_rows=True)
+    want = ["1.0", "1", "2.50", "1e3", "1000000000000000", "-0.0"]
+
+    def kept(block: list[bytes]) -> list:
+        rows = parse_jsonl(b"\n".join(block) + b"\n", cols, "f.jsonl").table.to_pylist()
+        return [(r["keep:id"], r["keep:n"]) for r in rows if r["status"] == "ok"]
+
+    assert kept(lines) == list(zip(want, "123456"))
+    assert [v for line in lines for v in kept([line])] == list(zip(want, "123456"))
+    # a block of clean lines takes the numbers' text from its lines; one naming the key again (in a nested
+    # object, or escaped in a text) is read line by line: the same text either way
+    clean = [b'{"text": "goal match", "id": %s, "n": 1}' % n.encode() for n in want]
+    assert kept(clean) == [(n, "1") for n in want]
+    odd = [b'{"text": "a \\"id\\": 5 note", "id": 7.0, "n": 1}', b'{"text": "bb cc", "id": 2.50, "n": 1, "m": {"id": 1}}']
+    assert kept(clean + odd) == [(n, "1") for n in want] + [("7.0", "1"), ("2.50", "1")]
+    # a label is read as training reads it, a float as Arrow writes it: the class a run learned
+    labelled = Columns(text=("text",), label="id", all_rows=True)
+    assert parse_jsonl(b"\n".join(lines[:2]) + b"\n", labelled, "f.jsonl").table.column("label").to_pylist() == \
+        ["1", "1"]

@@ -247,3 +247,40 @@ def test_a_large_fasttext_file_of_lone_cr_line_ends_is_refused_before_its_range_
     part = plan_source([str(path)], format="fasttext", blocksize=4096).partitions[0]
     with pytest.raises(UserError, match="lone"):
         next(read_partition(part, Columns(text=("text",), label="label"), chunk_bytes=4096))
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_last_line_of_lone_cr_line_ends_is_refused_or_read_alike_at_every_blocksize(tmp_path, suffix):
+    # a last line without its "\n" holding two "\r__label__" was refused where a small block held it alone
+    # and read as one line of three tags where a large block held the lines before it
+    import gzip
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import plan_source
+
+    head = b"".join(b"__label__a goal match %d\n" % i for i in range(40))
+    cols = Columns(text=("text",), label="label", multilabel=True)
+
+    def read(tail: bytes, blocksize: int) -> list | str:
+        path = tmp_path / f"f{blocksize}.ft{suffix}"
+        path.write_bytes(gzip.compress(head + tail) if suffix else head + tail)
+        try:
+            return [r for p in plan_source([str(path)], blocksize=blocksize).partitions
+                    for c in read_partition(p, cols, chunk_bytes=blocksize) for r in c.table.to_pylist()]
+        except UserError as e:
+            return "refused" if "lone \\r" in e.message else e.message
+
+    sizes = (16, 64, 256, 1 << 20)
+    for tail in (b"__label__b phone\r__label__c chip\r__label__d vote", b"__label__b phone\r__label__c chip\r"):
+        assert {bs: read(tail, bs) for bs in sizes} == dict.fromkeys(sizes, "refused"), tail
+    one = [read(b"__label__b phone\r__label__c chip", bs) for bs in sizes]   # one tag after a "\r": a space
+    assert all(rows == one[0] for rows in one) and len(one[0]) == 41
+    assert one[0][-1] == {"text": "phone chip", "label": ["b", "c"]}
+
+
+def test_a_fasttext_line_without_a_tag_is_a_missing_label_in_a_multilabel_run_not_an_empty_set():
+    # an empty list ([]) is a label set no label applies to; a line without a tag has none, as fastText skips it
+    cols = Columns(text=("text",), label="label", multilabel=True)
+    chunk = parse_lines(b"__label__a first text\nno tag here\n__label__ empty tag\n", "fasttext", cols, "f.ft")
+    assert chunk.table.to_pylist() == [{"text": "first text", "label": ["a"]}]
+    assert chunk.skipped == {"missing_label": 2}
