@@ -22,6 +22,7 @@ This module is core: no torch, no Dask, nothing above it.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import shlex
 from dataclasses import dataclass, replace
@@ -656,13 +657,33 @@ def _scalar(o: Option, value: Any) -> Any:
     return value if o.type is None and isinstance(value, str) else (o.type or str)(value)
 
 
+# Other tools' names for options, as users type them (flags and workflow keys alike, dashes for underscores).
+FLAG_ALIASES = {"learning-rate": "lr", "output-dir": "out", "model-dir": "out", "outdir": "out", "out-dir": "out",
+                "gpu": "device", "cuda": "device", "val-split": "val-fraction", "validation-split": "val-fraction",
+                "test-size": "val-fraction", "num-epochs": "epochs", "max-epochs": "epochs", "n-epochs": "epochs",
+                "word-ngrams": "ngrams", "wordngrams": "ngrams", "num-workers": "workers", "n-jobs": "workers"}
+
+
 def unknown_key(key: str, where: str) -> UserError:
-    """An unknown workflow key, with the close names."""
+    """An unknown workflow key, with the close names: another tool's name for one
+    (:data:`FLAG_ALIASES`; ``output.dir`` is ``out``), else those spelt closest, within
+    the key's own section first (``output.dir`` was offered ``delimiter``, a data field)."""
     known = sorted(k for k in BY_DEST if k != "resume") + ["train"]
-    return UserError(f"{where}: unknown field {key!r}" + close_matches(key.split(".")[-1], known),
+    section, _, name = key.rpartition(".")
+    name = name.replace("-", "_")
+    dashed = name.replace("_", "-").lower()
+    alias = FLAG_ALIASES.get(dashed) or FLAG_ALIASES.get(f"{section}-{dashed}".lstrip("-"))
+    if alias and alias.replace("-", "_") in BY_DEST:
+        said = f" (did you mean {alias.replace('-', '_')!r}?)"
+    else:
+        own = [k for k in known if k in BY_DEST and (BY_DEST[k].field or "").startswith(f"{section}.")]
+        found = difflib.get_close_matches(name, own, n=3, cutoff=0.6) if section else []
+        found = found or difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        said = f" (did you mean {', '.join(repr(f) for f in found)}?)" if found else ""
+    return UserError(f"{where}: unknown field {key!r}" + said,
                      "fields are `lancetnic-flow train` options; see `lancetnic-flow train --help`")
 
 
 __all__ = ["Option", "OPTIONS", "option", "command_options", "default", "api_default", "api_options", "bad",
            "cli_name", "python_name", "workflow_name", "Words", "said", "hinted", "NGRAM_FIELDS", "typed_value", "text_value", "parse_storage_options", "parse_df",
-           "SECTIONS"]
+           "SECTIONS", "FLAG_ALIASES"]

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from ..errors import close_matches
 from ..formats import registered
-from ..options import GROUPS, OPTIONS, Option, command_options
+from ..options import FLAG_ALIASES, GROUPS, OPTIONS, Option, command_options
 
 O = Option
 
@@ -298,10 +298,6 @@ def log_file_as_command(argv: list[str], commands: list[str]) -> str | None:
 
 # Other tools' names for options this one has: a close spelling would not find them, and
 # spelling alone offered --format for --overwrite, --learn-val for --learning-rate.
-FLAG_ALIASES = {"learning-rate": "lr", "output-dir": "out", "model-dir": "out", "outdir": "out", "out-dir": "out",
-                "gpu": "device", "cuda": "device", "val-split": "val-fraction", "validation-split": "val-fraction",
-                "test-size": "val-fraction", "num-epochs": "epochs", "max-epochs": "epochs", "n-epochs": "epochs",
-                "word-ngrams": "ngrams", "wordngrams": "ngrams", "num-workers": "workers", "n-jobs": "workers"}
 
 
 def unknown_words(extra: list[str], parser: argparse.ArgumentParser) -> str:

@@ -91,6 +91,16 @@ def test_an_unknown_override_is_refused_with_close_matches(tmp_path):
     assert "unknown field 'epoch'" in str(e.value) and "'epochs'" in str(e.value)
 
 
+@pytest.mark.parametrize("section, key, meant", [("output", "dir", "'out'"), ("training", "learning_rate", "'lr'"),
+                                               ("training", "epoch", "'epochs'"), ("output", "nmae", "'name'")])
+def test_an_unknown_key_is_offered_the_field_it_means_not_one_of_another_section(tmp_path, section, key, meant):
+    """`output: {dir: runs}` was offered 'delimiter', a data field that only shares two letters."""
+    path = _write(tmp_path, f"train: x.csv\n{section}:\n  {key}: 1\n")
+    with pytest.raises(UserError) as e:
+        read_workflow(path)
+    assert f"(did you mean {meant}?)" in str(e.value) and "delimiter" not in str(e.value)
+
+
 def test_an_unknown_or_ill_typed_key_names_the_file_line_and_field(tmp_path):
     path = _write(tmp_path, "train: x.csv\nfeatures:\n  max_featurez: 10\n")
     with pytest.raises(UserError) as e:
