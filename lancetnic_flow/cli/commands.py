@@ -14,7 +14,8 @@ from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError, reworded
 from ..scores import BY_KEY
 from ..formats import text_encoding
-from ..storage import absolute, check_writable, open_options, options_for, refuse_local_storage_options, url_to_fs
+from ..storage import (absolute, check_writable, options_for, refuse_existing_file, refuse_local_storage_options,
+                       url_to_fs)
 from ..plurals import counted, verb
 
 
@@ -350,6 +351,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
     check_output_place(a.output, so, [f.url for f in src.files])
+    if not a.force:
+        refuse_existing_file(a.output, options_for(a.output, so), f"--output {a.output}", "predict")
     if a.encoding is not None:   # the run's own encoding is used where it decodes something, unsaid
         from ..data.idle_options import refuse_idle_encoding
 
@@ -377,7 +380,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
 
 # What only reading --input uses, and its value when not given: with --text each would do nothing.
-INPUT_ONLY = {"output": None, "text_column": None, "keep": None, "format": "auto", "encoding": None,
+INPUT_ONLY = {"output": None, "force": False, "text_column": None, "keep": None, "format": "auto", "encoding": None,
               "memory_budget": None, "workers": None, "worker_threads": None, "scheduler": None,
               "scheduler_wait": None, "blocksize": None, "run_on": "auto"}
 
@@ -588,10 +591,15 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     if a.encoding is not None:   # as with the run's own encoding
         refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
-        from ..runs.outputs import check_plots_place
+        from ..runs.outputs import check_plots_place, refuse_earlier_plots
 
         check_plots_place(a.plots, options_for(a.plots, so), a.run)   # a run's charts are its validation's
         check_writable(a.plots, options_for(a.plots, so), "--plots", folder=True)
+        if not a.force:
+            refuse_earlier_plots(a.plots, options_for(a.plots, so))
+    elif a.force:
+        raise UserError("--force replaces an earlier evaluation's files in --plots DIR, and no --plots is given",
+                        "drop --force, or add --plots DIR")
     say_decided(report, src)
     from ..runs.evaluate import check_label_sets_split, check_scored, evaluate_files
     from ..runs.loading import weights_stamp
@@ -684,7 +692,7 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     refuse_local_storage_options(so, {"OUT": a.out})
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
     if not a.force:
-        _refuse_existing_file(a.out, options_for(a.out, so))
+        refuse_existing_file(a.out, options_for(a.out, so), f"make-data {a.out}", "make-data")
     _made(report, a.out, write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel,
                                       storage_options=so))
     return 0
@@ -695,20 +703,6 @@ def _made(report, out: str, info: dict) -> None:
     if report.json is not None:
         report.json("made", {"output": str(out), **info})
     report.say(f"wrote {counted(info['rows'], 'row')} to {out} ({info['format']})", markup=False)
-
-
-def _refuse_existing_file(out: str, storage_options: dict) -> None:
-    """Refuse to replace a file OUT names: it may be the user's own data
-    (data/train.csv), and a generated corpus would take its place without a
-    word. A named pipe is not a file here: writing into one is how a reader is fed."""
-    fs, path = url_to_fs(out, **open_options(out, storage_options))
-    try:
-        exists = fs.isfile(path)
-    except Exception:   # a store that cannot say: check_writable has already shown the place is writable
-        return
-    if exists:
-        raise UserError(f"make-data {out}: the file already exists; make-data does not replace a file unless asked",
-                        "pass --force to replace it, or give another path")
 
 
 def cmd_demo(a: argparse.Namespace, report) -> int:
@@ -830,12 +824,21 @@ def cmd_export(a: argparse.Namespace, report) -> int:
     refuse_local_storage_options(parse_storage_options(a.storage_option),
                                  {"RUN": a.run, "--onnx": a.onnx, "--compact": a.compact})
     if a.compact is not None:
+        if a.force:   # it would do nothing: a copy never replaces a folder
+            raise UserError(f"--force replaces an existing --onnx FILE; --compact {a.compact} is written to a new "
+                            "folder, and never replaces one", "drop --force, and name a folder that does not exist "
+                            "yet (or remove the old copy first)")
         return _export_compact(a, report)
     require_onnx()
     so = parse_storage_options(a.storage_option)
     run_so = options_for(a.run, so)
     read_run_json(a.run, run_so)
     check_writable(a.onnx, options_for(a.onnx, so), "--onnx", folder=False)
+    from ..runs.outputs import check_output_place
+
+    check_output_place(a.onnx, options_for(a.onnx, so), [], flag="--onnx")   # the run's own files: never
+    if not a.force:
+        refuse_existing_file(a.onnx, options_for(a.onnx, so), f"--onnx {a.onnx}", "export")
     from ..runs.export import export_onnx
 
     out = export_onnx(a.run, a.onnx, so, run_so)

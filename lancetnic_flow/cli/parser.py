@@ -100,6 +100,8 @@ PREDICT = [
     O("--top-k", "also write the K most probable labels and their probabilities", "K", int),
     O("--threshold", "a multilabel run: predict every label with probability ≥ P (default: each label's own "
       "threshold, chosen on the run's validation rows; 0.5 for a run without them)", "P", float, None),
+    O("--force", "replace --output when it is already a file (without it an existing file is refused; an input "
+      "or a run's own file is refused always)", kind="flag"),
 ]
 EXPLAIN = [
     O("--text", "a text to explain (repeatable)", "TEXT", kind="append"),
@@ -116,6 +118,8 @@ EVALUATE = [
     O("--target", "target column (default: the run's)", "COL"),
     O("--label-sep", "a multilabel run: the separator of a label string (default: the run's)", "SEP"),
     O("--plots", "also write plots and per-class tables to DIR", "DIR"),
+    O("--force", "replace an earlier evaluation's tables and charts in --plots DIR (without it they are refused)",
+      kind="flag"),
 ]
 MAKE_DATA = [
     O("--rows", "rows to write", "N", int, required=True),
@@ -153,6 +157,8 @@ EXPORT = [
     O("--onnx", "write the network as an ONNX graph to FILE (a path or any fsspec URL)", "FILE"),
     O("--compact", "write a copy of the run with 8-bit weights to DIR (a run folder: predict, evaluate and serve "
       "read it; about a quarter of the weights' bytes, the accuracy cost in docs/benchmarks.md)", "DIR"),
+    O("--force", "replace --onnx FILE when it is already a file (without it an existing file is refused; a file "
+      "of a run folder is refused always)", kind="flag"),
     O("--storage-option", "fsspec storage option of the run's and FILE's URLs, repeatable", "K=V", default=[],
       kind="append"),
 ]
@@ -301,7 +307,8 @@ def log_file_as_command(argv: list[str], commands: list[str]) -> str | None:
 FLAG_ALIASES = {"learning-rate": "lr", "output-dir": "out", "model-dir": "out", "outdir": "out", "out-dir": "out",
                 "gpu": "device", "cuda": "device", "val-split": "val-fraction", "validation-split": "val-fraction",
                 "test-size": "val-fraction", "num-epochs": "epochs", "max-epochs": "epochs", "n-epochs": "epochs",
-                "word-ngrams": "ngrams", "wordngrams": "ngrams", "num-workers": "workers", "n-jobs": "workers"}
+                "word-ngrams": "ngrams", "wordngrams": "ngrams", "num-workers": "workers", "n-jobs": "workers",
+                "overwrite": "force", "overwrite-output": "force", "clobber": "force"}
 
 
 def unknown_words(extra: list[str], parser: argparse.ArgumentParser) -> str:

@@ -17,6 +17,7 @@ from lancetnic_flow.cli.parser import build_parser, given_dests, with_negative_v
 from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.runs.folder import write_config
+from lancetnic_flow.storage import refuse_existing_file
 
 
 @pytest.fixture
@@ -332,7 +333,102 @@ def test_make_data_writes_into_an_existing_named_pipe_without_force(tmp_path):
     # a named pipe a reader holds is how make-data feeds a reader: not a file to protect
     fifo = tmp_path / "p.csv"
     os.mkfifo(fifo)
-    commands._refuse_existing_file(str(fifo), {})
+    refuse_existing_file(str(fifo), {}, f"make-data {fifo}", "make-data")
+
+
+class _Reached(Exception):
+    """Raised by a stand-in for the step after an output's checks: the checks let it through."""
+
+
+def _predict_to(tmp_path, monkeypatch, output: str, *extra: str):
+    """``predict RUN --input d.csv --output OUTPUT`` run up to the work itself (a stand-in run)."""
+    import lancetnic_flow.runs.loading as loading
+
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\ngood words,a\n")
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({"task": "classify"}, {"data": {}}))
+    monkeypatch.setattr(commands, "_run_model_bytes", lambda *args: 0)
+    monkeypatch.setattr(commands, "_planned_inputs", lambda a, model, inputs: (None, inputs(1 << 20), True, "here"))
+    monkeypatch.setattr(commands, "say_decided", lambda *args: (_ for _ in ()).throw(_Reached()))
+    a = build_parser().parse_args(["predict", "RUN", "--input", str(data), "--output", output, *extra])
+    commands.cmd_predict(a, type("Report", (), {"json": None, "say": lambda self, *x, **k: None})())
+
+
+def test_predict_refuses_to_replace_an_existing_output_file_unless_forced(tmp_path, monkeypatch):
+    # predict --output p.csv replaced an existing p.csv without a word, where make-data refused
+    old = tmp_path / "p.csv"
+    old.write_text("my earlier predictions\n")
+    with pytest.raises(UserError, match=r"--output .*p.csv: the file already exists; predict does not replace") as e:
+        _predict_to(tmp_path, monkeypatch, str(old))
+    assert "--force" in e.value.hint and old.read_text() == "my earlier predictions\n"
+    with pytest.raises(_Reached):
+        _predict_to(tmp_path, monkeypatch, str(old), "--force")
+    with pytest.raises(_Reached):   # a new file needs no --force
+        _predict_to(tmp_path, monkeypatch, str(tmp_path / "new.csv"))
+
+
+def test_predict_refuses_its_own_input_as_output_even_forced(tmp_path, monkeypatch):
+    with pytest.raises(UserError, match=r"--output .*d.csv is the input .*d.csv"):
+        _predict_to(tmp_path, monkeypatch, str(tmp_path / "d.csv"), "--force")
+
+
+def test_export_onnx_refuses_an_existing_file_unless_forced_and_a_runs_own_file_always(tmp_path, monkeypatch):
+    # export --onnx FILE replaced any file, the run's own model.json or its weights too
+    import lancetnic_flow.runs.export as export
+    import lancetnic_flow.runs.loading as loading
+
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({}, {}))
+    monkeypatch.setattr(export, "require_onnx", lambda: None)
+    monkeypatch.setattr(export, "export_onnx", lambda *args: (_ for _ in ()).throw(_Reached()))
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("model.json", "config.json", "model.safetensors"):
+        (run / name).write_text("kept")
+    old = tmp_path / "m.onnx"
+    old.write_text("an earlier export")
+
+    def export_to(out, *extra):
+        commands.cmd_export(build_parser().parse_args(["export", str(run), "--onnx", str(out), *extra]), None)
+
+    with pytest.raises(UserError, match="m.onnx: the file already exists; export does not replace") as e:
+        export_to(old)
+    assert "--force" in e.value.hint and old.read_text() == "an earlier export"
+    with pytest.raises(_Reached):
+        export_to(old, "--force")
+    for name in ("model.json", "model.safetensors"):
+        with pytest.raises(UserError, match=f"--onnx .*{name} is a file of the run folder"):
+            export_to(run / name, "--force")
+        assert (run / name).read_text() == "kept"
+    with pytest.raises(_Reached):   # a new file in the run folder is the user's
+        export_to(run / "model.onnx")
+
+
+@pytest.mark.parametrize("plots", [None, "earlier"])
+def test_evaluate_force_is_refused_without_plots_and_earlier_plots_without_force(plots, tmp_path, monkeypatch):
+    # evaluate --plots DIR replaced an earlier evaluation's tables and charts without a word
+    import lancetnic_flow.runs.loading as loading
+
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\ngood words,a\n")
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({"task": "classify"}, {"data": {}}))
+    monkeypatch.setattr(commands, "_run_model_bytes", lambda *args: 0)
+    monkeypatch.setattr(commands, "_planned_inputs", lambda a, model, inputs: (None, inputs(1 << 20), True, "here"))
+    argv = ["evaluate", "RUN", str(data)]
+    if plots:
+        (tmp_path / plots).mkdir()
+        (tmp_path / plots / "confusion_matrix.png").write_bytes(b"png")
+        argv += ["--plots", str(tmp_path / plots)]
+    else:
+        argv += ["--force"]
+    with pytest.raises(UserError, match="no --plots is given" if plots is None else
+                       "already holds an evaluation's confusion_matrix.png"):
+        commands.cmd_evaluate(build_parser().parse_args(argv), None)
+
+
+def test_export_refuses_force_with_compact_as_it_would_replace_nothing(tmp_path):
+    a = build_parser().parse_args(["export", str(tmp_path / "run"), "--compact", str(tmp_path / "c"), "--force"])
+    with pytest.raises(UserError, match="--force replaces an existing --onnx FILE; --compact .* never replaces"):
+        commands.cmd_export(a, None)
 
 
 @pytest.mark.parametrize("command", ["predict", "evaluate"])
