@@ -298,6 +298,19 @@ def _refuse_texts_not_given_once(a: argparse.Namespace) -> None:
                         "to predict the texts typed")
 
 
+# What the run's summary and the docs write where a text goes (``--text '...'``): typed as it is, it was
+# predicted as a text of no word, status empty_text, as if the run could not read the user's text.
+PLACEHOLDERS = ("...", "…")
+
+
+def refuse_placeholder(texts: list[str], command: str) -> None:
+    """A ``--text`` that is the summary's placeholder, copied as printed: refused, naming where the text goes."""
+    if any(t.strip() in PLACEHOLDERS for t in texts):
+        raise UserError("--text '...' stands for your own text (the run's summary prints it so), and '...' holds "
+                        "no word to predict", f"put the text in its place, e.g. {command} --text 'a great match "
+                        "last night'")
+
+
 def cmd_predict(a: argparse.Namespace, report) -> int:
     from ..data.checks import checked_source
     from ..data.sources import Columns
@@ -306,6 +319,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     _refuse_texts_not_given_once(a)
     if a.text:
         _refuse_input_options(a)
+        refuse_placeholder(a.text, f"lancetnic-flow predict {shlex.quote(a.run)}")
     if a.input and not a.output:
         raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl, .csv or .parquet")
     _refuse_idle_wait(a)
@@ -321,12 +335,13 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     meta, config = read_run_json(a.run, run_so)
     if a.text:
         from ..features.vectorize import cut_rows
-        from ..runs.predict import Predictor, cut_message
+        from ..runs.predict import Predictor, cut_message, unread_message
 
         pred = Predictor(a.run, run_so)
         cut: list = []   # texts read only to the run's --max-len: a warning line, as --input's count
         log = getattr(report, "json", None)
-        for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)):
+        predicted = pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)
+        for text, p in zip(a.text, predicted):
             if log is not None:   # --json-log: each prediction is an event; to stdout, the event is the line
                 log("prediction", {"text": text, **p})
                 if report.view is None:
@@ -335,6 +350,9 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         longer = int(cut_rows(cut, 0).sum())
         if longer:
             report("warning", {"message": cut_message(longer, pred.run.features.max_len)})
+        unread = [t for t, p in zip(a.text, predicted) if p["status"] == "empty_text"]
+        if unread:   # the text is there: its status alone read as if none had been given
+            report("warning", {"message": unread_message(unread, pred.run.features)})
         return 0
     from ..runs.outputs import check_label_sets_written_whole, check_output_place, output_format
 
@@ -421,6 +439,7 @@ def cmd_explain(a: argparse.Namespace, report) -> int:
                         "goal won the match'")
     if a.top < 1:
         raise UserError(f"--top must be ≥ 1, got {a.top}", "e.g. --top 10")
+    refuse_placeholder(a.text, f"lancetnic-flow explain {shlex.quote(a.run)}")
     run_so = _run_options(a)
     # A wrong run folder is exit 2 before anything loads; a sequence model, once its kind is read.
     meta, _ = read_run_json(a.run, run_so)

@@ -336,6 +336,39 @@ def test_make_data_writes_into_an_existing_named_pipe_without_force(tmp_path):
     refuse_existing_file(str(fifo), {}, f"make-data {fifo}", "make-data")
 
 
+@pytest.mark.parametrize("command", ["predict", "explain"])
+@pytest.mark.parametrize("placeholder", ["...", "…", " ... "])
+def test_the_summarys_text_placeholder_copied_as_printed_is_refused_naming_where_the_text_goes(command, placeholder):
+    # the run's summary prints `predict RUN --text '...'`; copied, it predicted '...' as empty_text
+    a = build_parser().parse_args([command, "runs/r1", "--text", "a fine text", "--text", placeholder])
+    with pytest.raises(UserError, match=r"--text '\.\.\.' stands for your own text") as e:
+        commands.COMMANDS[command](a, None)
+    assert e.value.hint == f"put the text in its place, e.g. lancetnic-flow {command} runs/r1 --text 'a great match " \
+                           "last night'"
+
+
+def test_predict_text_warns_of_texts_with_no_term_the_run_reads(tmp_path, monkeypatch):
+    # predict --text 'a' printed status empty_text alone, as if no text had been given
+    import lancetnic_flow.runs.loading as loading
+    import lancetnic_flow.runs.predict as predict
+    from lancetnic_flow.features.vectorize import FittedFeatures
+
+    class Pred:
+        def __init__(self, *args):
+            self.run = type("Run", (), {"features": FittedFeatures(mode="tfidf", analyzer="word")})()
+
+        def predict(self, texts, **kw):
+            return [{"status": "ok" if len(t) > 2 else "empty_text", "label": None} for t in texts]
+
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({}, {}))
+    monkeypatch.setattr(predict, "Predictor", Pred)
+    seen = []
+    report = type("Report", (), {"json": None, "view": None, "__call__": lambda self, k, e: seen.append((k, e))})()
+    a = build_parser().parse_args(["predict", "RUN", "--text", "a", "--text", "good words"])
+    assert commands.cmd_predict(a, report) == 0
+    assert seen == [("warning", {"message": predict.unread_message(["a"], Pred().run.features)})]
+
+
 class _Reached(Exception):
     """Raised by a stand-in for the step after an output's checks: the checks let it through."""
 
