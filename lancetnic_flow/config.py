@@ -500,10 +500,24 @@ def redact_options(options: Any) -> Any:
     return options
 
 
+def _bad_ngrams(ngrams: Any) -> UserError:
+    """``--ngrams N`` out of its range, named as typed: checked as the pair (1, N) it was
+    refused as ``--ngram-range 1,0``, an option and a value its user never gave."""
+    def told(style: str) -> tuple[str, str]:
+        typed, pair = {"cli": ("--ngrams {}", "--ngram-range MIN,MAX"), "workflow": ("ngrams: {}", "ngram_range: MIN,MAX"),
+                       "python": ("ngrams={}", "ngram_range=(MIN, MAX)")}[style]
+        return (f"{typed.format(ngrams)}: need a whole number from 1 to {MAX_NGRAM} (the longest n-gram, in words)",
+                f"e.g. {typed.format(2)} (words and pairs), or {pair} for n-grams from MIN words")
+
+    return UserError(*told("python"), field="features.ngrams", cli=told("cli"), workflow=told("workflow"))
+
+
 def ngram_options(ngram_range: Any, ngrams: int | None) -> dict[str, int]:
     """--ngram-range MIN,MAX (scikit-learn's ``ngram_range``, also a pair) or
     --ngrams N (short for 1,N) → FeatureConfig's ``ngram_min`` and ``ngrams``; neither: {}."""
     if ngram_range is None:
+        if ngrams is not None and not (isinstance(ngrams, int) and 1 <= ngrams <= MAX_NGRAM):
+            raise _bad_ngrams(ngrams)
         return {} if ngrams is None else {"ngrams": ngrams}
     if ngrams is not None:
         raise bad("features.ngrams", "{features.ngrams} N is short for {features.ngram_min} 1,N: give one of them")

@@ -151,6 +151,18 @@ def test_validate_refuses_scheduler_wait_without_a_scheduler_as_the_command_line
         cfg.validate()
 
 
+@pytest.mark.parametrize("ngrams", [0, -1, 33])
+def test_ngrams_out_of_range_is_refused_naming_ngrams_as_typed_not_the_pair_it_stands_for(ngrams):
+    # --ngrams 0 was refused as "--ngram-range 1,0: need 1 ≤ MIN ≤ MAX", an option the user never typed
+    with pytest.raises(UserError) as e:
+        config_from_options({"data": ["d.csv"], "ngrams": ngrams}, given={"data", "ngrams"})
+    assert e.value.said("cli") == (f"--ngrams {ngrams}: need a whole number from 1 to 32 (the longest n-gram, in "
+                                   "words)", "e.g. --ngrams 2 (words and pairs), or --ngram-range MIN,MAX for "
+                                   "n-grams from MIN words")
+    assert e.value.said("workflow")[0].startswith(f"ngrams: {ngrams}: need")
+    assert config_from_options({"data": ["d.csv"], "ngrams": 32}).features.ngrams == 32
+
+
 def test_a_config_read_from_a_runs_config_json_and_replaced_still_counts_no_field_as_given(tmp_path):
     # the mark lived in the instance's __dict__, which dataclasses.replace drops: a run's config.json, replaced
     # (new training data), counted its resolved values (--workers 3, the model's name) as the caller's own
