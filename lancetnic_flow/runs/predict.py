@@ -511,7 +511,8 @@ def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
     a run folder written again is loaded again, by a long-lived worker too.
     A worker keeps the runs it served, least recently used dropped first, while they
     fit :func:`~.held_runs.room_for_runs` (its memory limit's band between Dask's
-    target and pause lines beside the run its plan holds): two commands sharing
+    target line and the worker's spill line, or its pause line where sooner, beside
+    the run its plan holds: :func:`~.held_runs.worker_memory`): two commands sharing
     it load each run once, and one that served many runs holds no more than that
     room. Outside a worker (no limit known) one run is kept."""
     key = (run, stamp)
