@@ -730,6 +730,11 @@ def cmd_demo(a: argparse.Namespace, report) -> int:
     from ..events import Events
     from ..runs.predict import Predictor
 
+    # Before any work, named as typed: --rows 0 trained on a header-only corpus and blamed its --format,
+    # --rows -5 said "rows must be" after making the folder, --epochs 0 was refused once the corpus was written.
+    for flag, value, default in (("--rows", a.rows, 50_000), ("--epochs", a.epochs, 2)):
+        if value < 1:
+            raise UserError(f"demo {flag} must be ≥ 1, got {value}", f"e.g. {flag} {default} (the default), or drop {flag}")
     os.makedirs(a.dir, exist_ok=True)
     data = os.path.join(a.dir, f"demo-{a.rows}.csv")
     if not os.path.exists(data):

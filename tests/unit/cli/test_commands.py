@@ -369,6 +369,17 @@ def test_predict_text_warns_of_texts_with_no_term_the_run_reads(tmp_path, monkey
     assert seen == [("warning", {"message": predict.unread_message(["a"], Pred().run.features)})]
 
 
+@pytest.mark.parametrize("flag, value", [("--rows", "0"), ("--rows", "-5"), ("--epochs", "0")])
+def test_demo_refuses_rows_or_epochs_below_one_before_any_work_naming_the_flag(tmp_path, flag, value):
+    # demo --rows 0 trained on a header-only corpus and blamed its --format; --rows -5 said "rows must be"
+    # after making the folder; --epochs 0 was refused once the corpus was written
+    a = build_parser().parse_args(with_negative_values(["demo", "--dir", str(tmp_path / "demo"), flag, value]))
+    with pytest.raises(UserError) as e:
+        commands.cmd_demo(a, None)
+    assert e.value.message == f"demo {flag} must be ≥ 1, got {value}"
+    assert e.value.hint.startswith(f"e.g. {flag} ") and not (tmp_path / "demo").exists()
+
+
 class _Reached(Exception):
     """Raised by a stand-in for the step after an output's checks: the checks let it through."""
 
