@@ -710,6 +710,9 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     so = parse_storage_options(a.storage_option)
     refuse_local_storage_options(so, {"OUT": a.out})
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
+    from ..runs.outputs import check_output_place
+
+    check_output_place(a.out, options_for(a.out, so), [], flag="make-data")   # a run's own file: never, --force or not
     if not a.force:
         refuse_existing_file(a.out, options_for(a.out, so), f"make-data {a.out}", "make-data")
     _made(report, a.out, write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel,

@@ -329,6 +329,18 @@ def test_make_data_refuses_to_replace_an_existing_file_unless_forced(tmp_path):
     assert own.read_text().startswith("text,label,value,target") and said
 
 
+def test_make_data_refuses_a_file_of_a_run_folder_even_forced(tmp_path):
+    # make-data runs/x/history.csv --force replaced the run's own file with a generated corpus
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("config.json", "model.json", "history.csv"):
+        (run / name).write_text("kept")
+    a = build_parser().parse_args(["make-data", str(run / "history.csv"), "--rows", "10", "--force"])
+    with pytest.raises(UserError, match="make-data .*history.csv is a file of the run folder"):
+        commands.cmd_make_data(a, None)
+    assert (run / "history.csv").read_text() == "kept"
+
+
 def test_make_data_writes_into_an_existing_named_pipe_without_force(tmp_path):
     # a named pipe a reader holds is how make-data feeds a reader: not a file to protect
     fifo = tmp_path / "p.csv"
