@@ -323,6 +323,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     if a.input and not a.output:
         raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl, .csv or .parquet")
     _refuse_idle_wait(a)
+    _check_cluster_options(a)
     if a.top_k is not None and a.top_k < 1:
         raise UserError(f"--top-k must be ≥ 1, got {a.top_k}")
     if a.threshold is not None and not 0.0 < a.threshold < 1.0:
@@ -401,6 +402,14 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 INPUT_ONLY = {"output": None, "force": False, "text_column": None, "keep": None, "format": "auto", "encoding": None,
               "memory_budget": None, "workers": None, "worker_threads": None, "scheduler": None,
               "scheduler_wait": None, "blocksize": None, "run_on": "auto"}
+
+
+def _check_cluster_options(a: argparse.Namespace) -> None:
+    """predict's and evaluate's memory and cluster options, checked as train's are: a size or
+    count of 0 read as "not given" (--memory-budget 0, --blocksize 0, --worker-threads 0 planned
+    as the defaults without a word), and --workers 0 ended in an internal error."""
+    ClusterConfig(memory_budget=a.memory_budget, workers=a.workers, threads=a.worker_threads, blocksize=a.blocksize,
+                  run_on=a.run_on).validate()
 
 
 def _refuse_idle_wait(a: argparse.Namespace) -> None:
@@ -593,6 +602,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     kind, data = task_kind(meta), config.get("data") or {}
     _refuse_unread_columns(a, kind)
     _refuse_idle_wait(a)
+    _check_cluster_options(a)
     cols = Columns(text=tuple(a.text or data.get("text") or ("text",)),
                    label=(a.label or data.get("label") or "label") if kind != "regress" else None,
                    target=(a.target or data.get("target")) if kind in ("regress", "multitask") else None,

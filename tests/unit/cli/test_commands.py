@@ -392,6 +392,23 @@ def test_demo_refuses_rows_or_epochs_below_one_before_any_work_naming_the_flag(t
     assert e.value.hint.startswith(f"e.g. {flag} ") and not (tmp_path / "demo").exists()
 
 
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+@pytest.mark.parametrize("flag", ["--memory-budget", "--blocksize", "--workers", "--worker-threads"])
+def test_predict_and_evaluate_refuse_a_size_or_count_of_zero_as_train_does(command, flag, tmp_path, monkeypatch):
+    # --memory-budget 0, --blocksize 0 and --worker-threads 0 were planned as not given, without a word;
+    # --workers 0 ended in an internal ZeroDivisionError
+    import lancetnic_flow.runs.loading as loading
+
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({"task": "classify"}, {"data": {}}))
+    monkeypatch.setattr(commands, "_planned_inputs", lambda *args: pytest.fail("planned with a zero"))
+    data = str(tmp_path / "d.csv")
+    argv = ([command, "RUN", "--input", data, "--output", str(tmp_path / "p.csv")] if command == "predict"
+            else [command, "RUN", data]) + [flag, "0"]
+    with pytest.raises(UserError) as e:
+        commands.COMMANDS[command](build_parser().parse_args(argv), None)
+    assert e.value.said("cli")[0] == f"{flag}: must be > 0, got 0"
+
+
 class _Reached(Exception):
     """Raised by a stand-in for the step after an output's checks: the checks let it through."""
 
