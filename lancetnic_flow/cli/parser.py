@@ -73,7 +73,9 @@ def add_option(group: Any, o: Option) -> None:
     if o.kind == "append":
         kw["action"] = "append"
     elif o.kind == "list":
-        kw["nargs"] = "+"
+        # Given twice (--input a.csv --input b.csv), argparse kept the last list alone: a.csv's rows
+        # went unread without a word. Each occurrence adds its values.
+        kw.update(nargs="+", action="extend")
     elif o.field in _ONE_COLUMN:
         kw.update(action=_Once, why=_ONE_COLUMN[o.field])
     elif o.field == "data.numeric":

@@ -275,3 +275,15 @@ def test_an_unknown_flag_is_offered_what_the_user_meant_not_flags_that_only_shar
         assert said == f"no option {typed!r}", said
     else:
         assert said.startswith(f"no option {typed!r} (did you mean {meant}"), said
+
+
+@pytest.mark.parametrize("argv, dest, want", [
+    (["predict", "RUN", "--input", "a.csv", "--input", "b.csv", "c.csv", "--output", "p.csv"], "input",
+     ["a.csv", "b.csv", "c.csv"]),
+    (["train", "d.csv", "--val", "a.csv", "--val", "b.csv"], "val", ["a.csv", "b.csv"])])
+def test_a_list_option_given_twice_reads_every_value_not_the_last_occurrence_alone(argv, dest, want):
+    # predict --input a.csv --input b.csv predicted b.csv alone: a.csv's rows went unread without a word
+    from lancetnic_flow.cli.parser import build_parser
+
+    assert getattr(build_parser().parse_args(argv), dest) == want
+    assert build_parser().parse_args(["train", "d.csv"]).val is None
