@@ -45,7 +45,8 @@ class _Once(argparse.Action):
 
 
 class _Joined(argparse.Action):
-    """``--numeric a --numeric b,c`` is ``--numeric a,b,c``, as ``--text`` repeats."""
+    """``--numeric a --numeric b,c`` is ``--numeric a,b,c``, as ``--text`` repeats (``--keep``
+    too: ``--keep id --keep source`` kept ``source`` alone)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         before = getattr(namespace, self.dest, None)
@@ -78,7 +79,7 @@ def add_option(group: Any, o: Option) -> None:
         kw.update(nargs="+", action="extend")
     elif o.field in _ONE_COLUMN:
         kw.update(action=_Once, why=_ONE_COLUMN[o.field])
-    elif o.field == "data.numeric":
+    elif o.field == "data.numeric" or o.flag == "--keep":
         kw["action"] = _Joined
     group.add_argument(o.flag, **kw)
 
@@ -97,7 +98,7 @@ PREDICT = [
     O("--output", "where to write predictions: .csv, .tsv, .jsonl, .parquet or .arrow (CSV and JSON Lines may add "
       ".gz/.bz2/.xz/.zst), a path or any fsspec URL", "URL"),
     O("--text-column", "text column of --input (default: the run's)", "COL", kind="append"),
-    O("--keep", "input columns to carry into the output, e.g. --keep id,source; all = every column "
+    O("--keep", "input columns to carry into the output, e.g. --keep id,source (repeatable); all = every column "
       "(default: the text)", "COL,...|all"),
     O("--top-k", "also write the K most probable labels and their probabilities", "K", int),
     O("--threshold", "a multilabel run: predict every label with probability ≥ P (default: each label's own "

@@ -280,7 +280,9 @@ def test_an_unknown_flag_is_offered_what_the_user_meant_not_flags_that_only_shar
 @pytest.mark.parametrize("argv, dest, want", [
     (["predict", "RUN", "--input", "a.csv", "--input", "b.csv", "c.csv", "--output", "p.csv"], "input",
      ["a.csv", "b.csv", "c.csv"]),
-    (["train", "d.csv", "--val", "a.csv", "--val", "b.csv"], "val", ["a.csv", "b.csv"])])
+    (["train", "d.csv", "--val", "a.csv", "--val", "b.csv"], "val", ["a.csv", "b.csv"]),
+    (["predict", "RUN", "--input", "a.csv", "--keep", "id", "--keep", "source,lang", "--output", "p.csv"], "keep",
+     "id,source,lang")])
 def test_a_list_option_given_twice_reads_every_value_not_the_last_occurrence_alone(argv, dest, want):
     # predict --input a.csv --input b.csv predicted b.csv alone: a.csv's rows went unread without a word
     from lancetnic_flow.cli.parser import build_parser
