@@ -335,26 +335,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
     if a.text:
-        from ..features.vectorize import cut_rows
-        from ..runs.predict import Predictor, cut_message, unread_message
-
-        pred = Predictor(a.run, run_so)
-        cut: list = []   # texts read only to the run's --max-len: a warning line, as --input's count
-        log = getattr(report, "json", None)
-        predicted = pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)
-        for text, p in zip(a.text, predicted):
-            if log is not None:   # --json-log: each prediction is an event; to stdout, the event is the line
-                log("prediction", {"text": text, **p})
-                if report.view is None:
-                    continue
-            print(json.dumps({"text": text, **p}, ensure_ascii=False))
-        longer = int(cut_rows(cut, 0).sum())
-        if longer:
-            report("warning", {"message": cut_message(longer, pred.run.features.max_len)})
-        unread = [t for t, p in zip(a.text, predicted) if p["status"] == "empty_text"]
-        if unread:   # the text is there: its status alone read as if none had been given
-            report("warning", {"message": unread_message(unread, pred.run.features)})
-        return 0
+        return _predict_texts(a, report, run_so)
     from ..runs.outputs import check_label_sets_written_whole, check_output_place, output_format
 
     output_format(a.output)
@@ -395,6 +376,31 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     if report.json is not None:
         report.json("predicted", out)
     report.say(predicted_line(out), markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _predict_texts(a: argparse.Namespace, report, run_so: dict) -> int:
+    """``predict --text``: one JSON line (or ``prediction`` event) per text, then the warnings
+    of texts read only to --max-len and of texts holding no term the run reads."""
+    from ..features.vectorize import cut_rows
+    from ..runs.predict import Predictor, cut_message, unread_message
+
+    pred = Predictor(a.run, run_so)
+    cut: list = []   # texts read only to the run's --max-len: a warning line, as --input's count
+    log = getattr(report, "json", None)
+    predicted = pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)
+    for text, p in zip(a.text, predicted):
+        if log is not None:   # --json-log: each prediction is an event; to stdout, the event is the line
+            log("prediction", {"text": text, **p})
+            if report.view is None:
+                continue
+        print(json.dumps({"text": text, **p}, ensure_ascii=False))
+    longer = int(cut_rows(cut, 0).sum())
+    if longer:
+        report("warning", {"message": cut_message(longer, pred.run.features.max_len)})
+    unread = [t for t, p in zip(a.text, predicted) if p["status"] == "empty_text"]
+    if unread:   # the text is there: its status alone read as if none had been given
+        report("warning", {"message": unread_message(unread, pred.run.features)})
     return 0
 
 
