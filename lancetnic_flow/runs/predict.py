@@ -487,8 +487,13 @@ def unread_message(texts: list[str], features) -> str:
     (status ``empty_text``): the text is there, its words are not ones the run reads."""
     shown = ", ".join(repr(t if len(t) <= 40 else t[:39] + "…") for t in texts[:3]) + (", …" if len(texts) > 3 else "")
     analyzer = getattr(features, "analyzer", "word")
-    reads = ("words of two or more letters or digits" + (", not its stop words" if getattr(features, "stop_words", None)
-                                                         else "") if analyzer == "word" else f"{analyzer} n-grams")
+    if analyzer != "word":
+        reads = f"{analyzer} n-grams"
+    else:
+        tokenizer, least = getattr(features, "tokenizer", None), getattr(features, "ngram_min", 1) or 1
+        reads = (f"the tokens of its tokenizer {tokenizer}" if tokenizer else "words of two or more letters or digits")
+        reads += (", not its stop words" if getattr(features, "stop_words", None) else "") + (
+            f", {least} or more of them" if least > 1 else "")
     return (f"{counted(len(texts), 'text')} ({shown}) {verb(len(texts), 'holds', 'hold')} no term the run reads "
             f"(its {analyzer} analyzer reads {reads}), so {verb(len(texts), 'it was', 'they were')} not predicted "
             "(status empty_text)")

@@ -206,6 +206,10 @@ def test_texts_with_no_term_the_run_reads_are_named_as_present_but_unread_not_as
     many = unread_message(["!!", "x" * 50, "?", "-"], FittedFeatures(mode="hashing", analyzer="char_wb"))
     assert many.startswith(f"4 texts ('!!', '{'x' * 39}…', '?', …) hold no term the run reads (its char_wb analyzer")
     assert "so they were not predicted" in many
+    pairs = unread_message(["one"], FittedFeatures(mode="hashing", analyzer="word", ngram_min=2, ngrams=3,
+                                                    stop_words=["the"], tokenizer="mod:split"))
+    assert "(its word analyzer reads the tokens of its tokenizer mod:split, not its stop words, 2 or more of them)" \
+        in pairs
 
 
 def test_an_argument_the_run_cannot_use_is_named_as_each_caller_gives_it(tmp_path):
