@@ -325,7 +325,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     _refuse_idle_wait(a)
     _check_cluster_options(a)
     if a.top_k is not None and a.top_k < 1:
-        raise UserError(f"--top-k must be ≥ 1, got {a.top_k}")
+        raise UserError(f"--top-k must be ≥ 1, got {a.top_k}", "e.g. --top-k 3, or drop it")
     if a.threshold is not None and not 0.0 < a.threshold < 1.0:
         raise UserError(f"--threshold must be between 0 and 1, got {a.threshold}", "e.g. --threshold 0.3")
     keep, keep_all = _keep(a.keep)
@@ -720,9 +720,9 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     from ..data.synth import write_corpus
 
     if a.rows <= 0:
-        raise UserError(f"--rows must be > 0, got {a.rows}")
+        raise UserError(f"--rows must be > 0, got {a.rows}", "e.g. --rows 100000")
     if a.classes < 2:
-        raise UserError(f"--classes must be ≥ 2, got {a.classes}")
+        raise UserError(f"--classes must be ≥ 2, got {a.classes}", "e.g. --classes 4 (the default)")
     so = parse_storage_options(a.storage_option)
     refuse_local_storage_options(so, {"OUT": a.out})
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error

@@ -639,3 +639,14 @@ def test_predict_without_texts_or_with_both_sources_is_told_a_command_that_works
     with pytest.raises(UserError) as e:
         commands.cmd_predict(a, None)
     assert f"{e.value.message}\n  hint: {e.value.hint}".startswith(said)
+
+
+@pytest.mark.parametrize("argv", [["predict", "RUN", "--text", "a match", "--top-k", "0"],
+                                  ["make-data", "d.csv", "--rows", "0"], ["make-data", "d.csv", "--rows", "5",
+                                                                          "--classes", "1"]])
+def test_a_refused_count_says_what_would_work(argv):
+    # --top-k 0, make-data --rows 0 and --classes 1 were refused with no hint
+    a = build_parser().parse_args(argv)
+    with pytest.raises(UserError) as e:
+        commands.COMMANDS[argv[0]](a, None)
+    assert e.value.hint and e.value.hint.startswith("e.g. --")
