@@ -138,7 +138,7 @@ def run_flow(train: Path, test: Path, work: Path, budget: str, extra: list[str],
     metrics = json.loads((work / "runs" / "run" / "metrics.json").read_text())
     pred_path = work / "pred.jsonl"
     ev = run_sampled([*cli_cmd(), "predict", str(work / "runs" / "run"), "--input", str(test), "--output",
-                      str(pred_path), "--quiet"], work / "predict.log", timeout=timeout)
+                      str(pred_path), "--force", "--quiet"], work / "predict.log", timeout=timeout)
     check_rc(ev, "lancetnic-flow predict")
     pred = [json.loads(line).get("predicted") or [] for line in pred_path.read_text().splitlines()]
     _, train_sets = read_sets(str(train))

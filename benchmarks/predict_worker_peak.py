@@ -62,7 +62,7 @@ def main() -> None:
     out = os.path.join(os.path.dirname(os.path.abspath(a.data)), "predict_worker_peak.jsonl")
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "lancetnic_flow", "predict", a.run, "--input", a.data, "--output", out,
-                        "--scheduler", cluster.scheduler_address, "--blocksize", a.blocksize, "--quiet"],
+                        "--force", "--scheduler", cluster.scheduler_address, "--blocksize", a.blocksize, "--quiet"],
                        capture_output=True, text=True)
     seconds = time.monotonic() - t0
     done.set()

@@ -65,8 +65,9 @@ def case(which: str, paths: dict[str, Path]) -> dict:
         client.run(count_loads)
         start = time.perf_counter()
         procs = [subprocess.Popen([*CLI, "predict", str(paths[k]), "--input", str(paths["data"]),
-                                   "--output", str(OUT / f"out{k}.csv"), "--scheduler", cluster.scheduler_address,
-                                   "--blocksize", "64KiB", "--run-on", "cluster", "--quiet"],
+                                   "--output", str(OUT / f"out{k}.csv"), "--force",
+                                   "--scheduler", cluster.scheduler_address, "--blocksize", "64KiB", "--run-on", "cluster",
+                                   "--quiet"],
                                   stdout=subprocess.DEVNULL) for k in which]
         codes = [p.wait() for p in procs]
         seconds = time.perf_counter() - start

@@ -443,6 +443,11 @@ class TrainConfig:
     # refuses one it cannot honour even at its default (registry.Refusal). Not saved with a run:
     # its config.json holds resolved values, which resolve again as they are.
     given: frozenset[str] = field(default_factory=frozenset)
+    # Whether ``given`` is its maker's account, empty or not: a configuration read from a run's
+    # config.json (its values the run resolved), or made from options (config_from_options). A field,
+    # so that dataclasses.replace and copies keep it; one built in Python has it False and
+    # :func:`with_set_fields` counts its fields off their defaults as given.
+    given_accounted: bool = field(default=False, compare=False, repr=False)
 
     def validate(self) -> "TrainConfig":
         """This configuration checked, with the model's defaults and every
@@ -457,6 +462,7 @@ class TrainConfig:
         """Plain dict for run folders and logs; secrets in storage options are masked."""
         d = dataclasses.asdict(self)
         d.pop("given", None)
+        d.pop("given_accounted", None)
         if redact:
             d["data"]["storage_options"] = redact_options(d["data"]["storage_options"])
         return d
@@ -476,15 +482,8 @@ class TrainConfig:
                 if k not in known:
                     raise UserError(f"{key}.{k}: unknown field" + close_matches(k, sorted(known)))
             kw[key] = parts[key](**{**ADDED_FIELDS.get(key, {}), **value})
-        cfg = cls(**kw)
         # Its values are a run's resolved ones, not a caller's: none counts as given (with_set_fields).
-        cfg.__dict__[ACCOUNTED] = True
-        return cfg
-
-
-# The mark of a configuration whose ``given`` is its maker's account, empty or not: one read from a
-# run's config.json (TrainConfig.from_dict), or made from options (config_from_options).
-ACCOUNTED = "given_accounted"
+        return cls(**kw, given_accounted=True)
 
 # Fields added after the first release, with the value a configuration written
 # before them meant: a saved run resumes, and its cache entry is found, as it was.
@@ -503,10 +502,24 @@ def redact_options(options: Any) -> Any:
     return options
 
 
+def _bad_ngrams(ngrams: Any) -> UserError:
+    """``--ngrams N`` out of its range, named as typed: checked as the pair (1, N) it was
+    refused as ``--ngram-range 1,0``, an option and a value its user never gave."""
+    def told(style: str) -> tuple[str, str]:
+        typed, pair = {"cli": ("--ngrams {}", "--ngram-range MIN,MAX"), "workflow": ("ngrams: {}", "ngram_range: MIN,MAX"),
+                       "python": ("ngrams={}", "ngram_range=(MIN, MAX)")}[style]
+        return (f"{typed.format(ngrams)}: need a whole number from 1 to {MAX_NGRAM} (the longest n-gram, in words)",
+                f"e.g. {typed.format(2)} (words and pairs), or {pair} for n-grams from MIN words")
+
+    return UserError(*told("python"), field="features.ngrams", cli=told("cli"), workflow=told("workflow"))
+
+
 def ngram_options(ngram_range: Any, ngrams: int | None) -> dict[str, int]:
     """--ngram-range MIN,MAX (scikit-learn's ``ngram_range``, also a pair) or
     --ngrams N (short for 1,N) → FeatureConfig's ``ngram_min`` and ``ngrams``; neither: {}."""
     if ngram_range is None:
+        if ngrams is not None and not (isinstance(ngrams, int) and 1 <= ngrams <= MAX_NGRAM):
+            raise _bad_ngrams(ngrams)
         return {} if ngrams is None else {"ngrams": ngrams}
     if ngrams is not None:
         raise bad("features.ngrams", "{features.ngrams} N is short for {features.ngram_min} 1,N: give one of them")
@@ -544,12 +557,10 @@ def config_from_options(values: dict[str, Any], given: Iterable[str] = (), **sec
         section, name = o.field.split(".")
         fields[section][name] = value
     fields["data"].setdefault("train", [])
-    cfg = TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw) for s, kw in fields.items()},
-                      given=given_fields(given))
     # ``given`` says what the caller set, all of it (an estimator at its defaults: nothing), not the values
     # its maker filled in itself (an estimator's out, run_on): with_set_fields leaves it so.
-    cfg.__dict__[ACCOUNTED] = True
-    return cfg
+    return TrainConfig(**{s: sections[s] if s in sections else SECTION_CLASSES[s](**kw) for s, kw in fields.items()},
+                       given=given_fields(given), given_accounted=True)
 
 
 def refuse_blank(o: Any, value: Any) -> None:
@@ -591,11 +602,12 @@ def with_set_fields(cfg: TrainConfig) -> TrainConfig:
     apply to it as to the command line. One that names its given fields, or whose given is
     accounted for even empty (read from a run's config.json, whose values the run resolved;
     made by :func:`config_from_options`), is returned as it is."""
-    if cfg.given or cfg.__dict__.get(ACCOUNTED):
+    if cfg.given or cfg.given_accounted:
         return cfg
     own = copy.copy(cfg)   # keeps keep_learning's marks, which live in the instance's __dict__
     own.given = frozenset(f"{name}.{f.name}" for name in SECTIONS for f in dataclasses.fields(getattr(cfg, name))
                           if _off_default(f, getattr(getattr(cfg, name), f.name)))
+    own.given_accounted = True
     return own
 
 

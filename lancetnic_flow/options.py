@@ -657,11 +657,14 @@ def _scalar(o: Option, value: Any) -> Any:
     return value if o.type is None and isinstance(value, str) else (o.type or str)(value)
 
 
-# Other tools' names for options, as users type them (flags and workflow keys alike, dashes for underscores).
+# Other tools' names for options, as users type them (flags and workflow keys alike, dashes for underscores):
+# a close spelling would not find them, and spelling alone offered --format for --overwrite, --learn-val
+# for --learning-rate.
 FLAG_ALIASES = {"learning-rate": "lr", "output-dir": "out", "model-dir": "out", "outdir": "out", "out-dir": "out",
                 "gpu": "device", "cuda": "device", "val-split": "val-fraction", "validation-split": "val-fraction",
                 "test-size": "val-fraction", "num-epochs": "epochs", "max-epochs": "epochs", "n-epochs": "epochs",
-                "word-ngrams": "ngrams", "wordngrams": "ngrams", "num-workers": "workers", "n-jobs": "workers"}
+                "word-ngrams": "ngrams", "wordngrams": "ngrams", "num-workers": "workers", "n-jobs": "workers",
+                "overwrite": "force", "overwrite-output": "force", "clobber": "force"}
 
 
 def unknown_key(key: str, where: str) -> UserError:

@@ -305,6 +305,22 @@ def check_regular(url: str, why: str = "it is read whole, by its size, which a p
         raise NotRegularFile(f"{url} is {kind}, not a regular file: {why}", hint)
 
 
+def refuse_existing_file(url: str, storage_options: dict, named: str, command: str) -> None:
+    """Refuse to replace a file ``url`` names (``named``: how the command line gave it,
+    ``--output p.csv``): it may be the user's own data or an earlier result, and the
+    command's output would take its place without a word; ``--force`` replaces it. A
+    named pipe is not a file here: writing into one is how a reader is fed. Any
+    fsspec URL is asked through its filesystem."""
+    fs, path = url_to_fs(url, **open_options(url, storage_options))
+    try:
+        exists = fs.isfile(path)
+    except Exception:   # a store that cannot say: check_writable has already shown the place is writable
+        return
+    if exists:
+        raise UserError(f"{named}: the file already exists; {command} does not replace a file unless asked",
+                        "pass --force to replace it, or give another path")
+
+
 def write_bytes(url: str, data: bytes, storage_options: dict) -> None:
     """Write atomically where the filesystem allows (temp name + rename)."""
     with open_atomic(url, storage_options) as f:

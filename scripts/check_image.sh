@@ -323,7 +323,7 @@ print('ddp:', d['ranks'], 'ranks on', d['workers'], d['backend'], '· replica di
 assert d['ranks'] == 2 and len(set(d['workers'])) == 2 and len(set(d['replica_digests'])) == 1
 "
 run lancetnic-flow predict /data/runs/check --input /data/train.csv \
-    --output /data/preds.jsonl --scheduler "$SCHED"
+    --output /data/preds.jsonl --force --scheduler "$SCHED"
 n=$(wc -l <"$DATA/preds.jsonl")
 [ "$n" -eq "$ROWS" ] || die "$n predictions for $ROWS rows"
 

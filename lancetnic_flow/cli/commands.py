@@ -14,7 +14,8 @@ from ..config import ClusterConfig, parse_storage_options
 from ..errors import UserError, reworded
 from ..scores import BY_KEY
 from ..formats import csv_delimiter, text_encoding
-from ..storage import absolute, check_writable, open_options, options_for, refuse_local_storage_options, url_to_fs
+from ..storage import (absolute, check_writable, open_options, options_for, refuse_existing_file,
+                       refuse_local_storage_options, url_to_fs)
 from ..plurals import counted, verb
 
 
@@ -297,6 +298,19 @@ def _refuse_texts_not_given_once(a: argparse.Namespace) -> None:
                         "to predict the texts typed")
 
 
+# What the run's summary and the docs write where a text goes (``--text '...'``): typed as it is, it was
+# predicted as a text of no word, status empty_text, as if the run could not read the user's text.
+PLACEHOLDERS = ("...", "…")
+
+
+def refuse_placeholder(texts: list[str], command: str) -> None:
+    """A ``--text`` that is the summary's placeholder, copied as printed: refused, naming where the text goes."""
+    if any(t.strip() in PLACEHOLDERS for t in texts):
+        raise UserError("--text '...' stands for your own text (the run's summary prints it so), and '...' holds "
+                        "no word to predict", f"put the text in its place, e.g. {command} --text 'a great match "
+                        "last night'")
+
+
 def cmd_predict(a: argparse.Namespace, report) -> int:
     from ..data.checks import checked_source
     from ..data.sources import Columns
@@ -305,11 +319,13 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     _refuse_texts_not_given_once(a)
     if a.text:
         _refuse_input_options(a)
+        refuse_placeholder(a.text, f"lancetnic-flow predict {shlex.quote(a.run)}")
     if a.input and not a.output:
         raise UserError("--input needs --output URL", "e.g. --output predictions.jsonl, .csv or .parquet")
     _refuse_idle_wait(a)
+    _check_cluster_options(a)
     if a.top_k is not None and a.top_k < 1:
-        raise UserError(f"--top-k must be ≥ 1, got {a.top_k}")
+        raise UserError(f"--top-k must be ≥ 1, got {a.top_k}", "e.g. --top-k 3, or drop it")
     if a.threshold is not None and not 0.0 < a.threshold < 1.0:
         raise UserError(f"--threshold must be between 0 and 1, got {a.threshold}", "e.g. --threshold 0.3")
     keep, keep_all = _keep(a.keep)
@@ -319,22 +335,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     # A wrong run folder or input is exit 2 before torch loads and before a cluster starts.
     meta, config = read_run_json(a.run, run_so)
     if a.text:
-        from ..features.vectorize import cut_rows
-        from ..runs.predict import Predictor, cut_message
-
-        pred = Predictor(a.run, run_so)
-        cut: list = []   # texts read only to the run's --max-len: a warning line, as --input's count
-        log = getattr(report, "json", None)
-        for text, p in zip(a.text, pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)):
-            if log is not None:   # --json-log: each prediction is an event; to stdout, the event is the line
-                log("prediction", {"text": text, **p})
-                if report.view is None:
-                    continue
-            print(json.dumps({"text": text, **p}, ensure_ascii=False))
-        longer = int(cut_rows(cut, 0).sum())
-        if longer:
-            report("warning", {"message": cut_message(longer, pred.run.features.max_len)})
-        return 0
+        return _predict_texts(a, report, run_so)
     from ..runs.outputs import check_label_sets_written_whole, check_output_place, output_format
 
     output_format(a.output)
@@ -351,6 +352,8 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
         a, _run_model_bytes(a.run, run_so, meta),
         lambda size: checked_source(a.input, a.format, so, size, cols, in_order=True))
     check_output_place(a.output, so, [f.url for f in src.files])
+    if not a.force:
+        refuse_existing_file(a.output, options_for(a.output, so), f"--output {a.output}", "predict")
     _refuse_idle_reading(a, cols, src, so)
     say_decided(report, src)
     from ..data.checks import first_columns
@@ -385,10 +388,44 @@ def _refuse_idle_reading(a: argparse.Namespace, cols, src, so: dict) -> None:
         refuse_idle_delimiter(cols, src)
 
 
+def _predict_texts(a: argparse.Namespace, report, run_so: dict) -> int:
+    """``predict --text``: one JSON line (or ``prediction`` event) per text, then the warnings
+    of texts read only to --max-len and of texts holding no term the run reads."""
+    from ..features.vectorize import cut_rows
+    from ..runs.predict import Predictor, cut_message, unread_message
+
+    pred = Predictor(a.run, run_so)
+    cut: list = []   # texts read only to the run's --max-len: a warning line, as --input's count
+    log = getattr(report, "json", None)
+    predicted = pred.predict(a.text, top_k=a.top_k, threshold=a.threshold, cut=cut)
+    for text, p in zip(a.text, predicted):
+        if log is not None:   # --json-log: each prediction is an event; to stdout, the event is the line
+            log("prediction", {"text": text, **p})
+            if report.view is None:
+                continue
+        print(json.dumps({"text": text, **p}, ensure_ascii=False))
+    longer = int(cut_rows(cut, 0).sum())
+    if longer:
+        report("warning", {"message": cut_message(longer, pred.run.features.max_len)})
+    unread = [t for t, p in zip(a.text, predicted) if p["status"] == "empty_text"]
+    if unread:   # the text is there: its status alone read as if none had been given
+        report("warning", {"message": unread_message(unread, pred.run.features)})
+    return 0
+
+
 # What only reading --input uses, and its value when not given: with --text each would do nothing.
-INPUT_ONLY = {"output": None, "text_column": None, "keep": None, "format": "auto", "encoding": None, "delimiter": None,
+INPUT_ONLY = {"output": None, "force": False, "text_column": None, "keep": None, "format": "auto", "encoding": None,
+              "delimiter": None,
               "memory_budget": None, "workers": None, "worker_threads": None, "scheduler": None,
               "scheduler_wait": None, "blocksize": None, "run_on": "auto"}
+
+
+def _check_cluster_options(a: argparse.Namespace) -> None:
+    """predict's and evaluate's memory and cluster options, checked as train's are: a size or
+    count of 0 read as "not given" (--memory-budget 0, --blocksize 0, --worker-threads 0 planned
+    as the defaults without a word), and --workers 0 ended in an internal error."""
+    ClusterConfig(memory_budget=a.memory_budget, workers=a.workers, threads=a.worker_threads, blocksize=a.blocksize,
+                  run_on=a.run_on).validate()
 
 
 def _refuse_idle_wait(a: argparse.Namespace) -> None:
@@ -427,6 +464,7 @@ def cmd_explain(a: argparse.Namespace, report) -> int:
                         "goal won the match'")
     if a.top < 1:
         raise UserError(f"--top must be ≥ 1, got {a.top}", "e.g. --top 10")
+    refuse_placeholder(a.text, f"lancetnic-flow explain {shlex.quote(a.run)}")
     run_so = _run_options(a)
     # A wrong run folder is exit 2 before anything loads; a sequence model, once its kind is read.
     meta, _ = read_run_json(a.run, run_so)
@@ -580,6 +618,7 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
     kind, data = task_kind(meta), config.get("data") or {}
     _refuse_unread_columns(a, kind)
     _refuse_idle_wait(a)
+    _check_cluster_options(a)
     cols = Columns(text=tuple(a.text or data.get("text") or ("text",)),
                    label=(a.label or data.get("label") or "label") if kind != "regress" else None,
                    target=(a.target or data.get("target")) if kind in ("regress", "multitask") else None,
@@ -597,10 +636,15 @@ def cmd_evaluate(a: argparse.Namespace, report) -> int:
         refuse_idle_label_sep(cols, src, storage_options=so)
     _refuse_idle_reading(a, cols, src, so)
     if a.plots:   # before the rows are scored: a place that cannot take the charts would lose the result
-        from ..runs.outputs import check_plots_place
+        from ..runs.outputs import check_plots_place, refuse_earlier_plots
 
         check_plots_place(a.plots, options_for(a.plots, so), a.run)   # a run's charts are its validation's
         check_writable(a.plots, options_for(a.plots, so), "--plots", folder=True)
+        if not a.force:
+            refuse_earlier_plots(a.plots, options_for(a.plots, so))
+    elif a.force:
+        raise UserError("--force replaces an earlier evaluation's files in --plots DIR, and no --plots is given",
+                        "drop --force, or add --plots DIR")
     say_decided(report, src)
     from ..runs.evaluate import check_label_sets_split, check_scored, evaluate_files
     from ..runs.loading import weights_stamp
@@ -686,14 +730,17 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     from ..data.synth import write_corpus
 
     if a.rows <= 0:
-        raise UserError(f"--rows must be > 0, got {a.rows}")
+        raise UserError(f"--rows must be > 0, got {a.rows}", "e.g. --rows 100000")
     if a.classes < 2:
-        raise UserError(f"--classes must be ≥ 2, got {a.classes}")
+        raise UserError(f"--classes must be ≥ 2, got {a.classes}", "e.g. --classes 4 (the default)")
     so = parse_storage_options(a.storage_option)
     refuse_local_storage_options(so, {"OUT": a.out})
     check_writable(a.out, options_for(a.out, so), "make-data", folder=False)   # exit 2, not an internal error
+    from ..runs.outputs import check_output_place
+
+    check_output_place(a.out, options_for(a.out, so), [], flag="make-data")   # a run's own file: never, --force or not
     if not a.force:
-        _refuse_existing_file(a.out, options_for(a.out, so))
+        refuse_existing_file(a.out, options_for(a.out, so), f"make-data {a.out}", "make-data")
     _made(report, a.out, write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel,
                                       storage_options=so))
     return 0
@@ -706,26 +753,17 @@ def _made(report, out: str, info: dict) -> None:
     report.say(f"wrote {counted(info['rows'], 'row')} to {out} ({info['format']})", markup=False)
 
 
-def _refuse_existing_file(out: str, storage_options: dict) -> None:
-    """Refuse to replace a file OUT names: it may be the user's own data
-    (data/train.csv), and a generated corpus would take its place without a
-    word. A named pipe is not a file here: writing into one is how a reader is fed."""
-    fs, path = url_to_fs(out, **open_options(out, storage_options))
-    try:
-        exists = fs.isfile(path)
-    except Exception:   # a store that cannot say: check_writable has already shown the place is writable
-        return
-    if exists:
-        raise UserError(f"make-data {out}: the file already exists; make-data does not replace a file unless asked",
-                        "pass --force to replace it, or give another path")
-
-
 def cmd_demo(a: argparse.Namespace, report) -> int:
     from ..config import DataConfig, OutputConfig, TrainConfig, TrainingConfig
     from ..data.synth import write_corpus
     from ..events import Events
     from ..runs.predict import Predictor
 
+    # Before any work, named as typed: --rows 0 trained on a header-only corpus and blamed its --format,
+    # --rows -5 said "rows must be" after making the folder, --epochs 0 was refused once the corpus was written.
+    for flag, value, default in (("--rows", a.rows, 50_000), ("--epochs", a.epochs, 2)):
+        if value < 1:
+            raise UserError(f"demo {flag} must be ≥ 1, got {value}", f"e.g. {flag} {default} (the default), or drop {flag}")
     os.makedirs(a.dir, exist_ok=True)
     data = os.path.join(a.dir, f"demo-{a.rows}.csv")
     if not os.path.exists(data):
@@ -839,12 +877,21 @@ def cmd_export(a: argparse.Namespace, report) -> int:
     refuse_local_storage_options(parse_storage_options(a.storage_option),
                                  {"RUN": a.run, "--onnx": a.onnx, "--compact": a.compact})
     if a.compact is not None:
+        if a.force:   # it would do nothing: a copy never replaces a folder
+            raise UserError(f"--force replaces an existing --onnx FILE; --compact {a.compact} is written to a new "
+                            "folder, and never replaces one", "drop --force, and name a folder that does not exist "
+                            "yet (or remove the old copy first)")
         return _export_compact(a, report)
     require_onnx()
     so = parse_storage_options(a.storage_option)
     run_so = options_for(a.run, so)
     read_run_json(a.run, run_so)
     check_writable(a.onnx, options_for(a.onnx, so), "--onnx", folder=False)
+    from ..runs.outputs import check_output_place
+
+    check_output_place(a.onnx, options_for(a.onnx, so), [], flag="--onnx")   # the run's own files: never
+    if not a.force:
+        refuse_existing_file(a.onnx, options_for(a.onnx, so), f"--onnx {a.onnx}", "export")
     from ..runs.export import export_onnx
 
     out = export_onnx(a.run, a.onnx, so, run_so)

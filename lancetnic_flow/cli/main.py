@@ -83,7 +83,9 @@ def _log_would_empty_a_file(a, debug: bool) -> bool:
     from ..ui.jsonlog import check_log_file
 
     try:
-        check_log_file(a.json_log, {"--output": getattr(a, "output", None), "--onnx": getattr(a, "onnx", None)})
+        check_log_file(a.json_log, {"--output": getattr(a, "output", None), "--onnx": getattr(a, "onnx", None),
+                                    # make-data's corpus, renamed over the log (--force), took every event
+                                    "OUT": a.out if a.command == "make-data" else None})
     except UserError as exc:
         if debug:
             raise

@@ -45,7 +45,8 @@ class _Once(argparse.Action):
 
 
 class _Joined(argparse.Action):
-    """``--numeric a --numeric b,c`` is ``--numeric a,b,c``, as ``--text`` repeats."""
+    """``--numeric a --numeric b,c`` is ``--numeric a,b,c``, as ``--text`` repeats (``--keep``
+    too: ``--keep id --keep source`` kept ``source`` alone)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         before = getattr(namespace, self.dest, None)
@@ -73,10 +74,12 @@ def add_option(group: Any, o: Option) -> None:
     if o.kind == "append":
         kw["action"] = "append"
     elif o.kind == "list":
-        kw["nargs"] = "+"
+        # Given twice (--input a.csv --input b.csv), argparse kept the last list alone: a.csv's rows
+        # went unread without a word. Each occurrence adds its values.
+        kw.update(nargs="+", action="extend")
     elif o.field in _ONE_COLUMN:
         kw.update(action=_Once, why=_ONE_COLUMN[o.field])
-    elif o.field == "data.numeric":
+    elif o.field == "data.numeric" or o.flag == "--keep":
         kw["action"] = _Joined
     group.add_argument(o.flag, **kw)
 
@@ -95,11 +98,13 @@ PREDICT = [
     O("--output", "where to write predictions: .csv, .tsv, .jsonl, .parquet or .arrow (CSV and JSON Lines may add "
       ".gz/.bz2/.xz/.zst), a path or any fsspec URL", "URL"),
     O("--text-column", "text column of --input (default: the run's)", "COL", kind="append"),
-    O("--keep", "input columns to carry into the output, e.g. --keep id,source; all = every column "
+    O("--keep", "input columns to carry into the output, e.g. --keep id,source (repeatable); all = every column "
       "(default: the text)", "COL,...|all"),
     O("--top-k", "also write the K most probable labels and their probabilities", "K", int),
     O("--threshold", "a multilabel run: predict every label with probability ≥ P (default: each label's own "
       "threshold, chosen on the run's validation rows; 0.5 for a run without them)", "P", float, None),
+    O("--force", "replace --output when it is already a file (without it an existing file is refused; an input "
+      "or a run's own file is refused always)", kind="flag"),
 ]
 EXPLAIN = [
     O("--text", "a text to explain (repeatable)", "TEXT", kind="append"),
@@ -116,6 +121,8 @@ EVALUATE = [
     O("--target", "target column (default: the run's)", "COL"),
     O("--label-sep", "a multilabel run: the separator of a label string (default: the run's)", "SEP"),
     O("--plots", "also write plots and per-class tables to DIR", "DIR"),
+    O("--force", "replace an earlier evaluation's tables and charts in --plots DIR (without it they are refused)",
+      kind="flag"),
 ]
 MAKE_DATA = [
     O("--rows", "rows to write", "N", int, required=True),
@@ -153,6 +160,8 @@ EXPORT = [
     O("--onnx", "write the network as an ONNX graph to FILE (a path or any fsspec URL)", "FILE"),
     O("--compact", "write a copy of the run with 8-bit weights to DIR (a run folder: predict, evaluate and serve "
       "read it; about a quarter of the weights' bytes, the accuracy cost in docs/benchmarks.md)", "DIR"),
+    O("--force", "replace --onnx FILE when it is already a file (without it an existing file is refused; a file "
+      "of a run folder is refused always)", kind="flag"),
     O("--storage-option", "fsspec storage option of the run's and FILE's URLs, repeatable", "K=V", default=[],
       kind="append"),
 ]
@@ -294,10 +303,6 @@ def log_file_as_command(argv: list[str], commands: list[str]) -> str | None:
                 return word
             return None
     return None
-
-
-# Other tools' names for options this one has: a close spelling would not find them, and
-# spelling alone offered --format for --overwrite, --learn-val for --learning-rate.
 
 
 def unknown_words(extra: list[str], parser: argparse.ArgumentParser) -> str:

@@ -231,8 +231,9 @@ def workflow_config(wf: Workflow):
     from ..options import command_line_defaults
 
     # The dashboard link is shown by the console views, as for `train`; the command line's own defaults too.
-    cfg = config_from_options({**command_line_defaults(), **wf.values, "dashboard": True}, given=wf.values)
     try:
+        # A value refused as it is read (ngrams: 0, memory_budget: 8XB) is named where it is written too.
+        cfg = config_from_options({**command_line_defaults(), **wf.values, "dashboard": True}, given=wf.values)
         cfg.validate()   # checked now; train() resolves the options as given (--model auto decides after the fit)
     except UserError as exc:
         # A value the file gives that its type allows but the option refuses is named where it is written.

@@ -360,7 +360,7 @@ def _refused(name: str, got: Any, want: str, example: int) -> SynthError:
     """A make-data value refused, its example as each caller gives it: ``--rows 100000`` on the
     command line, ``rows=100000`` to :func:`write_corpus`, ``rows: 100000`` in a workflow's make_data."""
     message = f"{name} must be {want}, got {got!r}"
-    return SynthError(message, f"e.g. {name}={example}", cli=(message, f"e.g. --{name} {example}"),
+    return SynthError(message, f"e.g. {name}={example}", cli=(f"--{message}", f"e.g. --{name} {example}"),
                       workflow=(message, f"e.g. make_data: {{{name}: {example}}}"))
 
 

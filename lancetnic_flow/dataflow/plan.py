@@ -16,7 +16,7 @@ import psutil
 
 from ..errors import UserError
 from ..sizes import format_size
-from ..plurals import counted
+from ..plurals import counted, verb
 
 GiB = 2**30
 MiB = 2**20
@@ -204,10 +204,13 @@ def plan_memory(budget: int | None = None, *, workers: int | None = None, thread
                 and budget - reserve - budget // 8 >= floor:
             ways.append(f"a model of at most {format_size(fit_model)} ({model_options})")
         held = f", each holding the model's {format_size(worker_model_bytes)}" if worker_model_bytes else ""
+        # A plan of the reading alone (predict's first, model_bytes 0) said "(the model 0 B)" of a model it left out.
+        model = (f" ({'model and optimiser' if holder == 'the trainer' else 'the model'} {format_size(model_bytes)})"
+                 if model_bytes else "")
         raise UserError(
-            f"memory budget {format_size(budget)} is too small: {holder} needs {format_size(trainer)} "
-            f"({'model and optimiser' if holder == 'the trainer' else 'the model'} {format_size(model_bytes)}) "
-            f"and {counted(workers, 'worker')}{' (one per {training.ddp} rank)' if by_ranks else ''} need "
+            f"memory budget {format_size(budget)} is too small: {holder} needs {format_size(trainer)}{model} "
+            f"and {counted(workers, 'worker')}{' (one per {training.ddp} rank)' if by_ranks else ''} "
+            f"{verb(workers, 'needs', 'need')} "
             f"{format_size(workers * worker_min)}{held} after {format_size(reserve)} of OS headroom",
             "use " + (", ".join(ways[:-1]) + ", or " + ways[-1] if len(ways) > 1 else ways[0]))
     worker_limit = worker_share // workers

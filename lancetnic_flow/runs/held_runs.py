@@ -55,8 +55,8 @@ def room_for_runs(own: int, memory: tuple[int, float] | None) -> int:
     Without a known limit (``memory`` None: this process, a worker without one): ``own`` alone."""
     if not memory:
         return own
-    limit, pause = memory
-    return own + max(int(limit * (pause - THRESHOLDS["target"])), 0)
+    limit, line = memory
+    return own + max(int(limit * (line - THRESHOLDS["target"])), 0)
 
 
 class HeldRuns:

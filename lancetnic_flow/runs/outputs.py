@@ -89,20 +89,23 @@ def _where(url: str, storage_options: dict) -> tuple[object, str, str]:
 
 
 def check_output_place(url: str, storage_options: dict | None, inputs: list[str],
-                       input_options: dict | None = None) -> None:
-    """Refuse an output that would replace what the command reads, or a run's own file:
-    one of the ``inputs`` (their rows gone, replaced by predictions), or ``config.json``,
-    ``model.json``, ``history.csv``... of a run folder (that run damaged or misreported)."""
+                       input_options: dict | None = None, flag: str = "--output") -> None:
+    """Refuse an output (given as ``flag``) that would replace what the command reads, or
+    a run's own file, even where replacing a file is asked for (``--force``): one of the
+    ``inputs`` (their rows gone, replaced by predictions), or a file of a run folder,
+    ``config.json``, ``model.json``, ``history.csv``, its weights... (that run damaged or
+    misreported); a new file of another name beside them is the user's."""
     so = storage_options or {}
     fs, path, key = _where(url, so)
     for given in inputs:
         if _where(given, input_options if input_options is not None else so)[2] == key:
-            raise UserError(f"--output {url} is the input {given}: writing the predictions would replace the rows "
-                            "they are made from", f"name a file of its own, e.g. --output {_beside(url)}")
+            raise UserError(f"{flag} {url} is the input {given}: writing there would replace what the command "
+                            "reads", f"name a file of its own, e.g. {flag} {_beside(url)}")
     parent, name = posixpath.split(path.rstrip("/"))
-    if name in RUN_FILES and any(fs.exists(posixpath.join(parent, f)) for f in ("model.json", "config.json")):
-        raise UserError(f"--output {url} is a file of the run folder {parent}: the predictions would replace it",
-                        f"name a file of its own, e.g. --output {_beside(url)}")
+    if any(fs.exists(posixpath.join(parent, f)) for f in ("model.json", "config.json")) and \
+            (name in RUN_FILES or fs.exists(path)):
+        raise UserError(f"{flag} {url} is a file of the run folder {parent}: writing there would replace it",
+                        "name a file outside the run folder, or a new name in it")
 
 
 def check_plots_place(url: str, storage_options: dict | None, run: str) -> None:
@@ -113,6 +116,26 @@ def check_plots_place(url: str, storage_options: dict | None, run: str) -> None:
         this = _where(run, storage_options or {})[2] == _where(url, storage_options or {})[2]
         raise UserError(f"--plots {url} is {'the' if this else 'a'} run folder, whose charts and tables are its "
                         "validation rows'", f"name a folder of its own: --plots {run.rstrip('/')}-evaluated")
+
+
+# What ``evaluate --plots DIR`` writes (runs/plots.py's plot_jobs): an earlier evaluation's, if DIR holds one.
+EVALUATION_FILES = ("per_class.csv", "per_class.png", "per_label.csv", "per_label.png", "confusion_matrix.png",
+                    "class_distribution.png", "label_distribution.png", "regression_scatter.png", "residuals.png")
+
+
+def refuse_earlier_plots(url: str, storage_options: dict | None) -> None:
+    """Refuse ``evaluate --plots DIR`` where DIR holds an earlier evaluation's tables or
+    charts (:data:`EVALUATION_FILES`), which this one would replace without a word, as
+    ``predict --output`` refuses an existing file; ``--force`` replaces them."""
+    fs, path, _ = _where(url, storage_options or {})
+    try:
+        held = [f for f in EVALUATION_FILES if fs.isfile(posixpath.join(path.rstrip("/"), f))]
+    except Exception:   # a store that cannot say: check_writable has already shown the place is writable
+        return
+    if held:
+        raise UserError(f"--plots {url} already holds an evaluation's {', '.join(held[:3])}"
+                        f"{', …' if len(held) > 3 else ''}; evaluate does not replace them unless asked",
+                        "pass --force to replace them, or name another folder")
 
 
 def _beside(url: str) -> str:
@@ -310,4 +333,4 @@ def encode(table: pa.Table, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["BytesAfterText", "LIST_SEP", "OutputFile", "bytes_as_text", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "flat_lists", "output_file_format", "output_format", "output_names"]
+__all__ = ["BytesAfterText", "LIST_SEP", "OutputFile", "bytes_as_text", "check_label_sets_written_whole", "check_output_place", "check_plots_place", "encode", "EVALUATION_FILES", "refuse_earlier_plots", "flat_lists", "output_file_format", "output_format", "output_names"]

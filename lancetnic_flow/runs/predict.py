@@ -42,7 +42,7 @@ from .linear_scores import sigmoid, softmax
 from .held_runs import HeldRuns, room_for_runs, run_bytes, worker_memory
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import BytesAfterText, OutputFile, check_output_place, output_format, output_names
-from ..plurals import counted
+from ..plurals import counted, verb
 from ..storage import refuse_local_storage_options
 
 BATCH_ROWS = 4096
@@ -482,6 +482,23 @@ class Predictor:
         return like_input(data, out)
 
 
+def unread_message(texts: list[str], features) -> str:
+    """What a prediction says of ``texts`` given that hold no term the run's ``features`` read
+    (status ``empty_text``): the text is there, its words are not ones the run reads."""
+    shown = ", ".join(repr(t if len(t) <= 40 else t[:39] + "…") for t in texts[:3]) + (", …" if len(texts) > 3 else "")
+    analyzer = getattr(features, "analyzer", "word")
+    if analyzer != "word":
+        reads = f"{analyzer} n-grams"
+    else:
+        tokenizer, least = getattr(features, "tokenizer", None), getattr(features, "ngram_min", 1) or 1
+        reads = (f"the tokens of its tokenizer {tokenizer}" if tokenizer else "words of two or more letters or digits")
+        reads += (", not its stop words" if getattr(features, "stop_words", None) else "") + (
+            f", {least} or more of them" if least > 1 else "")
+    return (f"{counted(len(texts), 'text')} ({shown}) {verb(len(texts), 'holds', 'hold')} no term the run reads "
+            f"(its {analyzer} analyzer reads {reads}), so {verb(len(texts), 'it was', 'they were')} not predicted "
+            "(status empty_text)")
+
+
 def cut_message(n: int, max_len: int) -> str:
     """What a prediction says of ``n`` texts read only to ``max_len`` tokens (the words of
     ``predict --input``'s line, and its key)."""
@@ -499,7 +516,8 @@ def predictor(run: str, storage_options: dict, stamp: str = "") -> Predictor:
     a run folder written again is loaded again, by a long-lived worker too.
     A worker keeps the runs it served, least recently used dropped first, while they
     fit :func:`~.held_runs.room_for_runs` (its memory limit's band between Dask's
-    target and pause lines beside the run its plan holds): two commands sharing
+    target line and the worker's spill line, or its pause line where sooner, beside
+    the run its plan holds: :func:`~.held_runs.worker_memory`): two commands sharing
     it load each run once, and one that served many runs holds no more than that
     room. Outside a worker (no limit known) one run is kept."""
     key = (run, stamp)
@@ -592,4 +610,4 @@ def _write_output(feed, plan, output: str, storage_options: dict, inputs: list[s
     return rows, written, statuses
 
 
-__all__ = ["Predictor", "predict_files", "predictor", "as_table", "cut_message"]
+__all__ = ["Predictor", "predict_files", "predictor", "as_table", "cut_message", "unread_message"]

@@ -151,6 +151,42 @@ def test_validate_refuses_scheduler_wait_without_a_scheduler_as_the_command_line
         cfg.validate()
 
 
+@pytest.mark.parametrize("ngrams", [0, -1, 33])
+def test_ngrams_out_of_range_is_refused_naming_ngrams_as_typed_not_the_pair_it_stands_for(ngrams):
+    # --ngrams 0 was refused as "--ngram-range 1,0: need 1 ≤ MIN ≤ MAX", an option the user never typed
+    with pytest.raises(UserError) as e:
+        config_from_options({"data": ["d.csv"], "ngrams": ngrams}, given={"data", "ngrams"})
+    assert e.value.said("cli") == (f"--ngrams {ngrams}: need a whole number from 1 to 32 (the longest n-gram, in "
+                                   "words)", "e.g. --ngrams 2 (words and pairs), or --ngram-range MIN,MAX for "
+                                   "n-grams from MIN words")
+    assert e.value.said("workflow")[0].startswith(f"ngrams: {ngrams}: need")
+    assert config_from_options({"data": ["d.csv"], "ngrams": 32}).features.ngrams == 32
+
+
+def test_a_config_read_from_a_runs_config_json_and_replaced_still_counts_no_field_as_given(tmp_path):
+    # the mark lived in the instance's __dict__, which dataclasses.replace drops: a run's config.json, replaced
+    # (new training data), counted its resolved values (--workers 3, the model's name) as the caller's own
+    import copy
+    import dataclasses
+
+    from lancetnic_flow.config import TrainConfig, with_set_fields
+    from lancetnic_flow.runs.folder import write_config
+    from lancetnic_flow.runs.loading import read_config
+
+    ran = config_from_options({"data": ["d.csv"], "workers": 3, "model": "LinearSVM", "epochs": 4},
+                              given={"data", "workers", "model", "epochs"})
+    write_config(str(tmp_path), ran.to_dict())
+    assert "given_accounted" not in (tmp_path / "config.json").read_text()
+    saved = TrainConfig.from_dict(read_config(str(tmp_path)))
+    again = dataclasses.replace(saved, data=dataclasses.replace(saved.data, train=["new.csv"]))
+    for cfg in (saved, again, copy.deepcopy(again), dataclasses.replace(again)):
+        assert with_set_fields(cfg).given == frozenset()
+    made = config_from_options({"data": ["d.csv"], "out": "/tmp/somewhere"})
+    assert with_set_fields(dataclasses.replace(made, given=frozenset())).given == frozenset()
+    built = dataclasses.replace(TrainConfig(data=saved.data))   # built in Python: its fields set are its given
+    assert with_set_fields(built).given == {"data.train"}
+
+
 def test_a_config_made_from_options_or_read_from_a_run_keeps_its_given_even_empty():
     # an estimator at its defaults names nothing given: the out and run_on it fills in itself are not the caller's
     from lancetnic_flow.config import DataConfig, TrainConfig, with_set_fields

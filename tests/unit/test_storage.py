@@ -197,3 +197,16 @@ def test_no_module_but_storage_asks_fsspec_for_a_filesystem_or_a_file_by_url():
     users = [str(p.relative_to(root)) for p in root.rglob("*.py") if p.name != "storage.py" or p.parent != root
              if any(a in p.read_text() for a in asks)]
     assert users == []
+
+
+@pytest.mark.parametrize("scheme", ["local", "memory"])
+def test_an_existing_file_to_write_is_refused_naming_force_and_a_new_one_is_not(tmp_path, scheme):
+    # predict --output and export --onnx replaced an existing file without a word (make-data refused)
+    from lancetnic_flow.storage import refuse_existing_file
+
+    base = str(tmp_path) if scheme == "local" else "memory://refuse-existing"
+    write_bytes(f"{base}/old.csv", b"mine", {})
+    with pytest.raises(UserError, match=r"--output .*old.csv: the file already exists; predict does not replace") as e:
+        refuse_existing_file(f"{base}/old.csv", {}, f"--output {base}/old.csv", "predict")
+    assert "--force" in e.value.hint
+    refuse_existing_file(f"{base}/new.csv", {}, f"--output {base}/new.csv", "predict")

@@ -17,6 +17,7 @@ from lancetnic_flow.cli.parser import build_parser, given_dests, with_negative_v
 from lancetnic_flow.config import DataConfig, FeatureConfig, ModelConfig, OutputConfig, TrainConfig, TrainingConfig
 from lancetnic_flow.errors import UserError
 from lancetnic_flow.runs.folder import write_config
+from lancetnic_flow.storage import refuse_existing_file
 
 
 @pytest.fixture
@@ -328,11 +329,179 @@ def test_make_data_refuses_to_replace_an_existing_file_unless_forced(tmp_path):
     assert own.read_text().startswith("text,label,value,target") and said
 
 
+def test_make_data_refuses_a_file_of_a_run_folder_even_forced(tmp_path):
+    # make-data runs/x/history.csv --force replaced the run's own file with a generated corpus
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("config.json", "model.json", "history.csv"):
+        (run / name).write_text("kept")
+    a = build_parser().parse_args(["make-data", str(run / "history.csv"), "--rows", "10", "--force"])
+    with pytest.raises(UserError, match="make-data .*history.csv is a file of the run folder"):
+        commands.cmd_make_data(a, None)
+    assert (run / "history.csv").read_text() == "kept"
+
+
 def test_make_data_writes_into_an_existing_named_pipe_without_force(tmp_path):
     # a named pipe a reader holds is how make-data feeds a reader: not a file to protect
     fifo = tmp_path / "p.csv"
     os.mkfifo(fifo)
-    commands._refuse_existing_file(str(fifo), {})
+    refuse_existing_file(str(fifo), {}, f"make-data {fifo}", "make-data")
+
+
+@pytest.mark.parametrize("command", ["predict", "explain"])
+@pytest.mark.parametrize("placeholder", ["...", "…", " ... "])
+def test_the_summarys_text_placeholder_copied_as_printed_is_refused_naming_where_the_text_goes(command, placeholder):
+    # the run's summary prints `predict RUN --text '...'`; copied, it predicted '...' as empty_text
+    a = build_parser().parse_args([command, "runs/r1", "--text", "a fine text", "--text", placeholder])
+    with pytest.raises(UserError, match=r"--text '\.\.\.' stands for your own text") as e:
+        commands.COMMANDS[command](a, None)
+    assert e.value.hint == f"put the text in its place, e.g. lancetnic-flow {command} runs/r1 --text 'a great match " \
+                           "last night'"
+
+
+def test_predict_text_warns_of_texts_with_no_term_the_run_reads(tmp_path, monkeypatch):
+    # predict --text 'a' printed status empty_text alone, as if no text had been given
+    import lancetnic_flow.runs.loading as loading
+    import lancetnic_flow.runs.predict as predict
+    from lancetnic_flow.features.vectorize import FittedFeatures
+
+    class Pred:
+        def __init__(self, *args):
+            self.run = type("Run", (), {"features": FittedFeatures(mode="tfidf", analyzer="word")})()
+
+        def predict(self, texts, **kw):
+            return [{"status": "ok" if len(t) > 2 else "empty_text", "label": None} for t in texts]
+
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({}, {}))
+    monkeypatch.setattr(predict, "Predictor", Pred)
+    seen = []
+    report = type("Report", (), {"json": None, "view": None, "__call__": lambda self, k, e: seen.append((k, e))})()
+    a = build_parser().parse_args(["predict", "RUN", "--text", "a", "--text", "good words"])
+    assert commands.cmd_predict(a, report) == 0
+    assert seen == [("warning", {"message": predict.unread_message(["a"], Pred().run.features)})]
+
+
+@pytest.mark.parametrize("flag, value", [("--rows", "0"), ("--rows", "-5"), ("--epochs", "0")])
+def test_demo_refuses_rows_or_epochs_below_one_before_any_work_naming_the_flag(tmp_path, flag, value):
+    # demo --rows 0 trained on a header-only corpus and blamed its --format; --rows -5 said "rows must be"
+    # after making the folder; --epochs 0 was refused once the corpus was written
+    a = build_parser().parse_args(with_negative_values(["demo", "--dir", str(tmp_path / "demo"), flag, value]))
+    with pytest.raises(UserError) as e:
+        commands.cmd_demo(a, None)
+    assert e.value.message == f"demo {flag} must be ≥ 1, got {value}"
+    assert e.value.hint.startswith(f"e.g. {flag} ") and not (tmp_path / "demo").exists()
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+@pytest.mark.parametrize("flag", ["--memory-budget", "--blocksize", "--workers", "--worker-threads"])
+def test_predict_and_evaluate_refuse_a_size_or_count_of_zero_as_train_does(command, flag, tmp_path, monkeypatch):
+    # --memory-budget 0, --blocksize 0 and --worker-threads 0 were planned as not given, without a word;
+    # --workers 0 ended in an internal ZeroDivisionError
+    import lancetnic_flow.runs.loading as loading
+
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({"task": "classify"}, {"data": {}}))
+    monkeypatch.setattr(commands, "_planned_inputs", lambda *args: pytest.fail("planned with a zero"))
+    data = str(tmp_path / "d.csv")
+    argv = ([command, "RUN", "--input", data, "--output", str(tmp_path / "p.csv")] if command == "predict"
+            else [command, "RUN", data]) + [flag, "0"]
+    with pytest.raises(UserError) as e:
+        commands.COMMANDS[command](build_parser().parse_args(argv), None)
+    assert e.value.said("cli")[0] == f"{flag}: must be > 0, got 0"
+
+
+class _Reached(Exception):
+    """Raised by a stand-in for the step after an output's checks: the checks let it through."""
+
+
+def _predict_to(tmp_path, monkeypatch, output: str, *extra: str):
+    """``predict RUN --input d.csv --output OUTPUT`` run up to the work itself (a stand-in run)."""
+    import lancetnic_flow.runs.loading as loading
+
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\ngood words,a\n")
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({"task": "classify"}, {"data": {}}))
+    monkeypatch.setattr(commands, "_run_model_bytes", lambda *args: 0)
+    monkeypatch.setattr(commands, "_planned_inputs", lambda a, model, inputs: (None, inputs(1 << 20), True, "here"))
+    monkeypatch.setattr(commands, "say_decided", lambda *args: (_ for _ in ()).throw(_Reached()))
+    a = build_parser().parse_args(["predict", "RUN", "--input", str(data), "--output", output, *extra])
+    commands.cmd_predict(a, type("Report", (), {"json": None, "say": lambda self, *x, **k: None})())
+
+
+def test_predict_refuses_to_replace_an_existing_output_file_unless_forced(tmp_path, monkeypatch):
+    # predict --output p.csv replaced an existing p.csv without a word, where make-data refused
+    old = tmp_path / "p.csv"
+    old.write_text("my earlier predictions\n")
+    with pytest.raises(UserError, match=r"--output .*p.csv: the file already exists; predict does not replace") as e:
+        _predict_to(tmp_path, monkeypatch, str(old))
+    assert "--force" in e.value.hint and old.read_text() == "my earlier predictions\n"
+    with pytest.raises(_Reached):
+        _predict_to(tmp_path, monkeypatch, str(old), "--force")
+    with pytest.raises(_Reached):   # a new file needs no --force
+        _predict_to(tmp_path, monkeypatch, str(tmp_path / "new.csv"))
+
+
+def test_predict_refuses_its_own_input_as_output_even_forced(tmp_path, monkeypatch):
+    with pytest.raises(UserError, match=r"--output .*d.csv is the input .*d.csv"):
+        _predict_to(tmp_path, monkeypatch, str(tmp_path / "d.csv"), "--force")
+
+
+def test_export_onnx_refuses_an_existing_file_unless_forced_and_a_runs_own_file_always(tmp_path, monkeypatch):
+    # export --onnx FILE replaced any file, the run's own model.json or its weights too
+    import lancetnic_flow.runs.export as export
+    import lancetnic_flow.runs.loading as loading
+
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({}, {}))
+    monkeypatch.setattr(export, "require_onnx", lambda: None)
+    monkeypatch.setattr(export, "export_onnx", lambda *args: (_ for _ in ()).throw(_Reached()))
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("model.json", "config.json", "model.safetensors"):
+        (run / name).write_text("kept")
+    old = tmp_path / "m.onnx"
+    old.write_text("an earlier export")
+
+    def export_to(out, *extra):
+        commands.cmd_export(build_parser().parse_args(["export", str(run), "--onnx", str(out), *extra]), None)
+
+    with pytest.raises(UserError, match="m.onnx: the file already exists; export does not replace") as e:
+        export_to(old)
+    assert "--force" in e.value.hint and old.read_text() == "an earlier export"
+    with pytest.raises(_Reached):
+        export_to(old, "--force")
+    for name in ("model.json", "model.safetensors"):
+        with pytest.raises(UserError, match=f"--onnx .*{name} is a file of the run folder"):
+            export_to(run / name, "--force")
+        assert (run / name).read_text() == "kept"
+    with pytest.raises(_Reached):   # a new file in the run folder is the user's
+        export_to(run / "model.onnx")
+
+
+@pytest.mark.parametrize("plots", [None, "earlier"])
+def test_evaluate_force_is_refused_without_plots_and_earlier_plots_without_force(plots, tmp_path, monkeypatch):
+    # evaluate --plots DIR replaced an earlier evaluation's tables and charts without a word
+    import lancetnic_flow.runs.loading as loading
+
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\ngood words,a\n")
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({"task": "classify"}, {"data": {}}))
+    monkeypatch.setattr(commands, "_run_model_bytes", lambda *args: 0)
+    monkeypatch.setattr(commands, "_planned_inputs", lambda a, model, inputs: (None, inputs(1 << 20), True, "here"))
+    argv = ["evaluate", "RUN", str(data)]
+    if plots:
+        (tmp_path / plots).mkdir()
+        (tmp_path / plots / "confusion_matrix.png").write_bytes(b"png")
+        argv += ["--plots", str(tmp_path / plots)]
+    else:
+        argv += ["--force"]
+    with pytest.raises(UserError, match="no --plots is given" if plots is None else
+                       "already holds an evaluation's confusion_matrix.png"):
+        commands.cmd_evaluate(build_parser().parse_args(argv), None)
+
+
+def test_export_refuses_force_with_compact_as_it_would_replace_nothing(tmp_path):
+    a = build_parser().parse_args(["export", str(tmp_path / "run"), "--compact", str(tmp_path / "c"), "--force"])
+    with pytest.raises(UserError, match="--force replaces an existing --onnx FILE; --compact .* never replaces"):
+        commands.cmd_export(a, None)
 
 
 @pytest.mark.parametrize("command", ["predict", "evaluate"])
@@ -470,3 +639,14 @@ def test_predict_without_texts_or_with_both_sources_is_told_a_command_that_works
     with pytest.raises(UserError) as e:
         commands.cmd_predict(a, None)
     assert f"{e.value.message}\n  hint: {e.value.hint}".startswith(said)
+
+
+@pytest.mark.parametrize("argv", [["predict", "RUN", "--text", "a match", "--top-k", "0"],
+                                  ["make-data", "d.csv", "--rows", "0"], ["make-data", "d.csv", "--rows", "5",
+                                                                          "--classes", "1"]])
+def test_a_refused_count_says_what_would_work(argv):
+    # --top-k 0, make-data --rows 0 and --classes 1 were refused with no hint
+    a = build_parser().parse_args(argv)
+    with pytest.raises(UserError) as e:
+        commands.COMMANDS[argv[0]](a, None)
+    assert e.value.hint and e.value.hint.startswith("e.g. --")

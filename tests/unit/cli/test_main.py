@@ -87,3 +87,13 @@ def test_an_error_with_braces_that_name_no_option_keeps_its_leading_field_said_a
 
     err = UserError("max_features: got {'a': 1}", "give a number")
     assert err.cli is None and cli_words(err, "train") == ("--max-features: got {'a': 1}", "give a number")
+
+
+def test_a_json_log_that_is_also_make_datas_out_is_refused_before_either_is_written(tmp_path, capsys):
+    # make-data d.csv --json-log d.csv: the log made the file, then make-data refused it as existing
+    # (or, --force, renamed the corpus over the log)
+    from lancetnic_flow.cli.main import main
+
+    out = tmp_path / "d.csv"
+    assert main(["make-data", str(out), "--rows", "5", "--force", "--json-log", str(out)]) == 2
+    assert f"--json-log {out} is also OUT" in capsys.readouterr().err and not out.exists()

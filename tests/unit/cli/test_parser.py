@@ -258,7 +258,7 @@ def test_tunes_help_says_its_trials_train_on_the_cpu_and_device_and_threads_are_
 
 
 @pytest.mark.parametrize("typed,meant", [
-    ("--overwrite", None), ("--force", None),            # predict has neither: nothing offered, not --format
+    ("--overwrite", "'--force'"), ("--replace", None),   # predict's --force, not --format; nothing close
     ("--learning-rate", "'--lr'"), ("--output-dir", "'--out'"), ("--batch_size", "'--batch-size'"),
     ("--epoch", "'--epochs'"), ("--gpu", "'--device'"), ("--modle", "'--model'"), ("--val-split", "'--val-fraction'"),
 ])
@@ -269,9 +269,23 @@ def test_an_unknown_flag_is_offered_what_the_user_meant_not_flags_that_only_shar
 
     p = build_parser()
     sub = next(a for a in p._actions if isinstance(getattr(a, "choices", None), dict))
-    command = "predict" if typed in ("--overwrite", "--force") else "train"
+    command = "predict" if typed in ("--overwrite", "--replace") else "train"
     said = unknown_words([typed], sub.choices[command])
     if meant is None:
         assert said == f"no option {typed!r}", said
     else:
         assert said.startswith(f"no option {typed!r} (did you mean {meant}"), said
+
+
+@pytest.mark.parametrize("argv, dest, want", [
+    (["predict", "RUN", "--input", "a.csv", "--input", "b.csv", "c.csv", "--output", "p.csv"], "input",
+     ["a.csv", "b.csv", "c.csv"]),
+    (["train", "d.csv", "--val", "a.csv", "--val", "b.csv"], "val", ["a.csv", "b.csv"]),
+    (["predict", "RUN", "--input", "a.csv", "--keep", "id", "--keep", "source,lang", "--output", "p.csv"], "keep",
+     "id,source,lang")])
+def test_a_list_option_given_twice_reads_every_value_not_the_last_occurrence_alone(argv, dest, want):
+    # predict --input a.csv --input b.csv predicted b.csv alone: a.csv's rows went unread without a word
+    from lancetnic_flow.cli.parser import build_parser
+
+    assert getattr(build_parser().parse_args(argv), dest) == want
+    assert build_parser().parse_args(["train", "d.csv"]).val is None

@@ -420,3 +420,14 @@ def test_a_set_make_data_out_naming_a_file_that_exists_trains_on_it_and_other_ch
     assert cfg.data.train == [str(mine)] and mine.read_text().count("\n") == 3 and not (tmp_path / "d.csv").exists()
     with pytest.raises(UserError, match=re.escape("--set make_data.rows=30 asks for another corpus")):
         prepare_workflow(path, [f"train={mine}", f"make_data.out={mine}", "make_data.rows=30"])
+
+
+@pytest.mark.parametrize("key, value, said", [
+    ("ngrams", "0", "ngrams: 0: need a whole number from 1 to 32"),
+    ("memory_budget", "8XB", "memory_budget: cannot read '8XB' as a size")])
+def test_a_value_refused_as_it_is_read_is_named_with_its_line_and_key(tmp_path, key, value, said):
+    # `ngrams: 0` was refused as "ngram_range: 1,0", a key the file never held, and with no line
+    path = _write(tmp_path, f"data:\n  train: a.csv\nfeatures:\n  {key}: {value}\n")
+    with pytest.raises(UserError) as e:
+        workflow_config(read_workflow(path))
+    assert e.value.said("workflow")[0].startswith(f"{path}:4: {said}")

@@ -42,3 +42,13 @@ def test_storage_options_for_a_local_path_are_refused_as_make_data_refuses_them(
         write_corpus(str(out), 5, storage_options={"anon": True})
     assert not out.exists()
     write_corpus("memory://lancetnic-synth-test/corpus.csv", 5, storage_options={"skip_instance_cache": True})
+
+
+@pytest.mark.parametrize("kw, said", [({"seed": -1}, "--seed must be a whole number >= 0, got -1"),
+                                      ({"rows": -5}, "--rows must be a whole number >= 0, got -5"),
+                                      ({"classes": 0}, "--classes must be a whole number >= 1, got 0")])
+def test_a_refused_value_names_the_flag_on_the_command_line_and_the_argument_in_python(tmp_path, kw, said):
+    # make-data --seed -1 said "seed must be a whole number >= 0": an argument name, not the flag typed
+    with pytest.raises(UserError) as e:
+        write_corpus(str(tmp_path / "c.csv"), kw.pop("rows", 10), **kw)
+    assert e.value.said("cli")[0] == said and e.value.message == said.removeprefix("--")

@@ -40,6 +40,16 @@ def test_memory_plan_accounts_for_the_model_and_shuffle_buffer_in_the_trainer():
     assert plan.reserve + plan.trainer + plan.worker_limit <= 8 * GiB
 
 
+def test_a_refused_plan_names_the_model_only_where_it_holds_one_and_its_workers_in_agreement():
+    # predict's plan of the reading alone said "this process needs 450 MiB (the model 0 B) and 1 worker need ..."
+    with pytest.raises(UserError) as err:
+        plan_memory(MiB, workers=1, holder="this process")
+    assert "(the model" not in err.value.message and " and 1 worker needs " in err.value.message
+    with pytest.raises(UserError) as err:
+        plan_memory(MiB, workers=2, model_bytes=5 * MiB)
+    assert "(model and optimiser 5.0 MiB) and 2 workers need " in err.value.message
+
+
 def test_explicit_blocksize_is_used_as_the_partition_size():
     assert plan_memory(8 * GiB, workers=1, blocksize=3 * MiB).partition == 3 * MiB
 

@@ -72,6 +72,11 @@ def test_an_output_that_is_an_input_or_a_runs_own_file_is_refused_and_left_whole
             check_output_place(str(run / own), {}, [str(data)])
     for fine in (run / "predictions.csv", tmp_path / "data-predicted.csv", tmp_path / "model.json"):
         check_output_place(str(fine), {}, [str(data)])
+    # any file the run folder holds, not only the named ones: its weights, its bucket names
+    for own in ("bucket_names.json", "model.safetensors"):
+        (run / own).write_text("kept")
+        with pytest.raises(UserError, match=f"--onnx .*{own} is a file of the run folder"):
+            check_output_place(str(run / own), {}, [], flag="--onnx")
     plan = SimpleNamespace(files=[SimpleNamespace(url=f"file://{data}")], partitions=[])
     with pytest.raises(UserError, match="is the input"):   # the Python API's way, before any task
         predict_files(None, str(run), plan, Columns(text=("text",)), str(data), storage_options={},
@@ -95,6 +100,23 @@ def test_plots_into_any_run_folder_are_refused_and_a_folder_of_their_own_is_writ
         check_plots_place(str(other), {}, str(run))
     check_plots_place(str(tmp_path / "run-evaluated"), {}, str(run))
     check_plots_place(str(tmp_path), {}, str(run))
+
+
+@pytest.mark.parametrize("scheme", ["local", "memory"])
+def test_plots_into_a_folder_holding_an_earlier_evaluation_are_refused_naming_force(tmp_path, scheme):
+    # evaluate --plots DIR replaced the per_class.csv and charts of an earlier evaluation without a word
+    from lancetnic_flow.runs.outputs import refuse_earlier_plots
+    from lancetnic_flow.storage import write_bytes
+
+    folder = str(tmp_path / "plots") if scheme == "local" else "memory://earlier-plots/plots"
+    refuse_earlier_plots(folder, {})   # not there yet
+    write_bytes(f"{folder}/notes.txt", b"mine", {})
+    refuse_earlier_plots(folder, {})   # the user's own files are not an evaluation's
+    write_bytes(f"{folder}/per_class.csv", b"class,precision\n", {})
+    with pytest.raises(UserError, match=r"--plots .*plots already holds an evaluation's per_class.csv; evaluate "
+                                        "does not replace them unless asked") as e:
+        refuse_earlier_plots(folder, {})
+    assert "--force" in e.value.hint
 
 
 def test_an_output_that_is_an_input_file_is_refused_before_it_replaces_the_data(tmp_path, monkeypatch):

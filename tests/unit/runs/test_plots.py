@@ -109,6 +109,11 @@ def test_the_files_a_run_names_before_drawing_are_the_files_drawn(tmp_path, case
     write_jobs(jobs)
     assert named == sorted(p.name for p in tmp_path.iterdir())
     assert all(j.chart == (j.files[0].endswith(".png")) for j in jobs)
+    # evaluate --plots refuses a folder holding an earlier evaluation's files by these names
+    from lancetnic_flow.runs.outputs import EVALUATION_FILES
+
+    kw.pop("history")
+    assert set(names(f for j in plot_jobs(str(tmp_path), **kw) for f in j.files)) <= set(EVALUATION_FILES)
 
 
 def test_the_per_class_table_lists_the_labels_the_run_never_had_as_scikit_learns_report_does(tmp_path):

@@ -196,6 +196,22 @@ def test_a_text_of_the_runs_stop_words_alone_is_empty_text_and_one_of_unknown_wo
     assert [o["status"] for o in out] == ["empty_text", "empty_text", "ok", "ok"]
 
 
+def test_texts_with_no_term_the_run_reads_are_named_as_present_but_unread_not_as_empty():
+    # predict --text 'a' said only status empty_text, as if no text had been given
+    from lancetnic_flow.runs.predict import unread_message
+
+    one = unread_message(["a"], FittedFeatures(mode="tfidf", analyzer="word"))
+    assert one == ("1 text ('a') holds no term the run reads (its word analyzer reads words of two or more letters "
+                   "or digits), so it was not predicted (status empty_text)")
+    many = unread_message(["!!", "x" * 50, "?", "-"], FittedFeatures(mode="hashing", analyzer="char_wb"))
+    assert many.startswith(f"4 texts ('!!', '{'x' * 39}…', '?', …) hold no term the run reads (its char_wb analyzer")
+    assert "so they were not predicted" in many
+    pairs = unread_message(["one"], FittedFeatures(mode="hashing", analyzer="word", ngram_min=2, ngrams=3,
+                                                    stop_words=["the"], tokenizer="mod:split"))
+    assert "(its word analyzer reads the tokens of its tokenizer mod:split, not its stop words, 2 or more of them)" \
+        in pairs
+
+
 def test_an_argument_the_run_cannot_use_is_named_as_each_caller_gives_it(tmp_path):
     """`--top-k (top_k) ranks labels`: both names to every reader; now each its own."""
     pred = Predictor(linear_run(tmp_path / "run", classes=0, task="regress"))
