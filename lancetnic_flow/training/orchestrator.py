@@ -672,6 +672,8 @@ class Training:
             write_read_as(self.entry, getattr(self, "init_read_as", None) or {}, self.cache_so)
             write_features(self.entry, features, self.cache_so)
         else:
+            if self.init is None:   # an entry fitted before unseen buckets weighed 0 weighs them so now
+                features.zero_unseen()
             self.bucket_names = read_names(self.entry, self.cache_so)
             self.init_read_as = read_read_as(self.entry, self.cache_so) if self.init is not None else None
             self.held_out.read_entry(self.entry, self.cache_so, self._partitions())
