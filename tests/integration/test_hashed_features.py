@@ -185,3 +185,62 @@ def test_bucket_ids_stay_in_range_for_powers_of_two_and_others(buckets):
     f = FittedFeatures(mode="hashing", buckets=buckets)
     block = f.counts(pa.array(TEXTS * 10))
     assert block.indices.min() >= 0 and block.indices.max() < buckets
+
+
+def _templated(path: Path, texts: list[tuple[str, float]], rows: int) -> Path:
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "target"])
+        for k in range(rows):
+            w.writerow(texts[k % len(texts)])
+    return path
+
+
+def test_unseen_hashed_buckets_leave_training_byte_for_byte_and_stop_diluting_held_out_rows(tmp_path, monkeypatch):
+    """A held-out text's word pairs no training row had weigh 0: training is the same bytes
+    (every training bucket has a row), a cache entry and a run fitted before read as fitted
+    now, and the held-out texts' predictions, no longer pulled to the mean, score better."""
+    import random
+
+    from lancetnic_flow import Predictor
+    from lancetnic_flow.config import ClusterConfig, DataConfig, ModelConfig, OutputConfig, TrainingConfig
+    from lancetnic_flow.features import fit as fit_module
+    from lancetnic_flow.training.orchestrator import train
+
+    animals, adjectives = ["cat", "dog", "horse", "mouse", "tiger", "zebra", "otter"], ["happy", "sad", "tall", "small",
+                                                                                        "quick", "slow", "loud"]
+    shapes = ["the {a} is {b}", "a {b} {a} sleeps", "my {a} looks {b} today", "that {a} was very {b}"]
+    texts = [(s.format(a=a, b=b), i + 0.5 * j) for s in shapes for i, a in enumerate(animals)
+             for j, b in enumerate(adjectives)]
+    random.Random(0).shuffle(texts)
+    data = _templated(tmp_path / "train.csv", texts[:60], 1200)
+    held = texts[60:]
+
+    def run(name: str, cache: str) -> Path:
+        cfg = TrainConfig(data=DataConfig(train=[str(data)], target="target", val_fraction=0.0),
+                          model=ModelConfig(name="ScalpelReg"), cluster=ClusterConfig(run_on="process"),
+                          training=TrainingConfig(epochs=2, seed=0),
+                          output=OutputConfig(out=str(tmp_path / "runs"), name=name, cache=str(tmp_path / cache),
+                                              plots=False))
+        return Path(train(cfg).run)
+
+    with monkeypatch.context() as m:   # as runs were fitted before: every bucket's smooth idf
+        m.setattr(fit_module, "bucket_idf", smooth_idf)
+        before = run("before", "cache")
+    after, cached = run("after", "fresh"), run("cached", "cache")
+    assert (before / "model.safetensors").read_bytes() == (after / "model.safetensors").read_bytes()
+    assert (cached / "features.json").read_bytes() == (after / "features.json").read_bytes()
+    assert (after / "model.safetensors").read_bytes() == (cached / "model.safetensors").read_bytes()
+
+    def r2(run_dir: Path) -> float:
+        values = np.array([r["value"] for r in Predictor(str(run_dir)).predict([t for t, _ in held])])
+        truth = np.array([v for _, v in held])
+        return 1.0 - ((values - truth) ** 2).sum() / ((truth - truth.mean()) ** 2).sum()
+
+    now = r2(after)
+    assert r2(before) == now   # a run saved before reads its unseen buckets at 0 too
+    with monkeypatch.context() as m:
+        m.setattr(FittedFeatures, "zero_unseen", lambda self: None)
+        assert r2(before) < now - 0.02
