@@ -275,9 +275,11 @@ def unseen_zeroed(idf: np.ndarray, docs: int) -> np.ndarray:
     return np.where(idf == unseen, np.float32(0.0), idf).astype(np.float32)
 
 
-def seen_filled(idf: np.ndarray, new_idf: np.ndarray) -> np.ndarray:
+def seen_filled(idf: np.ndarray, new_idf: np.ndarray, docs: int) -> np.ndarray:
     """A continued run's bucket idf: the run it continues keeps its own (its weights
-    learned on inputs weighed by it); a bucket only the new data's training rows
-    hold (0 in ``idf``) takes the new data's (``new_idf``, :func:`bucket_idf`), so
-    the new words in it are learned. Buckets neither holds stay at 0."""
-    return np.where(idf > 0, idf, new_idf).astype(np.float32)
+    learned on inputs weighed by it, ``docs`` training rows); a bucket only the new
+    data's training rows hold (0 in ``idf``, not in ``new_idf``) takes the idf of no
+    row of those ``docs``, the value it had before such buckets weighed 0, so the
+    new words in it are learned as they were. Buckets neither holds stay at 0."""
+    unseen = smooth_idf(np.zeros(1), docs)[0]
+    return np.where(idf > 0, idf, np.where(new_idf > 0, unseen, np.float32(0.0))).astype(np.float32)

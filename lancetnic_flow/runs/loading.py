@@ -254,7 +254,8 @@ def read_features(run: str, storage_options: dict | None = None, meta: dict | No
     """``run``'s ``features.json``, checked: JSON, every field a run has always written,
     of its kind, in a feature format this version reads. With ``config`` (its
     config.json): hashed buckets no training row held weigh 0, as they do in a run
-    fitted now, unless the run continued another (whose idf it kept)."""
+    fitted now, unless the run continued another (whose idf it kept) or its model
+    learned its validation rows too (their buckets' weights were learned at that idf)."""
     from ..config import FEATURE_MODES
 
     url = join(run, "features.json")
@@ -288,7 +289,8 @@ def read_features(run: str, storage_options: dict | None = None, meta: dict | No
         _check_pair(run, features, meta)
         # Another run's features of the same sizes fit as well: labels in another order, another idf.
         _check_saved_with(run, "features.json", raw, meta.get("features"))
-    if config is not None and not (config.get("training") or {}).get("init_from"):
+    training = (config or {}).get("training") or {}
+    if config is not None and not training.get("init_from") and not training.get("learn_val"):
         features.zero_unseen()
     return features
 

@@ -10,7 +10,8 @@ mean must not change, so the continued run takes from the old one:
   with the new data's document frequencies: the old weights were learned on
   inputs weighed by it, and a new idf would rescale every term they read.
   A hashed bucket no old training row held weighs 0 in it; one the new
-  data's training rows hold takes the new data's idf, so its words are learned.
+  data's training rows hold takes the old run's idf of no row, as it had
+  before such buckets weighed 0, so its words are learned as they were.
   A fitted vocabulary stays the old one (words it lacks are not learned);
   hashed features have no vocabulary, so new words land in their buckets.
 * **its model and task**: the same network, its sizes, its task;
@@ -453,9 +454,9 @@ def labelled(fitted: FittedFeatures, init: InitRun | None, declared: list[str] |
     more = [str(x) for x in (declared or []) if str(x) not in set(labels)]
     labels += more
     base.labels, base.label_counts = labels, [int(counts.get(x, 0)) for x in labels]
-    base.docs = fitted.docs
     if init is not None and base.idf is not None and fitted.idf is not None and base.mode == "hashing":
-        base.idf = seen_filled(base.idf, fitted.idf)
+        base.idf = seen_filled(base.idf, fitted.idf, base.docs)
+    base.docs = fitted.docs
     if init is not None and base.target and not base.target[1] and tuple(fitted.target or ()) != tuple(base.target):
         # The old run's target was one value (scale 0: it predicted that value whatever its network said);
         # its network learnt at scale 1, and the new rows' other values need that scale to be predicted.

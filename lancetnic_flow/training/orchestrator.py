@@ -869,6 +869,10 @@ class Training:
         self.tc = self.cfg.training
         for note in notes:
             self.events.emit("warning", message=note)
+        if self.tc.learn_val:
+            # The saved model learns the validation rows too, whose buckets no training row held: weighed
+            # as they were before such buckets weighed 0, so its twin learns their words.
+            self.features.weigh_unseen(self.init.features.docs if self.init is not None else self.features.docs)
         if self.tc.learn_val:   # the validation rows no record has yet are hashed beside the epochs
             self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.partitioning[0],
                                      self.features.labels)

@@ -119,9 +119,11 @@ def test_an_idf_fitted_before_gets_0_for_exactly_the_buckets_no_training_row_hel
     assert unseen_zeroed(bucket_idf(df, docs), docs).tobytes() == bucket_idf(df, docs).tobytes()
 
 
-def test_a_continued_run_keeps_its_idf_and_takes_the_new_datas_for_the_buckets_only_it_holds():
+def test_a_continued_run_keeps_its_idf_and_weighs_buckets_only_the_new_data_holds_as_before():
+    """Before unseen buckets weighed 0, the old run's idf held smooth_idf(0, docs) there,
+    and a continued run learned its new words at that value: it still does."""
     old, new = np.array([1.5, 0.0, 2.0, 0.0], np.float32), np.array([3.0, 1.25, 0.0, 0.0], np.float32)
-    assert seen_filled(old, new).tolist() == [1.5, 1.25, 2.0, 0.0]
+    assert seen_filled(old, new, 12).tolist() == [1.5, smooth_idf(np.zeros(1), 12)[0], 2.0, 0.0]
 
 
 def test_the_moments_of_a_constant_column_are_its_value_and_no_deviation_whatever_its_digits():
