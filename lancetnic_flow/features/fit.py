@@ -25,7 +25,7 @@ from .rows import RowBlock
 from .split import Holdout, held_out_hashes, validation_mask
 from .tokenize import texts_of
 from .vectorize import PIECE_ROWS, FittedFeatures, text_options
-from .vocab import FitStats, Moments, merge_stats, merge_terms, prune, smooth_idf, term_counts
+from .vocab import FitStats, Moments, bucket_idf, merge_stats, merge_terms, prune, smooth_idf, term_counts
 
 # The vocabulary's size cap when --max-features is not given.
 DEFAULT_MAX_FEATURES = 100_000
@@ -228,7 +228,7 @@ def finish_fit(stats: FitStats, fcfg: FeatureConfig, columns: Columns) -> Fitted
         # --no-idf: term frequencies alone (scikit-learn's use_idf=False); token ids keep theirs
         f.idf = smooth_idf(df, stats.docs) if fcfg.idf or mode == "ids" else None
     elif fcfg.idf and stats.buckets is not None:
-        f.idf = smooth_idf(stats.buckets, stats.docs)
+        f.idf = bucket_idf(stats.buckets, stats.docs)
     # Most frequent first (ties by name), so class ids are stable across runs.
     ranked = sorted(stats.labels.items(), key=lambda kv: (-kv[1], kv[0]))
     f.labels, f.label_counts = [k for k, _ in ranked], [v for _, v in ranked]

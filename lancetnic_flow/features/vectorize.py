@@ -40,6 +40,7 @@ from .label_values import in_run_names
 from .labelsets import chunk_multi_hot, is_label_sets, left_out, multi_hot, remap, unseen_per_row
 from .packing import float_planes, float_unplanes
 from .rows import RowBlock
+from .vocab import smooth_idf, unseen_zeroed
 from ..stop_words import ENGLISH
 from ..data.usable import TOKENS_COLUMN
 from .tokenize import (MIN_CHARS, PER_CHARACTER, Terms, TokenizedTexts, compiled_kernels, custom_tokens, stop_table,
@@ -305,6 +306,23 @@ class FittedFeatures:
         """Label strings → class index; -1 for a label unseen in training."""
         found = pc.index_in(labels, value_set=pa.array(self.labels, pa.string()))
         return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+
+    def zero_unseen(self) -> None:
+        """Hashed features fitted before a bucket no training row holds weighed 0
+        (:func:`~.vocab.bucket_idf`), made to weigh as they are fitted now: such a
+        bucket's weight learned nothing, so the model's figures for every term it
+        knows are kept, undiluted. Not for a continued run's features, whose idf
+        is another run's, of another number of rows."""
+        if self.mode == "hashing" and self.idf is not None:
+            self.idf = unseen_zeroed(self.idf, self.docs)
+
+    def weigh_unseen(self, docs: int) -> None:
+        """Give the hashed buckets at idf 0 the idf of no row of ``docs`` (the rows
+        that fitted this idf), as every bucket had before unseen ones weighed 0:
+        for a model that learns its validation rows too (LinearSVM's twin), whose
+        saved weights are learned from rows the idf never counted."""
+        if self.mode == "hashing" and self.idf is not None:
+            self.idf = np.where(self.idf == 0, smooth_idf(np.zeros(1), docs)[0], self.idf).astype(np.float32)
 
     # ---- persistence -----------------------------------------------------
     def to_json(self) -> str:

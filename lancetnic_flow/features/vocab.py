@@ -256,3 +256,30 @@ def _top_by_count(terms: pa.Table, k: int) -> np.ndarray:
 def smooth_idf(df: np.ndarray, docs: int) -> np.ndarray:
     """scikit-learn's ``smooth_idf=True``: ln((1 + n) / (1 + df)) + 1."""
     return (np.log((1.0 + docs) / (1.0 + df)) + 1.0).astype(np.float32)
+
+
+def bucket_idf(df: np.ndarray, docs: int) -> np.ndarray:
+    """Hashed buckets' idf: :func:`smooth_idf`, and 0 for a bucket no training row
+    holds. Such a bucket's weight learned nothing, and smoothing gives it the
+    largest idf: in a held-out row its share of the l2 norm only shrinks every
+    known term's value. At 0 it counts as a vocabulary's unseen term does
+    (scikit-learn's ``TfidfVectorizer`` has no column for it)."""
+    return np.where(np.asarray(df) > 0, smooth_idf(df, docs), np.float32(0.0)).astype(np.float32)
+
+
+def unseen_zeroed(idf: np.ndarray, docs: int) -> np.ndarray:
+    """An idf :func:`smooth_idf` made of ``docs`` training rows' bucket counts, as
+    :func:`bucket_idf` makes it: the buckets at the idf of no row (df 0) at 0. The
+    idf is strictly decreasing in df, so only those buckets hold that value."""
+    unseen = smooth_idf(np.zeros(1), docs)[0]
+    return np.where(idf == unseen, np.float32(0.0), idf).astype(np.float32)
+
+
+def seen_filled(idf: np.ndarray, new_idf: np.ndarray, docs: int) -> np.ndarray:
+    """A continued run's bucket idf: the run it continues keeps its own (its weights
+    learned on inputs weighed by it, ``docs`` training rows); a bucket only the new
+    data's training rows hold (0 in ``idf``, not in ``new_idf``) takes the idf of no
+    row of those ``docs``, the value it had before such buckets weighed 0, so the
+    new words in it are learned as they were. Buckets neither holds stay at 0."""
+    unseen = smooth_idf(np.zeros(1), docs)[0]
+    return np.where(idf > 0, idf, np.where(new_idf > 0, unseen, np.float32(0.0))).astype(np.float32)

@@ -249,9 +249,13 @@ def _newer_features(url: str, doc: dict, meta: dict) -> UserError | None:
                      f"{FEATURES_VERSION}", UPGRADE)
 
 
-def read_features(run: str, storage_options: dict | None = None, meta: dict | None = None) -> FittedFeatures:
+def read_features(run: str, storage_options: dict | None = None, meta: dict | None = None,
+                  config: dict | None = None) -> FittedFeatures:
     """``run``'s ``features.json``, checked: JSON, every field a run has always written,
-    of its kind, in a feature format this version reads."""
+    of its kind, in a feature format this version reads. With ``config`` (its
+    config.json): hashed buckets no training row held weigh 0, as they do in a run
+    fitted now, unless the run continued another (whose idf it kept) or its model
+    learned its validation rows too (their buckets' weights were learned at that idf)."""
     from ..config import FEATURE_MODES
 
     url = join(run, "features.json")
@@ -285,6 +289,9 @@ def read_features(run: str, storage_options: dict | None = None, meta: dict | No
         _check_pair(run, features, meta)
         # Another run's features of the same sizes fit as well: labels in another order, another idf.
         _check_saved_with(run, "features.json", raw, meta.get("features"))
+    training = (config or {}).get("training") or {}
+    if config is not None and not training.get("init_from") and not training.get("learn_val"):
+        features.zero_unseen()
     return features
 
 
@@ -480,7 +487,7 @@ def load_run(run: str, storage_options: dict | None = None, device: str = "cpu",
 
     so = folder_options(run, storage_options)
     meta, config = read_run_json(run, so)
-    features = read_features(run, so, meta)
+    features = read_features(run, so, meta, config)
     _check_pair(run, features, meta)
     if numpy and device == "cpu" and linear_shapes(meta) is not None:
         linear = linear_run(run, meta, read_weights(run, so, meta, arrays=True))

@@ -9,6 +9,9 @@ mean must not change, so the continued run takes from the old one:
   target's and the numeric columns' scalers. The idf is *kept*, not updated
   with the new data's document frequencies: the old weights were learned on
   inputs weighed by it, and a new idf would rescale every term they read.
+  A hashed bucket no old training row held weighs 0 in it; one the new
+  data's training rows hold takes the old run's idf of no row, as it had
+  before such buckets weighed 0, so its words are learned as they were.
   A fitted vocabulary stays the old one (words it lacks are not learned);
   hashed features have no vocabulary, so new words land in their buckets.
 * **its model and task**: the same network, its sizes, its task;
@@ -44,6 +47,7 @@ from ..config import FeatureConfig, TrainConfig
 from ..errors import UserError, reworded
 from ..features.label_values import in_run_names
 from ..features.vectorize import FittedFeatures
+from ..features.vocab import seen_filled
 from ..models.calibrate import Prior
 from ..options import BY_FIELD, NGRAM_FIELDS, REQUIRED, Words, bad
 from ..runs.bucket_names import read_bucket_names
@@ -149,7 +153,7 @@ def read_old_run(run: str, storage_options: dict, by: str | None = None) -> tupl
 
     try:
         meta, config = read_run_json(run, storage_options)
-        return config, meta, read_features(run, storage_options, meta)
+        return config, meta, read_features(run, storage_options, meta, config)
     except (NotADirectoryError, FileNotARun):   # a file where the folder should be: the data, given twice?
         raise bad("training.init_from", f"{{training.init_from}} {run} is a file, not a run folder",
                   "pass the folder of a finished run, as printed at the end of `lancetnic-flow train`, "
@@ -450,6 +454,8 @@ def labelled(fitted: FittedFeatures, init: InitRun | None, declared: list[str] |
     more = [str(x) for x in (declared or []) if str(x) not in set(labels)]
     labels += more
     base.labels, base.label_counts = labels, [int(counts.get(x, 0)) for x in labels]
+    if init is not None and base.idf is not None and fitted.idf is not None and base.mode == "hashing":
+        base.idf = seen_filled(base.idf, fitted.idf, base.docs)
     base.docs = fitted.docs
     if init is not None and base.target and not base.target[1] and tuple(fitted.target or ()) != tuple(base.target):
         # The old run's target was one value (scale 0: it predicted that value whatever its network said);

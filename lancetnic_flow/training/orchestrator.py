@@ -674,6 +674,8 @@ class Training:
             write_read_as(self.entry, getattr(self, "init_read_as", None) or {}, self.cache_so)
             write_features(self.entry, features, self.cache_so)
         else:
+            if self.init is None:   # an entry fitted before unseen buckets weighed 0 weighs them so now
+                features.zero_unseen()
             self.bucket_names = read_names(self.entry, self.cache_so)
             self.init_read_as = read_read_as(self.entry, self.cache_so) if self.init is not None else None
             self.held_out.read_entry(self.entry, self.cache_so, self._partitions())
@@ -869,6 +871,10 @@ class Training:
         self.tc = self.cfg.training
         for note in notes:
             self.events.emit("warning", message=note)
+        if self.tc.learn_val:
+            # The saved model learns the validation rows too, whose buckets no training row held: weighed
+            # as they were before such buckets weighed 0, so its twin learns their words.
+            self.features.weigh_unseen(self.init.features.docs if self.init is not None else self.features.docs)
         if self.tc.learn_val:   # the validation rows no record has yet are hashed beside the epochs
             self.held_out.start_pass(self.client, self.columns, self.cfg.data.storage_options, self.partitioning[0],
                                      self.features.labels)

@@ -5,6 +5,7 @@ reference implementations; runs written by earlier versions keep their
 meaning."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -185,3 +186,117 @@ def test_bucket_ids_stay_in_range_for_powers_of_two_and_others(buckets):
     f = FittedFeatures(mode="hashing", buckets=buckets)
     block = f.counts(pa.array(TEXTS * 10))
     assert block.indices.min() >= 0 and block.indices.max() < buckets
+
+
+ANIMALS = ["cat", "dog", "horse", "mouse", "tiger", "zebra", "otter"]
+ADJECTIVES = ["happy", "sad", "tall", "small", "quick", "slow", "loud"]
+SHAPES = ["the {a} is {b}", "a {b} {a} sleeps", "my {a} looks {b} today", "that {a} was very {b}"]
+
+
+def _templated_texts() -> list[tuple[str, float]]:
+    """Texts of a few shapes × slot words, the target a function of the slots, shuffled."""
+    import random
+
+    texts = [(s.format(a=a, b=b), i + 0.5 * j) for s in SHAPES for i, a in enumerate(ANIMALS)
+             for j, b in enumerate(ADJECTIVES)]
+    random.Random(0).shuffle(texts)
+    return texts
+
+
+def _templated(path: Path, texts: list[tuple[str, float]], rows: int) -> Path:
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["text", "target"])
+        for k in range(rows):
+            w.writerow(texts[k % len(texts)])
+    return path
+
+
+def _train_regressor(tmp_path: Path, data: Path, name: str, cache: str, init_from: Path | None = None) -> Path:
+    """ScalpelReg on ``data`` in this process, 2 epochs, seed 0, nothing held out."""
+    from lancetnic_flow.config import ClusterConfig, DataConfig, ModelConfig, OutputConfig, TrainingConfig
+    from lancetnic_flow.training.orchestrator import train
+
+    cfg = TrainConfig(data=DataConfig(train=[str(data)], target="target", val_fraction=0.0),
+                      model=ModelConfig(name="ScalpelReg"), cluster=ClusterConfig(run_on="process"),
+                      training=TrainingConfig(epochs=2, seed=0, init_from=str(init_from) if init_from else None),
+                      output=OutputConfig(out=str(tmp_path / "runs"), name=name, cache=str(tmp_path / cache),
+                                          plots=False))
+    return Path(train(cfg).run)
+
+
+def test_unseen_hashed_buckets_leave_training_byte_for_byte_and_stop_diluting_held_out_rows(tmp_path, monkeypatch):
+    """A held-out text's word pairs no training row had weigh 0: training is the same bytes
+    (every training bucket has a row), a cache entry and a run fitted before read as fitted
+    now, and the held-out texts' predictions, no longer pulled to the mean, score better."""
+    from lancetnic_flow import Predictor
+    from lancetnic_flow.features import fit as fit_module
+
+    texts = _templated_texts()
+    data, held = _templated(tmp_path / "train.csv", texts[:60], 1200), texts[60:]
+    with monkeypatch.context() as m:   # as runs were fitted before: every bucket's smooth idf
+        m.setattr(fit_module, "bucket_idf", smooth_idf)
+        before = _train_regressor(tmp_path, data, "before", "cache")
+    after, cached = _train_regressor(tmp_path, data, "after", "fresh"), _train_regressor(tmp_path, data, "cached", "cache")
+    assert (before / "model.safetensors").read_bytes() == (after / "model.safetensors").read_bytes()
+    assert (cached / "features.json").read_bytes() == (after / "features.json").read_bytes()
+    assert (after / "model.safetensors").read_bytes() == (cached / "model.safetensors").read_bytes()
+
+    def r2(run_dir: Path) -> float:
+        values = np.array([r["value"] for r in Predictor(str(run_dir)).predict([t for t, _ in held])])
+        truth = np.array([v for _, v in held])
+        return 1.0 - ((values - truth) ** 2).sum() / ((truth - truth.mean()) ** 2).sum()
+
+    now = r2(after)
+    assert r2(before) == now   # a run saved before reads its unseen buckets at 0 too
+    with monkeypatch.context() as m:
+        m.setattr(FittedFeatures, "zero_unseen", lambda self: None)
+        assert r2(before) < now - 0.02
+
+
+def test_a_run_continued_on_new_words_trains_the_bytes_it_trained_before_unseen_buckets_weighed_0(
+        tmp_path, monkeypatch):
+    """The new data's words in buckets the old run never held are learned at the idf they
+    had before (the largest): a continued run's training rows, so its weights, are unchanged."""
+    from lancetnic_flow.features import fit as fit_module
+
+    texts = _templated_texts()
+    old_data, new_data = _templated(tmp_path / "a.csv", texts[:60], 600), _templated(tmp_path / "b.csv", texts[60:], 600)
+    with monkeypatch.context() as m:
+        m.setattr(fit_module, "bucket_idf", smooth_idf)
+        m.setattr(FittedFeatures, "zero_unseen", lambda self: None)
+        old = _train_regressor(tmp_path, old_data, "old", "cache-old")
+        then = _train_regressor(tmp_path, new_data, "then", "cache-old", init_from=old)
+    now = _train_regressor(tmp_path, new_data, "now", "cache-now",
+                           init_from=_train_regressor(tmp_path, old_data, "old-now", "cache-now"))
+    assert (then / "model.safetensors").read_bytes() == (now / "model.safetensors").read_bytes()
+
+
+def test_a_linear_svm_that_learns_its_validation_rows_saves_the_run_it_saved_before_unseen_buckets_weighed_0(
+        tmp_path, monkeypatch, small_corpus):
+    """Its twin learns the validation rows, whose words no training row had: they are weighed
+    as before (the idf of no row), so it learns them, and the saved run (weights, idf) is the
+    same bytes as before; loaded, that idf is kept, its buckets' weights learned at it."""
+    from lancetnic_flow.config import ClusterConfig, DataConfig, OutputConfig, TrainingConfig
+    from lancetnic_flow.features import fit as fit_module
+    from lancetnic_flow.runs.loading import load_run
+    from lancetnic_flow.training.orchestrator import train
+
+    def run(name: str) -> Path:
+        cfg = TrainConfig(data=DataConfig(train=[str(small_corpus)]), cluster=ClusterConfig(run_on="process"),
+                          training=TrainingConfig(epochs=2, seed=0),
+                          output=OutputConfig(out=str(tmp_path / "runs"), name=name, cache=str(tmp_path / name),
+                                              plots=False))
+        return Path(train(cfg).run)
+
+    with monkeypatch.context() as m:
+        m.setattr(fit_module, "bucket_idf", smooth_idf)
+        before = run("before")
+    now = run("now")
+    assert json.loads((now / "config.json").read_text())["training"]["learn_val"] is True
+    for name in ("model.safetensors", "features.json"):
+        assert (before / name).read_bytes() == (now / name).read_bytes(), name
+    saved = FittedFeatures.from_json((now / "features.json").read_text())
+    assert load_run(str(now)).features.idf.tobytes() == saved.idf.tobytes()

@@ -17,7 +17,8 @@ from lancetnic_flow.features.fit import (bucket_frequencies, finish_fit, fit_par
 from lancetnic_flow.features.hashing import hash_strings
 from lancetnic_flow.features.rows import RowBlock
 from lancetnic_flow.features.split import Holdout, validation_mask
-from lancetnic_flow.features.vocab import FitStats, Moments, merge_stats
+from lancetnic_flow.features.vectorize import FittedFeatures
+from lancetnic_flow.features.vocab import FitStats, Moments, merge_stats, smooth_idf
 
 COLS = Columns(text=("text",), label="label", target="target")
 
@@ -75,6 +76,41 @@ def test_the_finished_vocabulary_and_idf_are_scikit_learns_on_the_training_rows(
     assert f.vocabulary.to_pylist() == sorted(tv.vocabulary_)
     np.testing.assert_allclose(f.idf, tv.idf_[[tv.vocabulary_[t] for t in f.vocabulary.to_pylist()]], rtol=1e-6)
     assert f.docs == len(train)
+
+
+HASHED_TRAIN = ["the cat sat on the mat", "the dog sat", "cats and dogs", "dogs and cats sat", "the mat"]
+HASHED_HELD = ["the cat sat on the sofa", "zebras graze far away", "the dog and the zebra sat", "the mat"]
+
+
+def hashed_fit(buckets: int = 2**20):
+    fcfg = FeatureConfig(mode="hashing", ngrams=2, buckets=buckets, idf=True, sublinear_tf=True, analyzer="word")
+    counts = FittedFeatures(mode="hashing", ngrams=2, buckets=buckets).counts(pa.array(HASHED_TRAIN))
+    stats = FitStats(docs=len(HASHED_TRAIN),
+                     buckets=bucket_frequencies(counts, np.ones(len(HASHED_TRAIN), bool), buckets))
+    return finish_fit(stats, fcfg, Columns(text=("text",))), stats
+
+
+def test_hashed_features_weigh_a_held_out_rows_unseen_terms_0_as_scikit_learns_vocabulary_has_no_column_for_them():
+    """A word pair no training row had lands in a bucket of document frequency 0: at the
+    largest idf it took a share of the row's l2 norm and shrank every known term's value.
+    Now each row's values are TfidfVectorizer's fitted on the training rows, held-out ones too."""
+    f, _ = hashed_fit()
+    tv = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit(HASHED_TRAIN)
+    for texts in (HASHED_TRAIN, HASHED_HELD):
+        ours, theirs = f.transform_texts(pa.array(texts)), tv.transform(texts)
+        for r in range(len(texts)):
+            values = ours.values[ours.offsets[r]:ours.offsets[r + 1]]
+            np.testing.assert_allclose(sorted(values[values != 0]), sorted(theirs[r].data), rtol=1e-5)
+    row = f.transform_texts(pa.array(["zebras graze"]))
+    assert len(row.values) and not row.values.any()   # nothing known: an empty row, not a division by 0
+
+
+def test_hashed_training_rows_weigh_the_same_bytes_as_before_unseen_buckets_weighed_0():
+    f, stats = hashed_fit(2**12)
+    before = FittedFeatures(**{**f.__dict__, "idf": smooth_idf(stats.buckets, stats.docs)})
+    assert (f.idf == 0).any()
+    texts = pa.array(HASHED_TRAIN)
+    assert f.transform_texts(texts).values.tobytes() == before.transform_texts(texts).values.tobytes()
 
 
 def test_no_idf_with_a_vocabulary_gives_term_frequencies_alone_as_scikit_learns_use_idf_false(corpus):

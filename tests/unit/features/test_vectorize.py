@@ -172,3 +172,19 @@ def test_a_constant_targets_scale_0_standardises_targets_at_scale_1_not_to_nan()
     f = FittedFeatures(mode="hashing", buckets=8, target=(3.0, 0.0))
     block = f.transform(pa.table({"text": ["a b", "c d"], "target": [3.0, 4.5]}))
     np.testing.assert_array_equal(block.targets, [0.0, 1.5])
+
+
+def test_zero_unseen_and_weigh_unseen_turn_a_hashed_idf_between_before_and_now():
+    """zero_unseen: an idf fitted before (smooth idf of df 0 for a bucket no row held) as one fitted
+    now (0 there); weigh_unseen: back, for a model that learns rows the idf never counted."""
+    from lancetnic_flow.features.vocab import bucket_idf, smooth_idf
+
+    df = np.array([0, 4, 1, 0])
+    before = FittedFeatures(mode="hashing", buckets=4, docs=6, idf=smooth_idf(df, 6))
+    before.zero_unseen()
+    assert before.idf.tobytes() == bucket_idf(df, 6).tobytes()
+    before.weigh_unseen(6)
+    assert before.idf.tobytes() == smooth_idf(df, 6).tobytes()
+    vocabulary = FittedFeatures(mode="tfidf", vocabulary=pa.array(["a"]), idf=np.ones(1, np.float32), docs=0)
+    vocabulary.zero_unseen()
+    assert vocabulary.idf.tolist() == [1.0]   # a vocabulary holds no unseen term: left as it is

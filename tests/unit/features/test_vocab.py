@@ -10,8 +10,8 @@ import pytest
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
 from lancetnic_flow.features.tokenize import terms_of
-from lancetnic_flow.features.vocab import (FitStats, Moments, document_frequencies, merge_stats, merge_terms, prune,
-                                           smooth_idf, term_counts)
+from lancetnic_flow.features.vocab import (FitStats, Moments, bucket_idf, document_frequencies, merge_stats,
+                                           merge_terms, prune, seen_filled, smooth_idf, term_counts, unseen_zeroed)
 
 TEXTS = ["the cat sat on the mat", "the dog sat", "a cat and a dog", "dogs and cats", "the the the end",
          "mat mat cat", "on and on"]
@@ -99,6 +99,31 @@ def test_smooth_idf_is_scikit_learns():
     terms, df = prune(table, len(TEXTS))
     order = [tv.vocabulary_[t] for t in terms.to_pylist()]
     np.testing.assert_allclose(smooth_idf(df, len(TEXTS)), tv.idf_[order], rtol=1e-6)
+
+
+def test_a_bucket_no_training_row_holds_has_idf_0_and_every_other_bucket_its_smooth_idf():
+    df = np.array([0, 1, 5, 0, 7])
+    idf = bucket_idf(df, 7)
+    assert idf.dtype == np.float32 and idf[0] == 0.0 and idf[3] == 0.0
+    assert np.array_equal(idf[[1, 2, 4]], smooth_idf(df[[1, 2, 4]], 7))
+
+
+@pytest.mark.parametrize("docs", [1, 7, 1_000, 2_500_000, 10**9])
+def test_an_idf_fitted_before_gets_0_for_exactly_the_buckets_no_training_row_held(docs):
+    """A run saved before unseen buckets weighed 0 holds smooth_idf(0, docs) there: told
+    from every other bucket's value exactly, so reading it gives what a fit gives now."""
+    df = np.array([0, 1, 2, 3, 0, docs // 2, docs, 0])
+    df = np.minimum(df, docs)
+    assert unseen_zeroed(smooth_idf(df, docs), docs).tobytes() == bucket_idf(df, docs).tobytes()
+    # read again (or a run fitted now): nothing more changes
+    assert unseen_zeroed(bucket_idf(df, docs), docs).tobytes() == bucket_idf(df, docs).tobytes()
+
+
+def test_a_continued_run_keeps_its_idf_and_weighs_buckets_only_the_new_data_holds_as_before():
+    """Before unseen buckets weighed 0, the old run's idf held smooth_idf(0, docs) there,
+    and a continued run learned its new words at that value: it still does."""
+    old, new = np.array([1.5, 0.0, 2.0, 0.0], np.float32), np.array([3.0, 1.25, 0.0, 0.0], np.float32)
+    assert seen_filled(old, new, 12).tolist() == [1.5, smooth_idf(np.zeros(1), 12)[0], 2.0, 0.0]
 
 
 def test_the_moments_of_a_constant_column_are_its_value_and_no_deviation_whatever_its_digits():

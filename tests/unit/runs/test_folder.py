@@ -46,6 +46,28 @@ def save_small_run(run: str, finish: bool = True, seed: int = 0) -> ScalpelNet:
     return model
 
 
+@pytest.mark.parametrize("kept", [None, "init_from", "learn_val"])
+def test_a_hashed_run_saved_before_unseen_buckets_weighed_0_loads_weighing_them_0_unless_it_learned_them(
+        tmp_path, kept):
+    """Its features.json holds smooth_idf(0, docs) for the buckets no training row held: read as
+    0 (their weights learned nothing), as a run fitted now holds. A continued run's idf is the
+    run's it continued, of another number of rows, its new words' buckets at that value; a model
+    that learned its validation rows learned their words at that value: both kept."""
+    from lancetnic_flow.features.vocab import bucket_idf, smooth_idf
+
+    torch.manual_seed(0)
+    model = ScalpelNet(6, classes=2, hidden=3)
+    df = np.array([0, 3, 1, 0, 9, 2])
+    features = FittedFeatures(mode="hashing", buckets=6, idf=smooth_idf(df, 9), docs=9, labels=["pos", "neg"])
+    config = {"training": {"init_from": str(tmp_path / "old") if kept == "init_from" else None,
+                           "learn_val": kept == "learn_val"}}
+    save_run(str(tmp_path / "run"), config=config, features=features, model=model,
+             model_meta={"model": "ScalpelMC", "net": "ScalpelNet", "kwargs": model.config, "task": "classify"},
+             metrics={}, history=[])
+    idf = load_run(str(tmp_path / "run")).features.idf
+    assert idf.tobytes() == (smooth_idf(df, 9) if kept else bucket_idf(df, 9)).tobytes()
+
+
 @pytest.mark.parametrize("where", ["local", "memory"])
 def test_a_saved_run_loads_back_with_the_same_weights_features_and_metrics(tmp_path, where):
     run = str(tmp_path / "run") if where == "local" else "memory://unit-runs/run"

@@ -272,6 +272,25 @@ def test_the_labels_keep_the_old_ids_and_append_the_new_and_the_declared(old_run
                                                    "classes": ["zoo"]}
 
 
+def test_a_continued_run_weighs_the_buckets_only_its_new_data_holds_as_it_did_before_they_weighed_0(tmp_path):
+    """The old run's idf is kept (its weights learned on inputs weighed by it), and a bucket no
+    old training row held is 0 there: the new data's words in it would weigh nothing and never
+    be learned. Such a bucket takes the old run's idf of no row (its value before), so the new
+    data trains as it did; buckets neither holds stay at 0."""
+    from lancetnic_flow.features.vocab import smooth_idf
+
+    run = _save_old(tmp_path)
+    init = load_init(str(run), {})
+    init.features.idf = np.where(np.arange(1024) % 2 == 0, init.features.idf, np.float32(0.0)).astype(np.float32)
+    new_idf = np.where(np.arange(1024) % 3 == 0, np.float32(2.5), np.float32(0.0)).astype(np.float32)
+    fitted = FittedFeatures(mode="hashing", buckets=1024, labels=["sports"], label_counts=[3], docs=3, idf=new_idf)
+    features, _ = labelled(fitted, init, None)
+    even, third = np.arange(1024) % 2 == 0, np.arange(1024) % 3 == 0
+    assert np.array_equal(features.idf[even], init.features.idf[even])
+    assert (features.idf[~even & third] == smooth_idf(np.zeros(1), init.features.docs)[0]).all()
+    assert (features.idf[~even & ~third] == 0).all() and features.docs == 3
+
+
 def test_another_optimizer_given_to_a_continued_run_takes_no_input_row_step_from_the_old_run(tmp_path):
     # continuing a --sparse-lr 5 run with --optimizer radam was refused: "drop --sparse-lr", which nobody gave
     cfg = resolve(config_from_options({"data": [str(tmp_path / "old.csv")], "text": ["body"], "model": "ScalpelMC",

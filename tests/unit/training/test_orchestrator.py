@@ -124,7 +124,7 @@ def _resuming(tmp_path, fits_twin: bool):
     return SimpleNamespace(
         cfg=cfg, given=cfg, resume=str(tmp_path), events=Events(), client=None, columns=None,
         saved=TrainState(model={"input.weight": None, "twin_weight": None}),
-        feed=SimpleNamespace(total_rows=lambda: 500), features=SimpleNamespace(labels=["a", "b"]),
+        feed=SimpleNamespace(total_rows=lambda: 500), features=FittedFeatures(labels=["a", "b"]), init=None,
         held_out=SimpleNamespace(start_pass=lambda *a: None), memory=SimpleNamespace(partition=1), partitioning=[1, 1],
         _trainer_need=lambda classes, c=None: 2 if (c or cfg).training.learn_val else 1,
         _fits=lambda need: need <= (2 if fits_twin else 1), need=2, shrunk=shrunk,
