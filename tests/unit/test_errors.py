@@ -79,6 +79,8 @@ COMMAND_LINE_ONLY = {
     "data/sources.py:missing_column_error": "prediction's --text-column, --keep and --numeric: a file that "
                                             "the command line predicts (a training option is said in words)",
     "data/sources.py:refuse_named_twice": "--keep is the default of the reader's own names (say)",
+    "storage.py:refuse_existing_file": "--force is a flag of the command line's writers (make-data, predict, "
+                                       "export, evaluate --plots) alone",
 }
 # Flags that name what only the command line has, wherever they are said: predict's file.
 COMMAND_LINE_FLAGS = {"--output": "predict's output file (storage.WRITE_PLACES names a run's out and cache in words)"}
