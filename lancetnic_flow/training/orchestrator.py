@@ -1227,6 +1227,16 @@ class Training:
         # Told now, not only in the summary: an epoch that does not beat it is not the best so far.
         self.events.emit("start_scored", epoch=0, **val_scores(val_m.result()))
 
+    def _keep_start_weighing(self) -> None:
+        """A continued run that saves the weights it started from (no epoch beat them): hashed
+        buckets only its new data holds weigh 0 again, as in the run it continued, whose weights
+        never learned them. Weighed as this run's epochs had them (keep_learning.seen_filled),
+        they only shrank every known term of a row, and the run saved predicted otherwise than
+        the weights it kept had."""
+        f, old = self.features, self.init.features
+        if f.mode == "hashing" and f.idf is not None and old.idf is not None and len(old.idf) == len(f.idf):
+            f.idf = np.where(np.asarray(old.idf) > 0, f.idf, np.float32(0.0)).astype(np.float32)
+
     def train_epochs(self, stop: StopRequest) -> dict:
         """Every epoch, in this process or on the --ddp ranks; the final validation metrics
         (the best epoch's, whose weights the model then holds, or LinearSVM's last epoch's).
@@ -1255,6 +1265,7 @@ class Training:
             self.model.load_state_dict(state.best.pop("state"))
             val = state.best["val"]
             if state.best["epoch"] == 0:
+                self._keep_start_weighing()
                 self.events.emit("warning", message=(
                     f"no epoch scored better by {self.tc.monitor} on the validation rows than the weights "
                     f"{self.init.url} started this run with: it saves them as they were (kept: start in "

@@ -9,6 +9,7 @@ metric of its best epoch and the curve, never weights.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import time
@@ -61,6 +62,8 @@ def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = Non
     if model_entry is not None:   # a model the user's script registered: this worker may not have it
         register(model_entry)
     tc = cfg.training
+    if tc.learn_val:
+        spec = _weighed_as_learning_val(spec)
     torch.set_num_threads(threads)   # one trial per worker thread: one core each
     torch.manual_seed(tc.seed)
     device = torch.device("cpu")
@@ -87,6 +90,15 @@ def run_trial(spec: FeedSpec, cfg: TrainConfig, seconds_left: float | None = Non
     except TrainingInterrupted:
         stopped = True   # the search's time ran out: the best epoch so far counts
     return _outcome(state, tc.monitor, stopped, time.monotonic() - t0, rule.keeps_last_epoch())
+
+
+def _weighed_as_learning_val(spec: FeedSpec) -> FeedSpec:
+    """``spec`` with its validation rows weighed as a run that learns them weighs them
+    (``FittedFeatures.weigh_unseen``): trial 0 scores what ``train`` scores. A copy: the
+    worker's scattered spec serves other trials."""
+    features = copy.copy(spec.features)
+    features.weigh_unseen(features.docs)
+    return dataclasses.replace(spec, features=features)
 
 
 def _outcome(state: TrainState, monitor: str, stopped: bool, seconds: float, last: bool) -> dict[str, Any]:
