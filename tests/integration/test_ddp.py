@@ -597,6 +597,20 @@ def test_linear_svm_under_ddp_averages_its_ranks_to_one_model_near_the_single_pr
     assert [e["rows"] for e in ddp["epochs"]] == [e["rows"] for e in single["epochs"]]
 
 
+def test_ranks_quiet_their_workers_housekeeping_while_they_train_and_give_it_back(client, linear_reference):
+    """Each rank stopped its worker's profiler and slowed its loop checks for the run
+    (training/ddp/quiet.py); the workers have them back as they were once it ended."""
+    from lancetnic_flow.training.ddp.quiet import QUIET_MS
+
+    assert linear_reference["ddp"]["ddp"]["rank_quieted"] == [sorted(QUIET_MS)] * 2
+    states = client.run(lambda dask_worker: {n: (pc.callback_time, pc.is_running())
+                                             for n, pc in dask_worker.periodic_callbacks.items() if n in QUIET_MS})
+    for state in states.values():
+        assert state["tick"][1] and state["memory_monitor"][1], state
+        assert state["tick"][0] != QUIET_MS["tick"] and state["memory_monitor"][0] != QUIET_MS["memory_monitor"], state
+        assert "profile" not in state or state["profile"][1], state
+
+
 def test_linear_svm_ranks_averaging_the_touched_rows_end_with_the_weights_of_averaging_every_row(
         client, corpus4, tmp_path, linear_reference):
     """--sync-rows touched: each sync all-reduces the rows some rank touched

@@ -254,32 +254,51 @@ def average_weights(model: torch.nn.Module, dist: Any, touched: np.ndarray | Non
     return sent
 
 
+# Integer words of each width a parameter's elements come in.
+_WORDS = {1: (torch.uint8, np.uint8), 2: (torch.int16, np.uint16), 4: (torch.int32, np.uint32),
+          8: (torch.int64, np.uint64)}
+DIGEST_MOD = 1 << 64
+
+
 @njit(cache=True, nogil=True)
-def _abs_sum(a: np.ndarray) -> float:
-    total = 0.0
-    for i in range(a.shape[0]):
-        total += abs(np.float64(a[i]))
+def _position_sum(words: np.ndarray) -> np.uint64:
+    """Σ words[i] × (2i + 1), modulo 2^64. Integer addition does not depend on
+    its order, so the compiler sums in vector registers and every machine gets
+    the same number; the odd weights make two elements that trade places
+    count (the float64 sum of absolute values this replaced ran one addition
+    after another: a sync spent a third of its all-reduce's time on it,
+    docs/benchmarks.md)."""
+    total = np.uint64(0)
+    for i in range(words.shape[0]):
+        total += np.uint64(words[i]) * np.uint64(2 * i + 1)
     return total
 
 
 def warm_digest() -> None:
-    """Load the compiled digest pass (its first call costs a third of a second
-    even from numba's cache): in the background, while a rank joins its group."""
-    _abs_sum(np.zeros(1, np.float32))
+    """Load the compiled digest pass for float32 weights (a first call costs a third of
+    a second even from numba's cache): in the background, while a rank joins its group."""
+    _position_sum(np.zeros(1, np.uint32))
 
 
-def weight_digest(model: torch.nn.Module) -> float:
-    """The sum of the absolute values of every parameter, in float64: equal on
-    replicas with equal weights. A CPU tensor is summed in place by a compiled
-    pass (a float64 copy of a 2^19 × 57 weight cost a quarter of a second at
-    each sync, docs/benchmarks.md); others by torch."""
-    total = 0.0
+def _tensor_digest(t: torch.Tensor) -> int:
+    """:func:`_position_sum` of a tensor's elements' bits, in their logical order."""
+    t = t.detach()
+    if t.device.type != "cpu" or not t.is_contiguous():
+        t = t.contiguous().cpu()
+    as_int, unsigned = _WORDS[t.element_size()]
+    flat = t.reshape(-1)
+    words = (flat if flat.dtype == as_int else flat.view(as_int)).numpy().view(unsigned)
+    return int(_position_sum(words))
+
+
+def weight_digest(model: torch.nn.Module) -> int:
+    """A checksum of every parameter's bits, in [0, 2^64): equal on replicas whose
+    weights are equal bit for bit, whatever their values (NaN included), and
+    different, but for a chance in 2^64, where one element differs or two trade
+    places. A CPU tensor is read in place; others are copied to the CPU first."""
+    total = 0
     for p in model.parameters():
-        t = p.detach()
-        if t.device.type == "cpu" and t.is_contiguous() and t.dtype in (torch.float32, torch.float64):
-            total += _abs_sum(t.reshape(-1).numpy())
-        else:
-            total += float(torch.sum(t.abs(), dtype=torch.float64).item())
+        total = (total + _tensor_digest(p)) % DIGEST_MOD
     return total
 
 

@@ -307,6 +307,7 @@ class RankDriver:
         self.kept: list[int] = [0] * job.world                        # finished shard bytes each rank kept
         self.reads: list[dict] = [{} for _ in range(job.world)]       # shards each rank read, by split
         self.picked: list[int] = [0] * job.world                      # epochs each rank trained on kept rows in place
+        self.quieted: list[list] = [[] for _ in range(job.world)]       # the worker callbacks each rank slowed (quiet.py)
         self.sync: Cadence | None = None                               # the placed ranks' cadence (place)
         self.counted: dict = {}   # (source, partition) -> PartitionResult: what the ranks read, without a cache
         self.received: dict[tuple[str, int], int] = {}             # (segment, rank) -> events relayed
@@ -440,6 +441,7 @@ class RankDriver:
         self.sent = [a + r.get("sent_bytes", 0) for a, r in zip(self.sent, results)]
         self.kept = [r.get("kept_bytes", 0) for r in results]   # the last segment's: each starts with none kept
         self.picked = [a + r.get("picked_epochs", 0) for a, r in zip(self.picked, results)]
+        self.quieted = [r.get("quieted", []) for r in results]
         for have, r in zip(self.reads, results):
             for split, n in (r.get("reads") or {}).items():
                 have[split] = have.get(split, 0) + n
@@ -554,5 +556,5 @@ class RankDriver:
                                "rank_sent_bytes": self.sent, "averaged": RULES[self.job.rule].averages_weights,
                                "rank_kept_bytes": self.kept, "keep_limit": self.job.keep_bytes,
                                "rank_shard_reads": self.reads, "train_shards": len(self.job.train_shards),
-                               "rank_picked_epochs": self.picked,
+                               "rank_picked_epochs": self.picked, "rank_quieted": self.quieted,
                                **({"sync": dataclasses.asdict(self.sync)} if self.sync else {})})

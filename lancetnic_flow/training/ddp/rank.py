@@ -35,9 +35,10 @@ from ...dataflow.stream import prefetch
 from ...models.tasks import TaskMetrics
 from ..state import TrainState
 from .cadence import cadence
-from .comm import (average_weights, gather_metrics, pin_interface, rendezvous, rng_state, set_rng_state,
+from .comm import (DIGEST_MOD, average_weights, gather_metrics, pin_interface, rendezvous, rng_state, set_rng_state,
                    sync_gradients, to_cpu, warm_digest, weight_digest, worker_host)
 from .meets import Meets
+from .quiet import quiet_worker
 from .shares import rank_batches, share, steps_in
 
 EVENT_TOPIC = "lancetnic-flow-rank"
@@ -97,8 +98,14 @@ def run_rank(rank: int, job: RankJob, start: TrainState | None = None) -> dict:
     pin_interface(worker_host())
     dist.init_process_group(job.backend, store=rendezvous(job.segment, job.address, job.world, rank), rank=rank,
                             world_size=job.world)
+    from distributed import get_worker
+
     try:
-        return RankRun(rank, job, start or TrainState(), device, dist).run()
+        # the rank holds this worker's thread for the segment: its housekeeping waits (quiet.py)
+        with quiet_worker(get_worker()) as slowed:
+            out = RankRun(rank, job, start or TrainState(), device, dist).run()
+        out["quieted"] = sorted(slowed)
+        return out
     finally:
         dist.destroy_process_group()
         # the worker lives on after its rank: hand the model, moments and
@@ -240,7 +247,7 @@ class RankRun:
         self.worker.log_event(EVENT_TOPIC, {"kind": kind, "rank": self.rank, "world": self.job.world,
                                             "segment": self.job.segment, "worker": self.worker.address, **data})
 
-    def digest(self) -> float:
+    def digest(self) -> int:
         # The replicas must have stayed equal: the trainer compares these.
         return weight_digest(self.model)
 
@@ -481,13 +488,16 @@ class RankRun:
             self.sent_bytes += average_weights(self.model, self.dist, self.touched)
             if self.touched is not None:
                 self.touched[:] = False
-            # Averaged replicas are equal bit for bit; one that is not (a bug) is not trained on.
+            # Averaged replicas are equal bit for bit; one that is not (a bug) is not trained on. The
+            # digest travels as int64 bits, its complement beside it: the most of both is the least.
             d = self.digest()
-            spread = torch.tensor([d, -d], dtype=torch.float64, device=self.device)
+            signed = d - DIGEST_MOD if d >= DIGEST_MOD // 2 else d
+            spread = torch.tensor([signed, ~signed], dtype=torch.int64, device=self.device)
             self.dist.all_reduce(spread, op=self.dist.ReduceOp.MAX)
-            if spread[0].item() != -spread[1].item():
-                raise RuntimeError(f"the --ddp replicas differ after averaging their weights (weight digests from "
-                                   f"{-spread[1].item()!r} to {spread[0].item()!r})")
+            most, least = spread[0].item() % DIGEST_MOD, ~spread[1].item() % DIGEST_MOD
+            if most != least:
+                raise RuntimeError(f"the --ddp replicas differ after averaging their weights (weight digests "
+                                   f"{least} and {most})")
             self.clock["exchange"] += time.perf_counter() - tick
 
     def _progress(self, epoch: int, clock: Any, **data: Any) -> None:

@@ -6,38 +6,64 @@ import threading
 import pytest
 import torch
 
-from lancetnic_flow.training.ddp.comm import weight_digest
+from lancetnic_flow.training.ddp.comm import DIGEST_MOD, weight_digest
 
 
-def _reference(model: torch.nn.Module) -> float:
-    return float(sum(p.detach().double().abs().sum().item() for p in model.parameters()))
+def _reference(model: torch.nn.Module) -> int:
+    """Σ over the parameters of Σ_i bits_i × (2i + 1) mod 2^64, in Python integers."""
+    total = 0
+    for p in model.parameters():
+        t = p.detach().contiguous()
+        as_int = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+        bits = t.reshape(-1).view(as_int).tolist()
+        mask = (1 << (8 * t.element_size())) - 1
+        total += sum((b & mask) * (2 * i + 1) for i, b in enumerate(bits))
+    return total % DIGEST_MOD
 
 
-def test_weight_digest_is_the_float64_sum_of_absolute_weights_of_every_parameter():
+def test_weight_digest_is_the_position_weighted_sum_of_every_parameters_bits_modulo_2_to_the_64():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(7, 300), torch.nn.Linear(300, 3, bias=False))
-    assert weight_digest(model) == pytest.approx(_reference(model), rel=1e-12)
+    assert weight_digest(model) == _reference(model)
+    assert 0 <= weight_digest(model) < DIGEST_MOD
 
 
-def test_weight_digest_tells_replicas_one_weight_apart():
+def test_weight_digest_tells_replicas_one_weight_apart_two_weights_traded_or_a_sign_flipped():
     torch.manual_seed(1)
     a = torch.nn.Linear(50, 20)
     b = torch.nn.Linear(50, 20)
     b.load_state_dict(a.state_dict())
     assert weight_digest(a) == weight_digest(b)
     with torch.no_grad():
-        b.weight[13, 7] += 1e-3
+        b.weight[13, 7] = torch.nextafter(b.weight[13, 7], torch.tensor(10.0))   # one ulp
+    assert weight_digest(a) != weight_digest(b)
+    b.load_state_dict(a.state_dict())
+    with torch.no_grad():
+        b.weight[3, 4], b.weight[3, 5] = a.weight[3, 5].clone(), a.weight[3, 4].clone()
+    assert weight_digest(a) != weight_digest(b)
+    b.load_state_dict(a.state_dict())
+    with torch.no_grad():
+        b.bias[2] = -b.bias[2]
     assert weight_digest(a) != weight_digest(b)
 
 
-def test_weight_digest_of_a_non_contiguous_or_half_precision_parameter_sums_it_too():
+def test_replicas_equal_bit_for_bit_have_one_digest_even_holding_nan():
+    a = torch.nn.Linear(6, 3)
+    with torch.no_grad():
+        a.weight[1, 1] = float("nan")
+    b = torch.nn.Linear(6, 3)
+    b.load_state_dict(a.state_dict())
+    assert weight_digest(a) == weight_digest(b)   # a float sum made every such pair "differ"
+
+
+def test_weight_digest_of_a_non_contiguous_or_half_precision_parameter_reads_it_in_its_logical_order():
     torch.manual_seed(2)
     model = torch.nn.Linear(9, 4)
     with torch.no_grad():
         model.weight.data = model.weight.data.t().contiguous().t()   # a transposed view: not contiguous
     model.bias.data = model.bias.data.half()
     assert not model.weight.is_contiguous()
-    assert weight_digest(model) == pytest.approx(_reference(model), rel=1e-6)
+    assert weight_digest(model) == _reference(model)
 
 
 class _Ranks:

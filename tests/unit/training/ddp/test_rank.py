@@ -54,3 +54,43 @@ def test_an_epoch_or_segment_that_starts_from_a_sync_and_ends_without_a_step_sen
     run = averaging_rank()
     run._average(0)
     assert run.sent_bytes == 0 and run.dist.reduced == 0
+
+
+class PeerDigest(TwoEqualRanks):
+    """As TwoEqualRanks, but the other rank's digest is ``theirs`` (its weights differ: a bug)."""
+
+    def __init__(self, theirs: int):
+        super().__init__()
+        self.theirs = theirs
+
+    def all_reduce(self, t: torch.Tensor, op=None) -> None:
+        if op == "max":   # the digest's check: [digest, ~digest] as int64 bits, on each rank
+            signed = self.theirs - (1 << 64) if self.theirs >= 1 << 63 else self.theirs
+            torch.maximum(t, torch.tensor([signed, ~signed], dtype=torch.int64), out=t)
+            return
+        super().all_reduce(t, op)
+
+
+def test_replicas_whose_digests_differ_after_a_sync_stop_the_run_rather_than_train_on():
+    import pytest
+
+    run = averaging_rank()
+    mine = run.digest()
+    for theirs in (mine + 1, (mine + (1 << 63)) % (1 << 64), (mine - 1) % (1 << 64)):
+        run = averaging_rank()
+        run.dist = PeerDigest(theirs)
+        with pytest.raises(RuntimeError, match="replicas differ after averaging"):
+            run._average(3)
+
+
+def test_equal_replicas_pass_the_check_whatever_half_of_the_digests_range_they_fall_in():
+    halves = set()
+    for width in (5, 2000):   # the larger's digest is 2^63 or more: it travels as a negative int64
+        run = averaging_rank()
+        torch.manual_seed(0)
+        run.model = torch.nn.Linear(width, 100)
+        halves.add(run.digest() >= 1 << 63)
+        run.dist = PeerDigest(run.digest())
+        run._average(3)
+        assert run.sent_bytes > 0
+    assert halves == {False, True}
