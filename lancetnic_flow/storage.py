@@ -305,10 +305,12 @@ def check_regular(url: str, why: str = "it is read whole, by its size, which a p
         raise NotRegularFile(f"{url} is {kind}, not a regular file: {why}", hint)
 
 
-def refuse_existing_file(url: str, storage_options: dict, named: str, command: str) -> None:
-    """Refuse to replace a file ``url`` names (``named``: how the command line gave it,
+def refuse_existing_file(url: str, storage_options: dict, named: str, command: str,
+                         hint: str = "pass --force to replace it, or give another path") -> None:
+    """Refuse to replace a file ``url`` names (``named``: how the caller gave it,
     ``--output p.csv``): it may be the user's own data or an earlier result, and the
-    command's output would take its place without a word; ``--force`` replaces it. A
+    command's output would take its place without a word; ``--force`` replaces it
+    (``hint`` says how the caller asks for that: a Python function's keyword). A
     named pipe is not a file here: writing into one is how a reader is fed. Any
     fsspec URL is asked through its filesystem."""
     fs, path = url_to_fs(url, **open_options(url, storage_options))
@@ -317,8 +319,7 @@ def refuse_existing_file(url: str, storage_options: dict, named: str, command: s
     except Exception:   # a store that cannot say: check_writable has already shown the place is writable
         return
     if exists:
-        raise UserError(f"{named}: the file already exists; {command} does not replace a file unless asked",
-                        "pass --force to replace it, or give another path")
+        raise UserError(f"{named}: the file already exists; {command} does not replace a file unless asked", hint)
 
 
 def write_bytes(url: str, data: bytes, storage_options: dict) -> None:

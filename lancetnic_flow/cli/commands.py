@@ -369,7 +369,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     with _client_for(a, plan, here) as client:
         out = predict_files(client, absolute(a.run), src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight, top_k=a.top_k,
-                            threshold=a.threshold)
+                            threshold=a.threshold, force=True)   # an existing file: refused above, as --force asks
     out["where"] = where
     if report.json is not None:
         report.json("predicted", out)

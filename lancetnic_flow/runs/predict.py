@@ -43,7 +43,7 @@ from .held_runs import HeldRuns, room_for_runs, run_bytes, worker_memory
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import BytesAfterText, OutputFile, check_output_place, output_format, output_names
 from ..plurals import counted, verb
-from ..storage import refuse_local_storage_options
+from ..storage import options_for, refuse_existing_file, refuse_local_storage_options
 
 BATCH_ROWS = 4096
 # Scores (rows × labels) made at once when predicting a table: the logits, their
@@ -558,14 +558,19 @@ def predict_partition(part: Partition, columns: Columns, run: str, run_options: 
 
 def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *, storage_options: dict,
                   run_options: dict, chunk_bytes: int, window: int, top_k: int | None = None,
-                  threshold: float | None = None) -> dict:
+                  threshold: float | None = None, force: bool = False) -> dict:
     """Predict every row of ``plan`` into ``output`` (CSV, JSON Lines or Parquet by
-    its name), one output row per input row, in input order. Returns the counts:
+    its name), one output row per input row, in input order. An ``output`` that is a
+    file already is refused unless ``force=True``; one that is an input or a run
+    folder's own file is refused even then, before any work. Returns the counts:
     ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason, and
     ``noted`` (when any): rows predicted with a value read changed, by reason
     (``unreadable_numeric``: a ``--numeric`` value that is no number, read as the mean;
     ``longer_than_max_len``: a sequence run's text of more tokens than it reads)."""
     check_output_place(output, storage_options, [f.url for f in plan.files])
+    if not force:
+        refuse_existing_file(output, options_for(output, storage_options), f"output {output}", "predict_files",
+                             "pass force=True to replace it, or give another path")
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
                       all_rows=True, encoding=columns.encoding, delimiter=columns.delimiter,
                       text_rule=columns.text_rule)
