@@ -166,6 +166,18 @@ def writing(url: str, only: tuple[int, ...] | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def reader_kept_reading(url: str) -> Iterator[None]:
+    """Writes into the pipe ``url`` in this block: its reader closing it before the
+    end (``head`` stops early) is a :class:`WriteError` saying that the rest was not
+    written, where it was an internal error."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise WriteError(f"{url}: the pipe's reader closed it before everything was written; the rest was not",
+                         "let the reader take it to the end (head stops early), or name a file") from None
+
+
+@contextlib.contextmanager
 def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator[Any]:
     """A binary file to write ``url`` through, renamed into place only when
     the block ends without an error, so a killed or failed writer never
@@ -179,7 +191,7 @@ def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator
         # where the pipe was, its reader waiting for bytes that never come.
         with writing(url):
             f = open_special(url)
-        with writing(url, only=DISK_FULL), f:
+        with reader_kept_reading(url), writing(url, only=DISK_FULL), f:
             yield f
         return
     parent = path.rsplit("/", 1)[0]

@@ -56,6 +56,10 @@ def _what_works() -> str:
 def output_file_format(url: str) -> tuple[Format, str | None]:
     """The registered format (and compression) of the output file ``url``, by its name;
     a UserError for a name no writable table format has."""
+    if str(url).strip() == "-":   # said as itself: "cannot tell the format" would send the user renaming it
+        raise UserError("--output -: predictions are written to a file, not to stdout",
+                        "name a file (--output predictions.csv); to stream the rows into another program, "
+                        "name a pipe with the format's extension (mkfifo rows.csv; reader < rows.csv &)")
     fmt, comp = format_for_path(url)
     if fmt is None:
         raise UserError(f"--output {url}: cannot tell the format from the name", _what_works())

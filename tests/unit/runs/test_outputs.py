@@ -247,3 +247,15 @@ def test_a_key_past_the_columns_decided_ahead_is_refused_in_any_table_by_formats
     with OutputFile(str(tmp_path / "p.jsonl"), inputs=["id", "text"]) as f:   # each line names its own keys
         f.write(table)
     assert json.loads((tmp_path / "p.jsonl").read_text())["extra"] == "x"
+
+
+def test_output_dash_is_refused_as_stdout_naming_a_file_or_a_pipe_not_as_a_name_without_a_format():
+    # `--output -` said "cannot tell the format from the name", as if a rename would do
+    import pytest
+
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.runs.outputs import output_format
+
+    with pytest.raises(UserError, match="written to a file, not to stdout") as e:
+        output_format("-")
+    assert "--output predictions.csv" in e.value.hint and "mkfifo" in e.value.hint
