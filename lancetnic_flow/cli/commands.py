@@ -379,12 +379,14 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
 def _refuse_idle_reading(a: argparse.Namespace, cols, src, so: dict) -> None:
     """``--encoding`` and ``--delimiter`` given where they decode or split nothing in the
-    inputs are refused; the run's own apply where they do, unsaid."""
+    inputs (nor, for ``--delimiter``, a CSV output's fields) are refused; the run's own apply
+    where they do, unsaid."""
     from ..data.idle_options import refuse_idle_delimiter, refuse_idle_encoding
+    from ..runs.outputs import output_format
 
     if a.encoding is not None:
         refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
-    if a.delimiter is not None:
+    if a.delimiter is not None and output_format(a.output) != "csv":   # a CSV output is written with it
         refuse_idle_delimiter(cols, src)
 
 

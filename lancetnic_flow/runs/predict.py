@@ -560,7 +560,8 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
                   run_options: dict, chunk_bytes: int, window: int, top_k: int | None = None,
                   threshold: float | None = None, force: bool = False) -> dict:
     """Predict every row of ``plan`` into ``output`` (CSV, JSON Lines or Parquet by
-    its name), one output row per input row, in input order. An ``output`` that is a
+    its name), one output row per input row, in input order; a CSV file's fields are split
+    by ``columns.delimiter``, as CSV inputs are read. An ``output`` that is a
     file already is refused unless ``force=True``; one that is an input or a run
     folder's own file is refused even then, before any work. Returns the counts:
     ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason, and
@@ -585,7 +586,8 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
                              chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold,
                              stamp=weights_stamp(run, run_options))
         try:
-            rows, written, statuses = _write_output(feed, plan, output, storage_options, inputs, as_bytes)
+            rows, written, statuses = _write_output(feed, plan, output, storage_options, inputs, as_bytes,
+                                                    columns.delimiter)
             break
         except BytesAfterText as later:
             as_bytes += later.names
@@ -598,10 +600,11 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
 
 
 def _write_output(feed, plan, output: str, storage_options: dict, inputs: list[str] | None,
-                  as_bytes: list[str]) -> tuple[int, int, dict]:
-    """The tables of ``feed`` written into ``output``: the rows read, the rows written, the statuses."""
+                  as_bytes: list[str], delimiter: str | None) -> tuple[int, int, dict]:
+    """The tables of ``feed`` written into ``output`` (a CSV file's fields split by ``delimiter``,
+    as its inputs': it reads back with their options): the rows read, the rows written, the statuses."""
     rows, written, statuses = 0, 0, {}
-    with OutputFile(output, storage_options, inputs=inputs, as_bytes=as_bytes) as f:
+    with OutputFile(output, storage_options, inputs=inputs, as_bytes=as_bytes, delimiter=delimiter) as f:
         for tables, n, st in feed:
             for t in tables:
                 f.write(t)
