@@ -869,7 +869,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
 
 
 def cmd_export(a: argparse.Namespace, report) -> int:
-    from ..runs.export import require_onnx
+    from ..runs.export import check_onnx_name, require_onnx
     from ..runs.loading import read_run_json
 
     if (a.onnx is None) == (a.compact is None):
@@ -892,6 +892,7 @@ def cmd_export(a: argparse.Namespace, report) -> int:
     from ..runs.outputs import check_output_place
 
     check_output_place(a.onnx, options_for(a.onnx, so), [], flag="--onnx")   # the run's own files: never
+    check_onnx_name(a.onnx)
     if not a.force:
         refuse_existing_file(a.onnx, options_for(a.onnx, so), f"--onnx {a.onnx}", "export")
     from ..runs.export import export_onnx

@@ -497,6 +497,22 @@ def test_export_onnx_refuses_an_existing_file_unless_forced_and_a_runs_own_file_
         export_to(run / "model.onnx")
 
 
+def test_export_refuses_an_onnx_name_of_another_format_before_any_work(tmp_path, monkeypatch):
+    # `export RUN --onnx x.json` wrote an ONNX graph there
+    import lancetnic_flow.runs.export as export
+    import lancetnic_flow.runs.loading as loading
+
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({}, {}))
+    monkeypatch.setattr(export, "require_onnx", lambda: None)
+    monkeypatch.setattr(export, "export_onnx", lambda *args: (_ for _ in ()).throw(_Reached()))
+    argv = ["export", str(tmp_path / "run"), "--onnx"]
+    with pytest.raises(UserError, match="--onnx .*x.json: the name says a .json file"):
+        commands.cmd_export(build_parser().parse_args([*argv, str(tmp_path / "x.json")]), None)
+    assert not (tmp_path / "x.json").exists()
+    with pytest.raises(_Reached):
+        commands.cmd_export(build_parser().parse_args([*argv, str(tmp_path / "x.onnx")]), None)
+
+
 @pytest.mark.parametrize("plots", [None, "earlier"])
 def test_evaluate_force_is_refused_without_plots_and_earlier_plots_without_force(plots, tmp_path, monkeypatch):
     # evaluate --plots DIR replaced an earlier evaluation's tables and charts without a word
