@@ -448,6 +448,12 @@ class TrainConfig:
     # so that dataclasses.replace and copies keep it; one built in Python has it False and
     # :func:`with_set_fields` counts its fields off their defaults as given.
     given_accounted: bool = field(default=False, compare=False, repr=False)
+    # Marks of keep learning (training/keep_learning.py's mark_continued): ``continued``, a continued
+    # run's configuration as merged with the run it continues, which is not merged again; ``continued_by``,
+    # who asked for it (an estimator's partial_fit), whom its refusals name. Fields, so that
+    # dataclasses.replace and copies keep them; never saved with a run.
+    continued: bool = field(default=False, compare=False, repr=False)
+    continued_by: str | None = field(default=None, compare=False, repr=False)
 
     def validate(self) -> "TrainConfig":
         """This configuration checked, with the model's defaults and every
@@ -463,6 +469,8 @@ class TrainConfig:
         d = dataclasses.asdict(self)
         d.pop("given", None)
         d.pop("given_accounted", None)
+        d.pop("continued", None)
+        d.pop("continued_by", None)
         if redact:
             d["data"]["storage_options"] = redact_options(d["data"]["storage_options"])
         return d
@@ -604,7 +612,7 @@ def with_set_fields(cfg: TrainConfig) -> TrainConfig:
     made by :func:`config_from_options`), is returned as it is."""
     if cfg.given or cfg.given_accounted:
         return cfg
-    own = copy.copy(cfg)   # keeps keep_learning's marks, which live in the instance's __dict__
+    own = copy.copy(cfg)
     own.given = frozenset(f"{name}.{f.name}" for name in SECTIONS for f in dataclasses.fields(getattr(cfg, name))
                           if _off_default(f, getattr(getattr(cfg, name), f.name)))
     own.given_accounted = True

@@ -208,7 +208,8 @@ OPTIONS: list[Option] = [
           "of bytes, e.g. latin-1, cp1252 (default utf-8; predict and evaluate: the run's)", "NAME",
           field="data.encoding"),
         O("--delimiter", "the character between a CSV file's fields, e.g. ';' or '|' (pandas' sep; default ','; "
-          "TSV is tabs; predict and evaluate: the run's)", "CHAR", field="data.delimiter"),
+          "TSV is tabs; predict and evaluate: the run's; predict writes a .csv output with it too)", "CHAR",
+          field="data.delimiter"),
     ]),
     *_group("features", [
         O("--features", "hashing|tfidf|ids (default: the model's: hashed terms for Scalpel* and FastTextBag, "

@@ -166,6 +166,18 @@ def writing(url: str, only: tuple[int, ...] | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def reader_kept_reading(url: str) -> Iterator[None]:
+    """Writes into the pipe ``url`` in this block: its reader closing it before the
+    end (``head`` stops early) is a :class:`WriteError` saying that the rest was not
+    written, where it was an internal error."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise WriteError(f"{url}: the pipe's reader closed it before everything was written; the rest was not",
+                         "let the reader take it to the end (head stops early), or name a file") from None
+
+
+@contextlib.contextmanager
 def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator[Any]:
     """A binary file to write ``url`` through, renamed into place only when
     the block ends without an error, so a killed or failed writer never
@@ -179,7 +191,7 @@ def open_atomic(url: str, storage_options: dict, sync: bool = False) -> Iterator
         # where the pipe was, its reader waiting for bytes that never come.
         with writing(url):
             f = open_special(url)
-        with writing(url, only=DISK_FULL), f:
+        with reader_kept_reading(url), writing(url, only=DISK_FULL), f:
             yield f
         return
     parent = path.rsplit("/", 1)[0]
@@ -305,10 +317,12 @@ def check_regular(url: str, why: str = "it is read whole, by its size, which a p
         raise NotRegularFile(f"{url} is {kind}, not a regular file: {why}", hint)
 
 
-def refuse_existing_file(url: str, storage_options: dict, named: str, command: str) -> None:
-    """Refuse to replace a file ``url`` names (``named``: how the command line gave it,
+def refuse_existing_file(url: str, storage_options: dict, named: str, command: str,
+                         hint: str = "pass --force to replace it, or give another path") -> None:
+    """Refuse to replace a file ``url`` names (``named``: how the caller gave it,
     ``--output p.csv``): it may be the user's own data or an earlier result, and the
-    command's output would take its place without a word; ``--force`` replaces it. A
+    command's output would take its place without a word; ``--force`` replaces it
+    (``hint`` says how the caller asks for that: a Python function's keyword). A
     named pipe is not a file here: writing into one is how a reader is fed. Any
     fsspec URL is asked through its filesystem."""
     fs, path = url_to_fs(url, **open_options(url, storage_options))
@@ -317,8 +331,7 @@ def refuse_existing_file(url: str, storage_options: dict, named: str, command: s
     except Exception:   # a store that cannot say: check_writable has already shown the place is writable
         return
     if exists:
-        raise UserError(f"{named}: the file already exists; {command} does not replace a file unless asked",
-                        "pass --force to replace it, or give another path")
+        raise UserError(f"{named}: the file already exists; {command} does not replace a file unless asked", hint)
 
 
 def write_bytes(url: str, data: bytes, storage_options: dict) -> None:

@@ -369,7 +369,7 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
     with _client_for(a, plan, here) as client:
         out = predict_files(client, absolute(a.run), src, cols, a.output, storage_options=so, run_options=run_so,
                             chunk_bytes=plan.partition, window=plan.in_flight, top_k=a.top_k,
-                            threshold=a.threshold)
+                            threshold=a.threshold, force=True)   # an existing file: refused above, as --force asks
     out["where"] = where
     if report.json is not None:
         report.json("predicted", out)
@@ -379,12 +379,14 @@ def cmd_predict(a: argparse.Namespace, report) -> int:
 
 def _refuse_idle_reading(a: argparse.Namespace, cols, src, so: dict) -> None:
     """``--encoding`` and ``--delimiter`` given where they decode or split nothing in the
-    inputs are refused; the run's own apply where they do, unsaid."""
+    inputs (nor, for ``--delimiter``, a CSV output's fields) are refused; the run's own apply
+    where they do, unsaid."""
     from ..data.idle_options import refuse_idle_delimiter, refuse_idle_encoding
+    from ..runs.outputs import output_format
 
     if a.encoding is not None:
         refuse_idle_encoding(cols, src, storage_options=so, named=a.encoding)
-    if a.delimiter is not None:
+    if a.delimiter is not None and output_format(a.output) != "csv":   # a CSV output is written with it
         refuse_idle_delimiter(cols, src)
 
 
@@ -867,7 +869,7 @@ def cmd_serve(a: argparse.Namespace, report) -> int:
 
 
 def cmd_export(a: argparse.Namespace, report) -> int:
-    from ..runs.export import require_onnx
+    from ..runs.export import check_onnx_name, require_onnx
     from ..runs.loading import read_run_json
 
     if (a.onnx is None) == (a.compact is None):
@@ -890,6 +892,7 @@ def cmd_export(a: argparse.Namespace, report) -> int:
     from ..runs.outputs import check_output_place
 
     check_output_place(a.onnx, options_for(a.onnx, so), [], flag="--onnx")   # the run's own files: never
+    check_onnx_name(a.onnx)
     if not a.force:
         refuse_existing_file(a.onnx, options_for(a.onnx, so), f"--onnx {a.onnx}", "export")
     from ..runs.export import export_onnx

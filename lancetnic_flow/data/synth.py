@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 
 from ..errors import UserError
 from ..formats import COMPRESSION_SUFFIXES, Format, file_name, format_for_path, format_named, registered, split_compression
-from ..storage import open_special, refuse_local_storage_options, special_kind, url_to_fs
+from ..storage import open_special, reader_kept_reading, refuse_local_storage_options, special_kind, url_to_fs
 from .writers import compressed
 
 __all__ = ["write_corpus", "infer_format", "generate_blocks", "BLOCK_ROWS", "class_names"]
@@ -470,7 +470,7 @@ def write_corpus(
 
     # a named pipe (a reader waits at its other end) is opened so that one nobody reads is refused, not a wait
     of = open_special(url) if special_kind(url) is not None else _open_to_write(url, storage_options)
-    with of as f, compressed(f, comp) as sink:
+    with reader_kept_reading(url), of as f, compressed(f, comp) as sink:
         writer = None
         for table, done in chunks():
             table = _as_written(table, fmt, multilabel)

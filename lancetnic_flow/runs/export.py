@@ -44,6 +44,31 @@ def require_onnx() -> None:
                         "pip install 'lancetnic_flow[onnx]'") from None
 
 
+# Extensions of files that hold something else than an ONNX graph (a run's or a framework's model, a
+# table, a config, an image): a graph written under one is opened by the wrong tool, or replaces what it names.
+OTHER_FILES = (".json", ".pt", ".pth", ".pkl", ".pickle", ".joblib", ".safetensors", ".ckpt", ".bin", ".h5",
+               ".keras", ".npy", ".npz", ".pb", ".tflite", ".ort", ".yaml", ".yml", ".toml", ".md", ".html",
+               ".png", ".svg", ".zip", ".tar")
+
+
+def check_onnx_name(url: str) -> None:
+    """Refuse ``--onnx URL`` whose name says another kind of file (``model.json``, ``m.pt``,
+    ``p.csv``) or a compression (``m.onnx.gz``: the graph is written as it is); ``.onnx``, a
+    name with no extension or one no tool claims is written."""
+    from ..formats import extension_of, file_name, format_for_path, split_compression
+
+    name = file_name(url)
+    _, comp = split_compression(name)
+    ext = extension_of(url)
+    if comp is None and format_for_path(url)[0] is None and ext not in OTHER_FILES:
+        return
+    what = f"{comp} compression, and export writes the graph uncompressed" if comp else \
+        f"a {ext} file, and export writes an ONNX graph there"
+    stem = name.split(".", 1)[0] or "model"
+    raise UserError(f"--onnx {url}: the name says {what}",
+                    f"end the name in .onnx: --onnx {url[: len(url) - len(name)]}{stem}.onnx")
+
+
 def sample_texts(pred) -> list[str]:
     """Texts to trace and check the graph with; with vocabulary terms, so no row is empty
     in a vocabulary's (tfidf, ids) mode."""
@@ -161,4 +186,4 @@ def export_onnx(run: Any, out: str, storage_options: dict | None = None, run_opt
             "difference": difference}
 
 
-__all__ = ["export_onnx", "check_graph", "difference", "require_onnx", "sample_texts", "OPSET", "TOLERANCE"]
+__all__ = ["export_onnx", "check_graph", "check_onnx_name", "OTHER_FILES", "difference", "require_onnx", "sample_texts", "OPSET", "TOLERANCE"]

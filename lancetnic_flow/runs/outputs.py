@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ..data.readers.jsonl import KEYS_WINDOW
 from ..data.writers import LIST_SEP, JsonLinesWriter, compressed, flat_lists
 from ..errors import UserError
-from ..formats import Format, format_for_path, format_named, registered
+from ..formats import Format, delimited, format_for_path, format_named, registered
 from ..storage import open_atomic, open_options, special_kind, url_to_fs
 
 # The files of a run folder an output's name could take (JSON is written as JSON Lines): the run
@@ -56,6 +56,10 @@ def _what_works() -> str:
 def output_file_format(url: str) -> tuple[Format, str | None]:
     """The registered format (and compression) of the output file ``url``, by its name;
     a UserError for a name no writable table format has."""
+    if str(url).strip() == "-":   # said as itself: "cannot tell the format" would send the user renaming it
+        raise UserError("--output -: predictions are written to a file, not to stdout",
+                        "name a file (--output predictions.csv); to stream the rows into another program, "
+                        "name a pipe with the format's extension (mkfifo rows.csv; reader < rows.csv &)")
     fmt, comp = format_for_path(url)
     if fmt is None:
         raise UserError(f"--output {url}: cannot tell the format from the name", _what_works())
@@ -167,17 +171,20 @@ class OutputFile:
     failed or killed run never leaves a half file under the real name."""
 
     def __init__(self, url: str, storage_options: dict | None = None, inputs: list[str] | None = None,
-                 as_bytes: Sequence[str] = ()):
+                 as_bytes: Sequence[str] = (), delimiter: str | None = None):
         """``inputs``: the input columns every table's columns before ``status`` are,
         decided before the first (a JSON Lines file's keys, :func:`~..data.heads.keys_ahead`):
         those a table lacks are written empty, and one past them is refused where the
         file names its columns once, whichever table it comes in. ``as_bytes``: kept
         columns a Parquet or Arrow file writes as bytes from its first table (a later one
-        holds bytes that are not UTF-8: :class:`BytesAfterText`)."""
+        holds bytes that are not UTF-8: :class:`BytesAfterText`). ``delimiter``: the
+        separator of a CSV file's fields (``--delimiter``; None: a comma), so the file
+        reads back with the options its inputs were read with; other formats keep theirs."""
         self.url = url
         self.inputs = list(inputs) if inputs is not None else None
         self.as_bytes = list(as_bytes)
-        self.spec, self.compression = output_file_format(url)
+        spec, self.compression = output_file_format(url)
+        self.spec = delimited(spec, delimiter)
         self.format = self.spec.name
         self.storage_options = storage_options or {}
         self.schema: pa.Schema | None = None

@@ -43,7 +43,7 @@ from .held_runs import HeldRuns, room_for_runs, run_bytes, worker_memory
 from .loading import LoadedRun, load_run, weights_stamp
 from .outputs import BytesAfterText, OutputFile, check_output_place, output_format, output_names
 from ..plurals import counted, verb
-from ..storage import refuse_local_storage_options
+from ..storage import options_for, refuse_existing_file, refuse_local_storage_options
 
 BATCH_ROWS = 4096
 # Scores (rows × labels) made at once when predicting a table: the logits, their
@@ -558,14 +558,20 @@ def predict_partition(part: Partition, columns: Columns, run: str, run_options: 
 
 def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *, storage_options: dict,
                   run_options: dict, chunk_bytes: int, window: int, top_k: int | None = None,
-                  threshold: float | None = None) -> dict:
+                  threshold: float | None = None, force: bool = False) -> dict:
     """Predict every row of ``plan`` into ``output`` (CSV, JSON Lines or Parquet by
-    its name), one output row per input row, in input order. Returns the counts:
+    its name), one output row per input row, in input order; a CSV file's fields are split
+    by ``columns.delimiter``, as CSV inputs are read. An ``output`` that is a
+    file already is refused unless ``force=True``; one that is an input or a run
+    folder's own file is refused even then, before any work. Returns the counts:
     ``rows_read``, ``rows_written``, ``predicted`` and ``not_predicted`` by reason, and
     ``noted`` (when any): rows predicted with a value read changed, by reason
     (``unreadable_numeric``: a ``--numeric`` value that is no number, read as the mean;
     ``longer_than_max_len``: a sequence run's text of more tokens than it reads)."""
     check_output_place(output, storage_options, [f.url for f in plan.files])
+    if not force:
+        refuse_existing_file(output, options_for(output, storage_options), f"output {output}", "predict_files",
+                             "pass force=True to replace it, or give another path")
     columns = Columns(text=columns.text, numeric=columns.numeric, keep=columns.keep, keep_all=columns.keep_all,
                       all_rows=True, encoding=columns.encoding, delimiter=columns.delimiter,
                       text_rule=columns.text_rule)
@@ -580,7 +586,8 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
                              chunk_bytes=chunk_bytes, top_k=top_k, threshold=threshold,
                              stamp=weights_stamp(run, run_options))
         try:
-            rows, written, statuses = _write_output(feed, plan, output, storage_options, inputs, as_bytes)
+            rows, written, statuses = _write_output(feed, plan, output, storage_options, inputs, as_bytes,
+                                                    columns.delimiter)
             break
         except BytesAfterText as later:
             as_bytes += later.names
@@ -593,10 +600,11 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
 
 
 def _write_output(feed, plan, output: str, storage_options: dict, inputs: list[str] | None,
-                  as_bytes: list[str]) -> tuple[int, int, dict]:
-    """The tables of ``feed`` written into ``output``: the rows read, the rows written, the statuses."""
+                  as_bytes: list[str], delimiter: str | None) -> tuple[int, int, dict]:
+    """The tables of ``feed`` written into ``output`` (a CSV file's fields split by ``delimiter``,
+    as its inputs': it reads back with their options): the rows read, the rows written, the statuses."""
     rows, written, statuses = 0, 0, {}
-    with OutputFile(output, storage_options, inputs=inputs, as_bytes=as_bytes) as f:
+    with OutputFile(output, storage_options, inputs=inputs, as_bytes=as_bytes, delimiter=delimiter) as f:
         for tables, n, st in feed:
             for t in tables:
                 f.write(t)

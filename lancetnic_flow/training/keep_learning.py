@@ -223,16 +223,13 @@ def _as_saved(given: TrainConfig) -> TrainConfig:
     return saved
 
 
-MARKS = ("continued", "continued_by")   # a configuration's marks of keep learning, kept by its copies
-
-
 def mark_continued(cfg: TrainConfig, by: str | None = None) -> None:
     """Say that ``cfg`` is a continued run's configuration as merged (a resumed one's
     config.json is too): :func:`continue_config` is not applied to it again; and who
     asked for it (``by``, :data:`PARTIAL_FIT`), so that the run's refusals name it."""
-    cfg.__dict__["continued"] = True
+    cfg.continued = True
     if by is not None:
-        cfg.__dict__["continued_by"] = by
+        cfg.continued_by = by
 
 
 def own_label_sep(cfg: TrainConfig) -> bool:
@@ -254,12 +251,12 @@ def own_label_sep(cfg: TrainConfig) -> bool:
 
 
 def is_continued(cfg: TrainConfig) -> bool:
-    return bool(cfg.__dict__.get("continued"))
+    return cfg.continued
 
 
 def continued_by(cfg: TrainConfig) -> str | None:
     """:data:`PARTIAL_FIT` where an estimator's partial_fit continues the run, else None."""
-    return cfg.__dict__.get("continued_by")
+    return cfg.continued_by
 
 
 def _check_task(run: str, given: TrainConfig, old: TrainConfig, by: str | None = None) -> None:

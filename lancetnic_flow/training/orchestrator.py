@@ -77,7 +77,7 @@ from .key_change import key_changes
 from .resume import refuse_other_config
 from .checkpoints import (check_network, has_checkpoint, load_checkpoint, network_of, remove_checkpoint, restore_weights,
                           write_checkpoint)
-from .keep_learning import (MARKS, PARTIAL_FIT, InitRun, check_resolved, continue_config, continued_by, is_continued,
+from .keep_learning import (PARTIAL_FIT, InitRun, check_resolved, continue_config, continued_by, is_continued,
                             key_options, labelled, load_init, refusal, run_options)
 from .loop import EpochLoop, Trainee, rng_state
 from .rules import rule_for
@@ -322,7 +322,6 @@ def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
                                    else o.cache),
         # --resume loads the continued run again: from another folder, a relative one is not found (or another's)
         training=dataclasses.replace(t, init_from=absolute(str(t.init_from)) if t.init_from else t.init_from))
-    out.__dict__.update({k: v for k, v in cfg.__dict__.items() if k in MARKS})   # keep_learning's marks
     return out
 
 

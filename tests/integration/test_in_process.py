@@ -115,7 +115,7 @@ def test_a_long_lived_worker_predicts_with_the_weights_the_run_folder_holds_now(
     def predicted() -> list:
         out = tmp_path / "p.csv"
         predict_files(client, str(folder), src, cols, str(out), storage_options={}, run_options={},
-                      chunk_bytes=1 << 20, window=4)
+                      chunk_bytes=1 << 20, window=4, force=True)
         return pd.read_csv(out)["predicted"].tolist()
 
     assert set(predicted()) <= set(Predictor(trained_run.run).labels)

@@ -222,8 +222,8 @@ def test_a_semicolon_csv_trains_predicts_and_evaluates_with_the_runs_delimiter(t
         q = cli("predict", tmp_path / "runs" / "r", "--input", "d.csv", "--keep", "id", "--output", f"p{blocksize}.csv",
                 "--blocksize", blocksize, "--workers", "1", cwd=tmp_path)
         assert q.returncode == 0, q.stderr[-3000:]
-        with open(tmp_path / f"p{blocksize}.csv", newline="") as f:
-            rows = list(pycsv.DictReader(f))
+        with open(tmp_path / f"p{blocksize}.csv", newline="") as f:   # written as its input was read: with ';'
+            rows = list(pycsv.DictReader(f, delimiter=";"))
         assert [r["id"] for r in rows] == [str(i) for i in range(900)]
         assert [r["predicted"] for r in rows] == [list(words)[i % 3] for i in range(900)]
     e = cli("evaluate", tmp_path / "runs" / "r", "d.csv", "--json", "--workers", "1", cwd=tmp_path)

@@ -195,3 +195,22 @@ def test_a_config_made_from_options_or_read_from_a_run_keeps_its_given_even_empt
     assert with_set_fields(made).given == frozenset()
     saved = TrainConfig.from_dict(TrainConfig(data=DataConfig(train=["d.csv"], label_sep="|")).to_dict())
     assert with_set_fields(saved).given == frozenset()
+
+
+def test_the_marks_of_keep_learning_are_fields_kept_by_replace_and_copies_and_never_saved():
+    # they lived in the instance's __dict__: dataclasses.replace dropped them, so a merged configuration
+    # was merged again with the run it continues, and partial_fit's refusals named {training.init_from}
+    import copy
+    import dataclasses
+
+    from lancetnic_flow.config import DataConfig, TrainConfig
+    from lancetnic_flow.training.keep_learning import PARTIAL_FIT, continued_by, is_continued, mark_continued
+
+    cfg = TrainConfig(data=DataConfig(train=["a.csv"]))
+    assert not is_continued(cfg) and continued_by(cfg) is None
+    mark_continued(cfg, PARTIAL_FIT)
+    for other in (dataclasses.replace(cfg, given=frozenset({"training.lr"})), copy.deepcopy(cfg),
+                  dataclasses.replace(cfg.validate())):
+        assert is_continued(other) and continued_by(other) == PARTIAL_FIT
+    assert "continued" not in cfg.to_dict() and "continued_by" not in cfg.to_dict()
+    assert cfg == TrainConfig(data=DataConfig(train=["a.csv"]))   # a mark is no difference of configuration

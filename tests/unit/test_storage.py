@@ -171,6 +171,21 @@ def test_a_named_pipe_no_process_reads_is_refused_to_write_at_once_not_waited_on
         f.write(b"gone")
 
 
+def test_a_pipe_whose_reader_stops_early_is_a_write_error_saying_the_rest_was_not_written(tmp_path):
+    # `predict --output rows.csv` into a pipe read by `head` was "internal error: BrokenPipeError", exit 1
+    path = str(tmp_path / "pipe")
+    os.mkfifo(path)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with pytest.raises(WriteError, match="reader closed it before everything was written; the rest was not"):
+        with open_atomic(path, {}) as f:
+            f.write(b"first rows\n")
+            f.flush()
+            assert os.read(reader, 64) == b"first rows\n"
+            os.close(reader)
+            f.write(b"more rows\n")
+            f.flush()
+
+
 def test_a_local_path_holding_double_colons_is_that_path_and_a_chain_url_stays_a_chain(tmp_path):
     # fsspec reads "a::b" as a chain of protocols: a file named co::lon.csv was "no such file",
     # a folder so named "Protocol not known"

@@ -192,6 +192,27 @@ def test_predict_in_this_process_loads_the_run_once_for_the_checks_and_the_tasks
     assert len(loads) == 1
 
 
+def test_predict_writes_a_csv_output_with_the_delimiter_its_input_was_read_with(linear_run):
+    # `--delimiter ';'` read the input and the output was written with commas; from JSON Lines, `--delimiter`
+    # for the CSV output was refused as changing nothing
+    import pyarrow.csv as pacsv
+
+    from lancetnic_flow.cli.main import main
+
+    (linear_run / "in.csv").write_text('id;text\n1;"a cat; ""quoted""\nline"\n2;dog dog\n')
+    (linear_run / "in.jsonl").write_text('{"id": 1, "text": "a cat; a, dog"}\n')
+    run = str(linear_run / "run")
+    for data, out in (("in.csv", "a.csv"), ("in.jsonl", "b.csv")):
+        assert main(["predict", run, "--input", str(linear_run / data), "--output", str(linear_run / out),
+                     "--delimiter", ";", "--keep", "all", "--run-on", "process", "--quiet"]) == 0
+    back = pacsv.read_csv(linear_run / "a.csv", parse_options=pacsv.ParseOptions(delimiter=";",
+                                                                                 newlines_in_values=True))
+    assert back.column_names[:3] == ["id", "text", "status"]
+    assert back["text"].to_pylist() == ['a cat; "quoted"\nline', "dog dog"] and back["predicted"].to_pylist() == ["pos", "neg"]
+    back = pacsv.read_csv(linear_run / "b.csv", parse_options=pacsv.ParseOptions(delimiter=";"))
+    assert back["text"].to_pylist() == ["a cat; a, dog"] and back["status"].to_pylist() == ["ok"]
+
+
 def test_evaluates_line_names_the_rows_it_skipped_and_why():
     from lancetnic_flow.cli.commands import skipped_note
 
@@ -474,6 +495,22 @@ def test_export_onnx_refuses_an_existing_file_unless_forced_and_a_runs_own_file_
         assert (run / name).read_text() == "kept"
     with pytest.raises(_Reached):   # a new file in the run folder is the user's
         export_to(run / "model.onnx")
+
+
+def test_export_refuses_an_onnx_name_of_another_format_before_any_work(tmp_path, monkeypatch):
+    # `export RUN --onnx x.json` wrote an ONNX graph there
+    import lancetnic_flow.runs.export as export
+    import lancetnic_flow.runs.loading as loading
+
+    monkeypatch.setattr(loading, "read_run_json", lambda run, so=None: ({}, {}))
+    monkeypatch.setattr(export, "require_onnx", lambda: None)
+    monkeypatch.setattr(export, "export_onnx", lambda *args: (_ for _ in ()).throw(_Reached()))
+    argv = ["export", str(tmp_path / "run"), "--onnx"]
+    with pytest.raises(UserError, match="--onnx .*x.json: the name says a .json file"):
+        commands.cmd_export(build_parser().parse_args([*argv, str(tmp_path / "x.json")]), None)
+    assert not (tmp_path / "x.json").exists()
+    with pytest.raises(_Reached):
+        commands.cmd_export(build_parser().parse_args([*argv, str(tmp_path / "x.onnx")]), None)
 
 
 @pytest.mark.parametrize("plots", [None, "earlier"])

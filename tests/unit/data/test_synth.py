@@ -52,3 +52,29 @@ def test_a_refused_value_names_the_flag_on_the_command_line_and_the_argument_in_
     with pytest.raises(UserError) as e:
         write_corpus(str(tmp_path / "c.csv"), kw.pop("rows", 10), **kw)
     assert e.value.said("cli")[0] == said and e.value.message == said.removeprefix("--")
+
+
+def test_a_pipe_whose_reader_stops_early_is_said_as_the_rest_not_written(tmp_path):
+    # `make-data rows.csv` into a named pipe read by `head` was "internal error: BrokenPipeError", exit 1
+    import os
+    import select
+    import threading
+
+    from lancetnic_flow.storage import WriteError
+
+    path = str(tmp_path / "rows.csv")
+    os.mkfifo(path)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+
+    def head() -> None:   # the reader takes the first bytes, then closes, as `head -1` does
+        select.select([reader], [], [], 10)
+        os.read(reader, 4096)
+        os.close(reader)
+
+    stop = threading.Thread(target=head)
+    stop.start()
+    try:
+        with pytest.raises(WriteError, match="reader closed it before everything was written"):
+            write_corpus(path, 20_000, chunk_rows=2_000)
+    finally:
+        stop.join(timeout=10)

@@ -247,3 +247,41 @@ def test_a_key_past_the_columns_decided_ahead_is_refused_in_any_table_by_formats
     with OutputFile(str(tmp_path / "p.jsonl"), inputs=["id", "text"]) as f:   # each line names its own keys
         f.write(table)
     assert json.loads((tmp_path / "p.jsonl").read_text())["extra"] == "x"
+
+
+def test_output_dash_is_refused_as_stdout_naming_a_file_or_a_pipe_not_as_a_name_without_a_format():
+    # `--output -` said "cannot tell the format from the name", as if a rename would do
+    import pytest
+
+    from lancetnic_flow.errors import UserError
+    from lancetnic_flow.runs.outputs import output_format
+
+    with pytest.raises(UserError, match="written to a file, not to stdout") as e:
+        output_format("-")
+    assert "--output predictions.csv" in e.value.hint and "mkfifo" in e.value.hint
+
+
+@pytest.mark.parametrize("delimiter", [";", "|", "\t", None])
+def test_a_csv_output_is_written_with_the_inputs_delimiter_and_reads_back_with_it_row_for_row(tmp_path, delimiter):
+    # `predict --delimiter ';' --output p.csv` wrote commas: the file read back with the options its input
+    # was read with was one column per row
+    import pyarrow as pa
+
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import Columns, plan_source
+    from lancetnic_flow.runs.outputs import OutputFile
+
+    texts = ['a late; goal "quoted"\nand a line', "the market | fell\tthere", "plain, with a comma", ""]
+    table = pa.table({"id": ["1", "2;3", "4", "5"], "text": texts, "status": ["ok"] * 4,
+                      "predicted": ["sports", "biz", None, "sports"]})
+    out = tmp_path / "p.csv"
+    with OutputFile(str(out), delimiter=delimiter) as f:
+        f.write(table.slice(0, 2))
+        f.write(table.slice(2))
+    header = out.read_text().splitlines()[0]
+    assert header == (delimiter or ",").join(["id", "text", "status", "predicted"])
+    columns = Columns(text=("text",), keep=("id", "status", "predicted"), all_rows=True, delimiter=delimiter)
+    plan = plan_source([str(out)])
+    back = pa.concat_tables([c.table for p in plan.partitions for c in read_partition(p, columns)])
+    assert back.column("text").to_pylist() == texts and back.column("keep:id").to_pylist() == ["1", "2;3", "4", "5"]
+    assert back.column("keep:predicted").to_pylist()[:2] == ["sports", "biz"]

@@ -408,3 +408,25 @@ def test_a_run_folder_written_again_is_loaded_again_and_its_old_copy_dropped(tmp
     first = predict.predictor(run, {}, "old")
     assert predict.predictor(run, {}, "new") is not first
     assert list(predict._PREDICTORS) == [(run, "new")]
+
+
+def test_predict_files_refuses_an_existing_output_unless_force_and_never_replaces_an_input(tmp_path):
+    # the Python API replaced an earlier result without a word, where `predict --output` refuses it
+    from types import SimpleNamespace
+
+    from lancetnic_flow.runs.predict import predict_files
+
+    data = tmp_path / "data.csv"
+    data.write_text("text\nhello there\n")
+    old = tmp_path / "old.csv"
+    old.write_text("an earlier result\n")
+    plan = SimpleNamespace(files=[SimpleNamespace(url=f"file://{data}")], partitions=[])
+    kw = dict(storage_options={}, run_options={}, chunk_bytes=1 << 20, window=2)
+    with pytest.raises(UserError, match="already exists") as e:   # before any task: no client needed
+        predict_files(None, str(tmp_path / "run"), plan, Columns(text=("text",)), str(old), **kw)
+    assert "force=True" in e.value.hint and "--force" not in str(e.value)
+    with pytest.raises(UserError, match="is the input"):   # force replaces a result, never what is read
+        predict_files(None, str(tmp_path / "run"), plan, Columns(text=("text",)), str(data), force=True, **kw)
+    with pytest.raises(UserError, match="no rows to predict"):   # force=True: past the refusal, to the rows
+        predict_files(None, str(tmp_path / "run"), plan, Columns(text=("text",)), str(old), force=True, **kw)
+    assert old.read_text() == "an earlier result\n" and data.read_text() == "text\nhello there\n"
