@@ -305,7 +305,7 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
     naming it, the new data's columns and the option that names another."""
     from ..data.checks import first_columns
     from ..data.sources import plan_source
-    from ..formats import text_encoding
+    from ..formats import csv_delimiter, text_encoding
 
     d, task = cfg.data, cfg.training.task
     wanted = {"data.text": list(d.text), "data.numeric": list(d.numeric),
@@ -313,7 +313,7 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
               "data.target": [d.target] if d.target and task in ("regress", "multitask") else []}
     if not d.train or not any(wanted.get(f) for f in fields):
         return
-    plan = plan_source(d.train, format=d.format, storage_options=d.storage_options)
+    plan = plan_source(d.train, format=d.format, storage_options=d.storage_options, delimiter=csv_delimiter(d.delimiter))
     have = first_columns(plan, d.storage_options, text_encoding(d.encoding))
     if have is None:   # a line format (fastText, text): its columns are fixed
         return
