@@ -217,15 +217,19 @@ class Head:
     """The start of a file as the sniffers read it: ``data``, its first bytes
     (decompressed, no UTF-8 byte-order mark); ``lines``, the non-blank lines
     that end in it, decoded as UTF-8 and stripped; ``cut``, the line the head
-    cut short ("" when the file ended); ``names``, the columns the run reads."""
+    cut short ("" when the file ended); ``names``, the columns the run reads;
+    ``delimiter``, the run's ``--delimiter`` (None: CSV's comma); ``url``, the
+    file, for a sniffer's refusal."""
 
     data: bytes
     lines: tuple[str, ...]
     cut: str = ""
     names: tuple[str, ...] = ()
+    delimiter: str | None = None
+    url: str = ""
 
     @classmethod
-    def of(cls, data: bytes, ended: bool, names=()) -> "Head":
+    def of(cls, data: bytes, ended: bool, names=(), delimiter: str | None = None, url: str = "") -> "Head":
         """The head of a file whose first bytes are ``data`` (all of it when ``ended``)."""
         data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
         # Replaced, not refused: a file in latin-1 still shows its commas and braces.
@@ -234,7 +238,7 @@ class Head:
         parts = _LINE_END.split(text)
         whole, cut = (parts[:-1], parts[-1]) if not ended else (parts, "")
         lines = tuple(s for s in (line.strip() for line in whole) if s)
-        return cls(data, lines, cut.strip(), tuple(names))
+        return cls(data, lines, cut.strip(), tuple(names), delimiter, url)
 
 
 def sniffed_from(url: str) -> Format | None:
@@ -251,12 +255,18 @@ def sniffed_from(url: str) -> Format | None:
 
 def sniff(head: Head, fallback: Format) -> tuple[Format, str]:
     """The format ``head`` shows and why: the first registered format whose
-    ``sniff`` claims it, else ``fallback`` (a ``vague`` format)."""
-    claims = [f for f in _REGISTRY.values() if f.sniff]
+    ``sniff`` claims it, else ``fallback`` (a ``vague`` format). A vague
+    format's own ``sniff`` is asked last, once no other claims the head: it
+    may raise a UserError for a head that it would read wrongly (plain text
+    whose lines are delimited fields under a header)."""
+    claims = [f for f in _REGISTRY.values() if f.sniff and not f.vague]
     for fmt in claims:
         why = fmt.sniffer()(head, fmt)
         if why:
             return fmt, why
+    why = fallback.sniffer()(head, fallback) if fallback.sniff else None
+    if why:
+        return fallback, why
     if not head.lines and not head.cut:
         return fallback, "start holds no line"
     return fallback, f"start fits none of {', '.join(f.shown for f in claims)}"
@@ -292,7 +302,8 @@ for _f in (
            head=_R + "arrow:head_columns",
            pieces=_R + "arrow:byte_ranges", compressible=False, revision=2, title="Arrow IPC", sniff=_R + "arrow:sniff"),
     Format("text", (".txt",), True, _R + "lines:parse", columns=("text",), writer=_W + "TextLinesWriter",
-           holds_line_ends=False, cr_ends_lines=True, revision=3, title="plain text", vague=True),
+           holds_line_ends=False, cr_ends_lines=True, revision=3, title="plain text", vague=True,
+           sniff=_R + "lines:sniff_text"),
     Format("fasttext", (".ft", ".fasttext"), True, _R + "lines:parse", columns=("text", "label"),
            writer=_W + "FastTextWriter", holds_line_ends=False, revision=4, title="fastText",
            sniff=_R + "lines:sniff_fasttext"),

@@ -744,7 +744,7 @@ def cmd_make_data(a: argparse.Namespace, report) -> int:
     if not a.force:
         refuse_existing_file(a.out, options_for(a.out, so), f"make-data {a.out}", "make-data")
     _made(report, a.out, write_corpus(a.out, a.rows, classes=a.classes, seed=a.seed, multilabel=a.multilabel,
-                                      storage_options=so))
+                                      storage_options=so, delimiter=a.delimiter))
     return 0
 
 
@@ -752,7 +752,8 @@ def _made(report, out: str, info: dict) -> None:
     """A generated corpus, told: the ``made`` event, and a line (make-data, a workflow's make_data)."""
     if report.json is not None:
         report.json("made", {"output": str(out), **info})
-    report.say(f"wrote {counted(info['rows'], 'row')} to {out} ({info['format']})", markup=False)
+    split = f", fields split by {info['delimiter']!r}" if info.get("delimiter") else ""
+    report.say(f"wrote {counted(info['rows'], 'row')} to {out} ({info['format']}{split})", markup=False)
 
 
 def cmd_demo(a: argparse.Namespace, report) -> int:

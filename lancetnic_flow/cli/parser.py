@@ -131,6 +131,8 @@ MAKE_DATA = [
       "like \"sports|tech\" (train with --task multilabel --label-sep \"|\"), a JSON list in jsonl, a list column "
       "in arrow, several __label__ tags in fastText; refused for .txt (text alone)", kind="flag"),
     O("--seed", "picks the vocabulary, topics and rows (default 0)", "S", int, 0),
+    O("--delimiter", "split a CSV file's fields by CHAR: ';', '|' or tab (default ','); train, predict and "
+      "evaluate read it with the same --delimiter", "CHAR"),
     O("--force", "replace OUT when it is already a file (without it an existing file is refused)", kind="flag"),
     O("--storage-option", "fsspec storage option, repeatable", "K=V", default=[], kind="append"),
 ]

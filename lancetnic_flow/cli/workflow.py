@@ -246,7 +246,7 @@ def workflow_config(wf: Workflow):
 
 # make_data's fields and their kinds (data/synth.write_corpus's arguments a file may give).
 MAKE_DATA_FIELDS = {"rows": int, "classes": int, "seed": int, "format": str, "chunk_rows": int, "multilabel": bool,
-                    "storage_options": dict}
+                    "storage_options": dict, "delimiter": str}
 
 
 def _check_make_data(spec: dict, where: str) -> None:

@@ -129,7 +129,7 @@ def checked_source(urls: list[str], fmt: str, storage_options: dict, blocksize: 
     """``urls`` planned into partitions, with the columns ``columns`` names checked in the
     first file; ``in_order``: the files in the order ``urls`` name them (plan_source)."""
     src = plan_source(urls, format=fmt, storage_options=storage_options, blocksize=blocksize, names=columns.names(),
-                      in_order=in_order)
+                      in_order=in_order, delimiter=columns.delimiter)
     check_columns(src, columns, storage_options=storage_options)
     check_first_block(src, columns, storage_options)
     return src
@@ -257,7 +257,7 @@ def plan_training_sources(cfg: TrainConfig, blocksize: int, *, threads: int = 0
         if small < blocksize:
             heads = train_src.heads   # the same files, cut finer: their heads as read
             train_src = plan_source(cfg.data.train, format=fmt, storage_options=so, blocksize=small,
-                                    names=columns.names())
+                                    names=columns.names(), delimiter=columns.delimiter)
             train_src.heads.update(heads)
     refuse_share_as_val(cfg.data.val)
     val_src = checked_source(cfg.data.val, fmt, so, blocksize, columns) if cfg.data.val else None

@@ -518,12 +518,13 @@ SNIFF_BYTES = 8 * 1024
 SNIFF_THREADS = 16
 
 
-def sniff_formats(seen: dict[str, tuple], storage_options: dict, names: Sequence[str] = ()
-                  ) -> tuple[dict[str, Format], list[Sniffed]]:
+def sniff_formats(seen: dict[str, tuple], storage_options: dict, names: Sequence[str] = (),
+                  delimiter: str | None = None) -> tuple[dict[str, Format], list[Sniffed]]:
     """The format of every file of ``seen`` (url → (info, fs, input)) whose name
     does not settle it (:func:`~lancetnic_flow.formats.sniffed_from`), from
     the first :data:`SNIFF_BYTES` of each; ``names``: the columns the run reads
-    (a first line naming one is a header). One format for all such files of an
+    (a first line naming one is a header); ``delimiter``: the run's ``--delimiter``
+    (a CSV header is split by it). One format for all such files of an
     input: a UserError naming two files when their starts disagree."""
     groups: dict[str, list[str]] = {}
     for full, (_, _, url) in sorted(seen.items()):
@@ -533,7 +534,7 @@ def sniff_formats(seen: dict[str, tuple], storage_options: dict, names: Sequence
     found: dict[str, tuple[Format, str]] = {}
     if todo:
         with ThreadPoolExecutor(min(SNIFF_THREADS, len(todo)), thread_name_prefix="lancetnic-sniff") as pool:
-            found = dict(zip(todo, pool.map(lambda f: _sniff_file(f, storage_options, tuple(names)), todo)))
+            found = dict(zip(todo, pool.map(lambda f: _sniff_file(f, storage_options, tuple(names), delimiter), todo)))
     out: dict[str, Format] = {}
     decided: list[Sniffed] = []
     for url, files in groups.items():
@@ -554,7 +555,7 @@ def sniff_formats(seen: dict[str, tuple], storage_options: dict, names: Sequence
     return out, decided
 
 
-def _sniff_file(full: str, so: dict, names: tuple[str, ...]) -> tuple[Format, str]:
+def _sniff_file(full: str, so: dict, names: tuple[str, ...], delimiter: str | None) -> tuple[Format, str]:
     _, comp = _compression_of(file_name(full))
     try:
         # A small block: a remote store sends the start, not its default read-ahead of megabytes.
@@ -569,7 +570,7 @@ def _sniff_file(full: str, so: dict, names: tuple[str, ...]) -> tuple[Format, st
         raise
     except Exception as exc:  # noqa: BLE001 - translated for the user
         raise open_error(full, exc) from exc
-    return sniff(Head.of(data[:SNIFF_BYTES], len(data) <= SNIFF_BYTES, names), sniffed_from(full))
+    return sniff(Head.of(data[:SNIFF_BYTES], len(data) <= SNIFF_BYTES, names, delimiter, full), sniffed_from(full))
 
 
 def _infer_format(url: str) -> Format:
@@ -929,9 +930,11 @@ def _datasets_unlisted(fs: Any, metadata: set[str]) -> set[str]:
 
 def plan_source(urls: Sequence[str], *, format: str = "auto",
                 storage_options: dict | None = None,
-                blocksize: int = 64 * 2**20, names: Sequence[str] = (), in_order: bool = False) -> SourcePlan:
+                blocksize: int = 64 * 2**20, names: Sequence[str] = (), in_order: bool = False,
+                delimiter: str | None = None) -> SourcePlan:
     """Expand ``urls`` into files and partitions. ``names``: the columns the
-    run reads, for a file whose format its start decides (:func:`sniff_formats`).
+    run reads, and ``delimiter`` its ``--delimiter``, for a file whose format its start
+    decides (:func:`sniff_formats`).
     The files are in sorted order (a run reads the same rows however its inputs
     are listed), or with ``in_order`` in the order ``urls`` name them, each named
     once (prediction's rows follow its inputs': a folder's or glob's files sorted)."""
@@ -945,7 +948,7 @@ def plan_source(urls: Sequence[str], *, format: str = "auto",
     so = dict(storage_options or {})
 
     seen, unknown, link_notes = _data_files(urls, so, format, once=in_order)
-    sniffed, decided = sniff_formats(seen, so, names) if named is None else ({}, [])
+    sniffed, decided = sniff_formats(seen, so, names, delimiter) if named is None else ({}, [])
 
     files: list[FileInfo] = []
     partitions: list[Partition] = []

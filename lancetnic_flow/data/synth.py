@@ -35,7 +35,7 @@ row or per token.
 
 Determinism
 -----------
-The output depends only on ``(rows, classes, seed, format, compression)``, never
+The output depends only on ``(rows, classes, seed, format, compression, delimiter)``, never
 on ``chunk_rows``: rows are generated in fixed blocks of :data:`BLOCK_ROWS`
 (10,000) rows, block ``b`` from ``numpy.random.default_rng([seed, b, ...])``,
 and ``chunk_rows`` is rounded to a whole number of blocks (at least one).
@@ -56,7 +56,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import UserError
-from ..formats import COMPRESSION_SUFFIXES, Format, file_name, format_for_path, format_named, registered, split_compression
+from ..formats import (COMPRESSION_SUFFIXES, Format, csv_delimiter, delimited, file_name, format_for_path, format_named,
+                       registered, split_compression)
 from ..storage import open_special, reader_kept_reading, refuse_local_storage_options, special_kind, url_to_fs
 from .writers import compressed
 
@@ -387,6 +388,20 @@ def _output_format(url: str, format: str) -> tuple[Format, str | None]:
     return fmt, comp
 
 
+def _with_delimiter(url: str, fmt: Format, delimiter: str | None) -> Format:
+    """``fmt`` writing CSV fields split by ``delimiter`` (``--delimiter``'s spellings: ``;``,
+    ``tab``); refused for any other format, whose fields it would not split."""
+    sep = csv_delimiter(delimiter)
+    if sep is None or fmt.name == "csv":
+        return delimited(fmt, sep)
+
+    def words(name: str) -> tuple[str, str]:
+        return (f"{name} {delimiter!r} splits a CSV file's fields, and {url} is written as {fmt.shown}: it would "
+                "change nothing", f"write a .csv file (a .tsv file's fields are split by tabs), or drop {name}")
+
+    raise SynthError(*words("delimiter"), cli=words("--delimiter"), workflow=words("make_data.delimiter"))
+
+
 def _refuse_unlabelled(url: str, fmt: Format) -> None:
     """``multilabel`` asks for label sets, which plain text lines cannot hold: refused, as the
     corpus would be written without them, not a word said."""
@@ -432,6 +447,7 @@ def write_corpus(
     chunk_rows: int = 20_000,
     progress: Callable[[int], None] | None = None,
     multilabel: bool = False,
+    delimiter: str | None = None,
 ) -> dict:
     """Write ``rows`` rows of the synthetic corpus to ``url`` (any fsspec URL), streaming.
 
@@ -443,14 +459,17 @@ def write_corpus(
     each chunk. ``multilabel``: every row has 1 to 3 labels, its topic words
     drawn from all of them; the ``label`` column holds them joined by ``|``
     (csv, tsv, parquet), as a JSON list (jsonl) or as several ``__label__``
-    tags (fastText).
+    tags (fastText). ``delimiter``: a CSV file's fields split by it (``";"``, ``"|"``,
+    ``"tab"``), as ``train(delimiter=...)`` reads them; refused for other formats.
 
     Returns ``{"url", "rows", "format", "compression", "bytes"}``, ``bytes`` being
-    the size of the written (compressed) file, or -1 if the filesystem cannot tell.
+    the size of the written (compressed) file, or -1 if the filesystem cannot tell;
+    and ``delimiter`` for a CSV file's other than the comma.
     """
     _check(rows, classes, seed)
     rows, classes, seed = int(rows), int(classes), int(seed)
     fmt, comp = _output_format(url, format)
+    fmt = _with_delimiter(url, fmt, delimiter)
     # as make-data refuses --storage-option for a local OUT: they would open nothing
     refuse_local_storage_options(storage_options, {"url": url}, "storage_options")
     if multilabel:
@@ -487,4 +506,5 @@ def write_corpus(
         size = int(of.fs.size(of.path))
     except Exception:  # noqa: BLE001 - size is informational only
         size = -1
-    return {"url": url, "rows": rows, "format": fmt.name, "compression": comp, "bytes": size}
+    return {"url": url, "rows": rows, "format": fmt.name, "compression": comp, "bytes": size,
+            **({"delimiter": fmt.delimiter} if fmt.name == "csv" and fmt.delimiter != "," else {})}

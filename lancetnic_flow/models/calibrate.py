@@ -67,13 +67,11 @@ THRESHOLD_RANGE = (0.01, 0.99)
 class Scores:
     """Validation rows' scores (rows × classes, float32) and answers: class ids, or a
     multi-hot matrix with, per row, how many labels of its set training never had
-    (``missed``). ``blank``: the scores of rows with no label at all (label sets),
-    fitted on by nothing, counted at the thresholds."""
+    (``missed``); a row of an empty set is a negative of every label."""
 
     scores: np.ndarray
     labels: np.ndarray
     missed: np.ndarray | None = None
-    blank: np.ndarray | None = None
 
     @property
     def label_sets(self) -> bool:
@@ -125,9 +123,10 @@ class _Sample:
 def read_scores(model: Any, blocks: Iterable[RowBlock]) -> tuple[Scores | None, bool]:
     """The model's logits on a uniform sample of the validation rows, :data:`MAX_CELLS`
     scores (:data:`MIN_ROWS` rows at least), every block read; and whether that sample
-    is every row. Scores holds the labelled rows of the sample, and (label sets) its rows
-    with none as ``blank``: a sample of every row is counted at the thresholds as
-    ``evaluate`` counts it. None when no row has a label. The model is left in eval mode."""
+    is every row. Scores holds the labelled rows of the sample; for label sets every row,
+    an empty set's a negative of each label as training reads it (fitted on only the rows
+    with a label, a label every such row had got a threshold that took every row). None
+    when no row has a label. The model is left in eval mode."""
     sample, cap, label_sets = _Sample(), None, False
     model.eval()
     for b in blocks:
@@ -152,7 +151,7 @@ def read_scores(model: Any, blocks: Iterable[RowBlock]) -> tuple[Scores | None, 
     out, labels, missed, keep = columns
     if not keep.any():
         return None, sample.complete
-    return Scores(out[keep], labels[keep], missed[keep], blank=out[~keep]), sample.complete
+    return Scores(out, labels, missed), sample.complete
 
 
 def _arrays(val: Scores) -> tuple[np.ndarray, np.ndarray]:
@@ -378,8 +377,6 @@ def count_at_thresholds(model: Any, val: Scores | None, scale: float, thresholds
     factor = np.float32(scale)
     if val is not None:
         m.update({"logits": val.scores * factor}, val.labels, None, 0.0, val.missed)
-        if val.blank is not None and len(val.blank):
-            m.update({"logits": val.blank * factor}, np.zeros(val.blank.shape, np.uint8), None, 0.0, None)
     rest = iter(rest)
     if done is not None:
         done.callback(getattr(rest, "close", lambda: None))

@@ -301,8 +301,9 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
     taken from the run), checked in the first file's header: a missing one is refused
     naming it, the new data's columns and the option that names another."""
     from ..data.checks import first_columns
+    from ..data.readers.table import format_hint
     from ..data.sources import plan_source
-    from ..formats import text_encoding
+    from ..formats import csv_delimiter, text_encoding
 
     d, task = cfg.data, cfg.training.task
     wanted = {"data.text": list(d.text), "data.numeric": list(d.numeric),
@@ -310,8 +311,9 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
               "data.target": [d.target] if d.target and task in ("regress", "multitask") else []}
     if not d.train or not any(wanted.get(f) for f in fields):
         return
-    plan = plan_source(d.train, format=d.format, storage_options=d.storage_options)
-    have = first_columns(plan, d.storage_options, text_encoding(d.encoding))
+    delimiter = csv_delimiter(d.delimiter)
+    plan = plan_source(d.train, format=d.format, storage_options=d.storage_options, delimiter=delimiter)
+    have = first_columns(plan, d.storage_options, text_encoding(d.encoding), delimiter)
     if have is None:   # a line format (fastText, text): its columns are fixed
         return
     used = {c for cols in wanted.values() for c in cols}
@@ -323,11 +325,15 @@ def check_columns(cfg: TrainConfig, run: str, fields: list[str]) -> None:
                 "data.numeric": "numeric inputs"}[field]
         free = [c for c in have if c not in used]
         url = plan.files[0].url.removeprefix("file://")
+        # A header split by another delimiter (';' without --delimiter) is one column: the fix is the delimiter.
+        other = format_hint(plan.files[0].format, have)
         raise bad(field, f"the new data {url} has no column {missing[0]!r}, where {{training.init_from}} {run} read "
                          f"its {role} (the new data's columns: {', '.join(have)})",
-                  f"name the new data's column with {{name}} COL" + (f", e.g. {{name}} {free[0]}" if free else "")
-                  if field != "data.numeric" else
-                  f"the run's network takes the numeric columns {', '.join(wanted[field])}: add them, {NEW_RUN}")
+                  other or (f"name the new data's column with {{name}} COL" + (f", e.g. {{name}} {free[0]}" if free
+                                                                                  else "")
+                            if field != "data.numeric" else
+                            f"the run's network takes the numeric columns {', '.join(wanted[field])}: add them, "
+                            f"{NEW_RUN}"))
 
 
 def check_resolved(cfg: TrainConfig) -> None:

@@ -175,11 +175,14 @@ def make_task(cfg: TrainConfig, features: FittedFeatures, device: torch.device) 
 def label_set_task(task: Task, features: FittedFeatures, class_weights: str, device: torch.device) -> Task:
     """A multilabel task, checked; ``balanced`` weighs each label's positive rows
     by its negatives over its positives (BCE's ``pos_weight``)."""
-    if task.classes < 2:
-        raise bad("data.label", f"found {counted(task.classes, 'label value')} ({', '.join(features.labels)}); "
-                  "multilabel needs at least 2 (rows without a label are skipped; a row of an empty set, [], has "
-                  "none of them)", "check {name} and {data.label_sep}; for one label that a row has or lacks, "
-                  "name the rows without it (e.g. 'none') and train {training.task} classify")
+    if task.classes < 1:
+        raise bad("data.label", "found no label value: every training row's label set is empty ([]) or missing",
+                  "check {name} and {data.label_sep}: a multilabel run learns labels some rows have")
+    if task.classes == 1 and features.label_counts[0] >= features.docs:
+        raise bad("data.label", f"found 1 label value ({features.labels[0]}), and every training row has it: "
+                  "there is nothing to tell it from (a row without it is an empty set, [])",
+                  "add the rows the label does not apply to, with an empty label set; or check {name} and "
+                  "{data.label_sep}")
     if class_weights == "balanced":
         import torch
 

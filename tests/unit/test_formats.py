@@ -250,6 +250,22 @@ def test_a_head_of_lone_cr_line_ends_shows_its_lines_and_a_csv_file_sniffs_as_cs
     assert (cut.lines, cut.cut) == (("a", "b"), "c")
 
 
+def test_a_txt_split_by_the_runs_delimiter_sniffs_as_csv_and_one_split_by_another_is_refused(tmp_path):
+    """--delimiter ';' on a .txt semicolon CSV was refused as idle (the file sniffed as plain text,
+    only commas and tabs looked for); and a comma CSV under --delimiter ';' read as whole lines."""
+    from lancetnic_flow.errors import UserError
+
+    semi = tmp_path / "semi.txt"
+    semi.write_text("text;label\nhello there;a\nbad day;b\n")
+    plan = plan_source([str(semi)], names=("text", "label"), delimiter=";")
+    assert plan.files[0].format == "csv" and "split by ';'" in plan.sniffed[0].reason
+    comma = formats.Head.of(b"text,label\nhello there,a\nbad day,b\n", True, ("text",), ";", "c.txt")
+    with pytest.raises(UserError, match="split by commas"):
+        formats.sniff(comma, format_named("text"))
+    with pytest.raises(UserError, match="split by ';'"):
+        plan_source([str(semi)], names=("text", "label"))
+
+
 @pytest.mark.parametrize("url,want", [
     ("train.txt", "text"), ("s3://b/TRAIN.TXT.gz", "text"), ("data/part-00000", "text"), ("data.zst", "text"),
     ("https://host/corpus?v=2", "text"), ("a.csv", None), ("a.ft", None), ("notes.md", None), ("a.tar.gz", None),

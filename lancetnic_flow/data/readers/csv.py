@@ -539,16 +539,37 @@ _WORD = re.compile(r"[\w.\-]+")
 
 def sniff_header(head: Head, fmt: Format) -> str | None:
     """The registry's ``sniff`` for CSV and TSV: a first line of column names
-    split by the format's delimiter, naming a column the run reads, or with
-    :data:`SNIFF_ROWS` rows or more after it of as many fields."""
+    split by the format's delimiter (CSV's: the run's ``--delimiter``), naming
+    a column the run reads, or with :data:`SNIFF_ROWS` rows or more after it
+    of as many fields."""
+    return header_split_by(head, (head.delimiter if fmt.name == "csv" else None) or fmt.delimiter or ",")
+
+
+# The delimiters a header of a file read as plain text is looked for with (data/readers/lines.py).
+DELIMITERS = (",", "\t", ";", "|")
+
+
+def delimited_header(head: Head) -> tuple[str, str] | None:
+    """The first of :data:`DELIMITERS` that splits ``head`` as :func:`sniff_header`
+    reads a header, and why; None when none does."""
+    for delimiter in DELIMITERS:
+        why = header_split_by(head, delimiter)
+        if why:
+            return delimiter, why
+    return None
+
+
+def header_split_by(head: Head, delimiter: str) -> str | None:
+    """Why ``head``'s first line is a header of fields split by ``delimiter``
+    (:func:`sniff_header`); None when it is not."""
     try:
-        rows = list(csv.reader(head.lines, delimiter=fmt.delimiter or ","))
+        rows = list(csv.reader(head.lines, delimiter=delimiter))
     except csv.Error:
         return None
     names = [n.strip() for n in rows[0]] if rows else []
     if len(names) < 2 or not all(_name_like(n) for n in names):
         return None
-    split = _SPLIT_BY.get(fmt.delimiter or ",", repr(fmt.delimiter))
+    split = _SPLIT_BY.get(delimiter, repr(delimiter))
     asked = [n for n in names if n in head.names]
     if asked:
         return f"first line names the column{'s' * (len(asked) > 1)} {', '.join(asked)}, split by {split}"

@@ -404,13 +404,27 @@ def _nan_as_null(v):
     return v
 
 
+def _json_as_written(v) -> str:
+    """A kept list or object as JSON, each number with a fraction or an exponent in it as
+    the line wrote it (:class:`_Written`: json.dumps writes ``2.50`` as ``2.5`` and ``1e3``
+    as ``1000.0``), NaN as null (:func:`_nan_as_null`). One call per value of it, as the
+    line's decoding made one object per value."""
+    if isinstance(v, _Written):
+        return v.written
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_json_as_written(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(map(_json_as_written, v)) + "]"
+    return json.dumps(_nan_as_null(v), ensure_ascii=False)
+
+
 def _value(v, escaped: bool = False, kept: bool = False):
     """A JSON value as text; one holding lone surrogates as bytes (:func:`_surrogates_as_bytes`).
     ``kept``: a column only kept, whose number with a fraction or exponent is its text as written."""
     if kept and isinstance(v, _Written):
         return v.written
     if isinstance(v, (dict, list)):
-        v = json.dumps(_nan_as_null(v), ensure_ascii=False)
+        v = _json_as_written(v) if kept else json.dumps(_nan_as_null(v), ensure_ascii=False)
     elif isinstance(v, bool):
         v = str(v).lower()
     elif v is not None and not isinstance(v, float):   # floats: json_values_as_text, as Arrow writes them

@@ -8,7 +8,9 @@ import pyarrow.compute as pc
 
 from ...errors import UserError
 from ...formats import Format, Head
+from ...options import hinted
 from ..sources import Chunk, Columns
+from .csv import delimited_header
 from .labels import FASTTEXT_SPACE as _SP
 from .labels import FASTTEXT_WORD as _W
 from .labels import fasttext_sets, several_labels, several_tagged
@@ -202,6 +204,22 @@ def sniff_fasttext(head: Head, fmt: Format) -> str | None:
     tagged = sum(line.startswith("__label__") for line in lines)
     return "lines start with __label__" if lines and lines[0].startswith("__label__") and 2 * tagged >= len(lines) \
         else None
+
+
+def sniff_text(head: Head, fmt: Format) -> str | None:
+    """The registry's ``sniff`` for plain text, asked once no other format claims
+    the head: a head whose first line is column names over rows of delimited
+    fields (:func:`~.csv.delimited_header`) is refused, as read as text each whole
+    line, the header too, would be a row's text (its labels in it). None otherwise."""
+    found = delimited_header(head)
+    if found is None:
+        return None
+    delimiter, why = found
+    said = "tab" if delimiter == "\t" else repr(delimiter)
+    way = "{data.format} tsv" if delimiter == "\t" else f"{{data.delimiter}} {said}"
+    raise hinted(f"{head.url}: it would be read as plain text, a row per whole line, and its {why}: the header "
+                 "would be a row and each row's fields one text",
+                 f"pass {way} to read it as a table (or {{data.format}} text if each line is one text)")
 
 
 def _lines_in_order(data: bytes) -> tuple[pa.Array, pa.Array]:

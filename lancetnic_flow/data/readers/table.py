@@ -624,6 +624,8 @@ def format_hint(fmt: str, have: list[str]) -> str | None:
     split = next((d for d in (";", "|", ",") if len(have) == 1 and d in have[0]), None)
     if split is not None and fmt == "csv":
         return f"the header line is split by {split!r}: pass --delimiter '{split}'"
+    if split is not None:   # a .tsv file is split by tabs whatever --delimiter says
+        return f"the header line is split by {split!r}, not by tabs: pass --format csv --delimiter '{split}'"
     if any(looks_like_data(h) for h in have):
         return ("the first line looks like a row of data, not column names: the file needs a header line "
                 "naming its columns, e.g. text,label")

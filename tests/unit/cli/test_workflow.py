@@ -155,6 +155,15 @@ def test_a_make_data_field_that_is_unknown_or_of_the_wrong_kind_is_refused_befor
     assert not (tmp_path / "d.csv").exists()
 
 
+def test_make_datas_delimiter_writes_the_corpus_that_the_workflows_delimiter_reads(tmp_path):
+    from lancetnic_flow.cli.workflow import prepare_workflow
+
+    out = tmp_path / "d.csv"
+    path = _write(tmp_path, f"train: {out}\ndelimiter: ';'\nmake_data: {{out: {out}, rows: 20, delimiter: ';'}}\n")
+    cfg = prepare_workflow(path)
+    assert out.read_text().startswith("text;label;value;target\n") and cfg.data.delimiter == ";"
+
+
 def test_make_datas_storage_options_for_a_local_corpus_are_refused_before_writing(tmp_path):
     from lancetnic_flow.cli.workflow import prepare_workflow
 

@@ -78,3 +78,35 @@ def test_a_pipe_whose_reader_stops_early_is_said_as_the_rest_not_written(tmp_pat
             write_corpus(path, 20_000, chunk_rows=2_000)
     finally:
         stop.join(timeout=10)
+
+
+@pytest.mark.parametrize("delimiter, sep", [(";", ";"), ("|", "|"), ("tab", "\t")])
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_a_delimiter_writes_a_csv_corpus_that_reads_back_under_the_same_delimiter(tmp_path, delimiter, sep, multilabel):
+    """make-data had no --delimiter: a ';' corpus for a test or a demo had to be converted by hand."""
+    from lancetnic_flow.data.readers import read_partition
+    from lancetnic_flow.data.sources import Columns, plan_source
+
+    comma, semi = tmp_path / "comma.csv", tmp_path / "semi.csv"
+    write_corpus(str(comma), 300, multilabel=multilabel)
+    info = write_corpus(str(semi), 300, multilabel=multilabel, delimiter=delimiter)
+    assert info["delimiter"] == sep and semi.read_text().startswith(sep.join(["text", "label", "value", "target"]))
+
+    def rows(path, sep=None):
+        cols = Columns(text=("text",), label="label", target="target", multilabel=multilabel,
+                       label_sep="|" if multilabel else None, delimiter=sep)
+        return [row for p in plan_source([str(path)], blocksize=4096).partitions
+                for c in read_partition(p, cols) for row in c.table.to_pylist()]
+
+    got = rows(semi, sep)
+    assert len(got) == 300 and got == rows(comma)
+
+
+@pytest.mark.parametrize("name", ["corpus.tsv", "corpus.jsonl", "corpus.parquet", "corpus.txt"])
+def test_a_delimiter_for_a_format_without_csv_fields_is_refused_not_ignored(tmp_path, name):
+    with pytest.raises(UserError) as e:
+        write_corpus(str(tmp_path / name), 5, delimiter=";")
+    assert not (tmp_path / name).exists()
+    message, hint = e.value.said("cli")
+    assert message.startswith("--delimiter ';' splits a CSV file's fields") and "drop --delimiter" in hint
+    assert e.value.said("workflow")[0].startswith("make_data.delimiter ';'")

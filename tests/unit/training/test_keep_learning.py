@@ -149,6 +149,19 @@ def test_options_that_contradict_the_run_are_refused_naming_each_and_what_works(
         continue_config(_given(_data(tmp_path), old_run), explicit={"features.buckets"})
 
 
+def test_new_data_split_by_the_delimiter_given_reads_its_columns_and_without_it_names_the_delimiter(tmp_path, old_run):
+    """--init-from's column check read the new data's header with commas, whatever --delimiter
+    said: a ';' file given --delimiter ';' was refused as having no column 'body', its hint
+    '--text body;label'. Now it reads the header as training does, and without the delimiter
+    the hint names it."""
+    path = tmp_path / "semi.csv"
+    path.write_text("body;label\nthe match went on;sports\nthe vote was close;politics\n")
+    assert continue_config(_given(str(path), old_run, delimiter=";")).data.text == ["body"]
+    with pytest.raises(UserError) as e:
+        continue_config(_given(str(path), old_run))
+    assert e.value.cli[1] == "the header line is split by ';': pass --delimiter ';'"
+
+
 def test_a_run_of_another_task_is_refused_first(tmp_path, old_run):
     with pytest.raises(UserError) as e:
         continue_config(_given(_data(tmp_path, "body,label,y"), old_run, task="regress", target="y", features="ids"))

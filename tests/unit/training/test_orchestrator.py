@@ -597,14 +597,22 @@ def test_train_warns_at_the_start_of_a_patience_that_can_stop_no_epoch_but_not_i
     assert [m.split(":")[0] for m in seen] == ([] if searched else ["early_stopping 2 can stop no epoch of epochs 3"])
 
 
-def test_a_multilabel_fit_of_one_label_is_refused_naming_the_empty_sets_and_the_two_class_run():
-    # it said rows without a label are skipped "so a single label is in every set": an empty set's row is not
+def test_a_multilabel_fit_of_one_label_and_empty_sets_trains_it_and_one_every_row_has_is_refused():
+    """One label some rows have and others lack ([]) is a "does it apply" task: it was refused,
+    naming --task classify, which reads no label set. It trains now (one margin, the empty sets
+    its negatives); a label every row has, or no label at all, leaves nothing to learn."""
     import torch
 
     from lancetnic_flow.models.tasks import Task
     from lancetnic_flow.training.orchestrator import label_set_task
 
     fitted = FittedFeatures(vocabulary=["alpha"], labels=["spam"], label_counts=[5], docs=10)
-    with pytest.raises(UserError, match=r"an empty set, \[\], has none of them") as e:
-        label_set_task(Task("multilabel", 1), fitted, "none", torch.device("cpu"))
-    assert "train --task classify" in e.value.said("cli")[1]
+    task = label_set_task(Task("multilabel", 1), fitted, "balanced", torch.device("cpu"))
+    assert task.classes == 1 and task.class_weights.tolist() == [1.0]   # 5 negatives over 5 positives
+    every = FittedFeatures(vocabulary=["alpha"], labels=["spam"], label_counts=[10], docs=10)
+    with pytest.raises(UserError, match="every training row has it") as e:
+        label_set_task(Task("multilabel", 1), every, "none", torch.device("cpu"))
+    assert "classify" not in str(e.value) and "empty label set" in e.value.said("cli")[1]
+    with pytest.raises(UserError, match="found no label value"):
+        label_set_task(Task("multilabel", 0), FittedFeatures(vocabulary=["alpha"], docs=10), "none",
+                       torch.device("cpu"))

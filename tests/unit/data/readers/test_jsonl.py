@@ -373,3 +373,17 @@ def test_a_kept_number_is_written_as_the_line_wrote_it_whichever_block_holds_it(
     labelled = Columns(text=("text",), label="id", all_rows=True)
     assert parse_jsonl(b"\n".join(lines[:2]) + b"\n", labelled, "f.jsonl").table.column("label").to_pylist() == \
         ["1", "1"]
+
+
+@pytest.mark.parametrize("bad_line", [False, True])
+def test_a_kept_list_or_objects_numbers_are_written_as_the_line_wrote_them(bad_line):
+    """json.dumps wrote a kept object's 2.50 as 2.5 and 1e3 as 1000.0, where a kept top-level
+    number was already written as its line had it: now nested numbers are too, in any block."""
+    lines = [b'{"text": "goal match", "m": {"a": 1.0, "b": [2.50, "x", 1e3, -0.0, 7]}, "l": [1.50, 2]}',
+             b'{"text": "phone chip", "m": {"c": {"d": 1E-5}}, "l": []}']
+    if bad_line:
+        lines.insert(1, b"{not json")
+    cols = Columns(text=("text",), keep=("m", "l"), all_rows=True)
+    rows = [r for r in parse_jsonl(b"\n".join(lines) + b"\n", cols, "f.jsonl").table.to_pylist() if r["status"] == "ok"]
+    assert [(r["keep:m"], r["keep:l"]) for r in rows] == [
+        ('{"a": 1.0, "b": [2.50, "x", 1e3, -0.0, 7]}', "[1.50, 2]"), ('{"c": {"d": 1E-5}}', "[]")]

@@ -284,3 +284,33 @@ def test_a_fasttext_line_without_a_tag_is_a_missing_label_in_a_multilabel_run_no
     chunk = parse_lines(b"__label__a first text\nno tag here\n__label__ empty tag\n", "fasttext", cols, "f.ft")
     assert chunk.table.to_pylist() == [{"text": "first text", "label": ["a"]}]
     assert chunk.skipped == {"missing_label": 2}
+
+
+@pytest.mark.parametrize("data,delimiter,way", [
+    ("text;label\nhello there;a\nbad day;b\n", ";", "--delimiter ';'"),
+    ("id|body|tag\n1|hello there|a\n2|bad day|b\n", "|", "--delimiter '|'"),
+    ("body\ttag\nhello there\ta\nbad day\tb\n", "\t", "--format tsv"),
+])
+def test_a_txt_of_delimited_rows_under_a_header_is_refused_naming_its_delimiter_not_read_as_whole_lines(data, delimiter,
+                                                                                                       way):
+    """A .txt (or extensionless) CSV split by ';' or '|' was read as plain text: predict wrote the
+    header as a row and each row's text with its label and other fields in it. Now the head's
+    header is found, whatever the delimiter, and the file is refused naming the option that reads it."""
+    from lancetnic_flow.data.readers.lines import sniff_text
+    from lancetnic_flow.formats import Head, format_named
+
+    head = Head.of(data.encode(), True, ("body",) if delimiter == "\t" else (), url="data.txt")
+    with pytest.raises(UserError) as err:
+        sniff_text(head, format_named("text"))
+    message, hint = err.value.said("cli")
+    assert message.startswith("data.txt: ") and f"split by {'tabs' if delimiter == chr(9) else repr(delimiter)}" in message
+    assert hint.startswith(f"pass {way} ") and "--format text" in hint
+
+
+@pytest.mark.parametrize("data", ["one sentence; and a clause\nanother; too\nthird; more\n",
+                                  "just words\nand more words | with a bar\n", "a;b\nonly one row;x\n", ""])
+def test_prose_with_a_semicolon_or_bar_reads_as_plain_text(data):
+    from lancetnic_flow.data.readers.lines import sniff_text
+    from lancetnic_flow.formats import Head, format_named
+
+    assert sniff_text(Head.of(data.encode(), True, ("text",)), format_named("text")) is None

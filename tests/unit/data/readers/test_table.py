@@ -136,6 +136,8 @@ def test_a_line_holding_u_fffd_as_text_is_valid_and_stays_beside_an_undecodable_
     ("csv", ['{"text": "x"}'], "--format jsonl"), ("csv", ["text\tlabel"], "--format tsv"),
     ("tsv", ["text,label"], "--format csv"), ("csv", ["text;label"], "pass --delimiter ';'"),
     ("csv", ["text|label"], "pass --delimiter '|'"), ("csv", ["text,label"], "pass --delimiter ','"),
+    ("tsv", ["text;label"], "not by tabs: pass --format csv --delimiter ';'"),
+    ("tsv", ["text|label"], "pass --format csv --delimiter '|'"),
     ("csv", ["3.5", "pos"], "looks like a row of data"), ("csv", ["text", "label"], None),
     ("parquet", ["x"], None)])
 def test_a_header_that_looks_like_another_format_says_which(fmt, have, hint):
