@@ -32,6 +32,8 @@ def test_storage_options_go_only_to_urls_of_the_datas_protocol():
 
 
 def test_storage_options_where_every_path_is_local_are_refused_naming_each_path():
+    import lancetnic_flow.options  # noqa: F401  (names the {section.field} placeholders as flags, as every command has)
+
     places = {"DATA": ["a.csv", "file:///tmp/b.csv"], "{output.out}": "runs", "{output.cache}": None}
     with pytest.raises(UserError) as e:
         refuse_local_storage_options({"anon": True, "client_kwargs": {"region_name": "x"}}, places)
