@@ -616,16 +616,16 @@ def format_hint(fmt: str, have: list[str]) -> str | None:
     if fmt not in ("csv", "tsv") or not have:
         return None
     if have[0].lstrip().startswith("{"):
-        return "the first line looks like JSON: pass --format jsonl"
+        return "the first line looks like JSON: pass {data.format} jsonl"
     other, name = ("\t", "tsv") if fmt == "csv" else (",", "csv")
     if len(have) == 1 and other in have[0]:
-        return f"the header line is split by {other!r}, not by the {fmt} delimiter: pass --format {name}"
+        return f"the header line is split by {other!r}, not by the {fmt} delimiter: pass {{data.format}} {name}"
     # one field holding a separator: the file is split by it (a run's own --delimiter, or none given)
     split = next((d for d in (";", "|", ",") if len(have) == 1 and d in have[0]), None)
     if split is not None and fmt == "csv":
-        return f"the header line is split by {split!r}: pass --delimiter '{split}'"
+        return f"the header line is split by {split!r}: pass {{data.delimiter}} '{split}'"
     if split is not None:   # a .tsv file is split by tabs whatever --delimiter says
-        return f"the header line is split by {split!r}, not by tabs: pass --format csv --delimiter '{split}'"
+        return f"the header line is split by {split!r}, not by tabs: pass {{data.format}} csv {{data.delimiter}} '{split}'"
     if any(looks_like_data(h) for h in have):
         return ("the first line looks like a row of data, not column names: the file needs a header line "
                 "naming its columns, e.g. text,label")
