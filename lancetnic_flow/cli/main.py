@@ -159,6 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              markup=False)
         return 130
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+            # `predict --text … | head -1`: the reader of the output stopped, as it may; the
+            # command stops too, quietly and with the status of a tool SIGPIPE ended
+            return STDOUT_CLOSED
         if debug:
             raise
         known = known_failure(exc)
@@ -181,6 +185,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             # down (threads joined, objects freed) ends the process quietly, not in a traceback.
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGINT, _exit_interrupted)
+
+
+# 128 + SIGPIPE: what a shell reports for `yes | head -1`'s `yes`.
+STDOUT_CLOSED = 141
+
+
+def stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it; if so, it is pointed
+    at /dev/null, so that what is still buffered or written later (the report's last
+    words, the interpreter's last flush) goes nowhere instead of raising again."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        gone = any(event & select.POLLERR for _, event in poll.poll(0))
+    except (OSError, ValueError, AttributeError):   # no real stdout (a notebook, a closed stream)
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return gone
 
 
 def _exit_interrupted(signum: int, frame: object) -> None:

@@ -65,6 +65,25 @@ def test_predict_texts_prints_one_json_line_per_text(cli_run):
     assert all(x["label"] is None for x in lines[1:])
 
 
+def test_predict_into_a_reader_that_stops_early_ends_quietly_with_sigpipes_status(cli_run):
+    """`predict RUN --text … | head -1` ended in "internal error: BrokenPipeError" (exit 1)."""
+    import os
+    import subprocess
+    import sys
+
+    d, _, _, run = cli_run
+    texts = [a for i in range(3000) for a in ("--text", f"ab word{i}")]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    p = subprocess.Popen([sys.executable, "-m", "lancetnic_flow", "predict", str(run), *texts], cwd=d, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()   # the reader stops, as head -1 does
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141, err
+    assert json.loads(first)["text"] == "ab word0"
+    assert err.strip() == "", err
+
+
 def test_predict_input_writes_one_jsonl_line_per_input_row(cli_run):
     d, _, _, run = cli_run
     p = cli("predict", run, "--input", "x.csv", "--output", "out.jsonl", *CLUSTER, cwd=d)

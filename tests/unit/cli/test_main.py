@@ -97,3 +97,29 @@ def test_a_json_log_that_is_also_make_datas_out_is_refused_before_either_is_writ
     out = tmp_path / "d.csv"
     assert main(["make-data", str(out), "--rows", "5", "--force", "--json-log", str(out)]) == 2
     assert f"--json-log {out} is also OUT" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_stdout_pipe_whose_reader_closed_is_told_and_then_writes_nowhere(monkeypatch):
+    import os
+
+    from lancetnic_flow.cli.main import stdout_reader_gone
+
+    read, write = os.pipe()
+    out = os.fdopen(write, "w")
+    monkeypatch.setattr("sys.stdout", out)
+    try:
+        assert not stdout_reader_gone()          # its reader is still there
+        os.close(read)
+        assert stdout_reader_gone()              # `| head -1` has stopped reading
+        out.write("more\n" * 10_000)
+        out.flush()                              # now /dev/null: no BrokenPipeError at the last flush
+    finally:
+        out.close()
+
+
+def test_a_stdout_that_is_no_pipe_is_never_taken_for_a_closed_one(monkeypatch, tmp_path):
+    with open(tmp_path / "out.txt", "w") as out:
+        monkeypatch.setattr("sys.stdout", out)
+        from lancetnic_flow.cli.main import stdout_reader_gone
+
+        assert not stdout_reader_gone()
