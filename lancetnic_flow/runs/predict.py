@@ -568,7 +568,7 @@ def predict_files(client: Any, run: str, plan, columns: Columns, output: str, *,
     ``noted`` (when any): rows predicted with a value read changed, by reason
     (``unreadable_numeric``: a ``--numeric`` value that is no number, read as the mean;
     ``longer_than_max_len``: a sequence run's text of more tokens than it reads)."""
-    check_output_place(output, storage_options, [f.url for f in plan.files])
+    check_output_place(output, storage_options, [f.url for f in plan.files], flag="output")   # its keyword
     if not force:
         refuse_existing_file(output, options_for(output, storage_options), f"output {output}", "predict_files",
                              "pass force=True to replace it, or give another path")

@@ -425,8 +425,9 @@ def test_predict_files_refuses_an_existing_output_unless_force_and_never_replace
     with pytest.raises(UserError, match="already exists") as e:   # before any task: no client needed
         predict_files(None, str(tmp_path / "run"), plan, Columns(text=("text",)), str(old), **kw)
     assert "force=True" in e.value.hint and "--force" not in str(e.value)
-    with pytest.raises(UserError, match="is the input"):   # force replaces a result, never what is read
+    with pytest.raises(UserError, match="is the input") as e:   # force replaces a result, never what is read
         predict_files(None, str(tmp_path / "run"), plan, Columns(text=("text",)), str(data), force=True, **kw)
+    assert "--output" not in str(e.value) and str(e.value).startswith("output ")   # the keyword a caller typed
     with pytest.raises(UserError, match="no rows to predict"):   # force=True: past the refusal, to the rows
         predict_files(None, str(tmp_path / "run"), plan, Columns(text=("text",)), str(old), force=True, **kw)
     assert old.read_text() == "an earlier result\n" and data.read_text() == "text\nhello there\n"
