@@ -158,6 +158,51 @@ def picked_step(model: Any, epoch: Any, batch: Any, lr: float) -> tuple[np.ndarr
     return scores, total / max(used, 1)
 
 
+@njit(cache=True, nogil=True)
+def hinge_picks_steps(indices, offsets, values, labels, which, rows, ends, rates, weight, bias, scores, totals, used):
+    """:func:`hinge_picks` over consecutive steps in one call: step ``i`` trains rows
+    ``ends[i-1]`` (0 for the first) to ``ends[i]`` at rate ``rates[i]``, each row in
+    turn, as one call a step would; ``totals[i]`` and ``used[i]`` receive its summed
+    hinge loss and the rows it trained on."""
+    t = np.empty(weight.shape[1], np.float64)
+    start = 0
+    for i in range(ends.shape[0]):
+        lr = rates[i]
+        total = 0.0
+        n = 0
+        for j in range(start, ends[i]):
+            b = which[j]
+            loss = _hinge_row(rows[j], indices[b], offsets[b], values[b], labels[b], weight, bias, lr, scores[j], t)
+            if loss >= 0.0:
+                total += loss
+                n += 1
+        totals[i] = total
+        used[i] = n
+        start = ends[i]
+
+
+def picked_steps(model: Any, epoch: Any, batches: list, lrs: list[float]) -> list[tuple[np.ndarray, float]]:
+    """:func:`picked_step` for each of ``batches`` (consecutive steps, at ``lrs``) in one
+    compiled call: the same weights, scores and losses as a call a batch. Between
+    calls a rank's loop runs Python that pushes the step's hot weight rows out of
+    the core's cache; fewer calls leave them there (docs/benchmarks.md)."""
+    from numba.typed import List
+
+    if epoch.compiled is None:
+        epoch.compiled = tuple(List([getattr(b, name) for b in epoch.blocks])
+                               for name in ("indices", "offsets", "values", "labels"))
+    weight, bias = weights_of(model)
+    sizes = np.array([len(b) for b in batches], np.int64)
+    ends = np.cumsum(sizes)
+    scores = np.empty((int(ends[-1]), weight.shape[1]), np.float32)
+    totals, used = np.zeros(len(batches)), np.zeros(len(batches), np.int64)
+    hinge_picks_steps(*epoch.compiled, np.concatenate([b.which for b in batches]),
+                      np.concatenate([b.rows for b in batches]), ends, np.array(lrs, np.float32),
+                      weight, bias, scores, totals, used)
+    starts = ends - sizes
+    return [(scores[a:e], totals[i] / max(int(used[i]), 1)) for i, (a, e) in enumerate(zip(starts, ends))]
+
+
 # The twin (see :func:`add_twin`) steps beside the model in a second thread:
 # the kernel releases the GIL, and in epochs read from the cache the workers
 # leave the machine's other core idle (docs/benchmarks.md). It runs behind
@@ -282,13 +327,17 @@ def adopt_twin(model: Any) -> None:
 
 
 def warm_picks() -> None:
-    """Load (or compile, once per machine) :func:`hinge_picks` on a tiny input."""
+    """Load (or compile, once per machine) :func:`hinge_picks` and :func:`hinge_picks_steps` on a tiny input."""
     from numba.typed import List
 
     w = np.zeros((2, 2), np.float32)
-    hinge_picks(List([np.zeros(1, np.int32)]), List([np.array([0, 1], np.int64)]), List([np.ones(1, np.float32)]),
-                List([np.zeros(1, np.int32)]), np.zeros(1, np.int64), np.zeros(1, np.int64), w,
+    blocks = (List([np.zeros(1, np.int32)]), List([np.array([0, 1], np.int64)]), List([np.ones(1, np.float32)]),
+              List([np.zeros(1, np.int32)]))
+    hinge_picks(*blocks, np.zeros(1, np.int64), np.zeros(1, np.int64), w,
                 np.zeros(2, np.float32), np.float32(0.1), np.empty((1, 2), np.float32))
+    hinge_picks_steps(*blocks, np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1, np.int64),
+                      np.full(1, 0.1, np.float32), w, np.zeros(2, np.float32), np.empty((1, 2), np.float32),
+                      np.zeros(1), np.zeros(1, np.int64))
 
 
 def warm() -> None:

@@ -205,6 +205,14 @@ class HingeRule:
         logits, loss = picked_step(model, epoch, batch, lr * self.scale)
         return {"logits": logits}, np.float64(loss)
 
+    def train_picked_steps(self, model: torch.nn.Module, epoch: Any, batches: list, lrs: list[float]) -> list[Step]:
+        """:meth:`train_picked` for consecutive ``batches`` at ``lrs`` in one compiled call
+        (a rank's steps between two of its meets), with the same results."""
+        from ..models.margin import picked_steps
+
+        return [({"logits": logits}, np.float64(loss))
+                for logits, loss in picked_steps(model, epoch, batches, [lr * self.scale for lr in lrs])]
+
     def while_validating(self, model: torch.nn.Module, lr: float, seed: int, epoch: int
                          ) -> Callable[[RowBlock], object] | None:
         """The twin learns the validation rows as the model scores them: at the

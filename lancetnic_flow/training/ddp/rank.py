@@ -43,6 +43,8 @@ from .shares import rank_batches, share, steps_in
 
 EVENT_TOPIC = "lancetnic-flow-rank"
 PAUSE_CHECKPOINT, PAUSE_STOP = 1, 2
+# Rows of kept-row steps a rank trains in one compiled call (docs/benchmarks.md, "Steps in one call").
+PICKED_RUN_ROWS = 4096
 
 
 @dataclass
@@ -401,15 +403,16 @@ class RankRun:
         self._meets = Meets(self.dist, self.device, self.rank, done)   # rules that average: the ranks' meets
         while True:
             tick = time.perf_counter()
-            batch = next(stream, None)
+            group = self._picked_run(next(stream, None), stream, done, planned, cad)   # this step's batch, or more
             self.clock["data"] += time.perf_counter() - tick
             tick = time.perf_counter()
             if self.averaging:
-                out, loss, active, flag = self._averaging_step(
-                    batch, tick, done, planned, lambda: self._flag(done, since_batches, since_t))
+                outs, active, flag = self._averaging_steps(
+                    group, tick, done, planned, lambda: self._flag(done, since_batches, since_t))
                 if not active:
                     break
             else:
+                batch, out, loss = group[0], None, None
                 if batch is not None:
                     out, loss = self.rule.backward(self.model, self.task, self.opts, batch, self.device)
                 else:
@@ -426,17 +429,19 @@ class RankRun:
                 tick = time.perf_counter()
                 self.rule.update(self.opts, self.model, self.schedule(self.state.step))
                 self.clock["compute"] += time.perf_counter() - tick
-            self.state.step += 1
-            done += 1
-            if self.averaging and cad.due(done):
-                self._average(done)   # every rank is at the same step: the steps go in lockstep
-            if batch is not None:
-                clock.rows += len(batch)
-                self.tokens += batch.nnz if self.picked is not None else int(batch.offsets[-1])
-                steps.count(train_m, out, batch, loss)
-                if time.monotonic() - last >= 0.5:
-                    self._progress(epoch, clock, loss=loss.item())
-                    last = time.monotonic()
+                outs = [(out, loss)]
+            for batch, (out, loss) in zip(group, outs):
+                self.state.step += 1
+                done += 1
+                if self.averaging and cad.due(done):
+                    self._average(done)   # every rank is at the same step: the steps go in lockstep
+                if batch is not None:
+                    clock.rows += len(batch)
+                    self.tokens += batch.nnz if self.picked is not None else int(batch.offsets[-1])
+                    steps.count(train_m, out, batch, loss)
+                    if time.monotonic() - last >= 0.5:
+                        self._progress(epoch, clock, loss=loss.item())
+                        last = time.monotonic()
             if flag:
                 self._progress(epoch, clock, loss=train_m.result().get("loss"))
                 self._average(done)   # a pause is a sync: the checkpoint holds the replicas' one set of weights
@@ -451,29 +456,52 @@ class RankRun:
         self._train_m, self._epoch_clock = gather_metrics(train_m, self.dist, self.task.new_metrics), clock
         return None
 
-    def _averaging_step(self, batch: Any, tick: float, done: int, planned: int, flag: Callable[[], int]) -> tuple:
-        """A step of a rule that averages weights (``tick``: when it began): this
-        rank's own update, and a meet of the ranks when one is due (:mod:`.meets`),
-        where ``flag()`` (rank 0's word: asked at meets only, so a stop it reads is
-        never dropped) is posted. Returns the step's outputs and loss, and what the
-        ranks agreed at the meet read here: whether any rank had a batch, the flag."""
-        out = loss = None
+    def _picked_run(self, batch: Any, stream: Any, done: int, planned: int, cad: Any) -> list:
+        """``batch`` (this step's), and on kept rows the batches of the steps after it up to
+        the next meet, the next sync or the planned last step, :data:`PICKED_RUN_ROWS` rows
+        at most: one compiled call trains them (:func:`~...models.margin.picked_steps`),
+        with the results of a call a step. Between calls the loop's Python pushes the
+        step's hot weight rows out of the core's cache (docs/benchmarks.md)."""
+        if batch is None or self.picked is None:
+            return [batch]
+        end = min(self._meets.next, planned)   # a meet follows the step that brings the epoch to ``end``
+        if cad.every:
+            end = min(end, (done // cad.every + 1) * cad.every)
+        group = [batch]
+        while len(group) < min(end - done, PICKED_RUN_ROWS // len(batch)):
+            more = next(stream, None)
+            if more is None:   # this rank's share is done: the steps after have no batch
+                break
+            group.append(more)
+        return group
+
+    def _averaging_steps(self, group: list, tick: float, done: int, planned: int, flag: Callable[[], int]) -> tuple:
+        """The steps of ``group`` (a step's batch, or None; on kept rows, several steps'
+        batches up to a meet: :meth:`_picked_run`) of a rule that averages weights
+        (``tick``: when they began): this rank's own updates, then a meet of the ranks
+        when one is due after the last (:mod:`.meets`), where ``flag()`` (rank 0's word:
+        asked at meets only, so a stop it reads is never dropped) is posted. Returns each
+        step's outputs and loss, and what the ranks agreed at the meet read here: whether
+        any rank had a batch, the flag."""
+        batch, outs = group[0], [(None, None)]
         if batch is not None and self.picked is not None:   # kept rows, named in place
-            out, loss = self.rule.train_picked(self.model, self.picked, batch, self.schedule(self.state.step))
+            outs = self.rule.train_picked_steps(self.model, self.picked, group,
+                                                [self.schedule(self.state.step + i) for i in range(len(group))])
         elif batch is not None:
-            out, loss = self.rule.train_batch(self.model, self.task, self.opts, batch, self.device,
-                                              self.schedule(self.state.step))
+            outs = [self.rule.train_batch(self.model, self.task, self.opts, batch, self.device,
+                                          self.schedule(self.state.step))]
             if self.touched is not None:
                 self.touched[batch.indices] = True
+        done += len(group) - 1   # the meet's step: the group's last
         self.clock["compute"] += time.perf_counter() - tick
         if not self._meets.due(done + 1, planned):
-            return out, loss, 1, 0
+            return outs, 1, 0
         tick = time.perf_counter()
-        active, word = self._meets.meet(done + 1, planned, batch is not None, flag())
+        active, word = self._meets.meet(done + 1, planned, group[-1] is not None, flag())
         if not active or word:   # the epoch ends or pauses: every rank reads the meet still in flight
             self._meets.drain()
         self.clock["exchange"] += time.perf_counter() - tick
-        return out, loss, active, word
+        return outs, active, word
 
     def _average(self, done: int) -> None:
         """A rule that averages weights: the replicas become their mean (a no-op for gradient rules),

@@ -213,3 +213,41 @@ def test_a_kept_epoch_trained_in_place_reaches_the_streamed_epochs_weights_score
     assert torch.equal(picked.input.weight, streamed.input.weight) and torch.equal(picked.input.bias,
                                                                                   streamed.input.bias)
     assert not torch.equal(streamed.input.weight, torch.zeros_like(streamed.input.weight))   # it trained
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_kept_steps_trained_several_in_one_call_reach_a_call_a_steps_weights_scores_and_losses_bit_for_bit(
+        multilabel):
+    """A rank trains the kept-row steps up to its next meet in one compiled call (picked_steps):
+    each step at its own rate, the rows in turn, as picked_step does a step at a time."""
+    from lancetnic_flow.dataflow.kept import KeptEpoch
+    from lancetnic_flow.models.margin import picked_step, picked_steps, warm_picks
+
+    warm_picks()
+    rng = np.random.default_rng(5)
+    blocks = []
+    for rows in (70, 130, 0, 41):
+        lengths = rng.integers(1, 10, rows)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        labels = (rng.integers(0, 2, (rows, 4)).astype(np.uint8) if multilabel
+                  else rng.integers(0, 4, rows).astype(np.int32))
+        blocks.append(RowBlock(rng.integers(0, 200, offsets[-1]).astype(np.int32), offsets,
+                               rng.uniform(0.1, 1.0, offsets[-1]).astype(np.float32), labels=labels))
+    one = ScalpelNet(200, classes=4, layers=0, margin=True)
+    runs = ScalpelNet(200, classes=4, layers=0, margin=True)
+    runs.load_state_dict(one.state_dict())
+    kept = KeptEpoch(blocks, batch_size=16, shuffle_buffer=50, seed=2, epoch=0)
+    batches = list(kept)
+    rates = [0.3 - 0.01 * i for i in range(len(batches))]
+    want = [picked_step(one, kept, b, lr) for b, lr in zip(batches, rates)]
+    got, at = [], 0
+    for size in (1, 5, 3, 7, len(batches)):   # runs of steps of any length, the last one short
+        got += picked_steps(runs, kept, batches[at:at + size], rates[at:at + size])
+        at += size
+        if at >= len(batches):
+            break
+    assert len(got) == len(want) == len(batches)
+    for (gs, gl), (ws, wl) in zip(got, want):
+        assert np.array_equal(gs, ws) and gl == wl
+    assert torch.equal(runs.input.weight, one.input.weight) and torch.equal(runs.input.bias, one.input.bias)
+    assert not torch.equal(one.input.weight, torch.zeros_like(one.input.weight))   # it trained

@@ -94,3 +94,26 @@ def test_equal_replicas_pass_the_check_whatever_half_of_the_digests_range_they_f
         run._average(3)
         assert run.sent_bytes > 0
     assert halves == {False, True}
+
+
+def test_kept_row_steps_run_together_up_to_the_next_meet_sync_or_planned_step_and_never_past_them():
+    from lancetnic_flow.training.ddp.cadence import Cadence
+    from lancetnic_flow.training.ddp.rank import PICKED_RUN_ROWS
+
+    def run_from(done: int, meet_at: int, planned: int, every: int, batch_rows: int = 256, left: int = 10**6) -> list:
+        run = RankRun.__new__(RankRun)
+        run.picked, run._meets = object(), SimpleNamespace(next=meet_at)
+        stream = iter([[0] * batch_rows] * left)
+        return run._picked_run(next(stream), stream, done, planned, Cadence(every, 1, "test"))
+
+    assert len(run_from(done=32, meet_at=40, planned=2000, every=0)) == 8           # up to the meet's step
+    assert len(run_from(done=92, meet_at=4000, planned=2000, every=100)) == 8       # up to the next sync (step 100)
+    assert len(run_from(done=1990, meet_at=4000, planned=1995, every=0)) == 5       # the planned last step
+    assert len(run_from(done=1995, meet_at=1996, planned=1995, every=0)) == 1       # past it: a step at a time
+    assert len(run_from(done=0, meet_at=4000, planned=4000, every=0)) == PICKED_RUN_ROWS // 256
+    assert len(run_from(done=0, meet_at=4000, planned=4000, every=0, batch_rows=512)) == PICKED_RUN_ROWS // 512
+    assert len(run_from(done=0, meet_at=40, planned=4000, every=0, left=3)) == 3    # the share runs out first
+    plain = RankRun.__new__(RankRun)
+    plain.picked = None                                                             # streamed batches: one a step
+    assert plain._picked_run([1], iter([[2], [3]]), 0, 100, Cadence(0, 1, "test")) == [[1]]
+    assert plain._picked_run(None, iter([]), 0, 100, Cadence(0, 1, "test")) == [None]
